@@ -1,0 +1,38 @@
+"""Pure cost model: (ModelSpec, Cluster, Workload, Layout) -> Estimate. No I/O, no solver, no rich."""
+
+from .errors import InvalidInput, NoFeasiblePlan, PlannerError
+from .specs import (
+    Axis,
+    Cluster,
+    Estimate,
+    GpuSpec,
+    Layout,
+    LinkTier,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+    StageMemory,
+    Workload,
+)
+
+__all__ = [
+    "Axis",
+    "Cluster",
+    "Estimate",
+    "GpuSpec",
+    "InvalidInput",
+    "Layout",
+    "LinkTier",
+    "MLASpec",
+    "ModelSpec",
+    "MoESpec",
+    "NoFeasiblePlan",
+    "PlannerError",
+    "StageMemory",
+    "Workload",
+]
+
+from .estimate import estimate, model_flops_per_token  # noqa: E402
+from .rules import layout_violations  # noqa: E402
+
+__all__ += ["estimate", "layout_violations", "model_flops_per_token"]

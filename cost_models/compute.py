@@ -1,0 +1,227 @@
+"""FLOPs and time of one transformer layer (and the embedding / LM head) on one GPU.
+
+Every GEMM is listed with its per-GPU shape after the TP / CP / EP split, and timed at
+``peak * efficiency(shape)``: small matrices run below peak (tile under-use), which is what makes a
+1B model reach a lower MFU than a 100B one on the same GPU. Attention scores run as a fused
+(flash) kernel at its own efficiency; norms, activations, residual adds and rotary embeddings are
+memory-bound and timed against HBM bandwidth. Formulas and sources: docs/cost_model.md#compute.
+
+Conventions: "forward" is one micro-batch through one layer. Backward GEMMs cost 2x forward
+(dgrad + wgrad, Narayanan et al. 2021 sec. 5.1); flash-attention backward costs 2.5x forward
+(it recomputes the scores: Dao 2023, FlashAttention-2, sec. 3.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .calibration import GenerationCalibration
+from .params import mlp_matrices
+from .specs import GpuSpec, Layout, ModelSpec, Workload
+
+BF16_BYTES = 2
+FP8_CAST_BYTES_PER_ELEMENT = 3  # read bf16 (2 B) + write fp8 (1 B)
+
+
+@dataclass(frozen=True, slots=True)
+class Gemm:
+    """`count` GEMMs of shape [m, k] x [k, n] per GPU, forward."""
+
+    m: float
+    n: float
+    k: float
+    count: float = 1.0
+    fp8_capable: bool = True  # routers and heads stay in bf16 under fp8 recipes
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k * self.count
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTime:
+    """Seconds for one micro-batch through one layer on one GPU, by kind of work (forward)."""
+
+    gemm_s: float
+    attention_s: float
+    elementwise_s: float
+    overhead_s: float
+    model_flops: float  # forward FLOPs counted for MFU (GEMMs + causal attention)
+
+    @property
+    def forward_s(self) -> float:
+        return self.gemm_s + self.attention_s + self.elementwise_s + self.overhead_s
+
+    @property
+    def backward_s(self) -> float:
+        return 2 * self.gemm_s + 2.5 * self.attention_s + 2 * self.elementwise_s + self.overhead_s
+
+    def recompute_s(self, recompute: str) -> float:
+        """Extra forward work in backward: selective redoes attention and elementwise ops."""
+        if recompute == "full":
+            return self.forward_s
+        if recompute == "selective":
+            return self.attention_s + self.elementwise_s
+        return 0.0
+
+
+def gemm_efficiency(g: Gemm, cal: GenerationCalibration, fp8: bool) -> float:
+    """Achieved fraction of peak: a large-GEMM ceiling times d/(d+d_half) for each dimension."""
+    ceiling = cal.gemm_efficiency_fp8 if fp8 else cal.gemm_efficiency_bf16
+    shape = 1.0
+    for d in (g.m, g.n, g.k):
+        shape *= d / (d + cal.gemm_half_dim)
+    return ceiling * shape
+
+
+def gemm_time_s(gemms: list[Gemm], gpu: GpuSpec, cal: GenerationCalibration, fp8: bool) -> float:
+    total = 0.0
+    for g in gemms:
+        use_fp8 = fp8 and g.fp8_capable and gpu.peak_fp8_tflops is not None
+        peak = (gpu.peak_fp8_tflops if use_fp8 else gpu.peak_bf16_tflops) * 1e12
+        total += g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
+    return total
+
+
+def tokens_per_gpu(workload: Workload, layout: Layout) -> float:
+    """Tokens of one micro-batch held by one CP rank (TP ranks share them)."""
+    return layout.micro_batch * workload.seq_len / layout.cp
+
+
+def _local_kv_heads(model: ModelSpec, tp: int) -> float:
+    # KV heads are replicated when tp exceeds them (Megatron GQA with tp > num_query_groups).
+    return max(model.kv_heads, tp) / tp
+
+
+def attention_gemms(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
+    """Q/K/V/output projections (GQA or MLA) for t tokens on one TP rank."""
+    h, nh = model.hidden_size, model.num_attention_heads
+    mla = model.mla
+    if mla is None:
+        d = model.attn_head_dim
+        qkv_width = (nh / tp + 2 * _local_kv_heads(model, tp)) * d
+        return [Gemm(t, qkv_width, h), Gemm(t, h, nh * d / tp)]
+    qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    gemms = []
+    if mla.q_lora_rank is None:
+        gemms.append(Gemm(t, nh * qk / tp, h))
+    else:  # down-projections are replicated across TP ranks in Megatron-Core's MLA
+        gemms += [Gemm(t, mla.q_lora_rank, h), Gemm(t, nh * qk / tp, mla.q_lora_rank)]
+    gemms += [
+        Gemm(t, mla.kv_lora_rank + mla.qk_rope_head_dim, h),
+        Gemm(t, nh * (mla.qk_nope_head_dim + mla.v_head_dim) / tp, mla.kv_lora_rank),
+        Gemm(t, h, nh * mla.v_head_dim / tp),
+    ]
+    return gemms
+
+
+def attention_core_flops(model: ModelSpec, workload: Workload, layout: Layout) -> float:
+    """Causal scores + weighted sum per GPU, forward: b * (s/cp) * s * heads/tp * (d_qk + d_v).
+
+    2 FLOPs per MAC times half the s x s score matrix (causal); CP load balancing gives every
+    rank the average share (Megatron / TE head-tail chunking).
+    """
+    mla = model.mla
+    if mla is None:
+        d_qk = d_v = model.attn_head_dim
+    else:
+        d_qk, d_v = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim
+    t = tokens_per_gpu(workload, layout)
+    return t * workload.seq_len * model.num_attention_heads / layout.tp * (d_qk + d_v)
+
+
+def mlp_gemms(model: ModelSpec, t: float, ffn: float, tp: int) -> list[Gemm]:
+    """Dense MLP (or shared experts of total width ffn) for t tokens on one TP rank."""
+    h = model.hidden_size
+    up_width = (mlp_matrices(model) - 1) * ffn / tp
+    return [Gemm(t, up_width, h), Gemm(t, h, ffn / tp)]
+
+
+def moe_gemms(model: ModelSpec, t: float, layout: Layout) -> list[Gemm]:
+    """Router, local routed experts (grouped GEMM) and shared experts on one GPU."""
+    moe = model.moe
+    assert moe is not None
+    h, fe = model.hidden_size, moe.expert_ffn_hidden_size
+    # Token rows this GPU's experts see: t * top_k, split over TP ranks unless experts use ETP.
+    rows = t * moe.top_k * layout.etp / layout.tp
+    local_experts = moe.num_experts / layout.ep
+    rows_per_expert = rows / local_experts
+    up_width = (mlp_matrices(model) - 1) * fe / layout.etp
+    gemms = [
+        Gemm(t / layout.tp, moe.num_experts, h, fp8_capable=False),
+        Gemm(rows_per_expert, up_width, h, count=local_experts),
+        Gemm(rows_per_expert, h, fe / layout.etp, count=local_experts),
+    ]
+    if moe.num_shared_experts:
+        gemms += mlp_gemms(model, t, moe.num_shared_experts * fe, layout.tp)
+    return gemms
+
+
+def _elementwise_elements(model: ModelSpec, layout: Layout, t: float, is_moe: bool) -> float:
+    """Elements read + written per forward by memory-bound ops (norms, residuals, rotary, act)."""
+    tp = layout.tp
+    h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
+    nh, d = model.num_attention_heads, model.attn_head_dim
+    per_token = 4 * h_local + 6 * h_local  # two norms (r+w), two residual adds (2r+w)
+    per_token += 2 * (nh / tp + _local_kv_heads(model, tp)) * d  # rotary on q and k (r+w)
+    act_rw = 3 if model.gated_mlp else 2  # SwiGLU reads gate+up, writes one; GELU r+w
+    if is_moe:
+        moe = model.moe
+        assert moe is not None
+        rows = moe.top_k * layout.etp / tp
+        per_token += rows * (4 * model.hidden_size + act_rw * moe.expert_ffn_hidden_size / layout.etp)
+        per_token += moe.num_shared_experts * act_rw * moe.expert_ffn_hidden_size / tp
+    else:
+        assert model.ffn_hidden_size is not None
+        per_token += act_rw * model.ffn_hidden_size / tp
+    return per_token * t
+
+
+def layer_time(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    *,
+    is_moe: bool,
+) -> LayerTime:
+    """Forward time of one micro-batch through one (dense or MoE) layer on one GPU."""
+    t = tokens_per_gpu(workload, layout)
+    fp8 = workload.precision in ("fp8", "mxfp8")
+    gemms = attention_gemms(model, t, layout.tp)
+    if is_moe:
+        gemms += moe_gemms(model, t, layout)
+    else:
+        assert model.ffn_hidden_size is not None
+        gemms += mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
+    attn_flops = attention_core_flops(model, workload, layout)
+    hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
+    elem_bytes = _elementwise_elements(model, layout, t, is_moe) * BF16_BYTES
+    if fp8:  # each fp8 GEMM input is cast from bf16 first (Transformer Engine recipes)
+        elem_bytes += sum(g.m * g.k * g.count for g in gemms if g.fp8_capable) * FP8_CAST_BYTES_PER_ELEMENT
+    return LayerTime(
+        gemm_s=gemm_time_s(gemms, gpu, cal, fp8),
+        attention_s=attn_flops / (gpu.peak_bf16_tflops * 1e12 * cal.attention_efficiency),
+        elementwise_s=elem_bytes / hbm_bytes_per_s,
+        overhead_s=cal.kernel_overhead_s,
+        model_flops=sum(g.flops for g in gemms) + attn_flops,
+    )
+
+
+def lm_head_time(
+    model: ModelSpec, gpu: GpuSpec, cal: GenerationCalibration, workload: Workload, layout: Layout
+) -> LayerTime:
+    """Output projection and the fp32 cross-entropy over the vocabulary shard (last stage)."""
+    t = tokens_per_gpu(workload, layout)
+    vocab = model.vocab_size or 0
+    gemms = [Gemm(t, vocab / layout.tp, model.hidden_size, fp8_capable=False)]
+    # Cross-entropy in fp32 over the logits: read bf16 logits, softmax, write fp32 grad (~3 passes).
+    ce_bytes = t * vocab / layout.tp * (BF16_BYTES + 4 + 4)
+    return LayerTime(
+        gemm_s=gemm_time_s(gemms, gpu, cal, fp8=False),
+        attention_s=0.0,
+        elementwise_s=ce_bytes / (gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency),
+        overhead_s=cal.kernel_overhead_s,
+        model_flops=sum(g.flops for g in gemms),
+    )

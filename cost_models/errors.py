@@ -1,0 +1,30 @@
+"""Error types shared by every layer. Only planner/cli.py turns them into exit codes."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+
+class PlannerError(Exception):
+    """Base for errors the user can act on (bad input, nothing fits)."""
+
+
+class InvalidInput(PlannerError, ValueError):
+    """A user-supplied value breaks a rule; the message names the field and the rule (exit 2)."""
+
+
+class NoFeasiblePlan(PlannerError):
+    """No layout fits; the message says why (exit 1)."""
+
+
+def describe_validation_error(err: ValidationError, where: str = "") -> str:
+    """One line per pydantic error: `<where>: field.path: rule`, without pydantic's URLs."""
+    parts = []
+    for e in err.errors(include_url=False):
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling)"
+        parts.append(f"{loc}: {msg}")
+    prefix = f"{where}: " if where else ""
+    return prefix + "; ".join(parts)

@@ -1,0 +1,82 @@
+"""Parameter counts per block, per layer and per model.
+
+Counts are of weight matrices and norm scales; biases are left out (under 0.1% for every preset).
+Formulas follow the block definitions in the Llama 3 (arXiv 2407.21783), Mixtral (2401.04088) and
+DeepSeek-V3 (2412.19437, sec. 2.1.1 for MLA) papers. Derivations: docs/cost_model.md#parameters.
+"""
+
+from __future__ import annotations
+
+from .specs import ModelSpec
+
+
+def mlp_matrices(model: ModelSpec) -> int:
+    """Weight matrices per MLP: 3 for gated (SwiGLU: gate, up, down), 2 otherwise."""
+    return 3 if model.gated_mlp else 2
+
+
+def attention_params(model: ModelSpec) -> int:
+    """Attention projections of one layer (Q, K, V, output), GQA- and MLA-aware, plus its norm."""
+    h, nh = model.hidden_size, model.num_attention_heads
+    mla = model.mla
+    if mla is None:
+        d = model.attn_head_dim
+        return h * nh * d + 2 * h * model.kv_heads * d + nh * d * h + h
+    qk_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    if mla.q_lora_rank is None:
+        q = h * nh * qk_dim
+    else:  # down-projection, its RMSNorm, up-projection
+        q = h * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * nh * qk_dim
+    kv_down = h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
+    kv_up = mla.kv_lora_rank * nh * (mla.qk_nope_head_dim + mla.v_head_dim)
+    out = nh * mla.v_head_dim * h
+    return q + kv_down + kv_up + out + h
+
+
+def dense_mlp_params(model: ModelSpec) -> int:
+    """Dense MLP of one layer, plus its norm."""
+    assert model.ffn_hidden_size is not None  # the ModelSpec validator guarantees it for dense layers
+    return mlp_matrices(model) * model.hidden_size * model.ffn_hidden_size + model.hidden_size
+
+
+def expert_params(model: ModelSpec) -> int:
+    """One routed (or shared) expert."""
+    assert model.moe is not None
+    return mlp_matrices(model) * model.hidden_size * model.moe.expert_ffn_hidden_size
+
+
+def moe_layer_params(model: ModelSpec, *, active_only: bool = False) -> int:
+    """MoE block of one layer: router, routed experts (all, or top_k if active_only), shared, norm."""
+    moe = model.moe
+    assert moe is not None
+    routed = moe.top_k if active_only else moe.num_experts
+    router = model.hidden_size * moe.num_experts
+    experts = (routed + moe.num_shared_experts) * expert_params(model)
+    return router + experts + model.hidden_size
+
+
+def embedding_params(model: ModelSpec) -> int:
+    """Input embedding table (zero when the vocabulary is unknown)."""
+    return (model.vocab_size or 0) * model.hidden_size
+
+
+def lm_head_params(model: ModelSpec) -> int:
+    """Output projection plus the final norm; shared with the embedding when tied."""
+    head = 0 if model.tied_embeddings else (model.vocab_size or 0) * model.hidden_size
+    return head + model.hidden_size
+
+
+def layer_params(model: ModelSpec, layer: int, *, active_only: bool = False) -> int:
+    """All parameters of transformer layer `layer` (0-based)."""
+    is_moe = model.moe is not None and layer >= model.moe.first_k_dense_layers
+    mlp = moe_layer_params(model, active_only=active_only) if is_moe else dense_mlp_params(model)
+    return attention_params(model) + mlp
+
+
+def total_params(model: ModelSpec, *, active_only: bool = False) -> int:
+    """Whole-model parameter count (active_only: what one token touches, as MoE papers report)."""
+    dense = model.num_dense_layers * layer_params(model, 0, active_only=active_only)
+    moe = 0
+    if model.num_moe_layers:
+        moe = model.num_moe_layers * layer_params(model, model.num_layers - 1, active_only=active_only)
+    return embedding_params(model) + dense + moe + lm_head_params(model)

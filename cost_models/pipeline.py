@@ -1,0 +1,62 @@
+"""Pipeline stage partition, in-flight micro-batches, and schedule time (1F1B and interleaved).
+
+Formulas: Narayanan et al. 2021 (arXiv 2104.04473) sec. 2.2: 1F1B bubble (p-1)/m, interleaved
+(p-1)/(v*m); Megatron-LM's schedules.py for the warm-up counts that set the in-flight micro-batches
+(non-interleaved: p - r; interleaved: 2(p - r - 1) + (v - 1)p + 1 chunks). With uneven stages the
+steady state runs at the slowest stage and fill/drain walks every stage once: step =
+m * t_max + (sum_i t_i - t_max) / v. Derivations: docs/cost_model.md#pipeline.
+"""
+
+from __future__ import annotations
+
+from .specs import Layout, ModelSpec
+
+
+def chunk_layer_counts(num_layers: int, num_chunks: int) -> list[int]:
+    """Layers per model chunk (pp * vp chunks); a remainder goes to the middle chunks.
+
+    The first and last chunks carry the embedding and the LM head, so they take the fewer layers
+    (the idea behind Megatron's --decoder-first/last-pipeline-num-layers).
+    """
+    base, extra = divmod(num_layers, num_chunks)
+    counts = [base] * num_chunks
+    order = sorted(range(num_chunks), key=lambda c: (abs(c - (num_chunks - 1) / 2), c))
+    for c in order[:extra]:
+        counts[c] += 1
+    return counts
+
+
+def stage_layers(model: ModelSpec, layout: Layout, layers_per_stage: tuple[int, ...] | None = None) -> list[list[int]]:
+    """Layer indices held by each pipeline rank (all its virtual chunks), in model order."""
+    p, v = layout.pp, layout.vp
+    if layers_per_stage is not None:
+        counts = list(layers_per_stage)
+    else:
+        counts = chunk_layer_counts(model.num_layers, p * v)
+    stages: list[list[int]] = [[] for _ in range(p)]
+    start = 0
+    for chunk, n in enumerate(counts):
+        stages[chunk % p].extend(range(start, start + n))
+        start += n
+    return stages
+
+
+def inflight_chunks(layout: Layout, rank: int, num_microbatches: int) -> float:
+    """Micro-batch activations held at once by pipeline rank `rank`, in units of its full stage.
+
+    1F1B: rank r holds p - r micro-batches. Interleaved: the warm-up holds 2(p-r-1) + (v-1)p + 1
+    chunks of 1/v of the stage each (Korthikanti et al. 2022 sec. 4.2.3 for rank 0).
+    """
+    p, v, m = layout.pp, layout.vp, num_microbatches
+    if v == 1:
+        return float(min(p - rank, m))
+    chunks = 2 * (p - rank - 1) + (v - 1) * p + 1
+    return min(chunks, m * v) / v
+
+
+def schedule_time_s(stage_times_s: list[float], num_microbatches: int, vp: int) -> tuple[float, float, int]:
+    """(steady-state time, fill/drain bubble time, index of the slowest stage) for one step."""
+    slowest = max(range(len(stage_times_s)), key=lambda i: (stage_times_s[i], -i))
+    t_max = stage_times_s[slowest]
+    bubble = (sum(stage_times_s) - t_max) / vp
+    return num_microbatches * t_max, bubble, slowest

@@ -1,0 +1,61 @@
+"""Which layouts are legal for a model, cluster and workload. Each rule returns its reason string.
+
+Written once and used twice: `estimate` refuses an illegal layout with these messages, and the
+planner records them as rejection reasons. Rules follow Megatron-Core's own checks
+(parallel_state.initialize_model_parallel, TransformerConfig) and torchtitan's ParallelDims.
+"""
+
+from __future__ import annotations
+
+from .specs import Cluster, Layout, ModelSpec, Workload
+
+
+def layout_violations(
+    model: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout
+) -> list[str]:
+    """Every rule the layout breaks, as messages naming the values (empty when legal)."""
+    out: list[str] = []
+    lo = layout
+    if lo.world_size != cluster.num_gpus:
+        out.append(
+            f"tp*pp*dp*cp ({lo.tp}*{lo.pp}*{lo.dp}*{lo.cp} = {lo.world_size}) must equal the "
+            f"GPU count ({cluster.num_gpus})"
+        )
+    if model.num_attention_heads % lo.tp:
+        out.append(f"tp ({lo.tp}) must divide num_attention_heads ({model.num_attention_heads})")
+    kv = model.kv_heads
+    if kv % lo.tp and lo.tp % kv:
+        out.append(f"tp ({lo.tp}) must divide num_kv_heads ({kv}) or be a multiple of it")
+    if model.ffn_hidden_size is not None and model.ffn_hidden_size % lo.tp:
+        out.append(f"tp ({lo.tp}) must divide ffn_hidden_size ({model.ffn_hidden_size})")
+    if lo.pp * lo.vp > model.num_layers:
+        out.append(f"pp*vp ({lo.pp}*{lo.vp}) must not exceed num_layers ({model.num_layers})")
+    if lo.vp > 1 and lo.pp == 1:
+        out.append(f"vp ({lo.vp}) > 1 needs pp > 1 (interleaving splits pipeline stages)")
+    if workload.global_batch_seqs % (lo.micro_batch * lo.dp):
+        out.append(
+            f"global batch ({workload.global_batch_seqs}) must be a multiple of "
+            f"micro_batch*dp ({lo.micro_batch}*{lo.dp})"
+        )
+    if lo.cp > 1 and workload.seq_len % (2 * lo.cp):
+        out.append(f"seq_len ({workload.seq_len}) must be divisible by 2*cp ({2 * lo.cp})")
+    if lo.sequence_parallel and (workload.seq_len // lo.cp) % lo.tp:
+        out.append(f"seq_len/cp ({workload.seq_len // lo.cp}) must be divisible by tp ({lo.tp})")
+    moe = model.moe
+    if moe is None:
+        if lo.ep > 1:
+            out.append(f"ep ({lo.ep}) > 1 needs a mixture-of-experts model")
+        if lo.etp > 1:
+            out.append(f"etp ({lo.etp}) > 1 needs a mixture-of-experts model")
+    else:
+        if moe.num_experts % lo.ep:
+            out.append(f"ep ({lo.ep}) must divide num_experts ({moe.num_experts})")
+        if (lo.dp * lo.cp) % lo.ep:
+            out.append(f"ep ({lo.ep}) must divide dp*cp ({lo.dp * lo.cp})")
+        if lo.tp % lo.etp:
+            out.append(f"etp ({lo.etp}) must divide tp ({lo.tp})")
+        if moe.expert_ffn_hidden_size % lo.etp:
+            out.append(
+                f"etp ({lo.etp}) must divide expert_ffn_hidden_size ({moe.expert_ffn_hidden_size})"
+            )
+    return out

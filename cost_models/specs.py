@@ -1,0 +1,297 @@
+"""The value types every other module reads: model, GPU, cluster, workload, layout, estimate.
+
+All are frozen pydantic models with ``extra="forbid"``, so a misspelled key in a preset or a user
+file is an error that names the field, never a silently ignored value. Units are in the names.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+
+class Spec(BaseModel):
+    """Frozen, strict base: values, hashable where their fields are, compared in tests."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Axis(StrEnum):
+    """Parallel axes. We say "axis" for a parallel dimension and "dim" only for a tensor dimension."""
+
+    TP = "tp"
+    CP = "cp"
+    DP = "dp"
+    PP = "pp"
+
+
+Precision = Literal["bf16", "fp16", "fp8", "mxfp8"]
+Recompute = Literal["none", "selective", "full"]
+Generation = Literal["ampere", "hopper", "blackwell"]
+
+
+# ----------------------------------------------------------------------------------------- model
+
+
+class MoESpec(Spec):
+    """Mixture-of-experts block shape (Mixtral, DeepSeek-V3, Qwen3-MoE, gpt-oss)."""
+
+    num_experts: PositiveInt = Field(description="routed experts per MoE layer")
+    top_k: PositiveInt = Field(description="routed experts each token visits")
+    expert_ffn_hidden_size: PositiveInt
+    num_shared_experts: NonNegativeInt = Field(0, description="always-on experts per MoE layer")
+    first_k_dense_layers: NonNegativeInt = Field(0, description="leading layers with a dense MLP")
+
+    @model_validator(mode="after")
+    def _top_k_within_experts(self) -> Self:
+        if self.top_k > self.num_experts:
+            raise ValueError(
+                f"top_k ({self.top_k}) must be <= num_experts ({self.num_experts})"
+            )
+        return self
+
+
+class MLASpec(Spec):
+    """Multi-head latent attention dims; defaults are DeepSeek-V3's HF config.json values."""
+
+    q_lora_rank: PositiveInt | None = Field(1536, description="null: direct Q projection")
+    kv_lora_rank: PositiveInt = 512
+    qk_nope_head_dim: PositiveInt = 128
+    qk_rope_head_dim: PositiveInt = 64
+    v_head_dim: PositiveInt = 128
+
+
+class ModelSpec(Spec):
+    """The network being trained: shapes only (sequence length and batch belong to Workload)."""
+
+    name: str
+    num_layers: PositiveInt
+    hidden_size: PositiveInt
+    ffn_hidden_size: PositiveInt | None = Field(description="dense MLP width; null if all MoE")
+    num_attention_heads: PositiveInt
+    num_kv_heads: PositiveInt | None = Field(None, description="null: same as attention heads")
+    head_dim: PositiveInt | None = Field(None, description="null: hidden_size / heads")
+    vocab_size: PositiveInt | None = Field(description="null: unknown, embeddings not counted")
+    gated_mlp: bool = Field(True, description="SwiGLU-style MLP with three matrices")
+    mla: MLASpec | None = Field(None, description="multi-head latent attention; true = V3 dims")
+    moe: MoESpec | None = None
+    tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
+    seq_len: PositiveInt | None = Field(None, description="default training sequence length")
+    published_params_b: PositiveFloat | None = Field(
+        None, description="total parameters stated by the source, in billions"
+    )
+    source: str = Field("", description="config card or paper the numbers come from")
+
+    @field_validator("mla", mode="before")
+    @classmethod
+    def _mla_bool(cls, value: object) -> object:
+        # The published-runs schema writes `mla: true|false`; true means DeepSeek-V3's dims.
+        if value is True:
+            return MLASpec()
+        if value is False:
+            return None
+        return value
+
+    @model_validator(mode="after")
+    def _shapes_agree(self) -> Self:
+        kv = self.kv_heads
+        if self.num_attention_heads % kv:
+            raise ValueError(
+                f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
+                f"num_kv_heads ({kv})"
+            )
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads}) when head_dim is null"
+            )
+        dense_layers = self.num_layers if self.moe is None else self.moe.first_k_dense_layers
+        if dense_layers and self.ffn_hidden_size is None:
+            raise ValueError("ffn_hidden_size may be null only when every layer is MoE")
+        if self.moe is not None and self.moe.first_k_dense_layers >= self.num_layers:
+            raise ValueError(
+                f"moe.first_k_dense_layers ({self.moe.first_k_dense_layers}) must be < "
+                f"num_layers ({self.num_layers})"
+            )
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_attention_heads
+
+    @property
+    def attn_head_dim(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def num_moe_layers(self) -> int:
+        return 0 if self.moe is None else self.num_layers - self.moe.first_k_dense_layers
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+
+# ------------------------------------------------------------------------------------ hardware
+
+
+class GpuSpec(Spec):
+    """One accelerator: public datasheet peaks. Achieved efficiencies live in cost_models.calibration."""
+
+    id: str
+    name: str
+    generation: Generation = Field(description="selects the calibration constants")
+    peak_bf16_tflops: PositiveFloat = Field(description="dense (no sparsity) bf16 peak")
+    peak_fp8_tflops: PositiveFloat | None = Field(description="dense fp8 peak; null: no fp8")
+    hbm_gib: PositiveFloat
+    hbm_bandwidth_gb_per_s: PositiveFloat
+    nvlink_gb_per_s: PositiveFloat = Field(description="per GPU, one direction")
+    nvlink_domain_size: PositiveInt = Field(description="GPUs in the NVLink domain of its system")
+    source: str = ""
+
+
+class LinkTier(Spec):
+    """One level of the interconnect, innermost first: the NVLink domain, then scale-out tiers."""
+
+    name: str
+    domain_size: PositiveInt | None = Field(
+        description="GPUs reachable inside one group of this tier; null: the whole cluster"
+    )
+    bandwidth_gb_per_s: PositiveFloat = Field(description="per GPU, one direction, 1e9 bytes/s")
+    latency_us: NonNegativeFloat = Field(description="per-message latency (alpha)")
+    efficiency: float = Field(0.8, gt=0, le=1, description="achievable bus bandwidth fraction")
+    oversubscription: float = Field(
+        1.0, ge=1, description="bandwidth divisor for traffic through this tier (4 = 4:1 taper)"
+    )
+
+
+class Cluster(Spec):
+    """A sized cluster: the GPU, the node, and the link tiers from the NVLink domain outwards."""
+
+    name: str
+    gpu: GpuSpec
+    gpus_per_node: PositiveInt
+    num_gpus: PositiveInt
+    tiers: tuple[LinkTier, ...] = Field(min_length=1)
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _tiers_nest(self) -> Self:
+        sizes = [t.domain_size for t in self.tiers]
+        if any(s is None for s in sizes[:-1]):
+            raise ValueError("only the outermost tier may have domain_size null")
+        bounded = [s for s in sizes if s is not None]
+        for inner, outer in zip(bounded, bounded[1:], strict=False):
+            if outer <= inner or outer % inner:
+                raise ValueError(
+                    f"tier domain sizes must grow and divide each other (got {inner} then {outer})"
+                )
+        if self.num_gpus > self.gpus_per_node and self.num_gpus % self.gpus_per_node:
+            raise ValueError(
+                f"num_gpus ({self.num_gpus}) must be whole nodes: a multiple of gpus_per_node "
+                f"({self.gpus_per_node})"
+            )
+        return self
+
+    @property
+    def num_nodes(self) -> int:
+        return max(1, self.num_gpus // self.gpus_per_node)
+
+
+# ------------------------------------------------------------------------------- workload/layout
+
+
+class Workload(Spec):
+    """What is trained per step: sequence length, global batch in sequences, precision."""
+
+    seq_len: PositiveInt
+    global_batch_seqs: PositiveInt
+    precision: Precision = "bf16"
+
+
+class Layout(Spec):
+    """One parallel layout. EP is carved from DP x CP (Megatron's MoE folding), not a world factor."""
+
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    dp: PositiveInt = 1
+    cp: PositiveInt = 1
+    ep: PositiveInt = Field(1, description="expert parallel degree, divides dp*cp")
+    etp: PositiveInt = Field(1, description="expert tensor parallel degree, divides tp")
+    vp: PositiveInt = Field(1, description="virtual (interleaved) stages per pipeline rank")
+    micro_batch: PositiveInt = 1
+    recompute: Recompute = "none"
+    zero_stage: Literal[0, 1, 2, 3] = 1
+    sequence_parallel: bool = False
+    order: tuple[Axis, ...] = Field(
+        (Axis.TP, Axis.CP, Axis.DP, Axis.PP),
+        description="rank order, innermost (fastest-varying, nearest GPUs) first",
+    )
+
+    @model_validator(mode="after")
+    def _order_is_permutation(self) -> Self:
+        if sorted(self.order) != sorted(Axis):
+            raise ValueError(f"order must list each of tp, cp, dp, pp once (got {self.order})")
+        return self
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    def degree(self, axis: Axis) -> int:
+        return getattr(self, axis.value)
+
+
+# -------------------------------------------------------------------------------------- results
+
+
+class StageMemory(Spec):
+    """Bytes per GPU on one pipeline stage, in GiB."""
+
+    stage: NonNegativeInt
+    weights_gib: float
+    gradients_gib: float
+    optimizer_gib: float
+    activations_gib: float
+    buffers_gib: float
+    reserve_gib: float
+
+    @property
+    def total_gib(self) -> float:
+        return (
+            self.weights_gib
+            + self.gradients_gib
+            + self.optimizer_gib
+            + self.activations_gib
+            + self.buffers_gib
+            + self.reserve_gib
+        )
+
+
+class Estimate(Spec):
+    """A scored layout: step time with its breakdown, throughput, MFU, and memory per stage."""
+
+    layout: Layout
+    num_microbatches: PositiveInt
+    step_time_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float = Field(description="model FLOPs (6N + causal attention, no recompute) / peak")
+    peak_memory_gib: float
+    usable_memory_gib: float
+    fits_in_memory: bool
+    breakdown_s: dict[str, float] = Field(description="exposed seconds per step by term")
+    comm_total_s: dict[str, float] = Field(description="link-busy seconds per step by axis")
+    stage_memory: tuple[StageMemory, ...]
+    placement: dict[str, dict[str, int]] = Field(description="axis -> tier name -> factor")

@@ -1,0 +1,87 @@
+"""Where each parallel group lands on the link tiers: the one place that decides it.
+
+Ranks are numbered with the layout's `order` (innermost axis fastest, as Megatron's `--order`
+string and torchtitan's device-mesh order do), and rank r sits on GPU r: consecutive ranks share
+the NVLink domain first, then the next tier, and so on. A group of an axis with degree n and rank
+stride k (the product of the degrees inside it) has min(n, D // k) members inside one tier domain
+of D GPUs. EP groups follow Megatron-Core's expert order (etp, ep, edp, pp): stride etp x the
+stride of TP. Derivation: docs/cost_model.md#placement.
+"""
+
+from __future__ import annotations
+
+from .specs import Axis, Cluster, Layout, LinkTier
+
+
+def axis_strides(layout: Layout) -> dict[str, int]:
+    """Rank stride of every axis (and of EP) under the layout's order."""
+    strides: dict[str, int] = {}
+    stride = 1
+    for axis in layout.order:
+        strides[axis.value] = stride
+        stride *= layout.degree(axis)
+    strides["ep"] = strides[Axis.TP.value] * layout.etp
+    return strides
+
+
+def axis_degrees(layout: Layout) -> dict[str, int]:
+    return {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp, "ep": layout.ep}
+
+
+def tier_domains(cluster: Cluster) -> list[int]:
+    """GPUs in one domain of each tier, capped at the cluster size."""
+    return [min(t.domain_size or cluster.num_gpus, cluster.num_gpus) for t in cluster.tiers]
+
+
+def group_span(cluster: Cluster, degree: int, stride: int) -> list[int]:
+    """Members of one group inside one domain of each tier (cumulative, ends at `degree`)."""
+    span = [min(degree, max(1, domain // stride)) for domain in tier_domains(cluster)]
+    span[-1] = degree  # the outermost tier holds the whole cluster
+    return span
+
+
+def combined_span(cluster: Cluster, members: list[tuple[int, int]]) -> list[int]:
+    """Span of a group that varies several axes at once, given (degree, stride) per axis.
+
+    With nested power-of-two strides the members inside a domain multiply across the axes.
+    """
+    span = [1] * len(cluster.tiers)
+    for degree, stride in members:
+        span = [s * n for s, n in zip(span, group_span(cluster, degree, stride), strict=True)]
+    return span
+
+
+def spans(cluster: Cluster, layout: Layout) -> dict[str, list[int]]:
+    """Span of every axis group, plus the DP x CP gradient group (`dp_cp`) and expert-DP (`edp`)."""
+    strides, degrees = axis_strides(layout), axis_degrees(layout)
+    out = {a: group_span(cluster, degrees[a], strides[a]) for a in degrees}
+    out["dp_cp"] = combined_span(
+        cluster, [(layout.dp, strides["dp"]), (layout.cp, strides["cp"])]
+    )
+    edp = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
+    out["edp"] = group_span(cluster, edp, strides["ep"] * layout.ep)
+    return out
+
+
+def placement(cluster: Cluster, layout: Layout) -> dict[str, dict[str, int]]:
+    """Factor of each axis's degree on each tier (the factors of one axis multiply to its degree)."""
+    out: dict[str, dict[str, int]] = {}
+    for axis, span in spans(cluster, layout).items():
+        if axis in ("dp_cp", "edp"):
+            continue
+        factors, inner = {}, 1
+        for tier, n in zip(cluster.tiers, span, strict=True):
+            factors[tier.name] = max(1, n // inner)
+            inner = max(inner, n)
+        out[axis] = factors
+    return out
+
+
+def outermost_tier(cluster: Cluster, span: list[int]) -> LinkTier | None:
+    """The slowest tier a group crosses (None for a group of one GPU)."""
+    if span[-1] <= 1:
+        return None
+    for tier, n in zip(cluster.tiers, span, strict=True):
+        if n >= span[-1]:
+            return tier
+    return cluster.tiers[-1]

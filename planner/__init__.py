@@ -1,0 +1,29 @@
+"""planner: find the parallel layout and placement with the most training throughput.
+
+Library use: ``planner.plan("llama3-70b", "dgx-h100", num_gpus=64, global_batch=128)`` returns a
+PlanResult (never prints); ``planner.estimate(...)`` scores one given layout.
+"""
+
+from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError
+from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+
+from .api import estimate, make_workload, plan
+from .types import PlanResult, SearchSpace, SolveStats, SolverOptions
+
+__all__ = [
+    "Cluster",
+    "Estimate",
+    "InvalidInput",
+    "Layout",
+    "ModelSpec",
+    "NoFeasiblePlan",
+    "PlanResult",
+    "PlannerError",
+    "SearchSpace",
+    "SolveStats",
+    "SolverOptions",
+    "Workload",
+    "estimate",
+    "make_workload",
+    "plan",
+]

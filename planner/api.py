@@ -1,0 +1,101 @@
+"""The library entry points: plan() and estimate(). Neither prints; both take names or objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+import models_zoo
+from cost_models import estimate as _cost
+from cost_models.errors import InvalidInput, describe_validation_error
+from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+
+from . import exhaustive
+from .types import PlanResult, SearchSpace, SolverOptions
+
+DEFAULT_SEQ_LEN = 4096
+DEFAULT_BATCH_TOKENS = 2**22  # ~4M tokens per step, the usual pre-training batch at scale
+
+
+def _validated(cls: type, fields: dict[str, Any], where: str) -> Any:
+    try:
+        return cls.model_validate(fields)
+    except ValidationError as err:
+        raise InvalidInput(describe_validation_error(err, where)) from None
+
+
+def make_workload(
+    model: ModelSpec,
+    *,
+    seq_len: int | None = None,
+    global_batch: int | None = None,
+    precision: str | None = None,
+) -> Workload:
+    """Fill defaults: the model's own sequence length (else 4096) and a ~4M-token batch."""
+    seq = seq_len if seq_len is not None else (model.seq_len or DEFAULT_SEQ_LEN)
+    if global_batch is None and isinstance(seq, int) and seq > 0:
+        global_batch = max(1, DEFAULT_BATCH_TOKENS // seq)
+    fields = {"seq_len": seq, "global_batch_seqs": global_batch, "precision": precision or "bf16"}
+    return _validated(Workload, fields, "workload")
+
+
+def _resolve(
+    model: str | ModelSpec, cluster: str | Cluster, num_gpus: int | None
+) -> tuple[ModelSpec, Cluster]:
+    return models_zoo.load_model(model), models_zoo.load_cluster(cluster, num_gpus)
+
+
+def plan(
+    model: str | ModelSpec,
+    cluster: str | Cluster,
+    workload: Workload | None = None,
+    *,
+    num_gpus: int | None = None,
+    global_batch: int | None = None,
+    seq_len: int | None = None,
+    precision: str | None = None,
+    **constraints: Any,
+) -> PlanResult:
+    """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
+
+    `constraints` are SearchSpace fields (tp=8 pins TP, max_pp=16, recompute=("selective",),
+    zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
+    deterministic, seed). Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
+    """
+    spec, sized = _resolve(model, cluster, num_gpus)
+    if workload is None:
+        workload = make_workload(spec, seq_len=seq_len, global_batch=global_batch, precision=precision)
+    space_fields = {k: v for k, v in constraints.items() if k in SearchSpace.model_fields}
+    option_fields = {k: v for k, v in constraints.items() if k in SolverOptions.model_fields}
+    unknown = sorted(set(constraints) - set(space_fields) - set(option_fields))
+    if unknown:
+        known = sorted(set(SearchSpace.model_fields) | set(SolverOptions.model_fields))
+        raise InvalidInput(f"unknown constraint(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    space = _validated(SearchSpace, space_fields, "constraints")
+    options = _validated(SolverOptions, option_fields, "solver options")
+    ranked, stats, rejections = exhaustive.search(spec, sized, workload, space, options)
+    return PlanResult(
+        model=spec, cluster=sized, workload=workload, ranked=tuple(ranked), solver=stats,
+        rejections=rejections, usable_memory_gib=exhaustive.usable_memory_gib(sized, space),
+    )
+
+
+def estimate(
+    model: str | ModelSpec,
+    cluster: str | Cluster,
+    layout: Layout | dict[str, Any],
+    workload: Workload | None = None,
+    *,
+    num_gpus: int | None = None,
+    global_batch: int | None = None,
+    seq_len: int | None = None,
+    precision: str | None = None,
+) -> Estimate:
+    """Score one layout (a Layout or a dict of its fields). Raises InvalidInput if illegal."""
+    spec, sized = _resolve(model, cluster, num_gpus)
+    if workload is None:
+        workload = make_workload(spec, seq_len=seq_len, global_batch=global_batch, precision=precision)
+    if not isinstance(layout, Layout):
+        layout = _validated(Layout, dict(layout), "layout")
+    return _cost(spec, sized, workload, layout)

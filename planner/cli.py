@@ -1,0 +1,181 @@
+"""The `planner` command: parse, call the library, render. The only module that prints or exits.
+
+Exit codes: 0 success, 1 no feasible plan (with the reasons), 2 bad input (one message naming the
+field and the rule). With --json only JSON goes to stdout; messages go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+
+import models_zoo
+from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
+from cost_models.specs import Layout
+
+from . import api, report
+from .validate import render_validation, validate_file
+
+EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so usage errors share our one-line format."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InvalidInput(f"{self.prog}: {message}")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive (got {value})")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number (got {text!r})") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive (got {value})")
+    return value
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="preset name, model YAML/JSON, or HF config.json")
+    p.add_argument("--cluster", required=True, help="preset name or cluster YAML/JSON")
+    p.add_argument("--gpus", type=_positive_int, help="number of GPUs of the cluster to use")
+    p.add_argument("--seq-len", type=_positive_int, help="training sequence length")
+    p.add_argument("--precision", choices=("bf16", "fp8"), help="training precision")
+    p.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="planner", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("plan", help="search for the best layout and placement")
+    _add_common(p)
+    p.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
+    p.add_argument("--top", type=_positive_int, default=5, help="ranked plans to show")
+    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="search time limit, s")
+    for axis in ("tp", "pp", "dp", "cp", "ep"):
+        p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
+    p.add_argument("--memory-headroom", type=float, default=0.10,
+                   help="fraction of HBM kept free (default 0.10)")
+
+    e = sub.add_parser("estimate", help="score one given layout")
+    _add_common(e)
+    e.add_argument("--global-batch", type=_positive_int, required=True)
+    for axis in ("tp", "pp", "dp"):
+        e.add_argument(f"--{axis}", type=_positive_int, required=True)
+    for axis in ("cp", "ep", "vp"):
+        e.add_argument(f"--{axis}", type=_positive_int, default=1)
+    e.add_argument("--micro-batch", type=_positive_int, default=1)
+    e.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    e.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
+    e.add_argument("--sequence-parallel", action="store_true")
+
+    v = sub.add_parser("validate", help="compare predictions with measured runs")
+    v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
+    v.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("presets", help="list built-in presets")
+    s.add_argument("kind", nargs="?", choices=("models", "gpus", "clusters"))
+    s.add_argument("--json", action="store_true")
+    return parser
+
+
+def _emit_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+
+
+def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
+    pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
+    result = api.plan(
+        args.model, args.cluster, num_gpus=args.gpus, global_batch=args.global_batch,
+        seq_len=args.seq_len, precision=args.precision, top_k=args.top,
+        time_limit_s=args.time_limit, memory_headroom=args.memory_headroom, **pins,
+    )
+    if args.json:
+        _emit_json(report.result_dict(result))
+    else:
+        out.print(report.render_plan(result))
+    return EXIT_OK
+
+
+def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
+    try:
+        layout = Layout(
+            tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, vp=args.vp,
+            micro_batch=args.micro_batch, recompute=args.recompute, zero_stage=args.zero,
+            sequence_parallel=args.sequence_parallel,
+        )
+    except ValidationError as err:
+        raise InvalidInput(describe_validation_error(err, "layout")) from None
+    model = models_zoo.load_model(args.model)
+    cluster = models_zoo.load_cluster(args.cluster, args.gpus)
+    workload = api.make_workload(model, seq_len=args.seq_len, global_batch=args.global_batch,
+                                 precision=args.precision)
+    e = api.estimate(model, cluster, layout, workload)
+    if args.json:
+        _emit_json(report.estimate_dict(e))
+    else:
+        out.print(report.render_estimate(e, cluster, workload, model.name))
+    return EXIT_OK
+
+
+def _cmd_validate(args: argparse.Namespace, out: Console) -> int:
+    rows = validate_file(args.data)
+    if args.json:
+        _emit_json([r.contract_dict() for r in rows])
+    else:
+        out.print(render_validation(rows))
+    return EXIT_OK
+
+
+def _cmd_presets(args: argparse.Namespace, out: Console) -> int:
+    kinds = [args.kind] if args.kind else ["models", "gpus", "clusters"]
+    listing = {k: models_zoo.list_presets(k) for k in kinds}
+    if args.json:
+        _emit_json(listing[args.kind] if args.kind else listing)
+    else:
+        for kind, names in listing.items():
+            out.print(f"[bold]{kind}[/bold]: " + ", ".join(names))
+    return EXIT_OK
+
+
+COMMANDS = {"plan": _cmd_plan, "estimate": _cmd_estimate, "validate": _cmd_validate,
+            "presets": _cmd_presets}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    err = Console(stderr=True, highlight=False)
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args, Console(highlight=False))
+    except NoFeasiblePlan as exc:
+        if debug:
+            raise
+        err.print(f"[red]no feasible plan:[/red] {escape(str(exc))}", soft_wrap=True)
+        return EXIT_INFEASIBLE
+    except (PlannerError, ValidationError) as exc:
+        if debug:
+            raise
+        msg = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        err.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True)
+        return EXIT_BAD_INPUT

@@ -1,0 +1,202 @@
+"""PlanResult / Estimate -> rich renderables and JSON-ready dicts. Nothing here prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from cost_models.specs import Cluster, Estimate, Workload
+
+from .types import PlanResult
+
+LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch", "recompute", "zero_stage",
+               "sequence_parallel")
+TERM_LABELS = {
+    "compute": "compute (fwd+bwd)",
+    "recompute": "recompute",
+    "tp_comm": "TP comm (exposed)",
+    "cp_comm": "CP comm (exposed)",
+    "ep_comm": "EP all-to-all (exposed)",
+    "pp_comm": "PP p2p (exposed)",
+    "dp_comm": "DP grad/param (exposed)",
+    "bubble": "pipeline bubble",
+    "optimizer": "optimizer step",
+}
+
+
+# ------------------------------------------------------------------------------------------ JSON
+
+
+def plan_dict(e: Estimate) -> dict[str, Any]:
+    """One PLAN object of CONTRACT.md: `layout` (with placement) and `estimate`."""
+    layout = {k: getattr(e.layout, k) for k in LAYOUT_KEYS}
+    layout["num_microbatches"] = e.num_microbatches
+    layout["order"] = [a.value for a in e.layout.order]
+    layout["placement"] = e.placement
+    return {"layout": layout, "estimate": estimate_dict(e)}
+
+
+def estimate_dict(e: Estimate) -> dict[str, Any]:
+    """The `estimate ... --json` object of CONTRACT.md (plus breakdowns)."""
+    return {
+        "step_time_s": e.step_time_s,
+        "tokens_per_s_per_gpu": e.tokens_per_s_per_gpu,
+        "mfu": e.mfu,
+        "peak_memory_gib": e.peak_memory_gib,
+        "hbm_gib": e.usable_memory_gib,
+        "fits_in_memory": e.fits_in_memory,
+        "num_microbatches": e.num_microbatches,
+        "breakdown_s": e.breakdown_s,
+        "comm_total_s": e.comm_total_s,
+        "stage_memory_gib": [
+            {**s.model_dump(), "total_gib": s.total_gib} for s in e.stage_memory
+        ],
+    }
+
+
+def result_dict(result: PlanResult) -> dict[str, Any]:
+    """The `plan ... --json` object of CONTRACT.md."""
+    ranked = [plan_dict(e) for e in result.ranked]
+    return {
+        "best": ranked[0],
+        "ranked": ranked,
+        "solver": result.solver.model_dump(),
+        "rejections": result.rejections,
+        "inputs": {
+            "model": result.model.name,
+            "cluster": result.cluster.name,
+            "num_gpus": result.cluster.num_gpus,
+            "workload": result.workload.model_dump(),
+        },
+    }
+
+
+# ------------------------------------------------------------------------------------------ rich
+
+
+def layout_line(e: Estimate) -> str:
+    lo = e.layout
+    parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}", f"CP{lo.cp}"]
+    if lo.ep > 1:
+        parts.append(f"EP{lo.ep}")
+    if lo.vp > 1:
+        parts.append(f"VP{lo.vp}")
+    extras = [f"micro-batch {lo.micro_batch} x {e.num_microbatches}", f"recompute {lo.recompute}",
+              f"ZeRO-{lo.zero_stage}"]
+    if lo.sequence_parallel:
+        extras.append("SP")
+    return " ".join(parts) + "  |  " + ", ".join(extras)
+
+
+def render_breakdown(e: Estimate, width: int = 30) -> Table:
+    table = Table(title="Step time breakdown", title_justify="left", expand=False)
+    table.add_column("term")
+    table.add_column("seconds", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("", no_wrap=True)
+    for term, seconds in e.breakdown_s.items():
+        if seconds <= 0:
+            continue
+        share = seconds / e.step_time_s
+        bar = "#" * max(1, round(share * width))
+        table.add_row(TERM_LABELS.get(term, term), f"{seconds:,.3f}", f"{share:.1%}", bar)
+    table.add_row("step", f"{e.step_time_s:,.3f}", "100.0%", "")
+    return table
+
+
+def render_memory(e: Estimate, usable_gib: float | None = None) -> Table:
+    limit = usable_gib if usable_gib is not None else e.usable_memory_gib
+    table = Table(title=f"Memory per GPU by pipeline stage (GiB; usable {limit:.1f})",
+                  title_justify="left")
+    for col in ("stage", "weights", "grads", "optimizer", "activations", "buffers+reserve", "total"):
+        table.add_column(col, justify="right")
+    stages = e.stage_memory
+    shown = stages if len(stages) <= 6 else (*stages[:3], *stages[-3:])
+    for s in shown:
+        total = s.total_gib
+        style = "red" if total > limit else None
+        table.add_row(str(s.stage), f"{s.weights_gib:.1f}", f"{s.gradients_gib:.1f}",
+                      f"{s.optimizer_gib:.1f}", f"{s.activations_gib:.1f}",
+                      f"{s.buffers_gib + s.reserve_gib:.1f}", f"{total:.1f}", style=style)
+    return table
+
+
+def render_ranking(result: PlanResult) -> Table:
+    table = Table(title="Ranked plans", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("layout")
+    table.add_column("tokens/s/GPU", justify="right")
+    table.add_column("MFU", justify="right")
+    table.add_column("step s", justify="right")
+    table.add_column("peak GiB", justify="right")
+    table.add_column("vs best", justify="right")
+    best = result.best.tokens_per_s_per_gpu
+    for i, e in enumerate(result.ranked, 1):
+        table.add_row(str(i), layout_line(e), f"{e.tokens_per_s_per_gpu:,.1f}", f"{e.mfu:.1%}",
+                      f"{e.step_time_s:,.3f}", f"{e.peak_memory_gib:.1f}",
+                      f"{e.tokens_per_s_per_gpu / best - 1:+.1%}")
+    return table
+
+
+def render_placement(e: Estimate, cluster: Cluster) -> Table:
+    tiers = [t.name for t in cluster.tiers]
+    table = Table(title="Placement: factor of each axis on each tier", title_justify="left")
+    table.add_column("axis")
+    for t in tiers:
+        table.add_column(t, justify="right")
+    for axis, factors in e.placement.items():
+        if axis == "ep" and e.layout.ep == 1:
+            continue
+        table.add_row(axis, *(str(factors.get(t, 1)) for t in tiers))
+    return table
+
+
+def render_header(cluster: Cluster, workload: Workload, model_name: str) -> Text:
+    return Text(
+        f"{model_name} on {cluster.num_gpus} x {cluster.gpu.name} ({cluster.name}), "
+        f"seq {workload.seq_len}, global batch {workload.global_batch_seqs} seqs, "
+        f"{workload.precision}",
+        style="bold",
+    )
+
+
+def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model_name: str) -> Group:
+    verdict = "fits" if e.fits_in_memory else "DOES NOT FIT"
+    summary = Text(
+        f"{layout_line(e)}\n{e.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU {e.mfu:.1%}, "
+        f"step {e.step_time_s:,.3f} s, peak memory {e.peak_memory_gib:.1f} GiB of "
+        f"{e.usable_memory_gib:.0f} GiB ({verdict})"
+    )
+    return Group(render_header(cluster, workload, model_name), summary, render_breakdown(e),
+                 render_memory(e), render_placement(e, cluster))
+
+
+def render_plan(result: PlanResult) -> RenderableType:
+    best = result.best
+    s = result.solver
+    gap = "n/a" if s.gap is None else f"{s.gap:.2%}"
+    stats = Panel(
+        f"engine {s.engine}, status {s.status}, objective {s.objective:.4f} s, bound "
+        f"{s.best_bound:.4f} s, gap {gap}, {s.wall_time_s:.2f} s wall; {s.num_candidates} "
+        f"candidates, {s.num_scored} scored, {s.num_feasible} fit in memory",
+        title="Search", title_align="left",
+    )
+    summary = Text(
+        f"Best: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
+        f"{best.mfu:.1%}, step {best.step_time_s:,.3f} s, peak memory "
+        f"{best.peak_memory_gib:.1f} GiB"
+    )
+    parts: list[RenderableType] = [
+        render_header(result.cluster, result.workload, result.model.name), summary,
+        render_breakdown(best), render_memory(best, result.usable_memory_gib),
+        render_placement(best, result.cluster), render_ranking(result), stats,
+    ]
+    if result.rejections:
+        lines = [f"{n:>7} x {reason}" for reason, n in
+                 sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]]
+        parts.append(Panel("\n".join(lines), title="Rejected candidates", title_align="left"))
+    return Group(*parts)

@@ -1,0 +1,70 @@
+"""Search inputs (SearchSpace, SolverOptions) and outputs (SolveStats, PlanResult)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
+
+from cost_models.specs import Cluster, Estimate, ModelSpec, Recompute, Spec, Workload
+
+
+class SearchSpace(Spec):
+    """What the search may choose. A pinned degree fixes that axis; the rest is searched."""
+
+    tp: PositiveInt | None = Field(None, description="pin tensor-parallel degree")
+    pp: PositiveInt | None = Field(None, description="pin pipeline-parallel degree")
+    dp: PositiveInt | None = Field(None, description="pin data-parallel degree")
+    cp: PositiveInt | None = Field(None, description="pin context-parallel degree")
+    ep: PositiveInt | None = Field(None, description="pin expert-parallel degree")
+    max_tp: PositiveInt | None = None
+    max_pp: PositiveInt | None = None
+    max_cp: PositiveInt | None = None
+    max_ep: PositiveInt | None = None
+    micro_batches: tuple[PositiveInt, ...] = Field((1, 2, 4, 8), min_length=1)
+    max_vp: PositiveInt = Field(8, description="largest interleaving (virtual stages) tried")
+    recompute: tuple[Recompute, ...] = Field(("none", "selective", "full"), min_length=1)
+    zero_stages: tuple[Literal[0, 1, 2, 3], ...] = Field((0, 1, 2, 3), min_length=1)
+    memory_headroom: float = Field(
+        0.10, ge=0, lt=1, description="fraction of HBM kept free (fragmentation, spikes)"
+    )
+
+
+class SolverOptions(Spec):
+    """How the search runs."""
+
+    top_k: PositiveInt = Field(5, description="ranked plans returned")
+    time_limit_s: PositiveFloat = 60.0
+    deterministic: bool = True
+    seed: NonNegativeInt = 0
+    num_workers: PositiveInt = 8
+
+
+class SolveStats(Spec):
+    """What the search did: status, objective and bound (step time, seconds), gap, wall time."""
+
+    engine: Literal["exhaustive", "cp-sat"]
+    status: str
+    objective: float | None
+    best_bound: float | None
+    gap: float | None
+    wall_time_s: float
+    num_candidates: int = Field(description="layouts enumerated before filtering")
+    num_scored: int = Field(description="layouts scored by the cost model")
+    num_feasible: int = Field(description="layouts that fit in memory")
+
+
+class PlanResult(Spec):
+    """Ranked plans (best first) with the search statistics and why candidates were rejected."""
+
+    model: ModelSpec
+    cluster: Cluster
+    workload: Workload
+    ranked: tuple[Estimate, ...]
+    solver: SolveStats
+    rejections: dict[str, int] = Field(description="rejection reason -> number of candidates")
+    usable_memory_gib: float = Field(description="HBM per GPU minus the memory headroom")
+
+    @property
+    def best(self) -> Estimate:
+        return self.ranked[0]

@@ -1,0 +1,226 @@
+"""`planner validate`: predicted vs measured tokens/s/GPU (and peak memory) on published runs.
+
+A record is turned into a model, a cluster (the GPU's usual system, with the scale-out bandwidth
+read from the record's `interconnect` text where it states one), a workload and a layout. Fields
+the record leaves null take documented defaults (FILL_RULES). A record that cannot be scored gets
+its reason in `error`; it never stops the run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+import models_zoo
+from cost_models import estimate
+from cost_models.errors import InvalidInput, PlannerError, describe_validation_error
+from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+
+# Null layout fields in a record take these values (what Megatron-LM does when the flag is absent,
+# except zero_stage: NeMo / Megatron-Bridge recipes turn the distributed optimizer on).
+FILL_RULES: dict[str, Any] = {
+    "vp": 1, "micro_batch": 1, "recompute": "none", "zero_stage": 1, "cp": 1, "ep": 1,
+    "precision": "bf16",
+}
+SYSTEM_FOR_GPU = {
+    "a100-sxm-40gb": "dgx-a100", "a100-sxm-80gb": "dgx-a100", "h100-sxm-80gb": "dgx-h100",
+    "h100-sxm-96gb-hbm2e-500w": "dgx-h100", "h200-sxm-141gb": "dgx-h200", "h800-sxm-80gb": "h800",
+    "b200": "dgx-b200", "gb200": "gb200-nvl72", "gb300": "gb300-nvl72",
+}
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    id: str
+    source: str
+    gpu: str
+    family: str
+    measured_tokens_per_s_per_gpu: float | None
+    measured_peak_memory_gib: float | None
+    estimate: Estimate | None
+    error: str | None
+
+    @property
+    def tokens_error_pct(self) -> float | None:
+        if self.estimate is None or not self.measured_tokens_per_s_per_gpu:
+            return None
+        m = self.measured_tokens_per_s_per_gpu
+        return (self.estimate.tokens_per_s_per_gpu - m) / m * 100
+
+    @property
+    def memory_error_pct(self) -> float | None:
+        if self.estimate is None or not self.measured_peak_memory_gib:
+            return None
+        m = self.measured_peak_memory_gib
+        return (self.estimate.peak_memory_gib - m) / m * 100
+
+    def contract_dict(self) -> dict[str, Any]:
+        e = self.estimate
+        return {
+            "id": self.id,
+            "predicted_tokens_per_s_per_gpu": e.tokens_per_s_per_gpu if e else None,
+            "predicted_step_time_s": e.step_time_s if e else None,
+            "predicted_peak_memory_gib": e.peak_memory_gib if e else None,
+            "fits_in_memory": e.fits_in_memory if e else None,
+            "mfu": e.mfu if e else None,
+            "error": self.error,
+            "measured_tokens_per_s_per_gpu": self.measured_tokens_per_s_per_gpu,
+            "tokens_error_pct": self.tokens_error_pct,
+            "measured_peak_memory_gib": self.measured_peak_memory_gib,
+            "memory_error_pct": self.memory_error_pct,
+        }
+
+
+def scale_out_gb_per_s(text: str | None, gpus_per_node: int) -> float | None:
+    """Per-GPU scale-out bandwidth stated in an interconnect description, in GB/s (or None)."""
+    if not text:
+        return None
+    nics = re.search(r"(\d+)\s*x\s*(\d+)\s*G(?:b/s|bps|\b)", text)
+    if nics:
+        return int(nics.group(1)) * int(nics.group(2)) / 8 / gpus_per_node
+    per_node = re.search(r"(\d+)\s*G(?:b/s|bps)\s+node-node", text)
+    if per_node:
+        return int(per_node.group(1)) / 8 / gpus_per_node
+    gbit = re.search(r"(\d+)\s*G(?:b/s|bps)", text)
+    if gbit:
+        return int(gbit.group(1)) / 8
+    gbyte = re.search(r"(\d+(?:\.\d+)?)\s*GB/s per GPU", text)
+    if gbyte:
+        return float(gbyte.group(1))
+    return None
+
+
+def record_cluster(record: dict[str, Any]) -> Cluster:
+    gpu_id = record["gpu"]
+    system = SYSTEM_FOR_GPU.get(gpu_id)
+    if system is None:
+        raise InvalidInput(f"gpu: no known system for GPU {gpu_id!r}")
+    base = models_zoo.load_cluster(system).model_dump()
+    base["gpu"] = models_zoo.load_gpu(gpu_id).model_dump()
+    n = int(record["num_gpus"])
+    per_node = int(record.get("gpus_per_node") or base["gpus_per_node"])
+    if n % per_node == 0 or n < per_node:
+        base["gpus_per_node"] = per_node
+    bw = scale_out_gb_per_s(record.get("interconnect"), base["gpus_per_node"])
+    if bw is not None:
+        base["tiers"] = [base["tiers"][0]] + [
+            {**t, "bandwidth_gb_per_s": bw} for t in base["tiers"][1:]
+        ]
+    base["num_gpus"] = n
+    return Cluster.model_validate(base)
+
+
+def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload, Layout]:
+    model = ModelSpec.model_validate(record["model"])
+    lay = {k: (v if v is not None else FILL_RULES.get(k)) for k, v in record["layout"].items()}
+    workload = Workload(
+        seq_len=model.seq_len or 4096, global_batch_seqs=lay["global_batch_seqs"],
+        precision=lay["precision"],
+    )
+    sp = lay.get("sequence_parallel")
+    layout = Layout(
+        tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], cp=lay["cp"], ep=lay["ep"], vp=lay["vp"],
+        micro_batch=lay["micro_batch"], recompute=lay["recompute"], zero_stage=lay["zero_stage"],
+        sequence_parallel=bool(lay["tp"] > 1 if sp is None else sp),
+    )
+    return model, record_cluster(record), workload, layout
+
+
+def _family(record: dict[str, Any]) -> str:
+    name = str((record.get("model") or {}).get("name", "?"))
+    match = re.match(r"[A-Za-z]+", name)
+    return match.group(0).lower() if match else "?"
+
+
+def validate_record(record: Any) -> ValidationRow:
+    if not isinstance(record, dict):
+        return ValidationRow("?", "?", "?", "?", None, None, None, "record is not a mapping")
+    rid = str(record.get("id", "?"))
+    row = dict(id=rid, source=rid.split("-")[0], gpu=str(record.get("gpu", "?")),
+               family=_family(record),
+               measured_tokens_per_s_per_gpu=record.get("measured_tokens_per_s_per_gpu"),
+               measured_peak_memory_gib=record.get("peak_memory_gib"))
+    try:
+        model, cluster, workload, layout = record_inputs(record)
+        return ValidationRow(**row, estimate=estimate(model, cluster, workload, layout), error=None)
+    except ValidationError as err:
+        return ValidationRow(**row, estimate=None, error=describe_validation_error(err))
+    except (PlannerError, KeyError, TypeError, ValueError, ArithmeticError) as err:
+        reason = f"missing field {err}" if isinstance(err, KeyError) else str(err)
+        return ValidationRow(**row, estimate=None, error=reason)
+
+
+def validate_file(path: str) -> list[ValidationRow]:
+    data = models_zoo.read_data_file(Path(path))
+    if not isinstance(data, list):
+        raise InvalidInput(f"{path}: expected a YAML list of run records, got {type(data).__name__}")
+    return [validate_record(r) for r in data]
+
+
+# ----------------------------------------------------------------------------------- summaries
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank-below percentile, as the before-stop hook computes it."""
+    return sorted_values[int(q * (len(sorted_values) - 1))]
+
+
+def error_summary(rows: list[ValidationRow]) -> dict[str, dict[str, dict[str, float]]]:
+    """Median and P90 absolute % error overall and by source, GPU and model family."""
+    groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        err = r.tokens_error_pct
+        if err is None:
+            continue
+        for dim, key in (("overall", "all"), ("source", r.source), ("gpu", r.gpu),
+                         ("family", r.family)):
+            groups[dim][key].append(abs(err))
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for dim, by_key in groups.items():
+        out[dim] = {}
+        for key, errs in sorted(by_key.items()):
+            errs.sort()
+            out[dim][key] = {"n": len(errs), "median_abs_pct": statistics.median(errs),
+                             "p90_abs_pct": percentile(errs, 0.9), "max_abs_pct": errs[-1]}
+    return out
+
+
+def render_validation(rows: list[ValidationRow]) -> Group:
+    table = Table(title="Predicted vs measured tokens/s/GPU", title_justify="left")
+    for col, just in (("id", "left"), ("measured", "right"), ("predicted", "right"),
+                      ("error", "right"), ("mem meas", "right"), ("mem pred", "right"),
+                      ("note", "left")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in rows:
+        e = r.estimate
+        err = r.tokens_error_pct
+        table.add_row(
+            r.id, _num(r.measured_tokens_per_s_per_gpu), _num(e.tokens_per_s_per_gpu if e else None),
+            "" if err is None else f"{err:+.1f}%", _num(r.measured_peak_memory_gib),
+            _num(e.peak_memory_gib if e else None), r.error or "",
+        )
+    summary = Table(title="Absolute % error of tokens/s/GPU", title_justify="left")
+    for col in ("group", "n", "median", "P90", "max"):
+        summary.add_column(col, justify="left" if col == "group" else "right")
+    for dim, by_key in error_summary(rows).items():
+        for key, s in by_key.items():
+            summary.add_row(f"{dim}: {key}", str(int(s["n"])), f"{s['median_abs_pct']:.1f}%",
+                            f"{s['p90_abs_pct']:.1f}%", f"{s['max_abs_pct']:.1f}%")
+    failed = sum(1 for r in rows if r.error)
+    return Group(table, summary, Text(f"{len(rows) - failed}/{len(rows)} records scored"))
+
+
+def _num(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{x:,.1f}"

@@ -64,7 +64,7 @@ def stage_params(
     if stage == layout.pp - 1:
         head = P.lm_head_params(model)
         if model.tied_embeddings and layout.pp > 1:
-            head += P.embedding_params(model)  # the last stage keeps its own copy to tie grads
+            head += (model.vocab_size or 0) * model.hidden_size  # its own copy, grads tied
         dense += head / layout.tp
     return StageParams(dense, expert, largest, num_dense + num_moe)
 

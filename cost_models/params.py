@@ -56,8 +56,9 @@ def moe_layer_params(model: ModelSpec, *, active_only: bool = False) -> int:
 
 
 def embedding_params(model: ModelSpec) -> int:
-    """Input embedding table (zero when the vocabulary is unknown)."""
-    return (model.vocab_size or 0) * model.hidden_size
+    """Input embedding table (zero when the vocabulary is unknown) and learned positions."""
+    positions = model.max_position_embeddings or 0
+    return ((model.vocab_size or 0) + positions) * model.hidden_size
 
 
 def lm_head_params(model: ModelSpec) -> int:

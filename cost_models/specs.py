@@ -88,6 +88,9 @@ class ModelSpec(Spec):
     mla: MLASpec | None = Field(None, description="multi-head latent attention; true = V3 dims")
     moe: MoESpec | None = None
     tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
+    max_position_embeddings: PositiveInt | None = Field(
+        None, description="rows of a learned absolute position table (GPT-2/3); null: rotary/ALiBi"
+    )
     seq_len: PositiveInt | None = Field(None, description="default training sequence length")
     published_params_b: PositiveFloat | None = Field(
         None, description="total parameters stated by the source, in billions"

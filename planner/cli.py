@@ -28,6 +28,10 @@ EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so usage errors share our one-line format."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # --gpu must not silently mean --gpus
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         raise InvalidInput(f"{self.prog}: {message}")
 

@@ -76,7 +76,7 @@ def test_unknown_library_constraint():
 
 def test_estimate_json(capsys):
     out = cli_json(["estimate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
-                    "--global-batch", "128", "--tp", "4", "--pp", "4", "--dp", "4", "--vp", "5",
+                    "--global-batch", "128", "--tp", "4", "--pp", "4", "--dp", "2", "--cp", "2", "--vp", "5",
                     "--sequence-parallel", "--json"], capsys)
     assert out["tokens_per_s_per_gpu"] > 0 and out["fits_in_memory"] is True
     assert sum(out["breakdown_s"].values()) == pytest.approx(out["step_time_s"])

@@ -77,6 +77,8 @@ def gemm_efficiency(g: Gemm, cal: GenerationCalibration, fp8: bool) -> float:
 def gemm_time_s(gemms: list[Gemm], gpu: GpuSpec, cal: GenerationCalibration, fp8: bool) -> float:
     total = 0.0
     for g in gemms:
+        if g.flops <= 0:  # an empty GEMM (unknown vocabulary) costs nothing
+            continue
         use_fp8 = fp8 and g.fp8_capable and gpu.peak_fp8_tflops is not None
         peak = (gpu.peak_fp8_tflops if use_fp8 else gpu.peak_bf16_tflops) * 1e12
         total += g.flops / (peak * gemm_efficiency(g, cal, use_fp8))

@@ -50,8 +50,12 @@ def layout_violations(
     else:
         if moe.num_experts % lo.ep:
             out.append(f"ep ({lo.ep}) must divide num_experts ({moe.num_experts})")
-        if (lo.dp * lo.cp) % lo.ep:
-            out.append(f"ep ({lo.ep}) must divide dp*cp ({lo.dp * lo.cp})")
+        # MoE parallel folding (Megatron-Core): expert layers re-split the tp*dp*cp ranks of a
+        # stage into etp x ep x expert-dp.
+        if (lo.tp * lo.dp * lo.cp) % (lo.etp * lo.ep):
+            out.append(
+                f"etp*ep ({lo.etp}*{lo.ep}) must divide tp*dp*cp ({lo.tp * lo.dp * lo.cp})"
+            )
         if lo.tp % lo.etp:
             out.append(f"etp ({lo.etp}) must divide tp ({lo.tp})")
         if moe.expert_ffn_hidden_size % lo.etp:

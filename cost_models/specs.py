@@ -225,13 +225,13 @@ class Workload(Spec):
 
 
 class Layout(Spec):
-    """One parallel layout. EP is carved from DP x CP (Megatron's MoE folding), not a world factor."""
+    """One parallel layout. EP is carved from TP x DP x CP (Megatron MoE folding), not a world factor."""
 
     tp: PositiveInt = 1
     pp: PositiveInt = 1
     dp: PositiveInt = 1
     cp: PositiveInt = 1
-    ep: PositiveInt = Field(1, description="expert parallel degree, divides dp*cp")
+    ep: PositiveInt = Field(1, description="expert parallel degree; etp*ep divides tp*dp*cp")
     etp: PositiveInt = Field(1, description="expert tensor parallel degree, divides tp")
     vp: PositiveInt = Field(1, description="virtual (interleaved) stages per pipeline rank")
     micro_batch: PositiveInt = 1

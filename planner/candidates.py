@@ -53,10 +53,11 @@ def _vps(model: ModelSpec, pp: int, space: SearchSpace) -> list[int]:
     return [1] + [v for v in range(2, space.max_vp + 1) if model.num_layers % (pp * v) == 0]
 
 
-def _eps(model: ModelSpec, dp: int, cp: int, space: SearchSpace) -> list[int]:
+def _eps(model: ModelSpec, tp: int, dp: int, cp: int, space: SearchSpace) -> list[int]:
+    # EP is carved from the tp*dp*cp ranks of a stage (expert-TP 1, Megatron MoE folding).
     if model.moe is None:
         return [1]
-    legal = [e for e in divisors(dp * cp) if model.moe.num_experts % e == 0]
+    legal = [e for e in divisors(tp * dp * cp) if model.moe.num_experts % e == 0]
     return _pinned_or(legal, space.ep, space.max_ep)
 
 
@@ -67,7 +68,7 @@ def enumerate_layouts(
     layouts: list[Layout] = []
     rejected: Counter[str] = Counter()
     for tp, pp, cp, dp in degree_tuples(model, cluster, space):
-        for ep in _eps(model, dp, cp, space):
+        for ep in _eps(model, tp, dp, cp, space):
             for vp in _vps(model, pp, space):
                 for mb in space.micro_batches:
                     for recompute in space.recompute:

@@ -68,7 +68,9 @@ def test_higher_zero_stage_never_needs_more_memory(base):
     assert mems == sorted(mems, reverse=True)
 
 
-@pytest.mark.parametrize("base,model", itertools.product(LAYOUTS_64[:3], [dense_model(), moe_model()]))
+@pytest.mark.parametrize(
+    "base,model", list(itertools.product(LAYOUTS_64[:3], [dense_model(), moe_model()]))
+)
 def test_more_recompute_never_needs_more_memory(base, model):
     if model.moe is not None:
         base = base.model_copy(update={"ep": 2})

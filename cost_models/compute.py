@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .calibration import GenerationCalibration
+from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration
 from .params import mlp_matrices
 from .specs import GpuSpec, Layout, ModelSpec, Workload
 
@@ -32,6 +32,7 @@ class Gemm:
     k: float
     count: float = 1.0
     fp8_capable: bool = True  # routers and heads stay in bf16 under fp8 recipes
+    grouped: bool = False  # expert grouped GEMM: slower tiles, and the busiest rank sets the time
 
     @property
     def flops(self) -> float:
@@ -68,6 +69,8 @@ class LayerTime:
 def gemm_efficiency(g: Gemm, cal: GenerationCalibration, fp8: bool) -> float:
     """Achieved fraction of peak: a large-GEMM ceiling times d/(d+d_half) for each dimension."""
     ceiling = cal.gemm_efficiency_fp8 if fp8 else cal.gemm_efficiency_bf16
+    if g.grouped:
+        ceiling *= cal.grouped_gemm_efficiency
     shape = 1.0
     for d in (g.m, g.n, g.k):
         shape *= d / (d + cal.gemm_half_dim)
@@ -81,7 +84,8 @@ def gemm_time_s(gemms: list[Gemm], gpu: GpuSpec, cal: GenerationCalibration, fp8
             continue
         use_fp8 = fp8 and g.fp8_capable and gpu.peak_fp8_tflops is not None
         peak = (gpu.peak_fp8_tflops if use_fp8 else gpu.peak_bf16_tflops) * 1e12
-        total += g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
+        imbalance = MOE_LOAD_IMBALANCE if g.grouped else 1.0
+        total += imbalance * g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
     return total
 
 
@@ -151,8 +155,8 @@ def moe_gemms(model: ModelSpec, t: float, layout: Layout) -> list[Gemm]:
     up_width = (mlp_matrices(model) - 1) * fe / layout.etp
     gemms = [
         Gemm(t / layout.tp, moe.num_experts, h, fp8_capable=False),
-        Gemm(rows_per_expert, up_width, h, count=local_experts),
-        Gemm(rows_per_expert, h, fe / layout.etp, count=local_experts),
+        Gemm(rows_per_expert, up_width, h, count=local_experts, grouped=True),
+        Gemm(rows_per_expert, h, fe / layout.etp, count=local_experts, grouped=True),
     ]
     if moe.num_shared_experts:
         gemms += mlp_gemms(model, t, moe.num_shared_experts * fe, layout.tp)
@@ -206,7 +210,7 @@ def layer_time(
         gemm_s=gemm_time_s(gemms, gpu, cal, fp8),
         attention_s=attn_flops / (gpu.peak_bf16_tflops * 1e12 * cal.attention_efficiency),
         elementwise_s=elem_bytes / hbm_bytes_per_s,
-        overhead_s=cal.kernel_overhead_s,
+        overhead_s=cal.kernel_overhead_s + (cal.moe_layer_overhead_s if is_moe else 0.0),
         model_flops=sum(g.flops for g in gemms) + attn_flops,
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import comm, topology
-from .calibration import calibration_for
+from .calibration import MOE_LOAD_IMBALANCE, calibration_for
 from .compute import LayerTime, attention_gemms, layer_time, lm_head_time, mlp_gemms, moe_gemms
 from .compute import tokens_per_gpu
 from .errors import InvalidInput
@@ -105,7 +105,7 @@ def _layer_cost(
     if is_moe and layout.ep > 1:
         moe = model.moe
         assert moe is not None
-        payload = t / layout.tp * moe.top_k * h * BF16_BYTES
+        payload = t / layout.tp * moe.top_k * h * BF16_BYTES * MOE_LOAD_IMBALANCE
         ep_s = 2 * passes * comm.all_to_all_time_s(payload, span["ep"], tiers)
     return _LayerCost(lt.forward_s + lt.backward_s, recompute_s, tp_s, cp_exposed, cp_total, ep_s)
 
@@ -214,15 +214,11 @@ def estimate(
             # FSDP: gather before each forward and backward, reduce-scatter after each backward.
             exposed = m * (max(0.0, gather_s - fwd_mb) + max(0.0, gather_s + grads_s - 2 * fwd_mb))
             total = m * (2 * gather_s + grads_s)
-        elif layout.zero_stage == 2:
-            # ZeRO-2 keeps only a gradient shard, so every micro-batch reduce-scatters (DeepSpeed).
-            exposed = m * max(0.0, grads_s - 2 * fwd_mb) + max(0.0, gather_s - fwd_mb)
-            total = m * grads_s + gather_s
         else:
             exposed = max(0.0, grads_s - 2 * fwd_mb) + max(0.0, gather_s - fwd_mb)
             total = grads_s + gather_s
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
-        weights, grads, optim = state_bytes(sp, layout)
+        weights, grads, optim = state_bytes(sp, layout, m)
         shard = 1 if layout.zero_stage == 0 else layout.dp * layout.cp
         opt_s = max(opt_s, (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s)
         stage_mem.append(_stage_memory(model, workload, layout, r, (n_dense, n_moe), acts_per_mb,

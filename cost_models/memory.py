@@ -69,8 +69,13 @@ def stage_params(
     return StageParams(dense, expert, largest, num_dense + num_moe)
 
 
-def state_bytes(sp: StageParams, layout: Layout) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes per GPU under the layout's ZeRO stage."""
+def state_bytes(sp: StageParams, layout: Layout, num_microbatches: int = 1) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per GPU under the layout's ZeRO stage.
+
+    ZeRO-2 frees gradients after their reduce-scatter only when a step has one micro-batch:
+    with accumulation, Megatron, FSDP's no_sync and PyTorch pipelining keep an unsharded buffer
+    and reduce once per step (DeepSpeed's per-micro-batch reduce-scatter is not modelled).
+    """
     dense_shard = layout.dp * layout.cp
     expert_shard = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
     sharded = sp.dense / dense_shard + sp.expert / expert_shard
@@ -81,7 +86,7 @@ def state_bytes(sp: StageParams, layout: Layout) -> tuple[float, float, float]:
         gather = min(2, sp.num_layers) * sp.largest_layer * BF16_BYTES
         return 4 * sharded + gather, 4 * sharded, 8 * sharded
     weights = BF16_BYTES * full
-    grads = 4 * (sharded if z == 2 else full)
+    grads = 4 * (sharded if z == 2 and num_microbatches == 1 else full)
     optimizer = 12 * (sharded if z >= 1 else full)
     return weights, grads, optimizer
 

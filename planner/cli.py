@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,7 +21,7 @@ from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, descr
 from cost_models.specs import Layout
 
 from . import api, report
-from .validate import render_validation, validate_file
+from .validate import render_markdown, render_validation, validate_file
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="compare predictions with measured runs")
     v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
     v.add_argument("--json", action="store_true")
+    v.add_argument("--markdown", action="store_true", help="print the docs/accuracy.md page")
 
     s = sub.add_parser("presets", help="list built-in presets")
     s.add_argument("kind", nargs="?", choices=("models", "gpus", "clusters"))
@@ -145,6 +147,8 @@ def _cmd_validate(args: argparse.Namespace, out: Console) -> int:
     rows = validate_file(args.data)
     if args.json:
         _emit_json([r.contract_dict() for r in rows])
+    elif args.markdown:
+        sys.stdout.write(render_markdown(rows, Path(args.data).name))
     else:
         out.print(render_validation(rows))
     return EXIT_OK

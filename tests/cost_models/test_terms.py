@@ -92,6 +92,7 @@ def test_zero_state_bytes():
     assert state_bytes(sp, Layout(dp=4, zero_stage=0)) == (2e9, 4e9, 12e9)
     assert state_bytes(sp, Layout(dp=4, zero_stage=1)) == (2e9, 4e9, 3e9)
     assert state_bytes(sp, Layout(dp=4, zero_stage=2)) == (2e9, 1e9, 3e9)
+    assert state_bytes(sp, Layout(dp=4, zero_stage=2), num_microbatches=4) == (2e9, 4e9, 3e9)
     w, g, o = state_bytes(sp, Layout(dp=4, zero_stage=3))
     assert (w, g, o) == (1e9 + 2 * 1e8 * 2, 1e9, 2e9)
 

@@ -67,3 +67,13 @@ def test_hf_config_through_cli(tmp_path, capsys):
                  "--recompute", "full", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["tokens_per_s_per_gpu"] > 0
+
+
+def test_qwen3_moe_config(tmp_path):
+    cfg = {"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
+           "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32,
+           "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128,
+           "num_experts_per_tok": 8, "vocab_size": 151936, "tie_word_embeddings": False}
+    m = load_model(write(tmp_path, cfg))
+    assert m.moe.num_experts == 128 and m.moe.expert_ffn_hidden_size == 768 and m.head_dim == 128
+    assert params.total_params(m) / 1e9 == pytest.approx(30.5, rel=0.01)

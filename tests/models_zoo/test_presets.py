@@ -49,5 +49,5 @@ def test_cluster_presets(name):
 
 
 def test_aliases_resolve():
-    assert load_model("llama3.1-70b") == load_model("llama3-70b")
+    assert load_model("llama-3-70b") == load_model("llama3-70b")
     assert load_gpu("h100").id == "h100-sxm-80gb"

@@ -9,7 +9,8 @@ from cost_models.rules import layout_violations
 from models_zoo import list_presets, load_cluster, load_gpu, load_model
 from planner.cli import main
 
-CONTRACT_MODELS = ["llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
+CONTRACT_MODELS = ["llama3.1-8b", "llama3.1-70b", "mpt-7b", "mpt-30b", "mpt-70b",
+                   "megatron-gpt-1.7b", "megatron-gpt-1t", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
                    "llama3.1-405b", "gpt3-175b", "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3",
                    "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", "nemotron4-340b",
                    "bloom-176b"]

@@ -63,3 +63,11 @@ def test_shared_runs_never_crash(capsys):
     assert main(["validate", "--data", str(SHARED / "data/published_runs.yaml"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out) == 90 and all("error" in row for row in out)
+
+
+def test_percentile_interpolates():
+    from planner.validate import percentile
+
+    assert percentile([1.0, 3.0], 0.9) == pytest.approx(2.8)
+    assert percentile([5.0], 0.9) == 5.0
+    assert percentile(list(map(float, range(11))), 0.5) == 5.0

@@ -24,7 +24,10 @@ from models_zoo import read_data_file  # noqa: E402
 from planner.validate import record_inputs  # noqa: E402
 
 BOUNDS = {
-    ("ampere", "gemm_efficiency_bf16"): (0.70, 0.90),  # cuBLAS sweeps: 80-90 % large, ~70 % in models
+    ("ampere", "gemm_efficiency_bf16"): (
+        0.70,
+        0.90,
+    ),  # cuBLAS sweeps: 80-90 % large, ~70 % in models
     ("hopper", "gemm_efficiency_bf16"): (0.60, 0.80),
     ("blackwell", "gemm_efficiency_bf16"): (0.55, 0.80),
     ("*", "gemm_efficiency_fp8"): (0.45, 0.75),
@@ -34,10 +37,20 @@ BOUNDS = {
     ("*", "grouped_gemm_efficiency"): (0.4, 1.0),
     ("*", "moe_layer_overhead_s"): (0.0, 2e-3),
 }
-FITTED = [(g, f) for g in ("ampere", "hopper", "blackwell")
-          for f in ("gemm_efficiency_bf16", "gemm_efficiency_fp8", "attention_efficiency")]
-FITTED += [("*", f) for f in ("gemm_half_dim", "kernel_overhead_s", "grouped_gemm_efficiency",
-                              "moe_layer_overhead_s")]
+FITTED = [
+    (g, f)
+    for g in ("ampere", "hopper", "blackwell")
+    for f in ("gemm_efficiency_bf16", "gemm_efficiency_fp8", "attention_efficiency")
+]
+FITTED += [
+    ("*", f)
+    for f in (
+        "gemm_half_dim",
+        "kernel_overhead_s",
+        "grouped_gemm_efficiency",
+        "moe_layer_overhead_s",
+    )
+]
 
 
 def _get(gen: str, field: str) -> float:
@@ -63,8 +76,10 @@ def _score(inputs: list, exclude: set[str]) -> tuple[float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2]
-                                              / "shared/data/published_runs.yaml"))
+    parser.add_argument(
+        "--data",
+        default=str(Path(__file__).resolve().parents[2] / "shared/data/published_runs.yaml"),
+    )
     parser.add_argument("--exclude", nargs="*", default=[])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()

@@ -1,4 +1,4 @@
-"""Pure cost model: (ModelSpec, Cluster, Workload, Layout) -> Estimate. No I/O, no solver, no rich."""
+"""Pure cost model: (ModelSpec, Cluster, Workload, Layout) -> Estimate. No I/O, solver or rich."""
 
 from .errors import InvalidInput, NoFeasiblePlan, PlannerError
 from .specs import (

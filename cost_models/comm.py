@@ -50,7 +50,7 @@ def collective_time_s(
 
 
 def all_to_all_time_s(payload_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]) -> float:
-    """All-to-all of payload_bytes per GPU: every tier carries the bytes that leave its inner domain.
+    """All-to-all of payload_bytes per GPU: each tier carries the bytes leaving its inner domain.
 
     Tiers run concurrently, so the slowest tier sets the time (max over tiers).
     """

@@ -175,7 +175,9 @@ def _elementwise_elements(model: ModelSpec, layout: Layout, t: float, is_moe: bo
         moe = model.moe
         assert moe is not None
         rows = moe.top_k * layout.etp / tp
-        per_token += rows * (4 * model.hidden_size + act_rw * moe.expert_ffn_hidden_size / layout.etp)
+        per_token += rows * (
+            4 * model.hidden_size + act_rw * moe.expert_ffn_hidden_size / layout.etp
+        )
         per_token += moe.num_shared_experts * act_rw * moe.expert_ffn_hidden_size / tp
     else:
         assert model.ffn_hidden_size is not None
@@ -205,7 +207,9 @@ def layer_time(
     hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
     elem_bytes = _elementwise_elements(model, layout, t, is_moe) * BF16_BYTES
     if fp8:  # each fp8 GEMM input is cast from bf16 first (Transformer Engine recipes)
-        elem_bytes += sum(g.m * g.k * g.count for g in gemms if g.fp8_capable) * FP8_CAST_BYTES_PER_ELEMENT
+        elem_bytes += (
+            sum(g.m * g.k * g.count for g in gemms if g.fp8_capable) * FP8_CAST_BYTES_PER_ELEMENT
+        )
     return LayerTime(
         gemm_s=gemm_time_s(gemms, gpu, cal, fp8),
         attention_s=attn_flops / (gpu.peak_bf16_tflops * 1e12 * cal.attention_efficiency),

@@ -13,8 +13,15 @@ from dataclasses import dataclass
 
 from . import comm, topology
 from .calibration import MOE_LOAD_IMBALANCE, calibration_for
-from .compute import LayerTime, attention_gemms, layer_time, lm_head_time, mlp_gemms, moe_gemms
-from .compute import tokens_per_gpu
+from .compute import (
+    LayerTime,
+    attention_gemms,
+    layer_time,
+    lm_head_time,
+    mlp_gemms,
+    moe_gemms,
+    tokens_per_gpu,
+)
 from .errors import InvalidInput
 from .memory import (
     ALLOCATOR_OVERHEAD,
@@ -34,8 +41,17 @@ BF16_BYTES = 2
 GRAD_REDUCE_BYTES = 4  # fp32 gradient reduction (Megatron under bf16; torchtitan reduce_dtype)
 OPTIMIZER_BYTES_PER_PARAM = 30  # Adam: read grad 4 + master/m/v 12, write master/m/v 12 + bf16 2
 
-TERMS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble",
-         "optimizer")
+TERMS = (
+    "compute",
+    "recompute",
+    "tp_comm",
+    "cp_comm",
+    "ep_comm",
+    "pp_comm",
+    "dp_comm",
+    "bubble",
+    "optimizer",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +89,14 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
 
 
 def _layer_cost(
-    model: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout,
-    lt: LayerTime, span: dict[str, list[int]], *, is_moe: bool,
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    layout: Layout,
+    lt: LayerTime,
+    span: dict[str, list[int]],
+    *,
+    is_moe: bool,
 ) -> _LayerCost:
     tiers = cluster.tiers
     t = tokens_per_gpu(workload, layout)
@@ -83,7 +105,11 @@ def _layer_cost(
     # TP: one all-reduce (or RS + AG under sequence parallelism: same bytes) per block per pass.
     blocks = 1 if (is_moe and layout.etp == 1) else 2
     passes = 3 if layout.recompute == "full" else 2
-    tp_s = blocks * passes * comm.collective_time_s("all_reduce", t * h * BF16_BYTES, span["tp"], tiers)
+    tp_s = (
+        blocks
+        * passes
+        * comm.collective_time_s("all_reduce", t * h * BF16_BYTES, span["tp"], tiers)
+    )
     # CP: ring exchange of the local K/V chunk, cp-1 steps forward, 2x that backward (K/V + dK/dV).
     cp_exposed = cp_total = 0.0
     if layout.cp > 1:
@@ -91,10 +117,13 @@ def _layer_cost(
         kv_width = (
             2 * max(model.kv_heads, layout.tp) / layout.tp * model.attn_head_dim
             if mla is None
-            else model.num_attention_heads / layout.tp
+            else model.num_attention_heads
+            / layout.tp
             * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
         )
-        step_s = comm.p2p_time_s(t * kv_width * BF16_BYTES, topology.outermost_tier(cluster, span["cp"]))
+        step_s = comm.p2p_time_s(
+            t * kv_width * BF16_BYTES, topology.outermost_tier(cluster, span["cp"])
+        )
         hidden_fraction = (layout.cp - 1) / layout.cp  # all but the local chunk overlap
         fwd, bwd = (layout.cp - 1) * step_s, 2 * (layout.cp - 1) * step_s
         cp_total = fwd + bwd
@@ -117,10 +146,14 @@ def _dp_time_s(
     tiers = cluster.tiers
     grads = comm.collective_time_s(
         "all_reduce" if layout.zero_stage == 0 else "reduce_scatter",
-        dense * GRAD_REDUCE_BYTES, span["dp_cp"], tiers,
+        dense * GRAD_REDUCE_BYTES,
+        span["dp_cp"],
+        tiers,
     ) + comm.collective_time_s(
         "all_reduce" if layout.zero_stage == 0 else "reduce_scatter",
-        expert * GRAD_REDUCE_BYTES, span["edp"], tiers,
+        expert * GRAD_REDUCE_BYTES,
+        span["edp"],
+        tiers,
     )
     gather = 0.0
     if layout.zero_stage >= 1:
@@ -148,8 +181,13 @@ def estimate(
     kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
     costs = {
         k: _layer_cost(
-            model, cluster, workload, layout,
-            layer_time(model, gpu, cal, workload, layout, is_moe=k), span, is_moe=k,
+            model,
+            cluster,
+            workload,
+            layout,
+            layer_time(model, gpu, cal, workload, layout, is_moe=k),
+            span,
+            is_moe=k,
         )
         for k in kinds
     }
@@ -164,7 +202,9 @@ def estimate(
     # Per-stage, per-micro-batch seconds by term.
     per_stage: list[dict[str, float]] = []
     for r, (n_dense, n_moe) in enumerate(counts):
-        terms = dict.fromkeys(("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "cp_total"), 0.0)
+        terms = dict.fromkeys(
+            ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "cp_total"), 0.0
+        )
         for n, c in ((n_dense, costs.get(False)), (n_moe, costs.get(True))):
             if not n or c is None:
                 continue
@@ -204,7 +244,8 @@ def estimate(
     hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
     acts_per_mb = {
         (k, rc): layer_activation_bytes(model, workload, layout, is_moe=k, recompute=rc)
-        for k in kinds for rc in {layout.recompute, "none"}
+        for k in kinds
+        for rc in {layout.recompute, "none"}
     }
     for r, (n_dense, n_moe) in enumerate(counts):
         sp = stage_params(model, layout, n_dense, n_moe, r)
@@ -220,9 +261,14 @@ def estimate(
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
         weights, grads, optim = state_bytes(sp, layout, m)
         shard = 1 if layout.zero_stage == 0 else layout.dp * layout.cp
-        opt_s = max(opt_s, (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s)
-        stage_mem.append(_stage_memory(model, workload, layout, r, (n_dense, n_moe), acts_per_mb,
-                                       m, weights, grads, optim))
+        opt_s = max(
+            opt_s, (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
+        )
+        stage_mem.append(
+            _stage_memory(
+                model, workload, layout, r, (n_dense, n_moe), acts_per_mb, m, weights, grads, optim
+            )
+        )
     breakdown["dp_comm"] = dp_exposed
     breakdown["optimizer"] = opt_s
     comm_total["dp"] = dp_total
@@ -232,8 +278,11 @@ def estimate(
     peak_tflops = gpu.peak_bf16_tflops
     if workload.precision in ("fp8", "mxfp8") and gpu.peak_fp8_tflops is not None:
         peak_tflops = gpu.peak_fp8_tflops
-    mfu = 3 * model_flops_per_token(model, workload.seq_len) * tokens / (
-        step_s * cluster.num_gpus * peak_tflops * 1e12
+    mfu = (
+        3
+        * model_flops_per_token(model, workload.seq_len)
+        * tokens
+        / (step_s * cluster.num_gpus * peak_tflops * 1e12)
     )
     peak_gib = max(s.total_gib for s in stage_mem)
     return Estimate(
@@ -253,8 +302,16 @@ def estimate(
 
 
 def _stage_memory(
-    model: ModelSpec, workload: Workload, layout: Layout, r: int, counts: tuple[int, int],
-    acts_per_mb: dict[tuple[bool, str], float], m: int, weights: float, grads: float, optim: float,
+    model: ModelSpec,
+    workload: Workload,
+    layout: Layout,
+    r: int,
+    counts: tuple[int, int],
+    acts_per_mb: dict[tuple[bool, str], float],
+    m: int,
+    weights: float,
+    grads: float,
+    optim: float,
 ) -> StageMemory:
     kinds = [(False, counts[0]), (True, counts[1])]
     per_mb = sum(n * acts_per_mb[(k, layout.recompute)] for k, n in kinds if n)

@@ -43,7 +43,7 @@ class StageParams:
 def stage_params(
     model: ModelSpec, layout: Layout, num_dense: int, num_moe: int, stage: int
 ) -> StageParams:
-    """Parameters of a stage holding num_dense dense and num_moe MoE layers (plus embedding/head)."""
+    """Parameters of a stage with num_dense dense and num_moe MoE layers (plus embedding/head)."""
     attn = P.attention_params(model) / layout.tp
     dense = expert = largest = 0.0
     if num_dense:
@@ -69,7 +69,9 @@ def stage_params(
     return StageParams(dense, expert, largest, num_dense + num_moe)
 
 
-def state_bytes(sp: StageParams, layout: Layout, num_microbatches: int = 1) -> tuple[float, float, float]:
+def state_bytes(
+    sp: StageParams, layout: Layout, num_microbatches: int = 1
+) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per GPU under the layout's ZeRO stage.
 
     ZeRO-2 frees gradients after their reduce-scatter only when a step has one micro-batch:
@@ -117,7 +119,10 @@ def layer_activation_bytes(
         assert moe is not None
         fe = moe.expert_ffn_hidden_size
         rows = moe.top_k * layout.etp / tp
-        up = rows * (h + (mats - 1) * fe / layout.etp) + moe.num_shared_experts * (mats - 1) * fe / tp
+        up = (
+            rows * (h + (mats - 1) * fe / layout.etp)
+            + moe.num_shared_experts * (mats - 1) * fe / tp
+        )
         act = rows * fe / layout.etp + moe.num_shared_experts * fe / tp
         up += 2 * moe.num_experts  # router logits and probabilities in fp32
     else:

@@ -35,7 +35,9 @@ def attention_params(model: ModelSpec) -> int:
 
 def dense_mlp_params(model: ModelSpec) -> int:
     """Dense MLP of one layer, plus its norm."""
-    assert model.ffn_hidden_size is not None  # the ModelSpec validator guarantees it for dense layers
+    assert (
+        model.ffn_hidden_size is not None
+    )  # the ModelSpec validator guarantees it for dense layers
     return mlp_matrices(model) * model.hidden_size * model.ffn_hidden_size + model.hidden_size
 
 
@@ -46,7 +48,7 @@ def expert_params(model: ModelSpec) -> int:
 
 
 def moe_layer_params(model: ModelSpec, *, active_only: bool = False) -> int:
-    """MoE block of one layer: router, routed experts (all, or top_k if active_only), shared, norm."""
+    """MoE block of one layer: router, routed experts (all, or top_k if active_only), shared."""
     moe = model.moe
     assert moe is not None
     routed = moe.top_k if active_only else moe.num_experts
@@ -79,5 +81,7 @@ def total_params(model: ModelSpec, *, active_only: bool = False) -> int:
     dense = model.num_dense_layers * layer_params(model, 0, active_only=active_only)
     moe = 0
     if model.num_moe_layers:
-        moe = model.num_moe_layers * layer_params(model, model.num_layers - 1, active_only=active_only)
+        moe = model.num_moe_layers * layer_params(
+            model, model.num_layers - 1, active_only=active_only
+        )
     return embedding_params(model) + dense + moe + lm_head_params(model)

@@ -26,7 +26,9 @@ def chunk_layer_counts(num_layers: int, num_chunks: int) -> list[int]:
     return counts
 
 
-def stage_layers(model: ModelSpec, layout: Layout, layers_per_stage: tuple[int, ...] | None = None) -> list[list[int]]:
+def stage_layers(
+    model: ModelSpec, layout: Layout, layers_per_stage: tuple[int, ...] | None = None
+) -> list[list[int]]:
     """Layer indices held by each pipeline rank (all its virtual chunks), in model order."""
     p, v = layout.pp, layout.vp
     if layers_per_stage is not None:
@@ -54,7 +56,9 @@ def inflight_chunks(layout: Layout, rank: int, num_microbatches: int) -> float:
     return min(chunks, m * v) / v
 
 
-def schedule_time_s(stage_times_s: list[float], num_microbatches: int, vp: int) -> tuple[float, float, int]:
+def schedule_time_s(
+    stage_times_s: list[float], num_microbatches: int, vp: int
+) -> tuple[float, float, int]:
     """(steady-state time, fill/drain bubble time, index of the slowest stage) for one step."""
     slowest = max(range(len(stage_times_s)), key=lambda i: (stage_times_s[i], -i))
     t_max = stage_times_s[slowest]

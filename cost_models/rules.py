@@ -53,9 +53,7 @@ def layout_violations(
         # MoE parallel folding (Megatron-Core): expert layers re-split the tp*dp*cp ranks of a
         # stage into etp x ep x expert-dp.
         if (lo.tp * lo.dp * lo.cp) % (lo.etp * lo.ep):
-            out.append(
-                f"etp*ep ({lo.etp}*{lo.ep}) must divide tp*dp*cp ({lo.tp * lo.dp * lo.cp})"
-            )
+            out.append(f"etp*ep ({lo.etp}*{lo.ep}) must divide tp*dp*cp ({lo.tp * lo.dp * lo.cp})")
         if lo.tp % lo.etp:
             out.append(f"etp ({lo.etp}) must divide tp ({lo.tp})")
         if moe.expert_ffn_hidden_size % lo.etp:

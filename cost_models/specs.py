@@ -29,7 +29,7 @@ class Spec(BaseModel):
 
 
 class Axis(StrEnum):
-    """Parallel axes. We say "axis" for a parallel dimension and "dim" only for a tensor dimension."""
+    """Parallel axes: "axis" is a parallel dimension, "dim" only ever a tensor dimension."""
 
     TP = "tp"
     CP = "cp"
@@ -57,9 +57,7 @@ class MoESpec(Spec):
     @model_validator(mode="after")
     def _top_k_within_experts(self) -> Self:
         if self.top_k > self.num_experts:
-            raise ValueError(
-                f"top_k ({self.top_k}) must be <= num_experts ({self.num_experts})"
-            )
+            raise ValueError(f"top_k ({self.top_k}) must be <= num_experts ({self.num_experts})")
         return self
 
 
@@ -151,7 +149,7 @@ class ModelSpec(Spec):
 
 
 class GpuSpec(Spec):
-    """One accelerator: public datasheet peaks. Achieved efficiencies live in cost_models.calibration."""
+    """One accelerator: datasheet peaks (achieved efficiencies live in cost_models.calibration)."""
 
     id: str
     name: str
@@ -225,7 +223,7 @@ class Workload(Spec):
 
 
 class Layout(Spec):
-    """One parallel layout. EP is carved from TP x DP x CP (Megatron MoE folding), not a world factor."""
+    """One parallel layout. EP is carved from TP x DP x CP (Megatron MoE folding), not a factor."""
 
     tp: PositiveInt = 1
     pp: PositiveInt = 1

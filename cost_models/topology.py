@@ -55,16 +55,14 @@ def spans(cluster: Cluster, layout: Layout) -> dict[str, list[int]]:
     """Span of every axis group, plus the DP x CP gradient group (`dp_cp`) and expert-DP (`edp`)."""
     strides, degrees = axis_strides(layout), axis_degrees(layout)
     out = {a: group_span(cluster, degrees[a], strides[a]) for a in degrees}
-    out["dp_cp"] = combined_span(
-        cluster, [(layout.dp, strides["dp"]), (layout.cp, strides["cp"])]
-    )
+    out["dp_cp"] = combined_span(cluster, [(layout.dp, strides["dp"]), (layout.cp, strides["cp"])])
     edp = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
     out["edp"] = group_span(cluster, edp, strides["ep"] * layout.ep)
     return out
 
 
 def placement(cluster: Cluster, layout: Layout) -> dict[str, dict[str, int]]:
-    """Factor of each axis's degree on each tier (the factors of one axis multiply to its degree)."""
+    """Factor of each axis's degree on each tier (one axis's factors multiply to its degree)."""
     out: dict[str, dict[str, int]] = {}
     for axis, span in spans(cluster, layout).items():
         if axis in ("dp_cp", "edp"):

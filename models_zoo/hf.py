@@ -46,7 +46,9 @@ def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> Mo
     """Translate one HF config dict; a missing required key is an InvalidInput naming it."""
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
-        raise InvalidInput(f"{where}: Hugging Face config lacks required key(s) {', '.join(missing)}")
+        raise InvalidInput(
+            f"{where}: Hugging Face config lacks required key(s) {', '.join(missing)}"
+        )
     moe = _moe(data)
     mla = None
     if data.get("kv_lora_rank"):
@@ -59,7 +61,11 @@ def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> Mo
         }
     # Mixtral-style configs reuse intermediate_size for the experts and have no dense layers.
     dense_ffn = data.get("intermediate_size")
-    if moe is not None and not moe["first_k_dense_layers"] and not data.get("moe_intermediate_size"):
+    if (
+        moe is not None
+        and not moe["first_k_dense_layers"]
+        and not data.get("moe_intermediate_size")
+    ):
         dense_ffn = None
     fields = {
         "name": data.get("_name_or_path") or data.get("model_type") or "hf-model",
@@ -81,4 +87,6 @@ def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> Mo
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as err:
-        raise InvalidInput(describe_validation_error(err, f"{where} (Hugging Face config)")) from None
+        raise InvalidInput(
+            describe_validation_error(err, f"{where} (Hugging Face config)")
+        ) from None

@@ -8,7 +8,7 @@ from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from .api import estimate, make_workload, plan
-from .types import PlanResult, SearchSpace, SolveStats, SolverOptions
+from .types import PlanResult, SearchSpace, SolverOptions, SolveStats
 
 __all__ = [
     "Cluster",

@@ -65,7 +65,9 @@ def plan(
     """
     spec, sized = _resolve(model, cluster, num_gpus)
     if workload is None:
-        workload = make_workload(spec, seq_len=seq_len, global_batch=global_batch, precision=precision)
+        workload = make_workload(
+            spec, seq_len=seq_len, global_batch=global_batch, precision=precision
+        )
     space_fields = {k: v for k, v in constraints.items() if k in SearchSpace.model_fields}
     option_fields = {k: v for k, v in constraints.items() if k in SolverOptions.model_fields}
     unknown = sorted(set(constraints) - set(space_fields) - set(option_fields))
@@ -76,8 +78,13 @@ def plan(
     options = _validated(SolverOptions, option_fields, "solver options")
     ranked, stats, rejections = exhaustive.search(spec, sized, workload, space, options)
     return PlanResult(
-        model=spec, cluster=sized, workload=workload, ranked=tuple(ranked), solver=stats,
-        rejections=rejections, usable_memory_gib=exhaustive.usable_memory_gib(sized, space),
+        model=spec,
+        cluster=sized,
+        workload=workload,
+        ranked=tuple(ranked),
+        solver=stats,
+        rejections=rejections,
+        usable_memory_gib=exhaustive.usable_memory_gib(sized, space),
     )
 
 
@@ -95,7 +102,9 @@ def estimate(
     """Score one layout (a Layout or a dict of its fields). Raises InvalidInput if illegal."""
     spec, sized = _resolve(model, cluster, num_gpus)
     if workload is None:
-        workload = make_workload(spec, seq_len=seq_len, global_batch=global_batch, precision=precision)
+        workload = make_workload(
+            spec, seq_len=seq_len, global_batch=global_batch, precision=precision
+        )
     if not isinstance(layout, Layout):
         layout = _validated(Layout, dict(layout), "layout")
     return _cost(spec, sized, workload, layout)

@@ -34,7 +34,9 @@ def _pinned_or(values: list[int], pin: int | None, cap: int | None) -> list[int]
     return [v for v in values if cap is None or v <= cap]
 
 
-def degree_tuples(model: ModelSpec, cluster: Cluster, space: SearchSpace) -> Iterator[tuple[int, int, int, int]]:
+def degree_tuples(
+    model: ModelSpec, cluster: Cluster, space: SearchSpace
+) -> Iterator[tuple[int, int, int, int]]:
     """(tp, pp, cp, dp) with tp*pp*cp*dp == num_gpus, honouring pins and caps."""
     n = cluster.num_gpus
     for tp in _pinned_or(divisors(n), space.tp, space.max_tp):
@@ -74,8 +76,16 @@ def enumerate_layouts(
                     for recompute in space.recompute:
                         for zero in space.zero_stages:
                             layout = Layout(
-                                tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=mb,
-                                recompute=recompute, zero_stage=zero, sequence_parallel=tp > 1,
+                                tp=tp,
+                                pp=pp,
+                                dp=dp,
+                                cp=cp,
+                                ep=ep,
+                                vp=vp,
+                                micro_batch=mb,
+                                recompute=recompute,
+                                zero_stage=zero,
+                                sequence_parallel=tp > 1,
                             )
                             problems = layout_violations(model, cluster, workload, layout)
                             if problems:
@@ -90,5 +100,13 @@ def enumerate_layouts(
 def simplicity_rank(layout: Layout) -> tuple[int, ...]:
     """Tie-break toward simpler plans: fewer stages, less TP/CP/EP, no interleaving, less state."""
     recompute = ("none", "selective", "full").index(layout.recompute)
-    return (layout.pp, layout.tp, layout.cp, layout.ep, layout.vp, recompute, layout.zero_stage,
-            -layout.micro_batch)
+    return (
+        layout.pp,
+        layout.tp,
+        layout.cp,
+        layout.ep,
+        layout.vp,
+        recompute,
+        layout.zero_stage,
+        -layout.micro_batch,
+    )

@@ -37,24 +37,23 @@ class _Parser(argparse.ArgumentParser):
         raise InvalidInput(f"{self.prog}: {message}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive (got {value})")
-    return value
+def _positive(cast: type, noun: str) -> Any:
+    """An argparse type: `cast(text)`, which must be > 0 (messages name the rule)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {noun} (got {text!r})") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive (got {value})")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number (got {text!r})") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive (got {value})")
-    return value
+_positive_int = _positive(int, "a whole number")
+_positive_float = _positive(float, "a number")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -67,7 +66,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="planner", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="planner",
+        description="Find the parallel layout and placement with "
+        "the most training throughput for a model on a cluster.",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -78,8 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=_positive_float, default=60.0, help="search time limit, s")
     for axis in ("tp", "pp", "dp", "cp", "ep"):
         p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
-    p.add_argument("--memory-headroom", type=float, default=0.10,
-                   help="fraction of HBM kept free (default 0.10)")
+    p.add_argument(
+        "--memory-headroom",
+        type=float,
+        default=0.10,
+        help="fraction of HBM kept free (default 0.10)",
+    )
 
     e = sub.add_parser("estimate", help="score one given layout")
     _add_common(e)
@@ -111,9 +118,16 @@ def _emit_json(payload: Any) -> None:
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
     result = api.plan(
-        args.model, args.cluster, num_gpus=args.gpus, global_batch=args.global_batch,
-        seq_len=args.seq_len, precision=args.precision, top_k=args.top,
-        time_limit_s=args.time_limit, memory_headroom=args.memory_headroom, **pins,
+        args.model,
+        args.cluster,
+        num_gpus=args.gpus,
+        global_batch=args.global_batch,
+        seq_len=args.seq_len,
+        precision=args.precision,
+        top_k=args.top,
+        time_limit_s=args.time_limit,
+        memory_headroom=args.memory_headroom,
+        **pins,
     )
     if args.json:
         _emit_json(report.result_dict(result))
@@ -125,16 +139,24 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
 def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     try:
         layout = Layout(
-            tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, vp=args.vp,
-            micro_batch=args.micro_batch, recompute=args.recompute, zero_stage=args.zero,
+            tp=args.tp,
+            pp=args.pp,
+            dp=args.dp,
+            cp=args.cp,
+            ep=args.ep,
+            vp=args.vp,
+            micro_batch=args.micro_batch,
+            recompute=args.recompute,
+            zero_stage=args.zero,
             sequence_parallel=args.sequence_parallel,
         )
     except ValidationError as err:
         raise InvalidInput(describe_validation_error(err, "layout")) from None
     model = models_zoo.load_model(args.model)
     cluster = models_zoo.load_cluster(args.cluster, args.gpus)
-    workload = api.make_workload(model, seq_len=args.seq_len, global_batch=args.global_batch,
-                                 precision=args.precision)
+    workload = api.make_workload(
+        model, seq_len=args.seq_len, global_batch=args.global_batch, precision=args.precision
+    )
     e = api.estimate(model, cluster, layout, workload)
     if args.json:
         _emit_json(report.estimate_dict(e))
@@ -165,8 +187,12 @@ def _cmd_presets(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"plan": _cmd_plan, "estimate": _cmd_estimate, "validate": _cmd_validate,
-            "presets": _cmd_presets}
+COMMANDS = {
+    "plan": _cmd_plan,
+    "estimate": _cmd_estimate,
+    "validate": _cmd_validate,
+    "presets": _cmd_presets,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

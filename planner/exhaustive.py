@@ -14,7 +14,7 @@ from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
 from .candidates import enumerate_layouts, simplicity_rank
-from .types import SearchSpace, SolveStats, SolverOptions
+from .types import SearchSpace, SolverOptions, SolveStats
 
 TIME_QUANTUM_S = 1e-6  # step times closer than this are ties, broken by simplicity
 
@@ -28,7 +28,11 @@ def usable_memory_gib(cluster: Cluster, space: SearchSpace) -> float:
 
 
 def search(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace, options: SolverOptions
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    options: SolverOptions,
 ) -> tuple[list[Estimate], SolveStats, dict[str, int]]:
     """Ranked feasible estimates (best first, top_k), stats, and rejection counts."""
     start = time.perf_counter()
@@ -49,9 +53,15 @@ def search(
     feasible.sort(key=rank_key)
     best = feasible[0].step_time_s
     stats = SolveStats(
-        engine="exhaustive", status="OPTIMAL", objective=best, best_bound=best, gap=0.0,
-        wall_time_s=time.perf_counter() - start, num_candidates=len(layouts) + _count(rejected),
-        num_scored=len(layouts), num_feasible=len(feasible),
+        engine="exhaustive",
+        status="OPTIMAL",
+        objective=best,
+        best_bound=best,
+        gap=0.0,
+        wall_time_s=time.perf_counter() - start,
+        num_candidates=len(layouts) + _count(rejected),
+        num_scored=len(layouts),
+        num_feasible=len(feasible),
     )
     return feasible[: options.top_k], stats, dict(rejected)
 
@@ -61,7 +71,11 @@ def _count(rejected: Counter[str]) -> int:
 
 
 def _why_none(
-    cluster: Cluster, space: SearchSpace, usable: float, layouts: list, smallest: Estimate | None,
+    cluster: Cluster,
+    space: SearchSpace,
+    usable: float,
+    layouts: list,
+    smallest: Estimate | None,
     rejected: Counter[str],
 ) -> str:
     if smallest is None:

@@ -13,8 +13,19 @@ from cost_models.specs import Cluster, Estimate, Workload
 
 from .types import PlanResult
 
-LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "micro_batch", "recompute", "zero_stage",
-               "sequence_parallel")
+LAYOUT_KEYS = (
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "ep",
+    "etp",
+    "vp",
+    "micro_batch",
+    "recompute",
+    "zero_stage",
+    "sequence_parallel",
+)
 TERM_LABELS = {
     "compute": "compute (fwd+bwd)",
     "recompute": "recompute",
@@ -52,9 +63,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
         "num_microbatches": e.num_microbatches,
         "breakdown_s": e.breakdown_s,
         "comm_total_s": e.comm_total_s,
-        "stage_memory_gib": [
-            {**s.model_dump(), "total_gib": s.total_gib} for s in e.stage_memory
-        ],
+        "stage_memory_gib": [{**s.model_dump(), "total_gib": s.total_gib} for s in e.stage_memory],
     }
 
 
@@ -85,8 +94,11 @@ def layout_line(e: Estimate) -> str:
         parts.append(f"EP{lo.ep}")
     if lo.vp > 1:
         parts.append(f"VP{lo.vp}")
-    extras = [f"micro-batch {lo.micro_batch} x {e.num_microbatches}", f"recompute {lo.recompute}",
-              f"ZeRO-{lo.zero_stage}"]
+    extras = [
+        f"micro-batch {lo.micro_batch} x {e.num_microbatches}",
+        f"recompute {lo.recompute}",
+        f"ZeRO-{lo.zero_stage}",
+    ]
     if lo.sequence_parallel:
         extras.append("SP")
     return " ".join(parts) + "  |  " + ", ".join(extras)
@@ -110,18 +122,34 @@ def render_breakdown(e: Estimate, width: int = 30) -> Table:
 
 def render_memory(e: Estimate, usable_gib: float | None = None) -> Table:
     limit = usable_gib if usable_gib is not None else e.usable_memory_gib
-    table = Table(title=f"Memory per GPU by pipeline stage (GiB; usable {limit:.1f})",
-                  title_justify="left")
-    for col in ("stage", "weights", "grads", "optimizer", "activations", "buffers+reserve", "total"):
+    table = Table(
+        title=f"Memory per GPU by pipeline stage (GiB; usable {limit:.1f})", title_justify="left"
+    )
+    for col in (
+        "stage",
+        "weights",
+        "grads",
+        "optimizer",
+        "activations",
+        "buffers+reserve",
+        "total",
+    ):
         table.add_column(col, justify="right")
     stages = e.stage_memory
     shown = stages if len(stages) <= 6 else (*stages[:3], *stages[-3:])
     for s in shown:
         total = s.total_gib
         style = "red" if total > limit else None
-        table.add_row(str(s.stage), f"{s.weights_gib:.1f}", f"{s.gradients_gib:.1f}",
-                      f"{s.optimizer_gib:.1f}", f"{s.activations_gib:.1f}",
-                      f"{s.buffers_gib + s.reserve_gib:.1f}", f"{total:.1f}", style=style)
+        table.add_row(
+            str(s.stage),
+            f"{s.weights_gib:.1f}",
+            f"{s.gradients_gib:.1f}",
+            f"{s.optimizer_gib:.1f}",
+            f"{s.activations_gib:.1f}",
+            f"{s.buffers_gib + s.reserve_gib:.1f}",
+            f"{total:.1f}",
+            style=style,
+        )
     return table
 
 
@@ -136,9 +164,15 @@ def render_ranking(result: PlanResult) -> Table:
     table.add_column("vs best", justify="right")
     best = result.best.tokens_per_s_per_gpu
     for i, e in enumerate(result.ranked, 1):
-        table.add_row(str(i), layout_line(e), f"{e.tokens_per_s_per_gpu:,.1f}", f"{e.mfu:.1%}",
-                      f"{e.step_time_s:,.3f}", f"{e.peak_memory_gib:.1f}",
-                      f"{e.tokens_per_s_per_gpu / best - 1:+.1%}")
+        table.add_row(
+            str(i),
+            layout_line(e),
+            f"{e.tokens_per_s_per_gpu:,.1f}",
+            f"{e.mfu:.1%}",
+            f"{e.step_time_s:,.3f}",
+            f"{e.peak_memory_gib:.1f}",
+            f"{e.tokens_per_s_per_gpu / best - 1:+.1%}",
+        )
     return table
 
 
@@ -171,8 +205,13 @@ def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model_nam
         f"step {e.step_time_s:,.3f} s, peak memory {e.peak_memory_gib:.1f} GiB of "
         f"{e.usable_memory_gib:.0f} GiB ({verdict})"
     )
-    return Group(render_header(cluster, workload, model_name), summary, render_breakdown(e),
-                 render_memory(e), render_placement(e, cluster))
+    return Group(
+        render_header(cluster, workload, model_name),
+        summary,
+        render_breakdown(e),
+        render_memory(e),
+        render_placement(e, cluster),
+    )
 
 
 def render_plan(result: PlanResult) -> RenderableType:
@@ -183,7 +222,8 @@ def render_plan(result: PlanResult) -> RenderableType:
         f"engine {s.engine}, status {s.status}, objective {s.objective:.4f} s, bound "
         f"{s.best_bound:.4f} s, gap {gap}, {s.wall_time_s:.2f} s wall; {s.num_candidates} "
         f"candidates, {s.num_scored} scored, {s.num_feasible} fit in memory",
-        title="Search", title_align="left",
+        title="Search",
+        title_align="left",
     )
     summary = Text(
         f"Best: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
@@ -191,12 +231,18 @@ def render_plan(result: PlanResult) -> RenderableType:
         f"{best.peak_memory_gib:.1f} GiB"
     )
     parts: list[RenderableType] = [
-        render_header(result.cluster, result.workload, result.model.name), summary,
-        render_breakdown(best), render_memory(best, result.usable_memory_gib),
-        render_placement(best, result.cluster), render_ranking(result), stats,
+        render_header(result.cluster, result.workload, result.model.name),
+        summary,
+        render_breakdown(best),
+        render_memory(best, result.usable_memory_gib),
+        render_placement(best, result.cluster),
+        render_ranking(result),
+        stats,
     ]
     if result.rejections:
-        lines = [f"{n:>7} x {reason}" for reason, n in
-                 sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]]
+        lines = [
+            f"{n:>7} x {reason}"
+            for reason, n in sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
+        ]
         parts.append(Panel("\n".join(lines), title="Rejected candidates", title_align="left"))
     return Group(*parts)

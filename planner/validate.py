@@ -29,13 +29,24 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 # Null layout fields in a record take these values (what Megatron-LM does when the flag is absent,
 # except zero_stage: NeMo / Megatron-Bridge recipes turn the distributed optimizer on).
 FILL_RULES: dict[str, Any] = {
-    "vp": 1, "micro_batch": 1, "recompute": "none", "zero_stage": 1, "cp": 1, "ep": 1,
+    "vp": 1,
+    "micro_batch": 1,
+    "recompute": "none",
+    "zero_stage": 1,
+    "cp": 1,
+    "ep": 1,
     "precision": "bf16",
 }
 SYSTEM_FOR_GPU = {
-    "a100-sxm-40gb": "dgx-a100", "a100-sxm-80gb": "dgx-a100", "h100-sxm-80gb": "dgx-h100",
-    "h100-sxm-96gb-hbm2e-500w": "dgx-h100", "h200-sxm-141gb": "dgx-h200", "h800-sxm-80gb": "h800",
-    "b200": "dgx-b200", "gb200": "gb200-nvl72", "gb300": "gb300-nvl72",
+    "a100-sxm-40gb": "dgx-a100",
+    "a100-sxm-80gb": "dgx-a100",
+    "h100-sxm-80gb": "dgx-h100",
+    "h100-sxm-96gb-hbm2e-500w": "dgx-h100",
+    "h200-sxm-141gb": "dgx-h200",
+    "h800-sxm-80gb": "h800",
+    "b200": "dgx-b200",
+    "gb200": "gb200-nvl72",
+    "gb300": "gb300-nvl72",
 }
 
 
@@ -124,13 +135,21 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
     model = ModelSpec.model_validate(record["model"])
     lay = {k: (v if v is not None else FILL_RULES.get(k)) for k, v in record["layout"].items()}
     workload = Workload(
-        seq_len=model.seq_len or 4096, global_batch_seqs=lay["global_batch_seqs"],
+        seq_len=model.seq_len or 4096,
+        global_batch_seqs=lay["global_batch_seqs"],
         precision=lay["precision"],
     )
     sp = lay.get("sequence_parallel")
     layout = Layout(
-        tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], cp=lay["cp"], ep=lay["ep"], vp=lay["vp"],
-        micro_batch=lay["micro_batch"], recompute=lay["recompute"], zero_stage=lay["zero_stage"],
+        tp=lay["tp"],
+        pp=lay["pp"],
+        dp=lay["dp"],
+        cp=lay["cp"],
+        ep=lay["ep"],
+        vp=lay["vp"],
+        micro_batch=lay["micro_batch"],
+        recompute=lay["recompute"],
+        zero_stage=lay["zero_stage"],
         sequence_parallel=bool(lay["tp"] > 1 if sp is None else sp),
     )
     return model, record_cluster(record), workload, layout
@@ -146,10 +165,14 @@ def validate_record(record: Any) -> ValidationRow:
     if not isinstance(record, dict):
         return ValidationRow("?", "?", "?", "?", None, None, None, "record is not a mapping")
     rid = str(record.get("id", "?"))
-    row = dict(id=rid, source=rid.split("-")[0], gpu=str(record.get("gpu", "?")),
-               family=_family(record),
-               measured_tokens_per_s_per_gpu=record.get("measured_tokens_per_s_per_gpu"),
-               measured_peak_memory_gib=record.get("peak_memory_gib"))
+    row = dict(
+        id=rid,
+        source=rid.split("-")[0],
+        gpu=str(record.get("gpu", "?")),
+        family=_family(record),
+        measured_tokens_per_s_per_gpu=record.get("measured_tokens_per_s_per_gpu"),
+        measured_peak_memory_gib=record.get("peak_memory_gib"),
+    )
     try:
         model, cluster, workload, layout = record_inputs(record)
         return ValidationRow(**row, estimate=estimate(model, cluster, workload, layout), error=None)
@@ -163,7 +186,9 @@ def validate_record(record: Any) -> ValidationRow:
 def validate_file(path: str) -> list[ValidationRow]:
     data = models_zoo.read_data_file(Path(path))
     if not isinstance(data, list):
-        raise InvalidInput(f"{path}: expected a YAML list of run records, got {type(data).__name__}")
+        raise InvalidInput(
+            f"{path}: expected a YAML list of run records, got {type(data).__name__}"
+        )
     return [validate_record(r) for r in data]
 
 
@@ -185,40 +210,63 @@ def error_summary(rows: list[ValidationRow]) -> dict[str, dict[str, dict[str, fl
         err = r.tokens_error_pct
         if err is None:
             continue
-        for dim, key in (("overall", "all"), ("source", r.source), ("gpu", r.gpu),
-                         ("family", r.family)):
+        for dim, key in (
+            ("overall", "all"),
+            ("source", r.source),
+            ("gpu", r.gpu),
+            ("family", r.family),
+        ):
             groups[dim][key].append(abs(err))
     out: dict[str, dict[str, dict[str, float]]] = {}
     for dim, by_key in groups.items():
         out[dim] = {}
         for key, errs in sorted(by_key.items()):
             errs.sort()
-            out[dim][key] = {"n": len(errs), "median_abs_pct": statistics.median(errs),
-                             "p90_abs_pct": percentile(errs, 0.9), "max_abs_pct": errs[-1]}
+            out[dim][key] = {
+                "n": len(errs),
+                "median_abs_pct": statistics.median(errs),
+                "p90_abs_pct": percentile(errs, 0.9),
+                "max_abs_pct": errs[-1],
+            }
     return out
 
 
 def render_validation(rows: list[ValidationRow]) -> Group:
     table = Table(title="Predicted vs measured tokens/s/GPU", title_justify="left")
-    for col, just in (("id", "left"), ("measured", "right"), ("predicted", "right"),
-                      ("error", "right"), ("mem meas", "right"), ("mem pred", "right"),
-                      ("note", "left")):
+    for col, just in (
+        ("id", "left"),
+        ("measured", "right"),
+        ("predicted", "right"),
+        ("error", "right"),
+        ("mem meas", "right"),
+        ("mem pred", "right"),
+        ("note", "left"),
+    ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in rows:
         e = r.estimate
         err = r.tokens_error_pct
         table.add_row(
-            r.id, _num(r.measured_tokens_per_s_per_gpu), _num(e.tokens_per_s_per_gpu if e else None),
-            "" if err is None else f"{err:+.1f}%", _num(r.measured_peak_memory_gib),
-            _num(e.peak_memory_gib if e else None), r.error or "",
+            r.id,
+            _num(r.measured_tokens_per_s_per_gpu),
+            _num(e.tokens_per_s_per_gpu if e else None),
+            "" if err is None else f"{err:+.1f}%",
+            _num(r.measured_peak_memory_gib),
+            _num(e.peak_memory_gib if e else None),
+            r.error or "",
         )
     summary = Table(title="Absolute % error of tokens/s/GPU", title_justify="left")
     for col in ("group", "n", "median", "P90", "max"):
         summary.add_column(col, justify="left" if col == "group" else "right")
     for dim, by_key in error_summary(rows).items():
         for key, s in by_key.items():
-            summary.add_row(f"{dim}: {key}", str(int(s["n"])), f"{s['median_abs_pct']:.1f}%",
-                            f"{s['p90_abs_pct']:.1f}%", f"{s['max_abs_pct']:.1f}%")
+            summary.add_row(
+                f"{dim}: {key}",
+                str(int(s["n"])),
+                f"{s['median_abs_pct']:.1f}%",
+                f"{s['p90_abs_pct']:.1f}%",
+                f"{s['max_abs_pct']:.1f}%",
+            )
     failed = sum(1 for r in rows if r.error)
     return Group(table, summary, Text(f"{len(rows) - failed}/{len(rows)} records scored"))
 
@@ -236,23 +284,32 @@ def render_markdown(rows: list[ValidationRow], data_name: str) -> str:
     ]
     for dim, by_key in error_summary(rows).items():
         for key, s in by_key.items():
-            lines.append(f"| {dim}: {key} | {int(s['n'])} | {s['median_abs_pct']:.1f}% | "
-                         f"{s['p90_abs_pct']:.1f}% | {s['max_abs_pct']:.1f}% |")
-    lines += ["", "| record | measured | predicted | error | MFU | peak GiB (pred / meas) | "
-              "largest terms |", "|---|---:|---:|---:|---:|---:|---|"]
+            lines.append(
+                f"| {dim}: {key} | {int(s['n'])} | {s['median_abs_pct']:.1f}% | "
+                f"{s['p90_abs_pct']:.1f}% | {s['max_abs_pct']:.1f}% |"
+            )
+    lines += [
+        "",
+        "| record | measured | predicted | error | MFU | peak GiB (pred / meas) | largest terms |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
         e = r.estimate
         if e is None:
-            lines.append(f"| {r.id} | {_num(r.measured_tokens_per_s_per_gpu)} | | | | | "
-                         f"not scored: {r.error} |")
+            lines.append(
+                f"| {r.id} | {_num(r.measured_tokens_per_s_per_gpu)} | | | | | "
+                f"not scored: {r.error} |"
+            )
             continue
         top = sorted(e.breakdown_s.items(), key=lambda kv: -kv[1])[:3]
         terms = ", ".join(f"{k} {v / e.step_time_s:.0%}" for k, v in top if v > 0)
         err = r.tokens_error_pct
         mem = f"{e.peak_memory_gib:.1f} / {_num(r.measured_peak_memory_gib) or '-'}"
-        lines.append(f"| {r.id} | {_num(r.measured_tokens_per_s_per_gpu)} | "
-                     f"{e.tokens_per_s_per_gpu:,.1f} | {'' if err is None else f'{err:+.1f}%'} | "
-                     f"{e.mfu:.1%} | {mem} | {terms} |")
+        lines.append(
+            f"| {r.id} | {_num(r.measured_tokens_per_s_per_gpu)} | "
+            f"{e.tokens_per_s_per_gpu:,.1f} | {'' if err is None else f'{err:+.1f}%'} | "
+            f"{e.mfu:.1%} | {mem} | {terms} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -5,37 +5,80 @@ from __future__ import annotations
 from cost_models.specs import Cluster, GpuSpec, Layout, LinkTier, ModelSpec, Workload
 
 H100 = GpuSpec(
-    id="test-h100", name="H100 (test)", generation="hopper", peak_bf16_tflops=989.4,
-    peak_fp8_tflops=1978.9, hbm_gib=80, hbm_bandwidth_gb_per_s=3350, nvlink_gb_per_s=450,
+    id="test-h100",
+    name="H100 (test)",
+    generation="hopper",
+    peak_bf16_tflops=989.4,
+    peak_fp8_tflops=1978.9,
+    hbm_gib=80,
+    hbm_bandwidth_gb_per_s=3350,
+    nvlink_gb_per_s=450,
     nvlink_domain_size=8,
 )
 
 
-def cluster(num_gpus: int = 64, nvlink_gb_per_s: float = 450, ib_gb_per_s: float = 50,
-            oversubscription: float = 1.0) -> Cluster:
+def cluster(
+    num_gpus: int = 64,
+    nvlink_gb_per_s: float = 450,
+    ib_gb_per_s: float = 50,
+    oversubscription: float = 1.0,
+) -> Cluster:
     return Cluster(
-        name="test", gpu=H100, gpus_per_node=8, num_gpus=num_gpus,
+        name="test",
+        gpu=H100,
+        gpus_per_node=8,
+        num_gpus=num_gpus,
         tiers=(
-            LinkTier(name="nvlink", domain_size=8, bandwidth_gb_per_s=nvlink_gb_per_s,
-                     latency_us=3, efficiency=0.8),
-            LinkTier(name="ib", domain_size=None, bandwidth_gb_per_s=ib_gb_per_s, latency_us=8,
-                     efficiency=0.9, oversubscription=oversubscription),
+            LinkTier(
+                name="nvlink",
+                domain_size=8,
+                bandwidth_gb_per_s=nvlink_gb_per_s,
+                latency_us=3,
+                efficiency=0.8,
+            ),
+            LinkTier(
+                name="ib",
+                domain_size=None,
+                bandwidth_gb_per_s=ib_gb_per_s,
+                latency_us=8,
+                efficiency=0.9,
+                oversubscription=oversubscription,
+            ),
         ),
     )
 
 
 def dense_model(**over) -> ModelSpec:
-    fields = dict(name="dense-test", num_layers=32, hidden_size=4096, ffn_hidden_size=14336,
-                  num_attention_heads=32, num_kv_heads=8, vocab_size=128256)
+    fields = dict(
+        name="dense-test",
+        num_layers=32,
+        hidden_size=4096,
+        ffn_hidden_size=14336,
+        num_attention_heads=32,
+        num_kv_heads=8,
+        vocab_size=128256,
+    )
     fields.update(over)
     return ModelSpec(**fields)
 
 
 def moe_model(**over) -> ModelSpec:
-    fields = dict(name="moe-test", num_layers=16, hidden_size=2048, ffn_hidden_size=8192,
-                  num_attention_heads=16, num_kv_heads=4, vocab_size=32000,
-                  moe=dict(num_experts=16, top_k=2, expert_ffn_hidden_size=1024,
-                           num_shared_experts=1, first_k_dense_layers=1))
+    fields = dict(
+        name="moe-test",
+        num_layers=16,
+        hidden_size=2048,
+        ffn_hidden_size=8192,
+        num_attention_heads=16,
+        num_kv_heads=4,
+        vocab_size=32000,
+        moe=dict(
+            num_experts=16,
+            top_k=2,
+            expert_ffn_hidden_size=1024,
+            num_shared_experts=1,
+            first_k_dense_layers=1,
+        ),
+    )
     fields.update(over)
     return ModelSpec(**fields)
 

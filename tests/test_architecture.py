@@ -34,4 +34,6 @@ def test_only_cli_prints_or_exits():
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                    assert node.func.id not in ("print", "exit"), f"{path.name} calls {node.func.id}"
+                    assert node.func.id not in ("print", "exit"), (
+                        f"{path.name} calls {node.func.id}"
+                    )

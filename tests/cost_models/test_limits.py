@@ -46,25 +46,35 @@ def test_no_ep_traffic_without_experts_and_ep_traffic_with():
 @pytest.mark.parametrize("lo", LAYOUTS_64)
 def test_more_bandwidth_is_never_slower(lo):
     model, w = dense_model(), workload()
-    times = [estimate(model, cluster(64, ib_gb_per_s=bw), w, lo).step_time_s
-             for bw in (12.5, 25, 50, 100, 200)]
+    times = [
+        estimate(model, cluster(64, ib_gb_per_s=bw), w, lo).step_time_s
+        for bw in (12.5, 25, 50, 100, 200)
+    ]
     assert times == sorted(times, reverse=True)
-    times = [estimate(model, cluster(64, nvlink_gb_per_s=bw), w, lo).step_time_s
-             for bw in (150, 300, 450, 900)]
+    times = [
+        estimate(model, cluster(64, nvlink_gb_per_s=bw), w, lo).step_time_s
+        for bw in (150, 300, 450, 900)
+    ]
     assert times == sorted(times, reverse=True)
 
 
 def test_oversubscription_is_never_faster():
     lo = layout(tp=1, pp=1, dp=64, zero_stage=3)
-    times = [estimate(dense_model(), cluster(64, oversubscription=r), workload(), lo).step_time_s
-             for r in (1, 2, 4)]
+    times = [
+        estimate(dense_model(), cluster(64, oversubscription=r), workload(), lo).step_time_s
+        for r in (1, 2, 4)
+    ]
     assert times == sorted(times)
 
 
 @pytest.mark.parametrize("base", LAYOUTS_64)
 def test_higher_zero_stage_never_needs_more_memory(base):
-    mems = [estimate(dense_model(), cluster(64), workload(),
-                     base.model_copy(update={"zero_stage": z})).peak_memory_gib for z in range(4)]
+    mems = [
+        estimate(
+            dense_model(), cluster(64), workload(), base.model_copy(update={"zero_stage": z})
+        ).peak_memory_gib
+        for z in range(4)
+    ]
     assert mems == sorted(mems, reverse=True)
 
 
@@ -74,8 +84,12 @@ def test_higher_zero_stage_never_needs_more_memory(base):
 def test_more_recompute_never_needs_more_memory(base, model):
     if model.moe is not None:
         base = base.model_copy(update={"ep": 2})
-    mems = [estimate(model, cluster(64), workload(), base.model_copy(update={"recompute": r}))
-            .peak_memory_gib for r in ("none", "selective", "full")]
+    mems = [
+        estimate(
+            model, cluster(64), workload(), base.model_copy(update={"recompute": r})
+        ).peak_memory_gib
+        for r in ("none", "selective", "full")
+    ]
     assert mems == sorted(mems, reverse=True)
 
 

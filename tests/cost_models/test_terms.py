@@ -12,7 +12,9 @@ from cost_models.memory import StageParams, layer_activation_bytes, state_bytes
 from cost_models.pipeline import chunk_layer_counts, inflight_chunks, schedule_time_s
 from cost_models.specs import Layout, LinkTier
 
-NVLINK = LinkTier(name="nvlink", domain_size=8, bandwidth_gb_per_s=450, latency_us=3, efficiency=0.8)
+NVLINK = LinkTier(
+    name="nvlink", domain_size=8, bandwidth_gb_per_s=450, latency_us=3, efficiency=0.8
+)
 IB = LinkTier(name="ib", domain_size=None, bandwidth_gb_per_s=50, latency_us=8, efficiency=0.9)
 
 

@@ -21,8 +21,9 @@ def test_model_parameter_count_matches_published(name):
         assert "no published total" in model.source  # benchmark-only configs say so
         return
     count_b = total_params(model) / 1e9
-    assert count_b == pytest.approx(model.published_params_b,
-                                    rel=stated_tolerance(model.published_params_b))
+    assert count_b == pytest.approx(
+        model.published_params_b, rel=stated_tolerance(model.published_params_b)
+    )
 
 
 def test_stated_tolerance():
@@ -35,7 +36,9 @@ def test_gpu_presets(name):
     gpu = load_gpu(name)
     assert gpu.source and gpu.hbm_gib > 0
     if gpu.peak_fp8_tflops is not None:
-        assert gpu.peak_fp8_tflops == pytest.approx(2 * gpu.peak_bf16_tflops, rel=1e-3)  # rounded sheets
+        assert gpu.peak_fp8_tflops == pytest.approx(
+            2 * gpu.peak_bf16_tflops, rel=1e-3
+        )  # rounded sheets
 
 
 @pytest.mark.parametrize("name", list_presets("clusters"))
@@ -45,7 +48,8 @@ def test_cluster_presets(name):
     bandwidths = [t.bandwidth_gb_per_s for t in cluster.tiers]
     assert bandwidths == sorted(bandwidths, reverse=True)
     assert load_cluster(name, num_gpus=2 * cluster.tiers[0].domain_size).num_gpus == (
-        2 * cluster.tiers[0].domain_size)
+        2 * cluster.tiers[0].domain_size
+    )
 
 
 def test_aliases_resolve():

@@ -8,8 +8,17 @@ import pytest
 
 from planner.cli import main
 
-EST = ["estimate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
-       "--global-batch", "128"]
+EST = [
+    "estimate",
+    "--model",
+    "llama3-70b",
+    "--cluster",
+    "dgx-h100",
+    "--gpus",
+    "64",
+    "--global-batch",
+    "128",
+]
 
 
 def run(argv, capsys):
@@ -49,13 +58,18 @@ def test_wrong_type_in_model_file(tmp_path, capsys):
     assert code == 2 and "num_layers: Input should be a valid integer" in err
 
 
-@pytest.mark.parametrize("text,field", [
-    ("num_layers: -4", "num_layers: Input should be greater than 0"),
-    ("hidden_size: 0", "hidden_size: Input should be greater than 0"),
-])
+@pytest.mark.parametrize(
+    "text,field",
+    [
+        ("num_layers: -4", "num_layers: Input should be greater than 0"),
+        ("hidden_size: 0", "hidden_size: Input should be greater than 0"),
+    ],
+)
 def test_zero_or_negative_size_in_file(tmp_path, capsys, text, field):
     key = text.split(":")[0]
-    body = "\n".join(text if line.startswith(key + ":") else line for line in MODEL_YAML.splitlines())
+    body = "\n".join(
+        text if line.startswith(key + ":") else line for line in MODEL_YAML.splitlines()
+    )
     path = write(tmp_path, "m.yaml", body)
     code, _, err = run(["plan", "--model", path, "--cluster", "dgx-h100", "--gpus", "8"], capsys)
     assert code == 2 and field in err
@@ -69,8 +83,9 @@ def test_zero_or_negative_flag(capsys, flag, value):
 
 
 def test_gpu_count_not_whole_nodes(capsys):
-    code, _, err = run(["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "12"],
-                       capsys)
+    code, _, err = run(
+        ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "12"], capsys
+    )
     assert code == 2 and "num_gpus (12) must be whole nodes" in err
 
 
@@ -81,8 +96,23 @@ def test_degrees_do_not_multiply_to_gpu_count(capsys):
 
 
 def test_degree_does_not_divide_heads(capsys):
-    argv = ["estimate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "48",
-            "--global-batch", "96", "--tp", "3", "--pp", "1", "--dp", "16"]
+    argv = [
+        "estimate",
+        "--model",
+        "llama3-70b",
+        "--cluster",
+        "dgx-h100",
+        "--gpus",
+        "48",
+        "--global-batch",
+        "96",
+        "--tp",
+        "3",
+        "--pp",
+        "1",
+        "--dp",
+        "16",
+    ]
     code, _, err = run(argv, capsys)
     assert code == 2 and "tp (3) must divide num_attention_heads (64)" in err
 
@@ -94,8 +124,25 @@ def test_pp_vp_does_not_divide_layers(capsys):
 
 
 def test_ep_does_not_divide_experts(capsys):
-    argv = ["estimate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "16",
-            "--global-batch", "64", "--tp", "1", "--pp", "1", "--dp", "16", "--ep", "16"]
+    argv = [
+        "estimate",
+        "--model",
+        "mixtral-8x7b",
+        "--cluster",
+        "dgx-h100",
+        "--gpus",
+        "16",
+        "--global-batch",
+        "64",
+        "--tp",
+        "1",
+        "--pp",
+        "1",
+        "--dp",
+        "16",
+        "--ep",
+        "16",
+    ]
     code, _, err = run(argv, capsys)
     assert code == 2 and "ep (16) must divide num_experts (8)" in err
 
@@ -120,30 +167,51 @@ def test_malformed_json(tmp_path, capsys):
 
 
 def test_bad_cluster_file_field(tmp_path, capsys):
-    cluster = {"name": "c", "gpu": "h100-sxm-80gb", "gpus_per_node": 8, "num_gpus": 16,
-               "tiers": [{"name": "nvlink", "domain_size": 8, "bandwidth_gb_per_s": -450,
-                          "latency_us": 3}]}
+    cluster = {
+        "name": "c",
+        "gpu": "h100-sxm-80gb",
+        "gpus_per_node": 8,
+        "num_gpus": 16,
+        "tiers": [
+            {"name": "nvlink", "domain_size": 8, "bandwidth_gb_per_s": -450, "latency_us": 3}
+        ],
+    }
     path = write(tmp_path, "c.json", json.dumps(cluster))
     code, _, err = run(["plan", "--model", "llama3-8b", "--cluster", path], capsys)
     assert code == 2 and "tiers.0.bandwidth_gb_per_s: Input should be greater than 0" in err
 
 
 def test_unknown_flag_is_bad_input(capsys):
-    code, _, err = run(["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpu", "8"],
-                       capsys)
+    code, _, err = run(
+        ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpu", "8"], capsys
+    )
     assert code == 2 and "unrecognized arguments" in err
 
 
 def test_no_feasible_plan_exits_1_with_reason(capsys):
-    argv = ["plan", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "8",
-            "--global-batch", "8", "--seq-len", "8192"]
+    argv = [
+        "plan",
+        "--model",
+        "llama3.1-405b",
+        "--cluster",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--global-batch",
+        "8",
+        "--seq-len",
+        "8192",
+    ]
     code, out, err = run(argv, capsys)
     assert code == 1 and out == ""
     assert "no layout fits in memory: the smallest peak" in err and "GiB is usable" in err
 
 
 def test_console_entry_point_reports_without_traceback():
-    proc = subprocess.run([sys.executable, "-m", "planner", "plan", "--model", "nope",
-                           "--cluster", "dgx-h100"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "planner", "plan", "--model", "nope", "--cluster", "dgx-h100"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "unknown model preset 'nope'" in proc.stderr and "Traceback" not in proc.stderr

@@ -9,15 +9,50 @@ from cost_models.rules import layout_violations
 from models_zoo import list_presets, load_cluster, load_gpu, load_model
 from planner.cli import main
 
-CONTRACT_MODELS = ["llama3.1-8b", "llama3.1-70b", "mpt-7b", "mpt-30b", "mpt-70b",
-                   "megatron-gpt-1.7b", "megatron-gpt-1t", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
-                   "llama3.1-405b", "gpt3-175b", "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3",
-                   "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", "nemotron4-340b",
-                   "bloom-176b"]
-CONTRACT_CLUSTERS = ["dgx-a100", "dgx-h100", "dgx-h200", "h800", "dgx-b200", "gb200-nvl72",
-                     "gb300-nvl72"]
-CONTRACT_GPUS = ["a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb", "h100-sxm-96gb-hbm2e-500w",
-                 "h200-sxm-141gb", "h800-sxm-80gb", "b200", "gb200", "gb300"]
+CONTRACT_MODELS = [
+    "llama3.1-8b",
+    "llama3.1-70b",
+    "mpt-7b",
+    "mpt-30b",
+    "mpt-70b",
+    "megatron-gpt-1.7b",
+    "megatron-gpt-1t",
+    "llama2-7b",
+    "llama2-13b",
+    "llama2-70b",
+    "llama3-8b",
+    "llama3-70b",
+    "llama3.1-405b",
+    "gpt3-175b",
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "deepseek-v3",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "gpt-oss-120b",
+    "nemotron4-340b",
+    "bloom-176b",
+]
+CONTRACT_CLUSTERS = [
+    "dgx-a100",
+    "dgx-h100",
+    "dgx-h200",
+    "h800",
+    "dgx-b200",
+    "gb200-nvl72",
+    "gb300-nvl72",
+]
+CONTRACT_GPUS = [
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "h100-sxm-80gb",
+    "h100-sxm-96gb-hbm2e-500w",
+    "h200-sxm-141gb",
+    "h800-sxm-80gb",
+    "b200",
+    "gb200",
+    "gb300",
+]
 
 
 def cli_json(argv, capsys):
@@ -28,15 +63,46 @@ def cli_json(argv, capsys):
 
 
 def test_readme_plan_json(capsys):
-    out = cli_json(["plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
-                    "--global-batch", "128", "--json"], capsys)
+    out = cli_json(
+        [
+            "plan",
+            "--model",
+            "llama3-70b",
+            "--cluster",
+            "dgx-h100",
+            "--gpus",
+            "64",
+            "--global-batch",
+            "128",
+            "--json",
+        ],
+        capsys,
+    )
     best = out["best"]["layout"]
     assert best["tp"] * best["pp"] * best["dp"] * best["cp"] == 64
-    for key in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "num_microbatches",
-                "recompute", "zero_stage", "sequence_parallel", "placement"):
+    for key in (
+        "tp",
+        "pp",
+        "dp",
+        "cp",
+        "ep",
+        "vp",
+        "micro_batch",
+        "num_microbatches",
+        "recompute",
+        "zero_stage",
+        "sequence_parallel",
+        "placement",
+    ):
         assert key in best
-    for key in ("step_time_s", "tokens_per_s_per_gpu", "mfu", "peak_memory_gib",
-                "fits_in_memory", "breakdown_s"):
+    for key in (
+        "step_time_s",
+        "tokens_per_s_per_gpu",
+        "mfu",
+        "peak_memory_gib",
+        "fits_in_memory",
+        "breakdown_s",
+    ):
         assert key in out["best"]["estimate"]
     assert set(out["solver"]) >= {"status", "wall_time_s", "objective", "best_bound", "gap"}
     assert out["ranked"][0] == out["best"]
@@ -46,8 +112,22 @@ def test_readme_plan_json(capsys):
 
 
 def test_plan_human_report(capsys):
-    assert main(["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16",
-                 "--global-batch", "64"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "llama3-8b",
+                "--cluster",
+                "dgx-h100",
+                "--gpus",
+                "16",
+                "--global-batch",
+                "64",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "Step time breakdown" in text and "Ranked plans" in text and "OPTIMAL" in text
 
@@ -76,9 +156,32 @@ def test_unknown_library_constraint():
 
 
 def test_estimate_json(capsys):
-    out = cli_json(["estimate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
-                    "--global-batch", "128", "--tp", "4", "--pp", "4", "--dp", "2", "--cp", "2", "--vp", "5",
-                    "--sequence-parallel", "--json"], capsys)
+    out = cli_json(
+        [
+            "estimate",
+            "--model",
+            "llama3-70b",
+            "--cluster",
+            "dgx-h100",
+            "--gpus",
+            "64",
+            "--global-batch",
+            "128",
+            "--tp",
+            "4",
+            "--pp",
+            "4",
+            "--dp",
+            "2",
+            "--cp",
+            "2",
+            "--vp",
+            "5",
+            "--sequence-parallel",
+            "--json",
+        ],
+        capsys,
+    )
     assert out["tokens_per_s_per_gpu"] > 0 and out["fits_in_memory"] is True
     assert sum(out["breakdown_s"].values()) == pytest.approx(out["step_time_s"])
 

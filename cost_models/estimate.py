@@ -110,6 +110,8 @@ def _layer_cost(
         * passes
         * comm.collective_time_s("all_reduce", t * h * BF16_BYTES, span["tp"], tiers)
     )
+    if layout.tp_comm_overlap and tp_s > 0:
+        tp_s = _overlapped_tp_s(tp_s, layout.tp, (passes + 1) * lt.gemm_s)
     # CP: ring exchange of the local K/V chunk, cp-1 steps forward, 2x that backward (K/V + dK/dV).
     cp_exposed = cp_total = 0.0
     if layout.cp > 1:
@@ -137,6 +139,17 @@ def _layer_cost(
         payload = t / layout.tp * moe.top_k * h * BF16_BYTES * MOE_LOAD_IMBALANCE
         ep_s = 2 * passes * comm.all_to_all_time_s(payload, span["ep"], tiers)
     return _LayerCost(lt.forward_s + lt.backward_s, recompute_s, tp_s, cp_exposed, cp_total, ep_s)
+
+
+def _overlapped_tp_s(tp_total_s: float, tp: int, gemm_s: float) -> float:
+    """Exposed TP time when each collective is split into tp chunks pipelined with its GEMM.
+
+    Collective-matmul decomposition (Wang et al. 2023, ASPLOS, "Overlap communication with
+    dependent computation via decomposition"; Megatron/TE userbuffers; PyTorch async TP): the
+    first of the tp chunks cannot overlap, the rest hide behind the GEMM work of the same passes.
+    """
+    first = tp_total_s / tp
+    return first + max(0.0, tp_total_s - first - gemm_s)
 
 
 def _dp_time_s(

@@ -240,6 +240,11 @@ class Layout(Spec):
         (Axis.TP, Axis.CP, Axis.DP, Axis.PP),
         description="rank order, innermost (fastest-varying, nearest GPUs) first",
     )
+    tp_comm_overlap: bool = Field(
+        False,
+        description="TP collectives chunked and overlapped with their GEMMs (Megatron "
+        "--tp-comm-overlap, torchtitan async TP)",
+    )
 
     @model_validator(mode="after")
     def _order_is_permutation(self) -> Self:

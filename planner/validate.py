@@ -37,6 +37,14 @@ FILL_RULES: dict[str, Any] = {
     "ep": 1,
     "precision": "bf16",
 }
+# Conditions a record states only in its free-text `notes` (its layout schema has no field for
+# them). Each is a documented mechanism of the cost model, never a per-record correction.
+TP_OVERLAP_STATED = re.compile(r"--tp-comm-overlap|TP/SP GEMM-comm fusion|Async TP on", re.I)
+INTERLEAVED_STATED = re.compile(r"interleaved (?:1F1B|pipeline schedule)", re.I)
+LAYERS_PER_VIRTUAL_STAGE = 2
+"""vp for a record that states an interleaved schedule but not its depth: chunks of 2 layers,
+what NVIDIA's published Megatron recipes use for 70B-405B models (e.g. Llama 3.1 405B pp8 vp8)."""
+
 SYSTEM_FOR_GPU = {
     "a100-sxm-40gb": "dgx-a100",
     "a100-sxm-80gb": "dgx-a100",
@@ -140,6 +148,9 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
         precision=lay["precision"],
     )
     sp = lay.get("sequence_parallel")
+    notes = str(record.get("notes") or "")
+    if record["layout"].get("vp") is None and lay["pp"] > 1 and INTERLEAVED_STATED.search(notes):
+        lay["vp"] = max(1, model.num_layers // (lay["pp"] * LAYERS_PER_VIRTUAL_STAGE))
     layout = Layout(
         tp=lay["tp"],
         pp=lay["pp"],
@@ -151,6 +162,7 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
         recompute=lay["recompute"],
         zero_stage=lay["zero_stage"],
         sequence_parallel=bool(lay["tp"] > 1 if sp is None else sp),
+        tp_comm_overlap=lay["tp"] > 1 and bool(TP_OVERLAP_STATED.search(notes)),
     )
     return model, record_cluster(record), workload, layout
 

@@ -16,6 +16,7 @@ from .calibration import MOE_LOAD_IMBALANCE, calibration_for
 from .compute import (
     LayerTime,
     attention_gemms,
+    gemm_time_s,
     layer_time,
     lm_head_time,
     mlp_gemms,
@@ -64,6 +65,7 @@ class _LayerCost:
     cp_exposed_s: float
     cp_total_s: float
     ep_s: float
+    tp_total_s: float = 0.0  # link-busy TP seconds, overlapped or not
 
     @property
     def total_s(self) -> float:
@@ -110,8 +112,14 @@ def _layer_cost(
         * passes
         * comm.collective_time_s("all_reduce", t * h * BF16_BYTES, span["tp"], tiers)
     )
+    tp_total_s = tp_s
     if layout.tp_comm_overlap and tp_s > 0:
-        tp_s = _overlapped_tp_s(tp_s, layout.tp, (passes + 1) * lt.gemm_s)
+        per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
+        tp_s = sum(
+            _overlapped_tp_s(per_collective_s, layout.tp, g * mult)
+            for g in _tp_partner_gemm_s(model, cluster, workload, layout, lt, blocks)
+            for mult in (1, 2) + ((1,) if passes == 3 else ())  # fwd, bwd (dgrad+wgrad), recompute
+        )
     # CP: ring exchange of the local K/V chunk, cp-1 steps forward, 2x that backward (K/V + dK/dV).
     cp_exposed = cp_total = 0.0
     if layout.cp > 1:
@@ -138,18 +146,52 @@ def _layer_cost(
         assert moe is not None
         payload = t / layout.tp * moe.top_k * h * BF16_BYTES * MOE_LOAD_IMBALANCE
         ep_s = 2 * passes * comm.all_to_all_time_s(payload, span["ep"], tiers)
-    return _LayerCost(lt.forward_s + lt.backward_s, recompute_s, tp_s, cp_exposed, cp_total, ep_s)
+    return _LayerCost(
+        lt.forward_s + lt.backward_s, recompute_s, tp_s, cp_exposed, cp_total, ep_s, tp_total_s
+    )
 
 
-def _overlapped_tp_s(tp_total_s: float, tp: int, gemm_s: float) -> float:
-    """Exposed TP time when each collective is split into tp chunks pipelined with its GEMM.
+def _overlapped_tp_s(collective_s: float, tp: int, gemm_s: float) -> float:
+    """Exposed time of one TP collective split into tp chunks pipelined with its partner GEMM.
 
     Collective-matmul decomposition (Wang et al. 2023, ASPLOS, "Overlap communication with
     dependent computation via decomposition"; Megatron/TE userbuffers; PyTorch async TP): the
-    first of the tp chunks cannot overlap, the rest hide behind the GEMM work of the same passes.
+    first of the tp chunks cannot overlap, the rest hide behind the one GEMM that produces or
+    consumes the data -- not behind the layer's other GEMMs -- so a small partner GEMM (the
+    attention output projection, or any GEMM under fp8) leaves communication exposed.
     """
-    first = tp_total_s / tp
-    return first + max(0.0, tp_total_s - first - gemm_s)
+    first = collective_s / tp
+    return first + max(0.0, collective_s - first - gemm_s)
+
+
+def _tp_partner_gemm_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    layout: Layout,
+    lt: LayerTime,
+    blocks: int,
+) -> list[float]:
+    """Forward seconds of the GEMM paired with each TP collective of a layer, in layer order.
+
+    Attention block: all-gather -> QKV (and MLA down/up) projections, output projection ->
+    reduce-scatter; MLP block: all-gather -> up(+gate) projection, down projection ->
+    reduce-scatter. MoE layers with etp > 1 split their GEMM time evenly between the two.
+    """
+    cal = calibration_for(cluster.gpu.generation)
+    fp8 = workload.precision in ("fp8", "mxfp8")
+    t = tokens_per_gpu(workload, layout)
+    attn = attention_gemms(model, t, layout.tp)
+    ag_s = gemm_time_s(attn[:-1], cluster.gpu, cal, fp8)
+    rs_s = gemm_time_s(attn[-1:], cluster.gpu, cal, fp8)
+    partners = [ag_s, rs_s]
+    if blocks == 2:
+        if model.ffn_hidden_size is not None and model.moe is None:
+            up, down = mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
+            partners += [gemm_time_s([g], cluster.gpu, cal, fp8) for g in (up, down)]
+        else:
+            partners += [max(0.0, lt.gemm_s - ag_s - rs_s) / 2] * 2
+    return partners
 
 
 def _dp_time_s(
@@ -216,7 +258,7 @@ def estimate(
     per_stage: list[dict[str, float]] = []
     for r, (n_dense, n_moe) in enumerate(counts):
         terms = dict.fromkeys(
-            ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "cp_total"), 0.0
+            ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "cp_total", "tp_total"), 0.0
         )
         for n, c in ((n_dense, costs.get(False)), (n_moe, costs.get(True))):
             if not n or c is None:
@@ -226,11 +268,12 @@ def estimate(
             terms["tp_comm"] += n * c.tp_s
             terms["cp_comm"] += n * c.cp_exposed_s
             terms["cp_total"] += n * c.cp_total_s
+            terms["tp_total"] += n * c.tp_total_s
             terms["ep_comm"] += n * c.ep_s
         if r == layout.pp - 1:
             terms["compute"] += head.forward_s + head.backward_s
         per_stage.append(terms)
-    stage_s = [sum(v for k, v in t.items() if k != "cp_total") for t in per_stage]
+    stage_s = [sum(v for k, v in t.items() if k not in ("cp_total", "tp_total")) for t in per_stage]
     steady_s, bubble_s, crit = schedule_time_s(stage_s, m, layout.vp)
 
     breakdown = {k: 0.0 for k in TERMS}
@@ -245,7 +288,7 @@ def estimate(
     p2p_s = comm.p2p_time_s(pp_payload, topology.outermost_tier(cluster, span["pp"]))
     breakdown["pp_comm"] = 2 * (layout.pp - 1) * p2p_s
     comm_total = {
-        "tp": m * per_stage[crit]["tp_comm"],
+        "tp": m * per_stage[crit]["tp_total"],
         "cp": m * per_stage[crit]["cp_total"],
         "ep": m * per_stage[crit]["ep_comm"],
         "pp": 2 * m * layout.vp * p2p_s if layout.pp > 1 else 0.0,

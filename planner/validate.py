@@ -39,8 +39,10 @@ FILL_RULES: dict[str, Any] = {
 }
 # Conditions a record states only in its free-text `notes` (its layout schema has no field for
 # them). Each is a documented mechanism of the cost model, never a per-record correction.
-TP_OVERLAP_STATED = re.compile(r"--tp-comm-overlap|TP/SP GEMM-comm fusion|Async TP on", re.I)
-INTERLEAVED_STATED = re.compile(r"interleaved (?:1F1B|pipeline schedule)", re.I)
+TP_OVERLAP_STATED = re.compile(
+    r"--tp-comm-overlap|TP/SP GEMM-comm fusion|Async TP on", re.IGNORECASE
+)
+INTERLEAVED_STATED = re.compile(r"interleaved (?:1F1B|pipeline schedule)", re.IGNORECASE)
 LAYERS_PER_VIRTUAL_STAGE = 2
 """vp for a record that states an interleaved schedule but not its depth: chunks of 2 layers,
 what NVIDIA's published Megatron recipes use for 70B-405B models (e.g. Llama 3.1 405B pp8 vp8)."""

@@ -76,16 +76,16 @@ def _shape_tuples(
                     yield tp, pp, cp, dp, ep, vp, mb
 
 
-def legal_shapes(
+def legal_bases(
     model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
 ) -> tuple[list[Layout], Counter[str]]:
-    """Legal layouts in the canonical order, one per (degrees, ep, vp, micro_batch, recompute,
-    zero), and rejection counts (each rejected shape counts once per recompute x zero choice).
+    """One legal layout per (degrees, ep, vp, micro_batch), canonical order, the first recompute
+    and ZeRO choice; and rejection counts (once per recompute x ZeRO x order it stands for).
 
     The rules in cost_models.rules read neither recompute, ZeRO stage nor order, so legality is
-    checked once per (degrees, ep, vp, micro_batch) and the other choices are copied onto it.
+    checked once per base and the other choices are copied onto it.
     """
-    shapes: list[Layout] = []
+    bases: list[Layout] = []
     rejected: Counter[str] = Counter()
     per_shape = len(space.recompute) * len(space.zero_stages)
     for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
@@ -104,12 +104,24 @@ def legal_shapes(
         problems = layout_violations(model, cluster, workload, base)
         if problems:
             rejected[reason_key(problems[0])] += per_shape
-            continue
-        for recompute in space.recompute:
-            for zero in space.zero_stages:
-                shapes.append(base.model_copy(update={"recompute": recompute, "zero_stage": zero}))
+        else:
+            bases.append(base)
     if space.ep is not None and model.moe is None and space.ep > 1:
         rejected[f"ep ({space.ep}) > 1 needs a mixture-of-experts model"] += 1
+    return bases, rejected
+
+
+def legal_shapes(
+    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+) -> tuple[list[Layout], Counter[str]]:
+    """Every legal base with every recompute and ZeRO choice (canonical order)."""
+    bases, rejected = legal_bases(model, cluster, workload, space)
+    shapes = [
+        base.model_copy(update={"recompute": recompute, "zero_stage": zero})
+        for base in bases
+        for recompute in space.recompute
+        for zero in space.zero_stages
+    ]
     return shapes, rejected
 
 

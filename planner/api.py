@@ -12,6 +12,7 @@ from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from . import exhaustive
+from .sat import solve as sat_solve
 from .types import PlanResult, SearchSpace, SolverOptions
 
 DEFAULT_SEQ_LEN = 4096
@@ -61,7 +62,7 @@ def plan(
 
     `constraints` are SearchSpace fields (tp=8 pins TP, max_pp=16, recompute=("selective",),
     zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
-    deterministic, seed). Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
+    deterministic, seed, engine). Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
     spec, sized = _resolve(model, cluster, num_gpus)
     if workload is None:
@@ -76,7 +77,8 @@ def plan(
         raise InvalidInput(f"unknown constraint(s) {', '.join(unknown)}; known: {', '.join(known)}")
     space = _validated(SearchSpace, space_fields, "constraints")
     options = _validated(SolverOptions, option_fields, "solver options")
-    ranked, stats, rejections = exhaustive.search(spec, sized, workload, space, options)
+    engine = exhaustive if options.engine == "exhaustive" else sat_solve
+    ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
     return PlanResult(
         model=spec,
         cluster=sized,

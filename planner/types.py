@@ -36,6 +36,9 @@ class SearchSpace(Spec):
 class SolverOptions(Spec):
     """How the search runs."""
 
+    engine: Literal["cp-sat", "exhaustive"] = Field(
+        "cp-sat", description="cp-sat (default) or the exhaustive oracle"
+    )
     top_k: PositiveInt = Field(5, description="ranked plans returned")
     time_limit_s: PositiveFloat = 60.0
     deterministic: bool = True

@@ -47,6 +47,20 @@ def _resolve(
     return models_zoo.load_model(model), models_zoo.load_cluster(cluster, num_gpus)
 
 
+def _gpus_within(cluster: str | Cluster, num_gpus: int | None, max_nodes: int) -> int:
+    """The GPU count under a node cap: all GPUs of max_nodes nodes unless fewer are asked for."""
+    if not isinstance(max_nodes, int) or max_nodes <= 0:
+        raise InvalidInput(f"max_nodes must be a positive whole number (got {max_nodes!r})")
+    per_node = models_zoo.load_cluster(cluster).gpus_per_node
+    if num_gpus is None:
+        return max_nodes * per_node
+    if num_gpus > max_nodes * per_node:
+        raise InvalidInput(
+            f"num_gpus ({num_gpus}) needs more than max_nodes ({max_nodes}) nodes of {per_node} GPUs"
+        )
+    return num_gpus
+
+
 def plan(
     model: str | ModelSpec,
     cluster: str | Cluster,
@@ -56,6 +70,7 @@ def plan(
     global_batch: int | None = None,
     seq_len: int | None = None,
     precision: str | None = None,
+    max_nodes: int | None = None,
     **constraints: Any,
 ) -> PlanResult:
     """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
@@ -64,6 +79,8 @@ def plan(
     zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
     deterministic, seed, engine). Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
+    if max_nodes is not None:
+        num_gpus = _gpus_within(cluster, num_gpus, max_nodes)
     spec, sized = _resolve(model, cluster, num_gpus)
     if workload is None:
         workload = make_workload(

@@ -12,6 +12,7 @@ from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from . import exhaustive
+from .sat import solve as sat_solve
 from .types import PlanResult, SearchSpace, SolverOptions
 
 DEFAULT_SEQ_LEN = 4096
@@ -46,6 +47,20 @@ def _resolve(
     return models_zoo.load_model(model), models_zoo.load_cluster(cluster, num_gpus)
 
 
+def _gpus_within(cluster: str | Cluster, num_gpus: int | None, max_nodes: int) -> int:
+    """The GPU count under a node cap: all GPUs of max_nodes nodes unless fewer are asked for."""
+    if not isinstance(max_nodes, int) or max_nodes <= 0:
+        raise InvalidInput(f"max_nodes must be a positive whole number (got {max_nodes!r})")
+    per_node = models_zoo.load_cluster(cluster).gpus_per_node
+    if num_gpus is None:
+        return max_nodes * per_node
+    if num_gpus > max_nodes * per_node:
+        raise InvalidInput(
+            f"num_gpus ({num_gpus}) needs more than max_nodes ({max_nodes}) nodes of {per_node} GPUs"
+        )
+    return num_gpus
+
+
 def plan(
     model: str | ModelSpec,
     cluster: str | Cluster,
@@ -55,14 +70,17 @@ def plan(
     global_batch: int | None = None,
     seq_len: int | None = None,
     precision: str | None = None,
+    max_nodes: int | None = None,
     **constraints: Any,
 ) -> PlanResult:
     """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
 
     `constraints` are SearchSpace fields (tp=8 pins TP, max_pp=16, recompute=("selective",),
     zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
-    deterministic, seed). Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
+    deterministic, seed, engine). Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
+    if max_nodes is not None:
+        num_gpus = _gpus_within(cluster, num_gpus, max_nodes)
     spec, sized = _resolve(model, cluster, num_gpus)
     if workload is None:
         workload = make_workload(
@@ -76,7 +94,8 @@ def plan(
         raise InvalidInput(f"unknown constraint(s) {', '.join(unknown)}; known: {', '.join(known)}")
     space = _validated(SearchSpace, space_fields, "constraints")
     options = _validated(SolverOptions, option_fields, "solver options")
-    ranked, stats, rejections = exhaustive.search(spec, sized, workload, space, options)
+    engine = exhaustive if options.engine == "exhaustive" else sat_solve
+    ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
     return PlanResult(
         model=spec,
         cluster=sized,

@@ -65,6 +65,77 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
 
 
+def _add_search(p: argparse.ArgumentParser) -> None:
+    """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
+    field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
+    p.add_argument("--top", type=_positive_int, default=5, help="ranked plans to show")
+    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="solver time limit, s")
+    p.add_argument("--max-nodes", type=_positive_int, help="use at most this many nodes")
+    for axis in ("tp", "pp", "dp", "cp", "ep"):
+        p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
+    for axis in ("tp", "pp", "cp", "ep"):
+        p.add_argument(f"--max-{axis}", type=_positive_int, help=f"largest {axis.upper()} tried")
+    p.add_argument(
+        "--memory-headroom",
+        type=float,
+        default=0.10,
+        help="fraction of HBM kept free (default 0.10)",
+    )
+    p.add_argument(
+        "--recompute",
+        nargs="+",
+        choices=("none", "selective", "full"),
+        help="allowed activation recompute modes (default: all)",
+    )
+    p.add_argument("--zero", nargs="+", type=int, choices=(0, 1, 2, 3), help="allowed ZeRO stages")
+    p.add_argument("--micro-batches", nargs="+", type=_positive_int, help="micro-batch sizes")
+    p.add_argument("--max-vp", type=_positive_int, help="largest interleaving tried")
+    p.add_argument("--no-order-search", action="store_true", help="keep the rank order tp,cp,dp,pp")
+    p.add_argument("--engine", choices=("cp-sat", "exhaustive"), default="cp-sat")
+    p.add_argument(
+        "--deterministic",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="one solver worker and a fixed seed (default on)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="solver random seed")
+
+
+# flag dest -> planner.plan keyword (a SearchSpace or SolverOptions field, or max_nodes)
+SEARCH_FLAGS = {
+    "top": "top_k",
+    "time_limit": "time_limit_s",
+    "max_nodes": "max_nodes",
+    **{a: a for a in ("tp", "pp", "dp", "cp", "ep")},
+    **{f"max_{a}": f"max_{a}" for a in ("tp", "pp", "cp", "ep")},
+    "memory_headroom": "memory_headroom",
+    "recompute": "recompute",
+    "zero": "zero_stages",
+    "micro_batches": "micro_batches",
+    "max_vp": "max_vp",
+    "no_order_search": "search_order",
+    "engine": "engine",
+    "deterministic": "deterministic",
+    "seed": "seed",
+}
+
+
+def search_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The plan() keywords the given search flags ask for (unset flags keep library defaults)."""
+    out: dict[str, Any] = {}
+    for dest, key in SEARCH_FLAGS.items():
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        if dest == "no_order_search":
+            out[key] = not value
+        elif isinstance(value, list):
+            out[key] = tuple(value)
+        else:
+            out[key] = value
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="planner",
@@ -77,16 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="search for the best layout and placement")
     _add_common(p)
     p.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
-    p.add_argument("--top", type=_positive_int, default=5, help="ranked plans to show")
-    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="search time limit, s")
-    for axis in ("tp", "pp", "dp", "cp", "ep"):
-        p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
-    p.add_argument(
-        "--memory-headroom",
-        type=float,
-        default=0.10,
-        help="fraction of HBM kept free (default 0.10)",
-    )
+    _add_search(p)
 
     e = sub.add_parser("estimate", help="score one given layout")
     _add_common(e)
@@ -116,7 +178,6 @@ def _emit_json(payload: Any) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
-    pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
     result = api.plan(
         args.model,
         args.cluster,
@@ -124,10 +185,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         global_batch=args.global_batch,
         seq_len=args.seq_len,
         precision=args.precision,
-        top_k=args.top,
-        time_limit_s=args.time_limit,
-        memory_headroom=args.memory_headroom,
-        **pins,
+        **search_kwargs(args),
     )
     if args.json:
         _emit_json(report.result_dict(result))

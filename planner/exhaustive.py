@@ -49,7 +49,7 @@ def search(
             if smallest is None or e.peak_memory_gib < smallest.peak_memory_gib:
                 smallest = e
     if not feasible:
-        raise NoFeasiblePlan(_why_none(cluster, space, usable, layouts, smallest, rejected))
+        raise NoFeasiblePlan(why_none(cluster, space, usable, len(layouts), smallest, rejected))
     feasible.sort(key=rank_key)
     best = feasible[0].step_time_s
     stats = SolveStats(
@@ -70,11 +70,11 @@ def _count(rejected: Counter[str]) -> int:
     return sum(v for k, v in rejected.items() if k != "peak memory above usable HBM")
 
 
-def _why_none(
+def why_none(
     cluster: Cluster,
     space: SearchSpace,
     usable: float,
-    layouts: list,
+    num_legal: int,
     smallest: Estimate | None,
     rejected: Counter[str],
 ) -> str:
@@ -86,7 +86,7 @@ def _why_none(
         )
     lo = smallest.layout
     return (
-        f"no layout fits in memory: the smallest peak any of {len(layouts)} legal layouts needs is "
+        f"no layout fits in memory: the smallest peak any of {num_legal} legal layouts needs is "
         f"{smallest.peak_memory_gib:.1f} GiB per GPU (tp={lo.tp} pp={lo.pp} dp={lo.dp} cp={lo.cp} "
         f"ep={lo.ep} recompute={lo.recompute} zero={lo.zero_stage} micro_batch={lo.micro_batch}) "
         f"but only {usable:.1f} GiB is usable ({cluster.gpu.hbm_gib:.0f} GiB HBM minus "

@@ -1,0 +1,93 @@
+"""Plan wall time vs cluster size (issue 4). Prints a Markdown table for the README.
+
+Wall time is inputs-to-result inside one process (presets already imported; interpreter start
+excluded), measured with time.perf_counter around planner.plan(). The exhaustive oracle is run
+only where --oracle-max-gpus allows (it scores every layout x placement at ~1 ms each, so beyond
+~1,024 GPUs it takes far longer than 5 minutes); "skipped" says so.
+
+    python bench/plan_scaling.py            # all cases, oracle up to 1,024 GPUs
+    python bench/plan_scaling.py --only 0 1 # a subset by index
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import models_zoo
+from cost_models.errors import NoFeasiblePlan
+from planner import api
+
+# (label, model preset, cluster preset, GPUs, global batch in sequences, sequence length)
+CASES = [
+    ("Llama-3.1-405B", "llama3.1-405b", "dgx-h100", 64, 64, 8192),
+    ("Llama-3.1-405B", "llama3.1-405b", "dgx-h100", 1024, 1024, 8192),
+    ("Llama-3.1-405B", "llama3.1-405b", "dgx-h100", 16384, 2048, 8192),
+    ("Llama-3.1-405B", "llama3.1-405b", "dgx-h100", 131072, 16384, 8192),
+    ("DeepSeek-V3", "deepseek-v3", "h800", 2048, 15360, 4096),
+    ("Qwen3-235B-A22B", "qwen3-235b-a22b", "dgx-b200", 256, 1024, 4096),
+]
+
+
+def run(index: int, oracle_max_gpus: int, time_limit_s: float) -> str:
+    label, m, c, n, gb, seq = CASES[index]
+    model = models_zoo.load_model(m)
+    cluster = models_zoo.load_cluster(c, n)
+    workload = api.make_workload(model, seq_len=seq, global_batch=gb)
+    start = time.perf_counter()
+    try:
+        result = api.plan(
+            model, cluster, workload, deterministic=True, top_k=1, time_limit_s=time_limit_s
+        )
+        wall = time.perf_counter() - start
+        s = result.solver
+        status, gap, space = s.status, f"{s.gap:.0%}", s.num_candidates
+        scored, best = s.num_scored, result.best
+        objective = best.step_time_s
+        lo = best.layout
+        plan = f"tp{lo.tp} pp{lo.pp} dp{lo.dp} cp{lo.cp} ep{lo.ep} vp{lo.vp} mb{lo.micro_batch}"
+    except NoFeasiblePlan:
+        wall = time.perf_counter() - start
+        status, gap, space, scored, objective, plan = (
+            "INFEASIBLE (proved)",
+            "-",
+            "?",
+            "?",
+            None,
+            "-",
+        )
+    oracle = "skipped (> 5 min)"
+    if n <= oracle_max_gpus:
+        t0 = time.perf_counter()
+        try:
+            o = api.plan(model, cluster, workload, engine="exhaustive", top_k=1)
+            agree = "agrees" if o.solver.objective == objective else "DISAGREES"
+        except NoFeasiblePlan:
+            agree = "agrees" if objective is None else "DISAGREES"
+        oracle = f"{time.perf_counter() - t0:.1f} s, {agree}"
+    return (
+        f"| {label} | {c} | {n:,} | {gb:,}x{seq} | {space:,} | {scored:,} | {status} | {gap} "
+        f"| {wall:.2f} | {plan} | {oracle} |"
+        if isinstance(space, int)
+        else f"| {label} | {c} | {n:,} | {gb:,}x{seq} | ? | ? | {status} | {gap} | {wall:.2f} "
+        f"| {plan} | {oracle} |"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", type=int, nargs="*", help="case indices to run")
+    ap.add_argument("--oracle-max-gpus", type=int, default=1024)
+    ap.add_argument("--time-limit", type=float, default=600.0)
+    args = ap.parse_args()
+    print(
+        "| model | cluster | GPUs | batch x seq | space (layouts x placements) | scored "
+        "| status | gap | wall s | best plan | oracle |"
+    )
+    print("|---|---|---:|---|---:|---:|---|---:|---:|---|---|")
+    for i in args.only if args.only is not None else range(len(CASES)):
+        print(run(i, args.oracle_max_gpus, args.time_limit), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""A cheap, valid lower bound on step time for a layout, whatever its order, ZeRO stage or placement.
+
+`cost_models.estimate` composes a step as (sum of its breakdown terms, each >= 0):
+    m * t_crit + (sum_r t_r - t_crit) / vp + pp_comm + dp_comm + optimizer,
+where t_r is stage r's time per micro-batch (compute + recompute + exposed TP/CP/EP traffic) and
+t_crit the slowest stage (cost_models/pipeline.py, schedule_time_s). Dropping the communication
+terms gives per-stage times c_r <= t_r, and f(t) = m * max(t) + (sum(t) - max(t)) / vp is
+non-decreasing in every t_r when m >= 1 >= 1/vp, so f(c) <= f(t) <= step time. c_r needs only
+the per-layer compute, which does not depend on the order, ZeRO stage or the network, so one
+bound serves every placement of a shape. tests/planner/test_sat_bounds.py checks bound <= estimate.
+"""
+
+from __future__ import annotations
+
+from cost_models.calibration import calibration_for
+from cost_models.compute import LayerTime, layer_time, lm_head_time
+from cost_models.pipeline import stage_layers
+from cost_models.specs import Cluster, Layout, ModelSpec, Workload
+
+
+class StepLowerBound:
+    """Lower bounds on step time, with the per-layer compute cached by what it depends on."""
+
+    def __init__(self, model: ModelSpec, cluster: Cluster, workload: Workload) -> None:
+        self.model, self.cluster, self.workload = model, cluster, workload
+        self.cal = calibration_for(cluster.gpu.generation)
+        self._layers: dict[tuple, tuple[LayerTime | None, LayerTime | None, LayerTime]] = {}
+        self._counts: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+    def _layer_times(self, lo: Layout) -> tuple[LayerTime | None, LayerTime | None, LayerTime]:
+        # compute.layer_time reads tokens per GPU (micro_batch, cp), tp, ep, etp and sequence
+        # parallelism; nothing else of the layout.
+        key = (lo.tp, lo.cp, lo.micro_batch, lo.ep, lo.etp, lo.sequence_parallel)
+        found = self._layers.get(key)
+        if found is None:
+            m, gpu, cal, w = self.model, self.cluster.gpu, self.cal, self.workload
+            dense = layer_time(m, gpu, cal, w, lo, is_moe=False) if m.num_dense_layers else None
+            moe = layer_time(m, gpu, cal, w, lo, is_moe=True) if m.num_moe_layers else None
+            found = self._layers[key] = (dense, moe, lm_head_time(m, gpu, cal, w, lo))
+        return found
+
+    def _stage_counts(self, lo: Layout) -> list[tuple[int, int]]:
+        key = (lo.pp, lo.vp)
+        found = self._counts.get(key)
+        if found is None:
+            first_moe = self.model.num_dense_layers
+            found = self._counts[key] = [
+                (sum(1 for i in s if i < first_moe), sum(1 for i in s if i >= first_moe))
+                for s in stage_layers(self.model, lo)
+            ]
+        return found
+
+    def step_s(self, lo: Layout) -> float:
+        """A value <= estimate(...).step_time_s for `lo` under any order, ZeRO stage and network."""
+        dense, moe, head = self._layer_times(lo)
+
+        def cost(t: LayerTime | None) -> float:
+            return 0.0 if t is None else t.forward_s + t.backward_s + t.recompute_s(lo.recompute)
+
+        per_dense, per_moe = cost(dense), cost(moe)
+        stage = [nd * per_dense + nm * per_moe for nd, nm in self._stage_counts(lo)]
+        stage[-1] += head.forward_s + head.backward_s
+        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        t_max = max(stage)
+        return m * t_max + (sum(stage) - t_max) / lo.vp

@@ -1,0 +1,52 @@
+"""The CP-SAT model over the candidate table: one Boolean per (layout, placement), exactly one.
+
+Every variable's objective coefficient packs its step time (integer quanta, planner/sat/scale.py)
+and its simplicity rank, so the unique optimum is the fastest plan and, among equally fast plans,
+the simplest. The hint is the best plan the table's branch and bound met first (a heuristic
+incumbent), so the solver starts from a full, feasible assignment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from cost_models.specs import Estimate
+
+from ..candidates import simplicity_rank
+from .scale import objective_coefficient, tie_range, time_to_quanta
+
+
+@dataclass
+class SatModel:
+    model: cp_model.CpModel
+    choose: list[cp_model.IntVar]  # choose[i]: plan i of `estimates` is the answer
+    estimates: list[Estimate]
+    coefficients: list[int]
+    tie: int  # objective = step quanta * tie + simplicity rank
+
+
+def build(estimates: list[Estimate]) -> SatModel:
+    """One-hot choice over the scored plans that fit; minimize (step time, simplicity)."""
+    by_simplicity = sorted(
+        range(len(estimates)), key=lambda i: simplicity_rank(estimates[i].layout)
+    )
+    rank = [0] * len(estimates)
+    for r, i in enumerate(by_simplicity):
+        rank[i] = r
+    tie = tie_range(len(estimates))
+    coefficients = [
+        objective_coefficient(e.step_time_s, rank[i], tie) for i, e in enumerate(estimates)
+    ]
+    m = cp_model.CpModel()
+    choose = [m.new_bool_var(f"plan_{i}") for i in range(len(estimates))]
+    m.add_exactly_one(choose)
+    m.minimize(sum(c * x for c, x in zip(coefficients, choose, strict=True)))
+    # Hint: the first plan in table order whose step time is the table's best (the incumbent the
+    # branch and bound found), not necessarily the simplest such plan.
+    best_q = min(time_to_quanta(e.step_time_s) for e in estimates)
+    hint = next(i for i, e in enumerate(estimates) if time_to_quanta(e.step_time_s) == best_q)
+    for i, x in enumerate(choose):
+        m.add_hint(x, i == hint)
+    return SatModel(m, choose, estimates, coefficients, tie)

@@ -1,0 +1,54 @@
+"""Each `plan` search flag maps to one planner.plan keyword, and that keyword is a real field."""
+
+import factories
+import pytest
+
+from cost_models.errors import InvalidInput
+from planner import api, cli
+from planner.types import SearchSpace, SolverOptions
+
+ARGV = [
+    "plan", "--model", "m", "--cluster", "c", "--top", "3", "--time-limit", "5",
+    "--max-nodes", "4", "--tp", "2", "--pp", "2", "--dp", "8", "--cp", "1", "--ep", "1",
+    "--max-tp", "8", "--max-pp", "4", "--max-cp", "2", "--max-ep", "8",
+    "--memory-headroom", "0.2", "--recompute", "none", "full", "--zero", "1", "3",
+    "--micro-batches", "1", "2", "--max-vp", "2", "--no-order-search", "--engine", "exhaustive",
+    "--no-deterministic", "--seed", "7",
+]  # fmt: skip
+
+
+def test_every_search_flag_maps_to_a_field():
+    args = cli.build_parser().parse_args(ARGV)
+    kwargs = cli.search_kwargs(args)
+    assert set(kwargs) == set(cli.SEARCH_FLAGS.values())
+    fields = set(SearchSpace.model_fields) | set(SolverOptions.model_fields) | {"max_nodes"}
+    assert set(kwargs) <= fields
+    space = SearchSpace(**{k: v for k, v in kwargs.items() if k in SearchSpace.model_fields})
+    opts = SolverOptions(**{k: v for k, v in kwargs.items() if k in SolverOptions.model_fields})
+    assert (space.tp, space.max_ep, space.zero_stages) == (2, 8, (1, 3))
+    assert space.recompute == ("none", "full") and space.search_order is False
+    assert (opts.top_k, opts.engine, opts.deterministic, opts.seed) == (3, "exhaustive", False, 7)
+
+
+def test_unset_flags_keep_library_defaults():
+    args = cli.build_parser().parse_args(["plan", "--model", "m", "--cluster", "c"])
+    kwargs = cli.search_kwargs(args)
+    assert kwargs["engine"] == "cp-sat" and kwargs["deterministic"] is True
+    assert "recompute" not in kwargs and "tp" not in kwargs
+
+
+def test_max_nodes_caps_the_gpu_count():
+    model, cluster = factories.dense_model(num_layers=8), factories.cluster(64)
+    work = factories.workload(global_batch=16)
+    r = api.plan(model, cluster, work, max_nodes=2, tp=8, top_k=1, micro_batches=(1,))
+    assert r.cluster.num_gpus == 16
+    with pytest.raises(InvalidInput, match="max_nodes"):
+        api.plan(model, cluster, work, num_gpus=32, max_nodes=2)
+
+
+def test_pinned_axis_that_cannot_hold_says_why():
+    from cost_models.errors import NoFeasiblePlan
+
+    model, cluster = factories.dense_model(num_attention_heads=8), factories.cluster(16)
+    with pytest.raises(NoFeasiblePlan, match="tp .* must divide num_attention_heads"):
+        api.plan(model, cluster, factories.workload(), tp=16, pp=1)

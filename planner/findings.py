@@ -59,7 +59,7 @@ def runner_ups(result: PlanResult) -> list[RunnerUp]:
 
 
 def binding_label(term: str | None) -> str:
-    return "tie (same step time)" if term is None else BINDING_LABELS.get(term, term)
+    return "same step time (tie-break)" if term is None else BINDING_LABELS.get(term, term)
 
 
 def plan_warnings(cluster: Cluster, e: Estimate) -> list[str]:

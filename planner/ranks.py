@@ -92,9 +92,12 @@ def compact_rule(cluster: Cluster, layout: Layout) -> str:
         last = s * degrees[axis] == layout.world_size
         parts.append(f"{axis} = {term}" if last else f"{axis} = {term} % {degrees[axis]}")
     if layout.ep > 1:
-        parts.append(
-            f"ep = expert rank with stride {strides['ep']} inside a stage, mod {layout.ep}"
-        )
+        if layout.order[0].value == "tp" and layout.order[-1].value == "pp":
+            block = layout.world_size // layout.pp  # a stage's ranks are contiguous, TP fastest
+            inner = f"r % {block}" if layout.etp == 1 else f"r % {block} // {layout.etp}"
+            parts.append(f"ep = ({inner}) % {layout.ep}")
+        else:
+            parts.append(f"ep = (stage-local index, TP fastest) // {layout.etp} % {layout.ep}")
     return "; ".join(parts)
 
 

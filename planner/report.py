@@ -209,17 +209,19 @@ def render_rank_map(e: Estimate, cluster: Cluster) -> Group:
     lo = e.layout
     keys = [k for k in ranks.MAP_KEYS if k != "ep" or lo.ep > 1]
     rows = ranks.rank_map(cluster, lo, RANK_MAP_NODES)
-    table = Table(
-        title=f"Rank map (first {min(RANK_MAP_NODES, cluster.num_nodes)} of "
-        f"{cluster.num_nodes} nodes; order {'-'.join(a.value for a in lo.order)}, innermost first)",
-        title_justify="left",
+    shown = min(RANK_MAP_NODES, cluster.num_nodes)
+    title = Text(
+        f"Rank map: order {'-'.join(a.value for a in lo.order)} (innermost first); "
+        f"first {shown} of {cluster.num_nodes} nodes in full",
+        style="italic",
     )
+    table = Table()
     for col in ("rank", "node", "gpu", *keys):
         table.add_column(col, justify="right")
     for row in rows:
         table.add_row(*(str(row[c]) for c in ("rank", "node", "gpu", *keys)))
     rule = Text(f"All ranks: {ranks.compact_rule(cluster, lo)}")
-    return Group(table, rule, render_group_tiers(e, cluster))
+    return Group(title, table, rule, render_group_tiers(e, cluster))
 
 
 def render_group_tiers(e: Estimate, cluster: Cluster) -> Table:
@@ -253,7 +255,7 @@ def render_warnings(result: PlanResult) -> RenderableType | None:
 
 def render_placement(e: Estimate, cluster: Cluster) -> Table:
     tiers = [t.name for t in cluster.tiers]
-    table = Table(title="Placement: factor of each axis on each tier", title_justify="left")
+    table = Table(title="Placement: factor per tier", title_justify="left")
     table.add_column("axis")
     for t in tiers:
         table.add_column(t, justify="right")

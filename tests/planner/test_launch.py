@@ -308,3 +308,17 @@ def test_cli_emit_refusal_is_exit_2(capsys):
     assert main([*base, "--precision", "fp8", "--tp", "4", "--emit", "torchtitan"]) == 2
     err = capsys.readouterr().err
     assert "cannot export to torchtitan" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=lambda o: "-".join(a.value for a in o))
+def test_compact_rule_matches_the_rank_map(order):
+    """The one-line rule printed for the ranks not shown must give the same coordinates."""
+    cluster = f.cluster(32)
+    lo = Layout(tp=2, cp=2, dp=4, pp=2, ep=2, order=order)
+    rule = ranks.compact_rule(cluster, lo)
+    for row in ranks.rank_map(cluster, lo):
+        for part in rule.split("; "):
+            name, expr = part.split(" = ", 1)
+            if "stage-local" in expr:
+                continue
+            assert eval(expr, {"r": row["rank"]}) == row[name], (part, row)

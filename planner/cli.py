@@ -23,6 +23,7 @@ from cost_models.specs import Layout
 
 from . import api, report
 from .report_markdown import render_markdown as render_plan_markdown
+from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
@@ -152,7 +153,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
-def _render_plan(args: argparse.Namespace, result: Any, out: Console) -> None:
+def _render_plan(args: argparse.Namespace, result: PlanResult, out: Console) -> None:
     """Write the plan in the requested format; exports are checked before anything is written."""
     if args.emit:
         text = _emit_text(args.emit, result)
@@ -171,7 +172,7 @@ def _render_plan(args: argparse.Namespace, result: Any, out: Console) -> None:
         out.print(report.render_plan(result))
 
 
-def _emit_text(target: str, result: Any) -> str:
+def _emit_text(target: str, result: PlanResult) -> str:
     if target == "megatron":
         return shlex.join(result.to_megatron_args()) + "\n"
     if target == "torchtitan":

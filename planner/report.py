@@ -76,8 +76,11 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
 def result_dict(result: PlanResult) -> dict[str, Any]:
     """The `plan ... --json` object of CONTRACT.md."""
     ranked = [plan_dict(e) for e in result.ranked]
+    for plan, r in zip(ranked[1:], findings.runner_ups(result), strict=True):
+        plan["loses_on"] = {"term": r.binding_term, "delta_s": r.binding_delta_s}
     return {
         "best": ranked[0],
+        "warnings": findings.warnings(result),
         "ranked": ranked,
         "solver": result.solver.model_dump(),
         "rejections": result.rejections,
@@ -288,6 +291,7 @@ def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model_nam
         render_breakdown(e),
         render_memory(e),
         render_placement(e, cluster),
+        render_rank_map(e, cluster),
     )
 
 

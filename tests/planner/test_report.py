@@ -154,3 +154,15 @@ def test_cli_html_unwritable_is_exit_2(capsys, tmp_path):
     base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "4"]
     assert main([*base, "--html", str(tmp_path / "missing" / "x.html")]) == 2
     assert "--html: cannot write" in capsys.readouterr().err
+
+
+def test_json_adds_warnings_and_binding_terms_to_the_contract_shape():
+    lo = Layout(tp=4, dp=4, pp=2, order=(Axis.DP, Axis.CP, Axis.TP, Axis.PP))
+    payload = report.result_dict(result_for(f.dense_model(), f.cluster(32), f.workload(32), lo))
+    assert {"best", "ranked", "solver"} <= set(payload)
+    assert {"status", "wall_time_s", "objective", "best_bound", "gap"} <= set(payload["solver"])
+    assert any("TP groups" in w for w in payload["warnings"])
+    plans = dense_plan()
+    ranked = report.result_dict(plans)["ranked"]
+    assert "loses_on" not in ranked[0]
+    assert all(set(p["loses_on"]) == {"term", "delta_s"} for p in ranked[1:])

@@ -144,9 +144,6 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
         )
     if lo.etp != 1:
         raise _refuse("torchtitan", f"etp ({lo.etp}) != 1 has no field in the fields file")
-    if lo.ep > 1 and (lo.dp * lo.cp) % lo.ep:
-        # torchtitan's ParallelDims borrows EP from dp_shard * cp.
-        raise _refuse("torchtitan", f"ep ({lo.ep}) must divide dp_shard*cp ({lo.dp * lo.cp})")
     if workload.precision not in ("bf16",):
         raise _refuse(
             "torchtitan", f"precision {workload.precision}: only bf16 is in the fields file"
@@ -158,6 +155,7 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
     else:
         replicate, shard = 1, lo.dp
         reshard = "always" if lo.zero_stage == 3 else "never"
+    _torchtitan_rules(workload, lo, shard)
     parallelism: dict[str, Any] = {
         "data_parallel_replicate_degree": replicate,
         "data_parallel_shard_degree": shard,
@@ -184,6 +182,10 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
             )
         parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if lo.vp > 1 else "1F1B"
         parallelism["pipeline_parallel_layers_per_stage"] = model.num_layers // stages
+        # torchtitan makes ceil((num_layers + first_less + last_less) / layers_per_stage) stages
+        # (distributed/pipeline_parallel.py); zero keeps them at pp*vp, as the cost model splits.
+        parallelism["pipeline_parallel_first_stage_less_layers"] = 0
+        parallelism["pipeline_parallel_last_stage_less_layers"] = 0
         parallelism["num_pp_microbatches"] = e.num_microbatches
     tokens_micro = lo.micro_batch * workload.seq_len
     training = {
@@ -193,6 +195,23 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
         "mixed_precision_param": "bfloat16",
     }
     return {"training": training, "parallelism": parallelism}
+
+
+def _torchtitan_rules(workload: Workload, lo: Any, dp_shard: int) -> None:
+    """ParallelDims._validate and seq_len_divisor (torchtitan/distributed/parallel_dims.py)."""
+    # With etp = 1 (the default; the fields file has no etp field) EP borrows all of cp and tp
+    # and part of dp_shard.
+    if lo.ep > 1 and (lo.ep % (lo.cp * lo.tp) or (dp_shard * lo.cp * lo.tp) % lo.ep):
+        raise _refuse(
+            "torchtitan",
+            f"ep ({lo.ep}) must be a multiple of cp*tp ({lo.cp}*{lo.tp}) and divide "
+            f"dp_shard*cp*tp ({dp_shard}*{lo.cp}*{lo.tp})",
+        )
+    divisor = lo.tp * 2 * lo.cp
+    if workload.seq_len % divisor:
+        raise _refuse(
+            "torchtitan", f"seq_len ({workload.seq_len}) must be divisible by tp*2*cp ({divisor})"
+        )
 
 
 def torchtitan_overrides(config: dict[str, Any]) -> list[str]:

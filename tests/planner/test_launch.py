@@ -206,6 +206,15 @@ def test_torchtitan_names_only_known_fields_and_degrees_multiply(case):
         par["pipeline_parallel_degree"],
     )
     assert int(np.prod(degrees)) == cluster.num_gpus
+    if lo.pp > 1:
+        # torchtitan's stage count: ceil((layers + first_less + last_less) / layers_per_stage).
+        extra = (
+            par["pipeline_parallel_first_stage_less_layers"]
+            + par["pipeline_parallel_last_stage_less_layers"]
+        )
+        stages = -(-(model.num_layers + extra) // par["pipeline_parallel_layers_per_stage"])
+        assert stages == lo.pp * lo.vp
+        assert par["pipeline_parallel_schedule"] == ("Interleaved1F1B" if lo.vp > 1 else "1F1B")
     assert toml["training"]["num_tokens_per_train_step"] == (
         workload.global_batch_seqs * workload.seq_len
     )
@@ -322,3 +331,13 @@ def test_compact_rule_matches_the_rank_map(order):
             if "stage-local" in expr:
                 continue
             assert eval(expr, {"r": row["rank"]}) == row[name], (part, row)
+
+
+def test_torchtitan_expert_parallel_rule():
+    """torchtitan (etp = 1) borrows EP from cp*tp and dp_shard: ep % (cp*tp) == 0."""
+    model, cluster, workload = f.moe_model(), f.cluster(16), f.workload(global_batch=32)
+    ok = result_for(model, cluster, workload, Layout(tp=2, dp=8, ep=4)).to_torchtitan()
+    assert ok["config"]["parallelism"]["expert_parallel_degree"] == 4
+    odd = result_for(model, cluster, workload, Layout(tp=4, dp=4, ep=2))
+    with pytest.raises(InvalidInput, match=r"ep \(2\) must be a multiple of cp\*tp \(1\*4\)"):
+        odd.to_torchtitan()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from cost_models.errors import InvalidInput
-from cost_models.pipeline import stage_layers
+from cost_models.pipeline import chunk_layer_counts, stage_layers
 from cost_models.specs import Axis, Estimate, ModelSpec, Workload
 
 # Megatron-Core builds its groups with order "tp-cp-ep-dp-pp", or "tp-cp-ep-pp-dp" under
@@ -97,27 +97,34 @@ def _megatron_pipeline(model: ModelSpec, e: Estimate) -> list[str]:
             f"pp ({lo.pp})",
         )
     counts = stage_layer_counts(model, e)
-    out = ["--virtual-pipeline-model-parallel-size", str(lo.vp)] if lo.vp > 1 else []
-    if len(set(counts)) == 1:
-        if model.num_layers % (lo.pp * lo.vp):
-            raise _refuse(
-                "megatron", f"num_layers ({model.num_layers}) % (pp*vp) ({lo.pp}*{lo.vp}) != 0"
-            )
-        return out
-    first, last, middle = counts[0], counts[-1], counts[1:-1]
-    if len(set(middle)) > 1:
+    vp_flag = ["--virtual-pipeline-model-parallel-size", str(lo.vp)] if lo.vp > 1 else []
+    if len(set(counts)) == 1 and model.num_layers % (lo.pp * lo.vp) == 0:
+        return vp_flag
+    middle = counts[1:-1]
+    if lo.vp == 1 and len(set(middle)) <= 1:
+        # Megatron spreads the layers left after the first and last stage evenly over the rest.
+        return [
+            "--decoder-first-pipeline-num-layers",
+            str(counts[0]),
+            "--decoder-last-pipeline-num-layers",
+            str(counts[-1]),
+        ]
+    return ["--pipeline-model-parallel-layout", megatron_layout(model, e)]
+
+
+def megatron_layout(model: ModelSpec, e: Estimate) -> str:
+    """`--pipeline-model-parallel-layout`: one `|`-separated entry per virtual stage in model
+    order (chunk c on pipeline rank c % pp), `E` embedding, `t` one decoder layer, `L` loss.
+    The split is the cost model's own (cost_models.pipeline.chunk_layer_counts)."""
+    lo = e.layout
+    chunks = chunk_layer_counts(model.num_layers, lo.pp * lo.vp)
+    if min(chunks) == 0:
         raise _refuse(
-            "megatron",
-            f"layers per stage {counts}: only the first and last stage may differ "
-            "(--decoder-first/last-pipeline-num-layers)",
+            "megatron", f"a virtual stage would hold no layer ({lo.pp}*{lo.vp} > num_layers)"
         )
-    if lo.vp > 1 and any(n % lo.vp for n in (first, last, *middle)):
-        raise _refuse(
-            "megatron", f"layers per stage {counts} must each be divisible by vp ({lo.vp})"
-        )
-    out += ["--decoder-first-pipeline-num-layers", str(first)]
-    out += ["--decoder-last-pipeline-num-layers", str(last)]
-    return out
+    parts = ["t" * n for n in chunks]
+    parts[0], parts[-1] = "E" + parts[0], parts[-1] + "L"
+    return "|".join(parts)
 
 
 def _megatron_precision(workload: Workload) -> list[str]:

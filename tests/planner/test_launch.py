@@ -72,6 +72,7 @@ def megatron_parser(emitted: list[str]) -> argparse.ArgumentParser:
     for flag in sorted(MEGATRON_SWITCHES & MEGATRON_FLAGS):
         parser.add_argument(flag, action="store_true")
     valued = {a for a in emitted if a.startswith("--")} - MEGATRON_SWITCHES
+    valued |= {"--virtual-pipeline-model-parallel-size", "--pipeline-model-parallel-layout"}
     for flag in sorted(MEGATRON_FLAGS & valued):
         parser.add_argument(flag)
     return parser
@@ -89,6 +90,12 @@ CASES = {
         f.cluster(16),
         f.workload(global_batch=64),
         {"tp": 2, "dp": 8, "recompute": "full", "zero_stage": 3},
+    ),
+    "dense-uneven-vp": (
+        f.dense_model(num_layers=30),
+        f.cluster(32),
+        f.workload(global_batch=64),
+        {"tp": 4, "pp": 4, "dp": 2, "vp": 2},
     ),
     "dense-uneven": (
         f.dense_model(num_layers=30),
@@ -135,14 +142,22 @@ def test_megatron_flags_exist_and_parse_back(case):
     assert int(ns.num_layers) == model.num_layers
     assert ns.sequence_parallel == (lo.sequence_parallel and lo.tp > 1)
     assert ns.use_tp_pp_dp_mapping == (lo.order == (Axis.TP, Axis.CP, Axis.PP, Axis.DP))
-    if lo.vp > 1:
+    if lo.vp > 1 and not getattr(ns, "pipeline_model_parallel_layout", None):
         assert int(ns.virtual_pipeline_model_parallel_size) == lo.vp
     if model.moe is not None:
         assert int(ns.expert_model_parallel_size) == lo.ep
     if lo.recompute != "none":
         assert ns.recompute_granularity == lo.recompute
     counts = launch.stage_layer_counts(model, e)
-    if len(set(counts)) > 1:
+    if getattr(ns, "pipeline_model_parallel_layout", None):
+        # One entry per virtual stage, chunk c on pipeline rank c % pp, in model order.
+        chunks = ns.pipeline_model_parallel_layout.split("|")
+        assert len(chunks) == lo.pp * lo.vp
+        assert chunks[0].startswith("E") and chunks[-1].endswith("L")
+        per_rank = [sum(c.count("t") for c in chunks[r :: lo.pp]) for r in range(lo.pp)]
+        assert per_rank == counts and sum(per_rank) == model.num_layers
+        assert ns.virtual_pipeline_model_parallel_size is None  # implied by the layout
+    elif len(set(counts)) > 1:
         first = int(ns.decoder_first_pipeline_num_layers)
         last = int(ns.decoder_last_pipeline_num_layers)
         # Megatron spreads the remaining layers evenly over the middle stages.
@@ -162,12 +177,14 @@ def test_megatron_refuses_orders_it_cannot_build():
         result.to_torchtitan()
 
 
-def test_megatron_refuses_uneven_stages_not_divisible_by_vp():
-    # 30 layers in 8 chunks -> stages hold 7, 8, 8, 7 layers; 7 is not a multiple of vp = 2.
+def test_megatron_uneven_interleaved_stages_use_the_layout_flag():
+    # 30 layers in 8 chunks -> 3, 4, 4, 4, 4, 4, 4, 3: not expressible as first/last + vp.
     lo = Layout(tp=4, pp=4, dp=2, vp=2)
     result = result_for(f.dense_model(num_layers=30), f.cluster(32), f.workload(64), lo)
-    with pytest.raises(InvalidInput, match=r"divisible by vp \(2\)"):
-        result.to_megatron_args()
+    args = result.to_megatron_args()
+    layout = args[args.index("--pipeline-model-parallel-layout") + 1]
+    assert [c.count("t") for c in layout.split("|")] == [3, 4, 4, 4, 4, 4, 4, 3]
+    assert "--decoder-first-pipeline-num-layers" not in args
     with pytest.raises(InvalidInput, match=r"num_layers \(30\) % \(pp\*vp\)"):
         result.to_torchtitan()
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cost_models import topology
-from cost_models.specs import Cluster, Estimate, Workload
+from cost_models.specs import Cluster, Estimate, Layout, Workload
 
 from . import findings, ranks
 from .types import PlanResult
@@ -110,6 +110,8 @@ def layout_line(e: Estimate) -> str:
     ]
     if lo.sequence_parallel:
         extras.append("SP")
+    if lo.order != Layout.model_fields["order"].default:
+        extras.append("order " + "-".join(a.value for a in lo.order))
     return " ".join(parts) + "  |  " + ", ".join(extras)
 
 

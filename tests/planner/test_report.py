@@ -26,21 +26,54 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 FETCHES = re.compile(r"https?://|<script|<link|@import|url\(|src=", re.IGNORECASE)
 
 
-def fixed_stats(result: PlanResult) -> PlanResult:
-    """The search's wall time varies run to run; pin it so the snapshot is deterministic."""
-    return result.model_copy(update={"solver": result.solver.model_copy(update={"wall_time_s": 0})})
+def fixed_plan(model, cluster, workload, layouts: list[Layout]) -> PlanResult:
+    """A PlanResult from fixed layouts and fixed search statistics: the snapshot depends on the
+    cost model only, not on the search engine (which another helper is replacing)."""
+    ranked = sorted(
+        (api.estimate(model, cluster, lo, workload) for lo in layouts),
+        key=lambda e: e.step_time_s,
+    )
+    best = ranked[0].step_time_s
+    stats = SolveStats(
+        engine="exhaustive",
+        status="OPTIMAL",
+        objective=best,
+        best_bound=best,
+        gap=0.0,
+        wall_time_s=1.25,
+        num_candidates=120,
+        num_scored=100,
+        num_feasible=80,
+    )
+    return PlanResult(
+        model=model,
+        cluster=cluster,
+        workload=workload,
+        ranked=tuple(ranked),
+        solver=stats,
+        rejections={"peak memory above usable HBM": 20, "tp (16) must divide ...": 20},
+        usable_memory_gib=72.0,
+    )
 
 
 def dense_plan() -> PlanResult:
-    return fixed_stats(
-        api.plan(f.dense_model(), f.cluster(32), f.workload(global_batch=64), tp=4, pp=2, top_k=4)
-    )
+    layouts = [
+        Layout(tp=4, pp=2, dp=4, vp=4, micro_batch=2, sequence_parallel=True),
+        Layout(tp=8, dp=4, micro_batch=1, sequence_parallel=True, zero_stage=1),
+        Layout(tp=2, pp=4, dp=4, micro_batch=1, recompute="selective"),
+        Layout(tp=4, dp=8, micro_batch=1, recompute="full", zero_stage=3),
+    ]
+    return fixed_plan(f.dense_model(), f.cluster(32), f.workload(global_batch=64), layouts)
 
 
 def moe_plan() -> PlanResult:
-    return fixed_stats(
-        api.plan(f.moe_model(), f.cluster(16), f.workload(global_batch=32), tp=2, ep=4, top_k=4)
-    )
+    layouts = [
+        Layout(tp=2, dp=8, ep=4, micro_batch=2, sequence_parallel=True),
+        Layout(tp=2, dp=8, ep=16, micro_batch=2, sequence_parallel=True),
+        Layout(tp=4, dp=4, ep=4, micro_batch=1, sequence_parallel=True),
+        Layout(tp=2, pp=2, dp=4, ep=8, micro_batch=1, recompute="selective"),
+    ]
+    return fixed_plan(f.moe_model(), f.cluster(16), f.workload(global_batch=32), layouts)
 
 
 def rendered(result: PlanResult) -> str:
@@ -127,6 +160,7 @@ def test_warnings_tp_off_nvlink_bubble_headroom_and_gap():
     assert any("3.00% gap" in w for w in findings.warnings(stopped))
     rendered_text = rendered(stopped)
     assert "Warnings" in rendered_text and "3.00% gap" in rendered_text
+    assert "order dp-cp-tp-pp" in rendered_text  # a non-default rank order is named
 
 
 def test_html_is_one_self_contained_file(tmp_path, capsys):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, descr
 from cost_models.specs import Layout
 
 from . import api, report
+from .report_markdown import render_markdown as render_plan_markdown
+from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
@@ -136,6 +139,21 @@ def search_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+EMIT_TARGETS = ("megatron", "torchtitan", "deepspeed", "mesh", "ranks")
+
+
+def _add_report_flags(p: argparse.ArgumentParser) -> None:
+    """Output formats of `plan` (issue 5): the report as Markdown or HTML, launcher exports."""
+    p.add_argument("--markdown", action="store_true", help="print the report as Markdown")
+    p.add_argument("--html", metavar="FILE", help="also write the report as one offline HTML file")
+    p.add_argument(
+        "--emit",
+        choices=EMIT_TARGETS,
+        help="print the best plan for a launcher: Megatron-LM args, torchtitan overrides + "
+        "TOML, DeepSpeed JSON, device-mesh shape, or the rank list of every group (JSON)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="planner",
@@ -149,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
     _add_search(p)
+
+    _add_report_flags(p)
 
     e = sub.add_parser("estimate", help="score one given layout")
     _add_common(e)
@@ -187,11 +207,41 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         precision=args.precision,
         **search_kwargs(args),
     )
-    if args.json:
+    _render_plan(args, result, out)
+    return EXIT_OK
+
+
+def _render_plan(args: argparse.Namespace, result: PlanResult, out: Console) -> None:
+    """Write the plan in the requested format; exports are checked before anything is written."""
+    if args.emit:
+        text = _emit_text(args.emit, result)
+    if args.html:
+        try:
+            Path(args.html).write_text(report.render_html(result), encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInput(f"--html: cannot write {args.html}: {exc.strerror}") from None
+    if args.emit:
+        sys.stdout.write(text)
+    elif args.json:
         _emit_json(report.result_dict(result))
+    elif args.markdown:
+        sys.stdout.write(render_plan_markdown(result))
     else:
         out.print(report.render_plan(result))
-    return EXIT_OK
+
+
+def _emit_text(target: str, result: PlanResult) -> str:
+    if target == "megatron":
+        return shlex.join(result.to_megatron_args()) + "\n"
+    if target == "torchtitan":
+        tt = result.to_torchtitan()
+        return "# overrides\n# " + shlex.join(tt["overrides"]) + "\n\n" + tt["toml"]
+    payload = {
+        "deepspeed": result.to_deepspeed_config,
+        "mesh": result.device_mesh,
+        "ranks": result.rank_groups,
+    }[target]()
+    return json.dumps(payload, indent=2) + "\n"
 
 
 def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:

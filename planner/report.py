@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import html
+import io
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from cost_models.specs import Cluster, Estimate, Workload
+from cost_models import topology
+from cost_models.specs import Cluster, Estimate, Layout, Workload
 
+from . import findings, ranks
 from .types import PlanResult
+
+RANK_MAP_NODES = 2  # nodes shown in full; a compact rule covers the rest
 
 LAYOUT_KEYS = (
     "tp",
@@ -70,8 +76,11 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
 def result_dict(result: PlanResult) -> dict[str, Any]:
     """The `plan ... --json` object of CONTRACT.md."""
     ranked = [plan_dict(e) for e in result.ranked]
+    for plan, r in zip(ranked[1:], findings.runner_ups(result), strict=True):
+        plan["loses_on"] = {"term": r.binding_term, "delta_s": r.binding_delta_s}
     return {
         "best": ranked[0],
+        "warnings": findings.warnings(result),
         "ranked": ranked,
         "solver": result.solver.model_dump(),
         "rejections": result.rejections,
@@ -101,7 +110,20 @@ def layout_line(e: Estimate) -> str:
     ]
     if lo.sequence_parallel:
         extras.append("SP")
+    if lo.order != Layout.model_fields["order"].default:
+        extras.append("order " + "-".join(a.value for a in lo.order))
     return " ".join(parts) + "  |  " + ", ".join(extras)
+
+
+def short_layout(e: Estimate) -> str:
+    """The layout in a few words, for tables of many plans."""
+    lo = e.layout
+    parts = [f"TP{lo.tp} PP{lo.pp} DP{lo.dp} CP{lo.cp}"]
+    parts += [f"EP{lo.ep}"] if lo.ep > 1 else []
+    parts += [f"VP{lo.vp}"] if lo.vp > 1 else []
+    parts.append(f"mb{lo.micro_batch}x{e.num_microbatches} rc-{lo.recompute} Z{lo.zero_stage}")
+    parts += ["SP"] if lo.sequence_parallel else []
+    return " ".join(parts)
 
 
 def render_breakdown(e: Estimate, width: int = 30) -> Table:
@@ -133,6 +155,7 @@ def render_memory(e: Estimate, usable_gib: float | None = None) -> Table:
         "activations",
         "buffers+reserve",
         "total",
+        "of usable",
     ):
         table.add_column(col, justify="right")
     stages = e.stage_memory
@@ -148,37 +171,96 @@ def render_memory(e: Estimate, usable_gib: float | None = None) -> Table:
             f"{s.activations_gib:.1f}",
             f"{s.buffers_gib + s.reserve_gib:.1f}",
             f"{total:.1f}",
+            f"{total / limit:.0%}",
             style=style,
         )
     return table
 
 
 def render_ranking(result: PlanResult) -> Table:
-    table = Table(title="Ranked plans", title_justify="left")
+    table = Table(title="Ranked plans (runner-ups: the term that loses them)", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("layout")
-    table.add_column("tokens/s/GPU", justify="right")
+    table.add_column("tok/s/GPU", justify="right")
     table.add_column("MFU", justify="right")
     table.add_column("step s", justify="right")
     table.add_column("peak GiB", justify="right")
     table.add_column("vs best", justify="right")
-    best = result.best.tokens_per_s_per_gpu
-    for i, e in enumerate(result.ranked, 1):
+    table.add_column("loses on")
+    best = result.best
+    table.add_row(*_rank_cells(1, best, best), "-")
+    for r in findings.runner_ups(result):
+        why = findings.binding_label(r.binding_term)
+        if r.binding_term is not None:
+            why += f" +{r.binding_delta_s:.3f} s"
+        table.add_row(*_rank_cells(r.rank, r.estimate, best), why)
+    return table
+
+
+def _rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
+    return [
+        str(i),
+        short_layout(e),
+        f"{e.tokens_per_s_per_gpu:,.1f}",
+        f"{e.mfu:.1%}",
+        f"{e.step_time_s:,.3f}",
+        f"{e.peak_memory_gib:.1f}",
+        f"{e.step_time_s / best.step_time_s - 1:+.1%}",
+    ]
+
+
+def render_rank_map(e: Estimate, cluster: Cluster) -> Group:
+    """The first nodes rank by rank, a rule for the rest, and the tier each group crosses."""
+    lo = e.layout
+    keys = [k for k in ranks.MAP_KEYS if k != "ep" or lo.ep > 1]
+    rows = ranks.rank_map(cluster, lo, RANK_MAP_NODES)
+    shown = min(RANK_MAP_NODES, cluster.num_nodes)
+    title = Text(
+        f"Rank map: order {'-'.join(a.value for a in lo.order)} (innermost first); "
+        f"first {shown} of {cluster.num_nodes} nodes in full",
+        style="italic",
+    )
+    table = Table()
+    for col in ("rank", "node", "gpu", *keys):
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in ("rank", "node", "gpu", *keys)))
+    rule = Text(f"All ranks: {ranks.compact_rule(cluster, lo)}")
+    return Group(title, table, rule, render_group_tiers(e, cluster))
+
+
+def render_group_tiers(e: Estimate, cluster: Cluster) -> Table:
+    tiers = [t.name for t in cluster.tiers]
+    crossed = ranks.group_tiers(cluster, e.layout)
+    strides = topology.axis_strides(e.layout)
+    table = Table(title="Groups: GPUs of one group per tier domain", title_justify="left")
+    for col in ("axis", "degree", "rank stride", *tiers, "slowest tier crossed"):
+        table.add_column(col, justify="right" if col != "axis" else "left")
+    spans = topology.spans(cluster, e.layout)
+    for axis in ("tp", "cp", "dp", "pp", "ep"):
+        degree = topology.axis_degrees(e.layout)[axis]
+        if axis == "ep" and degree == 1:
+            continue
         table.add_row(
-            str(i),
-            layout_line(e),
-            f"{e.tokens_per_s_per_gpu:,.1f}",
-            f"{e.mfu:.1%}",
-            f"{e.step_time_s:,.3f}",
-            f"{e.peak_memory_gib:.1f}",
-            f"{e.tokens_per_s_per_gpu / best - 1:+.1%}",
+            axis,
+            str(degree),
+            str(strides[axis]),
+            *(str(n) for n in spans[axis]),
+            crossed[axis] or "-",
         )
     return table
 
 
+def render_warnings(result: PlanResult) -> RenderableType | None:
+    found = findings.warnings(result)
+    if not found:
+        return None
+    return Panel("\n".join(f"! {w}" for w in found), title="Warnings", title_align="left")
+
+
 def render_placement(e: Estimate, cluster: Cluster) -> Table:
     tiers = [t.name for t in cluster.tiers]
-    table = Table(title="Placement: factor of each axis on each tier", title_justify="left")
+    table = Table(title="Placement: factor per tier", title_justify="left")
     table.add_column("axis")
     for t in tiers:
         table.add_column(t, justify="right")
@@ -211,20 +293,30 @@ def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model_nam
         render_breakdown(e),
         render_memory(e),
         render_placement(e, cluster),
+        render_rank_map(e, cluster),
+    )
+
+
+def solver_line(result: PlanResult) -> str:
+    """Status, objective, bound, gap, time and counts of the search in one line."""
+    s = result.solver
+
+    def secs(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.4f} s"
+
+    gap = "n/a" if s.gap is None else f"{s.gap:.2%}"
+    seed = getattr(s, "seed", None)
+    seed_text = "" if seed is None else f", seed {seed}"
+    return (
+        f"engine {s.engine}, status {s.status}, objective {secs(s.objective)}, bound "
+        f"{secs(s.best_bound)}, gap {gap}{seed_text}, {s.wall_time_s:.2f} s wall; "
+        f"{s.num_candidates} candidates, {s.num_scored} scored, {s.num_feasible} fit in memory"
     )
 
 
 def render_plan(result: PlanResult) -> RenderableType:
     best = result.best
-    s = result.solver
-    gap = "n/a" if s.gap is None else f"{s.gap:.2%}"
-    stats = Panel(
-        f"engine {s.engine}, status {s.status}, objective {s.objective:.4f} s, bound "
-        f"{s.best_bound:.4f} s, gap {gap}, {s.wall_time_s:.2f} s wall; {s.num_candidates} "
-        f"candidates, {s.num_scored} scored, {s.num_feasible} fit in memory",
-        title="Search",
-        title_align="left",
-    )
+    stats = Panel(solver_line(result), title="Search", title_align="left")
     summary = Text(
         f"Best: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
         f"{best.mfu:.1%}, step {best.step_time_s:,.3f} s, peak memory "
@@ -236,9 +328,13 @@ def render_plan(result: PlanResult) -> RenderableType:
         render_breakdown(best),
         render_memory(best, result.usable_memory_gib),
         render_placement(best, result.cluster),
+        render_rank_map(best, result.cluster),
         render_ranking(result),
-        stats,
     ]
+    warn = render_warnings(result)
+    if warn is not None:
+        parts.append(warn)
+    parts.append(stats)
     if result.rejections:
         lines = [
             f"{n:>7} x {reason}"
@@ -246,3 +342,12 @@ def render_plan(result: PlanResult) -> RenderableType:
         ]
         parts.append(Panel("\n".join(lines), title="Rejected candidates", title_align="left"))
     return Group(*parts)
+
+
+def render_html(result: PlanResult, width: int = 120) -> str:
+    """The report as one self-contained HTML page: inline CSS, no scripts, nothing fetched."""
+    console = Console(record=True, width=width, file=io.StringIO(), color_system="truecolor")
+    console.print(render_plan(result))
+    page = console.export_html(inline_styles=True)
+    title = html.escape(f"planner: {result.model.name} on {result.cluster.name}")
+    return page.replace("<head>", f"<head>\n<title>{title}</title>", 1)

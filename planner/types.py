@@ -74,3 +74,32 @@ class PlanResult(Spec):
     @property
     def best(self) -> Estimate:
         return self.ranked[0]
+
+    # Launcher hand-off (planner/launch.py, planner/ranks.py); `index` picks a ranked plan.
+
+    def to_megatron_args(self, index: int = 0) -> list[str]:
+        from .launch import megatron_args
+
+        return megatron_args(self.model, self.workload, self.ranked[index])
+
+    def to_torchtitan(self, index: int = 0) -> dict:
+        """{"config": {section: {field: value}}, "overrides": [...], "toml": str}."""
+        from .launch import torchtitan
+
+        return torchtitan(self.model, self.workload, self.ranked[index])
+
+    def to_deepspeed_config(self, index: int = 0) -> dict:
+        from .launch import deepspeed_config
+
+        return deepspeed_config(self.workload, self.ranked[index])
+
+    def device_mesh(self, index: int = 0) -> dict:
+        """{"mesh_shape": [...], "mesh_dim_names": [...]} for init_device_mesh."""
+        from .ranks import device_mesh
+
+        return device_mesh(self.ranked[index].layout)
+
+    def rank_groups(self, index: int = 0) -> dict[str, list[list[int]]]:
+        from .ranks import rank_groups
+
+        return rank_groups(self.ranked[index].layout)

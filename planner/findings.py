@@ -1,0 +1,102 @@
+"""What a reader should know about a plan, as plain data: warnings and why runner-ups lose.
+
+Shared by the rich, Markdown and HTML reports; nothing here renders or prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cost_models import topology
+from cost_models.specs import Cluster, Estimate
+
+from .types import PlanResult
+
+BUBBLE_WARN_SHARE = 0.20  # issue 5: warn when the pipeline bubble exceeds 20% of the step
+HEADROOM_WARN_SHARE = 0.05  # issue 5: warn below 5% of HBM left free at peak
+# Terms that lose a runner-up its place, named for the reader (recompute is paid for memory).
+BINDING_LABELS = {
+    "compute": "compute",
+    "recompute": "recompute (memory)",
+    "tp_comm": "exposed TP collective",
+    "cp_comm": "exposed CP collective",
+    "ep_comm": "exposed EP all-to-all",
+    "pp_comm": "exposed PP p2p",
+    "dp_comm": "exposed DP collective",
+    "bubble": "pipeline bubble",
+    "optimizer": "optimizer step",
+}
+
+
+@dataclass(frozen=True)
+class RunnerUp:
+    rank: int  # 2 = second best
+    estimate: Estimate
+    slower_share: float  # step time over the best's, minus one
+    binding_term: str | None  # breakdown term that grew most against the best (None: a tie)
+    binding_delta_s: float
+
+
+def runner_ups(result: PlanResult) -> list[RunnerUp]:
+    """Every plan after the best, with the breakdown term that costs it the most against it."""
+    best = result.best
+    out = []
+    for i, e in enumerate(result.ranked[1:], 2):
+        terms = sorted(set(e.breakdown_s) | set(best.breakdown_s))
+        deltas = {t: e.breakdown_s.get(t, 0.0) - best.breakdown_s.get(t, 0.0) for t in terms}
+        term = max(terms, key=lambda t: (deltas[t], t)) if terms else None
+        delta = deltas[term] if term is not None else 0.0
+        out.append(
+            RunnerUp(
+                rank=i,
+                estimate=e,
+                slower_share=e.step_time_s / best.step_time_s - 1,
+                binding_term=term if delta > 0 else None,
+                binding_delta_s=max(delta, 0.0),
+            )
+        )
+    return out
+
+
+def binding_label(term: str | None) -> str:
+    return "same step time (tie-break)" if term is None else BINDING_LABELS.get(term, term)
+
+
+def plan_warnings(cluster: Cluster, e: Estimate) -> list[str]:
+    """Warnings about one plan: fast-axis groups off NVLink, bubble, memory headroom."""
+    out = []
+    spans = topology.spans(cluster, e.layout)
+    inner = cluster.tiers[0]
+    for axis, degree in (("tp", e.layout.tp), ("ep", e.layout.ep)):
+        tier = topology.outermost_tier(cluster, spans[axis])
+        if degree > 1 and tier is not None and tier.name != inner.name:
+            out.append(
+                f"{axis.upper()} groups ({degree} GPUs) cross the {inner.name} domain "
+                f"({inner.domain_size} GPUs) onto {tier.name}"
+            )
+    bubble = e.breakdown_s.get("bubble", 0.0) / e.step_time_s
+    if bubble > BUBBLE_WARN_SHARE:
+        out.append(f"pipeline bubble is {bubble:.1%} of the step (above 20%)")
+    hbm = cluster.gpu.hbm_gib
+    headroom = (hbm - e.peak_memory_gib) / hbm
+    if headroom < HEADROOM_WARN_SHARE:
+        out.append(
+            f"memory headroom {headroom:.1%} of HBM (peak {e.peak_memory_gib:.1f} of "
+            f"{hbm:.0f} GiB; below 5%)"
+        )
+    return out
+
+
+def solver_warnings(result: PlanResult) -> list[str]:
+    s = result.solver
+    if s.gap is not None and s.gap > 0:
+        return [
+            f"search stopped with a {s.gap:.2%} gap (status {s.status}): a better plan may exist"
+        ]
+    if s.status.upper() not in ("OPTIMAL", "EXHAUSTIVE"):
+        return [f"search status {s.status}: the best plan is not proven optimal"]
+    return []
+
+
+def warnings(result: PlanResult) -> list[str]:
+    return plan_warnings(result.cluster, result.best) + solver_warnings(result)

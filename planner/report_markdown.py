@@ -1,0 +1,129 @@
+"""The placement report as GitHub Markdown (same content as the terminal report). No printing."""
+
+from __future__ import annotations
+
+from cost_models import topology
+from cost_models.specs import Estimate
+
+from . import findings, ranks
+from .report import RANK_MAP_NODES, TERM_LABELS, layout_line, short_layout, solver_line
+from .types import PlanResult
+
+BAR_WIDTH = 30
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int] | None = None) -> list[str]:
+    right = right or set()
+    align = ["---:" if i in right else "---" for i in range(len(header))]
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out + [""]
+
+
+def render_markdown(result: PlanResult) -> str:
+    best, cluster, w = result.best, result.cluster, result.workload
+    lines = [
+        f"# Placement plan: {result.model.name} on {cluster.num_gpus} x {cluster.gpu.name}",
+        "",
+        (
+            f"Cluster `{cluster.name}`, seq {w.seq_len}, global batch {w.global_batch_seqs} "
+            f"seqs, {w.precision}."
+        ),
+        "",
+        f"**Best:** {layout_line(best)}  ",
+        (
+            f"{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU {best.mfu:.1%}, step "
+            f"{best.step_time_s:,.3f} s, peak memory {best.peak_memory_gib:.1f} GiB"
+        ),
+        "",
+        "## Step time breakdown",
+        "",
+    ]
+    rows = []
+    for term, seconds in best.breakdown_s.items():
+        if seconds <= 0:
+            continue
+        share = seconds / best.step_time_s
+        bar = "#" * max(1, round(share * BAR_WIDTH))
+        rows.append([TERM_LABELS.get(term, term), f"{seconds:,.3f}", f"{share:.1%}", f"`{bar}`"])
+    rows.append(["step", f"{best.step_time_s:,.3f}", "100.0%", ""])
+    lines += _table(["term", "seconds", "share", "bar"], rows, {1, 2})
+    lines += _memory(best, result.usable_memory_gib)
+    lines += _rank_map(result)
+    lines += ["## Ranked plans", ""]
+    rows = [_plan_row(1, best, best, "-")]
+    for r in findings.runner_ups(result):
+        why = findings.binding_label(r.binding_term)
+        if r.binding_term is not None:
+            why += f" +{r.binding_delta_s:.3f} s"
+        rows.append(_plan_row(r.rank, r.estimate, best, why))
+    header = ["#", "layout", "tok/s/GPU", "MFU", "step s", "peak GiB", "vs best", "loses on"]
+    lines += _table(header, rows, {0, 2, 3, 4, 5, 6})
+    warns = findings.warnings(result)
+    if warns:
+        lines += ["## Warnings", "", *(f"- {x}" for x in warns), ""]
+    lines += ["## Search", "", solver_line(result), ""]
+    return "\n".join(lines)
+
+
+def _plan_row(i: int, e: Estimate, best: Estimate, why: str) -> list[str]:
+    return [
+        str(i),
+        short_layout(e),
+        f"{e.tokens_per_s_per_gpu:,.1f}",
+        f"{e.mfu:.1%}",
+        f"{e.step_time_s:,.3f}",
+        f"{e.peak_memory_gib:.1f}",
+        f"{e.step_time_s / best.step_time_s - 1:+.1%}",
+        why,
+    ]
+
+
+def _memory(e: Estimate, usable_gib: float) -> list[str]:
+    lines = [f"## Memory per GPU by pipeline stage (GiB; usable {usable_gib:.1f})", ""]
+    rows = [
+        [
+            str(s.stage),
+            f"{s.weights_gib:.1f}",
+            f"{s.gradients_gib:.1f}",
+            f"{s.optimizer_gib:.1f}",
+            f"{s.activations_gib:.1f}",
+            f"{s.buffers_gib + s.reserve_gib:.1f}",
+            f"{s.total_gib:.1f}",
+            f"{s.total_gib / usable_gib:.0%}",
+        ]
+        for s in e.stage_memory
+    ]
+    header = ["stage", "weights", "grads", "optimizer", "activations", "buffers+reserve"]
+    return lines + _table([*header, "total", "of usable"], rows, set(range(8)))
+
+
+def _rank_map(result: PlanResult) -> list[str]:
+    e, cluster = result.best, result.cluster
+    lo = e.layout
+    keys = [k for k in ranks.MAP_KEYS if k != "ep" or lo.ep > 1]
+    order = "-".join(a.value for a in lo.order)
+    shown = min(RANK_MAP_NODES, cluster.num_nodes)
+    lines = [
+        "## Rank map",
+        "",
+        f"Order {order} (innermost first); first {shown} of {cluster.num_nodes} nodes:",
+        "",
+    ]
+    cols = ["rank", "node", "gpu", *keys]
+    rows = [[str(row[c]) for c in cols] for row in ranks.rank_map(cluster, lo, RANK_MAP_NODES)]
+    lines += _table(cols, rows, set(range(len(cols))))
+    lines += [f"All ranks: `{ranks.compact_rule(cluster, lo)}`", ""]
+    tiers = [t.name for t in cluster.tiers]
+    spans = topology.spans(cluster, lo)
+    crossed = ranks.group_tiers(cluster, lo)
+    strides = topology.axis_strides(lo)
+    rows = []
+    for axis, degree in topology.axis_degrees(lo).items():
+        if axis == "ep" and degree == 1:
+            continue
+        rows.append(
+            [axis, str(degree), str(strides[axis]), *map(str, spans[axis]), crossed[axis] or "-"]
+        )
+    header = ["axis", "degree", "rank stride", *tiers, "slowest tier crossed"]
+    return lines + _table(header, rows, set(range(1, len(header))))

@@ -1,0 +1,360 @@
+"""Launcher exports round-trip: Megatron flags parse, torchtitan fields exist, DeepSpeed batch math,
+rank groups partition the ranks along topology's strides, the device mesh reproduces the groups."""
+
+import argparse
+import json
+import shlex
+import tomllib
+from itertools import pairwise, permutations
+
+import factories as f
+import numpy as np
+import pytest
+from conftest import SHARED
+
+from cost_models import topology
+from cost_models.errors import InvalidInput
+from cost_models.specs import Axis, Layout
+from planner import api, launch, ranks
+from planner.cli import main
+from planner.types import PlanResult, SolveStats
+
+MEGATRON_FLAGS = {
+    line.strip()
+    for line in (SHARED / "data" / "megatron_lm_flags.txt").read_text().splitlines()
+    if line.startswith("--")
+}
+TORCHTITAN_FIELDS = {
+    line.split(":")[0].strip()
+    for line in (SHARED / "data" / "torchtitan_config_fields.txt").read_text().splitlines()
+    if line and not line.startswith("#")
+}
+# Megatron's store_true flags among the ones we emit; every other emitted flag takes one value.
+MEGATRON_SWITCHES = {
+    "--sequence-parallel",
+    "--use-distributed-optimizer",
+    "--use-megatron-fsdp",
+    "--use-tp-pp-dp-mapping",
+    "--bf16",
+    "--fp16",
+}
+ORDERS = list(permutations(Axis))
+
+
+def result_for(model, cluster, workload, layout: Layout) -> PlanResult:
+    """A PlanResult holding one scored layout (what plan() returns, without the search)."""
+    e = api.estimate(model, cluster, layout, workload)
+    stats = SolveStats(
+        engine="exhaustive",
+        status="OPTIMAL",
+        objective=e.step_time_s,
+        best_bound=e.step_time_s,
+        gap=0.0,
+        wall_time_s=0.0,
+        num_candidates=1,
+        num_scored=1,
+        num_feasible=1,
+    )
+    return PlanResult(
+        model=model,
+        cluster=cluster,
+        workload=workload,
+        ranked=(e,),
+        solver=stats,
+        rejections={},
+        usable_memory_gib=72.0,
+    )
+
+
+def megatron_parser(emitted: list[str]) -> argparse.ArgumentParser:
+    """Declares the switches and the valued flags; an unknown flag or a missing value fails."""
+    parser = argparse.ArgumentParser(allow_abbrev=False, exit_on_error=False)
+    for flag in sorted(MEGATRON_SWITCHES & MEGATRON_FLAGS):
+        parser.add_argument(flag, action="store_true")
+    valued = {a for a in emitted if a.startswith("--")} - MEGATRON_SWITCHES
+    valued |= {"--virtual-pipeline-model-parallel-size", "--pipeline-model-parallel-layout"}
+    for flag in sorted(MEGATRON_FLAGS & valued):
+        parser.add_argument(flag)
+    return parser
+
+
+CASES = {
+    "dense-vp": (
+        f.dense_model(),
+        f.cluster(32),
+        f.workload(global_batch=64),
+        {"tp": 4, "pp": 2, "dp": 4, "vp": 4, "micro_batch": 2, "sequence_parallel": True},
+    ),
+    "dense-zero3-full": (
+        f.dense_model(),
+        f.cluster(16),
+        f.workload(global_batch=64),
+        {"tp": 2, "dp": 8, "recompute": "full", "zero_stage": 3},
+    ),
+    "dense-uneven-vp": (
+        f.dense_model(num_layers=30),
+        f.cluster(32),
+        f.workload(global_batch=64),
+        {"tp": 4, "pp": 4, "dp": 2, "vp": 2},
+    ),
+    "dense-uneven": (
+        f.dense_model(num_layers=30),
+        f.cluster(32),
+        f.workload(global_batch=64),
+        {"tp": 4, "pp": 4, "dp": 2, "recompute": "selective"},
+    ),
+    "dense-fp8-cp": (
+        f.dense_model(),
+        f.cluster(16),
+        f.workload(global_batch=32, precision="fp8"),
+        {"tp": 4, "cp": 2, "dp": 2},
+    ),
+    "moe-ep": (
+        f.moe_model(),
+        f.cluster(16),
+        f.workload(global_batch=32),
+        {"tp": 2, "dp": 8, "ep": 4},
+    ),
+    "pp-dp-order": (
+        f.dense_model(),
+        f.cluster(16),
+        f.workload(global_batch=32),
+        {"tp": 4, "pp": 2, "dp": 2, "order": (Axis.TP, Axis.CP, Axis.PP, Axis.DP)},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_megatron_flags_exist_and_parse_back(case):
+    model, cluster, workload, fields = CASES[case]
+    result = result_for(model, cluster, workload, Layout(**fields))
+    emitted = result.to_megatron_args()
+    flags = [a for a in emitted if a.startswith("--")]
+    assert set(flags) <= MEGATRON_FLAGS
+    assert MEGATRON_SWITCHES <= MEGATRON_FLAGS
+    ns = megatron_parser(emitted).parse_args(shlex.split(shlex.join(emitted)))
+    lo, e = result.best.layout, result.best
+    assert int(ns.tensor_model_parallel_size) == lo.tp
+    assert int(ns.pipeline_model_parallel_size) == lo.pp
+    assert int(ns.context_parallel_size) == lo.cp
+    assert int(ns.micro_batch_size) == lo.micro_batch
+    assert int(ns.global_batch_size) == workload.global_batch_seqs
+    assert int(ns.num_layers) == model.num_layers
+    assert ns.sequence_parallel == (lo.sequence_parallel and lo.tp > 1)
+    assert ns.use_tp_pp_dp_mapping == (lo.order == (Axis.TP, Axis.CP, Axis.PP, Axis.DP))
+    if lo.vp > 1 and not getattr(ns, "pipeline_model_parallel_layout", None):
+        assert int(ns.virtual_pipeline_model_parallel_size) == lo.vp
+    if model.moe is not None:
+        assert int(ns.expert_model_parallel_size) == lo.ep
+    if lo.recompute != "none":
+        assert ns.recompute_granularity == lo.recompute
+    counts = launch.stage_layer_counts(model, e)
+    if getattr(ns, "pipeline_model_parallel_layout", None):
+        # One entry per virtual stage, chunk c on pipeline rank c % pp, in model order.
+        chunks = ns.pipeline_model_parallel_layout.split("|")
+        assert len(chunks) == lo.pp * lo.vp
+        assert chunks[0].startswith("E") and chunks[-1].endswith("L")
+        per_rank = [sum(c.count("t") for c in chunks[r :: lo.pp]) for r in range(lo.pp)]
+        assert per_rank == counts and sum(per_rank) == model.num_layers
+        assert ns.virtual_pipeline_model_parallel_size is None  # implied by the layout
+    elif len(set(counts)) > 1:
+        first = int(ns.decoder_first_pipeline_num_layers)
+        last = int(ns.decoder_last_pipeline_num_layers)
+        # Megatron spreads the remaining layers evenly over the middle stages.
+        middle, rest = divmod(model.num_layers - first - last, lo.pp - 2)
+        assert rest == 0 and [first, *[middle] * (lo.pp - 2), last] == counts
+    assert ns.bf16 == (workload.precision in ("bf16", "fp8"))
+    if workload.precision == "fp8":
+        assert ns.fp8_format == "hybrid"
+
+
+def test_megatron_refuses_orders_it_cannot_build():
+    lo = Layout(tp=4, dp=4, order=(Axis.DP, Axis.TP, Axis.CP, Axis.PP))
+    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
+    with pytest.raises(InvalidInput, match="rank order dp-tp-cp-pp"):
+        result.to_megatron_args()
+    with pytest.raises(InvalidInput, match="torchtitan"):
+        result.to_torchtitan()
+
+
+def test_megatron_uneven_interleaved_stages_use_the_layout_flag():
+    # 30 layers in 8 chunks -> 3, 4, 4, 4, 4, 4, 4, 3: not expressible as first/last + vp.
+    lo = Layout(tp=4, pp=4, dp=2, vp=2)
+    result = result_for(f.dense_model(num_layers=30), f.cluster(32), f.workload(64), lo)
+    args = result.to_megatron_args()
+    layout = args[args.index("--pipeline-model-parallel-layout") + 1]
+    assert [c.count("t") for c in layout.split("|")] == [3, 4, 4, 4, 4, 4, 4, 3]
+    assert "--decoder-first-pipeline-num-layers" not in args
+    with pytest.raises(InvalidInput, match=r"num_layers \(30\) % \(pp\*vp\)"):
+        result.to_torchtitan()
+
+
+def test_interleaving_needs_microbatches_divisible_by_pp():
+    # 12 sequences / (dp 2 x micro 2) = 3 micro-batches, not a multiple of pp = 4.
+    lo = Layout(tp=2, pp=4, dp=2, vp=2, micro_batch=2)
+    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=12), lo)
+    assert result.best.num_microbatches == 3
+    with pytest.raises(InvalidInput, match=r"num_microbatches \(3\) divisible by pp \(4\)"):
+        result.to_megatron_args()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_torchtitan_names_only_known_fields_and_degrees_multiply(case):
+    model, cluster, workload, fields = CASES[case]
+    result = result_for(model, cluster, workload, Layout(**fields))
+    lo = result.best.layout
+    uneven = lo.pp > 1 and model.num_layers % (lo.pp * lo.vp)
+    if lo.order != launch.TORCHTITAN_ORDER or workload.precision != "bf16" or uneven:
+        with pytest.raises(InvalidInput, match="cannot export to torchtitan"):
+            result.to_torchtitan()
+        return
+    tt = result.to_torchtitan()
+    names = [a[2:] for a in tt["overrides"] if a.startswith("--")]
+    assert names and set(names) <= TORCHTITAN_FIELDS
+    toml = tomllib.loads(tt["toml"])
+    toml_names = {f"{sec}.{k}" for sec, body in toml.items() for k in body}
+    assert toml_names == set(names)
+    par = toml["parallelism"]
+    degrees = (
+        par["data_parallel_replicate_degree"],
+        par["data_parallel_shard_degree"],
+        par["tensor_parallel_degree"],
+        par["context_parallel_degree"],
+        par["pipeline_parallel_degree"],
+    )
+    assert int(np.prod(degrees)) == cluster.num_gpus
+    if lo.pp > 1:
+        # torchtitan's stage count: ceil((layers + first_less + last_less) / layers_per_stage).
+        extra = (
+            par["pipeline_parallel_first_stage_less_layers"]
+            + par["pipeline_parallel_last_stage_less_layers"]
+        )
+        stages = -(-(model.num_layers + extra) // par["pipeline_parallel_layers_per_stage"])
+        assert stages == lo.pp * lo.vp
+        assert par["pipeline_parallel_schedule"] == ("Interleaved1F1B" if lo.vp > 1 else "1F1B")
+    assert toml["training"]["num_tokens_per_train_step"] == (
+        workload.global_batch_seqs * workload.seq_len
+    )
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_deepspeed_batch_identity(case):
+    model, cluster, workload, fields = CASES[case]
+    result = result_for(model, cluster, workload, Layout(**fields))
+    lo = result.best.layout
+    if workload.precision == "fp8" or (lo.pp > 1 and lo.zero_stage >= 2):
+        with pytest.raises(InvalidInput, match="cannot export to deepspeed"):
+            result.to_deepspeed_config()
+        return
+    ds = json.loads(json.dumps(result.to_deepspeed_config()))
+    micro, acc = ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]
+    assert ds["train_batch_size"] == micro * acc * lo.dp == workload.global_batch_seqs
+    assert ds["zero_optimization"]["stage"] == lo.zero_stage
+
+
+def test_deepspeed_refuses_zero2_with_pipeline():
+    lo = Layout(tp=4, pp=2, dp=2, zero_stage=2)
+    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
+    with pytest.raises(InvalidInput, match=r"ZeRO-2 with pp \(2\)"):
+        result.to_deepspeed_config()
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=lambda o: "-".join(a.value for a in o))
+def test_rank_groups_partition_ranks_with_topology_strides(order):
+    lo = Layout(tp=2, cp=2, dp=2, pp=4, order=order)
+    groups = ranks.rank_groups(lo)
+    strides = topology.axis_strides(lo)
+    for axis in ("tp", "cp", "dp", "pp"):
+        flat = sorted(r for g in groups[axis] for r in g)
+        assert flat == list(range(lo.world_size)), axis
+        degree = getattr(lo, axis)
+        for g in groups[axis]:
+            assert len(g) == degree
+            assert all(b - a == strides[axis] for a, b in pairwise(g))
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=lambda o: "-".join(a.value for a in o))
+def test_device_mesh_reproduces_rank_groups(order):
+    lo = Layout(tp=2, cp=2, dp=2, pp=4, order=order)
+    mesh = ranks.device_mesh(lo)
+    grid = np.arange(lo.world_size).reshape(mesh["mesh_shape"])
+    groups = ranks.rank_groups(lo)
+    for dim, name in enumerate(mesh["mesh_dim_names"]):
+        along = np.moveaxis(grid, dim, -1).reshape(-1, grid.shape[dim])
+        assert sorted(sorted(map(int, row)) for row in along) == groups[name]
+
+
+def test_ep_groups_partition_and_follow_expert_order():
+    lo = Layout(tp=2, dp=8, ep=4)
+    groups = ranks.rank_groups(lo)["ep"]
+    assert sorted(r for g in groups for r in g) == list(range(16))
+    stride = topology.axis_strides(lo)["ep"]
+    for g in groups:
+        assert len(g) == 4 and all(b - a == stride for a, b in pairwise(g))
+
+
+@pytest.mark.parametrize(
+    "order, inside",
+    [((Axis.TP, Axis.CP, Axis.DP, Axis.PP), True), ((Axis.DP, Axis.CP, Axis.TP, Axis.PP), False)],
+)
+def test_tp_groups_inside_one_nvlink_domain_when_the_plan_says_so(order, inside):
+    cluster = f.cluster(32)
+    lo = Layout(tp=4, dp=4, pp=2, order=order)
+    result = result_for(f.dense_model(), cluster, f.workload(global_batch=32), lo)
+    nvlink = cluster.tiers[0]
+    plan_says_inside = result.best.placement["tp"][nvlink.name] == lo.tp
+    assert plan_says_inside == inside
+    domains = {frozenset(r // nvlink.domain_size for r in g) for g in result.rank_groups()["tp"]}
+    assert all(len(d) == 1 for d in domains) == inside
+
+
+def test_plan_result_methods_on_a_searched_plan():
+    result = api.plan(f.moe_model(), f.cluster(16), f.workload(global_batch=32), tp=2, ep=4)
+    lo = result.best.layout
+    mesh = result.device_mesh()
+    assert int(np.prod(mesh["mesh_shape"])) == 16
+    assert mesh["mesh_dim_names"] == [a.value for a in reversed(lo.order)]
+    assert "--expert-model-parallel-size" in result.to_megatron_args()
+
+
+def test_cli_emit(capsys):
+    base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    assert main([*base, "--tp", "4", "--pp", "2", "--emit", "megatron"]) == 0
+    args = shlex.split(capsys.readouterr().out)
+    assert {a for a in args if a.startswith("--")} <= MEGATRON_FLAGS
+    assert main([*base, "--tp", "4", "--emit", "ranks"]) == 0
+    groups = json.loads(capsys.readouterr().out)
+    assert sorted(r for g in groups["tp"] for r in g) == list(range(16))
+    assert main([*base, "--tp", "4", "--emit", "mesh"]) == 0
+    assert json.loads(capsys.readouterr().out)["mesh_dim_names"] == ["pp", "dp", "cp", "tp"]
+
+
+def test_cli_emit_refusal_is_exit_2(capsys):
+    base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    assert main([*base, "--precision", "fp8", "--tp", "4", "--emit", "torchtitan"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot export to torchtitan" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=lambda o: "-".join(a.value for a in o))
+def test_compact_rule_matches_the_rank_map(order):
+    """The one-line rule printed for the ranks not shown must give the same coordinates."""
+    cluster = f.cluster(32)
+    lo = Layout(tp=2, cp=2, dp=4, pp=2, ep=2, order=order)
+    rule = ranks.compact_rule(cluster, lo)
+    for row in ranks.rank_map(cluster, lo):
+        for part in rule.split("; "):
+            name, expr = part.split(" = ", 1)
+            if "stage-local" in expr:
+                continue
+            assert eval(expr, {"r": row["rank"]}) == row[name], (part, row)
+
+
+def test_torchtitan_expert_parallel_rule():
+    """torchtitan (etp = 1) borrows EP from cp*tp and dp_shard: ep % (cp*tp) == 0."""
+    model, cluster, workload = f.moe_model(), f.cluster(16), f.workload(global_batch=32)
+    ok = result_for(model, cluster, workload, Layout(tp=2, dp=8, ep=4)).to_torchtitan()
+    assert ok["config"]["parallelism"]["expert_parallel_degree"] == 4
+    odd = result_for(model, cluster, workload, Layout(tp=4, dp=4, ep=2))
+    with pytest.raises(InvalidInput, match=r"ep \(2\) must be a multiple of cp\*tp \(1\*4\)"):
+        odd.to_torchtitan()

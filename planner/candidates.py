@@ -7,12 +7,14 @@ The legality rules themselves live in cost_models.rules (one copy, shared with `
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterator
 
+from cost_models import topology
 from cost_models.rules import layout_violations
-from cost_models.specs import Cluster, Layout, ModelSpec, Workload
+from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
 from .types import SearchSpace
 
@@ -63,37 +65,104 @@ def _eps(model: ModelSpec, tp: int, dp: int, cp: int, space: SearchSpace) -> lis
     return _pinned_or(legal, space.ep, space.max_ep)
 
 
-def enumerate_layouts(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
-) -> tuple[list[Layout], Counter[str]]:
-    """All legal layouts in the space, and a count of rejected ones by reason."""
-    layouts: list[Layout] = []
-    rejected: Counter[str] = Counter()
+def _shape_tuples(
+    model: ModelSpec, cluster: Cluster, space: SearchSpace
+) -> Iterator[tuple[int, int, int, int, int, int, int]]:
+    """(tp, pp, cp, dp, ep, vp, micro_batch): everything that legality depends on."""
     for tp, pp, cp, dp in degree_tuples(model, cluster, space):
         for ep in _eps(model, tp, dp, cp, space):
             for vp in _vps(model, pp, space):
                 for mb in space.micro_batches:
-                    for recompute in space.recompute:
-                        for zero in space.zero_stages:
-                            layout = Layout(
-                                tp=tp,
-                                pp=pp,
-                                dp=dp,
-                                cp=cp,
-                                ep=ep,
-                                vp=vp,
-                                micro_batch=mb,
-                                recompute=recompute,
-                                zero_stage=zero,
-                                sequence_parallel=tp > 1,
-                            )
-                            problems = layout_violations(model, cluster, workload, layout)
-                            if problems:
-                                rejected[reason_key(problems[0])] += 1
-                            else:
-                                layouts.append(layout)
+                    yield tp, pp, cp, dp, ep, vp, mb
+
+
+def legal_shapes(
+    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+) -> tuple[list[Layout], Counter[str]]:
+    """Legal layouts in the canonical order, one per (degrees, ep, vp, micro_batch, recompute,
+    zero), and rejection counts (each rejected shape counts once per recompute x zero choice).
+
+    The rules in cost_models.rules read neither recompute, ZeRO stage nor order, so legality is
+    checked once per (degrees, ep, vp, micro_batch) and the other choices are copied onto it.
+    """
+    shapes: list[Layout] = []
+    rejected: Counter[str] = Counter()
+    per_shape = len(space.recompute) * len(space.zero_stages)
+    for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
+        base = Layout(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            cp=cp,
+            ep=ep,
+            vp=vp,
+            micro_batch=mb,
+            recompute=space.recompute[0],
+            zero_stage=space.zero_stages[0],
+            sequence_parallel=tp > 1,
+        )
+        problems = layout_violations(model, cluster, workload, base)
+        if problems:
+            rejected[reason_key(problems[0])] += per_shape
+            continue
+        for recompute in space.recompute:
+            for zero in space.zero_stages:
+                shapes.append(base.model_copy(update={"recompute": recompute, "zero_stage": zero}))
     if space.ep is not None and model.moe is None and space.ep > 1:
         rejected[f"ep ({space.ep}) > 1 needs a mixture-of-experts model"] += 1
+    return shapes, rejected
+
+
+CANONICAL_ORDER: tuple[Axis, ...] = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
+# Every rank order, canonical first, then the rest in a fixed (lexicographic) order.
+ALL_ORDERS: tuple[tuple[Axis, ...], ...] = (CANONICAL_ORDER,) + tuple(
+    o for o in itertools.permutations(CANONICAL_ORDER) if o != CANONICAL_ORDER
+)
+
+
+def placement_key(cluster: Cluster, layout: Layout) -> tuple:
+    """What the cost model sees of the order: the span of every group on every tier.
+
+    Two orders with the same spans give the same estimate and the same placement, so only the
+    first of them (in ALL_ORDERS) is kept. Spans are finer than `topology.placement` (they also
+    carry the DP x CP and expert-DP groups), so deduplicating on them loses nothing.
+    """
+    return tuple(sorted((k, tuple(v)) for k, v in topology.spans(cluster, layout).items()))
+
+
+class OrderCache:
+    """Distinct orders per degree tuple (spans depend only on the degrees, ep and etp)."""
+
+    def __init__(self, cluster: Cluster, search: bool = True) -> None:
+        self.cluster = cluster
+        self.search = search
+        self._cache: dict[tuple[int, ...], tuple[tuple[Axis, ...], ...]] = {}
+
+    def orders(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
+        if not self.search:
+            return (CANONICAL_ORDER,)
+        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
+        found = self._cache.get(key)
+        if found is None:
+            seen: dict[tuple, tuple[Axis, ...]] = {}
+            for order in ALL_ORDERS:
+                k = placement_key(self.cluster, layout.model_copy(update={"order": order}))
+                seen.setdefault(k, order)
+            found = self._cache[key] = tuple(seen.values())
+        return found
+
+
+def enumerate_layouts(
+    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+) -> tuple[list[Layout], Counter[str]]:
+    """All legal layouts in the space, one per distinct placement, and rejection counts."""
+    shapes, rejected = legal_shapes(model, cluster, workload, space)
+    cache = OrderCache(cluster, space.search_order)
+    layouts = [
+        shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
+        for shape in shapes
+        for order in cache.orders(shape)
+    ]
     return layouts, rejected
 
 
@@ -109,4 +178,5 @@ def simplicity_rank(layout: Layout) -> tuple[int, ...]:
         recompute,
         layout.zero_stage,
         -layout.micro_batch,
+        ALL_ORDERS.index(layout.order),
     )

@@ -25,6 +25,9 @@ class SearchSpace(Spec):
     max_vp: PositiveInt = Field(8, description="largest interleaving (virtual stages) tried")
     recompute: tuple[Recompute, ...] = Field(("none", "selective", "full"), min_length=1)
     zero_stages: tuple[Literal[0, 1, 2, 3], ...] = Field((0, 1, 2, 3), min_length=1)
+    search_order: bool = Field(
+        True, description="search the rank order (placement of axes on tiers); False: tp,cp,dp,pp"
+    )
     memory_headroom: float = Field(
         0.10, ge=0, lt=1, description="fraction of HBM kept free (fragmentation, spikes)"
     )

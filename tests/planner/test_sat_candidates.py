@@ -1,0 +1,37 @@
+"""The candidate space includes the rank order (placement), one per distinct placement."""
+
+import itertools
+
+import factories
+
+from cost_models.estimate import estimate
+from cost_models.specs import Layout, Workload
+from planner.candidates import ALL_ORDERS, CANONICAL_ORDER, OrderCache, placement_key
+
+
+def test_all_orders_are_the_24_permutations_canonical_first():
+    assert ALL_ORDERS[0] == CANONICAL_ORDER
+    assert sorted(ALL_ORDERS) == sorted(itertools.permutations(CANONICAL_ORDER))
+
+
+def test_orders_with_equal_placement_key_give_equal_estimates():
+    cluster = factories.cluster(64)
+    model = factories.dense_model()
+    work = Workload(seq_len=4096, global_batch_seqs=64)
+    base = Layout(tp=2, pp=2, dp=8, cp=2, sequence_parallel=True)
+    groups: dict[tuple, list[Layout]] = {}
+    for order in ALL_ORDERS:
+        lo = base.model_copy(update={"order": order})
+        groups.setdefault(placement_key(cluster, lo), []).append(lo)
+    assert 1 < len(groups) < 24
+    for members in groups.values():
+        times = {estimate(model, cluster, work, lo).step_time_s for lo in members}
+        assert len(times) == 1
+    kept = OrderCache(cluster).orders(base)
+    assert len(kept) == len(groups) and kept[0] == CANONICAL_ORDER
+
+
+def test_order_search_can_be_switched_off():
+    assert OrderCache(factories.cluster(64), search=False).orders(Layout(tp=2, dp=32)) == (
+        CANONICAL_ORDER,
+    )

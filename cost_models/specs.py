@@ -40,6 +40,11 @@ class Axis(StrEnum):
 Precision = Literal["bf16", "fp16", "fp8", "mxfp8"]
 Recompute = Literal["none", "selective", "full"]
 Generation = Literal["ampere", "hopper", "blackwell"]
+TierKind = Literal["nvlink", "switch", "rail", "plane", "dragonfly", "torus", "wan"]
+"""How a tier's links behave (docs/networks.md): `switch` a (possibly oversubscribed) switched
+tier; `rail`/`plane` rail-optimized or multi-plane scale-out (cross-rail traffic forwarded over
+NVLink); `dragonfly` global links between groups; `torus` one dimension of a torus; `wan` a
+link between data centres."""
 
 
 # ----------------------------------------------------------------------------------------- model
@@ -175,6 +180,17 @@ class LinkTier(Spec):
     efficiency: float = Field(0.8, gt=0, le=1, description="achievable bus bandwidth fraction")
     oversubscription: float = Field(
         1.0, ge=1, description="bandwidth divisor for traffic through this tier (4 = 4:1 taper)"
+    )
+    kind: TierKind = Field(
+        "switch", description="link type; selects the traffic-pattern rules in cost_models.comm"
+    )
+    rails: PositiveInt = Field(
+        1,
+        description="separate rails/planes a node's NICs attach to (rail-optimized, multi-plane);"
+        " traffic to a peer on another rail is forwarded over NVLink first",
+    )
+    dim_size: PositiveInt | None = Field(
+        None, description="torus tiers: ring length of this dimension (wrap-around link)"
     )
 
 

@@ -16,12 +16,13 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
 from cost_models.specs import Layout
 
-from . import api, report
+from . import api, report, whatif
 from .report_markdown import render_markdown as render_plan_markdown
 from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
@@ -187,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true")
     v.add_argument("--markdown", action="store_true", help="print the docs/accuracy.md page")
 
+    _add_whatif(sub)
+
     s = sub.add_parser("presets", help="list built-in presets")
     s.add_argument("kind", nargs="?", choices=("models", "gpus", "clusters"))
     s.add_argument("--json", action="store_true")
@@ -295,7 +298,84 @@ def _cmd_presets(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------------------- whatif
+
+
+def _add_whatif(sub: Any) -> None:
+    w = sub.add_parser("whatif", help="vary one network parameter and re-plan at each value")
+    _add_common(w)
+    w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
+    w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
+    w.add_argument("--values", required=True, help="comma-separated values, e.g. 100,200,400")
+    for axis in ("tp", "pp", "dp", "cp", "ep"):
+        w.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
+    w.add_argument("--time-limit", type=_positive_float, default=60.0, help="per plan, seconds")
+    w.add_argument("--gpu-hour-price", type=_positive_float, help="$ per GPU-hour (no network)")
+    w.add_argument("--network-cost-share", type=float, default=0.0, help="network share of cost")
+    w.add_argument("--token-budget", type=_positive_float, help="tokens to train (time and cost)")
+    w.add_argument("--plot", help="write a PNG or SVG chart (needs the [plot] extra)")
+
+
+def _parse_values(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InvalidInput(f"--values: must be comma-separated numbers (got {text!r})") from None
+
+
+def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
+    pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
+    r = whatif.whatif(
+        args.model,
+        args.cluster,
+        args.vary,
+        _parse_values(args.values),
+        num_gpus=args.gpus,
+        gpu_hour_price=args.gpu_hour_price,
+        network_cost_share=args.network_cost_share,
+        token_budget=args.token_budget,
+        global_batch=args.global_batch,
+        seq_len=args.seq_len,
+        precision=args.precision,
+        time_limit_s=args.time_limit,
+        **pins,
+    )
+    if args.plot:
+        whatif.save_plot(r, args.plot)
+    if args.json:
+        _emit_json(whatif.result_dict(r))
+        return EXIT_OK
+    table = Table(title=f"whatif {r.parameter} on {r.cluster} ({r.num_gpus} GPUs)")
+    for col in ("value", "best layout [order]", "tok/s/GPU", "MFU", "vs base", "top terms (s)"):
+        table.add_column(col)
+    if r.baseline.cost_per_m_tokens is not None:
+        table.add_column("$/M tok")
+    if r.baseline.train_days is not None:
+        table.add_column("days / $ for budget")
+    for label, p in [("baseline", r.baseline)] + [(f"{p.value:g}", p) for p in r.points]:
+        terms = sorted(p.best.breakdown_s.items(), key=lambda kv: -kv[1])[:3]
+        row = [
+            label,
+            whatif.short_layout(p.best),
+            f"{p.best.tokens_per_s_per_gpu:,.0f}",
+            f"{100 * p.best.mfu:.1f}%",
+            f"{100 * p.change:+.1f}%",
+            ", ".join(f"{k} {v:.2f}" for k, v in terms),
+        ]
+        if p.cost_per_m_tokens is not None:
+            row.append(f"{p.cost_per_m_tokens:.3f}")
+        if p.train_days is not None and p.train_cost is not None:
+            row.append(f"{p.train_days:.1f} / {p.train_cost:,.0f}")
+        table.add_row(*row)
+    out.print(table)
+    for term, value in r.hidden_from.items():
+        where = f"from {value:g}" if value is not None else "at none of these values"
+        out.print(f"{term} stops being exposed (<= 1% of the step) {where}")
+    return EXIT_OK
+
+
 COMMANDS = {
+    "whatif": _cmd_whatif,
     "plan": _cmd_plan,
     "estimate": _cmd_estimate,
     "validate": _cmd_validate,

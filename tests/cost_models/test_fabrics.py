@@ -1,0 +1,109 @@
+"""Hand-computed collective times for every fabric kind (docs/networks.md derives each rule)."""
+
+from __future__ import annotations
+
+import pytest
+
+import models_zoo
+from cost_models import comm
+from cost_models.specs import LinkTier
+
+GB = 1e9
+
+
+def tier(name: str, domain: int | None, bw: float, **kw: object) -> LinkTier:
+    return LinkTier.model_validate(
+        {"name": name, "domain_size": domain, "bandwidth_gb_per_s": bw, "latency_us": 0.0, **kw}
+    )
+
+
+NVLINK = tier("nvlink", 8, 450, efficiency=0.8, kind="nvlink")  # 360 GB/s bus bandwidth
+LEAF = tier("leaf", 64, 50, efficiency=0.9)  # 45 GB/s
+
+
+def test_fat_tree_oversubscription_divides_the_spine_share() -> None:
+    spine_4 = tier("spine", None, 50, efficiency=0.9, oversubscription=4)  # 11.25 GB/s
+    spine_1 = tier("spine", None, 50, efficiency=0.9)
+    # Two GPUs in different leaves: all-reduce of 1 GB moves 2(2-1)/2 x 1 GB over the spine.
+    assert comm.collective_time_s("all_reduce", GB, [1, 1, 2], (NVLINK, LEAF, spine_4)) == (
+        pytest.approx(1 / 11.25)
+    )
+    assert comm.collective_time_s("all_reduce", GB, [1, 1, 2], (NVLINK, LEAF, spine_1)) == (
+        pytest.approx(1 / 45)
+    )
+    # Hierarchical ring over 128 GPUs, span [8, 64, 128]: NVLink f=8 on 1 GB, leaf f=8 on the
+    # 1/8 GB share, spine f=2 on the 1/64 GB share.
+    expected = 1.75 / 360 + 2 * 7 / 8 * (1 / 8) / 45 + 1 * (1 / 64) / 11.25
+    got = comm.collective_time_s("all_reduce", GB, [8, 64, 128], (NVLINK, LEAF, spine_4))
+    assert got == pytest.approx(expected)
+
+
+def test_torus_closed_ring_uses_both_directions_open_segment_does_not() -> None:
+    x = tier("x", 4, 100, efficiency=1.0, kind="torus", dim_size=4)
+    y = tier("y", None, 100, efficiency=1.0, kind="torus", dim_size=4)
+    # Whole dimension (4 of 4): wrap-around ring, 2 x 100 GB/s: 2 x 3/4 GB / 200 GB/s.
+    assert comm.collective_time_s("all_reduce", GB, [4, 4], (x, y)) == pytest.approx(0.0075)
+    # 2 of 4 chips: an open line, 100 GB/s: 2 x 1/2 GB / 100 GB/s.
+    assert comm.collective_time_s("all_reduce", GB, [2, 2], (x, y)) == pytest.approx(0.01)
+    # Both dimensions, per dimension: x on 1 GB, then y on the 1/4 GB share.
+    assert comm.collective_time_s("all_reduce", GB, [4, 16], (x, y)) == pytest.approx(
+        0.0075 + 1.5 * 0.25 / 200
+    )
+
+
+def test_dragonfly_ring_pays_valiant_detour_all_to_all_does_not() -> None:
+    group = tier("group", 64, 50, efficiency=1.0)
+    global_ = tier("global", None, 25, efficiency=1.0, kind="dragonfly")
+    # Ring between two groups: half of 25 GB/s; all-reduce of 1 GB moves 1 GB.
+    assert comm.collective_time_s("all_reduce", GB, [1, 2], (group, global_)) == pytest.approx(
+        1 / 12.5
+    )
+    # All-to-all across two groups: half the bytes leave, at the full 25 GB/s.
+    assert comm.all_to_all_time_s(GB, [1, 2], (group, global_)) == pytest.approx(0.5 / 25)
+
+
+@pytest.mark.parametrize("kind", ["plane", "rail"])
+def test_cross_rail_all_to_all_forwards_over_nvlink(kind: str) -> None:
+    nvlink = tier("nvlink", 8, 200, efficiency=1.0, kind="nvlink")
+    planes = tier("planes", None, 50, efficiency=1.0, kind=kind, rails=8)
+    single = tier("planes", None, 50, efficiency=1.0, kind=kind, rails=1)
+    # 16 GPUs on two nodes: half the bytes leave the node (0.5 GB at 50 GB/s = 10 ms) and 7/8 of
+    # those first hop over NVLink to the GPU on the right plane (0.4375 GB at 200 GB/s).
+    got = comm.all_to_all_time_s(GB, [8, 16], (nvlink, planes))
+    assert got == pytest.approx(0.01 + 0.5 * 7 / 8 / 200)
+    assert comm.all_to_all_time_s(GB, [8, 16], (nvlink, single)) == pytest.approx(0.01)
+    # Rings stay on one rail: no forwarding.
+    ring = comm.collective_time_s("all_gather", GB, [1, 2], (nvlink, planes))
+    assert ring == pytest.approx(0.5 / 50)
+
+
+def test_wan_latency_is_milliseconds() -> None:
+    site = tier("site", 64, 50, efficiency=1.0)
+    wan = tier("wan", None, 1, efficiency=1.0, kind="wan").model_copy(update={"latency_us": 5000})
+    # All-reduce of 100 MB between two sites: 0.1 GB at 1 GB/s, plus 2 x 5 ms (one tree level).
+    got = comm.collective_time_s("all_reduce", 0.1 * GB, [1, 2], (site, wan))
+    assert got == pytest.approx(0.1 + 0.01)
+    assert comm.p2p_time_s(0.1 * GB, wan) == pytest.approx(0.105)
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds"),
+    [
+        ("llama3-roce-24k", ["nvlink", "switch", "switch", "switch"]),
+        ("deepseek-v3-mpft", ["nvlink", "plane", "plane"]),
+        ("dgx-h100-superpod", ["nvlink", "rail", "switch"]),
+        ("gb200-nvl72-superpod", ["nvlink", "rail", "switch"]),
+        ("tpu-v5p-4096", ["torus", "torus", "torus"]),
+        ("two-dc-h100", ["nvlink", "switch", "wan"]),
+    ],
+)
+def test_fabric_presets_load_with_their_tier_kinds(name: str, kinds: list[str]) -> None:
+    cluster = models_zoo.load_cluster(name)
+    assert [t.kind for t in cluster.tiers] == kinds
+    assert cluster.source
+
+
+def test_llama3_cluster_tapers_seven_to_one_above_the_pod() -> None:
+    tiers = models_zoo.load_cluster("llama3-roce-24k").tiers
+    assert [t.domain_size for t in tiers] == [8, 16, 3072, None]
+    assert tiers[-1].oversubscription == 7

@@ -358,3 +358,30 @@ def test_torchtitan_expert_parallel_rule():
     odd = result_for(model, cluster, workload, Layout(tp=4, dp=4, ep=2))
     with pytest.raises(InvalidInput, match=r"ep \(2\) must be a multiple of cp\*tp \(1\*4\)"):
         odd.to_torchtitan()
+
+
+@pytest.mark.parametrize(
+    "model, gpus, pins",
+    [("llama3-8b", 16, {"tp": 2}), ("mixtral-8x7b", 32, {"tp": 2, "pp": 2})],
+)
+def test_every_ranked_plan_exports_or_refuses_with_the_rule(model, gpus, pins):
+    """Across searched plans: an export either names only real options or raises InvalidInput."""
+    result = api.plan(model, "dgx-h100", num_gpus=gpus, top_k=8, **pins)
+    exported = 0
+    for i, e in enumerate(result.ranked):
+        try:
+            flags = {a for a in result.to_megatron_args(i) if a.startswith("--")}
+            assert flags <= MEGATRON_FLAGS
+            exported += 1
+        except InvalidInput as err:
+            assert str(err).startswith("cannot export to megatron: ")
+        try:
+            tt = result.to_torchtitan(i)
+            assert {a[2:] for a in tt["overrides"] if a.startswith("--")} <= TORCHTITAN_FIELDS
+        except InvalidInput as err:
+            assert str(err).startswith("cannot export to torchtitan: ")
+        groups = result.rank_groups(i)
+        for axis in ("tp", "cp", "dp", "pp", "ep"):
+            assert sorted(r for g in groups[axis] for r in g) == list(range(gpus))
+        assert e.layout.world_size == gpus
+    assert exported > 0

@@ -135,6 +135,9 @@ def _megatron_precision(workload: Workload) -> list[str]:
     if workload.precision == "fp8":
         # Transformer Engine fp8 GEMMs with bf16 master weights and non-GEMM math.
         return ["--bf16", "--fp8-format", "hybrid"]
+    if workload.precision == "mxfp8":
+        # Blackwell MX block scaling: e4m3 with the mxfp8 recipe (Transformer Engine).
+        return ["--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"]
     raise _refuse("megatron", f"precision {workload.precision} has no Megatron-LM flag here")
 
 

@@ -109,6 +109,12 @@ CASES = {
         f.workload(global_batch=32, precision="fp8"),
         {"tp": 4, "cp": 2, "dp": 2},
     ),
+    "dense-mxfp8": (
+        f.dense_model(),
+        f.cluster(16),
+        f.workload(global_batch=32, precision="mxfp8"),
+        {"tp": 4, "dp": 4},
+    ),
     "moe-ep": (
         f.moe_model(),
         f.cluster(16),
@@ -163,9 +169,11 @@ def test_megatron_flags_exist_and_parse_back(case):
         # Megatron spreads the remaining layers evenly over the middle stages.
         middle, rest = divmod(model.num_layers - first - last, lo.pp - 2)
         assert rest == 0 and [first, *[middle] * (lo.pp - 2), last] == counts
-    assert ns.bf16 == (workload.precision in ("bf16", "fp8"))
+    assert ns.bf16 == (workload.precision in ("bf16", "fp8", "mxfp8"))
     if workload.precision == "fp8":
         assert ns.fp8_format == "hybrid"
+    if workload.precision == "mxfp8":
+        assert (ns.fp8_format, ns.fp8_recipe) == ("e4m3", "mxfp8")
 
 
 def test_megatron_refuses_orders_it_cannot_build():
@@ -242,7 +250,7 @@ def test_deepspeed_batch_identity(case):
     model, cluster, workload, fields = CASES[case]
     result = result_for(model, cluster, workload, Layout(**fields))
     lo = result.best.layout
-    if workload.precision == "fp8" or (lo.pp > 1 and lo.zero_stage >= 2):
+    if workload.precision in ("fp8", "mxfp8") or (lo.pp > 1 and lo.zero_stage >= 2):
         with pytest.raises(InvalidInput, match="cannot export to deepspeed"):
             result.to_deepspeed_config()
         return
@@ -385,3 +393,21 @@ def test_every_ranked_plan_exports_or_refuses_with_the_rule(model, gpus, pins):
             assert sorted(r for g in groups[axis] for r in g) == list(range(gpus))
         assert e.layout.world_size == gpus
     assert exported > 0
+
+
+def test_rank_map_rows_agree_with_rank_groups():
+    lo = Layout(tp=2, cp=2, dp=2, pp=2, order=(Axis.CP, Axis.TP, Axis.PP, Axis.DP))
+    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
+    rows = result.rank_map()
+    assert [r["rank"] for r in rows] == list(range(16))
+    assert all((r["node"], r["gpu"]) == divmod(r["rank"], 8) for r in rows)
+    for axis, groups in result.rank_groups().items():
+        for g in groups:
+            # Members of one group differ only in that axis's coordinate, which runs 0..n-1.
+            assert sorted(rows[r][axis] for r in g) == list(range(len(g)))
+            others = {
+                tuple(v for k, v in rows[r].items() if k in ("dp", "pp", "cp", "tp") and k != axis)
+                for r in g
+            }
+            assert len(others) == 1 or axis == "ep"
+    assert len(result.rank_map(max_nodes=1)) == 8

@@ -411,3 +411,31 @@ def test_rank_map_rows_agree_with_rank_groups():
             }
             assert len(others) == 1 or axis == "ep"
     assert len(result.rank_map(max_nodes=1)) == 8
+
+
+def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
+    """A search that balances stages may append `layers_per_stage` to Estimate; exports use it."""
+    from cost_models.specs import Estimate
+
+    class EstimateWithSplit(Estimate):
+        layers_per_stage: tuple[int, ...] | None = None
+
+    model = f.dense_model(num_layers=32)
+    base = result_for(model, f.cluster(32), f.workload(64), Layout(tp=4, pp=4, dp=2))
+
+    def with_split(split):
+        e = EstimateWithSplit(**base.best.model_dump(), layers_per_stage=split)
+        return base.model_copy(update={"ranked": (e,)})
+
+    # Only the ends differ: Megatron's first/last flags spread the rest evenly (9 and 9).
+    args = with_split((6, 9, 9, 8)).to_megatron_args()
+    first = args[args.index("--decoder-first-pipeline-num-layers") + 1]
+    last = args[args.index("--decoder-last-pipeline-num-layers") + 1]
+    assert (first, last) == ("6", "8")
+    # Middle stages differ too: only the explicit layout expresses it.
+    result = with_split((6, 9, 10, 7))
+    args = result.to_megatron_args()
+    layout = args[args.index("--pipeline-model-parallel-layout") + 1]
+    assert [c.count("t") for c in layout.split("|")] == [6, 9, 10, 7]
+    with pytest.raises(InvalidInput, match="pipeline_parallel_layers_per_stage"):
+        result.to_torchtitan()

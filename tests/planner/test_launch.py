@@ -335,6 +335,12 @@ def test_cli_emit(capsys):
     assert sorted(r for g in groups["tp"] for r in g) == list(range(16))
     assert main([*base, "--tp", "4", "--emit", "mesh"]) == 0
     assert json.loads(capsys.readouterr().out)["mesh_dim_names"] == ["pp", "dp", "cp", "tp"]
+    # --json keeps stdout pure JSON for every target.
+    assert main([*base, "--tp", "4", "--pp", "2", "--emit", "megatron", "--json"]) == 0
+    assert "--tensor-model-parallel-size" in json.loads(capsys.readouterr().out)
+    assert main([*base, "--tp", "4", "--emit", "torchtitan", "--json"]) == 0
+    tt = json.loads(capsys.readouterr().out)
+    assert tt["config"]["parallelism"]["tensor_parallel_degree"] == 4
 
 
 def test_cli_emit_refusal_is_exit_2(capsys):

@@ -217,7 +217,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
 def _render_plan(args: argparse.Namespace, result: PlanResult, out: Console) -> None:
     """Write the plan in the requested format; exports are checked before anything is written."""
     if args.emit:
-        text = _emit_text(args.emit, result)
+        text = _emit_text(args.emit, result, args.json)
     if args.html:
         try:
             Path(args.html).write_text(report.render_html(result), encoding="utf-8")
@@ -233,17 +233,19 @@ def _render_plan(args: argparse.Namespace, result: PlanResult, out: Console) -> 
         out.print(report.render_plan(result))
 
 
-def _emit_text(target: str, result: PlanResult) -> str:
-    if target == "megatron":
-        return shlex.join(result.to_megatron_args()) + "\n"
-    if target == "torchtitan":
-        tt = result.to_torchtitan()
-        return "# overrides\n# " + shlex.join(tt["overrides"]) + "\n\n" + tt["toml"]
-    payload = {
+def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
+    """The export for `--emit`; with --json every target is JSON (--json prints only JSON)."""
+    payload: Any = {
+        "megatron": result.to_megatron_args,
+        "torchtitan": result.to_torchtitan,
         "deepspeed": result.to_deepspeed_config,
         "mesh": result.device_mesh,
         "ranks": result.rank_groups,
     }[target]()
+    if target == "megatron" and not as_json:
+        return shlex.join(payload) + "\n"
+    if target == "torchtitan" and not as_json:
+        return "# overrides\n# " + shlex.join(payload["overrides"]) + "\n\n" + payload["toml"]
     return json.dumps(payload, indent=2) + "\n"
 
 

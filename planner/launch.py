@@ -31,9 +31,20 @@ def _order_text(e: Estimate) -> str:
     return "-".join(a.value for a in e.layout.order)
 
 
+def chunk_counts(model: ModelSpec, e: Estimate) -> list[int]:
+    """Layers of each virtual stage in model order: the plan's own split when the Estimate
+    carries one (`layers_per_stage`, from a search that balances stages), else the cost model's
+    default split."""
+    custom = getattr(e, "layers_per_stage", None)
+    if custom:
+        return list(custom)
+    return chunk_layer_counts(model.num_layers, e.layout.pp * e.layout.vp)
+
+
 def stage_layer_counts(model: ModelSpec, e: Estimate) -> list[int]:
     """Transformer layers held by each pipeline rank (all its virtual chunks)."""
-    return [len(s) for s in stage_layers(model, e.layout)]
+    custom = getattr(e, "layers_per_stage", None)
+    return [len(s) for s in stage_layers(model, e.layout, tuple(custom) if custom else None)]
 
 
 # ------------------------------------------------------------------------------------ Megatron
@@ -98,7 +109,7 @@ def _megatron_pipeline(model: ModelSpec, e: Estimate) -> list[str]:
         )
     counts = stage_layer_counts(model, e)
     vp_flag = ["--virtual-pipeline-model-parallel-size", str(lo.vp)] if lo.vp > 1 else []
-    if len(set(counts)) == 1 and model.num_layers % (lo.pp * lo.vp) == 0:
+    if len(set(chunk_counts(model, e))) == 1:
         return vp_flag
     middle = counts[1:-1]
     if lo.vp == 1 and len(set(middle)) <= 1:
@@ -117,7 +128,7 @@ def megatron_layout(model: ModelSpec, e: Estimate) -> str:
     order (chunk c on pipeline rank c % pp), `E` embedding, `t` one decoder layer, `L` loss.
     The split is the cost model's own (cost_models.pipeline.chunk_layer_counts)."""
     lo = e.layout
-    chunks = chunk_layer_counts(model.num_layers, lo.pp * lo.vp)
+    chunks = chunk_counts(model, e)
     if min(chunks) == 0:
         raise _refuse(
             "megatron", f"a virtual stage would hold no layer ({lo.pp}*{lo.vp} > num_layers)"
@@ -135,6 +146,9 @@ def _megatron_precision(workload: Workload) -> list[str]:
     if workload.precision == "fp8":
         # Transformer Engine fp8 GEMMs with bf16 master weights and non-GEMM math.
         return ["--bf16", "--fp8-format", "hybrid"]
+    if workload.precision == "mxfp8":
+        # Blackwell MX block scaling: e4m3 with the mxfp8 recipe (Transformer Engine).
+        return ["--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"]
     raise _refuse("megatron", f"precision {workload.precision} has no Megatron-LM flag here")
 
 
@@ -180,6 +194,13 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
                 "torchtitan",
                 f"num_layers ({model.num_layers}) % (pp*vp) ({lo.pp}*{lo.vp}) != 0 "
                 "(pipeline_parallel_layers_per_stage)",
+            )
+        chunks = chunk_counts(model, e)
+        if len(set(chunks)) > 1:
+            raise _refuse(
+                "torchtitan",
+                f"layers per virtual stage {chunks} differ; pipeline_parallel_layers_per_stage "
+                "is one number for every stage",
             )
         if lo.vp > 1 and e.num_microbatches % lo.pp:
             raise _refuse(

@@ -49,6 +49,14 @@ def render_markdown(result: PlanResult) -> str:
     rows.append(["step", f"{best.step_time_s:,.3f}", "100.0%", ""])
     lines += _table(["term", "seconds", "share", "bar"], rows, {1, 2})
     lines += _memory(best, result.usable_memory_gib)
+    tiers = [t.name for t in cluster.tiers]
+    lines += ["## Placement: factor per tier", ""]
+    rows = [
+        [axis, *(str(factors.get(t, 1)) for t in tiers)]
+        for axis, factors in best.placement.items()
+        if axis != "ep" or best.layout.ep > 1
+    ]
+    lines += _table(["axis", *tiers], rows, set(range(1, len(tiers) + 1)))
     lines += _rank_map(result)
     lines += ["## Ranked plans", ""]
     rows = [_plan_row(1, best, best, "-")]
@@ -63,6 +71,9 @@ def render_markdown(result: PlanResult) -> str:
     if warns:
         lines += ["## Warnings", "", *(f"- {x}" for x in warns), ""]
     lines += ["## Search", "", solver_line(result), ""]
+    if result.rejections:
+        top = sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
+        lines += ["Rejected candidates:", "", *(f"- {n} x {reason}" for reason, n in top), ""]
     return "\n".join(lines)
 
 

@@ -103,3 +103,9 @@ class PlanResult(Spec):
         from .ranks import rank_groups
 
         return rank_groups(self.ranked[index].layout)
+
+    def rank_map(self, index: int = 0, max_nodes: int | None = None) -> list[dict]:
+        """Rows {rank, node, gpu, dp, pp, cp, tp, ep}, for the first `max_nodes` nodes or all."""
+        from .ranks import rank_map
+
+        return rank_map(self.cluster, self.ranked[index].layout, max_nodes)

@@ -109,6 +109,12 @@ CASES = {
         f.workload(global_batch=32, precision="fp8"),
         {"tp": 4, "cp": 2, "dp": 2},
     ),
+    "dense-mxfp8": (
+        f.dense_model(),
+        f.cluster(16),
+        f.workload(global_batch=32, precision="mxfp8"),
+        {"tp": 4, "dp": 4},
+    ),
     "moe-ep": (
         f.moe_model(),
         f.cluster(16),
@@ -163,9 +169,11 @@ def test_megatron_flags_exist_and_parse_back(case):
         # Megatron spreads the remaining layers evenly over the middle stages.
         middle, rest = divmod(model.num_layers - first - last, lo.pp - 2)
         assert rest == 0 and [first, *[middle] * (lo.pp - 2), last] == counts
-    assert ns.bf16 == (workload.precision in ("bf16", "fp8"))
+    assert ns.bf16 == (workload.precision in ("bf16", "fp8", "mxfp8"))
     if workload.precision == "fp8":
         assert ns.fp8_format == "hybrid"
+    if workload.precision == "mxfp8":
+        assert (ns.fp8_format, ns.fp8_recipe) == ("e4m3", "mxfp8")
 
 
 def test_megatron_refuses_orders_it_cannot_build():
@@ -242,7 +250,7 @@ def test_deepspeed_batch_identity(case):
     model, cluster, workload, fields = CASES[case]
     result = result_for(model, cluster, workload, Layout(**fields))
     lo = result.best.layout
-    if workload.precision == "fp8" or (lo.pp > 1 and lo.zero_stage >= 2):
+    if workload.precision in ("fp8", "mxfp8") or (lo.pp > 1 and lo.zero_stage >= 2):
         with pytest.raises(InvalidInput, match="cannot export to deepspeed"):
             result.to_deepspeed_config()
         return
@@ -327,6 +335,12 @@ def test_cli_emit(capsys):
     assert sorted(r for g in groups["tp"] for r in g) == list(range(16))
     assert main([*base, "--tp", "4", "--emit", "mesh"]) == 0
     assert json.loads(capsys.readouterr().out)["mesh_dim_names"] == ["pp", "dp", "cp", "tp"]
+    # --json keeps stdout pure JSON for every target.
+    assert main([*base, "--tp", "4", "--pp", "2", "--emit", "megatron", "--json"]) == 0
+    assert "--tensor-model-parallel-size" in json.loads(capsys.readouterr().out)
+    assert main([*base, "--tp", "4", "--emit", "torchtitan", "--json"]) == 0
+    tt = json.loads(capsys.readouterr().out)
+    assert tt["config"]["parallelism"]["tensor_parallel_degree"] == 4
 
 
 def test_cli_emit_refusal_is_exit_2(capsys):
@@ -358,3 +372,76 @@ def test_torchtitan_expert_parallel_rule():
     odd = result_for(model, cluster, workload, Layout(tp=4, dp=4, ep=2))
     with pytest.raises(InvalidInput, match=r"ep \(2\) must be a multiple of cp\*tp \(1\*4\)"):
         odd.to_torchtitan()
+
+
+@pytest.mark.parametrize(
+    "model, gpus, pins",
+    [("llama3-8b", 16, {"tp": 2}), ("mixtral-8x7b", 32, {"tp": 2, "pp": 2})],
+)
+def test_every_ranked_plan_exports_or_refuses_with_the_rule(model, gpus, pins):
+    """Across searched plans: an export either names only real options or raises InvalidInput."""
+    result = api.plan(model, "dgx-h100", num_gpus=gpus, top_k=8, **pins)
+    exported = 0
+    for i, e in enumerate(result.ranked):
+        try:
+            flags = {a for a in result.to_megatron_args(i) if a.startswith("--")}
+            assert flags <= MEGATRON_FLAGS
+            exported += 1
+        except InvalidInput as err:
+            assert str(err).startswith("cannot export to megatron: ")
+        try:
+            tt = result.to_torchtitan(i)
+            assert {a[2:] for a in tt["overrides"] if a.startswith("--")} <= TORCHTITAN_FIELDS
+        except InvalidInput as err:
+            assert str(err).startswith("cannot export to torchtitan: ")
+        groups = result.rank_groups(i)
+        for axis in ("tp", "cp", "dp", "pp", "ep"):
+            assert sorted(r for g in groups[axis] for r in g) == list(range(gpus))
+        assert e.layout.world_size == gpus
+    assert exported > 0
+
+
+def test_rank_map_rows_agree_with_rank_groups():
+    lo = Layout(tp=2, cp=2, dp=2, pp=2, order=(Axis.CP, Axis.TP, Axis.PP, Axis.DP))
+    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
+    rows = result.rank_map()
+    assert [r["rank"] for r in rows] == list(range(16))
+    assert all((r["node"], r["gpu"]) == divmod(r["rank"], 8) for r in rows)
+    for axis, groups in result.rank_groups().items():
+        for g in groups:
+            # Members of one group differ only in that axis's coordinate, which runs 0..n-1.
+            assert sorted(rows[r][axis] for r in g) == list(range(len(g)))
+            others = {
+                tuple(v for k, v in rows[r].items() if k in ("dp", "pp", "cp", "tp") and k != axis)
+                for r in g
+            }
+            assert len(others) == 1 or axis == "ep"
+    assert len(result.rank_map(max_nodes=1)) == 8
+
+
+def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
+    """A search that balances stages may append `layers_per_stage` to Estimate; exports use it."""
+    from cost_models.specs import Estimate
+
+    class EstimateWithSplit(Estimate):
+        layers_per_stage: tuple[int, ...] | None = None
+
+    model = f.dense_model(num_layers=32)
+    base = result_for(model, f.cluster(32), f.workload(64), Layout(tp=4, pp=4, dp=2))
+
+    def with_split(split):
+        e = EstimateWithSplit(**base.best.model_dump(), layers_per_stage=split)
+        return base.model_copy(update={"ranked": (e,)})
+
+    # Only the ends differ: Megatron's first/last flags spread the rest evenly (9 and 9).
+    args = with_split((6, 9, 9, 8)).to_megatron_args()
+    first = args[args.index("--decoder-first-pipeline-num-layers") + 1]
+    last = args[args.index("--decoder-last-pipeline-num-layers") + 1]
+    assert (first, last) == ("6", "8")
+    # Middle stages differ too: only the explicit layout expresses it.
+    result = with_split((6, 9, 10, 7))
+    args = result.to_megatron_args()
+    layout = args[args.index("--pipeline-model-parallel-layout") + 1]
+    assert [c.count("t") for c in layout.split("|")] == [6, 9, 10, 7]
+    with pytest.raises(InvalidInput, match="pipeline_parallel_layers_per_stage"):
+        result.to_torchtitan()

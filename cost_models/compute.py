@@ -20,7 +20,9 @@ from .params import mlp_matrices
 from .specs import GpuSpec, Layout, ModelSpec, Workload
 
 BF16_BYTES = 2
-FP8_CAST_BYTES_PER_ELEMENT = 3  # read bf16 (2 B) + write fp8 (1 B)
+FP8_CAST_BYTES_PER_ELEMENT = {False: 3, True: 5}
+"""Bytes per cast element: delayed scaling reads bf16 (2 B) and writes fp8 (1 B); dynamic
+(current-tensor) scaling first reads the tensor once more for its amax (+2 B)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,14 +165,26 @@ def moe_gemms(model: ModelSpec, t: float, layout: Layout) -> list[Gemm]:
     return gemms
 
 
-def _elementwise_elements(model: ModelSpec, layout: Layout, t: float, is_moe: bool) -> float:
+# bf16-element equivalents (bytes / 2) moved per element by each memory-bound op, fused kernel vs
+# eager PyTorch op by op (torchtitan's Llama: RMSNorm as x.float() -> pow -> mean -> mul ->
+# type_as -> * weight = 36 B; rotary through complex fp32: cast, complex multiply, cast back =
+# 20 B; SwiGLU as silu then mul = 10 B). Fused: read once, write once.
+NORM_ELEMS = {True: 2, False: 18}
+ROTARY_ELEMS = {True: 2, False: 10}
+GATED_ACT_ELEMS = {True: 3, False: 5}
+
+
+def _elementwise_elements(
+    model: ModelSpec, layout: Layout, t: float, is_moe: bool, fused: bool = True
+) -> float:
     """Elements read + written per forward by memory-bound ops (norms, residuals, rotary, act)."""
     tp = layout.tp
     h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
     nh, d = model.num_attention_heads, model.attn_head_dim
-    per_token = 4 * h_local + 6 * h_local  # two norms (r+w), two residual adds (2r+w)
-    per_token += 2 * (nh / tp + _local_kv_heads(model, tp)) * d  # rotary on q and k (r+w)
-    act_rw = 3 if model.gated_mlp else 2  # SwiGLU reads gate+up, writes one; GELU r+w
+    per_token = 2 * NORM_ELEMS[fused] * h_local + 6 * h_local  # two norms, two residual adds
+    per_token += ROTARY_ELEMS[fused] * (nh / tp + _local_kv_heads(model, tp)) * d  # q and k
+    # SwiGLU reads gate+up, writes one; GELU reads and writes
+    act_rw = GATED_ACT_ELEMS[fused] if model.gated_mlp else 2
     if is_moe:
         moe = model.moe
         assert moe is not None
@@ -205,10 +219,13 @@ def layer_time(
         gemms += mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
     attn_flops = attention_core_flops(model, workload, layout)
     hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
-    elem_bytes = _elementwise_elements(model, layout, t, is_moe) * BF16_BYTES
+    elem_bytes = (
+        _elementwise_elements(model, layout, t, is_moe, workload.fused_elementwise) * BF16_BYTES
+    )
     if fp8:  # each fp8 GEMM input is cast from bf16 first (Transformer Engine recipes)
         elem_bytes += (
-            sum(g.m * g.k * g.count for g in gemms if g.fp8_capable) * FP8_CAST_BYTES_PER_ELEMENT
+            sum(g.m * g.k * g.count for g in gemms if g.fp8_capable)
+            * FP8_CAST_BYTES_PER_ELEMENT[workload.fp8_dynamic_scaling]
         )
     return LayerTime(
         gemm_s=gemm_time_s(gemms, gpu, cal, fp8),

@@ -138,9 +138,21 @@ def layer_activation_bytes(
     return t * elements * BF16_BYTES
 
 
+LOGIT_BYTES = {"fused": BF16_BYTES + 4, "eager_fp32": 3 * 4}
+"""Peak bytes per logit on the last stage while the loss runs.
+
+fused: Megatron's vocab-parallel cross-entropy keeps the bf16 logits and one fp32 copy that it
+turns into the softmax in place and reuses as the gradient (megatron/core/tensor_parallel/
+cross_entropy.py). eager_fp32: `F.cross_entropy(logits.float(), ...)` in eager PyTorch saves
+the fp32 log-softmax output for backward; its backward holds that output, the fp32 gradient
+coming from nll_loss and the fp32 gradient it produces at the same time (3 x 4 B; the bf16
+logits are freed before backward, torchtitan `del pred`)."""
+
+
 def logits_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
-    """bf16 logits plus their fp32 copy for the cross-entropy, one micro-batch, last stage."""
-    return tokens_per_gpu(workload, layout) * (model.vocab_size or 0) / layout.tp * (BF16_BYTES + 4)
+    """Peak loss-related bytes for one micro-batch's logits on the last stage (LOGIT_BYTES)."""
+    per_logit = LOGIT_BYTES[workload.cross_entropy]
+    return tokens_per_gpu(workload, layout) * (model.vocab_size or 0) / layout.tp * per_logit
 
 
 def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:

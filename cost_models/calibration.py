@@ -70,7 +70,7 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
     "ampere": GenerationCalibration(
         gemm_efficiency_bf16=0.71,
         gemm_efficiency_fp8=0.71,  # no fp8 units: fp8 runs at the bf16 peak
-        gemm_half_dim=350.0,
+        gemm_half_dim=325.0,
         attention_efficiency=0.68,
         hbm_efficiency=0.85,
         kernel_overhead_s=5e-6,
@@ -81,7 +81,7 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
     "hopper": GenerationCalibration(
         gemm_efficiency_bf16=0.64,
         gemm_efficiency_fp8=0.61,
-        gemm_half_dim=350.0,
+        gemm_half_dim=325.0,
         attention_efficiency=0.35,
         hbm_efficiency=0.85,
         kernel_overhead_s=5e-6,
@@ -90,9 +90,9 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         sm_count=132,
     ),
     "blackwell": GenerationCalibration(
-        gemm_efficiency_bf16=0.63,
-        gemm_efficiency_fp8=0.55,
-        gemm_half_dim=350.0,
+        gemm_efficiency_bf16=0.77,
+        gemm_efficiency_fp8=0.59,
+        gemm_half_dim=325.0,
         attention_efficiency=0.57,
         hbm_efficiency=0.85,
         kernel_overhead_s=5e-6,

@@ -122,3 +122,22 @@ def test_validate_reads_loss_kernel_and_compile_from_the_record():
     assert new.cross_entropy == "fused" and new.fused_elementwise
     _, _, mcore, _ = record_inputs(_record("Megatron-LM 2024", ""))
     assert mcore.cross_entropy == "fused" and mcore.fused_elementwise
+
+
+def test_fp8_dynamic_scaling_adds_one_amax_read_per_cast_element():
+    from cost_models.compute import attention_gemms, layer_time, mlp_gemms
+
+    model, lo = dense_model(), layout(dp=8)
+    cal = calibration_for("hopper")
+    gpu = cluster(8).gpu
+    delayed = layer_time(model, gpu, cal, workload(precision="fp8"), lo, is_moe=False)
+    dynamic = layer_time(
+        model, gpu, cal, workload(precision="fp8", fp8_dynamic_scaling=True), lo, is_moe=False
+    )
+    t = 4096  # one sequence of 4096 tokens per micro-batch
+    gemms = attention_gemms(model, t, 1) + mlp_gemms(model, t, model.ffn_hidden_size, 1)
+    cast_elements = sum(g.m * g.k for g in gemms)  # 4096 * (4096 + 4096 + 4096 + 14336)
+    assert cast_elements == 4096 * 26624
+    extra_s = 2 * cast_elements / (gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency)
+    assert dynamic.elementwise_s - delayed.elementwise_s == pytest.approx(extra_s)
+    assert dynamic.gemm_s == delayed.gemm_s

@@ -50,6 +50,7 @@ class LayerTime:
     elementwise_s: float
     overhead_s: float
     model_flops: float  # forward FLOPs counted for MFU (GEMMs + causal attention)
+    selective_s: float | None = None  # selective recompute seconds when not the attention core
 
     @property
     def forward_s(self) -> float:
@@ -64,6 +65,8 @@ class LayerTime:
         if recompute == "full":
             return self.forward_s
         if recompute == "selective":
+            if self.selective_s is not None:
+                return self.selective_s
             return self.attention_s + self.elementwise_s
         return 0.0
 
@@ -227,13 +230,38 @@ def layer_time(
             sum(g.m * g.k * g.count for g in gemms if g.fp8_capable)
             * FP8_CAST_BYTES_PER_ELEMENT[workload.fp8_dynamic_scaling]
         )
+    elementwise_s = elem_bytes / hbm_bytes_per_s
+    selective_s = None
+    if workload.selective_recompute == "every_other_matmul" and not is_moe:
+        selective_s = (
+            gemm_time_s(recomputed_matmuls(model, t, layout.tp), gpu, cal, fp8) + elementwise_s
+        )
     return LayerTime(
         gemm_s=gemm_time_s(gemms, gpu, cal, fp8),
         attention_s=attn_flops / (gpu.peak_bf16_tflops * 1e12 * cal.attention_efficiency),
-        elementwise_s=elem_bytes / hbm_bytes_per_s,
+        elementwise_s=elementwise_s,
+        selective_s=selective_s,
         overhead_s=cal.kernel_overhead_s + (cal.moe_layer_overhead_s if is_moe else 0.0),
         model_flops=sum(g.flops for g in gemms) + attn_flops,
     )
+
+
+def recomputed_matmuls(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
+    """Matmuls torchtitan's op-level selective checkpointing recomputes in a dense layer.
+
+    Its policy (torchtitan parallelize_llama.py `_custom_policy`) saves the output of every other
+    matmul in execution order, counted per block: wq saved, wk recomputed, wv saved, (SDPA saved),
+    wo recomputed, w1 saved, w3 recomputed, w2 saved; an ungated MLP recomputes its w2.
+    """
+    assert model.ffn_hidden_size is not None
+    h, d = model.hidden_size, model.attn_head_dim
+    ffn = model.ffn_hidden_size / tp
+    gemms = [
+        Gemm(t, _local_kv_heads(model, tp) * d, h),
+        Gemm(t, h, model.num_attention_heads * d / tp),
+    ]
+    gemms.append(Gemm(t, ffn, h) if model.gated_mlp else Gemm(t, h, ffn))
+    return gemms
 
 
 def lm_head_time(

@@ -230,6 +230,11 @@ class Workload(Spec):
         description="norms, rotary and activation run as fused kernels (Transformer Engine, "
         "torch.compile); False for eager PyTorch op-by-op",
     )
+    selective_recompute: Literal["attention", "every_other_matmul"] = Field(
+        "attention",
+        description="what selective recompute redoes: the attention core and elementwise ops "
+        "(Megatron), or every other matmul plus elementwise ops (torchtitan op-level policy)",
+    )
     fp8_dynamic_scaling: bool = Field(
         False,
         description="fp8 scales from the current tensor's amax (torchao tensorwise, TE current "

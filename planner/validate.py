@@ -160,6 +160,9 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
             "eager_fp32" if EAGER_LOSS_SOURCE.search(str(record.get("source") or "")) else "fused"
         ),
         fused_elementwise=not EAGER_STATED.search(str(record.get("notes") or "")),
+        selective_recompute=(
+            "every_other_matmul" if "torchtitan" in str(record.get("source") or "") else "attention"
+        ),
         fp8_dynamic_scaling=bool(FP8_DYNAMIC_STATED.search(str(record.get("notes") or ""))),
     )
     sp = lay.get("sequence_parallel")

@@ -141,3 +141,30 @@ def test_fp8_dynamic_scaling_adds_one_amax_read_per_cast_element():
     extra_s = 2 * cast_elements / (gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency)
     assert dynamic.elementwise_s - delayed.elementwise_s == pytest.approx(extra_s)
     assert dynamic.gemm_s == delayed.gemm_s
+
+
+def test_op_level_selective_recompute_by_hand():
+    from cost_models.compute import recomputed_matmuls
+    from cost_models.memory import layer_activation_bytes
+
+    # h 4096, 32 heads of 128, 8 KV heads, ffn 14336, tp 1, 4096 tokens. Saved per token:
+    # input 4096 + q 4096 + v 1024 + SDPA out 4096 + w1 14336 + w2 4096 = 31744 elements.
+    model, lo = dense_model(), layout(dp=8, recompute="selective")
+    op = workload(selective_recompute="every_other_matmul")
+    got = layer_activation_bytes(model, op, lo, is_moe=False, recompute="selective")
+    assert got == pytest.approx(4096 * 31744 * 2)
+    # Recomputed: wk [t,4096]x[4096,1024], wo [t,4096]x[4096,4096], w3 [t,4096]x[4096,14336].
+    shapes = [(g.n, g.k) for g in recomputed_matmuls(model, 4096, 1)]
+    assert shapes == [(1024, 4096), (4096, 4096), (14336, 4096)]
+
+
+def test_op_level_selective_keeps_recompute_monotone():
+    model = dense_model()
+    op = workload(selective_recompute="every_other_matmul")
+    for lo in (layout(dp=8), layout(tp=8, sequence_parallel=True)):
+        mem = [
+            estimate(model, cluster(8), op, lo.model_copy(update={"recompute": rc}))
+            for rc in ("none", "selective", "full")
+        ]
+        assert mem[0].peak_memory_gib >= mem[1].peak_memory_gib >= mem[2].peak_memory_gib
+        assert mem[0].step_time_s <= mem[1].step_time_s <= mem[2].step_time_s

@@ -33,6 +33,9 @@ class GenerationCalibration:
     """Expert grouped GEMMs relative to a dense GEMM of the same shape (ragged tiles, metadata)."""
     moe_layer_overhead_s: float
     """Fixed cost per MoE layer per pass: routing, sort/permute bookkeeping, host sync of counts."""
+    expert_gemm_overhead_s: float = 32e-6
+    """Host launch cost per local expert GEMM after the dispatcher's host sync (quantize + GEMM
+    launches of TE GroupedLinear, ~4 kernels at ~8 us each)."""
     sm_count: int = 132
     """Streaming multiprocessors of the generation's flagship part (A100 108, H100 132, B200 148)."""
 

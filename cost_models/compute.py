@@ -202,6 +202,20 @@ def _elementwise_elements(
     return per_token * t
 
 
+def _moe_overhead_s(model: ModelSpec, layout: Layout, cal: GenerationCalibration) -> float:
+    """Host-side cost of one MoE layer per pass: fixed routing bookkeeping plus per-expert GEMMs.
+
+    The dropless all-to-all dispatcher synchronises the host on the per-expert token counts in
+    every MoE layer and pass, so the kernels launched after it are launch-bound: Transformer
+    Engine's GroupedLinear quantizes and launches a GEMM per local expert (fc1 and fc2; forward 2,
+    backward 4 GEMMs: 3 per pass on average).
+    """
+    moe = model.moe
+    assert moe is not None
+    local_experts = moe.num_experts / layout.ep
+    return cal.moe_layer_overhead_s + 3 * local_experts * cal.expert_gemm_overhead_s
+
+
 def layer_time(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -241,7 +255,7 @@ def layer_time(
         attention_s=attn_flops / (gpu.peak_bf16_tflops * 1e12 * cal.attention_efficiency),
         elementwise_s=elementwise_s,
         selective_s=selective_s,
-        overhead_s=cal.kernel_overhead_s + (cal.moe_layer_overhead_s if is_moe else 0.0),
+        overhead_s=cal.kernel_overhead_s + (_moe_overhead_s(model, layout, cal) if is_moe else 0.0),
         model_flops=sum(g.flops for g in gemms) + attn_flops,
     )
 

@@ -168,3 +168,16 @@ def test_op_level_selective_keeps_recompute_monotone():
         ]
         assert mem[0].peak_memory_gib >= mem[1].peak_memory_gib >= mem[2].peak_memory_gib
         assert mem[0].step_time_s <= mem[1].step_time_s <= mem[2].step_time_s
+
+
+def test_moe_overhead_per_local_expert_by_hand():
+    from factories import moe_model
+
+    from cost_models.compute import _moe_overhead_s
+
+    hopper = calibration_for("hopper")
+    # 16 experts over EP 4: 4 local experts x 3 GEMMs per pass x 32 us, plus the fixed 200 us.
+    got = _moe_overhead_s(moe_model(), layout(dp=8, ep=4), hopper)
+    assert got == pytest.approx(200e-6 + 3 * 4 * 32e-6)
+    # More EP, fewer local experts, less host time.
+    assert _moe_overhead_s(moe_model(), layout(dp=8, ep=8), hopper) < got

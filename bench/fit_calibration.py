@@ -36,6 +36,7 @@ BOUNDS = {
     ("*", "kernel_overhead_s"): (5e-6, 200e-6),
     ("*", "grouped_gemm_efficiency"): (0.4, 1.0),
     ("*", "moe_layer_overhead_s"): (0.0, 2e-3),
+    ("*", "expert_gemm_overhead_s"): (0.0, 100e-6),  # 1-10 kernel launches of 5-10 us
 }
 FITTED = [
     (g, f)
@@ -49,6 +50,7 @@ FITTED += [
         "kernel_overhead_s",
         "grouped_gemm_efficiency",
         "moe_layer_overhead_s",
+        "expert_gemm_overhead_s",
     )
 ]
 

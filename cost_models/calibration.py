@@ -33,6 +33,33 @@ class GenerationCalibration:
     """Expert grouped GEMMs relative to a dense GEMM of the same shape (ragged tiles, metadata)."""
     moe_layer_overhead_s: float
     """Fixed cost per MoE layer per pass: routing, sort/permute bookkeeping, host sync of counts."""
+    expert_gemm_overhead_s: float = 32e-6
+    """Host launch cost per local expert GEMM after the dispatcher's host sync (quantize + GEMM
+    launches of TE GroupedLinear, ~4 kernels at ~8 us each)."""
+    sm_count: int = 132
+    """Streaming multiprocessors of the generation's flagship part (A100 108, H100 132, B200 148)."""
+
+    @property
+    def comm_sm_fraction(self) -> float:
+        """Share of the SMs a concurrently running NCCL kernel takes from an overlapped kernel."""
+        return COMM_KERNEL_SMS / self.sm_count
+
+
+COMM_KERNEL_SMS = 24
+"""Thread blocks (one per channel, each pinned to an SM) an NCCL collective kernel occupies while
+it runs: 24 for an all-gather on H100 in NVIDIA's forum measurement (docs/cost_model.md#overlap).
+A kernel overlapped with it runs on the remaining SMs, so overlap hides communication but slows
+the compute it hides behind."""
+
+
+def overlap_slowdown_s(hidden_comm_s: float, cal: GenerationCalibration) -> float:
+    """Extra compute seconds while `hidden_comm_s` of communication runs beside it.
+
+    For that long the compute has (1 - f) of the SMs, f = cal.comm_sm_fraction, so the work it
+    would have done in hidden_comm_s takes hidden_comm_s / (1 - f): an excess of f / (1 - f).
+    """
+    f = cal.comm_sm_fraction
+    return max(0.0, hidden_comm_s) * f / (1.0 - f)
 
 
 MOE_LOAD_IMBALANCE = 1.15
@@ -46,32 +73,35 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
     "ampere": GenerationCalibration(
         gemm_efficiency_bf16=0.71,
         gemm_efficiency_fp8=0.71,  # no fp8 units: fp8 runs at the bf16 peak
-        gemm_half_dim=350.0,
+        gemm_half_dim=325.0,
         attention_efficiency=0.68,
         hbm_efficiency=0.85,
         kernel_overhead_s=5e-6,
         grouped_gemm_efficiency=0.73,
         moe_layer_overhead_s=200e-6,
+        sm_count=108,
     ),
     "hopper": GenerationCalibration(
         gemm_efficiency_bf16=0.64,
-        gemm_efficiency_fp8=0.47,
-        gemm_half_dim=350.0,
+        gemm_efficiency_fp8=0.61,
+        gemm_half_dim=325.0,
         attention_efficiency=0.35,
         hbm_efficiency=0.85,
         kernel_overhead_s=5e-6,
         grouped_gemm_efficiency=0.73,
         moe_layer_overhead_s=200e-6,
+        sm_count=132,
     ),
     "blackwell": GenerationCalibration(
-        gemm_efficiency_bf16=0.63,
-        gemm_efficiency_fp8=0.55,
-        gemm_half_dim=350.0,
+        gemm_efficiency_bf16=0.77,
+        gemm_efficiency_fp8=0.59,
+        gemm_half_dim=325.0,
         attention_efficiency=0.57,
         hbm_efficiency=0.85,
         kernel_overhead_s=5e-6,
         grouped_gemm_efficiency=0.73,
         moe_layer_overhead_s=200e-6,
+        sm_count=148,
     ),
 }
 

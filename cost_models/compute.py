@@ -20,7 +20,9 @@ from .params import mlp_matrices
 from .specs import GpuSpec, Layout, ModelSpec, Workload
 
 BF16_BYTES = 2
-FP8_CAST_BYTES_PER_ELEMENT = 3  # read bf16 (2 B) + write fp8 (1 B)
+FP8_CAST_BYTES_PER_ELEMENT = {False: 3, True: 5}
+"""Bytes per cast element: delayed scaling reads bf16 (2 B) and writes fp8 (1 B); dynamic
+(current-tensor) scaling first reads the tensor once more for its amax (+2 B)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,7 @@ class LayerTime:
     elementwise_s: float
     overhead_s: float
     model_flops: float  # forward FLOPs counted for MFU (GEMMs + causal attention)
+    selective_s: float | None = None  # selective recompute seconds when not the attention core
 
     @property
     def forward_s(self) -> float:
@@ -62,6 +65,8 @@ class LayerTime:
         if recompute == "full":
             return self.forward_s
         if recompute == "selective":
+            if self.selective_s is not None:
+                return self.selective_s
             return self.attention_s + self.elementwise_s
         return 0.0
 
@@ -163,14 +168,26 @@ def moe_gemms(model: ModelSpec, t: float, layout: Layout) -> list[Gemm]:
     return gemms
 
 
-def _elementwise_elements(model: ModelSpec, layout: Layout, t: float, is_moe: bool) -> float:
+# bf16-element equivalents (bytes / 2) moved per element by each memory-bound op, fused kernel vs
+# eager PyTorch op by op (torchtitan's Llama: RMSNorm as x.float() -> pow -> mean -> mul ->
+# type_as -> * weight = 36 B; rotary through complex fp32: cast, complex multiply, cast back =
+# 20 B; SwiGLU as silu then mul = 10 B). Fused: read once, write once.
+NORM_ELEMS = {True: 2, False: 18}
+ROTARY_ELEMS = {True: 2, False: 10}
+GATED_ACT_ELEMS = {True: 3, False: 5}
+
+
+def _elementwise_elements(
+    model: ModelSpec, layout: Layout, t: float, is_moe: bool, fused: bool = True
+) -> float:
     """Elements read + written per forward by memory-bound ops (norms, residuals, rotary, act)."""
     tp = layout.tp
     h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
     nh, d = model.num_attention_heads, model.attn_head_dim
-    per_token = 4 * h_local + 6 * h_local  # two norms (r+w), two residual adds (2r+w)
-    per_token += 2 * (nh / tp + _local_kv_heads(model, tp)) * d  # rotary on q and k (r+w)
-    act_rw = 3 if model.gated_mlp else 2  # SwiGLU reads gate+up, writes one; GELU r+w
+    per_token = 2 * NORM_ELEMS[fused] * h_local + 6 * h_local  # two norms, two residual adds
+    per_token += ROTARY_ELEMS[fused] * (nh / tp + _local_kv_heads(model, tp)) * d  # q and k
+    # SwiGLU reads gate+up, writes one; GELU reads and writes
+    act_rw = GATED_ACT_ELEMS[fused] if model.gated_mlp else 2
     if is_moe:
         moe = model.moe
         assert moe is not None
@@ -183,6 +200,20 @@ def _elementwise_elements(model: ModelSpec, layout: Layout, t: float, is_moe: bo
         assert model.ffn_hidden_size is not None
         per_token += act_rw * model.ffn_hidden_size / tp
     return per_token * t
+
+
+def _moe_overhead_s(model: ModelSpec, layout: Layout, cal: GenerationCalibration) -> float:
+    """Host-side cost of one MoE layer per pass: fixed routing bookkeeping plus per-expert GEMMs.
+
+    The dropless all-to-all dispatcher synchronises the host on the per-expert token counts in
+    every MoE layer and pass, so the kernels launched after it are launch-bound: Transformer
+    Engine's GroupedLinear quantizes and launches a GEMM per local expert (fc1 and fc2; forward 2,
+    backward 4 GEMMs: 3 per pass on average).
+    """
+    moe = model.moe
+    assert moe is not None
+    local_experts = moe.num_experts / layout.ep
+    return cal.moe_layer_overhead_s + 3 * local_experts * cal.expert_gemm_overhead_s
 
 
 def layer_time(
@@ -205,18 +236,46 @@ def layer_time(
         gemms += mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
     attn_flops = attention_core_flops(model, workload, layout)
     hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
-    elem_bytes = _elementwise_elements(model, layout, t, is_moe) * BF16_BYTES
+    elem_bytes = (
+        _elementwise_elements(model, layout, t, is_moe, workload.fused_elementwise) * BF16_BYTES
+    )
     if fp8:  # each fp8 GEMM input is cast from bf16 first (Transformer Engine recipes)
         elem_bytes += (
-            sum(g.m * g.k * g.count for g in gemms if g.fp8_capable) * FP8_CAST_BYTES_PER_ELEMENT
+            sum(g.m * g.k * g.count for g in gemms if g.fp8_capable)
+            * FP8_CAST_BYTES_PER_ELEMENT[workload.fp8_dynamic_scaling]
+        )
+    elementwise_s = elem_bytes / hbm_bytes_per_s
+    selective_s = None
+    if workload.selective_recompute == "every_other_matmul" and not is_moe:
+        selective_s = (
+            gemm_time_s(recomputed_matmuls(model, t, layout.tp), gpu, cal, fp8) + elementwise_s
         )
     return LayerTime(
         gemm_s=gemm_time_s(gemms, gpu, cal, fp8),
         attention_s=attn_flops / (gpu.peak_bf16_tflops * 1e12 * cal.attention_efficiency),
-        elementwise_s=elem_bytes / hbm_bytes_per_s,
-        overhead_s=cal.kernel_overhead_s + (cal.moe_layer_overhead_s if is_moe else 0.0),
+        elementwise_s=elementwise_s,
+        selective_s=selective_s,
+        overhead_s=cal.kernel_overhead_s + (_moe_overhead_s(model, layout, cal) if is_moe else 0.0),
         model_flops=sum(g.flops for g in gemms) + attn_flops,
     )
+
+
+def recomputed_matmuls(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
+    """Matmuls torchtitan's op-level selective checkpointing recomputes in a dense layer.
+
+    Its policy (torchtitan parallelize_llama.py `_custom_policy`) saves the output of every other
+    matmul in execution order, counted per block: wq saved, wk recomputed, wv saved, (SDPA saved),
+    wo recomputed, w1 saved, w3 recomputed, w2 saved; an ungated MLP recomputes its w2.
+    """
+    assert model.ffn_hidden_size is not None
+    h, d = model.hidden_size, model.attn_head_dim
+    ffn = model.ffn_hidden_size / tp
+    gemms = [
+        Gemm(t, _local_kv_heads(model, tp) * d, h),
+        Gemm(t, h, model.num_attention_heads * d / tp),
+    ]
+    gemms.append(Gemm(t, ffn, h) if model.gated_mlp else Gemm(t, h, ffn))
+    return gemms
 
 
 def lm_head_time(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import comm, topology
-from .calibration import MOE_LOAD_IMBALANCE, calibration_for
+from .calibration import MOE_LOAD_IMBALANCE, calibration_for, overlap_slowdown_s
 from .compute import (
     LayerTime,
     attention_gemms,
@@ -115,8 +115,9 @@ def _layer_cost(
     tp_total_s = tp_s
     if layout.tp_comm_overlap and tp_s > 0:
         per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
+        cal = calibration_for(cluster.gpu.generation)
         tp_s = sum(
-            _overlapped_tp_s(per_collective_s, layout.tp, g * mult)
+            _overlapped_tp_s(per_collective_s, layout.tp, g * mult, cal.comm_sm_fraction)
             for g in _tp_partner_gemm_s(model, cluster, workload, layout, lt, blocks)
             for mult in (1, 2) + ((1,) if passes == 3 else ())  # fwd, bwd (dgrad+wgrad), recompute
         )
@@ -151,17 +152,23 @@ def _layer_cost(
     )
 
 
-def _overlapped_tp_s(collective_s: float, tp: int, gemm_s: float) -> float:
+def _overlapped_tp_s(
+    collective_s: float, tp: int, gemm_s: float, comm_sm_fraction: float = 0.0
+) -> float:
     """Exposed time of one TP collective split into tp chunks pipelined with its partner GEMM.
 
     Collective-matmul decomposition (Wang et al. 2023, ASPLOS, "Overlap communication with
     dependent computation via decomposition"; Megatron/TE userbuffers; PyTorch async TP): the
     first of the tp chunks cannot overlap, the rest hide behind the one GEMM that produces or
     consumes the data -- not behind the layer's other GEMMs -- so a small partner GEMM (the
-    attention output projection, or any GEMM under fp8) leaves communication exposed.
+    attention output projection, or any GEMM under fp8) leaves communication exposed. While the
+    hidden chunks run, the GEMM has only 1 - comm_sm_fraction of the SMs (calibration.py
+    overlap_slowdown_s), which adds f / (1 - f) of the hidden time.
     """
     first = collective_s / tp
-    return first + max(0.0, collective_s - first - gemm_s)
+    hidden = min(collective_s - first, gemm_s)
+    f = comm_sm_fraction
+    return first + max(0.0, collective_s - first - gemm_s) + hidden * f / (1.0 - f)
 
 
 def _tp_partner_gemm_s(
@@ -314,6 +321,7 @@ def estimate(
         else:
             exposed = max(0.0, grads_s - 2 * fwd_mb) + max(0.0, gather_s - fwd_mb)
             total = grads_s + gather_s
+        exposed += overlap_slowdown_s(total - exposed, cal)  # compute slowed beside the NCCL
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
         weights, grads, optim = state_bytes(sp, layout, m)
         shard = 1 if layout.zero_stage == 0 else layout.dp * layout.cp

@@ -129,18 +129,54 @@ def layer_activation_bytes(
         assert model.ffn_hidden_size is not None
         up = (mats - 1) * model.ffn_hidden_size / tp
         act = model.ffn_hidden_size / tp
+    op_level = (
+        recompute == "selective"
+        and workload.selective_recompute == "every_other_matmul"
+        and not is_moe
+    )
     residuals = 2 * h_local  # inputs of the two norms
     norm_outs = 2 * h_local  # inputs of the QKV and MLP-up GEMMs
     elements = residuals + qkv + up
-    if recompute == "none":
+    if recompute == "none" or op_level:
         elements += norm_outs + attn_out + act
+    if op_level:  # never more than keeping everything (more recompute never needs more memory)
+        elements = min(elements, _every_other_matmul_elements(model, layout, h_local))
     # selective: norms, attention core and activation functions are recomputed in backward
     return t * elements * BF16_BYTES
 
 
+def _every_other_matmul_elements(model: ModelSpec, layout: Layout, h_local: float) -> float:
+    """Per-token elements torchtitan's op-level selective checkpointing keeps for a dense layer.
+
+    Saved (compute.recomputed_matmuls has the policy): the block input, the outputs of wq, wv,
+    w1 and w2, the SDPA output (its fp32 log-sum-exp is negligible) and, under TP, the outputs of
+    the two reduce-scatters.
+    """
+    assert model.ffn_hidden_size is not None
+    tp = layout.tp
+    q = model.num_attention_heads * model.attn_head_dim / tp
+    v = max(model.kv_heads, tp) / tp * model.attn_head_dim
+    w1 = model.ffn_hidden_size / tp
+    w2 = model.hidden_size  # partial sums before the reduce-scatter when tp > 1
+    scattered = 2 * model.hidden_size / tp if tp > 1 else 0.0
+    return h_local + q + v + q + w1 + w2 + scattered
+
+
+LOGIT_BYTES = {"fused": BF16_BYTES + 4, "eager_fp32": 3 * 4}
+"""Peak bytes per logit on the last stage while the loss runs.
+
+fused: Megatron's vocab-parallel cross-entropy keeps the bf16 logits and one fp32 copy that it
+turns into the softmax in place and reuses as the gradient (megatron/core/tensor_parallel/
+cross_entropy.py). eager_fp32: `F.cross_entropy(logits.float(), ...)` in eager PyTorch saves
+the fp32 log-softmax output for backward; its backward holds that output, the fp32 gradient
+coming from nll_loss and the fp32 gradient it produces at the same time (3 x 4 B; the bf16
+logits are freed before backward, torchtitan `del pred`)."""
+
+
 def logits_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
-    """bf16 logits plus their fp32 copy for the cross-entropy, one micro-batch, last stage."""
-    return tokens_per_gpu(workload, layout) * (model.vocab_size or 0) / layout.tp * (BF16_BYTES + 4)
+    """Peak loss-related bytes for one micro-batch's logits on the last stage (LOGIT_BYTES)."""
+    per_logit = LOGIT_BYTES[workload.cross_entropy]
+    return tokens_per_gpu(workload, layout) * (model.vocab_size or 0) / layout.tp * per_logit
 
 
 def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:

@@ -236,6 +236,26 @@ class Workload(Spec):
     seq_len: PositiveInt
     global_batch_seqs: PositiveInt
     precision: Precision = "bf16"
+    cross_entropy: Literal["fused", "eager_fp32"] = Field(
+        "fused",
+        description="loss kernel: fused vocab-parallel (Megatron) or eager PyTorch "
+        "cross_entropy on logits upcast to fp32 (uncompiled torchtitan loss)",
+    )
+    fused_elementwise: bool = Field(
+        True,
+        description="norms, rotary and activation run as fused kernels (Transformer Engine, "
+        "torch.compile); False for eager PyTorch op-by-op",
+    )
+    selective_recompute: Literal["attention", "every_other_matmul"] = Field(
+        "attention",
+        description="what selective recompute redoes: the attention core and elementwise ops "
+        "(Megatron), or every other matmul plus elementwise ops (torchtitan op-level policy)",
+    )
+    fp8_dynamic_scaling: bool = Field(
+        False,
+        description="fp8 scales from the current tensor's amax (torchao tensorwise, TE current "
+        "scaling): one extra read per cast; False for delayed scaling from amax history",
+    )
 
 
 class Layout(Spec):

@@ -43,6 +43,14 @@ TP_OVERLAP_STATED = re.compile(
     r"--tp-comm-overlap|TP/SP GEMM-comm fusion|Async TP on", re.IGNORECASE
 )
 INTERLEAVED_STATED = re.compile(r"interleaved (?:1F1B|pipeline schedule)", re.IGNORECASE)
+EAGER_LOSS_SOURCE = re.compile(r"torchtitan.*\b2024\b", re.IGNORECASE)
+"""torchtitan runs from 2024 computed the loss eagerly on fp32-upcast logits; from 2025
+torchtitan compiles the loss with the model (torchtitan/components/loss.py,
+build_cross_entropy_loss), which fuses the upcast and the softmax."""
+EAGER_STATED = re.compile(r"torch\.compile off", re.IGNORECASE)
+"""torchtitan without torch.compile runs norms, rotary and SwiGLU op by op (unfused)."""
+FP8_DYNAMIC_STATED = re.compile(r"torchao|FP8-CS|current \(per-tensor\) scaling", re.IGNORECASE)
+"""fp8 with scales from the current tensor (torchao Float8Linear tensorwise, TE current scaling)."""
 LAYERS_PER_VIRTUAL_STAGE = 2
 """vp for a record that states an interleaved schedule but not its depth: chunks of 2 layers,
 what NVIDIA's published Megatron recipes use for 70B-405B models (e.g. Llama 3.1 405B pp8 vp8)."""
@@ -148,6 +156,14 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
         seq_len=model.seq_len or 4096,
         global_batch_seqs=lay["global_batch_seqs"],
         precision=lay["precision"],
+        cross_entropy=(
+            "eager_fp32" if EAGER_LOSS_SOURCE.search(str(record.get("source") or "")) else "fused"
+        ),
+        fused_elementwise=not EAGER_STATED.search(str(record.get("notes") or "")),
+        selective_recompute=(
+            "every_other_matmul" if "torchtitan" in str(record.get("source") or "") else "attention"
+        ),
+        fp8_dynamic_scaling=bool(FP8_DYNAMIC_STATED.search(str(record.get("notes") or ""))),
     )
     sp = lay.get("sequence_parallel")
     notes = str(record.get("notes") or "")

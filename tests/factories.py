@@ -83,8 +83,10 @@ def moe_model(**over) -> ModelSpec:
     return ModelSpec(**fields)
 
 
-def workload(seq_len: int = 4096, global_batch: int = 64, precision: str = "bf16") -> Workload:
-    return Workload(seq_len=seq_len, global_batch_seqs=global_batch, precision=precision)
+def workload(
+    seq_len: int = 4096, global_batch: int = 64, precision: str = "bf16", **over
+) -> Workload:
+    return Workload(seq_len=seq_len, global_batch_seqs=global_batch, precision=precision, **over)
 
 
 def layout(**over) -> Layout:

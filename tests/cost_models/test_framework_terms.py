@@ -1,0 +1,183 @@
+"""Round-2 terms: loss memory by cross-entropy kernel, eager elementwise traffic, overlap contention.
+
+Each expected value is computed by hand in the comment next to it.
+"""
+
+import pytest
+from factories import cluster, dense_model, layout, workload
+
+from cost_models import estimate
+from cost_models.calibration import calibration_for, overlap_slowdown_s
+from cost_models.compute import _elementwise_elements
+from cost_models.estimate import _overlapped_tp_s
+from cost_models.memory import logits_bytes
+from planner.validate import record_inputs
+
+
+def test_logit_bytes_by_cross_entropy_kernel():
+    model = dense_model(vocab_size=1000)
+    lo = layout(tp=2, micro_batch=2)
+    # 2 x 512 tokens, 500 logits per TP rank: 512,000 logits.
+    fused = logits_bytes(model, workload(seq_len=512, cross_entropy="fused"), lo)
+    eager = logits_bytes(model, workload(seq_len=512, cross_entropy="eager_fp32"), lo)
+    assert fused == pytest.approx(512_000 * 6)  # bf16 logits + fp32 softmax
+    assert eager == pytest.approx(512_000 * 12)  # fp32 log-softmax + its grad + input grad
+
+
+def test_eager_loss_raises_peak_memory_only_on_the_last_stage():
+    lo = layout(pp=2, dp=4)
+    fused = estimate(dense_model(), cluster(8), workload(), lo)
+    eager = estimate(dense_model(), cluster(8), workload(cross_entropy="eager_fp32"), lo)
+    assert eager.stage_memory[0] == fused.stage_memory[0]
+    assert eager.stage_memory[1].activations_gib > fused.stage_memory[1].activations_gib
+    assert eager.step_time_s == fused.step_time_s
+
+
+def test_eager_elementwise_elements_by_hand():
+    # h = 64, ffn 128, 4 heads of 16 (4 KV heads), tp 1, gated: per token
+    # fused: norms 2*2*64 + residuals 6*64 + rotary 2*(4+4)*16 + act 3*128 = 256+384+256+384
+    # eager: norms 2*18*64 + residuals 6*64 + rotary 10*8*16 + act 5*128 = 2304+384+1280+640
+    model = dense_model(
+        hidden_size=64, ffn_hidden_size=128, num_attention_heads=4, num_kv_heads=4, num_layers=2
+    )
+    lo = layout()
+    assert _elementwise_elements(model, lo, 10, False, True) == pytest.approx(10 * 1280)
+    assert _elementwise_elements(model, lo, 10, False, False) == pytest.approx(10 * 4608)
+
+
+def test_eager_elementwise_is_slower_and_changes_nothing_else():
+    lo = layout(dp=8)
+    fused = estimate(dense_model(), cluster(8), workload(), lo)
+    eager = estimate(dense_model(), cluster(8), workload(fused_elementwise=False), lo)
+    assert eager.breakdown_s["compute"] > fused.breakdown_s["compute"]
+    assert eager.peak_memory_gib == fused.peak_memory_gib
+
+
+def test_overlap_slowdown_by_hand():
+    hopper = calibration_for("hopper")
+    # 24 of 132 SMs go to NCCL: compute runs at 108/132, 1 s of overlap costs 24/108 s extra.
+    assert hopper.comm_sm_fraction == pytest.approx(24 / 132)
+    assert overlap_slowdown_s(1.0, hopper) == pytest.approx(24 / 108)
+    assert overlap_slowdown_s(0.0, hopper) == 0.0
+    assert overlap_slowdown_s(-1.0, hopper) == 0.0
+
+
+def test_overlapped_collective_with_contention_by_hand():
+    # 8 ms in 8 chunks behind a 5 ms GEMM, 20 % of SMs to the collective: first chunk 1 ms,
+    # 2 ms not covered, 5 ms hidden slowing the GEMM by 0.2 / 0.8 -> 1.25 ms.
+    assert _overlapped_tp_s(8e-3, 8, 5e-3, 0.2) == pytest.approx(1e-3 + 2e-3 + 1.25e-3)
+    # Still cheaper than not overlapping at all (8 ms).
+    assert _overlapped_tp_s(8e-3, 8, 50e-3, 0.2) == pytest.approx(1e-3 + 7e-3 * 0.25)
+
+
+def test_dp_overlap_costs_contention_when_hidden():
+    # One node, ZeRO-1: the gradient reduce hides behind backward, yet slows it a little.
+    lo = layout(dp=8)
+    est = estimate(dense_model(), cluster(8), workload(), lo)
+    hopper = calibration_for("hopper")
+    assert est.breakdown_s["dp_comm"] == pytest.approx(
+        overlap_slowdown_s(est.comm_total_s["dp"], hopper)
+    )
+
+
+def _record(source: str, notes: str) -> dict:
+    return {
+        "id": "t",
+        "source": source,
+        "notes": notes,
+        "gpu": "h100-sxm-80gb",
+        "num_gpus": 8,
+        "gpus_per_node": 8,
+        "model": {
+            "name": "Llama",
+            "num_layers": 2,
+            "hidden_size": 256,
+            "ffn_hidden_size": 512,
+            "num_attention_heads": 4,
+            "num_kv_heads": 4,
+            "vocab_size": 1000,
+            "seq_len": 1024,
+        },
+        "layout": {
+            "tp": 1,
+            "pp": 1,
+            "dp": 8,
+            "cp": None,
+            "ep": None,
+            "vp": None,
+            "sequence_parallel": None,
+            "micro_batch": None,
+            "recompute": None,
+            "precision": None,
+            "global_batch_seqs": 8,
+            "zero_stage": 3,
+        },
+    }
+
+
+def test_validate_reads_loss_kernel_and_compile_from_the_record():
+    _, _, old, _ = record_inputs(_record("torchtitan benchmarks (Dec 2024)", "torch.compile off"))
+    assert old.cross_entropy == "eager_fp32" and not old.fused_elementwise
+    _, _, new, _ = record_inputs(_record("torchtitan benchmarks (June 2025)", "torch.compile on"))
+    assert new.cross_entropy == "fused" and new.fused_elementwise
+    _, _, mcore, _ = record_inputs(_record("Megatron-LM 2024", ""))
+    assert mcore.cross_entropy == "fused" and mcore.fused_elementwise
+
+
+def test_fp8_dynamic_scaling_adds_one_amax_read_per_cast_element():
+    from cost_models.compute import attention_gemms, layer_time, mlp_gemms
+
+    model, lo = dense_model(), layout(dp=8)
+    cal = calibration_for("hopper")
+    gpu = cluster(8).gpu
+    delayed = layer_time(model, gpu, cal, workload(precision="fp8"), lo, is_moe=False)
+    dynamic = layer_time(
+        model, gpu, cal, workload(precision="fp8", fp8_dynamic_scaling=True), lo, is_moe=False
+    )
+    t = 4096  # one sequence of 4096 tokens per micro-batch
+    gemms = attention_gemms(model, t, 1) + mlp_gemms(model, t, model.ffn_hidden_size, 1)
+    cast_elements = sum(g.m * g.k for g in gemms)  # 4096 * (4096 + 4096 + 4096 + 14336)
+    assert cast_elements == 4096 * 26624
+    extra_s = 2 * cast_elements / (gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency)
+    assert dynamic.elementwise_s - delayed.elementwise_s == pytest.approx(extra_s)
+    assert dynamic.gemm_s == delayed.gemm_s
+
+
+def test_op_level_selective_recompute_by_hand():
+    from cost_models.compute import recomputed_matmuls
+    from cost_models.memory import layer_activation_bytes
+
+    # h 4096, 32 heads of 128, 8 KV heads, ffn 14336, tp 1, 4096 tokens. Saved per token:
+    # input 4096 + q 4096 + v 1024 + SDPA out 4096 + w1 14336 + w2 4096 = 31744 elements.
+    model, lo = dense_model(), layout(dp=8, recompute="selective")
+    op = workload(selective_recompute="every_other_matmul")
+    got = layer_activation_bytes(model, op, lo, is_moe=False, recompute="selective")
+    assert got == pytest.approx(4096 * 31744 * 2)
+    # Recomputed: wk [t,4096]x[4096,1024], wo [t,4096]x[4096,4096], w3 [t,4096]x[4096,14336].
+    shapes = [(g.n, g.k) for g in recomputed_matmuls(model, 4096, 1)]
+    assert shapes == [(1024, 4096), (4096, 4096), (14336, 4096)]
+
+
+def test_op_level_selective_keeps_recompute_monotone():
+    model = dense_model()
+    op = workload(selective_recompute="every_other_matmul")
+    for lo in (layout(dp=8), layout(tp=8, sequence_parallel=True)):
+        mem = [
+            estimate(model, cluster(8), op, lo.model_copy(update={"recompute": rc}))
+            for rc in ("none", "selective", "full")
+        ]
+        assert mem[0].peak_memory_gib >= mem[1].peak_memory_gib >= mem[2].peak_memory_gib
+        assert mem[0].step_time_s <= mem[1].step_time_s <= mem[2].step_time_s
+
+
+def test_moe_overhead_per_local_expert_by_hand():
+    from factories import moe_model
+
+    from cost_models.compute import _moe_overhead_s
+
+    hopper = calibration_for("hopper")
+    # 16 experts over EP 4: 4 local experts x 3 GEMMs per pass x 32 us, plus the fixed 200 us.
+    got = _moe_overhead_s(moe_model(), layout(dp=8, ep=4), hopper)
+    assert got == pytest.approx(200e-6 + 3 * 4 * 32e-6)
+    # More EP, fewer local experts, less host time.
+    assert _moe_overhead_s(moe_model(), layout(dp=8, ep=8), hopper) < got

@@ -180,6 +180,7 @@ def whatif(
         raise InvalidInput(f"--network-cost-share: must be in [0, 1) (got {network_cost_share})")
     base_cluster = models_zoo.load_cluster(cluster, num_gpus)
     spec = models_zoo.load_model(model)
+    varied = [vary_cluster(base_cluster, parameter, v) for v in values]  # bad input fails first
     base = api.plan(spec, base_cluster, **plan_args).best
 
     def point(e: Estimate, value: float) -> WhatIfPoint:
@@ -188,8 +189,7 @@ def whatif(
         return WhatIfPoint(value, e, change, *costs)
 
     points = [
-        point(api.plan(spec, vary_cluster(base_cluster, parameter, v), **plan_args).best, v)
-        for v in values
+        point(api.plan(spec, c, **plan_args).best, v) for c, v in zip(varied, values, strict=True)
     ]
     return WhatIfResult(
         parameter=parameter,

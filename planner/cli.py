@@ -216,6 +216,8 @@ def _parse_values(text: str) -> list[float]:
 
 def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
+    if args.plot:
+        whatif.pyplot(args.plot)  # fail before the plans if the extra is missing
     r = whatif.whatif(
         args.model,
         args.cluster,

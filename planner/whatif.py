@@ -239,8 +239,8 @@ def short_layout(e: Estimate) -> str:
     return f"{' '.join(parts)} mb{lay.micro_batch} {lay.recompute} z{lay.zero_stage} ({order})"
 
 
-def save_plot(r: WhatIfResult, path: str) -> None:
-    """Tokens/s/GPU and MFU against the swept value; needs the optional `plot` extra."""
+def pyplot(path: str) -> Any:
+    """matplotlib.pyplot (Agg), or InvalidInput if the extra is missing or the suffix is wrong."""
     try:
         import matplotlib
 
@@ -252,6 +252,12 @@ def save_plot(r: WhatIfResult, path: str) -> None:
         ) from None
     if not path.lower().endswith((".png", ".svg")):
         raise InvalidInput(f"--plot: file must end in .png or .svg (got {path!r})")
+    return plt
+
+
+def save_plot(r: WhatIfResult, path: str) -> None:
+    """Tokens/s/GPU and MFU against the swept value; needs the optional `plot` extra."""
+    plt = pyplot(path)
     xs = [p.value for p in r.points]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(xs, [p.best.tokens_per_s_per_gpu for p in r.points], marker="o")

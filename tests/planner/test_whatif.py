@@ -7,6 +7,7 @@ chooses the rank order (placement), micro-batching and recompute at every value.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -173,3 +174,11 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatc
     r = whatif.WhatIfResult("nic-gbps", "c", 8, None, (), {})  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match=r"planner\[plot\]"):
         whatif.save_plot(r, "out.png")
+
+
+def test_plot_writes_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    r = whatif.whatif("llama3-8b", fat_tree(1), "nic-gbps", [100, 400], tp=8, pp=1, **SMALL)
+    out = tmp_path / "nic.png"
+    whatif.save_plot(r, str(out))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

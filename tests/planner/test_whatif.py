@@ -182,3 +182,11 @@ def test_plot_writes_png(tmp_path: Path) -> None:
     out = tmp_path / "nic.png"
     whatif.save_plot(r, str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_llama31_405b_whatif_nic_bandwidth_mfu_never_drops() -> None:
+    values = [100, 400, 1600]
+    r = whatif.whatif("llama3.1-405b", "llama3-roce-24k", "nic-gbps", values, **LLAMA_405B_16K)
+    mfus = [p.best.mfu for p in r.points]
+    assert mfus == sorted(mfus)
+    assert mfus[-1] > mfus[0]

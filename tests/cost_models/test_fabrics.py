@@ -158,3 +158,14 @@ def test_uneven_graph_is_invalid_input() -> None:
     g.add_edge("g9", "leaf0", gb_per_s=50)  # a GPU with no NVSwitch: level-0 domains differ
     with pytest.raises(InvalidInput, match="level 0 domains differ"):
         tiers_from_graph(g)
+
+
+def test_group_straddling_a_non_power_of_two_domain_pays_the_outer_tier() -> None:
+    from cost_models import topology
+
+    # 16 ranks of stride 8 on NVL72: 9 would fit in 72 GPUs, but only 8 | 16 do, so the group
+    # is two halves joined over IB (before: 9 inside, 16 // 9 = 1 factor on IB, i.e. free).
+    assert topology.group_span(models_zoo.load_cluster("gb200-nvl72", 576), 16, 8) == [8, 16]
+    # DP 256 of stride 16 in Llama 3's 3,072-GPU pods: 128 per pod, 2 pods over the 1:7 tier.
+    llama = models_zoo.load_cluster("llama3-roce-24k", 16384)
+    assert topology.group_span(llama, 256, 16) == [1, 1, 128, 256]

@@ -33,9 +33,22 @@ def tier_domains(cluster: Cluster) -> list[int]:
     return [min(t.domain_size or cluster.num_gpus, cluster.num_gpus) for t in cluster.tiers]
 
 
+def _largest_divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in range(1, min(n, max(1, cap)) + 1) if n % d == 0)
+
+
 def group_span(cluster: Cluster, degree: int, stride: int) -> list[int]:
-    """Members of one group inside one domain of each tier (cumulative, ends at `degree`)."""
-    span = [min(degree, max(1, domain // stride)) for domain in tier_domains(cluster)]
+    """Members of one group inside one domain of each tier (cumulative, ends at `degree`).
+
+    Where a domain does not hold a whole number of sub-groups (a 72-GPU NVL72 domain, a 3,072-GPU
+    pod) the count is rounded down to a divisor of the degree, so every tier's factor is whole
+    and a group straddling such a boundary pays for crossing it.
+    """
+    span, inner = [], 1
+    for domain in tier_domains(cluster):
+        members = _largest_divisor_at_most(degree, domain // stride)
+        inner = max(inner, members if members % inner == 0 else inner)
+        span.append(inner)
     span[-1] = degree  # the outermost tier holds the whole cluster
     return span
 

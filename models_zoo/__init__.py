@@ -127,6 +127,12 @@ def load_cluster(name_or_path: str | Cluster, num_gpus: int | None = None) -> Cl
         data = dict(data)
         if isinstance(data.get("gpu"), str):
             data["gpu"] = load_gpu(data["gpu"]).model_dump()
+        if "graph" in data and "tiers" not in data:
+            # A custom fabric: reduce the graph to tiers before any cost runs.
+            from .fabric_graph import graph_from_data, tiers_from_graph
+
+            graph = graph_from_data(data.pop("graph"), where)
+            data["tiers"] = tiers_from_graph(graph, where)
     if num_gpus is not None:
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus <= 0:
             raise InvalidInput(f"--gpus: must be a positive whole number (got {num_gpus!r})")

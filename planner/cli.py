@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
@@ -327,6 +326,8 @@ def _parse_values(text: str) -> list[float]:
 
 def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
+    if args.plot:
+        whatif.pyplot(args.plot)  # fail before the plans if the extra is missing
     r = whatif.whatif(
         args.model,
         args.cluster,
@@ -347,29 +348,20 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         _emit_json(whatif.result_dict(r))
         return EXIT_OK
-    table = Table(title=f"whatif {r.parameter} on {r.cluster} ({r.num_gpus} GPUs)")
-    for col in ("value", "best layout [order]", "tok/s/GPU", "MFU", "vs base", "top terms (s)"):
-        table.add_column(col)
-    if r.baseline.cost_per_m_tokens is not None:
-        table.add_column("$/M tok")
-    if r.baseline.train_days is not None:
-        table.add_column("days / $ for budget")
+    out.print(f"[bold]whatif {r.parameter}[/bold] on {r.cluster} ({r.num_gpus} GPUs)")
     for label, p in [("baseline", r.baseline)] + [(f"{p.value:g}", p) for p in r.points]:
-        terms = sorted(p.best.breakdown_s.items(), key=lambda kv: -kv[1])[:3]
-        row = [
-            label,
-            whatif.short_layout(p.best),
-            f"{p.best.tokens_per_s_per_gpu:,.0f}",
-            f"{100 * p.best.mfu:.1f}%",
-            f"{100 * p.change:+.1f}%",
-            ", ".join(f"{k} {v:.2f}" for k, v in terms),
-        ]
+        e = p.best
+        line = (
+            f"{label:>9}: {escape(whatif.short_layout(e))} | {e.tokens_per_s_per_gpu:,.0f} tok/s/GPU"
+            f" | MFU {100 * e.mfu:.1f}% | {100 * p.change:+.1f}% vs baseline"
+        )
         if p.cost_per_m_tokens is not None:
-            row.append(f"{p.cost_per_m_tokens:.3f}")
+            line += f" | ${p.cost_per_m_tokens:.3f}/M tokens"
         if p.train_days is not None and p.train_cost is not None:
-            row.append(f"{p.train_days:.1f} / {p.train_cost:,.0f}")
-        table.add_row(*row)
-    out.print(table)
+            line += f" | budget: {p.train_days:.1f} days, ${p.train_cost:,.0f}"
+        terms = ", ".join(f"{k} {v:.3f}" for k, v in e.breakdown_s.items() if v > 0)
+        out.print(line, soft_wrap=True)
+        out.print(f"{'':>11}step {e.step_time_s:.3f} s = {terms}", soft_wrap=True)
     for term, value in r.hidden_from.items():
         where = f"from {value:g}" if value is not None else "at none of these values"
         out.print(f"{term} stops being exposed (<= 1% of the step) {where}")

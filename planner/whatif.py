@@ -180,6 +180,7 @@ def whatif(
         raise InvalidInput(f"--network-cost-share: must be in [0, 1) (got {network_cost_share})")
     base_cluster = models_zoo.load_cluster(cluster, num_gpus)
     spec = models_zoo.load_model(model)
+    varied = [vary_cluster(base_cluster, parameter, v) for v in values]  # bad input fails first
     base = api.plan(spec, base_cluster, **plan_args).best
 
     def point(e: Estimate, value: float) -> WhatIfPoint:
@@ -188,8 +189,7 @@ def whatif(
         return WhatIfPoint(value, e, change, *costs)
 
     points = [
-        point(api.plan(spec, vary_cluster(base_cluster, parameter, v), **plan_args).best, v)
-        for v in values
+        point(api.plan(spec, c, **plan_args).best, v) for c, v in zip(varied, values, strict=True)
     ]
     return WhatIfResult(
         parameter=parameter,
@@ -239,8 +239,8 @@ def short_layout(e: Estimate) -> str:
     return f"{' '.join(parts)} mb{lay.micro_batch} {lay.recompute} z{lay.zero_stage} ({order})"
 
 
-def save_plot(r: WhatIfResult, path: str) -> None:
-    """Tokens/s/GPU and MFU against the swept value; needs the optional `plot` extra."""
+def pyplot(path: str) -> Any:
+    """matplotlib.pyplot (Agg), or InvalidInput if the extra is missing or the suffix is wrong."""
     try:
         import matplotlib
 
@@ -252,6 +252,12 @@ def save_plot(r: WhatIfResult, path: str) -> None:
         ) from None
     if not path.lower().endswith((".png", ".svg")):
         raise InvalidInput(f"--plot: file must end in .png or .svg (got {path!r})")
+    return plt
+
+
+def save_plot(r: WhatIfResult, path: str) -> None:
+    """Tokens/s/GPU and MFU against the swept value; needs the optional `plot` extra."""
+    plt = pyplot(path)
     xs = [p.value for p in r.points]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(xs, [p.best.tokens_per_s_per_gpu for p in r.points], marker="o")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import networkx as nx
 import pytest
+import yaml
 
 import models_zoo
 from cost_models import comm
+from cost_models.errors import InvalidInput
 from cost_models.specs import LinkTier
+from models_zoo.fabric_graph import tiers_from_graph
 
 GB = 1e9
 
@@ -107,3 +113,59 @@ def test_llama3_cluster_tapers_seven_to_one_above_the_pod() -> None:
     tiers = models_zoo.load_cluster("llama3-roce-24k").tiers
     assert [t.domain_size for t in tiers] == [8, 16, 3072, None]
     assert tiers[-1].oversubscription == 7
+
+
+def small_fat_tree() -> nx.Graph:
+    """4 nodes of 2 GPUs (NVSwitch 450), 2 leaves of 2 nodes (50 per GPU), 1 spine (50 per leaf)."""
+    g = nx.Graph()
+    for node in range(4):
+        g.add_node(f"nvs{node}", type="switch", level=0)
+        for i in range(2):
+            g.add_node(f"g{node}.{i}", type="gpu")
+            g.add_edge(f"g{node}.{i}", f"nvs{node}", gb_per_s=450)
+            g.add_edge(f"g{node}.{i}", f"leaf{node // 2}", gb_per_s=50)
+    for leaf in range(2):
+        g.nodes[f"leaf{leaf}"].update(type="switch", level=1)
+        g.add_edge(f"leaf{leaf}", "spine", gb_per_s=50)
+    g.nodes["spine"].update(type="switch", level=2)
+    return g
+
+
+def test_graph_reduces_to_nested_tiers_with_the_leaf_taper(tmp_path: Path) -> None:
+    tiers = tiers_from_graph(small_fat_tree())
+    assert [t["domain_size"] for t in tiers] == [2, 4, None]
+    assert [t["bandwidth_gb_per_s"] for t in tiers] == [450, 50, 50]
+    # Each leaf has 4 GPUs x 50 down and 50 up: 4:1 above the leaf.
+    assert [t["oversubscription"] for t in tiers] == [1, 1, 4]
+    assert [t["kind"] for t in tiers] == ["nvlink", "switch", "switch"]
+    # A cluster file may give the graph instead of tiers.
+    data = {
+        "name": "custom",
+        "gpu": "h100",
+        "gpus_per_node": 2,
+        "num_gpus": 8,
+        "graph": nx.node_link_data(small_fat_tree(), edges="edges"),
+    }
+    path = tmp_path / "custom.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cluster = models_zoo.load_cluster(str(path))
+    assert cluster.tiers[-1].oversubscription == 4
+
+
+def test_uneven_graph_is_invalid_input() -> None:
+    g = small_fat_tree()
+    g.add_node("g9", type="gpu")
+    g.add_edge("g9", "leaf0", gb_per_s=50)  # a GPU with no NVSwitch: level-0 domains differ
+    with pytest.raises(InvalidInput, match="level 0 domains differ"):
+        tiers_from_graph(g)
+
+
+def test_group_straddling_a_non_power_of_two_domain_pays_the_outer_tier() -> None:
+    from cost_models import topology
+
+    # 16 ranks of stride 8 on NVL72: 9 would fit in 72 GPUs, but only 8 | 16 do, so the group
+    # is two halves joined over IB (before: 9 inside, 16 // 9 = 1 factor on IB, i.e. free).
+    assert topology.group_span(models_zoo.load_cluster("gb200-nvl72", 576), 16, 8) == [8, 16]
+    # DP 256 of stride 16 in Llama 3's 3,072-GPU pods: 128 per pod, 2 pods over the 1:7 tier.
+    llama = models_zoo.load_cluster("llama3-roce-24k", 16384)
+    assert topology.group_span(llama, 256, 16) == [1, 1, 128, 256]

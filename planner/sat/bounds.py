@@ -25,7 +25,6 @@ from cost_models.estimate import BF16_BYTES, _layer_cost
 from cost_models.pipeline import stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 
-
 SAFETY = 1 - 1e-9
 
 

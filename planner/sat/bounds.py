@@ -14,6 +14,10 @@ bound serves every placement of a shape. tests/planner/test_sat_bounds.py checks
 leaves out only dp_comm and optimizer (both >= 0), which need the per-stage parameter loop that
 makes a full estimate expensive. It is shaved by SAFETY so float summation order cannot lift it
 above the estimate.
+
+`peak_memory_gib` is the estimate's own peak memory (same cost_models functions, same order), for
+deciding whether a shape fits without its communication terms; tests/planner/test_sat_bounds.py
+checks it equals estimate(...).peak_memory_gib exactly.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from __future__ import annotations
 from cost_models import comm, topology
 from cost_models.calibration import calibration_for
 from cost_models.compute import LayerTime, layer_time, lm_head_time, tokens_per_gpu
-from cost_models.estimate import BF16_BYTES, _layer_cost
+from cost_models.estimate import BF16_BYTES, _layer_cost, _stage_memory
+from cost_models.memory import layer_activation_bytes, stage_params, state_bytes
 from cost_models.pipeline import stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 
@@ -95,3 +100,21 @@ class StepLowerBound:
                 2 * (lo.pp - 1) * comm.p2p_time_s(payload, topology.outermost_tier(cl, span["pp"]))
             )
         return (m * t_max + (sum(stage) - t_max) / lo.vp + pp_s) * SAFETY
+
+    def peak_memory_gib(self, lo: Layout) -> float:
+        """estimate(...).peak_memory_gib for `lo` (any order), without the time terms."""
+        model, w = self.model, self.workload
+        m = w.global_batch_seqs // (lo.micro_batch * lo.dp)
+        kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
+        acts_per_mb = {
+            (k, rc): layer_activation_bytes(model, w, lo, is_moe=k, recompute=rc)
+            for k in kinds
+            for rc in {lo.recompute, "none"}
+        }
+        peak = 0.0
+        for r, counts in enumerate(self._stage_counts(lo)):
+            sp = stage_params(model, lo, counts[0], counts[1], r)
+            weights, grads, optim = state_bytes(sp, lo, m)
+            stage = _stage_memory(model, w, lo, r, counts, acts_per_mb, m, weights, grads, optim)
+            peak = max(peak, stage.total_gib)
+        return peak

@@ -77,6 +77,7 @@ def build_table(
     fits: dict[tuple[int, int, int], bool] = {}  # memory is the same for every placement
     placement_bound: dict[tuple[int, int, int], int] = {}  # zero stage does not enter the bound
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
+    smallest: tuple[float, Layout] | None = None  # (peak GiB, layout) closest to fitting
     while heap:
         lb_q, kind, b, ri, zi, oi = heap[0]
         if prune and len(kth) == top_k and lb_q > -kth[0]:
@@ -96,25 +97,28 @@ def build_table(
                     q = placement_bound[(b, ri, o)] = time_to_quanta(lb)
                 heapq.heappush(heap, (max(q, lb_q), 1, b, ri, zi, o))
             continue
-        if fits.get((b, ri, zi)) is False:
-            continue  # already counted as out of memory
+        key = (b, ri, zi)
+        if key not in fits:
+            peak = bound.peak_memory_gib(shape)
+            fits[key] = peak <= usable
+            if not fits[key]:
+                table.rejected[OOM] += len(shape_orders)
+                if smallest is None or peak < smallest[0]:
+                    smallest = (peak, shape)
+        if not fits[key]:
+            continue
         order = shape_orders[oi]
         lo = shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
         e = _score(model, cluster, workload, lo)
         table.num_scored += 1
-        if (b, ri, zi) not in fits:
-            fits[(b, ri, zi)] = e.peak_memory_gib <= usable
-            if not fits[(b, ri, zi)]:
-                table.rejected[OOM] += len(shape_orders)
-                if table.smallest is None or e.peak_memory_gib < table.smallest.peak_memory_gib:
-                    table.smallest = e
-                continue
         table.estimates.append(e)
         q = time_to_quanta(e.step_time_s)
         if len(kth) < top_k:
             heapq.heappush(kth, -q)
         elif q < -kth[0]:
             heapq.heapreplace(kth, -q)
+    if not table.estimates and smallest is not None:
+        table.smallest = _score(model, cluster, workload, smallest[1])  # for the message
     return table
 
 

@@ -39,3 +39,14 @@ def test_pruned_table_contains_the_exhaustive_top_k():
     assert table.rejected[PRUNED] > 0  # pruning happened
     kept = {(e.layout, e.step_time_s) for e in table.estimates}
     assert all((e.layout, e.step_time_s) in kept for e in oracle)
+
+
+def test_memory_shortcut_equals_the_estimate_exactly():
+    rng = random.Random(11)
+    for model in (factories.dense_model(num_layers=16), factories.moe_model()):
+        cluster = factories.cluster(32)
+        work = Workload(seq_len=4096, global_batch_seqs=64)
+        layouts, _ = enumerate_layouts(model, cluster, work, SearchSpace(max_vp=2))
+        bound = StepLowerBound(model, cluster, work)
+        for lo in rng.sample(layouts, min(150, len(layouts))):
+            assert bound.peak_memory_gib(lo) == estimate(model, cluster, work, lo).peak_memory_gib

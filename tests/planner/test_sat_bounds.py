@@ -26,6 +26,8 @@ def test_lower_bound_below_every_estimate():
         for lo in sample:
             lb, step = bound.step_s(lo), estimate(model, cluster, work, lo).step_time_s
             assert 0 < lb <= step, lo
+            placed = bound.placement_step_s(lo)
+            assert lb * (1 - 1e-6) <= placed <= step, lo
             tight += lb > 0.5 * step
         assert tight > 0  # the bound is not vacuous
 

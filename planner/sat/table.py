@@ -78,16 +78,22 @@ def build_table(
     placement_bound: dict[tuple[int, int, int], int] = {}  # zero stage does not enter the bound
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
     smallest: tuple[float, Layout] | None = None  # (peak GiB, layout) closest to fitting
+    shapes: dict[tuple[int, int, int], Layout] = {}
     while heap:
         lb_q, kind, b, ri, zi, oi = heap[0]
         if prune and len(kth) == top_k and lb_q > -kth[0]:
             table.rejected[PRUNED] += _left(heap, bases, orders, fits)
             break
         heapq.heappop(heap)
-        shape = bases[b].model_copy(
-            update={"recompute": space.recompute[ri], "zero_stage": space.zero_stages[zi]}
-        )
-        shape_orders = orders.orders(shape)
+        key = (b, ri, zi)
+        if fits.get(key) is False:
+            continue  # already counted as out of memory
+        shape = shapes.get(key)
+        if shape is None:
+            shape = shapes[key] = bases[b].model_copy(
+                update={"recompute": space.recompute[ri], "zero_stage": space.zero_stages[zi]}
+            )
+        shape_orders = orders.orders(bases[b])
         if kind == 0:
             for o, order in enumerate(shape_orders):
                 q = placement_bound.get((b, ri, o))
@@ -97,7 +103,6 @@ def build_table(
                     q = placement_bound[(b, ri, o)] = time_to_quanta(lb)
                 heapq.heappush(heap, (max(q, lb_q), 1, b, ri, zi, o))
             continue
-        key = (b, ri, zi)
         if key not in fits:
             peak = bound.peak_memory_gib(shape)
             fits[key] = peak <= usable

@@ -77,7 +77,8 @@ def plan(
 
     `constraints` are SearchSpace fields (tp=8 pins TP, max_pp=16, recompute=("selective",),
     zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
-    deterministic, seed, engine). Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
+    deterministic, seed, engine). `max_nodes` caps the GPU count at that many whole nodes.
+    Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
     if max_nodes is not None:
         num_gpus = _gpus_within(cluster, num_gpus, max_nodes)

@@ -149,6 +149,15 @@ class OrderCache:
         self.cluster = cluster
         self.search = search
         self._cache: dict[tuple[int, ...], tuple[tuple[Axis, ...], ...]] = {}
+        self._spans: dict[tuple, dict[str, list[int]]] = {}
+
+    def spans(self, layout: Layout) -> dict[str, list[int]]:
+        """topology.spans of `layout`, cached by what it reads (degrees, ep, etp, order)."""
+        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, layout.order)
+        found = self._spans.get(key)
+        if found is None:
+            found = self._spans[key] = topology.spans(self.cluster, layout)
+        return found
 
     def orders(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
         if not self.search:
@@ -158,8 +167,8 @@ class OrderCache:
         if found is None:
             seen: dict[tuple, tuple[Axis, ...]] = {}
             for order in ALL_ORDERS:
-                k = placement_key(self.cluster, layout.model_copy(update={"order": order}))
-                seen.setdefault(k, order)
+                span = self.spans(layout.model_copy(update={"order": order}))
+                seen.setdefault(tuple(sorted((k, tuple(v)) for k, v in span.items())), order)
             found = self._cache[key] = tuple(seen.values())
         return found
 

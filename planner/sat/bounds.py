@@ -8,14 +8,29 @@ terms gives per-stage times c_r <= t_r, and f(t) = m * max(t) + (sum(t) - max(t)
 non-decreasing in every t_r when m >= 1 >= 1/vp, so f(c) <= f(t) <= step time. c_r needs only
 the per-layer compute, which does not depend on the order, ZeRO stage or the network, so one
 bound serves every placement of a shape. tests/planner/test_sat_bounds.py checks bound <= estimate.
+
+`placement_step_s` is the tighter bound for one placement: the same schedule with the full t_r
+(the cost model's own per-layer cost on that placement's spans) plus the pipeline p2p term; it
+leaves out only dp_comm and optimizer (both >= 0), which need the per-stage parameter loop that
+makes a full estimate expensive. It is shaved by SAFETY so float summation order cannot lift it
+above the estimate.
+
+`peak_memory_gib` is the estimate's own peak memory (same cost_models functions, same order), for
+deciding whether a shape fits without its communication terms; tests/planner/test_sat_bounds.py
+checks it equals estimate(...).peak_memory_gib exactly.
 """
 
 from __future__ import annotations
 
+from cost_models import comm, topology
 from cost_models.calibration import calibration_for
-from cost_models.compute import LayerTime, layer_time, lm_head_time
+from cost_models.compute import LayerTime, layer_time, lm_head_time, tokens_per_gpu
+from cost_models.estimate import BF16_BYTES, _layer_cost, _stage_memory
+from cost_models.memory import layer_activation_bytes, stage_params, state_bytes
 from cost_models.pipeline import stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
+
+SAFETY = 1 - 1e-9
 
 
 class StepLowerBound:
@@ -63,3 +78,43 @@ class StepLowerBound:
         m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
         t_max = max(stage)
         return m * t_max + (sum(stage) - t_max) / lo.vp
+
+    def placement_step_s(self, lo: Layout, span: dict[str, list[int]] | None = None) -> float:
+        """A value <= estimate(...).step_time_s for `lo` (this order) under any ZeRO stage.
+        `span` is topology.spans(cluster, lo), passed in when the caller has it cached."""
+        m_, cl, w = self.model, self.cluster, self.workload
+        span = topology.spans(cl, lo) if span is None else span
+        dense, moe, head = self._layer_times(lo)
+        per_dense = 0.0 if dense is None else _layer_cost(m_, cl, w, lo, dense, span, is_moe=False)
+        per_moe = 0.0 if moe is None else _layer_cost(m_, cl, w, lo, moe, span, is_moe=True)
+        cd = 0.0 if dense is None else per_dense.total_s
+        cm = 0.0 if moe is None else per_moe.total_s
+        stage = [nd * cd + nm * cm for nd, nm in self._stage_counts(lo)]
+        stage[-1] += head.forward_s + head.backward_s
+        m = w.global_batch_seqs // (lo.micro_batch * lo.dp)
+        t_max = max(stage)
+        pp_s = 0.0
+        if lo.pp > 1:
+            payload = tokens_per_gpu(w, lo) * m_.hidden_size * BF16_BYTES / lo.tp
+            pp_s = (
+                2 * (lo.pp - 1) * comm.p2p_time_s(payload, topology.outermost_tier(cl, span["pp"]))
+            )
+        return (m * t_max + (sum(stage) - t_max) / lo.vp + pp_s) * SAFETY
+
+    def peak_memory_gib(self, lo: Layout) -> float:
+        """estimate(...).peak_memory_gib for `lo` (any order), without the time terms."""
+        model, w = self.model, self.workload
+        m = w.global_batch_seqs // (lo.micro_batch * lo.dp)
+        kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
+        acts_per_mb = {
+            (k, rc): layer_activation_bytes(model, w, lo, is_moe=k, recompute=rc)
+            for k in kinds
+            for rc in {lo.recompute, "none"}
+        }
+        peak = 0.0
+        for r, counts in enumerate(self._stage_counts(lo)):
+            sp = stage_params(model, lo, counts[0], counts[1], r)
+            weights, grads, optim = state_bytes(sp, lo, m)
+            stage = _stage_memory(model, w, lo, r, counts, acts_per_mb, m, weights, grads, optim)
+            peak = max(peak, stage.total_gib)
+        return peak

@@ -1,10 +1,12 @@
 """The candidate table: every legal (layout, placement), scored only where it can still matter.
 
-Exact branch and bound. Each (shape, recompute, ZeRO) gets a lower bound on its step time that
-holds for every placement (planner/sat/bounds.py). Candidates are scored with the full cost model
-in bound order, all distinct placements of a shape together (memory does not depend on the order,
-so one estimate decides whether all of them fit). Once the bound exceeds the k-th best step time
-found, no remaining candidate can enter the top k and the search stops. The table therefore holds
+Exact branch and bound in two levels (planner/sat/bounds.py). Each (shape, recompute, ZeRO) gets
+a compute-only lower bound that holds for every placement; when it is the smallest open bound, its
+placements are expanded, each with its own tighter bound (everything but dp_comm and optimizer).
+A placement is scored with the full cost model when its bound is the smallest open one; the first
+placement scored of a shape also decides whether the shape fits (memory does not depend on the
+order). Once the smallest open bound exceeds the k-th best step time found, no remaining
+candidate can enter the top k and the search stops. The table therefore holds
 every plan of the exhaustive top k, with the same floats; tests check it against exhaustive.py.
 """
 
@@ -66,33 +68,75 @@ def build_table(
                 queue.append((time_to_quanta(lb), lb, b, ri, zi))
                 table.num_legal += n_orders
     table.num_candidates = table.num_legal + sum(table.rejected.values())
-    queue.sort()
+    # Heap entries (bound quanta, kind, base, recompute, zero, order index): kind 0 is a shape
+    # (bound for all its placements), kind 1 one placement (its own, tighter bound).
+    heap: list[tuple[int, int, int, int, int, int]] = [
+        (q, 0, b, ri, zi, -1) for q, _, b, ri, zi in queue
+    ]
+    heapq.heapify(heap)
+    fits: dict[tuple[int, int, int], bool] = {}  # memory is the same for every placement
+    placement_bound: dict[tuple[int, int, int], int] = {}  # zero stage does not enter the bound
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
-    for pos, (lb_q, _, b, ri, zi) in enumerate(queue):
+    smallest: tuple[float, Layout] | None = None  # (peak GiB, layout) closest to fitting
+    shapes: dict[tuple[int, int, int], Layout] = {}
+    while heap:
+        lb_q, kind, b, ri, zi, oi = heap[0]
         if prune and len(kth) == top_k and lb_q > -kth[0]:
-            skipped = queue[pos:]
-            table.rejected[PRUNED] += sum(len(orders.orders(bases[e[2]])) for e in skipped)
+            table.rejected[PRUNED] += _left(heap, bases, orders, fits)
             break
-        shape = bases[b].model_copy(
-            update={"recompute": space.recompute[ri], "zero_stage": space.zero_stages[zi]}
-        )
-        for order in orders.orders(shape):
-            lo = shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
-            e = _score(model, cluster, workload, lo)
-            table.num_scored += 1
-            if e.peak_memory_gib > usable:
-                # Memory does not depend on the order: every placement of this shape is out.
-                table.rejected[OOM] += len(orders.orders(shape))
-                if table.smallest is None or e.peak_memory_gib < table.smallest.peak_memory_gib:
-                    table.smallest = e
-                break
-            table.estimates.append(e)
-            q = time_to_quanta(e.step_time_s)
-            if len(kth) < top_k:
-                heapq.heappush(kth, -q)
-            elif q < -kth[0]:
-                heapq.heapreplace(kth, -q)
+        heapq.heappop(heap)
+        key = (b, ri, zi)
+        if fits.get(key) is False:
+            continue  # already counted as out of memory
+        shape = shapes.get(key)
+        if shape is None:
+            shape = shapes[key] = bases[b].model_copy(
+                update={"recompute": space.recompute[ri], "zero_stage": space.zero_stages[zi]}
+            )
+        shape_orders = orders.orders(bases[b])
+        if kind == 0:
+            for o, order in enumerate(shape_orders):
+                q = placement_bound.get((b, ri, o))
+                if q is None:
+                    lo = shape.model_copy(update={"order": order})
+                    lb = bound.placement_step_s(lo, orders.spans(lo))
+                    q = placement_bound[(b, ri, o)] = time_to_quanta(lb)
+                heapq.heappush(heap, (max(q, lb_q), 1, b, ri, zi, o))
+            continue
+        if key not in fits:
+            peak = bound.peak_memory_gib(shape)
+            fits[key] = peak <= usable
+            if not fits[key]:
+                table.rejected[OOM] += len(shape_orders)
+                if smallest is None or peak < smallest[0]:
+                    smallest = (peak, shape)
+        if not fits[key]:
+            continue
+        order = shape_orders[oi]
+        lo = shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
+        e = _score(model, cluster, workload, lo)
+        table.num_scored += 1
+        table.estimates.append(e)
+        q = time_to_quanta(e.step_time_s)
+        if len(kth) < top_k:
+            heapq.heappush(kth, -q)
+        elif q < -kth[0]:
+            heapq.heapreplace(kth, -q)
+    if not table.estimates and smallest is not None:
+        table.smallest = _score(model, cluster, workload, smallest[1])  # for the message
     return table
+
+
+def _left(heap, bases, orders: OrderCache, fits) -> int:
+    """Placements never scored: every placement of an unexpanded shape, and expanded ones whose
+    shape is not already known to be out of memory."""
+    n = 0
+    for _, kind, b, _ri, _zi, _ in heap:
+        if kind == 0:
+            n += len(orders.orders(bases[b]))
+        elif fits.get((b, _ri, _zi)) is not False:
+            n += 1
+    return n
 
 
 def _score(model: ModelSpec, cluster: Cluster, workload: Workload, lo: Layout) -> Estimate:

@@ -26,6 +26,8 @@ def test_lower_bound_below_every_estimate():
         for lo in sample:
             lb, step = bound.step_s(lo), estimate(model, cluster, work, lo).step_time_s
             assert 0 < lb <= step, lo
+            placed = bound.placement_step_s(lo)
+            assert lb * (1 - 1e-6) <= placed <= step, lo
             tight += lb > 0.5 * step
         assert tight > 0  # the bound is not vacuous
 
@@ -39,3 +41,14 @@ def test_pruned_table_contains_the_exhaustive_top_k():
     assert table.rejected[PRUNED] > 0  # pruning happened
     kept = {(e.layout, e.step_time_s) for e in table.estimates}
     assert all((e.layout, e.step_time_s) in kept for e in oracle)
+
+
+def test_memory_shortcut_equals_the_estimate_exactly():
+    rng = random.Random(11)
+    for model in (factories.dense_model(num_layers=16), factories.moe_model()):
+        cluster = factories.cluster(32)
+        work = Workload(seq_len=4096, global_batch_seqs=64)
+        layouts, _ = enumerate_layouts(model, cluster, work, SearchSpace(max_vp=2))
+        bound = StepLowerBound(model, cluster, work)
+        for lo in rng.sample(layouts, min(150, len(layouts))):
+            assert bound.peak_memory_gib(lo) == estimate(model, cluster, work, lo).peak_memory_gib

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import models_zoo
+from cost_models.calibration import GenerationCalibration, calibration_for, overlap_slowdown_s
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster, Estimate, LinkTier
 
@@ -146,13 +147,26 @@ def _costs(
     return per_m, seconds / 86400, seconds / 3600 * num_gpus * all_in
 
 
-def hidden_from(points: list[WhatIfPoint]) -> dict[str, float | None]:
+def exposed_wire_s(e: Estimate, term: str, cal: GenerationCalibration) -> float:
+    """Exposed seconds of a comm term less the SM-contention floor its hidden part still costs.
+
+    A hidden DP collective slows the compute it runs beside by f / (1 - f) of its time
+    (cost_models.calibration.overlap_slowdown_s), so `breakdown_s["dp_comm"]` never reaches zero
+    however fast the network is. "Stops being exposed" asks about the wire time only.
+    """
+    if term != "dp_comm":
+        return e.breakdown_s[term]
+    return e.breakdown_s[term] - overlap_slowdown_s(e.comm_total_s["dp"], cal)
+
+
+def hidden_from(points: list[WhatIfPoint], cal: GenerationCalibration) -> dict[str, float | None]:
     """For each comm term exposed at the first value: the value from which it stays hidden."""
     ordered = sorted(points, key=lambda p: p.value)
     out: dict[str, float | None] = {}
     for term in COMM_TERMS:
         exposed = [
-            p.best.breakdown_s[term] > EXPOSED_FRACTION * p.best.step_time_s for p in ordered
+            exposed_wire_s(p.best, term, cal) > EXPOSED_FRACTION * p.best.step_time_s
+            for p in ordered
         ]
         if not exposed or not exposed[0]:
             continue
@@ -197,7 +211,7 @@ def whatif(
         num_gpus=base_cluster.num_gpus,
         baseline=point(base, math.nan),
         points=tuple(points),
-        hidden_from=hidden_from(points),
+        hidden_from=hidden_from(points, calibration_for(base_cluster.gpu.generation)),
     )
 
 

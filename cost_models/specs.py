@@ -240,6 +240,12 @@ class Workload(Spec):
         description="fp8 scales from the current tensor's amax (torchao tensorwise, TE current "
         "scaling): one extra read per cast; False for delayed scaling from amax history",
     )
+    cp_attention: Literal["fused_ring", "torch_ring"] = Field(
+        "fused_ring",
+        description="context-parallel attention: Transformer Engine's fused K/V ring (Megatron) "
+        "or PyTorch's experimental context_parallel (all-gather K/V, eager fp32 merges; "
+        "torchtitan)",
+    )
 
 
 class Layout(Spec):

@@ -164,6 +164,9 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
             "every_other_matmul" if "torchtitan" in str(record.get("source") or "") else "attention"
         ),
         fp8_dynamic_scaling=bool(FP8_DYNAMIC_STATED.search(str(record.get("notes") or ""))),
+        cp_attention=(
+            "torch_ring" if "torchtitan" in str(record.get("source") or "") else "fused_ring"
+        ),
     )
     sp = lay.get("sequence_parallel")
     notes = str(record.get("notes") or "")

@@ -1,0 +1,70 @@
+"""Hand-computed values for the context-parallel terms (cost_models/cp.py)."""
+
+import pytest
+from factories import cluster, dense_model, layout, workload
+
+from cost_models.calibration import calibration_for
+from cost_models.compute import LayerTime
+from cost_models.cp import cp_layer_s
+
+HBM_BYTES_PER_S = 3350e9 * 0.85  # test H100 HBM x hopper hbm_efficiency
+NVLINK_BYTES_PER_S = 450e9 * 0.8
+
+
+def _lt(attention_s: float) -> LayerTime:
+    return LayerTime(
+        gemm_s=0.0, attention_s=attention_s, elementwise_s=0.0, overhead_s=0.0, model_flops=0.0
+    )
+
+
+def _torch_ring(attention_s: float, recompute: str = "none"):
+    m, c = dense_model(), cluster(num_gpus=8)
+    w = workload(seq_len=131072, global_batch=2, cp_attention="torch_ring")
+    lay = layout(cp=4, dp=2, recompute=recompute)
+    return cp_layer_s(m, c, calibration_for("hopper"), w, lay, _lt(attention_s), [4, 4])
+
+
+def test_torch_ring_hidden_gather_leaves_merges_accumulation_and_last_hop():
+    # Llama 3 8B shape, 128K over cp=4: 32768 tokens per GPU, K/V expanded to 32 heads of 128.
+    t, heads, d = 32768, 32, 128
+    gather_s = 3 / 4 * (4 * t * heads * 2 * d * 2) / NVLINK_BYTES_PER_S + 3e-6 * 2
+    hop_s = 3e-6 + t * heads * 2 * d * 4 / NVLINK_BYTES_PER_S  # fp32 dK/dV
+    merge_s = 3 * t * heads * d * 38 / HBM_BYTES_PER_S
+    accum_s = 3 * t * heads * 3 * d * 10 / HBM_BYTES_PER_S
+    exposed, total = _torch_ring(attention_s=0.4)  # step 0 = 0.1 s fwd, 0.25 s bwd: hides all
+    assert exposed == pytest.approx(merge_s + accum_s + hop_s, rel=1e-9)
+    assert total == pytest.approx(2 * gather_s + 3 * hop_s, rel=1e-9)
+
+
+def test_torch_ring_exposes_gather_beyond_the_local_step_and_repeats_it_under_recompute():
+    t, heads, d = 32768, 32, 128
+    gather_s = 3 / 4 * (4 * t * heads * 2 * d * 2) / NVLINK_BYTES_PER_S + 3e-6 * 2
+    hop_s = 3e-6 + t * heads * 2 * d * 4 / NVLINK_BYTES_PER_S
+    merge_s = 3 * t * heads * d * 38 / HBM_BYTES_PER_S
+    accum_s = 3 * t * heads * 3 * d * 10 / HBM_BYTES_PER_S
+    a = 4e-3  # step 0: 1 ms forward, 2.5 ms backward
+    fwd = gather_s - a / 4 + merge_s
+    bwd = gather_s - 2.5 * a / 4 + accum_s + 2 * (hop_s - 2.5 * a / 4) + hop_s
+    assert _torch_ring(a)[0] == pytest.approx(fwd + bwd, rel=1e-9)
+    assert _torch_ring(a, recompute="full")[0] == pytest.approx(2 * fwd + bwd, rel=1e-9)
+
+
+def test_fused_ring_hidden_behind_attention_and_no_cp_no_cost():
+    m, c = dense_model(), cluster(num_gpus=8)
+    w = workload(seq_len=131072, global_batch=2)
+    cal = calibration_for("hopper")
+    exposed, total = cp_layer_s(m, c, cal, w, layout(cp=4, dp=2), _lt(0.4), [4, 4])
+    step_s = 3e-6 + 32768 * 2 * 8 * 128 * 2 / NVLINK_BYTES_PER_S  # 8 KV heads, bf16
+    assert exposed == 0.0
+    assert total == pytest.approx(9 * step_s, rel=1e-9)
+    assert cp_layer_s(m, c, cal, w, layout(dp=8), _lt(0.4), [1, 1]) == (0.0, 0.0)
+
+
+def test_torch_ring_never_cheaper_than_fused_ring():
+    m, c = dense_model(), cluster(num_gpus=8)
+    cal = calibration_for("hopper")
+    for a in (1e-4, 4e-3, 0.4):
+        fused = cp_layer_s(
+            m, c, cal, workload(seq_len=131072, global_batch=2), layout(cp=4, dp=2), _lt(a), [4, 4]
+        )[0]
+        assert _torch_ring(a)[0] >= fused

@@ -73,3 +73,23 @@ def test_torch_ring_never_cheaper_than_fused_ring():
             m, c, cal, workload(seq_len=131072, global_batch=2), layout(cp=4, dp=2), _lt(a), [4, 4]
         )[0]
         assert _torch_ring(a)[0] >= fused
+
+
+def test_fa2_attention_runs_at_its_relative_speed_on_hopper_and_full_speed_on_ampere():
+    from cost_models.compute import attention_efficiency
+
+    hopper, ampere = calibration_for("hopper"), calibration_for("ampere")
+    fa2 = workload(attention_kernel="fa2")
+    assert attention_efficiency(hopper, workload()) == hopper.attention_efficiency == 0.35
+    assert attention_efficiency(hopper, fa2) == pytest.approx(0.35 * 0.6, rel=1e-12)
+    assert attention_efficiency(ampere, fa2) == ampere.attention_efficiency  # FA2 is Ampere's
+
+
+def test_fa2_layer_attention_time_by_hand():
+    from cost_models.compute import layer_time
+
+    m = dense_model()  # 32 heads of 128
+    w = workload(seq_len=8192, global_batch=8, attention_kernel="fa2")
+    lt = layer_time(m, cluster().gpu, calibration_for("hopper"), w, layout(dp=8), is_moe=False)
+    flops = 8192 * 8192 * 32 * 256  # causal half of 2 * s^2 * heads * d, QK^T and PV
+    assert lt.attention_s == pytest.approx(flops / (989.4e12 * 0.35 * 0.6), rel=1e-12)

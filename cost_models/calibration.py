@@ -85,8 +85,8 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         sm_count=108,
     ),
     "hopper": GenerationCalibration(
-        gemm_efficiency_bf16=0.64,
-        gemm_efficiency_fp8=0.61,
+        gemm_efficiency_bf16=0.68,
+        gemm_efficiency_fp8=0.65,
         gemm_half_dim=325.0,
         attention_efficiency=0.35,
         hbm_efficiency=0.85,

@@ -37,6 +37,9 @@ class GenerationCalibration:
     """Host launch cost per local expert GEMM after the dispatcher's host sync (quantize + GEMM
     launches of TE GroupedLinear, ~4 kernels at ~8 us each)."""
     sm_count: int = 132
+    fa2_attention_speed: float = 1.0
+    """FlashAttention-2 speed relative to the generation's fused attention kernel (1.0 where FA2
+    is that kernel, i.e. Ampere)."""
     """Streaming multiprocessors of the generation's flagship part (A100 108, H100 132, B200 148)."""
 
     @property
@@ -82,8 +85,8 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         sm_count=108,
     ),
     "hopper": GenerationCalibration(
-        gemm_efficiency_bf16=0.64,
-        gemm_efficiency_fp8=0.61,
+        gemm_efficiency_bf16=0.68,
+        gemm_efficiency_fp8=0.65,
         gemm_half_dim=325.0,
         attention_efficiency=0.35,
         hbm_efficiency=0.85,
@@ -91,6 +94,7 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         grouped_gemm_efficiency=0.73,
         moe_layer_overhead_s=200e-6,
         sm_count=132,
+        fa2_attention_speed=0.6,
     ),
     "blackwell": GenerationCalibration(
         gemm_efficiency_bf16=0.77,
@@ -102,6 +106,7 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         grouped_gemm_efficiency=0.73,
         moe_layer_overhead_s=200e-6,
         sm_count=148,
+        fa2_attention_speed=0.6,
     ),
 }
 

@@ -94,6 +94,12 @@ def gemm_time_s(gemms: list[Gemm], gpu: GpuSpec, cal: GenerationCalibration, fp8
     return total
 
 
+def attention_efficiency(cal: GenerationCalibration, workload: Workload) -> float:
+    """Achieved / bf16 peak of the attention kernel the workload runs (fwd + bwd)."""
+    speed = cal.fa2_attention_speed if workload.attention_kernel == "fa2" else 1.0
+    return cal.attention_efficiency * speed
+
+
 def tokens_per_gpu(workload: Workload, layout: Layout) -> float:
     """Tokens of one micro-batch held by one CP rank (TP ranks share them)."""
     return layout.micro_batch * workload.seq_len / layout.cp
@@ -252,7 +258,8 @@ def layer_time(
         )
     return LayerTime(
         gemm_s=gemm_time_s(gemms, gpu, cal, fp8),
-        attention_s=attn_flops / (gpu.peak_bf16_tflops * 1e12 * cal.attention_efficiency),
+        attention_s=attn_flops
+        / (gpu.peak_bf16_tflops * 1e12 * attention_efficiency(cal, workload)),
         elementwise_s=elementwise_s,
         selective_s=selective_s,
         overhead_s=cal.kernel_overhead_s + (_moe_overhead_s(model, layout, cal) if is_moe else 0.0),

@@ -23,6 +23,7 @@ from .compute import (
     moe_gemms,
     tokens_per_gpu,
 )
+from .cp import cp_layer_s
 from .errors import InvalidInput
 from .memory import (
     ALLOCATOR_OVERHEAD,
@@ -121,25 +122,10 @@ def _layer_cost(
             for g in _tp_partner_gemm_s(model, cluster, workload, layout, lt, blocks)
             for mult in (1, 2) + ((1,) if passes == 3 else ())  # fwd, bwd (dgrad+wgrad), recompute
         )
-    # CP: ring exchange of the local K/V chunk, cp-1 steps forward, 2x that backward (K/V + dK/dV).
-    cp_exposed = cp_total = 0.0
-    if layout.cp > 1:
-        mla = model.mla
-        kv_width = (
-            2 * max(model.kv_heads, layout.tp) / layout.tp * model.attn_head_dim
-            if mla is None
-            else model.num_attention_heads
-            / layout.tp
-            * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
-        )
-        step_s = comm.p2p_time_s(
-            t * kv_width * BF16_BYTES, topology.outermost_tier(cluster, span["cp"])
-        )
-        hidden_fraction = (layout.cp - 1) / layout.cp  # all but the local chunk overlap
-        fwd, bwd = (layout.cp - 1) * step_s, 2 * (layout.cp - 1) * step_s
-        cp_total = fwd + bwd
-        cp_exposed = max(0.0, fwd - lt.attention_s * hidden_fraction)
-        cp_exposed += max(0.0, bwd - 2.5 * lt.attention_s * hidden_fraction)
+    # CP: K/V exchange beside the attention steps (cost_models/cp.py, per implementation).
+    cp_exposed, cp_total = cp_layer_s(
+        model, cluster, calibration_for(cluster.gpu.generation), workload, layout, lt, span["cp"]
+    )
     # EP: dispatch + combine all-to-all per pass (Megatron-Core alltoall token dispatcher).
     ep_s = 0.0
     if is_moe and layout.ep > 1:

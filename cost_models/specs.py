@@ -256,6 +256,18 @@ class Workload(Spec):
         description="fp8 scales from the current tensor's amax (torchao tensorwise, TE current "
         "scaling): one extra read per cast; False for delayed scaling from amax history",
     )
+    attention_kernel: Literal["fused", "fa2"] = Field(
+        "fused",
+        description="attention kernel class: the generation's fused kernel (Transformer Engine "
+        "cuDNN / FlashAttention-3 on Hopper) or FlashAttention-2 (PyTorch SDPA's default flash "
+        "backend since cuDNN became opt-in in 2.5.1; the flash-attn 2 package)",
+    )
+    cp_attention: Literal["fused_ring", "torch_ring"] = Field(
+        "fused_ring",
+        description="context-parallel attention: Transformer Engine's fused K/V ring (Megatron) "
+        "or PyTorch's experimental context_parallel (all-gather K/V, eager fp32 merges; "
+        "torchtitan)",
+    )
 
 
 class Layout(Spec):

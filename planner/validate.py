@@ -51,6 +51,10 @@ EAGER_STATED = re.compile(r"torch\.compile off", re.IGNORECASE)
 """torchtitan without torch.compile runs norms, rotary and SwiGLU op by op (unfused)."""
 FP8_DYNAMIC_STATED = re.compile(r"torchao|FP8-CS|current \(per-tensor\) scaling", re.IGNORECASE)
 """fp8 with scales from the current tensor (torchao Float8Linear tensorwise, TE current scaling)."""
+FA2_SOURCE = re.compile(r"torchtitan|mosaic|llm-foundry", re.IGNORECASE)
+"""Runs whose attention is FlashAttention-2: torchtitan calls PyTorch SDPA, whose default flash
+backend is FA2 (cuDNN attention opt-in since 2.5.1, pytorch/pytorch#138522; CP restricted SDPA
+to flash / efficient); MosaicML's llm-foundry MPT uses the flash-attn 2 / triton kernels."""
 LAYERS_PER_VIRTUAL_STAGE = 2
 """vp for a record that states an interleaved schedule but not its depth: chunks of 2 layers,
 what NVIDIA's published Megatron recipes use for 70B-405B models (e.g. Llama 3.1 405B pp8 vp8)."""
@@ -164,6 +168,10 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
             "every_other_matmul" if "torchtitan" in str(record.get("source") or "") else "attention"
         ),
         fp8_dynamic_scaling=bool(FP8_DYNAMIC_STATED.search(str(record.get("notes") or ""))),
+        attention_kernel="fa2" if FA2_SOURCE.search(str(record.get("source") or "")) else "fused",
+        cp_attention=(
+            "torch_ring" if "torchtitan" in str(record.get("source") or "") else "fused_ring"
+        ),
     )
     sp = lay.get("sequence_parallel")
     notes = str(record.get("notes") or "")

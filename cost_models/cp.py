@@ -1,0 +1,141 @@
+"""Context-parallel attention cost per layer and micro-batch: exposed and link-busy seconds.
+
+Two implementations, chosen by `Workload.cp_attention`:
+
+* `fused_ring` (Megatron-Core / Transformer Engine): ring exchange of the local K/V chunk (KV
+  heads only), cp-1 steps forward and 2(cp-1) backward (K/V + dK/dV), hidden behind the share of
+  attention that does not need the local chunk.
+* `torch_ring` (PyTorch `torch.distributed.tensor.experimental.context_parallel`, used by
+  torchtitan, Dec 2024 defaults: `rotate_method=ALL_GATHER`, `convert_to_f32=True`,
+  `enable_load_balance=True`; torch/distributed/tensor/experimental/_attention.py). Costs that
+  the fused ring does not have, each from that source:
+  - K/V are exchanged after `repeat_kv` (torchtitan's Llama calls SDPA on K/V expanded to the
+    query heads), so the bytes scale with n_h/t, not n_kv/t.
+  - `_AllGatherRotater` all-gathers every K/V chunk once, issued at step 0 and waited at step 1:
+    only the local causal step (1/cp of the attention) hides it. Backward gathers again.
+  - `_SDPAMerger` merges each step's partial output in fp32 with an LSE correction, eager ops:
+    cast to fp32, `out - block_out`, sigmoid scale, subtract (MERGE_BYTES_PER_ELEMENT); K/V are
+    concatenated into a send buffer before each exchange (KV_SEND_BYTES_PER_ELEMENT).
+  - backward accumulates dQ, dK, dV in fp32 per step (DQ_/DKV_BYTES_PER_ELEMENT) and rotates
+    dK/dV in fp32 around the ring, waiting for the previous hop after each step's kernel: a hop
+    hides behind one backward step, and the last hop back to the owner is exposed.
+  Causal load balance (head-tail chunks) is on by default, so FLOPs per rank stay the average.
+"""
+
+from __future__ import annotations
+
+from . import comm, topology
+from .calibration import GenerationCalibration, overlap_slowdown_s
+from .compute import LayerTime, tokens_per_gpu
+from .specs import Cluster, Layout, ModelSpec, Workload
+
+BF16_BYTES = 2
+FP32_BYTES = 4
+MERGE_BYTES_PER_ELEMENT = 42.0
+"""HBM bytes per output element per forward step i >= 1 in `_SDPAMerger` (eager, fp32):
+to(fp32) 2 read + 4 write; out - block_out 8 + 4; sigmoid(lse diff) * diff 4 + 4 (lse is per row,
+negligible); out - scaled 8 + 4; `_partial_update` re-concatenates the fp32 output (8) on the
+half of the steps that update only the tail chunk: + 4 on average."""
+KV_SEND_BYTES_PER_ELEMENT = 4.0
+"""`torch.cat([key.flatten(), value.flatten()])` before every exchange: bf16 read + write."""
+DQ_BYTES_PER_ELEMENT = 14.0
+"""Backward per step, per dQ element: read the bf16 step gradient (2), read and write the fp32
+accumulator (4 + 4), `_partial_update` concatenation on half the steps (+4)."""
+DKV_BYTES_PER_ELEMENT = 22.0
+"""Backward per step, per dK/dV element: accumulate as dQ (10 + 4), then `torch.cat` into the fp32
+send buffer of the dK/dV ring (4 + 4)."""
+BACKWARD_ATTENTION_FACTOR = 2.5  # flash backward / forward time (compute.py)
+
+
+def _head_dims(model: ModelSpec) -> tuple[float, float]:
+    mla = model.mla
+    if mla is None:
+        return model.attn_head_dim, model.attn_head_dim
+    return mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim
+
+
+def _fused_ring_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    cal: GenerationCalibration,
+    layout: Layout,
+    t: float,
+    lt: LayerTime,
+    cp_span: list[int],
+) -> tuple[float, float]:
+    mla = model.mla
+    kv_width = (
+        2 * max(model.kv_heads, layout.tp) / layout.tp * model.attn_head_dim
+        if mla is None
+        else model.num_attention_heads
+        / layout.tp
+        * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+    )
+    step_s = comm.p2p_time_s(t * kv_width * BF16_BYTES, topology.outermost_tier(cluster, cp_span))
+    hidden_fraction = (layout.cp - 1) / layout.cp  # all but the local chunk overlap
+    fwd, bwd = (layout.cp - 1) * step_s, 2 * (layout.cp - 1) * step_s
+    exposed = max(0.0, fwd - lt.attention_s * hidden_fraction)
+    exposed += max(0.0, bwd - BACKWARD_ATTENTION_FACTOR * lt.attention_s * hidden_fraction)
+    # the attention the exchange hides behind runs on the SMs the NCCL kernel leaves free
+    return exposed + overlap_slowdown_s(fwd + bwd - exposed, cal), fwd + bwd
+
+
+def torch_ring_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    lt: LayerTime,
+    cp_span: list[int],
+) -> tuple[float, float]:
+    """(exposed, link-busy) seconds of PyTorch's all-gather ring attention for one layer."""
+    c = layout.cp
+    t = tokens_per_gpu(workload, layout)
+    d_qk, d_v = _head_dims(model)
+    heads = model.num_attention_heads / layout.tp  # K/V expanded to the query heads
+    kv_chunk_bytes = t * heads * (d_qk + d_v) * BF16_BYTES
+    gather_s = comm.collective_time_s("all_gather", c * kv_chunk_bytes, cp_span, cluster.tiers)
+    hbm_bytes_per_s = cluster.gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
+    step0_s = lt.attention_s / c  # the local causal step, all the gather can hide behind
+    bwd_step_s = BACKWARD_ATTENTION_FACTOR * step0_s
+    hop_s = comm.p2p_time_s(
+        t * heads * (d_qk + d_v) * FP32_BYTES, topology.outermost_tier(cluster, cp_span)
+    )
+    fwd_comm_s = max(0.0, gather_s - step0_s)
+    bwd_comm_s = max(0.0, gather_s - bwd_step_s) + (c - 2) * max(0.0, hop_s - bwd_step_s)
+    bwd_comm_s += hop_s  # the last hop back to the owner has no later step to hide behind
+    fwd_bytes = MERGE_BYTES_PER_ELEMENT * d_v + KV_SEND_BYTES_PER_ELEMENT * (d_qk + d_v)
+    bwd_bytes = (
+        DQ_BYTES_PER_ELEMENT * d_qk
+        + DKV_BYTES_PER_ELEMENT * (d_qk + d_v)
+        + KV_SEND_BYTES_PER_ELEMENT * (d_qk + d_v)
+    )
+    fwd_mem_s = (c - 1) * t * heads * fwd_bytes / hbm_bytes_per_s
+    bwd_mem_s = (c - 1) * t * heads * bwd_bytes / hbm_bytes_per_s
+    recomputes_attention = layout.recompute == "full" or (
+        layout.recompute == "selective" and workload.selective_recompute == "attention"
+    )
+    forwards = 2 if recomputes_attention else 1
+    total = forwards * gather_s + gather_s + (c - 1) * hop_s
+    comm_exposed = forwards * fwd_comm_s + bwd_comm_s
+    exposed = comm_exposed + forwards * fwd_mem_s + bwd_mem_s
+    return exposed + overlap_slowdown_s(total - comm_exposed, cal), total
+
+
+def cp_layer_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    lt: LayerTime,
+    cp_span: list[int],
+) -> tuple[float, float]:
+    """(exposed, link-busy) CP seconds of one layer and micro-batch (0 without CP)."""
+    if layout.cp <= 1:
+        return 0.0, 0.0
+    if workload.cp_attention == "torch_ring":
+        return torch_ring_s(model, cluster, cal, workload, layout, lt, cp_span)
+    t = tokens_per_gpu(workload, layout)
+    return _fused_ring_s(model, cluster, cal, layout, t, lt, cp_span)

@@ -1,0 +1,95 @@
+"""Hand-computed values for the context-parallel terms (cost_models/cp.py)."""
+
+import pytest
+from factories import cluster, dense_model, layout, workload
+
+from cost_models.calibration import calibration_for
+from cost_models.compute import LayerTime
+from cost_models.cp import cp_layer_s
+
+HBM_BYTES_PER_S = 3350e9 * 0.85  # test H100 HBM x hopper hbm_efficiency
+NVLINK_BYTES_PER_S = 450e9 * 0.8
+SLOWDOWN = 24 / (132 - 24)  # NCCL kernel's SMs (24 of 132) taken from the overlapped attention
+
+
+def _lt(attention_s: float) -> LayerTime:
+    return LayerTime(
+        gemm_s=0.0, attention_s=attention_s, elementwise_s=0.0, overhead_s=0.0, model_flops=0.0
+    )
+
+
+def _torch_ring(attention_s: float, recompute: str = "none"):
+    m, c = dense_model(), cluster(num_gpus=8)
+    w = workload(seq_len=131072, global_batch=2, cp_attention="torch_ring")
+    lay = layout(cp=4, dp=2, recompute=recompute)
+    return cp_layer_s(m, c, calibration_for("hopper"), w, lay, _lt(attention_s), [4, 4])
+
+
+def test_torch_ring_hidden_gather_leaves_merges_accumulation_and_last_hop():
+    # Llama 3 8B shape, 128K over cp=4: 32768 tokens per GPU, K/V expanded to 32 heads of 128.
+    t, heads, d = 32768, 32, 128
+    gather_s = 3 / 4 * (4 * t * heads * 2 * d * 2) / NVLINK_BYTES_PER_S + 3e-6 * 2
+    hop_s = 3e-6 + t * heads * 2 * d * 4 / NVLINK_BYTES_PER_S  # fp32 dK/dV
+    merge_s = 3 * t * heads * (42 * d + 4 * 2 * d) / HBM_BYTES_PER_S
+    accum_s = 3 * t * heads * (14 * d + 22 * 2 * d + 4 * 2 * d) / HBM_BYTES_PER_S
+    exposed, total = _torch_ring(attention_s=0.4)  # step 0 = 0.1 s fwd, 0.25 s bwd: hides all
+    hidden_s = 2 * gather_s + 2 * hop_s  # both gathers and the two middle hops
+    assert exposed == pytest.approx(merge_s + accum_s + hop_s + SLOWDOWN * hidden_s, rel=1e-9)
+    assert total == pytest.approx(2 * gather_s + 3 * hop_s, rel=1e-9)
+
+
+def test_torch_ring_exposes_gather_beyond_the_local_step_and_repeats_it_under_recompute():
+    t, heads, d = 32768, 32, 128
+    gather_s = 3 / 4 * (4 * t * heads * 2 * d * 2) / NVLINK_BYTES_PER_S + 3e-6 * 2
+    hop_s = 3e-6 + t * heads * 2 * d * 4 / NVLINK_BYTES_PER_S
+    merge_s = 3 * t * heads * (42 * d + 4 * 2 * d) / HBM_BYTES_PER_S
+    accum_s = 3 * t * heads * (14 * d + 22 * 2 * d + 4 * 2 * d) / HBM_BYTES_PER_S
+    a = 4e-3  # step 0: 1 ms forward, 2.5 ms backward
+    fwd = gather_s - a / 4 + merge_s
+    bwd = gather_s - 2.5 * a / 4 + accum_s + 2 * (hop_s - 2.5 * a / 4) + hop_s
+    hidden_fwd, hidden_bwd = a / 4, 3 * 2.5 * a / 4  # comm runs beside each step it overlaps
+    one = fwd + bwd + SLOWDOWN * (hidden_fwd + hidden_bwd)
+    two = 2 * fwd + bwd + SLOWDOWN * (2 * hidden_fwd + hidden_bwd)
+    assert _torch_ring(a)[0] == pytest.approx(one, rel=1e-9)
+    assert _torch_ring(a, recompute="full")[0] == pytest.approx(two, rel=1e-9)
+
+
+def test_fused_ring_hidden_behind_attention_and_no_cp_no_cost():
+    m, c = dense_model(), cluster(num_gpus=8)
+    w = workload(seq_len=131072, global_batch=2)
+    cal = calibration_for("hopper")
+    exposed, total = cp_layer_s(m, c, cal, w, layout(cp=4, dp=2), _lt(0.4), [4, 4])
+    step_s = 3e-6 + 32768 * 2 * 8 * 128 * 2 / NVLINK_BYTES_PER_S  # 8 KV heads, bf16
+    assert exposed == pytest.approx(SLOWDOWN * 9 * step_s, rel=1e-9)  # hidden, slows attention
+    assert total == pytest.approx(9 * step_s, rel=1e-9)
+    assert cp_layer_s(m, c, cal, w, layout(dp=8), _lt(0.4), [1, 1]) == (0.0, 0.0)
+
+
+def test_torch_ring_never_cheaper_than_fused_ring():
+    m, c = dense_model(), cluster(num_gpus=8)
+    cal = calibration_for("hopper")
+    for a in (1e-4, 4e-3, 0.4):
+        fused = cp_layer_s(
+            m, c, cal, workload(seq_len=131072, global_batch=2), layout(cp=4, dp=2), _lt(a), [4, 4]
+        )[0]
+        assert _torch_ring(a)[0] >= fused
+
+
+def test_fa2_attention_runs_at_its_relative_speed_on_hopper_and_full_speed_on_ampere():
+    from cost_models.compute import attention_efficiency
+
+    hopper, ampere = calibration_for("hopper"), calibration_for("ampere")
+    fa2 = workload(attention_kernel="fa2")
+    assert attention_efficiency(hopper, workload()) == hopper.attention_efficiency == 0.35
+    assert attention_efficiency(hopper, fa2) == pytest.approx(0.35 * 0.6, rel=1e-12)
+    assert attention_efficiency(ampere, fa2) == ampere.attention_efficiency  # FA2 is Ampere's
+
+
+def test_fa2_layer_attention_time_by_hand():
+    from cost_models.compute import layer_time
+
+    m = dense_model()  # 32 heads of 128
+    w = workload(seq_len=8192, global_batch=8, attention_kernel="fa2")
+    lt = layer_time(m, cluster().gpu, calibration_for("hopper"), w, layout(dp=8), is_moe=False)
+    flops = 8192 * 8192 * 32 * 256  # causal half of 2 * s^2 * heads * d, QK^T and PV
+    assert lt.attention_s == pytest.approx(flops / (989.4e12 * 0.35 * 0.6), rel=1e-12)

@@ -10,6 +10,9 @@ stride of TP. Derivation: docs/cost_model.md#placement.
 
 from __future__ import annotations
 
+import functools
+import math
+
 from .specs import Axis, Cluster, Layout, LinkTier
 
 
@@ -33,8 +36,16 @@ def tier_domains(cluster: Cluster) -> list[int]:
     return [min(t.domain_size or cluster.num_gpus, cluster.num_gpus) for t in cluster.tiers]
 
 
+@functools.cache
 def _largest_divisor_at_most(n: int, cap: int) -> int:
-    return max(d for d in range(1, min(n, max(1, cap)) + 1) if n % d == 0)
+    cap = min(n, max(1, cap))
+    if n % cap == 0:  # the common case: nested power-of-two domains
+        return cap
+    best = 1
+    for d in range(1, math.isqrt(n) + 1):  # O(sqrt n): degrees reach 131,072
+        if n % d == 0:
+            best = max([best] + [x for x in (d, n // d) if x <= cap])
+    return best
 
 
 def group_span(cluster: Cluster, degree: int, stride: int) -> list[int]:

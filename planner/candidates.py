@@ -51,10 +51,19 @@ def degree_tuples(
 
 
 def _vps(model: ModelSpec, pp: int, space: SearchSpace) -> list[int]:
-    # Interleaving needs whole, equal chunks (Megatron: num_layers % (pp * vp) == 0).
+    # Interleaving needs whole chunks of equal size, where the embedding and the LM head may each
+    # count as one layer (Megatron --account-for-embedding/loss-in-pipeline-split): the first
+    # and last chunks then hold one layer fewer, as pipeline.chunk_layer_counts splits them.
+    # Llama 3 405B (126 layers = 128 - 2) trained at pp 16 with interleaving this way (Llama 3
+    # paper sec. 3.3.2); an equal-chunks rule alone (num_layers % (pp * vp) == 0) excludes it.
     if pp == 1:
         return [1]
-    return [1] + [v for v in range(2, space.max_vp + 1) if model.num_layers % (pp * v) == 0]
+    return [1] + [
+        v
+        for v in range(2, space.max_vp + 1)
+        if pp * v <= model.num_layers
+        and any((model.num_layers + extra) % (pp * v) == 0 for extra in (0, 1, 2))
+    ]
 
 
 def _eps(model: ModelSpec, tp: int, dp: int, cp: int, space: SearchSpace) -> list[int]:

@@ -161,7 +161,8 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
     if lo.order != TORCHTITAN_ORDER:
         raise _refuse(
             "torchtitan",
-            f"rank order {_order_text(e)}: torchtitan's mesh is (pp, dp, cp, tp), i.e. tp-cp-dp-pp",
+            f"rank order {_order_text(e)}: torchtitan's mesh is (pp, dp, cp, tp), i.e. tp-cp-dp-pp"
+            " (plan with --no-order-search to keep that order)",
         )
     if lo.etp != 1:
         raise _refuse("torchtitan", f"etp ({lo.etp}) != 1 has no field in the fields file")
@@ -188,19 +189,18 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
         "expert_parallel_degree": lo.ep,
     }
     if lo.pp > 1:
-        stages = lo.pp * lo.vp
-        if model.num_layers % stages:
-            raise _refuse(
-                "torchtitan",
-                f"num_layers ({model.num_layers}) % (pp*vp) ({lo.pp}*{lo.vp}) != 0 "
-                "(pipeline_parallel_layers_per_stage)",
-            )
         chunks = chunk_counts(model, e)
-        if len(set(chunks)) > 1:
+        per_stage = max(chunks)
+        # torchtitan builds ceil((num_layers + first_less + last_less) / layers_per_stage) stages
+        # (distributed/pipeline_parallel.py): equal stages, except that the first and last may
+        # hold fewer layers (room for the embedding and the LM head), as the cost model splits.
+        first_less, last_less = per_stage - chunks[0], per_stage - chunks[-1]
+        if len(chunks) > 1 and set(chunks[1:-1]) - {per_stage}:
             raise _refuse(
                 "torchtitan",
-                f"layers per virtual stage {chunks} differ; pipeline_parallel_layers_per_stage "
-                "is one number for every stage",
+                f"layers per virtual stage {chunks} differ in the middle stages; "
+                "pipeline_parallel_layers_per_stage is one number (only the first and last "
+                "stage may hold fewer)",
             )
         if lo.vp > 1 and e.num_microbatches % lo.pp:
             raise _refuse(
@@ -209,11 +209,9 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
                 f"pp ({lo.pp})",
             )
         parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if lo.vp > 1 else "1F1B"
-        parallelism["pipeline_parallel_layers_per_stage"] = model.num_layers // stages
-        # torchtitan makes ceil((num_layers + first_less + last_less) / layers_per_stage) stages
-        # (distributed/pipeline_parallel.py); zero keeps them at pp*vp, as the cost model splits.
-        parallelism["pipeline_parallel_first_stage_less_layers"] = 0
-        parallelism["pipeline_parallel_last_stage_less_layers"] = 0
+        parallelism["pipeline_parallel_layers_per_stage"] = per_stage
+        parallelism["pipeline_parallel_first_stage_less_layers"] = first_less
+        parallelism["pipeline_parallel_last_stage_less_layers"] = last_less
         parallelism["num_pp_microbatches"] = e.num_microbatches
     tokens_micro = lo.micro_batch * workload.seq_len
     training = {

@@ -14,6 +14,7 @@ from conftest import SHARED
 
 from cost_models import topology
 from cost_models.errors import InvalidInput
+from cost_models.pipeline import chunk_layer_counts
 from cost_models.specs import Axis, Layout
 from planner import api, launch, ranks
 from planner.cli import main
@@ -193,8 +194,11 @@ def test_megatron_uneven_interleaved_stages_use_the_layout_flag():
     layout = args[args.index("--pipeline-model-parallel-layout") + 1]
     assert [c.count("t") for c in layout.split("|")] == [3, 4, 4, 4, 4, 4, 4, 3]
     assert "--decoder-first-pipeline-num-layers" not in args
-    with pytest.raises(InvalidInput, match=r"num_layers \(30\) % \(pp\*vp\)"):
-        result.to_torchtitan()
+    # torchtitan expresses it: 4 layers per stage, the first and last one fewer.
+    par = result.to_torchtitan()["config"]["parallelism"]
+    assert par["pipeline_parallel_layers_per_stage"] == 4
+    assert par["pipeline_parallel_first_stage_less_layers"] == 1
+    assert par["pipeline_parallel_last_stage_less_layers"] == 1
 
 
 def test_interleaving_needs_microbatches_divisible_by_pp():
@@ -211,7 +215,8 @@ def test_torchtitan_names_only_known_fields_and_degrees_multiply(case):
     model, cluster, workload, fields = CASES[case]
     result = result_for(model, cluster, workload, Layout(**fields))
     lo = result.best.layout
-    uneven = lo.pp > 1 and model.num_layers % (lo.pp * lo.vp)
+    chunks = chunk_layer_counts(model.num_layers, lo.pp * lo.vp)
+    uneven = lo.pp > 1 and len(set(chunks[1:-1])) > 1  # only first/last may hold fewer
     if lo.order != launch.TORCHTITAN_ORDER or workload.precision != "bf16" or uneven:
         with pytest.raises(InvalidInput, match="cannot export to torchtitan"):
             result.to_torchtitan()
@@ -237,8 +242,13 @@ def test_torchtitan_names_only_known_fields_and_degrees_multiply(case):
             par["pipeline_parallel_first_stage_less_layers"]
             + par["pipeline_parallel_last_stage_less_layers"]
         )
-        stages = -(-(model.num_layers + extra) // par["pipeline_parallel_layers_per_stage"])
+        per_stage = par["pipeline_parallel_layers_per_stage"]
+        stages = -(-(model.num_layers + extra) // per_stage)
         assert stages == lo.pp * lo.vp
+        titan = [per_stage] * stages
+        titan[0] -= par["pipeline_parallel_first_stage_less_layers"]
+        titan[-1] -= par["pipeline_parallel_last_stage_less_layers"]
+        assert titan == chunks  # the split the cost model scored
         assert par["pipeline_parallel_schedule"] == ("Interleaved1F1B" if lo.vp > 1 else "1F1B")
     assert toml["training"]["num_tokens_per_train_step"] == (
         workload.global_batch_seqs * workload.seq_len

@@ -364,7 +364,13 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         out.print(f"{'':>11}step {e.step_time_s:.3f} s = {terms}", soft_wrap=True)
     for term, value in r.hidden_from.items():
         where = f"from {value:g}" if value is not None else "at none of these values"
-        out.print(f"{term} stops being exposed (<= 1% of the step) {where}")
+        note = (
+            " (wire time; a hidden DP collective still slows the compute beside it, which stays"
+            " in dp_comm)"
+            if term == "dp_comm"
+            else ""
+        )
+        out.print(f"{term} stops being exposed (<= 1% of the step) {where}{note}")
     return EXIT_OK
 
 

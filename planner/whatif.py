@@ -148,15 +148,17 @@ def _costs(
 
 
 def exposed_wire_s(e: Estimate, term: str, cal: GenerationCalibration) -> float:
-    """Exposed seconds of a comm term less the SM-contention floor its hidden part still costs.
+    """Exposed seconds of a comm term's wire time, without the SM-contention cost of its hidden part.
 
-    A hidden DP collective slows the compute it runs beside by f / (1 - f) of its time
-    (cost_models.calibration.overlap_slowdown_s), so `breakdown_s["dp_comm"]` never reaches zero
-    however fast the network is. "Stops being exposed" asks about the wire time only.
+    The cost model books a DP collective as exposed = wire + k * (total - wire), k = f / (1 - f)
+    (cost_models.calibration.overlap_slowdown_s: the hidden part slows the compute beside it), so
+    `breakdown_s["dp_comm"]` never reaches zero however fast the network is. Solved for the wire
+    time: wire = (exposed - k * total) / (1 - k). "Stops being exposed" asks about the wire.
     """
     if term != "dp_comm":
         return e.breakdown_s[term]
-    return e.breakdown_s[term] - overlap_slowdown_s(e.comm_total_s["dp"], cal)
+    k = overlap_slowdown_s(1.0, cal)
+    return max(0.0, (e.breakdown_s[term] - k * e.comm_total_s["dp"]) / (1.0 - k))
 
 
 def hidden_from(points: list[WhatIfPoint], cal: GenerationCalibration) -> dict[str, float | None]:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import cost_models.calibration as cal  # noqa: E402
-from cost_models.estimate import estimate  # noqa: E402
-from models_zoo import read_data_file  # noqa: E402
-from planner.validate import record_inputs  # noqa: E402
+import cost_models.calibration as cal
+from cost_models.estimate import estimate
+from models_zoo import read_data_file
+from planner.validate import record_inputs
 
 BOUNDS = {
     ("ampere", "gemm_efficiency_bf16"): (

@@ -24,15 +24,15 @@ __all__ = [
     "Layout",
     "LinkTier",
     "MLASpec",
-    "ModelSpec",
     "MoESpec",
+    "ModelSpec",
     "NoFeasiblePlan",
     "PlannerError",
     "StageMemory",
     "Workload",
 ]
 
-from .estimate import estimate, model_flops_per_token  # noqa: E402
-from .rules import layout_violations  # noqa: E402
+from .estimate import estimate, model_flops_per_token
+from .rules import layout_violations
 
 __all__ += ["estimate", "layout_violations", "model_flops_per_token"]

@@ -267,7 +267,7 @@ def estimate(
             terms["compute"] += head.forward_s + head.backward_s
         per_stage.append(terms)
     stage_s = [sum(v for k, v in t.items() if k not in ("cp_total", "tp_total")) for t in per_stage]
-    steady_s, bubble_s, crit = schedule_time_s(stage_s, m, layout.vp)
+    _steady_s, bubble_s, crit = schedule_time_s(stage_s, m, layout.vp)
 
     breakdown = {k: 0.0 for k in TERMS}
     for k in ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm"):

@@ -6,6 +6,7 @@ file is an error that names the field, never a silently ignored value. Units are
 
 from __future__ import annotations
 
+import itertools
 from enum import StrEnum
 from typing import Literal, Self
 
@@ -210,7 +211,7 @@ class Cluster(Spec):
         if any(s is None for s in sizes[:-1]):
             raise ValueError("only the outermost tier may have domain_size null")
         bounded = [s for s in sizes if s is not None]
-        for inner, outer in zip(bounded, bounded[1:], strict=False):
+        for inner, outer in itertools.pairwise(bounded):
             if outer <= inner or outer % inner:
                 raise ValueError(
                     f"tier domain sizes must grow and divide each other (got {inner} then {outer})"

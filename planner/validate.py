@@ -203,14 +203,14 @@ def validate_record(record: Any) -> ValidationRow:
     if not isinstance(record, dict):
         return ValidationRow("?", "?", "?", "?", None, None, None, "record is not a mapping")
     rid = str(record.get("id", "?"))
-    row = dict(
-        id=rid,
-        source=rid.split("-")[0],
-        gpu=str(record.get("gpu", "?")),
-        family=_family(record),
-        measured_tokens_per_s_per_gpu=record.get("measured_tokens_per_s_per_gpu"),
-        measured_peak_memory_gib=record.get("peak_memory_gib"),
-    )
+    row = {
+        "id": rid,
+        "source": rid.split("-")[0],
+        "gpu": str(record.get("gpu", "?")),
+        "family": _family(record),
+        "measured_tokens_per_s_per_gpu": record.get("measured_tokens_per_s_per_gpu"),
+        "measured_peak_memory_gib": record.get("peak_memory_gib"),
+    }
     try:
         model, cluster, workload, layout = record_inputs(record)
         return ValidationRow(**row, estimate=estimate(model, cluster, workload, layout), error=None)

@@ -49,36 +49,36 @@ def cluster(
 
 
 def dense_model(**over) -> ModelSpec:
-    fields = dict(
-        name="dense-test",
-        num_layers=32,
-        hidden_size=4096,
-        ffn_hidden_size=14336,
-        num_attention_heads=32,
-        num_kv_heads=8,
-        vocab_size=128256,
-    )
+    fields = {
+        "name": "dense-test",
+        "num_layers": 32,
+        "hidden_size": 4096,
+        "ffn_hidden_size": 14336,
+        "num_attention_heads": 32,
+        "num_kv_heads": 8,
+        "vocab_size": 128256,
+    }
     fields.update(over)
     return ModelSpec(**fields)
 
 
 def moe_model(**over) -> ModelSpec:
-    fields = dict(
-        name="moe-test",
-        num_layers=16,
-        hidden_size=2048,
-        ffn_hidden_size=8192,
-        num_attention_heads=16,
-        num_kv_heads=4,
-        vocab_size=32000,
-        moe=dict(
-            num_experts=16,
-            top_k=2,
-            expert_ffn_hidden_size=1024,
-            num_shared_experts=1,
-            first_k_dense_layers=1,
-        ),
-    )
+    fields = {
+        "name": "moe-test",
+        "num_layers": 16,
+        "hidden_size": 2048,
+        "ffn_hidden_size": 8192,
+        "num_attention_heads": 16,
+        "num_kv_heads": 4,
+        "vocab_size": 32000,
+        "moe": {
+            "num_experts": 16,
+            "top_k": 2,
+            "expert_ffn_hidden_size": 1024,
+            "num_shared_experts": 1,
+            "first_k_dense_layers": 1,
+        },
+    }
     fields.update(over)
     return ModelSpec(**fields)
 

@@ -190,3 +190,15 @@ def test_llama31_405b_whatif_nic_bandwidth_mfu_never_drops() -> None:
     mfus = [p.best.mfu for p in r.points]
     assert mfus == sorted(mfus)
     assert mfus[-1] > mfus[0]
+
+
+def test_llama31_405b_16k_nic_sweep_mfu_never_drops_and_tp_stays_in_nvlink() -> None:
+    # The case: 405B on 16,384 H100 of the Llama 3 RoCE cluster, 16M-token batch.
+    r = whatif.whatif(
+        "llama3.1-405b", "llama3-roce-24k", "nic-gbps", [100, 400, 1600], **LLAMA_405B_16K
+    )
+    mfus = [p.best.mfu for p in r.points]
+    assert mfus == sorted(mfus) and mfus[-1] > mfus[0]
+    assert all(p.best.placement["tp"]["nvlink"] == p.best.layout.tp == 8 for p in r.points)
+    # DP gradients are exposed on 100 Gb/s NICs and hidden by 1,600 Gb/s; the sweep names where.
+    assert r.hidden_from["dp_comm"] in (400, 1600)

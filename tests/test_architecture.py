@@ -37,3 +37,20 @@ def test_only_cli_prints_or_exits():
                     assert node.func.id not in ("print", "exit"), (
                         f"{path.name} calls {node.func.id}"
                     )
+
+
+def test_every_python_package_is_shipped():
+    # A package missing from pyproject's explicit list imports from a checkout but not from
+    # `pip install .` (planner.sat once did exactly that).
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(
+        tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(root).parts)
+        for top in ("planner", "cost_models", "models_zoo")
+        for init in (root / top).rglob("__init__.py")
+    }
+    assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"

@@ -123,6 +123,8 @@ def short_layout(e: Estimate) -> str:
     parts += [f"VP{lo.vp}"] if lo.vp > 1 else []
     parts.append(f"mb{lo.micro_batch}x{e.num_microbatches} rc-{lo.recompute} Z{lo.zero_stage}")
     parts += ["SP"] if lo.sequence_parallel else []
+    if lo.order != Layout.model_fields["order"].default:  # plans can differ only in placement
+        parts.append("order " + "-".join(a.value for a in lo.order))
     return " ".join(parts)
 
 

@@ -82,7 +82,7 @@ def why_none(
         top = "; ".join(f"{n} x {reason}" for reason, n in rejected.most_common(4))
         return (
             f"no legal layout for {cluster.num_gpus} GPUs: every candidate breaks a rule "
-            f"({top or 'the search space is empty'})"
+            f"({top or _empty_space_reason(cluster, space)})"
         )
     lo = smallest.layout
     return (
@@ -93,3 +93,16 @@ def why_none(
         f"{space.memory_headroom:.0%} headroom); use more GPUs, a shorter sequence, or a smaller "
         f"micro-batch"
     )
+
+
+def _empty_space_reason(cluster: Cluster, space: SearchSpace) -> str:
+    """Why no (tp, pp, cp, dp) with tp * pp * cp * dp == num_gpus survives the pins and caps."""
+    n = cluster.num_gpus
+    pins = {a: getattr(space, a) for a in ("tp", "pp", "cp", "dp") if getattr(space, a)}
+    product = 1
+    for v in pins.values():
+        product *= v
+    if pins and n % product:
+        named = " x ".join(f"{a} {v}" for a, v in pins.items())
+        return f"the pinned degrees ({named} = {product}) do not divide the {n} GPUs"
+    return f"the pins and caps leave no tp x pp x cp x dp equal to the {n} GPUs"

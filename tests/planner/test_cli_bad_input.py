@@ -216,3 +216,10 @@ def test_console_entry_point_reports_without_traceback():
     )
     assert proc.returncode == 2
     assert "unknown model preset 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_pins_that_cannot_multiply_to_the_gpu_count_are_named(capsys):
+    argv = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "3"]
+    code, out, err = run(argv, capsys)
+    assert code == 1 and out == ""
+    assert "pinned degrees (tp 3 = 3) do not divide the 16 GPUs" in err

@@ -173,9 +173,20 @@ coming from nll_loss and the fp32 gradient it produces at the same time (3 x 4 B
 logits are freed before backward, torchtitan `del pred`)."""
 
 
+LOSS_PARALLEL_BYTES_PER_LOGIT = 4 * 4
+"""Peak bytes per logit of eager cross-entropy under TP (torchtitan enables PyTorch's
+`loss_parallel()` whenever tp > 1). Its backward (torch/distributed/tensor/parallel/loss.py,
+`_nll_loss_and_log_softmax_backward`) evaluates `(zeros_like(x) + exp(x)) * grad_output` on the
+vocab-sharded fp32 log-softmax output x, so x, the zero/one-hot tensor, their sum and the product
+are four fp32 logit-sized tensors alive at once (the forward peaks lower, at bf16 logits + three
+fp32 tensors = 14 B)."""
+
+
 def logits_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     """Peak loss-related bytes for one micro-batch's logits on the last stage (LOGIT_BYTES)."""
     per_logit = LOGIT_BYTES[workload.cross_entropy]
+    if workload.cross_entropy == "eager_fp32" and layout.tp > 1:
+        per_logit = LOSS_PARALLEL_BYTES_PER_LOGIT
     return tokens_per_gpu(workload, layout) * (model.vocab_size or 0) / layout.tp * per_logit
 
 

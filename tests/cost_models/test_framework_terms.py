@@ -21,7 +21,15 @@ def test_logit_bytes_by_cross_entropy_kernel():
     fused = logits_bytes(model, workload(seq_len=512, cross_entropy="fused"), lo)
     eager = logits_bytes(model, workload(seq_len=512, cross_entropy="eager_fp32"), lo)
     assert fused == pytest.approx(512_000 * 6)  # bf16 logits + fp32 softmax
-    assert eager == pytest.approx(512_000 * 12)  # fp32 log-softmax + its grad + input grad
+    # tp > 1: torchtitan's loss_parallel backward holds x, zeros_like(x), their sum with exp(x)
+    # and the product with grad_output: four fp32 tensors per logit.
+    assert eager == pytest.approx(512_000 * 16)
+    # tp = 1: plain eager F.cross_entropy, fp32 log-softmax + its grad + input grad.
+    # 2 x 512 tokens, 1000 logits each: 1,024,000 logits.
+    eager_tp1 = logits_bytes(
+        model, workload(seq_len=512, cross_entropy="eager_fp32"), layout(micro_batch=2)
+    )
+    assert eager_tp1 == pytest.approx(1_024_000 * 12)
 
 
 def test_eager_loss_raises_peak_memory_only_on_the_last_stage():

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cost_models import topology
-from cost_models.specs import Cluster, Estimate, Layout, Workload
+from cost_models.specs import Cluster, Estimate, Layout, StageMemory, Workload
 
 from . import findings, ranks
 from .types import PlanResult
@@ -165,17 +165,7 @@ def render_memory(e: Estimate, usable_gib: float | None = None) -> Table:
     for s in shown:
         total = s.total_gib
         style = "red" if total > limit else None
-        table.add_row(
-            str(s.stage),
-            f"{s.weights_gib:.1f}",
-            f"{s.gradients_gib:.1f}",
-            f"{s.optimizer_gib:.1f}",
-            f"{s.activations_gib:.1f}",
-            f"{s.buffers_gib + s.reserve_gib:.1f}",
-            f"{total:.1f}",
-            f"{total / limit:.0%}",
-            style=style,
-        )
+        table.add_row(*stage_memory_cells(s, limit), style=style)
     return table
 
 
@@ -190,16 +180,31 @@ def render_ranking(result: PlanResult) -> Table:
     table.add_column("vs best", justify="right")
     table.add_column("loses on")
     best = result.best
-    table.add_row(*_rank_cells(1, best, best), "-")
+    table.add_row(*rank_cells(1, best, best), "-")
     for r in findings.runner_ups(result):
         why = findings.binding_label(r.binding_term)
         if r.binding_term is not None:
             why += f" +{r.binding_delta_s:.3f} s"
-        table.add_row(*_rank_cells(r.rank, r.estimate, best), why)
+        table.add_row(*rank_cells(r.rank, r.estimate, best), why)
     return table
 
 
-def _rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
+def stage_memory_cells(s: StageMemory, usable_gib: float) -> list[str]:
+    """One pipeline stage's memory cells (terminal and Markdown tables)."""
+    return [
+        str(s.stage),
+        f"{s.weights_gib:.1f}",
+        f"{s.gradients_gib:.1f}",
+        f"{s.optimizer_gib:.1f}",
+        f"{s.activations_gib:.1f}",
+        f"{s.buffers_gib + s.reserve_gib:.1f}",
+        f"{s.total_gib:.1f}",
+        f"{s.total_gib / usable_gib:.0%}",
+    ]
+
+
+def rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
+    """One ranked plan's cells (terminal and Markdown tables)."""
     return [
         str(i),
         short_layout(e),

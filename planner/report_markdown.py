@@ -6,7 +6,14 @@ from cost_models import topology
 from cost_models.specs import Estimate
 
 from . import findings, ranks
-from .report import RANK_MAP_NODES, TERM_LABELS, layout_line, short_layout, solver_line
+from .report import (
+    RANK_MAP_NODES,
+    TERM_LABELS,
+    layout_line,
+    rank_cells,
+    solver_line,
+    stage_memory_cells,
+)
 from .types import PlanResult
 
 BAR_WIDTH = 30
@@ -59,12 +66,12 @@ def render_markdown(result: PlanResult) -> str:
     lines += _table(["axis", *tiers], rows, set(range(1, len(tiers) + 1)))
     lines += _rank_map(result)
     lines += ["## Ranked plans", ""]
-    rows = [_plan_row(1, best, best, "-")]
+    rows = [[*rank_cells(1, best, best), "-"]]
     for r in findings.runner_ups(result):
         why = findings.binding_label(r.binding_term)
         if r.binding_term is not None:
             why += f" +{r.binding_delta_s:.3f} s"
-        rows.append(_plan_row(r.rank, r.estimate, best, why))
+        rows.append([*rank_cells(r.rank, r.estimate, best), why])
     header = ["#", "layout", "tok/s/GPU", "MFU", "step s", "peak GiB", "vs best", "loses on"]
     lines += _table(header, rows, {0, 2, 3, 4, 5, 6})
     warns = findings.warnings(result)
@@ -77,34 +84,9 @@ def render_markdown(result: PlanResult) -> str:
     return "\n".join(lines)
 
 
-def _plan_row(i: int, e: Estimate, best: Estimate, why: str) -> list[str]:
-    return [
-        str(i),
-        short_layout(e),
-        f"{e.tokens_per_s_per_gpu:,.1f}",
-        f"{e.mfu:.1%}",
-        f"{e.step_time_s:,.3f}",
-        f"{e.peak_memory_gib:.1f}",
-        f"{e.step_time_s / best.step_time_s - 1:+.1%}",
-        why,
-    ]
-
-
 def _memory(e: Estimate, usable_gib: float) -> list[str]:
     lines = [f"## Memory per GPU by pipeline stage (GiB; usable {usable_gib:.1f})", ""]
-    rows = [
-        [
-            str(s.stage),
-            f"{s.weights_gib:.1f}",
-            f"{s.gradients_gib:.1f}",
-            f"{s.optimizer_gib:.1f}",
-            f"{s.activations_gib:.1f}",
-            f"{s.buffers_gib + s.reserve_gib:.1f}",
-            f"{s.total_gib:.1f}",
-            f"{s.total_gib / usable_gib:.0%}",
-        ]
-        for s in e.stage_memory
-    ]
+    rows = [stage_memory_cells(s, usable_gib) for s in e.stage_memory]
     header = ["stage", "weights", "grads", "optimizer", "activations", "buffers+reserve"]
     return lines + _table([*header, "total", "of usable"], rows, set(range(8)))
 

@@ -9,11 +9,11 @@ from ortools.sat.python import cp_model
 from cost_models.errors import NoFeasiblePlan
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
-from ..exhaustive import why_none
+from ..exhaustive import usable_memory_gib, why_none
 from ..types import SearchSpace, SolverOptions, SolveStats
 from .build import build
 from .scale import TIME_QUANTUM_S
-from .table import build_table, usable_memory_gib
+from .table import build_table
 
 
 def _solver(options: SolverOptions, remaining_s: float) -> cp_model.CpSolver:

@@ -20,6 +20,7 @@ from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..candidates import CANONICAL_ORDER, OrderCache, legal_bases
+from ..exhaustive import usable_memory_gib
 from ..types import SearchSpace
 from .bounds import StepLowerBound
 from .scale import TIME_QUANTUM_S, time_to_quanta
@@ -38,10 +39,6 @@ class CandidateTable:
     num_scored: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
-
-
-def usable_memory_gib(cluster: Cluster, space: SearchSpace) -> float:
-    return cluster.gpu.hbm_gib * (1 - space.memory_headroom)
 
 
 def build_table(
@@ -143,4 +140,4 @@ def _score(model: ModelSpec, cluster: Cluster, workload: Workload, lo: Layout) -
     return estimate(model, cluster, workload, lo)
 
 
-__all__ = ["OOM", "PRUNED", "TIME_QUANTUM_S", "CandidateTable", "build_table", "usable_memory_gib"]
+__all__ = ["OOM", "PRUNED", "TIME_QUANTUM_S", "CandidateTable", "build_table"]

@@ -350,3 +350,8 @@ class Estimate(Spec):
     comm_total_s: dict[str, float] = Field(description="link-busy seconds per step by axis")
     stage_memory: tuple[StageMemory, ...]
     placement: dict[str, dict[str, int]] = Field(description="axis -> tier name -> factor")
+    layers_per_stage: tuple[int, ...] | None = Field(
+        None,
+        description="layers per model chunk (pp*vp, chunk c on rank c % pp) when the plan "
+        "uses its own split; None: the cost model's even split (pipeline.chunk_layer_counts)",
+    )

@@ -14,6 +14,7 @@ from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
 from .candidates import enumerate_layouts, simplicity_rank
+from .sat.partition import PartitionSolver, score
 from .types import SearchSpace, SolverOptions, SolveStats
 
 TIME_QUANTUM_S = 1e-6  # step times closer than this are ties, broken by simplicity
@@ -38,12 +39,19 @@ def search(
     start = time.perf_counter()
     layouts, rejected = enumerate_layouts(model, cluster, workload, space)
     usable = usable_memory_gib(cluster, space)
+    # The stage partition follows the search's own rule (planner/sat/partition.py): the even
+    # split where it fits, the CP-SAT split where that differs, the faster of them per layout.
+    # Enumerating every composition is left to tests/planner/test_sat_partition.py.
+    parts = PartitionSolver(model, cluster, workload, usable)
     feasible: list[Estimate] = []
     smallest: Estimate | None = None
     for layout in layouts:
         e = estimate(model, cluster, workload, layout)
-        if e.peak_memory_gib <= usable:
-            feasible.append(e)
+        used = parts.splits(layout, e.peak_memory_gib <= usable) if layout.pp > 1 else []
+        if e.peak_memory_gib <= usable and layout.pp == 1:
+            used = [None]
+        if used:
+            feasible.append(e if used == [None] else score(model, cluster, workload, layout, used))
         else:
             rejected["peak memory above usable HBM"] += 1
             if smallest is None or e.peak_memory_gib < smallest.peak_memory_gib:

@@ -65,21 +65,29 @@ class StepLowerBound:
             ]
         return found
 
-    def step_s(self, lo: Layout) -> float:
-        """A value <= estimate(...).step_time_s for `lo` under any order, ZeRO stage and network."""
+    def step_s(self, lo: Layout, counts: list[tuple[int, int]] | None = None) -> float:
+        """A value <= estimate(...).step_time_s for `lo` under any order, ZeRO stage and network.
+        `counts`: (dense, MoE) layers per rank of the split scored (default: the even split)."""
         dense, moe, head = self._layer_times(lo)
 
         def cost(t: LayerTime | None) -> float:
             return 0.0 if t is None else t.forward_s + t.backward_s + t.recompute_s(lo.recompute)
 
         per_dense, per_moe = cost(dense), cost(moe)
-        stage = [nd * per_dense + nm * per_moe for nd, nm in self._stage_counts(lo)]
+        counts = self._stage_counts(lo) if counts is None else counts
+        stage = [nd * per_dense + nm * per_moe for nd, nm in counts]
         stage[-1] += head.forward_s + head.backward_s
         m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
         t_max = max(stage)
         return m * t_max + (sum(stage) - t_max) / lo.vp
 
-    def placement_step_s(self, lo: Layout, span: dict[str, list[int]] | None = None) -> float:
+    def placement_step_s(
+        self,
+        lo: Layout,
+        span: dict[str, list[int]] | None = None,
+        counts: list[tuple[int, int]] | None = None,
+        any_split: bool = False,
+    ) -> float:
         """A value <= estimate(...).step_time_s for `lo` (this order) under any ZeRO stage.
         `span` is topology.spans(cluster, lo), passed in when the caller has it cached."""
         m_, cl, w = self.model, self.cluster, self.workload
@@ -89,10 +97,13 @@ class StepLowerBound:
         per_moe = 0.0 if moe is None else _layer_cost(m_, cl, w, lo, moe, span, is_moe=True)
         cd = 0.0 if dense is None else per_dense.total_s
         cm = 0.0 if moe is None else per_moe.total_s
-        stage = [nd * cd + nm * cm for nd, nm in self._stage_counts(lo)]
+        counts = self._stage_counts(lo) if counts is None else counts
+        stage = [nd * cd + nm * cm for nd, nm in counts]
         stage[-1] += head.forward_s + head.backward_s
         m = w.global_batch_seqs // (lo.micro_batch * lo.dp)
-        t_max = max(stage)
+        # any_split: a bound for every split; sum(stage) does not depend on it and
+        # max(stage) >= sum(stage) / pp (planner/sat/partition.py free_step_s has the proof).
+        t_max = sum(stage) / lo.pp if any_split else max(stage)
         pp_s = 0.0
         if lo.pp > 1:
             payload = tokens_per_gpu(w, lo) * m_.hidden_size * BF16_BYTES / lo.tp

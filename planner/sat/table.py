@@ -23,6 +23,7 @@ from ..candidates import CANONICAL_ORDER, OrderCache, legal_bases
 from ..exhaustive import usable_memory_gib
 from ..types import SearchSpace
 from .bounds import StepLowerBound
+from .partition import PartitionSolver, Split, score
 from .scale import TIME_QUANTUM_S, time_to_quanta
 
 OOM = "peak memory above usable HBM"
@@ -39,6 +40,7 @@ class CandidateTable:
     num_scored: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
+    num_partition_solves: int = 0  # CP-SAT stage-partition models solved (partition.py)
 
 
 def build_table(
@@ -55,12 +57,15 @@ def build_table(
     orders = OrderCache(cluster, space.search_order)
     bound = StepLowerBound(model, cluster, workload)
     usable = usable_memory_gib(cluster, space)
+    parts = PartitionSolver(model, cluster, workload, usable, bound)
     # (bound in quanta, bound, base index, recompute, zero): sorted, this is the visiting order.
     queue: list[tuple[int, float, int, int, int]] = []
     for b, base in enumerate(bases):
         n_orders = len(orders.orders(base))
         for ri, recompute in enumerate(space.recompute):
-            lb = bound.step_s(base.model_copy(update={"recompute": recompute}))
+            lo = base.model_copy(update={"recompute": recompute})
+            # The split is decided when the shape is expanded: until then, a bound for any split.
+            lb = parts.free_step_s(lo) if lo.pp > 1 else bound.step_s(lo)
             for zi in range(len(space.zero_stages)):
                 queue.append((time_to_quanta(lb), lb, b, ri, zi))
                 table.num_legal += n_orders
@@ -72,7 +77,9 @@ def build_table(
     ]
     heapq.heapify(heap)
     fits: dict[tuple[int, int, int], bool] = {}  # memory is the same for every placement
-    placement_bound: dict[tuple[int, int, int], int] = {}  # zero stage does not enter the bound
+    splits: dict[tuple[int, int, int], list[Split | None]] = {}  # None: the even split
+    peaks: dict[tuple[int, int, int], float] = {}  # even-split peak of a pending shape
+    placement_bound: dict[tuple, int] = {}  # zero stage enters only through the split
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
     smallest: tuple[float, Layout] | None = None  # (peak GiB, layout) closest to fitting
     shapes: dict[tuple[int, int, int], Layout] = {}
@@ -91,27 +98,45 @@ def build_table(
                 update={"recompute": space.recompute[ri], "zero_stage": space.zero_stages[zi]}
             )
         shape_orders = orders.orders(bases[b])
-        if kind == 0:
-            for o, order in enumerate(shape_orders):
-                q = placement_bound.get((b, ri, o))
-                if q is None:
-                    lo = shape.model_copy(update={"order": order})
-                    lb = bound.placement_step_s(lo, orders.spans(lo))
-                    q = placement_bound[(b, ri, o)] = time_to_quanta(lb)
-                heapq.heappush(heap, (max(q, lb_q), 1, b, ri, zi, o))
-            continue
-        if key not in fits:
+        if kind == 0 and key not in fits:
+            # Memory first; an out-of-memory even split (pp > 1) waits for a CP-SAT split
+            # (planner/sat/partition.py) until one of its placements is the best open candidate,
+            # its placements queued with bounds valid for any split meanwhile.
             peak = bound.peak_memory_gib(shape)
-            fits[key] = peak <= usable
-            if not fits[key]:
+            if peak <= usable:
+                fits[key], splits[key] = True, [None]
+                lb = bound.step_s(shape)
+                heapq.heappush(heap, (max(time_to_quanta(lb), lb_q), 0, b, ri, zi, oi))
+                continue
+            if shape.pp == 1:
+                fits[key] = False
                 table.rejected[OOM] += len(shape_orders)
                 if smallest is None or peak < smallest[0]:
                     smallest = (peak, shape)
-        if not fits[key]:
+                continue
+            fits[key], splits[key] = True, []  # pending
+            peaks[key] = peak
+        if kind == 0:
+            pending = not splits[key]
+            for o, order in enumerate(shape_orders):
+                q = placement_bound.get((b, ri, o, pending))
+                if q is None:
+                    lo = shape.model_copy(update={"order": order})
+                    lb = bound.placement_step_s(lo, orders.spans(lo), any_split=pending)
+                    q = placement_bound[(b, ri, o, pending)] = time_to_quanta(lb)
+                heapq.heappush(heap, (max(q, lb_q), 1, b, ri, zi, o))
             continue
+        if not splits[key]:
+            splits[key] = parts.splits(shape, False)
+            if not splits[key]:
+                fits[key] = False
+                table.rejected[OOM] += len(shape_orders)
+                if smallest is None or peaks[key] < smallest[0]:
+                    smallest = (peaks[key], shape)
+                continue
         order = shape_orders[oi]
         lo = shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
-        e = _score(model, cluster, workload, lo)
+        e = score(model, cluster, workload, lo, splits[key])
         table.num_scored += 1
         table.estimates.append(e)
         q = time_to_quanta(e.step_time_s)
@@ -121,6 +146,7 @@ def build_table(
             heapq.heapreplace(kth, -q)
     if not table.estimates and smallest is not None:
         table.smallest = _score(model, cluster, workload, smallest[1])  # for the message
+    table.num_partition_solves = parts.num_solves
     return table
 
 

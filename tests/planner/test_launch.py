@@ -430,17 +430,12 @@ def test_rank_map_rows_agree_with_rank_groups():
 
 
 def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
-    """A search that balances stages may append `layers_per_stage` to Estimate; exports use it."""
-    from cost_models.specs import Estimate
-
-    class EstimateWithSplit(Estimate):
-        layers_per_stage: tuple[int, ...] | None = None
-
+    """The search's own split (Estimate.layers_per_stage, planner/sat/partition.py) is exported."""
     model = f.dense_model(num_layers=32)
     base = result_for(model, f.cluster(32), f.workload(64), Layout(tp=4, pp=4, dp=2))
 
     def with_split(split):
-        e = EstimateWithSplit(**base.best.model_dump(), layers_per_stage=split)
+        e = base.best.model_copy(update={"layers_per_stage": split})
         return base.model_copy(update={"ranked": (e,)})
 
     # Only the ends differ: Megatron's first/last flags spread the rest evenly (9 and 9).

@@ -73,7 +73,9 @@ def validate_plan(model: ModelSpec, cluster, work: Workload, space: SearchSpace,
     for stage in e.stage_memory:  # every stage within its own memory
         assert stage.total_gib <= usable + 1e-9
     # The reported numbers are the cost model's numbers for that layout.
-    assert estimate(model, cluster, work, lo).step_time_s == e.step_time_s
+    split = e.layers_per_stage  # the plan's own stage partition (planner/sat/partition.py)
+    assert split is None or (len(split) == lo.pp * lo.vp and sum(split) == model.num_layers)
+    assert estimate(model, cluster, work, lo, layers_per_stage=split).step_time_s == e.step_time_s
 
 
 @pytest.mark.slow

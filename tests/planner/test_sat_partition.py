@@ -1,0 +1,157 @@
+"""The CP-SAT stage partition (planner/sat/partition.py) against brute force over every
+composition, on estimate()'s own step time and peak memory; its use in the search and exports."""
+
+from __future__ import annotations
+
+from itertools import combinations, pairwise
+
+import factories
+import pytest
+
+from cost_models.estimate import estimate
+from cost_models.pipeline import chunk_layer_counts
+from cost_models.specs import Layout, Workload
+from planner import api, exhaustive
+from planner.sat import solve as sat
+from planner.sat.partition import PartitionSolver
+from planner.types import SearchSpace, SolverOptions
+
+WORK = Workload(seq_len=4096, global_batch_seqs=16)
+
+
+def compositions(total: int, parts: int):
+    for cuts in combinations(range(1, total), parts - 1):
+        edges = (0, *cuts, total)
+        yield tuple(b - a for a, b in pairwise(edges))
+
+
+def brute_force(model, cluster, lo, usable):
+    """(best step time among splits that fit, every split's estimate)."""
+    scored = [
+        (c, estimate(model, cluster, WORK, lo, layers_per_stage=c))
+        for c in compositions(model.num_layers, lo.pp * lo.vp)
+    ]
+    fitting = [e.step_time_s for _, e in scored if e.peak_memory_gib <= usable]
+    return (min(fitting) if fitting else None), scored
+
+
+MODELS = {
+    "dense": factories.dense_model(num_layers=8),
+    "moe_dense_first": factories.moe_model(num_layers=8),  # first_k_dense_layers = 1
+    "moe_3_dense": factories.moe_model(
+        num_layers=7,
+        moe={
+            "num_experts": 16,
+            "top_k": 2,
+            "expert_ffn_hidden_size": 1024,
+            "first_k_dense_layers": 3,
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("pp,vp", [(2, 1), (4, 1), (2, 2), (3, 2)])
+@pytest.mark.parametrize("recompute,zero", [("none", 0), ("full", 3), ("selective", 1)])
+def test_partition_equals_brute_force_over_all_compositions(name, pp, vp, recompute, zero):
+    """One GPU per stage (tp = dp = cp = 1): no placement-dependent traffic, so estimate()'s step
+    is exactly what the partition model optimizes (plus a constant p2p term)."""
+    model = MODELS[name]
+    cluster = factories.cluster(pp)
+    lo = Layout(pp=pp, vp=vp, recompute=recompute, zero_stage=zero)
+    even_peak = estimate(model, cluster, WORK, lo).peak_memory_gib
+    _, scored = brute_force(model, cluster, lo, 1e9)
+    peaks = sorted(e.peak_memory_gib for _, e in scored)
+    # Roomy, just below the even split's peak, and below every split's (nothing fits).
+    for usable in (1e9, even_peak * (1 - 1e-6), peaks[0] * 0.999):
+        best, _ = brute_force(model, cluster, lo, usable)
+        solver = PartitionSolver(model, cluster, WORK, usable)
+        split = solver.split(lo)
+        if best is None:
+            assert split is None
+            continue
+        assert split is not None and sum(split) == model.num_layers and min(split) >= 1
+        e = estimate(model, cluster, WORK, lo, layers_per_stage=split)
+        assert e.peak_memory_gib <= usable
+        assert e.step_time_s == pytest.approx(best, rel=1e-9, abs=1e-9)
+        # The any-split bound the search queues pp > 1 shapes with holds for every split.
+        assert all(solver.free_step_s(lo) <= s.step_time_s for _, s in scored)
+
+
+def test_free_bound_holds_with_placement_traffic():
+    """tp, dp > 1: TP/DP traffic only adds to the step, the bound stays below every split."""
+    model, cluster = factories.dense_model(num_layers=8), factories.cluster(16)
+    work = Workload(seq_len=4096, global_batch_seqs=32)
+    lo = Layout(tp=2, pp=4, dp=2, sequence_parallel=True)
+    solver = PartitionSolver(model, cluster, work, 1e9)
+    bound = solver.free_step_s(lo)
+    for c in compositions(8, 4):
+        assert bound <= estimate(model, cluster, work, lo, layers_per_stage=c).step_time_s
+
+
+def test_tie_break_prefers_the_even_split():
+    """A dense model whose LM head costs less than a layer: no split beats the even one."""
+    model = factories.dense_model(num_layers=8, vocab_size=1024)
+    lo = Layout(pp=4)
+    split = PartitionSolver(model, factories.cluster(4), WORK, 1e9).split(lo)
+    assert list(split) == chunk_layer_counts(8, 4)
+
+
+def _deep_pipeline_case():
+    """A deep pipeline whose stage 0 (p in-flight micro-batches) is out of memory with the even
+    split, with headroom set just below the even split's peak."""
+    model = factories.dense_model(num_layers=16)
+    cluster = factories.cluster(8)
+    work = Workload(seq_len=8192, global_batch_seqs=64)
+    lo = Layout(pp=8, recompute="none", zero_stage=1)
+    even = estimate(model, cluster, work, lo)
+    usable = even.peak_memory_gib * (1 - 1e-4)
+    space = SearchSpace(
+        pp=8,
+        tp=1,
+        micro_batches=(1,),
+        max_vp=1,
+        recompute=("none",),
+        zero_stages=(1,),
+        search_order=False,
+        memory_headroom=1 - usable / cluster.gpu.hbm_gib,
+    )
+    return model, cluster, work, lo, even, space
+
+
+def test_even_split_oom_fits_with_the_cp_sat_split():
+    model, cluster, work, lo, even, space = _deep_pipeline_case()
+    usable = exhaustive.usable_memory_gib(cluster, space)
+    assert even.peak_memory_gib > usable
+    assert max(range(8), key=lambda r: even.stage_memory[r].total_gib) == 0  # stage 0 binds
+    split = PartitionSolver(model, cluster, work, usable).split(lo)
+    assert split is not None and split[0] < 2  # fewer layers on stage 0
+    e = estimate(model, cluster, work, lo, layers_per_stage=split)
+    assert e.peak_memory_gib <= usable
+    # The search and the oracle both find it, with the same objective and the split on the plan.
+    opts = SolverOptions(top_k=1, deterministic=True)
+    ranked, stats, _ = sat.search(model, cluster, work, space, opts)
+    oracle, o_stats, _ = exhaustive.search(model, cluster, work, space, opts)
+    assert stats.objective == o_stats.objective
+    best = ranked[0]
+    assert best.layers_per_stage == split == oracle[0].layers_per_stage
+    assert best.step_time_s == e.step_time_s
+    assert [round(s.total_gib, 9) for s in best.stage_memory] == [
+        round(s.total_gib, 9) for s in e.stage_memory
+    ]
+
+
+def test_exported_layout_matches_the_split():
+    model, cluster, work, _lo, _even, space = _deep_pipeline_case()
+    result = api.plan(model, cluster, work, **space.model_dump(), top_k=1, deterministic=True)
+    split = result.best.layers_per_stage
+    assert split is not None and len(split) == 8
+    args = result.to_megatron_args()
+    if "--pipeline-model-parallel-layout" in args:
+        layout = args[args.index("--pipeline-model-parallel-layout") + 1]
+        assert [c.count("t") for c in layout.split("|")] == list(split)
+    else:
+        first = int(args[args.index("--decoder-first-pipeline-num-layers") + 1])
+        last = int(args[args.index("--decoder-last-pipeline-num-layers") + 1])
+        assert (first, last) == (split[0], split[-1])
+        assert len(set(split[1:-1])) == 1

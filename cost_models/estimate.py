@@ -30,6 +30,7 @@ from .memory import (
     CUDA_CONTEXT_GIB,
     GIB,
     buffer_bytes,
+    kept_outputs_bytes,
     layer_activation_bytes,
     logits_bytes,
     stage_params,
@@ -371,6 +372,7 @@ def _stage_memory(
         acts += max(acts_per_mb[(k, "none")] for k, n in kinds if n)
     if r == layout.pp - 1:
         acts += logits_bytes(model, workload, layout)
+        acts += kept_outputs_bytes(model, workload, layout, m)
     buffers = buffer_bytes(model, workload, layout)
     dynamic = acts + buffers
     return StageMemory(

@@ -15,6 +15,16 @@ def time_to_quanta(seconds: float) -> int:
     return round(seconds / TIME_QUANTUM_S)
 
 
+def per_sequence_quanta(step_s: float, batch: int, batch_max: int) -> int:
+    """Time per sequence as an integer: the plan's time for `batch_max` sequences in quanta.
+
+    With a global batch range plans rank by step_s / batch; scaling it by the range's MAX keeps
+    the magnitude (and the 2**53 headroom) of a step time. With a fixed batch, batch == batch_max,
+    the ratio is exactly 1.0 and this is time_to_quanta(step_s), bit for bit.
+    """
+    return time_to_quanta(step_s * (batch_max / batch))
+
+
 def tie_range(num_ranks: int) -> int:
     """The multiplier of the step time: a power of ten above every simplicity rank."""
     r = 10

@@ -52,7 +52,7 @@ def plan_dict(e: Estimate) -> dict[str, Any]:
     """One PLAN object of CONTRACT.md: `layout` (with placement) and `estimate`."""
     layout = {k: getattr(e.layout, k) for k in LAYOUT_KEYS}
     layout["num_microbatches"] = e.num_microbatches
-    layout["global_batch_seqs"] = e.num_microbatches * e.layout.micro_batch * e.layout.dp
+    layout["global_batch_seqs"] = _batch(e)
     layout["order"] = [a.value for a in e.layout.order]
     layout["placement"] = e.placement
     return {"layout": layout, "estimate": estimate_dict(e)}
@@ -213,8 +213,19 @@ def rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
         f"{e.mfu:.1%}",
         f"{e.step_time_s:,.3f}",
         f"{e.peak_memory_gib:.1f}",
-        f"{e.step_time_s / best.step_time_s - 1:+.1%}",
+        f"{_vs_best(e, best):+.1%}",
     ]
+
+
+def _batch(e: Estimate) -> int:
+    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+
+
+def _vs_best(e: Estimate, best: Estimate) -> float:
+    """Time per sequence against the best (the step time when both have the same batch)."""
+    if _batch(e) == _batch(best):
+        return e.step_time_s / best.step_time_s - 1
+    return (e.step_time_s / _batch(e)) / (best.step_time_s / _batch(best)) - 1
 
 
 def render_rank_map(e: Estimate, cluster: Cluster) -> Group:

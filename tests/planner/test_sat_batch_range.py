@@ -273,3 +273,30 @@ def test_json_shows_each_plans_global_batch(capsys):
     assert data["best"]["layout"]["global_batch_seqs"] == batches[0]
     assert data["inputs"]["workload"]["global_batch_seqs"] == batches[0]
     assert data["solver"]["objective_unit"] == "s_per_sequence"
+
+
+def test_reports_show_each_plans_batch(capsys):
+    code, out, _ = _plan_cli(capsys, "--global-batch-range", "30", "70", "--markdown")
+    assert code == 0 and "Global batch range [30, 70] seqs, ranked by tokens/s" in out
+    code, out, _ = _plan_cli(capsys, "--global-batch-range", "30", "70")
+    assert code == 0 and "global batch range [30, 70] seqs" in out.replace("\n", " ")
+    assert "s/sequence" in out
+
+
+def test_runner_ups_compare_at_the_best_plans_batch():
+    """Ranked plans with different batches: 'vs best' follows time per sequence, not step time."""
+    from planner import findings
+
+    model, cluster = factories.dense_model(num_layers=16), factories.cluster(8)
+    work = factories.workload(seq_len=8192, global_batch=6)
+    r = api.plan(
+        model, cluster, work, global_batch=(1, 6), tp=2, pp=4, max_cp=1, micro_batches=(1,),
+        recompute=("none",), zero_stages=(1,), memory_headroom=0.74, top_k=5,
+    )  # fmt: skip
+    batches = [r.global_batch(i) for i in range(len(r.ranked))]
+    assert len(set(batches)) > 1
+    shares = [u.slower_share for u in findings.runner_ups(r)]
+    assert all(s >= -1e-9 for s in shares) and shares == sorted(shares)
+    per_seq = [e.step_time_s / b for e, b in zip(r.ranked, batches, strict=True)]
+    for s, t in zip(shares, per_seq[1:], strict=True):
+        assert s == pytest.approx(t / per_seq[0] - 1, abs=1e-12)

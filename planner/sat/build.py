@@ -15,7 +15,7 @@ from ortools.sat.python import cp_model
 from cost_models.specs import Estimate
 
 from ..candidates import simplicity_rank
-from .scale import objective_coefficient, per_sequence_quanta, tie_range
+from .scale import objective_coefficient, per_sequence_quanta, scaled_step_s, tie_range
 
 
 @dataclass
@@ -37,10 +37,6 @@ def build(estimates: list[Estimate], batch_max: int | None = None) -> SatModel:
     With a global batch range (`batch_max` its MAX) the time is per sequence, in the quanta of
     scale.per_sequence_quanta; with a fixed batch it is the step time as before.
     """
-
-    def scaled_s(e: Estimate) -> float:  # the plan's time for batch_max sequences
-        return e.step_time_s if batch_max is None else e.step_time_s * (batch_max / _batch(e))
-
     by_simplicity = sorted(
         range(len(estimates)), key=lambda i: simplicity_rank(estimates[i].layout)
     )
@@ -49,7 +45,8 @@ def build(estimates: list[Estimate], batch_max: int | None = None) -> SatModel:
         rank[i] = r
     tie = tie_range(len(estimates))
     coefficients = [
-        objective_coefficient(scaled_s(e), rank[i], tie) for i, e in enumerate(estimates)
+        objective_coefficient(scaled_step_s(e.step_time_s, _batch(e), batch_max), rank[i], tie)
+        for i, e in enumerate(estimates)
     ]
     m = cp_model.CpModel()
     choose = [m.new_bool_var(f"plan_{i}") for i in range(len(estimates))]
@@ -57,9 +54,7 @@ def build(estimates: list[Estimate], batch_max: int | None = None) -> SatModel:
     m.minimize(sum(c * x for c, x in zip(coefficients, choose, strict=True)))
     # Hint: the first plan in table order whose step time is the table's best (the incumbent the
     # branch and bound found), not necessarily the simplest such plan.
-    keys = [
-        per_sequence_quanta(e.step_time_s, _batch(e), batch_max or _batch(e)) for e in estimates
-    ]
+    keys = [per_sequence_quanta(e.step_time_s, _batch(e), batch_max) for e in estimates]
     hint = keys.index(min(keys))
     for i, x in enumerate(choose):
         m.add_hint(x, i == hint)

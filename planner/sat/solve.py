@@ -13,7 +13,7 @@ from ..exhaustive import objective_s as objective_of
 from ..exhaustive import usable_memory_gib, why_none
 from ..types import SearchSpace, SolverOptions, SolveStats
 from .build import build
-from .scale import TIME_QUANTUM_S
+from .scale import bound_s as scaled_bound_s
 from .table import build_table
 
 
@@ -56,9 +56,7 @@ def search(
         if k == 0:
             status_name = solver.status_name(status)
             objective_s = objective_of(sat.estimates[chosen], space)
-            bound_s = (int(solver.best_objective_bound) // sat.tie) * TIME_QUANTUM_S
-            if batch_max is not None:
-                bound_s /= batch_max  # quanta of the time for batch_max sequences
+            bound_s = scaled_bound_s(solver.best_objective_bound, sat.tie, batch_max)
             if status == cp_model.OPTIMAL:
                 bound_s = objective_s  # proved: the bound is the optimum itself
         # Forbid this plan and re-solve for the next one (ranks are distinct, so no ties).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from cost_models import topology
 from cost_models.errors import InvalidInput
@@ -87,8 +87,11 @@ def _shape_tuples(
                     yield tp, pp, cp, dp, ep, vp, mb
 
 
-def batch_choices(workload: Workload, space: SearchSpace, micro_batch: int, dp: int) -> list[int]:
-    """The global batches a (micro_batch, dp) base may take, largest first.
+def batch_choices(
+    workload: Workload, space: SearchSpace, micro_batch: int, dp: int
+) -> Sequence[int]:
+    """The global batches a (micro_batch, dp) base may take, largest first (a lazy range: a wide
+    range costs nothing, the search only ever reads a few of them by bisection).
 
     Fixed batch: the workload's own. Range: every multiple of micro_batch*dp in [MIN, MAX] (the
     one batch rule of cost_models.rules; no other rule reads the batch). The search only ever
@@ -98,10 +101,10 @@ def batch_choices(workload: Workload, space: SearchSpace, micro_batch: int, dp: 
         return [workload.global_batch_seqs]
     lo, hi = space.global_batch_range
     step = micro_batch * dp
-    return list(range(hi // step * step, lo - 1, -step))
+    return range(hi // step * step, lo - 1, -step)
 
 
-def largest_fitting(batches: list[int], fits) -> tuple[int | None, int]:
+def largest_fitting(batches: Sequence[int], fits) -> tuple[int | None, int]:
     """(largest batch in `batches` (descending) with fits(batch), the index of the last one tried).
 
     Why the largest: for a fixed layout the cost model's step is m*T + C with m = batch /
@@ -136,10 +139,10 @@ def largest_fitting(batches: list[int], fits) -> tuple[int | None, int]:
 
 def legal_bases_batched(
     model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
-) -> tuple[list[Layout], list[list[int]], Counter[str]]:
+) -> tuple[list[Layout], list[Sequence[int]], Counter[str]]:
     """legal_bases, and for each base its legal global batches (largest first)."""
     bases: list[Layout] = []
-    batches: list[list[int]] = []
+    batches: list[Sequence[int]] = []
     rejected: Counter[str] = Counter()
     per_shape = len(space.recompute) * len(space.zero_stages)
     num_shapes = no_batch = 0

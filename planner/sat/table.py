@@ -72,7 +72,8 @@ def build_table(
                 table.num_legal += n_orders
     table.num_candidates = table.num_legal + sum(table.rejected.values())
     # Heap entries (bound quanta, kind, base, recompute, zero, order index): kind 0 is a shape
-    # (bound for all its placements), kind 1 one placement (its own, tighter bound).
+    # (bound for all its placements), kind 1 one placement (its own, tighter bound), kind 2 one
+    # placement bounded at the smaller batch memory allows it (global batch range only).
     heap: list[tuple[int, int, int, int, int, int]] = [
         (q, 0, b, ri, zi, -1) for q, _, b, ri, zi in queue
     ]
@@ -129,6 +130,13 @@ def build_table(
             continue
         order = shape_orders[oi]
         lo = shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
+        if kind == 1 and batch_of[key] != batches[b][0]:
+            # Memory forced a smaller batch than the bound assumed: re-queue (kind 2) with the
+            # tighter bound at that batch instead of scoring now.
+            lb = bound_at(batch_of[key]).placement_step_s(lo, orders.spans(lo))
+            q = max(lb_q, per_sequence_quanta(lb, batch_of[key], batch_max))
+            heapq.heappush(heap, (q, 2, b, ri, zi, oi))
+            continue
         e = _score(model, cluster, bound_at(batch_of[key]).workload, lo)
         table.num_scored += 1
         table.estimates.append(e)

@@ -86,7 +86,7 @@ def test_largest_fitting_batch_is_the_best_batch_by_brute_force():
         for usable in (peaks[0] - 1, *peaks):  # none fit, then each memory threshold
             fitting = {b: e for b, e in every.items() if e.peak_memory_gib <= usable}
             choices = batch_choices(work, space, lo.micro_batch, lo.dp)
-            assert sorted(choices, reverse=True) == choices and set(choices) == set(every)
+            assert sorted(choices, reverse=True) == list(choices) and set(choices) == set(every)
             chosen, _ = largest_fitting(
                 choices, lambda b, u=usable, ev=every: ev[b].peak_memory_gib <= u
             )

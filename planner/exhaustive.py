@@ -1,7 +1,10 @@
 """Brute-force oracle: score every legal layout with the cost model and sort.
 
 It stays in the product as the reference the CP-SAT search is tested against (same candidate
-table, same objective, same tie-break), and as the engine for small spaces.
+table, same objective, same tie-break), and as the engine for small spaces. With a global batch
+range every layout is scored at the largest legal batch that fits (candidates.largest_fitting,
+checked against every batch in tests/planner/test_sat_batch_range.py) and plans sort by time per
+sequence.
 """
 
 from __future__ import annotations

@@ -300,3 +300,31 @@ def test_runner_ups_compare_at_the_best_plans_batch():
     per_seq = [e.step_time_s / b for e, b in zip(r.ranked, batches, strict=True)]
     for s, t in zip(shares, per_seq[1:], strict=True):
         assert s == pytest.approx(t / per_seq[0] - 1, abs=1e-12)
+
+
+def test_oracle_and_cp_sat_agree_where_memory_forces_smaller_batches():
+    """A sweep of memory limits through the region where deep or wide layouts only fit with
+    fewer micro-batches: both engines rank the same top 5, some plans below their largest batch."""
+    model, cluster = factories.dense_model(num_layers=16), factories.cluster(8)
+    work = factories.workload(seq_len=8192, global_batch=16)
+    opts = SolverOptions(top_k=5)
+    below_largest = 0
+    for i in range(12):
+        space = SearchSpace(
+            global_batch_range=(1, 16), memory_headroom=0.72 + 0.005 * i, max_vp=4, max_cp=2,
+            max_tp=2, micro_batches=(1, 2), recompute=("none",), zero_stages=(0, 1),
+        )  # fmt: skip
+        try:
+            want, _, _ = exhaustive.search(model, cluster, work, space, opts)
+        except NoFeasiblePlan:
+            with pytest.raises(NoFeasiblePlan):
+                sat.search(model, cluster, work, space, opts)
+            continue
+        got, _, _ = sat.search(model, cluster, work, space, opts)
+        assert [_per_seq_key(e, 16) for e in got] == [_per_seq_key(e, 16) for e in want]
+        below_largest += sum(
+            exhaustive.plan_batch(e)
+            < batch_choices(work, space, e.layout.micro_batch, e.layout.dp)[0]
+            for e in got
+        )
+    assert below_largest >= 3

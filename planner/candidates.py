@@ -10,14 +10,16 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from cost_models import topology
+from cost_models.errors import InvalidInput
 from cost_models.rules import layout_violations
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
 from .types import SearchSpace
 
+NO_BATCH = "no global batch in the range is a multiple of micro_batch*dp"
 _NUMBERS = re.compile(r"\d+(?:[.*]\d+)*")
 
 
@@ -85,19 +87,72 @@ def _shape_tuples(
                     yield tp, pp, cp, dp, ep, vp, mb
 
 
-def legal_bases(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
-) -> tuple[list[Layout], Counter[str]]:
-    """One legal layout per (degrees, ep, vp, micro_batch), canonical order, the first recompute
-    and ZeRO choice; and rejection counts (once per recompute x ZeRO x order it stands for).
+def batch_choices(
+    workload: Workload, space: SearchSpace, micro_batch: int, dp: int
+) -> Sequence[int]:
+    """The global batches a (micro_batch, dp) base may take, largest first (a lazy range: a wide
+    range costs nothing, the search only ever reads a few of them by bisection).
 
-    The rules in cost_models.rules read neither recompute, ZeRO stage nor order, so legality is
-    checked once per base and the other choices are copied onto it.
+    Fixed batch: the workload's own. Range: every multiple of micro_batch*dp in [MIN, MAX] (the
+    one batch rule of cost_models.rules; no other rule reads the batch). The search only ever
+    needs the largest of them that fits in memory (see `largest_fitting`).
     """
+    if space.global_batch_range is None:
+        return [workload.global_batch_seqs]
+    lo, hi = space.global_batch_range
+    step = micro_batch * dp
+    return range(hi // step * step, lo - 1, -step)
+
+
+def largest_fitting(batches: Sequence[int], fits) -> tuple[int | None, int]:
+    """(largest batch in `batches` (descending) with fits(batch), the index of the last one tried).
+
+    Why the largest: for a fixed layout the cost model's step is m*T + C with m = batch /
+    (micro_batch*dp) the number of micro-batches and T, C >= 0 independent of m:
+      * stage times per micro-batch, the slowest stage and the bubble (sum - max) / vp do not read
+        m (cost_models.pipeline.schedule_time_s); compute, recompute, TP/CP/EP terms are m * stage;
+      * pp_comm is 2(pp-1) p2p sends, the optimizer step one pass over the stage's parameters;
+      * dp_comm: ZeRO-0/1/2 expose max(0, grads - 2 fwd) + max(0, gather - fwd) once per step, ZeRO-3
+        m times the per-micro-batch excess (estimate.py), plus overlap_slowdown_s, linear in it.
+    So time per sequence (m*T + C) / (m*micro_batch*dp) = T/(micro_batch*dp) + C/(m*micro_batch*dp)
+    is non-increasing in m: a larger legal batch is never worse in tokens/s. Memory is
+    non-decreasing in m (in-flight micro-batches min(p - r, m) and the interleaved warm-up
+    min(chunks, m*v), pipeline.inflight_chunks; ZeRO-2 keeps unsharded gradients once m > 1,
+    memory.state_bytes), so the batches that fit are a suffix of the descending list and the best
+    is the first that fits: found by bisection. tests/planner/test_sat_batch_range.py checks both
+    claims against estimate() at every batch of small ranges.
+    """
+    if fits(batches[0]):
+        return batches[0], 0
+    last = len(batches) - 1
+    if last == 0 or not fits(batches[last]):
+        return None, last
+    bad, good = 0, last  # fits(batches[bad]) is False, fits(batches[good]) is True
+    while good - bad > 1:
+        mid = (bad + good) // 2
+        if fits(batches[mid]):
+            good = mid
+        else:
+            bad = mid
+    return batches[good], good
+
+
+def legal_bases_batched(
+    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+) -> tuple[list[Layout], list[Sequence[int]], Counter[str]]:
+    """legal_bases, and for each base its legal global batches (largest first)."""
     bases: list[Layout] = []
+    batches: list[Sequence[int]] = []
     rejected: Counter[str] = Counter()
     per_shape = len(space.recompute) * len(space.zero_stages)
+    num_shapes = no_batch = 0
     for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
+        num_shapes += 1
+        choices = batch_choices(workload, space, mb, dp)
+        if not choices:
+            no_batch += 1
+            rejected[NO_BATCH] += per_shape
+            continue
         base = Layout(
             tp=tp,
             pp=pp,
@@ -110,13 +165,37 @@ def legal_bases(
             zero_stage=space.zero_stages[0],
             sequence_parallel=tp > 1,
         )
-        problems = layout_violations(model, cluster, workload, base)
+        work = workload
+        if choices[0] != workload.global_batch_seqs:
+            work = workload.model_copy(update={"global_batch_seqs": choices[0]})
+        problems = layout_violations(model, cluster, work, base)
         if problems:
             rejected[reason_key(problems[0])] += per_shape
         else:
             bases.append(base)
+            batches.append(choices)
+    if space.global_batch_range is not None and num_shapes and no_batch == num_shapes:
+        lo, hi = space.global_batch_range
+        raise InvalidInput(
+            f"global_batch_range: no batch in [{lo}, {hi}] is a multiple of micro_batch*dp "
+            f"for any layout in the space (widen the range or allow other micro-batches)"
+        )
     if space.ep is not None and model.moe is None and space.ep > 1:
         rejected[f"ep ({space.ep}) > 1 needs a mixture-of-experts model"] += 1
+    return bases, batches, rejected
+
+
+def legal_bases(
+    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+) -> tuple[list[Layout], Counter[str]]:
+    """One legal layout per (degrees, ep, vp, micro_batch), canonical order, the first recompute
+    and ZeRO choice; and rejection counts (once per recompute x ZeRO x order it stands for).
+
+    The rules in cost_models.rules read neither recompute, ZeRO stage nor order, so legality is
+    checked once per base and the other choices are copied onto it. With a global batch range a
+    base is legal when some batch in the range is (its largest legal batch is checked).
+    """
+    bases, _, rejected = legal_bases_batched(model, cluster, workload, space)
     return bases, rejected
 
 

@@ -68,6 +68,25 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
 
 
+def _add_global_batch(p: argparse.ArgumentParser) -> None:
+    """`plan`: a fixed global batch, or a range each plan picks its own batch from."""
+    batch = p.add_mutually_exclusive_group()
+    batch.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
+    batch.add_argument(
+        "--global-batch-range",
+        nargs=2,
+        type=int,
+        metavar=("MIN", "MAX"),
+        help="let each plan take a global batch in [MIN, MAX] sequences; rank by tokens/s",
+    )
+
+
+def _plan_global_batch(args: argparse.Namespace) -> int | tuple[int, int] | None:
+    if getattr(args, "global_batch_range", None) is not None:
+        return tuple(args.global_batch_range)
+    return args.global_batch
+
+
 def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
     field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
@@ -165,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="search for the best layout and placement")
     _add_common(p)
-    p.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
+    _add_global_batch(p)
     _add_search(p)
 
     _add_report_flags(p)
@@ -204,7 +223,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         args.model,
         args.cluster,
         num_gpus=args.gpus,
-        global_batch=args.global_batch,
+        global_batch=_plan_global_batch(args),
         seq_len=args.seq_len,
         precision=args.precision,
         **search_kwargs(args),

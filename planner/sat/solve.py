@@ -9,10 +9,11 @@ from ortools.sat.python import cp_model
 from cost_models.errors import NoFeasiblePlan
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
+from ..exhaustive import objective_s as objective_of
 from ..exhaustive import usable_memory_gib, why_none
 from ..types import SearchSpace, SolverOptions, SolveStats
 from .build import build
-from .scale import TIME_QUANTUM_S
+from .scale import bound_s as scaled_bound_s
 from .table import build_table
 
 
@@ -41,7 +42,8 @@ def search(
         raise NoFeasiblePlan(
             why_none(cluster, space, usable, table.num_legal, table.smallest, table.rejected)
         )
-    sat = build(table.estimates)
+    batch_max = None if space.global_batch_range is None else space.global_batch_range[1]
+    sat = build(table.estimates, batch_max)
     ranked: list[Estimate] = []
     status_name, objective_s, bound_s = "UNKNOWN", None, None
     for k in range(min(options.top_k, len(sat.estimates))):
@@ -53,8 +55,8 @@ def search(
         ranked.append(sat.estimates[chosen])
         if k == 0:
             status_name = solver.status_name(status)
-            objective_s = sat.estimates[chosen].step_time_s
-            bound_s = (int(solver.best_objective_bound) // sat.tie) * TIME_QUANTUM_S
+            objective_s = objective_of(sat.estimates[chosen], space)
+            bound_s = scaled_bound_s(solver.best_objective_bound, sat.tie, batch_max)
             if status == cp_model.OPTIMAL:
                 bound_s = objective_s  # proved: the bound is the optimum itself
         # Forbid this plan and re-solve for the next one (ranks are distinct, so no ties).
@@ -71,5 +73,6 @@ def search(
         num_candidates=table.num_candidates,
         num_scored=table.num_scored,
         num_feasible=len(table.estimates),
+        objective_unit="step_time_s" if batch_max is None else "s_per_sequence",
     )
     return ranked, stats, dict(table.rejected)

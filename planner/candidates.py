@@ -160,12 +160,15 @@ class OrderCache:
         self._cache: dict[tuple[int, ...], tuple[tuple[Axis, ...], ...]] = {}
         self._spans: dict[tuple, dict[str, list[int]]] = {}
 
-    def spans(self, layout: Layout) -> dict[str, list[int]]:
-        """topology.spans of `layout`, cached by what it reads (degrees, ep, etp, order)."""
-        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, layout.order)
+    def spans(self, layout: Layout, order: tuple[Axis, ...] | None = None) -> dict[str, list[int]]:
+        """topology.spans of `layout` (with `order` instead of its own, if given), cached by
+        what it reads (degrees, ep, etp, order). Callers must not mutate the result."""
+        order = layout.order if order is None else order
+        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, order)
         found = self._spans.get(key)
         if found is None:
-            found = self._spans[key] = topology.spans(self.cluster, layout)
+            placed = layout if order == layout.order else layout.model_copy(update={"order": order})
+            found = self._spans[key] = topology.spans(self.cluster, placed)
         return found
 
     def orders(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
@@ -176,7 +179,7 @@ class OrderCache:
         if found is None:
             seen: dict[tuple, tuple[Axis, ...]] = {}
             for order in ALL_ORDERS:
-                span = self.spans(layout.model_copy(update={"order": order}))
+                span = self.spans(layout, order)
                 seen.setdefault(tuple(sorted((k, tuple(v)) for k, v in span.items())), order)
             found = self._cache[key] = tuple(seen.values())
         return found

@@ -1,18 +1,24 @@
 """The candidate table: every legal (layout, placement), scored only where it can still matter.
 
-Exact branch and bound in two levels (planner/sat/bounds.py). Each (shape, recompute, ZeRO) gets
-a compute-only lower bound that holds for every placement; when it is the smallest open bound, its
-placements are expanded, each with its own tighter bound (everything but dp_comm and optimizer).
-A placement is scored with the full cost model when its bound is the smallest open one; the first
-placement scored of a shape also decides whether the shape fits (memory does not depend on the
-order). Once the smallest open bound exceeds the k-th best step time found, no remaining
-candidate can enter the top k and the search stops. The table therefore holds
-every plan of the exhaustive top k, with the same floats; tests check it against exhaustive.py.
+Exact best-first branch and bound (bounds in planner/sat/bounds.py). A heap holds entries of four
+kinds, each with a lower bound on the step time of everything it stands for:
+  0  a shape (base x recompute x ZeRO), compute-only bound, valid for every placement;
+  1  the same shape, bound raised to its best placement's bound (no DP / optimizer terms);
+  2  one placement of a shape that fits in memory, its own bound (no DP / optimizer terms);
+  3  the same placement with the DP and optimizer terms added (the step time up to 1e-9).
+Popping an entry tightens it to the next kind (re-queued if the bound rose) and pays for the next
+check only then: placement bounds of a shape, then its memory (order-independent, once per
+shape), then the DP terms, then the full cost model. Once the smallest open bound exceeds the
+k-th best step time found, no remaining candidate can enter the top k and the search stops. The
+table therefore holds every plan of the exhaustive top k, with the same floats; tests check it
+against exhaustive.py.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -27,6 +33,7 @@ from .scale import TIME_QUANTUM_S, time_to_quanta
 
 OOM = "peak memory above usable HBM"
 PRUNED = "step-time lower bound above the k-th best plan (not scored)"
+TIMED_OUT = "not scored before the time limit"
 
 
 @dataclass
@@ -39,6 +46,7 @@ class CandidateTable:
     num_scored: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
+    open_bound_s: float | None = None  # smallest bound left open when a deadline stopped it
 
 
 def build_table(
@@ -49,67 +57,98 @@ def build_table(
     top_k: int,
     *,
     prune: bool = True,
+    deadline: float | None = None,
 ) -> CandidateTable:
+    """`deadline` (a time.perf_counter() value) stops the search early once at least one plan
+    that fits has been scored; `open_bound_s` then holds the smallest bound left open."""
     table = CandidateTable()
     bases, table.rejected = legal_bases(model, cluster, workload, space)
     orders = OrderCache(cluster, space.search_order)
     bound = StepLowerBound(model, cluster, workload)
     usable = usable_memory_gib(cluster, space)
-    # (bound in quanta, bound, base index, recompute, zero): sorted, this is the visiting order.
-    queue: list[tuple[int, float, int, int, int]] = []
-    for b, base in enumerate(bases):
-        n_orders = len(orders.orders(base))
-        for ri, recompute in enumerate(space.recompute):
-            lb = bound.step_s(base.model_copy(update={"recompute": recompute}))
-            for zi in range(len(space.zero_stages)):
-                queue.append((time_to_quanta(lb), lb, b, ri, zi))
-                table.num_legal += n_orders
-    table.num_candidates = table.num_legal + sum(table.rejected.values())
+    # Distinct placements of each base, and their spans (both depend only on the degrees).
+    base_orders = [orders.orders(base) for base in bases]
     # Heap entries (bound quanta, kind, base, recompute, zero, order index): kind 0 is a shape
     # (bound for all its placements), kind 1 one placement (its own, tighter bound).
-    heap: list[tuple[int, int, int, int, int, int]] = [
-        (q, 0, b, ri, zi, -1) for q, _, b, ri, zi in queue
-    ]
+    heap: list[tuple[int, int, int, int, int, int]] = []
+    for b, base in enumerate(bases):
+        for ri, recompute in enumerate(space.recompute):
+            q = time_to_quanta(bound.step_s(base, recompute))
+            heap.extend((q, 0, b, ri, zi, -1) for zi in range(len(space.zero_stages)))
+        table.num_legal += len(base_orders[b]) * len(space.recompute) * len(space.zero_stages)
+    table.num_candidates = table.num_legal + sum(table.rejected.values())
     heapq.heapify(heap)
-    fits: dict[tuple[int, int, int], bool] = {}  # memory is the same for every placement
-    placement_bound: dict[tuple[int, int, int], int] = {}  # zero stage does not enter the bound
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
     smallest: tuple[float, Layout] | None = None  # (peak GiB, layout) closest to fitting
-    shapes: dict[tuple[int, int, int], Layout] = {}
+    shapes: dict[tuple[int, int, int], Layout] = {}  # shapes that fit, by (base, rc, zero)
+    pops = 0
+    timed_out = False
+    # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) of its orders.
+    placement_q: dict[tuple[int, int], list[int]] = {}
     while heap:
         lb_q, kind, b, ri, zi, oi = heap[0]
         if prune and len(kth) == top_k and lb_q > -kth[0]:
-            table.rejected[PRUNED] += _left(heap, bases, orders, fits)
+            break
+        pops += 1
+        if (
+            deadline is not None
+            and table.estimates
+            and pops % 64 == 0
+            and time.perf_counter() > deadline
+        ):
+            # A valid bound on every open entry: its bound in quanta, less the rounding.
+            table.open_bound_s = (lb_q - 1) * TIME_QUANTUM_S
+            timed_out = True
             break
         heapq.heappop(heap)
         key = (b, ri, zi)
-        if fits.get(key) is False:
-            continue  # already counted as out of memory
-        shape = shapes.get(key)
-        if shape is None:
-            shape = shapes[key] = bases[b].model_copy(
+        cutoff = -kth[0] if prune and len(kth) == top_k else None
+        if kind == 0:
+            # Tighten the shape's bound to its best placement's (shared by its ZeRO stages)
+            # before paying for the memory check; re-queue it if that moved it back.
+            qs = placement_q.get((b, ri))
+            if qs is None:
+                shape = bases[b].model_copy(update={"recompute": space.recompute[ri]})
+                spans = [orders.spans(shape, order) for order in base_orders[b]]
+                qs = placement_q[(b, ri)] = [
+                    time_to_quanta(lb) for lb in bound.placement_bounds_s(shape, spans)
+                ]
+            q = max(lb_q, min(qs))
+            if q > lb_q:
+                if cutoff is None or q <= cutoff:
+                    heapq.heappush(heap, (q, 1, b, ri, zi, -1))
+                continue
+            kind = 1
+        if kind == 1:
+            # Memory does not depend on the order: decide it once, before any placement.
+            shape = bases[b].model_copy(
                 update={"recompute": space.recompute[ri], "zero_stage": space.zero_stages[zi]}
             )
-        shape_orders = orders.orders(bases[b])
-        if kind == 0:
-            for o, order in enumerate(shape_orders):
-                q = placement_bound.get((b, ri, o))
-                if q is None:
-                    lo = shape.model_copy(update={"order": order})
-                    lb = bound.placement_step_s(lo, orders.spans(lo))
-                    q = placement_bound[(b, ri, o)] = time_to_quanta(lb)
-                heapq.heappush(heap, (max(q, lb_q), 1, b, ri, zi, o))
-            continue
-        if key not in fits:
-            peak = bound.peak_memory_gib(shape)
-            fits[key] = peak <= usable
-            if not fits[key]:
-                table.rejected[OOM] += len(shape_orders)
+            # Stop early only when the shape can neither fit nor be the closest to fitting (the
+            # first shape out of memory gets its exact peak).
+            stop = math.inf if smallest is None else max(usable, smallest[0])
+            peak = bound.peak_memory_gib(shape, stop_above=stop)
+            if peak > usable:
+                table.rejected[OOM] += len(base_orders[b])
                 if smallest is None or peak < smallest[0]:
                     smallest = (peak, shape)
-        if not fits[key]:
+                continue
+            shapes[key] = shape
+            for o, q in enumerate(placement_q[(b, ri)]):
+                q = max(q, lb_q)
+                if cutoff is None or q <= cutoff:  # the k-th best only falls: never popped
+                    heapq.heappush(heap, (q, 2, b, ri, zi, o))
             continue
-        order = shape_orders[oi]
+        shape = shapes[key]
+        order = base_orders[b][oi]
+        if kind == 2:
+            # Add the DP and optimizer terms (they need the ZeRO stage) before scoring.
+            full = bound.placement_step_s(shape, orders.spans(shape, order), with_dp=True)
+            q = max(lb_q, time_to_quanta(full))
+            if q > lb_q:
+                if cutoff is None or q <= cutoff:
+                    heapq.heappush(heap, (q, 3, b, ri, zi, oi))
+                continue
         lo = shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
         e = _score(model, cluster, workload, lo)
         table.num_scored += 1
@@ -119,25 +158,18 @@ def build_table(
             heapq.heappush(kth, -q)
         elif q < -kth[0]:
             heapq.heapreplace(kth, -q)
+    # Every legal placement not scored and not out of memory was left out by its bound (or by the
+    # deadline): unexpanded shapes, open placements, and placements never pushed (bound > k-th).
+    left = table.num_legal - table.num_scored - table.rejected[OOM]
+    if left > 0:
+        table.rejected[TIMED_OUT if timed_out else PRUNED] += left
     if not table.estimates and smallest is not None:
         table.smallest = _score(model, cluster, workload, smallest[1])  # for the message
     return table
-
-
-def _left(heap, bases, orders: OrderCache, fits) -> int:
-    """Placements never scored: every placement of an unexpanded shape, and expanded ones whose
-    shape is not already known to be out of memory."""
-    n = 0
-    for _, kind, b, _ri, _zi, _ in heap:
-        if kind == 0:
-            n += len(orders.orders(bases[b]))
-        elif fits.get((b, _ri, _zi)) is not False:
-            n += 1
-    return n
 
 
 def _score(model: ModelSpec, cluster: Cluster, workload: Workload, lo: Layout) -> Estimate:
     return estimate(model, cluster, workload, lo)
 
 
-__all__ = ["OOM", "PRUNED", "TIME_QUANTUM_S", "CandidateTable", "build_table"]
+__all__ = ["OOM", "PRUNED", "TIMED_OUT", "TIME_QUANTUM_S", "CandidateTable", "build_table"]

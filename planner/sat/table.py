@@ -81,7 +81,6 @@ def build_table(
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
     smallest: tuple[float, Layout] | None = None  # (peak GiB, layout) closest to fitting
     shapes: dict[tuple[int, int, int], Layout] = {}  # shapes that fit, by (base, rc, zero)
-    pops = 0
     timed_out = False
     # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) of its orders.
     placement_q: dict[tuple[int, int], list[int]] = {}
@@ -89,13 +88,7 @@ def build_table(
         lb_q, kind, b, ri, zi, oi = heap[0]
         if prune and len(kth) == top_k and lb_q > -kth[0]:
             break
-        pops += 1
-        if (
-            deadline is not None
-            and table.estimates
-            and pops % 64 == 0
-            and time.perf_counter() > deadline
-        ):
+        if deadline is not None and table.estimates and time.perf_counter() > deadline:
             # A valid bound on every open entry: its bound in quanta, less the rounding.
             table.open_bound_s = (lb_q - 1) * TIME_QUANTUM_S
             timed_out = True

@@ -151,6 +151,22 @@ def placement_key(cluster: Cluster, layout: Layout) -> tuple:
     return tuple(sorted((k, tuple(v)) for k, v in topology.spans(cluster, layout).items()))
 
 
+def rank_strides(layout: Layout, order: tuple[Axis, ...]) -> tuple[tuple[str, int], ...]:
+    """What the spans of `layout` under `order` depend on besides the degrees, ep and etp: the
+    rank stride of every axis (the product of the degrees inside it, DESIGN.md: rank order
+    innermost first), except that an axis of degree 1 has one-GPU groups wherever it sits, so
+    only TP's stride is kept among them (the EP stride is TP's x etp). Orders with equal keys
+    place every group alike; tests/planner/test_sat_candidates.py checks equal spans."""
+    degrees = {Axis.TP: layout.tp, Axis.CP: layout.cp, Axis.DP: layout.dp, Axis.PP: layout.pp}
+    stride, key = 1, []
+    for axis in order:
+        degree = degrees[axis]
+        if degree > 1 or axis is Axis.TP:
+            key.append((axis, stride))
+        stride *= degree
+    return tuple(sorted(key))
+
+
 class OrderCache:
     """Distinct orders per degree tuple (spans depend only on the degrees, ep and etp)."""
 
@@ -158,17 +174,29 @@ class OrderCache:
         self.cluster = cluster
         self.search = search
         self._cache: dict[tuple[int, ...], tuple[tuple[Axis, ...], ...]] = {}
-        self._spans: dict[tuple, dict[str, list[int]]] = {}
+        self._spans: dict[tuple, dict[str, tuple[int, ...]]] = {}
+        self._by_strides: dict[tuple, dict[str, tuple[int, ...]]] = {}
 
-    def spans(self, layout: Layout, order: tuple[Axis, ...] | None = None) -> dict[str, list[int]]:
-        """topology.spans of `layout` (with `order` instead of its own, if given), cached by
-        what it reads (degrees, ep, etp, order). Callers must not mutate the result."""
+    def spans(
+        self, layout: Layout, order: tuple[Axis, ...] | None = None
+    ) -> dict[str, tuple[int, ...]]:
+        """topology.spans of `layout` (with `order` instead of its own, if given) as tuples,
+        cached by what it reads (degrees, ep, etp, rank strides)."""
         order = layout.order if order is None else order
-        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, order)
+        degrees = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
+        key = (degrees, order)
         found = self._spans.get(key)
         if found is None:
-            placed = layout if order == layout.order else layout.model_copy(update={"order": order})
-            found = self._spans[key] = topology.spans(self.cluster, placed)
+            strides = (degrees, rank_strides(layout, order))
+            found = self._by_strides.get(strides)
+            if found is None:
+                placed = (
+                    layout if order == layout.order else layout.model_copy(update={"order": order})
+                )
+                spans = topology.spans(self.cluster, placed)
+                # Tuples: hashable cache keys for the bounds, and safe to share.
+                found = self._by_strides[strides] = {k: tuple(v) for k, v in spans.items()}
+            self._spans[key] = found
         return found
 
     def orders(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
@@ -177,11 +205,15 @@ class OrderCache:
         key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
         found = self._cache.get(key)
         if found is None:
-            seen: dict[tuple, tuple[Axis, ...]] = {}
+            seen: dict[int, tuple[Axis, ...]] = {}
+            keys: dict[tuple, tuple[Axis, ...]] = {}
             for order in ALL_ORDERS:
                 span = self.spans(layout, order)
-                seen.setdefault(tuple(sorted((k, tuple(v)) for k, v in span.items())), order)
-            found = self._cache[key] = tuple(seen.values())
+                if id(span) in seen:  # same stride key: the same placement
+                    continue
+                seen[id(span)] = order
+                keys.setdefault(tuple(sorted(span.items())), order)
+            found = self._cache[key] = tuple(keys.values())
         return found
 
 

@@ -52,9 +52,9 @@ class StepLowerBound:
         self.cal = calibration_for(cluster.gpu.generation)
         self._layers: dict[tuple, tuple[LayerTime | None, LayerTime | None, LayerTime]] = {}
         self._counts: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        self._schedule: dict[tuple, tuple[float, float]] = {}
         self._params: dict[tuple, StageParams] = {}
         self._dp: dict[tuple, float] = {}
+        self._acts: dict[tuple, dict[tuple[bool, str], float]] = {}
         self._layer_costs: dict[tuple, tuple[float, float]] = {}
         gpu = cluster.gpu
         self.hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * self.cal.hbm_efficiency
@@ -115,23 +115,31 @@ class StepLowerBound:
         order only through the spans, so `lo` may carry any order (planner/sat/table.py passes
         the shape with the canonical order)."""
         cl = self.cluster
-        # The per-layer cost reads the layout (not its order or ZeRO stage) and the TP, CP and EP
-        # spans only, so orders that differ elsewhere (DP, PP) share the schedule terms.
-        shape_key = tuple(v for k, v in lo.__dict__.items() if k not in ("order", "zero_stage"))
+        # estimate._layer_cost reads neither pp, dp, vp, the ZeRO stage nor the order, and of
+        # the spans only TP, CP and EP, so orders and shapes that differ only there share it.
+        layer_key = tuple(v for k, v in lo.__dict__.items() if k not in _NOT_IN_LAYER_COST)
+        schedule: dict[tuple[float, float], float] = {}  # (dense, MoE layer s) -> schedule s
+        p2p: dict[tuple[int, ...], float] = {}  # PP span -> pipeline p2p seconds
         payload = 0.0
         if lo.pp > 1:
             t = tokens_per_gpu(self.workload, lo)
             payload = t * self.model.hidden_size * BF16_BYTES / lo.tp
         out = []
         for span in spans:
-            key = (shape_key, tuple(span["tp"]), tuple(span["cp"]), tuple(span["ep"]))
-            core_s = self._schedule.get(key)
+            key = (layer_key, tuple(span["tp"]), tuple(span["cp"]), tuple(span["ep"]))
+            costs = self._layer_costs.get(key)
+            if costs is None:
+                costs = self._layer_costs[key] = self._layer_costs_s(lo, span)
+            core_s = schedule.get(costs)
             if core_s is None:
-                core_s = self._schedule[key] = self._schedule_s(lo, span)
+                core_s = schedule[costs] = self._schedule_s(lo, *costs)
             pp_s = 0.0
             if lo.pp > 1:
-                tier = topology.outermost_tier(cl, span["pp"])
-                pp_s = 2 * (lo.pp - 1) * comm.p2p_time_s(payload, tier)
+                pp_span = tuple(span["pp"])
+                pp_s = p2p.get(pp_span)
+                if pp_s is None:
+                    tier = topology.outermost_tier(cl, pp_span)
+                    pp_s = p2p[pp_span] = 2 * (lo.pp - 1) * comm.p2p_time_s(payload, tier)
             if with_dp:
                 out.append((core_s + pp_s + self.dp_optimizer_s(lo, span)) * SAFETY)
             else:
@@ -172,30 +180,20 @@ class StepLowerBound:
         found = self._dp[key] = dp_s + opt_s
         return found
 
-    def _schedule_s(self, lo: Layout, span: dict[str, list[int]]) -> float:
-        """m * t_max + (sum t - t_max) / vp for `lo` on `span` (full per-layer costs)."""
+    def _layer_costs_s(self, lo: Layout, span: dict[str, list[int]]) -> tuple[float, float]:
+        """(dense, MoE) layer seconds per micro-batch on `span`: estimate._layer_cost's total."""
         m_, cl, w = self.model, self.cluster, self.workload
-        dense, moe, head = self._layer_times(lo)
-        # estimate._layer_cost reads neither pp, dp, vp, the ZeRO stage nor the order (only the
-        # TP, CP and EP spans), so shapes that differ only there share it.
-        key = (
-            *(v for k, v in lo.__dict__.items() if k not in _NOT_IN_LAYER_COST),
-            tuple(span["tp"]),
-            tuple(span["cp"]),
-            tuple(span["ep"]),
-        )
-        found = self._layer_costs.get(key)
-        if found is None:
-            cd = 0.0 if dense is None else _layer_cost(m_, cl, w, lo, dense, span, is_moe=False)
-            cm = 0.0 if moe is None else _layer_cost(m_, cl, w, lo, moe, span, is_moe=True)
-            found = self._layer_costs[key] = (
-                0.0 if dense is None else cd.total_s,
-                0.0 if moe is None else cm.total_s,
-            )
-        cd, cm = found
+        dense, moe, _ = self._layer_times(lo)
+        cd = 0.0 if dense is None else _layer_cost(m_, cl, w, lo, dense, span, is_moe=False).total_s
+        cm = 0.0 if moe is None else _layer_cost(m_, cl, w, lo, moe, span, is_moe=True).total_s
+        return cd, cm
+
+    def _schedule_s(self, lo: Layout, cd: float, cm: float) -> float:
+        """m * t_max + (sum t - t_max) / vp with per-layer seconds cd (dense) and cm (MoE)."""
+        head = self._layer_times(lo)[2]
         stage = [nd * cd + nm * cm for nd, nm in self._stage_counts(lo)]
         stage[-1] += head.forward_s + head.backward_s
-        m = w.global_batch_seqs // (lo.micro_batch * lo.dp)
+        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
         t_max = max(stage)
         return m * t_max + (sum(stage) - t_max) / lo.vp
 
@@ -234,11 +232,15 @@ class StepLowerBound:
         model, w = self.model, self.workload
         m = w.global_batch_seqs // (lo.micro_batch * lo.dp)
         kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
-        acts_per_mb = {
-            (k, rc): layer_activation_bytes(model, w, lo, is_moe=k, recompute=rc)
-            for k in kinds
-            for rc in {lo.recompute, "none"}
-        }
+        # Activation bytes do not depend on the ZeRO stage or the order.
+        acts_key = tuple(v for k, v in lo.__dict__.items() if k not in ("order", "zero_stage"))
+        acts_per_mb = self._acts.get(acts_key)
+        if acts_per_mb is None:
+            acts_per_mb = self._acts[acts_key] = {
+                (k, rc): layer_activation_bytes(model, w, lo, is_moe=k, recompute=rc)
+                for k in kinds
+                for rc in {lo.recompute, "none"}
+            }
         peak = 0.0
         for r, counts in self._peak_candidates(lo):
             sp = self._stage_params(lo, counts, r)

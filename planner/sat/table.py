@@ -66,15 +66,14 @@ def build_table(
     orders = OrderCache(cluster, space.search_order)
     bound = StepLowerBound(model, cluster, workload)
     usable = usable_memory_gib(cluster, space)
-    # Distinct placements of each base, and their spans (both depend only on the degrees).
+    # Distinct placements of each base (they depend only on the degrees).
     base_orders = [orders.orders(base) for base in bases]
-    # Heap entries (bound quanta, kind, base, recompute, zero, order index): kind 0 is a shape
-    # (bound for all its placements), kind 1 one placement (its own, tighter bound).
+    # Heap entries (bound quanta, kind, base, recompute, zero, order index), kinds as in the
+    # module docstring; kinds 0 and 1 stand for every ZeRO stage (zero index -1).
     heap: list[tuple[int, int, int, int, int, int]] = []
     for b, base in enumerate(bases):
         for ri, recompute in enumerate(space.recompute):
-            q = time_to_quanta(bound.step_s(base, recompute))
-            heap.extend((q, 0, b, ri, zi, -1) for zi in range(len(space.zero_stages)))
+            heap.append((time_to_quanta(bound.step_s(base, recompute)), 0, b, ri, -1, -1))
         table.num_legal += len(base_orders[b]) * len(space.recompute) * len(space.zero_stages)
     table.num_candidates = table.num_legal + sum(table.rejected.values())
     heapq.heapify(heap)
@@ -84,6 +83,7 @@ def build_table(
     timed_out = False
     # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) of its orders.
     placement_q: dict[tuple[int, int], list[int]] = {}
+    base_spans: dict[int, list[dict[str, list[int]]]] = {}
     while heap:
         lb_q, kind, b, ri, zi, oi = heap[0]
         if prune and len(kth) == top_k and lb_q > -kth[0]:
@@ -94,49 +94,51 @@ def build_table(
             timed_out = True
             break
         heapq.heappop(heap)
-        key = (b, ri, zi)
         cutoff = -kth[0] if prune and len(kth) == top_k else None
         if kind == 0:
-            # Tighten the shape's bound to its best placement's (shared by its ZeRO stages)
-            # before paying for the memory check; re-queue it if that moved it back.
-            qs = placement_q.get((b, ri))
-            if qs is None:
-                shape = bases[b].model_copy(update={"recompute": space.recompute[ri]})
-                spans = [orders.spans(shape, order) for order in base_orders[b]]
-                qs = placement_q[(b, ri)] = [
-                    time_to_quanta(lb) for lb in bound.placement_bounds_s(shape, spans)
-                ]
+            # Tighten the shape's bound to its best placement's before paying for the memory
+            # check; re-queue it if that moved it back.
+            shape = bases[b].model_copy(update={"recompute": space.recompute[ri]})
+            spans = base_spans.get(b)
+            if spans is None:
+                spans = base_spans[b] = [orders.spans(shape, o) for o in base_orders[b]]
+            qs = placement_q[(b, ri)] = [
+                time_to_quanta(lb) for lb in bound.placement_bounds_s(shape, spans)
+            ]
             q = max(lb_q, min(qs))
             if q > lb_q:
                 if cutoff is None or q <= cutoff:
-                    heapq.heappush(heap, (q, 1, b, ri, zi, -1))
+                    heapq.heappush(heap, (q, 1, b, ri, -1, -1))
                 continue
             kind = 1
         if kind == 1:
-            # Memory does not depend on the order: decide it once, before any placement.
-            shape = bases[b].model_copy(
-                update={"recompute": space.recompute[ri], "zero_stage": space.zero_stages[zi]}
-            )
-            # Stop early only when the shape can neither fit nor be the closest to fitting (the
-            # first shape out of memory gets its exact peak).
-            stop = math.inf if smallest is None else max(usable, smallest[0])
-            peak = bound.peak_memory_gib(shape, stop_above=stop)
-            if peak > usable:
-                table.rejected[OOM] += len(base_orders[b])
-                if smallest is None or peak < smallest[0]:
-                    smallest = (peak, shape)
-                continue
-            shapes[key] = shape
-            for o, q in enumerate(placement_q[(b, ri)]):
-                q = max(q, lb_q)
-                if cutoff is None or q <= cutoff:  # the k-th best only falls: never popped
-                    heapq.heappush(heap, (q, 2, b, ri, zi, o))
+            # Memory does not depend on the order: decide it once per ZeRO stage, before any
+            # placement of it is queued.
+            for zi, zero in enumerate(space.zero_stages):
+                shape = bases[b].model_copy(
+                    update={"recompute": space.recompute[ri], "zero_stage": zero}
+                )
+                # Stop early only when the shape can neither fit nor be the closest to fitting
+                # (the first shape out of memory gets its exact peak).
+                stop = math.inf if smallest is None else max(usable, smallest[0])
+                peak = bound.peak_memory_gib(shape, stop_above=stop)
+                if peak > usable:
+                    table.rejected[OOM] += len(base_orders[b])
+                    if smallest is None or peak < smallest[0]:
+                        smallest = (peak, shape)
+                    continue
+                shapes[(b, ri, zi)] = shape
+                for o, q in enumerate(placement_q[(b, ri)]):
+                    q = max(q, lb_q)
+                    if cutoff is None or q <= cutoff:  # the k-th best only falls: never popped
+                        heapq.heappush(heap, (q, 2, b, ri, zi, o))
             continue
+        key = (b, ri, zi)
         shape = shapes[key]
         order = base_orders[b][oi]
         if kind == 2:
             # Add the DP and optimizer terms (they need the ZeRO stage) before scoring.
-            full = bound.placement_step_s(shape, orders.spans(shape, order), with_dp=True)
+            full = bound.placement_step_s(shape, base_spans[b][oi], with_dp=True)
             q = max(lb_q, time_to_quanta(full))
             if q > lb_q:
                 if cutoff is None or q <= cutoff:

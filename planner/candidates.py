@@ -151,20 +151,7 @@ def placement_key(cluster: Cluster, layout: Layout) -> tuple:
     return tuple(sorted((k, tuple(v)) for k, v in topology.spans(cluster, layout).items()))
 
 
-def rank_strides(layout: Layout, order: tuple[Axis, ...]) -> tuple[tuple[str, int], ...]:
-    """What the spans of `layout` under `order` depend on besides the degrees, ep and etp: the
-    rank stride of every axis (the product of the degrees inside it, DESIGN.md: rank order
-    innermost first), except that an axis of degree 1 has one-GPU groups wherever it sits, so
-    only TP's stride is kept among them (the EP stride is TP's x etp). Orders with equal keys
-    place every group alike; tests/planner/test_sat_candidates.py checks equal spans."""
-    degrees = {Axis.TP: layout.tp, Axis.CP: layout.cp, Axis.DP: layout.dp, Axis.PP: layout.pp}
-    stride, key = 1, []
-    for axis in order:
-        degree = degrees[axis]
-        if degree > 1 or axis is Axis.TP:
-            key.append((axis, stride))
-        stride *= degree
-    return tuple(sorted(key))
+_AXIS_NAMES = {axis: axis.value for axis in Axis}
 
 
 class OrderCache:
@@ -175,28 +162,49 @@ class OrderCache:
         self.search = search
         self._cache: dict[tuple[int, ...], tuple[tuple[Axis, ...], ...]] = {}
         self._spans: dict[tuple, dict[str, tuple[int, ...]]] = {}
-        self._by_strides: dict[tuple, dict[str, tuple[int, ...]]] = {}
+        self._group: dict[tuple[int, int], tuple[int, ...]] = {}
 
     def spans(
         self, layout: Layout, order: tuple[Axis, ...] | None = None
     ) -> dict[str, tuple[int, ...]]:
-        """topology.spans of `layout` (with `order` instead of its own, if given) as tuples,
-        cached by what it reads (degrees, ep, etp, rank strides)."""
+        """topology.spans of `layout` (with `order` instead of its own, if given) as tuples
+        (hashable keys for the bounds, safe to share), cached by what it reads (degrees, ep,
+        etp, order)."""
         order = layout.order if order is None else order
-        degrees = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
-        key = (degrees, order)
+        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, order)
         found = self._spans.get(key)
         if found is None:
-            strides = (degrees, rank_strides(layout, order))
-            found = self._by_strides.get(strides)
-            if found is None:
-                placed = (
-                    layout if order == layout.order else layout.model_copy(update={"order": order})
-                )
-                spans = topology.spans(self.cluster, placed)
-                # Tuples: hashable cache keys for the bounds, and safe to share.
-                found = self._by_strides[strides] = {k: tuple(v) for k, v in spans.items()}
-            self._spans[key] = found
+            found = self._spans[key] = self._assemble(layout, order)
+        return found
+
+    def _assemble(self, layout: Layout, order: tuple[Axis, ...]) -> dict[str, tuple[int, ...]]:
+        """topology.spans(cluster, layout with `order`), built from topology.group_span memoized
+        by (degree, stride): the 24 orders of thousands of shapes repeat few of them. Same
+        composition as topology.spans (rank strides as topology.axis_strides: the product of the
+        degrees inside, EP's = TP's x etp); tests/planner/test_sat_candidates.py checks
+        equality on every order of several presets."""
+        degrees = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp}
+        strides, stride = {}, 1
+        for axis in order:
+            name = _AXIS_NAMES[axis]
+            strides[name] = stride
+            stride *= degrees[name]
+        degrees["ep"] = layout.ep
+        strides["ep"] = strides["tp"] * layout.etp
+        group = self._group_span
+        out = {a: group(d, strides[a]) for a, d in degrees.items()}
+        dp, cp = out["dp"], out["cp"]
+        out["dp_cp"] = tuple(1 * a * b for a, b in zip(dp, cp, strict=True))
+        edp = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
+        out["edp"] = group(edp, strides["ep"] * layout.ep)
+        return out
+
+    def _group_span(self, degree: int, stride: int) -> tuple[int, ...]:
+        found = self._group.get((degree, stride))
+        if found is None:
+            found = self._group[(degree, stride)] = tuple(
+                topology.group_span(self.cluster, degree, stride)
+            )
         return found
 
     def orders(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
@@ -205,15 +213,11 @@ class OrderCache:
         key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
         found = self._cache.get(key)
         if found is None:
-            seen: dict[int, tuple[Axis, ...]] = {}
-            keys: dict[tuple, tuple[Axis, ...]] = {}
+            seen: dict[tuple, tuple[Axis, ...]] = {}
             for order in ALL_ORDERS:
-                span = self.spans(layout, order)
-                if id(span) in seen:  # same stride key: the same placement
-                    continue
-                seen[id(span)] = order
-                keys.setdefault(tuple(sorted(span.items())), order)
-            found = self._cache[key] = tuple(keys.values())
+                # Every spans dict has the same keys in the same order: its values identify it.
+                seen.setdefault(tuple(self.spans(layout, order).values()), order)
+            found = self._cache[key] = tuple(seen.values())
         return found
 
 

@@ -42,6 +42,7 @@ from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 
 SAFETY = 1 - 1e-9
 _NOT_IN_LAYER_COST = ("order", "zero_stage", "pp", "dp", "vp")
+_NOT_IN_STAGE_PARAMS = ("order", "zero_stage", "recompute", "micro_batch")
 
 
 class StepLowerBound:
@@ -164,6 +165,7 @@ class StepLowerBound:
         dense, moe, head = self._layer_times(lo)
         last = lo.pp - 1
         dp_s = opt_s = 0.0
+        params_key = self._params_key(lo)
         for r, (nd, nm) in self._peak_candidates(lo):
             # The stage's forward + backward per micro-batch, summed as estimate() sums it.
             compute_s = 0.0
@@ -173,7 +175,7 @@ class StepLowerBound:
                 compute_s += nm * (moe.forward_s + moe.backward_s)
             if r == last:
                 compute_s += head.forward_s + head.backward_s
-            sp = self._stage_params(lo, (nd, nm), r)
+            sp = self._stage_params(lo, (nd, nm), r, params_key)
             exposed, _ = _stage_dp_s(self.cluster, self.cal, lo, sp, compute_s, m, span)
             dp_s = max(dp_s, exposed)
             opt_s = max(opt_s, _stage_optimizer_s(lo, sp, self.hbm_bytes_per_s))
@@ -197,22 +199,21 @@ class StepLowerBound:
         t_max = max(stage)
         return m * t_max + (sum(stage) - t_max) / lo.vp
 
-    def _stage_params(self, lo: Layout, counts: tuple[int, int], r: int) -> StageParams:
+    def _stage_params(
+        self, lo: Layout, counts: tuple[int, int], r: int, key: tuple | None = None
+    ) -> StageParams:
+        """memory.stage_params, cached; `key` is _params_key(lo) when the caller has it."""
+        full = (self._params_key(lo) if key is None else key, counts, r)
+        found = self._params.get(full)
+        if found is None:
+            found = self._params[full] = stage_params(self.model, lo, counts[0], counts[1], r)
+        return found
+
+    @staticmethod
+    def _params_key(lo: Layout) -> tuple:
         # memory.stage_params reads the degrees and the stage position, not the recompute mode,
         # ZeRO stage, order or micro-batch, so the shapes of one base share it.
-        key = (
-            *(
-                v
-                for k, v in lo.__dict__.items()
-                if k not in ("order", "zero_stage", "recompute", "micro_batch")
-            ),
-            counts,
-            r,
-        )
-        found = self._params.get(key)
-        if found is None:
-            found = self._params[key] = stage_params(self.model, lo, counts[0], counts[1], r)
-        return found
+        return tuple(v for k, v in lo.__dict__.items() if k not in _NOT_IN_STAGE_PARAMS)
 
     def peak_memory_gib(self, lo: Layout, stop_above: float = math.inf) -> float:
         """estimate(...).peak_memory_gib for `lo` (any order), without the time terms.
@@ -242,8 +243,9 @@ class StepLowerBound:
                 for rc in {lo.recompute, "none"}
             }
         peak = 0.0
+        params_key = self._params_key(lo)
         for r, counts in self._peak_candidates(lo):
-            sp = self._stage_params(lo, counts, r)
+            sp = self._stage_params(lo, counts, r, params_key)
             weights, grads, optim = state_bytes(sp, lo, m)
             stage = _stage_memory(model, w, lo, r, counts, acts_per_mb, m, weights, grads, optim)
             peak = max(peak, stage.total_gib)

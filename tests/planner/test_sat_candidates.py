@@ -37,14 +37,24 @@ def test_order_search_can_be_switched_off():
     )
 
 
-def test_spans_shared_by_rank_strides_equal_topology_spans():
-    """OrderCache computes topology.spans once per rank-stride key; every order's cached spans
+def test_cached_spans_equal_topology_spans():
+    """OrderCache assembles spans from memoized group spans; every order's cached spans
     must be what topology.spans gives for that order (multi-tier, non-power-of-two domains)."""
     from cost_models import topology
     from models_zoo import load_cluster
 
     clusters = [factories.cluster(64), load_cluster("dgx-h100", 1024)]
-    clusters += [load_cluster(name, n) for name, n in (("gb200-nvl72", 288), ("h800", 2048))]
+    clusters += [
+        load_cluster(name, n)
+        for name, n in (
+            ("gb200-nvl72", 288),
+            ("h800", 2048),
+            ("tpu-v5p-4096", 4096),
+            ("two-dc-h100", 2048),
+            ("llama3-roce-24k", 16384),
+            ("dgx-h100-superpod", 131072),
+        )
+    ]
     degrees = [
         {"tp": 1, "cp": 1, "dp": 64, "pp": 1},
         {"tp": 1, "cp": 4, "dp": 1, "pp": 16, "ep": 4},

@@ -2,13 +2,13 @@
 
 Exact best-first branch and bound (bounds in planner/sat/bounds.py). A heap holds entries of four
 kinds, each with a lower bound on the step time of everything it stands for:
-  0  a shape (base x recompute x ZeRO), compute-only bound, valid for every placement;
+  0  a shape (base x recompute, every ZeRO stage), compute-only bound, valid for every placement;
   1  the same shape, bound raised to its best placement's bound (no DP / optimizer terms);
-  2  one placement of a shape that fits in memory, its own bound (no DP / optimizer terms);
+  2  one placement of a shape x ZeRO stage that fits in memory, its own bound (no DP / optimizer);
   3  the same placement with the DP and optimizer terms added (the step time up to 1e-9).
 Popping an entry tightens it to the next kind (re-queued if the bound rose) and pays for the next
-check only then: placement bounds of a shape, then its memory (order-independent, once per
-shape), then the DP terms, then the full cost model. Once the smallest open bound exceeds the
+check only then: placement bounds of a shape, then its memory per ZeRO stage (order-independent),
+then the DP terms, then the full cost model. Once the smallest open bound exceeds the
 k-th best step time found, no remaining candidate can enter the top k and the search stops. The
 table therefore holds every plan of the exhaustive top k, with the same floats; tests check it
 against exhaustive.py.
@@ -83,7 +83,7 @@ def build_table(
     timed_out = False
     # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) of its orders.
     placement_q: dict[tuple[int, int], list[int]] = {}
-    base_spans: dict[int, list[dict[str, list[int]]]] = {}
+    base_spans: dict[int, list[dict[str, tuple[int, ...]]]] = {}  # per base, per order
     while heap:
         lb_q, kind, b, ri, zi, oi = heap[0]
         if prune and len(kth) == top_k and lb_q > -kth[0]:

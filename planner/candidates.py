@@ -230,6 +230,9 @@ def placement_key(cluster: Cluster, layout: Layout) -> tuple:
     return tuple(sorted((k, tuple(v)) for k, v in topology.spans(cluster, layout).items()))
 
 
+_AXIS_NAMES = {axis: axis.value for axis in Axis}
+
+
 class OrderCache:
     """Distinct orders per degree tuple (spans depend only on the degrees, ep and etp)."""
 
@@ -237,14 +240,50 @@ class OrderCache:
         self.cluster = cluster
         self.search = search
         self._cache: dict[tuple[int, ...], tuple[tuple[Axis, ...], ...]] = {}
-        self._spans: dict[tuple, dict[str, list[int]]] = {}
+        self._spans: dict[tuple, dict[str, tuple[int, ...]]] = {}
+        self._group: dict[tuple[int, int], tuple[int, ...]] = {}
 
-    def spans(self, layout: Layout) -> dict[str, list[int]]:
-        """topology.spans of `layout`, cached by what it reads (degrees, ep, etp, order)."""
-        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, layout.order)
+    def spans(
+        self, layout: Layout, order: tuple[Axis, ...] | None = None
+    ) -> dict[str, tuple[int, ...]]:
+        """topology.spans of `layout` (with `order` instead of its own, if given) as tuples
+        (hashable keys for the bounds, safe to share), cached by what it reads (degrees, ep,
+        etp, order)."""
+        order = layout.order if order is None else order
+        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, order)
         found = self._spans.get(key)
         if found is None:
-            found = self._spans[key] = topology.spans(self.cluster, layout)
+            found = self._spans[key] = self._assemble(layout, order)
+        return found
+
+    def _assemble(self, layout: Layout, order: tuple[Axis, ...]) -> dict[str, tuple[int, ...]]:
+        """topology.spans(cluster, layout with `order`), built from topology.group_span memoized
+        by (degree, stride): the 24 orders of thousands of shapes repeat few of them. Same
+        composition as topology.spans (rank strides as topology.axis_strides: the product of the
+        degrees inside, EP's = TP's x etp); tests/planner/test_sat_candidates.py checks
+        equality on every order of several presets."""
+        degrees = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp}
+        strides, stride = {}, 1
+        for axis in order:
+            name = _AXIS_NAMES[axis]
+            strides[name] = stride
+            stride *= degrees[name]
+        degrees["ep"] = layout.ep
+        strides["ep"] = strides["tp"] * layout.etp
+        group = self._group_span
+        out = {a: group(d, strides[a]) for a, d in degrees.items()}
+        dp, cp = out["dp"], out["cp"]
+        out["dp_cp"] = tuple(1 * a * b for a, b in zip(dp, cp, strict=True))
+        edp = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
+        out["edp"] = group(edp, strides["ep"] * layout.ep)
+        return out
+
+    def _group_span(self, degree: int, stride: int) -> tuple[int, ...]:
+        found = self._group.get((degree, stride))
+        if found is None:
+            found = self._group[(degree, stride)] = tuple(
+                topology.group_span(self.cluster, degree, stride)
+            )
         return found
 
     def orders(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
@@ -255,8 +294,8 @@ class OrderCache:
         if found is None:
             seen: dict[tuple, tuple[Axis, ...]] = {}
             for order in ALL_ORDERS:
-                span = self.spans(layout.model_copy(update={"order": order}))
-                seen.setdefault(tuple(sorted((k, tuple(v)) for k, v in span.items())), order)
+                # Every spans dict has the same keys in the same order: its values identify it.
+                seen.setdefault(tuple(self.spans(layout, order).values()), order)
             found = self._cache[key] = tuple(seen.values())
         return found
 

@@ -91,7 +91,7 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
     field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
     p.add_argument("--top", type=_positive_int, default=5, help="ranked plans to show")
-    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="solver time limit, s")
+    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="search time limit, s")
     p.add_argument("--max-nodes", type=_positive_int, help="use at most this many nodes")
     for axis in ("tp", "pp", "dp", "cp", "ep"):
         p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")

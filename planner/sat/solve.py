@@ -36,7 +36,11 @@ def search(
 ) -> tuple[list[Estimate], SolveStats, dict[str, int]]:
     """Ranked plans (best first, top_k), stats, and rejection counts; same contract as exhaustive."""
     start = time.perf_counter()
-    table = build_table(model, cluster, workload, space, options.top_k)
+    # The time limit bounds the whole search: the branch and bound stops at the deadline (once a
+    # plan that fits is scored) and CP-SAT gets what is left of it.
+    table = build_table(
+        model, cluster, workload, space, options.top_k, deadline=start + options.time_limit_s
+    )
     if not table.estimates:
         usable = usable_memory_gib(cluster, space)
         raise NoFeasiblePlan(
@@ -62,6 +66,11 @@ def search(
         # Forbid this plan and re-solve for the next one (ranks are distinct, so no ties).
         sat.model.add(sat.choose[chosen] == 0)
         sat.model.clear_hints()
+    if table.open_bound_s is not None and objective_s is not None:
+        # Stopped by the deadline: the optimum of what was scored is only an incumbent. Whatever
+        # was left open costs at least its bound, so min(objective, open bound) bounds the optimum.
+        status_name = "FEASIBLE"
+        bound_s = min(objective_s, bound_s, table.open_bound_s)
     gap = None if objective_s is None else max(0.0, (objective_s - bound_s) / objective_s)
     stats = SolveStats(
         engine="cp-sat",

@@ -1,18 +1,24 @@
 """The candidate table: every legal (layout, placement), scored only where it can still matter.
 
-Exact branch and bound in two levels (planner/sat/bounds.py). Each (shape, recompute, ZeRO) gets
-a compute-only lower bound that holds for every placement; when it is the smallest open bound, its
-placements are expanded, each with its own tighter bound (everything but dp_comm and optimizer).
-A placement is scored with the full cost model when its bound is the smallest open one; the first
-placement scored of a shape also decides whether the shape fits (memory does not depend on the
-order). Once the smallest open bound exceeds the k-th best step time found, no remaining
-candidate can enter the top k and the search stops. The table therefore holds
-every plan of the exhaustive top k, with the same floats; tests check it against exhaustive.py.
+Exact best-first branch and bound (bounds in planner/sat/bounds.py). A heap holds entries of four
+kinds, each with a lower bound on the step time of everything it stands for:
+  0  a shape (base x recompute, every ZeRO stage), compute-only bound, valid for every placement;
+  1  the same shape, bound raised to its best placement's bound (no DP / optimizer terms);
+  2  one placement of a shape x ZeRO stage that fits in memory, its own bound (no DP / optimizer);
+  3  the same placement with the DP and optimizer terms added (the step time up to 1e-9).
+Popping an entry tightens it to the next kind (re-queued if the bound rose) and pays for the next
+check only then: placement bounds of a shape, then its memory per ZeRO stage (order-independent),
+then the DP terms, then the full cost model. Once the smallest open bound exceeds the
+k-th best step time found, no remaining candidate can enter the top k and the search stops. The
+table therefore holds every plan of the exhaustive top k, with the same floats; tests check it
+against exhaustive.py.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -20,13 +26,14 @@ from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..candidates import CANONICAL_ORDER, OrderCache, largest_fitting, legal_bases_batched
-from ..exhaustive import plan_batch, usable_memory_gib
+from ..exhaustive import usable_memory_gib
 from ..types import SearchSpace
 from .bounds import StepLowerBound
 from .scale import TIME_QUANTUM_S, per_sequence_quanta
 
 OOM = "peak memory above usable HBM"
 PRUNED = "step-time lower bound above the k-th best plan (not scored)"
+TIMED_OUT = "not scored before the time limit"
 
 
 @dataclass
@@ -39,6 +46,7 @@ class CandidateTable:
     num_scored: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
+    open_bound_s: float | None = None  # smallest bound left open when a deadline stopped it
 
 
 def build_table(
@@ -49,117 +57,141 @@ def build_table(
     top_k: int,
     *,
     prune: bool = True,
+    deadline: float | None = None,
 ) -> CandidateTable:
+    """`deadline` (a time.perf_counter() value) stops the search early once at least one plan
+    that fits has been scored; `open_bound_s` then holds the smallest bound left open."""
     table = CandidateTable()
     bases, batches, table.rejected = legal_bases_batched(model, cluster, workload, space)
     orders = OrderCache(cluster, space.search_order)
-    # Global batch range: every key is time per sequence (scale.per_sequence_quanta), a base's
-    # bounds are taken at its largest legal batch, and a shape is scored at the largest batch that
-    # fits (candidates.largest_fitting). Time per sequence never rises with the batch, so a bound
-    # at the largest batch, per sequence, also bounds every smaller one. Fixed batch: unchanged.
-    batch_max = (space.global_batch_range or (0, workload.global_batch_seqs))[1]
+    # Global batch range: every key is time per sequence (scale.per_sequence_quanta, scaled to
+    # the range's MAX), a base's bounds are taken at its largest legal batch, and a shape is
+    # scored at the largest batch that fits (candidates.largest_fitting). Time per sequence never
+    # rises with the batch, so a bound at the largest batch also bounds every smaller one.
+    # Fixed batch: one batch, factor exactly 1, the step time as before.
+    batch_max = None if space.global_batch_range is None else space.global_batch_range[1]
     bound_at = _PerBatch(model, cluster, workload)
+
+    def quanta(step_s: float, batch: int) -> int:
+        return per_sequence_quanta(step_s, batch, batch_max)
+
     usable = usable_memory_gib(cluster, space)
-    # (bound in quanta, bound, base index, recompute, zero): sorted, this is the visiting order.
-    queue: list[tuple[int, float, int, int, int]] = []
+    # Distinct placements of each base (they depend only on the degrees).
+    base_orders = [orders.orders(base) for base in bases]
+    # Heap entries (bound quanta, kind, base, recompute, zero, order index), kinds as in the
+    # module docstring; kinds 0 and 1 stand for every ZeRO stage (zero index -1).
+    heap: list[tuple[int, int, int, int, int, int]] = []
     for b, base in enumerate(bases):
-        n_orders = len(orders.orders(base))
         for ri, recompute in enumerate(space.recompute):
-            lb = bound_at(batches[b][0]).step_s(base.model_copy(update={"recompute": recompute}))
-            q = per_sequence_quanta(lb, batches[b][0], batch_max)
-            for zi in range(len(space.zero_stages)):
-                queue.append((q, lb, b, ri, zi))
-                table.num_legal += n_orders
+            b0 = batches[b][0]
+            heap.append((quanta(bound_at(b0).step_s(base, recompute), b0), 0, b, ri, -1, -1))
+        table.num_legal += len(base_orders[b]) * len(space.recompute) * len(space.zero_stages)
     table.num_candidates = table.num_legal + sum(table.rejected.values())
-    # Heap entries (bound quanta, kind, base, recompute, zero, order index): kind 0 is a shape
-    # (bound for all its placements), kind 1 one placement (its own, tighter bound), kind 2 one
-    # placement bounded at the smaller batch memory allows it (global batch range only).
-    heap: list[tuple[int, int, int, int, int, int]] = [
-        (q, 0, b, ri, zi, -1) for q, _, b, ri, zi in queue
-    ]
     heapq.heapify(heap)
-    fits: dict[tuple[int, int, int], bool] = {}  # memory is the same for every placement
-    batch_of: dict[tuple[int, int, int], int] = {}  # the batch each fitting shape is scored at
-    placement_bound: dict[tuple[int, int, int], int] = {}  # zero stage does not enter the bound
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
-    smallest: tuple[float, Layout, Workload] | None = None  # (peak GiB, ...) closest to fitting
-    shapes: dict[tuple[int, int, int], Layout] = {}
+    # (peak GiB, layout, workload) closest to fitting
+    smallest: tuple[float, Layout, Workload] | None = None
+    shapes: dict[tuple[int, int, int], Layout] = {}  # shapes that fit, by (base, rc, zero)
+    batch_of: dict[tuple[int, int, int], int] = {}  # the batch each fitting shape is scored at
+    timed_out = False
+    # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) of its orders.
+    placement_q: dict[tuple[int, int], list[int]] = {}
+    base_spans: dict[int, list[dict[str, tuple[int, ...]]]] = {}  # per base, per order
     while heap:
         lb_q, kind, b, ri, zi, oi = heap[0]
         if prune and len(kth) == top_k and lb_q > -kth[0]:
-            table.rejected[PRUNED] += _left(heap, bases, orders, fits)
+            break
+        if deadline is not None and table.estimates and time.perf_counter() > deadline:
+            # A valid bound on every open entry: its bound in quanta, less the rounding.
+            table.open_bound_s = (lb_q - 1) * TIME_QUANTUM_S
+            if batch_max is not None:
+                table.open_bound_s /= batch_max  # per sequence, as the objective
+            timed_out = True
             break
         heapq.heappop(heap)
-        key = (b, ri, zi)
-        if fits.get(key) is False:
-            continue  # already counted as out of memory
-        shape = shapes.get(key)
-        if shape is None:
-            shape = shapes[key] = bases[b].model_copy(
-                update={"recompute": space.recompute[ri], "zero_stage": space.zero_stages[zi]}
-            )
-        shape_orders = orders.orders(bases[b])
+        cutoff = -kth[0] if prune and len(kth) == top_k else None
         if kind == 0:
-            for o, order in enumerate(shape_orders):
-                q = placement_bound.get((b, ri, o))
-                if q is None:
-                    lo = shape.model_copy(update={"order": order})
-                    lb = bound_at(batches[b][0]).placement_step_s(lo, orders.spans(lo))
-                    q = placement_bound[(b, ri, o)] = per_sequence_quanta(
-                        lb, batches[b][0], batch_max
-                    )
-                heapq.heappush(heap, (max(q, lb_q), 1, b, ri, zi, o))
-            continue
-        if key not in fits:
-            peaks: dict[int, float] = {}
+            # Tighten the shape's bound to its best placement's before paying for the memory
+            # check; re-queue it if that moved it back.
+            shape = bases[b].model_copy(update={"recompute": space.recompute[ri]})
+            spans = base_spans.get(b)
+            if spans is None:
+                spans = base_spans[b] = [orders.spans(shape, o) for o in base_orders[b]]
+            b0 = batches[b][0]
+            qs = placement_q[(b, ri)] = [
+                quanta(lb, b0) for lb in bound_at(b0).placement_bounds_s(shape, spans)
+            ]
+            q = max(lb_q, min(qs))
+            if q > lb_q:
+                if cutoff is None or q <= cutoff:
+                    heapq.heappush(heap, (q, 1, b, ri, -1, -1))
+                continue
+            kind = 1
+        if kind == 1:
+            # Memory does not depend on the order: decide it once per ZeRO stage, before any
+            # placement of it is queued.
+            for zi, zero in enumerate(space.zero_stages):
+                shape = bases[b].model_copy(
+                    update={"recompute": space.recompute[ri], "zero_stage": zero}
+                )
+                # Stop early only when the shape can neither fit nor be the closest to fitting
+                # (the first shape out of memory gets its exact peak).
+                stop = math.inf if smallest is None else max(usable, smallest[0])
+                peaks: dict[int, float] = {}
 
-            def fit(batch: int, shape=shape, peaks=peaks) -> bool:
-                peaks[batch] = bound_at(batch).peak_memory_gib(shape)
-                return peaks[batch] <= usable
+                def fit(batch: int, shape=shape, peaks=peaks, stop=stop) -> bool:
+                    peaks[batch] = bound_at(batch).peak_memory_gib(shape, stop_above=stop)
+                    return peaks[batch] <= usable
 
-            chosen, last = largest_fitting(batches[b], fit)
-            fits[key] = chosen is not None
-            if chosen is not None:
-                batch_of[key] = chosen
-            else:
-                peak = peaks[batches[b][last]]
-                table.rejected[OOM] += len(shape_orders)
-                if smallest is None or peak < smallest[0]:
-                    smallest = (peak, shape, bound_at(batches[b][last]).workload)
-        if not fits[key]:
+                chosen, last = largest_fitting(batches[b], fit)
+                if chosen is None:
+                    peak = peaks[batches[b][last]]
+                    table.rejected[OOM] += len(base_orders[b])
+                    if smallest is None or peak < smallest[0]:
+                        smallest = (peak, shape, bound_at(batches[b][last]).workload)
+                    continue
+                shapes[(b, ri, zi)] = shape
+                batch_of[(b, ri, zi)] = chosen
+                qs = placement_q[(b, ri)]
+                if chosen != batches[b][0]:
+                    # Memory forced a smaller batch than the bounds assumed: bound the
+                    # placements again at that batch (tighter per sequence).
+                    at = bound_at(chosen).placement_bounds_s(shape, base_spans[b])
+                    qs = [quanta(lb, chosen) for lb in at]
+                for o, q in enumerate(qs):
+                    q = max(q, lb_q)
+                    if cutoff is None or q <= cutoff:  # the k-th best only falls: never popped
+                        heapq.heappush(heap, (q, 2, b, ri, zi, o))
             continue
-        order = shape_orders[oi]
+        key = (b, ri, zi)
+        shape = shapes[key]
+        order = base_orders[b][oi]
+        if kind == 2:
+            # Add the DP and optimizer terms (they need the ZeRO stage) before scoring.
+            batch = batch_of[key]
+            full = bound_at(batch).placement_step_s(shape, base_spans[b][oi], with_dp=True)
+            q = max(lb_q, quanta(full, batch))
+            if q > lb_q:
+                if cutoff is None or q <= cutoff:
+                    heapq.heappush(heap, (q, 3, b, ri, zi, oi))
+                continue
         lo = shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
-        if kind == 1 and batch_of[key] != batches[b][0]:
-            # Memory forced a smaller batch than the bound assumed: re-queue (kind 2) with the
-            # tighter bound at that batch instead of scoring now.
-            lb = bound_at(batch_of[key]).placement_step_s(lo, orders.spans(lo))
-            q = max(lb_q, per_sequence_quanta(lb, batch_of[key], batch_max))
-            heapq.heappush(heap, (q, 2, b, ri, zi, oi))
-            continue
         e = _score(model, cluster, bound_at(batch_of[key]).workload, lo)
         table.num_scored += 1
         table.estimates.append(e)
-        q = per_sequence_quanta(e.step_time_s, plan_batch(e), batch_max)
+        q = quanta(e.step_time_s, batch_of[key])
         if len(kth) < top_k:
             heapq.heappush(kth, -q)
         elif q < -kth[0]:
             heapq.heapreplace(kth, -q)
+    # Every legal placement not scored and not out of memory was left out by its bound (or by the
+    # deadline): unexpanded shapes, open placements, and placements never pushed (bound > k-th).
+    left = table.num_legal - table.num_scored - table.rejected[OOM]
+    if left > 0:
+        table.rejected[TIMED_OUT if timed_out else PRUNED] += left
     if not table.estimates and smallest is not None:
         table.smallest = _score(model, cluster, smallest[2], smallest[1])  # for the message
     return table
-
-
-def _left(heap, bases, orders: OrderCache, fits) -> int:
-    """Placements never scored: every placement of an unexpanded shape, and expanded ones whose
-    shape is not already known to be out of memory."""
-    n = 0
-    for _, kind, b, _ri, _zi, _ in heap:
-        if kind == 0:
-            n += len(orders.orders(bases[b]))
-        elif fits.get((b, _ri, _zi)) is not False:
-            n += 1
-    return n
 
 
 class _PerBatch:
@@ -183,4 +215,4 @@ def _score(model: ModelSpec, cluster: Cluster, workload: Workload, lo: Layout) -
     return estimate(model, cluster, workload, lo)
 
 
-__all__ = ["OOM", "PRUNED", "TIME_QUANTUM_S", "CandidateTable", "build_table"]
+__all__ = ["OOM", "PRUNED", "TIMED_OUT", "TIME_QUANTUM_S", "CandidateTable", "build_table"]

@@ -2,11 +2,14 @@
 
 Wall time is inputs-to-result inside one process (presets already imported; interpreter start
 excluded), measured with time.perf_counter around planner.plan(). The exhaustive oracle is run
-only where --oracle-max-gpus allows (it scores every layout x placement at ~1 ms each, so beyond
-~1,024 GPUs it takes far longer than 5 minutes); "skipped" says so.
+only where --oracle-max-gpus and --oracle-max-space allow (it scores every layout x placement at
+~0.6 ms each, so beyond ~1,024 GPUs or ~300k candidates it takes longer than 5 minutes);
+"skipped" says so.
 
     python bench/plan_scaling.py            # all cases, oracle up to 1,024 GPUs
     python bench/plan_scaling.py --only 0 1 # a subset by index
+    python bench/plan_scaling.py --only 1 5 --stage-split search --oracle-max-gpus 0
+                                            # the CP-SAT stage partition (SearchSpace.stage_split)
 """
 
 from __future__ import annotations
@@ -29,7 +32,13 @@ CASES = [
 ]
 
 
-def run(index: int, oracle_max_gpus: int, time_limit_s: float) -> str:
+def run(
+    index: int,
+    oracle_max_gpus: int,
+    oracle_max_space: int,
+    time_limit_s: float,
+    stage_split: str = "even",
+) -> str:
     label, m, c, n, gb, seq = CASES[index]
     model = models_zoo.load_model(m)
     cluster = models_zoo.load_cluster(c, n)
@@ -37,7 +46,13 @@ def run(index: int, oracle_max_gpus: int, time_limit_s: float) -> str:
     start = time.perf_counter()
     try:
         result = api.plan(
-            model, cluster, workload, deterministic=True, top_k=1, time_limit_s=time_limit_s
+            model,
+            cluster,
+            workload,
+            deterministic=True,
+            top_k=1,
+            time_limit_s=time_limit_s,
+            stage_split=stage_split,
         )
         wall = time.perf_counter() - start
         s = result.solver
@@ -57,10 +72,13 @@ def run(index: int, oracle_max_gpus: int, time_limit_s: float) -> str:
             "-",
         )
     oracle = "skipped (> 5 min)"
-    if n <= oracle_max_gpus:
+    # The oracle scores every layout x placement (~0.6 ms each): beyond ~300k it passes 5 min.
+    if n <= oracle_max_gpus and (not isinstance(space, int) or space <= oracle_max_space):
         t0 = time.perf_counter()
         try:
-            o = api.plan(model, cluster, workload, engine="exhaustive", top_k=1)
+            o = api.plan(
+                model, cluster, workload, engine="exhaustive", top_k=1, stage_split=stage_split
+            )
             agree = "agrees" if o.solver.objective == objective else "DISAGREES"
         except NoFeasiblePlan:
             agree = "agrees" if objective is None else "DISAGREES"
@@ -78,7 +96,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", type=int, nargs="*", help="case indices to run")
     ap.add_argument("--oracle-max-gpus", type=int, default=1024)
+    ap.add_argument("--oracle-max-space", type=int, default=300_000)
     ap.add_argument("--time-limit", type=float, default=600.0)
+    ap.add_argument("--stage-split", choices=("even", "search"), default="even")
     args = ap.parse_args()
     print(
         "| model | cluster | GPUs | batch x seq | space (layouts x placements) | scored "
@@ -86,7 +106,8 @@ def main() -> None:
     )
     print("|---|---|---:|---|---:|---:|---|---:|---:|---|---|")
     for i in args.only if args.only is not None else range(len(CASES)):
-        print(run(i, args.oracle_max_gpus, args.time_limit), flush=True)
+        row = run(i, args.oracle_max_gpus, args.oracle_max_space, args.time_limit, args.stage_split)
+        print(row, flush=True)
 
 
 if __name__ == "__main__":

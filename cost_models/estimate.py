@@ -12,7 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import comm, topology
-from .calibration import MOE_LOAD_IMBALANCE, calibration_for, overlap_slowdown_s
+from .calibration import (
+    MOE_LOAD_IMBALANCE,
+    GenerationCalibration,
+    calibration_for,
+    overlap_slowdown_s,
+)
 from .compute import (
     LayerTime,
     attention_gemms,
@@ -29,7 +34,9 @@ from .memory import (
     ALLOCATOR_OVERHEAD,
     CUDA_CONTEXT_GIB,
     GIB,
+    StageParams,
     buffer_bytes,
+    kept_outputs_bytes,
     layer_activation_bytes,
     logits_bytes,
     stage_params,
@@ -210,6 +217,36 @@ def _dp_time_s(
     return grads, gather
 
 
+def _stage_dp_s(
+    cluster: Cluster,
+    cal: GenerationCalibration,
+    layout: Layout,
+    sp: StageParams,
+    compute_s: float,
+    m: int,
+    span: dict[str, list[int]],
+) -> tuple[float, float]:
+    """(exposed, link-busy) DP seconds per step of one stage; compute_s is its forward + backward
+    per micro-batch. Also used by the planner's step-time lower bound (planner/sat/bounds.py)."""
+    grads_s, gather_s = _dp_time_s(cluster, layout, sp.dense, sp.expert, span)
+    fwd_mb = compute_s / 3  # forward is a third of forward + backward
+    if layout.zero_stage == 3:
+        # FSDP: gather before each forward and backward, reduce-scatter after each backward.
+        exposed = m * (max(0.0, gather_s - fwd_mb) + max(0.0, gather_s + grads_s - 2 * fwd_mb))
+        total = m * (2 * gather_s + grads_s)
+    else:
+        exposed = max(0.0, grads_s - 2 * fwd_mb) + max(0.0, gather_s - fwd_mb)
+        total = grads_s + gather_s
+    exposed += overlap_slowdown_s(total - exposed, cal)  # compute slowed beside the NCCL
+    return exposed, total
+
+
+def _stage_optimizer_s(layout: Layout, sp: StageParams, hbm_bytes_per_s: float) -> float:
+    """Optimizer-step seconds of one stage (memory-bound Adam over its shard of parameters)."""
+    shard = 1 if layout.zero_stage == 0 else layout.dp * layout.cp
+    return (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
+
+
 def estimate(
     model: ModelSpec,
     cluster: Cluster,
@@ -298,22 +335,10 @@ def estimate(
     }
     for r, (n_dense, n_moe) in enumerate(counts):
         sp = stage_params(model, layout, n_dense, n_moe, r)
-        grads_s, gather_s = _dp_time_s(cluster, layout, sp.dense, sp.expert, span)
-        fwd_mb = per_stage[r]["compute"] / 3  # forward is a third of forward + backward
-        if layout.zero_stage == 3:
-            # FSDP: gather before each forward and backward, reduce-scatter after each backward.
-            exposed = m * (max(0.0, gather_s - fwd_mb) + max(0.0, gather_s + grads_s - 2 * fwd_mb))
-            total = m * (2 * gather_s + grads_s)
-        else:
-            exposed = max(0.0, grads_s - 2 * fwd_mb) + max(0.0, gather_s - fwd_mb)
-            total = grads_s + gather_s
-        exposed += overlap_slowdown_s(total - exposed, cal)  # compute slowed beside the NCCL
+        exposed, total = _stage_dp_s(cluster, cal, layout, sp, per_stage[r]["compute"], m, span)
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
         weights, grads, optim = state_bytes(sp, layout, m)
-        shard = 1 if layout.zero_stage == 0 else layout.dp * layout.cp
-        opt_s = max(
-            opt_s, (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
-        )
+        opt_s = max(opt_s, _stage_optimizer_s(layout, sp, hbm_bytes_per_s))
         stage_mem.append(
             _stage_memory(
                 model, workload, layout, r, (n_dense, n_moe), acts_per_mb, m, weights, grads, optim
@@ -371,6 +396,7 @@ def _stage_memory(
         acts += max(acts_per_mb[(k, "none")] for k, n in kinds if n)
     if r == layout.pp - 1:
         acts += logits_bytes(model, workload, layout)
+        acts += kept_outputs_bytes(model, workload, layout, m)
     buffers = buffer_bytes(model, workload, layout)
     dynamic = acts + buffers
     return StageMemory(

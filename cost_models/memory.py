@@ -190,6 +190,24 @@ def logits_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     return tokens_per_gpu(workload, layout) * (model.vocab_size or 0) / layout.tp * per_logit
 
 
+def kept_outputs_bytes(
+    model: ModelSpec, workload: Workload, layout: Layout, num_microbatches: int
+) -> float:
+    """bf16 logits of every micro-batch that the last stage keeps until the step ends.
+
+    PyTorch's pipeline stages append each forward output to `output_chunks` so that
+    `schedule.step()` can return the merged output (torch/distributed/pipelining/stage.py,
+    `forward_one_chunk`); the last stage's outputs are the logits, so its loss backward of the
+    last micro-batch runs with all `m` of them alive (pytorch#138504, pytorch#159251; optional
+    from `step(return_outputs=False)`, pytorch#165822, Oct 2025). The loss itself is charged by
+    logits_bytes. Megatron frees each output after its send/loss, so it keeps none.
+    """
+    if not workload.pp_keeps_outputs or layout.pp == 1:
+        return 0.0
+    tokens = tokens_per_gpu(workload, layout)
+    return num_microbatches * tokens * (model.vocab_size or 0) / layout.tp * BF16_BYTES
+
+
 def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     """Communication buffers: gradient buckets, TP all-gather and EP dispatch staging."""
     t = tokens_per_gpu(workload, layout)

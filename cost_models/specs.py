@@ -269,6 +269,12 @@ class Workload(Spec):
         "or PyTorch's experimental context_parallel (all-gather K/V, eager fp32 merges; "
         "torchtitan)",
     )
+    pp_keeps_outputs: bool = Field(
+        False,
+        description="the last pipeline stage keeps every micro-batch's output (the logits) "
+        "until the step ends: PyTorch torch.distributed.pipelining's output_chunks, returned "
+        "by schedule.step() (torchtitan) until step(return_outputs=False), pytorch#165822",
+    )
 
 
 class Layout(Spec):

@@ -67,7 +67,7 @@ def plan(
     workload: Workload | None = None,
     *,
     num_gpus: int | None = None,
-    global_batch: int | None = None,
+    global_batch: int | tuple[int, int] | None = None,
     seq_len: int | None = None,
     precision: str | None = None,
     max_nodes: int | None = None,
@@ -75,18 +75,24 @@ def plan(
 ) -> PlanResult:
     """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
 
+    `global_batch=(MIN, MAX)` (or the constraint global_batch_range=(MIN, MAX)) lets each plan
+    take its own global batch in the range; plans then rank by time per sequence (tokens/s) and
+    `PlanResult.global_batch(i)` gives each plan's batch.
     `constraints` are SearchSpace fields (tp=8 pins TP, max_pp=16, recompute=("selective",),
     zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
     deterministic, seed, engine). `max_nodes` caps the GPU count at that many whole nodes.
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
+    if isinstance(global_batch, (tuple, list)):
+        if "global_batch_range" in constraints:
+            raise InvalidInput("global_batch: give a range or global_batch_range, not both")
+        constraints["global_batch_range"] = tuple(global_batch)
+        global_batch = None
+    elif global_batch is not None and constraints.get("global_batch_range") is not None:
+        raise InvalidInput("global_batch_range: give a fixed global_batch or a range, not both")
     if max_nodes is not None:
         num_gpus = _gpus_within(cluster, num_gpus, max_nodes)
     spec, sized = _resolve(model, cluster, num_gpus)
-    if workload is None:
-        workload = make_workload(
-            spec, seq_len=seq_len, global_batch=global_batch, precision=precision
-        )
     space_fields = {k: v for k, v in constraints.items() if k in SearchSpace.model_fields}
     option_fields = {k: v for k, v in constraints.items() if k in SolverOptions.model_fields}
     unknown = sorted(set(constraints) - set(space_fields) - set(option_fields))
@@ -95,8 +101,20 @@ def plan(
         raise InvalidInput(f"unknown constraint(s) {', '.join(unknown)}; known: {', '.join(known)}")
     space = _validated(SearchSpace, space_fields, "constraints")
     options = _validated(SolverOptions, option_fields, "solver options")
+    batch_range = space.global_batch_range
+    if batch_range is not None:
+        global_batch = batch_range[1]  # the search takes each plan's batch from the range
+    if workload is None:
+        workload = make_workload(
+            spec, seq_len=seq_len, global_batch=global_batch, precision=precision
+        )
+    elif batch_range is not None:
+        workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
+    if batch_range is not None:  # the result's workload is the best plan's
+        best_batch = exhaustive.plan_batch(ranked[0])
+        workload = workload.model_copy(update={"global_batch_seqs": best_batch})
     return PlanResult(
         model=spec,
         cluster=sized,
@@ -105,6 +123,7 @@ def plan(
         solver=stats,
         rejections=rejections,
         usable_memory_gib=exhaustive.usable_memory_gib(sized, space),
+        global_batch_range=batch_range,
     )
 
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from cost_models import topology
+from cost_models.errors import InvalidInput
 from cost_models.rules import layout_violations
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
 from .types import SearchSpace
 
+NO_BATCH = "no global batch in the range is a multiple of micro_batch*dp"
 _NUMBERS = re.compile(r"\d+(?:[.*]\d+)*")
 
 
@@ -85,19 +87,72 @@ def _shape_tuples(
                     yield tp, pp, cp, dp, ep, vp, mb
 
 
-def legal_bases(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
-) -> tuple[list[Layout], Counter[str]]:
-    """One legal layout per (degrees, ep, vp, micro_batch), canonical order, the first recompute
-    and ZeRO choice; and rejection counts (once per recompute x ZeRO x order it stands for).
+def batch_choices(
+    workload: Workload, space: SearchSpace, micro_batch: int, dp: int
+) -> Sequence[int]:
+    """The global batches a (micro_batch, dp) base may take, largest first (a lazy range: a wide
+    range costs nothing, the search only ever reads a few of them by bisection).
 
-    The rules in cost_models.rules read neither recompute, ZeRO stage nor order, so legality is
-    checked once per base and the other choices are copied onto it.
+    Fixed batch: the workload's own. Range: every multiple of micro_batch*dp in [MIN, MAX] (the
+    one batch rule of cost_models.rules; no other rule reads the batch). The search only ever
+    needs the largest of them that fits in memory (see `largest_fitting`).
     """
+    if space.global_batch_range is None:
+        return [workload.global_batch_seqs]
+    lo, hi = space.global_batch_range
+    step = micro_batch * dp
+    return range(hi // step * step, lo - 1, -step)
+
+
+def largest_fitting(batches: Sequence[int], fits) -> tuple[int | None, int]:
+    """(largest batch in `batches` (descending) with fits(batch), the index of the last one tried).
+
+    Why the largest: for a fixed layout the cost model's step is m*T + C with m = batch /
+    (micro_batch*dp) the number of micro-batches and T, C >= 0 independent of m:
+      * stage times per micro-batch, the slowest stage and the bubble (sum - max) / vp do not read
+        m (cost_models.pipeline.schedule_time_s); compute, recompute, TP/CP/EP terms are m * stage;
+      * pp_comm is 2(pp-1) p2p sends, the optimizer step one pass over the stage's parameters;
+      * dp_comm: ZeRO-0/1/2 expose max(0, grads - 2 fwd) + max(0, gather - fwd) once per step, ZeRO-3
+        m times the per-micro-batch excess (estimate.py), plus overlap_slowdown_s, linear in it.
+    So time per sequence (m*T + C) / (m*micro_batch*dp) = T/(micro_batch*dp) + C/(m*micro_batch*dp)
+    is non-increasing in m: a larger legal batch is never worse in tokens/s. Memory is
+    non-decreasing in m (in-flight micro-batches min(p - r, m) and the interleaved warm-up
+    min(chunks, m*v), pipeline.inflight_chunks; ZeRO-2 keeps unsharded gradients once m > 1,
+    memory.state_bytes), so the batches that fit are a suffix of the descending list and the best
+    is the first that fits: found by bisection. tests/planner/test_sat_batch_range.py checks both
+    claims against estimate() at every batch of small ranges.
+    """
+    if fits(batches[0]):
+        return batches[0], 0
+    last = len(batches) - 1
+    if last == 0 or not fits(batches[last]):
+        return None, last
+    bad, good = 0, last  # fits(batches[bad]) is False, fits(batches[good]) is True
+    while good - bad > 1:
+        mid = (bad + good) // 2
+        if fits(batches[mid]):
+            good = mid
+        else:
+            bad = mid
+    return batches[good], good
+
+
+def legal_bases_batched(
+    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+) -> tuple[list[Layout], list[Sequence[int]], Counter[str]]:
+    """legal_bases, and for each base its legal global batches (largest first)."""
     bases: list[Layout] = []
+    batches: list[Sequence[int]] = []
     rejected: Counter[str] = Counter()
     per_shape = len(space.recompute) * len(space.zero_stages)
+    num_shapes = no_batch = 0
     for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
+        num_shapes += 1
+        choices = batch_choices(workload, space, mb, dp)
+        if not choices:
+            no_batch += 1
+            rejected[NO_BATCH] += per_shape
+            continue
         base = Layout(
             tp=tp,
             pp=pp,
@@ -110,13 +165,37 @@ def legal_bases(
             zero_stage=space.zero_stages[0],
             sequence_parallel=tp > 1,
         )
-        problems = layout_violations(model, cluster, workload, base)
+        work = workload
+        if choices[0] != workload.global_batch_seqs:
+            work = workload.model_copy(update={"global_batch_seqs": choices[0]})
+        problems = layout_violations(model, cluster, work, base)
         if problems:
             rejected[reason_key(problems[0])] += per_shape
         else:
             bases.append(base)
+            batches.append(choices)
+    if space.global_batch_range is not None and num_shapes and no_batch == num_shapes:
+        lo, hi = space.global_batch_range
+        raise InvalidInput(
+            f"global_batch_range: no batch in [{lo}, {hi}] is a multiple of micro_batch*dp "
+            f"for any layout in the space (widen the range or allow other micro-batches)"
+        )
     if space.ep is not None and model.moe is None and space.ep > 1:
         rejected[f"ep ({space.ep}) > 1 needs a mixture-of-experts model"] += 1
+    return bases, batches, rejected
+
+
+def legal_bases(
+    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+) -> tuple[list[Layout], Counter[str]]:
+    """One legal layout per (degrees, ep, vp, micro_batch), canonical order, the first recompute
+    and ZeRO choice; and rejection counts (once per recompute x ZeRO x order it stands for).
+
+    The rules in cost_models.rules read neither recompute, ZeRO stage nor order, so legality is
+    checked once per base and the other choices are copied onto it. With a global batch range a
+    base is legal when some batch in the range is (its largest legal batch is checked).
+    """
+    bases, _, rejected = legal_bases_batched(model, cluster, workload, space)
     return bases, rejected
 
 
@@ -151,6 +230,9 @@ def placement_key(cluster: Cluster, layout: Layout) -> tuple:
     return tuple(sorted((k, tuple(v)) for k, v in topology.spans(cluster, layout).items()))
 
 
+_AXIS_NAMES = {axis: axis.value for axis in Axis}
+
+
 class OrderCache:
     """Distinct orders per degree tuple (spans depend only on the degrees, ep and etp)."""
 
@@ -158,14 +240,50 @@ class OrderCache:
         self.cluster = cluster
         self.search = search
         self._cache: dict[tuple[int, ...], tuple[tuple[Axis, ...], ...]] = {}
-        self._spans: dict[tuple, dict[str, list[int]]] = {}
+        self._spans: dict[tuple, dict[str, tuple[int, ...]]] = {}
+        self._group: dict[tuple[int, int], tuple[int, ...]] = {}
 
-    def spans(self, layout: Layout) -> dict[str, list[int]]:
-        """topology.spans of `layout`, cached by what it reads (degrees, ep, etp, order)."""
-        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, layout.order)
+    def spans(
+        self, layout: Layout, order: tuple[Axis, ...] | None = None
+    ) -> dict[str, tuple[int, ...]]:
+        """topology.spans of `layout` (with `order` instead of its own, if given) as tuples
+        (hashable keys for the bounds, safe to share), cached by what it reads (degrees, ep,
+        etp, order)."""
+        order = layout.order if order is None else order
+        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, order)
         found = self._spans.get(key)
         if found is None:
-            found = self._spans[key] = topology.spans(self.cluster, layout)
+            found = self._spans[key] = self._assemble(layout, order)
+        return found
+
+    def _assemble(self, layout: Layout, order: tuple[Axis, ...]) -> dict[str, tuple[int, ...]]:
+        """topology.spans(cluster, layout with `order`), built from topology.group_span memoized
+        by (degree, stride): the 24 orders of thousands of shapes repeat few of them. Same
+        composition as topology.spans (rank strides as topology.axis_strides: the product of the
+        degrees inside, EP's = TP's x etp); tests/planner/test_sat_candidates.py checks
+        equality on every order of several presets."""
+        degrees = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp}
+        strides, stride = {}, 1
+        for axis in order:
+            name = _AXIS_NAMES[axis]
+            strides[name] = stride
+            stride *= degrees[name]
+        degrees["ep"] = layout.ep
+        strides["ep"] = strides["tp"] * layout.etp
+        group = self._group_span
+        out = {a: group(d, strides[a]) for a, d in degrees.items()}
+        dp, cp = out["dp"], out["cp"]
+        out["dp_cp"] = tuple(1 * a * b for a, b in zip(dp, cp, strict=True))
+        edp = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
+        out["edp"] = group(edp, strides["ep"] * layout.ep)
+        return out
+
+    def _group_span(self, degree: int, stride: int) -> tuple[int, ...]:
+        found = self._group.get((degree, stride))
+        if found is None:
+            found = self._group[(degree, stride)] = tuple(
+                topology.group_span(self.cluster, degree, stride)
+            )
         return found
 
     def orders(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
@@ -176,8 +294,8 @@ class OrderCache:
         if found is None:
             seen: dict[tuple, tuple[Axis, ...]] = {}
             for order in ALL_ORDERS:
-                span = self.spans(layout.model_copy(update={"order": order}))
-                seen.setdefault(tuple(sorted((k, tuple(v)) for k, v in span.items())), order)
+                # Every spans dict has the same keys in the same order: its values identify it.
+                seen.setdefault(tuple(self.spans(layout, order).values()), order)
             found = self._cache[key] = tuple(seen.values())
         return found
 

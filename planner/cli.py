@@ -68,11 +68,30 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
 
 
+def _add_global_batch(p: argparse.ArgumentParser) -> None:
+    """`plan`: a fixed global batch, or a range each plan picks its own batch from."""
+    batch = p.add_mutually_exclusive_group()
+    batch.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
+    batch.add_argument(
+        "--global-batch-range",
+        nargs=2,
+        type=int,
+        metavar=("MIN", "MAX"),
+        help="let each plan take a global batch in [MIN, MAX] sequences; rank by tokens/s",
+    )
+
+
+def _plan_global_batch(args: argparse.Namespace) -> int | tuple[int, int] | None:
+    if getattr(args, "global_batch_range", None) is not None:
+        return tuple(args.global_batch_range)
+    return args.global_batch
+
+
 def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
     field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
     p.add_argument("--top", type=_positive_int, default=5, help="ranked plans to show")
-    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="solver time limit, s")
+    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="search time limit, s")
     p.add_argument("--max-nodes", type=_positive_int, help="use at most this many nodes")
     for axis in ("tp", "pp", "dp", "cp", "ep"):
         p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
@@ -94,6 +113,12 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--micro-batches", nargs="+", type=_positive_int, help="micro-batch sizes")
     p.add_argument("--max-vp", type=_positive_int, help="largest interleaving tried")
     p.add_argument("--no-order-search", action="store_true", help="keep the rank order tp,cp,dp,pp")
+    p.add_argument(
+        "--stage-split",
+        choices=("even", "search"),
+        help="layers per pipeline stage: even (default) or search (CP-SAT split where the even "
+        "one is out of memory; slower, fixed global batch only)",
+    )
     p.add_argument("--engine", choices=("cp-sat", "exhaustive"), default="cp-sat")
     p.add_argument(
         "--deterministic",
@@ -117,6 +142,7 @@ SEARCH_FLAGS = {
     "micro_batches": "micro_batches",
     "max_vp": "max_vp",
     "no_order_search": "search_order",
+    "stage_split": "stage_split",
     "engine": "engine",
     "deterministic": "deterministic",
     "seed": "seed",
@@ -165,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="search for the best layout and placement")
     _add_common(p)
-    p.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
+    _add_global_batch(p)
     _add_search(p)
 
     _add_report_flags(p)
@@ -204,7 +230,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         args.model,
         args.cluster,
         num_gpus=args.gpus,
-        global_batch=args.global_batch,
+        global_batch=_plan_global_batch(args),
         seq_len=args.seq_len,
         precision=args.precision,
         **search_kwargs(args),

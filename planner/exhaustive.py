@@ -1,7 +1,13 @@
 """Brute-force oracle: score every legal layout with the cost model and sort.
 
 It stays in the product as the reference the CP-SAT search is tested against (same candidate
-table, same objective, same tie-break), and as the engine for small spaces.
+table, same objective, same tie-break), and as the engine for small spaces. With a global batch
+range every layout is scored at the largest legal batch that fits (candidates.largest_fitting,
+checked against every batch in tests/planner/test_sat_batch_range.py) and plans sort by time per
+sequence. With SearchSpace.stage_split "search" a pp > 1 layout out of memory with the even split
+is scored on the partition solver's split (planner/sat/partition.py), the rule the CP-SAT engine
+applies; that this split beats every other composition is tested against brute force
+(tests/planner/test_sat_partition.py).
 """
 
 from __future__ import annotations
@@ -13,15 +19,30 @@ from cost_models.errors import NoFeasiblePlan
 from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
-from .candidates import enumerate_layouts, simplicity_rank
-from .sat.partition import PartitionSolver, score
+from .candidates import batch_choices, enumerate_layouts, largest_fitting, simplicity_rank
+from .sat.partition import PartitionSolver
+from .sat.scale import TIME_QUANTUM_S, per_sequence_quanta  # noqa: F401 (re-exported)
 from .types import SearchSpace, SolverOptions, SolveStats
 
-TIME_QUANTUM_S = 1e-6  # step times closer than this are ties, broken by simplicity
+
+def plan_batch(e: Estimate) -> int:
+    """The global batch (sequences) a plan was scored with."""
+    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
 
 
-def rank_key(e: Estimate) -> tuple:
-    return (round(e.step_time_s / TIME_QUANTUM_S), simplicity_rank(e.layout))
+def rank_key(e: Estimate, batch_max: int | None = None) -> tuple:
+    """(time per sequence in quanta, simplicity): with a fixed batch (batch_max None or the
+    plan's own batch) the first is the step time in TIME_QUANTUM_S, exactly as before."""
+    batch = plan_batch(e)
+    return (
+        per_sequence_quanta(e.step_time_s, batch, batch_max or batch),
+        simplicity_rank(e.layout),
+    )
+
+
+def objective_s(e: Estimate, space: SearchSpace) -> float:
+    """The reported objective: step time (fixed batch) or seconds per sequence (range)."""
+    return e.step_time_s if space.global_batch_range is None else e.step_time_s / plan_batch(e)
 
 
 def usable_memory_gib(cluster: Cluster, space: SearchSpace) -> float:
@@ -39,27 +60,44 @@ def search(
     start = time.perf_counter()
     layouts, rejected = enumerate_layouts(model, cluster, workload, space)
     usable = usable_memory_gib(cluster, space)
-    # The stage partition follows the search's own rule (planner/sat/partition.py): the even
-    # split where it fits, the CP-SAT split where that differs, the faster of them per layout.
-    # Enumerating every composition is left to tests/planner/test_sat_partition.py.
-    parts = PartitionSolver(model, cluster, workload, usable)
     feasible: list[Estimate] = []
     smallest: Estimate | None = None
+    works = {workload.global_batch_seqs: workload}
+    # stage_split "search" (fixed batch only: SearchSpace refuses it with a range).
+    parts = None
+    if space.stage_split == "search":
+        parts = PartitionSolver(model, cluster, workload, usable)
     for layout in layouts:
-        e = estimate(model, cluster, workload, layout)
-        used = parts.splits(layout, e.peak_memory_gib <= usable) if layout.pp > 1 else []
-        if e.peak_memory_gib <= usable and layout.pp == 1:
-            used = [None]
-        if used:
-            feasible.append(e if used == [None] else score(model, cluster, workload, layout, used))
+        # Fixed batch: one estimate. Range: the largest legal batch that fits (candidates.
+        # largest_fitting says why that is the layout's best); `tried` keeps every estimate made.
+        tried: dict[int, Estimate] = {}
+
+        def fits(batch: int, layout=layout, tried=tried) -> bool:
+            w = works.get(batch)
+            if w is None:
+                w = works[batch] = workload.model_copy(update={"global_batch_seqs": batch})
+            e = tried[batch] = estimate(model, cluster, w, layout)
+            return e.peak_memory_gib <= usable
+
+        batches = batch_choices(workload, space, layout.micro_batch, layout.dp)
+        chosen, last = largest_fitting(batches, fits)
+        e = tried[batches[last] if chosen is None else chosen]
+        if chosen is None and parts is not None and layout.pp > 1:
+            split = parts.split(layout)
+            if split is not None:
+                e = estimate(model, cluster, workload, layout, layers_per_stage=split)
+                e, chosen = e.model_copy(update={"layers_per_stage": split}), batches[0]
+        if chosen is not None:
+            feasible.append(e)
         else:
             rejected["peak memory above usable HBM"] += 1
             if smallest is None or e.peak_memory_gib < smallest.peak_memory_gib:
                 smallest = e
     if not feasible:
         raise NoFeasiblePlan(why_none(cluster, space, usable, len(layouts), smallest, rejected))
-    feasible.sort(key=rank_key)
-    best = feasible[0].step_time_s
+    batch_max = None if space.global_batch_range is None else space.global_batch_range[1]
+    feasible.sort(key=lambda e: rank_key(e, batch_max))
+    best = objective_s(feasible[0], space)
     stats = SolveStats(
         engine="exhaustive",
         status="OPTIMAL",
@@ -70,6 +108,7 @@ def search(
         num_candidates=len(layouts) + _count(rejected),
         num_scored=len(layouts),
         num_feasible=len(feasible),
+        objective_unit="step_time_s" if batch_max is None else "s_per_sequence",
     )
     return feasible[: options.top_k], stats, dict(rejected)
 

@@ -52,6 +52,7 @@ def plan_dict(e: Estimate) -> dict[str, Any]:
     """One PLAN object of CONTRACT.md: `layout` (with placement) and `estimate`."""
     layout = {k: getattr(e.layout, k) for k in LAYOUT_KEYS}
     layout["num_microbatches"] = e.num_microbatches
+    layout["global_batch_seqs"] = _batch(e)
     layout["order"] = [a.value for a in e.layout.order]
     layout["placement"] = e.placement
     return {"layout": layout, "estimate": estimate_dict(e)}
@@ -212,8 +213,19 @@ def rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
         f"{e.mfu:.1%}",
         f"{e.step_time_s:,.3f}",
         f"{e.peak_memory_gib:.1f}",
-        f"{e.step_time_s / best.step_time_s - 1:+.1%}",
+        f"{_vs_best(e, best):+.1%}",
     ]
+
+
+def _batch(e: Estimate) -> int:
+    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+
+
+def _vs_best(e: Estimate, best: Estimate) -> float:
+    """Time per sequence against the best (the step time when both have the same batch)."""
+    if _batch(e) == _batch(best):
+        return e.step_time_s / best.step_time_s - 1
+    return (e.step_time_s / _batch(e)) / (best.step_time_s / _batch(best)) - 1
 
 
 def render_rank_map(e: Estimate, cluster: Cluster) -> Group:
@@ -308,8 +320,10 @@ def solver_line(result: PlanResult) -> str:
     """Status, objective, bound, gap, time and counts of the search in one line."""
     s = result.solver
 
+    unit = " s/sequence" if getattr(s, "objective_unit", "") == "s_per_sequence" else " s"
+
     def secs(v: float | None) -> str:
-        return "n/a" if v is None else f"{v:.4f} s"
+        return "n/a" if v is None else f"{v:.4g}{unit}" if unit != " s" else f"{v:.4f} s"
 
     gap = "n/a" if s.gap is None else f"{s.gap:.2%}"
     seed = getattr(s, "seed", None)
@@ -329,6 +343,13 @@ def render_plan(result: PlanResult) -> RenderableType:
         f"{best.mfu:.1%}, step {best.step_time_s:,.3f} s, peak memory "
         f"{best.peak_memory_gib:.1f} GiB"
     )
+    batch_range = getattr(result, "global_batch_range", None)
+    if batch_range is not None:  # each plan has its own batch; ranked by tokens/s
+        batches = ", ".join(str(result.global_batch(i)) for i in range(len(result.ranked)))
+        summary.append(
+            f"\nglobal batch range [{batch_range[0]}, {batch_range[1]}] seqs, ranked by tokens/s;"
+            f" batch of each ranked plan: {batches}"
+        )
     parts: list[RenderableType] = [
         render_header(result.cluster, result.workload, result.model.name),
         summary,

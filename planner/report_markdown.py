@@ -27,6 +27,21 @@ def _table(header: list[str], rows: list[list[str]], right: set[int] | None = No
     return out + [""]
 
 
+def _batch_range_lines(result: PlanResult) -> list[str]:
+    """With a global batch range each plan has its own batch (plans rank by tokens/s)."""
+    batch_range = getattr(result, "global_batch_range", None)
+    if batch_range is None:
+        return []
+    batches = ", ".join(str(result.global_batch(i)) for i in range(len(result.ranked)))
+    return [
+        "",
+        (
+            f"Global batch range [{batch_range[0]}, {batch_range[1]}] seqs, ranked by tokens/s; "
+            f"batch of each ranked plan: {batches}."
+        ),
+    ]
+
+
 def render_markdown(result: PlanResult) -> str:
     best, cluster, w = result.best, result.cluster, result.workload
     lines = [
@@ -42,6 +57,7 @@ def render_markdown(result: PlanResult) -> str:
             f"{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU {best.mfu:.1%}, step "
             f"{best.step_time_s:,.3f} s, peak memory {best.peak_memory_gib:.1f} GiB"
         ),
+        *_batch_range_lines(result),
         "",
         "## Step time breakdown",
         "",

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+)
 
 from cost_models.specs import Cluster, Estimate, ModelSpec, Recompute, Spec, Workload
 
@@ -31,6 +38,37 @@ class SearchSpace(Spec):
     memory_headroom: float = Field(
         0.10, ge=0, lt=1, description="fraction of HBM kept free (fragmentation, spikes)"
     )
+    global_batch_range: tuple[int, int] | None = Field(
+        None,
+        description="(MIN, MAX) global batch in sequences: each plan takes its own batch in the "
+        "range and plans rank by time per sequence (tokens/s); None: the workload's fixed batch",
+    )
+
+    stage_split: Literal["even", "search"] = Field(
+        "even",
+        description="layers per pipeline stage: even (the cost model's split) or search (a "
+        "pp > 1 layout out of memory with the even split takes the CP-SAT partition's split, "
+        "planner/sat/partition.py; slower, fixed global batch only)",
+    )
+
+    @field_validator("stage_split")
+    @classmethod
+    def _split_needs_fixed_batch(cls, v: str, info: ValidationInfo) -> str:
+        # The partition solver is built for one batch; a range would need one per batch.
+        if v == "search" and info.data.get("global_batch_range") is not None:
+            raise ValueError("search needs a fixed global batch, not a global batch range")
+        return v
+
+    @field_validator("global_batch_range")
+    @classmethod
+    def _range_ordered(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
+        if v is not None:
+            lo, hi = v
+            if lo < 1:
+                raise ValueError(f"MIN ({lo}) must be at least 1")
+            if lo > hi:
+                raise ValueError(f"MIN ({lo}) must not exceed MAX ({hi})")
+        return v
 
 
 class SolverOptions(Spec):
@@ -58,6 +96,11 @@ class SolveStats(Spec):
     num_candidates: int = Field(description="layouts enumerated before filtering")
     num_scored: int = Field(description="layouts scored by the cost model")
     num_feasible: int = Field(description="layouts that fit in memory")
+    objective_unit: Literal["step_time_s", "s_per_sequence"] = Field(
+        "step_time_s",
+        description="unit of objective and best_bound: step time (fixed global batch) or seconds "
+        "per sequence (global batch range)",
+    )
 
 
 class PlanResult(Spec):
@@ -70,28 +113,40 @@ class PlanResult(Spec):
     solver: SolveStats
     rejections: dict[str, int] = Field(description="rejection reason -> number of candidates")
     usable_memory_gib: float = Field(description="HBM per GPU minus the memory headroom")
+    global_batch_range: tuple[int, int] | None = Field(
+        None, description="the searched (MIN, MAX) global batch; `workload` has the best plan's"
+    )
 
     @property
     def best(self) -> Estimate:
         return self.ranked[0]
+
+    def global_batch(self, index: int = 0) -> int:
+        """Global batch (sequences) of a ranked plan: with a range each plan has its own."""
+        e = self.ranked[index]
+        return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+
+    def plan_workload(self, index: int = 0) -> Workload:
+        """The workload a ranked plan was scored with (its own global batch)."""
+        return self.workload.model_copy(update={"global_batch_seqs": self.global_batch(index)})
 
     # Launcher hand-off (planner/launch.py, planner/ranks.py); `index` picks a ranked plan.
 
     def to_megatron_args(self, index: int = 0) -> list[str]:
         from .launch import megatron_args
 
-        return megatron_args(self.model, self.workload, self.ranked[index])
+        return megatron_args(self.model, self.plan_workload(index), self.ranked[index])
 
     def to_torchtitan(self, index: int = 0) -> dict:
         """{"config": {section: {field: value}}, "overrides": [...], "toml": str}."""
         from .launch import torchtitan
 
-        return torchtitan(self.model, self.workload, self.ranked[index])
+        return torchtitan(self.model, self.plan_workload(index), self.ranked[index])
 
     def to_deepspeed_config(self, index: int = 0) -> dict:
         from .launch import deepspeed_config
 
-        return deepspeed_config(self.workload, self.ranked[index])
+        return deepspeed_config(self.plan_workload(index), self.ranked[index])
 
     def device_mesh(self, index: int = 0) -> dict:
         """{"mesh_shape": [...], "mesh_dim_names": [...]} for init_device_mesh."""

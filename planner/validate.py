@@ -172,6 +172,9 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
         cp_attention=(
             "torch_ring" if "torchtitan" in str(record.get("source") or "") else "fused_ring"
         ),
+        # torchtitan pipelines with torch.distributed.pipelining, whose last stage keeps every
+        # micro-batch's logits for step()'s return value (cost_models.memory.kept_outputs_bytes).
+        pp_keeps_outputs="torchtitan" in str(record.get("source") or ""),
     )
     sp = lay.get("sequence_parallel")
     notes = str(record.get("notes") or "")

@@ -11,8 +11,10 @@ bound serves every placement of a shape. tests/planner/test_sat_bounds.py checks
 
 `placement_step_s` is the tighter bound for one placement: the same schedule with the full t_r
 (the cost model's own per-layer cost on that placement's spans) plus the pipeline p2p term; it
-leaves out only dp_comm and optimizer (both >= 0), which need the per-stage parameter loop that
-makes a full estimate expensive. It is shaved by SAFETY so float summation order cannot lift it
+leaves out only dp_comm and optimizer (both >= 0). With `with_dp=True` it adds those two terms as
+the estimate computes them (`dp_optimizer_s`, per ZeRO stage, a handful of stages instead of the
+estimate's loop over all of them), which makes it the step time itself up to float summation
+order. Either way it is shaved by SAFETY (1e-9 relative) so that summation order cannot lift it
 above the estimate.
 
 `peak_memory_gib` is the estimate's own peak memory (same cost_models functions, same order), for
@@ -22,15 +24,25 @@ checks it equals estimate(...).peak_memory_gib exactly.
 
 from __future__ import annotations
 
+import math
+
 from cost_models import comm, topology
 from cost_models.calibration import calibration_for
 from cost_models.compute import LayerTime, layer_time, lm_head_time, tokens_per_gpu
-from cost_models.estimate import BF16_BYTES, _layer_cost, _stage_memory
-from cost_models.memory import layer_activation_bytes, stage_params, state_bytes
+from cost_models.estimate import (
+    BF16_BYTES,
+    _layer_cost,
+    _stage_dp_s,
+    _stage_memory,
+    _stage_optimizer_s,
+)
+from cost_models.memory import StageParams, layer_activation_bytes, stage_params, state_bytes
 from cost_models.pipeline import stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 
 SAFETY = 1 - 1e-9
+_NOT_IN_LAYER_COST = ("order", "zero_stage", "pp", "dp", "vp")
+_NOT_IN_STAGE_PARAMS = ("order", "zero_stage", "recompute", "micro_batch")
 
 
 class StepLowerBound:
@@ -41,6 +53,13 @@ class StepLowerBound:
         self.cal = calibration_for(cluster.gpu.generation)
         self._layers: dict[tuple, tuple[LayerTime | None, LayerTime | None, LayerTime]] = {}
         self._counts: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        self._params: dict[tuple, StageParams] = {}
+        self._dp: dict[tuple, float] = {}
+        self._acts: dict[tuple, dict[tuple[bool, str], float]] = {}
+        self._layer_costs: dict[tuple, tuple[float, float]] = {}
+        gpu = cluster.gpu
+        self.hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * self.cal.hbm_efficiency
+        self._candidates: dict[tuple[int, int], list[tuple[int, tuple[int, int]]]] = {}
 
     def _layer_times(self, lo: Layout) -> tuple[LayerTime | None, LayerTime | None, LayerTime]:
         # compute.layer_time reads tokens per GPU (micro_batch, cp), tp, ep, etp and sequence
@@ -65,67 +84,208 @@ class StepLowerBound:
             ]
         return found
 
-    def step_s(self, lo: Layout, counts: list[tuple[int, int]] | None = None) -> float:
-        """A value <= estimate(...).step_time_s for `lo` under any order, ZeRO stage and network.
-        `counts`: (dense, MoE) layers per rank of the split scored (default: the even split)."""
+    def step_s(self, lo: Layout, recompute: str | None = None) -> float:
+        """A value <= estimate(...).step_time_s for `lo` (with `recompute` instead of its own,
+        if given) under any order, ZeRO stage and network."""
         dense, moe, head = self._layer_times(lo)
+        rc = lo.recompute if recompute is None else recompute
 
         def cost(t: LayerTime | None) -> float:
-            return 0.0 if t is None else t.forward_s + t.backward_s + t.recompute_s(lo.recompute)
+            return 0.0 if t is None else t.forward_s + t.backward_s + t.recompute_s(rc)
 
         per_dense, per_moe = cost(dense), cost(moe)
-        counts = self._stage_counts(lo) if counts is None else counts
-        stage = [nd * per_dense + nm * per_moe for nd, nm in counts]
+        stage = [nd * per_dense + nm * per_moe for nd, nm in self._stage_counts(lo)]
         stage[-1] += head.forward_s + head.backward_s
         m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
         t_max = max(stage)
         return m * t_max + (sum(stage) - t_max) / lo.vp
 
     def placement_step_s(
+        self, lo: Layout, span: dict[str, list[int]] | None = None, *, with_dp: bool = False
+    ) -> float:
+        """A value <= estimate(...).step_time_s for `lo` (this order) under any ZeRO stage, or,
+        with_dp, under its own ZeRO stage. `span` is topology.spans(cluster, lo), passed in when
+        the caller has it cached."""
+        span = topology.spans(self.cluster, lo) if span is None else span
+        return self.placement_bounds_s(lo, [span], with_dp=with_dp)[0]
+
+    def placement_bounds_s(
         self,
         lo: Layout,
-        span: dict[str, list[int]] | None = None,
+        spans: list[dict[str, list[int]]],
+        *,
+        with_dp: bool = False,
+        counts: list[tuple[int, int]] | None = None,
+        any_split: bool = False,
+    ) -> list[float]:
+        """placement_step_s of `lo` on each of `spans` (one per order). The cost model reads the
+        order only through the spans, so `lo` may carry any order (planner/sat/table.py passes
+        the shape with the canonical order). `counts`: (dense, MoE) layers per rank of the split
+        scored (default: the even split; with_dp only for the even split). `any_split`: a bound
+        for every split (SearchSpace.stage_split "search", planner/sat/partition.py)."""
+        assert not (with_dp and (counts is not None or any_split)), "DP terms: even split only"
+        cl = self.cluster
+        # estimate._layer_cost reads neither pp, dp, vp, the ZeRO stage nor the order, and of
+        # the spans only TP, CP and EP, so orders and shapes that differ only there share it.
+        layer_key = tuple(v for k, v in lo.__dict__.items() if k not in _NOT_IN_LAYER_COST)
+        schedule: dict[tuple[float, float], float] = {}  # (dense, MoE layer s) -> schedule s
+        p2p: dict[tuple[int, ...], float] = {}  # PP span -> pipeline p2p seconds
+        payload = 0.0
+        if lo.pp > 1:
+            t = tokens_per_gpu(self.workload, lo)
+            payload = t * self.model.hidden_size * BF16_BYTES / lo.tp
+        out = []
+        for span in spans:
+            key = (layer_key, tuple(span["tp"]), tuple(span["cp"]), tuple(span["ep"]))
+            costs = self._layer_costs.get(key)
+            if costs is None:
+                costs = self._layer_costs[key] = self._layer_costs_s(lo, span)
+            core_s = schedule.get(costs)
+            if core_s is None:
+                core_s = schedule[costs] = self._schedule_s(lo, *costs, counts, any_split)
+            pp_s = 0.0
+            if lo.pp > 1:
+                pp_span = tuple(span["pp"])
+                pp_s = p2p.get(pp_span)
+                if pp_s is None:
+                    tier = topology.outermost_tier(cl, pp_span)
+                    pp_s = p2p[pp_span] = 2 * (lo.pp - 1) * comm.p2p_time_s(payload, tier)
+            if with_dp:
+                out.append((core_s + pp_s + self.dp_optimizer_s(lo, span)) * SAFETY)
+            else:
+                out.append((core_s + pp_s) * SAFETY)
+        return out
+
+    def dp_optimizer_s(self, lo: Layout, span: dict[str, list[int]]) -> float:
+        """estimate(...)'s dp_comm + optimizer terms for `lo` on `span` (this ZeRO stage), from
+        the same per-stage functions (estimate._stage_dp_s, _stage_optimizer_s). Both terms
+        are maxima over stages; the stages of _peak_candidates hold every distinct value (a
+        middle stage's parameters and compute depend only on its layer counts), so this is the
+        estimate's own value, and any subset of stages would still give a lower bound."""
+        key = (
+            *(v for k, v in lo.__dict__.items() if k not in ("order", "recompute")),
+            tuple(span["dp_cp"]),
+            tuple(span["edp"]),
+        )
+        found = self._dp.get(key)
+        if found is not None:
+            return found
+        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        dense, moe, head = self._layer_times(lo)
+        last = lo.pp - 1
+        dp_s = opt_s = 0.0
+        params_key = self._params_key(lo)
+        for r, (nd, nm) in self._peak_candidates(lo):
+            # The stage's forward + backward per micro-batch, summed as estimate() sums it.
+            compute_s = 0.0
+            if nd and dense is not None:
+                compute_s += nd * (dense.forward_s + dense.backward_s)
+            if nm and moe is not None:
+                compute_s += nm * (moe.forward_s + moe.backward_s)
+            if r == last:
+                compute_s += head.forward_s + head.backward_s
+            sp = self._stage_params(lo, (nd, nm), r, params_key)
+            exposed, _ = _stage_dp_s(self.cluster, self.cal, lo, sp, compute_s, m, span)
+            dp_s = max(dp_s, exposed)
+            opt_s = max(opt_s, _stage_optimizer_s(lo, sp, self.hbm_bytes_per_s))
+        found = self._dp[key] = dp_s + opt_s
+        return found
+
+    def _layer_costs_s(self, lo: Layout, span: dict[str, list[int]]) -> tuple[float, float]:
+        """(dense, MoE) layer seconds per micro-batch on `span`: estimate._layer_cost's total."""
+        m_, cl, w = self.model, self.cluster, self.workload
+        dense, moe, _ = self._layer_times(lo)
+        cd = 0.0 if dense is None else _layer_cost(m_, cl, w, lo, dense, span, is_moe=False).total_s
+        cm = 0.0 if moe is None else _layer_cost(m_, cl, w, lo, moe, span, is_moe=True).total_s
+        return cd, cm
+
+    def _schedule_s(
+        self,
+        lo: Layout,
+        cd: float,
+        cm: float,
         counts: list[tuple[int, int]] | None = None,
         any_split: bool = False,
     ) -> float:
-        """A value <= estimate(...).step_time_s for `lo` (this order) under any ZeRO stage.
-        `span` is topology.spans(cluster, lo), passed in when the caller has it cached."""
-        m_, cl, w = self.model, self.cluster, self.workload
-        span = topology.spans(cl, lo) if span is None else span
-        dense, moe, head = self._layer_times(lo)
-        per_dense = 0.0 if dense is None else _layer_cost(m_, cl, w, lo, dense, span, is_moe=False)
-        per_moe = 0.0 if moe is None else _layer_cost(m_, cl, w, lo, moe, span, is_moe=True)
-        cd = 0.0 if dense is None else per_dense.total_s
-        cm = 0.0 if moe is None else per_moe.total_s
+        """m * t_max + (sum t - t_max) / vp with per-layer seconds cd (dense) and cm (MoE) on the
+        split `counts` (default even). any_split: sum(t) is the same for every split and
+        t_max >= sum(t) / pp, and the schedule is non-decreasing in t_max (m >= 1 >= 1/vp), so
+        t_max = sum(t) / pp bounds every split (planner/sat/partition.py free_step_s)."""
+        head = self._layer_times(lo)[2]
         counts = self._stage_counts(lo) if counts is None else counts
         stage = [nd * cd + nm * cm for nd, nm in counts]
         stage[-1] += head.forward_s + head.backward_s
-        m = w.global_batch_seqs // (lo.micro_batch * lo.dp)
-        # any_split: a bound for every split; sum(stage) does not depend on it and
-        # max(stage) >= sum(stage) / pp (planner/sat/partition.py free_step_s has the proof).
+        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
         t_max = sum(stage) / lo.pp if any_split else max(stage)
-        pp_s = 0.0
-        if lo.pp > 1:
-            payload = tokens_per_gpu(w, lo) * m_.hidden_size * BF16_BYTES / lo.tp
-            pp_s = (
-                2 * (lo.pp - 1) * comm.p2p_time_s(payload, topology.outermost_tier(cl, span["pp"]))
-            )
-        return (m * t_max + (sum(stage) - t_max) / lo.vp + pp_s) * SAFETY
+        return m * t_max + (sum(stage) - t_max) / lo.vp
 
-    def peak_memory_gib(self, lo: Layout) -> float:
-        """estimate(...).peak_memory_gib for `lo` (any order), without the time terms."""
+    def _stage_params(
+        self, lo: Layout, counts: tuple[int, int], r: int, key: tuple | None = None
+    ) -> StageParams:
+        """memory.stage_params, cached; `key` is _params_key(lo) when the caller has it."""
+        full = (self._params_key(lo) if key is None else key, counts, r)
+        found = self._params.get(full)
+        if found is None:
+            found = self._params[full] = stage_params(self.model, lo, counts[0], counts[1], r)
+        return found
+
+    @staticmethod
+    def _params_key(lo: Layout) -> tuple:
+        # memory.stage_params reads the degrees and the stage position, not the recompute mode,
+        # ZeRO stage, order or micro-batch, so the shapes of one base share it.
+        return tuple(v for k, v in lo.__dict__.items() if k not in _NOT_IN_STAGE_PARAMS)
+
+    def peak_memory_gib(self, lo: Layout, stop_above: float = math.inf) -> float:
+        """estimate(...).peak_memory_gib for `lo` (any order), without the time terms.
+
+        Only the stages that can hold the peak are evaluated: the first and the last, and of the
+        middle stages with the same (dense, MoE) layer counts only the first. A middle stage's
+        memory depends on its position only through the in-flight micro-batches
+        (pipeline.inflight_chunks, non-increasing in the rank): its parameters, states and
+        buffers are those of every middle stage with the same layer counts, and its activations
+        and allocator reserve grow with the in-flight count, so the total of a later such stage
+        is never larger (float sums and products are monotone too). The max is therefore exact.
+
+        With `stop_above`, it may return early a value > stop_above that is the peak of the
+        stages seen so far: a lower bound on the peak, enough to decide that `lo` does not fit
+        and is not the closest to fitting. The last stage (logits) is tried first.
+        """
         model, w = self.model, self.workload
         m = w.global_batch_seqs // (lo.micro_batch * lo.dp)
         kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
-        acts_per_mb = {
-            (k, rc): layer_activation_bytes(model, w, lo, is_moe=k, recompute=rc)
-            for k in kinds
-            for rc in {lo.recompute, "none"}
-        }
+        # Activation bytes do not depend on the ZeRO stage or the order.
+        acts_key = tuple(v for k, v in lo.__dict__.items() if k not in ("order", "zero_stage"))
+        acts_per_mb = self._acts.get(acts_key)
+        if acts_per_mb is None:
+            acts_per_mb = self._acts[acts_key] = {
+                (k, rc): layer_activation_bytes(model, w, lo, is_moe=k, recompute=rc)
+                for k in kinds
+                for rc in {lo.recompute, "none"}
+            }
         peak = 0.0
-        for r, counts in enumerate(self._stage_counts(lo)):
-            sp = stage_params(model, lo, counts[0], counts[1], r)
+        params_key = self._params_key(lo)
+        for r, counts in self._peak_candidates(lo):
+            sp = self._stage_params(lo, counts, r, params_key)
             weights, grads, optim = state_bytes(sp, lo, m)
             stage = _stage_memory(model, w, lo, r, counts, acts_per_mb, m, weights, grads, optim)
             peak = max(peak, stage.total_gib)
+            if peak > stop_above:
+                break
         return peak
+
+    def _peak_candidates(self, lo: Layout) -> list[tuple[int, tuple[int, int]]]:
+        """(rank, layer counts) of the stages that can hold the peak: last, first, and the first
+        middle stage of each distinct layer count (see peak_memory_gib)."""
+        key = (lo.pp, lo.vp)
+        found = self._candidates.get(key)
+        if found is None:
+            counts = self._stage_counts(lo)
+            last = len(counts) - 1
+            found = [(last, counts[last])] + ([(0, counts[0])] if last > 0 else [])
+            seen: set[tuple[int, int]] = set()
+            for r in range(1, last):
+                if counts[r] not in seen:
+                    seen.add(counts[r])
+                    found.append((r, counts[r]))
+            self._candidates[key] = found
+        return found

@@ -15,7 +15,7 @@ from ortools.sat.python import cp_model
 from cost_models.specs import Estimate
 
 from ..candidates import simplicity_rank
-from .scale import objective_coefficient, tie_range, time_to_quanta
+from .scale import objective_coefficient, per_sequence_quanta, scaled_step_s, tie_range
 
 
 @dataclass
@@ -27,8 +27,16 @@ class SatModel:
     tie: int  # objective = step quanta * tie + simplicity rank
 
 
-def build(estimates: list[Estimate]) -> SatModel:
-    """One-hot choice over the scored plans that fit; minimize (step time, simplicity)."""
+def _batch(e: Estimate) -> int:
+    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+
+
+def build(estimates: list[Estimate], batch_max: int | None = None) -> SatModel:
+    """One-hot choice over the scored plans that fit; minimize (step time, simplicity).
+
+    With a global batch range (`batch_max` its MAX) the time is per sequence, in the quanta of
+    scale.per_sequence_quanta; with a fixed batch it is the step time as before.
+    """
     by_simplicity = sorted(
         range(len(estimates)), key=lambda i: simplicity_rank(estimates[i].layout)
     )
@@ -37,7 +45,8 @@ def build(estimates: list[Estimate]) -> SatModel:
         rank[i] = r
     tie = tie_range(len(estimates))
     coefficients = [
-        objective_coefficient(e.step_time_s, rank[i], tie) for i, e in enumerate(estimates)
+        objective_coefficient(scaled_step_s(e.step_time_s, _batch(e), batch_max), rank[i], tie)
+        for i, e in enumerate(estimates)
     ]
     m = cp_model.CpModel()
     choose = [m.new_bool_var(f"plan_{i}") for i in range(len(estimates))]
@@ -45,8 +54,8 @@ def build(estimates: list[Estimate]) -> SatModel:
     m.minimize(sum(c * x for c, x in zip(coefficients, choose, strict=True)))
     # Hint: the first plan in table order whose step time is the table's best (the incumbent the
     # branch and bound found), not necessarily the simplest such plan.
-    best_q = min(time_to_quanta(e.step_time_s) for e in estimates)
-    hint = next(i for i, e in enumerate(estimates) if time_to_quanta(e.step_time_s) == best_q)
+    keys = [per_sequence_quanta(e.step_time_s, _batch(e), batch_max) for e in estimates]
+    hint = keys.index(min(keys))
     for i, x in enumerate(choose):
         m.add_hint(x, i == hint)
     return SatModel(m, choose, estimates, coefficients, tie)

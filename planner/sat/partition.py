@@ -29,8 +29,8 @@ Model, for one layout shape (memory does not depend on the order):
 What the model leaves out: the exposed TP/CP/EP traffic per layer and the DP traffic, which
 depend on the placement. The search scores every placement with estimate() on the split chosen
 here, so reported numbers stay the cost model's own; the split is optimal for the
-placement-independent part of the step. It is used where the even split is out of memory
-(`splits`).
+placement-independent part of the step. It is used, with SearchSpace.stage_split "search", where
+the even split is out of memory (planner/sat/table.py, planner/exhaustive.py).
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from ortools.sat.python import cp_model
 
 from cost_models.calibration import calibration_for
 from cost_models.compute import LayerTime
-from cost_models.estimate import OPTIMIZER_BYTES_PER_PARAM, _stage_memory, estimate
+from cost_models.estimate import OPTIMIZER_BYTES_PER_PARAM, _stage_memory
 from cost_models.memory import layer_activation_bytes, stage_params, state_bytes
 from cost_models.pipeline import chunk_layer_counts, stage_layers
-from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 
 from .bounds import SAFETY, StepLowerBound
 from .scale import MAX_EXACT
@@ -154,20 +154,6 @@ class PartitionSolver:
         total = k * t_dense + (self.model.num_layers - k) * t_moe + t_head
         m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
         return ((m - 1 / lo.vp) * total / lo.pp + total / lo.vp) * SAFETY
-
-    def splits(self, lo: Layout, even_fits: bool) -> list[Split | None]:
-        """The splits the search scores for `lo`'s shape (None = the even split): the even one
-        when it fits, else the CP-SAT split when one fits; empty when none fits.
-
-        Only an out-of-memory even split triggers a solve: solving every expanded shape for a
-        possibly faster split cost ~10 ms each (ortools model construction alone ~3 ms), 60 s on
-        Llama-3.1-405B / 64 GPUs, against a 1 s target (docs/search.md)."""
-        if even_fits:
-            return [None]
-        if lo.pp == 1:
-            return []
-        best = self.split(lo)
-        return [] if best is None else [best]
 
     # ------------------------------------------------------------------------------ the model
 
@@ -321,20 +307,4 @@ def _fewest(k: int, n_moe: int, v: int) -> list[tuple[int, int]]:
     return [(d, v - d) for d in range(min(k, v) + 1) if v - d <= n_moe]
 
 
-def score(
-    model: ModelSpec, cluster: Cluster, workload: Workload, lo: Layout, splits: list[Split | None]
-) -> Estimate:
-    """estimate() of `lo` under each split in `splits` (the first strictly fastest is kept); the
-    Estimate records a non-even split."""
-    best: Estimate | None = None
-    for split in splits:
-        e = estimate(model, cluster, workload, lo, layers_per_stage=split)
-        if split is not None:
-            e = e.model_copy(update={"layers_per_stage": split})
-        if best is None or e.step_time_s < best.step_time_s:
-            best = e
-    assert best is not None, "score() needs at least one split"
-    return best
-
-
-__all__ = ["PartitionSolver", "Split", "score"]
+__all__ = ["PartitionSolver", "Split"]

@@ -15,6 +15,27 @@ def time_to_quanta(seconds: float) -> int:
     return round(seconds / TIME_QUANTUM_S)
 
 
+def scaled_step_s(step_s: float, batch: int, batch_max: int | None) -> float:
+    """The plan's time for `batch_max` sequences (time per sequence x MAX of the batch range).
+
+    With a global batch range plans rank by step_s / batch; scaling it by the range's MAX keeps
+    the magnitude (and the 2**53 headroom) of a step time. With a fixed batch (batch_max None or
+    equal to batch) the ratio is exactly 1.0 and this is step_s, bit for bit.
+    """
+    return step_s if batch_max is None else step_s * (batch_max / batch)
+
+
+def per_sequence_quanta(step_s: float, batch: int, batch_max: int | None) -> int:
+    """scaled_step_s in quanta: the key every engine ranks and prunes by."""
+    return time_to_quanta(scaled_step_s(step_s, batch, batch_max))
+
+
+def bound_s(objective_bound: float, tie: int, batch_max: int | None) -> float:
+    """The solver's objective bound back in seconds: per step, or per sequence with a range."""
+    seconds = (int(objective_bound) // tie) * TIME_QUANTUM_S
+    return seconds if batch_max is None else seconds / batch_max
+
+
 def tie_range(num_ranks: int) -> int:
     """The multiplier of the step time: a power of ten above every simplicity rank."""
     r = 10

@@ -9,10 +9,11 @@ from ortools.sat.python import cp_model
 from cost_models.errors import NoFeasiblePlan
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
+from ..exhaustive import objective_s as objective_of
 from ..exhaustive import usable_memory_gib, why_none
 from ..types import SearchSpace, SolverOptions, SolveStats
 from .build import build
-from .scale import TIME_QUANTUM_S
+from .scale import bound_s as scaled_bound_s
 from .table import build_table
 
 
@@ -35,13 +36,18 @@ def search(
 ) -> tuple[list[Estimate], SolveStats, dict[str, int]]:
     """Ranked plans (best first, top_k), stats, and rejection counts; same contract as exhaustive."""
     start = time.perf_counter()
-    table = build_table(model, cluster, workload, space, options.top_k)
+    # The time limit bounds the whole search: the branch and bound stops at the deadline (once a
+    # plan that fits is scored) and CP-SAT gets what is left of it.
+    table = build_table(
+        model, cluster, workload, space, options.top_k, deadline=start + options.time_limit_s
+    )
     if not table.estimates:
         usable = usable_memory_gib(cluster, space)
         raise NoFeasiblePlan(
             why_none(cluster, space, usable, table.num_legal, table.smallest, table.rejected)
         )
-    sat = build(table.estimates)
+    batch_max = None if space.global_batch_range is None else space.global_batch_range[1]
+    sat = build(table.estimates, batch_max)
     ranked: list[Estimate] = []
     status_name, objective_s, bound_s = "UNKNOWN", None, None
     for k in range(min(options.top_k, len(sat.estimates))):
@@ -53,13 +59,18 @@ def search(
         ranked.append(sat.estimates[chosen])
         if k == 0:
             status_name = solver.status_name(status)
-            objective_s = sat.estimates[chosen].step_time_s
-            bound_s = (int(solver.best_objective_bound) // sat.tie) * TIME_QUANTUM_S
+            objective_s = objective_of(sat.estimates[chosen], space)
+            bound_s = scaled_bound_s(solver.best_objective_bound, sat.tie, batch_max)
             if status == cp_model.OPTIMAL:
                 bound_s = objective_s  # proved: the bound is the optimum itself
         # Forbid this plan and re-solve for the next one (ranks are distinct, so no ties).
         sat.model.add(sat.choose[chosen] == 0)
         sat.model.clear_hints()
+    if table.open_bound_s is not None and objective_s is not None:
+        # Stopped by the deadline: the optimum of what was scored is only an incumbent. Whatever
+        # was left open costs at least its bound, so min(objective, open bound) bounds the optimum.
+        status_name = "FEASIBLE"
+        bound_s = min(objective_s, bound_s, table.open_bound_s)
     gap = None if objective_s is None else max(0.0, (objective_s - bound_s) / objective_s)
     stats = SolveStats(
         engine="cp-sat",
@@ -71,5 +82,6 @@ def search(
         num_candidates=table.num_candidates,
         num_scored=table.num_scored,
         num_feasible=len(table.estimates),
+        objective_unit="step_time_s" if batch_max is None else "s_per_sequence",
     )
     return ranked, stats, dict(table.rejected)

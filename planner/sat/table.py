@@ -1,33 +1,46 @@
 """The candidate table: every legal (layout, placement), scored only where it can still matter.
 
-Exact branch and bound in two levels (planner/sat/bounds.py). Each (shape, recompute, ZeRO) gets
-a compute-only lower bound that holds for every placement; when it is the smallest open bound, its
-placements are expanded, each with its own tighter bound (everything but dp_comm and optimizer).
-A placement is scored with the full cost model when its bound is the smallest open one; the first
-placement scored of a shape also decides whether the shape fits (memory does not depend on the
-order). Once the smallest open bound exceeds the k-th best step time found, no remaining
-candidate can enter the top k and the search stops. The table therefore holds
-every plan of the exhaustive top k, with the same floats; tests check it against exhaustive.py.
+Exact best-first branch and bound (bounds in planner/sat/bounds.py). A heap holds entries of four
+kinds, each with a lower bound on the step time of everything it stands for:
+  0  a shape (base x recompute, every ZeRO stage), compute-only bound, valid for every placement;
+  1  the same shape, bound raised to its best placement's bound (no DP / optimizer terms);
+  2  one placement of a shape x ZeRO stage that fits in memory, its own bound (no DP / optimizer);
+  3  the same placement with the DP and optimizer terms added (the step time up to 1e-9).
+Popping an entry tightens it to the next kind (re-queued if the bound rose) and pays for the next
+check only then: placement bounds of a shape, then its memory per ZeRO stage (order-independent),
+then the DP terms, then the full cost model. Once the smallest open bound exceeds the
+k-th best step time found, no remaining candidate can enter the top k and the search stops. The
+table therefore holds every plan of the exhaustive top k, with the same floats; tests check it
+against exhaustive.py.
+
+SearchSpace.stage_split "search" (planner/sat/partition.py): a pp > 1 shape's split is known only
+after its memory check, so kinds 0 and 1 use bounds valid for every split (total compute / pp for
+the slowest stage); the memory check keeps the even split where it fits and asks the partition
+solver where it does not; placements are then bounded on the split chosen. "even" (default): no
+partition solver, exactly the search above.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
-from ..candidates import CANONICAL_ORDER, OrderCache, legal_bases
+from ..candidates import CANONICAL_ORDER, OrderCache, largest_fitting, legal_bases_batched
 from ..exhaustive import usable_memory_gib
 from ..types import SearchSpace
 from .bounds import StepLowerBound
-from .partition import PartitionSolver, Split, score
-from .scale import TIME_QUANTUM_S, time_to_quanta
+from .partition import PartitionSolver, Split
+from .scale import TIME_QUANTUM_S, per_sequence_quanta
 
 OOM = "peak memory above usable HBM"
 PRUNED = "step-time lower bound above the k-th best plan (not scored)"
+TIMED_OUT = "not scored before the time limit"
 
 
 @dataclass
@@ -40,7 +53,9 @@ class CandidateTable:
     num_scored: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
-    num_partition_solves: int = 0  # CP-SAT stage-partition models solved (partition.py)
+    open_bound_s: float | None = None  # smallest bound left open when a deadline stopped it
+    num_partition_solves: int = 0  # stage-partition models built (stage_split "search")
+    num_partition_unproved: int = 0  # of those, stopped by the work limit before a proof
 
 
 def build_table(
@@ -51,119 +66,200 @@ def build_table(
     top_k: int,
     *,
     prune: bool = True,
+    deadline: float | None = None,
 ) -> CandidateTable:
+    """`deadline` (a time.perf_counter() value) stops the search early once at least one plan
+    that fits has been scored; `open_bound_s` then holds the smallest bound left open."""
     table = CandidateTable()
-    bases, table.rejected = legal_bases(model, cluster, workload, space)
+    bases, batches, table.rejected = legal_bases_batched(model, cluster, workload, space)
     orders = OrderCache(cluster, space.search_order)
-    bound = StepLowerBound(model, cluster, workload)
+    # Global batch range: every key is time per sequence (scale.per_sequence_quanta, scaled to
+    # the range's MAX), a base's bounds are taken at its largest legal batch, and a shape is
+    # scored at the largest batch that fits (candidates.largest_fitting). Time per sequence never
+    # rises with the batch, so a bound at the largest batch also bounds every smaller one.
+    # Fixed batch: one batch, factor exactly 1, the step time as before.
+    batch_max = None if space.global_batch_range is None else space.global_batch_range[1]
+    bound_at = _PerBatch(model, cluster, workload)
+
+    def quanta(step_s: float, batch: int) -> int:
+        return per_sequence_quanta(step_s, batch, batch_max)
+
     usable = usable_memory_gib(cluster, space)
-    parts = PartitionSolver(model, cluster, workload, usable, bound)
-    # (bound in quanta, bound, base index, recompute, zero): sorted, this is the visiting order.
-    queue: list[tuple[int, float, int, int, int]] = []
+    # stage_split "search" (fixed batch only: SearchSpace refuses it with a range).
+    parts = None
+    if space.stage_split == "search":
+        parts = PartitionSolver(model, cluster, workload, usable, bound_at(batches[0][0]))
+    splits: dict[tuple[int, int, int], Split] = {}  # shapes scored on a CP-SAT split
+    even_q: dict[tuple[int, int], list[int]] = {}  # even-split placement bounds ("search")
+
+    def any_split(lo: Layout) -> bool:
+        return parts is not None and lo.pp > 1
+
+    # Distinct placements of each base (they depend only on the degrees).
+    base_orders = [orders.orders(base) for base in bases]
+    # Heap entries (bound quanta, kind, base, recompute, zero, order index), kinds as in the
+    # module docstring; kinds 0 and 1 stand for every ZeRO stage (zero index -1).
+    heap: list[tuple[int, int, int, int, int, int]] = []
     for b, base in enumerate(bases):
-        n_orders = len(orders.orders(base))
         for ri, recompute in enumerate(space.recompute):
-            lo = base.model_copy(update={"recompute": recompute})
-            # The split is decided when the shape is expanded: until then, a bound for any split.
-            lb = parts.free_step_s(lo) if lo.pp > 1 else bound.step_s(lo)
-            for zi in range(len(space.zero_stages)):
-                queue.append((time_to_quanta(lb), lb, b, ri, zi))
-                table.num_legal += n_orders
+            b0 = batches[b][0]
+            if any_split(base):
+                lb = parts.free_step_s(base.model_copy(update={"recompute": recompute}))
+            else:
+                lb = bound_at(b0).step_s(base, recompute)
+            heap.append((quanta(lb, b0), 0, b, ri, -1, -1))
+        table.num_legal += len(base_orders[b]) * len(space.recompute) * len(space.zero_stages)
     table.num_candidates = table.num_legal + sum(table.rejected.values())
-    # Heap entries (bound quanta, kind, base, recompute, zero, order index): kind 0 is a shape
-    # (bound for all its placements), kind 1 one placement (its own, tighter bound).
-    heap: list[tuple[int, int, int, int, int, int]] = [
-        (q, 0, b, ri, zi, -1) for q, _, b, ri, zi in queue
-    ]
     heapq.heapify(heap)
-    fits: dict[tuple[int, int, int], bool] = {}  # memory is the same for every placement
-    splits: dict[tuple[int, int, int], list[Split | None]] = {}  # None: the even split
-    peaks: dict[tuple[int, int, int], float] = {}  # even-split peak of a pending shape
-    placement_bound: dict[tuple, int] = {}  # zero stage enters only through the split
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
-    smallest: tuple[float, Layout] | None = None  # (peak GiB, layout) closest to fitting
-    shapes: dict[tuple[int, int, int], Layout] = {}
+    # (peak GiB, layout, workload) closest to fitting
+    smallest: tuple[float, Layout, Workload] | None = None
+    shapes: dict[tuple[int, int, int], Layout] = {}  # shapes that fit, by (base, rc, zero)
+    batch_of: dict[tuple[int, int, int], int] = {}  # the batch each fitting shape is scored at
+    timed_out = False
+    # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) of its orders.
+    placement_q: dict[tuple[int, int], list[int]] = {}
+    base_spans: dict[int, list[dict[str, tuple[int, ...]]]] = {}  # per base, per order
     while heap:
         lb_q, kind, b, ri, zi, oi = heap[0]
         if prune and len(kth) == top_k and lb_q > -kth[0]:
-            table.rejected[PRUNED] += _left(heap, bases, orders, fits)
+            break
+        if deadline is not None and table.estimates and time.perf_counter() > deadline:
+            # A valid bound on every open entry: its bound in quanta, less the rounding.
+            table.open_bound_s = (lb_q - 1) * TIME_QUANTUM_S
+            if batch_max is not None:
+                table.open_bound_s /= batch_max  # per sequence, as the objective
+            timed_out = True
             break
         heapq.heappop(heap)
-        key = (b, ri, zi)
-        if fits.get(key) is False:
-            continue  # already counted as out of memory
-        shape = shapes.get(key)
-        if shape is None:
-            shape = shapes[key] = bases[b].model_copy(
-                update={"recompute": space.recompute[ri], "zero_stage": space.zero_stages[zi]}
-            )
-        shape_orders = orders.orders(bases[b])
-        if kind == 0 and key not in fits:
-            # Memory first; an out-of-memory even split (pp > 1) waits for a CP-SAT split
-            # (planner/sat/partition.py) until one of its placements is the best open candidate,
-            # its placements queued with bounds valid for any split meanwhile.
-            peak = bound.peak_memory_gib(shape)
-            if peak <= usable:
-                fits[key], splits[key] = True, [None]
-                lb = bound.step_s(shape)
-                heapq.heappush(heap, (max(time_to_quanta(lb), lb_q), 0, b, ri, zi, oi))
-                continue
-            if shape.pp == 1:
-                fits[key] = False
-                table.rejected[OOM] += len(shape_orders)
-                if smallest is None or peak < smallest[0]:
-                    smallest = (peak, shape)
-                continue
-            fits[key], splits[key] = True, []  # pending
-            peaks[key] = peak
+        cutoff = -kth[0] if prune and len(kth) == top_k else None
         if kind == 0:
-            pending = not splits[key]
-            for o, order in enumerate(shape_orders):
-                q = placement_bound.get((b, ri, o, pending))
-                if q is None:
-                    lo = shape.model_copy(update={"order": order})
-                    lb = bound.placement_step_s(lo, orders.spans(lo), any_split=pending)
-                    q = placement_bound[(b, ri, o, pending)] = time_to_quanta(lb)
-                heapq.heappush(heap, (max(q, lb_q), 1, b, ri, zi, o))
-            continue
-        if not splits[key]:
-            splits[key] = parts.splits(shape, False)
-            if not splits[key]:
-                fits[key] = False
-                table.rejected[OOM] += len(shape_orders)
-                if smallest is None or peaks[key] < smallest[0]:
-                    smallest = (peaks[key], shape)
+            # Tighten the shape's bound to its best placement's before paying for the memory
+            # check; re-queue it if that moved it back.
+            shape = bases[b].model_copy(update={"recompute": space.recompute[ri]})
+            spans = base_spans.get(b)
+            if spans is None:
+                spans = base_spans[b] = [orders.spans(shape, o) for o in base_orders[b]]
+            b0 = batches[b][0]
+            at = bound_at(b0).placement_bounds_s(shape, spans, any_split=any_split(shape))
+            qs = placement_q[(b, ri)] = [quanta(lb, b0) for lb in at]
+            q = max(lb_q, min(qs))
+            if q > lb_q:
+                if cutoff is None or q <= cutoff:
+                    heapq.heappush(heap, (q, 1, b, ri, -1, -1))
                 continue
-        order = shape_orders[oi]
+            kind = 1
+        if kind == 1:
+            # Memory does not depend on the order: decide it once per ZeRO stage, before any
+            # placement of it is queued.
+            for zi, zero in enumerate(space.zero_stages):
+                shape = bases[b].model_copy(
+                    update={"recompute": space.recompute[ri], "zero_stage": zero}
+                )
+                # Stop early only when the shape can neither fit nor be the closest to fitting
+                # (the first shape out of memory gets its exact peak).
+                stop = math.inf if smallest is None else max(usable, smallest[0])
+                peaks: dict[int, float] = {}
+
+                def fit(batch: int, shape=shape, peaks=peaks, stop=stop) -> bool:
+                    peaks[batch] = bound_at(batch).peak_memory_gib(shape, stop_above=stop)
+                    return peaks[batch] <= usable
+
+                chosen, last = largest_fitting(batches[b], fit)
+                split = None
+                if chosen is None and any_split(shape):
+                    # Even split out of memory: the partition solver's split, if one fits.
+                    split = parts.split(shape)
+                    chosen = None if split is None else batches[b][0]
+                if chosen is None:
+                    peak = peaks[batches[b][last]]
+                    table.rejected[OOM] += len(base_orders[b])
+                    if smallest is None or peak < smallest[0]:
+                        smallest = (peak, shape, bound_at(batches[b][last]).workload)
+                    continue
+                shapes[(b, ri, zi)] = shape
+                batch_of[(b, ri, zi)] = chosen
+                qs = placement_q[(b, ri)]
+                if split is not None:
+                    splits[(b, ri, zi)] = split
+                    counts = parts.counts(shape, split)
+                    at = bound_at(chosen).placement_bounds_s(shape, base_spans[b], counts=counts)
+                    qs = [quanta(lb, chosen) for lb in at]
+                elif any_split(shape):  # the even split fits: its own (tighter) bounds
+                    qs = even_q.get((b, ri))
+                    if qs is None:
+                        at = bound_at(chosen).placement_bounds_s(shape, base_spans[b])
+                        qs = even_q[(b, ri)] = [quanta(lb, chosen) for lb in at]
+                elif chosen != batches[b][0]:
+                    # Memory forced a smaller batch than the bounds assumed: bound the
+                    # placements again at that batch (tighter per sequence).
+                    at = bound_at(chosen).placement_bounds_s(shape, base_spans[b])
+                    qs = [quanta(lb, chosen) for lb in at]
+                for o, q in enumerate(qs):
+                    q = max(q, lb_q)
+                    if cutoff is None or q <= cutoff:  # the k-th best only falls: never popped
+                        heapq.heappush(heap, (q, 2, b, ri, zi, o))
+            continue
+        key = (b, ri, zi)
+        shape = shapes[key]
+        order = base_orders[b][oi]
+        split = splits.get(key)
+        if kind == 2 and split is None:
+            # Add the DP and optimizer terms (they need the ZeRO stage) before scoring; a
+            # CP-SAT split is scored directly (bounds.dp_optimizer_s covers the even split only).
+            batch = batch_of[key]
+            full = bound_at(batch).placement_step_s(shape, base_spans[b][oi], with_dp=True)
+            q = max(lb_q, quanta(full, batch))
+            if q > lb_q:
+                if cutoff is None or q <= cutoff:
+                    heapq.heappush(heap, (q, 3, b, ri, zi, oi))
+                continue
         lo = shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
-        e = score(model, cluster, workload, lo, splits[key])
+        e = _score(model, cluster, bound_at(batch_of[key]).workload, lo, split)
         table.num_scored += 1
         table.estimates.append(e)
-        q = time_to_quanta(e.step_time_s)
+        q = quanta(e.step_time_s, batch_of[key])
         if len(kth) < top_k:
             heapq.heappush(kth, -q)
         elif q < -kth[0]:
             heapq.heapreplace(kth, -q)
+    # Every legal placement not scored and not out of memory was left out by its bound (or by the
+    # deadline): unexpanded shapes, open placements, and placements never pushed (bound > k-th).
+    left = table.num_legal - table.num_scored - table.rejected[OOM]
+    if left > 0:
+        table.rejected[TIMED_OUT if timed_out else PRUNED] += left
     if not table.estimates and smallest is not None:
-        table.smallest = _score(model, cluster, workload, smallest[1])  # for the message
-    table.num_partition_solves = parts.num_solves
+        table.smallest = _score(model, cluster, smallest[2], smallest[1])  # for the message
+    if parts is not None:
+        table.num_partition_solves = parts.num_solves
+        table.num_partition_unproved = parts.num_unproved
     return table
 
 
-def _left(heap, bases, orders: OrderCache, fits) -> int:
-    """Placements never scored: every placement of an unexpanded shape, and expanded ones whose
-    shape is not already known to be out of memory."""
-    n = 0
-    for _, kind, b, _ri, _zi, _ in heap:
-        if kind == 0:
-            n += len(orders.orders(bases[b]))
-        elif fits.get((b, _ri, _zi)) is not False:
-            n += 1
-    return n
+class _PerBatch:
+    """One StepLowerBound (and its workload) per global batch; a fixed batch has just one."""
+
+    def __init__(self, model: ModelSpec, cluster: Cluster, workload: Workload) -> None:
+        self.model, self.cluster, self.workload = model, cluster, workload
+        self._bounds: dict[int, StepLowerBound] = {}
+
+    def __call__(self, batch: int) -> StepLowerBound:
+        found = self._bounds.get(batch)
+        if found is None:
+            w = self.workload
+            if batch != w.global_batch_seqs:
+                w = w.model_copy(update={"global_batch_seqs": batch})
+            found = self._bounds[batch] = StepLowerBound(self.model, self.cluster, w)
+        return found
 
 
-def _score(model: ModelSpec, cluster: Cluster, workload: Workload, lo: Layout) -> Estimate:
-    return estimate(model, cluster, workload, lo)
+def _score(
+    model: ModelSpec, cluster: Cluster, workload: Workload, lo: Layout, split: Split | None = None
+) -> Estimate:
+    if split is None:
+        return estimate(model, cluster, workload, lo)
+    e = estimate(model, cluster, workload, lo, layers_per_stage=split)
+    return e.model_copy(update={"layers_per_stage": split})
 
 
-__all__ = ["OOM", "PRUNED", "TIME_QUANTUM_S", "CandidateTable", "build_table"]
+__all__ = ["OOM", "PRUNED", "TIMED_OUT", "TIME_QUANTUM_S", "CandidateTable", "build_table"]

@@ -189,3 +189,37 @@ def test_moe_overhead_per_local_expert_by_hand():
     assert got == pytest.approx(200e-6 + 3 * 4 * 32e-6)
     # More EP, fewer local experts, less host time.
     assert _moe_overhead_s(moe_model(), layout(dp=8, ep=8), hopper) < got
+
+
+def test_last_stage_kept_outputs_by_hand():
+    from cost_models.memory import kept_outputs_bytes
+
+    model = dense_model(vocab_size=1000)
+    lo = layout(tp=2, pp=4, cp=2, micro_batch=2)
+    w = workload(seq_len=512, pp_keeps_outputs=True)
+    # 2 x 512 tokens split over CP 2 = 512 tokens per GPU, 500 logits per TP rank, bf16,
+    # kept for each of 8 micro-batches: 8 * 512 * 500 * 2 B = 4,096,000 B.
+    assert kept_outputs_bytes(model, w, lo, 8) == pytest.approx(4_096_000)
+    assert kept_outputs_bytes(model, workload(seq_len=512), lo, 8) == 0.0  # Megatron frees them
+    assert kept_outputs_bytes(model, w, layout(tp=2, micro_batch=2), 8) == 0.0  # no pipeline
+
+
+def test_kept_outputs_raise_only_the_last_stage():
+    from cost_models.memory import GIB, kept_outputs_bytes
+
+    model, lo = dense_model(), layout(pp=4, dp=2)
+    freed = estimate(model, cluster(8), workload(global_batch=16), lo)
+    kept = estimate(model, cluster(8), workload(global_batch=16, pp_keeps_outputs=True), lo)
+    assert kept.stage_memory[:3] == freed.stage_memory[:3]
+    # 16 sequences / DP 2 = 8 micro-batches of 4096 tokens, 128256 bf16 logits each.
+    extra = kept_outputs_bytes(model, workload(pp_keeps_outputs=True), lo, 8)
+    assert extra == pytest.approx(8 * 4096 * 128256 * 2)
+    delta = kept.stage_memory[3].activations_gib - freed.stage_memory[3].activations_gib
+    assert delta == pytest.approx(extra / GIB)
+    assert kept.step_time_s == freed.step_time_s
+
+
+def test_validate_marks_torchtitan_pipelines_as_keeping_outputs():
+    _, _, titan, _ = record_inputs(_record("torchtitan benchmarks (Dec 2024)", ""))
+    _, _, mcore, _ = record_inputs(_record("Megatron-LM 2024", ""))
+    assert titan.pp_keeps_outputs and not mcore.pp_keeps_outputs

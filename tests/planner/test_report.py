@@ -161,6 +161,11 @@ def test_warnings_tp_off_nvlink_bubble_headroom_and_gap():
     rendered_text = rendered(stopped)
     assert "Warnings" in rendered_text and "3.00% gap" in rendered_text
     assert "order dp-cp-tp-pp" in rendered_text  # a non-default rank order is named
+    tiny = result.model_copy(
+        update={"solver": SolveStats(**{**result.solver.model_dump(), "status": "FEASIBLE",
+                                        "gap": 1e-6})}
+    )  # fmt: skip
+    assert any("< 0.01% gap" in w for w in findings.warnings(tiny))  # never "0.00% gap"
 
 
 def test_html_is_one_self_contained_file(tmp_path, capsys):

@@ -5,6 +5,7 @@ import random
 
 import factories
 
+from cost_models import topology
 from cost_models.estimate import estimate
 from cost_models.specs import Workload
 from planner import exhaustive
@@ -52,3 +53,26 @@ def test_memory_shortcut_equals_the_estimate_exactly():
         bound = StepLowerBound(model, cluster, work)
         for lo in rng.sample(layouts, min(150, len(layouts))):
             assert bound.peak_memory_gib(lo) == estimate(model, cluster, work, lo).peak_memory_gib
+
+
+def test_dp_terms_and_memory_equal_the_estimate_on_deep_pipelines():
+    """The DP + optimizer terms and the peak memory, computed from the stages that can hold the
+    maximum (first, last, first middle stage of each layer count), equal the estimate's over
+    all stages; the bound with them stays below the step time."""
+    rng = random.Random(5)
+    cluster = factories.cluster(64, ib_gb_per_s=25)
+    for model in (factories.dense_model(num_layers=30), factories.moe_model(num_layers=16)):
+        work = Workload(seq_len=4096, global_batch_seqs=128)
+        space = SearchSpace(max_vp=4, micro_batches=(1, 2))
+        layouts, _ = enumerate_layouts(model, cluster, work, space)
+        deep = [lo for lo in layouts if lo.pp >= 4]
+        assert deep
+        bound = StepLowerBound(model, cluster, work)
+        for lo in rng.sample(deep, min(150, len(deep))):
+            e = estimate(model, cluster, work, lo)
+            dp_opt = e.breakdown_s["dp_comm"] + e.breakdown_s["optimizer"]
+            assert bound.dp_optimizer_s(lo, topology.spans(cluster, lo)) == dp_opt, lo
+            assert bound.peak_memory_gib(lo) == e.peak_memory_gib, lo
+            full = bound.placement_step_s(lo, with_dp=True)
+            assert bound.placement_step_s(lo) <= full <= e.step_time_s, lo
+            assert full >= e.step_time_s * (1 - 1e-8)  # tight: the step time up to rounding

@@ -35,3 +35,45 @@ def test_order_search_can_be_switched_off():
     assert OrderCache(factories.cluster(64), search=False).orders(Layout(tp=2, dp=32)) == (
         CANONICAL_ORDER,
     )
+
+
+def test_cached_spans_equal_topology_spans():
+    """OrderCache assembles spans from memoized group spans; every order's cached spans
+    must be what topology.spans gives for that order (multi-tier, non-power-of-two domains)."""
+    from cost_models import topology
+    from models_zoo import load_cluster
+
+    clusters = [factories.cluster(64), load_cluster("dgx-h100", 1024)]
+    clusters += [
+        load_cluster(name, n)
+        for name, n in (
+            ("gb200-nvl72", 288),
+            ("h800", 2048),
+            ("tpu-v5p-4096", 4096),
+            ("two-dc-h100", 2048),
+            ("llama3-roce-24k", 16384),
+            ("dgx-h100-superpod", 131072),
+        )
+    ]
+    degrees = [
+        {"tp": 1, "cp": 1, "dp": 64, "pp": 1},
+        {"tp": 1, "cp": 4, "dp": 1, "pp": 16, "ep": 4},
+        {"tp": 8, "cp": 1, "dp": 8, "pp": 1, "ep": 8},
+        {"tp": 2, "cp": 2, "dp": 4, "pp": 4, "ep": 16},
+        {"tp": 4, "cp": 1, "dp": 1, "pp": 16},
+        {"tp": 1, "cp": 1, "dp": 8, "pp": 8, "ep": 2},
+    ]
+    for cluster in clusters:
+        cache = OrderCache(cluster)
+        for d in degrees:
+            scale = cluster.num_gpus // 64
+            base = Layout(**{**d, "dp": d["dp"] * scale})
+            for order in ALL_ORDERS:
+                lo = base.model_copy(update={"order": order})
+                want = {k: tuple(v) for k, v in topology.spans(cluster, lo).items()}
+                assert cache.spans(base, order) == want, (cluster.name, lo)
+            kept = cache.orders(base)
+            full = {
+                placement_key(cluster, base.model_copy(update={"order": o})) for o in ALL_ORDERS
+            }
+            assert len(kept) == len(full)

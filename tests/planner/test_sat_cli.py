@@ -13,7 +13,7 @@ ARGV = [
     "--max-tp", "8", "--max-pp", "4", "--max-cp", "2", "--max-ep", "8",
     "--memory-headroom", "0.2", "--recompute", "none", "full", "--zero", "1", "3",
     "--micro-batches", "1", "2", "--max-vp", "2", "--no-order-search", "--engine", "exhaustive",
-    "--no-deterministic", "--seed", "7",
+    "--no-deterministic", "--seed", "7", "--stage-split", "search",
 ]  # fmt: skip
 
 
@@ -27,6 +27,7 @@ def test_every_search_flag_maps_to_a_field():
     opts = SolverOptions(**{k: v for k, v in kwargs.items() if k in SolverOptions.model_fields})
     assert (space.tp, space.max_ep, space.zero_stages) == (2, 8, (1, 3))
     assert space.recompute == ("none", "full") and space.search_order is False
+    assert space.stage_split == "search"
     assert (opts.top_k, opts.engine, opts.deterministic, opts.seed) == (3, "exhaustive", False, 7)
 
 

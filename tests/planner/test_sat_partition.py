@@ -8,6 +8,8 @@ from itertools import combinations, pairwise
 import factories
 import pytest
 
+from cost_models import topology
+from cost_models.errors import NoFeasiblePlan
 from cost_models.estimate import estimate
 from cost_models.pipeline import chunk_layer_counts
 from cost_models.specs import Layout, Workload
@@ -89,6 +91,25 @@ def test_free_bound_holds_with_placement_traffic():
         assert bound <= estimate(model, cluster, work, lo, layers_per_stage=c).step_time_s
 
 
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("pp,vp", [(2, 1), (4, 1), (2, 2)])
+def test_placement_bounds_hold_for_every_split(name, pp, vp):
+    """bounds.placement_bounds_s: any_split below every composition's step on that placement;
+    on a given split's counts, below that split's step (table.py queues placements with both)."""
+    model, cluster = MODELS[name], factories.cluster(4 * pp)
+    work = Workload(seq_len=4096, global_batch_seqs=32)
+    lo = Layout(tp=2, pp=pp, dp=2, vp=vp, sequence_parallel=True, recompute="selective")
+    solver = PartitionSolver(model, cluster, work, 1e9)
+    span = topology.spans(cluster, lo)
+    free = solver.bound.placement_bounds_s(lo, [span], any_split=True)[0]
+    for c in compositions(model.num_layers, pp * vp):
+        step = estimate(model, cluster, work, lo, layers_per_stage=c).step_time_s
+        assert free <= step
+        counts = solver.counts(lo, c)
+        assert solver.bound.placement_bounds_s(lo, [span], counts=counts)[0] <= step
+        assert free <= solver.bound.placement_bounds_s(lo, [span], counts=counts)[0]
+
+
 def test_tie_break_prefers_the_even_split():
     """A dense model whose LM head costs less than a layer: no split beats the even one."""
     model = factories.dense_model(num_layers=8, vocab_size=1024)
@@ -115,6 +136,7 @@ def _deep_pipeline_case():
         zero_stages=(1,),
         search_order=False,
         memory_headroom=1 - usable / cluster.gpu.hbm_gib,
+        stage_split="search",
     )
     return model, cluster, work, lo, even, space
 
@@ -139,6 +161,11 @@ def test_even_split_oom_fits_with_the_cp_sat_split():
     assert [round(s.total_gib, 9) for s in best.stage_memory] == [
         round(s.total_gib, 9) for s in e.stage_memory
     ]
+    # The default (even split) builds no partition: the same space has no plan.
+    even_space = space.model_copy(update={"stage_split": "even"})
+    for engine in (sat, exhaustive):
+        with pytest.raises(NoFeasiblePlan):
+            engine.search(model, cluster, work, even_space, opts)
 
 
 def test_exported_layout_matches_the_split():

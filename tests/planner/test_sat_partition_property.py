@@ -1,0 +1,79 @@
+"""SearchSpace.stage_split "search": CP-SAT engine == exhaustive oracle on random small instances,
+every plan re-estimated on its own split by the independent validator; the switch through the CLI
+and its refusal with a global batch range."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_sat_property import _instance, validate_plan
+
+from cost_models.errors import InvalidInput, NoFeasiblePlan
+from planner import api, exhaustive
+from planner.cli import main
+from planner.sat import solve as sat
+from planner.types import SearchSpace, SolverOptions
+
+NUM_INSTANCES = 40
+# Headrooms around the peaks of the instances' pipelines, so that the even split is often just
+# out of memory (the only case where "search" changes anything).
+HEADROOMS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98)
+
+
+def test_search_split_cp_sat_equals_oracle_on_random_instances():
+    rng = random.Random(20261124)
+    options_for = {k: SolverOptions(top_k=k, deterministic=True) for k in (1, 3)}
+    solved = infeasible = uneven = 0
+    for i in range(NUM_INSTANCES):
+        model, cluster, work, space, k = _instance(rng)
+        space = space.model_copy(
+            update={
+                "stage_split": "search",
+                "memory_headroom": rng.choice(HEADROOMS),
+                "micro_batches": (1,),  # keeps the oracle fast; the split is the point here
+            }
+        )
+        space = SearchSpace.model_validate(space.model_dump())
+        opts = options_for[k]
+        try:
+            oracle, o_stats, _ = exhaustive.search(model, cluster, work, space, opts)
+        except NoFeasiblePlan:
+            with pytest.raises(NoFeasiblePlan):
+                sat.search(model, cluster, work, space, opts)
+            infeasible += 1
+            continue
+        ranked, stats, _ = sat.search(model, cluster, work, space, opts)
+        assert stats.status == "OPTIMAL" and stats.gap == 0.0, i
+        assert stats.objective == o_stats.objective, (i, model.name, cluster.num_gpus, space)
+        assert [e.step_time_s for e in ranked] == [e.step_time_s for e in oracle], i
+        assert [e.layers_per_stage for e in ranked] == [e.layers_per_stage for e in oracle], i
+        for e in ranked:
+            validate_plan(model, cluster, work, space, e)  # re-estimates on e.layers_per_stage
+        uneven += sum(e.layers_per_stage is not None for e in ranked)
+        solved += 1
+    # The mix must exercise plans on a CP-SAT split, plans on the even split, and no plan.
+    assert solved >= NUM_INSTANCES // 2 and infeasible >= 1 and uneven >= 3, (
+        solved,
+        infeasible,
+        uneven,
+    )
+
+
+def test_search_split_refuses_a_global_batch_range():
+    with pytest.raises(InvalidInput, match="stage_split"):
+        api.plan("llama3.1-8b", "dgx-h100", num_gpus=8, global_batch=(8, 64), stage_split="search")
+
+
+PLAN = ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--json"]
+
+
+def test_stage_split_flag_through_the_cli(capsys):
+    code = main([*PLAN, "--global-batch-range", "8", "64", "--stage-split", "search"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "stage_split" in err and "Traceback" not in err
+    assert main([*PLAN, "--global-batch", "64", "--stage-split", "search", "--top", "1"]) == 0
+    searched = capsys.readouterr().out
+    assert main([*PLAN, "--global-batch", "64", "--top", "1"]) == 0
+    even = capsys.readouterr().out
+    assert '"step_time_s"' in searched and '"step_time_s"' in even

@@ -117,12 +117,15 @@ class StepLowerBound:
         with_dp: bool = False,
         counts: list[tuple[int, int]] | None = None,
         any_split: bool = False,
+        min_max_layers: int = 0,
     ) -> list[float]:
         """placement_step_s of `lo` on each of `spans` (one per order). The cost model reads the
         order only through the spans, so `lo` may carry any order (planner/sat/table.py passes
         the shape with the canonical order). `counts`: (dense, MoE) layers per rank of the split
         scored (default: the even split; with_dp only for the even split). `any_split`: a bound
-        for every split (SearchSpace.stage_split "search", planner/sat/partition.py)."""
+        for every split (SearchSpace.stage_split "search", planner/sat/partition.py), and with
+        `min_max_layers` N* (one layer kind: some rank of every split considered runs >= N*
+        layers, partition.fewest_max_layers) the slowest rank is also >= N* layers."""
         assert not (with_dp and (counts is not None or any_split)), "DP terms: even split only"
         cl = self.cluster
         # estimate._layer_cost reads neither pp, dp, vp, the ZeRO stage nor the order, and of
@@ -142,7 +145,9 @@ class StepLowerBound:
                 costs = self._layer_costs[key] = self._layer_costs_s(lo, span)
             core_s = schedule.get(costs)
             if core_s is None:
-                core_s = schedule[costs] = self._schedule_s(lo, *costs, counts, any_split)
+                core_s = schedule[costs] = self._schedule_s(
+                    lo, *costs, counts, any_split, min_max_layers
+                )
             pp_s = 0.0
             if lo.pp > 1:
                 pp_span = tuple(span["pp"])
@@ -206,17 +211,23 @@ class StepLowerBound:
         cm: float,
         counts: list[tuple[int, int]] | None = None,
         any_split: bool = False,
+        min_max_layers: int = 0,
     ) -> float:
         """m * t_max + (sum t - t_max) / vp with per-layer seconds cd (dense) and cm (MoE) on the
         split `counts` (default even). any_split: sum(t) is the same for every split and
         t_max >= sum(t) / pp, and the schedule is non-decreasing in t_max (m >= 1 >= 1/vp), so
-        t_max = sum(t) / pp bounds every split (planner/sat/partition.py free_step_s)."""
+        t_max = sum(t) / pp bounds every split (planner/sat/partition.py free_step_s); so does
+        N* x the per-layer cost when some rank runs >= N* layers (head time >= 0)."""
         head = self._layer_times(lo)[2]
         counts = self._stage_counts(lo) if counts is None else counts
         stage = [nd * cd + nm * cm for nd, nm in counts]
         stage[-1] += head.forward_s + head.backward_s
         m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
-        t_max = sum(stage) / lo.pp if any_split else max(stage)
+        if any_split:
+            # One layer kind: the other's per-layer cost is 0, so max(cd, cm) is its cost.
+            t_max = max(sum(stage) / lo.pp, min_max_layers * max(cd, cm))
+        else:
+            t_max = max(stage)
         return m * t_max + (sum(stage) - t_max) / lo.vp
 
     def _stage_params(

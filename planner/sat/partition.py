@@ -85,7 +85,10 @@ class PartitionSolver:
         self.bound = bound or StepLowerBound(model, cluster, workload)
         self._cache: dict[tuple, Split | None] = {}
         self._acts: dict[tuple, dict[tuple[bool, str], float]] = {}
-        self.num_solves = 0
+        self._memo: dict[tuple, float] = {}  # stage memory of the shape being solved
+        self._prepared_caps: dict[tuple, list[list[int]] | None] = {}
+        self.num_prepared = 0  # shapes whose memory caps were computed
+        self.num_solves = 0  # CP-SAT models solved
         self.num_unproved = 0  # models stopped by DETERMINISTIC_LIMIT before a proof
 
     # ------------------------------------------------------------------ cost-model evaluations
@@ -107,9 +110,14 @@ class PartitionSolver:
                 for k in kinds
                 for rc in {lo.recompute, "none"}
             }
-        sp = stage_params(model, lo, n_dense, n_moe, rank)
+        memo_key = (key, rank, n_dense, n_moe)
+        found = self._memo.get(memo_key)
+        if found is not None:
+            return found
+        sp = self.bound._stage_params(lo, (n_dense, n_moe), rank)  # cached across shapes
         weights, grads, optim = state_bytes(sp, lo, m)
         stage = _stage_memory(model, w, lo, rank, (n_dense, n_moe), acts, m, weights, grads, optim)
+        self._memo[memo_key] = stage.total_gib
         return stage.total_gib
 
     def optimizer_s(self, lo: Layout, rank: int, n_dense: int, n_moe: int) -> float:
@@ -168,8 +176,14 @@ class PartitionSolver:
 
     def _most(self, lo: Layout, rank: int, dense: int | None, limit: int) -> int:
         """The most layers of one kind rank `rank` can hold within usable HBM (-1: not even 0):
-        MoE layers beside `dense` dense ones, or (dense None) dense layers alone. Binary search,
-        exact because stage memory is non-decreasing in each count."""
+        MoE layers beside `dense` dense ones, or (dense None) dense layers alone.
+
+        Exact because stage memory is non-decreasing in each count: the answer is the x with
+        fits(x) and not fits(x + 1). From 2 layers on, the memory is affine in the count (the
+        ZeRO-3 gather and the full-recompute rebuild stop growing at 2 and 1 layers; weights,
+        states and activations are per layer), so the line through x = 2 and x = limit guesses
+        it and two evaluations confirm it; a guess that float rounding puts off by one falls
+        back to a binary search on the side the check points to (4 evaluations instead of ~8)."""
 
         def fits(x: int) -> bool:
             nd, nm = (x, 0) if dense is None else (dense, x)
@@ -177,7 +191,27 @@ class PartitionSolver:
 
         if not fits(0):
             return -1
-        lo_n, hi_n = 0, limit  # invariant: lo_n fits
+        lo_n, hi_n = 0, limit  # invariant: lo_n fits, the answer is in [lo_n, hi_n]
+        if limit > 4:
+            x1 = 2
+            if not fits(x1):
+                hi_n = x1 - 1
+            elif fits(limit):
+                return limit
+            else:
+                nd1, nm1 = (x1, 0) if dense is None else (dense, x1)
+                ndl, nml = (limit, 0) if dense is None else (dense, limit)
+                m1 = self.stage_memory_gib(lo, rank, nd1, nm1)
+                slope = (self.stage_memory_gib(lo, rank, ndl, nml) - m1) / (limit - x1)
+                g = min(max(x1 + int((self.usable_gib - m1) // slope), x1), limit - 1)
+                lo_n, hi_n = x1, limit - 1
+                if fits(g):
+                    lo_n = g
+                    if not fits(g + 1):
+                        return g
+                    lo_n = g + 1
+                else:
+                    hi_n = g - 1
         while lo_n < hi_n:
             mid = (lo_n + hi_n + 1) // 2
             lo_n, hi_n = (mid, hi_n) if fits(mid) else (lo_n, mid - 1)
@@ -190,16 +224,37 @@ class PartitionSolver:
             return [self._most(lo, rank, None, k)]
         return [self._most(lo, rank, d, n_moe_total) for d in range(k + 1)]
 
-    def _solve(self, lo: Layout) -> Split | None:
-        self.num_solves += 1
-        model = self.model
-        p, v, L = lo.pp, lo.vp, model.num_layers
-        C = p * v
-        if C > L:
+    def fewest_max_layers(self, lo: Layout) -> int | None:
+        """None when no split of `lo`'s shape fits in memory; else, for a model with one layer
+        kind, N* = the smallest max_r n_r (layers per rank) over the splits that fit, so the
+        slowest rank of any such split runs >= N* layers (bounds.placement_bounds_s); 0 for
+        mixed kinds (no such bound). Costs the memory caps only, no CP-SAT model."""
+        caps = self._prepared(lo)
+        if caps is None:
+            return None
+        k, L = self.first_moe(), self.model.num_layers
+        if 0 < k < L:
+            return 0
+        per_rank = [min(cap[0], L) for cap in caps]
+        return next(x for x in range(L + 1) if sum(min(c, x) for c in per_rank) >= L)
+
+    def _prepared(self, lo: Layout) -> list[list[int]] | None:
+        key = _key(lo)
+        if key not in self._prepared_caps:
+            self._memo.clear()
+            self._prepared_caps[key] = self._prepare(lo)
+        return self._prepared_caps[key]
+
+    def _prepare(self, lo: Layout) -> list[list[int]] | None:
+        """Per-rank memory caps (_caps), or None when they rule every split out."""
+        self.num_prepared += 1
+        p, v, L = lo.pp, lo.vp, self.model.num_layers
+        if p * v > L:
             return None
         k = self.first_moe()  # layers [0, k) are dense
         n_moe_total = L - k
-        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        if n_moe_total == 0 or k == 0:
+            return self._one_kind_caps(lo, None if n_moe_total == 0 else 0)
         # Every rank holds >= vp layers. Memory is non-decreasing in each count, so a rank that
         # cannot hold vp layers of the lighter kind rules the shape out before any solve.
         for r in range(p):
@@ -210,8 +265,54 @@ class PartitionSolver:
         caps = [self._caps(lo, r, k, n_moe_total) for r in range(p)]
         if any(cap[0] < 0 for cap in caps):
             return None  # even an empty rank (embedding / head / buffers) is out of memory
-        if n_moe_total == 0 and sum(min(cap[0], L) for cap in caps) < L:
-            return None  # dense model: some n_r <= cap_r summing to L exists iff this holds
+        return caps
+
+    def _one_kind_caps(self, lo: Layout, dense: int | None) -> list[list[int]] | None:
+        """One layer kind (dense: None, all dense; 0: all MoE): [[cap_r]] per rank, or None when
+        no split fits: some rank cannot hold vp layers, or sum_r cap_r < L (n_r <= cap_r summing
+        to L exists iff sum_r min(cap_r, L) >= L).
+
+        Middle ranks go last to second: a middle rank's memory at a given count is never below a
+        later middle rank's (only the in-flight micro-batches differ and they do not rise with
+        the rank; bounds.peak_memory_gib), so cap_r <= cap_{r+1}. The next rank down therefore
+        starts from the cap above (one evaluation when they are equal, as they mostly are), and
+        the ranks not yet done are bounded by it, which ends hopeless shapes early."""
+        p, v, L = lo.pp, lo.vp, self.model.num_layers
+
+        def fits(r: int, x: int) -> bool:
+            nd, nm = (x, 0) if dense is None else (dense, x)
+            return self.stage_memory_gib(lo, r, nd, nm) <= self.usable_gib
+
+        caps = [0] * p
+        for r in (0, p - 1):
+            caps[r] = self._most(lo, r, dense, L)
+            if caps[r] < v:
+                return None
+        done = caps[0] + caps[p - 1]  # sum of the caps known so far
+        above = L  # cap of the rank above (no middle rank done yet: L)
+        for r in range(p - 2, 0, -1):
+            cap = above if fits(r, above) else self._most(lo, r, dense, above - 1)
+            if cap < v:
+                return None  # and so are the ranks below it
+            caps[r] = above = cap
+            done += cap
+            if done + (r - 1) * cap < L:  # ranks 1..r-1 hold at most cap each
+                return None
+        if done < L:
+            return None
+        return [[c] for c in caps]
+
+    def _solve(self, lo: Layout) -> Split | None:
+        caps = self._prepared(lo)
+        if caps is None:
+            return None
+        self.num_solves += 1
+        model = self.model
+        p, v, L = lo.pp, lo.vp, model.num_layers
+        C = p * v
+        k = self.first_moe()  # layers [0, k) are dense
+        n_moe_total = L - k
+        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
         t_dense, t_moe, t_head = self.layer_s(lo)
         o0 = [self.optimizer_s(lo, r, 0, 0) for r in range(p)]
         o_dense = self.optimizer_s(lo, 0, 1, 0) - o0[0] if k else 0.0

@@ -1,11 +1,13 @@
 """The candidate table: every legal (layout, placement), scored only where it can still matter.
 
 Exact best-first branch and bound (bounds in planner/sat/bounds.py). A heap holds entries of four
-kinds, each with a lower bound on the step time of everything it stands for:
+kinds (five with stage_split "search"), each with a lower bound on the step time of everything it stands for:
   0  a shape (base x recompute, every ZeRO stage), compute-only bound, valid for every placement;
   1  the same shape, bound raised to its best placement's bound (no DP / optimizer terms);
   2  one placement of a shape x ZeRO stage that fits in memory, its own bound (no DP / optimizer);
-  3  the same placement with the DP and optimizer terms added (the step time up to 1e-9).
+  3  the same placement with the DP and optimizer terms added (the step time up to 1e-9);
+  4  (stage_split "search") a placement of a shape out of memory with the even split that some
+     split fits, its CP-SAT split not yet solved: a bound for every split that fits.
 Popping an entry tightens it to the next kind (re-queued if the bound rose) and pays for the next
 check only then: placement bounds of a shape, then its memory per ZeRO stage (order-independent),
 then the DP terms, then the full cost model. Once the smallest open bound exceeds the
@@ -15,9 +17,11 @@ against exhaustive.py.
 
 SearchSpace.stage_split "search" (planner/sat/partition.py): a pp > 1 shape's split is known only
 after its memory check, so kinds 0 and 1 use bounds valid for every split (total compute / pp for
-the slowest stage); the memory check keeps the even split where it fits and asks the partition
-solver where it does not; placements are then bounded on the split chosen. "even" (default): no
-partition solver, exactly the search above.
+the slowest stage); the memory check keeps the even split where it fits; where it does not, the
+partition solver's memory caps decide whether any split fits, its placements are queued as kind 4
+and the CP-SAT split is solved at the first pop (shapes pruned before that cost no CP-SAT model),
+then each placement is bounded on that split. "even" (default): no partition solver, exactly the
+search above.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ class CandidateTable:
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
     open_bound_s: float | None = None  # smallest bound left open when a deadline stopped it
-    num_partition_solves: int = 0  # stage-partition models built (stage_split "search")
+    num_partition_shapes: int = 0  # shapes whose memory caps were computed ("search")
+    num_partition_solves: int = 0  # CP-SAT stage-partition models solved
     num_partition_unproved: int = 0  # of those, stopped by the work limit before a proof
 
 
@@ -166,11 +171,11 @@ def build_table(
                     return peaks[batch] <= usable
 
                 chosen, last = largest_fitting(batches[b], fit)
-                split = None
+                pending = None
                 if chosen is None and any_split(shape):
-                    # Even split out of memory: the partition solver's split, if one fits.
-                    split = parts.split(shape)
-                    chosen = None if split is None else batches[b][0]
+                    # Even split out of memory: does any split fit (memory caps, no CP-SAT)?
+                    pending = parts.fewest_max_layers(shape)
+                    chosen = None if pending is None else batches[b][0]
                 if chosen is None:
                     peak = peaks[batches[b][last]]
                     table.rejected[OOM] += len(base_orders[b])
@@ -180,10 +185,14 @@ def build_table(
                 shapes[(b, ri, zi)] = shape
                 batch_of[(b, ri, zi)] = chosen
                 qs = placement_q[(b, ri)]
-                if split is not None:
-                    splits[(b, ri, zi)] = split
-                    counts = parts.counts(shape, split)
-                    at = bound_at(chosen).placement_bounds_s(shape, base_spans[b], counts=counts)
+                kind = 2
+                if pending is not None:
+                    # Queued with a bound for every split that fits (kind 4); the CP-SAT split
+                    # is solved when one of these placements is the best open candidate.
+                    kind = 4
+                    at = bound_at(chosen).placement_bounds_s(
+                        shape, base_spans[b], any_split=True, min_max_layers=pending
+                    )
                     qs = [quanta(lb, chosen) for lb in at]
                 elif any_split(shape):  # the even split fits: its own (tighter) bounds
                     qs = even_q.get((b, ri))
@@ -198,11 +207,31 @@ def build_table(
                 for o, q in enumerate(qs):
                     q = max(q, lb_q)
                     if cutoff is None or q <= cutoff:  # the k-th best only falls: never popped
-                        heapq.heappush(heap, (q, 2, b, ri, zi, o))
+                        heapq.heappush(heap, (q, kind, b, ri, zi, o))
             continue
         key = (b, ri, zi)
-        shape = shapes[key]
+        shape = shapes.get(key)
+        if shape is None:  # its split turned out not to fit (kind 4 below)
+            continue
         order = base_orders[b][oi]
+        if kind == 4:
+            split = splits.get(key)
+            if split is None:
+                split = parts.split(shape)
+                if split is None:  # the work limit stopped CP-SAT before any split
+                    del shapes[key]
+                    table.rejected[OOM] += len(base_orders[b])
+                    continue
+                splits[key] = split
+            counts = parts.counts(shape, split)
+            at = bound_at(batch_of[key]).placement_bounds_s(
+                shape, [base_spans[b][oi]], counts=counts
+            )
+            q = max(lb_q, quanta(at[0], batch_of[key]))
+            if q > lb_q:
+                if cutoff is None or q <= cutoff:
+                    heapq.heappush(heap, (q, 2, b, ri, zi, oi))
+                continue
         split = splits.get(key)
         if kind == 2 and split is None:
             # Add the DP and optimizer terms (they need the ZeRO stage) before scoring; a
@@ -231,6 +260,7 @@ def build_table(
     if not table.estimates and smallest is not None:
         table.smallest = _score(model, cluster, smallest[2], smallest[1])  # for the message
     if parts is not None:
+        table.num_partition_shapes = parts.num_prepared
         table.num_partition_solves = parts.num_solves
         table.num_partition_unproved = parts.num_unproved
     return table

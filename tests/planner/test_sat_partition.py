@@ -49,6 +49,15 @@ MODELS = {
             "first_k_dense_layers": 3,
         },
     ),
+    "moe_only": factories.moe_model(  # Qwen3-MoE: every layer MoE, one layer kind
+        num_layers=8,
+        moe={
+            "num_experts": 16,
+            "top_k": 2,
+            "expert_ffn_hidden_size": 1024,
+            "first_k_dense_layers": 0,
+        },
+    ),
 }
 
 
@@ -69,8 +78,11 @@ def test_partition_equals_brute_force_over_all_compositions(name, pp, vp, recomp
         best, _ = brute_force(model, cluster, lo, usable)
         solver = PartitionSolver(model, cluster, WORK, usable)
         split = solver.split(lo)
+        one_kind = name == "dense" or model.num_dense_layers == 0
         if best is None:
+            # The caps alone prove it for one layer kind; mixed kinds may need the CP-SAT model.
             assert split is None
+            assert solver.fewest_max_layers(lo) is None or not one_kind
             continue
         assert split is not None and sum(split) == model.num_layers and min(split) >= 1
         e = estimate(model, cluster, WORK, lo, layers_per_stage=split)
@@ -78,6 +90,15 @@ def test_partition_equals_brute_force_over_all_compositions(name, pp, vp, recomp
         assert e.step_time_s == pytest.approx(best, rel=1e-9, abs=1e-9)
         # The any-split bound the search queues pp > 1 shapes with holds for every split.
         assert all(solver.free_step_s(lo) <= s.step_time_s for _, s in scored)
+        # N*: the fewest layers on the busiest rank among the splits that fit, exactly.
+        n_star = solver.fewest_max_layers(lo)
+        fitting = [c for c, s in scored if s.peak_memory_gib <= usable]
+        per_rank = [[sum(c[i] for i in range(r, pp * vp, pp)) for r in range(pp)] for c in fitting]
+        assert n_star == (min(max(n) for n in per_rank) if one_kind else 0)
+        # The placement bound with N* holds for every split that fits (one GPU per stage here).
+        span = topology.spans(cluster, lo)
+        capped = solver.bound.placement_bounds_s(lo, [span], any_split=True, min_max_layers=n_star)
+        assert all(capped[0] <= s.step_time_s for _, s in scored if s.peak_memory_gib <= usable)
 
 
 def test_free_bound_holds_with_placement_traffic():

@@ -329,46 +329,24 @@ class PartitionSolver:
             return round(seconds / unit_s)
 
         cm = cp_model.CpModel()
-        n = [cm.new_int_var(1, L - C + 1, f"n{c}") for c in range(C)]
-        cm.add(sum(n) == L)
-        # Dense layers per chunk (prefix positions).
-        if k and n_moe_total:
-            dense_c = []
-            start: cp_model.LinearExprT = 0
-            for c in range(C):
-                s = cm.new_int_var(0, L, f"s{c}")
-                cm.add(s == start)
-                lo_min = cm.new_int_var(0, k, f"ms{c}")
-                hi_min = cm.new_int_var(0, k, f"me{c}")
-                cm.add_min_equality(lo_min, [s, k])
-                cm.add_min_equality(hi_min, [s + n[c], k])
-                dense_c.append(hi_min - lo_min)
-                start = s + n[c]
-        elif k:
-            dense_c = list(n)
+        even = chunk_layer_counts(L, C)
+        one_kind = n_moe_total == 0 or k == 0
+        if one_kind:
+            # One layer kind: time, optimizer and memory read only the per-rank totals N_r, and
+            # the tie-break's best chunk split of a rank has sum_c |n_c - even_c| = |N_r - E_r|
+            # (_spread), so p variables replace the pp*vp chunks with the same optimum.
+            top = L - (p - 1) * v
+            tot = [cm.new_int_var(v, min(caps[r][0], top), f"N{r}") for r in range(p)]
+            cm.add(sum(tot) == L)
+            nd = list(tot) if k else [0] * p
+            nm = [0] * p if k else list(tot)
+            dev = []
+            for r in range(p):
+                a = cm.new_int_var(0, L, f"a{r}")
+                cm.add_abs_equality(a, tot[r] - sum(even[c] for c in range(r, C, p)))
+                dev.append(a)
         else:
-            dense_c = [0] * C
-        nd, nm = [], []
-        for r in range(p):
-            total = sum(n[c] for c in range(r, C, p))
-            d = cm.new_int_var(0, k, f"nd{r}")
-            cm.add(d == sum(dense_c[c] for c in range(r, C, p)))
-            nd.append(d)
-            nm.append(total - d)
-            if n_moe_total == 0:
-                cm.add(d <= caps[r][0])
-                continue
-            # Memory: nd_r = dd => nm_r <= cap_r(dd), exact for a non-decreasing memory.
-            for dd, cap in enumerate(caps[r]):
-                if cap >= n_moe_total:
-                    continue
-                is_d = cm.new_bool_var(f"d{r}_{dd}")
-                cm.add(d == dd).only_enforce_if(is_d)
-                cm.add(d != dd).only_enforce_if(~is_d)
-                if cap < 0:
-                    cm.add_bool_or([~is_d])
-                else:
-                    cm.add(total - d <= cap).only_enforce_if(is_d)
+            n, nd, nm, dev = self._chunk_model(cm, lo, caps, even)
         qd, qm, qh = q(t_dense), q(t_moe), q(t_head)
         t = [nd[r] * qd + nm[r] * qm + (qh if r == p - 1 else 0) for r in range(p)]
         o = [q(o0[r]) + nd[r] * q(o_dense) + nm[r] * q(o_moe) for r in range(p)]
@@ -376,12 +354,6 @@ class PartitionSolver:
         o_max = cm.new_int_var(0, q(o_cap_s) + L + 2, "o_max")
         cm.add_max_equality(t_max, t)
         cm.add_max_equality(o_max, o)
-        even = chunk_layer_counts(L, C)
-        dev = []
-        for c in range(C):
-            a = cm.new_int_var(0, L, f"a{c}")
-            cm.add_abs_equality(a, n[c] - even[c])
-            dev.append(a)
         step = v * m * t_max + sum(t) - t_max + v * o_max
         cm.minimize(step * weight + sum(dev))
         solver = cp_model.CpSolver()
@@ -400,7 +372,75 @@ class PartitionSolver:
             # No split found within the limit: treat as not fitting (counted, never silent).
             self.num_unproved += 1
             return None
+        if one_kind:
+            return _spread([int(solver.value(x)) for x in tot], even, p)
         return tuple(int(solver.value(x)) for x in n)
+
+    def _chunk_model(
+        self, cm: cp_model.CpModel, lo: Layout, caps: list[list[int]], even: list[int]
+    ) -> tuple[list, list, list, list]:
+        """Dense-first MoE: layers per chunk n_c, (dense, MoE) per rank with the memory caps,
+        and the tie-break terms |n_c - even_c|."""
+        p, L, k = lo.pp, self.model.num_layers, self.first_moe()
+        C, n_moe_total = p * lo.vp, L - k
+        n = [cm.new_int_var(1, L - C + 1, f"n{c}") for c in range(C)]
+        cm.add(sum(n) == L)
+        # Dense layers per chunk (prefix positions).
+        dense_c = []
+        start: cp_model.LinearExprT = 0
+        for c in range(C):
+            s = cm.new_int_var(0, L, f"s{c}")
+            cm.add(s == start)
+            lo_min = cm.new_int_var(0, k, f"ms{c}")
+            hi_min = cm.new_int_var(0, k, f"me{c}")
+            cm.add_min_equality(lo_min, [s, k])
+            cm.add_min_equality(hi_min, [s + n[c], k])
+            dense_c.append(hi_min - lo_min)
+            start = s + n[c]
+        nd, nm = [], []
+        for r in range(p):
+            total = sum(n[c] for c in range(r, C, p))
+            d = cm.new_int_var(0, k, f"nd{r}")
+            cm.add(d == sum(dense_c[c] for c in range(r, C, p)))
+            nd.append(d)
+            nm.append(total - d)
+            # Memory: nd_r = dd => nm_r <= cap_r(dd), exact for a non-decreasing memory.
+            for dd, cap in enumerate(caps[r]):
+                if cap >= n_moe_total:
+                    continue
+                is_d = cm.new_bool_var(f"d{r}_{dd}")
+                cm.add(d == dd).only_enforce_if(is_d)
+                cm.add(d != dd).only_enforce_if(~is_d)
+                if cap < 0:
+                    cm.add_bool_or([~is_d])
+                else:
+                    cm.add(total - d <= cap).only_enforce_if(is_d)
+        dev = []
+        for c in range(C):
+            a = cm.new_int_var(0, L, f"a{c}")
+            cm.add_abs_equality(a, n[c] - even[c])
+            dev.append(a)
+        return n, nd, nm, dev
+
+
+def _spread(totals: list[int], even: list[int], p: int) -> Split:
+    """Layers per chunk: each rank's total spread over its chunks (c = r mod p) starting from the
+    even split, one layer at a time round-robin, never below 1 per chunk. Every chunk moves in
+    one direction only, so sum_c |n_c - even_c| = |N_r - E_r|, the least possible."""
+    n = list(even)
+    for r, total in enumerate(totals):
+        chunks = list(range(r, len(n), p))
+        delta, i = total - sum(n[c] for c in chunks), 0
+        while delta:
+            c = chunks[i % len(chunks)]
+            if delta > 0:
+                n[c] += 1
+                delta -= 1
+            elif n[c] > 1:
+                n[c] -= 1
+                delta += 1
+            i += 1
+    return tuple(n)
 
 
 def _fewest(k: int, n_moe: int, v: int) -> list[tuple[int, int]]:

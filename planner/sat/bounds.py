@@ -124,8 +124,8 @@ class StepLowerBound:
         the shape with the canonical order). `counts`: (dense, MoE) layers per rank of the split
         scored (default: the even split; with_dp only for the even split). `any_split`: a bound
         for every split (SearchSpace.stage_split "search", planner/sat/partition.py), and with
-        `min_max_layers` N* (one layer kind: some rank of every split considered runs >= N*
-        layers, partition.fewest_max_layers) the slowest rank is also >= N* layers."""
+        `min_max_layers` N* (some rank of every split considered runs >= N* layers,
+        partition.fewest_max_layers) the slowest rank runs at least the cheapest N* layers."""
         assert not (with_dp and (counts is not None or any_split)), "DP terms: even split only"
         cl = self.cluster
         # estimate._layer_cost reads neither pp, dp, vp, the ZeRO stage nor the order, and of
@@ -216,16 +216,19 @@ class StepLowerBound:
         """m * t_max + (sum t - t_max) / vp with per-layer seconds cd (dense) and cm (MoE) on the
         split `counts` (default even). any_split: sum(t) is the same for every split and
         t_max >= sum(t) / pp, and the schedule is non-decreasing in t_max (m >= 1 >= 1/vp), so
-        t_max = sum(t) / pp bounds every split (planner/sat/partition.py free_step_s); so does
-        N* x the per-layer cost when some rank runs >= N* layers (head time >= 0)."""
+        t_max = sum(t) / pp bounds every split (planner/sat/partition.py free_step_s); so do the
+        cheapest N* layers when some rank runs >= N* layers (head time >= 0)."""
         head = self._layer_times(lo)[2]
         counts = self._stage_counts(lo) if counts is None else counts
         stage = [nd * cd + nm * cm for nd, nm in counts]
         stage[-1] += head.forward_s + head.backward_s
         m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
         if any_split:
-            # One layer kind: the other's per-layer cost is 0, so max(cd, cm) is its cost.
-            t_max = max(sum(stage) / lo.pp, min_max_layers * max(cd, cm))
+            # Some rank runs N* = min_max_layers layers, d of them dense with d in [N* - (MoE
+            # layers), min(N*, dense layers)]: at least the cheapest such mix.
+            n_star, k = min_max_layers, self.model.num_dense_layers
+            d = min(n_star, k) if cd < cm else max(0, n_star - (self.model.num_layers - k))
+            t_max = max(sum(stage) / lo.pp, d * cd + (n_star - d) * cm)
         else:
             t_max = max(stage)
         return m * t_max + (sum(stage) - t_max) / lo.vp

@@ -225,18 +225,23 @@ class PartitionSolver:
         return [self._most(lo, rank, d, n_moe_total) for d in range(k + 1)]
 
     def fewest_max_layers(self, lo: Layout) -> int | None:
-        """None when no split of `lo`'s shape fits in memory; else, for a model with one layer
-        kind, N* = the smallest max_r n_r (layers per rank) over the splits that fit, so the
-        slowest rank of any such split runs >= N* layers (bounds.placement_bounds_s); 0 for
-        mixed kinds (no such bound). Costs the memory caps only, no CP-SAT model."""
+        """None when the memory caps show that no split of `lo`'s shape fits; else N*, a number
+        of layers some rank holds in every split that fits (bounds.placement_bounds_s): the
+        smallest X with sum_r min(most_r, X) >= L, most_r the most layers rank r can hold. One
+        layer kind: most_r = cap_r, and N* and the None are exact. Dense-first MoE: most_r =
+        max_d (d + cap_r(d)), a relaxation (None here is exact, a non-None may still find no
+        split in CP-SAT). Costs the memory caps only, no CP-SAT model."""
         caps = self._prepared(lo)
         if caps is None:
             return None
-        k, L = self.first_moe(), self.model.num_layers
-        if 0 < k < L:
-            return 0
-        per_rank = [min(cap[0], L) for cap in caps]
-        return next(x for x in range(L + 1) if sum(min(c, x) for c in per_rank) >= L)
+        L = self.model.num_layers
+        if len(caps[0]) == 1:  # one layer kind
+            most = [min(cap[0], L) for cap in caps]
+        else:
+            most = [min(max(d + c for d, c in enumerate(cap) if c >= 0), L) for cap in caps]
+        if sum(most) < L:
+            return None
+        return next(x for x in range(L + 1) if sum(min(c, x) for c in most) >= L)
 
     def _prepared(self, lo: Layout) -> list[list[int]] | None:
         key = _key(lo)

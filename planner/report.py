@@ -55,6 +55,8 @@ def plan_dict(e: Estimate) -> dict[str, Any]:
     layout["global_batch_seqs"] = _batch(e)
     layout["order"] = [a.value for a in e.layout.order]
     layout["placement"] = e.placement
+    # The plan's own stage split (--stage-split search); None: the cost model's even split.
+    layout["layers_per_stage"] = None if e.layers_per_stage is None else list(e.layers_per_stage)
     return {"layout": layout, "estimate": estimate_dict(e)}
 
 

@@ -14,6 +14,7 @@ from cost_models.estimate import estimate
 from cost_models.pipeline import chunk_layer_counts
 from cost_models.specs import Layout, Workload
 from planner import api, exhaustive
+from planner.report import plan_dict
 from planner.sat import solve as sat
 from planner.sat.partition import PartitionSolver
 from planner.types import SearchSpace, SolverOptions
@@ -196,6 +197,7 @@ def test_exported_layout_matches_the_split():
     result = api.plan(model, cluster, work, **space.model_dump(), top_k=1, deterministic=True)
     split = result.best.layers_per_stage
     assert split is not None and len(split) == 8
+    assert plan_dict(result.best)["layout"]["layers_per_stage"] == list(split)  # in --json
     args = result.to_megatron_args()
     if "--pipeline-model-parallel-layout" in args:
         layout = args[args.index("--pipeline-model-parallel-layout") + 1]

@@ -37,6 +37,15 @@ def layout_violations(
             f"global batch ({workload.global_batch_seqs}) must be a multiple of "
             f"micro_batch*dp ({lo.micro_batch}*{lo.dp})"
         )
+    elif lo.vp > 1 and (workload.global_batch_seqs // (lo.micro_batch * lo.dp)) % lo.pp:
+        # Megatron-LM's interleaved schedule (schedules.py, forward_backward_pipelining_with_
+        # interleaving; later versions relax it to num_microbatches >= pp) and PyTorch's
+        # ScheduleInterleaved1F1B (torchtitan) run micro-batches in rounds of pp. The stricter
+        # form runs on both, and every interleaved run in the published records meets it.
+        m = workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        out.append(
+            f"interleaving (vp {lo.vp}) needs num_microbatches ({m}) divisible by pp ({lo.pp})"
+        )
     if lo.cp > 1 and workload.seq_len % (2 * lo.cp):
         out.append(f"seq_len ({workload.seq_len}) must be divisible by 2*cp ({2 * lo.cp})")
     if lo.sequence_parallel and (workload.seq_len // lo.cp) % lo.tp:

@@ -19,7 +19,7 @@ from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
 from .types import SearchSpace
 
-NO_BATCH = "no global batch in the range is a multiple of micro_batch*dp"
+NO_BATCH = "no global batch in the range is a multiple of micro_batch*dp (*pp when interleaving)"
 _NUMBERS = re.compile(r"\d+(?:[.*]\d+)*")
 
 
@@ -88,19 +88,20 @@ def _shape_tuples(
 
 
 def batch_choices(
-    workload: Workload, space: SearchSpace, micro_batch: int, dp: int
+    workload: Workload, space: SearchSpace, micro_batch: int, dp: int, pp: int = 1, vp: int = 1
 ) -> Sequence[int]:
     """The global batches a (micro_batch, dp) base may take, largest first (a lazy range: a wide
     range costs nothing, the search only ever reads a few of them by bisection).
 
-    Fixed batch: the workload's own. Range: every multiple of micro_batch*dp in [MIN, MAX] (the
-    one batch rule of cost_models.rules; no other rule reads the batch). The search only ever
+    Fixed batch: the workload's own. Range: every multiple of micro_batch*dp in [MIN, MAX], of
+    micro_batch*dp*pp when interleaving (the two batch rules of cost_models.rules; no other rule
+    reads the batch). The search only ever
     needs the largest of them that fits in memory (see `largest_fitting`).
     """
     if space.global_batch_range is None:
         return [workload.global_batch_seqs]
     lo, hi = space.global_batch_range
-    step = micro_batch * dp
+    step = micro_batch * dp * (pp if vp > 1 else 1)
     return range(hi // step * step, lo - 1, -step)
 
 
@@ -148,7 +149,7 @@ def legal_bases_batched(
     num_shapes = no_batch = 0
     for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
         num_shapes += 1
-        choices = batch_choices(workload, space, mb, dp)
+        choices = batch_choices(workload, space, mb, dp, pp, vp)
         if not choices:
             no_batch += 1
             rejected[NO_BATCH] += per_shape

@@ -79,7 +79,9 @@ def search(
             e = tried[batch] = estimate(model, cluster, w, layout)
             return e.peak_memory_gib <= usable
 
-        batches = batch_choices(workload, space, layout.micro_batch, layout.dp)
+        batches = batch_choices(
+            workload, space, layout.micro_batch, layout.dp, layout.pp, layout.vp
+        )
         chosen, last = largest_fitting(batches, fits)
         e = tried[batches[last] if chosen is None else chosen]
         if chosen is None and parts is not None and layout.pp > 1:

@@ -202,12 +202,19 @@ def test_megatron_uneven_interleaved_stages_use_the_layout_flag():
 
 
 def test_interleaving_needs_microbatches_divisible_by_pp():
-    # 12 sequences / (dp 2 x micro 2) = 3 micro-batches, not a multiple of pp = 4.
+    # 12 sequences / (dp 2 x micro 2) = 3 micro-batches, not a multiple of pp = 4: the cost model
+    # (so the search and `planner estimate`) refuses the layout (cost_models.rules) ...
     lo = Layout(tp=2, pp=4, dp=2, vp=2, micro_batch=2)
-    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=12), lo)
-    assert result.best.num_microbatches == 3
-    with pytest.raises(InvalidInput, match=r"num_microbatches \(3\) divisible by pp \(4\)"):
-        result.to_megatron_args()
+    rule = r"num_microbatches \(3\) divisible by pp \(4\)"
+    with pytest.raises(InvalidInput, match=rule):
+        api.estimate(f.dense_model(), f.cluster(16), lo, f.workload(global_batch=12))
+    # ... and the exporters refuse a hand-edited plan that breaks it.
+    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=16), lo)
+    assert result.best.num_microbatches == 4
+    bad = result.best.model_copy(update={"num_microbatches": 3})
+    edited = result.model_copy(update={"ranked": (bad,)})
+    with pytest.raises(InvalidInput, match=rule):
+        edited.to_megatron_args()
 
 
 @pytest.mark.parametrize("case", list(CASES))

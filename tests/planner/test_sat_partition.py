@@ -19,7 +19,7 @@ from planner.sat import solve as sat
 from planner.sat.partition import PartitionSolver
 from planner.types import SearchSpace, SolverOptions
 
-WORK = Workload(seq_len=4096, global_batch_seqs=16)
+WORK = Workload(seq_len=4096, global_batch_seqs=48)  # 48 micro-batches: a multiple of pp 2, 3, 4
 
 
 def compositions(total: int, parts: int):

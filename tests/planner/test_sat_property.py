@@ -58,6 +58,8 @@ def validate_plan(model: ModelSpec, cluster, work: Workload, space: SearchSpace,
     assert lo.tp * lo.pp * lo.dp * lo.cp == cluster.num_gpus, "degrees multiply to the GPU count"
     assert model.num_attention_heads % lo.tp == 0, "tp divides the heads"
     assert work.global_batch_seqs % (lo.micro_batch * lo.dp) == 0, "batch splits evenly"
+    m = work.global_batch_seqs // (lo.micro_batch * lo.dp)
+    assert lo.vp == 1 or m % lo.pp == 0, "interleaving runs micro-batches in rounds of pp"
     assert lo.pp * lo.vp <= model.num_layers and model.num_layers % (lo.pp * lo.vp) == 0
     if model.moe is None:
         assert lo.ep == 1

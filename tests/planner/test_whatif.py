@@ -36,11 +36,16 @@ def two_sites(num_gpus: int = 64, site: int = 32) -> Cluster:
 
 def test_four_to_one_is_no_faster_and_moves_dp_under_one_leaf() -> None:
     pins = {"tp": 8, "pp": 2, "dp": 4}
-    flat = api.plan("llama3-8b", fat_tree(1), **SMALL, **pins).best
+    flat_plans = api.plan("llama3-8b", fat_tree(1), **SMALL, **pins, top_k=3).ranked
+    flat = flat_plans[0]
     tapered = api.plan("llama3-8b", fat_tree(4), **SMALL, **pins).best
     assert tapered.step_time_s >= flat.step_time_s
-    # 1:1: the DP group may straddle leaves (the spine costs nothing extra).
-    assert flat.placement["dp"]["spine"] == 2
+    # 1:1: a DP group straddling leaves is as fast, to the search's 1 us tie quantum (the spine
+    # costs nothing extra); the tie-break then prefers the canonical order.
+    assert any(
+        e.placement["dp"]["spine"] == 2 and abs(e.step_time_s - flat.step_time_s) < 1e-6
+        for e in flat_plans
+    )
     # 4:1: the gradient all-reduce is the heavy group; the planner puts all of DP in one leaf
     # and sends the light pipeline sends over the spine instead.
     assert tapered.placement["dp"] == {"nvlink": 1, "rail-leaf": 4, "spine": 1}

@@ -15,6 +15,7 @@ only where --oracle-max-gpus and --oracle-max-space allow (it scores every layou
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import models_zoo
@@ -38,31 +39,44 @@ def run(
     oracle_max_space: int,
     time_limit_s: float,
     stage_split: str = "even",
+    repeat: int = 3,
 ) -> str:
     label, m, c, n, gb, seq = CASES[index]
     model = models_zoo.load_model(m)
     cluster = models_zoo.load_cluster(c, n)
     workload = api.make_workload(model, seq_len=seq, global_batch=gb)
-    start = time.perf_counter()
-    try:
-        result = api.plan(
-            model,
-            cluster,
-            workload,
-            deterministic=True,
-            top_k=1,
-            time_limit_s=time_limit_s,
-            stage_split=stage_split,
-        )
-        wall = time.perf_counter() - start
+
+    def plan_once():
+        start = time.perf_counter()
+        try:
+            found = api.plan(
+                model,
+                cluster,
+                workload,
+                deterministic=True,
+                top_k=1,
+                time_limit_s=time_limit_s,
+                stage_split=stage_split,
+            )
+        except NoFeasiblePlan:
+            found = None
+        return time.perf_counter() - start, found
+
+    # The 2-core machine is noisy: plan `repeat` times in this process (deterministic, so the
+    # same result each time) and report the median wall time with the range.
+    runs = [plan_once() for _ in range(repeat)]
+    walls = sorted(w for w, _ in runs)
+    result = runs[-1][1]
+    wall = statistics.median(walls)
+    spread = f" ({walls[0]:.2f}-{walls[-1]:.2f})" if repeat > 1 else ""
+    if result is not None:
         s = result.solver
         status, gap, space = s.status, f"{s.gap:.0%}", s.num_candidates
         scored, best = s.num_scored, result.best
         objective = best.step_time_s
         lo = best.layout
         plan = f"tp{lo.tp} pp{lo.pp} dp{lo.dp} cp{lo.cp} ep{lo.ep} vp{lo.vp} mb{lo.micro_batch}"
-    except NoFeasiblePlan:
-        wall = time.perf_counter() - start
+    else:
         status, gap, space, scored, objective, plan = (
             "INFEASIBLE (proved)",
             "-",
@@ -85,9 +99,9 @@ def run(
         oracle = f"{time.perf_counter() - t0:.1f} s, {agree}"
     return (
         f"| {label} | {c} | {n:,} | {gb:,}x{seq} | {space:,} | {scored:,} | {status} | {gap} "
-        f"| {wall:.2f} | {plan} | {oracle} |"
+        f"| {wall:.2f}{spread} | {plan} | {oracle} |"
         if isinstance(space, int)
-        else f"| {label} | {c} | {n:,} | {gb:,}x{seq} | ? | ? | {status} | {gap} | {wall:.2f} "
+        else f"| {label} | {c} | {n:,} | {gb:,}x{seq} | ? | ? | {status} | {gap} | {wall:.2f}{spread} "
         f"| {plan} | {oracle} |"
     )
 
@@ -99,14 +113,22 @@ def main() -> None:
     ap.add_argument("--oracle-max-space", type=int, default=300_000)
     ap.add_argument("--time-limit", type=float, default=600.0)
     ap.add_argument("--stage-split", choices=("even", "search"), default="even")
+    ap.add_argument("--repeat", type=int, default=3, help="plans per case; the median is shown")
     args = ap.parse_args()
     print(
         "| model | cluster | GPUs | batch x seq | space (layouts x placements) | scored "
-        "| status | gap | wall s | best plan | oracle |"
+        "| status | gap | wall s, median (range) | best plan | oracle |"
     )
     print("|---|---|---:|---|---:|---:|---|---:|---:|---|---|")
     for i in args.only if args.only is not None else range(len(CASES)):
-        row = run(i, args.oracle_max_gpus, args.oracle_max_space, args.time_limit, args.stage_split)
+        row = run(
+            i,
+            args.oracle_max_gpus,
+            args.oracle_max_space,
+            args.time_limit,
+            args.stage_split,
+            args.repeat,
+        )
         print(row, flush=True)
 
 

@@ -373,6 +373,7 @@ def estimate(
         comm_total_s=comm_total,
         stage_memory=tuple(stage_mem),
         placement=topology.placement(cluster, layout),
+        layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
     )
 
 

@@ -88,7 +88,7 @@ def search(
             split = parts.split(layout)
             if split is not None:
                 e = estimate(model, cluster, workload, layout, layers_per_stage=split)
-                e, chosen = e.model_copy(update={"layers_per_stage": split}), batches[0]
+                chosen = batches[0]
         if chosen is not None:
             feasible.append(e)
         else:
@@ -97,7 +97,7 @@ def search(
                 smallest = e
     if not feasible:
         raise NoFeasiblePlan(why_none(cluster, space, usable, len(layouts), smallest, rejected))
-    batch_max = None if space.global_batch_range is None else space.global_batch_range[1]
+    batch_max = space.batch_max
     feasible.sort(key=lambda e: rank_key(e, batch_max))
     best = objective_s(feasible[0], space)
     stats = SolveStats(
@@ -110,7 +110,7 @@ def search(
         num_candidates=len(layouts) + _count(rejected),
         num_scored=len(layouts),
         num_feasible=len(feasible),
-        objective_unit="step_time_s" if batch_max is None else "s_per_sequence",
+        objective_unit=space.objective_unit,
     )
     return feasible[: options.top_k], stats, dict(rejected)
 

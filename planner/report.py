@@ -322,7 +322,7 @@ def solver_line(result: PlanResult) -> str:
     """Status, objective, bound, gap, time and counts of the search in one line."""
     s = result.solver
 
-    unit = " s/sequence" if getattr(s, "objective_unit", "") == "s_per_sequence" else " s"
+    unit = " s/sequence" if s.objective_unit == "s_per_sequence" else " s"
 
     def secs(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.4g}{unit}" if unit != " s" else f"{v:.4f} s"

@@ -70,6 +70,15 @@ class SearchSpace(Spec):
                 raise ValueError(f"MIN ({lo}) must not exceed MAX ({hi})")
         return v
 
+    @property
+    def batch_max(self) -> int | None:
+        """The range's MAX, which plans are ranked at (scale.scaled_step_s); None: fixed batch."""
+        return None if self.global_batch_range is None else self.global_batch_range[1]
+
+    @property
+    def objective_unit(self) -> Literal["step_time_s", "s_per_sequence"]:
+        return "step_time_s" if self.global_batch_range is None else "s_per_sequence"
+
 
 class SolverOptions(Spec):
     """How the search runs."""

@@ -46,7 +46,7 @@ def search(
         raise NoFeasiblePlan(
             why_none(cluster, space, usable, table.num_legal, table.smallest, table.rejected)
         )
-    batch_max = None if space.global_batch_range is None else space.global_batch_range[1]
+    batch_max = space.batch_max
     sat = build(table.estimates, batch_max)
     ranked: list[Estimate] = []
     status_name, objective_s, bound_s = "UNKNOWN", None, None
@@ -82,6 +82,6 @@ def search(
         num_candidates=table.num_candidates,
         num_scored=table.num_scored,
         num_feasible=len(table.estimates),
-        objective_unit="step_time_s" if batch_max is None else "s_per_sequence",
+        objective_unit=space.objective_unit,
     )
     return ranked, stats, dict(table.rejected)

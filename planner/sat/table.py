@@ -83,7 +83,7 @@ def build_table(
     # scored at the largest batch that fits (candidates.largest_fitting). Time per sequence never
     # rises with the batch, so a bound at the largest batch also bounds every smaller one.
     # Fixed batch: one batch, factor exactly 1, the step time as before.
-    batch_max = None if space.global_batch_range is None else space.global_batch_range[1]
+    batch_max = space.batch_max
     bound_at = _PerBatch(model, cluster, workload)
 
     def quanta(step_s: float, batch: int) -> int:
@@ -244,7 +244,7 @@ def build_table(
                     heapq.heappush(heap, (q, 3, b, ri, zi, oi))
                 continue
         lo = shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
-        e = _score(model, cluster, bound_at(batch_of[key]).workload, lo, split)
+        e = estimate(model, cluster, bound_at(batch_of[key]).workload, lo, layers_per_stage=split)
         table.num_scored += 1
         table.estimates.append(e)
         q = quanta(e.step_time_s, batch_of[key])
@@ -258,7 +258,7 @@ def build_table(
     if left > 0:
         table.rejected[TIMED_OUT if timed_out else PRUNED] += left
     if not table.estimates and smallest is not None:
-        table.smallest = _score(model, cluster, smallest[2], smallest[1])  # for the message
+        table.smallest = estimate(model, cluster, smallest[2], smallest[1])  # for the message
     if parts is not None:
         table.num_partition_shapes = parts.num_prepared
         table.num_partition_solves = parts.num_solves
@@ -281,15 +281,6 @@ class _PerBatch:
                 w = w.model_copy(update={"global_batch_seqs": batch})
             found = self._bounds[batch] = StepLowerBound(self.model, self.cluster, w)
         return found
-
-
-def _score(
-    model: ModelSpec, cluster: Cluster, workload: Workload, lo: Layout, split: Split | None = None
-) -> Estimate:
-    if split is None:
-        return estimate(model, cluster, workload, lo)
-    e = estimate(model, cluster, workload, lo, layers_per_stage=split)
-    return e.model_copy(update={"layers_per_stage": split})
 
 
 __all__ = ["OOM", "PRUNED", "TIMED_OUT", "TIME_QUANTUM_S", "CandidateTable", "build_table"]

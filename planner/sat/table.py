@@ -58,9 +58,6 @@ class CandidateTable:
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
     open_bound_s: float | None = None  # smallest bound left open when a deadline stopped it
-    num_partition_shapes: int = 0  # shapes whose memory caps were computed ("search")
-    num_partition_solves: int = 0  # CP-SAT stage-partition models solved
-    num_partition_unproved: int = 0  # of those, stopped by the work limit before a proof
 
 
 def build_table(
@@ -259,10 +256,6 @@ def build_table(
         table.rejected[TIMED_OUT if timed_out else PRUNED] += left
     if not table.estimates and smallest is not None:
         table.smallest = estimate(model, cluster, smallest[2], smallest[1])  # for the message
-    if parts is not None:
-        table.num_partition_shapes = parts.num_prepared
-        table.num_partition_solves = parts.num_solves
-        table.num_partition_unproved = parts.num_unproved
     return table
 
 

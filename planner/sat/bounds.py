@@ -84,18 +84,23 @@ class StepLowerBound:
             ]
         return found
 
-    def step_s(self, lo: Layout, recompute: str | None = None) -> float:
-        """A value <= estimate(...).step_time_s for `lo` (with `recompute` instead of its own,
-        if given) under any order, ZeRO stage and network."""
+    def compute_s(self, lo: Layout, recompute: str | None = None) -> tuple[float, float, float]:
+        """(dense layer, MoE layer, LM head) compute seconds per micro-batch, recompute included
+        (`recompute` instead of the layout's own, if given); 0 for a layer kind the model lacks."""
         dense, moe, head = self._layer_times(lo)
         rc = lo.recompute if recompute is None else recompute
 
         def cost(t: LayerTime | None) -> float:
             return 0.0 if t is None else t.forward_s + t.backward_s + t.recompute_s(rc)
 
-        per_dense, per_moe = cost(dense), cost(moe)
+        return cost(dense), cost(moe), head.forward_s + head.backward_s
+
+    def step_s(self, lo: Layout, recompute: str | None = None) -> float:
+        """A value <= estimate(...).step_time_s for `lo` (with `recompute` instead of its own,
+        if given) under any order, ZeRO stage and network."""
+        per_dense, per_moe, per_head = self.compute_s(lo, recompute)
         stage = [nd * per_dense + nm * per_moe for nd, nm in self._stage_counts(lo)]
-        stage[-1] += head.forward_s + head.backward_s
+        stage[-1] += per_head
         m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
         t_max = max(stage)
         return m * t_max + (sum(stage) - t_max) / lo.vp

@@ -39,9 +39,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from cost_models.calibration import calibration_for
-from cost_models.compute import LayerTime
-from cost_models.estimate import OPTIMIZER_BYTES_PER_PARAM
+from cost_models.estimate import _stage_optimizer_s
 from cost_models.memory import stage_params
 from cost_models.pipeline import chunk_layer_counts, stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
@@ -80,19 +78,11 @@ class PartitionSolver(MemoryCaps):
         """The optimizer seconds estimate() charges for pipeline rank `rank` (its max over
         ranks is the step's optimizer term)."""
         sp = stage_params(self.model, lo, n_dense, n_moe, rank)
-        cal = calibration_for(self.cluster.gpu.generation)
-        hbm = self.cluster.gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
-        shard = 1 if lo.zero_stage == 0 else lo.dp * lo.cp
-        return (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm
+        return _stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s)
 
     def layer_s(self, lo: Layout) -> tuple[float, float, float]:
         """(dense layer, MoE layer, LM head) compute seconds per micro-batch (bounds.py's)."""
-        dense, moe, head = self.bound._layer_times(lo)
-
-        def cost(t: LayerTime | None) -> float:
-            return 0.0 if t is None else t.forward_s + t.backward_s + t.recompute_s(lo.recompute)
-
-        return cost(dense), cost(moe), head.forward_s + head.backward_s
+        return self.bound.compute_s(lo)
 
     def counts(self, lo: Layout, split: Split | None) -> list[tuple[int, int]]:
         """(dense, MoE) layers per pipeline rank under `split` (None: the even split)."""

@@ -12,18 +12,27 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 
 from .specs import Axis, Cluster, Layout, LinkTier
 
+# group_span(cluster, degree, stride) with the cluster bound: (degree, stride) -> span
+GroupSpan = Callable[[int, int], Sequence[int]]
 
-def axis_strides(layout: Layout) -> dict[str, int]:
-    """Rank stride of every axis (and of EP) under the layout's order."""
+
+_NAMES = {axis: axis.value for axis in Axis}  # a dict lookup: the search calls this per order
+
+
+def axis_strides(layout: Layout, order: tuple[Axis, ...] | None = None) -> dict[str, int]:
+    """Rank stride of every axis (and of EP) under the layout's order (or `order`)."""
+    degrees = axis_degrees(layout)
     strides: dict[str, int] = {}
     stride = 1
-    for axis in layout.order:
-        strides[axis.value] = stride
-        stride *= layout.degree(axis)
-    strides["ep"] = strides[Axis.TP.value] * layout.etp
+    for axis in layout.order if order is None else order:
+        name = _NAMES[axis]
+        strides[name] = stride
+        stride *= degrees[name]
+    strides["ep"] = strides["tp"] * layout.etp
     return strides
 
 
@@ -64,24 +73,38 @@ def group_span(cluster: Cluster, degree: int, stride: int) -> list[int]:
     return span
 
 
-def combined_span(cluster: Cluster, members: list[tuple[int, int]]) -> list[int]:
+def combined_span(
+    cluster: Cluster, members: list[tuple[int, int]], group: GroupSpan | None = None
+) -> list[int]:
     """Span of a group that varies several axes at once, given (degree, stride) per axis.
 
     With nested power-of-two strides the members inside a domain multiply across the axes.
+    `group` replaces group_span (the search passes a memoized one).
     """
+    group = group or functools.partial(group_span, cluster)
     span = [1] * len(cluster.tiers)
     for degree, stride in members:
-        span = [s * n for s, n in zip(span, group_span(cluster, degree, stride), strict=True)]
+        span = [s * n for s, n in zip(span, group(degree, stride), strict=True)]
     return span
 
 
-def spans(cluster: Cluster, layout: Layout) -> dict[str, list[int]]:
-    """Span of every axis group, plus the DP x CP gradient group (`dp_cp`) and expert-DP (`edp`)."""
-    strides, degrees = axis_strides(layout), axis_degrees(layout)
-    out = {a: group_span(cluster, degrees[a], strides[a]) for a in degrees}
-    out["dp_cp"] = combined_span(cluster, [(layout.dp, strides["dp"]), (layout.cp, strides["cp"])])
+def spans(
+    cluster: Cluster,
+    layout: Layout,
+    order: tuple[Axis, ...] | None = None,
+    group: GroupSpan | None = None,
+) -> dict[str, Sequence[int]]:
+    """Span of every axis group, plus the DP x CP gradient group (`dp_cp`) and expert-DP (`edp`).
+
+    `order` replaces the layout's own; `group` replaces group_span (the search passes one
+    memoized by (degree, stride) that returns shared tuples, planner.candidates.OrderCache)."""
+    group = group or functools.partial(group_span, cluster)
+    strides, degrees = axis_strides(layout, order), axis_degrees(layout)
+    out = {a: group(degrees[a], strides[a]) for a in degrees}
+    dp_cp = [(layout.dp, strides["dp"]), (layout.cp, strides["cp"])]
+    out["dp_cp"] = combined_span(cluster, dp_cp, group)
     edp = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
-    out["edp"] = group_span(cluster, edp, strides["ep"] * layout.ep)
+    out["edp"] = group(edp, strides["ep"] * layout.ep)
     return out
 
 

@@ -231,9 +231,6 @@ def placement_key(cluster: Cluster, layout: Layout) -> tuple:
     return tuple(sorted((k, tuple(v)) for k, v in topology.spans(cluster, layout).items()))
 
 
-_AXIS_NAMES = {axis: axis.value for axis in Axis}
-
-
 class OrderCache:
     """Distinct orders per degree tuple (spans depend only on the degrees, ep and etp)."""
 
@@ -258,26 +255,10 @@ class OrderCache:
         return found
 
     def _assemble(self, layout: Layout, order: tuple[Axis, ...]) -> dict[str, tuple[int, ...]]:
-        """topology.spans(cluster, layout with `order`), built from topology.group_span memoized
-        by (degree, stride): the 24 orders of thousands of shapes repeat few of them. Same
-        composition as topology.spans (rank strides as topology.axis_strides: the product of the
-        degrees inside, EP's = TP's x etp); tests/planner/test_sat_candidates.py checks
-        equality on every order of several presets."""
-        degrees = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp}
-        strides, stride = {}, 1
-        for axis in order:
-            name = _AXIS_NAMES[axis]
-            strides[name] = stride
-            stride *= degrees[name]
-        degrees["ep"] = layout.ep
-        strides["ep"] = strides["tp"] * layout.etp
-        group = self._group_span
-        out = {a: group(d, strides[a]) for a, d in degrees.items()}
-        dp, cp = out["dp"], out["cp"]
-        out["dp_cp"] = tuple(1 * a * b for a, b in zip(dp, cp, strict=True))
-        edp = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
-        out["edp"] = group(edp, strides["ep"] * layout.ep)
-        return out
+        """topology.spans(cluster, layout with `order`), with topology.group_span memoized by
+        (degree, stride): the 24 orders of thousands of shapes repeat few of them."""
+        found = topology.spans(self.cluster, layout, order, self._group_span)
+        return {axis: tuple(span) for axis, span in found.items()}
 
     def _group_span(self, degree: int, stride: int) -> tuple[int, ...]:
         found = self._group.get((degree, stride))

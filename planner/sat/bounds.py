@@ -98,12 +98,8 @@ class StepLowerBound:
     def step_s(self, lo: Layout, recompute: str | None = None) -> float:
         """A value <= estimate(...).step_time_s for `lo` (with `recompute` instead of its own,
         if given) under any order, ZeRO stage and network."""
-        per_dense, per_moe, per_head = self.compute_s(lo, recompute)
-        stage = [nd * per_dense + nm * per_moe for nd, nm in self._stage_counts(lo)]
-        stage[-1] += per_head
-        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
-        t_max = max(stage)
-        return m * t_max + (sum(stage) - t_max) / lo.vp
+        per_dense, per_moe, _ = self.compute_s(lo, recompute)
+        return self._schedule_s(lo, per_dense, per_moe)
 
     def placement_step_s(
         self, lo: Layout, span: dict[str, list[int]] | None = None, *, with_dp: bool = False

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from planner.sat.completeness import check_record
+from planner.search.completeness import check_record
 
 DEFAULT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "published_runs.yaml"
 

@@ -97,7 +97,7 @@ def spans(
     """Span of every axis group, plus the DP x CP gradient group (`dp_cp`) and expert-DP (`edp`).
 
     `order` replaces the layout's own; `group` replaces group_span (the search passes one
-    memoized by (degree, stride) that returns shared tuples, planner.candidates.OrderCache)."""
+    memoized by (degree, stride) that returns shared tuples, planner.search.candidates.OrderCache)."""
     group = group or functools.partial(group_span, cluster)
     strides, degrees = axis_strides(layout, order), axis_degrees(layout)
     out = {a: group(degrees[a], strides[a]) for a in degrees}

@@ -11,8 +11,8 @@ from cost_models import estimate as _cost
 from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
-from . import exhaustive
-from .sat import solve as sat_solve
+from .search import exhaustive
+from .search import solve as sat_solve
 from .types import PlanResult, SearchSpace, SolverOptions
 
 DEFAULT_SEQ_LEN = 4096

@@ -22,7 +22,7 @@ from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, descr
 from cost_models.specs import Layout
 
 from . import api, report, whatif
-from .report_markdown import render_markdown as render_plan_markdown
+from .report.markdown import render_markdown as render_plan_markdown
 from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
 

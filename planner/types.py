@@ -48,7 +48,7 @@ class SearchSpace(Spec):
         "even",
         description="layers per pipeline stage: even (the cost model's split) or search (a "
         "pp > 1 layout out of memory with the even split takes the CP-SAT partition's split, "
-        "planner/sat/partition.py; slower, fixed global batch only)",
+        "planner/search/partition.py; slower, fixed global batch only)",
     )
 
     @field_validator("stage_split")
@@ -139,37 +139,37 @@ class PlanResult(Spec):
         """The workload a ranked plan was scored with (its own global batch)."""
         return self.workload.model_copy(update={"global_batch_seqs": self.global_batch(index)})
 
-    # Launcher hand-off (planner/launch.py, planner/ranks.py); `index` picks a ranked plan.
+    # Launcher hand-off (planner/export/launch.py, planner/place/ranks.py); `index` picks a ranked plan.
 
     def to_megatron_args(self, index: int = 0) -> list[str]:
-        from .launch import megatron_args
+        from .export.launch import megatron_args
 
         return megatron_args(self.model, self.plan_workload(index), self.ranked[index])
 
     def to_torchtitan(self, index: int = 0) -> dict:
         """{"config": {section: {field: value}}, "overrides": [...], "toml": str}."""
-        from .launch import torchtitan
+        from .export.launch import torchtitan
 
         return torchtitan(self.model, self.plan_workload(index), self.ranked[index])
 
     def to_deepspeed_config(self, index: int = 0) -> dict:
-        from .launch import deepspeed_config
+        from .export.launch import deepspeed_config
 
         return deepspeed_config(self.plan_workload(index), self.ranked[index])
 
     def device_mesh(self, index: int = 0) -> dict:
         """{"mesh_shape": [...], "mesh_dim_names": [...]} for init_device_mesh."""
-        from .ranks import device_mesh
+        from .place.ranks import device_mesh
 
         return device_mesh(self.ranked[index].layout)
 
     def rank_groups(self, index: int = 0) -> dict[str, list[list[int]]]:
-        from .ranks import rank_groups
+        from .place.ranks import rank_groups
 
         return rank_groups(self.ranked[index].layout)
 
     def rank_map(self, index: int = 0, max_nodes: int | None = None) -> list[dict]:
         """Rows {rank, node, gpu, dp, pp, cp, tp, ep}, for the first `max_nodes` nodes or all."""
-        from .ranks import rank_map
+        from .place.ranks import rank_map
 
         return rank_map(self.cluster, self.ranked[index].layout, max_nodes)

@@ -41,7 +41,7 @@ def test_only_cli_prints_or_exits():
 
 def test_every_python_package_is_shipped():
     # A package missing from pyproject's explicit list imports from a checkout but not from
-    # `pip install .` (planner.sat once did exactly that).
+    # `pip install .` (planner.search once did exactly that).
     import tomllib
 
     root = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ from factories import cluster, dense_model, layout, workload
 from cost_models import estimate
 from cost_models.calibration import calibration_for, overlap_slowdown_s
 from cost_models.compute import _elementwise_elements
-from cost_models.estimate import _overlapped_tp_s
 from cost_models.memory import logits_bytes
+from cost_models.stage import overlapped_tp_s
 from planner.validate import record_inputs
 
 
@@ -73,9 +73,9 @@ def test_overlap_slowdown_by_hand():
 def test_overlapped_collective_with_contention_by_hand():
     # 8 ms in 8 chunks behind a 5 ms GEMM, 20 % of SMs to the collective: first chunk 1 ms,
     # 2 ms not covered, 5 ms hidden slowing the GEMM by 0.2 / 0.8 -> 1.25 ms.
-    assert _overlapped_tp_s(8e-3, 8, 5e-3, 0.2) == pytest.approx(1e-3 + 2e-3 + 1.25e-3)
+    assert overlapped_tp_s(8e-3, 8, 5e-3, 0.2) == pytest.approx(1e-3 + 2e-3 + 1.25e-3)
     # Still cheaper than not overlapping at all (8 ms).
-    assert _overlapped_tp_s(8e-3, 8, 50e-3, 0.2) == pytest.approx(1e-3 + 7e-3 * 0.25)
+    assert overlapped_tp_s(8e-3, 8, 50e-3, 0.2) == pytest.approx(1e-3 + 7e-3 * 0.25)
 
 
 def test_dp_overlap_costs_contention_when_hidden():

@@ -6,7 +6,7 @@ import pytest
 from factories import cluster, dense_model, layout, moe_model, workload
 
 from cost_models import estimate
-from cost_models.estimate import _overlapped_tp_s
+from cost_models.stage import overlapped_tp_s
 
 LAYOUTS_64 = [
     layout(tp=8, pp=2, dp=4, sequence_parallel=True),
@@ -18,11 +18,11 @@ LAYOUTS_64 = [
 
 def test_overlapped_collective_by_hand():
     # 8 ms collective in 8 chunks: the first 1 ms is exposed; 7 ms hide behind a 5 ms GEMM -> 2 ms.
-    assert _overlapped_tp_s(8e-3, 8, 5e-3) == pytest.approx(1e-3 + 2e-3)
+    assert overlapped_tp_s(8e-3, 8, 5e-3) == pytest.approx(1e-3 + 2e-3)
     # A GEMM longer than the remaining chunks hides all of them.
-    assert _overlapped_tp_s(8e-3, 8, 50e-3) == pytest.approx(1e-3)
+    assert overlapped_tp_s(8e-3, 8, 50e-3) == pytest.approx(1e-3)
     # No partner GEMM: nothing hides.
-    assert _overlapped_tp_s(8e-3, 8, 0.0) == pytest.approx(8e-3)
+    assert overlapped_tp_s(8e-3, 8, 0.0) == pytest.approx(8e-3)
 
 
 @pytest.mark.parametrize("lo", LAYOUTS_64[:3])

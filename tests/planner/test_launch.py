@@ -16,8 +16,10 @@ from cost_models import topology
 from cost_models.errors import InvalidInput
 from cost_models.pipeline import chunk_layer_counts
 from cost_models.specs import Axis, Layout
-from planner import api, launch, ranks
+from planner import api
 from planner.cli import main
+from planner.export import launch
+from planner.place import ranks
 from planner.types import PlanResult, SolveStats
 
 MEGATRON_FLAGS = {
@@ -437,7 +439,7 @@ def test_rank_map_rows_agree_with_rank_groups():
 
 
 def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
-    """The search's own split (Estimate.layers_per_stage, planner/sat/partition.py) is exported."""
+    """The search's own split (Estimate.layers_per_stage, planner/search/partition.py) is exported."""
     model = f.dense_model(num_layers=32)
     base = result_for(model, f.cluster(32), f.workload(64), Layout(tp=4, pp=4, dp=2))
 

@@ -16,9 +16,10 @@ from rich.console import Console
 from test_launch import result_for
 
 from cost_models.specs import Axis, Layout
-from planner import api, findings, report
+from planner import api, report
 from planner.cli import main
-from planner.report_markdown import render_markdown
+from planner.report import findings
+from planner.report.markdown import render_markdown
 from planner.types import PlanResult, SolveStats
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"

@@ -21,11 +21,12 @@ from cost_models.errors import InvalidInput, NoFeasiblePlan
 from cost_models.estimate import estimate
 from cost_models.rules import layout_violations
 from cost_models.specs import Layout, Workload
-from planner import api, exhaustive
-from planner.candidates import batch_choices, enumerate_layouts, largest_fitting
+from planner import api
 from planner.cli import main
-from planner.sat import solve as sat
-from planner.sat.scale import per_sequence_quanta
+from planner.search import exhaustive
+from planner.search import solve as sat
+from planner.search.candidates import batch_choices, enumerate_layouts, largest_fitting
+from planner.search.scale import per_sequence_quanta
 from planner.types import SearchSpace, SolverOptions
 
 
@@ -287,7 +288,7 @@ def test_reports_show_each_plans_batch(capsys):
 
 def test_runner_ups_compare_at_the_best_plans_batch():
     """Ranked plans with different batches: 'vs best' follows time per sequence, not step time."""
-    from planner import findings
+    from planner.report import findings
 
     model, cluster = factories.dense_model(num_layers=16), factories.cluster(8)
     work = factories.workload(seq_len=8192, global_batch=6)

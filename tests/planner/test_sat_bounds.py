@@ -8,10 +8,10 @@ import factories
 from cost_models import topology
 from cost_models.estimate import estimate
 from cost_models.specs import Workload
-from planner import exhaustive
-from planner.candidates import enumerate_layouts
-from planner.sat.bounds import StepLowerBound
-from planner.sat.table import PRUNED, build_table
+from planner.search import exhaustive
+from planner.search.bounds import StepLowerBound
+from planner.search.candidates import enumerate_layouts
+from planner.search.table import PRUNED, build_table
 from planner.types import SearchSpace, SolverOptions
 
 

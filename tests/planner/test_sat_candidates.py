@@ -6,7 +6,7 @@ import factories
 
 from cost_models.estimate import estimate
 from cost_models.specs import Layout, Workload
-from planner.candidates import ALL_ORDERS, CANONICAL_ORDER, OrderCache, placement_key
+from planner.search.candidates import ALL_ORDERS, CANONICAL_ORDER, OrderCache, placement_key
 
 
 def test_all_orders_are_the_24_permutations_canonical_first():

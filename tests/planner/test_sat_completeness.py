@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.sat.completeness import check_record
+from planner.search.completeness import check_record
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "published_runs.yaml"
 

@@ -1,4 +1,4 @@
-"""The CP-SAT stage partition (planner/sat/partition.py) against brute force over every
+"""The CP-SAT stage partition (planner/search/partition.py) against brute force over every
 composition, on estimate()'s own step time and peak memory; its use in the search and exports."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from cost_models.errors import NoFeasiblePlan
 from cost_models.estimate import estimate
 from cost_models.pipeline import chunk_layer_counts
 from cost_models.specs import Layout, Workload
-from planner import api, exhaustive
+from planner import api
 from planner.report import plan_dict
-from planner.sat import solve as sat
-from planner.sat.partition import PartitionSolver
+from planner.search import exhaustive
+from planner.search import solve as sat
+from planner.search.partition import PartitionSolver
 from planner.types import SearchSpace, SolverOptions
 
 WORK = Workload(seq_len=4096, global_batch_seqs=48)  # 48 micro-batches: a multiple of pp 2, 3, 4

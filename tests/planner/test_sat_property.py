@@ -15,8 +15,8 @@ import pytest
 from cost_models.errors import NoFeasiblePlan
 from cost_models.estimate import estimate
 from cost_models.specs import Estimate, ModelSpec, Workload
-from planner import exhaustive
-from planner.sat import solve as sat
+from planner.search import exhaustive
+from planner.search import solve as sat
 from planner.types import SearchSpace, SolverOptions
 
 NUM_INSTANCES = 200
@@ -75,7 +75,7 @@ def validate_plan(model: ModelSpec, cluster, work: Workload, space: SearchSpace,
     for stage in e.stage_memory:  # every stage within its own memory
         assert stage.total_gib <= usable + 1e-9
     # The reported numbers are the cost model's numbers for that layout.
-    split = e.layers_per_stage  # the plan's own stage partition (planner/sat/partition.py)
+    split = e.layers_per_stage  # the plan's own stage partition (planner/search/partition.py)
     assert split is None or (len(split) == lo.pp * lo.vp and sum(split) == model.num_layers)
     assert estimate(model, cluster, work, lo, layers_per_stage=split).step_time_s == e.step_time_s
 

@@ -6,8 +6,8 @@ import time
 import factories
 
 from cost_models.specs import Workload
-from planner.sat import solve as sat
-from planner.sat.table import PRUNED, TIMED_OUT, build_table
+from planner.search import solve as sat
+from planner.search.table import PRUNED, TIMED_OUT, build_table
 from planner.types import SearchSpace, SolverOptions
 
 

@@ -29,16 +29,16 @@ import math
 from cost_models import comm, topology
 from cost_models.calibration import calibration_for
 from cost_models.compute import LayerTime, layer_time, lm_head_time, tokens_per_gpu
-from cost_models.estimate import (
-    BF16_BYTES,
-    _layer_cost,
-    _stage_dp_s,
-    _stage_memory,
-    _stage_optimizer_s,
-)
 from cost_models.memory import StageParams, layer_activation_bytes, stage_params, state_bytes
 from cost_models.pipeline import stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
+from cost_models.stage import (
+    BF16_BYTES,
+    layer_cost,
+    stage_dp_s,
+    stage_memory,
+    stage_optimizer_s,
+)
 
 SAFETY = 1 - 1e-9
 _NOT_IN_LAYER_COST = ("order", "zero_stage", "pp", "dp", "vp")
@@ -121,15 +121,15 @@ class StepLowerBound:
         min_max_layers: int = 0,
     ) -> list[float]:
         """placement_step_s of `lo` on each of `spans` (one per order). The cost model reads the
-        order only through the spans, so `lo` may carry any order (planner/sat/table.py passes
+        order only through the spans, so `lo` may carry any order (planner/search/table.py passes
         the shape with the canonical order). `counts`: (dense, MoE) layers per rank of the split
         scored (default: the even split; with_dp only for the even split). `any_split`: a bound
-        for every split (SearchSpace.stage_split "search", planner/sat/partition.py), and with
+        for every split (SearchSpace.stage_split "search", planner/search/partition.py), and with
         `min_max_layers` N* (some rank of every split considered runs >= N* layers,
         partition.fewest_max_layers) the slowest rank runs at least the cheapest N* layers."""
         assert not (with_dp and (counts is not None or any_split)), "DP terms: even split only"
         cl = self.cluster
-        # estimate._layer_cost reads neither pp, dp, vp, the ZeRO stage nor the order, and of
+        # stage.layer_cost reads neither pp, dp, vp, the ZeRO stage nor the order, and of
         # the spans only TP, CP and EP, so orders and shapes that differ only there share it.
         layer_key = tuple(v for k, v in lo.__dict__.items() if k not in _NOT_IN_LAYER_COST)
         schedule: dict[tuple[float, float], float] = {}  # (dense, MoE layer s) -> schedule s
@@ -164,7 +164,7 @@ class StepLowerBound:
 
     def dp_optimizer_s(self, lo: Layout, span: dict[str, list[int]]) -> float:
         """estimate(...)'s dp_comm + optimizer terms for `lo` on `span` (this ZeRO stage), from
-        the same per-stage functions (estimate._stage_dp_s, _stage_optimizer_s). Both terms
+        the same per-stage functions (stage.stage_dp_s, stage_optimizer_s). Both terms
         are maxima over stages; the stages of _peak_candidates hold every distinct value (a
         middle stage's parameters and compute depend only on its layer counts), so this is the
         estimate's own value, and any subset of stages would still give a lower bound."""
@@ -191,18 +191,18 @@ class StepLowerBound:
             if r == last:
                 compute_s += head.forward_s + head.backward_s
             sp = self._stage_params(lo, (nd, nm), r, params_key)
-            exposed, _ = _stage_dp_s(self.cluster, self.cal, lo, sp, compute_s, m, span)
+            exposed, _ = stage_dp_s(self.cluster, self.cal, lo, sp, compute_s, m, span)
             dp_s = max(dp_s, exposed)
-            opt_s = max(opt_s, _stage_optimizer_s(lo, sp, self.hbm_bytes_per_s))
+            opt_s = max(opt_s, stage_optimizer_s(lo, sp, self.hbm_bytes_per_s))
         found = self._dp[key] = dp_s + opt_s
         return found
 
     def _layer_costs_s(self, lo: Layout, span: dict[str, list[int]]) -> tuple[float, float]:
-        """(dense, MoE) layer seconds per micro-batch on `span`: estimate._layer_cost's total."""
+        """(dense, MoE) layer seconds per micro-batch on `span`: stage.layer_cost's total."""
         m_, cl, w = self.model, self.cluster, self.workload
         dense, moe, _ = self._layer_times(lo)
-        cd = 0.0 if dense is None else _layer_cost(m_, cl, w, lo, dense, span, is_moe=False).total_s
-        cm = 0.0 if moe is None else _layer_cost(m_, cl, w, lo, moe, span, is_moe=True).total_s
+        cd = 0.0 if dense is None else layer_cost(m_, cl, w, lo, dense, span, is_moe=False).total_s
+        cm = 0.0 if moe is None else layer_cost(m_, cl, w, lo, moe, span, is_moe=True).total_s
         return cd, cm
 
     def _schedule_s(
@@ -217,7 +217,7 @@ class StepLowerBound:
         """m * t_max + (sum t - t_max) / vp with per-layer seconds cd (dense) and cm (MoE) on the
         split `counts` (default even). any_split: sum(t) is the same for every split and
         t_max >= sum(t) / pp, and the schedule is non-decreasing in t_max (m >= 1 >= 1/vp), so
-        t_max = sum(t) / pp bounds every split (planner/sat/partition.py free_step_s); so do the
+        t_max = sum(t) / pp bounds every split (planner/search/partition.py free_step_s); so do the
         cheapest N* layers when some rank runs >= N* layers (head time >= 0)."""
         head = self._layer_times(lo)[2]
         counts = self._stage_counts(lo) if counts is None else counts
@@ -282,7 +282,7 @@ class StepLowerBound:
         for r, counts in self._peak_candidates(lo):
             sp = self._stage_params(lo, counts, r, params_key)
             weights, grads, optim = state_bytes(sp, lo, m)
-            stage = _stage_memory(model, w, lo, r, counts, acts_per_mb, m, weights, grads, optim)
+            stage = stage_memory(model, w, lo, r, counts, acts_per_mb, m, weights, grads, optim)
             peak = max(peak, stage.total_gib)
             if peak > stop_above:
                 break

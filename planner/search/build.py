@@ -1,6 +1,6 @@
 """The CP-SAT model over the candidate table: one Boolean per (layout, placement), exactly one.
 
-Every variable's objective coefficient packs its step time (integer quanta, planner/sat/scale.py)
+Every variable's objective coefficient packs its step time (integer quanta, planner/search/scale.py)
 and its simplicity rank, so the unique optimum is the fastest plan and, among equally fast plans,
 the simplest. The hint is the best plan the table's branch and bound met first (a heuristic
 incumbent), so the solver starts from a full, feasible assignment.
@@ -14,7 +14,7 @@ from ortools.sat.python import cp_model
 
 from cost_models.specs import Estimate
 
-from ..candidates import simplicity_rank
+from .candidates import simplicity_rank
 from .scale import objective_coefficient, per_sequence_quanta, scaled_step_s, tie_range
 
 

@@ -9,10 +9,10 @@ from ortools.sat.python import cp_model
 from cost_models.errors import NoFeasiblePlan
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
-from ..exhaustive import objective_s as objective_of
-from ..exhaustive import usable_memory_gib, why_none
 from ..types import SearchSpace, SolverOptions, SolveStats
 from .build import build
+from .exhaustive import objective_s as objective_of
+from .exhaustive import usable_memory_gib, why_none
 from .scale import bound_s as scaled_bound_s
 from .table import build_table
 

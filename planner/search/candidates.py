@@ -17,7 +17,7 @@ from cost_models.errors import InvalidInput
 from cost_models.rules import layout_violations
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
-from .types import SearchSpace
+from ..types import SearchSpace
 
 NO_BATCH = "no global batch in the range is a multiple of micro_batch*dp (*pp when interleaving)"
 _NUMBERS = re.compile(r"\d+(?:[.*]\d+)*")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from cost_models import topology
 from cost_models.specs import Cluster, Estimate
 
-from .types import PlanResult
+from ..types import PlanResult
 
 BUBBLE_WARN_SHARE = 0.20  # issue 5: warn when the pipeline bubble exceeds 20% of the step
 HEADROOM_WARN_SHARE = 0.05  # issue 5: warn below 5% of HBM left free at peak

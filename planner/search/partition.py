@@ -13,18 +13,18 @@ Model, for one layout shape (memory does not depend on the order):
   Dense-first MoE: chunk c holds min(S_c + n_c, k) - min(S_c, k) of the k dense layers
   (AddMinEquality); rank r holds the chunks c = r (mod pp).
   Time per rank and micro-batch T_r = nd_r * t_dense + nm_r * t_moe (+ LM head on the last
-  rank): the per-layer compute of planner/sat/bounds.py (placement-independent).
+  rank): the per-layer compute of planner/search/bounds.py (placement-independent).
   Optimizer seconds per rank O_r: affine in (nd_r, nm_r), derived by evaluating
   cost_models.memory.stage_params (the term estimate() adds as max_r O_r).
   Objective: m * T_max + (sum_r T_r - T_max) / vp + max_r O_r (AddMaxEquality), scaled by vp
   to stay integral, then a tie-break toward the even split: sum_c |n_c - even_c|, weighted
   below one time unit so it only orders equal times. One worker, fixed seed: deterministic.
   Memory: every rank within usable HBM. The stage memory is the cost model's own
-  (_stage_memory on stage_params / state_bytes, as bounds.peak_memory_gib); it is not affine in
+  (stage_memory on stage_params / state_bytes, as bounds.peak_memory_gib); it is not affine in
   the counts (ZeRO-3 gathers min(2, n) layers of the largest kind present, full recompute
   rebuilds the largest kind present) but it is non-decreasing in each count, so it is encoded
   exactly as caps found by evaluating it: for each rank r and dense count d, the most MoE
-  layers cap_r(d) with memory <= usable (planner/sat/partition_caps.py), and
+  layers cap_r(d) with memory <= usable (planner/search/partition_caps.py), and
   nd_r = d => nm_r <= cap_r(d). One layer kind (dense, or all-MoE): p variables, the per-rank
   totals, replace the chunks (the tie-break is exact on them; _spread builds the chunks).
 
@@ -32,17 +32,17 @@ What the model leaves out: the exposed TP/CP/EP traffic per layer and the DP tra
 depend on the placement. The search scores every placement with estimate() on the split chosen
 here, so reported numbers stay the cost model's own; the split is optimal for the
 placement-independent part of the step. It is used, with SearchSpace.stage_split "search", where
-the even split is out of memory (planner/sat/table.py, planner/exhaustive.py).
+the even split is out of memory (planner/search/table.py, planner/search/exhaustive.py).
 """
 
 from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from cost_models.estimate import _stage_optimizer_s
 from cost_models.memory import stage_params
 from cost_models.pipeline import chunk_layer_counts, stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
+from cost_models.stage import stage_optimizer_s
 
 from .bounds import SAFETY, StepLowerBound
 from .partition_caps import MemoryCaps, _key
@@ -78,7 +78,7 @@ class PartitionSolver(MemoryCaps):
         """The optimizer seconds estimate() charges for pipeline rank `rank` (its max over
         ranks is the step's optimizer term)."""
         sp = stage_params(self.model, lo, n_dense, n_moe, rank)
-        return _stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s)
+        return stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s)
 
     def layer_s(self, lo: Layout) -> tuple[float, float, float]:
         """(dense layer, MoE layer, LM head) compute seconds per micro-batch (bounds.py's)."""

@@ -14,8 +14,9 @@ from rich.text import Text
 from cost_models import topology
 from cost_models.specs import Cluster, Estimate, Layout, StageMemory, Workload
 
-from . import findings, ranks
-from .types import PlanResult
+from ..place import ranks
+from ..types import PlanResult
+from . import findings
 
 RANK_MAP_NODES = 2  # nodes shown in full; a compact rule covers the rest
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from cost_models import topology
 from cost_models.specs import Estimate
 
-from . import findings, ranks
-from .report import (
+from ..place import ranks
+from ..types import PlanResult
+from . import findings
+from .terminal import (
     RANK_MAP_NODES,
     TERM_LABELS,
     layout_line,
@@ -14,7 +16,6 @@ from .report import (
     solver_line,
     stage_memory_cells,
 )
-from .types import PlanResult
 
 BAR_WIDTH = 30
 

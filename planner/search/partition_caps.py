@@ -1,12 +1,12 @@
-"""Per-rank memory caps for the stage partition (planner/sat/partition.py): the most layers each
+"""Per-rank memory caps for the stage partition (planner/search/partition.py): the most layers each
 pipeline rank can hold within usable HBM, from estimate()'s own stage memory, exact because that
 memory is non-decreasing in each layer count."""
 
 from __future__ import annotations
 
-from cost_models.estimate import _stage_memory
 from cost_models.memory import layer_activation_bytes, state_bytes
 from cost_models.specs import Layout, ModelSpec, Workload
+from cost_models.stage import stage_memory
 
 from .bounds import StepLowerBound
 
@@ -63,7 +63,7 @@ class MemoryCaps:
             return found
         sp = self.bound._stage_params(lo, (n_dense, n_moe), rank)  # cached across shapes
         weights, grads, optim = state_bytes(sp, lo, m)
-        stage = _stage_memory(model, w, lo, rank, (n_dense, n_moe), acts, m, weights, grads, optim)
+        stage = stage_memory(model, w, lo, rank, (n_dense, n_moe), acts, m, weights, grads, optim)
         self._memo[memo_key] = stage.total_gib
         return stage.total_gib
 

@@ -1,6 +1,6 @@
 """The candidate table: every legal (layout, placement), scored only where it can still matter.
 
-Exact best-first branch and bound (bounds in planner/sat/bounds.py). A heap holds entries of four
+Exact best-first branch and bound (bounds in planner/search/bounds.py). A heap holds entries of four
 kinds (five with stage_split "search"), each with a lower bound on the step time of everything it stands for:
   0  a shape (base x recompute, every ZeRO stage), compute-only bound, valid for every placement;
   1  the same shape, bound raised to its best placement's bound (no DP / optimizer terms);
@@ -15,7 +15,7 @@ k-th best step time found, no remaining candidate can enter the top k and the se
 table therefore holds every plan of the exhaustive top k, with the same floats; tests check it
 against exhaustive.py.
 
-SearchSpace.stage_split "search" (planner/sat/partition.py): a pp > 1 shape's split is known only
+SearchSpace.stage_split "search" (planner/search/partition.py): a pp > 1 shape's split is known only
 after its memory check, so kinds 0 and 1 use bounds valid for every split (total compute / pp for
 the slowest stage); the memory check keeps the even split where it fits; where it does not, the
 partition solver's memory caps decide whether any split fits, its placements are queued as kind 4
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
-from ..candidates import CANONICAL_ORDER, OrderCache, largest_fitting, legal_bases_batched
-from ..exhaustive import usable_memory_gib
 from ..types import SearchSpace
 from .bounds import StepLowerBound
+from .candidates import CANONICAL_ORDER, OrderCache, largest_fitting, legal_bases_batched
+from .exhaustive import usable_memory_gib
 from .partition import PartitionSolver, Split
 from .scale import TIME_QUANTUM_S, per_sequence_quanta
 

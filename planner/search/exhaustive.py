@@ -5,7 +5,7 @@ table, same objective, same tie-break), and as the engine for small spaces. With
 range every layout is scored at the largest legal batch that fits (candidates.largest_fitting,
 checked against every batch in tests/planner/test_sat_batch_range.py) and plans sort by time per
 sequence. With SearchSpace.stage_split "search" a pp > 1 layout out of memory with the even split
-is scored on the partition solver's split (planner/sat/partition.py), the rule the CP-SAT engine
+is scored on the partition solver's split (planner/search/partition.py), the rule the CP-SAT engine
 applies; that this split beats every other composition is tested against brute force
 (tests/planner/test_sat_partition.py).
 """
@@ -19,10 +19,10 @@ from cost_models.errors import NoFeasiblePlan
 from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
+from ..types import SearchSpace, SolverOptions, SolveStats
 from .candidates import batch_choices, enumerate_layouts, largest_fitting, simplicity_rank
-from .sat.partition import PartitionSolver
-from .sat.scale import TIME_QUANTUM_S, per_sequence_quanta  # noqa: F401 (re-exported)
-from .types import SearchSpace, SolverOptions, SolveStats
+from .partition import PartitionSolver
+from .scale import TIME_QUANTUM_S, per_sequence_quanta  # noqa: F401 (re-exported)
 
 
 def plan_batch(e: Estimate) -> int:

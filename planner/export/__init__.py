@@ -1,0 +1,1 @@
+"""Launcher hand-off: Megatron-LM arguments, torchtitan overrides, DeepSpeed JSON, device mesh."""

@@ -1,0 +1,1 @@
+"""Where ranks land: the rank map of a layout (ranks.py) and, on a real allocation, its placement."""

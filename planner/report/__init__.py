@@ -1,0 +1,20 @@
+"""What a user reads: the terminal report (rich), its Markdown and HTML forms, the JSON dicts, and
+the findings (warnings, why runner-ups lose) they share."""
+
+from .terminal import (
+    estimate_dict,
+    plan_dict,
+    render_estimate,
+    render_html,
+    render_plan,
+    result_dict,
+)
+
+__all__ = [
+    "estimate_dict",
+    "plan_dict",
+    "render_estimate",
+    "render_html",
+    "render_plan",
+    "result_dict",
+]

@@ -35,6 +35,7 @@ from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 from cost_models.stage import (
     BF16_BYTES,
     layer_cost,
+    recomputed_layers,
     stage_dp_s,
     stage_memory,
     stage_optimizer_s,
@@ -89,9 +90,13 @@ class StepLowerBound:
         (`recompute` instead of the layout's own, if given); 0 for a layer kind the model lacks."""
         dense, moe, head = self._layer_times(lo)
         rc = lo.recompute if recompute is None else recompute
+        if rc == "full" and lo.recompute_method == "block":
+            rc = "none"  # only some layers recompute (stage.recomputed_layers): none bounds it
 
         def cost(t: LayerTime | None) -> float:
-            return 0.0 if t is None else t.forward_s + t.backward_s + t.recompute_s(rc)
+            if t is None:
+                return 0.0
+            return t.forward_s + t.backward_s + t.recompute_s(rc, lo.selective_modules)
 
         return cost(dense), cost(moe), head.forward_s + head.backward_s
 
@@ -132,6 +137,15 @@ class StepLowerBound:
         # stage.layer_cost reads neither pp, dp, vp, the ZeRO stage nor the order, and of
         # the spans only TP, CP and EP, so orders and shapes that differ only there share it.
         layer_key = tuple(v for k, v in lo.__dict__.items() if k not in _NOT_IN_LAYER_COST)
+        block = lo.recompute == "full" and lo.recompute_method == "block"
+        plain_lo = plain_key = None
+        if block:
+            plain_lo = lo.model_copy(
+                update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
+            )
+            plain_key = tuple(
+                v for k, v in plain_lo.__dict__.items() if k not in _NOT_IN_LAYER_COST
+            )
         schedule: dict[tuple[float, float], float] = {}  # (dense, MoE layer s) -> schedule s
         p2p: dict[tuple[int, ...], float] = {}  # PP span -> pipeline p2p seconds
         payload = 0.0
@@ -144,10 +158,17 @@ class StepLowerBound:
             costs = self._layer_costs.get(key)
             if costs is None:
                 costs = self._layer_costs[key] = self._layer_costs_s(lo, span)
-            core_s = schedule.get(costs)
+            plain = None
+            if block:
+                # Block recompute: the layers it leaves alone cost what they cost without it.
+                pkey = (plain_key, *key[1:])
+                plain = self._layer_costs.get(pkey)
+                if plain is None:
+                    plain = self._layer_costs[pkey] = self._layer_costs_s(plain_lo, span)
+            core_s = schedule.get((costs, plain))
             if core_s is None:
-                core_s = schedule[costs] = self._schedule_s(
-                    lo, *costs, counts, any_split, min_max_layers
+                core_s = schedule[(costs, plain)] = self._schedule_s(
+                    lo, *costs, counts, any_split, min_max_layers, plain=plain
                 )
             pp_s = 0.0
             if lo.pp > 1:
@@ -213,6 +234,7 @@ class StepLowerBound:
         counts: list[tuple[int, int]] | None = None,
         any_split: bool = False,
         min_max_layers: int = 0,
+        plain: tuple[float, float] | None = None,
     ) -> float:
         """m * t_max + (sum t - t_max) / vp with per-layer seconds cd (dense) and cm (MoE) on the
         split `counts` (default even). any_split: sum(t) is the same for every split and
@@ -221,7 +243,17 @@ class StepLowerBound:
         cheapest N* layers when some rank runs >= N* layers (head time >= 0)."""
         head = self._layer_times(lo)[2]
         counts = self._stage_counts(lo) if counts is None else counts
-        stage = [nd * cd + nm * cm for nd, nm in counts]
+        if plain is not None and any_split:
+            cd, cm = plain  # no layer costs less than without recompute: a bound for any split
+        if plain is not None and not any_split:
+            # Block recompute (stage.recomputed_layers): recomputed layers at cd / cm, the rest
+            # at the plain costs, as estimate() sums them.
+            stage = []
+            for nd, nm in counts:
+                xd, xm = recomputed_layers(lo, (nd, nm))
+                stage.append(xd * cd + (nd - xd) * plain[0] + xm * cm + (nm - xm) * plain[1])
+        else:
+            stage = [nd * cd + nm * cm for nd, nm in counts]
         stage[-1] += head.forward_s + head.backward_s
         m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
         if any_split:

@@ -11,6 +11,7 @@ import itertools
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from cost_models import topology
 from cost_models.errors import InvalidInput
@@ -200,15 +201,71 @@ def legal_bases(
     return bases, rejected
 
 
+_NO_KNOBS = {"recompute_modules": None, "recompute_method": None, "recompute_num_layers": None}
+
+
+def recompute_choices(
+    model: ModelSpec, workload: Workload, space: SearchSpace, base: Layout
+) -> list[dict[str, Any]]:
+    """The recompute settings the search tries on `base`, as Layout updates, in space.recompute
+    order. Rules and the memory model read these only through the recompute mode, so a base's
+    legality holds for every choice.
+
+    With space.recompute_granularity and a Megatron workload (selective_recompute "attention"),
+    besides Megatron's defaults (selective = core_attn, full = every layer):
+      * selective, cheap: core_attn + layernorm (+ moe_act, mla_up_proj where the model has
+        them): elementwise reruns that drop the norm outputs and expert activations;
+      * selective, heavy: the cheap set + mlp (dense) / shared_experts: the MLP GEMMs rerun;
+      * full, block: only the first k layers of each model chunk recomputed, for k = 1 and half
+        the chunk (rounded down), when k is below the chunk's layers (otherwise it is uniform).
+    Memory falls and recompute time rises along each list; the search weighs them.
+    """
+    out: list[dict[str, Any]] = []
+    megatron = space.recompute_granularity and workload.selective_recompute == "attention"
+    for mode in space.recompute:
+        out.append({"recompute": mode, **_NO_KNOBS})
+        if not megatron:
+            continue
+        if mode == "selective":
+            cheap = ["core_attn", "layernorm"]
+            heavy = []
+            if model.num_moe_layers:
+                cheap.append("moe_act")
+                if model.moe is not None and model.moe.num_shared_experts:
+                    heavy.append("shared_experts")
+            if model.mla is not None:
+                cheap.append("mla_up_proj")
+            if model.num_dense_layers:
+                heavy.append("mlp")
+            for modules in (cheap, cheap + heavy):
+                update = {**_NO_KNOBS, "recompute": mode, "recompute_modules": tuple(modules)}
+                if update not in out:
+                    out.append(update)
+        elif mode == "full":
+            per_chunk = model.num_layers // (base.pp * base.vp)
+            for k in sorted({1, per_chunk // 2}):
+                if 1 <= k < per_chunk:
+                    out.append(
+                        {
+                            "recompute": mode,
+                            "recompute_method": "block",
+                            "recompute_num_layers": k,
+                            "recompute_modules": None,
+                        }
+                    )
+    return out
+
+
 def legal_shapes(
     model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
 ) -> tuple[list[Layout], Counter[str]]:
-    """Every legal base with every recompute and ZeRO choice (canonical order)."""
+    """Every legal base with every recompute choice (recompute_choices) and ZeRO choice
+    (canonical order)."""
     bases, rejected = legal_bases(model, cluster, workload, space)
     shapes = [
-        base.model_copy(update={"recompute": recompute, "zero_stage": zero})
+        base.model_copy(update={**choice, "zero_stage": zero})
         for base in bases
-        for recompute in space.recompute
+        for choice in recompute_choices(model, workload, space, base)
         for zero in space.zero_stages
     ]
     return shapes, rejected
@@ -299,6 +356,7 @@ def enumerate_layouts(
 def simplicity_rank(layout: Layout) -> tuple[int, ...]:
     """Tie-break toward simpler plans: fewer stages, less TP/CP/EP, no interleaving, less state."""
     recompute = ("none", "selective", "full").index(layout.recompute)
+    modules = 0 if layout.recompute_modules is None else len(layout.recompute_modules)
     return (
         layout.pp,
         layout.tp,
@@ -306,6 +364,8 @@ def simplicity_rank(layout: Layout) -> tuple[int, ...]:
         layout.ep,
         layout.vp,
         recompute,
+        modules,
+        layout.recompute_num_layers or 0,
         layout.zero_stage,
         -layout.micro_batch,
         ALL_ORDERS.index(layout.order),

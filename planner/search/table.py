@@ -37,7 +37,13 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace
 from .bounds import StepLowerBound
-from .candidates import CANONICAL_ORDER, OrderCache, largest_fitting, legal_bases_batched
+from .candidates import (
+    CANONICAL_ORDER,
+    OrderCache,
+    largest_fitting,
+    legal_bases_batched,
+    recompute_choices,
+)
 from .exhaustive import usable_memory_gib
 from .partition import PartitionSolver, Split
 from .scale import TIME_QUANTUM_S, per_sequence_quanta
@@ -99,18 +105,20 @@ def build_table(
 
     # Distinct placements of each base (they depend only on the degrees).
     base_orders = [orders.orders(base) for base in bases]
+    # Recompute settings tried per base (Layout updates; candidates.recompute_choices).
+    choices = [recompute_choices(model, workload, space, base) for base in bases]
     # Heap entries (bound quanta, kind, base, recompute, zero, order index), kinds as in the
     # module docstring; kinds 0 and 1 stand for every ZeRO stage (zero index -1).
     heap: list[tuple[int, int, int, int, int, int]] = []
     for b, base in enumerate(bases):
-        for ri, recompute in enumerate(space.recompute):
+        for ri, choice in enumerate(choices[b]):
             b0 = batches[b][0]
             if any_split(base):
-                lb = parts.free_step_s(base.model_copy(update={"recompute": recompute}))
+                lb = parts.free_step_s(base.model_copy(update=choice))
             else:
-                lb = bound_at(b0).step_s(base, recompute)
+                lb = bound_at(b0).step_s(base.model_copy(update=choice))
             heap.append((quanta(lb, b0), 0, b, ri, -1, -1))
-        table.num_legal += len(base_orders[b]) * len(space.recompute) * len(space.zero_stages)
+        table.num_legal += len(base_orders[b]) * len(choices[b]) * len(space.zero_stages)
     table.num_candidates = table.num_legal + sum(table.rejected.values())
     heapq.heapify(heap)
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
@@ -138,7 +146,7 @@ def build_table(
         if kind == 0:
             # Tighten the shape's bound to its best placement's before paying for the memory
             # check; re-queue it if that moved it back.
-            shape = bases[b].model_copy(update={"recompute": space.recompute[ri]})
+            shape = bases[b].model_copy(update=choices[b][ri])
             spans = base_spans.get(b)
             if spans is None:
                 spans = base_spans[b] = [orders.spans(shape, o) for o in base_orders[b]]
@@ -155,9 +163,7 @@ def build_table(
             # Memory does not depend on the order: decide it once per ZeRO stage, before any
             # placement of it is queued.
             for zi, zero in enumerate(space.zero_stages):
-                shape = bases[b].model_copy(
-                    update={"recompute": space.recompute[ri], "zero_stage": zero}
-                )
+                shape = bases[b].model_copy(update={**choices[b][ri], "zero_stage": zero})
                 # Stop early only when the shape can neither fit nor be the closest to fitting
                 # (the first shape out of memory gets its exact peak).
                 stop = math.inf if smallest is None else max(usable, smallest[0])

@@ -24,6 +24,7 @@ from .compute import (
 from .errors import InvalidInput
 from .memory import (
     layer_activation_bytes,
+    memory_validated,
     stage_params,
     state_bytes,
 )
@@ -214,6 +215,7 @@ def estimate(
         peak_memory_gib=peak_gib,
         usable_memory_gib=gpu.hbm_gib,
         fits_in_memory=peak_gib <= gpu.hbm_gib,
+        memory_validated=memory_validated(model, workload, layout),
         breakdown_s=breakdown,
         comm_total_s=comm_total,
         stage_memory=tuple(stage_mem),

@@ -115,10 +115,15 @@ MASK_BYTES = 1  # torch.bool / uint8 dropout mask
 
 
 def gemm_input_bytes(workload: Workload) -> float:
-    """Bytes per element of a saved GEMM input: bf16, or under fp8 the fp8 copy Transformer
-    Engine casts for the GEMM and saves for wgrad in place of the bf16 one (te/pytorch/module/
-    linear.py and layernorm_linear.py save the quantized `inputmat` / `ln_out`)."""
-    return 1.0 if workload.precision in ("fp8", "mxfp8") else BF16_BYTES
+    """Bytes per element of a saved GEMM input: bf16, or under fp8 with Megatron-Core's
+    accounting (selective_recompute "attention") the fp8 copy Transformer Engine casts for the
+    GEMM and saves for wgrad in place of the bf16 one (te/pytorch/module/linear.py and
+    layernorm_linear.py save the quantized `inputmat` / `ln_out`). torchtitan's torchao
+    Float8Linear saves the high-precision input and re-casts it in backward
+    (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args: `save_for_backward(input_hp,
+    weight_hp_t)`), so it stays bf16."""
+    te = workload.selective_recompute == "attention"
+    return 1.0 if te and workload.precision in ("fp8", "mxfp8") else BF16_BYTES
 
 
 def _attention_tensors(
@@ -379,3 +384,45 @@ def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
         rows = t * model.moe.top_k / layout.tp
         total += 2 * rows * model.hidden_size * BF16_BYTES  # dispatch and combine staging
     return total
+
+
+def recompute_label(layout: Layout, workload: Workload) -> str:
+    """The recompute setting in words: mode, Megatron modules or full-recompute method."""
+    lo = layout
+    if lo.recompute == "selective" and workload.selective_recompute == "attention":
+        return "selective:" + "+".join(lo.selective_modules)
+    if lo.recompute == "full" and lo.recompute_method is not None:
+        return f"full:{lo.recompute_method}{lo.recompute_num_layers or 1}"
+    return lo.recompute
+
+
+def memory_config(
+    model: ModelSpec, workload: Workload, layout: Layout
+) -> tuple[str, str, bool, bool]:
+    """(accounting, recompute, interleaved, MoE): what decides which tensors the memory model
+    counts. The accounting is the workload's framework semantics (selective_recompute
+    "attention": Megatron-Core; "every_other_matmul": torchtitan)."""
+    accounting = "megatron" if workload.selective_recompute == "attention" else "torchtitan"
+    return accounting, recompute_label(layout, workload), layout.vp > 1, model.moe is not None
+
+
+MEASURED_MEMORY_CONFIGS: frozenset[tuple[str, str, bool, bool]] = frozenset(
+    {
+        # torchtitan-202412-h100-llama31-8b-8gpu-fsdp(-compile), -8b-128gpu-fsdp,
+        # torchtitan-trainy-h200-llama31-8b-64gpu
+        ("torchtitan", "selective", False, False),
+        # torchtitan-202412-h100-llama31-8b-8gpu-cp{1,4,8}-*, -70b-256gpu-2d(-asynctp),
+        # -405b-512gpu-cp{1,2}-*
+        ("torchtitan", "full", False, False),
+        # torchtitan-202412-h100-llama31-405b-512gpu-interleaved-1f1b
+        ("torchtitan", "full", True, False),
+    }
+)
+"""Configurations (memory_config) that a run with a measured peak memory in
+../shared/data/published_runs.yaml covers, each within 10 % (docs/accuracy.md);
+tests/cost_models/test_activation_tensors.py re-derives this set from the data file."""
+
+
+def memory_validated(model: ModelSpec, workload: Workload, layout: Layout) -> bool:
+    """Whether a measured run covers this configuration's memory accounting."""
+    return memory_config(model, workload, layout) in MEASURED_MEMORY_CONFIGS

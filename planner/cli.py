@@ -19,7 +19,7 @@ from rich.markup import escape
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
-from cost_models.specs import Layout
+from cost_models.specs import RECOMPUTE_MODULES, Layout
 
 from . import api, report, whatif
 from .report.markdown import render_markdown as render_plan_markdown
@@ -205,6 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
         e.add_argument(f"--{axis}", type=_positive_int, default=1)
     e.add_argument("--micro-batch", type=_positive_int, default=1)
     e.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    e.add_argument(
+        "--recompute-modules",
+        nargs="+",
+        choices=RECOMPUTE_MODULES,
+        help="selective: Megatron modules recomputed (default: core_attn)",
+    )
+    e.add_argument(
+        "--recompute-method",
+        choices=("uniform", "block"),
+        help="full: uniform groups, or only the first N layers of each chunk (block)",
+    )
+    e.add_argument(
+        "--recompute-num-layers", type=_positive_int, help="full: group size / recomputed layers"
+    )
     e.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
     e.add_argument("--sequence-parallel", action="store_true")
 
@@ -285,6 +299,11 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
             vp=args.vp,
             micro_batch=args.micro_batch,
             recompute=args.recompute,
+            recompute_modules=(
+                None if args.recompute_modules is None else tuple(args.recompute_modules)
+            ),
+            recompute_method=args.recompute_method,
+            recompute_num_layers=args.recompute_num_layers,
             zero_stage=args.zero,
             sequence_parallel=args.sequence_parallel,
         )

@@ -70,6 +70,7 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
         "peak_memory_gib": e.peak_memory_gib,
         "hbm_gib": e.usable_memory_gib,
         "fits_in_memory": e.fits_in_memory,
+        "memory_validated": e.memory_validated,
         "num_microbatches": e.num_microbatches,
         "breakdown_s": e.breakdown_s,
         "comm_total_s": e.comm_total_s,
@@ -100,6 +101,15 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ rich
 
 
+def _recompute_words(lo: Layout) -> str:
+    """recompute mode, with Megatron modules / full-recompute method when set."""
+    if lo.recompute == "selective" and lo.recompute_modules is not None:
+        return "selective:" + "+".join(lo.recompute_modules)
+    if lo.recompute == "full" and lo.recompute_method is not None:
+        return f"full:{lo.recompute_method}{lo.recompute_num_layers or 1}"
+    return lo.recompute
+
+
 def layout_line(e: Estimate) -> str:
     lo = e.layout
     parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}", f"CP{lo.cp}"]
@@ -109,7 +119,7 @@ def layout_line(e: Estimate) -> str:
         parts.append(f"VP{lo.vp}")
     extras = [
         f"micro-batch {lo.micro_batch} x {e.num_microbatches}",
-        f"recompute {lo.recompute}",
+        f"recompute {_recompute_words(lo)}",
         f"ZeRO-{lo.zero_stage}",
     ]
     if lo.sequence_parallel:
@@ -125,7 +135,8 @@ def short_layout(e: Estimate) -> str:
     parts = [f"TP{lo.tp} PP{lo.pp} DP{lo.dp} CP{lo.cp}"]
     parts += [f"EP{lo.ep}"] if lo.ep > 1 else []
     parts += [f"VP{lo.vp}"] if lo.vp > 1 else []
-    parts.append(f"mb{lo.micro_batch}x{e.num_microbatches} rc-{lo.recompute} Z{lo.zero_stage}")
+    rc = _recompute_words(lo)
+    parts.append(f"mb{lo.micro_batch}x{e.num_microbatches} rc-{rc} Z{lo.zero_stage}")
     parts += ["SP"] if lo.sequence_parallel else []
     if lo.order != Layout.model_fields["order"].default:  # plans can differ only in placement
         parts.append("order " + "-".join(a.value for a in lo.order))

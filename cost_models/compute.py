@@ -69,8 +69,7 @@ class LayerTime:
         if recompute == "selective":
             if self.selective_s is not None:
                 return self.selective_s
-            times = dict(self.module_s)
-            return sum(times.get(name, 0.0) for name in modules)
+            return sum(seconds for name, seconds in self.module_s if name in modules)
         return 0.0
 
 

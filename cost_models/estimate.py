@@ -136,10 +136,11 @@ def estimate(
         for k, n, x in ((False, n_dense, redo[0]), (True, n_moe, redo[1])):
             if not n or k not in costs:
                 continue
+            # forward + backward do not depend on the recompute (same float for every layer)
+            terms["compute"] += n * costs[k].compute_s
             for w, c in ((x, costs[k]), (n - x, plain_costs[k])):
                 if not w:
                     continue
-                terms["compute"] += w * c.compute_s
                 terms["recompute"] += w * c.recompute_s
                 terms["tp_comm"] += w * c.tp_s
                 terms["cp_comm"] += w * c.cp_exposed_s

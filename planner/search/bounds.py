@@ -25,6 +25,7 @@ checks it equals estimate(...).peak_memory_gib exactly.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from cost_models import comm, topology
 from cost_models.calibration import calibration_for
@@ -85,25 +86,42 @@ class StepLowerBound:
             ]
         return found
 
-    def compute_s(self, lo: Layout, recompute: str | None = None) -> tuple[float, float, float]:
+    def compute_s(
+        self, lo: Layout, recompute: str | None = None, modules: tuple[str, ...] | None = None
+    ) -> tuple[float, float, float]:
         """(dense layer, MoE layer, LM head) compute seconds per micro-batch, recompute included
-        (`recompute` instead of the layout's own, if given); 0 for a layer kind the model lacks."""
+        (`recompute` and selective `modules` instead of the layout's own, if given); 0 for a
+        layer kind the model lacks. A layout's own block recompute is priced as none (some of
+        its layers recompute, stage.recomputed_layers): a per-layer lower bound."""
         dense, moe, head = self._layer_times(lo)
         rc = lo.recompute if recompute is None else recompute
-        if rc == "full" and lo.recompute_method == "block":
-            rc = "none"  # only some layers recompute (stage.recomputed_layers): none bounds it
+        if recompute is None and rc == "full" and lo.recompute_method == "block":
+            rc = "none"
+        mods = lo.selective_modules if modules is None else modules
 
         def cost(t: LayerTime | None) -> float:
             if t is None:
                 return 0.0
-            return t.forward_s + t.backward_s + t.recompute_s(rc, lo.selective_modules)
+            return t.forward_s + t.backward_s + t.recompute_s(rc, mods)
 
         return cost(dense), cost(moe), head.forward_s + head.backward_s
 
-    def step_s(self, lo: Layout, recompute: str | None = None) -> float:
+    def step_s(self, lo: Layout, recompute: str | dict[str, Any] | None = None) -> float:
         """A value <= estimate(...).step_time_s for `lo` (with `recompute` instead of its own,
-        if given) under any order, ZeRO stage and network."""
-        per_dense, per_moe, _ = self.compute_s(lo, recompute)
+        if given: a mode, or a Layout update from candidates.recompute_choices) under any order,
+        ZeRO stage and network."""
+        modules = None
+        if isinstance(recompute, dict):
+            if recompute["recompute_method"] is not None:
+                lo, recompute = lo.model_copy(update=recompute), None
+            else:
+                modules, recompute = recompute["recompute_modules"], recompute["recompute"]
+        if recompute is None and lo.recompute == "full" and lo.recompute_method == "block":
+            # Block recompute on the even split: recomputed layers at full cost, the rest plain.
+            full_d, full_m, _ = self.compute_s(lo, "full")
+            plain_d, plain_m, _ = self.compute_s(lo, "none")
+            return self._schedule_s(lo, full_d, full_m, plain=(plain_d, plain_m))
+        per_dense, per_moe, _ = self.compute_s(lo, recompute, modules)
         return self._schedule_s(lo, per_dense, per_moe)
 
     def placement_step_s(

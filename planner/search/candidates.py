@@ -7,6 +7,7 @@ The legality rules themselves live in cost_models.rules (one copy, shared with `
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections import Counter
@@ -208,22 +209,42 @@ def recompute_choices(
     model: ModelSpec, workload: Workload, space: SearchSpace, base: Layout
 ) -> list[dict[str, Any]]:
     """The recompute settings the search tries on `base`, as Layout updates, in space.recompute
-    order. Rules and the memory model read these only through the recompute mode, so a base's
-    legality holds for every choice.
+    order. Rules read none of them, so a base's legality holds for every choice.
 
     With space.recompute_granularity and a Megatron workload (selective_recompute "attention"),
     besides Megatron's defaults (selective = core_attn, full = every layer):
       * selective, cheap: core_attn + layernorm (+ moe_act, mla_up_proj where the model has
         them): elementwise reruns that drop the norm outputs and expert activations;
       * selective, heavy: the cheap set + mlp (dense) / shared_experts: the MLP GEMMs rerun;
-      * full, block: only the first k layers of each model chunk recomputed, for k = 1 and half
-        the chunk (rounded down), when k is below the chunk's layers (otherwise it is uniform).
+      * full, block: only the first k layers of each model chunk recomputed, k half the chunk
+        (rounded down), when 1 <= k is below the chunk's layers (otherwise it is uniform).
     Memory falls and recompute time rises along each list; the search weighs them.
+    The list is shared (cached): callers must not modify it.
     """
-    out: list[dict[str, Any]] = []
     megatron = space.recompute_granularity and workload.selective_recompute == "attention"
-    for mode in space.recompute:
-        out.append({"recompute": mode, **_NO_KNOBS})
+    per_chunk = model.num_layers // (base.pp * base.vp)
+    return _recompute_choices(model, space.recompute, megatron, per_chunk)
+
+
+def recompute_chain_heads(choices: list[dict[str, Any]]) -> list[int]:
+    """Indices of the first choice of each recompute mode in a recompute_choices list: the
+    choices of one mode follow it in order of growing recompute (nested module sets; more
+    layers recomputed), so each has a step-time bound no lower than the one before it."""
+    return [
+        i
+        for i, c in enumerate(choices)
+        if i == 0 or choices[i - 1]["recompute"] != c["recompute"]
+    ]
+
+
+@functools.lru_cache(maxsize=256)
+def _recompute_choices(
+    model: ModelSpec, modes: tuple[str, ...], megatron: bool, per_chunk: int
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for mode in modes:
+        if not megatron or mode != "full":
+            out.append({"recompute": mode, **_NO_KNOBS})
         if not megatron:
             continue
         if mode == "selective":
@@ -242,8 +263,7 @@ def recompute_choices(
                 if update not in out:
                     out.append(update)
         elif mode == "full":
-            per_chunk = model.num_layers // (base.pp * base.vp)
-            for k in sorted({1, per_chunk // 2}):
+            for k in (per_chunk // 2,):
                 if 1 <= k < per_chunk:
                     out.append(
                         {
@@ -253,6 +273,7 @@ def recompute_choices(
                             "recompute_modules": None,
                         }
                     )
+            out.append({"recompute": mode, **_NO_KNOBS})  # every layer: the most recompute
     return out
 
 

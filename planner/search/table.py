@@ -42,6 +42,7 @@ from .candidates import (
     OrderCache,
     largest_fitting,
     legal_bases_batched,
+    recompute_chain_heads,
     recompute_choices,
 )
 from .exhaustive import usable_memory_gib
@@ -110,17 +111,23 @@ def build_table(
     # Heap entries (bound quanta, kind, base, recompute, zero, order index), kinds as in the
     # module docstring; kinds 0 and 1 stand for every ZeRO stage (zero index -1).
     heap: list[tuple[int, int, int, int, int, int]] = []
-    for b, base in enumerate(bases):
-        for ri, choice in enumerate(choices[b]):
-            b0 = batches[b][0]
-            if any_split(base):
-                lb = parts.free_step_s(base.model_copy(update=choice))
-            else:
-                lb = bound_at(b0).step_s(base.model_copy(update=choice))
-            heap.append((quanta(lb, b0), 0, b, ri, -1, -1))
+
+    def choice_bound(b: int, ri: int) -> int:
+        base, choice, b0 = bases[b], choices[b][ri], batches[b][0]
+        if any_split(base):
+            return quanta(parts.free_step_s(base.model_copy(update=choice)), b0)
+        return quanta(bound_at(b0).step_s(base, choice), b0)
+
+    for b in range(len(bases)):
+        # Only the first choice of each recompute mode is queued now; the next one of the same
+        # mode recomputes more (recompute_choices), so its bound is no lower, and it is queued
+        # when this one is first popped.
+        for ri in recompute_chain_heads(choices[b]):
+            heap.append((choice_bound(b, ri), 0, b, ri, -1, -1))
         table.num_legal += len(base_orders[b]) * len(choices[b]) * len(space.zero_stages)
     table.num_candidates = table.num_legal + sum(table.rejected.values())
     heapq.heapify(heap)
+    queued: set[tuple[int, int]] = set()  # (base, choice) chain successors already queued
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
     # (peak GiB, layout, workload) closest to fitting
     smallest: tuple[float, Layout, Workload] | None = None
@@ -144,6 +151,16 @@ def build_table(
         heapq.heappop(heap)
         cutoff = -kth[0] if prune and len(kth) == top_k else None
         if kind == 0:
+            nxt = ri + 1
+            if (
+                nxt < len(choices[b])
+                and choices[b][nxt]["recompute"] == choices[b][ri]["recompute"]
+                and (b, nxt) not in queued
+            ):
+                queued.add((b, nxt))
+                q = max(lb_q, choice_bound(b, nxt))
+                if cutoff is None or q <= cutoff:
+                    heapq.heappush(heap, (q, 0, b, nxt, -1, -1))
             # Tighten the shape's bound to its best placement's before paying for the memory
             # check; re-queue it if that moved it back.
             shape = bases[b].model_copy(update=choices[b][ri])

@@ -8,9 +8,10 @@ the link tiers in the cluster presets, because they belong to the link type, not
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
-from .specs import Generation
+from .specs import CalibrationValues, Cluster, Generation
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +38,12 @@ class GenerationCalibration:
     """Host launch cost per local expert GEMM after the dispatcher's host sync (quantize + GEMM
     launches of TE GroupedLinear, ~4 kernels at ~8 us each)."""
     sm_count: int = 132
+    """Streaming multiprocessors of the generation's flagship part (A100 108, H100 132, B200 148)."""
     fa2_attention_speed: float = 1.0
     """FlashAttention-2 speed relative to the generation's fused attention kernel (1.0 where FA2
     is that kernel, i.e. Ampere)."""
-    """Streaming multiprocessors of the generation's flagship part (A100 108, H100 132, B200 148)."""
+    gemm_half_dim_fp8: float | None = None
+    """fp8 GEMM roll-off dimension where a calibration measured one; None: gemm_half_dim."""
 
     @property
     def comm_sm_fraction(self) -> float:
@@ -113,3 +116,17 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
 
 def calibration_for(generation: Generation) -> GenerationCalibration:
     return CALIBRATION[generation]
+
+
+def calibration_for_cluster(cluster: Cluster) -> GenerationCalibration:
+    """The constants a cluster's costs use: its generation's, with the cluster file's measured
+    overrides (`calibration.values`, written by `planner calibrate`) where it has them."""
+    if cluster.calibration is None:
+        return CALIBRATION[cluster.gpu.generation]
+    return _with_overrides(cluster.gpu.generation, cluster.calibration.values)
+
+
+@lru_cache(maxsize=64)
+def _with_overrides(generation: Generation, values: CalibrationValues) -> GenerationCalibration:
+    changes = {k: v for k, v in values.model_dump().items() if v is not None}
+    return replace(CALIBRATION[generation], **changes)

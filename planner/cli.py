@@ -212,8 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
     v.add_argument("--json", action="store_true")
     v.add_argument("--markdown", action="store_true", help="print the docs/accuracy.md page")
+    v.add_argument(
+        "--cluster-file",
+        help="price the records whose GPU matches this (calibrated) cluster file on it",
+    )
 
     _add_whatif(sub)
+    _add_calibration(sub)
 
     s = sub.add_parser("presets", help="list built-in presets")
     s.add_argument("kind", nargs="?", choices=("models", "gpus", "clusters"))
@@ -304,7 +309,7 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace, out: Console) -> int:
-    rows = validate_file(args.data)
+    rows = validate_file(args.data, cluster_file=args.cluster_file)
     if args.json:
         _emit_json([r.contract_dict() for r in rows])
     elif args.markdown:
@@ -400,7 +405,93 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------- calibrate / measure (issue 18)
+
+
+def _add_calibration(sub: Any) -> None:
+    c = sub.add_parser("calibrate", help="fit a cluster file to your own measurements")
+    c.add_argument(
+        "--cluster", required=True, help="preset name or cluster YAML/JSON to start from"
+    )
+    c.add_argument("--nccl-tests", nargs="+", metavar="FILE", help="nccl-tests output files")
+    c.add_argument("--gemm", metavar="CSV", help="GEMM sweep: m,n,k,dtype,tflops")
+    c.add_argument("--attention", metavar="CSV", help="attention sweep (docs/calibration.md)")
+    c.add_argument("--steps", metavar="YAML", help="measured steps of your own runs")
+    c.add_argument("--out", required=True, metavar="FILE", help="cluster file (YAML) to write")
+    c.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
+    c.add_argument("--json", action="store_true")
+    m = sub.add_parser("measure", help="run GEMM / attention sweeps here; nccl-tests commands")
+    m.add_argument("what", choices=("gemm", "attention", "nccl"))
+    m.add_argument("--out", metavar="CSV", help="CSV to write (gemm, attention)")
+    m.add_argument("--device", default="cuda", help="torch device (default cuda)")
+    m.add_argument("--tiny", action="store_true", help="a few small shapes (a smoke test)")
+    m.add_argument("--cluster", help="nccl: the cluster whose tiers to cover")
+    m.add_argument("--dry-run", action="store_true", help="nccl: print the commands only")
+
+
+def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
+    from . import calibrate as cal
+
+    cluster, rep = cal.calibrate(
+        args.cluster,
+        nccl_tests=args.nccl_tests,
+        gemm=args.gemm,
+        attention=args.attention,
+        steps_file=args.steps,
+        name=args.name,
+    )
+    cal.write_cluster_file(cluster, args.out)
+    rep["out"] = args.out
+    if args.json:
+        _emit_json(rep)
+        return EXIT_OK
+    out.print(f"[bold]calibrated[/bold] {escape(cluster.name)} -> {escape(args.out)}")
+    for f in rep["fits"]:
+        default = "" if f["default"] is None else f" (was {f['default']:.4g})"
+        out.print(
+            f"  {f['constant']} = {f['value']:.4g}{default}; {f['points']} points, max residual"
+            f" {f['max_residual_pct']:.2f}%; from {escape(f['source'])}",
+            soft_wrap=True,
+        )
+    for row in rep.get("nccl", []):
+        out.print(
+            f"  {escape(row['file'])}: {row['collective']} on {row['ranks']} ranks /"
+            f" {row['nodes']} nodes -> tier {row['tier']}; bus bandwidth reproduced within"
+            f" {row['max_busbw_error_pct']:.2f}%",
+            soft_wrap=True,
+        )
+    if "steps" in rep:
+        s = rep["steps"]
+        out.print(
+            f"  steps: max |error| {s['max_abs_error_pct']:.1f}%, leave-one-out"
+            f" {s['max_abs_leave_one_out_pct']:.1f}%"
+        )
+    return EXIT_OK
+
+
+def _cmd_measure(args: argparse.Namespace, out: Console) -> int:
+    from .calibrate import measure
+
+    if args.what == "nccl":
+        if not args.cluster:
+            raise InvalidInput("measure nccl: --cluster is required")
+        if not args.dry_run:
+            raise InvalidInput(
+                "measure nccl: only --dry-run is supported (run the printed commands on the cluster,"
+                " then pass their output to planner calibrate --nccl-tests)"
+            )
+        sys.stdout.write(measure.nccl_commands_text(models_zoo.load_cluster(args.cluster)))
+        return EXIT_OK
+    if not args.out:
+        raise InvalidInput(f"measure {args.what}: --out CSV is required")
+    n, where = measure.run_sweep(args.what, args.out, device=args.device, tiny=args.tiny)
+    out.print(f"{n} rows -> {escape(args.out)} ({escape(where)})")
+    return EXIT_OK
+
+
 COMMANDS = {
+    "calibrate": _cmd_calibrate,
+    "measure": _cmd_measure,
     "whatif": _cmd_whatif,
     "plan": _cmd_plan,
     "estimate": _cmd_estimate,

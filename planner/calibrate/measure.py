@@ -64,7 +64,7 @@ def tier_runs(cluster: Cluster) -> list[tuple[str, int, int]]:
             continue
         nodes = max(1, math.ceil(ranks / cluster.gpus_per_node))
         runs.append((tier.name, ranks, nodes))
-        inner = ranks
+        inner = tier.domain_size or ranks
     return runs
 
 

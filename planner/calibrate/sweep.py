@@ -167,6 +167,8 @@ def attention_sweep(
     timed = _timer(device)
     on_gpu = torch.device(device).type == "cuda"
     dtype = torch.bfloat16 if on_gpu else torch.float32
+    if not on_gpu:  # SDPA's math path in fp32: a smoke test, not a kernel class to calibrate
+        kernels = ("math",)
     rows = []
     for kernel in kernels:
         for batch, seq, heads, kv_heads, head_dim in configs:
@@ -200,7 +202,7 @@ def attention_sweep(
                     "kv_heads": kv_heads,
                     "head_dim": head_dim,
                     "causal": "true",
-                    "dtype": "bf16",
+                    "dtype": "bf16" if on_gpu else "fp32",
                     "kernel": kernel,
                     "time_ms": seconds * 1e3,
                     "tflops": flops / seconds / 1e12,

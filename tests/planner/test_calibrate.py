@@ -371,3 +371,7 @@ def test_measure_tiny_cpu_sweep(tmp_path, capsys):
     assert main(["measure", "gemm", "--device", "cpu", "--tiny", "--out", str(out)]) == 0
     header, *rows = out.read_text().splitlines()
     assert header == "m,n,k,dtype,tflops" and len(rows) == 3
+    attn = tmp_path / "attn.csv"
+    assert main(["measure", "attention", "--device", "cpu", "--tiny", "--out", str(attn)]) == 0
+    header, *rows = attn.read_text().splitlines()
+    assert header.startswith("batch,seq,heads,kv_heads,head_dim,causal,dtype") and len(rows) == 2

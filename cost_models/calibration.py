@@ -111,7 +111,45 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         sm_count=148,
         fa2_attention_speed=0.6,
     ),
+    # AMD Instinct: no published runs in the project's data, so every efficiency below is an
+    # assumption (CALIBRATION_BASIS), set from public microbenchmark reports and to be replaced
+    # by `planner calibrate` on the user's own sweeps. sm_count holds compute units (CUs).
+    "cdna3": GenerationCalibration(
+        gemm_efficiency_bf16=0.55,  # hipBLASLt bf16 GEMMs reported at ~half the 1,307 TFLOP/s peak
+        gemm_efficiency_fp8=0.45,
+        gemm_half_dim=325.0,
+        attention_efficiency=0.35,  # CK / Triton flash attention fwd+bwd
+        hbm_efficiency=0.8,
+        kernel_overhead_s=5e-6,
+        grouped_gemm_efficiency=0.73,
+        moe_layer_overhead_s=200e-6,
+        sm_count=304,
+    ),
+    "cdna4": GenerationCalibration(
+        gemm_efficiency_bf16=0.6,
+        gemm_efficiency_fp8=0.5,
+        gemm_half_dim=325.0,
+        attention_efficiency=0.4,
+        hbm_efficiency=0.8,
+        kernel_overhead_s=5e-6,
+        grouped_gemm_efficiency=0.73,
+        moe_layer_overhead_s=200e-6,
+        sm_count=256,
+    ),
 }
+
+FITTED_CONSTANTS = ("gemm_efficiency_bf16", "gemm_efficiency_fp8", "attention_efficiency")
+"""The constants bench/fit_calibration.py fits on published runs; the others are set from
+microbenchmarks and the literature (docs/cost_model.md#calibration)."""
+CALIBRATION_BASIS: dict[Generation, tuple[str, ...]] = {
+    "ampere": ("a100-sxm-40gb", "a100-sxm-80gb"),
+    "hopper": ("h100-sxm-80gb", "h100-sxm-96gb-hbm2e-500w", "h200-sxm-141gb", "h800-sxm-80gb"),
+    "blackwell": ("b200", "gb200", "gb300"),
+    "cdna3": (),
+    "cdna4": (),
+}
+"""GPU ids whose published runs (../shared/data/published_runs.yaml) FITTED_CONSTANTS were
+fitted on, per generation; an empty tuple means the generation's values are assumptions."""
 
 
 def calibration_for(generation: Generation) -> GenerationCalibration:

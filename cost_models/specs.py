@@ -40,7 +40,8 @@ class Axis(StrEnum):
 
 Precision = Literal["bf16", "fp16", "fp8", "mxfp8"]
 Recompute = Literal["none", "selective", "full"]
-Generation = Literal["ampere", "hopper", "blackwell"]
+Generation = Literal["ampere", "hopper", "blackwell", "cdna3", "cdna4"]
+"""NVIDIA A100 / H100-H200 / B200-B300; AMD MI300X-MI325X (CDNA 3), MI350X-MI355X (CDNA 4)."""
 TierKind = Literal["nvlink", "switch", "rail", "plane", "dragonfly", "torus", "wan"]
 """How a tier's links behave (docs/networks.md): `switch` a (possibly oversubscribed) switched
 tier; `rail`/`plane` rail-optimized or multi-plane scale-out (cross-rail traffic forwarded over

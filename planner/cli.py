@@ -223,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("presets", help="list built-in presets")
     s.add_argument("kind", nargs="?", choices=("models", "gpus", "clusters"))
     s.add_argument("--json", action="store_true")
+    s.add_argument(
+        "--constants",
+        metavar="ID",
+        help="with gpus or clusters: which constants of preset (or cluster file) ID are datasheet"
+        " values, measured, or assumptions",
+    )
     return parser
 
 
@@ -320,6 +326,8 @@ def _cmd_validate(args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_presets(args: argparse.Namespace, out: Console) -> int:
+    if args.constants:
+        return _presets_constants(args, out)
     kinds = [args.kind] if args.kind else ["models", "gpus", "clusters"]
     listing = {k: models_zoo.list_presets(k) for k in kinds}
     if args.json:
@@ -327,6 +335,26 @@ def _cmd_presets(args: argparse.Namespace, out: Console) -> int:
     else:
         for kind, names in listing.items():
             out.print(f"[bold]{kind}[/bold]: " + ", ".join(names))
+    return EXIT_OK
+
+
+def _presets_constants(args: argparse.Namespace, out: Console) -> int:
+    from models_zoo import provenance
+
+    if args.kind == "gpus":
+        rows = provenance.gpu_constants(models_zoo.load_gpu(args.constants))
+    elif args.kind == "clusters":
+        rows = provenance.cluster_constants(models_zoo.load_cluster(args.constants))
+    else:
+        raise InvalidInput("presets --constants: give the kind, gpus or clusters, before it")
+    if args.json:
+        _emit_json(rows)
+        return EXIT_OK
+    for r in rows:
+        out.print(
+            f"{r['constant']:<34} {r['value']!s:>10}  {r['basis']:<10} {escape(str(r['why']))}",
+            soft_wrap=True,
+        )
     return EXIT_OK
 
 

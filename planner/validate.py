@@ -69,6 +69,9 @@ SYSTEM_FOR_GPU = {
     "b200": "dgx-b200",
     "gb200": "gb200-nvl72",
     "gb300": "gb300-nvl72",
+    "b300": "dgx-b300",
+    "mi300x": "mi300x-roce",
+    "mi355x": "mi355x-roce",
 }
 
 

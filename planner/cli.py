@@ -195,6 +195,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search(p)
 
     _add_report_flags(p)
+    p.add_argument(
+        "--stability",
+        action="store_true",
+        help="re-plan at both ends of each calibration range: is the best plan still best?",
+    )
+    p.add_argument(
+        "--stability-range",
+        action="append",
+        metavar="NAME=LO:HI",
+        help="override one range (gemm_efficiency, attention_efficiency, nvlink_efficiency,"
+        " inter_node_efficiency); repeatable",
+    )
 
     e = sub.add_parser("estimate", help="score one given layout")
     _add_common(e)
@@ -246,12 +258,52 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         precision=args.precision,
         **search_kwargs(args),
     )
-    _render_plan(args, result, out)
+    if args.stability or args.stability_range:
+        _render_plan(args, result, out, _plan_stability(args, result))
+    else:
+        _render_plan(args, result, out)
     return EXIT_OK
 
 
-def _render_plan(args: argparse.Namespace, result: PlanResult, out: Console) -> None:
-    """Write the plan in the requested format; exports are checked before anything is written."""
+def _stability_ranges(items: list[str] | None) -> dict[str, tuple[float, float]]:
+    from .calibrate.stability import SETTERS
+
+    ranges = {}
+    for item in items or []:
+        name, _, span = item.partition("=")
+        lo, _, hi = span.partition(":")
+        try:
+            low, high = float(lo), float(hi)
+        except ValueError:
+            raise InvalidInput(f"--stability-range: expected NAME=LO:HI (got {item!r})") from None
+        if name not in SETTERS:
+            raise InvalidInput(f"--stability-range: unknown {name!r}; known: {', '.join(SETTERS)}")
+        if not 0 < low <= high <= 1:
+            raise InvalidInput(f"--stability-range: {name} needs 0 < LO <= HI <= 1 (got {item!r})")
+        ranges[name] = (low, high)
+    return ranges
+
+
+def _plan_stability(args: argparse.Namespace, result: PlanResult) -> dict[str, Any]:
+    from .calibrate.stability import stability
+
+    kwargs = search_kwargs(args)
+    kwargs["top_k"] = 1
+
+    def replan(cluster: Any) -> PlanResult:
+        return api.plan(result.model, cluster, result.workload, **kwargs)
+
+    return stability(result, replan, _stability_ranges(args.stability_range))
+
+
+def _render_plan(
+    args: argparse.Namespace,
+    result: PlanResult,
+    out: Console,
+    stable: dict[str, Any] | None = None,
+) -> None:
+    """Write the plan in the requested format; exports are checked before anything is written.
+    `stable`: the --stability check, added to the JSON as `stability` and printed as a line."""
     if args.emit:
         text = _emit_text(args.emit, result, args.json)
     if args.html:
@@ -262,11 +314,18 @@ def _render_plan(args: argparse.Namespace, result: PlanResult, out: Console) -> 
     if args.emit:
         sys.stdout.write(text)
     elif args.json:
-        _emit_json(report.result_dict(result))
+        payload = report.result_dict(result)
+        if stable is not None:
+            payload["stability"] = stable
+        _emit_json(payload)
     elif args.markdown:
         sys.stdout.write(render_plan_markdown(result))
+        if stable is not None:
+            sys.stdout.write(f"\n**Ranking stability:** {stable['line']}\n")
     else:
         out.print(report.render_plan(result))
+        if stable is not None:
+            out.print(f"[bold]ranking[/bold] {escape(stable['line'])}", soft_wrap=True)
 
 
 def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:

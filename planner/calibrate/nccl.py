@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -272,6 +273,23 @@ def fit_tier(logs: list[NcclLog], cluster: Cluster, j: int) -> TierFit:
         raise InvalidInput(
             f"{where}: tier {tiers[j].name!r}: no positive bandwidth fits these times"
         )
+    points = [(log, r, _span(log.ranks, cluster, j)) for log in logs for r in log.rows]
+
+    def residuals(p: np.ndarray) -> np.ndarray:
+        """Relative time error per row with the model evaluated as is (no linearisation)."""
+        return np.array(
+            [
+                _probe(log, r.size_bytes, tiers, span, 1.0 / p[0], p[1]) / (r.time_us * 1e-6) - 1
+                for log, r, span in points
+            ]
+        )
+
+    # The linear solve is exact where the model is linear in (1/eff, latency): rings and p2p.
+    # An all-to-all takes the slowest tier (a max), so refine on the model itself.
+    # Below the inner tiers' latency the max hides this tier's: start from several latencies.
+    starts = [(x, lat)] + [(x, float(y0)) for y0 in (1.0, 5.0, 20.0, 100.0)]
+    fits = [_levenberg_marquardt(residuals, np.array(p0)) for p0 in starts]
+    x, lat = min(fits, key=lambda p: float(np.sum(residuals(np.array(p)) ** 2)))
     eff = 1.0 / x
     if eff > 1.0:
         raise InvalidInput(
@@ -280,7 +298,7 @@ def fit_tier(logs: list[NcclLog], cluster: Cluster, j: int) -> TierFit:
             "bandwidth_gb_per_s is too low, or NCCL reduced in the switch (NVLS / SHARP; measure "
             "with NCCL_NVLS_ENABLE=0 NCCL_COLLNET_ENABLE=0)"
         )
-    resid = np.abs(A @ np.array([x, lat]) - y)  # relative time error per row
+    resid = np.abs(residuals(np.array([x, lat])))
     return TierFit(
         j,
         float(eff),
@@ -289,6 +307,38 @@ def fit_tier(logs: list[NcclLog], cluster: Cluster, j: int) -> TierFit:
         len(y),
         float(100 * resid.max()),
     )
+
+
+def _levenberg_marquardt(
+    residuals: Callable[[np.ndarray], np.ndarray], p: np.ndarray, iterations: int = 100
+) -> tuple[float, float]:
+    """Damped Gauss-Newton on (x = 1/eff > 0, latency_us >= 0), finite-difference Jacobian."""
+    lam = 1e-3
+    r = residuals(p)
+    cost = float(r @ r)
+    for _ in range(iterations):
+        steps = np.array([max(1e-6, 1e-4 * abs(p[0])), max(1e-4, 1e-4 * abs(p[1]))])
+        jac = np.column_stack(
+            [(residuals(p + np.eye(2)[k] * steps[k]) - r) / steps[k] for k in range(2)]
+        )
+        grad, hess = jac.T @ r, jac.T @ jac
+        improved = False
+        for _ in range(10):
+            try:
+                delta = np.linalg.solve(hess + lam * np.diag(np.diag(hess) + 1e-12), -grad)
+            except np.linalg.LinAlgError:
+                break
+            trial = np.array([max(1e-3, p[0] + delta[0]), max(0.0, p[1] + delta[1])])
+            r_trial = residuals(trial)
+            c_trial = float(r_trial @ r_trial)
+            if c_trial < cost:
+                p, r, improved = trial, r_trial, cost - c_trial > 1e-15 * max(cost, 1e-30)
+                cost, lam = c_trial, max(lam / 10, 1e-9)
+                break
+            lam *= 10
+        if not improved:
+            break
+    return float(p[0]), float(p[1])
 
 
 def predicted_busbw_gb_per_s(log: NcclLog, cluster: Cluster, row: Row) -> float:

@@ -375,3 +375,41 @@ def test_measure_tiny_cpu_sweep(tmp_path, capsys):
     assert main(["measure", "attention", "--device", "cpu", "--tiny", "--out", str(attn)]) == 0
     header, *rows = attn.read_text().splitlines()
     assert header.startswith("batch,seq,heads,kv_heads,head_dim,causal,dtype") and len(rows) == 2
+
+
+@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter", "all_to_all", "sendrecv"])
+def test_every_nccl_test_kind_fits_the_scale_out_tier(tmp_path, kind):
+    truth = _truth("dgx-h100", [0.7, 0.6], [4.0, 12.0])
+    paths = [
+        str(write_nccl_log(tmp_path / "ar8.txt", truth, "all_reduce", 8)),
+        str(write_nccl_log(tmp_path / f"{kind}16.txt", truth, kind, 16)),
+    ]
+    cluster, report = calibrate("dgx-h100", nccl_tests=paths)
+    assert cluster.tiers[1].efficiency == pytest.approx(0.6, rel=0.01)
+    assert cluster.tiers[1].latency_us == pytest.approx(12.0, rel=0.03)
+    assert max(r["max_busbw_error_pct"] for r in report["nccl"]) < 3.0
+
+
+def test_bus_bandwidth_above_line_rate_is_refused(tmp_path, capsys):
+    # NVLS-style: the log's NVLink tier runs at twice the preset's line rate
+    fast = _truth("dgx-h100", [0.7, 0.6], [4.0, 12.0])
+    fast = fast.model_copy(
+        update={
+            "tiers": (fast.tiers[0].model_copy(update={"bandwidth_gb_per_s": 900}),)
+            + fast.tiers[1:]
+        }
+    )
+    path = write_nccl_log(tmp_path / "nvls_all_reduce.txt", fast, "all_reduce", 8)
+    code = main(
+        [
+            "calibrate",
+            "--cluster",
+            "dgx-h100",
+            "--nccl-tests",
+            str(path),
+            "--out",
+            str(tmp_path / "o.yaml"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "line rate" in err and "NVLS" in err

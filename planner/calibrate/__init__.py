@@ -41,6 +41,7 @@ def _nccl(cluster: Cluster, paths: list[str], report: dict[str, Any]) -> Cluster
         )
     by_tier: dict[int, list[nccl.NcclLog]] = {}
     for log in logs:
+        nccl.check_gpu(log, cluster)
         by_tier.setdefault(nccl.tier_index_for(log, cluster), []).append(log)
     fits = []
     for j in sorted(by_tier):

@@ -33,9 +33,16 @@ from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster, LinkTier
 
 RANK_LINE = re.compile(
-    r"^#\s+Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
+    r"^#\s+Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
     r"\[[^\]]*\]\s+(.+?)\s*$"
 )
+"""Releases before 2.11 print no `Group` field and the bus id as `[0x%02x]`."""
+GPU_MODEL = re.compile(
+    r"\b(GB300|GB200|B300|B200|H800|H200|H100|A100|MI355X|MI300X)\b", re.IGNORECASE
+)
+ROW_FIELDS = (9, 13, 15, 21, 23)
+"""Fields of a result row: in-place only (trace replay), both bodies, both + a 2-token -T
+timestamp; per-iteration timing (-I 1) bodies of 8 columns, with or without the timestamp."""
 HEADER_LINE = re.compile(r"^#\s+nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)")
 STARTING = re.compile(r"^#\s+Collective test starting:\s+(\S+)")
 AVG_BUSBW = re.compile(r"^#\s+Avg bus bandwidth\s*:\s*(\S+)")
@@ -105,12 +112,15 @@ def parse_log(path: str | Path) -> NcclLog:
     except UnicodeDecodeError:
         raise InvalidInput(f"{p}: not a text file (nccl-tests output expected)") from None
     program, header_line, ranks, hosts, gpus = None, 0, {}, [], set()
+    per_iteration = False
     rows: list[Row] = []
     avg = None
     for i, raw in enumerate(lines, 1):
         line = raw.rstrip()
         if m := STARTING.match(line):
             program = m.group(1)
+        elif line.startswith("# Per-Iteration Report"):
+            per_iteration = True
         elif HEADER_LINE.match(line):
             if header_line:
                 raise InvalidInput(
@@ -140,15 +150,20 @@ def parse_log(path: str | Path) -> NcclLog:
                     f"{p}:{i}: data before the '# nThread ... nGpus ...' header: not nccl-tests "
                     "output"
                 )
-            # size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
-            if len(fields) not in (9, 13) or not fields[0].isdigit():
+            # size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong,
+            # then a timestamp with -T; with per-iteration timing (-I 1) each body has 4 more
+            # columns (i_min i_max i_p99 i_cv%).
+            if len(fields) not in ROW_FIELDS or not fields[0].isdigit():
                 raise InvalidInput(
                     f"{p}:{i}: expected 'size count type redop root' and 4 columns for "
                     f"out-of-place and for in-place, got {len(fields)} fields"
                 )
             size = int(fields[0])
-            bodies = [fields[5:9]] + ([fields[9:13]] if len(fields) == 13 else [])
-            if len(fields) == 9:  # in-place only (trace replay prints no out-of-place body)
+            if per_iteration and len(fields) >= 21:
+                bodies = [fields[5:9], fields[13:17]]
+            elif len(fields) >= 13:
+                bodies = [fields[5:9], fields[9:13]]
+            else:  # in-place only (trace replay prints no out-of-place body)
                 bodies = [fields[5:9]]
             vals = [
                 [_number(b[j], p, i, name) for j, name in enumerate(("time", "algbw", "busbw"))]
@@ -189,6 +204,17 @@ def parse_log(path: str | Path) -> NcclLog:
 
 
 # ------------------------------------------------------------------------------------ fitting
+
+
+def check_gpu(log: NcclLog, cluster: Cluster) -> None:
+    """Refuse a log from another GPU model than the cluster's (H100 log, B200 cluster)."""
+    logged = GPU_MODEL.search(log.gpu_name)
+    ours = GPU_MODEL.search(f"{cluster.gpu.id} {cluster.gpu.name}")
+    if logged and ours and logged.group(1).upper() != ours.group(1).upper():
+        raise InvalidInput(
+            f"{log.path}: measured on {log.gpu_name!r} but --cluster {cluster.name} has "
+            f"{cluster.gpu.name}: start from a cluster with that GPU"
+        )
 
 
 def tier_index_for(log: NcclLog, cluster: Cluster) -> int:

@@ -119,7 +119,10 @@ def test_malformed_nccl_logs_exit_2_naming_file_and_line(tmp_path, capsys, kind,
         )
     else:
         text = nccl_log_text("all_reduce", times, ranks=8, gpus_per_node=8)
-        text = text.replace("         1024", "   1024 1.5 x", 1)
+        lines = text.splitlines()
+        row = next(i for i, line in enumerate(lines) if line.strip().startswith("4096 "))
+        lines[row] = lines[row][:40]  # a row cut mid-way
+        text = "\n".join(lines) + "\n"
     path = tmp_path / f"{kind}_all_reduce_perf.txt"
     path.write_text(text)
     code = main(
@@ -413,3 +416,32 @@ def test_bus_bandwidth_above_line_rate_is_refused(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert code == 2 and "line rate" in err and "NVLS" in err
+
+
+def test_old_rank_line_format_and_gpu_mismatch(tmp_path, capsys):
+    import re
+
+    times = [(2**e, 10.0 + 2**e / 1e5) for e in range(10, 20)]
+    text = nccl_log_text(
+        "all_reduce", times, ranks=8, gpus_per_node=8, gpu_name="NVIDIA A100-SXM4-80GB"
+    )
+    # nccl-tests < 2.11: "#   Rank  0 Pid  1234 on   node000 device  0 [0x07] NAME"
+    text = re.sub(r"Group\s+\d+ ", "", text)
+    text = re.sub(r"\[\d{4}:([0-9a-f]{2}):\d{2}\]", r"[0x\1]", text)
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text(text)
+    log = nccl.parse_log(path)
+    assert log.ranks == 8 and log.gpu_name == "NVIDIA A100-SXM4-80GB"
+    code = main(
+        [
+            "calibrate",
+            "--cluster",
+            "dgx-h100",
+            "--nccl-tests",
+            str(path),
+            "--out",
+            str(tmp_path / "o.yaml"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "A100" in err and "measured on" in err

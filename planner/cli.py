@@ -289,6 +289,8 @@ def _plan_stability(args: argparse.Namespace, result: PlanResult) -> dict[str, A
 
     kwargs = search_kwargs(args)
     kwargs["top_k"] = 1
+    if result.global_batch_range is not None:  # each re-plan picks its own batch again
+        kwargs["global_batch_range"] = result.global_batch_range
 
     def replan(cluster: Any) -> PlanResult:
         return api.plan(result.model, cluster, result.workload, **kwargs)

@@ -219,10 +219,12 @@ def check_gpu(log: NcclLog, cluster: Cluster) -> None:
 
 def tier_index_for(log: NcclLog, cluster: Cluster) -> int:
     """The tier a run over `ranks` GPUs on `hosts` nodes spans (ranks placed contiguously)."""
-    if log.num_nodes > 1 and log.ranks <= cluster.gpus_per_node:
+    per_node = log.ranks / log.num_nodes
+    if log.num_nodes > 1 and per_node != cluster.gpus_per_node:
         raise InvalidInput(
-            f"{log.path}: {log.ranks} ranks on {log.num_nodes} hosts but {cluster.name} has "
-            f"{cluster.gpus_per_node} GPUs per node: run one rank per GPU on whole nodes"
+            f"{log.path}: {log.ranks} ranks on {log.num_nodes} hosts ({per_node:g} per host) but "
+            f"{cluster.name} has {cluster.gpus_per_node} GPUs per node: run one rank per GPU on "
+            "whole nodes"
         )
     for j, tier in enumerate(cluster.tiers):
         if tier.domain_size is None or tier.domain_size >= log.ranks:

@@ -93,7 +93,8 @@ def _gemm(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
     base = calibration_for_cluster(cluster)
     values: dict[str, float] = {}
     fits = []
-    for f in compute_fit.fit_gemm(path, cluster):
+    gemm_fits = compute_fit.fit_gemm(path, cluster)
+    for f in gemm_fits:
         eff_key = f"gemm_efficiency_{f.dtype}"
         half_key = "gemm_half_dim" if f.dtype == "bf16" else "gemm_half_dim_fp8"
         values[eff_key], values[half_key] = f.ceiling, f.half_dim
@@ -113,7 +114,7 @@ def _gemm(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
                     "ceiling x prod d/(d+half_dim)",
                 )
             )
-    report["gemm"] = [f.__dict__ for f in compute_fit.fit_gemm(path, cluster)]
+    report["gemm"] = [f.__dict__ for f in gemm_fits]
     return _with(cluster, values, fits)
 
 

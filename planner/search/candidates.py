@@ -209,7 +209,8 @@ def recompute_choices(
     model: ModelSpec, workload: Workload, space: SearchSpace, base: Layout
 ) -> list[dict[str, Any]]:
     """The recompute settings the search tries on `base`, as Layout updates, in space.recompute
-    order. Rules read none of them, so a base's legality holds for every choice.
+    order. The rules refuse only modules the model lacks (cost_models.rules), which these never
+    name, so a base's legality holds for every choice.
 
     With space.recompute_granularity and a Megatron workload (selective_recompute "attention"),
     besides Megatron's defaults (selective = core_attn, full = every layer):

@@ -204,3 +204,16 @@ def test_selective_module_time_is_the_sum_of_module_forwards():
     both = lt.recompute_s("selective", ("core_attn", "layernorm", "mlp"))
     assert both == pytest.approx(times["core_attn"] + times["layernorm"] + times["mlp"])
     assert times["layernorm"] < times["core_attn"] < times["mlp"] < lt.forward_s
+
+
+def test_modules_the_model_lacks_are_refused():
+    from cost_models.rules import layout_violations
+
+    lo = Layout(dp=8, recompute="selective", recompute_modules=("core_attn", "mla_up_proj"))
+    assert layout_violations(dense_model(), cluster(8), workload(), lo) == [
+        "recompute module mla_up_proj needs multi-latent attention"
+    ]
+    lo = lo.model_copy(update={"recompute_modules": ("moe_act",)})
+    assert layout_violations(dense_model(), cluster(8), workload(), lo) == [
+        "recompute module moe_act needs a mixture-of-experts model"
+    ]

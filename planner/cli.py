@@ -114,6 +114,12 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-vp", type=_positive_int, help="largest interleaving tried")
     p.add_argument("--no-order-search", action="store_true", help="keep the rank order tp,cp,dp,pp")
     p.add_argument(
+        "--all-orders",
+        action="store_true",
+        help="search all 24 rank orders, not only the two Megatron-Core builds (exploration: "
+        "most cannot be launched)",
+    )
+    p.add_argument(
         "--stage-split",
         choices=("even", "search"),
         help="layers per pipeline stage: even (default) or search (CP-SAT split where the even "
@@ -142,6 +148,7 @@ SEARCH_FLAGS = {
     "micro_batches": "micro_batches",
     "max_vp": "max_vp",
     "no_order_search": "search_order",
+    "all_orders": "rank_orders",
     "stage_split": "stage_split",
     "engine": "engine",
     "deterministic": "deterministic",
@@ -158,6 +165,9 @@ def search_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             continue
         if dest == "no_order_search":
             out[key] = not value
+        elif dest == "all_orders":
+            if value:
+                out[key] = None  # SearchSpace.rank_orders None: every order
         elif isinstance(value, list):
             out[key] = tuple(value)
         else:

@@ -13,7 +13,14 @@ from pydantic import (
     field_validator,
 )
 
-from cost_models.specs import Cluster, Estimate, ModelSpec, Recompute, Spec, Workload
+from cost_models.specs import Axis, Cluster, Estimate, ModelSpec, Recompute, Spec, Workload
+
+# The rank orders Megatron-Core builds (megatron/training/initialize.py: order "tp-cp-ep-dp-pp",
+# or "tp-cp-ep-pp-dp" under --use-tp-pp-dp-mapping; EP sits just before DP, cost_models.rankmap).
+MEGATRON_RANK_ORDERS: tuple[tuple[Axis, ...], ...] = (
+    (Axis.TP, Axis.CP, Axis.DP, Axis.PP),
+    (Axis.TP, Axis.CP, Axis.PP, Axis.DP),
+)
 
 
 class SearchSpace(Spec):
@@ -34,6 +41,11 @@ class SearchSpace(Spec):
     zero_stages: tuple[Literal[0, 1, 2, 3], ...] = Field((0, 1, 2, 3), min_length=1)
     search_order: bool = Field(
         True, description="search the rank order (placement of axes on tiers); False: tp,cp,dp,pp"
+    )
+    rank_orders: tuple[tuple[Axis, ...], ...] | None = Field(
+        MEGATRON_RANK_ORDERS,
+        description="rank orders the search may offer (innermost axis first): by default the two "
+        "Megatron-Core builds; a framework profile narrows them; None: all 24 (exploration)",
     )
     memory_headroom: float = Field(
         0.10, ge=0, lt=1, description="fraction of HBM kept free (fragmentation, spikes)"
@@ -57,6 +69,19 @@ class SearchSpace(Spec):
         # The partition solver is built for one batch; a range would need one per batch.
         if v == "search" and info.data.get("global_batch_range") is not None:
             raise ValueError("search needs a fixed global batch, not a global batch range")
+        return v
+
+    @field_validator("rank_orders")
+    @classmethod
+    def _orders_are_permutations(
+        cls, v: tuple[tuple[Axis, ...], ...] | None
+    ) -> tuple[tuple[Axis, ...], ...] | None:
+        if v is not None:
+            if not v:
+                raise ValueError("give at least one rank order (None searches all 24)")
+            for order in v:
+                if sorted(order) != sorted(Axis):
+                    raise ValueError(f"each order must list tp, cp, dp, pp once (got {order})")
         return v
 
     @field_validator("global_batch_range")
@@ -166,7 +191,7 @@ class PlanResult(Spec):
     def rank_groups(self, index: int = 0) -> dict[str, list[list[int]]]:
         from .place.ranks import rank_groups
 
-        return rank_groups(self.ranked[index].layout)
+        return rank_groups(self.ranked[index].layout, moe=self.model.moe is not None)
 
     def rank_map(self, index: int = 0, max_nodes: int | None = None) -> list[dict]:
         """Rows {rank, node, gpu, dp, pp, cp, tp, ep}, for the first `max_nodes` nodes or all."""

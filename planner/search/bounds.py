@@ -107,7 +107,8 @@ class StepLowerBound:
         """A value <= estimate(...).step_time_s for `lo` (this order) under any ZeRO stage, or,
         with_dp, under its own ZeRO stage. `span` is topology.spans(cluster, lo), passed in when
         the caller has it cached."""
-        span = topology.spans(self.cluster, lo) if span is None else span
+        if span is None:
+            span = topology.spans(self.cluster, lo, moe=self.model.moe is not None)
         return self.placement_bounds_s(lo, [span], with_dp=with_dp)[0]
 
     def placement_bounds_s(
@@ -171,7 +172,7 @@ class StepLowerBound:
         key = (
             *(v for k, v in lo.__dict__.items() if k not in ("order", "recompute")),
             tuple(span["dp_cp"]),
-            tuple(span["edp"]),
+            tuple(span.get("edp", ())),
         )
         found = self._dp.get(key)
         if found is not None:

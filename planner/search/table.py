@@ -37,7 +37,13 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace
 from .bounds import StepLowerBound
-from .candidates import CANONICAL_ORDER, OrderCache, largest_fitting, legal_bases_batched
+from .candidates import (
+    CANONICAL_ORDER,
+    NO_ORDER,
+    OrderCache,
+    largest_fitting,
+    legal_bases_batched,
+)
 from .exhaustive import usable_memory_gib
 from .partition import PartitionSolver, Split
 from .scale import TIME_QUANTUM_S, per_sequence_quanta
@@ -74,7 +80,7 @@ def build_table(
     that fits has been scored; `open_bound_s` then holds the smallest bound left open."""
     table = CandidateTable()
     bases, batches, table.rejected = legal_bases_batched(model, cluster, workload, space)
-    orders = OrderCache(cluster, space.search_order)
+    orders = OrderCache(cluster, space.search_order, space.rank_orders, moe=model.moe is not None)
     # Global batch range: every key is time per sequence (scale.per_sequence_quanta, scaled to
     # the range's MAX), a base's bounds are taken at its largest legal batch, and a shape is
     # scored at the largest batch that fits (candidates.largest_fitting). Time per sequence never
@@ -103,6 +109,9 @@ def build_table(
     # module docstring; kinds 0 and 1 stand for every ZeRO stage (zero index -1).
     heap: list[tuple[int, int, int, int, int, int]] = []
     for b, base in enumerate(bases):
+        if not base_orders[b]:
+            table.rejected[NO_ORDER] += len(space.recompute) * len(space.zero_stages)
+            continue
         for ri, recompute in enumerate(space.recompute):
             b0 = batches[b][0]
             if any_split(base):

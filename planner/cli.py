@@ -125,7 +125,13 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         help="layers per pipeline stage: even (default) or search (CP-SAT split where the even "
         "one is out of memory; slower, fixed global batch only)",
     )
-    p.add_argument("--engine", choices=("cp-sat", "exhaustive"), default="cp-sat")
+    p.add_argument(
+        "--engine",
+        choices=("branch-and-bound", "exhaustive", "cp-sat"),
+        default="branch-and-bound",
+        help="search engine: branch-and-bound (default; cp-sat is its old name) or the "
+        "exhaustive oracle",
+    )
     p.add_argument(
         "--deterministic",
         action=argparse.BooleanOptionalAction,

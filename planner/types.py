@@ -108,8 +108,10 @@ class SearchSpace(Spec):
 class SolverOptions(Spec):
     """How the search runs."""
 
-    engine: Literal["cp-sat", "exhaustive"] = Field(
-        "cp-sat", description="cp-sat (default) or the exhaustive oracle"
+    engine: Literal["branch-and-bound", "exhaustive"] = Field(
+        "branch-and-bound",
+        description="branch-and-bound (default; 'cp-sat', its old name, is accepted) or the "
+        "exhaustive oracle",
     )
     top_k: PositiveInt = Field(5, description="ranked plans returned")
     time_limit_s: PositiveFloat = 60.0
@@ -117,12 +119,20 @@ class SolverOptions(Spec):
     seed: NonNegativeInt = 0
     num_workers: PositiveInt = 8
 
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _old_engine_name(cls, v: object) -> object:
+        # The engine was called "cp-sat" while a one-hot CP-SAT model restated its ranking.
+        return "branch-and-bound" if v == "cp-sat" else v
+
 
 class SolveStats(Spec):
     """What the search did: status, objective and bound (step time, seconds), gap, wall time."""
 
-    engine: Literal["exhaustive", "cp-sat"]
-    status: str
+    engine: Literal["exhaustive", "branch-and-bound"]
+    status: Literal["PROVED", "STOPPED", "INFEASIBLE"] = Field(
+        description="the search's certificate (docs/search.md#certificate)"
+    )
     objective: float | None
     best_bound: float | None
     gap: float | None
@@ -134,6 +144,15 @@ class SolveStats(Spec):
         "step_time_s",
         description="unit of objective and best_bound: step time (fixed global batch) or seconds "
         "per sequence (global batch range)",
+    )
+    num_partition_models: int = Field(
+        0, description="stage-partition CP-SAT models solved (stage_split search)"
+    )
+    num_unproved_partitions: int = Field(
+        0, description="of those, models stopped at their work limit before a proof (STOPPED)"
+    )
+    partition_max_gap: float | None = Field(
+        None, description="largest gap any partition model reported (its own bound)"
     )
 
 

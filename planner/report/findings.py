@@ -103,9 +103,15 @@ def solver_warnings(result: PlanResult) -> list[str]:
         pct = f"{s.gap:.2%}" if s.gap >= 5e-5 else "< 0.01%"
         gap = f"search stopped with a {pct} gap (status {s.status})"
         return [f"{gap}: a plan up to {pct} faster may exist"]
-    if s.status.upper() not in ("OPTIMAL", "EXHAUSTIVE"):
-        return [f"search status {s.status}: the best plan is not proven optimal"]
-    return []
+    out = []
+    if s.num_unproved_partitions:
+        out.append(
+            f"{s.num_unproved_partitions} of {s.num_partition_models} stage-partition models "
+            f"stopped at their work limit before a proof: their layouts' splits may not be the best"
+        )
+    if s.status != "PROVED" and not out:
+        out.append(f"search status {s.status}: the best plan is not proven optimal")
+    return out
 
 
 def warnings(result: PlanResult) -> list[str]:

@@ -45,7 +45,7 @@ from .candidates import (
     legal_bases_batched,
 )
 from .exhaustive import usable_memory_gib
-from .partition import PartitionSolver, Split
+from .partition import PartitionSolver, SatResult, Split
 from .scale import TIME_QUANTUM_S, per_sequence_quanta
 
 OOM = "peak memory above usable HBM"
@@ -64,6 +64,11 @@ class CandidateTable:
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
     open_bound_s: float | None = None  # smallest bound left open when a deadline stopped it
+    # stage_split "search": partition models stopped unproved, the smallest bound they leave
+    # open, and every partition model's own report.
+    num_unproved_partitions: int = 0
+    unproved_bound_s: float | None = None
+    partition_results: list[SatResult] = field(default_factory=list)
 
 
 def build_table(
@@ -136,10 +141,7 @@ def build_table(
         if prune and len(kth) == top_k and lb_q > -kth[0]:
             break
         if deadline is not None and table.estimates and time.perf_counter() > deadline:
-            # A valid bound on every open entry: its bound in quanta, less the rounding.
-            table.open_bound_s = (lb_q - 1) * TIME_QUANTUM_S
-            if batch_max is not None:
-                table.open_bound_s /= batch_max  # per sequence, as the objective
+            table.open_bound_s = _seconds(lb_q, batch_max)
             timed_out = True
             break
         heapq.heappop(heap)
@@ -224,6 +226,12 @@ def build_table(
             split = splits.get(key)
             if split is None:
                 split = parts.split(shape)
+                if parts.is_unproved(shape):
+                    # Its plans may be beaten by a split CP-SAT did not reach: this entry's
+                    # bound holds for every split that fits, so it stays an open bound.
+                    open_s = _seconds(lb_q, batch_max)
+                    if table.unproved_bound_s is None or open_s < table.unproved_bound_s:
+                        table.unproved_bound_s = open_s
                 if split is None:  # the work limit stopped CP-SAT before any split
                     del shapes[key]
                     table.rejected[OOM] += len(base_orders[b])
@@ -263,9 +271,18 @@ def build_table(
     left = table.num_legal - table.num_scored - table.rejected[OOM]
     if left > 0:
         table.rejected[TIMED_OUT if timed_out else PRUNED] += left
+    if parts is not None:
+        table.num_unproved_partitions = parts.num_unproved
+        table.partition_results = list(parts.results)
     if not table.estimates and smallest is not None:
         table.smallest = estimate(model, cluster, smallest[2], smallest[1])  # for the message
     return table
+
+
+def _seconds(bound_q: int, batch_max: int | None) -> float:
+    """A heap bound in quanta back in the objective's unit, less the rounding (still a bound)."""
+    seconds = (bound_q - 1) * TIME_QUANTUM_S
+    return seconds if batch_max is None else seconds / batch_max  # per sequence with a range
 
 
 class _PerBatch:

@@ -83,7 +83,7 @@ def validate_plan(model: ModelSpec, cluster, work: Workload, space: SearchSpace,
 def check_against_oracle(i, model, cluster, work, space, opts):
     """(CP-SAT top k, oracle top k) after checking they agree, or None when neither finds a plan.
 
-    Objective and status OPTIMAL with gap 0, the whole top k in step time rank by rank, and every
+    Objective and status PROVED with gap 0, the whole top k in step time rank by rank, and every
     returned plan through the independent validator."""
     try:
         oracle, o_stats, _ = exhaustive.search(model, cluster, work, space, opts)
@@ -92,7 +92,7 @@ def check_against_oracle(i, model, cluster, work, space, opts):
             sat.search(model, cluster, work, space, opts)
         return None
     ranked, stats, _ = sat.search(model, cluster, work, space, opts)
-    assert stats.status == "OPTIMAL" and stats.gap == 0.0, i
+    assert stats.status == "PROVED" and stats.gap == 0.0, i
     assert stats.objective == o_stats.objective, (i, model.name, cluster.num_gpus, space)
     assert [e.step_time_s for e in ranked] == [e.step_time_s for e in oracle], i
     for e in ranked:

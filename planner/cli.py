@@ -91,6 +91,19 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
     field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
     p.add_argument("--top", type=_positive_int, default=5, help="ranked plans to show")
+    p.add_argument(
+        "--top-variants",
+        action="store_true",
+        default=None,
+        help="rank every plan, showing the near variants of the best (other ZeRO stages and rank "
+        "orders); default: one plan per family (degrees, vp, micro-batch, recompute)",
+    )
+    p.add_argument(
+        "--simplicity-tolerance",
+        type=float,
+        help="recommend the simplest plan within this fraction of the fastest (default 0.01; "
+        "0: the fastest)",
+    )
     p.add_argument("--time-limit", type=_positive_float, default=60.0, help="search time limit, s")
     p.add_argument("--max-nodes", type=_positive_int, help="use at most this many nodes")
     for axis in ("tp", "pp", "dp", "cp", "ep"):
@@ -144,6 +157,8 @@ def _add_search(p: argparse.ArgumentParser) -> None:
 # flag dest -> planner.plan keyword (a SearchSpace or SolverOptions field, or max_nodes)
 SEARCH_FLAGS = {
     "top": "top_k",
+    "top_variants": "top_variants",
+    "simplicity_tolerance": "simplicity_tolerance",
     "time_limit": "time_limit_s",
     "max_nodes": "max_nodes",
     **{a: a for a in ("tp", "pp", "dp", "cp", "ep")},

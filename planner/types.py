@@ -13,7 +13,16 @@ from pydantic import (
     field_validator,
 )
 
-from cost_models.specs import Axis, Cluster, Estimate, ModelSpec, Recompute, Spec, Workload
+from cost_models.specs import (
+    Axis,
+    Cluster,
+    Estimate,
+    Layout,
+    ModelSpec,
+    Recompute,
+    Spec,
+    Workload,
+)
 
 # The rank orders Megatron-Core builds (megatron/training/initialize.py: order "tp-cp-ep-dp-pp",
 # or "tp-cp-ep-pp-dp" under --use-tp-pp-dp-mapping; EP sits just before DP, cost_models.rankmap).
@@ -114,6 +123,18 @@ class SolverOptions(Spec):
         "exhaustive oracle",
     )
     top_k: PositiveInt = Field(5, description="ranked plans returned")
+    top_variants: bool = Field(
+        False,
+        description="rank every plan (near variants of the best: other ZeRO stages and rank "
+        "orders) instead of one plan per family (degrees, vp, micro-batch, recompute)",
+    )
+    simplicity_tolerance: float = Field(
+        0.01,
+        ge=0,
+        lt=1,
+        description="among plans within this fraction of the fastest, recommend the simplest "
+        "(fewer parallel axes, no interleaving, no CP, lower ZeRO); 0: always the fastest",
+    )
     time_limit_s: PositiveFloat = 60.0
     deterministic: bool = True
     seed: NonNegativeInt = 0
@@ -169,6 +190,17 @@ class PlanResult(Spec):
     global_batch_range: tuple[int, int] | None = Field(
         None, description="the searched (MIN, MAX) global batch; `workload` has the best plan's"
     )
+    equivalents: tuple[tuple[Layout, ...], ...] = Field(
+        (),
+        description="per ranked plan, the other ZeRO stages / rank orders priced exactly like it "
+        "(collapsed into it; planner/search/recommend.py)",
+    )
+    fastest_index: int = Field(
+        0,
+        description="index in `ranked` of the fastest plan; 0 unless a simpler plan within the "
+        "simplicity tolerance is recommended first",
+    )
+    simplicity_tolerance: float = Field(0.0, description="the tolerance the recommendation used")
 
     @property
     def best(self) -> Estimate:

@@ -323,3 +323,25 @@ def simplicity_rank(layout: Layout) -> tuple[int, ...]:
         -layout.micro_batch,
         ALL_ORDERS.index(layout.order),
     )
+
+
+def family_key(layout: Layout) -> tuple:
+    """What makes a plan an alternative rather than a variant: the degrees, interleaving,
+    micro-batch and recompute. Plans that differ only in ZeRO stage or rank order are variants
+    of one family; by default the search ranks families (each by its best plan)."""
+    lo = layout
+    return (lo.tp, lo.pp, lo.dp, lo.cp, lo.ep, lo.vp, lo.micro_batch, lo.recompute)
+
+
+def plan_key(layout: Layout) -> tuple:
+    """Every plan its own family (SolverOptions.top_variants: near variants of the best)."""
+    return (*family_key(layout), layout.zero_stage, layout.order)
+
+
+def complexity(layout: Layout) -> tuple[int, ...]:
+    """How complex a plan is to run, for the simplicity tolerance (less first): parallel axes
+    in use, interleaving, context parallelism, ZeRO stage. Plans equal in all four are equally
+    simple (VP 4 is not simpler than VP 5): the faster of them is recommended."""
+    lo = layout
+    axes = sum(d > 1 for d in (lo.tp, lo.pp, lo.dp, lo.cp, lo.ep))
+    return (axes, int(lo.vp > 1), int(lo.cp > 1), lo.zero_stage)

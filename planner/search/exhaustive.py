@@ -24,8 +24,20 @@ from cost_models.pipeline import chunk_layer_counts
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions, SolveStats
-from .candidates import batch_choices, enumerate_layouts, largest_fitting, simplicity_rank
+from .candidates import (
+    batch_choices,
+    enumerate_layouts,
+    family_key,
+    largest_fitting,
+    plan_key,
+    simplicity_rank,
+)
 from .scale import TIME_QUANTUM_S, per_sequence_quanta  # noqa: F401 (re-exported)
+
+
+def within(best_q: int, tolerance: float) -> int:
+    """The largest time in quanta within `tolerance` of `best_q`."""
+    return math.floor(best_q * (1 + tolerance))
 
 
 def plan_batch(e: Estimate) -> int:
@@ -41,6 +53,25 @@ def rank_key(e: Estimate, batch_max: int | None = None) -> tuple:
         per_sequence_quanta(e.step_time_s, batch, batch_max or batch),
         simplicity_rank(e.layout),
     )
+
+
+def select_families(
+    estimates: list[Estimate], options: SolverOptions, batch_max: int | None
+) -> list[Estimate]:
+    """The best plan of each family (candidates.family_key; plan_key with top_variants), in rank
+    order: the first top_k families, and after them every family within the simplicity tolerance
+    of the best plan (the recommendation chooses among those, planner.api)."""
+    family = plan_key if options.top_variants else family_key
+    best: dict[tuple, Estimate] = {}
+    for e in sorted(estimates, key=lambda e: rank_key(e, batch_max)):
+        best.setdefault(family(e.layout), e)
+    ranked = list(best.values())
+    if not ranked:
+        return []
+    limit = within(rank_key(ranked[0], batch_max)[0], options.simplicity_tolerance)
+    return [
+        e for i, e in enumerate(ranked) if i < options.top_k or rank_key(e, batch_max)[0] <= limit
+    ]
 
 
 def objective_s(e: Estimate, space: SearchSpace) -> float:
@@ -98,8 +129,8 @@ def search(
     if not feasible:
         raise NoFeasiblePlan(why_none(cluster, space, usable, len(layouts), smallest, rejected))
     batch_max = space.batch_max
-    feasible.sort(key=lambda e: rank_key(e, batch_max))
-    best = objective_s(feasible[0], space)
+    ranked = select_families(feasible, options, batch_max)
+    best = objective_s(ranked[0], space)
     stats = SolveStats(
         engine="exhaustive",
         status="PROVED",  # every candidate scored
@@ -112,7 +143,7 @@ def search(
         num_feasible=len(feasible),
         objective_unit=space.objective_unit,
     )
-    return feasible[: options.top_k], stats, dict(rejected)
+    return ranked, stats, dict(rejected)
 
 
 MAX_SPLITS = 20_000  # compositions the oracle scores per layout before refusing

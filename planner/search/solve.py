@@ -19,8 +19,9 @@ from cost_models.errors import NoFeasiblePlan
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions, SolveStats
+from .candidates import family_key, plan_key
 from .exhaustive import objective_s as objective_of
-from .exhaustive import rank_key, usable_memory_gib, why_none
+from .exhaustive import select_families, usable_memory_gib, why_none
 from .table import build_table
 
 PROVED, STOPPED, INFEASIBLE = "PROVED", "STOPPED", "INFEASIBLE"
@@ -38,7 +39,14 @@ def search(
     # The time limit bounds the whole search: the branch and bound stops at the deadline once a
     # plan that fits is scored.
     table = build_table(
-        model, cluster, workload, space, options.top_k, deadline=start + options.time_limit_s
+        model,
+        cluster,
+        workload,
+        space,
+        options.top_k,
+        deadline=start + options.time_limit_s,
+        family=plan_key if options.top_variants else family_key,
+        tolerance=options.simplicity_tolerance,
     )
     if not table.estimates:
         usable = usable_memory_gib(cluster, space)
@@ -46,8 +54,9 @@ def search(
             why_none(cluster, space, usable, table.num_legal, table.smallest, table.rejected)
         )
     batch_max = space.batch_max
-    # Same order as the oracle: time (per sequence with a range) in quanta, then simplicity.
-    ranked = sorted(table.estimates, key=lambda e: rank_key(e, batch_max))[: options.top_k]
+    # Same order and families as the oracle: time (per sequence with a range) in quanta, then
+    # simplicity; the best plan of each family.
+    ranked = select_families(table.estimates, options, batch_max)
     objective = objective_of(ranked[0], space)
     open_bounds = [b for b in (table.open_bound_s, table.unproved_bound_s) if b is not None]
     status, bound = PROVED, objective

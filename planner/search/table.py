@@ -30,6 +30,7 @@ import heapq
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cost_models.estimate import estimate
@@ -41,10 +42,11 @@ from .candidates import (
     CANONICAL_ORDER,
     NO_ORDER,
     OrderCache,
+    family_key,
     largest_fitting,
     legal_bases_batched,
 )
-from .exhaustive import usable_memory_gib
+from .exhaustive import usable_memory_gib, within
 from .partition import PartitionSolver, SatResult, Split
 from .scale import TIME_QUANTUM_S, per_sequence_quanta
 
@@ -80,9 +82,15 @@ def build_table(
     *,
     prune: bool = True,
     deadline: float | None = None,
+    family: Callable[[Layout], tuple] = family_key,
+    tolerance: float = 0.0,
 ) -> CandidateTable:
     """`deadline` (a time.perf_counter() value) stops the search early once at least one plan
-    that fits has been scored; `open_bound_s` then holds the smallest bound left open."""
+    that fits has been scored; `open_bound_s` then holds the smallest bound left open.
+
+    The top k counts families (`family`: candidates.family_key by default, plan_key for every
+    plan), each by its best plan, and every family within `tolerance` of the best plan is kept
+    too (the simplicity tolerance chooses among them): the table holds the best plan of each."""
     table = CandidateTable()
     bases, batches, table.rejected = legal_bases_batched(model, cluster, workload, space)
     orders = OrderCache(cluster, space.search_order, space.rank_orders, moe=model.moe is not None)
@@ -127,7 +135,7 @@ def build_table(
         table.num_legal += len(base_orders[b]) * len(space.recompute) * len(space.zero_stages)
     table.num_candidates = table.num_legal + sum(table.rejected.values())
     heapq.heapify(heap)
-    kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
+    top = _TopFamilies(top_k, tolerance)  # the k best families' times in quanta
     # (peak GiB, layout, workload) closest to fitting
     smallest: tuple[float, Layout, Workload] | None = None
     shapes: dict[tuple[int, int, int], Layout] = {}  # shapes that fit, by (base, rc, zero)
@@ -138,14 +146,14 @@ def build_table(
     base_spans: dict[int, list[dict[str, tuple[int, ...]]]] = {}  # per base, per order
     while heap:
         lb_q, kind, b, ri, zi, oi = heap[0]
-        if prune and len(kth) == top_k and lb_q > -kth[0]:
+        cutoff = top.cutoff() if prune else None
+        if cutoff is not None and lb_q > cutoff:
             break
         if deadline is not None and table.estimates and time.perf_counter() > deadline:
             table.open_bound_s = _seconds(lb_q, batch_max)
             timed_out = True
             break
         heapq.heappop(heap)
-        cutoff = -kth[0] if prune and len(kth) == top_k else None
         if kind == 0:
             # Tighten the shape's bound to its best placement's before paying for the memory
             # check; re-queue it if that moved it back.
@@ -262,10 +270,7 @@ def build_table(
         table.num_scored += 1
         table.estimates.append(e)
         q = quanta(e.step_time_s, batch_of[key])
-        if len(kth) < top_k:
-            heapq.heappush(kth, -q)
-        elif q < -kth[0]:
-            heapq.heapreplace(kth, -q)
+        top.add(family(lo), q)
     # Every legal placement not scored and not out of memory was left out by its bound (or by the
     # deadline): unexpanded shapes, open placements, and placements never pushed (bound > k-th).
     left = table.num_legal - table.num_scored - table.rejected[OOM]
@@ -277,6 +282,29 @@ def build_table(
     if not table.estimates and smallest is not None:
         table.smallest = estimate(model, cluster, smallest[2], smallest[1])  # for the message
     return table
+
+
+class _TopFamilies:
+    """Best time (quanta) per family; the cutoff no unexplored plan above it can matter to."""
+
+    def __init__(self, k: int, tolerance: float) -> None:
+        self.k, self.tolerance = k, tolerance
+        self.best: dict[tuple, int] = {}
+        self._cutoff: int | None = None
+
+    def add(self, family: tuple, q: int) -> None:
+        if q < self.best.get(family, q + 1):
+            self.best[family] = q
+            self._cutoff = None
+
+    def cutoff(self) -> int | None:
+        """max(k-th best family time, best time x (1 + tolerance)); None: fewer than k."""
+        if len(self.best) < self.k:
+            return None
+        if self._cutoff is None:
+            times = sorted(self.best.values())
+            self._cutoff = max(times[self.k - 1], within(times[0], self.tolerance))
+        return self._cutoff
 
 
 def _seconds(bound_q: int, batch_max: int | None) -> float:

@@ -14,6 +14,7 @@ ARGV = [
     "--memory-headroom", "0.2", "--recompute", "none", "full", "--zero", "1", "3",
     "--micro-batches", "1", "2", "--max-vp", "2", "--no-order-search", "--engine", "exhaustive",
     "--no-deterministic", "--seed", "7", "--stage-split", "search", "--all-orders",
+    "--top-variants", "--simplicity-tolerance", "0.02",
 ]  # fmt: skip
 
 
@@ -29,6 +30,7 @@ def test_every_search_flag_maps_to_a_field():
     assert space.recompute == ("none", "full") and space.search_order is False
     assert space.stage_split == "search" and space.rank_orders is None  # --all-orders: all 24
     assert (opts.top_k, opts.engine, opts.deterministic, opts.seed) == (3, "exhaustive", False, 7)
+    assert opts.top_variants is True and opts.simplicity_tolerance == 0.02
 
 
 def test_unset_flags_keep_library_defaults():

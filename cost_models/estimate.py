@@ -29,7 +29,7 @@ from .memory import (
     stage_params,
     state_bytes,
 )
-from .pipeline import schedule_time_s, stage_layers
+from .pipeline import num_microbatches, schedule_time_s, stage_layers
 from .rules import layout_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 from .stage import (
@@ -90,7 +90,7 @@ def estimate(
         raise InvalidInput("; ".join(problems))
     gpu = cluster.gpu
     cal = calibration_for(gpu.generation)
-    m = workload.global_batch_seqs // (layout.micro_batch * layout.dp)
+    m = num_microbatches(workload.global_batch_seqs, layout)
     span = topology.spans(cluster, layout, moe=model.moe is not None)
     if spans is not None:
         span = {**span, **{k: tuple(v) for k, v in spans.items()}}

@@ -13,6 +13,7 @@ from pydantic import (
     field_validator,
 )
 
+from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import (
     Axis,
     Cluster,
@@ -209,7 +210,7 @@ class PlanResult(Spec):
     def global_batch(self, index: int = 0) -> int:
         """Global batch (sequences) of a ranked plan: with a range each plan has its own."""
         e = self.ranked[index]
-        return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+        return global_batch_seqs(e.num_microbatches, e.layout)
 
     def plan_workload(self, index: int = 0) -> Workload:
         """The workload a ranked plan was scored with (its own global batch)."""

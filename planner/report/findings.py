@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cost_models import topology
+from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import Cluster, Estimate
 
 from ..types import PlanResult
@@ -110,7 +111,7 @@ def ranking_notes(result: PlanResult) -> list[str]:
 
 
 def _batch(e: Estimate) -> int:
-    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+    return global_batch_seqs(e.num_microbatches, e.layout)
 
 
 def binding_label(term: str | None) -> str:

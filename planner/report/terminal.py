@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cost_models import topology
+from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import Cluster, Estimate, Layout, StageMemory, Workload
 
 from ..place import ranks
@@ -228,7 +229,7 @@ def rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
 
 
 def _batch(e: Estimate) -> int:
-    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+    return global_batch_seqs(e.num_microbatches, e.layout)
 
 
 def _vs_best(e: Estimate, best: Estimate) -> float:

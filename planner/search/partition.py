@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from cost_models.memory import stage_params
-from cost_models.pipeline import chunk_layer_counts, stage_layers
+from cost_models.pipeline import chunk_layer_counts, num_microbatches, stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 from cost_models.stage import stage_optimizer_s
 
@@ -131,7 +131,7 @@ class PartitionSolver(MemoryCaps):
         t_dense, t_moe, t_head = self.layer_s(lo)
         k = self.first_moe()
         total = k * t_dense + (self.model.num_layers - k) * t_moe + t_head
-        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
         return ((m - 1 / lo.vp) * total / lo.pp + total / lo.vp) * SAFETY
 
     # ------------------------------------------------------------------------------ the model
@@ -159,7 +159,7 @@ class PartitionSolver(MemoryCaps):
         C = p * v
         k = self.first_moe()  # layers [0, k) are dense
         n_moe_total = L - k
-        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
         t_dense, t_moe, t_head = self.layer_s(lo)
         o0 = [self.optimizer_s(lo, r, 0, 0) for r in range(p)]
         o_dense = self.optimizer_s(lo, 0, 1, 0) - o0[0] if k else 0.0

@@ -154,3 +154,22 @@ def test_group_lists_equal_megatrons_generator():
         mask = [n in tokens for n in names]
         dims = tuple(zip(names, sizes, strict=True))
         assert rankmap._groups(dims, tokens) == _megatron_groups(math.prod(sizes), sizes, mask)
+
+
+def test_estimate_spans_override_prices_the_given_groups():
+    """estimate(spans=...) replaces the spans of the layout's order (placement on a real
+    allocation prices an explicit rank -> host map this way); kinds left out keep the layout's."""
+    import factories
+
+    from cost_models.estimate import estimate
+
+    model, cluster = factories.moe_model(), factories.cluster(16)
+    work = factories.workload(global_batch=32)
+    lo = Layout(tp=2, dp=8, ep=8)
+    own = topology.spans(cluster, lo)
+    assert own["ep"] == (8, 8)  # EP 8 of stride 1: one node
+    same = estimate(model, cluster, work, lo, spans={"ep": own["ep"]})
+    assert same.step_time_s == estimate(model, cluster, work, lo).step_time_s
+    split = estimate(model, cluster, work, lo, spans={"ep": (4, 8)})  # two nodes
+    assert split.breakdown_s["ep_comm"] > same.breakdown_s["ep_comm"]
+    assert split.placement["ep"] == {cluster.tiers[0].name: 4, cluster.tiers[1].name: 2}

@@ -19,6 +19,8 @@ from rich.markup import escape
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
+from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
+from cost_models.framework import profile as framework_profile
 from cost_models.specs import Layout
 
 from . import api, report, whatif
@@ -66,6 +68,17 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", type=_positive_int, help="training sequence length")
     p.add_argument("--precision", choices=("bf16", "fp8"), help="training precision")
     p.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
+
+
+def _add_framework(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        default=DEFAULT_FRAMEWORK,
+        help="the framework the plan is for: its rank orders, sharding, schedules and physics "
+        f"(cost_models/framework.py; default {DEFAULT_FRAMEWORK}: "
+        f"{framework_profile(DEFAULT_FRAMEWORK).version})",
+    )
 
 
 def _add_global_batch(p: argparse.ArgumentParser) -> None:
@@ -191,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="search for the best layout and placement")
     _add_common(p)
+    _add_framework(p)
     _add_global_batch(p)
     _add_search(p)
 
@@ -198,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("estimate", help="score one given layout")
     _add_common(e)
+    _add_framework(e)
     e.add_argument("--global-batch", type=_positive_int, required=True)
     for axis in ("tp", "pp", "dp"):
         e.add_argument(f"--{axis}", type=_positive_int, required=True)
@@ -233,6 +248,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         global_batch=_plan_global_batch(args),
         seq_len=args.seq_len,
         precision=args.precision,
+        framework=args.framework,
         **search_kwargs(args),
     )
     _render_plan(args, result, out)
@@ -295,9 +311,13 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     workload = api.make_workload(
         model, seq_len=args.seq_len, global_batch=args.global_batch, precision=args.precision
     )
-    e = api.estimate(model, cluster, layout, workload)
+    e = api.estimate(model, cluster, layout, workload, framework=args.framework)
     if args.json:
-        _emit_json(report.estimate_dict(e))
+        payload = report.estimate_dict(e)
+        prof = framework_profile(args.framework)
+        payload["framework"] = {"name": prof.name, "version": prof.version}
+        payload["framework_violations"] = api.framework_violations(model, layout, args.framework)
+        _emit_json(payload)
     else:
         out.print(report.render_estimate(e, cluster, workload, model.name))
     return EXIT_OK
@@ -331,6 +351,7 @@ def _cmd_presets(args: argparse.Namespace, out: Console) -> int:
 def _add_whatif(sub: Any) -> None:
     w = sub.add_parser("whatif", help="vary one network parameter and re-plan at each value")
     _add_common(w)
+    _add_framework(w)
     w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
     w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
     w.add_argument("--values", required=True, help="comma-separated values, e.g. 100,200,400")
@@ -367,6 +388,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         seq_len=args.seq_len,
         precision=args.precision,
         time_limit_s=args.time_limit,
+        framework=args.framework,
         **pins,
     )
     if args.plot:

@@ -32,6 +32,12 @@ class SearchSpace(Spec):
     max_vp: PositiveInt = Field(8, description="largest interleaving (virtual stages) tried")
     recompute: tuple[Recompute, ...] = Field(("none", "selective", "full"), min_length=1)
     zero_stages: tuple[Literal[0, 1, 2, 3], ...] = Field((0, 1, 2, 3), min_length=1)
+    framework: Literal["megatron", "torchtitan", "deepspeed"] | None = Field(
+        None,
+        description="restrict the space to what this framework runs (cost_models.framework: "
+        "rank orders, ZeRO stages, recompute, interleaving, CP/EP, pipeline splits); None: "
+        "every layout the cost model scores (planner.plan and the CLI default to megatron)",
+    )
     search_order: bool = Field(
         True, description="search the rank order (placement of axes on tiers); False: tp,cp,dp,pp"
     )
@@ -125,6 +131,18 @@ class PlanResult(Spec):
     global_batch_range: tuple[int, int] | None = Field(
         None, description="the searched (MIN, MAX) global batch; `workload` has the best plan's"
     )
+    framework: Literal["megatron", "torchtitan", "deepspeed"] | None = Field(
+        None,
+        description="the framework the plans are for (cost_models.framework profile); None: "
+        "a search without framework restriction",
+    )
+
+    @property
+    def framework_version(self) -> str | None:
+        """The framework release the plans and exports target (the profile's version)."""
+        from cost_models.framework import profile
+
+        return None if self.framework is None else profile(self.framework).version
 
     @property
     def best(self) -> Estimate:

@@ -88,6 +88,7 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
         "ranked": ranked,
         "solver": result.solver.model_dump(),
         "rejections": result.rejections,
+        "framework": {"name": result.framework, "version": result.framework_version},
         "inputs": {
             "model": result.model.name,
             "cluster": result.cluster.name,
@@ -341,8 +342,9 @@ def solver_line(result: PlanResult) -> str:
 def render_plan(result: PlanResult) -> RenderableType:
     best = result.best
     stats = Panel(solver_line(result), title="Search", title_align="left")
+    target = f" for {result.framework_version}" if result.framework else ""
     summary = Text(
-        f"Best: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
+        f"Best{target}: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
         f"{best.mfu:.1%}, step {best.step_time_s:,.3f} s, peak memory "
         f"{best.peak_memory_gib:.1f} GiB"
     )

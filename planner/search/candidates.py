@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
-from cost_models import topology
+from cost_models import framework, topology
 from cost_models.errors import InvalidInput
 from cost_models.rules import layout_violations
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
@@ -203,15 +203,66 @@ def legal_bases(
 def legal_shapes(
     model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
 ) -> tuple[list[Layout], Counter[str]]:
-    """Every legal base with every recompute and ZeRO choice (canonical order)."""
+    """Every legal base with every recompute and ZeRO choice (canonical order) that the space's
+    framework runs."""
     bases, rejected = legal_bases(model, cluster, workload, space)
-    shapes = [
-        base.model_copy(update={"recompute": recompute, "zero_stage": zero})
-        for base in bases
-        for recompute in space.recompute
-        for zero in space.zero_stages
-    ]
+    shapes = []
+    for base in bases:
+        for recompute in space.recompute:
+            for zero in space.zero_stages:
+                shape = base.model_copy(update={"recompute": recompute, "zero_stage": zero})
+                problems = framework_violations(model, space, shape)
+                if problems:
+                    rejected[reason_key(problems[0])] += 1
+                else:
+                    shapes.append(shape)
     return shapes, rejected
+
+
+def framework_space(model: ModelSpec, space: SearchSpace) -> SearchSpace:
+    """`space` narrowed to what its framework runs (cost_models.framework): ZeRO stages,
+    recompute modes, interleaving, CP and EP caps. A pin or a choice outside it is bad input."""
+    if space.framework is None:
+        return space
+    p = framework.profile(space.framework)
+    zero = tuple(z for z in space.zero_stages if z in p.zero_stages)
+    recompute = tuple(r for r in space.recompute if r in p.recompute)
+    if not zero:
+        raise InvalidInput(
+            f"zero_stages {list(space.zero_stages)}: {p.name} runs ZeRO {list(p.zero_stages)} "
+            f"({p.zero_source})"
+        )
+    if not recompute:
+        raise InvalidInput(f"recompute: {p.name} runs {', '.join(p.recompute)}")
+    if space.stage_split == "search" and p.name != "megatron":
+        # Only Megatron takes any split (--pipeline-model-parallel-layout); torchtitan takes one
+        # layers-per-stage number, Megatron-DeepSpeed's PipelineModule a partition method.
+        raise InvalidInput(f"stage_split search: {p.name} cannot take a searched layer split")
+    update: dict = {"zero_stages": zero, "recompute": recompute}
+    for axis, cap in (("vp", p.max_vp), ("cp", p.max_cp), ("ep", p.max_ep)):
+        if cap is None:
+            continue
+        pinned = getattr(space, axis, None)
+        if pinned is not None and pinned > cap:
+            raise InvalidInput(f"{axis} ({pinned}): {p.name} runs {axis} <= {cap} ({p.schedules})")
+        key = f"max_{axis}"
+        current = getattr(space, key)
+        update[key] = cap if current is None else min(current, cap)
+    return space.model_copy(update=update)
+
+
+def framework_violations(model: ModelSpec, space: SearchSpace, layout: Layout) -> list[str]:
+    """Why the space's framework cannot run `layout` (none without a framework)."""
+    if space.framework is None:
+        return []
+    return framework.layout_violations(framework.profile(space.framework), model, layout)
+
+
+def allowed_orders(model: ModelSpec, space: SearchSpace) -> tuple[tuple[Axis, ...], ...] | None:
+    """The rank orders the space's framework builds for `model`; None: every order."""
+    if space.framework is None:
+        return None
+    return framework.profile(space.framework).orders_for(model)
 
 
 CANONICAL_ORDER: tuple[Axis, ...] = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
@@ -234,9 +285,19 @@ def placement_key(cluster: Cluster, layout: Layout) -> tuple:
 class OrderCache:
     """Distinct orders per degree tuple (spans depend only on the degrees, ep and etp)."""
 
-    def __init__(self, cluster: Cluster, search: bool = True) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        search: bool = True,
+        allowed: tuple[tuple[Axis, ...], ...] | None = None,
+    ) -> None:
         self.cluster = cluster
         self.search = search
+        # The framework's orders (candidates.allowed_orders); two orders with the same spans
+        # are deduplicated among these only, so the one kept is one the framework builds.
+        self.allowed = ALL_ORDERS if allowed is None else tuple(
+            o for o in ALL_ORDERS if o in allowed
+        )
         self._cache: dict[tuple[int, ...], tuple[tuple[Axis, ...], ...]] = {}
         self._spans: dict[tuple, dict[str, tuple[int, ...]]] = {}
         self._group: dict[tuple[int, int], tuple[int, ...]] = {}
@@ -275,7 +336,7 @@ class OrderCache:
         found = self._cache.get(key)
         if found is None:
             seen: dict[tuple, tuple[Axis, ...]] = {}
-            for order in ALL_ORDERS:
+            for order in self.allowed:
                 # Every spans dict has the same keys in the same order: its values identify it.
                 seen.setdefault(tuple(self.spans(layout, order).values()), order)
             found = self._cache[key] = tuple(seen.values())
@@ -287,7 +348,7 @@ def enumerate_layouts(
 ) -> tuple[list[Layout], Counter[str]]:
     """All legal layouts in the space, one per distinct placement, and rejection counts."""
     shapes, rejected = legal_shapes(model, cluster, workload, space)
-    cache = OrderCache(cluster, space.search_order)
+    cache = OrderCache(cluster, space.search_order, allowed_orders(model, space))
     layouts = [
         shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
         for shape in shapes

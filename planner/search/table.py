@@ -37,7 +37,14 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace
 from .bounds import StepLowerBound
-from .candidates import CANONICAL_ORDER, OrderCache, largest_fitting, legal_bases_batched
+from .candidates import (
+    CANONICAL_ORDER,
+    OrderCache,
+    allowed_orders,
+    framework_violations,
+    largest_fitting,
+    legal_bases_batched,
+)
 from .exhaustive import usable_memory_gib
 from .partition import PartitionSolver, Split
 from .scale import TIME_QUANTUM_S, per_sequence_quanta
@@ -74,7 +81,7 @@ def build_table(
     that fits has been scored; `open_bound_s` then holds the smallest bound left open."""
     table = CandidateTable()
     bases, batches, table.rejected = legal_bases_batched(model, cluster, workload, space)
-    orders = OrderCache(cluster, space.search_order)
+    orders = OrderCache(cluster, space.search_order, allowed_orders(model, space))
     # Global batch range: every key is time per sequence (scale.per_sequence_quanta, scaled to
     # the range's MAX), a base's bounds are taken at its largest legal batch, and a shape is
     # scored at the largest batch that fits (candidates.largest_fitting). Time per sequence never
@@ -158,6 +165,8 @@ def build_table(
                 shape = bases[b].model_copy(
                     update={"recompute": space.recompute[ri], "zero_stage": zero}
                 )
+                if framework_violations(model, space, shape):
+                    continue  # a shape the framework cannot run (cost_models.framework)
                 # Stop early only when the shape can neither fit nor be the closest to fitting
                 # (the first shape out of memory gets its exact peak).
                 stop = math.inf if smallest is None else max(usable, smallest[0])

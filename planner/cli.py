@@ -24,6 +24,7 @@ from cost_models.framework import profile as framework_profile
 from cost_models.specs import Layout
 
 from . import api, report, whatif
+from .export.launch import MEGATRON_VERSION
 from .report.markdown import render_markdown as render_plan_markdown
 from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
@@ -74,11 +75,18 @@ def _add_framework(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--framework",
         choices=FRAMEWORKS,
-        default=DEFAULT_FRAMEWORK,
         help="the framework the plan is for: its rank orders, sharding, schedules and physics "
-        f"(cost_models/framework.py; default {DEFAULT_FRAMEWORK}: "
-        f"{framework_profile(DEFAULT_FRAMEWORK).version})",
+        f"(cost_models/framework.py; default: the --emit target if it is a framework, else "
+        f"{DEFAULT_FRAMEWORK}: {framework_profile(DEFAULT_FRAMEWORK).version})",
     )
+
+
+def _framework(args: argparse.Namespace) -> str:
+    """--framework, else the --emit target when it is a framework, else the default."""
+    if args.framework:
+        return args.framework
+    emit = getattr(args, "emit", None)
+    return emit if emit in FRAMEWORKS else DEFAULT_FRAMEWORK
 
 
 def _add_global_batch(p: argparse.ArgumentParser) -> None:
@@ -248,7 +256,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         global_batch=_plan_global_batch(args),
         seq_len=args.seq_len,
         precision=args.precision,
-        framework=args.framework,
+        framework=_framework(args),
         **search_kwargs(args),
     )
     _render_plan(args, result, out)
@@ -279,14 +287,23 @@ def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
     payload: Any = {
         "megatron": result.to_megatron_args,
         "torchtitan": result.to_torchtitan,
-        "deepspeed": result.to_deepspeed_config,
+        "deepspeed": result.to_deepspeed,
         "mesh": result.device_mesh,
         "ranks": result.rank_groups,
     }[target]()
     if target == "megatron" and not as_json:
-        return shlex.join(payload) + "\n"
+        return f"# {MEGATRON_VERSION}: pretrain_gpt.py arguments\n{shlex.join(payload)}\n"
     if target == "torchtitan" and not as_json:
-        return "# overrides\n# " + shlex.join(payload["overrides"]) + "\n\n" + payload["toml"]
+        release = payload["release"]
+        return (
+            f"# {release['version']}: torchtitan.train arguments\n{shlex.join(release['args'])}\n"
+            f"# {payload['main_version']}: overrides\n{shlex.join(payload['overrides'])}\n"
+        )
+    if target == "deepspeed" and not as_json:
+        return (
+            f"# {payload['version']}\n# ds_config.json\n{json.dumps(payload['config'], indent=2)}"
+            f"\n# pretrain_gpt.py arguments\n{shlex.join(payload['launch_args'])}\n"
+        )
     return json.dumps(payload, indent=2) + "\n"
 
 
@@ -311,12 +328,13 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     workload = api.make_workload(
         model, seq_len=args.seq_len, global_batch=args.global_batch, precision=args.precision
     )
-    e = api.estimate(model, cluster, layout, workload, framework=args.framework)
+    name = _framework(args)
+    e = api.estimate(model, cluster, layout, workload, framework=name)
     if args.json:
         payload = report.estimate_dict(e)
-        prof = framework_profile(args.framework)
+        prof = framework_profile(name)
         payload["framework"] = {"name": prof.name, "version": prof.version}
-        payload["framework_violations"] = api.framework_violations(model, layout, args.framework)
+        payload["framework_violations"] = api.framework_violations(model, layout, name)
         _emit_json(payload)
     else:
         out.print(report.render_estimate(e, cluster, workload, model.name))
@@ -388,7 +406,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         seq_len=args.seq_len,
         precision=args.precision,
         time_limit_s=args.time_limit,
-        framework=args.framework,
+        framework=_framework(args),
         **pins,
     )
     if args.plot:

@@ -173,7 +173,13 @@ class PlanResult(Spec):
     def to_deepspeed_config(self, index: int = 0) -> dict:
         from .export.launch import deepspeed_config
 
-        return deepspeed_config(self.plan_workload(index), self.ranked[index])
+        return deepspeed_config(self.plan_workload(index), self.ranked[index], self.model)
+
+    def to_deepspeed(self, index: int = 0) -> dict:
+        """{"version", "config": DeepSpeed JSON, "launch_args": Megatron-DeepSpeed arguments}."""
+        from .export.launch import deepspeed
+
+        return deepspeed(self.model, self.plan_workload(index), self.ranked[index])
 
     def device_mesh(self, index: int = 0) -> dict:
         """{"mesh_shape": [...], "mesh_dim_names": [...]} for init_device_mesh."""

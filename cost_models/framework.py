@@ -75,9 +75,7 @@ class FrameworkProfile:
 
     def workload(self, workload: Workload) -> Workload:
         """`workload` with the profile's physics where the workload did not set the field."""
-        update = {
-            k: s.value for k, s in self.physics.items() if k not in workload.model_fields_set
-        }
+        update = {k: s.value for k, s in self.physics.items() if k not in workload.model_fields_set}
         return workload.model_copy(update=update) if update else workload
 
     def layout(self, layout: Layout) -> Layout:
@@ -375,7 +373,9 @@ def layout_violations(
         out.append(f"recompute {layout.recompute} is not a {p.name} granularity")
     for axis, cap in (("vp", p.max_vp), ("cp", p.max_cp), ("ep", p.max_ep)):
         if cap is not None and getattr(layout, axis) > cap:
-            out.append(f"{axis} ({getattr(layout, axis)}) > {cap}: {p.limits_source or p.schedules}")
+            out.append(
+                f"{axis} ({getattr(layout, axis)}) > {cap}: {p.limits_source or p.schedules}"
+            )
     if p.name == "deepspeed" and layout.pp > 1 and layout.zero_stage >= 2:
         out.append(f"ZeRO-{layout.zero_stage} with pp > 1 ({p.zero_source})")
     if p.name == "torchtitan":
@@ -389,9 +389,7 @@ def torchtitan_dp_degrees(layout: Layout) -> tuple[int, int]:
     return (layout.dp, 1) if layout.zero_stage == 0 else (1, layout.dp)
 
 
-def _torchtitan_violations(
-    model: ModelSpec, layout: Layout, chunks: list[int] | None
-) -> list[str]:
+def _torchtitan_violations(model: ModelSpec, layout: Layout, chunks: list[int] | None) -> list[str]:
     out = []
     _, shard = torchtitan_dp_degrees(layout)
     if layout.zero_stage == 0 and layout.cp > 1:

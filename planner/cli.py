@@ -24,7 +24,7 @@ from cost_models.framework import profile as framework_profile
 from cost_models.specs import Layout
 
 from . import api, report, whatif
-from .export.launch import MEGATRON_VERSION
+from .export.launch import MEGATRON_VERSION, megatron_env
 from .report.markdown import render_markdown as render_plan_markdown
 from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
@@ -292,7 +292,13 @@ def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
         "ranks": result.rank_groups,
     }[target]()
     if target == "megatron" and not as_json:
-        return f"# {MEGATRON_VERSION}: pretrain_gpt.py arguments\n{shlex.join(payload)}\n"
+        env = megatron_env(result.ranked[0])
+        line = " ".join(f"{k}={v}" for k, v in env.items())
+        return (
+            f"# {MEGATRON_VERSION}: pretrain_gpt.py arguments"
+            + (f"; environment: {line}" if line else "")
+            + f"\n{shlex.join(payload)}\n"
+        )
     if target == "torchtitan" and not as_json:
         release = payload["release"]
         return (

@@ -157,6 +157,16 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
     return args
 
 
+def megatron_env(e: Estimate) -> dict[str, str]:
+    """Environment the Megatron launch needs: validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1
+    with TP or CP before Blackwell, and Megatron-FSDP asserts it is not 1
+    (megatron/training/arguments.py)."""
+    lo = e.layout
+    if (lo.tp > 1 or lo.cp > 1) and lo.zero_stage < 2:
+        return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    return {}
+
+
 def _megatron_pipeline(model: ModelSpec, e: Estimate) -> list[str]:
     lo = e.layout
     if lo.pp == 1:
@@ -302,8 +312,9 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
         "num_tokens_per_train_step": workload.global_batch_seqs * workload.seq_len,
         "max_context_length": workload.seq_len,
         "mixed_precision_param": "bfloat16",
-        # CUDA graphs: "CUDA graphs do not support pipeline parallelism yet" (Trainer.Config).
-        "disable_cuda_graphs": lo.pp > 1,
+        # CUDA graphs: "CUDA graphs do not support pipeline parallelism yet" (Trainer.Config);
+        # nor the all-to-all EP token dispatcher (it synchronizes with the CPU).
+        "disable_cuda_graphs": lo.pp > 1 or lo.ep > 1,
     }
     return {"training": training, "parallelism": parallelism, "compile": _compile(lo)}
 
@@ -329,7 +340,7 @@ def torchtitan_release_args(model: ModelSpec, workload: Workload, e: Estimate) -
         "global_batch_size": workload.global_batch_seqs,
         "seq_len": workload.seq_len,
         "mixed_precision_param": "bfloat16",
-        "disable_cuda_graphs": lo.pp > 1,
+        "disable_cuda_graphs": lo.pp > 1 or lo.ep > 1,  # as in torchtitan_config
     }
     if lo.pp > 1:
         par["pipeline_parallel_microbatch_size"] = lo.micro_batch

@@ -28,7 +28,6 @@ Stubs (only what needs a GPU):
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -38,22 +37,22 @@ megatron = pytest.importorskip("megatron.core", reason="real frameworks not inst
 torchtitan = pytest.importorskip("torchtitan", reason="real frameworks not installed (.ci/run)")
 deepspeed = pytest.importorskip("deepspeed", reason="real frameworks not installed (.ci/run)")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import factories as f  # noqa: E402
+import factories as f
 
-from cost_models.specs import Axis, Layout  # noqa: E402
-from planner import api  # noqa: E402
-from planner.export import launch  # noqa: E402
-from planner.place import ranks  # noqa: E402
-from planner.types import PlanResult, SolveStats  # noqa: E402
+from cost_models.specs import Axis, Layout
+from planner import api
+from planner.export import launch
+from planner.place import ranks
+from planner.types import PlanResult, SolveStats
 
 TCDP = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
 TCPD = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)

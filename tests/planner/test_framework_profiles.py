@@ -1,0 +1,68 @@
+"""Framework profiles (cost_models/framework.py): the search ranks only plans the framework runs,
+and every ranked plan exports to it."""
+
+import factories as f
+import pytest
+
+from cost_models import framework
+from cost_models.errors import InvalidInput
+from cost_models.specs import Axis, Layout
+from planner import api
+from planner.search.candidates import OrderCache, allowed_orders
+from planner.types import SearchSpace
+
+EXPORT = {
+    "megatron": lambda r, i: r.to_megatron_args(i),
+    "torchtitan": lambda r, i: r.to_torchtitan(i),
+    "deepspeed": lambda r, i: r.to_deepspeed(i),
+}
+
+
+@pytest.mark.parametrize("name", framework.FRAMEWORKS)
+@pytest.mark.parametrize(
+    "model, gpus, pins",
+    [("llama3-8b", 16, {}), ("mixtral-8x7b", 32, {"tp": 2}), ("llama3-70b", 64, {"tp": 8})],
+)
+def test_every_ranked_plan_runs_on_its_framework(name, model, gpus, pins):
+    result = api.plan(model, "dgx-h100", num_gpus=gpus, top_k=8, framework=name, **pins)
+    prof = framework.profile(name)
+    assert result.framework == name and result.framework_version == prof.version
+    for i, e in enumerate(result.ranked):
+        assert framework.layout_violations(prof, result.model, e.layout) == []
+        EXPORT[name](result, i)  # raises InvalidInput if the framework could not take it
+
+
+def test_profile_physics_apply_unless_the_workload_sets_them():
+    work = f.workload(global_batch=32)
+    titan = framework.TORCHTITAN.workload(work)
+    assert titan.attention_kernel == "fa2" and titan.pp_keeps_outputs
+    pinned = type(work).model_validate({**own.model_dump(), "attention_kernel": "fused"})
+    assert framework.TORCHTITAN.workload(pinned).attention_kernel == "fused"
+    assert framework.MEGATRON.workload(work) == work  # Megatron's are the field defaults
+
+
+def test_allowed_orders_deduplicate_to_an_order_the_framework_builds():
+    """With pp = 1 the orders tp-cp-pp-dp and tp-cp-dp-pp build the same groups: the one kept
+    is in the framework's list; a MoE model keeps only Megatron's pp-last order."""
+    cluster = f.cluster(32)
+    space = SearchSpace(framework="megatron")
+    dense, moe = f.dense_model(), f.moe_model()
+    lo = Layout(tp=2, pp=2, dp=8)
+    orders = OrderCache(cluster, True, allowed_orders(dense, space)).orders(lo)
+    assert set(orders) == {
+        (Axis.TP, Axis.CP, Axis.DP, Axis.PP),
+        (Axis.TP, Axis.CP, Axis.PP, Axis.DP),
+    }
+    moe_orders = OrderCache(cluster, True, allowed_orders(moe, space)).orders(lo)
+    assert moe_orders == ((Axis.TP, Axis.CP, Axis.DP, Axis.PP),)
+    everything = OrderCache(cluster, True, None).orders(lo)
+    assert len(everything) > 2
+
+
+def test_a_pin_the_framework_cannot_run_is_bad_input():
+    with pytest.raises(InvalidInput, match="cp \\(2\\): deepspeed runs cp <= 1"):
+        api.plan("llama3-8b", "dgx-h100", num_gpus=16, framework="deepspeed", cp=2)
+    with pytest.raises(InvalidInput, match="torchtitan runs ZeRO"):
+        api.plan("llama3-8b", "dgx-h100", num_gpus=16, framework="torchtitan", zero_stages=(1,))
+    with pytest.raises(InvalidInput, match="framework: unknown 'jax'"):
+        api.plan("llama3-8b", "dgx-h100", num_gpus=16, framework="jax")

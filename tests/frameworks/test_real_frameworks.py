@@ -162,14 +162,41 @@ def _sorted(groups) -> list[list[int]]:
 # ------------------------------------------------------------------------------------ Megatron
 
 
+SEARCHED = [
+    # (model preset, GPUs, pins): plans searched for each framework, the top 3 checked
+    ("llama3-8b", 16, {}),
+    ("mixtral-8x7b", 32, {"tp": 2}),
+    ("llama3-70b", 64, {"tp": 8}),
+]
+_searched: dict = {}
+
+
+def searched(name: str, case: int) -> PlanResult:
+    key = (name, case)
+    if key not in _searched:
+        model, gpus, pins = SEARCHED[case]
+        _searched[key] = api.plan(model, "dgx-h100", num_gpus=gpus, top_k=3, framework=name, **pins)
+    return _searched[key]
+
+
 @pytest.mark.parametrize("name", list(PLANS))
 def test_megatron_accepts_and_builds_the_same_groups(name, fake_world, monkeypatch):
+    check_megatron(plan_result(name), 0, fake_world, monkeypatch)
+
+
+@pytest.mark.parametrize("case", range(len(SEARCHED)))
+@pytest.mark.parametrize("index", range(3))
+def test_megatron_runs_the_plans_searched_for_it(case, index, fake_world, monkeypatch):
+    check_megatron(searched("megatron", case), index, fake_world, monkeypatch)
+
+
+def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch) -> None:
     from megatron.core import parallel_state
     from megatron.training import arguments
     from megatron.training.arguments import parse_args, validate_args
 
     monkeypatch.setattr(arguments, "get_device_arch_version", lambda: 9)  # stub: no GPU
-    result = plan_result(name)
+    result = result.model_copy(update={"ranked": (result.ranked[index],)})
     lo = result.best.layout
     args = result.to_megatron_args()
     fake_world(lo.world_size)
@@ -232,19 +259,30 @@ TITAN_PLANS = [
 
 @pytest.mark.parametrize("name", TITAN_PLANS)
 def test_torchtitan_release_accepts_and_builds_the_same_mesh(name, fake_world):
+    check_torchtitan(plan_result(name), 0, fake_world)
+
+
+@pytest.mark.parametrize("case", range(len(SEARCHED)))
+@pytest.mark.parametrize("index", range(3))
+def test_torchtitan_runs_the_plans_searched_for_it(case, index, fake_world):
+    check_torchtitan(searched("torchtitan", case), index, fake_world)
+
+
+def check_torchtitan(result: PlanResult, index: int, fake_world) -> None:
     from torchtitan.config.manager import ConfigManager
     from torchtitan.distributed.parallel_dims import ParallelDims
 
-    result = plan_result(name)
+    result = result.model_copy(update={"ranked": (result.ranked[index],)})
     lo = result.best.layout
     model = result.model
     tt = result.to_torchtitan()
     args = tt["release"]["args"]
-    # The test models are not in torchtitan's registry: the Llama 3 debug recipe carries the
-    # parallel settings (the model shape is not what is checked here).
-    module = "deepseek_v3" if model.moe is not None else "llama3"
-    config = "deepseek_v3_debugmodel" if model.moe is not None else "llama3_debugmodel"
-    args = ["--module", module, "--config", config, *args[4:]]
+    if args[1] == "MODULE":
+        # A model not in torchtitan's registry: a debug recipe of the same kind carries the
+        # parallel settings (the model shape is not what is checked here).
+        module = "deepseek_v3" if model.moe is not None else "llama3"
+        config = "deepseek_v3_debugmodel" if model.moe is not None else "llama3_debugmodel"
+        args = ["--module", module, "--config", config, *args[4:]]
     fake_world(lo.world_size)
     job = ConfigManager().parse_args(args)
     par = job.parallelism
@@ -276,10 +314,20 @@ DS_PLANS = [
 
 @pytest.mark.parametrize("name", DS_PLANS)
 def test_deepspeed_config_and_topology(name, fake_world):
+    check_deepspeed(plan_result(name), 0, fake_world)
+
+
+@pytest.mark.parametrize("case", range(len(SEARCHED)))
+@pytest.mark.parametrize("index", range(3))
+def test_deepspeed_runs_the_plans_searched_for_it(case, index, fake_world):
+    check_deepspeed(searched("deepspeed", case), index, fake_world)
+
+
+def check_deepspeed(result: PlanResult, index: int, fake_world) -> None:
     from deepspeed.runtime.config import DeepSpeedConfig
     from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
 
-    result = plan_result(name)
+    result = result.model_copy(update={"ranked": (result.ranked[index],)})
     lo = result.best.layout
     out = result.to_deepspeed()
     fake_world(lo.world_size)

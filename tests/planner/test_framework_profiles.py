@@ -36,7 +36,7 @@ def test_profile_physics_apply_unless_the_workload_sets_them():
     work = f.workload(global_batch=32)
     titan = framework.TORCHTITAN.workload(work)
     assert titan.attention_kernel == "fa2" and titan.pp_keeps_outputs
-    pinned = type(work).model_validate({**own.model_dump(), "attention_kernel": "fused"})
+    pinned = type(work).model_validate({**work.model_dump(), "attention_kernel": "fused"})
     assert framework.TORCHTITAN.workload(pinned).attention_kernel == "fused"
     assert framework.MEGATRON.workload(work) == work  # Megatron's are the field defaults
 

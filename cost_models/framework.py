@@ -67,6 +67,8 @@ class FrameworkProfile:
     physics: dict[str, Setting]
     tp_comm_overlap: Setting
     limits_source: str = ""
+    hsdp: bool = False
+    """Whether the search tries hybrid sharding (Layout.dp_shard) with ZeRO >= 2."""
     exportable: bool = True
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -258,6 +260,11 @@ TORCHTITAN = FrameworkProfile(
     tp_comm_overlap=Setting(
         False, "torchtitan parallelism.enable_async_tensor_parallel defaults to False"
     ),
+    hsdp=True,
+    limits_source=(
+        "HSDP: data_parallel_replicate_degree x data_parallel_shard_degree "
+        "(torchtitan/distributed/parallel_dims.py), FSDP2 over a 2-D mesh"
+    ),
 )
 
 DEEPSPEED = FrameworkProfile(
@@ -376,6 +383,8 @@ def layout_violations(
             out.append(
                 f"{axis} ({getattr(layout, axis)}) > {cap}: {p.limits_source or p.schedules}"
             )
+    if layout.dp_shard is not None and (not p.hsdp or layout.zero_stage < 2):
+        out.append(f"dp_shard ({layout.dp_shard}): {p.name} has no hybrid sharding here")
     if p.name == "deepspeed" and layout.pp > 1 and layout.zero_stage >= 2:
         out.append(f"ZeRO-{layout.zero_stage} with pp > 1 ({p.zero_source})")
     if p.name == "torchtitan":
@@ -385,8 +394,19 @@ def layout_violations(
 
 def torchtitan_dp_degrees(layout: Layout) -> tuple[int, int]:
     """(data_parallel_replicate_degree, data_parallel_shard_degree) of a layout: ZeRO-0 is DDP
-    over all of dp; ZeRO-2/3 is FSDP2 over all of dp (torchtitan/distributed/parallel_dims.py)."""
-    return (layout.dp, 1) if layout.zero_stage == 0 else (1, layout.dp)
+    over all of dp; ZeRO-2/3 is FSDP2 over dp_shard (all of dp unless HSDP) with the rest
+    replicated (torchtitan/distributed/parallel_dims.py)."""
+    if layout.zero_stage == 0:
+        return layout.dp, 1
+    return layout.replicate_dp, layout.shard_dp
+
+
+def shard_choices(p: FrameworkProfile | None, layout: Layout) -> list[int | None]:
+    """dp_shard values the search tries for a shape: None (shard over all of dp), and with a
+    profile that has HSDP, ZeRO >= 2 and no EP every proper divisor of dp above 1."""
+    if p is None or not p.hsdp or layout.zero_stage < 2 or layout.ep > 1:
+        return [None]
+    return [None] + [d for d in range(2, layout.dp) if layout.dp % d == 0]
 
 
 def _torchtitan_violations(model: ModelSpec, layout: Layout, chunks: list[int] | None) -> list[str]:

@@ -105,6 +105,12 @@ def spans(
     out["dp_cp"] = combined_span(cluster, dp_cp, group)
     edp = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
     out["edp"] = group(edp, strides["ep"] * layout.ep)
+    # HSDP (Layout.dp_shard): the shard group is the inner dp_shard part of dp (with cp), the
+    # replicas the outer part, as torchtitan's mesh (..., dp_replicate, dp_shard, cp, tp) nests
+    # them. Without HSDP: the whole dp x cp group, and groups of one.
+    shard = [(layout.shard_dp, strides["dp"]), (layout.cp, strides["cp"])]
+    out["dp_shard"] = combined_span(cluster, shard, group)
+    out["dp_replicate"] = group(layout.replicate_dp, strides["dp"] * layout.shard_dp)
     return out
 
 
@@ -112,7 +118,7 @@ def placement(cluster: Cluster, layout: Layout) -> dict[str, dict[str, int]]:
     """Factor of each axis's degree on each tier (one axis's factors multiply to its degree)."""
     out: dict[str, dict[str, int]] = {}
     for axis, span in spans(cluster, layout).items():
-        if axis in ("dp_cp", "edp"):
+        if axis in ("dp_cp", "edp", "dp_shard", "dp_replicate"):
             continue
         factors, inner = {}, 1
         for tier, n in zip(cluster.tiers, span, strict=True):

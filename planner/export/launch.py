@@ -105,6 +105,8 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
             f"rank order {_order_text(e)} is not one Megatron-Core builds "
             "(tp-cp-dp-pp, or tp-cp-pp-dp with --use-tp-pp-dp-mapping)",
         )
+    if lo.dp_shard is not None:
+        raise _refuse("megatron", f"dp_shard ({lo.dp_shard}): hybrid sharding is torchtitan's")
     mapping = MEGATRON_ORDERS[lo.order]
     if lo.pp == 1 or lo.dp == 1:
         mapping = []  # the two orders build the same groups

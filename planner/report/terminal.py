@@ -31,6 +31,7 @@ LAYOUT_KEYS = (
     "micro_batch",
     "recompute",
     "zero_stage",
+    "dp_shard",
     "sequence_parallel",
 )
 TERM_LABELS = {
@@ -113,6 +114,8 @@ def layout_line(e: Estimate) -> str:
         f"recompute {lo.recompute}",
         f"ZeRO-{lo.zero_stage}",
     ]
+    if lo.dp_shard is not None:
+        extras.append(f"HSDP {lo.replicate_dp}x{lo.dp_shard}")
     if lo.sequence_parallel:
         extras.append("SP")
     if lo.order != Layout.model_fields["order"].default:

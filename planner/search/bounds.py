@@ -172,6 +172,8 @@ class StepLowerBound:
             *(v for k, v in lo.__dict__.items() if k not in ("order", "recompute")),
             tuple(span["dp_cp"]),
             tuple(span["edp"]),
+            tuple(span["dp_shard"]),
+            tuple(span["dp_replicate"]),
         )
         found = self._dp.get(key)
         if found is not None:

@@ -209,14 +209,27 @@ def legal_shapes(
     shapes = []
     for base in bases:
         for recompute in space.recompute:
-            for zero in space.zero_stages:
-                shape = base.model_copy(update={"recompute": recompute, "zero_stage": zero})
+            for zero, shard in sharding_variants(space, base):
+                update = {"recompute": recompute, "zero_stage": zero, "dp_shard": shard}
+                shape = base.model_copy(update=update)
                 problems = framework_violations(model, space, shape)
                 if problems:
                     rejected[reason_key(problems[0])] += 1
                 else:
                     shapes.append(shape)
     return shapes, rejected
+
+
+def sharding_variants(space: SearchSpace, base: Layout) -> list[tuple[int, int | None]]:
+    """(ZeRO stage, dp_shard) pairs the search tries for a base: every ZeRO stage of the space,
+    and for a framework with HSDP (torchtitan) the hybrid shard sizes too
+    (cost_models.framework.shard_choices)."""
+    prof = None if space.framework is None else framework.profile(space.framework)
+    return [
+        (zero, shard)
+        for zero in space.zero_stages
+        for shard in framework.shard_choices(prof, base.model_copy(update={"zero_stage": zero}))
+    ]
 
 
 def framework_space(model: ModelSpec, space: SearchSpace) -> SearchSpace:
@@ -310,6 +323,7 @@ class OrderCache:
         etp, order)."""
         order = layout.order if order is None else order
         key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, order)
+        key += (layout.dp_shard,)  # the HSDP groups' spans
         found = self._spans.get(key)
         if found is None:
             found = self._spans[key] = self._assemble(layout, order)

@@ -44,6 +44,7 @@ from .candidates import (
     framework_violations,
     largest_fitting,
     legal_bases_batched,
+    sharding_variants,
 )
 from .exhaustive import usable_memory_gib
 from .partition import PartitionSolver, Split
@@ -109,6 +110,7 @@ def build_table(
     # Heap entries (bound quanta, kind, base, recompute, zero, order index), kinds as in the
     # module docstring; kinds 0 and 1 stand for every ZeRO stage (zero index -1).
     heap: list[tuple[int, int, int, int, int, int]] = []
+    variants: dict[int, list[tuple[int, int | None]]] = {}  # (ZeRO, dp_shard) per base
     for b, base in enumerate(bases):
         for ri, recompute in enumerate(space.recompute):
             b0 = batches[b][0]
@@ -117,7 +119,8 @@ def build_table(
             else:
                 lb = bound_at(b0).step_s(base, recompute)
             heap.append((quanta(lb, b0), 0, b, ri, -1, -1))
-        table.num_legal += len(base_orders[b]) * len(space.recompute) * len(space.zero_stages)
+        variants[b] = sharding_variants(space, base)
+        table.num_legal += len(base_orders[b]) * len(space.recompute) * len(variants[b])
     table.num_candidates = table.num_legal + sum(table.rejected.values())
     heapq.heapify(heap)
     kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
@@ -161,9 +164,9 @@ def build_table(
         if kind == 1:
             # Memory does not depend on the order: decide it once per ZeRO stage, before any
             # placement of it is queued.
-            for zi, zero in enumerate(space.zero_stages):
+            for zi, (zero, shard) in enumerate(variants[b]):
                 shape = bases[b].model_copy(
-                    update={"recompute": space.recompute[ri], "zero_stage": zero}
+                    update={"recompute": space.recompute[ri], "zero_stage": zero, "dp_shard": shard}
                 )
                 if framework_violations(model, space, shape):
                     continue  # a shape the framework cannot run (cost_models.framework)
@@ -243,7 +246,10 @@ def build_table(
             # Add the DP and optimizer terms (they need the ZeRO stage) before scoring; a
             # CP-SAT split is scored directly (bounds.dp_optimizer_s covers the even split only).
             batch = batch_of[key]
-            full = bound_at(batch).placement_step_s(shape, base_spans[b][oi], with_dp=True)
+            span = base_spans[b][oi]
+            if shape.dp_shard is not None:  # HSDP: the DP term reads its own groups' spans
+                span = orders.spans(shape, order)
+            full = bound_at(batch).placement_step_s(shape, span, with_dp=True)
             q = max(lb_q, quanta(full, batch))
             if q > lb_q:
                 if cutoff is None or q <= cutoff:

@@ -92,6 +92,12 @@ PLANS = {
         f.workload(global_batch=64),
         {"tp": 2, "dp": 8, "zero_stage": 3, "recompute": "full"},
     ),
+    "hsdp": (
+        f.dense_model(),
+        32,
+        f.workload(global_batch=64),
+        {"tp": 2, "dp": 16, "zero_stage": 3, "dp_shard": 4},
+    ),
     "fp8": (
         f.dense_model(),
         16,
@@ -179,7 +185,10 @@ def searched(name: str, case: int) -> PlanResult:
     return _searched[key]
 
 
-@pytest.mark.parametrize("name", list(PLANS))
+MEGATRON_PLANS = [n for n in PLANS if "dp_shard" not in PLANS[n][3]]  # HSDP is torchtitan's
+
+
+@pytest.mark.parametrize("name", MEGATRON_PLANS)
 def test_megatron_accepts_and_builds_the_same_groups(name, fake_world, monkeypatch):
     check_megatron(plan_result(name), 0, fake_world, monkeypatch)
 
@@ -249,12 +258,8 @@ def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch) -> N
 # ---------------------------------------------------------------------------------- torchtitan
 
 TITAN_PLANS = [
-    n
-    for n in PLANS
-    if PLANS[n][2].precision == "bf16"
-    and PLANS[n][3].get("order", TCDP) == TCDP
-    and n not in ("interleaved-uneven",)  # zero 2 with uneven vp: covered below
-] + ["interleaved-uneven"]
+    n for n in PLANS if PLANS[n][2].precision == "bf16" and PLANS[n][3].get("order", TCDP) == TCDP
+]
 
 
 @pytest.mark.parametrize("name", TITAN_PLANS)
@@ -292,6 +297,15 @@ def check_torchtitan(result: PlanResult, index: int, fake_world) -> None:
     mesh = dims.build_mesh()
     assert mesh.size() == lo.world_size
     ours = groups_of(result)
+    if lo.dp_shard is not None:
+        # HSDP: the shard groups are the inner dp_shard ranks of each DP group, the replica
+        # groups the ranks dp_shard apart (torchtitan's (dp_replicate, dp_shard) mesh dims).
+        dp0 = next(g for g in ours["dp"] if 0 in g)
+        shard, rep = lo.dp_shard, lo.replicate_dp
+        expected = {"dp_shard": dp0[:shard], "dp_replicate": dp0[::shard][:rep]}
+        for titan, ranks_ in expected.items():
+            m = dims.get_optional_mesh(titan)
+            assert sorted(int(r) for r in m.mesh.flatten()) == sorted(ranks_), titan
     for axis, titan in (("tp", "tp"), ("cp", "cp"), ("pp", "pp"), ("dp", "batch")):
         m = dims.get_optional_mesh(titan)
         if m is None:
@@ -308,6 +322,7 @@ DS_PLANS = [
     for n in PLANS
     if PLANS[n][2].precision == "bf16"
     and all(PLANS[n][3].get(k, 1) == 1 for k in ("vp", "cp", "ep"))
+    and "dp_shard" not in PLANS[n][3]
     and PLANS[n][3].get("order", TCDP) == TCDP
 ]
 

@@ -66,3 +66,34 @@ def test_a_pin_the_framework_cannot_run_is_bad_input():
         api.plan("llama3-8b", "dgx-h100", num_gpus=16, framework="torchtitan", zero_stages=(1,))
     with pytest.raises(InvalidInput, match="framework: unknown 'jax'"):
         api.plan("llama3-8b", "dgx-h100", num_gpus=16, framework="jax")
+
+
+def test_hsdp_is_searched_for_torchtitan_and_agrees_with_the_exhaustive_oracle():
+    """dp_replicate x dp_shard (Layout.dp_shard) is a searched sharding variant for torchtitan;
+    branch and bound ranks the same plans as scoring every layout."""
+    kw = {"num_gpus": 16, "framework": "torchtitan", "top_k": 6}
+    sat = api.plan("llama3-8b", "dgx-h100", **kw)
+    oracle = api.plan("llama3-8b", "dgx-h100", engine="exhaustive", **kw)
+    assert [e.layout for e in sat.ranked] == [e.layout for e in oracle.ranked]
+    assert any(e.layout.dp_shard is not None for e in sat.ranked)
+    hsdp = next(i for i, e in enumerate(sat.ranked) if e.layout.dp_shard is not None)
+    lo = sat.ranked[hsdp].layout
+    par = sat.to_torchtitan(hsdp)["config"]["parallelism"]
+    assert par["data_parallel_shard_degree"] == lo.dp_shard
+    assert par["data_parallel_replicate_degree"] * lo.dp_shard == lo.dp
+    with pytest.raises(InvalidInput, match="hybrid sharding is torchtitan's"):
+        sat.to_megatron_args(hsdp)
+    # Megatron's space has no HSDP.
+    mega = api.plan("llama3-8b", "dgx-h100", num_gpus=16, framework="megatron", top_k=6)
+    assert all(e.layout.dp_shard is None for e in mega.ranked)
+
+
+def test_hsdp_shards_state_over_the_shard_group_only():
+    model, cluster, work = f.dense_model(), f.cluster(32), f.workload(global_batch=64)
+    full = api.estimate(model, cluster, Layout(tp=2, dp=16, zero_stage=3), work)
+    hybrid = api.estimate(model, cluster, Layout(tp=2, dp=16, zero_stage=3, dp_shard=4), work)
+    s_full, s_hyb = full.stage_memory[0], hybrid.stage_memory[0]
+    assert s_hyb.optimizer_gib == pytest.approx(4 * s_full.optimizer_gib)
+    assert hybrid.placement == full.placement
+    with pytest.raises(ValueError, match="dp_shard \\(3\\) must divide dp \\(16\\)"):
+        Layout(tp=2, dp=16, zero_stage=3, dp_shard=3)

@@ -417,10 +417,16 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     )
     if args.plot:
         whatif.save_plot(r, args.plot)
+    prof = framework_profile(_framework(args))
     if args.json:
-        _emit_json(whatif.result_dict(r))
+        payload = whatif.result_dict(r)
+        payload["framework"] = {"name": prof.name, "version": prof.version}
+        _emit_json(payload)
         return EXIT_OK
-    out.print(f"[bold]whatif {r.parameter}[/bold] on {r.cluster} ({r.num_gpus} GPUs)")
+    out.print(
+        f"[bold]whatif {r.parameter}[/bold] on {r.cluster} ({r.num_gpus} GPUs), plans for "
+        f"{escape(prof.version)}"
+    )
     for label, p in [("baseline", r.baseline)] + [(f"{p.value:g}", p) for p in r.points]:
         e = p.best
         line = (

@@ -164,8 +164,8 @@ _TORCHTITAN_PHYSICS = {
     ),
     "fp8_dynamic_scaling": Setting(
         True,
-        "torchao Float8Linear 'tensorwise' recipe (torchtitan/components/quantization/float8.py):"
-        " scales from the current tensor's amax",
+        "torchtitan/components/quantization/float8.py Float8LinearConverter.Config recipe_name "
+        "'rowwise' (torchao Float8Linear): scales from the current tensor's amax",
     ),
     "attention_kernel": Setting(
         "fa2",

@@ -263,8 +263,13 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
     if problems:
         raise _refuse("torchtitan", problems[0])
     if workload.precision != "bf16":
-        # float8 is a model converter chosen with the recipe (e.g. llama3_8b_mxfp8), not a field.
-        raise _refuse("torchtitan", f"precision {workload.precision}: only bf16 is exported")
+        # float8 is a model converter of the recipe (Float8LinearConverter in the --config
+        # function, e.g. llama3_debugmodel_float8), not a command-line field.
+        raise _refuse(
+            "torchtitan",
+            f"precision {workload.precision}: float8 is set by the recipe's model converters "
+            "(a --config with Float8LinearConverter), not by an override; only bf16 is exported",
+        )
     if lo.vp > 1 and e.num_microbatches % lo.pp:
         raise _refuse(
             "torchtitan",

@@ -69,6 +69,8 @@ class FrameworkProfile:
     limits_source: str = ""
     hsdp: bool = False
     """Whether the search tries hybrid sharding (Layout.dp_shard) with ZeRO >= 2."""
+    moe: bool = True
+    """Whether its MoE (expert-parallel) layers are modelled."""
     exportable: bool = True
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -292,6 +294,7 @@ DEEPSPEED = FrameworkProfile(
         "no interleaved schedule in PipelineEngine; Megatron-DeepSpeed's sequence parallelism "
         "is Ulysses all-to-all, not ring CP; DeepSpeed-MoE expert groups are not modelled here"
     ),
+    moe=False,
 )
 
 LLM_FOUNDRY = FrameworkProfile(
@@ -371,6 +374,8 @@ def layout_violations(
     """Why `p`'s framework cannot run `layout` (empty: it can). `chunks`: layers per virtual
     stage when the plan has its own split (Estimate.layers_per_stage)."""
     out = []
+    if model.moe is not None and not p.moe:
+        out.append(f"{p.name}: mixture-of-experts layers are not modelled ({p.limits_source})")
     if layout.order not in p.orders_for(model):
         order = "-".join(a.value for a in layout.order)
         out.append(f"rank order {order} is not one {p.name} builds ({p.orders_source})")

@@ -452,7 +452,7 @@ def deepspeed_launch_args(model: ModelSpec, workload: Workload, e: Estimate) -> 
     its groups: deepspeed/runtime/pipe/topology.py PipeModelDataParallelTopology)."""
     deepspeed_config(workload, e, model)  # the same rules
     lo = e.layout
-    args = megatron_model_args(model, workload)
+    args = megatron_deepspeed_model_args(model, workload)
     args += ["--tensor-model-parallel-size", str(lo.tp)]
     args += ["--pipeline-model-parallel-size", str(lo.pp)]
     args += ["--micro-batch-size", str(lo.micro_batch)]
@@ -468,6 +468,32 @@ def deepspeed_launch_args(model: ModelSpec, workload: Workload, e: Estimate) -> 
     elif lo.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
     args.append("--bf16" if workload.precision == "bf16" else "--fp16")
+    return args
+
+
+def megatron_deepspeed_model_args(model: ModelSpec, workload: Workload) -> list[str]:
+    """The model shape in Megatron-DeepSpeed's own flag names (deepspeedai/Megatron-DeepSpeed
+    megatron/arguments.py _add_network_size_args: GQA as --num-key-value-heads, rotary as
+    --use-rotary-position-embeddings; dense models only, the profile has no EP)."""
+    args = ["--num-layers", str(model.num_layers), "--hidden-size", str(model.hidden_size)]
+    args += ["--num-attention-heads", str(model.num_attention_heads)]
+    if model.ffn_hidden_size is not None:
+        args += ["--ffn-hidden-size", str(model.ffn_hidden_size)]
+    if model.head_dim is not None:
+        args += ["--kv-channels", str(model.head_dim)]
+    if model.kv_heads != model.num_attention_heads:
+        args += ["--num-key-value-heads", str(model.kv_heads)]
+    if model.gated_mlp:
+        args.append("--swiglu")
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if model.max_position_embeddings is None:
+        args.append("--use-rotary-position-embeddings")
+    positions = model.max_position_embeddings or workload.seq_len
+    args += ["--max-position-embeddings", str(max(positions, workload.seq_len))]
+    args += ["--seq-length", str(workload.seq_len)]
+    if model.vocab_size is not None:
+        args += ["--vocab-size", str(model.vocab_size)]
     return args
 
 

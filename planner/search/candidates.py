@@ -238,6 +238,8 @@ def framework_space(model: ModelSpec, space: SearchSpace) -> SearchSpace:
     if space.framework is None:
         return space
     p = framework.profile(space.framework)
+    if model.moe is not None and not p.moe:
+        raise InvalidInput(f"model: {p.name} plans for mixture-of-experts models are not modelled")
     zero = tuple(z for z in space.zero_stages if z in p.zero_stages)
     recompute = tuple(r for r in space.recompute if r in p.recompute)
     if not zero:

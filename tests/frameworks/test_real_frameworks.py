@@ -335,6 +335,8 @@ def test_deepspeed_config_and_topology(name, fake_world):
 @pytest.mark.parametrize("case", range(len(SEARCHED)))
 @pytest.mark.parametrize("index", range(3))
 def test_deepspeed_runs_the_plans_searched_for_it(case, index, fake_world):
+    if SEARCHED[case][0].startswith("mixtral"):
+        pytest.skip("the deepspeed profile plans dense models only (DeepSpeed-MoE not modelled)")
     check_deepspeed(searched("deepspeed", case), index, fake_world)
 
 

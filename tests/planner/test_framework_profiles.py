@@ -24,6 +24,10 @@ EXPORT = {
     [("llama3-8b", 16, {}), ("mixtral-8x7b", 32, {"tp": 2}), ("llama3-70b", 64, {"tp": 8})],
 )
 def test_every_ranked_plan_runs_on_its_framework(name, model, gpus, pins):
+    if name == "deepspeed" and model.startswith("mixtral"):
+        with pytest.raises(InvalidInput, match="mixture-of-experts models are not modelled"):
+            api.plan(model, "dgx-h100", num_gpus=gpus, framework=name, **pins)
+        return
     result = api.plan(model, "dgx-h100", num_gpus=gpus, top_k=8, framework=name, **pins)
     prof = framework.profile(name)
     assert result.framework == name and result.framework_version == prof.version

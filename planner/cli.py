@@ -303,7 +303,8 @@ def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
         release = payload["release"]
         return (
             f"# {release['version']}: torchtitan.train arguments\n{shlex.join(release['args'])}\n"
-            f"# {payload['main_version']}: overrides\n{shlex.join(payload['overrides'])}\n"
+            f"# {payload['main_version']}: torchtitan.train arguments\n"
+            f"{shlex.join(payload['main_args'])}\n"
         )
     if target == "deepspeed" and not as_json:
         return (

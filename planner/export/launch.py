@@ -397,14 +397,15 @@ def torchtitan(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, A
     """torchtitan hand-off: the 0.3.0 release command line, and main's config / overrides /
     TOML (main-only batch fields)."""
     config = torchtitan_config(model, workload, e)
+    release = torchtitan_release_args(model, workload, e)
+    overrides = torchtitan_overrides(config) + [AC_SUBCOMMAND[e.layout.recompute]]
     return {
-        "release": {
-            "version": TORCHTITAN_RELEASE,
-            "args": torchtitan_release_args(model, workload, e),
-        },
+        "release": {"version": TORCHTITAN_RELEASE, "args": release},
         "main_version": TORCHTITAN_MAIN,
+        # main's ConfigManager takes the same --module / --config (checked against b5bcd76).
+        "main_args": release[:4] + overrides,
         "config": config,
-        "overrides": torchtitan_overrides(config) + [AC_SUBCOMMAND[e.layout.recompute]],
+        "overrides": overrides,
         "toml": torchtitan_toml(config, e.layout.recompute),
     }
 

@@ -6,13 +6,14 @@ Derivations: docs/cost_model.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import comm
 from .calibration import (
     MOE_LOAD_IMBALANCE,
     GenerationCalibration,
-    calibration_for,
+    calibration_for_cluster,
     overlap_slowdown_s,
 )
 from .compute import LayerTime, attention_gemms, gemm_time_s, mlp_gemms, tokens_per_gpu
@@ -57,7 +58,7 @@ def layer_cost(
     workload: Workload,
     layout: Layout,
     lt: LayerTime,
-    span: dict[str, list[int]],
+    span: Mapping[str, Sequence[int]],
     *,
     is_moe: bool,
 ) -> LayerCost:
@@ -76,7 +77,7 @@ def layer_cost(
     tp_total_s = tp_s
     if layout.tp_comm_overlap and tp_s > 0:
         per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
-        cal = calibration_for(cluster.gpu.generation)
+        cal = calibration_for_cluster(cluster)
         tp_s = sum(
             overlapped_tp_s(per_collective_s, layout.tp, g * mult, cal.comm_sm_fraction)
             for g in tp_partner_gemm_s(model, cluster, workload, layout, lt, blocks)
@@ -84,7 +85,7 @@ def layer_cost(
         )
     # CP: K/V exchange beside the attention steps (cost_models/cp.py, per implementation).
     cp_exposed, cp_total = cp_layer_s(
-        model, cluster, calibration_for(cluster.gpu.generation), workload, layout, lt, span["cp"]
+        model, cluster, calibration_for_cluster(cluster), workload, layout, lt, span["cp"]
     )
     # EP: dispatch + combine all-to-all per pass (Megatron-Core alltoall token dispatcher).
     ep_s = 0.0
@@ -131,7 +132,7 @@ def tp_partner_gemm_s(
     reduce-scatter; MLP block: all-gather -> up(+gate) projection, down projection ->
     reduce-scatter. MoE layers with etp > 1 split their GEMM time evenly between the two.
     """
-    cal = calibration_for(cluster.gpu.generation)
+    cal = calibration_for_cluster(cluster)
     fp8 = workload.precision in ("fp8", "mxfp8")
     t = tokens_per_gpu(workload, layout)
     attn = attention_gemms(model, t, layout.tp)
@@ -148,9 +149,13 @@ def tp_partner_gemm_s(
 
 
 def dp_time_s(
-    cluster: Cluster, layout: Layout, dense: float, expert: float, span: dict[str, list[int]]
+    cluster: Cluster, layout: Layout, dense: float, expert: float, span: Mapping[str, Sequence[int]]
 ) -> tuple[float, float]:
-    """(gradient reduction, parameter gather) seconds per step for one stage's parameters."""
+    """(gradient reduction, parameter gather) seconds per step for one stage's parameters.
+
+    Dense parameters reduce over the DP x CP group, expert parameters over the expert-DP group;
+    a group with nothing to move (a dense model has no expert-DP group) runs no collective and
+    pays no latency."""
     tiers = cluster.tiers
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
@@ -164,21 +169,17 @@ def dp_time_s(
         )
         gather = comm.collective_time_s("all_gather", dense * BF16_BYTES, span["dp_shard"], tiers)
         return grads, gather
-    grads = comm.collective_time_s(
-        "all_reduce" if layout.zero_stage == 0 else "reduce_scatter",
-        dense * GRAD_REDUCE_BYTES,
-        span["dp_cp"],
-        tiers,
-    ) + comm.collective_time_s(
-        "all_reduce" if layout.zero_stage == 0 else "reduce_scatter",
-        expert * GRAD_REDUCE_BYTES,
-        span["edp"],
-        tiers,
-    )
-    gather = 0.0
-    if layout.zero_stage >= 1:
-        gather = comm.collective_time_s("all_gather", dense * BF16_BYTES, span["dp_cp"], tiers)
-        gather += comm.collective_time_s("all_gather", expert * BF16_BYTES, span["edp"], tiers)
+    reduce = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
+    parts = [(dense, span["dp_cp"])]
+    if expert > 0 and "edp" in span:
+        parts.append((expert, span["edp"]))
+    grads = gather = 0.0
+    for params, group in parts:
+        if params <= 0:
+            continue
+        grads += comm.collective_time_s(reduce, params * GRAD_REDUCE_BYTES, group, tiers)
+        if layout.zero_stage >= 1:
+            gather += comm.collective_time_s("all_gather", params * BF16_BYTES, group, tiers)
     return grads, gather
 
 
@@ -189,7 +190,7 @@ def stage_dp_s(
     sp: StageParams,
     compute_s: float,
     m: int,
-    span: dict[str, list[int]],
+    span: Mapping[str, Sequence[int]],
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of one stage; compute_s is its forward + backward
     per micro-batch. Also used by the planner's step-time lower bound (planner/search/bounds.py)."""

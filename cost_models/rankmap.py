@@ -45,6 +45,20 @@ DECODER_KINDS = {
     "dp_cp": ("dp", "cp"),
 }
 EXPERT_KINDS = {"ep": ("ep",), "etp": ("tp",), "edp": ("dp",)}
+# HSDP (Layout.dp_shard, torchtitan): dp splits into the inner shard part and the outer replicas,
+# as torchtitan's mesh (pp, dp_replicate, dp_shard, cp, tp) nests them.
+HSDP_KINDS = {"dp_shard": ("dp_shard", "cp"), "dp_replicate": ("dp_rep",)}
+
+
+def hsdp_dims(layout: Layout, order: tuple[Axis, ...] | None = None) -> Dims:
+    """The decoder grid with dp split into (dp_shard inner, dp_rep outer)."""
+    out: list[tuple[str, int]] = []
+    for name, size in decoder_dims(layout, order):
+        if name == "dp":
+            out += [("dp_shard", layout.shard_dp), ("dp_rep", layout.replicate_dp)]
+        else:
+            out.append((name, size))
+    return tuple(out)
 
 
 def decoder_dims(layout: Layout, order: tuple[Axis, ...] | None = None) -> Dims:
@@ -139,6 +153,9 @@ def rank_groups(
         out.update({kind: sorted(_groups(exp, tok)) for kind, tok in EXPERT_KINDS.items()})
     else:
         out["ep"] = [[r] for r in range(layout.world_size)]
+    if layout.dp_shard is not None:
+        hsdp = hsdp_dims(layout, order)
+        out.update({kind: sorted(_groups(hsdp, tok)) for kind, tok in HSDP_KINDS.items()})
     return out
 
 
@@ -220,6 +237,7 @@ def _spans(
     order: tuple[Axis, ...],
     domains: tuple[int, ...],
     moe: bool,
+    dp_shard: int | None = None,
 ) -> tuple[tuple[str, tuple[int, ...]], ...]:
     layout = Layout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, etp=etp, order=order)
     dec = decoder_dims(layout)
@@ -229,6 +247,9 @@ def _spans(
         out += [(k, _kind_span(exp, tok, domains)) for k, tok in EXPERT_KINDS.items()]
     else:
         out.append(("ep", (1,) * len(domains)))
+    if dp_shard is not None:
+        hsdp = hsdp_dims(layout.model_copy(update={"dp_shard": dp_shard}))
+        out += [(k, _kind_span(hsdp, tok, domains)) for k, tok in HSDP_KINDS.items()]
     return tuple(out)
 
 
@@ -237,7 +258,8 @@ def spans(
 ) -> dict[str, tuple[int, ...]]:
     """Span (members inside one domain of each tier) of every group kind `rank_groups` builds.
 
-    Keys: tp, cp, dp, pp, dp_cp, ep, and with `moe` etp and edp. Memoized by what it reads:
+    Keys: tp, cp, dp, pp, dp_cp, ep, with `moe` etp and edp, and with HSDP (Layout.dp_shard)
+    dp_shard and dp_replicate. Memoized by what it reads:
     the degrees, ep, etp, the order and the tier domains.
     """
     found = _spans(
@@ -250,5 +272,6 @@ def spans(
         layout.order if order is None else order,
         tier_domains(cluster),
         moe,
+        layout.dp_shard,
     )
     return dict(found)

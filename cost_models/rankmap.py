@@ -160,9 +160,34 @@ def rank_groups(
 
 
 def tier_domains(cluster: Cluster) -> tuple[int, ...]:
-    """GPUs in one domain of each tier, capped at the cluster size."""
+    """GPUs of the job in one domain of each tier: the ideal allocation the search assumes.
+
+    Where a tier's domain divides the job (8-GPU DGX nodes, power-of-two pods) this is the domain,
+    capped at the job size. Where it does not (256 GPUs over 72-GPU NVL72 racks, 16,384 GPUs over
+    3,072-GPU pods) the job is spread evenly: d GPUs in each of n / d domains, d the largest
+    divisor of the job size <= the domain size that holds whole inner domains (whole nodes first).
+    Slurm allocates that way with the block topology's segment size (`--segment`, topology.conf
+    BlockSizes; slurm.conf(5), topology.conf(5)), and it is what NVL72 training jobs use (64 of
+    72 GPUs per rack: 16 of the 18 compute trays, the rest kept as spares). Numbering ranks over
+    partial domains instead (72, 72, 72, 40) would split groups that an even spread keeps whole.
+    A real, uneven allocation is priced by planner.place from its own hosts and switches.
+    """
     n = cluster.num_gpus
-    return tuple(min(t.domain_size or n, n) for t in cluster.tiers)
+    out: list[int] = []
+    inner = min(cluster.gpus_per_node, n)
+    for tier in cluster.tiers:
+        domain = min(tier.domain_size or n, n)
+        if n % domain:
+            fits = [d for d in _divisors(n) if d <= domain and d % inner == 0]
+            domain = max(fits) if fits else domain
+        out.append(domain)
+        inner = max(inner, domain) if domain % inner == 0 else inner
+    return tuple(out)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in small]
 
 
 def span_of_groups(groups: Sequence[Sequence[int]], domains: Sequence[int]) -> tuple[int, ...]:

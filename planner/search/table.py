@@ -39,11 +39,15 @@ from .candidates import (
     CANONICAL_ORDER,
     NO_ORDER,
     OrderCache,
+    allowed_orders,
     family_key,
+    framework_violations,
     largest_fitting,
     legal_bases_batched,
+    reason_key,
     recompute_chain_heads,
     recompute_choices,
+    sharding_variants,
 )
 from .exhaustive import usable_memory_gib, within
 from .partition import PartitionSolver, SatResult, Split
@@ -90,7 +94,7 @@ class Entry(NamedTuple):
     kind: Kind
     base: int  # index into the legal bases
     recompute: int  # index into the base's candidates.recompute_choices
-    zero: int = -1  # index into SearchSpace.zero_stages (-1: every stage, shape kinds)
+    zero: int = -1  # index into the base's (ZeRO, dp_shard) variants (-1: all, shape kinds)
     order: int = -1  # index into the base's distinct orders (-1: every order, shape kinds)
 
 
@@ -144,7 +148,7 @@ class BranchAndBound:
             model, cluster, workload, space
         )
         self.orders = OrderCache(
-            cluster, space.search_order, space.rank_orders, moe=model.moe is not None
+            cluster, space.search_order, allowed_orders(model, space), moe=model.moe is not None
         )
         # Global batch range: every key is time per sequence (scale.per_sequence_quanta, scaled
         # to the range's MAX), a base's bounds are taken at its largest legal batch, and a shape
@@ -165,6 +169,22 @@ class BranchAndBound:
         # Recompute settings tried per base (Layout updates; candidates.recompute_choices).
         self.choices = [recompute_choices(model, workload, space, b) for b in self.bases]
         self.queued: set[tuple[int, int]] = set()  # (base, choice) successors already queued
+        # (ZeRO stage, dp_shard) pairs per base: the space's ZeRO stages, and HSDP shard sizes
+        # for a framework that has HSDP (candidates.sharding_variants).
+        # A (ZeRO, dp_shard) the framework cannot run on a base is rejected here, once per
+        # recompute x order it stands for (recompute does not change the framework's rules).
+        self.variants: list[list[tuple[int, int | None]]] = []
+        for b, base in enumerate(self.bases):
+            kept = []
+            for zero, shard in sharding_variants(space, base):
+                lo = base.model_copy(update={"zero_stage": zero, "dp_shard": shard})
+                problems = framework_violations(model, space, lo)
+                if problems:
+                    n = len(self.choices[b]) * len(self.base_orders[b])
+                    self.table.rejected[reason_key(problems[0])] += n
+                else:
+                    kept.append((zero, shard))
+            self.variants.append(kept)
         self.base_spans: dict[int, list[dict[str, tuple[int, ...]]]] = {}  # per base, per order
         # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) per order.
         self.placement_q: dict[tuple[int, int], list[int]] = {}
@@ -180,7 +200,7 @@ class BranchAndBound:
     def run(self, *, prune: bool, deadline: float | None) -> CandidateTable:
         table, space = self.table, self.space
         for b in range(len(self.bases)):
-            per_base = len(self.choices[b]) * len(space.zero_stages)
+            per_base = len(self.choices[b]) * len(self.variants[b])
             if not self.base_orders[b]:
                 table.rejected[NO_ORDER] += per_base
                 continue
@@ -263,8 +283,9 @@ class BranchAndBound:
         queue the placements of each stage that fits (SPLIT where only another split fits)."""
         b, ri = e.base, e.recompute
         batches = self.batches[b]
-        for zi, zero in enumerate(self.space.zero_stages):
-            shape = self.bases[b].model_copy(update={**self.choices[b][ri], "zero_stage": zero})
+        for zi, (zero, shard) in enumerate(self.variants[b]):
+            update = {**self.choices[b][ri], "zero_stage": zero, "dp_shard": shard}
+            shape = self.bases[b].model_copy(update=update)
             chosen, last, peaks = self._largest_fitting(shape, batches)
             pending = None
             if chosen is None and self._any_split(shape):
@@ -323,6 +344,8 @@ class BranchAndBound:
             return
         if fit.split is None:
             span = self.base_spans[e.base][e.order]
+            if fit.layout.dp_shard is not None:  # HSDP: the DP term reads its own groups' spans
+                span = self.orders.spans(fit.layout, self.base_orders[e.base][e.order])
             full = self.bound_at(fit.batch).placement_step_s(fit.layout, span, with_dp=True)
             q = max(e.bound_q, self._quanta(full, fit.batch))
             if q > e.bound_q:

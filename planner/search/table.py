@@ -198,7 +198,7 @@ class BranchAndBound:
     # ------------------------------------------------------------------------------ the loop
 
     def run(self, *, prune: bool, deadline: float | None) -> CandidateTable:
-        table, space = self.table, self.space
+        table = self.table
         for b in range(len(self.bases)):
             per_base = len(self.choices[b]) * len(self.variants[b])
             if not self.base_orders[b]:

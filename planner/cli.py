@@ -19,7 +19,6 @@ from rich.markup import escape
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
-from cost_models.specs import Layout
 
 from . import api, report, whatif
 from .report.markdown import render_markdown as render_plan_markdown
@@ -87,6 +86,25 @@ def _plan_global_batch(args: argparse.Namespace) -> int | tuple[int, int] | None
     return args.global_batch
 
 
+def _headroom(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number (got {text!r})") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1) (got {value})")
+    return value
+
+
+def _add_headroom(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--memory-headroom",
+        type=_headroom,
+        default=api.DEFAULT_MEMORY_HEADROOM,
+        help="fraction of HBM kept free; fit is judged against the rest (default 0.10)",
+    )
+
+
 def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
     field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
@@ -97,12 +115,7 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
     for axis in ("tp", "pp", "cp", "ep"):
         p.add_argument(f"--max-{axis}", type=_positive_int, help=f"largest {axis.upper()} tried")
-    p.add_argument(
-        "--memory-headroom",
-        type=float,
-        default=0.10,
-        help="fraction of HBM kept free (default 0.10)",
-    )
+    _add_headroom(p)
     p.add_argument(
         "--recompute",
         nargs="+",
@@ -206,7 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--micro-batch", type=_positive_int, default=1)
     e.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     e.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
-    e.add_argument("--sequence-parallel", action="store_true")
+    e.add_argument(
+        "--sequence-parallel",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Megatron sequence parallelism (default: on whenever TP > 1, as plan searches)",
+    )
+    _add_headroom(e)
 
     v = sub.add_parser("validate", help="compare predictions with measured runs")
     v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
@@ -275,31 +294,30 @@ def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
 
 
 def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
-    try:
-        layout = Layout(
-            tp=args.tp,
-            pp=args.pp,
-            dp=args.dp,
-            cp=args.cp,
-            ep=args.ep,
-            vp=args.vp,
-            micro_batch=args.micro_batch,
-            recompute=args.recompute,
-            zero_stage=args.zero,
-            sequence_parallel=args.sequence_parallel,
-        )
-    except ValidationError as err:
-        raise InvalidInput(describe_validation_error(err, "layout")) from None
+    fields: dict[str, Any] = {
+        "tp": args.tp,
+        "pp": args.pp,
+        "dp": args.dp,
+        "cp": args.cp,
+        "ep": args.ep,
+        "vp": args.vp,
+        "micro_batch": args.micro_batch,
+        "recompute": args.recompute,
+        "zero_stage": args.zero,
+    }
+    if args.sequence_parallel is not None:  # unset: on whenever tp > 1, as plan searches
+        fields["sequence_parallel"] = args.sequence_parallel
+    layout = api.layout_with_defaults(fields)
     model = models_zoo.load_model(args.model)
     cluster = models_zoo.load_cluster(args.cluster, args.gpus)
     workload = api.make_workload(
         model, seq_len=args.seq_len, global_batch=args.global_batch, precision=args.precision
     )
-    e = api.estimate(model, cluster, layout, workload)
+    e = api.estimate(model, cluster, layout, workload, memory_headroom=args.memory_headroom)
     if args.json:
-        _emit_json(report.estimate_dict(e))
+        _emit_json(report.estimate_dict(e, model))
     else:
-        out.print(report.render_estimate(e, cluster, workload, model.name))
+        out.print(report.render_estimate(e, cluster, workload, model))
     return EXIT_OK
 
 

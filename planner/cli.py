@@ -22,6 +22,7 @@ from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, descr
 
 from . import api, report, whatif
 from .report.markdown import render_markdown as render_plan_markdown
+from .report.whatif_view import render_whatif
 from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
 
@@ -392,29 +393,8 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         _emit_json(whatif.result_dict(r))
         return EXIT_OK
-    out.print(f"[bold]whatif {r.parameter}[/bold] on {r.cluster} ({r.num_gpus} GPUs)")
-    for label, p in [("baseline", r.baseline)] + [(f"{p.value:g}", p) for p in r.points]:
-        e = p.best
-        line = (
-            f"{label:>9}: {escape(whatif.short_layout(e))} | {e.tokens_per_s_per_gpu:,.0f} tok/s/GPU"
-            f" | MFU {100 * e.mfu:.1f}% | {100 * p.change:+.1f}% vs baseline"
-        )
-        if p.cost_per_m_tokens is not None:
-            line += f" | ${p.cost_per_m_tokens:.3f}/M tokens"
-        if p.train_days is not None and p.train_cost is not None:
-            line += f" | budget: {p.train_days:.1f} days, ${p.train_cost:,.0f}"
-        terms = ", ".join(f"{k} {v:.3f}" for k, v in e.breakdown_s.items() if v > 0)
-        out.print(line, soft_wrap=True)
-        out.print(f"{'':>11}step {e.step_time_s:.3f} s = {terms}", soft_wrap=True)
-    for term, value in r.hidden_from.items():
-        where = f"from {value:g}" if value is not None else "at none of these values"
-        note = (
-            " (wire time; a hidden DP collective still slows the compute beside it, which stays"
-            " in dp_comm)"
-            if term == "dp_comm"
-            else ""
-        )
-        out.print(f"{term} stops being exposed (<= 1% of the step) {where}{note}")
+    generation = models_zoo.load_cluster(args.cluster, args.gpus).gpu.generation
+    out.print(render_whatif(r, generation, models_zoo.load_model(args.model)))
     return EXIT_OK
 
 

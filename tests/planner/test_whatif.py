@@ -177,7 +177,7 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = whatif.WhatIfResult("nic-gbps", "c", 8, None, (), {})  # type: ignore[arg-type]
-    with pytest.raises(InvalidInput, match=r"planner\[plot\]"):
+    with pytest.raises(InvalidInput, match=r"pip install '\.\[plot\]'"):
         whatif.save_plot(r, "out.png")
 
 

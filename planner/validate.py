@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from rich.console import Group
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -82,6 +83,23 @@ class ValidationRow:
     measured_peak_memory_gib: float | None
     estimate: Estimate | None
     error: str | None
+    hbm_gib: float | None = None
+    filled: tuple[str, ...] = ()
+    """Layout fields the record left null and FILL_RULES filled (they drive memory and time)."""
+
+    @property
+    def fit_note(self) -> str | None:
+        """A predicted peak above the GPU's HBM: the record cannot run as described."""
+        e = self.estimate
+        if e is None or self.hbm_gib is None or e.peak_memory_gib <= self.hbm_gib:
+            return None
+        note = (
+            f"cannot fit as described: predicted peak {e.peak_memory_gib:.1f} GiB > "
+            f"{self.hbm_gib:.0f} GiB HBM"
+        )
+        if self.filled:
+            note += f"; unset in the record, filled by default: {', '.join(self.filled)}"
+        return note + "; the run must have used memory savings it does not state"
 
     @property
     def tokens_error_pct(self) -> float | None:
@@ -214,9 +232,17 @@ def validate_record(record: Any) -> ValidationRow:
         "measured_tokens_per_s_per_gpu": record.get("measured_tokens_per_s_per_gpu"),
         "measured_peak_memory_gib": record.get("peak_memory_gib"),
     }
+    stated = record.get("layout") if isinstance(record.get("layout"), dict) else {}
+    filled = tuple(
+        f"{k}={FILL_RULES[k]}" for k in ("recompute", "micro_batch", "zero_stage", "vp")
+        if k in FILL_RULES and stated.get(k) is None
+    )  # fmt: skip
     try:
         model, cluster, workload, layout = record_inputs(record)
-        return ValidationRow(**row, estimate=estimate(model, cluster, workload, layout), error=None)
+        e = estimate(model, cluster, workload, layout)
+        return ValidationRow(
+            **row, estimate=e, error=None, hbm_gib=cluster.gpu.hbm_gib, filled=filled
+        )
     except ValidationError as err:
         return ValidationRow(**row, estimate=None, error=describe_validation_error(err))
     except (PlannerError, KeyError, TypeError, ValueError, ArithmeticError) as err:
@@ -272,33 +298,69 @@ def error_summary(rows: list[ValidationRow]) -> dict[str, dict[str, dict[str, fl
     return out
 
 
-def render_validation(rows: list[ValidationRow]) -> Group:
-    table = Table(title="Predicted vs measured tokens/s/GPU", title_justify="left")
-    for col, just in (
-        ("id", "left"),
-        ("measured", "right"),
-        ("predicted", "right"),
-        ("error", "right"),
-        ("mem meas", "right"),
-        ("mem pred", "right"),
-        ("note", "left"),
-    ):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for r in rows:
-        e = r.estimate
-        err = r.tokens_error_pct
-        table.add_row(
-            r.id,
-            _num(r.measured_tokens_per_s_per_gpu),
-            _num(e.tokens_per_s_per_gpu if e else None),
-            "" if err is None else f"{err:+.1f}%",
-            _num(r.measured_peak_memory_gib),
-            _num(e.peak_memory_gib if e else None),
-            r.error or "",
+class _RecordTable:
+    """Predicted vs measured, one row per record, ids never cut: at a width too narrow for the
+    longest id the id breaks at its hyphens over lines (every character kept); notes and errors
+    are numbered footnotes under the table, where they wrap as free text."""
+
+    def __init__(self, rows: list[ValidationRow]) -> None:
+        self.rows = rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        with_mem = any(r.measured_peak_memory_gib for r in self.rows)
+        cols = ["meas", "pred", "error", "GiB", *(["GiB m"] * with_mem), "note"]
+        notes = [(r, r.error or r.fit_note) for r in self.rows]
+        numbered = {id(r): i for i, (r, n) in enumerate((x for x in notes if x[1]), 1)}
+        cells = []
+        for r in self.rows:
+            e = r.estimate
+            err = r.tokens_error_pct
+            cells.append(
+                [
+                    _num(r.measured_tokens_per_s_per_gpu),
+                    _num(e.tokens_per_s_per_gpu if e else None),
+                    "" if err is None else f"{err:+.1f}%",
+                    _num(e.peak_memory_gib if e else None),
+                    *([_num(r.measured_peak_memory_gib)] * with_mem),
+                    f"[{numbered[id(r)]}]" if id(r) in numbered else "",
+                ]
+            )
+        widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+        # Each further column costs its width, 2 of padding and 1 of divider (box.SIMPLE_HEAD).
+        id_width = max(12, options.max_width - sum(w + 3 for w in widths))
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+        table.add_column("id", no_wrap=True)
+        for c in cols:
+            table.add_column(c, justify="left" if c == "note" else "right", no_wrap=True)
+        for r, row in zip(self.rows, cells, strict=True):
+            table.add_row(break_id(r.id, id_width), *row)
+        yield Text("Predicted vs measured tokens/s/GPU", style="bold")
+        yield table
+        yield Text(
+            "meas, pred: tokens/s/GPU measured and predicted; error: (pred - meas) / meas; "
+            "GiB: predicted peak memory per GPU" + ("; GiB m: measured" if with_mem else ""),
+            style="dim",
         )
-    summary = Table(title="Absolute % error of tokens/s/GPU", title_justify="left")
+        for r, note in notes:
+            if note:
+                yield Text(f"[{numbered[id(r)]}] {r.id}: {note}")
+
+
+def break_id(rid: str, width: int) -> str:
+    """The id over lines of at most `width` characters, broken after hyphens (never dropped)."""
+    lines, line = [], ""
+    for part in re.findall(r"[^-]*-|[^-]+$", rid):
+        if line and len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    return "\n".join([*lines, line])
+
+
+def render_validation(rows: list[ValidationRow]) -> Group:
+    summary = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     for col in ("group", "n", "median", "P90", "max"):
-        summary.add_column(col, justify="left" if col == "group" else "right")
+        summary.add_column(col, justify="left" if col == "group" else "right", no_wrap=True)
     for dim, by_key in error_summary(rows).items():
         for key, s in by_key.items():
             summary.add_row(
@@ -309,7 +371,12 @@ def render_validation(rows: list[ValidationRow]) -> Group:
                 f"{s['max_abs_pct']:.1f}%",
             )
     failed = sum(1 for r in rows if r.error)
-    return Group(table, summary, Text(f"{len(rows) - failed}/{len(rows)} records scored"))
+    return Group(
+        _RecordTable(rows),
+        Text("Absolute % error of tokens/s/GPU", style="bold"),
+        summary,
+        Text(f"{len(rows) - failed}/{len(rows)} records scored"),
+    )
 
 
 def render_markdown(rows: list[ValidationRow], data_name: str) -> str:

@@ -25,6 +25,7 @@ from rich.text import Text
 import models_zoo
 from cost_models import estimate
 from cost_models.errors import InvalidInput, PlannerError, describe_validation_error
+from cost_models.params import total_params
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 # Null layout fields in a record take these values (what Megatron-LM does when the flag is absent,
@@ -84,6 +85,8 @@ class ValidationRow:
     estimate: Estimate | None
     error: str | None
     hbm_gib: float | None = None
+    params_total: int | None = None
+    params_active: int | None = None
     filled: tuple[str, ...] = ()
     """Layout fields the record left null and FILL_RULES filled (they drive memory and time)."""
 
@@ -125,6 +128,8 @@ class ValidationRow:
             "fits_in_memory": e.fits_in_memory if e else None,
             "mfu": e.mfu if e else None,
             "error": self.error,
+            "params_total": self.params_total,
+            "params_active": self.params_active,
             "measured_tokens_per_s_per_gpu": self.measured_tokens_per_s_per_gpu,
             "tokens_error_pct": self.tokens_error_pct,
             "measured_peak_memory_gib": self.measured_peak_memory_gib,
@@ -241,7 +246,13 @@ def validate_record(record: Any) -> ValidationRow:
         model, cluster, workload, layout = record_inputs(record)
         e = estimate(model, cluster, workload, layout)
         return ValidationRow(
-            **row, estimate=e, error=None, hbm_gib=cluster.gpu.hbm_gib, filled=filled
+            **row,
+            estimate=e,
+            error=None,
+            hbm_gib=cluster.gpu.hbm_gib,
+            params_total=total_params(model),
+            params_active=total_params(model, active_only=True),
+            filled=filled,
         )
     except ValidationError as err:
         return ValidationRow(**row, estimate=None, error=describe_validation_error(err))

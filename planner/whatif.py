@@ -135,6 +135,8 @@ class WhatIfResult:
     hidden_from: dict[str, float | None]
     """comm term -> first swept value from which it stays <= 1% of the step (None: never)."""
     model: str = ""
+    params: dict[str, int] = field(default_factory=dict)
+    """params_total and params_active of the model (report.terminal.model_params)."""
     conclusions: tuple[str, ...] = ()
     """What the rows show, in words: where each exposed term stops being exposed (and whether the
     plan changed there), which plan each value picked, and when the parameter cannot matter."""
@@ -309,6 +311,8 @@ def whatif(
     points = [
         point(api.plan(spec, c, **plan_args).best, v) for c, v in zip(varied, values, strict=True)
     ]
+    from .report.terminal import model_params
+
     cal = calibration_for(base_cluster.gpu.generation)
     hidden = hidden_from(points, cal)
     baseline = point(base, math.nan)
@@ -335,6 +339,7 @@ def whatif(
         points=tuple(points),
         hidden_from=hidden,
         model=spec.name,
+        params=model_params(spec),
         conclusions=tuple(words),
     )
 
@@ -365,6 +370,7 @@ def result_dict(r: WhatIfResult) -> dict[str, Any]:
         "baseline": _point_dict(r.baseline),
         "points": [_point_dict(p) for p in r.points],
         "model": r.model,
+        **r.params,
         "hidden_from": r.hidden_from,
         "conclusions": list(r.conclusions),
     }

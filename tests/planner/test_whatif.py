@@ -126,6 +126,7 @@ def test_cli_whatif_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert [p["value"] for p in out["points"]] == [100, 400]
     assert out["baseline"]["value"] is None
     assert out["points"][1]["train_days"] > 0
+    assert out["model"] == "Llama 3 8B" and out["params_total"] == out["params_active"] > 8e9
 
 
 def test_cli_whatif_bad_parameter_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,7 +20,7 @@ from rich.markup import escape
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
 
-from . import api, report, whatif
+from . import DISTRIBUTION, __version__, api, report, whatif
 from .report.markdown import render_markdown as render_plan_markdown
 from .report.whatif_view import render_whatif
 from .types import PlanResult
@@ -201,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the most training throughput for a model on a cluster.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument(
+        "--version", action="version", version=f"planner {__version__} ({DISTRIBUTION})"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("plan", help="search for the best layout and placement")
@@ -316,7 +319,7 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     )
     e = api.estimate(model, cluster, layout, workload, memory_headroom=args.memory_headroom)
     if args.json:
-        _emit_json(report.estimate_dict(e, model))
+        _emit_json(report.estimate_dict(e, model, cluster.gpu.hbm_gib))
     else:
         out.print(report.render_estimate(e, cluster, workload, model))
     return EXIT_OK
@@ -356,6 +359,7 @@ def _add_whatif(sub: Any) -> None:
     for axis in ("tp", "pp", "dp", "cp", "ep"):
         w.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
     w.add_argument("--time-limit", type=_positive_float, default=60.0, help="per plan, seconds")
+    _add_headroom(w)
     w.add_argument("--gpu-hour-price", type=_positive_float, help="$ per GPU-hour (no network)")
     w.add_argument("--network-cost-share", type=float, default=0.0, help="network share of cost")
     w.add_argument("--token-budget", type=_positive_float, help="tokens to train (time and cost)")
@@ -386,6 +390,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         seq_len=args.seq_len,
         precision=args.precision,
         time_limit_s=args.time_limit,
+        memory_headroom=args.memory_headroom,
         **pins,
     )
     if args.plot:
@@ -411,9 +416,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     err = Console(stderr=True, highlight=False)
     debug = "--debug" in argv
+    if not argv:  # bare `planner`: the help, not a usage error
+        build_parser().print_help()
+        return EXIT_OK
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args, Console(highlight=False))
+    except SystemExit as exc:  # --version and --help print and stop here
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
     except NoFeasiblePlan as exc:
         if debug:
             raise

@@ -30,7 +30,6 @@ PARAMETERS = {
     "wan-gbps": "WAN bandwidth per GPU, Gb/s",
     "planes": "rails / planes of the rail-optimized or multi-plane tiers",
 }
-DISTRIBUTION = "planner-placement"  # pyproject.toml [project] name; the import is `planner`
 SCALE_OUT_KINDS = ("switch", "rail", "plane", "dragonfly")
 EXPOSED_FRACTION = 0.01
 """A comm term counts as exposed while it is more than 1% of the step time."""
@@ -391,9 +390,11 @@ def pyplot(path: str) -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        from . import DISTRIBUTION
+
         raise InvalidInput(
-            "--plot: matplotlib is not installed (from a checkout: pip install '.[plot]'; "
-            f"else pip install '{DISTRIBUTION}[plot]')"
+            "--plot: matplotlib is not installed: pip install matplotlib, or the [plot] extra: "
+            f"pip install '{DISTRIBUTION}[plot]' (from a checkout: pip install '.[plot]')"
         ) from None
     if not path.lower().endswith((".png", ".svg")):
         raise InvalidInput(f"--plot: file must end in .png or .svg (got {path!r})")

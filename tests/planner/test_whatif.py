@@ -178,7 +178,8 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = whatif.WhatIfResult("nic-gbps", "c", 8, None, (), {})  # type: ignore[arg-type]
-    with pytest.raises(InvalidInput, match=r"pip install '\.\[plot\]'"):
+    hint = r"pip install 'planner-placement\[plot\]' \(from a checkout: pip install '\.\[plot\]'\)"
+    with pytest.raises(InvalidInput, match=hint):
         whatif.save_plot(r, "out.png")
 
 

@@ -76,7 +76,7 @@ tr.best td { background: #f4f8fc; }
 .grid { display: flex; flex-wrap: wrap; gap: 6px; margin: 8px 0; }
 .dom { border: 2px solid #555; border-radius: 4px; padding: 3px; display: grid;
        gap: 3px; }
-.gpu { font-size: 0.72em; padding: 2px 3px; border-radius: 2px; line-height: 1.25;
+.gpu { font-size: 0.72em; padding: 2px 3px; min-height: 2.6em; border-radius: 2px; line-height: 1.25;
        font-family: ui-monospace, monospace; }
 .gpu b { font-size: 1.1em; }
 .warn { background: #fff4e5; border-left: 4px solid #f28e2b; padding: 6px 12px; }
@@ -194,13 +194,14 @@ def _grid(e: Estimate, cluster: Cluster) -> str:
     box_size = min(inner.domain_size or cluster.gpus_per_node, cluster.gpus_per_node * 64)
     outer = cluster.tiers[1] if len(cluster.tiers) > 1 else None
     outer_size = (outer.domain_size if outer is not None else None) or cluster.num_gpus
-    keys = [k for k in ranks.MAP_KEYS if k != "ep" or lo.ep > 1]
+    degrees = topology.axis_degrees(lo)
+    keys = [k for k in ranks.MAP_KEYS if degrees.get(k, 1) > 1]  # coordinates that vary
     boxes: list[str] = []
     cells: list[str] = []
     for row in rows:
         r = row["rank"]
         colour = DOMAIN_COLOURS[(r // outer_size) % len(DOMAIN_COLOURS)]
-        coords = " ".join(f"{k}{row[k]}" for k in keys if k != "pp") + f" pp{row['pp']}"
+        coords = " ".join(f"{k}{row[k]}" for k in keys)
         cells.append(
             f'<div class="gpu" style="background:{colour}" title="node {row["node"]} gpu '
             f'{row["gpu"]}"><b>r{r}</b><br>{_e(coords)}</div>'
@@ -212,8 +213,8 @@ def _grid(e: Estimate, cluster: Cluster) -> str:
     what = outer.name if outer is not None else "cluster"
     legend = (
         f"Boxes: one {_e(inner.name)} domain ({box_size} GPUs). Fill: the {_e(what)} domain "
-        f"({outer_size} GPUs) each GPU sits in; a new colour is a new domain. First {shown} of "
-        f"{cluster.num_gpus} GPUs."
+        f"({outer_size} GPUs) each GPU sits in; a new colour is a new domain. Each cell: rank and "
+        f"its coordinate on every axis of degree > 1. First {shown} of {cluster.num_gpus} GPUs."
     )
     return f'<p class="sub">{legend}</p><div class="grid">{"".join(boxes)}</div>'
 

@@ -202,6 +202,15 @@ def test_html_is_one_self_contained_file(tmp_path, capsys):
     page = report.render_html(moe_plan())
     assert page.startswith("<!DOCTYPE html>") and "<style>" in page
     assert FETCHES.search(page) is None
+    assert "<pre" not in page  # a real document, not the terminal text in a <pre>
+    # Structure: balanced tables, the breakdown as bars, memory as stacked bars, the rank grid.
+    assert page.count("<table>") == page.count("</table>") >= 5
+    assert page.count('class="bar"') == sum(v > 0 for v in moe_plan().best.breakdown_s.values())
+    assert page.count('class="stack"') == len(moe_plan().best.stage_memory)
+    assert page.count('class="gpu"') == 16 and page.count('class="dom"') == 2  # 16 GPUs, 2 nodes
+    for heading in ("Step time breakdown", "Rank map", "Ranked plans", "Search"):
+        assert f"<h2>{heading}</h2>" in page
+    assert "slowest tier crossed" in page and "loses on" in page
     out = tmp_path / "plan.html"
     base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "4"]
     assert main([*base, "--html", str(out)]) == 0

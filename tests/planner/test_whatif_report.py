@@ -40,8 +40,9 @@ def fixed_sweep() -> whatif.WhatIfResult:
     words = whatif.conclusions("nic-gbps", baseline, points, hidden, cal, ["ib"], ["nvlink", "ib"],
                                ["nvlink", "ib"])  # fmt: skip
     return whatif.WhatIfResult(
-        "nic-gbps", "test", 32, baseline, tuple(points), hidden, "dense-test", tuple(words)
-    )
+        "nic-gbps", "test", 32, baseline, tuple(points), hidden, model="dense-test",
+        conclusions=tuple(words),
+    )  # fmt: skip
 
 
 def test_conclusions_name_plan_changes_and_why_a_term_vanished():

@@ -135,6 +135,8 @@ class WhatIfResult:
     """comm term -> first swept value from which it stays <= 1% of the step (None: never)."""
     model: str = ""
     params: dict[str, int] = field(default_factory=dict)
+    hbm_gib: float | None = None
+    """The GPU's HBM; each plan's usable_memory_gib is HBM minus the memory headroom."""
     """params_total and params_active of the model (report.terminal.model_params)."""
     conclusions: tuple[str, ...] = ()
     """What the rows show, in words: where each exposed term stops being exposed (and whether the
@@ -339,16 +341,20 @@ def whatif(
         hidden_from=hidden,
         model=spec.name,
         params=model_params(spec),
+        hbm_gib=base_cluster.gpu.hbm_gib,
         conclusions=tuple(words),
     )
 
 
-def _point_dict(p: WhatIfPoint) -> dict[str, Any]:
+def _point_dict(p: WhatIfPoint, hbm_gib: float | None = None) -> dict[str, Any]:
     from .report import plan_dict
 
+    plan = plan_dict(p.best)
+    if hbm_gib is not None:
+        plan["estimate"]["hbm_gib"] = hbm_gib
     return {
         "value": None if math.isnan(p.value) else p.value,
-        "plan": plan_dict(p.best),
+        "plan": plan,
         "tokens_per_s_per_gpu": p.best.tokens_per_s_per_gpu,
         "mfu": p.best.mfu,
         "step_time_s": p.best.step_time_s,
@@ -366,8 +372,8 @@ def result_dict(r: WhatIfResult) -> dict[str, Any]:
         "parameter": r.parameter,
         "cluster": r.cluster,
         "num_gpus": r.num_gpus,
-        "baseline": _point_dict(r.baseline),
-        "points": [_point_dict(p) for p in r.points],
+        "baseline": _point_dict(r.baseline, r.hbm_gib),
+        "points": [_point_dict(p, r.hbm_gib) for p in r.points],
         "model": r.model,
         **r.params,
         "hidden_from": r.hidden_from,

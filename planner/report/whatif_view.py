@@ -11,7 +11,14 @@ from cost_models.calibration import calibration_for
 from cost_models.specs import ModelSpec
 
 from ..whatif import COMM_TERMS, WhatIfPoint, WhatIfResult, exposed_share
-from .terminal import LAYOUT_LEGEND, _table, _titled, compact_layout, params_text
+from .terminal import (
+    LAYOUT_LEGEND,
+    _table,
+    _titled,
+    compact_layout,
+    defaults_text,
+    params_text,
+)
 
 COLUMN = {"tp_comm": "TP", "cp_comm": "CP", "ep_comm": "EP", "pp_comm": "PP", "dp_comm": "DP"}
 
@@ -51,8 +58,10 @@ def render_whatif(r: WhatIfResult, generation: str, model: ModelSpec | None = No
             if t == "dp_comm":
                 cells.append(f"{exposed_share(e, t, cal):.1%}")
         comm.add_row(_label(p), *cells, f"{e.breakdown_s.get('bubble', 0.0) / e.step_time_s:.1%}")
-    parts = [
-        title,
+    parts: list = [title]
+    if r.hbm_gib is not None:
+        parts.append(Text(defaults_text(r.hbm_gib, r.baseline.best.usable_memory_gib), style="dim"))
+    parts += [
         _titled("Best plan at each value", plans),
         Text(LAYOUT_LEGEND, style="dim"),
         _titled("Exposed time, % of the step (comm: exposed only; DP wire: see below)", comm),

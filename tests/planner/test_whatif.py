@@ -127,6 +127,8 @@ def test_cli_whatif_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["baseline"]["value"] is None
     assert out["points"][1]["train_days"] > 0
     assert out["model"] == "Llama 3 8B" and out["params_total"] == out["params_active"] > 8e9
+    estimate = out["points"][0]["plan"]["estimate"]
+    assert (estimate["hbm_gib"], estimate["usable_memory_gib"]) == (80, 72.0)
 
 
 def test_cli_whatif_bad_parameter_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

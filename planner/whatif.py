@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import models_zoo
-from cost_models.calibration import GenerationCalibration, calibration_for, overlap_slowdown_s
+from cost_models.calibration import (
+    GenerationCalibration,
+    calibration_for_cluster,
+    overlap_slowdown_s,
+)
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster, Estimate, LinkTier
 
@@ -314,7 +318,7 @@ def whatif(
     ]
     from .report.terminal import model_params
 
-    cal = calibration_for(base_cluster.gpu.generation)
+    cal = calibration_for_cluster(base_cluster)
     hidden = hidden_from(points, cal)
     baseline = point(base, math.nan)
     crossed = [

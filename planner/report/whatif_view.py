@@ -7,8 +7,8 @@ import math
 from rich.console import Group
 from rich.text import Text
 
-from cost_models.calibration import calibration_for
-from cost_models.specs import ModelSpec
+from cost_models.calibration import calibration_for_cluster
+from cost_models.specs import Cluster, ModelSpec
 
 from ..whatif import COMM_TERMS, WhatIfPoint, WhatIfResult, exposed_share
 from .terminal import (
@@ -27,7 +27,7 @@ def _label(p: WhatIfPoint) -> str:
     return "baseline" if math.isnan(p.value) else f"{p.value:g}"
 
 
-def render_whatif(r: WhatIfResult, generation: str, model: ModelSpec | None = None) -> Group:
+def render_whatif(r: WhatIfResult, cluster: Cluster, model: ModelSpec | None = None) -> Group:
     """The sweep: one row per value (baseline first), exposed terms as % of the step, costs
     when priced, then the conclusions (whatif.conclusions) that read those same numbers."""
     rows = [r.baseline, *r.points]
@@ -44,7 +44,7 @@ def render_whatif(r: WhatIfResult, generation: str, model: ModelSpec | None = No
             f"{e.step_time_s:,.3f}",
             "-" if p is r.baseline else f"{p.change:+.1%}",
         )
-    cal = calibration_for(generation)
+    cal = calibration_for_cluster(cluster)
     terms = [t for t in COMM_TERMS if any(p.best.breakdown_s.get(t, 0) > 0 for p in rows)]
     cols = [COLUMN[t] for t in terms]
     if "dp_comm" in terms:

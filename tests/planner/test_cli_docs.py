@@ -16,10 +16,13 @@ DOCS = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
 
 
 def sections() -> dict[str, str]:
-    """`## name` -> its text up to the next `## ` heading; "" -> the text before the first."""
-    parts = re.split(r"^## (\S+)\s*$", DOCS, flags=re.MULTILINE)
+    """`## name` (or `## a, b`: each name) -> its text up to the next `## ` heading; "" -> the
+    text before the first."""
+    parts = re.split(r"^## (.+?)\s*$", DOCS, flags=re.MULTILINE)
     out = {"": parts[0]}
-    out.update(dict(zip(parts[1::2], parts[2::2], strict=True)))
+    for heading, text in zip(parts[1::2], parts[2::2], strict=True):
+        for name in heading.split(","):
+            out[name.strip()] = text
     return out
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from test_report import assert_readable, check_snapshot
 from test_whatif import SMALL, fat_tree
 
-from cost_models.calibration import calibration_for
+from cost_models.calibration import calibration_for, calibration_for_cluster
 from cost_models.specs import Layout
 from planner import api, cli, whatif
 from planner.report.whatif_view import render_whatif
@@ -35,7 +35,7 @@ def fixed_sweep() -> whatif.WhatIfResult:
 
     points = [point(estimates[(v, t)], v) for v, t in [(25, 8), (100, 1), (400, 1)]]
     baseline = point(base, math.nan)
-    cal = calibration_for("hopper")
+    cal = calibration_for_cluster(f.cluster(32))
     hidden = whatif.hidden_from(points, cal)
     words = whatif.conclusions("nic-gbps", baseline, points, hidden, cal, ["ib"], ["nvlink", "ib"],
                                ["nvlink", "ib"])  # fmt: skip
@@ -56,7 +56,7 @@ def test_conclusions_name_plan_changes_and_why_a_term_vanished():
 @pytest.mark.parametrize("width", [80, 120])
 def test_whatif_snapshot(width):
     buf = io.StringIO()
-    Console(width=width, color_system=None, file=buf).print(render_whatif(fixed_sweep(), "hopper"))
+    Console(width=width, color_system=None, file=buf).print(render_whatif(fixed_sweep(), f.cluster(32)))
     text = buf.getvalue()
     check_snapshot(f"whatif_{width}.txt", text)
     assert_readable(text, width)

@@ -89,3 +89,13 @@ def test_estimate_snapshot(width):
     check_snapshot(f"estimate_{width}.txt", text)
     assert_readable(text, width)
     assert "usable = 80 GiB HBM - 10% headroom" in " ".join(text.split())
+
+
+def test_cli_oom_advice_at_micro_batch_one(capsys):
+    argv = ["plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "8"]
+    argv += ["--global-batch", "8", "--micro-batches", "1", "--recompute", "none", "--zero", "1"]
+    code, out, err = run(argv, capsys)
+    assert code == 1 and out == ""
+    err = " ".join(err.split())
+    assert "micro_batch=1" in err and "micro-batch below" not in err
+    assert "add full to --recompute" in err and "add 3 to --zero" in err

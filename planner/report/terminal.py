@@ -56,7 +56,7 @@ RECOMPUTE_SHORT = {"none": "", "selective": "sel", "full": "full"}
 LAYOUT_LEGEND = (
     "layout: degrees (CP/EP/VP shown when > 1), mb micro-batch size, sel/full recompute (none "
     "when absent), Z ZeRO stage, o: rank order when not tp-cp-dp-pp (first letters, innermost "
-    "first); sequence parallel whenever TP > 1 unless noSP"
+    "first); sequence parallel whenever TP > 1 unless noSP; GiB: peak memory per GPU"
 )
 
 # ------------------------------------------------------------------------------------------ JSON

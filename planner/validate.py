@@ -105,7 +105,10 @@ class ValidationRow:
         )
         if self.filled:
             note += f"; unset in the record, filled by default: {', '.join(self.filled)}"
-        return note + "; the run must have used memory savings it does not state"
+        return note + (
+            "; the run used memory savings the record does not state (offload, recompute), "
+            "or the memory model overestimates it"
+        )
 
     @property
     def tokens_error_pct(self) -> float | None:

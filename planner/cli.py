@@ -350,7 +350,7 @@ def _render_plan(
     else:
         out.print(report.render_plan(result))
         if stable is not None:
-            out.print(f"[bold]ranking[/bold] {escape(stable['line'])}", soft_wrap=True)
+            out.print(f"[bold]ranking[/bold] {escape(stable['line'])}")  # free text: wraps
 
 
 def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:

@@ -56,7 +56,9 @@ def test_conclusions_name_plan_changes_and_why_a_term_vanished():
 @pytest.mark.parametrize("width", [80, 120])
 def test_whatif_snapshot(width):
     buf = io.StringIO()
-    Console(width=width, color_system=None, file=buf).print(render_whatif(fixed_sweep(), f.cluster(32)))
+    Console(width=width, color_system=None, file=buf).print(
+        render_whatif(fixed_sweep(), f.cluster(32))
+    )
     text = buf.getvalue()
     check_snapshot(f"whatif_{width}.txt", text)
     assert_readable(text, width)

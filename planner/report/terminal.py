@@ -468,7 +468,7 @@ def summary_text(result: PlanResult) -> str:
     text = (
         f"Best: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
         f"{best.mfu:.1%}, step {best.step_time_s:,.3f} s, peak memory "
-        f"{best.peak_memory_gib:.1f} GiB"
+        f"{best.peak_memory_gib:.1f} GiB of {result.usable_memory_gib:.1f} GiB usable"
     )
     batch_range = getattr(result, "global_batch_range", None)
     if batch_range is not None:  # each plan has its own batch; ranked by tokens/s

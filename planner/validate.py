@@ -331,9 +331,9 @@ def error_summary(rows: list[ValidationRow]) -> dict[str, dict[str, dict[str, fl
 
 
 class _RecordTable:
-    """Predicted vs measured, one row per record, ids never cut: at a width too narrow for the
-    longest id the id breaks at its hyphens over lines (every character kept); notes and errors
-    are numbered footnotes under the table, where they wrap as free text."""
+    """Predicted vs measured, one row per record, ids never cut: when the longest id and the
+    numbers do not fit one line, each record takes two (its id, then its numbers); notes and
+    errors are numbered footnotes under the table, where they wrap as free text."""
 
     def __init__(self, rows: list[ValidationRow]) -> None:
         self.rows = rows
@@ -358,16 +358,30 @@ class _RecordTable:
                 ]
             )
         widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-        # Each further column costs its width, 2 of padding and 1 of divider (box.SIMPLE_HEAD).
-        id_width = max(12, options.max_width - sum(w + 3 for w in widths))
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
-        table.add_column("id", no_wrap=True)
-        for c in cols:
-            table.add_column(c, justify="left" if c == "note" else "right", no_wrap=True)
-        for r, row in zip(self.rows, cells, strict=True):
-            table.add_row(break_id(r.id, id_width), *row)
         yield Text("Predicted vs measured tokens/s/GPU", style="bold")
-        yield table
+        # Each further column costs its width, 2 of padding and 1 of divider (box.SIMPLE_HEAD).
+        longest = max((len(r.id) for r in self.rows), default=2)
+        if longest + sum(w + 3 for w in widths) <= options.max_width:
+            table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+            table.add_column("id", no_wrap=True)
+            for c in cols:
+                table.add_column(c, justify="left" if c == "note" else "right", no_wrap=True)
+            for r, row in zip(self.rows, cells, strict=True):
+                table.add_row(r.id, *row)
+            yield table
+        else:  # narrow: each id whole on its own line, its numbers on the next
+            def line(row: list[str]) -> str:
+                return "  " + "   ".join(
+                    v.ljust(w) if c == "note" else v.rjust(w)
+                    for c, v, w in zip(cols, row, widths, strict=True)
+                ).rstrip()
+
+            header = line(cols)
+            yield Text("id\n" + header, style="bold")
+            yield Text("─" * min(options.max_width, max(len(header), longest)))
+            for r, row in zip(self.rows, cells, strict=True):
+                yield Text(r.id, no_wrap=True, overflow="ignore")
+                yield Text(line(row), no_wrap=True, overflow="ignore")
         yield Text(
             "meas, pred: tokens/s/GPU measured and predicted; error: (pred - meas) / meas; "
             "GiB: predicted peak memory per GPU" + ("; GiB m: measured" if with_mem else ""),
@@ -376,17 +390,6 @@ class _RecordTable:
         for r, note in notes:
             if note:
                 yield Text(f"[{numbered[id(r)]}] {r.id}: {note}")
-
-
-def break_id(rid: str, width: int) -> str:
-    """The id over lines of at most `width` characters, broken after hyphens (never dropped)."""
-    lines, line = [], ""
-    for part in re.findall(r"[^-]*-|[^-]+$", rid):
-        if line and len(line) + len(part) > width:
-            lines.append(line)
-            line = ""
-        line += part
-    return "\n".join([*lines, line])
 
 
 def render_validation(rows: list[ValidationRow]) -> Group:

@@ -47,19 +47,24 @@ DEFAULT_MEMORY_HEADROOM: float = SearchSpace.model_fields["memory_headroom"].def
 HBM x (1 - headroom), the same usable memory for all of them."""
 
 
+MX_GENERATIONS = ("blackwell", "cdna4")
+
+
 def check_precision(cluster: Cluster, workload: Workload) -> None:
     """Refuse a precision the GPU cannot run: fp8 needs FP8 tensor cores (Hopper and later; the
-    GPU spec's peak_fp8_tflops), mxfp8 needs Blackwell's block-scaled MX formats (NVIDIA
-    Blackwell architecture technical brief; Transformer Engine's MXFP8BlockScaling recipe)."""
+    GPU spec's peak_fp8_tflops), mxfp8 needs tensor cores with block-scaled MX formats: NVIDIA
+    Blackwell (architecture technical brief; Transformer Engine's MXFP8BlockScaling recipe) or
+    AMD CDNA4 (MI355X: MXFP8/MXFP6/MXFP4 in the CDNA4 ISA)."""
     gpu = cluster.gpu
     if workload.precision == "fp8" and gpu.peak_fp8_tflops is None:
         raise InvalidInput(
             f"precision: fp8 needs FP8 tensor cores, which {gpu.name} ({gpu.generation}) lacks "
             "(peak_fp8_tflops is null); use bf16"
         )
-    if workload.precision == "mxfp8" and gpu.generation != "blackwell":
+    if workload.precision == "mxfp8" and gpu.generation not in MX_GENERATIONS:
         raise InvalidInput(
-            f"precision: mxfp8 needs Blackwell tensor cores; {gpu.name} is {gpu.generation}"
+            f"precision: mxfp8 needs MX block-scaled tensor cores ({', '.join(MX_GENERATIONS)}); "
+            f"{gpu.name} is {gpu.generation}"
         )
 
 

@@ -124,3 +124,38 @@ def test_reports_and_json_carry_parameter_counts(tmp_path, capsys):
     assert model["params_total"] == 9_241_404_928
     assert main(["estimate", *base, "--tp", "8", "--pp", "1", "--dp", "1"]) == 0
     assert "gemma-2-9b (9.2B params)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("folder", "config", "total_b"),
+    [
+        (  # q_lora_rank null (V2-Lite): MLA without the query low-rank; model card 15.7B
+            "DeepSeek-V2-Lite",
+            {"model_type": "deepseek_v2", "hidden_size": 2048, "num_hidden_layers": 27,
+             "num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512,
+             "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+             "v_head_dim": 128, "moe_intermediate_size": 1408, "intermediate_size": 10944,
+             "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
+             "first_k_dense_replace": 1, "vocab_size": 102400},
+            15.7,
+        ),
+        (
+            "Mistral-7B-v0.1",
+            {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+             "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+             "vocab_size": 32000},
+            7.24,
+        ),
+        (  # tied explicitly in the config (the small Qwen2.5 models); model card 0.49B
+            "Qwen2.5-0.5B",
+            {"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864,
+             "num_attention_heads": 14, "num_key_value_heads": 2, "num_hidden_layers": 24,
+             "vocab_size": 151936, "tie_word_embeddings": True},
+            0.49,
+        ),
+    ],
+)  # fmt: skip
+def test_more_architectures_match_their_model_cards(tmp_path, folder, config, total_b):
+    m = load_model(write(tmp_path, config, folder=folder))
+    assert m.name == folder and m.gated_mlp
+    assert params.total_params(m) / 1e9 == pytest.approx(total_b, rel=0.01)

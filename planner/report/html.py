@@ -18,7 +18,6 @@ from .terminal import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
     TERM_LABELS,
-    _why,
     compact_layout,
     defaults_text,
     header_text,
@@ -223,10 +222,13 @@ def _ranking(result: PlanResult) -> str:
     best = result.best
     rows = [[*map(_e, rank_cells(1, best, best)), "-"]]
     for r in findings.runner_ups(result):
-        rows.append([*map(_e, rank_cells(r.rank, r.estimate, best)), _e(_why(r))])
+        rows.append([*map(_e, rank_cells(r.rank, r.estimate, best)), _e(r.reason)])
     header = ["#", "layout", "tok/s/GPU", "MFU", "step s", "peak GiB", "vs best", "loses on"]
-    return _table(header, rows, {1, 7}, ["best"] + [""] * (len(rows) - 1)) + (
-        f'<p class="sub">{_e(LAYOUT_LEGEND)}</p>'
+    notes = "".join(f"<p>{_e(n)}</p>" for n in findings.ranking_notes(result))
+    return (
+        _table(header, rows, {1, 7}, ["best"] + [""] * (len(rows) - 1))
+        + notes
+        + f'<p class="sub">{_e(LAYOUT_LEGEND)}</p>'
     )
 
 

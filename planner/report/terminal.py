@@ -18,6 +18,7 @@ from rich.text import Text
 
 from cost_models import topology
 from cost_models.params import total_params
+from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 
 from ..place import ranks
@@ -130,6 +131,13 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
         plan["estimate"]["hbm_gib"] = hbm
     for plan, r in zip(ranked[1:], findings.runner_ups(result), strict=True):
         plan["loses_on"] = {"term": r.binding_term, "delta_s": r.binding_delta_s}
+        if r.fastest:
+            plan["loses_on"] = None
+            plan["fastest"] = {"faster_share": -r.slower_share, "gains_on": r.binding_term}
+    for plan, same in zip(ranked, result.equivalents, strict=False):
+        plan["equivalent_layouts"] = [
+            {"zero_stage": lo.zero_stage, "order": [a.value for a in lo.order]} for lo in same
+        ]
     return {
         "best": ranked[0],
         "warnings": findings.warnings(result),
@@ -289,26 +297,24 @@ def _ranking_table(result: PlanResult, with_reasons: bool, narrow: bool = False)
 
     table.add_row(*cells(1, best), *(["-"] * with_reasons))
     for r in findings.runner_ups(result):
-        table.add_row(*cells(r.rank, r.estimate), *([_why(r)] * with_reasons))
+        table.add_row(*cells(r.rank, r.estimate), *([r.reason] * with_reasons))
     return table
-
-
-def _why(r: findings.RunnerUp) -> str:
-    why = findings.binding_label(r.binding_term)
-    if r.binding_term is not None:
-        why += f" +{r.binding_delta_s:.3f} s"
-    return why
 
 
 def render_ranking(result: PlanResult) -> Group:
     """Ranked plans; each runner-up names the term that loses it its place (in a column when
     the table fits the width, else one line per runner-up under the table)."""
     wide = _ranking_table(result, with_reasons=True)
-    reasons = [f"#{r.rank} loses on {_why(r)}" for r in findings.runner_ups(result)]
+    reasons = [
+        f"#{r.rank} {r.reason}" if r.fastest else f"#{r.rank} loses on {r.reason}"
+        for r in findings.runner_ups(result)
+    ]
     medium = Group(_ranking_table(result, with_reasons=False), *map(Text, reasons))
     narrow = Group(_ranking_table(result, False, narrow=True), *map(Text, reasons))
+    notes = [Text(n) for n in findings.ranking_notes(result)]  # free text: wraps
     return _titled(
-        "Ranked plans", Group(Responsive(wide, medium, narrow), Text(LAYOUT_LEGEND, style="dim"))
+        "Ranked plans",
+        Group(Responsive(wide, medium, narrow), *notes, Text(LAYOUT_LEGEND, style="dim")),
     )
 
 
@@ -340,7 +346,7 @@ def rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
 
 
 def _batch(e: Estimate) -> int:
-    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+    return global_batch_seqs(e.num_microbatches, e.layout)
 
 
 def _vs_best(e: Estimate, best: Estimate) -> float:

@@ -224,7 +224,8 @@ def _ranking(result: PlanResult) -> str:
     for r in findings.runner_ups(result):
         rows.append([*map(_e, rank_cells(r.rank, r.estimate, best)), _e(r.reason)])
     header = ["#", "layout", "tok/s/GPU", "MFU", "step s", "peak GiB", "vs best", "loses on"]
-    notes = "".join(f"<p>{_e(n)}</p>" for n in findings.ranking_notes(result))
+    found = findings.ranking_notes(result)
+    notes = f"<p>{'<br>'.join(map(_e, found))}</p>" if found else ""
     return (
         _table(header, rows, {1, 7}, ["best"] + [""] * (len(rows) - 1))
         + notes

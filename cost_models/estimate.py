@@ -9,6 +9,8 @@ optimizer step is memory-bound. Derivations: docs/cost_model.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from . import comm, topology
 from .calibration import (
     calibration_for,
@@ -76,15 +78,21 @@ def estimate(
     layout: Layout,
     *,
     layers_per_stage: tuple[int, ...] | None = None,
+    spans: Mapping[str, Sequence[int]] | None = None,
 ) -> Estimate:
-    """Score one layout. Raises InvalidInput (naming the rule) if the layout is illegal."""
+    """Score one layout. Raises InvalidInput (naming the rule) if the layout is illegal.
+
+    `spans` overrides the spans topology.spans derives from the layout (same keys: tp, cp, dp, pp,
+    ep, dp_cp, edp), e.g. those read off an explicit rank -> host map (planner/place/pricing.py)."""
     problems = layout_violations(model, cluster, workload, layout)
     if problems:
         raise InvalidInput("; ".join(problems))
     gpu = cluster.gpu
     cal = calibration_for(gpu.generation)
     m = workload.global_batch_seqs // (layout.micro_batch * layout.dp)
-    span = topology.spans(cluster, layout)
+    span = dict(topology.spans(cluster, layout))
+    if spans is not None:
+        span.update({k: list(v) for k, v in spans.items()})
     kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
     costs = {
         k: layer_cost(

@@ -147,3 +147,70 @@ def estimate(
     if not isinstance(layout, Layout):
         layout = _validated(Layout, dict(layout), "layout")
     return _cost(spec, sized, workload, layout)
+
+
+def plan_on_allocation(
+    model: str | ModelSpec,
+    cluster: str | Cluster,
+    *,
+    topology: Any,
+    hosts_file: str | None = None,
+    nodelist: str | None = None,
+    exclude: str | None = None,
+    num_gpus: int | None = None,
+    global_batch: int | None = None,
+    seq_len: int | None = None,
+    precision: str | None = None,
+    place_top: int = 3,
+    **constraints: Any,
+) -> Any:
+    """Best plan on the allocation a job really gets (CONTRACT.md "Placement on an allocation").
+
+    The search shortlists `place_top` layouts under ideal placement (plan(top_k=...)); each is
+    placed on the allocation (scheduler's order, best rank order, CP-SAT: planner/place/joint.py)
+    and the plans are re-ranked by the placed step time. Returns a PlacedPlan.
+    """
+    from .place.allocation import load_allocation
+    from .place.joint import PlacedPlan, place_layout
+
+    base = models_zoo.load_cluster(cluster)
+    alloc = load_allocation(
+        base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
+    )
+    have = len(alloc.hosts) * base.gpus_per_node
+    if num_gpus is not None and num_gpus > have:
+        raise InvalidInput(
+            f"--gpus {num_gpus}: the allocation has {have} healthy GPUs ({len(alloc.hosts)} hosts)"
+        )
+    constraints["top_k"] = max(place_top, constraints.get("top_k", 1))
+    result = plan(
+        model,
+        cluster,
+        num_gpus=num_gpus or have,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        precision=precision,
+        **constraints,
+    )
+    options = _validated(
+        SolverOptions,
+        {k: v for k, v in constraints.items() if k in SolverOptions.model_fields},
+        "solver options",
+    )
+    placements = [
+        place_layout(
+            result.model,
+            result.cluster,
+            result.plan_workload(i),
+            e,
+            alloc,
+            time_limit_s=options.time_limit_s,
+            deterministic=options.deterministic,
+            seed=options.seed,
+        )
+        for i, e in enumerate(result.ranked[:place_top])
+    ]
+    placements.sort(key=lambda p: p.placed.step_time_s)
+    ranked = tuple(p.placed for p in placements)
+    placed_result = result.model_copy(update={"ranked": ranked})
+    return PlacedPlan(result=placed_result, ideal=result, placements=placements, allocation=alloc)

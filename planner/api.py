@@ -162,6 +162,7 @@ def plan_on_allocation(
     seq_len: int | None = None,
     precision: str | None = None,
     place_top: int = 3,
+    place_time_limit_s: float | None = None,
     **constraints: Any,
 ) -> Any:
     """Best plan on the allocation a job really gets (CONTRACT.md "Placement on an allocation").
@@ -170,13 +171,16 @@ def plan_on_allocation(
     placed on the allocation (scheduler's order, best rank order, CP-SAT: planner/place/joint.py)
     and the plans are re-ranked by the placed step time. Returns a PlacedPlan.
     """
-    from .place.allocation import load_allocation
+    from .place.allocation import Allocation, load_allocation
     from .place.joint import PlacedPlan, place_layout
 
     base = models_zoo.load_cluster(cluster)
-    alloc = load_allocation(
-        base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
-    )
+    if isinstance(topology, Allocation):  # already loaded (bench/place_scaling.py, tests)
+        alloc = topology
+    else:
+        alloc = load_allocation(
+            base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
+        )
     have = len(alloc.hosts) * base.gpus_per_node
     if num_gpus is not None and num_gpus > have:
         raise InvalidInput(
@@ -204,7 +208,7 @@ def plan_on_allocation(
             result.plan_workload(i),
             e,
             alloc,
-            time_limit_s=options.time_limit_s,
+            time_limit_s=place_time_limit_s or options.time_limit_s,
             deterministic=options.deterministic,
             seed=options.seed,
         )

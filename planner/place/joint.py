@@ -36,6 +36,7 @@ class Placement:
     source: str  # "cp-sat", "best_rank_order" or "scheduler_order"
     solver: dict[str, Any]
     crossings: dict[str, dict[str, object]]
+    note: str = ""  # why CP-SAT did not run (UNSUPPORTED)
 
 
 def place_layout(
@@ -55,7 +56,11 @@ def place_layout(
         (base.scheduler.step_time_s, 2, "scheduler_order", base.scheduler, None),
         (base.best_order.step_time_s, 1, "best_rank_order", base.best_order, None),
     ]
-    um = sat.unit_model(model, cluster, workload, layout, alloc)
+    note = ""
+    try:
+        um = sat.unit_model(model, cluster, workload, layout, alloc)
+    except sat.Unplaceable as exc:
+        um, note = None, str(exc)
     if um is None:
         solver = {
             "status": "UNSUPPORTED",
@@ -65,7 +70,19 @@ def place_layout(
             "wall_time_s": 0.0,
         }
     else:
-        sol = sat.solve(um, time_limit_s=time_limit_s, deterministic=deterministic, seed=seed)
+        # The baselines' maps, re-read as per-leaf counts of the canonical numbering, seed the
+        # hint where they have that form (one stage per node).
+        seeds = []
+        for e in (base.best_order, base.scheduler):
+            lo = e.layout
+            hosts = host_order_map(cluster, lo)
+            stage_major = _renumber(lo, um.layout, hosts)
+            counts = sat.counts_of_map(um, len(alloc.hosts), stage_major)
+            if counts is not None:
+                seeds.append(counts)
+        sol = sat.solve(
+            um, time_limit_s=time_limit_s, deterministic=deterministic, seed=seed, hints=seeds
+        )
         placed = price(model, cluster, workload, um.layout, alloc, sol.host_of_rank)
         options.append((placed.step_time_s, 0, "cp-sat", placed, sol.host_of_rank))
         solver = {
@@ -88,7 +105,22 @@ def place_layout(
         source=source,
         solver=solver,
         crossings=crossings(cluster, alloc, est.layout, hosts),
+        note=note,
     )
+
+
+def _renumber(layout: Layout, canonical: Layout, host_of_rank: np.ndarray) -> np.ndarray:
+    """The same physical map with ranks numbered in `canonical`'s order (same coordinates)."""
+    from .pricing import coordinates
+
+    c = coordinates(layout)
+    from cost_models import topology
+
+    s = topology.axis_strides(canonical)
+    new = sum(c[a] * s[a] for a in ("tp", "cp", "dp", "pp"))
+    out = np.empty_like(host_of_rank)
+    out[new] = host_of_rank
+    return out
 
 
 def node_hosts(cluster: Cluster, alloc: Allocation, host_of_rank: np.ndarray) -> list[str]:

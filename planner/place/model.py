@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -45,6 +46,10 @@ from .pricing import placed_spans
 
 CANONICAL = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
 US = 1e6  # objective unit: microseconds
+
+
+class Unplaceable(Exception):
+    """The layout does not split into whole units under leaves; the baselines stand."""
 
 
 @dataclass
@@ -66,14 +71,17 @@ class UnitModel:
 
 def unit_model(
     model: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout, alloc: Allocation
-) -> UnitModel | None:
-    """Build the counted model; None when the layout's stages are not whole units of nodes."""
+) -> UnitModel:
+    """Build the counted model; raises Unplaceable when the layout's stages are not whole
+    units of nodes or the leaves cannot hold the units whole."""
     lo = layout.model_copy(update={"order": CANONICAL})
     gpn = cluster.gpus_per_node
     stage = lo.tp * lo.cp * lo.dp
     unit = max(gpn, lo.tp * lo.cp, lo.etp * lo.ep)
     if unit % gpn or stage % unit or unit % (lo.tp * lo.cp) or unit % (lo.etp * lo.ep):
-        return None
+        raise Unplaceable(
+            f"a stage ({stage} GPUs) is not whole blocks of {unit} GPUs on whole nodes"
+        )
     nodes_per_unit, per_stage = unit // gpn, stage // unit
     if lo.world_size > len(alloc.hosts) * gpn:
         raise InvalidInput(
@@ -126,7 +134,7 @@ def unit_model(
         pp_table=[],
     )
     if sum(capacity) < per_stage * lo.pp:
-        raise InvalidInput(
+        raise Unplaceable(
             f"allocation: {lo.pp * per_stage} blocks of {nodes_per_unit} node(s) under one leaf "
             f"needed, the leaves hold {sum(capacity)}"
         )
@@ -198,6 +206,19 @@ def _tables(
             um.dp_table[ks] = step_us(ks, n)
     ref = step_us(top_ks, n)
     um.pp_table = [step_us(top_ks, lv) - ref for lv in range(n)] + [0]
+
+
+def _dp_monotone(um: UnitModel) -> bool:
+    """The DP table never rises when one level's smallest piece grows (to its next value)."""
+    values = [_k_values(um, lv) for lv in range(len(um.levels))]
+    for ks, us in um.dp_table.items():
+        for lv, k in enumerate(ks):
+            i = values[lv].index(k)
+            if i + 1 < len(values[lv]):
+                up = (*ks[:lv], values[lv][i + 1], *ks[lv + 1 :])
+                if up in um.dp_table and um.dp_table[up] > us:
+                    return False
+    return True
 
 
 def greedy_counts(um: UnitModel) -> list[list[int]]:
@@ -279,10 +300,39 @@ class Solution:
     host_of_rank: np.ndarray
 
 
+def counts_of_map(um: UnitModel, alloc_hosts: int, host_of_rank: np.ndarray) -> list[list[int]] | None:
+    """Counts of a node-aligned map where every node holds one stage (a baseline's map as a
+    hint); None when it is not of that form or units span several nodes."""
+    lo = um.layout
+    if um.nodes_per_unit != 1:
+        return None
+    gpn = um.unit_gpus
+    stage_of_rank = np.repeat(np.arange(lo.pp), lo.world_size // lo.pp)
+    per_node = host_of_rank.reshape(-1, gpn)
+    if not (per_node == per_node[:, :1]).all():
+        return None
+    leaf_of_host = np.empty(alloc_hosts, dtype=np.int64)
+    for i, hs in enumerate(um.leaf_hosts):
+        leaf_of_host[hs] = i
+    counts = [[0] * len(um.leaf_hosts) for _ in range(lo.pp)]
+    for node, host in enumerate(per_node[:, 0].tolist()):
+        stages = stage_of_rank[node * gpn : (node + 1) * gpn]
+        if (stages != stages[0]).any():
+            return None
+        counts[int(stages[0])][int(leaf_of_host[host])] += 1
+    return counts
+
+
 def solve(
-    um: UnitModel, *, time_limit_s: float = 60.0, deterministic: bool = True, seed: int = 0
+    um: UnitModel,
+    *,
+    time_limit_s: float = 60.0,
+    deterministic: bool = True,
+    seed: int = 0,
+    hints: tuple[list[list[int]], ...] | list[list[list[int]]] = (),
 ) -> Solution:
-    """CP-SAT over the counts; status, objective, bound and gap are CP-SAT's own."""
+    """CP-SAT over the counts; status, objective, bound and gap are CP-SAT's own. The hint is
+    the cheapest of the greedy packing and `hints` (counts, e.g. of the better baseline)."""
     start = time.perf_counter()
     pp, d = um.layout.pp, um.units_per_stage
     nl = len(um.leaf_hosts)
@@ -295,10 +345,31 @@ def solve(
         m.add(sum(x[s]) == d)
     for j in range(nl):
         m.add(sum(x[s][j] for s in range(pp)) <= um.capacity[j])
-    ks, bals = [], []
+    for s in range(pp - 1):  # stages are interchangeable: order them by their first leaf
+        m.add(x[s][0] >= x[s + 1][0])
+    # Where the tables fall as pieces grow and as PP groups move inward (the usual case; checked,
+    # not assumed), k_L <= every used piece and "balanced => equal counts" suffice: the
+    # objective pushes k_L up to the smallest piece and takes the lowest balanced level. Else
+    # both are tied exactly (AddMinEquality; balance reified both ways).
+    dp_falls, pp_falls = _dp_monotone(um), all(
+        a <= b for a, b in itertools.pairwise(um.pp_table)
+    )
+    hint = min([greedy_counts(um), *hints], key=lambda c: objective_us(um, c))
+    hint = sorted(hint, key=lambda row: -row[0])  # the stage order the symmetry cut asks
+    hints: list[tuple[Any, int]] = [(x[s][j], hint[s][j]) for s in range(pp) for j in range(nl)]
+    hint_ks, hint_bal = [], []
+    ks, bals, kposes = [], [], []
     for lv, doms in enumerate(um.levels):
+        hy = level_counts(um, hint, lv)
+        hint_ks.append(min(v for row in hy for v in row if v > 0))
+        hint_bal.append(all(row == hy[0] for row in hy))
         zs = []
         ys = []
+        k_vals = _k_values(um, lv)
+        k = m.new_int_var_from_domain(cp_model.Domain.from_values(k_vals), f"k{lv}")
+        kpos = m.new_int_var(0, len(k_vals) - 1, f"kpos{lv}")
+        m.add_element(kpos, k_vals, k)
+        kposes.append(kpos)
         for s in range(pp):
             row = []
             for i, dom in enumerate(doms):
@@ -309,39 +380,62 @@ def solve(
                 y = x[s][dom[0]] if len(dom) == 1 else m.new_int_var(0, cap, f"y{lv}_{s}_{i}")
                 if len(dom) > 1:
                     m.add(y == sum(x[s][j] for j in dom))
+                    hints.append((y, hy[s][i]))
                 used = m.new_bool_var(f"u{lv}_{s}_{i}")
+                hints.append((used, int(hy[s][i] > 0)))
                 m.add(y >= 1).only_enforce_if(used)
                 m.add(y == 0).only_enforce_if(~used)
-                z = m.new_int_var(1, d, f"z{lv}_{s}_{i}")
-                m.add(z == y + d - d * used)
-                zs.append(z)
+                if dp_falls:
+                    m.add(k <= y).only_enforce_if(used)
+                else:
+                    z = m.new_int_var(1, d, f"z{lv}_{s}_{i}")
+                    m.add(z == y + d - d * used)
+                    zs.append(z)
+                    hints.append((z, hy[s][i] or d))
                 row.append(y)
             ys.append(row)
-        k_vals = _k_values(um, lv)
-        k = m.new_int_var_from_domain(cp_model.Domain.from_values(k_vals), f"k{lv}")
-        m.add_min_equality(k, zs)
+        if not dp_falls:
+            m.add_min_equality(k, zs)
         ks.append(k)
+        hints.append((k, hint_ks[-1]))
         if pp > 1:
+            b = m.new_bool_var(f"b{lv}")
+            hints.append((b, int(hint_bal[-1])))
+            # Equal counts need every domain to hold pp x its per-stage count.
+            room = sum(min(d, sum(um.capacity[j] for j in dom) // pp) for dom in doms)
+            if room < d:
+                m.add(b == 0)
             eqs = []
             for s in range(1, pp):
                 for i in range(len(doms)):
                     if ys[s][i] is None:
                         continue
+                    if pp_falls:
+                        m.add(ys[s][i] == ys[0][i]).only_enforce_if(b)
+                        continue
                     e = m.new_bool_var(f"e{lv}_{s}_{i}")
                     m.add(ys[s][i] == ys[0][i]).only_enforce_if(e)
                     m.add(ys[s][i] != ys[0][i]).only_enforce_if(~e)
                     eqs.append(e)
-            b = m.new_bool_var(f"b{lv}")
-            m.add_bool_and(eqs).only_enforce_if(b)
-            m.add_bool_or([~e for e in eqs] or [m.new_constant(0)]).only_enforce_if(~b)
+                    hints.append((e, int(hy[s][i] == hy[0][i])))
+            if not pp_falls:
+                m.add_bool_and(eqs).only_enforce_if(b)
+                m.add_bool_or([~e for e in eqs] or [m.new_constant(0)]).only_enforce_if(~b)
             bals.append(b)
-    # Objective: table lookups through a one-hot choice of the (k_0, k_1, ...) combination.
-    combos = list(um.dp_table)
-    pick = [m.new_bool_var(f"c{i}") for i in range(len(combos))]
-    m.add_exactly_one(pick)
-    for lv, k in enumerate(ks):
-        m.add(k == sum(c[lv] * p for c, p in zip(combos, pick, strict=True)))
-    dp_cost = sum(um.dp_table[c] * p for c, p in zip(combos, pick, strict=True))
+    # Objective: the DP table flattened over the positions of (k_0, k_1, ...) in their value
+    # lists (AddElement); combinations whose pieces do not nest cannot occur and cost the most.
+    values = [_k_values(um, lv) for lv in range(len(um.levels))]
+    worst = max(um.dp_table.values())
+    flat = [um.dp_table.get(c, worst) for c in itertools.product(*values)]
+    mults = [int(np.prod([len(v) for v in values[lv + 1 :]])) for lv in range(len(values))]
+    index = m.new_int_var(0, len(flat) - 1, "combo")
+    m.add(index == sum(mu * kp for mu, kp in zip(mults, kposes, strict=True)))
+    dp_cost = m.new_int_var(min(flat), max(flat), "dp_cost")
+    m.add_element(index, flat, dp_cost)
+    hint_pos = [values[lv].index(k) for lv, k in enumerate(hint_ks)]
+    hints += [(kp, hp) for kp, hp in zip(kposes, hint_pos, strict=True)]
+    hint_index = sum(mu * hp for mu, hp in zip(mults, hint_pos, strict=True))
+    hints += [(index, hint_index), (dp_cost, flat[hint_index])]
     pp_cost = 0
     if pp > 1:
         lvl = m.new_int_var(0, len(um.levels), "pp_level")
@@ -351,21 +445,26 @@ def solve(
         pv = m.new_int_var(min(um.pp_table), max(um.pp_table), "pp_cost")
         m.add_element(lvl, um.pp_table, pv)
         pp_cost = pv
+        hint_lvl = len(um.levels) - sum(hint_bal)
+        hints += [(lvl, hint_lvl), (pv, um.pp_table[hint_lvl])]
     m.minimize(dp_cost + pp_cost)
-    hint = greedy_counts(um)
-    for s in range(pp):
-        for j in range(nl):
-            m.add_hint(x[s][j], hint[s][j])
+    for var, value in hints:
+        m.add_hint(var, value)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = 1 if deterministic else 8
+    solver.parameters.log_search_progress = bool(__import__("os").environ.get("PLACE_LOG"))
     status = solver.solve(m)
     name = solver.status_name(status)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        counts = [[int(solver.value(v)) for v in row] for row in x]
+        obj = round(solver.objective_value)
+    elif status == cp_model.UNKNOWN:  # out of time before a solution: the hint stands
+        counts, obj = hint, objective_us(um, hint)
+    else:
         raise InvalidInput(f"placement: CP-SAT found no assignment ({name})")
-    counts = [[int(solver.value(v)) for v in row] for row in x]
-    obj, bound = round(solver.objective_value), solver.best_objective_bound
+    bound = min(solver.best_objective_bound, obj)
     return Solution(
         status=name,
         objective_us=obj,

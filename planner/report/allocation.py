@@ -42,7 +42,7 @@ def render_allocation(cluster: Cluster, placed: Any) -> str:
     )
     s = p.solver
     if s["objective"] is None:
-        lines.append(f"solver: {s['status']} (the layout's stages are not whole nodes)")
+        lines.append(f"solver: {s['status']} ({escape(p.note)}); the better baseline is kept")
     else:
         lines.append(
             f"solver: CP-SAT {s['status']}, objective {s['objective']:.6f} s, bound"

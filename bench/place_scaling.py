@@ -84,6 +84,8 @@ def main() -> None:
     parser.add_argument("--model", default="llama3.1-405b")
     parser.add_argument("--global-batch", type=int, default=2048)
     parser.add_argument("--time-limit", type=float, default=30.0, help="CP-SAT per layout")
+    parser.add_argument("--max-tp", type=int, default=None, help="largest TP tried")
+    parser.add_argument("--place-top", type=int, default=3, help="layouts placed per size")
     parser.add_argument(
         "--max-cp",
         type=int,
@@ -102,9 +104,10 @@ def main() -> None:
             cluster,
             topology=alloc,
             global_batch=args.global_batch,
-            place_top=3,
+            place_top=args.place_top,
             place_time_limit_s=args.time_limit,
             **({"max_cp": args.max_cp} if args.max_cp else {}),
+            **({"max_tp": args.max_tp} if args.max_tp else {}),
         )
         wall = time.perf_counter() - start
         p = placed.best
@@ -135,7 +138,7 @@ def main() -> None:
                 f" {other.placed.step_time_s:.4f} s ({other.source}, solver"
                 f" {other.solver['status']}, {other.solver['wall_time_s']:.2f} s)"
             )
-        print(f"  whole plan + placement of 3 layouts: {wall:.1f} s wall")
+        print(f"  whole plan + placement of {args.place_top} layout(s): {wall:.1f} s wall")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from cost_models.estimate import estimate
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
 from .allocation import Allocation
-from .pricing import placed_spans
+from .pricing import nest, placed_spans
 
 CANONICAL = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
 US = 1e6  # objective unit: microseconds
@@ -177,9 +177,7 @@ def _tables(
                     span.append(base[kind][0])
                 else:
                     span.append(whole)
-            for t in range(1, tiers):
-                span[t] = max(span[t], span[t - 1])
-            out[kind] = span
+            out[kind] = nest(span)
         if lo.pp > 1:
             # Groups inside the domains of level L reach its lowest tier; groups balanced
             # nowhere reach the first tier above every level (one domain holds them all).
@@ -300,7 +298,9 @@ class Solution:
     host_of_rank: np.ndarray
 
 
-def counts_of_map(um: UnitModel, alloc_hosts: int, host_of_rank: np.ndarray) -> list[list[int]] | None:
+def counts_of_map(
+    um: UnitModel, alloc_hosts: int, host_of_rank: np.ndarray
+) -> list[list[int]] | None:
     """Counts of a node-aligned map where every node holds one stage (a baseline's map as a
     hint); None when it is not of that form or units span several nodes."""
     lo = um.layout
@@ -350,10 +350,8 @@ def solve(
     # Where the tables fall as pieces grow and as PP groups move inward (the usual case; checked,
     # not assumed), k_L <= every used piece and "balanced => equal counts" suffice: the
     # objective pushes k_L up to the smallest piece and takes the lowest balanced level. Else
-    # both are tied exactly (AddMinEquality; balance reified both ways).
-    dp_falls, pp_falls = _dp_monotone(um), all(
-        a <= b for a, b in itertools.pairwise(um.pp_table)
-    )
+    # both are tied exactly (k equals a witness piece; balance reified both ways).
+    dp_falls, pp_falls = _dp_monotone(um), all(a <= b for a, b in itertools.pairwise(um.pp_table))
     hint = min([greedy_counts(um), *hints], key=lambda c: objective_us(um, c))
     hint = sorted(hint, key=lambda row: -row[0])  # the stage order the symmetry cut asks
     hints: list[tuple[Any, int]] = [(x[s][j], hint[s][j]) for s in range(pp) for j in range(nl)]
@@ -385,17 +383,17 @@ def solve(
                 hints.append((used, int(hy[s][i] > 0)))
                 m.add(y >= 1).only_enforce_if(used)
                 m.add(y == 0).only_enforce_if(~used)
-                if dp_falls:
-                    m.add(k <= y).only_enforce_if(used)
-                else:
-                    z = m.new_int_var(1, d, f"z{lv}_{s}_{i}")
-                    m.add(z == y + d - d * used)
-                    zs.append(z)
-                    hints.append((z, hy[s][i] or d))
+                m.add(k <= y).only_enforce_if(used)
+                if not dp_falls:  # k is also some used piece: a witness per piece
+                    w = m.new_bool_var(f"w{lv}_{s}_{i}")
+                    m.add(k == y).only_enforce_if(w)
+                    m.add_implication(w, used)
+                    zs.append(w)
+                    hints.append((w, int(hy[s][i] == hint_ks[-1])))
                 row.append(y)
             ys.append(row)
         if not dp_falls:
-            m.add_min_equality(k, zs)
+            m.add_bool_or(zs)
         ks.append(k)
         hints.append((k, hint_ks[-1]))
         if pp > 1:
@@ -454,7 +452,6 @@ def solve(
     solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = 1 if deterministic else 8
-    solver.parameters.log_search_progress = bool(__import__("os").environ.get("PLACE_LOG"))
     status = solver.solve(m)
     name = solver.status_name(status)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -4,7 +4,8 @@ Group by group: the groups are the launchers' (planner.place.ranks.rank_groups, 
 with numpy on the same coordinates so 131,072 ranks price in milliseconds; the tests check the
 partition equals rank_groups'), and each group's span per tier is read off the real hosts.
 
-A group's span at tier t is the size of its smallest piece: the fewest members it has inside
+A group's span at tier t is the size of its smallest piece (rounded down to whole multiples
+of the piece inside it, `nest`): the fewest members it has inside
 one domain of tier t that it touches (a hierarchical collective moves share S / n_{t-1} per
 GPU over tier t+1, so the smallest piece carries the most bytes upward: cost_models.comm).
 Every kind (tp, cp, dp, pp, ep and the gradient groups dp_cp, edp) takes the element-wise
@@ -101,10 +102,22 @@ def placed_spans(
             _, counts = np.unique(pair, return_counts=True)
             span.append(int(counts.min()))
         span.append(n)
-        for t in range(1, len(span)):  # nested domains: never fewer members outside than in
-            span[t] = max(span[t], span[t - 1])
-        out[kind] = span
+        out[kind] = nest(span)
     return out
+
+
+def nest(pieces: Sequence[int]) -> list[int]:
+    """Whole factors per tier, as cost_models.comm reads a span (f_t = n_t // n_{t-1}): each
+    tier's piece is rounded down to a multiple of the piece inside it (a group with pieces of
+    3 per leaf and 5 per pod aggregates no whole second leaf-piece in a pod: it is priced as
+    3 per pod, the conservative side), the outermost entry stays the group size (its last
+    factor is a floor as well, as in topology.group_span)."""
+    span = [max(1, int(pieces[0]))]
+    for p in pieces[1:-1]:
+        span.append(span[-1] * max(1, int(p) // span[-1]))
+    if len(pieces) > 1:
+        span.append(max(int(pieces[-1]), span[-1]))
+    return span
 
 
 def price(

@@ -245,6 +245,33 @@ def greedy_counts(um: UnitModel) -> list[list[int]]:
     return counts
 
 
+def best_fit_counts(um: UnitModel) -> list[list[int]]:
+    """Stage by stage, the top-level domain (pod) that holds the whole stage most tightly (else
+    the emptiest), and inside it the leaf that holds the rest most tightly (else the emptiest):
+    large DP pieces, a second hint."""
+    left = list(um.capacity)
+    counts = [[0] * len(left) for _ in range(um.layout.pp)]
+    tops = um.levels[-1]
+    for s in range(um.layout.pp):
+        need = um.units_per_stage
+        while need:
+            free = {i: sum(left[j] for j in dom) for i, dom in enumerate(tops)}
+            fits = [i for i in free if free[i] >= need]
+            top = min(fits, key=lambda i: (free[i], i)) if fits else max(free, key=free.get)
+            while need and any(left[j] for j in tops[top]):
+                leaves = [j for j in tops[top] if left[j] >= need]
+                j = (
+                    min(leaves, key=lambda j: (left[j], j))
+                    if leaves
+                    else max(tops[top], key=lambda j: (left[j], -j))
+                )
+                take = min(need, left[j])
+                counts[s][j] += take
+                left[j] -= take
+                need -= take
+    return counts
+
+
 def level_counts(um: UnitModel, counts: list[list[int]], level: int) -> list[list[int]]:
     return [[sum(row[i] for i in dom) for dom in um.levels[level]] for row in counts]
 
@@ -360,7 +387,7 @@ def solve(
     # objective pushes k_L up to the smallest piece and takes the lowest balanced level. Else
     # both are tied exactly (k equals a witness piece; balance reified both ways).
     dp_falls, pp_falls = _dp_monotone(um), all(a <= b for a, b in itertools.pairwise(um.pp_table))
-    hint = min([greedy_counts(um), *hints], key=lambda c: objective_us(um, c))
+    hint = min([greedy_counts(um), best_fit_counts(um), *hints], key=lambda c: objective_us(um, c))
     hint = sorted(hint, key=lambda row: -row[0])  # the stage order the symmetry cut asks
     hints: list[tuple[Any, int]] = [(x[s][j], hint[s][j]) for s in range(pp) for j in range(nl)]
     hint_ks, hint_bal = [], []

@@ -268,3 +268,35 @@ def test_handoff_files_use_every_gpu_once_and_rebuild_the_priced_groups(tmp_path
     wl = api.make_workload(spec, global_batch=256)
     repriced = pricing.price(spec, sized, wl, layout, alloc, from_file)
     assert repriced.step_time_s == pytest.approx(a["step_time_s"]["placed"], rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_small_allocations_match_brute_force(seed):
+    """Seeded random allocations: 2-4 uneven leaves (optionally in two pods), drained hosts,
+    pp 1-3: CP-SAT's optimum equals the counted brute force and re-prices to itself."""
+    import random
+
+    rng = random.Random(seed)
+    n_leaves = rng.randint(2, 4)
+    pp = rng.choice([1, 2, 3] if n_leaves <= 3 else [1, 2])
+    tp = rng.choice([4, 8])
+    per_node = 8 // tp
+    leaves = sorted(rng.randint(0, n_leaves - 1) for _ in range(rng.randint(pp * 2, 12)))
+    drained = [i for i in range(len(leaves)) if rng.random() < 0.15]
+    healthy = len(leaves) - len(drained)
+    dp = (healthy - rng.randint(0, 1)) // pp * per_node  # all or all but one node
+    if dp < 1:
+        dp = per_node
+    layout = Layout(tp=tp, pp=pp, dp=dp)
+    pods = [rng.randint(0, 1) for _ in range(n_leaves)] if rng.random() < 0.5 else None
+    spec, cluster, wl, alloc = _small(leaves, drained, layout, pods=pods)
+    try:
+        um = M.unit_model(spec, cluster, wl, layout, alloc)
+    except M.Unplaceable:
+        pytest.skip("leaves cannot hold the units")
+    sol = M.solve(um, time_limit_s=30)
+    assert sol.status == "OPTIMAL"
+    best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
+    assert abs(sol.objective_us - best_us) <= 2
+    repriced = pricing.price(spec, cluster, wl, um.layout, alloc, sol.host_of_rank)
+    assert abs(round(repriced.step_time_s * 1e6) - sol.objective_us) <= 2

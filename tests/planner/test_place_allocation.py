@@ -300,3 +300,35 @@ def test_random_small_allocations_match_brute_force(seed):
     assert abs(sol.objective_us - best_us) <= 2
     repriced = pricing.price(spec, cluster, wl, um.layout, alloc, sol.host_of_rank)
     assert abs(round(repriced.step_time_s * 1e6) - sol.objective_us) <= 2
+
+
+def test_two_node_blocks_and_the_unsupported_fallback():
+    """TP16 blocks take two hosts of one leaf; where odd leaves cannot hold them whole the
+    baselines stand (status UNSUPPORTED) and the plan is still priced exactly."""
+    layout = Layout(tp=16, pp=2, dp=2)
+    spec, cluster, wl, alloc = _small([0, 0, 0, 0, 1, 1, 1, 1], [], layout)
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    assert um.nodes_per_unit == 2 and um.capacity == [2, 2]
+    sol = M.solve(um)
+    best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
+    assert sol.status == "OPTIMAL" and abs(sol.objective_us - best_us) <= 2
+    per_node = sol.host_of_rank.reshape(-1, 8)
+    assert (per_node == per_node[:, :1]).all()
+    spec, cluster, wl, odd = _small([0, 0, 0, 1, 1, 1, 1, 1, 1], [8], layout)
+    with pytest.raises(M.Unplaceable):
+        M.unit_model(spec, cluster, wl, layout, odd)
+    p = place_layout(spec, cluster, wl, estimate(spec, cluster, wl, layout), odd)
+    assert p.solver["status"] == "UNSUPPORTED" and p.source != "cp-sat" and p.note
+
+
+def test_nodelist_terminal_report(tmp_path, capsys):
+    topo = _tree(tmp_path, [["n0", "n1", "n2"], ["n3", "n4", "n5"]], pods=[[0, 1]])
+    argv = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100-superpod", "--global-batch",
+            "64", "--topology", topo, "--nodelist", "n[0-5]", "--exclude", "n[2,5]", "--pp", "2"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Allocation: 4 healthy hosts (32 GPUs)" in out and "excluded n2" in out
+    assert "groups on the placed map" in out
+    ranged = [a for a in argv if a not in ("--global-batch", "64")]
+    assert main([*ranged, "--global-batch-range", "32", "64"]) == 2
+    assert "not supported with an allocation" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from . import comm, topology
 from .calibration import (
-    calibration_for,
+    calibration_for_cluster,
 )
 from .compute import (
     attention_gemms,
@@ -88,7 +88,7 @@ def estimate(
     if problems:
         raise InvalidInput("; ".join(problems))
     gpu = cluster.gpu
-    cal = calibration_for(gpu.generation)
+    cal = calibration_for_cluster(cluster)
     m = workload.global_batch_seqs // (layout.micro_batch * layout.dp)
     span = dict(topology.spans(cluster, layout))
     if spans is not None:

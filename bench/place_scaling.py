@@ -1,12 +1,14 @@
 """Placement on fragmented allocations: scheduler's order vs best rank order vs CP-SAT.
 
-    python bench/place_scaling.py [--sizes 1024 16384 131072] [--seed 0] [--model llama3.1-405b]
+    python bench/place_scaling.py --max-tp 8 --max-cp 1 [--sizes 1024 16384 131072] [--seed 0]
 
 A three-tier fat-tree of H100 nodes (8 GPUs, NVLink inside): 32-node leaves (1:1), pods of 16
 leaves (3:1 to the core), core 7:1. Other jobs hold a seeded share of every leaf; of the free
 nodes the job gets enough for N GPUs plus 2-5 % that are drained (--exclude). Hosts come in
 Slurm's order (sorted names, so leaf-contiguous with gaps). For each size the best plan under
-ideal placement (the branch and bound's top 3) is placed (planner.api.plan_on_allocation) and
+ideal placement (the branch and bound's top --place-top, default 1) is placed
+(planner.api.plan_on_allocation; --max-tp 8 --max-cp 1 keep TP x CP blocks inside one node,
+the blocks CP-SAT places whole where leaves have odd free counts) and
 the bench prints the placed step time with the scheduler's order, the best rank order and
 CP-SAT, the solver's status, bound, gap and wall time, and the whole placement's wall time.
 Timings are wall-clock on whatever machine runs it (noisy on a shared 2-core box).
@@ -28,6 +30,8 @@ from planner import api
 from planner.place.allocation import Allocation, synthetic
 
 NODES_PER_LEAF, LEAVES_PER_POD, GPN = 32, 16, 8
+LIMITS = {1024: 10.0, 16384: 6.0, 131072: 30.0}  # CP-SAT seconds; targets: 10 s / 60 s in all
+TARGETS = {16384: 10.0, 131072: 60.0}
 
 
 def fat_tree(num_gpus: int) -> Cluster:
@@ -83,9 +87,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="llama3.1-405b")
     parser.add_argument("--global-batch", type=int, default=2048)
-    parser.add_argument("--time-limit", type=float, default=30.0, help="CP-SAT per layout")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        help="CP-SAT seconds per layout (default: what leaves the targets room: 10 s at 1,024 "
+        "GPUs, 6 s at 16,384, 30 s at 131,072)",
+    )
     parser.add_argument("--max-tp", type=int, default=None, help="largest TP tried")
-    parser.add_argument("--place-top", type=int, default=3, help="layouts placed per size")
+    parser.add_argument("--place-top", type=int, default=1, help="layouts placed per size")
     parser.add_argument(
         "--max-cp",
         type=int,
@@ -105,7 +115,7 @@ def main() -> None:
             topology=alloc,
             global_batch=args.global_batch,
             place_top=args.place_top,
-            place_time_limit_s=args.time_limit,
+            place_time_limit_s=args.time_limit or LIMITS.get(n, 30.0),
             **({"max_cp": args.max_cp} if args.max_cp else {}),
             **({"max_tp": args.max_tp} if args.max_tp else {}),
         )
@@ -138,7 +148,8 @@ def main() -> None:
                 f" {other.placed.step_time_s:.4f} s ({other.source}, solver"
                 f" {other.solver['status']}, {other.solver['wall_time_s']:.2f} s)"
             )
-        print(f"  whole plan + placement of {args.place_top} layout(s): {wall:.1f} s wall")
+        target = f" (target {TARGETS[n]:.0f} s)" if n in TARGETS else ""
+        print(f"  whole plan + placement of {args.place_top} layout(s): {wall:.1f} s wall{target}")
 
 
 if __name__ == "__main__":

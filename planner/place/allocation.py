@@ -357,10 +357,8 @@ def load_allocation(
         if not listed:
             raise InvalidInput("--nodelist: no hosts")
     drained = set(expand(exclude, "--exclude")) if exclude else set()
-    known = {h for h, _ in listed}
-    unknown = sorted(drained - known)
-    if unknown:
-        raise InvalidInput(f"--exclude: {unknown[0]} is not in the allocation")
+    # Drained hosts outside the allocation are ignored: --exclude may be the cluster-wide
+    # drain list (`sinfo -h -t drain -o %N`).
     gpn = cluster.gpus_per_node
     hosts, excluded = [], {}
     missing = [h for h, _ in listed if h not in topo.hosts]

@@ -11,21 +11,28 @@ that leaf (no node-level symmetry).
 Objective, integer microseconds, precomputed with cost_models.estimate on the spans a map with
 those counts has (planner/place/pricing.py reads the same spans off the map it builds):
 
-- DP, DP x CP and expert-DP groups of stage s have x[s, d] * u members in domain d; the smallest
-  piece over stages and domains of a level, k_L = min{y[s, d] : y[s, d] > 0} (k_L <= every used piece,
-  equal to a witness piece),
-  sets the kind's span at that tier;
+- DP, DP x CP and expert-DP groups of stage s have y[s, d] * u members in domain d of level L
+  (y: the stage's units under d); the smallest piece over stages and domains,
+  k_L = min{y[s, d] : y[s, d] > 0}, sets the kind's span at that tier (rounded to whole factors
+  per tier, pricing.nest). Encoded as k_L <= every used piece, plus, where the table does not fall
+  monotonically as pieces grow, a witness piece equal to k_L;
 - PP groups stay inside the domains of level L iff every stage has the same count in every
   domain of L (pigeonhole: otherwise some dp index has two stages in different domains; equal
-  counts let the map give chunk c of every stage the same domain). b_L is reified both ways;
-- step = T_dp[k_0, k_1, ...] + T_pp[lowest balanced level]: the DP and PP terms are separate
+  counts let the map give chunk c of every stage the same domain). b_L => equal counts (and the
+  converse, reified, where PP does not get cheaper inward); b_L is fixed false where no domain
+  split can hold pp equal shares;
+- step = T_dp[k_0, k_1, ...] + T_pp[lowest balanced level] (AddAllowedAssignments over the
+  nesting (k_0, k_1, ..., cost) tuples; AddElement for PP): the DP and PP terms are separate
   terms of the step sum (estimate's breakdown), so the table is additive in them; each entry is
   rounded to a microsecond, so the objective matches re-pricing the map to within 2 us.
 
 Constraints: every stage gets its D units; each leaf holds at most floor(healthy nodes / B)
-units. The hint is the scheduler's order packed stage by stage into leaves (first-appearance
-order). Deterministic mode: one worker, fixed seed. The result carries CP-SAT's status,
-objective, bound, gap and wall time.
+units; stages are interchangeable, so their counts on the first leaf are ordered. The full hint
+is the cheapest of: the scheduler's order packed stage by stage into leaves, a best-fit packing
+(pods, then leaves), and the baselines' own maps read as counts (joint.py), so CP-SAT starts at
+the better baseline. Deterministic mode: one worker, fixed seed; probing is off (it spent the
+time limit at 16,384 GPUs). The result carries CP-SAT's status, objective, bound, gap and wall
+time; out of time before any solution (UNKNOWN) the hint is returned with CP-SAT's bound.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 import models_zoo
 from cost_models import estimate as _cost
-from cost_models.errors import InvalidInput, describe_validation_error
+from cost_models.errors import InvalidInput, NoFeasiblePlan, describe_validation_error
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from .search import exhaustive
@@ -201,18 +201,43 @@ def plan_on_allocation(
         {k: v for k, v in constraints.items() if k in SolverOptions.model_fields},
         "solver options",
     )
+    shortlist = [(e, result.plan_workload(i)) for i, e in enumerate(result.ranked[:place_top])]
+    # CP-SAT places TP x CP blocks of whole nodes; where the shortlist has none and the user
+    # pinned neither degree, the best such layout joins it (a fragmented allocation can make it
+    # the winner once placed).
+    per_node = result.cluster.gpus_per_node
+    if (
+        constraints.get("tp") is None
+        and constraints.get("cp") is None
+        and all(e.layout.tp * e.layout.cp > per_node for e, _ in shortlist)
+    ):
+        whole = dict(constraints, top_k=1, max_cp=1)
+        whole["max_tp"] = min(constraints.get("max_tp") or per_node, per_node)
+        try:
+            extra = plan(
+                model,
+                cluster,
+                num_gpus=num_gpus or have,
+                global_batch=global_batch,
+                seq_len=seq_len,
+                precision=precision,
+                **whole,
+            )
+            shortlist.append((extra.best, extra.plan_workload(0)))
+        except NoFeasiblePlan:
+            pass
     placements = [
         place_layout(
             result.model,
             result.cluster,
-            result.plan_workload(i),
+            work,
             e,
             alloc,
             time_limit_s=place_time_limit_s or options.time_limit_s,
             deterministic=options.deterministic,
             seed=options.seed,
         )
-        for i, e in enumerate(result.ranked[:place_top])
+        for e, work in shortlist
     ]
     placements.sort(key=lambda p: p.placed.step_time_s)
     ranked = tuple(p.placed for p in placements)

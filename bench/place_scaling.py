@@ -1,14 +1,14 @@
 """Placement on fragmented allocations: scheduler's order vs best rank order vs CP-SAT.
 
-    python bench/place_scaling.py --max-tp 8 --max-cp 1 [--sizes 1024 16384 131072] [--seed 0]
+    python bench/place_scaling.py [--sizes 1024 16384 131072] [--seed 0] [--model llama3.1-405b]
 
-A three-tier fat-tree of H100 nodes (8 GPUs, NVLink inside): 32-node leaves (1:1), pods of 16
-leaves (3:1 to the core), core 7:1. Other jobs hold a seeded share of every leaf; of the free
+A three-tier fat-tree of H100 nodes (8 GPUs, NVLink inside): 32-node leaves (1:1 inside a
+leaf), 16 leaves per pod behind 3:1 leaf uplinks, pods behind 7:1 uplinks to the core. Other jobs hold a seeded share of every leaf; of the free
 nodes the job gets enough for N GPUs plus 2-5 % that are drained (--exclude). Hosts come in
 Slurm's order (sorted names, so leaf-contiguous with gaps). For each size the best plan under
 ideal placement (the branch and bound's top --place-top, default 1) is placed
-(planner.api.plan_on_allocation; --max-tp 8 --max-cp 1 keep TP x CP blocks inside one node,
-the blocks CP-SAT places whole where leaves have odd free counts) and
+(planner.api.plan_on_allocation, which adds the best layout with TP x CP blocks of one node
+when the shortlist has none: CP-SAT places whole-node blocks) and
 the bench prints the placed step time with the scheduler's order, the best rank order and
 CP-SAT, the solver's status, bound, gap and wall time, and the whole placement's wall time.
 Timings are wall-clock on whatever machine runs it (noisy on a shared 2-core box).

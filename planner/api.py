@@ -11,6 +11,7 @@ from cost_models import estimate as _cost
 from cost_models.errors import InvalidInput, NoFeasiblePlan, describe_validation_error
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
+from .place.joint import PlacedPlan
 from .search import exhaustive
 from .search import solve as sat_solve
 from .types import PlanResult, SearchSpace, SolverOptions
@@ -164,7 +165,7 @@ def plan_on_allocation(
     place_top: int = 3,
     place_time_limit_s: float | None = None,
     **constraints: Any,
-) -> Any:
+) -> PlacedPlan:
     """Best plan on the allocation a job really gets (CONTRACT.md "Placement on an allocation").
 
     The search shortlists `place_top` layouts under ideal placement (plan(top_k=...)); each is
@@ -172,7 +173,7 @@ def plan_on_allocation(
     and the plans are re-ranked by the placed step time. Returns a PlacedPlan.
     """
     from .place.allocation import Allocation, load_allocation
-    from .place.joint import PlacedPlan, place_layout
+    from .place.joint import place_layout
 
     base = models_zoo.load_cluster(cluster)
     if isinstance(topology, Allocation):  # already loaded (bench/place_scaling.py, tests)

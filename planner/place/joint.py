@@ -37,6 +37,7 @@ class Placement:
     solver: dict[str, Any]
     crossings: dict[str, dict[str, object]]
     note: str = ""  # why CP-SAT did not run (UNSUPPORTED)
+    scheduler_crossings: dict[str, dict[str, object]] | None = None
 
 
 def place_layout(
@@ -106,6 +107,7 @@ def place_layout(
         solver=solver,
         crossings=crossings(cluster, alloc, est.layout, hosts),
         note=note,
+        scheduler_crossings=crossings(cluster, alloc, layout, host_order_map(cluster, layout)),
     )
 
 

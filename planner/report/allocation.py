@@ -48,12 +48,19 @@ def render_allocation(cluster: Cluster, placed: Any) -> str:
             f"solver: CP-SAT {s['status']}, objective {s['objective']:.6f} s, bound"
             f" {s['best_bound']:.6f} s, gap {100 * s['gap']:.2f}%, {s['wall_time_s']:.2f} s"
         )
-    lines.append("groups on the placed map (slowest tier crossed, groups crossing it):")
+    lines.append(
+        "groups (slowest tier crossed, groups crossing it): placed map | scheduler's order"
+    )
+    before = p.scheduler_crossings or {}
     for kind, c in p.crossings.items():
-        lines.append(
+        line = (
             f"  {KIND_NAMES[kind]:<17} {c['groups']:>6} groups: {escape(str(c['slowest_tier']))}"
             f" ({c['groups_crossing']} crossing)"
         )
+        b = before.get(kind)
+        if b is not None:
+            line += f" | {escape(str(b['slowest_tier']))} ({b['groups_crossing']} crossing)"
+        lines.append(line)
     moved = {k: p.scheduler.breakdown_s[k] - p.placed.breakdown_s[k] for k in p.placed.breakdown_s}
     why = [f"{k} {v * 1e3:+.1f} ms" for k, v in sorted(moved.items(), key=lambda kv: -abs(kv[1]))]
     why = [w for w, v in zip(why, sorted(moved.values(), key=lambda v: -abs(v))) if abs(v) > 5e-5]

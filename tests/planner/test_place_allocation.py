@@ -328,7 +328,7 @@ def test_nodelist_terminal_report(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "Allocation: 4 healthy hosts (32 GPUs)" in out and "excluded n2" in out
-    assert "groups on the placed map" in out
+    assert "placed map | scheduler's order" in out
     ranged = [a for a in argv if a not in ("--global-batch", "64")]
     assert main([*ranged, "--global-batch-range", "32", "64"]) == 2
     assert "not supported with an allocation" in capsys.readouterr().err

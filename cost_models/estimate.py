@@ -29,7 +29,7 @@ from .memory import (
     stage_params,
     state_bytes,
 )
-from .pipeline import schedule_time_s, stage_layers
+from .pipeline import num_microbatches, schedule_time_s, stage_layers
 from .rules import layout_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 from .stage import (
@@ -82,17 +82,18 @@ def estimate(
 ) -> Estimate:
     """Score one layout. Raises InvalidInput (naming the rule) if the layout is illegal.
 
-    `spans` overrides the spans topology.spans derives from the layout (same keys: tp, cp, dp, pp,
-    ep, dp_cp, edp), e.g. those read off an explicit rank -> host map (planner/place/pricing.py)."""
+    `spans` (group kind -> members inside one domain of each tier, as cost_models.rankmap.spans
+    gives them) replaces the spans of the layout's rank order: a placement on a real allocation
+    prices its explicit rank -> host map through it. Kinds it leaves out keep the layout's."""
     problems = layout_violations(model, cluster, workload, layout)
     if problems:
         raise InvalidInput("; ".join(problems))
     gpu = cluster.gpu
     cal = calibration_for_cluster(cluster)
-    m = workload.global_batch_seqs // (layout.micro_batch * layout.dp)
-    span = dict(topology.spans(cluster, layout))
+    m = num_microbatches(workload.global_batch_seqs, layout)
+    span = topology.spans(cluster, layout, moe=model.moe is not None)
     if spans is not None:
-        span.update({k: list(v) for k, v in spans.items()})
+        span = {**span, **{k: tuple(v) for k, v in spans.items()}}
     kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
     costs = {
         k: layer_cost(
@@ -202,6 +203,6 @@ def estimate(
         breakdown_s=breakdown,
         comm_total_s=comm_total,
         stage_memory=tuple(stage_mem),
-        placement=topology.placement(cluster, layout),
+        placement=topology.placement(cluster, layout, span),
         layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
     )

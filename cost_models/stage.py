@@ -6,6 +6,7 @@ Derivations: docs/cost_model.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import comm
@@ -57,7 +58,7 @@ def layer_cost(
     workload: Workload,
     layout: Layout,
     lt: LayerTime,
-    span: dict[str, list[int]],
+    span: Mapping[str, Sequence[int]],
     *,
     is_moe: bool,
 ) -> LayerCost:
@@ -148,25 +149,25 @@ def tp_partner_gemm_s(
 
 
 def dp_time_s(
-    cluster: Cluster, layout: Layout, dense: float, expert: float, span: dict[str, list[int]]
+    cluster: Cluster, layout: Layout, dense: float, expert: float, span: Mapping[str, Sequence[int]]
 ) -> tuple[float, float]:
-    """(gradient reduction, parameter gather) seconds per step for one stage's parameters."""
+    """(gradient reduction, parameter gather) seconds per step for one stage's parameters.
+
+    Dense parameters reduce over the DP x CP group, expert parameters over the expert-DP group;
+    a group with nothing to move (a dense model has no expert-DP group) runs no collective and
+    pays no latency."""
     tiers = cluster.tiers
-    grads = comm.collective_time_s(
-        "all_reduce" if layout.zero_stage == 0 else "reduce_scatter",
-        dense * GRAD_REDUCE_BYTES,
-        span["dp_cp"],
-        tiers,
-    ) + comm.collective_time_s(
-        "all_reduce" if layout.zero_stage == 0 else "reduce_scatter",
-        expert * GRAD_REDUCE_BYTES,
-        span["edp"],
-        tiers,
-    )
-    gather = 0.0
-    if layout.zero_stage >= 1:
-        gather = comm.collective_time_s("all_gather", dense * BF16_BYTES, span["dp_cp"], tiers)
-        gather += comm.collective_time_s("all_gather", expert * BF16_BYTES, span["edp"], tiers)
+    reduce = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
+    parts = [(dense, span["dp_cp"])]
+    if expert > 0 and "edp" in span:
+        parts.append((expert, span["edp"]))
+    grads = gather = 0.0
+    for params, group in parts:
+        if params <= 0:
+            continue
+        grads += comm.collective_time_s(reduce, params * GRAD_REDUCE_BYTES, group, tiers)
+        if layout.zero_stage >= 1:
+            gather += comm.collective_time_s("all_gather", params * BF16_BYTES, group, tiers)
     return grads, gather
 
 
@@ -177,7 +178,7 @@ def stage_dp_s(
     sp: StageParams,
     compute_s: float,
     m: int,
-    span: dict[str, list[int]],
+    span: Mapping[str, Sequence[int]],
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of one stage; compute_s is its forward + backward
     per micro-batch. Also used by the planner's step-time lower bound (planner/search/bounds.py)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from cost_models import rankmap
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
@@ -52,6 +53,7 @@ def place_layout(
     seed: int = 0,
 ) -> Placement:
     layout = ideal.layout
+    moe = model.moe is not None
     base = baselines(model, cluster, workload, layout, alloc)
     options: list[tuple[float, int, str, Estimate, np.ndarray]] = [
         (base.scheduler.step_time_s, 2, "scheduler_order", base.scheduler, None),
@@ -105,7 +107,7 @@ def place_layout(
         host_of_rank=hosts,
         source=source,
         solver=solver,
-        crossings=crossings(cluster, alloc, est.layout, hosts),
+        crossings=crossings(cluster, alloc, est.layout, hosts, moe=moe),
         note=note,
         scheduler_crossings=crossings(cluster, alloc, layout, host_order_map(cluster, layout)),
     )
@@ -113,13 +115,11 @@ def place_layout(
 
 def _renumber(layout: Layout, canonical: Layout, host_of_rank: np.ndarray) -> np.ndarray:
     """The same physical map with ranks numbered in `canonical`'s order (same coordinates)."""
-    from .pricing import coordinates
-
-    c = coordinates(layout)
-    from cost_models import topology
-
-    s = topology.axis_strides(canonical)
-    new = sum(c[a] * s[a] for a in ("tp", "cp", "dp", "pp"))
+    dims = rankmap.decoder_dims(layout)
+    stride = rankmap.strides(dims)
+    new_stride = rankmap.strides(rankmap.decoder_dims(canonical))
+    r = np.arange(layout.world_size, dtype=np.int64)
+    new = sum(((r // stride[a]) % size) * new_stride[a] for a, size in dims)
     out = np.empty_like(host_of_rank)
     out[new] = host_of_rank
     return out

@@ -50,7 +50,7 @@ from cost_models.estimate import estimate
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
 from .allocation import Allocation
-from .pricing import nest, placed_spans
+from .pricing import nest, placed_pieces
 
 CANONICAL = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
 US = 1e6  # objective unit: microseconds
@@ -162,7 +162,9 @@ def _tables(
 ) -> None:
     lo = um.layout
     base_map = build_map(um, greedy_counts(um))
-    base = placed_spans(alloc, lo, base_map)
+    moe = model.moe is not None
+    raw = placed_pieces(alloc, lo, base_map, moe=moe)
+    base = {kind: nest(p) for kind, p in raw.items()}
     per_unit = {
         "dp": um.unit_gpus // (lo.tp * lo.cp),
         "dp_cp": um.unit_gpus // lo.tp,
@@ -173,6 +175,8 @@ def _tables(
     def spans_for(ks: tuple[int, ...], pp_level: int) -> dict[str, list[int]]:
         out = dict(base)
         for kind, u in per_unit.items():
+            if kind not in base:
+                continue
             whole = base[kind][-1]
             span = []
             for t in range(tiers):
@@ -182,7 +186,7 @@ def _tables(
                 elif lv is not None:
                     span.append(min(whole, ks[lv] * u))
                 elif t == 0:
-                    span.append(base[kind][0])
+                    span.append(raw[kind][0])
                 else:
                     span.append(whole)
             out[kind] = nest(span)

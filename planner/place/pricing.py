@@ -22,51 +22,44 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cost_models import topology
+from cost_models import rankmap
 from cost_models.estimate import estimate
 from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 
 from .allocation import Allocation
 
-KINDS = ("tp", "cp", "dp", "pp", "ep", "dp_cp", "edp")
+KINDS = ("tp", "cp", "dp", "pp", "dp_cp", "ep", "etp", "edp")
 
 
-def coordinates(layout: Layout, world: int | None = None) -> dict[str, np.ndarray]:
-    """(tp, cp, dp, pp) coordinates, the stage-local index and ep of every rank (ranks.py)."""
-    r = np.arange(layout.world_size if world is None else world, dtype=np.int64)
-    strides, degrees = topology.axis_strides(layout), topology.axis_degrees(layout)
-    c = {a: (r // strides[a]) % degrees[a] for a in ("tp", "cp", "dp", "pp")}
-    # Megatron-Core's expert order: the stage-local index, TP innermost, then the other
-    # non-PP axes in the layout's order (planner.place.ranks._stage_local_index).
-    local, inner = c["tp"].copy(), layout.tp
-    for axis in layout.order:
-        if axis.value in ("tp", "pp"):
-            continue
-        local += c[axis.value] * inner
-        inner *= degrees[axis.value]
-    c["local"] = local
-    c["ep"] = (local // layout.etp) % layout.ep
-    return c
+def _grid_keys(dims: rankmap.Dims, kinds: Mapping[str, tuple[str, ...]]) -> dict[str, np.ndarray]:
+    """Per rank and kind an integer that two ranks share iff Megatron-Core's
+    generate_masked_orthogonal_rank_groups puts them in one group (cost_models.rankmap): the
+    rank with the kind's grid coordinates zeroed."""
+    world = int(np.prod([size for _, size in dims]))
+    r = np.arange(world, dtype=np.int64)
+    stride = rankmap.strides(dims)
+    coord = {name: (r // stride[name]) % size for name, size in dims}
+    return {
+        kind: r - sum((coord[t] * stride[t] for t in tokens), np.zeros_like(r))
+        for kind, tokens in kinds.items()
+    }
 
 
-def group_keys(layout: Layout) -> dict[str, np.ndarray]:
-    """An integer per rank and kind; two ranks share a group of the kind iff their keys match."""
-    c = coordinates(layout)
-    s = topology.axis_strides(layout)
-    r = np.arange(layout.world_size, dtype=np.int64)
-    keys = {a: r - c[a] * s[a] for a in ("tp", "cp", "dp", "pp")}
-    stage = c["pp"] * layout.world_size
-    etp, ep = layout.etp, layout.ep
-    keys["ep"] = stage + (c["local"] % etp) + etp * (c["local"] // (etp * ep))
-    keys["dp_cp"] = r - c["dp"] * s["dp"] - c["cp"] * s["cp"]
-    keys["edp"] = stage + (c["local"] % etp) + etp * c["ep"]
+def group_keys(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
+    """An integer per rank and kind; two ranks share a group of the kind iff their keys match
+    (the groups of cost_models.rankmap.rank_groups, which the launchers build)."""
+    keys = _grid_keys(rankmap.decoder_dims(layout), rankmap.DECODER_KINDS)
+    if moe:
+        keys.update(_grid_keys(rankmap.expert_dims(layout), rankmap.EXPERT_KINDS))
+    else:
+        keys["ep"] = np.arange(layout.world_size, dtype=np.int64)
     return keys
 
 
-def group_lists(layout: Layout) -> dict[str, list[list[int]]]:
-    """The rank lists of every group of each kind (sorted, as ranks.rank_groups)."""
+def group_lists(layout: Layout, *, moe: bool = True) -> dict[str, list[list[int]]]:
+    """The rank lists of every group of each kind (sorted, as rankmap.rank_groups)."""
     out = {}
-    for kind, key in group_keys(layout).items():
+    for kind, key in group_keys(layout, moe=moe).items():
         groups: dict[int, list[int]] = {}
         for rank, k in enumerate(key.tolist()):
             groups.setdefault(k, []).append(rank)
@@ -74,50 +67,52 @@ def group_lists(layout: Layout) -> dict[str, list[list[int]]]:
     return out
 
 
-def placed_spans(
-    alloc: Allocation, layout: Layout, host_of_rank: np.ndarray
+def nest(pieces: Sequence[int]) -> list[int]:
+    """cost_models.rankmap's rule for whole factors per tier: the outermost tier holds the whole
+    group; inward, each tier's span is the largest divisor of the next tier's span that is at
+    most the tier's smallest piece (rankmap._whole, restated: no private imports)."""
+    out = [int(pieces[-1])] * len(pieces)
+    for t in range(len(pieces) - 2, -1, -1):
+        out[t] = _largest_divisor_at_most(out[t + 1], int(pieces[t]))
+    return out
+
+
+def _largest_divisor_at_most(n: int, cap: int) -> int:
+    cap = min(n, max(1, cap))
+    if n % cap == 0:
+        return cap
+    return max(d for d in range(1, cap + 1) if n % d == 0)
+
+
+def placed_pieces(
+    alloc: Allocation, layout: Layout, host_of_rank: np.ndarray, *, moe: bool = True
 ) -> dict[str, list[int]]:
-    """Span of every kind (smallest piece per tier, worst group) on the given map."""
-    keys = group_keys(layout)
-    sizes = {
-        "tp": layout.tp,
-        "cp": layout.cp,
-        "dp": layout.dp,
-        "pp": layout.pp,
-        "ep": layout.ep,
-        "dp_cp": layout.dp * layout.cp,
-        "edp": max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp)),
-    }
+    """Smallest piece of every kind per tier over every group (raw; the last entry is the group
+    size)."""
+    keys = group_keys(layout, moe=moe)
     out: dict[str, list[int]] = {}
     dom = [d[host_of_rank] for d in alloc.domains]
-    for kind in KINDS:
-        n = sizes[kind]
+    for kind, key in keys.items():
+        _, sizes = np.unique(key, return_counts=True)
+        n = int(sizes[0])
         if n <= 1:
             out[kind] = [1] * len(dom)
             continue
-        key = keys[kind]
         span = []
         for d in dom[:-1]:
             pair = key * (int(d.max()) + 1) + d
             _, counts = np.unique(pair, return_counts=True)
             span.append(int(counts.min()))
-        span.append(n)
-        out[kind] = nest(span)
+        out[kind] = [*span, n]
     return out
 
 
-def nest(pieces: Sequence[int]) -> list[int]:
-    """Whole factors per tier, as cost_models.comm reads a span (f_t = n_t // n_{t-1}): each
-    tier's piece is rounded down to a multiple of the piece inside it (a group with pieces of
-    3 per leaf and 5 per pod aggregates no whole second leaf-piece in a pod: it is priced as
-    3 per pod, the conservative side), the outermost entry stays the group size (its last
-    factor is a floor as well, as in topology.group_span)."""
-    span = [max(1, int(pieces[0]))]
-    for p in pieces[1:-1]:
-        span.append(span[-1] * max(1, int(p) // span[-1]))
-    if len(pieces) > 1:
-        span.append(max(int(pieces[-1]), span[-1]))
-    return span
+def placed_spans(
+    alloc: Allocation, layout: Layout, host_of_rank: np.ndarray, *, moe: bool = True
+) -> dict[str, list[int]]:
+    """Span of every kind (smallest piece per tier over every group, whole factors) on the map."""
+    pieces = placed_pieces(alloc, layout, host_of_rank, moe=moe)
+    return {kind: nest(p) for kind, p in pieces.items()}
 
 
 def price(
@@ -129,9 +124,8 @@ def price(
     host_of_rank: np.ndarray,
 ) -> Estimate:
     """The estimate of `layout` with rank r on host alloc.hosts[host_of_rank[r]]."""
-    return estimate(
-        model, cluster, workload, layout, spans=placed_spans(alloc, layout, host_of_rank)
-    )
+    spans = placed_spans(alloc, layout, host_of_rank, moe=model.moe is not None)
+    return estimate(model, cluster, workload, layout, spans=spans)
 
 
 def host_order_map(cluster: Cluster, layout: Layout) -> np.ndarray:
@@ -167,15 +161,19 @@ def baselines(
 
 
 def crossings(
-    cluster: Cluster, alloc: Allocation, layout: Layout, host_of_rank: np.ndarray
+    cluster: Cluster,
+    alloc: Allocation,
+    layout: Layout,
+    host_of_rank: np.ndarray,
+    *,
+    moe: bool = True,
 ) -> dict[str, dict[str, object]]:
     """For each kind of group: the slowest tier any of its groups crosses, and how many groups
     cross it (the report's "which groups cross which switches")."""
-    keys = group_keys(layout)
+    keys = group_keys(layout, moe=moe)
     dom = [d[host_of_rank] for d in alloc.domains]
     out: dict[str, dict[str, object]] = {}
-    for kind in KINDS:
-        key = keys[kind]
+    for kind, key in keys.items():
         groups = np.unique(key)
         if len(groups) == len(key):
             continue  # groups of one rank

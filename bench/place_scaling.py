@@ -130,8 +130,8 @@ def main() -> None:
         )
         print(
             f"  step: scheduler's order {p.scheduler.step_time_s:.4f} s | best rank order"
-            f" {p.best_order.step_time_s:.4f} s | CP-SAT placement {p.placed.step_time_s:.4f} s"
-            f" (kept: {p.source})"
+            f" {p.best_order.step_time_s:.4f} s | placed {p.placed.step_time_s:.4f} s"
+            f" (from {p.source})"
         )
         gain = 1 - p.placed.step_time_s / min(p.scheduler.step_time_s, p.best_order.step_time_s)
         print(f"  gain over the better baseline: {100 * gain:.2f}%")

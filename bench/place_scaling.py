@@ -145,9 +145,11 @@ def main() -> None:
         for other in placed.placements[1:]:
             o = other.placed.layout
             print(
-                f"  runner-up TP{o.tp} PP{o.pp} DP{o.dp} CP{o.cp}: placed"
-                f" {other.placed.step_time_s:.4f} s ({other.source}, solver"
-                f" {other.solver['status']}, {other.solver['wall_time_s']:.2f} s)"
+                f"  runner-up TP{o.tp} PP{o.pp} DP{o.dp} CP{o.cp}: scheduler's order"
+                f" {other.scheduler.step_time_s:.4f} s | best rank order"
+                f" {other.best_order.step_time_s:.4f} s | placed {other.placed.step_time_s:.4f} s"
+                f" ({other.source}, solver {other.solver['status']},"
+                f" {other.solver['wall_time_s']:.2f} s)"
             )
         target = f" (target {TARGETS[n]:.0f} s)" if n in TARGETS else ""
         print(f"  whole plan + placement of {args.place_top} layout(s): {wall:.1f} s wall{target}")

@@ -245,7 +245,8 @@ def plan_on_allocation(
             work,
             e,
             alloc,
-            time_limit_s=place_time_limit_s or options.time_limit_s,
+            # --time-limit bounds the placement solves together (each its share)
+            time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
             deterministic=options.deterministic,
             seed=options.seed,
         )

@@ -331,3 +331,17 @@ def test_nodelist_terminal_report(tmp_path, capsys):
     ranged = [a for a in argv if a not in ("--global-batch", "64")]
     assert main([*ranged, "--global-batch-range", "32", "64"]) == 2
     assert "not supported with an allocation" in capsys.readouterr().err
+
+
+def test_tree_with_a_leaf_skipping_a_level(tmp_path):
+    """A leaf hung directly under a level-2 switch is its own domain at level 1 (Slurm: a
+    switch's level is 1 + its highest child's)."""
+    path = _write(
+        tmp_path,
+        "topology.conf",
+        "SwitchName=s0 Nodes=a[0-1]\nSwitchName=s1 Nodes=b[0-1]\n"
+        "SwitchName=s2 Switches=s0\nSwitchName=s3 Switches=s2,s1\n",
+    )
+    topo = A.parse_topology(path)
+    assert topo.levels[1] == {"a0": "s2", "a1": "s2", "b0": "s1", "b1": "s1"}
+    assert set(topo.levels[2].values()) == {"s3"}

@@ -345,3 +345,16 @@ def test_tree_with_a_leaf_skipping_a_level(tmp_path):
     topo = A.parse_topology(path)
     assert topo.levels[1] == {"a0": "s2", "a1": "s2", "b0": "s1", "b1": "s1"}
     assert set(topo.levels[2].values()) == {"s3"}
+
+
+def test_placement_is_deterministic():
+    layout = Layout(tp=8, pp=3, dp=3)
+    spec, cluster, wl, alloc = _small(
+        [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3], [1], layout, pods=[0, 0, 1, 1]
+    )
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    a, b = M.solve(um, time_limit_s=5), M.solve(um, time_limit_s=5)
+    assert a.counts == b.counts and (a.host_of_rank == b.host_of_rank).all()
+    assert set(
+        place_layout(spec, cluster, wl, estimate(spec, cluster, wl, layout), alloc).solver
+    ) == {"status", "objective", "best_bound", "gap", "wall_time_s"}

@@ -9,9 +9,10 @@ from pydantic import ValidationError
 import models_zoo
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
-from cost_models.errors import InvalidInput, describe_validation_error
+from cost_models.errors import InvalidInput, NoFeasiblePlan, describe_validation_error
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
+from .place.joint import PlacedPlan
 from .search import exhaustive, recommend
 from .search import solve as sat_solve
 from .search.candidates import OrderCache, allowed_orders, framework_space
@@ -180,6 +181,106 @@ def estimate(
         prof = _framework.profile(framework)
         workload, layout = prof.workload(workload), prof.layout(layout)
     return _cost(spec, sized, workload, layout)
+
+
+def plan_on_allocation(
+    model: str | ModelSpec,
+    cluster: str | Cluster,
+    *,
+    topology: Any,
+    hosts_file: str | None = None,
+    nodelist: str | None = None,
+    exclude: str | None = None,
+    num_gpus: int | None = None,
+    global_batch: int | None = None,
+    seq_len: int | None = None,
+    precision: str | None = None,
+    place_top: int = 3,
+    place_time_limit_s: float | None = None,
+    framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    **constraints: Any,
+) -> PlacedPlan:
+    """Best plan on the allocation a job really gets (CONTRACT.md "Placement on an allocation").
+
+    The search shortlists `place_top` layouts under ideal placement (plan(top_k=...)); each is
+    placed on the allocation (scheduler's order, best rank order, CP-SAT: planner/place/joint.py)
+    and the plans are re-ranked by the placed step time. Returns a PlacedPlan.
+    """
+    from .place.allocation import Allocation, load_allocation
+    from .place.joint import place_layout
+
+    base = models_zoo.load_cluster(cluster)
+    if isinstance(topology, Allocation):  # already loaded (bench/place_scaling.py, tests)
+        alloc = topology
+    else:
+        alloc = load_allocation(
+            base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
+        )
+    have = len(alloc.hosts) * base.gpus_per_node
+    if num_gpus is not None and num_gpus > have:
+        raise InvalidInput(
+            f"--gpus {num_gpus}: the allocation has {have} healthy GPUs ({len(alloc.hosts)} hosts)"
+        )
+    constraints["top_k"] = max(place_top, constraints.get("top_k", 1))
+    result = plan(
+        model,
+        cluster,
+        num_gpus=num_gpus or have,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        precision=precision,
+        framework=framework,
+        **constraints,
+    )
+    options = _validated(
+        SolverOptions,
+        {k: v for k, v in constraints.items() if k in SolverOptions.model_fields},
+        "solver options",
+    )
+    shortlist = [(e, result.plan_workload(i)) for i, e in enumerate(result.ranked[:place_top])]
+    # CP-SAT places TP x CP blocks of whole nodes; where the shortlist has none and the user
+    # pinned neither degree, the best such layout joins it (a fragmented allocation can make it
+    # the winner once placed).
+    per_node = result.cluster.gpus_per_node
+    if (
+        constraints.get("tp") is None
+        and constraints.get("cp") is None
+        and all(e.layout.tp * e.layout.cp > per_node for e, _ in shortlist)
+    ):
+        whole = dict(constraints, top_k=1, max_cp=1)
+        whole["max_tp"] = min(constraints.get("max_tp") or per_node, per_node)
+        try:
+            extra = plan(
+                model,
+                cluster,
+                num_gpus=num_gpus or have,
+                global_batch=global_batch,
+                seq_len=seq_len,
+                precision=precision,
+                framework=framework,
+                **whole,
+            )
+            shortlist.append((extra.best, extra.plan_workload(0)))
+        except NoFeasiblePlan:
+            pass
+    placements = [
+        place_layout(
+            result.model,
+            result.cluster,
+            work,
+            e,
+            alloc,
+            # --time-limit bounds the placement solves together (each its share)
+            time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
+            deterministic=options.deterministic,
+            seed=options.seed,
+        )
+        for e, work in shortlist
+    ]
+    placements.sort(key=lambda p: p.placed.step_time_s)
+    ranked = tuple(p.placed for p in placements)
+    placed_result = result.model_copy(update={"ranked": ranked})
+    return PlacedPlan(result=placed_result, ideal=result, placements=placements, allocation=alloc)
 
 
 def framework_violations(

@@ -248,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search(p)
 
     _add_report_flags(p)
+    _add_allocation(p)
     p.add_argument(
         "--stability",
         action="store_true",
@@ -302,7 +303,27 @@ def _emit_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2) + "\n")
 
 
+def _add_allocation(p: argparse.ArgumentParser) -> None:
+    """Placement on the allocation a job really gets (CONTRACT.md, docs/cli.md)."""
+    p.add_argument("--topology", help="Slurm topology.conf (tree or block format) or YAML")
+    hosts = p.add_mutually_exclusive_group()
+    hosts.add_argument("--hosts", help="hostfile of the allocation (one host per line, slots=N)")
+    hosts.add_argument("--nodelist", help="Slurm hostlist of the allocation, e.g. gpu[001-064]")
+    p.add_argument("--exclude", help="Slurm hostlist of drained hosts to leave out")
+    p.add_argument(
+        "--place-top",
+        type=_positive_int,
+        default=3,
+        help="layouts shortlisted under ideal placement and placed on the allocation",
+    )
+    p.add_argument(
+        "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
+    )
+
+
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
+    if args.topology or args.hosts or args.nodelist or args.exclude or args.out_dir:
+        return _cmd_plan_allocation(args, out)
     result = api.plan(
         args.model,
         args.cluster,
@@ -317,6 +338,59 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         _render_plan(args, result, out, _plan_stability(args, result))
     else:
         _render_plan(args, result, out)
+    return EXIT_OK
+
+
+def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
+    from .place.joint import allocation_dict, write_handoff
+
+    if not args.topology or not (args.hosts or args.nodelist):
+        raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
+    if args.global_batch_range is not None:
+        raise InvalidInput("plan: --global-batch-range is not supported with an allocation")
+    placed = api.plan_on_allocation(
+        args.model,
+        args.cluster,
+        topology=args.topology,
+        hosts_file=args.hosts,
+        nodelist=args.nodelist,
+        exclude=args.exclude,
+        num_gpus=args.gpus,
+        global_batch=args.global_batch,
+        seq_len=args.seq_len,
+        precision=args.precision,
+        place_top=args.place_top,
+        framework=_framework(args),
+        **search_kwargs(args),
+    )
+    result, best, alloc = placed.result, placed.best, placed.allocation
+    if args.out_dir:
+        exports, skipped = {}, []
+        for name, target, as_json in (
+            ("megatron_args.txt", "megatron", False),
+            ("torchtitan.toml", "torchtitan", False),
+            ("deepspeed.json", "deepspeed", True),
+            ("mesh.json", "mesh", True),
+            ("groups.json", "ranks", True),
+        ):
+            try:
+                exports[name] = _emit_text(target, result, as_json)
+            except InvalidInput as exc:  # a launcher that cannot express the plan
+                skipped.append(f"{name}: {exc}")
+        written = write_handoff(args.out_dir, result.cluster, alloc, best, exports)
+    if args.json and not args.emit:
+        payload = report.result_dict(result)
+        payload["allocation"] = allocation_dict(result.cluster, alloc, best)
+        _emit_json(payload)
+        return EXIT_OK
+    _render_plan(args, result, out)
+    if args.emit or args.markdown:
+        return EXIT_OK
+    out.print(report.render_allocation(result.cluster, placed), soft_wrap=True)
+    if args.out_dir:
+        out.print("wrote " + ", ".join(str(p) for p in written), soft_wrap=True)
+        for line in skipped:
+            out.print(f"not written: {escape(line)}", soft_wrap=True)
     return EXIT_OK
 
 

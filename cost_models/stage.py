@@ -157,6 +157,18 @@ def dp_time_s(
     a group with nothing to move (a dense model has no expert-DP group) runs no collective and
     pays no latency."""
     tiers = cluster.tiers
+    if layout.dp_shard is not None and layout.zero_stage >= 1:
+        # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
+        # inside the shard group, all-reduce of the shard across the replicas, all-gather
+        # inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+        shard_n = layout.shard_dp * layout.cp
+        grads = comm.collective_time_s(
+            "reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers
+        ) + comm.collective_time_s(
+            "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span["dp_replicate"], tiers
+        )
+        gather = comm.collective_time_s("all_gather", dense * BF16_BYTES, span["dp_shard"], tiers)
+        return grads, gather
     reduce = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
     parts = [(dense, span["dp_cp"])]
     if expert > 0 and "edp" in span:
@@ -197,7 +209,7 @@ def stage_dp_s(
 
 def stage_optimizer_s(layout: Layout, sp: StageParams, hbm_bytes_per_s: float) -> float:
     """Optimizer-step seconds of one stage (memory-bound Adam over its shard of parameters)."""
-    shard = 1 if layout.zero_stage == 0 else layout.dp * layout.cp
+    shard = 1 if layout.zero_stage == 0 else layout.shard_dp * layout.cp
     return (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
 
 

@@ -40,6 +40,7 @@ LAYOUT_KEYS = (
     "micro_batch",
     "recompute",
     "zero_stage",
+    "dp_shard",
     "sequence_parallel",
 )
 TERM_LABELS = {
@@ -144,6 +145,7 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
         "ranked": ranked,
         "solver": result.solver.model_dump(),
         "rejections": result.rejections,
+        "framework": {"name": result.framework, "version": result.framework_version},
         "inputs": {
             "model": result.model.name,
             **model_params(result.model),
@@ -202,6 +204,8 @@ def layout_line(e: Estimate) -> str:
         f"ZeRO-{lo.zero_stage}",
         "SP" if lo.sequence_parallel else "no SP",
     ]
+    if lo.dp_shard is not None:
+        extras.append(f"HSDP {lo.replicate_dp}x{lo.dp_shard}")
     if lo.order != Layout.model_fields["order"].default:
         extras.append("order " + "-".join(a.value for a in lo.order))
     return " ".join(parts) + "  |  " + ", ".join(extras)
@@ -213,6 +217,8 @@ def compact_layout(e: Estimate) -> str:
     parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}"]
     parts += [f"CP{lo.cp}"] * (lo.cp > 1) + [f"EP{lo.ep}"] * (lo.ep > 1)
     parts += [f"ETP{lo.etp}"] * (lo.etp > 1) + [f"VP{lo.vp}"] * (lo.vp > 1)
+    if lo.dp_shard is not None:  # hybrid sharded DP: replicas x shard group
+        parts.append(f"HSDP{lo.replicate_dp}x{lo.dp_shard}")
     parts.append(f"mb{lo.micro_batch}")
     parts += [RECOMPUTE_SHORT[lo.recompute]] * bool(RECOMPUTE_SHORT[lo.recompute])
     parts.append(f"Z{lo.zero_stage}")
@@ -471,8 +477,9 @@ def solver_line(result: PlanResult) -> str:
 
 def summary_text(result: PlanResult) -> str:
     best = result.best
+    target = f" for {result.framework_version}" if result.framework else ""
     text = (
-        f"Best: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
+        f"Best{target}: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
         f"{best.mfu:.1%}, step {best.step_time_s:,.3f} s, peak memory "
         f"{best.peak_memory_gib:.1f} GiB of {result.usable_memory_gib:.1f} GiB usable"
     )

@@ -27,12 +27,17 @@ def _label(p: WhatIfPoint) -> str:
     return "baseline" if math.isnan(p.value) else f"{p.value:g}"
 
 
-def render_whatif(r: WhatIfResult, cluster: Cluster, model: ModelSpec | None = None) -> Group:
+def render_whatif(
+    r: WhatIfResult, cluster: Cluster, model: ModelSpec | None = None, framework: str = ""
+) -> Group:
     """The sweep: one row per value (baseline first), exposed terms as % of the step, costs
     when priced, then the conclusions (whatif.conclusions) that read those same numbers."""
     rows = [r.baseline, *r.points]
     who = r.model if model is None else f"{model.name} ({params_text(model)})"
-    title = Text(f"whatif {r.parameter}: {who} on {r.cluster} ({r.num_gpus} GPUs)", style="bold")
+    plans_for = f", plans for {framework}" if framework else ""
+    title = Text(
+        f"whatif {r.parameter}: {who} on {r.cluster} ({r.num_gpus} GPUs){plans_for}", style="bold"
+    )
     plans = _table("value", "layout", "tok/s/GPU", "MFU", "step s", "vs base", right_from=2)
     for p in rows:
         e = p.best

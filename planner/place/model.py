@@ -26,6 +26,15 @@ those counts has (planner/place/pricing.py reads the same spans off the map it b
   terms of the step sum (estimate's breakdown), so the table is additive in them; each entry is
   rounded to a microsecond, so the objective matches re-pricing the map to within 2 us.
 
+Blocks of B > 1 nodes (TP x CP over several nodes) stay inside one leaf where the leaves hold
+enough of them; where they do not (leaves with a remainder of fewer than B nodes), just enough
+split blocks are made of the leftover nodes (inside one pod first), each a pseudo-leaf of
+capacity 1. A split block belongs to the domains of a level that hold all its nodes; at a level
+whose domains it spans, PP groups are not balanced there and the DP kinds' piece is taken as
+min(k x u, the smallest part of a split block): a lower bound on the map's piece, so there the
+objective is an upper bound on re-pricing (the map is always re-priced exactly, joint.py);
+without split blocks the objective is the re-priced step.
+
 Constraints: every stage gets its D units; each leaf holds at most floor(healthy nodes / B)
 units; stages are interchangeable, so their counts on the first leaf are ordered. The full hint
 is the cheapest of: the scheduler's order packed stage by stage into leaves, a best-fit packing
@@ -50,7 +59,7 @@ from cost_models.estimate import estimate
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
 from .allocation import Allocation
-from .pricing import nest, placed_pieces
+from .pricing import group_keys, nest, placed_pieces
 
 CANONICAL = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
 US = 1e6  # objective unit: microseconds
@@ -70,7 +79,9 @@ class UnitModel:
     units_per_stage: int
     levels: list[list[list[int]]]  # level -> domains -> leaf indices (level 0: leaf -> [leaf])
     leaf_hosts: list[list[int]]  # leaf -> host indices in the scheduler's order
-    capacity: list[int]  # units per leaf
+    capacity: list[int]  # units per leaf (pseudo-leaves of one split block last, capacity 1)
+    split_blocks: int  # blocks made of leftover nodes of several leaves (pseudo-leaves)
+    crossing: list[bool]  # level -> some split block spans several of its domains
     level_of_tier: list[int | None]  # model level whose pieces set the tier, None: not a level
     lowest_tier: int  # the first tier above a host (0 when NVLink domains span hosts)
     dp_table: dict[tuple[int, ...], int]  # (k_0, k_1, ...) -> step (pp at the top) in us
@@ -122,11 +133,25 @@ def unit_model(
     for h, d in enumerate(leaf_of_host.tolist()):
         leaf_hosts[leaf_index[d]].append(h)
     capacity = [len(hs) // nodes_per_unit for hs in leaf_hosts]
-    levels: list[list[list[int]]] = [[[i] for i in range(len(leaf_ids))]]
-    for p in partitions[1:]:
+    n_leaves = len(leaf_hosts)
+    short = per_stage * lo.pp - sum(capacity)
+    if short > 0 and nodes_per_unit > 1:
+        # Leaves with a remainder of fewer than B nodes: just enough blocks are made of the
+        # leftover nodes (pods first, the fewest leaves per block), each a pseudo-leaf of
+        # capacity 1 that every count matrix then uses (the capacity is exactly the need).
+        for hosts in _split_blocks(partitions[-1], leaf_hosts, capacity, nodes_per_unit, short):
+            leaf_hosts.append(hosts)
+            capacity.append(1)
+    levels: list[list[list[int]]] = [[[i] for i in range(n_leaves)]]
+    crossing = [[len(leaf_hosts) > n_leaves] + [False] * (len(partitions) - 1)]
+    for lv, p in enumerate(partitions[1:], start=1):
         groups: dict[int, list[int]] = {}
         for i, hs in enumerate(leaf_hosts):
-            groups.setdefault(int(p[hs[0]]), []).append(i)
+            ids = set(p[hs].tolist())
+            if len(ids) == 1:
+                groups.setdefault(ids.pop(), []).append(i)
+            else:  # a split block across domains of this level belongs to none of them
+                crossing[0][lv] = True
         levels.append(list(groups.values()))
     um = UnitModel(
         layout=lo,
@@ -136,6 +161,8 @@ def unit_model(
         levels=levels,
         leaf_hosts=leaf_hosts,
         capacity=capacity,
+        split_blocks=len(leaf_hosts) - n_leaves,
+        crossing=crossing[0],
         level_of_tier=level_of_tier,
         lowest_tier=lowest,
         dp_table={},
@@ -148,6 +175,30 @@ def unit_model(
         )
     _tables(model, cluster, workload, alloc, um)
     return um
+
+
+def _split_blocks(
+    top: np.ndarray, leaf_hosts: list[list[int]], capacity: list[int], b: int, need: int
+) -> list[list[int]]:
+    """`need` blocks of b leftover nodes (the hosts whole blocks leave in each leaf): inside
+    one top-level domain first, taking the leaves with the most leftovers first, then across
+    domains; each block's hosts in the scheduler's order."""
+    left: dict[int, list[list[int]]] = {}
+    for j, hs in enumerate(leaf_hosts):
+        rest = hs[capacity[j] * b :]
+        if rest:
+            left.setdefault(int(top[rest[0]]), []).append(rest)
+    inside, residue = [], []
+    for dom in sorted(left):
+        pool = [h for rest in sorted(left[dom], key=lambda r: (-len(r), r[0])) for h in rest]
+        whole = len(pool) // b * b
+        inside += [pool[i : i + b] for i in range(0, whole, b)]
+        residue += pool[whole:]
+    across = [residue[i : i + b] for i in range(0, len(residue) // b * b, b)]
+    blocks = [*inside, *across][:need]
+    if len(blocks) < need:
+        raise Unplaceable(f"allocation: {need} more blocks of {b} nodes than the leaves hold")
+    return [sorted(hs) for hs in blocks]
 
 
 def _k_values(um: UnitModel, level: int) -> list[int]:
@@ -171,6 +222,34 @@ def _tables(
         "edp": um.unit_gpus // (lo.etp * lo.ep),
     }
     tiers = len(cluster.tiers)
+    # Split blocks: at a tier whose domains a split block spans, a group's piece in a domain
+    # holding part of one is at least that part (its whole blocks there only add), so the
+    # kind's piece is taken as min(k x u, the smallest part of any split block) there: a lower
+    # bound on the map's piece, hence an upper bound on its step where the table falls as
+    # pieces grow (exact where no block is split). The parts depend on the blocks' fixed hosts
+    # only, not on the stage that takes them.
+    keys = group_keys(lo, moe=moe)
+    split_ranks = [
+        np.flatnonzero(np.isin(base_map, um.leaf_hosts[p]))
+        for p in range(len(um.leaf_hosts) - um.split_blocks, len(um.leaf_hosts))
+    ]
+
+    def split_piece(kind: str, t: int) -> int | None:
+        lv = um.level_of_tier[t]
+        if lv is None or not um.crossing[lv] or not split_ranks:
+            return None
+        dom = alloc.domains[t]
+        out = None
+        for ranks in split_ranks:
+            key = keys[kind][ranks]
+            pair = key * (int(dom.max()) + 1) + dom[base_map[ranks]]
+            low = int(np.unique(pair, return_counts=True)[1].min())
+            out = low if out is None else min(out, low)
+        return out
+
+    parts = {
+        (kind, t): split_piece(kind, t) for kind in per_unit if kind in base for t in range(tiers)
+    }
 
     def spans_for(ks: tuple[int, ...], pp_level: int) -> dict[str, list[int]]:
         out = dict(base)
@@ -184,7 +263,8 @@ def _tables(
                 if t == tiers - 1:
                     span.append(whole)
                 elif lv is not None:
-                    span.append(min(whole, ks[lv] * u))
+                    part = parts[kind, t]
+                    span.append(min(whole, ks[lv] * u, part if part is not None else whole))
                 elif t == 0:
                     span.append(raw[kind][0])
                 else:
@@ -262,7 +342,8 @@ def best_fit_counts(um: UnitModel) -> list[list[int]]:
     large DP pieces, a second hint."""
     left = list(um.capacity)
     counts = [[0] * len(left) for _ in range(um.layout.pp)]
-    tops = um.levels[-1]
+    inside = {j for dom in um.levels[-1] for j in dom}
+    tops = um.levels[-1] + [[j] for j in range(len(left)) if j not in inside]
     for s in range(um.layout.pp):
         need = um.units_per_stage
         while need:
@@ -292,12 +373,27 @@ def objective_us(um: UnitModel, counts: list[list[int]]) -> int:
     ks, balanced = [], []
     for lv in range(len(um.levels)):
         y = level_counts(um, counts, lv)
-        ks.append(min(v for row in y for v in row if v > 0))
-        balanced.append(all(row == y[0] for row in y))
+        ks.append(min((v for row in y for v in row if v > 0), default=None))
+        balanced.append(all(row == y[0] for row in y) and not um.crossing[lv])
     pp_level = next((lv for lv, b in enumerate(balanced) if b), len(um.levels))
     if um.layout.pp == 1:
         pp_level = len(um.levels)
-    return um.dp_table[tuple(ks)] + um.pp_table[pp_level]
+    return _dp_cost(um, ks) + um.pp_table[pp_level]
+
+
+def _dp_cost(um: UnitModel, ks: list[int | None]) -> int:
+    """The table at the smallest pieces; a level with no whole block in any of its domains
+    (only split blocks) leaves its k free, as in the CP-SAT model."""
+    return um.dp_table[_dp_choice(um, ks)]
+
+
+def _dp_choice(um: UnitModel, ks: list[int | None]) -> tuple[int, ...]:
+    if None not in ks:
+        return tuple(ks)
+    return min(
+        (c for c in um.dp_table if all(k is None or a == k for a, k in zip(c, ks, strict=True))),
+        key=lambda c: (um.dp_table[c], c),
+    )
 
 
 def build_map(um: UnitModel, counts: list[list[int]]) -> np.ndarray:
@@ -330,7 +426,7 @@ def _domain_of(um: UnitModel, level: int, leaf: int) -> int:
     for i, dom in enumerate(um.levels[level]):
         if leaf in dom:
             return i
-    raise AssertionError(leaf)
+    return len(um.levels[level])  # a split block across this level's domains: after them
 
 
 @dataclass
@@ -401,14 +497,14 @@ def solve(
     hint = min([greedy_counts(um), best_fit_counts(um), *hints], key=lambda c: objective_us(um, c))
     hint = sorted(hint, key=lambda row: -row[0])  # the stage order the symmetry cut asks
     hints: list[tuple[Any, int]] = [(x[s][j], hint[s][j]) for s in range(pp) for j in range(nl)]
-    hint_ks, hint_bal = [], []
+    hint_bal = []
+    hint_choice = _dp_choice(um, [min((v for r in level_counts(um, hint, lv) for v in r if v > 0),
+                                      default=None) for lv in range(len(um.levels))])
     ks, bals = [], []
     for lv, doms in enumerate(um.levels):
         hy = level_counts(um, hint, lv)
-        hint_ks.append(min(v for row in hy for v in row if v > 0))
-        hint_bal.append(all(row == hy[0] for row in hy))
-        zs = []
-        ys = []
+        hint_bal.append(all(row == hy[0] for row in hy) and not um.crossing[lv])
+        zs, ys, useds = [], [], []
         k_vals = _k_values(um, lv)
         k = m.new_int_var_from_domain(cp_model.Domain.from_values(k_vals), f"k{lv}")
         for s in range(pp):
@@ -423,6 +519,7 @@ def solve(
                     m.add(y == sum(x[s][j] for j in dom))
                     hints.append((y, hy[s][i]))
                 used = m.new_bool_var(f"u{lv}_{s}_{i}")
+                useds.append(used)
                 hints.append((used, int(hy[s][i] > 0)))
                 m.add(y >= 1).only_enforce_if(used)
                 m.add(y == 0).only_enforce_if(~used)
@@ -432,19 +529,23 @@ def solve(
                     m.add(k == y).only_enforce_if(w)
                     m.add_implication(w, used)
                     zs.append(w)
-                    hints.append((w, int(hy[s][i] == hint_ks[-1])))
+                    hints.append((w, int(hy[s][i] == hint_choice[lv])))
                 row.append(y)
             ys.append(row)
         if not dp_falls:
-            m.add_bool_or(zs)
+            # k is free where no whole block lies at this level (only split blocks).
+            none = m.new_bool_var(f"none{lv}")
+            for lit in useds:
+                m.add_implication(none, ~lit)
+            m.add_bool_or([*zs, none])
         ks.append(k)
-        hints.append((k, hint_ks[-1]))
+        hints.append((k, hint_choice[lv]))
         if pp > 1:
             b = m.new_bool_var(f"b{lv}")
             hints.append((b, int(hint_bal[-1])))
             # Equal counts need every domain to hold pp x its per-stage count.
             room = sum(min(d, sum(um.capacity[j] for j in dom) // pp) for dom in doms)
-            if room < d:
+            if room < d or um.crossing[lv]:  # a split block's PP groups leave the domains
                 m.add(b == 0)
             eqs = []
             for s in range(1, pp):
@@ -467,7 +568,7 @@ def solve(
     # only combinations whose pieces nest are listed).
     dp_cost = m.new_int_var(min(um.dp_table.values()), max(um.dp_table.values()), "dp_cost")
     m.add_allowed_assignments([*ks, dp_cost], [(*c, v) for c, v in um.dp_table.items()])
-    hints.append((dp_cost, um.dp_table[tuple(hint_ks)]))
+    hints.append((dp_cost, um.dp_table[hint_choice]))
     pp_cost = 0
     if pp > 1:
         lvl = m.new_int_var(0, len(um.levels), "pp_level")

@@ -82,9 +82,11 @@ class UnitModel:
     capacity: list[int]  # units per leaf (pseudo-leaves of one split block last, capacity 1)
     split_blocks: int  # blocks made of leftover nodes of several leaves (pseudo-leaves)
     crossing: list[bool]  # level -> some split block spans several of its domains
+    split_touch: list[list[list[int]]]  # level -> split block -> domains it spans ([]: inside one)
     level_of_tier: list[int | None]  # model level whose pieces set the tier, None: not a level
     lowest_tier: int  # the first tier above a host (0 when NVLink domains span hosts)
-    dp_table: dict[tuple[int, ...], int]  # (k_0, k_1, ...) -> step (pp at the top) in us
+    # (k_0, k_1, ..., lone flag of each crossing level) -> step (pp at the top) in us
+    dp_table: dict[tuple[int, ...], int]
     pp_table: list[int]  # lowest balanced level (len(levels): none) -> delta in us
 
 
@@ -143,15 +145,20 @@ def unit_model(
             leaf_hosts.append(hosts)
             capacity.append(1)
     levels: list[list[list[int]]] = [[[i] for i in range(n_leaves)]]
-    crossing = [[len(leaf_hosts) > n_leaves] + [False] * (len(partitions) - 1)]
-    for lv, p in enumerate(partitions[1:], start=1):
+    leaf_of = {h: i for i, hs in enumerate(leaf_hosts[:n_leaves]) for h in hs}
+    touch = [[sorted({leaf_of[h] for h in hs}) for hs in leaf_hosts[n_leaves:]]]
+    for p in partitions[1:]:
         groups: dict[int, list[int]] = {}
-        for i, hs in enumerate(leaf_hosts):
-            ids = set(p[hs].tolist())
+        for i, hs in enumerate(leaf_hosts[:n_leaves]):
+            groups.setdefault(int(p[hs[0]]), []).append(i)
+        index = {v: i for i, v in enumerate(groups)}
+        touch.append([])
+        for i, hs in enumerate(leaf_hosts[n_leaves:], start=n_leaves):
+            ids = sorted({index[int(v)] for v in p[hs]})
             if len(ids) == 1:
-                groups.setdefault(ids.pop(), []).append(i)
-            else:  # a split block across domains of this level belongs to none of them
-                crossing[0][lv] = True
+                groups[int(p[hs[0]])].append(i)
+                ids = []  # inside one domain: counted there in full
+            touch[-1].append(ids)  # else it belongs to none of the domains it spans
         levels.append(list(groups.values()))
     um = UnitModel(
         layout=lo,
@@ -162,7 +169,8 @@ def unit_model(
         leaf_hosts=leaf_hosts,
         capacity=capacity,
         split_blocks=len(leaf_hosts) - n_leaves,
-        crossing=crossing[0],
+        crossing=[any(t) for t in touch],
+        split_touch=touch,
         level_of_tier=level_of_tier,
         lowest_tier=lowest,
         dp_table={},
@@ -251,7 +259,11 @@ def _tables(
         (kind, t): split_piece(kind, t) for kind in per_unit if kind in base for t in range(tiers)
     }
 
-    def spans_for(ks: tuple[int, ...], pp_level: int) -> dict[str, list[int]]:
+    n = len(um.levels)
+    cross = [lv for lv in range(n) if um.crossing[lv]]
+
+    def spans_for(key: tuple[int, ...], pp_level: int) -> dict[str, list[int]]:
+        ks, lone = key[:n], dict(zip(cross, key[n:], strict=True))
         out = dict(base)
         for kind, u in per_unit.items():
             if kind not in base:
@@ -263,7 +275,7 @@ def _tables(
                 if t == tiers - 1:
                     span.append(whole)
                 elif lv is not None:
-                    part = parts[kind, t]
+                    part = parts[kind, t] if lone.get(lv) else None
                     span.append(min(whole, ks[lv] * u, part if part is not None else whole))
                 elif t == 0:
                     span.append(raw[kind][0])
@@ -296,11 +308,16 @@ def _tables(
             memo[key] = round(e.step_time_s * US)
         return memo[key]
 
-    n = len(um.levels)
-    top_ks = tuple(um.units_per_stage for _ in range(n))
+    top_ks = tuple(um.units_per_stage for _ in range(n)) + (0,) * len(cross)
+    flags = list(itertools.product((0, 1), repeat=len(cross)))
     for ks in itertools.product(*(_k_values(um, lv) for lv in range(n))):
         if all(a <= b for a, b in itertools.pairwise(ks)):  # pieces nest
-            um.dp_table[ks] = step_us(ks, n)
+            for f in flags:  # fewer flags first: a lone part never prices below none
+                v = step_us((*ks, *f), n)
+                for i in range(len(f)):
+                    if f[i]:
+                        v = max(v, um.dp_table[(*ks, *f[:i], 0, *f[i + 1 :])])
+                um.dp_table[(*ks, *f)] = v
     ref = step_us(top_ks, n)
     um.pp_table = [step_us(top_ks, lv) - ref for lv in range(n)] + [0]
 
@@ -308,8 +325,9 @@ def _tables(
 def _dp_monotone(um: UnitModel) -> bool:
     """The DP table never rises when one level's smallest piece grows (to its next value)."""
     values = [_k_values(um, lv) for lv in range(len(um.levels))]
+    n = len(values)
     for ks, us in um.dp_table.items():
-        for lv, k in enumerate(ks):
+        for lv, k in enumerate(ks[:n]):
             i = values[lv].index(k)
             if i + 1 < len(values[lv]):
                 up = (*ks[:lv], values[lv][i + 1], *ks[lv + 1 :])
@@ -370,28 +388,47 @@ def level_counts(um: UnitModel, counts: list[list[int]], level: int) -> list[lis
 
 def objective_us(um: UnitModel, counts: list[list[int]]) -> int:
     """The model's objective for given counts (the oracle and the hint use it)."""
-    ks, balanced = [], []
+    ks, balanced, lone = _summary(um, counts)
+    pp_level = next((lv for lv, b in enumerate(balanced) if b), len(um.levels))
+    if um.layout.pp == 1:
+        pp_level = len(um.levels)
+    return um.dp_table[_dp_choice(um, ks, lone)] + um.pp_table[pp_level]
+
+
+def _summary(
+    um: UnitModel, counts: list[list[int]]
+) -> tuple[list[int | None], list[bool], list[int]]:
+    """Smallest used piece per level (None: none), balance per level, lone flag per crossing
+    level."""
+    ks, balanced, lone = [], [], []
+    first = len(um.leaf_hosts) - um.split_blocks
     for lv in range(len(um.levels)):
         y = level_counts(um, counts, lv)
         ks.append(min((v for row in y for v in row if v > 0), default=None))
         balanced.append(all(row == y[0] for row in y) and not um.crossing[lv])
-    pp_level = next((lv for lv, b in enumerate(balanced) if b), len(um.levels))
-    if um.layout.pp == 1:
-        pp_level = len(um.levels)
-    return _dp_cost(um, ks) + um.pp_table[pp_level]
+        if um.crossing[lv]:
+            # some stage's split block has a part in a domain holding none of its whole blocks
+            lone.append(
+                int(
+                    any(
+                        counts[s][first + i] and y[s][d] == 0
+                        for s in range(len(counts))
+                        for i, doms in enumerate(um.split_touch[lv])
+                        for d in doms
+                    )
+                )
+            )
+    return ks, balanced, lone
 
 
-def _dp_cost(um: UnitModel, ks: list[int | None]) -> int:
-    """The table at the smallest pieces; a level with no whole block in any of its domains
-    (only split blocks) leaves its k free, as in the CP-SAT model."""
-    return um.dp_table[_dp_choice(um, ks)]
-
-
-def _dp_choice(um: UnitModel, ks: list[int | None]) -> tuple[int, ...]:
+def _dp_choice(um: UnitModel, ks: list[int | None], lone: list[int]) -> tuple[int, ...]:
+    """The table's key at the smallest pieces and lone flags; a level with no whole block in
+    any of its domains (only split blocks) leaves its k free, as in the CP-SAT model."""
     if None not in ks:
-        return tuple(ks)
+        return (*ks, *lone)
+    want = [*ks, *lone]
     return min(
-        (c for c in um.dp_table if all(k is None or a == k for a, k in zip(c, ks, strict=True))),
+        (c for c in um.dp_table if all(k is None or a == k for a, k in zip(c, want, strict=True))),
         key=lambda c: (um.dp_table[c], c),
     )
 
@@ -498,13 +535,20 @@ def solve(
     hint = sorted(hint, key=lambda row: -row[0])  # the stage order the symmetry cut asks
     hints: list[tuple[Any, int]] = [(x[s][j], hint[s][j]) for s in range(pp) for j in range(nl)]
     hint_bal = []
-    hint_choice = _dp_choice(um, [min((v for r in level_counts(um, hint, lv) for v in r if v > 0),
-                                      default=None) for lv in range(len(um.levels))])
+    hint_choice = _dp_choice(um, *_summary(um, hint)[::2])
+    first = nl - um.split_blocks
+    xb = {}  # (stage, split block) -> the block is the stage's
+    for s in range(pp):
+        for i in range(um.split_blocks):
+            xb[s, i] = m.new_bool_var(f"xb{s}_{i}")
+            m.add(x[s][first + i] == xb[s, i])
+            hints.append((xb[s, i], hint[s][first + i]))
+    lones = []
     ks, bals = [], []
     for lv, doms in enumerate(um.levels):
         hy = level_counts(um, hint, lv)
         hint_bal.append(all(row == hy[0] for row in hy) and not um.crossing[lv])
-        zs, ys, useds = [], [], []
+        zs, ys, useds, used_at = [], [], [], {}
         k_vals = _k_values(um, lv)
         k = m.new_int_var_from_domain(cp_model.Domain.from_values(k_vals), f"k{lv}")
         for s in range(pp):
@@ -520,6 +564,7 @@ def solve(
                     hints.append((y, hy[s][i]))
                 used = m.new_bool_var(f"u{lv}_{s}_{i}")
                 useds.append(used)
+                used_at[s, i] = used
                 hints.append((used, int(hy[s][i] > 0)))
                 m.add(y >= 1).only_enforce_if(used)
                 m.add(y == 0).only_enforce_if(~used)
@@ -540,6 +585,19 @@ def solve(
             m.add_bool_or([*zs, none])
         ks.append(k)
         hints.append((k, hint_choice[lv]))
+        if um.crossing[lv]:
+            # lone <= some stage's split block has a part in a domain with none of its whole
+            # blocks (the table never prices lone below not lone, so this direction suffices)
+            lone = m.new_bool_var(f"lone{lv}")
+            hints.append((lone, hint_choice[len(um.levels) + len(lones)]))
+            for s in range(pp):
+                for i, spans in enumerate(um.split_touch[lv]):
+                    for dm in spans:
+                        lits = [lone, ~xb[s, i]]
+                        if (s, dm) in used_at:
+                            lits.append(used_at[s, dm])
+                        m.add_bool_or(lits)
+            lones.append(lone)
         if pp > 1:
             b = m.new_bool_var(f"b{lv}")
             hints.append((b, int(hint_bal[-1])))
@@ -567,7 +625,7 @@ def solve(
     # Objective: the DP table as allowed (k_0, k_1, ..., cost) tuples (AddAllowedAssignments:
     # only combinations whose pieces nest are listed).
     dp_cost = m.new_int_var(min(um.dp_table.values()), max(um.dp_table.values()), "dp_cost")
-    m.add_allowed_assignments([*ks, dp_cost], [(*c, v) for c, v in um.dp_table.items()])
+    m.add_allowed_assignments([*ks, *lones, dp_cost], [(*c, v) for c, v in um.dp_table.items()])
     hints.append((dp_cost, um.dp_table[hint_choice]))
     pp_cost = 0
     if pp > 1:

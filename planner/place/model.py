@@ -139,9 +139,11 @@ def unit_model(
     short = per_stage * lo.pp - sum(capacity)
     if short > 0 and nodes_per_unit > 1:
         # Leaves with a remainder of fewer than B nodes: just enough blocks are made of the
-        # leftover nodes (pods first, the fewest leaves per block), each a pseudo-leaf of
+        # leftover nodes (inside pods first, neighbouring leaves), each a pseudo-leaf of
         # capacity 1 that every count matrix then uses (the capacity is exactly the need).
-        for hosts in _split_blocks(partitions[-1], leaf_hosts, capacity, nodes_per_unit, short):
+        blocks = _split_blocks(partitions[-1], leaf_hosts, capacity, nodes_per_unit)
+        short = per_stage * lo.pp - sum(capacity)  # whole blocks freed to join pods' residues
+        for hosts in blocks[:short]:
             leaf_hosts.append(hosts)
             capacity.append(1)
     levels: list[list[list[int]]] = [[[i] for i in range(n_leaves)]]
@@ -186,27 +188,38 @@ def unit_model(
 
 
 def _split_blocks(
-    top: np.ndarray, leaf_hosts: list[list[int]], capacity: list[int], b: int, need: int
+    top: np.ndarray, leaf_hosts: list[list[int]], capacity: list[int], b: int
 ) -> list[list[int]]:
-    """`need` blocks of b leftover nodes (the hosts whole blocks leave in each leaf): inside
-    one top-level domain first, taking the leaves with the most leftovers first, then across
-    domains; each block's hosts in the scheduler's order."""
-    left: dict[int, list[list[int]]] = {}
+    """Blocks of b leftover nodes (the hosts whole blocks leave in each leaf), leaves in the
+    scheduler's order: inside one top-level domain (pod) first; a pod's residue (< b nodes)
+    joins the next pod's first leftovers, freeing one of that pod's whole blocks where it has
+    too few, so a block spans at most two neighbouring pods where it can (a stage that fills
+    them in that order holds whole blocks on both sides). Returns every such block, inside pods
+    first, each block's hosts in the scheduler's order; `capacity` (whole blocks per leaf) is
+    updated in place."""
+    pods: dict[int, list[int]] = {}
     for j, hs in enumerate(leaf_hosts):
-        rest = hs[capacity[j] * b :]
-        if rest:
-            left.setdefault(int(top[rest[0]]), []).append(rest)
-    inside, residue = [], []
-    for dom in sorted(left):
-        pool = [h for rest in sorted(left[dom], key=lambda r: (-len(r), r[0])) for h in rest]
+        pods.setdefault(int(top[hs[0]]), []).append(j)
+
+    def rest(leaves: list[int]) -> list[int]:
+        return [h for j in leaves for h in leaf_hosts[j][capacity[j] * b :]]
+
+    inside, across, carry = [], [], []
+    for leaves in pods.values():
+        pool = rest(leaves)
+        if carry:
+            want = b - len(carry)
+            if len(pool) < want and any(capacity[j] for j in leaves):
+                capacity[next(j for j in leaves if capacity[j])] -= 1
+                pool = rest(leaves)
+            carry, pool = carry + pool[:want], pool[want:]
+            if len(carry) == b:
+                across.append(carry)
+                carry = []
         whole = len(pool) // b * b
         inside += [pool[i : i + b] for i in range(0, whole, b)]
-        residue += pool[whole:]
-    across = [residue[i : i + b] for i in range(0, len(residue) // b * b, b)]
-    blocks = [*inside, *across][:need]
-    if len(blocks) < need:
-        raise Unplaceable(f"allocation: {need} more blocks of {b} nodes than the leaves hold")
-    return [sorted(hs) for hs in blocks]
+        carry += pool[whole:]
+    return [sorted(hs) for hs in [*inside, *across]]
 
 
 def _k_values(um: UnitModel, level: int) -> list[int]:
@@ -351,6 +364,68 @@ def greedy_counts(um: UnitModel) -> list[list[int]]:
             counts[s][leaf] += take
             left[leaf] -= take
             need -= take
+    return counts
+
+
+def host_order_counts(um: UnitModel) -> list[list[int]]:
+    """Whole blocks stage by stage along the scheduler's leaf order, each stage leaving room
+    for its share of the split blocks; then the split blocks matched to stages that hold whole
+    blocks in every domain the block spans at the highest level split blocks span (no lone
+    part there; augmenting paths), the rest where room is left. A third hint, for allocations with split blocks."""
+    pp, d = um.layout.pp, um.units_per_stage
+    first = len(um.leaf_hosts) - um.split_blocks
+    share = [um.split_blocks // pp + (s < um.split_blocks % pp) for s in range(pp)]
+    counts = [[0] * len(um.leaf_hosts) for _ in range(pp)]
+    left = um.capacity[:first]
+    leaf = 0
+    for s in range(pp):
+        need = d - share[s]
+        while need:
+            while left[leaf] == 0:
+                leaf += 1
+            take = min(need, left[leaf])
+            counts[s][leaf] += take
+            left[leaf] -= take
+            need -= take
+    ys = [level_counts(um, counts, lv) for lv in range(len(um.levels))]
+    # The highest level that split blocks span (the slowest uplinks): no lone part there.
+    top = [max((lv for lv in range(len(um.levels)) if um.crossing[lv]), default=0)]
+    fits = [
+        [
+            s
+            for s in range(pp)
+            if all(ys[lv][s][dm] > 0 for lv in top for dm in um.split_touch[lv][i])
+        ]
+        for i in range(um.split_blocks)
+    ]
+    owner: list[int | None] = [None] * um.split_blocks
+    held: list[list[int]] = [[] for _ in range(pp)]
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for s in fits[i]:
+            if s in seen:
+                continue
+            seen.add(s)
+            if len(held[s]) < share[s]:
+                held[s].append(i)
+                owner[i] = s
+                return True
+            for j in held[s]:
+                if augment(j, seen):
+                    held[s].remove(j)
+                    held[s].append(i)
+                    owner[i] = s
+                    return True
+        return False
+
+    for i in range(um.split_blocks):
+        augment(i, set())
+    for i in range(um.split_blocks):
+        if owner[i] is None:
+            s = next(s for s in range(pp) if len(held[s]) < share[s])
+            held[s].append(i)
+            owner[i] = s
+        counts[owner[i]][first + i] = 1
     return counts
 
 
@@ -531,7 +606,10 @@ def solve(
     # objective pushes k_L up to the smallest piece and takes the lowest balanced level. Else
     # both are tied exactly (k equals a witness piece; balance reified both ways).
     dp_falls, pp_falls = _dp_monotone(um), all(a <= b for a, b in itertools.pairwise(um.pp_table))
-    hint = min([greedy_counts(um), best_fit_counts(um), *hints], key=lambda c: objective_us(um, c))
+    starts = [greedy_counts(um), best_fit_counts(um), *hints]
+    if um.split_blocks:
+        starts.append(host_order_counts(um))
+    hint = min(starts, key=lambda c: objective_us(um, c))
     hint = sorted(hint, key=lambda row: -row[0])  # the stage order the symmetry cut asks
     hints: list[tuple[Any, int]] = [(x[s][j], hint[s][j]) for s in range(pp) for j in range(nl)]
     hint_bal = []

@@ -499,6 +499,12 @@ def _summary(
 def _dp_choice(um: UnitModel, ks: list[int | None], lone: list[int]) -> tuple[int, ...]:
     """The table's key at the smallest pieces and lone flags; a level with no whole block in
     any of its domains (only split blocks) leaves its k free, as in the CP-SAT model."""
+    # A pod holding only a split block of a stage can make its piece there smaller than at the
+    # leaves; the leaf piece is then no larger either (the nesting CP-SAT's table imposes).
+    ks = list(ks)
+    for lv in range(len(ks) - 2, -1, -1):
+        if ks[lv] is not None and ks[lv + 1] is not None:
+            ks[lv] = min(ks[lv], ks[lv + 1])
     if None not in ks:
         return (*ks, *lone)
     want = [*ks, *lone]
@@ -660,6 +666,8 @@ def solve(
             none = m.new_bool_var(f"none{lv}")
             for lit in useds:
                 m.add_implication(none, ~lit)
+            if um.split_blocks:  # k may sit below every used piece (a split block above)
+                zs.append(m.new_bool_var(f"below{lv}"))
             m.add_bool_or([*zs, none])
         ks.append(k)
         hints.append((k, hint_choice[lv]))

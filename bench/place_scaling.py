@@ -30,7 +30,7 @@ from planner import api
 from planner.place.allocation import Allocation, synthetic
 
 NODES_PER_LEAF, LEAVES_PER_POD, GPN = 32, 16, 8
-LIMITS = {1024: 10.0, 16384: 3.0, 131072: 20.0}  # CP-SAT; deterministic time is half
+LIMITS = {1024: 10.0, 16384: 2.0, 131072: 10.0}  # CP-SAT per layout; deterministic time is half
 TARGETS = {16384: 10.0, 131072: 60.0}
 
 
@@ -92,7 +92,7 @@ def main() -> None:
         type=float,
         default=None,
         help="CP-SAT time limit per layout (default: what leaves the targets room: 10 s at 1,024 "
-        "GPUs, 3 s at 16,384, 20 s at 131,072; deterministic mode stops at half that in "
+        "GPUs, 2 s at 16,384, 10 s at 131,072; deterministic mode stops at half that in "
         "CP-SAT deterministic seconds)",
     )
     parser.add_argument("--max-tp", type=int, default=None, help="largest TP tried")

@@ -26,6 +26,15 @@ those counts has (planner/place/pricing.py reads the same spans off the map it b
   terms of the step sum (estimate's breakdown), so the table is additive in them; each entry is
   rounded to a microsecond, so the objective matches re-pricing the map to within 2 us.
 
+Blocks of B > 1 nodes (TP x CP over several nodes) stay inside one leaf where the leaves hold
+enough of them; where they do not (leaves with a remainder of fewer than B nodes), just enough
+split blocks are made of the leftover nodes (inside one pod first), each a pseudo-leaf of
+capacity 1. A split block belongs to the domains of a level that hold all its nodes; at a level
+whose domains it spans, PP groups are not balanced there and the DP kinds' piece is taken as
+min(k x u, the smallest part of a split block): a lower bound on the map's piece, so there the
+objective is an upper bound on re-pricing (the map is always re-priced exactly, joint.py);
+without split blocks the objective is the re-priced step.
+
 Constraints: every stage gets its D units; each leaf holds at most floor(healthy nodes / B)
 units; stages are interchangeable, so their counts on the first leaf are ordered. The full hint
 is the cheapest of: the scheduler's order packed stage by stage into leaves, a best-fit packing
@@ -50,7 +59,7 @@ from cost_models.estimate import estimate
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
 from .allocation import Allocation
-from .pricing import nest, placed_pieces
+from .pricing import group_keys, nest, placed_pieces
 
 CANONICAL = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
 US = 1e6  # objective unit: microseconds
@@ -70,10 +79,14 @@ class UnitModel:
     units_per_stage: int
     levels: list[list[list[int]]]  # level -> domains -> leaf indices (level 0: leaf -> [leaf])
     leaf_hosts: list[list[int]]  # leaf -> host indices in the scheduler's order
-    capacity: list[int]  # units per leaf
+    capacity: list[int]  # units per leaf (pseudo-leaves of one split block last, capacity 1)
+    split_blocks: int  # blocks made of leftover nodes of several leaves (pseudo-leaves)
+    crossing: list[bool]  # level -> some split block spans several of its domains
+    split_touch: list[list[list[int]]]  # level -> split block -> domains it spans ([]: inside one)
     level_of_tier: list[int | None]  # model level whose pieces set the tier, None: not a level
     lowest_tier: int  # the first tier above a host (0 when NVLink domains span hosts)
-    dp_table: dict[tuple[int, ...], int]  # (k_0, k_1, ...) -> step (pp at the top) in us
+    # (k_0, k_1, ..., lone flag of each crossing level) -> step (pp at the top) in us
+    dp_table: dict[tuple[int, ...], int]
     pp_table: list[int]  # lowest balanced level (len(levels): none) -> delta in us
 
 
@@ -122,11 +135,32 @@ def unit_model(
     for h, d in enumerate(leaf_of_host.tolist()):
         leaf_hosts[leaf_index[d]].append(h)
     capacity = [len(hs) // nodes_per_unit for hs in leaf_hosts]
-    levels: list[list[list[int]]] = [[[i] for i in range(len(leaf_ids))]]
+    n_leaves = len(leaf_hosts)
+    short = per_stage * lo.pp - sum(capacity)
+    if short > 0 and nodes_per_unit > 1:
+        # Leaves with a remainder of fewer than B nodes: just enough blocks are made of the
+        # leftover nodes (inside pods first, neighbouring leaves), each a pseudo-leaf of
+        # capacity 1 that every count matrix then uses (the capacity is exactly the need).
+        blocks = _split_blocks(partitions[-1], leaf_hosts, capacity, nodes_per_unit)
+        short = per_stage * lo.pp - sum(capacity)  # whole blocks freed to join pods' residues
+        for hosts in blocks[:short]:
+            leaf_hosts.append(hosts)
+            capacity.append(1)
+    levels: list[list[list[int]]] = [[[i] for i in range(n_leaves)]]
+    leaf_of = {h: i for i, hs in enumerate(leaf_hosts[:n_leaves]) for h in hs}
+    touch = [[sorted({leaf_of[h] for h in hs}) for hs in leaf_hosts[n_leaves:]]]
     for p in partitions[1:]:
         groups: dict[int, list[int]] = {}
-        for i, hs in enumerate(leaf_hosts):
+        for i, hs in enumerate(leaf_hosts[:n_leaves]):
             groups.setdefault(int(p[hs[0]]), []).append(i)
+        index = {v: i for i, v in enumerate(groups)}
+        touch.append([])
+        for i, hs in enumerate(leaf_hosts[n_leaves:], start=n_leaves):
+            ids = sorted({index[int(v)] for v in p[hs]})
+            if len(ids) == 1:
+                groups[int(p[hs[0]])].append(i)
+                ids = []  # inside one domain: counted there in full
+            touch[-1].append(ids)  # else it belongs to none of the domains it spans
         levels.append(list(groups.values()))
     um = UnitModel(
         layout=lo,
@@ -136,6 +170,9 @@ def unit_model(
         levels=levels,
         leaf_hosts=leaf_hosts,
         capacity=capacity,
+        split_blocks=len(leaf_hosts) - n_leaves,
+        crossing=[any(t) for t in touch],
+        split_touch=touch,
         level_of_tier=level_of_tier,
         lowest_tier=lowest,
         dp_table={},
@@ -148,6 +185,41 @@ def unit_model(
         )
     _tables(model, cluster, workload, alloc, um)
     return um
+
+
+def _split_blocks(
+    top: np.ndarray, leaf_hosts: list[list[int]], capacity: list[int], b: int
+) -> list[list[int]]:
+    """Blocks of b leftover nodes (the hosts whole blocks leave in each leaf), leaves in the
+    scheduler's order: inside one top-level domain (pod) first; a pod's residue (< b nodes)
+    joins the next pod's first leftovers, freeing one of that pod's whole blocks where it has
+    too few, so a block spans at most two neighbouring pods where it can (a stage that fills
+    them in that order holds whole blocks on both sides). Returns every such block, inside pods
+    first, each block's hosts in the scheduler's order; `capacity` (whole blocks per leaf) is
+    updated in place."""
+    pods: dict[int, list[int]] = {}
+    for j, hs in enumerate(leaf_hosts):
+        pods.setdefault(int(top[hs[0]]), []).append(j)
+
+    def rest(leaves: list[int]) -> list[int]:
+        return [h for j in leaves for h in leaf_hosts[j][capacity[j] * b :]]
+
+    inside, across, carry = [], [], []
+    for leaves in pods.values():
+        pool = rest(leaves)
+        if carry:
+            want = b - len(carry)
+            if len(pool) < want and any(capacity[j] for j in leaves):
+                capacity[next(j for j in leaves if capacity[j])] -= 1
+                pool = rest(leaves)
+            carry, pool = carry + pool[:want], pool[want:]
+            if len(carry) == b:
+                across.append(carry)
+                carry = []
+        whole = len(pool) // b * b
+        inside += [pool[i : i + b] for i in range(0, whole, b)]
+        carry += pool[whole:]
+    return [sorted(hs) for hs in [*inside, *across]]
 
 
 def _k_values(um: UnitModel, level: int) -> list[int]:
@@ -171,8 +243,40 @@ def _tables(
         "edp": um.unit_gpus // (lo.etp * lo.ep),
     }
     tiers = len(cluster.tiers)
+    # Split blocks: at a tier whose domains a split block spans, a group's piece in a domain
+    # holding part of one is at least that part (its whole blocks there only add), so the
+    # kind's piece is taken as min(k x u, the smallest part of any split block) there: a lower
+    # bound on the map's piece, hence an upper bound on its step where the table falls as
+    # pieces grow (exact where no block is split). The parts depend on the blocks' fixed hosts
+    # only, not on the stage that takes them.
+    keys = group_keys(lo, moe=moe)
+    split_ranks = [
+        np.flatnonzero(np.isin(base_map, um.leaf_hosts[p]))
+        for p in range(len(um.leaf_hosts) - um.split_blocks, len(um.leaf_hosts))
+    ]
 
-    def spans_for(ks: tuple[int, ...], pp_level: int) -> dict[str, list[int]]:
+    def split_piece(kind: str, t: int) -> int | None:
+        lv = um.level_of_tier[t]
+        if lv is None or not um.crossing[lv] or not split_ranks:
+            return None
+        dom = alloc.domains[t]
+        out = None
+        for ranks in split_ranks:
+            key = keys[kind][ranks]
+            pair = key * (int(dom.max()) + 1) + dom[base_map[ranks]]
+            low = int(np.unique(pair, return_counts=True)[1].min())
+            out = low if out is None else min(out, low)
+        return out
+
+    parts = {
+        (kind, t): split_piece(kind, t) for kind in per_unit if kind in base for t in range(tiers)
+    }
+
+    n = len(um.levels)
+    cross = [lv for lv in range(n) if um.crossing[lv]]
+
+    def spans_for(key: tuple[int, ...], pp_level: int) -> dict[str, list[int]]:
+        ks, lone = key[:n], dict(zip(cross, key[n:], strict=True))
         out = dict(base)
         for kind, u in per_unit.items():
             if kind not in base:
@@ -184,7 +288,8 @@ def _tables(
                 if t == tiers - 1:
                     span.append(whole)
                 elif lv is not None:
-                    span.append(min(whole, ks[lv] * u))
+                    part = parts[kind, t] if lone.get(lv) else None
+                    span.append(min(whole, ks[lv] * u, part if part is not None else whole))
                 elif t == 0:
                     span.append(raw[kind][0])
                 else:
@@ -216,11 +321,16 @@ def _tables(
             memo[key] = round(e.step_time_s * US)
         return memo[key]
 
-    n = len(um.levels)
-    top_ks = tuple(um.units_per_stage for _ in range(n))
+    top_ks = tuple(um.units_per_stage for _ in range(n)) + (0,) * len(cross)
+    flags = list(itertools.product((0, 1), repeat=len(cross)))
     for ks in itertools.product(*(_k_values(um, lv) for lv in range(n))):
         if all(a <= b for a, b in itertools.pairwise(ks)):  # pieces nest
-            um.dp_table[ks] = step_us(ks, n)
+            for f in flags:  # fewer flags first: a lone part never prices below none
+                v = step_us((*ks, *f), n)
+                for i in range(len(f)):
+                    if f[i]:
+                        v = max(v, um.dp_table[(*ks, *f[:i], 0, *f[i + 1 :])])
+                um.dp_table[(*ks, *f)] = v
     ref = step_us(top_ks, n)
     um.pp_table = [step_us(top_ks, lv) - ref for lv in range(n)] + [0]
 
@@ -228,8 +338,9 @@ def _tables(
 def _dp_monotone(um: UnitModel) -> bool:
     """The DP table never rises when one level's smallest piece grows (to its next value)."""
     values = [_k_values(um, lv) for lv in range(len(um.levels))]
+    n = len(values)
     for ks, us in um.dp_table.items():
-        for lv, k in enumerate(ks):
+        for lv, k in enumerate(ks[:n]):
             i = values[lv].index(k)
             if i + 1 < len(values[lv]):
                 up = (*ks[:lv], values[lv][i + 1], *ks[lv + 1 :])
@@ -256,13 +367,76 @@ def greedy_counts(um: UnitModel) -> list[list[int]]:
     return counts
 
 
+def host_order_counts(um: UnitModel) -> list[list[int]]:
+    """Whole blocks stage by stage along the scheduler's leaf order, each stage leaving room
+    for its share of the split blocks; then the split blocks matched to stages that hold whole
+    blocks in every domain the block spans at the highest level split blocks span (no lone
+    part there; augmenting paths), the rest where room is left. A third hint, for allocations with split blocks."""
+    pp, d = um.layout.pp, um.units_per_stage
+    first = len(um.leaf_hosts) - um.split_blocks
+    share = [um.split_blocks // pp + (s < um.split_blocks % pp) for s in range(pp)]
+    counts = [[0] * len(um.leaf_hosts) for _ in range(pp)]
+    left = um.capacity[:first]
+    leaf = 0
+    for s in range(pp):
+        need = d - share[s]
+        while need:
+            while left[leaf] == 0:
+                leaf += 1
+            take = min(need, left[leaf])
+            counts[s][leaf] += take
+            left[leaf] -= take
+            need -= take
+    ys = [level_counts(um, counts, lv) for lv in range(len(um.levels))]
+    # The highest level that split blocks span (the slowest uplinks): no lone part there.
+    top = [max((lv for lv in range(len(um.levels)) if um.crossing[lv]), default=0)]
+    fits = [
+        [
+            s
+            for s in range(pp)
+            if all(ys[lv][s][dm] > 0 for lv in top for dm in um.split_touch[lv][i])
+        ]
+        for i in range(um.split_blocks)
+    ]
+    owner: list[int | None] = [None] * um.split_blocks
+    held: list[list[int]] = [[] for _ in range(pp)]
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for s in fits[i]:
+            if s in seen:
+                continue
+            seen.add(s)
+            if len(held[s]) < share[s]:
+                held[s].append(i)
+                owner[i] = s
+                return True
+            for j in held[s]:
+                if augment(j, seen):
+                    held[s].remove(j)
+                    held[s].append(i)
+                    owner[i] = s
+                    return True
+        return False
+
+    for i in range(um.split_blocks):
+        augment(i, set())
+    for i in range(um.split_blocks):
+        if owner[i] is None:
+            s = next(s for s in range(pp) if len(held[s]) < share[s])
+            held[s].append(i)
+            owner[i] = s
+        counts[owner[i]][first + i] = 1
+    return counts
+
+
 def best_fit_counts(um: UnitModel) -> list[list[int]]:
     """Stage by stage, the top-level domain (pod) that holds the whole stage most tightly (else
     the emptiest), and inside it the leaf that holds the rest most tightly (else the emptiest):
     large DP pieces, a second hint."""
     left = list(um.capacity)
     counts = [[0] * len(left) for _ in range(um.layout.pp)]
-    tops = um.levels[-1]
+    inside = {j for dom in um.levels[-1] for j in dom}
+    tops = um.levels[-1] + [[j] for j in range(len(left)) if j not in inside]
     for s in range(um.layout.pp):
         need = um.units_per_stage
         while need:
@@ -289,15 +463,55 @@ def level_counts(um: UnitModel, counts: list[list[int]], level: int) -> list[lis
 
 def objective_us(um: UnitModel, counts: list[list[int]]) -> int:
     """The model's objective for given counts (the oracle and the hint use it)."""
-    ks, balanced = [], []
-    for lv in range(len(um.levels)):
-        y = level_counts(um, counts, lv)
-        ks.append(min(v for row in y for v in row if v > 0))
-        balanced.append(all(row == y[0] for row in y))
+    ks, balanced, lone = _summary(um, counts)
     pp_level = next((lv for lv, b in enumerate(balanced) if b), len(um.levels))
     if um.layout.pp == 1:
         pp_level = len(um.levels)
-    return um.dp_table[tuple(ks)] + um.pp_table[pp_level]
+    return um.dp_table[_dp_choice(um, ks, lone)] + um.pp_table[pp_level]
+
+
+def _summary(
+    um: UnitModel, counts: list[list[int]]
+) -> tuple[list[int | None], list[bool], list[int]]:
+    """Smallest used piece per level (None: none), balance per level, lone flag per crossing
+    level."""
+    ks, balanced, lone = [], [], []
+    first = len(um.leaf_hosts) - um.split_blocks
+    for lv in range(len(um.levels)):
+        y = level_counts(um, counts, lv)
+        ks.append(min((v for row in y for v in row if v > 0), default=None))
+        balanced.append(all(row == y[0] for row in y) and not um.crossing[lv])
+        if um.crossing[lv]:
+            # some stage's split block has a part in a domain holding none of its whole blocks
+            lone.append(
+                int(
+                    any(
+                        counts[s][first + i] and y[s][d] == 0
+                        for s in range(len(counts))
+                        for i, doms in enumerate(um.split_touch[lv])
+                        for d in doms
+                    )
+                )
+            )
+    return ks, balanced, lone
+
+
+def _dp_choice(um: UnitModel, ks: list[int | None], lone: list[int]) -> tuple[int, ...]:
+    """The table's key at the smallest pieces and lone flags; a level with no whole block in
+    any of its domains (only split blocks) leaves its k free, as in the CP-SAT model."""
+    # A pod holding only a split block of a stage can make its piece there smaller than at the
+    # leaves; the leaf piece is then no larger either (the nesting CP-SAT's table imposes).
+    ks = list(ks)
+    for lv in range(len(ks) - 2, -1, -1):
+        if ks[lv] is not None and ks[lv + 1] is not None:
+            ks[lv] = min(ks[lv], ks[lv + 1])
+    if None not in ks:
+        return (*ks, *lone)
+    want = [*ks, *lone]
+    return min(
+        (c for c in um.dp_table if all(k is None or a == k for a, k in zip(c, want, strict=True))),
+        key=lambda c: (um.dp_table[c], c),
+    )
 
 
 def build_map(um: UnitModel, counts: list[list[int]]) -> np.ndarray:
@@ -330,7 +544,7 @@ def _domain_of(um: UnitModel, level: int, leaf: int) -> int:
     for i, dom in enumerate(um.levels[level]):
         if leaf in dom:
             return i
-    raise AssertionError(leaf)
+    return len(um.levels[level])  # a split block across this level's domains: after them
 
 
 @dataclass
@@ -398,17 +612,27 @@ def solve(
     # objective pushes k_L up to the smallest piece and takes the lowest balanced level. Else
     # both are tied exactly (k equals a witness piece; balance reified both ways).
     dp_falls, pp_falls = _dp_monotone(um), all(a <= b for a, b in itertools.pairwise(um.pp_table))
-    hint = min([greedy_counts(um), best_fit_counts(um), *hints], key=lambda c: objective_us(um, c))
+    starts = [greedy_counts(um), best_fit_counts(um), *hints]
+    if um.split_blocks:
+        starts.append(host_order_counts(um))
+    hint = min(starts, key=lambda c: objective_us(um, c))
     hint = sorted(hint, key=lambda row: -row[0])  # the stage order the symmetry cut asks
     hints: list[tuple[Any, int]] = [(x[s][j], hint[s][j]) for s in range(pp) for j in range(nl)]
-    hint_ks, hint_bal = [], []
+    hint_bal = []
+    hint_choice = _dp_choice(um, *_summary(um, hint)[::2])
+    first = nl - um.split_blocks
+    xb = {}  # (stage, split block) -> the block is the stage's
+    for s in range(pp):
+        for i in range(um.split_blocks):
+            xb[s, i] = m.new_bool_var(f"xb{s}_{i}")
+            m.add(x[s][first + i] == xb[s, i])
+            hints.append((xb[s, i], hint[s][first + i]))
+    lones = []
     ks, bals = [], []
     for lv, doms in enumerate(um.levels):
         hy = level_counts(um, hint, lv)
-        hint_ks.append(min(v for row in hy for v in row if v > 0))
-        hint_bal.append(all(row == hy[0] for row in hy))
-        zs = []
-        ys = []
+        hint_bal.append(all(row == hy[0] for row in hy) and not um.crossing[lv])
+        zs, ys, useds, used_at = [], [], [], {}
         k_vals = _k_values(um, lv)
         k = m.new_int_var_from_domain(cp_model.Domain.from_values(k_vals), f"k{lv}")
         for s in range(pp):
@@ -423,6 +647,8 @@ def solve(
                     m.add(y == sum(x[s][j] for j in dom))
                     hints.append((y, hy[s][i]))
                 used = m.new_bool_var(f"u{lv}_{s}_{i}")
+                useds.append(used)
+                used_at[s, i] = used
                 hints.append((used, int(hy[s][i] > 0)))
                 m.add(y >= 1).only_enforce_if(used)
                 m.add(y == 0).only_enforce_if(~used)
@@ -432,19 +658,38 @@ def solve(
                     m.add(k == y).only_enforce_if(w)
                     m.add_implication(w, used)
                     zs.append(w)
-                    hints.append((w, int(hy[s][i] == hint_ks[-1])))
+                    hints.append((w, int(hy[s][i] == hint_choice[lv])))
                 row.append(y)
             ys.append(row)
         if not dp_falls:
-            m.add_bool_or(zs)
+            # k is free where no whole block lies at this level (only split blocks).
+            none = m.new_bool_var(f"none{lv}")
+            for lit in useds:
+                m.add_implication(none, ~lit)
+            if um.split_blocks:  # k may sit below every used piece (a split block above)
+                zs.append(m.new_bool_var(f"below{lv}"))
+            m.add_bool_or([*zs, none])
         ks.append(k)
-        hints.append((k, hint_ks[-1]))
+        hints.append((k, hint_choice[lv]))
+        if um.crossing[lv]:
+            # lone <= some stage's split block has a part in a domain with none of its whole
+            # blocks (the table never prices lone below not lone, so this direction suffices)
+            lone = m.new_bool_var(f"lone{lv}")
+            hints.append((lone, hint_choice[len(um.levels) + len(lones)]))
+            for s in range(pp):
+                for i, spans in enumerate(um.split_touch[lv]):
+                    for dm in spans:
+                        lits = [lone, ~xb[s, i]]
+                        if (s, dm) in used_at:
+                            lits.append(used_at[s, dm])
+                        m.add_bool_or(lits)
+            lones.append(lone)
         if pp > 1:
             b = m.new_bool_var(f"b{lv}")
             hints.append((b, int(hint_bal[-1])))
             # Equal counts need every domain to hold pp x its per-stage count.
             room = sum(min(d, sum(um.capacity[j] for j in dom) // pp) for dom in doms)
-            if room < d:
+            if room < d or um.crossing[lv]:  # a split block's PP groups leave the domains
                 m.add(b == 0)
             eqs = []
             for s in range(1, pp):
@@ -466,8 +711,8 @@ def solve(
     # Objective: the DP table as allowed (k_0, k_1, ..., cost) tuples (AddAllowedAssignments:
     # only combinations whose pieces nest are listed).
     dp_cost = m.new_int_var(min(um.dp_table.values()), max(um.dp_table.values()), "dp_cost")
-    m.add_allowed_assignments([*ks, dp_cost], [(*c, v) for c, v in um.dp_table.items()])
-    hints.append((dp_cost, um.dp_table[tuple(hint_ks)]))
+    m.add_allowed_assignments([*ks, *lones, dp_cost], [(*c, v) for c, v in um.dp_table.items()])
+    hints.append((dp_cost, um.dp_table[hint_choice]))
     pp_cost = 0
     if pp > 1:
         lvl = m.new_int_var(0, len(um.levels), "pp_level")

@@ -16,7 +16,7 @@ import numpy as np
 from cost_models.specs import Cluster, ModelSpec, Workload
 
 from .allocation import Allocation
-from .model import UnitModel, build_map
+from .model import UnitModel, build_map, objective_us
 from .pricing import price
 
 
@@ -31,9 +31,17 @@ def _compositions(total: int, caps: list[int]):
 
 
 def counted_optimum(
-    model: ModelSpec, cluster: Cluster, workload: Workload, alloc: Allocation, um: UnitModel
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    alloc: Allocation,
+    um: UnitModel,
+    *,
+    tables: bool = False,
 ) -> tuple[int, list[list[int]]]:
-    """(best step in us, its counts) over every count matrix, priced exactly."""
+    """(best step in us, its counts) over every count matrix, priced exactly (or, with
+    `tables`, by the model's own objective: the check of the solver where split blocks make
+    the tables an upper bound)."""
     best: tuple[int, list[list[int]]] | None = None
     pp, d = um.layout.pp, um.units_per_stage
 
@@ -41,8 +49,11 @@ def counted_optimum(
         nonlocal best
         if s == pp:
             counts = [list(r) for r in rows]
-            e = price(model, cluster, workload, um.layout, alloc, build_map(um, counts))
-            us = round(e.step_time_s * 1e6)
+            if tables:
+                us = objective_us(um, counts)
+            else:
+                e = price(model, cluster, workload, um.layout, alloc, build_map(um, counts))
+                us = round(e.step_time_s * 1e6)
             if best is None or us < best[0]:
                 best = (us, counts)
             return

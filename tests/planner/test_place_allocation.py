@@ -301,23 +301,69 @@ def test_random_small_allocations_match_brute_force(seed):
     assert abs(round(repriced.step_time_s * 1e6) - sol.objective_us) <= 2
 
 
-def test_two_node_blocks_and_the_unsupported_fallback():
-    """TP16 blocks take two hosts of one leaf; where odd leaves cannot hold them whole the
-    baselines stand (status UNSUPPORTED) and the plan is still priced exactly."""
+def test_two_node_blocks_split_blocks_and_the_unsupported_fallback():
+    """TP16 blocks take two hosts of one leaf; where odd leaves cannot hold them all whole,
+    the leftover nodes of two leaves make a split block (priced exactly on the map); a stage
+    that is not whole blocks of whole nodes keeps the baselines (status UNSUPPORTED)."""
     layout = Layout(tp=16, pp=2, dp=2)
     spec, cluster, wl, alloc = _small([0, 0, 0, 0, 1, 1, 1, 1], [], layout)
     um = M.unit_model(spec, cluster, wl, layout, alloc)
-    assert um.nodes_per_unit == 2 and um.capacity == [2, 2]
+    assert um.nodes_per_unit == 2 and um.capacity == [2, 2] and um.split_blocks == 0
     sol = M.solve(um)
     best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
     assert sol.status == "OPTIMAL" and abs(sol.objective_us - best_us) <= 2
     per_node = sol.host_of_rank.reshape(-1, 8)
     assert (per_node == per_node[:, :1]).all()
     spec, cluster, wl, odd = _small([0, 0, 0, 1, 1, 1, 1, 1, 1], [8], layout)
-    with pytest.raises(M.Unplaceable):
-        M.unit_model(spec, cluster, wl, layout, odd)
+    um = M.unit_model(spec, cluster, wl, layout, odd)
+    assert um.capacity == [1, 2, 1] and um.split_blocks == 1 and um.leaf_hosts[2] == [2, 7]
     p = place_layout(spec, cluster, wl, estimate(spec, cluster, wl, layout), odd)
+    assert p.solver["status"] == "OPTIMAL"
+    assert p.placed.step_time_s <= min(p.scheduler.step_time_s, p.best_order.step_time_s)
+    assert sorted(set(node_hosts(cluster, odd, p.host_of_rank))) == sorted(odd.hosts)
+    bad = Layout(tp=4, pp=2, dp=1)  # a stage is half a node
+    spec, cluster, wl, alloc = _small([0, 0, 1, 1], [], bad)
+    with pytest.raises(M.Unplaceable):
+        M.unit_model(spec, cluster, wl, bad, alloc)
+    p = place_layout(spec, cluster, wl, estimate(spec, cluster, wl, bad), alloc)
     assert p.solver["status"] == "UNSUPPORTED" and p.source != "cp-sat" and p.note
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_multi_node_blocks_against_brute_force(seed):
+    """Seeded allocations of at most 12 nodes, TP x CP blocks of two nodes (TP16, TP8 CP2,
+    TP4 CP4), pp 1-3, uneven leaves, optional pods: CP-SAT's optimum equals the brute force
+    over the model's objective; the map re-prices to it where no block is split, and to at
+    most it (never below the exactly priced brute force) where the leftovers of several
+    leaves make a split block."""
+    import random
+
+    rng = random.Random(seed)
+    n_leaves = rng.randint(2, 4)
+    pp = rng.choice([1, 2, 3])
+    tp, cp = rng.choice([(16, 1), (8, 2), (4, 4)])
+    leaves = sorted(rng.randint(0, n_leaves - 1) for _ in range(rng.randint(2 * pp, 12)))
+    drained = [i for i in range(len(leaves)) if rng.random() < 0.15]
+    dp = max(1, (len(leaves) - len(drained) - rng.randint(0, 1)) // (2 * pp))
+    layout = Layout(tp=tp, cp=cp, pp=pp, dp=dp)
+    pods = [rng.randint(0, 1) for _ in range(n_leaves)] if rng.random() < 0.5 else None
+    spec, cluster, wl, alloc = _small(leaves, drained, layout, pods=pods)
+    if layout.world_size > 8 * len(alloc.hosts):
+        pytest.skip("too few healthy hosts")
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    assert um.nodes_per_unit == 2
+    sol = M.solve(um, time_limit_s=30)
+    assert sol.status == "OPTIMAL"
+    model_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um, tables=True)
+    assert sol.objective_us == model_us == M.objective_us(um, sol.counts)
+    exact_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
+    repriced = round(
+        pricing.price(spec, cluster, wl, um.layout, alloc, sol.host_of_rank).step_time_s * 1e6
+    )
+    if um.split_blocks == 0:
+        assert abs(repriced - sol.objective_us) <= 2 and abs(exact_us - sol.objective_us) <= 2
+    else:
+        assert exact_us - 2 <= repriced <= sol.objective_us + 2
 
 
 def test_nodelist_terminal_report(tmp_path, capsys):

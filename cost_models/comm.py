@@ -52,20 +52,109 @@ def collective_time_s(
 def all_to_all_time_s(payload_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]) -> float:
     """All-to-all of payload_bytes per GPU: each tier carries the bytes leaving its inner domain.
 
-    Tiers run concurrently, so the slowest tier sets the time (max over tiers).
+    Tiers run concurrently, so the slowest tier sets the time (max over tiers); bytes a rail or
+    plane tier forwards over NVLink load the NVLink tier beside the network, not after it
+    (`tier_loads_time_s`).
     """
     n = span[-1]
     if n <= 1:
         return 0.0
-    slowest, inner, latency = 0.0, 1, 0.0
-    for tier, members in zip(tiers, span, strict=True):
+    loads = [0.0] * len(tiers)
+    inner = 1
+    for j, members in enumerate(span):
         if members > inner:
-            leaving = payload_bytes * (n - inner) / n
-            busy = leaving / fabric_bandwidth_bytes_per_s(tier, members // inner, ring=False)
-            slowest = max(slowest, busy + cross_rail_forward_s(leaving, tier, tiers[0]))
+            loads[j] += payload_bytes * (n - inner) / n
+            if j > 0:
+                loads[0] += cross_rail_bytes(loads[j], tiers[j])
+        inner = max(inner, members)
+    return tier_loads_time_s(loads, span, tiers)
+
+
+def tier_loads_time_s(loads: list[float], span: list[int], tiers: tuple[LinkTier, ...]) -> float:
+    """Time of an exchange that puts loads[j] bytes per GPU on tier j, all tiers at once.
+
+    Every tier streams its own bytes concurrently (NVLink beside the NICs: DeepEP's normal
+    kernels and NCCL PXN pipeline the NVLink hop with the RDMA transfer), so the busiest tier
+    sets the time; latency alpha per level of a log2(n) exchange on the slowest tier crossed.
+    """
+    n = span[-1]
+    slowest = latency = 0.0
+    inner = 1
+    for j, (tier, members) in enumerate(zip(tiers, span, strict=True)):
+        if loads[j] > 0:
+            f = max(1, members // inner)
+            slowest = max(slowest, loads[j] / fabric_bandwidth_bytes_per_s(tier, f, ring=False))
+        if members > inner:
             latency = max(latency, tier.latency_us * 1e-6)
         inner = max(inner, members)
-    return slowest + latency * math.ceil(math.log2(n))
+    return slowest + latency * math.ceil(math.log2(n)) if n > 1 else 0.0
+
+
+def expected_distinct(bins: int, per_bin: int, picks: int) -> float:
+    """Expected number of bins hit when `picks` of bins x per_bin items are drawn without
+    replacement (hypergeometric: 1 - P(a bin gets none) = 1 - C(E - b, k) / C(E, k))."""
+    total = bins * per_bin
+    picks = min(picks, total)
+    miss = 1.0
+    for i in range(picks):
+        miss *= max(0.0, (total - per_bin - i) / (total - i))
+    return bins * (1.0 - miss)
+
+
+def moe_tier_copies(
+    span: list[int],
+    top_k: int,
+    num_experts: int,
+    *,
+    dedup: bool,
+    max_nodes: int | None,
+    tiers: tuple[LinkTier, ...],
+) -> list[float]:
+    """Copies of one token each tier carries per MoE exchange (dispatch or combine), per GPU.
+
+    Experts sit evenly on the n GPUs of the EP group; `node` is the innermost tier's domain
+    (the NVLink domain), with n0 = span[0] EP members per node and N = n / n0 nodes.
+
+    - Per-expert sending (dedup False; Megatron-Core MoEAlltoAllTokenDispatcher permutes one row
+      per (token, expert) pair, token_dispatcher.py): tier j carries k (n - n_{j-1}) / n copies;
+      on a rail/plane tier the (R-1)/R of them bound for another rail also cross NVLink (PXN).
+    - Per-node de-duplication (dedup True; DeepEP normal kernels, docs/legacy.md "Normal
+      kernels with NVLink and RDMA forwarding"): a token crosses the scale-out network once per
+      destination node, to the GPU of the same local rank (same rail), which forwards it over
+      NVLink to each GPU holding one of its experts. Node-limited routing (DeepSeek-V3 sec.
+      2.1.2) restricts the k experts to M = max_nodes nodes, so the distinct nodes reached are
+      D = expected_distinct(min(M, N), experts per node, k) and the distinct GPUs
+      G = expected_distinct(min(M, N) n0, experts per GPU, k). Scale-out tier j carries
+      D (N - N_{j-1}) / N copies (N_{j-1}: nodes inside tier j-1's domain); NVLink carries
+      G (n0 - 1) / n0 (every GPU copy but the one landing on the receiving GPU itself).
+    """
+    n = span[-1]
+    copies = [0.0] * len(span)
+    if n <= 1:
+        return copies
+    if not dedup:
+        inner = 1
+        for j, members in enumerate(span):
+            if members > inner:
+                copies[j] += top_k * (n - inner) / n
+                if j > 0:
+                    copies[0] += cross_rail_bytes(copies[j], tiers[j])
+            inner = max(inner, members)
+        return copies
+    n0 = span[0]
+    nodes = n // n0
+    reach = nodes if max_nodes is None else min(max_nodes, nodes)
+    per_gpu = max(1, num_experts // n)
+    distinct_nodes = expected_distinct(reach, per_gpu * n0, top_k)
+    distinct_gpus = expected_distinct(reach * n0, per_gpu, top_k)
+    copies[0] = distinct_gpus * (n0 - 1) / n0
+    inner_nodes = 1
+    for j in range(1, len(span)):
+        members_nodes = span[j] // n0
+        if members_nodes > inner_nodes:
+            copies[j] = distinct_nodes * (nodes - inner_nodes) / nodes
+        inner_nodes = max(inner_nodes, members_nodes)
+    return copies
 
 
 def p2p_time_s(payload_bytes: float, tier: LinkTier | None) -> float:
@@ -102,15 +191,17 @@ def fabric_bandwidth_bytes_per_s(tier: LinkTier, members: int, *, ring: bool = T
     return base
 
 
-def cross_rail_forward_s(leaving_bytes: float, tier: LinkTier, inner: LinkTier) -> float:
-    """Extra time an all-to-all spends forwarding cross-rail bytes over NVLink first.
+def cross_rail_bytes(leaving_bytes: float, tier: LinkTier) -> float:
+    """Bytes an all-to-all forwards over NVLink because they leave on another rail.
 
     On a rail-optimized or multi-plane tier with R rails (planes), a GPU's NIC reaches only the
     GPUs on its own rail; (R - 1) / R of the bytes bound for other rails hop over NVLink to the
-    GPU on the right rail (NCCL PXN; DeepSeek-V3 sec. 3.2.1 routes IB then NVLink). Ring
-    collectives keep every hop on one rail, so they pay nothing.
+    GPU on the right rail (NCCL PXN; DeepSeek-V3 sec. 3.2.1 routes IB then NVLink). The hop runs
+    beside the network transfer (pipelined chunks), so it loads NVLink, not the critical path in
+    series: DeepSeek measured MPFT and a single-plane multi-rail fat-tree within 0.1 % on
+    all-to-all (ISCA'25, arXiv 2505.09343 sec. 5.1.2). Ring collectives keep every hop on one
+    rail, so they pay nothing.
     """
-    if tier.kind not in ("rail", "plane") or tier.rails <= 1 or inner is tier:
+    if tier.kind not in ("rail", "plane") or tier.rails <= 1:
         return 0.0
-    forwarded = leaving_bytes * (tier.rails - 1) / tier.rails
-    return forwarded / effective_bandwidth_bytes_per_s(inner)
+    return leaving_bytes * (tier.rails - 1) / tier.rails

@@ -23,11 +23,12 @@ from .compute import (
 )
 from .errors import InvalidInput
 from .memory import (
+    StageParams,
     layer_activation_bytes,
     stage_params,
     state_bytes,
 )
-from .pipeline import schedule_time_s, stage_layers
+from .pipeline import dualpipe_bubble_s, schedule_time_s, stage_layers
 from .rules import layout_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 from .stage import (
@@ -110,7 +111,17 @@ def estimate(
     per_stage: list[dict[str, float]] = []
     for r, (n_dense, n_moe) in enumerate(counts):
         terms = dict.fromkeys(
-            ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "cp_total", "tp_total"), 0.0
+            (
+                "compute",
+                "recompute",
+                "tp_comm",
+                "cp_comm",
+                "ep_comm",
+                "cp_total",
+                "tp_total",
+                "ep_total",
+            ),
+            0.0,
         )
         for n, c in ((n_dense, costs.get(False)), (n_moe, costs.get(True))):
             if not n or c is None:
@@ -122,15 +133,33 @@ def estimate(
             terms["cp_total"] += n * c.cp_total_s
             terms["tp_total"] += n * c.tp_total_s
             terms["ep_comm"] += n * c.ep_s
+            terms["ep_total"] += n * c.ep_total_s
         if r == layout.pp - 1:
             terms["compute"] += head.forward_s + head.backward_s
         per_stage.append(terms)
-    stage_s = [sum(v for k, v in t.items() if k not in ("cp_total", "tp_total")) for t in per_stage]
+    totals = ("cp_total", "tp_total", "ep_total")
+    stage_s = [sum(v for k, v in t.items() if k not in totals) for t in per_stage]
     _steady_s, bubble_s, crit = schedule_time_s(stage_s, m, layout.vp)
+    crit_terms = per_stage[crit]
+    if layout.pp_schedule == "dualpipe":
+        # Rank r runs stage r for half the micro-batches and stage pp-1-r for the other half
+        # (DualPipe's two directions), so its steady state is the mean of the pair; the slowest
+        # pair sets the step.
+        p = layout.pp
+        pair = max(range(p // 2), key=lambda r: (stage_s[r] + stage_s[p - 1 - r], -r))
+        crit_terms = {
+            k: (per_stage[pair][k] + per_stage[p - 1 - pair][k]) / 2 for k in per_stage[pair]
+        }
+        bubble_s = dualpipe_bubble_s(
+            p,
+            (stage_s[pair] + stage_s[p - 1 - pair]) / 2,
+            crit_terms["compute"],
+            crit_terms["recompute"],
+        )
 
     breakdown = {k: 0.0 for k in TERMS}
     for k in ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm"):
-        breakdown[k] = m * per_stage[crit][k]
+        breakdown[k] = m * crit_terms[k]
     breakdown["bubble"] = bubble_s
 
     # PP: activations cross each stage boundary forward and their gradients backward; the steady
@@ -140,9 +169,9 @@ def estimate(
     p2p_s = comm.p2p_time_s(pp_payload, topology.outermost_tier(cluster, span["pp"]))
     breakdown["pp_comm"] = 2 * (layout.pp - 1) * p2p_s
     comm_total = {
-        "tp": m * per_stage[crit]["tp_total"],
-        "cp": m * per_stage[crit]["cp_total"],
-        "ep": m * per_stage[crit]["ep_comm"],
+        "tp": m * crit_terms["tp_total"],
+        "cp": m * crit_terms["cp_total"],
+        "ep": m * crit_terms["ep_total"],
         "pp": 2 * m * layout.vp * p2p_s if layout.pp > 1 else 0.0,
     }
 
@@ -157,9 +186,18 @@ def estimate(
     }
     for r, (n_dense, n_moe) in enumerate(counts):
         sp = stage_params(model, layout, n_dense, n_moe, r)
-        exposed, total = stage_dp_s(cluster, cal, layout, sp, per_stage[r]["compute"], m, span)
+        dp_sp = sp
+        if layout.pp_schedule == "dualpipe":
+            # Both copies' gradients are reduced (a stage's micro-batches are split between its
+            # two ranks), so the DP traffic of a rank is that of two stages.
+            dp_sp = StageParams(2 * sp.dense, 2 * sp.expert, sp.largest_layer, 2 * sp.num_layers)
+        exposed, total = stage_dp_s(cluster, cal, layout, dp_sp, per_stage[r]["compute"], m, span)
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
         weights, grads, optim = state_bytes(sp, layout, m)
+        if layout.pp_schedule == "dualpipe":
+            # DualPipe keeps two copies of the parameters (README table: "Parameter 2x"; report
+            # sec. 3.2.1), each with its gradient; the optimizer steps one of them.
+            weights, grads = 2 * weights, 2 * grads
         opt_s = max(opt_s, stage_optimizer_s(layout, sp, hbm_bytes_per_s))
         stage_mem.append(
             stage_memory(

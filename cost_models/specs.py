@@ -59,6 +59,11 @@ class MoESpec(Spec):
     expert_ffn_hidden_size: PositiveInt
     num_shared_experts: NonNegativeInt = Field(0, description="always-on experts per MoE layer")
     first_k_dense_layers: NonNegativeInt = Field(0, description="leading layers with a dense MLP")
+    max_nodes_per_token: PositiveInt | None = Field(
+        None,
+        description="node-limited routing: each token's experts lie on at most this many nodes "
+        "(DeepSeek-V3 report arXiv 2412.19437 sec. 2.1.2: M = 4); null: unrestricted",
+    )
 
     @model_validator(mode="after")
     def _top_k_within_experts(self) -> Self:
@@ -269,12 +274,24 @@ class Workload(Spec):
         "or PyTorch's experimental context_parallel (all-gather K/V, eager fp32 merges; "
         "torchtitan)",
     )
+    moe_dispatcher: MoEDispatcher = Field(
+        "alltoall",
+        description="MoE token exchange: 'alltoall' sends one copy per (token, routed expert) "
+        "in bf16 (Megatron-Core MoEAlltoAllTokenDispatcher); 'deepep' sends one copy per "
+        "destination node over the scale-out NIC and forwards it inside the node over NVLink "
+        "(DeepEP normal kernels; Megatron --moe-token-dispatcher-type flex), dispatching in fp8 "
+        "when training in fp8 and combining in bf16 (DeepSeek-V3 report sec. 3.3.2)",
+    )
     pp_keeps_outputs: bool = Field(
         False,
         description="the last pipeline stage keeps every micro-batch's output (the logits) "
         "until the step ends: PyTorch torch.distributed.pipelining's output_chunks, returned "
         "by schedule.step() (torchtitan) until step(return_outputs=False), pytorch#165822",
     )
+
+
+MoEDispatcher = Literal["alltoall", "deepep"]
+PipelineSchedule = Literal["1f1b", "dualpipe"]
 
 
 class Layout(Spec):
@@ -299,6 +316,19 @@ class Layout(Spec):
         False,
         description="TP collectives chunked and overlapped with their GEMMs (Megatron "
         "--tp-comm-overlap, torchtitan async TP)",
+    )
+
+    pp_schedule: PipelineSchedule = Field(
+        "1f1b",
+        description="pipeline schedule: '1f1b' (interleaved when vp > 1) or 'dualpipe' "
+        "(DeepSeek-V3 sec. 3.2.1, github deepseek-ai/DualPipe: bidirectional, bubble "
+        "(pp/2-1)(F&B+B-3W), two copies of the parameters, all-to-all hidden behind compute)",
+    )
+    ep_overlap: bool = Field(
+        False,
+        description="MoE all-to-all of one micro-batch overlapped with the compute of another "
+        "in the 1F1B steady state (Megatron-LM --overlap-moe-expert-parallel-comm "
+        "--delay-wgrad-compute)",
     )
 
     @model_validator(mode="after")

@@ -45,6 +45,7 @@ class LayerCost:
     cp_total_s: float
     ep_s: float
     tp_total_s: float = 0.0  # link-busy TP seconds, overlapped or not
+    ep_total_s: float = 0.0  # link-busy EP seconds, overlapped or not
 
     @property
     def total_s(self) -> float:
@@ -86,16 +87,78 @@ def layer_cost(
     cp_exposed, cp_total = cp_layer_s(
         model, cluster, calibration_for(cluster.gpu.generation), workload, layout, lt, span["cp"]
     )
-    # EP: dispatch + combine all-to-all per pass (Megatron-Core alltoall token dispatcher).
-    ep_s = 0.0
+    # EP: dispatch + combine all-to-all per pass (forward, backward, and the recompute forward).
+    ep_s = ep_total_s = 0.0
     if is_moe and layout.ep > 1:
-        moe = model.moe
-        assert moe is not None
-        payload = t / layout.tp * moe.top_k * h * BF16_BYTES * MOE_LOAD_IMBALANCE
-        ep_s = 2 * passes * comm.all_to_all_time_s(payload, span["ep"], tiers)
+        dispatch_s, combine_s = ep_exchange_s(model, cluster, workload, layout, span["ep"])
+        ep_total_s = passes * (dispatch_s + combine_s)
+        ep_s = ep_total_s
+        if layout.pp_schedule == "dualpipe" or layout.ep_overlap:
+            # DualPipe (DeepSeek-V3 sec. 3.2.1) pairs the forward chunk of one micro-batch with the
+            # backward chunk of another, Megatron's --overlap-moe-expert-parallel-comm does the same
+            # in the 1F1B steady state: each all-to-all hides behind the other micro-batch's
+            # compute of this layer, the excess stays exposed, and the hidden part slows that
+            # compute by the SMs the communication kernels take (calibration.overlap_slowdown_s).
+            window_s = lt.forward_s + lt.backward_s + recompute_s
+            hidden_s = min(ep_total_s, window_s)
+            ep_s = ep_total_s - hidden_s + overlap_slowdown_s(
+                hidden_s, calibration_for(cluster.gpu.generation)
+            )
     return LayerCost(
-        lt.forward_s + lt.backward_s, recompute_s, tp_s, cp_exposed, cp_total, ep_s, tp_total_s
+        lt.forward_s + lt.backward_s,
+        recompute_s,
+        tp_s,
+        cp_exposed,
+        cp_total,
+        ep_s,
+        tp_total_s,
+        ep_total_s,
     )
+
+
+FP8_SCALE_BYTES_PER_ELEMENT = 4 / 128
+"""fp8 dispatch carries one fp32 scale per 1x128 activation tile (DeepSeek-V3 sec. 3.3.2)."""
+
+
+def ep_exchange_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    layout: Layout,
+    ep_span: list[int],
+) -> tuple[float, float]:
+    """(dispatch, combine) seconds of one MoE layer's token exchange for one micro-batch, pass.
+
+    Copies per tier: comm.moe_tier_copies (per-expert rows for 'alltoall', per-node de-duplication
+    with NVLink forwarding and node-limited routing for 'deepep'). Bytes per copy: hidden x 2
+    (bf16); the 'deepep' dispatch under fp8 training sends fp8 with 1x128 scales, the combine
+    stays bf16 (DeepSeek-V3 sec. 3.3.2; DeepEP README: "FP8 dispatching, and BF16 combining").
+    In backward the roles swap (the gradient before the down projection is dispatched in fp8,
+    the combine gradient in bf16), so one fp8 and one bf16 exchange per pass either way. The
+    busiest rank sets the pace (MOE_LOAD_IMBALANCE).
+    """
+    moe = model.moe
+    assert moe is not None
+    tokens = tokens_per_gpu(workload, layout) / layout.tp * MOE_LOAD_IMBALANCE
+    deepep = workload.moe_dispatcher == "deepep"
+    copies = comm.moe_tier_copies(
+        list(ep_span),
+        moe.top_k,
+        moe.num_experts,
+        dedup=deepep,
+        max_nodes=moe.max_nodes_per_token if deepep else None,
+        tiers=cluster.tiers,
+    )
+    h = model.hidden_size
+    fp8 = deepep and workload.precision in ("fp8", "mxfp8")
+    dispatch_bytes = h * (1 + FP8_SCALE_BYTES_PER_ELEMENT) if fp8 else h * BF16_BYTES
+    combine_bytes = h * BF16_BYTES
+
+    def exchange_s(bytes_per_copy: float) -> float:
+        loads = [tokens * c * bytes_per_copy for c in copies]
+        return comm.tier_loads_time_s(loads, list(ep_span), cluster.tiers)
+
+    return exchange_s(dispatch_bytes), exchange_s(combine_bytes)
 
 
 def overlapped_tp_s(

@@ -32,12 +32,18 @@ def make_workload(
     seq_len: int | None = None,
     global_batch: int | None = None,
     precision: str | None = None,
+    moe_dispatcher: str = "alltoall",
 ) -> Workload:
     """Fill defaults: the model's own sequence length (else 4096) and a ~4M-token batch."""
     seq = seq_len if seq_len is not None else (model.seq_len or DEFAULT_SEQ_LEN)
     if global_batch is None and isinstance(seq, int) and seq > 0:
         global_batch = max(1, DEFAULT_BATCH_TOKENS // seq)
-    fields = {"seq_len": seq, "global_batch_seqs": global_batch, "precision": precision or "bf16"}
+    fields = {
+        "seq_len": seq,
+        "global_batch_seqs": global_batch,
+        "precision": precision or "bf16",
+        "moe_dispatcher": moe_dispatcher,
+    }
     return _validated(Workload, fields, "workload")
 
 

@@ -207,6 +207,24 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     e.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
     e.add_argument("--sequence-parallel", action="store_true")
+    e.add_argument(
+        "--pp-schedule",
+        choices=("1f1b", "dualpipe"),
+        default="1f1b",
+        help="pipeline schedule (dualpipe: DeepSeek-V3's bidirectional schedule)",
+    )
+    e.add_argument(
+        "--ep-overlap",
+        action="store_true",
+        help="overlap MoE all-to-all with another micro-batch's compute "
+        "(Megatron --overlap-moe-expert-parallel-comm)",
+    )
+    e.add_argument(
+        "--moe-dispatcher",
+        choices=("alltoall", "deepep"),
+        default="alltoall",
+        help="MoE token exchange: per-expert all-to-all, or DeepEP (per-node, NVLink forwarding)",
+    )
 
     v = sub.add_parser("validate", help="compare predictions with measured runs")
     v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
@@ -287,13 +305,19 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
             recompute=args.recompute,
             zero_stage=args.zero,
             sequence_parallel=args.sequence_parallel,
+            pp_schedule=args.pp_schedule,
+            ep_overlap=args.ep_overlap,
         )
     except ValidationError as err:
         raise InvalidInput(describe_validation_error(err, "layout")) from None
     model = models_zoo.load_model(args.model)
     cluster = models_zoo.load_cluster(args.cluster, args.gpus)
     workload = api.make_workload(
-        model, seq_len=args.seq_len, global_batch=args.global_batch, precision=args.precision
+        model,
+        seq_len=args.seq_len,
+        global_batch=args.global_batch,
+        precision=args.precision,
+        moe_dispatcher=args.moe_dispatcher,
     )
     e = api.estimate(model, cluster, layout, workload)
     if args.json:

@@ -55,6 +55,12 @@ FA2_SOURCE = re.compile(r"torchtitan|mosaic|llm-foundry", re.IGNORECASE)
 """Runs whose attention is FlashAttention-2: torchtitan calls PyTorch SDPA, whose default flash
 backend is FA2 (cuDNN attention opt-in since 2.5.1, pytorch/pytorch#138522; CP restricted SDPA
 to flash / efficient); MosaicML's llm-foundry MPT uses the flash-attn 2 / triton kernels."""
+DUALPIPE_STATED = re.compile(r"\bDualPipe\b")
+"""DeepSeek's bidirectional pipeline schedule (Layout.pp_schedule = "dualpipe")."""
+NODE_LIMITED_STATED = re.compile(r"routed to at most (\d+) nodes", re.IGNORECASE)
+"""Node-limited routing (MoESpec.max_nodes_per_token). It exists to bound the scale-out traffic
+of a dispatcher that sends a token once per node and forwards it over NVLink (DeepSeek-V3 report
+sec. 3.2.1, DeepEP), so a run that states it runs that dispatcher (Workload.moe_dispatcher)."""
 LAYERS_PER_VIRTUAL_STAGE = 2
 """vp for a record that states an interleaved schedule but not its depth: chunks of 2 layers,
 what NVIDIA's published Megatron recipes use for 70B-405B models (e.g. Llama 3.1 405B pp8 vp8)."""
@@ -154,7 +160,12 @@ def record_cluster(record: dict[str, Any]) -> Cluster:
 
 
 def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload, Layout]:
+    notes = str(record.get("notes") or "")
     model = ModelSpec.model_validate(record["model"])
+    node_limit = NODE_LIMITED_STATED.search(notes)
+    if model.moe is not None and node_limit and model.moe.max_nodes_per_token is None:
+        moe = model.moe.model_copy(update={"max_nodes_per_token": int(node_limit.group(1))})
+        model = model.model_copy(update={"moe": moe})
     lay = {k: (v if v is not None else FILL_RULES.get(k)) for k, v in record["layout"].items()}
     workload = Workload(
         seq_len=model.seq_len or 4096,
@@ -175,9 +186,9 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
         # torchtitan pipelines with torch.distributed.pipelining, whose last stage keeps every
         # micro-batch's logits for step()'s return value (cost_models.memory.kept_outputs_bytes).
         pp_keeps_outputs="torchtitan" in str(record.get("source") or ""),
+        moe_dispatcher="deepep" if model.moe and node_limit else "alltoall",
     )
     sp = lay.get("sequence_parallel")
-    notes = str(record.get("notes") or "")
     if record["layout"].get("vp") is None and lay["pp"] > 1 and INTERLEAVED_STATED.search(notes):
         lay["vp"] = max(1, model.num_layers // (lay["pp"] * LAYERS_PER_VIRTUAL_STAGE))
     layout = Layout(
@@ -192,6 +203,7 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
         zero_stage=lay["zero_stage"],
         sequence_parallel=bool(lay["tp"] > 1 if sp is None else sp),
         tp_comm_overlap=lay["tp"] > 1 and bool(TP_OVERLAP_STATED.search(notes)),
+        pp_schedule="dualpipe" if lay["pp"] > 1 and DUALPIPE_STATED.search(notes) else "1f1b",
     )
     return model, record_cluster(record), workload, layout
 

@@ -23,7 +23,6 @@ from .compute import (
 )
 from .errors import InvalidInput
 from .memory import (
-    StageParams,
     layer_activation_bytes,
     stage_params,
     state_bytes,
@@ -186,18 +185,9 @@ def estimate(
     }
     for r, (n_dense, n_moe) in enumerate(counts):
         sp = stage_params(model, layout, n_dense, n_moe, r)
-        dp_sp = sp
-        if layout.pp_schedule == "dualpipe":
-            # Both copies' gradients are reduced (a stage's micro-batches are split between its
-            # two ranks), so the DP traffic of a rank is that of two stages.
-            dp_sp = StageParams(2 * sp.dense, 2 * sp.expert, sp.largest_layer, 2 * sp.num_layers)
-        exposed, total = stage_dp_s(cluster, cal, layout, dp_sp, per_stage[r]["compute"], m, span)
+        exposed, total = stage_dp_s(cluster, cal, layout, sp, per_stage[r]["compute"], m, span)
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
         weights, grads, optim = state_bytes(sp, layout, m)
-        if layout.pp_schedule == "dualpipe":
-            # DualPipe keeps two copies of the parameters (README table: "Parameter 2x"; report
-            # sec. 3.2.1), each with its gradient; the optimizer steps one of them.
-            weights, grads = 2 * weights, 2 * grads
         opt_s = max(opt_s, stage_optimizer_s(layout, sp, hbm_bytes_per_s))
         stage_mem.append(
             stage_memory(

@@ -65,13 +65,12 @@ def layout_violations(
             )
     if lo.ep_overlap:
         # Megatron-LM TransformerConfig.__post_init__ (overlap_moe_expert_parallel_comm): expert
-        # parallelism, virtual pipeline stages when pp > 1, no full recompute.
+        # parallelism, virtual pipeline stages when pp > 1. (Its "no full recompute" assert is
+        # the Megatron export's refusal: legality here does not read the recompute mode.)
         if lo.ep == 1:
             out.append("ep_overlap needs expert parallelism (ep > 1)")
         if lo.pp > 1 and lo.vp == 1:
             out.append("ep_overlap with pp > 1 needs virtual pipeline stages (vp > 1)")
-        if lo.recompute == "full":
-            out.append("ep_overlap does not run with full recompute")
         if lo.pp_schedule == "dualpipe":
             out.append("ep_overlap is Megatron's 1F1B overlap; dualpipe overlaps on its own")
     moe = model.moe

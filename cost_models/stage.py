@@ -244,7 +244,10 @@ def stage_dp_s(
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of one stage; compute_s is its forward + backward
     per micro-batch. Also used by the planner's step-time lower bound (planner/search/bounds.py)."""
-    grads_s, gather_s = dp_time_s(cluster, layout, sp.dense, sp.expert, span)
+    copies = 2 if layout.pp_schedule == "dualpipe" else 1
+    # DualPipe: a stage's micro-batches are split between its two copies, so both copies'
+    # gradients are reduced -- the DP traffic of two stages per rank.
+    grads_s, gather_s = dp_time_s(cluster, layout, copies * sp.dense, copies * sp.expert, span)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
     if layout.zero_stage == 3:
         # FSDP: gather before each forward and backward, reduce-scatter after each backward.

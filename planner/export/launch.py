@@ -76,9 +76,25 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         str(workload.global_batch_seqs),
     ]
     args += MEGATRON_ORDERS[lo.order]
+    if lo.pp_schedule != "1f1b":
+        # Megatron-LM has no DualPipe schedule (no such flag in its parser); DeepSeek's is a
+        # separate library (github deepseek-ai/DualPipe).
+        raise _refuse("megatron", f"pipeline schedule {lo.pp_schedule} has no Megatron-LM flag")
     if model.moe is not None:
         args += ["--expert-model-parallel-size", str(lo.ep)]
         args += ["--expert-tensor-parallel-size", str(lo.etp)]
+        if workload.moe_dispatcher == "deepep":
+            args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend"]
+            args.append("deepep")
+        if lo.ep_overlap and lo.recompute == "full":
+            raise _refuse(
+                "megatron", "--overlap-moe-expert-parallel-comm asserts no full recomputation"
+            )
+        if lo.ep_overlap:
+            # megatron/core/model_parallel_config.py: overlap_moe_expert_parallel_comm ("Overlap
+            # EP A2A communications with independent computations of different micro-batches in
+            # 1f1b phase") and delay_wgrad_compute (batch-level overlap of the weight gradients).
+            args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
     args += _megatron_pipeline(model, e)
     if lo.sequence_parallel and lo.tp > 1:
         args.append("--sequence-parallel")
@@ -166,6 +182,11 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
         )
     if lo.etp != 1:
         raise _refuse("torchtitan", f"etp ({lo.etp}) != 1 has no field in the fields file")
+    if lo.pp_schedule != "1f1b" or lo.ep_overlap or workload.moe_dispatcher != "alltoall":
+        raise _refuse(
+            "torchtitan",
+            "DualPipe, MoE all-to-all overlap and DeepEP dispatch have no field in the fields file",
+        )
     if workload.precision not in ("bf16",):
         raise _refuse(
             "torchtitan", f"precision {workload.precision}: only bf16 is in the fields file"
@@ -282,6 +303,8 @@ def torchtitan(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, A
 def deepspeed_config(workload: Workload, e: Estimate) -> dict[str, Any]:
     """DeepSpeed config JSON; train_batch_size = micro x accumulation x dp (DeepSpeed's check)."""
     lo = e.layout
+    if lo.pp_schedule != "1f1b" or lo.ep_overlap:
+        raise _refuse("deepspeed", "DualPipe and MoE all-to-all overlap have no config key here")
     if lo.pp > 1 and lo.zero_stage >= 2:
         # DeepSpeed's PipelineEngine asserts ZeRO stage < 2.
         raise _refuse("deepspeed", f"ZeRO-{lo.zero_stage} with pp ({lo.pp}) > 1: needs ZeRO <= 1")

@@ -38,15 +38,22 @@ def collective_time_s(
     kind: str, payload_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]
 ) -> float:
     """Hierarchical ring all-reduce / all-gather / reduce-scatter of payload_bytes per GPU."""
-    total, inner = 0.0, 1
-    for tier, n in zip(tiers, span, strict=True):
+    return sum(collective_tier_s(kind, payload_bytes, span, tiers))
+
+
+def collective_tier_s(
+    kind: str, payload_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]
+) -> list[float]:
+    """collective_time_s split by tier: the seconds each tier's phase keeps that tier busy."""
+    out, inner = [0.0] * len(tiers), 1
+    for j, (tier, n) in enumerate(zip(tiers, span, strict=True)):
         f = max(1, n // inner)
         if f > 1:
             share = payload_bytes / inner
-            total += ring_factor(f, kind) * share / fabric_bandwidth_bytes_per_s(tier, f)
-            total += _latency_s(tier, f) * (2 if kind == "all_reduce" else 1)
+            out[j] += ring_factor(f, kind) * share / fabric_bandwidth_bytes_per_s(tier, f)
+            out[j] += _latency_s(tier, f) * (2 if kind == "all_reduce" else 1)
         inner = max(inner, n)
-    return total
+    return out
 
 
 def all_to_all_time_s(payload_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]) -> float:
@@ -78,16 +85,27 @@ def tier_loads_time_s(loads: list[float], span: list[int], tiers: tuple[LinkTier
     sets the time; latency alpha per level of a log2(n) exchange on the slowest tier crossed.
     """
     n = span[-1]
-    slowest = latency = 0.0
-    inner = 1
-    for j, (tier, members) in enumerate(zip(tiers, span, strict=True)):
-        if loads[j] > 0:
-            f = max(1, members // inner)
-            slowest = max(slowest, loads[j] / fabric_bandwidth_bytes_per_s(tier, f, ring=False))
+    if n <= 1:
+        return 0.0
+    latency, inner = 0.0, 1
+    for tier, members in zip(tiers, span, strict=True):
         if members > inner:
             latency = max(latency, tier.latency_us * 1e-6)
         inner = max(inner, members)
-    return slowest + latency * math.ceil(math.log2(n)) if n > 1 else 0.0
+    return max(tier_loads_busy_s(loads, span, tiers)) + latency * math.ceil(math.log2(n))
+
+
+def tier_loads_busy_s(
+    loads: list[float], span: list[int], tiers: tuple[LinkTier, ...]
+) -> list[float]:
+    """Seconds each tier streams its loads[j] bytes per GPU (the busy time of that tier)."""
+    out, inner = [0.0] * len(tiers), 1
+    for j, (tier, members) in enumerate(zip(tiers, span, strict=True)):
+        if loads[j] > 0:
+            f = max(1, members // inner)
+            out[j] = loads[j] / fabric_bandwidth_bytes_per_s(tier, f, ring=False)
+        inner = max(inner, members)
+    return out
 
 
 def expected_distinct(bins: int, per_bin: int, picks: int) -> float:

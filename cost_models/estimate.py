@@ -34,6 +34,7 @@ from .stage import (
     BF16_BYTES,
     layer_cost,
     stage_dp_s,
+    stage_dp_tier_s,
     stage_memory,
     stage_optimizer_s,
 )
@@ -67,6 +68,28 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     if model.num_moe_layers:
         total += model.num_moe_layers * (attn + sum(g.flops for g in moe_gemms(model, 1, one)))
     return total
+
+
+def _tier_busy_s(
+    cluster: Cluster,
+    crit_terms: dict[str, float],
+    m: int,
+    pp_total_s: float,
+    pp_span: list[int],
+    dp_tiers: list[float],
+) -> dict[str, dict[str, float]]:
+    """Seconds per step each tier is busy, by flow, for the slowest stage's GPUs: every flow that
+    crosses the tier in the step (TP, CP, EP per micro-batch; PP sends on the outermost tier the
+    pipeline crosses; DP gradient and parameter traffic of the stage with the most)."""
+    out: dict[str, dict[str, float]] = {}
+    pp_tier = topology.outermost_tier(cluster, pp_span)
+    for j, tier in enumerate(cluster.tiers):
+        flows = {f: m * crit_terms.get(f"busy:{f}:{j}", 0.0) for f in ("tp", "cp", "ep")}
+        flows["pp"] = pp_total_s if tier is pp_tier else 0.0
+        flows["dp"] = dp_tiers[j]
+        name = tier.name if tier.name not in out else f"{tier.name}#{j}"
+        out[name] = flows
+    return out
 
 
 def estimate(
@@ -133,11 +156,18 @@ def estimate(
             terms["tp_total"] += n * c.tp_total_s
             terms["ep_comm"] += n * c.ep_s
             terms["ep_total"] += n * c.ep_total_s
+            for flow, per_tier in (c.tier_busy_s or {}).items():
+                for j, x in enumerate(per_tier):
+                    key = f"busy:{flow}:{j}"
+                    terms[key] = terms.get(key, 0.0) + n * x
         if r == layout.pp - 1:
             terms["compute"] += head.forward_s + head.backward_s
         per_stage.append(terms)
     totals = ("cp_total", "tp_total", "ep_total")
-    stage_s = [sum(v for k, v in t.items() if k not in totals) for t in per_stage]
+    stage_s = [
+        sum(v for k, v in t.items() if k not in totals and not k.startswith("busy:"))
+        for t in per_stage
+    ]
     _steady_s, bubble_s, crit = schedule_time_s(stage_s, m, layout.vp)
     crit_terms = per_stage[crit]
     if layout.pp_schedule == "dualpipe":
@@ -146,8 +176,10 @@ def estimate(
         # pair sets the step.
         p = layout.pp
         pair = max(range(p // 2), key=lambda r: (stage_s[r] + stage_s[p - 1 - r], -r))
+        keys = set(per_stage[pair]) | set(per_stage[p - 1 - pair])
         crit_terms = {
-            k: (per_stage[pair][k] + per_stage[p - 1 - pair][k]) / 2 for k in per_stage[pair]
+            k: (per_stage[pair].get(k, 0.0) + per_stage[p - 1 - pair].get(k, 0.0)) / 2
+            for k in keys
         }
         bubble_s = dualpipe_bubble_s(
             p,
@@ -177,6 +209,7 @@ def estimate(
     # DP and optimizer, stage by stage; the slowest stage sets the tail of the step.
     stage_mem: list[StageMemory] = []
     dp_exposed = dp_total = opt_s = 0.0
+    dp_tiers = [0.0] * len(cluster.tiers)
     hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
     acts_per_mb = {
         (k, rc): layer_activation_bytes(model, workload, layout, is_moe=k, recompute=rc)
@@ -186,6 +219,8 @@ def estimate(
     for r, (n_dense, n_moe) in enumerate(counts):
         sp = stage_params(model, layout, n_dense, n_moe, r)
         exposed, total = stage_dp_s(cluster, cal, layout, sp, per_stage[r]["compute"], m, span)
+        if total > dp_total:
+            dp_tiers = stage_dp_tier_s(cluster, layout, sp, m, span)
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
         weights, grads, optim = state_bytes(sp, layout, m)
         opt_s = max(opt_s, stage_optimizer_s(layout, sp, hbm_bytes_per_s))
@@ -198,7 +233,17 @@ def estimate(
     breakdown["optimizer"] = opt_s
     comm_total["dp"] = dp_total
 
+    tier_busy = _tier_busy_s(cluster, crit_terms, m, comm_total["pp"], span["pp"], dp_tiers)
     step_s = sum(breakdown.values())
+    # Links as capacities: a tier cannot be busy longer than the step. Flows overlapped with
+    # compute are hidden only as far as their tier has time left; beyond that the step waits for
+    # the link, charged to the flow that loads the saturated tier most.
+    _tier, flows = max(tier_busy.items(), key=lambda kv: sum(kv[1].values()))
+    excess = sum(flows.values()) - step_s
+    if excess > 0:
+        flow = max(flows, key=lambda f: flows[f])
+        breakdown[f"{flow}_comm"] += excess
+        step_s = sum(breakdown.values())
     tokens = workload.global_batch_seqs * workload.seq_len
     peak_tflops = gpu.peak_bf16_tflops
     if workload.precision in ("fp8", "mxfp8") and gpu.peak_fp8_tflops is not None:
@@ -221,6 +266,7 @@ def estimate(
         fits_in_memory=peak_gib <= gpu.hbm_gib,
         breakdown_s=breakdown,
         comm_total_s=comm_total,
+        tier_busy_s={k: sum(v.values()) for k, v in tier_busy.items()},
         stage_memory=tuple(stage_mem),
         placement=topology.placement(cluster, layout),
         layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),

@@ -384,6 +384,11 @@ class Estimate(Spec):
     fits_in_memory: bool
     breakdown_s: dict[str, float] = Field(description="exposed seconds per step by term")
     comm_total_s: dict[str, float] = Field(description="link-busy seconds per step by axis")
+    tier_busy_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds per step each link tier is busy with every flow crossing it "
+        "(the slowest stage's GPUs); never more than step_time_s",
+    )
     stage_memory: tuple[StageMemory, ...]
     placement: dict[str, dict[str, int]] = Field(description="axis -> tier name -> factor")
     layers_per_stage: tuple[int, ...] | None = Field(

@@ -46,6 +46,8 @@ class LayerCost:
     ep_s: float
     tp_total_s: float = 0.0  # link-busy TP seconds, overlapped or not
     ep_total_s: float = 0.0  # link-busy EP seconds, overlapped or not
+    tier_busy_s: dict[str, tuple[float, ...]] | None = None
+    """Per flow ("tp", "cp", "ep"), the seconds it keeps each tier (cluster.tiers order) busy."""
 
     @property
     def total_s(self) -> float:
@@ -75,6 +77,11 @@ def layer_cost(
         * comm.collective_time_s("all_reduce", t * h * BF16_BYTES, span["tp"], tiers)
     )
     tp_total_s = tp_s
+    n_tiers = len(tiers)
+    busy = {"tp": (0.0,) * n_tiers, "cp": (0.0,) * n_tiers, "ep": (0.0,) * n_tiers}
+    if tp_s > 0:
+        per = comm.collective_tier_s("all_reduce", t * h * BF16_BYTES, span["tp"], tiers)
+        busy["tp"] = tuple(blocks * passes * x for x in per)
     if layout.tp_comm_overlap and tp_s > 0:
         per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
         cal = calibration_for(cluster.gpu.generation)
@@ -87,11 +94,18 @@ def layer_cost(
     cp_exposed, cp_total = cp_layer_s(
         model, cluster, calibration_for(cluster.gpu.generation), workload, layout, lt, span["cp"]
     )
+    if cp_total > 0:
+        # The K/V ring's hops are paced by its slowest link: charged to the outermost tier crossed.
+        outer = _outermost_index(span["cp"])
+        busy["cp"] = tuple(cp_total if j == outer else 0.0 for j in range(n_tiers))
     # EP: dispatch + combine all-to-all per pass (forward, backward, and the recompute forward).
     ep_s = ep_total_s = 0.0
     if is_moe and layout.ep > 1:
-        dispatch_s, combine_s = ep_exchange_s(model, cluster, workload, layout, span["ep"])
+        dispatch_s, combine_s, ep_busy = ep_exchange_s(
+            model, cluster, workload, layout, span["ep"]
+        )
         ep_total_s = passes * (dispatch_s + combine_s)
+        busy["ep"] = tuple(passes * x for x in ep_busy)
         ep_s = ep_total_s
         if layout.pp_schedule == "dualpipe" or layout.ep_overlap:
             # DualPipe (DeepSeek-V3 sec. 3.2.1) pairs the forward chunk of one micro-batch with the
@@ -113,7 +127,16 @@ def layer_cost(
         ep_s,
         tp_total_s,
         ep_total_s,
+        busy,
     )
+
+
+def _outermost_index(span: list[int]) -> int:
+    """Index of the outermost tier a group crosses (topology.outermost_tier's tier)."""
+    for j, n in enumerate(span):
+        if n >= span[-1]:
+            return j
+    return len(span) - 1
 
 
 FP8_SCALE_BYTES_PER_ELEMENT = 4 / 128
@@ -126,8 +149,9 @@ def ep_exchange_s(
     workload: Workload,
     layout: Layout,
     ep_span: list[int],
-) -> tuple[float, float]:
-    """(dispatch, combine) seconds of one MoE layer's token exchange for one micro-batch, pass.
+) -> tuple[float, float, list[float]]:
+    """(dispatch, combine) seconds of one MoE layer's token exchange for one micro-batch and
+    pass, and the seconds both keep each tier busy.
 
     Copies per tier: comm.moe_tier_copies (per-expert rows for 'alltoall', per-node de-duplication
     with NVLink forwarding and node-limited routing for 'deepep'). Bytes per copy: hidden x 2
@@ -154,11 +178,14 @@ def ep_exchange_s(
     dispatch_bytes = h * (1 + FP8_SCALE_BYTES_PER_ELEMENT) if fp8 else h * BF16_BYTES
     combine_bytes = h * BF16_BYTES
 
+    loads = [tokens * c * (dispatch_bytes + combine_bytes) for c in copies]
+    busy = comm.tier_loads_busy_s(loads, list(ep_span), cluster.tiers)
+
     def exchange_s(bytes_per_copy: float) -> float:
         loads = [tokens * c * bytes_per_copy for c in copies]
         return comm.tier_loads_time_s(loads, list(ep_span), cluster.tiers)
 
-    return exchange_s(dispatch_bytes), exchange_s(combine_bytes)
+    return exchange_s(dispatch_bytes), exchange_s(combine_bytes), busy
 
 
 def overlapped_tp_s(
@@ -258,6 +285,27 @@ def stage_dp_s(
         total = grads_s + gather_s
     exposed += overlap_slowdown_s(total - exposed, cal)  # compute slowed beside the NCCL
     return exposed, total
+
+
+def stage_dp_tier_s(
+    cluster: Cluster, layout: Layout, sp: StageParams, m: int, span: dict[str, list[int]]
+) -> list[float]:
+    """stage_dp_s's link-busy seconds per step, split by tier (collective_tier_s per phase)."""
+    tiers = cluster.tiers
+    copies = 2 if layout.pp_schedule == "dualpipe" else 1
+    kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
+    out = [0.0] * len(tiers)
+    for params, group in ((copies * sp.dense, "dp_cp"), (copies * sp.expert, "edp")):
+        grads = comm.collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers)
+        gather = [0.0] * len(tiers)
+        if layout.zero_stage >= 1:
+            gather = comm.collective_tier_s("all_gather", params * BF16_BYTES, span[group], tiers)
+        for j in range(len(tiers)):
+            if layout.zero_stage == 3:
+                out[j] += m * (2 * gather[j] + grads[j])
+            else:
+                out[j] += grads[j] + gather[j]
+    return out
 
 
 def stage_optimizer_s(layout: Layout, sp: StageParams, hbm_bytes_per_s: float) -> float:

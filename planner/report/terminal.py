@@ -73,6 +73,10 @@ def estimate_dict(e: Estimate) -> dict[str, Any]:
         "num_microbatches": e.num_microbatches,
         "breakdown_s": e.breakdown_s,
         "comm_total_s": e.comm_total_s,
+        "tier_busy_s": e.tier_busy_s,
+        "tier_utilisation": {
+            k: v / e.step_time_s if e.step_time_s > 0 else 0.0 for k, v in e.tier_busy_s.items()
+        },
         "stage_memory_gib": [{**s.model_dump(), "total_gib": s.total_gib} for s in e.stage_memory],
     }
 
@@ -114,6 +118,10 @@ def layout_line(e: Estimate) -> str:
     ]
     if lo.sequence_parallel:
         extras.append("SP")
+    if lo.pp_schedule == "dualpipe":
+        extras.append("DualPipe")
+    if lo.ep_overlap:
+        extras.append("EP all-to-all overlapped")
     if lo.order != Layout.model_fields["order"].default:
         extras.append("order " + "-".join(a.value for a in lo.order))
     return " ".join(parts) + "  |  " + ", ".join(extras)
@@ -313,10 +321,23 @@ def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model_nam
         render_header(cluster, workload, model_name),
         summary,
         render_breakdown(e),
+        render_links(e),
         render_memory(e),
         render_placement(e, cluster),
         render_rank_map(e, cluster),
     )
+
+
+def render_links(e: Estimate) -> Table:
+    """Per link tier: seconds per step it is busy with every flow crossing it, and its share of
+    the step (cost_models.estimate: no tier is busy longer than the step)."""
+    table = Table(title="Links: busy time per step", title_justify="left")
+    for col in ("tier", "busy s", "utilisation"):
+        table.add_column(col, justify="left" if col == "tier" else "right")
+    for name, busy in e.tier_busy_s.items():
+        share = busy / e.step_time_s if e.step_time_s > 0 else 0.0
+        table.add_row(name, f"{busy:,.3f}", f"{share:.0%}")
+    return table
 
 
 def solver_line(result: PlanResult) -> str:

@@ -76,8 +76,8 @@ def test_fp8_dispatch_bf16_combine() -> None:
     zero = tuple(t.model_copy(update={"latency_us": 0.0}) for t in cluster.tiers)
     cluster = cluster.model_copy(update={"tiers": zero})
     span = topology.spans(cluster, layout)["ep"]
-    d8, c8 = ep_exchange_s(model, cluster, work, layout, list(span))
-    d16, c16 = ep_exchange_s(
+    d8, c8, _ = ep_exchange_s(model, cluster, work, layout, list(span))
+    d16, c16, _ = ep_exchange_s(
         model, cluster, work.model_copy(update={"precision": "bf16"}), layout, list(span)
     )
     assert c8 == pytest.approx(c16)

@@ -44,8 +44,9 @@ def test_bounds_below_estimate_with_new_schedules(dispatcher: str) -> None:
         assert 0 < bound.step_s(lo) <= e.step_time_s, lo
         full = bound.placement_step_s(lo, with_dp=True)
         assert bound.placement_step_s(lo) <= full <= e.step_time_s, lo
+        # Equal unless a saturated link adds its wait to dp_comm (estimate's capacity check).
         dp_opt = e.breakdown_s["dp_comm"] + e.breakdown_s["optimizer"]
-        assert bound.dp_optimizer_s(lo, topology.spans(cluster, lo)) == dp_opt, lo
+        assert bound.dp_optimizer_s(lo, topology.spans(cluster, lo)) <= dp_opt * (1 + 1e-12), lo
         assert bound.peak_memory_gib(lo) == e.peak_memory_gib, lo
 
 

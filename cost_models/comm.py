@@ -34,24 +34,87 @@ def _latency_s(tier: LinkTier, f: int) -> float:
     return tier.latency_us * 1e-6 * math.ceil(math.log2(f)) if f > 1 else 0.0
 
 
+# NCCL's tuner (src/graph/tuning.cc, ncclTopoTuneModel), Simple protocol, as constants:
+TREE_BUS_FACTOR = 0.92
+"""Tree all-reduce bus bandwidth / ring's ("busBw * .92"); its algorithm bandwidth is half the
+bus bandwidth ("ratio *= .5"), so a tree moves 2 / 0.92 bytes per payload byte."""
+PAT_BUS_FACTOR = 0.75
+"""PAT all-gather / reduce-scatter bus bandwidth / ring's ("if (a == NCCL_ALGO_PAT) busBw *= .75");
+legal only with one GPU per node (ncclPatEnable: nNodes == nRanks)."""
+PAT_LINEAR_LATENCY_S = 2.8e-6
+"""PAT latency: log2(nodes) x inter-node latency / 3.5 + nRanks x 2.8 us ("Still a linear part")."""
+
+
+def phase_s(kind: str, share_bytes: float, f: int, tier: LinkTier, *, one_per_node: bool) -> float:
+    """One collective phase over f members of `tier` on share_bytes per GPU: the cheapest of the
+    algorithms NCCL may pick there (tier.algorithms restricts them), per message size.
+
+    Latency alpha = tier.latency_us per step. NCCL tuning.cc: ring takes 2(f-1) steps for an
+    all-reduce and f-1 for all-gather / reduce-scatter (nsteps), so its latency grows with the
+    ranks; tree all-reduce 2 log2(f) levels at 2 / 0.92 bytes per byte; PAT (one GPU per node)
+    log2(f) alpha / 3.5 + f x 2.8 us at 0.75 of the bandwidth. In-switch reduction -- NVLS on an
+    NVSwitch tier with `nvls`, SHARP on a switch tier with `sharp` -- sends each byte up once and
+    receives the result once: an all-reduce moves the payload once instead of 2(f-1)/f times, in
+    one step up and one down (NVLS all-gather / reduce-scatter: ring bytes, one step).
+    """
+    if f <= 1:
+        return 0.0
+    bw = fabric_bandwidth_bytes_per_s(tier, f)
+    a = tier.latency_us * 1e-6
+    allowed = tier.algorithms
+    out: list[float] = []
+
+    def offer(name: str, seconds: float) -> None:
+        if allowed is None or name in allowed:
+            out.append(seconds)
+
+    steps = 2 * (f - 1) if kind == "all_reduce" else f - 1
+    ring_s = ring_factor(f, kind) * share_bytes / bw + steps * a
+    offer("ring", ring_s)
+    levels = math.ceil(math.log2(f))
+    if kind == "all_reduce":
+        offer("tree", 2 * share_bytes / (TREE_BUS_FACTOR * bw) + 2 * levels * a)
+    elif one_per_node:
+        pat_lat = levels * a / 3.5 + f * PAT_LINEAR_LATENCY_S
+        offer("pat", ring_factor(f, kind) * share_bytes / (PAT_BUS_FACTOR * bw) + pat_lat)
+    if tier.nvls:
+        payload = share_bytes if kind == "all_reduce" else ring_factor(f, kind) * share_bytes
+        offer("nvls", payload / bw + 2 * a)
+    if tier.sharp and kind == "all_reduce":
+        offer("sharp", share_bytes / bw + 2 * a)
+    return min(out) if out else ring_s  # nothing legal allowed: NCCL falls back to ring
+
+
 def collective_time_s(
-    kind: str, payload_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]
+    kind: str,
+    payload_bytes: float,
+    span: list[int],
+    tiers: tuple[LinkTier, ...],
+    buckets: int = 1,
 ) -> float:
-    """Hierarchical ring all-reduce / all-gather / reduce-scatter of payload_bytes per GPU."""
-    return sum(collective_tier_s(kind, payload_bytes, span, tiers))
+    """Hierarchical all-reduce / all-gather / reduce-scatter of payload_bytes per GPU."""
+    return sum(collective_tier_s(kind, payload_bytes, span, tiers, buckets))
 
 
 def collective_tier_s(
-    kind: str, payload_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]
+    kind: str,
+    payload_bytes: float,
+    span: list[int],
+    tiers: tuple[LinkTier, ...],
+    buckets: int = 1,
 ) -> list[float]:
-    """collective_time_s split by tier: the seconds each tier's phase keeps that tier busy."""
+    """collective_time_s split by tier: the seconds each tier's phase keeps that tier busy.
+
+    At tier j the group has f_j = n_j / n_(j-1) members per inner domain; each GPU moves its
+    share S / n_(j-1) over that tier (phase_s). `buckets`: the payload goes as that many equal
+    collectives (gradient buckets), each paying its own latency and choosing its algorithm by
+    its own size. PAT is legal where the phase has one GPU per node (no inner members)."""
     out, inner = [0.0] * len(tiers), 1
     for j, (tier, n) in enumerate(zip(tiers, span, strict=True)):
         f = max(1, n // inner)
         if f > 1:
-            share = payload_bytes / inner
-            out[j] += ring_factor(f, kind) * share / fabric_bandwidth_bytes_per_s(tier, f)
-            out[j] += _latency_s(tier, f) * (2 if kind == "all_reduce" else 1)
+            share = payload_bytes / inner / buckets
+            out[j] += buckets * phase_s(kind, share, f, tier, one_per_node=inner == 1 and j > 0)
         inner = max(inner, n)
     return out
 

@@ -41,6 +41,7 @@ class Axis(StrEnum):
 Precision = Literal["bf16", "fp16", "fp8", "mxfp8"]
 Recompute = Literal["none", "selective", "full"]
 Generation = Literal["ampere", "hopper", "blackwell"]
+CollectiveAlgorithm = Literal["ring", "tree", "pat", "nvls", "sharp"]
 TierKind = Literal["nvlink", "switch", "rail", "plane", "dragonfly", "torus", "wan"]
 """How a tier's links behave (docs/networks.md): `switch` a (possibly oversubscribed) switched
 tier; `rail`/`plane` rail-optimized or multi-plane scale-out (cross-rail traffic forwarded over
@@ -198,6 +199,19 @@ class LinkTier(Spec):
     dim_size: PositiveInt | None = Field(
         None, description="torus tiers: ring length of this dimension (wrap-around link)"
     )
+    nvls: bool = Field(
+        False,
+        description="NVSwitch with in-switch reduction (NVLink SHARP, NCCL NVLS algorithm; "
+        "third-generation NVSwitch and later)",
+    )
+    sharp: bool = Field(
+        False, description="switches with in-network reduction (InfiniBand SHARP / NCCL CollNet)"
+    )
+    algorithms: tuple[CollectiveAlgorithm, ...] | None = Field(
+        None,
+        description="collective algorithms NCCL may use on this tier (NCCL_ALGO); null: every "
+        "legal one, the cheapest per message size as NCCL's tuner picks",
+    )
 
 
 class Cluster(Spec):
@@ -273,6 +287,11 @@ class Workload(Spec):
         description="context-parallel attention: Transformer Engine's fused K/V ring (Megatron) "
         "or PyTorch's experimental context_parallel (all-gather K/V, eager fp32 merges; "
         "torchtitan)",
+    )
+    dp_bucket_elements: PositiveInt | None = Field(
+        None,
+        description="gradient bucket size in parameters (each bucket one collective with its "
+        "own latency); null: Megatron DDP's max(40M, 1M x dp); ZeRO-3 gathers per layer",
     )
     moe_dispatcher: MoEDispatcher = Field(
         "alltoall",

@@ -6,6 +6,7 @@ Derivations: docs/cost_model.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from . import comm
@@ -237,26 +238,47 @@ def tp_partner_gemm_s(
     return partners
 
 
-def dp_time_s(
-    cluster: Cluster, layout: Layout, dense: float, expert: float, span: dict[str, list[int]]
-) -> tuple[float, float]:
-    """(gradient reduction, parameter gather) seconds per step for one stage's parameters."""
+MEGATRON_BUCKET_ELEMENTS = 40_000_000
+"""Megatron DDP's default gradient bucket: max(40,000,000, 1,000,000 x dp) parameters
+(megatron/core/distributed/distributed_data_parallel.py, DistributedDataParallel.__init__)."""
+
+
+def dp_buckets(params: float, dp: int, zero_stage: int, num_layers: int, bucket: int | None) -> int:
+    """Collectives one stage's gradient reduction (and ZeRO parameter gather) is issued as.
+
+    ZeRO-0/1/2: buckets of `bucket` parameters (default Megatron's max(40M, 1M x dp)); ZeRO-3
+    (FSDP, Megatron FSDP): one unit per layer. Each pays its own latency (comm.phase_s)."""
+    if params <= 0:
+        return 1
+    if zero_stage == 3:
+        return max(1, num_layers)
+    size = bucket if bucket is not None else max(MEGATRON_BUCKET_ELEMENTS, 1_000_000 * dp)
+    return max(1, math.ceil(params / size))
+
+
+def dp_tier_times_s(
+    cluster: Cluster,
+    layout: Layout,
+    sp: StageParams,
+    span: dict[str, list[int]],
+    bucket_elements: int | None = None,
+) -> tuple[list[float], list[float]]:
+    """(gradient reduction, parameter gather) seconds per step by tier for one stage's
+    parameters, in buckets. DualPipe: a stage's micro-batches are split between its two copies,
+    so both copies' gradients are reduced -- the DP traffic of two stages per rank."""
     tiers = cluster.tiers
-    grads = comm.collective_time_s(
-        "all_reduce" if layout.zero_stage == 0 else "reduce_scatter",
-        dense * GRAD_REDUCE_BYTES,
-        span["dp_cp"],
-        tiers,
-    ) + comm.collective_time_s(
-        "all_reduce" if layout.zero_stage == 0 else "reduce_scatter",
-        expert * GRAD_REDUCE_BYTES,
-        span["edp"],
-        tiers,
-    )
-    gather = 0.0
-    if layout.zero_stage >= 1:
-        gather = comm.collective_time_s("all_gather", dense * BF16_BYTES, span["dp_cp"], tiers)
-        gather += comm.collective_time_s("all_gather", expert * BF16_BYTES, span["edp"], tiers)
+    copies = 2 if layout.pp_schedule == "dualpipe" else 1
+    kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
+    grads, gather = [0.0] * len(tiers), [0.0] * len(tiers)
+    for params, group in ((copies * sp.dense, "dp_cp"), (copies * sp.expert, "edp")):
+        if params <= 0:
+            continue
+        n = dp_buckets(params, span[group][-1], layout.zero_stage, sp.num_layers, bucket_elements)
+        g = comm.collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers, n)
+        grads = [x + y for x, y in zip(grads, g, strict=True)]
+        if layout.zero_stage >= 1:
+            a = comm.collective_tier_s("all_gather", params * BF16_BYTES, span[group], tiers, n)
+            gather = [x + y for x, y in zip(gather, a, strict=True)]
     return grads, gather
 
 
@@ -268,13 +290,12 @@ def stage_dp_s(
     compute_s: float,
     m: int,
     span: dict[str, list[int]],
+    bucket_elements: int | None = None,
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of one stage; compute_s is its forward + backward
     per micro-batch. Also used by the planner's step-time lower bound (planner/search/bounds.py)."""
-    copies = 2 if layout.pp_schedule == "dualpipe" else 1
-    # DualPipe: a stage's micro-batches are split between its two copies, so both copies'
-    # gradients are reduced -- the DP traffic of two stages per rank.
-    grads_s, gather_s = dp_time_s(cluster, layout, copies * sp.dense, copies * sp.expert, span)
+    grads_t, gather_t = dp_tier_times_s(cluster, layout, sp, span, bucket_elements)
+    grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
     if layout.zero_stage == 3:
         # FSDP: gather before each forward and backward, reduce-scatter after each backward.
@@ -288,24 +309,18 @@ def stage_dp_s(
 
 
 def stage_dp_tier_s(
-    cluster: Cluster, layout: Layout, sp: StageParams, m: int, span: dict[str, list[int]]
+    cluster: Cluster,
+    layout: Layout,
+    sp: StageParams,
+    m: int,
+    span: dict[str, list[int]],
+    bucket_elements: int | None = None,
 ) -> list[float]:
-    """stage_dp_s's link-busy seconds per step, split by tier (collective_tier_s per phase)."""
-    tiers = cluster.tiers
-    copies = 2 if layout.pp_schedule == "dualpipe" else 1
-    kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
-    out = [0.0] * len(tiers)
-    for params, group in ((copies * sp.dense, "dp_cp"), (copies * sp.expert, "edp")):
-        grads = comm.collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers)
-        gather = [0.0] * len(tiers)
-        if layout.zero_stage >= 1:
-            gather = comm.collective_tier_s("all_gather", params * BF16_BYTES, span[group], tiers)
-        for j in range(len(tiers)):
-            if layout.zero_stage == 3:
-                out[j] += m * (2 * gather[j] + grads[j])
-            else:
-                out[j] += grads[j] + gather[j]
-    return out
+    """stage_dp_s's link-busy seconds per step, split by tier."""
+    grads, gather = dp_tier_times_s(cluster, layout, sp, span, bucket_elements)
+    if layout.zero_stage == 3:
+        return [m * (2 * a + g) for g, a in zip(grads, gather, strict=True)]
+    return [g + a for g, a in zip(grads, gather, strict=True)]
 
 
 def stage_optimizer_s(layout: Layout, sp: StageParams, hbm_bytes_per_s: float) -> float:

@@ -191,7 +191,9 @@ class StepLowerBound:
             if r == last:
                 compute_s += head.forward_s + head.backward_s
             sp = self._stage_params(lo, (nd, nm), r, params_key)
-            exposed, _ = stage_dp_s(self.cluster, self.cal, lo, sp, compute_s, m, span)
+            exposed, _ = stage_dp_s(
+                self.cluster, self.cal, lo, sp, compute_s, m, span, self.workload.dp_bucket_elements
+            )
             dp_s = max(dp_s, exposed)
             opt_s = max(opt_s, stage_optimizer_s(lo, sp, self.hbm_bytes_per_s))
         found = self._dp[key] = dp_s + opt_s

@@ -358,6 +358,7 @@ def _add_whatif(sub: Any) -> None:
     w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
     w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
     w.add_argument("--values", required=True, help="comma-separated values, e.g. 100,200,400")
+    w.add_argument("--tier", help="the one tier --vary oversubscription tapers (by name)")
     for axis in ("tp", "pp", "dp", "cp", "ep"):
         w.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
     w.add_argument("--time-limit", type=_positive_float, default=60.0, help="per plan, seconds")
@@ -387,6 +388,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         gpu_hour_price=args.gpu_hour_price,
         network_cost_share=args.network_cost_share,
         token_budget=args.token_budget,
+        tier=args.tier,
         global_batch=args.global_batch,
         seq_len=args.seq_len,
         precision=args.precision,

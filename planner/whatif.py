@@ -24,7 +24,9 @@ from . import api
 PARAMETERS = {
     "nic-gbps": "scale-out bandwidth per GPU, Gb/s (every switch/rail/plane/dragonfly tier)",
     "nvlink-domain": "GPUs per NVLink domain (8, 72, 576)",
-    "oversubscription": "taper of the tiers above the leaf (1 = 1:1, 4 = 4:1)",
+    "oversubscription": "taper of the tier named by --tier, else of the tiers above the leaf the "
+    "preset already tapers (all above the leaf if none is)",
+    "nvlink-gb-per-s": "NVLink (scale-up) bandwidth per GPU, one direction, GB/s",
     "wan-latency-ms": "one-way latency of the WAN tier, ms",
     "wan-gbps": "WAN bandwidth per GPU, Gb/s",
     "planes": "rails / planes of the rail-optimized or multi-plane tiers",
@@ -44,8 +46,12 @@ def _need(tiers: list[int], cluster: Cluster, what: str, parameter: str) -> None
         raise InvalidInput(f"--vary {parameter}: cluster {cluster.name} has no {what}")
 
 
-def vary_cluster(cluster: Cluster, parameter: str, value: float) -> Cluster:
-    """The cluster with one network parameter set to `value` (InvalidInput if it does not apply)."""
+def vary_cluster(
+    cluster: Cluster, parameter: str, value: float, tier: str | None = None
+) -> Cluster:
+    """The cluster with one network parameter set to `value` (InvalidInput if it does not apply).
+
+    `tier` names the one tier `oversubscription` tapers (whatif --tier)."""
     if parameter not in PARAMETERS:
         raise InvalidInput(
             f"--vary: unknown parameter {parameter!r}; known: {', '.join(PARAMETERS)}"
@@ -64,7 +70,16 @@ def vary_cluster(cluster: Cluster, parameter: str, value: float) -> Cluster:
         if value < 1:
             raise InvalidInput(f"--values: oversubscription must be >= 1 (got {value})")
         scale_out = [i for i in idx if tiers[i].kind in SCALE_OUT_KINDS and i > 0]
-        hit = scale_out[1:]  # the leaf itself is non-blocking; the taper sits above it
+        if tier is not None:
+            hit = [i for i in idx if tiers[i].name == tier]
+            if not hit:
+                names = ", ".join(t.name for t in tiers)
+                raise InvalidInput(f"--tier: cluster {cluster.name} has no tier {tier!r} ({names})")
+        else:
+            above = scale_out[1:]  # the leaf itself is non-blocking; the taper sits above it
+            # Keep tiers the preset builds non-blocking (Llama 3's 3,072-GPU pods) as they are.
+            tapered = [i for i in above if tiers[i].oversubscription > 1]
+            hit = tapered or above
         _need(hit, cluster, "tier above the leaf (try dgx-h100-superpod)", parameter)
         for i in hit:
             tiers[i] = _set(tiers[i], oversubscription=value)
@@ -78,6 +93,11 @@ def vary_cluster(cluster: Cluster, parameter: str, value: float) -> Cluster:
                 else {"bandwidth_gb_per_s": value / 8}
             )
             tiers[i] = _set(tiers[i], **update)
+    elif parameter == "nvlink-gb-per-s":
+        if tiers[0].kind == "torus":
+            raise InvalidInput("--vary nvlink-gb-per-s: the innermost tier is a torus, not NVLink")
+        tiers[0] = _set(tiers[0], bandwidth_gb_per_s=value)
+        data["gpu"] = {**data["gpu"], "nvlink_gb_per_s": value}
     elif parameter == "planes":
         hit = [i for i in idx if tiers[i].kind in ("rail", "plane")]
         _need(hit, cluster, "rail or plane tier", parameter)
@@ -187,6 +207,7 @@ def whatif(
     gpu_hour_price: float | None = None,
     network_cost_share: float = 0.0,
     token_budget: float | None = None,
+    tier: str | None = None,
     **plan_args: Any,
 ) -> WhatIfResult:
     """Re-plan at every value of `parameter`; raises InvalidInput / NoFeasiblePlan like plan()."""
@@ -196,7 +217,9 @@ def whatif(
         raise InvalidInput(f"--network-cost-share: must be in [0, 1) (got {network_cost_share})")
     base_cluster = models_zoo.load_cluster(cluster, num_gpus)
     spec = models_zoo.load_model(model)
-    varied = [vary_cluster(base_cluster, parameter, v) for v in values]  # bad input fails first
+    if tier is not None and parameter != "oversubscription":
+        raise InvalidInput(f"--tier applies to --vary oversubscription, not {parameter}")
+    varied = [vary_cluster(base_cluster, parameter, v, tier) for v in values]  # bad input fails first
     base = api.plan(spec, base_cluster, **plan_args).best
 
     def point(e: Estimate, value: float) -> WhatIfPoint:

@@ -207,3 +207,25 @@ def test_llama31_405b_16k_nic_sweep_mfu_never_drops_and_tp_stays_in_nvlink() -> 
     assert all(p.best.placement["tp"]["nvlink"] == p.best.layout.tp == 8 for p in r.points)
     # DP gradients are exposed on 100 Gb/s NICs and hidden by 1,600 Gb/s; the sweep names where.
     assert r.hidden_from["dp_comm"] in (400, 1600)
+
+
+def test_oversubscription_keeps_non_blocking_tiers_and_tier_names_one() -> None:
+    """Issue 16: the 24K RoCE preset's 3,072-GPU pods are non-blocking; only the 1:7 aggregation
+    layer is tapered by the sweep, and --tier picks exactly one tier."""
+    from cost_models.errors import InvalidInput
+    from planner.whatif import vary_cluster
+
+    c = models_zoo.load_cluster("llama3-roce-24k")
+    taper = {t.name: t.oversubscription for t in vary_cluster(c, "oversubscription", 7).tiers}
+    assert taper == {t.name: t.oversubscription for t in c.tiers}  # 7:1 is the preset itself
+    one = {t.name: t.oversubscription for t in vary_cluster(c, "oversubscription", 2, "pod").tiers}
+    assert one == {"nvlink": 1.0, "tor": 1.0, "pod": 2.0, "aggregation": 7.0}
+    with pytest.raises(InvalidInput, match="no tier"):
+        vary_cluster(c, "oversubscription", 2, "spine")
+
+
+def test_nvlink_bandwidth_is_a_parameter() -> None:
+    from planner.whatif import vary_cluster
+
+    c = vary_cluster(models_zoo.load_cluster("dgx-h100"), "nvlink-gb-per-s", 900)
+    assert c.tiers[0].bandwidth_gb_per_s == 900 and c.gpu.nvlink_gb_per_s == 900

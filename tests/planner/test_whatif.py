@@ -101,7 +101,10 @@ def test_whatif_nic_bandwidth_mfu_never_drops_and_names_where_dp_hides() -> None
 def test_vary_cluster_changes_only_the_named_parameter() -> None:
     base = models_zoo.load_cluster("llama3-roce-24k", 1024)
     over = whatif.vary_cluster(base, "oversubscription", 2)
-    assert [t.oversubscription for t in over.tiers] == [1, 1, 2, 2]  # above the ToR only
+    # Only the tier the preset tapers (aggregation, 7:1); its non-blocking pods stay 1:1 (issue 16).
+    assert [t.oversubscription for t in over.tiers] == [1, 1, 1, 2]
+    pod = whatif.vary_cluster(base, "oversubscription", 2, "pod")
+    assert [t.oversubscription for t in pod.tiers] == [1, 1, 2, 7]
     nic = whatif.vary_cluster(base, "nic-gbps", 800)
     assert [t.bandwidth_gb_per_s for t in nic.tiers] == [450, 100, 100, 100]
     nvl = whatif.vary_cluster(base, "nvlink-domain", 72)

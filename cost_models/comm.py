@@ -110,13 +110,31 @@ def collective_tier_s(
     collectives (gradient buckets), each paying its own latency and choosing its algorithm by
     its own size. PAT is legal where the phase has one GPU per node (no inner members)."""
     out, inner = [0.0] * len(tiers), 1
+    torus_dims = _torus_dims_spanned(span, tiers)
     for j, (tier, n) in enumerate(zip(tiers, span, strict=True)):
         f = max(1, n // inner)
         if f > 1:
             share = payload_bytes / inner / buckets
+            if tier.kind == "torus" and torus_dims > 1:
+                # Multi-dimensional collective on a torus: the payload is cut into one part per
+                # dimension and each part walks the dimensions in a rotated order, so every
+                # dimension's links work at once on 1/d of the bytes (TPU v4, Jouppi et al. 2023
+                # sec. 2: collectives use all six links; Sack & Gropp 2015, multi-dimensional
+                # all-reduce). Each part still pays every phase's latency.
+                share /= torus_dims
             out[j] += buckets * phase_s(kind, share, f, tier, one_per_node=inner == 1 and j > 0)
         inner = max(inner, n)
     return out
+
+
+def _torus_dims_spanned(span: list[int], tiers: tuple[LinkTier, ...]) -> int:
+    """Torus dimensions a group spans (tiers of kind torus with more than one member)."""
+    count, inner = 0, 1
+    for tier, n in zip(tiers, span, strict=True):
+        if tier.kind == "torus" and n // inner > 1:
+            count += 1
+        inner = max(inner, n)
+    return count
 
 
 def all_to_all_time_s(payload_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]) -> float:
@@ -167,8 +185,24 @@ def tier_loads_busy_s(
         if loads[j] > 0:
             f = max(1, members // inner)
             out[j] = loads[j] / fabric_bandwidth_bytes_per_s(tier, f, ring=False)
+            if tier.kind == "torus" and f > 2:
+                out[j] = max(out[j], torus_bisection_s(loads[j], f, tier))
         inner = max(inner, members)
     return out
+
+
+def torus_bisection_s(leaving_bytes: float, f: int, tier: LinkTier) -> float:
+    """Lower bound of a uniform all-to-all along one torus dimension of f positions.
+
+    Each position sends `leaving_bytes` to the others; half of all of it, f x leaving / 4 per
+    direction, crosses the dimension's bisection. A ring closed by its wrap-around link
+    (f >= dim_size) is cut at two links, an open line at one, each `bandwidth_gb_per_s` per
+    direction: f x leaving / (8 B) or / (4 B) (Dally & Towles, "Principles and Practices of
+    Interconnection Networks", 2004, sec. 3.3: bisection bound of a torus). Along a 16-chip ring
+    that is 4x the time of the per-chip injection bound.
+    """
+    closed = tier.dim_size is not None and f >= tier.dim_size > 2
+    return f * leaving_bytes / ((8 if closed else 4) * effective_bandwidth_bytes_per_s(tier))
 
 
 def expected_distinct(bins: int, per_bin: int, picks: int) -> float:

@@ -71,6 +71,10 @@ def binding_label(term: str | None) -> str:
     return "same step time (tie-break)" if term is None else BINDING_LABELS.get(term, term)
 
 
+WAN_SATURATED_SHARE = 0.9
+"""A WAN tier busy for at least this share of the step has no time left to hide traffic in."""
+
+
 def plan_warnings(cluster: Cluster, e: Estimate) -> list[str]:
     """Warnings about one plan: fast-axis groups off NVLink, bubble, memory headroom."""
     out = []
@@ -78,10 +82,20 @@ def plan_warnings(cluster: Cluster, e: Estimate) -> list[str]:
     inner = cluster.tiers[0]
     for axis, degree in (("tp", e.layout.tp), ("ep", e.layout.ep)):
         tier = topology.outermost_tier(cluster, spans[axis])
-        if degree > 1 and tier is not None and tier.name != inner.name:
+        # On a torus every dimension is the chip-to-chip interconnect (ICI): TP on ici-y is meant.
+        on_torus = inner.kind == "torus" and tier is not None and tier.kind == "torus"
+        if degree > 1 and tier is not None and tier.name != inner.name and not on_torus:
             out.append(
                 f"{axis.upper()} groups ({degree} GPUs) cross the {inner.name} domain "
                 f"({inner.domain_size} GPUs) onto {tier.name}"
+            )
+    for tier in cluster.tiers:
+        busy = e.tier_busy_s.get(tier.name, 0.0)
+        if tier.kind == "wan" and busy >= WAN_SATURATED_SHARE * e.step_time_s:
+            out.append(
+                f"cross-site traffic keeps {tier.name} busy {busy:,.2f} s of the "
+                f"{e.step_time_s:,.2f} s step: it cannot hide behind compute (more WAN "
+                "bandwidth, fewer groups across sites, or less frequent synchronisation)"
             )
     bubble = e.breakdown_s.get("bubble", 0.0) / e.step_time_s
     if bubble > BUBBLE_WARN_SHARE:

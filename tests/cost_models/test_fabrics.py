@@ -51,9 +51,10 @@ def test_torus_closed_ring_uses_both_directions_open_segment_does_not() -> None:
     assert comm.collective_time_s("all_reduce", GB, [4, 4], (x, y)) == pytest.approx(0.0075)
     # 2 of 4 chips: an open line, 100 GB/s: 2 x 1/2 GB / 100 GB/s.
     assert comm.collective_time_s("all_reduce", GB, [2, 2], (x, y)) == pytest.approx(0.01)
-    # Both dimensions, per dimension: x on 1 GB, then y on the 1/4 GB share.
+    # Both dimensions at once: two halves of the payload walk x then y and y then x, so each
+    # dimension's links carry half the sequential bytes (x on 1/2 GB, y on the 1/8 GB share).
     assert comm.collective_time_s("all_reduce", GB, [4, 16], (x, y)) == pytest.approx(
-        0.0075 + 1.5 * 0.25 / 200
+        (0.0075 + 1.5 * 0.25 / 200) / 2
     )
 
 
@@ -174,3 +175,13 @@ def test_group_straddling_a_non_power_of_two_domain_pays_the_outer_tier() -> Non
     # DP 256 of stride 16 in Llama 3's 3,072-GPU pods: 128 per pod, 2 pods over the 1:7 tier.
     llama = models_zoo.load_cluster("llama3-roce-24k", 16384)
     assert topology.group_span(llama, 256, 16) == [1, 1, 128, 256]
+
+
+def test_torus_all_to_all_bounded_by_bisection() -> None:
+    x = tier("x", 16, 100, efficiency=1.0, kind="torus", dim_size=16)
+    y = tier("y", None, 100, efficiency=1.0, kind="torus", dim_size=16)
+    # 1 GB per chip spread over a closed ring of 16: 15/16 GB leaves each chip. Injection bound
+    # 15/16 GB / 200 GB/s; bisection: 16 x 15/16 GB / (8 x 100 GB/s) -- 4x longer.
+    got = comm.all_to_all_time_s(GB, [16, 16], (x, y))
+    assert got == pytest.approx(16 * 15 / 16 / 800)
+    assert got == pytest.approx(4 * (15 / 16) / 200)

@@ -93,3 +93,16 @@ def test_thin_wan_is_slower_than_its_cross_site_traffic() -> None:
     # The preset's own 0.78 GB/s per GPU hides most of it; the thin WAN cannot.
     thick = estimate(model, base, work, lo)
     assert thick.step_time_s < e.step_time_s / 10
+
+
+def test_thin_wan_warns_that_cross_site_traffic_cannot_hide() -> None:
+    from planner.report.findings import plan_warnings
+
+    base = models_zoo.load_cluster("two-dc-h100")
+    wan = base.tiers[2].model_copy(update={"bandwidth_gb_per_s": 12.5 / 8192})
+    thin = base.model_copy(update={"tiers": (*base.tiers[:2], wan)})
+    model = models_zoo.load_model("llama3.1-70b")
+    work = Workload(seq_len=8192, global_batch_seqs=2048)
+    lo = Layout(tp=8, pp=8, dp=256, recompute="selective", sequence_parallel=True)
+    assert any("cannot hide" in w for w in plan_warnings(thin, estimate(model, thin, work, lo)))
+    assert not any("cannot hide" in w for w in plan_warnings(base, estimate(model, base, work, lo)))

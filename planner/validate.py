@@ -75,6 +75,9 @@ SYSTEM_FOR_GPU = {
     "b200": "dgx-b200",
     "gb200": "gb200-nvl72",
     "gb300": "gb300-nvl72",
+    "b300": "dgx-b300",
+    "mi300x": "mi300x-roce",
+    "mi355x": "mi355x-roce",
 }
 
 
@@ -139,8 +142,19 @@ def scale_out_gb_per_s(text: str | None, gpus_per_node: int) -> float | None:
     return None
 
 
-def record_cluster(record: dict[str, Any]) -> Cluster:
+def record_cluster(record: dict[str, Any], cluster: Cluster | None = None) -> Cluster:
+    """The record's cluster: `cluster` (a calibrated cluster file) when its GPU is the record's,
+    else the GPU's usual system. A calibrated cluster keeps its measured tiers (the record's
+    interconnect text does not override what was measured)."""
     gpu_id = record["gpu"]
+    if cluster is not None and cluster.gpu.id == gpu_id:
+        calibrated = cluster.model_dump()
+        n = int(record["num_gpus"])
+        per_node = int(record.get("gpus_per_node") or calibrated["gpus_per_node"])
+        if n % per_node == 0 or n < per_node:
+            calibrated["gpus_per_node"] = per_node
+        calibrated["num_gpus"] = n
+        return Cluster.model_validate(calibrated)
     system = SYSTEM_FOR_GPU.get(gpu_id)
     if system is None:
         raise InvalidInput(f"gpu: no known system for GPU {gpu_id!r}")
@@ -159,7 +173,9 @@ def record_cluster(record: dict[str, Any]) -> Cluster:
     return Cluster.model_validate(base)
 
 
-def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload, Layout]:
+def record_inputs(
+    record: dict[str, Any], cluster: Cluster | None = None
+) -> tuple[ModelSpec, Cluster, Workload, Layout]:
     notes = str(record.get("notes") or "")
     model = ModelSpec.model_validate(record["model"])
     node_limit = NODE_LIMITED_STATED.search(notes)
@@ -205,7 +221,7 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
         tp_comm_overlap=lay["tp"] > 1 and bool(TP_OVERLAP_STATED.search(notes)),
         pp_schedule="dualpipe" if lay["pp"] > 1 and DUALPIPE_STATED.search(notes) else "1f1b",
     )
-    return model, record_cluster(record), workload, layout
+    return model, record_cluster(record, cluster), workload, layout
 
 
 def _family(record: dict[str, Any]) -> str:
@@ -214,7 +230,7 @@ def _family(record: dict[str, Any]) -> str:
     return match.group(0).lower() if match else "?"
 
 
-def validate_record(record: Any) -> ValidationRow:
+def validate_record(record: Any, cluster: Cluster | None = None) -> ValidationRow:
     if not isinstance(record, dict):
         return ValidationRow("?", "?", "?", "?", None, None, None, "record is not a mapping")
     rid = str(record.get("id", "?"))
@@ -227,8 +243,8 @@ def validate_record(record: Any) -> ValidationRow:
         "measured_peak_memory_gib": record.get("peak_memory_gib"),
     }
     try:
-        model, cluster, workload, layout = record_inputs(record)
-        return ValidationRow(**row, estimate=estimate(model, cluster, workload, layout), error=None)
+        model, on, workload, layout = record_inputs(record, cluster)
+        return ValidationRow(**row, estimate=estimate(model, on, workload, layout), error=None)
     except ValidationError as err:
         return ValidationRow(**row, estimate=None, error=describe_validation_error(err))
     except (PlannerError, KeyError, TypeError, ValueError, ArithmeticError) as err:
@@ -236,13 +252,15 @@ def validate_record(record: Any) -> ValidationRow:
         return ValidationRow(**row, estimate=None, error=reason)
 
 
-def validate_file(path: str) -> list[ValidationRow]:
+def validate_file(path: str, cluster_file: str | None = None) -> list[ValidationRow]:
+    """Score every record; with `cluster_file`, records on its GPU are priced on that cluster."""
+    cluster = models_zoo.load_cluster(cluster_file) if cluster_file else None
     data = models_zoo.read_data_file(Path(path))
     if not isinstance(data, list):
         raise InvalidInput(
             f"{path}: expected a YAML list of run records, got {type(data).__name__}"
         )
-    return [validate_record(r) for r in data]
+    return [validate_record(r, cluster) for r in data]
 
 
 # ----------------------------------------------------------------------------------- summaries

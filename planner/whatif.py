@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import models_zoo
-from cost_models.calibration import GenerationCalibration, calibration_for, overlap_slowdown_s
+from cost_models.calibration import (
+    GenerationCalibration,
+    calibration_for_cluster,
+    overlap_slowdown_s,
+)
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster, Estimate, LinkTier
 
@@ -236,7 +240,7 @@ def whatif(
         num_gpus=base_cluster.num_gpus,
         baseline=point(base, math.nan),
         points=tuple(points),
-        hidden_from=hidden_from(points, calibration_for(base_cluster.gpu.generation)),
+        hidden_from=hidden_from(points, calibration_for_cluster(base_cluster)),
     )
 
 

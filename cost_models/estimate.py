@@ -219,10 +219,26 @@ def estimate(
     for r, (n_dense, n_moe) in enumerate(counts):
         sp = stage_params(model, layout, n_dense, n_moe, r)
         exposed, total = stage_dp_s(
-            cluster, cal, layout, sp, per_stage[r]["compute"], m, span, workload.dp_bucket_elements
+            cluster,
+            cal,
+            layout,
+            sp,
+            per_stage[r]["compute"],
+            m,
+            span,
+            workload.dp_bucket_elements,
+            workload.cross_site_sync_every,
         )
         if total > dp_total:
-            dp_tiers = stage_dp_tier_s(cluster, layout, sp, m, span, workload.dp_bucket_elements)
+            dp_tiers = stage_dp_tier_s(
+                cluster,
+                layout,
+                sp,
+                m,
+                span,
+                workload.dp_bucket_elements,
+                workload.cross_site_sync_every,
+            )
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
         weights, grads, optim = state_bytes(sp, layout, m)
         opt_s = max(opt_s, stage_optimizer_s(layout, sp, hbm_bytes_per_s))

@@ -335,6 +335,14 @@ class Workload(Spec):
         "or PyTorch's experimental context_parallel (all-gather K/V, eager fp32 merges; "
         "torchtitan)",
     )
+    cross_site_sync_every: PositiveInt = Field(
+        1,
+        description="DiLoCo-style periodic synchronisation (Douillard et al. 2023, arXiv "
+        "2311.08105): data-parallel replicas on different sites (across a `wan` tier) exchange "
+        "their parameter deltas once every this many steps instead of gradients every step. "
+        "This changes the optimisation (an outer optimizer on pseudo-gradients), not just the "
+        "speed; 1 = synchronous training",
+    )
     dp_bucket_elements: PositiveInt | None = Field(
         None,
         description="gradient bucket size in parameters (each bucket one collective with its "

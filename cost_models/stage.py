@@ -262,10 +262,13 @@ def dp_tier_times_s(
     sp: StageParams,
     span: dict[str, list[int]],
     bucket_elements: int | None = None,
+    sync_every: int = 1,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds per step by tier for one stage's
     parameters, in buckets. DualPipe: a stage's micro-batches are split between its two copies,
-    so both copies' gradients are reduced -- the DP traffic of two stages per rank."""
+    so both copies' gradients are reduced -- the DP traffic of two stages per rank.
+    `sync_every` (Workload.cross_site_sync_every, DiLoCo): the phases on `wan` tiers run once
+    every that many steps, so per step they cost 1 / sync_every of a synchronisation."""
     tiers = cluster.tiers
     copies = 2 if layout.pp_schedule == "dualpipe" else 1
     kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
@@ -279,6 +282,10 @@ def dp_tier_times_s(
         if layout.zero_stage >= 1:
             a = comm.collective_tier_s("all_gather", params * BF16_BYTES, span[group], tiers, n)
             gather = [x + y for x, y in zip(gather, a, strict=True)]
+    if sync_every > 1:
+        wan = [t.kind == "wan" for t in tiers]
+        grads = [x / sync_every if w else x for x, w in zip(grads, wan, strict=True)]
+        gather = [x / sync_every if w else x for x, w in zip(gather, wan, strict=True)]
     return grads, gather
 
 
@@ -291,10 +298,11 @@ def stage_dp_s(
     m: int,
     span: dict[str, list[int]],
     bucket_elements: int | None = None,
+    sync_every: int = 1,
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of one stage; compute_s is its forward + backward
     per micro-batch. Also used by the planner's step-time lower bound (planner/search/bounds.py)."""
-    grads_t, gather_t = dp_tier_times_s(cluster, layout, sp, span, bucket_elements)
+    grads_t, gather_t = dp_tier_times_s(cluster, layout, sp, span, bucket_elements, sync_every)
     grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
     if layout.zero_stage == 3:
@@ -315,9 +323,10 @@ def stage_dp_tier_s(
     m: int,
     span: dict[str, list[int]],
     bucket_elements: int | None = None,
+    sync_every: int = 1,
 ) -> list[float]:
     """stage_dp_s's link-busy seconds per step, split by tier."""
-    grads, gather = dp_tier_times_s(cluster, layout, sp, span, bucket_elements)
+    grads, gather = dp_tier_times_s(cluster, layout, sp, span, bucket_elements, sync_every)
     if layout.zero_stage == 3:
         return [m * (2 * a + g) for g, a in zip(grads, gather, strict=True)]
     return [g + a for g, a in zip(grads, gather, strict=True)]

@@ -123,4 +123,21 @@ def solver_warnings(result: PlanResult) -> list[str]:
 
 
 def warnings(result: PlanResult) -> list[str]:
-    return plan_warnings(result.cluster, result.best) + solver_warnings(result)
+    return (
+        plan_warnings(result.cluster, result.best)
+        + workload_warnings(result)
+        + solver_warnings(result)
+    )
+
+
+def workload_warnings(result: PlanResult) -> list[str]:
+    """Statements the workload's opt-ins need next to their speed."""
+    h = result.workload.cross_site_sync_every
+    if h > 1 and any(t.kind == "wan" for t in result.cluster.tiers):
+        text = (
+            f"cross-site synchronisation every {h} steps (DiLoCo, arXiv 2311.08105) changes the "
+            "optimisation -- sites train apart between synchronisations and an outer optimizer "
+            "applies their averaged deltas -- not just the speed; validate convergence"
+        )
+        return [text]
+    return []

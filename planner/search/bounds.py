@@ -191,8 +191,17 @@ class StepLowerBound:
             if r == last:
                 compute_s += head.forward_s + head.backward_s
             sp = self._stage_params(lo, (nd, nm), r, params_key)
+            w = self.workload
             exposed, _ = stage_dp_s(
-                self.cluster, self.cal, lo, sp, compute_s, m, span, self.workload.dp_bucket_elements
+                self.cluster,
+                self.cal,
+                lo,
+                sp,
+                compute_s,
+                m,
+                span,
+                w.dp_bucket_elements,
+                w.cross_site_sync_every,
             )
             dp_s = max(dp_s, exposed)
             opt_s = max(opt_s, stage_optimizer_s(lo, sp, self.hbm_bytes_per_s))

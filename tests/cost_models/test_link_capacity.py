@@ -106,3 +106,17 @@ def test_thin_wan_warns_that_cross_site_traffic_cannot_hide() -> None:
     lo = Layout(tp=8, pp=8, dp=256, recompute="selective", sequence_parallel=True)
     assert any("cannot hide" in w for w in plan_warnings(thin, estimate(model, thin, work, lo)))
     assert not any("cannot hide" in w for w in plan_warnings(base, estimate(model, base, work, lo)))
+
+
+def test_diloco_amortises_cross_site_dp_traffic() -> None:
+    """Two sites, DP across the WAN: synchronising every 8 steps puts 1/8 of the WAN phase of the
+    DP reduction in each step; the within-site phases are unchanged."""
+    cluster = models_zoo.load_cluster("two-dc-h100", 16384)
+    model = models_zoo.load_model("llama3.1-8b")
+    lo = Layout(tp=8, dp=2048, zero_stage=1, sequence_parallel=True)
+    sync = Workload(seq_len=4096, global_batch_seqs=4096)
+    every8 = sync.model_copy(update={"cross_site_sync_every": 8})
+    a, b = estimate(model, cluster, sync, lo), estimate(model, cluster, every8, lo)
+    assert b.tier_busy_s["wan"] == pytest.approx(a.tier_busy_s["wan"] / 8)
+    assert b.tier_busy_s["site"] == pytest.approx(a.tier_busy_s["site"])
+    assert b.step_time_s < a.step_time_s

@@ -31,6 +31,7 @@ PARAMETERS = {
     "oversubscription": "taper of the tier named by --tier, else of the tiers above the leaf the "
     "preset already tapers (all above the leaf if none is)",
     "nvlink-gb-per-s": "NVLink (scale-up) bandwidth per GPU, one direction, GB/s",
+    "ici-gb-per-s": "torus (ICI) bandwidth per link, one direction, GB/s (every torus tier)",
     "wan-latency-ms": "one-way latency of the WAN tier, ms",
     "wan-gbps": "WAN bandwidth per GPU, Gb/s",
     "planes": "rails / planes of the rail-optimized or multi-plane tiers",
@@ -102,6 +103,11 @@ def vary_cluster(
             raise InvalidInput("--vary nvlink-gb-per-s: the innermost tier is a torus, not NVLink")
         tiers[0] = _set(tiers[0], bandwidth_gb_per_s=value)
         data["gpu"] = {**data["gpu"], "nvlink_gb_per_s": value}
+    elif parameter == "ici-gb-per-s":
+        hit = [i for i in idx if tiers[i].kind == "torus"]
+        _need(hit, cluster, "torus tier (try tpu-v5p-4096)", parameter)
+        for i in hit:
+            tiers[i] = _set(tiers[i], bandwidth_gb_per_s=value)
     elif parameter == "planes":
         hit = [i for i in idx if tiers[i].kind in ("rail", "plane")]
         _need(hit, cluster, "rail or plane tier", parameter)

@@ -232,3 +232,10 @@ def test_nvlink_bandwidth_is_a_parameter() -> None:
 
     c = vary_cluster(models_zoo.load_cluster("dgx-h100"), "nvlink-gb-per-s", 900)
     assert c.tiers[0].bandwidth_gb_per_s == 900 and c.gpu.nvlink_gb_per_s == 900
+
+
+def test_ici_bandwidth_is_a_parameter() -> None:
+    from planner.whatif import vary_cluster
+
+    c = vary_cluster(models_zoo.load_cluster("tpu-v5p-4096"), "ici-gb-per-s", 200)
+    assert [t.bandwidth_gb_per_s for t in c.tiers if t.kind == "torus"] == [200, 200, 200]

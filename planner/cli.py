@@ -459,6 +459,14 @@ def _add_whatif(sub: Any) -> None:
     w.add_argument("--gpu-hour-price", type=_positive_float, help="$ per GPU-hour (no network)")
     w.add_argument("--network-cost-share", type=float, default=0.0, help="network share of cost")
     w.add_argument("--token-budget", type=_positive_float, help="tokens to train (time and cost)")
+    w.add_argument(
+        "--network-prices", help="YAML/JSON overriding the network bill of materials' prices"
+    )
+    w.add_argument(
+        "--amortization-years",
+        type=_positive_float,
+        help="years the network's capital cost is spread over (adds it to the GPU-hour price)",
+    )
     w.add_argument("--plot", help="write a PNG or SVG chart (needs the [plot] extra)")
 
 
@@ -483,6 +491,8 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         network_cost_share=args.network_cost_share,
         token_budget=args.token_budget,
         tier=args.tier,
+        network_prices=args.network_prices,
+        amortization_years=args.amortization_years,
         global_batch=args.global_batch,
         seq_len=args.seq_len,
         precision=args.precision,

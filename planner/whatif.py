@@ -23,7 +23,7 @@ from cost_models.calibration import (
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster, Estimate, LinkTier
 
-from . import api
+from . import api, network_bom
 
 PARAMETERS = {
     "nic-gbps": "scale-out bandwidth per GPU, Gb/s (every switch/rail/plane/dragonfly tier)",
@@ -151,6 +151,8 @@ class WhatIfPoint:
     cost_per_m_tokens: float | None = None
     train_days: float | None = None
     train_cost: float | None = None
+    network_capex_usd_per_gpu: float | None = None
+    """Scale-out network capital cost per GPU at this value (planner.network_bom)."""
 
 
 @dataclass(frozen=True)
@@ -165,11 +167,16 @@ class WhatIfResult:
 
 
 def _costs(
-    e: Estimate, num_gpus: int, price: float | None, share: float, budget: float | None
+    e: Estimate,
+    num_gpus: int,
+    price: float | None,
+    share: float,
+    budget: float | None,
+    network_usd_per_gpu_hour: float = 0.0,
 ) -> tuple[float | None, float | None, float | None]:
     if price is None:
         return None, None, None
-    all_in = price / (1 - share)
+    all_in = price / (1 - share) + network_usd_per_gpu_hour
     per_m = all_in / (e.tokens_per_s_per_gpu * 3600) * 1e6
     if budget is None:
         return per_m, None, None
@@ -218,6 +225,8 @@ def whatif(
     network_cost_share: float = 0.0,
     token_budget: float | None = None,
     tier: str | None = None,
+    network_prices: str | None = None,
+    amortization_years: float | None = None,
     **plan_args: Any,
 ) -> WhatIfResult:
     """Re-plan at every value of `parameter`; raises InvalidInput / NoFeasiblePlan like plan()."""
@@ -232,19 +241,28 @@ def whatif(
     varied = [vary_cluster(base_cluster, parameter, v, tier) for v in values]  # bad input fails first
     base = api.plan(spec, base_cluster, **plan_args).best
 
-    def point(e: Estimate, value: float) -> WhatIfPoint:
-        costs = _costs(e, base_cluster.num_gpus, gpu_hour_price, network_cost_share, token_budget)
+    if amortization_years is not None and not amortization_years > 0:
+        raise InvalidInput(f"--amortization-years: must be > 0 (got {amortization_years})")
+    prices = network_bom.load_prices(network_prices)
+
+    def point(e: Estimate, value: float, c: Cluster) -> WhatIfPoint:
+        capex = network_bom.network_capex_usd_per_gpu(c, prices)
+        hourly = 0.0 if amortization_years is None else capex / (amortization_years * 8760)
+        costs = _costs(
+            e, base_cluster.num_gpus, gpu_hour_price, network_cost_share, token_budget, hourly
+        )
         change = e.tokens_per_s_per_gpu / base.tokens_per_s_per_gpu - 1
-        return WhatIfPoint(value, e, change, *costs)
+        return WhatIfPoint(value, e, change, *costs, network_capex_usd_per_gpu=capex)
 
     points = [
-        point(api.plan(spec, c, **plan_args).best, v) for c, v in zip(varied, values, strict=True)
+        point(api.plan(spec, c, **plan_args).best, v, c)
+        for c, v in zip(varied, values, strict=True)
     ]
     return WhatIfResult(
         parameter=parameter,
         cluster=base_cluster.name,
         num_gpus=base_cluster.num_gpus,
-        baseline=point(base, math.nan),
+        baseline=point(base, math.nan, base_cluster),
         points=tuple(points),
         hidden_from=hidden_from(points, calibration_for_cluster(base_cluster)),
     )
@@ -264,6 +282,7 @@ def _point_dict(p: WhatIfPoint) -> dict[str, Any]:
         "cost_per_m_tokens": p.cost_per_m_tokens,
         "train_days": p.train_days,
         "train_cost": p.train_cost,
+        "network_capex_usd_per_gpu": p.network_capex_usd_per_gpu,
     }
 
 

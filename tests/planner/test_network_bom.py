@@ -41,3 +41,23 @@ def test_prices_override_file(tmp_path) -> None:
     bad.write_text("optics: 3\n")
     with pytest.raises(InvalidInput, match="unknown price"):
         load_prices(str(bad))
+
+
+def test_rail_only_matches_fat_tree_speed_at_less_cost() -> None:
+    """Rail-only (Wang et al., arXiv 2307.12169): drop the spine, keep one rail switch per GPU
+    rank; rings stay on a rail and all-to-all hops over NVLink first, so LLM training keeps its
+    speed while the scale-out network costs less than half."""
+    from cost_models import estimate
+    from cost_models.specs import Layout, Workload
+
+    fat = models_zoo.load_cluster("dgx-h100-superpod")
+    rail = fat.model_copy(
+        update={"tiers": (fat.tiers[0], fat.tiers[1].model_copy(update={"domain_size": None}))}
+    )
+    model = models_zoo.load_model("qwen3-235b-a22b")
+    work = Workload(seq_len=4096, global_batch_seqs=1024)
+    lo = Layout(tp=2, pp=16, dp=32, ep=8, sequence_parallel=True, recompute="selective")
+    a, b = estimate(model, fat, work, lo), estimate(model, rail, work, lo)
+    assert abs(a.tokens_per_s_per_gpu - b.tokens_per_s_per_gpu) / a.tokens_per_s_per_gpu < 0.01
+    cost = [sum(x.capex_usd_per_gpu for x in network_bill(c)) for c in (fat, rail)]
+    assert cost[1] == pytest.approx(562.5 + 1280) and cost[1] < 0.5 * cost[0]

@@ -91,14 +91,15 @@ def _schedule_variants(
     space: SearchSpace, pp: int, vp: int, ep: int
 ) -> list[tuple[str, bool]]:
     """(pp_schedule, ep_overlap) pairs to try for a shape: the space's choices where they apply
-    (dualpipe: even pp, no interleaving; ep_overlap: ep > 1, Megatron's 1F1B schedule), so a
+    (dualpipe: even pp, no interleaving; ep_overlap: ep > 1, Megatron's 1F1B schedule with
+    virtual stages when pp > 1), so a
     switch that does not apply to a shape is not counted as a rejection."""
     out = []
     for schedule in space.pp_schedules:
         if schedule == "dualpipe" and (pp < 2 or pp % 2 or vp > 1):
             continue
         for overlap in space.ep_overlap:
-            if overlap and (ep == 1 or schedule == "dualpipe"):
+            if overlap and (ep == 1 or schedule == "dualpipe" or (pp > 1 and vp == 1)):
                 continue
             out.append((schedule, overlap))
     return out

@@ -5,7 +5,11 @@ carry the same bytes per link): at tier j the group has f_j = n_j / n_{j-1} memb
 domain, each GPU moves its share S / n_{j-1} over that tier at the tier's achievable bus bandwidth
 (line rate x efficiency / oversubscription). Ring factors: all-reduce 2(f-1)/f, reduce-scatter and
 all-gather (f-1)/f (Thakur, Rabenseifner & Gropp 2005; nccl-tests PERFORMANCE.md bus bandwidth).
-Latency: alpha per tree level, log2(f) levels. Derivations: docs/cost_model.md#communication.
+Per phase the cheapest algorithm NCCL's tuner may pick (ring with a latency step per rank, tree,
+PAT, NVLS, SHARP; phase_s). MoE exchanges put each tier's bytes on it concurrently
+(moe_tier_copies, tier_loads_time_s); tier_loads_busy_s and collective_tier_s give the busy time
+of every tier for the capacity check in estimate(). Derivations: docs/networks.md and
+docs/cost_model.md#communication.
 """
 
 from __future__ import annotations
@@ -28,10 +32,6 @@ def ring_factor(n: int, kind: str) -> float:
 
 def effective_bandwidth_bytes_per_s(tier: LinkTier) -> float:
     return tier.bandwidth_gb_per_s * 1e9 * tier.efficiency / tier.oversubscription
-
-
-def _latency_s(tier: LinkTier, f: int) -> float:
-    return tier.latency_us * 1e-6 * math.ceil(math.log2(f)) if f > 1 else 0.0
 
 
 # NCCL's tuner (src/graph/tuning.cc, ncclTopoTuneModel), Simple protocol, as constants:

@@ -77,6 +77,7 @@ def plan(
     seq_len: int | None = None,
     precision: str | None = None,
     max_nodes: int | None = None,
+    moe_dispatcher: str | None = None,
     **constraints: Any,
 ) -> PlanResult:
     """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
@@ -112,7 +113,11 @@ def plan(
         global_batch = batch_range[1]  # the search takes each plan's batch from the range
     if workload is None:
         workload = make_workload(
-            spec, seq_len=seq_len, global_batch=global_batch, precision=precision
+            spec,
+            seq_len=seq_len,
+            global_batch=global_batch,
+            precision=precision,
+            moe_dispatcher=moe_dispatcher or "alltoall",
         )
     elif batch_range is not None:
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})

@@ -119,6 +119,23 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         help="layers per pipeline stage: even (default) or search (CP-SAT split where the even "
         "one is out of memory; slower, fixed global batch only)",
     )
+    p.add_argument(
+        "--pp-schedules",
+        nargs="+",
+        choices=("1f1b", "dualpipe"),
+        help="pipeline schedules tried (default 1f1b; dualpipe: DeepSeek-V3's)",
+    )
+    p.add_argument(
+        "--ep-overlap",
+        action="store_const",
+        const=(False, True),
+        help="also try MoE all-to-all overlap (Megatron --overlap-moe-expert-parallel-comm)",
+    )
+    p.add_argument(
+        "--moe-dispatcher",
+        choices=("alltoall", "deepep"),
+        help="MoE token exchange: per-expert all-to-all (default) or DeepEP",
+    )
     p.add_argument("--engine", choices=("cp-sat", "exhaustive"), default="cp-sat")
     p.add_argument(
         "--deterministic",
@@ -143,6 +160,8 @@ SEARCH_FLAGS = {
     "max_vp": "max_vp",
     "no_order_search": "search_order",
     "stage_split": "stage_split",
+    "pp_schedules": "pp_schedules",
+    "ep_overlap": "ep_overlap",
     "engine": "engine",
     "deterministic": "deterministic",
     "seed": "seed",
@@ -274,6 +293,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         global_batch=_plan_global_batch(args),
         seq_len=args.seq_len,
         precision=args.precision,
+        moe_dispatcher=args.moe_dispatcher,
         **search_kwargs(args),
     )
     if args.stability or args.stability_range:

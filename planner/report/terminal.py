@@ -58,6 +58,8 @@ def plan_dict(e: Estimate) -> dict[str, Any]:
     layout["placement"] = e.placement
     # The plan's own stage split (--stage-split search); None: the cost model's even split.
     layout["layers_per_stage"] = None if e.layers_per_stage is None else list(e.layers_per_stage)
+    layout["pp_schedule"] = e.layout.pp_schedule
+    layout["ep_overlap"] = e.layout.ep_overlap
     return {"layout": layout, "estimate": estimate_dict(e)}
 
 

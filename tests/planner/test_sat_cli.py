@@ -14,6 +14,7 @@ ARGV = [
     "--memory-headroom", "0.2", "--recompute", "none", "full", "--zero", "1", "3",
     "--micro-batches", "1", "2", "--max-vp", "2", "--no-order-search", "--engine", "exhaustive",
     "--no-deterministic", "--seed", "7", "--stage-split", "search",
+    "--pp-schedules", "1f1b", "--ep-overlap",
 ]  # fmt: skip
 
 

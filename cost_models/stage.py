@@ -7,6 +7,7 @@ Derivations: docs/cost_model.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import comm
@@ -61,7 +62,7 @@ def layer_cost(
     workload: Workload,
     layout: Layout,
     lt: LayerTime,
-    span: dict[str, list[int]],
+    span: Mapping[str, Sequence[int]],
     *,
     is_moe: bool,
 ) -> LayerCost:
@@ -260,20 +261,24 @@ def dp_tier_times_s(
     cluster: Cluster,
     layout: Layout,
     sp: StageParams,
-    span: dict[str, list[int]],
+    span: Mapping[str, Sequence[int]],
     bucket_elements: int | None = None,
     sync_every: int = 1,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds per step by tier for one stage's
     parameters, in buckets. DualPipe: a stage's micro-batches are split between its two copies,
-    so both copies' gradients are reduced -- the DP traffic of two stages per rank.
+    so both copies' gradients are reduced -- the DP traffic of two stages per rank. A group with
+    nothing to move (a dense model has no expert-DP group) runs no collective and pays no latency.
     `sync_every` (Workload.cross_site_sync_every, DiLoCo): the phases on `wan` tiers run once
     every that many steps, so per step they cost 1 / sync_every of a synchronisation."""
     tiers = cluster.tiers
     copies = 2 if layout.pp_schedule == "dualpipe" else 1
     kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
     grads, gather = [0.0] * len(tiers), [0.0] * len(tiers)
-    for params, group in ((copies * sp.dense, "dp_cp"), (copies * sp.expert, "edp")):
+    parts = [(copies * sp.dense, "dp_cp")]
+    if sp.expert > 0 and "edp" in span:
+        parts.append((copies * sp.expert, "edp"))
+    for params, group in parts:
         if params <= 0:
             continue
         n = dp_buckets(params, span[group][-1], layout.zero_stage, sp.num_layers, bucket_elements)
@@ -296,7 +301,7 @@ def stage_dp_s(
     sp: StageParams,
     compute_s: float,
     m: int,
-    span: dict[str, list[int]],
+    span: Mapping[str, Sequence[int]],
     bucket_elements: int | None = None,
     sync_every: int = 1,
 ) -> tuple[float, float]:

@@ -11,8 +11,9 @@ from cost_models import estimate as _cost
 from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
-from .search import exhaustive
+from .search import exhaustive, recommend
 from .search import solve as sat_solve
+from .search.candidates import OrderCache
 from .types import PlanResult, SearchSpace, SolverOptions
 
 DEFAULT_SEQ_LEN = 4096
@@ -123,6 +124,13 @@ def plan(
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
+    # The simplest plan within the simplicity tolerance of the fastest leads; then what else
+    # each ranked plan is priced exactly like (planner/search/recommend.py).
+    ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
+    orders = OrderCache(sized, space.search_order, space.rank_orders, moe=spec.moe is not None)
+    same = tuple(
+        recommend.equivalents(spec, sized, workload, space, e, orders) for e in ranked
+    )
     if batch_range is not None:  # the result's workload is the best plan's
         best_batch = exhaustive.plan_batch(ranked[0])
         workload = workload.model_copy(update={"global_batch_seqs": best_batch})
@@ -135,6 +143,9 @@ def plan(
         rejections=rejections,
         usable_memory_gib=exhaustive.usable_memory_gib(sized, space),
         global_batch_range=batch_range,
+        equivalents=same,
+        fastest_index=fastest,
+        simplicity_tolerance=options.simplicity_tolerance,
     )
 
 

@@ -91,6 +91,19 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
     field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
     p.add_argument("--top", type=_positive_int, default=5, help="ranked plans to show")
+    p.add_argument(
+        "--top-variants",
+        action="store_true",
+        default=None,
+        help="rank every plan, showing the near variants of the best (other ZeRO stages and rank "
+        "orders); default: one plan per family (degrees, vp, micro-batch, recompute)",
+    )
+    p.add_argument(
+        "--simplicity-tolerance",
+        type=float,
+        help="recommend the simplest plan within this fraction of the fastest (default 0.01; "
+        "0: the fastest)",
+    )
     p.add_argument("--time-limit", type=_positive_float, default=60.0, help="search time limit, s")
     p.add_argument("--max-nodes", type=_positive_int, help="use at most this many nodes")
     for axis in ("tp", "pp", "dp", "cp", "ep"):
@@ -114,6 +127,12 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-vp", type=_positive_int, help="largest interleaving tried")
     p.add_argument("--no-order-search", action="store_true", help="keep the rank order tp,cp,dp,pp")
     p.add_argument(
+        "--all-orders",
+        action="store_true",
+        help="search all 24 rank orders, not only the two Megatron-Core builds (exploration: "
+        "most cannot be launched)",
+    )
+    p.add_argument(
         "--stage-split",
         choices=("even", "search"),
         help="layers per pipeline stage: even (default) or search (CP-SAT split where the even "
@@ -136,7 +155,13 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         choices=("alltoall", "deepep"),
         help="MoE token exchange: per-expert all-to-all (default) or DeepEP",
     )
-    p.add_argument("--engine", choices=("cp-sat", "exhaustive"), default="cp-sat")
+    p.add_argument(
+        "--engine",
+        choices=("branch-and-bound", "exhaustive", "cp-sat"),
+        default="branch-and-bound",
+        help="search engine: branch-and-bound (default; cp-sat is its old name) or the "
+        "exhaustive oracle",
+    )
     p.add_argument(
         "--deterministic",
         action=argparse.BooleanOptionalAction,
@@ -149,6 +174,8 @@ def _add_search(p: argparse.ArgumentParser) -> None:
 # flag dest -> planner.plan keyword (a SearchSpace or SolverOptions field, or max_nodes)
 SEARCH_FLAGS = {
     "top": "top_k",
+    "top_variants": "top_variants",
+    "simplicity_tolerance": "simplicity_tolerance",
     "time_limit": "time_limit_s",
     "max_nodes": "max_nodes",
     **{a: a for a in ("tp", "pp", "dp", "cp", "ep")},
@@ -159,6 +186,7 @@ SEARCH_FLAGS = {
     "micro_batches": "micro_batches",
     "max_vp": "max_vp",
     "no_order_search": "search_order",
+    "all_orders": "rank_orders",
     "stage_split": "stage_split",
     "pp_schedules": "pp_schedules",
     "ep_overlap": "ep_overlap",
@@ -177,6 +205,9 @@ def search_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             continue
         if dest == "no_order_search":
             out[key] = not value
+        elif dest == "all_orders":
+            if value:
+                out[key] = None  # SearchSpace.rank_orders None: every order
         elif isinstance(value, list):
             out[key] = tuple(value)
         else:

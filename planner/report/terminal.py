@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cost_models import topology
+from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import Cluster, Estimate, Layout, StageMemory, Workload
 
 from ..place import ranks
@@ -88,6 +89,13 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
     ranked = [plan_dict(e) for e in result.ranked]
     for plan, r in zip(ranked[1:], findings.runner_ups(result), strict=True):
         plan["loses_on"] = {"term": r.binding_term, "delta_s": r.binding_delta_s}
+        if r.fastest:
+            plan["loses_on"] = None
+            plan["fastest"] = {"faster_share": -r.slower_share, "gains_on": r.binding_term}
+    for plan, same in zip(ranked, result.equivalents, strict=False):
+        plan["equivalent_layouts"] = [
+            {"zero_stage": lo.zero_stage, "order": [a.value for a in lo.order]} for lo in same
+        ]
     return {
         "best": ranked[0],
         "warnings": findings.warnings(result),
@@ -196,10 +204,10 @@ def render_ranking(result: PlanResult) -> Table:
     best = result.best
     table.add_row(*rank_cells(1, best, best), "-")
     for r in findings.runner_ups(result):
-        why = findings.binding_label(r.binding_term)
-        if r.binding_term is not None:
-            why += f" +{r.binding_delta_s:.3f} s"
-        table.add_row(*rank_cells(r.rank, r.estimate, best), why)
+        table.add_row(*rank_cells(r.rank, r.estimate, best), r.reason)
+    notes = findings.ranking_notes(result)
+    if notes:
+        table.caption, table.caption_justify = "\n".join(notes), "left"
     return table
 
 
@@ -231,7 +239,7 @@ def rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
 
 
 def _batch(e: Estimate) -> int:
-    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+    return global_batch_seqs(e.num_microbatches, e.layout)
 
 
 def _vs_best(e: Estimate, best: Estimate) -> float:

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
-from cost_models import topology
+from cost_models import rankmap, topology
 from cost_models.errors import InvalidInput
 from cost_models.rules import layout_violations
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
@@ -242,65 +242,74 @@ ALL_ORDERS: tuple[tuple[Axis, ...], ...] = (CANONICAL_ORDER,) + tuple(
 )
 
 
-def placement_key(cluster: Cluster, layout: Layout) -> tuple:
+def placement_key(cluster: Cluster, layout: Layout, *, moe: bool = True) -> tuple:
     """What the cost model sees of the order: the span of every group on every tier.
 
     Two orders with the same spans give the same estimate and the same placement, so only the
     first of them (in ALL_ORDERS) is kept. Spans are finer than `topology.placement` (they also
-    carry the DP x CP and expert-DP groups), so deduplicating on them loses nothing.
+    carry the DP x CP and expert groups), so deduplicating on them loses nothing.
     """
-    return tuple(sorted((k, tuple(v)) for k, v in topology.spans(cluster, layout).items()))
+    return tuple(sorted((k, tuple(v)) for k, v in topology.spans(cluster, layout, moe=moe).items()))
+
+
+NO_ORDER = "no allowed rank order builds the same pipeline groups for dense and expert layers"
 
 
 class OrderCache:
-    """Distinct orders per degree tuple (spans depend only on the degrees, ep and etp)."""
+    """Distinct allowed orders per degree tuple (spans depend only on the degrees, ep and etp).
 
-    def __init__(self, cluster: Cluster, search: bool = True) -> None:
+    `allowed`: the orders the search may offer (SearchSpace.rank_orders; None: all 24), kept in
+    ALL_ORDERS order; `search` False keeps the canonical order only. For an MoE model (`moe`) an
+    order Megatron-Core refuses (cost_models.rankmap.expert_pp_mismatch) is dropped. Of orders
+    whose priced spans are equal only the first is kept: the cost model cannot tell them apart.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        search: bool = True,
+        allowed: tuple[tuple[Axis, ...], ...] | None = None,
+        *,
+        moe: bool = True,
+    ) -> None:
         self.cluster = cluster
-        self.search = search
+        self.moe = moe
+        if not search:
+            self.allowed: tuple[tuple[Axis, ...], ...] = (CANONICAL_ORDER,)
+        elif allowed is None:
+            self.allowed = ALL_ORDERS
+        else:
+            self.allowed = tuple(o for o in ALL_ORDERS if o in set(allowed))
         self._cache: dict[tuple[int, ...], tuple[tuple[Axis, ...], ...]] = {}
-        self._spans: dict[tuple, dict[str, tuple[int, ...]]] = {}
-        self._group: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._equivalent: dict[tuple, tuple[tuple[Axis, ...], ...]] = {}
 
     def spans(
         self, layout: Layout, order: tuple[Axis, ...] | None = None
     ) -> dict[str, tuple[int, ...]]:
-        """topology.spans of `layout` (with `order` instead of its own, if given) as tuples
-        (hashable keys for the bounds, safe to share), cached by what it reads (degrees, ep,
-        etp, order)."""
-        order = layout.order if order is None else order
-        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, order)
-        found = self._spans.get(key)
-        if found is None:
-            found = self._spans[key] = self._assemble(layout, order)
-        return found
-
-    def _assemble(self, layout: Layout, order: tuple[Axis, ...]) -> dict[str, tuple[int, ...]]:
-        """topology.spans(cluster, layout with `order`), with topology.group_span memoized by
-        (degree, stride): the 24 orders of thousands of shapes repeat few of them."""
-        found = topology.spans(self.cluster, layout, order, self._group_span)
-        return {axis: tuple(span) for axis, span in found.items()}
-
-    def _group_span(self, degree: int, stride: int) -> tuple[int, ...]:
-        found = self._group.get((degree, stride))
-        if found is None:
-            found = self._group[(degree, stride)] = tuple(
-                topology.group_span(self.cluster, degree, stride)
-            )
-        return found
+        """cost_models.rankmap spans of `layout` (with `order` instead of its own, if given):
+        memoized there by what they read (degrees, ep, etp, order, tier domains)."""
+        return rankmap.spans(self.cluster, layout, order, moe=self.moe)
 
     def orders(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
-        if not self.search:
-            return (CANONICAL_ORDER,)
         key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
         found = self._cache.get(key)
         if found is None:
-            seen: dict[tuple, tuple[Axis, ...]] = {}
-            for order in ALL_ORDERS:
+            seen: dict[tuple, list[tuple[Axis, ...]]] = {}
+            for order in self.allowed:
+                if self.moe and rankmap.expert_pp_mismatch(layout, order) is not None:
+                    continue
                 # Every spans dict has the same keys in the same order: its values identify it.
-                seen.setdefault(tuple(self.spans(layout, order).values()), order)
-            found = self._cache[key] = tuple(seen.values())
+                seen.setdefault(tuple(self.spans(layout, order).values()), []).append(order)
+            found = self._cache[key] = tuple(group[0] for group in seen.values())
+            for group in seen.values():
+                self._equivalent[(*key, group[0])] = tuple(group[1:])
         return found
+
+    def equivalent(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
+        """The allowed orders priced the same as `layout`'s own (kept) order, besides it."""
+        self.orders(layout)
+        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, layout.order)
+        return self._equivalent.get(key, ())
 
 
 def enumerate_layouts(
@@ -308,12 +317,16 @@ def enumerate_layouts(
 ) -> tuple[list[Layout], Counter[str]]:
     """All legal layouts in the space, one per distinct placement, and rejection counts."""
     shapes, rejected = legal_shapes(model, cluster, workload, space)
-    cache = OrderCache(cluster, space.search_order)
-    layouts = [
-        shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
-        for shape in shapes
-        for order in cache.orders(shape)
-    ]
+    cache = OrderCache(cluster, space.search_order, space.rank_orders, moe=model.moe is not None)
+    layouts = []
+    for shape in shapes:
+        orders = cache.orders(shape)
+        if not orders:
+            rejected[NO_ORDER] += 1
+        layouts += [
+            shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
+            for order in orders
+        ]
     return layouts, rejected
 
 
@@ -333,3 +346,25 @@ def simplicity_rank(layout: Layout) -> tuple[int, ...]:
         layout.pp_schedule != "1f1b",
         layout.ep_overlap,
     )
+
+
+def family_key(layout: Layout) -> tuple:
+    """What makes a plan an alternative rather than a variant: the degrees, interleaving,
+    micro-batch and recompute. Plans that differ only in ZeRO stage or rank order are variants
+    of one family; by default the search ranks families (each by its best plan)."""
+    lo = layout
+    return (lo.tp, lo.pp, lo.dp, lo.cp, lo.ep, lo.vp, lo.micro_batch, lo.recompute)
+
+
+def plan_key(layout: Layout) -> tuple:
+    """Every plan its own family (SolverOptions.top_variants: near variants of the best)."""
+    return (*family_key(layout), layout.zero_stage, layout.order)
+
+
+def complexity(layout: Layout) -> tuple[int, ...]:
+    """How complex a plan is to run, for the simplicity tolerance (less first): parallel axes
+    in use, interleaving, context parallelism, ZeRO stage. Plans equal in all four are equally
+    simple (VP 4 is not simpler than VP 5): the faster of them is recommended."""
+    lo = layout
+    axes = sum(d > 1 for d in (lo.tp, lo.pp, lo.dp, lo.cp, lo.ep))
+    return (axes, int(lo.vp > 1), int(lo.cp > 1), lo.zero_stage)

@@ -1,8 +1,8 @@
-"""Integer scaling for CP-SAT, in one place: CP-SAT has no floats.
+"""Time quanta, in one place: the key every engine ranks and prunes by.
 
 Step times are counted in TIME_QUANTUM_S (1 µs): differences below it are ties, which the
-simplicity rank then breaks. The objective packs (step quanta, simplicity rank) into one integer,
-step * TIME_RANGE + rank, and must stay below 2**53 so the solver's double objective is exact.
+simplicity rank then breaks. MAX_EXACT (2**53) is the largest integer a CP-SAT objective (a
+double) holds exactly (planner/search/partition.py scales its objective below it).
 """
 
 from __future__ import annotations
@@ -28,26 +28,3 @@ def scaled_step_s(step_s: float, batch: int, batch_max: int | None) -> float:
 def per_sequence_quanta(step_s: float, batch: int, batch_max: int | None) -> int:
     """scaled_step_s in quanta: the key every engine ranks and prunes by."""
     return time_to_quanta(scaled_step_s(step_s, batch, batch_max))
-
-
-def bound_s(objective_bound: float, tie: int, batch_max: int | None) -> float:
-    """The solver's objective bound back in seconds: per step, or per sequence with a range."""
-    seconds = (int(objective_bound) // tie) * TIME_QUANTUM_S
-    return seconds if batch_max is None else seconds / batch_max
-
-
-def tie_range(num_ranks: int) -> int:
-    """The multiplier of the step time: a power of ten above every simplicity rank."""
-    r = 10
-    while r <= num_ranks:
-        r *= 10
-    return r
-
-
-def objective_coefficient(step_s: float, rank: int, tie: int) -> int:
-    value = time_to_quanta(step_s) * tie + rank
-    if not 0 <= rank < tie:
-        raise ValueError(f"simplicity rank {rank} outside [0, {tie})")
-    if value >= MAX_EXACT:
-        raise OverflowError(f"objective coefficient {value} >= 2**53: coarsen TIME_QUANTUM_S")
-    return value

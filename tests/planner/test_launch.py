@@ -49,7 +49,7 @@ def result_for(model, cluster, workload, layout: Layout) -> PlanResult:
     e = api.estimate(model, cluster, layout, workload)
     stats = SolveStats(
         engine="exhaustive",
-        status="OPTIMAL",
+        status="PROVED",
         objective=e.step_time_s,
         best_bound=e.step_time_s,
         gap=0.0,
@@ -427,6 +427,8 @@ def test_rank_map_rows_agree_with_rank_groups():
     assert [r["rank"] for r in rows] == list(range(16))
     assert all((r["node"], r["gpu"]) == divmod(r["rank"], 8) for r in rows)
     for axis, groups in result.rank_groups().items():
+        if axis not in rows[0]:
+            continue  # dp_cp and the expert kinds vary several coordinates
         for g in groups:
             # Members of one group differ only in that axis's coordinate, which runs 0..n-1.
             assert sorted(rows[r][axis] for r in g) == list(range(len(g)))

@@ -45,6 +45,20 @@ DECODER_KINDS = {
     "dp_cp": ("dp", "cp"),
 }
 EXPERT_KINDS = {"ep": ("ep",), "etp": ("tp",), "edp": ("dp",)}
+# HSDP (Layout.dp_shard, torchtitan): dp splits into the inner shard part and the outer replicas,
+# as torchtitan's mesh (pp, dp_replicate, dp_shard, cp, tp) nests them.
+HSDP_KINDS = {"dp_shard": ("dp_shard", "cp"), "dp_replicate": ("dp_rep",)}
+
+
+def hsdp_dims(layout: Layout, order: tuple[Axis, ...] | None = None) -> Dims:
+    """The decoder grid with dp split into (dp_shard inner, dp_rep outer)."""
+    out: list[tuple[str, int]] = []
+    for name, size in decoder_dims(layout, order):
+        if name == "dp":
+            out += [("dp_shard", layout.shard_dp), ("dp_rep", layout.replicate_dp)]
+        else:
+            out.append((name, size))
+    return tuple(out)
 
 
 def decoder_dims(layout: Layout, order: tuple[Axis, ...] | None = None) -> Dims:
@@ -139,13 +153,41 @@ def rank_groups(
         out.update({kind: sorted(_groups(exp, tok)) for kind, tok in EXPERT_KINDS.items()})
     else:
         out["ep"] = [[r] for r in range(layout.world_size)]
+    if layout.dp_shard is not None:
+        hsdp = hsdp_dims(layout, order)
+        out.update({kind: sorted(_groups(hsdp, tok)) for kind, tok in HSDP_KINDS.items()})
     return out
 
 
 def tier_domains(cluster: Cluster) -> tuple[int, ...]:
-    """GPUs in one domain of each tier, capped at the cluster size."""
+    """GPUs of the job in one domain of each tier: the ideal allocation the search assumes.
+
+    Where a tier's domain divides the job (8-GPU DGX nodes, power-of-two pods) this is the domain,
+    capped at the job size. Where it does not (256 GPUs over 72-GPU NVL72 racks, 16,384 GPUs over
+    3,072-GPU pods) the job is spread evenly: d GPUs in each of n / d domains, d the largest
+    divisor of the job size <= the domain size that holds whole inner domains (whole nodes first).
+    Slurm allocates that way with the block topology's segment size (`--segment`, topology.conf
+    BlockSizes; slurm.conf(5), topology.conf(5)), and it is what NVL72 training jobs use (64 of
+    72 GPUs per rack: 16 of the 18 compute trays, the rest kept as spares). Numbering ranks over
+    partial domains instead (72, 72, 72, 40) would split groups that an even spread keeps whole.
+    A real, uneven allocation is priced by planner.place from its own hosts and switches.
+    """
     n = cluster.num_gpus
-    return tuple(min(t.domain_size or n, n) for t in cluster.tiers)
+    out: list[int] = []
+    inner = min(cluster.gpus_per_node, n)
+    for tier in cluster.tiers:
+        domain = min(tier.domain_size or n, n)
+        if n % domain:
+            fits = [d for d in _divisors(n) if d <= domain and d % inner == 0]
+            domain = max(fits) if fits else domain
+        out.append(domain)
+        inner = max(inner, domain) if domain % inner == 0 else inner
+    return tuple(out)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in small]
 
 
 def span_of_groups(groups: Sequence[Sequence[int]], domains: Sequence[int]) -> tuple[int, ...]:
@@ -220,6 +262,7 @@ def _spans(
     order: tuple[Axis, ...],
     domains: tuple[int, ...],
     moe: bool,
+    dp_shard: int | None = None,
 ) -> tuple[tuple[str, tuple[int, ...]], ...]:
     layout = Layout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, etp=etp, order=order)
     dec = decoder_dims(layout)
@@ -229,6 +272,9 @@ def _spans(
         out += [(k, _kind_span(exp, tok, domains)) for k, tok in EXPERT_KINDS.items()]
     else:
         out.append(("ep", (1,) * len(domains)))
+    if dp_shard is not None:
+        hsdp = hsdp_dims(layout.model_copy(update={"dp_shard": dp_shard}))
+        out += [(k, _kind_span(hsdp, tok, domains)) for k, tok in HSDP_KINDS.items()]
     return tuple(out)
 
 
@@ -237,7 +283,8 @@ def spans(
 ) -> dict[str, tuple[int, ...]]:
     """Span (members inside one domain of each tier) of every group kind `rank_groups` builds.
 
-    Keys: tp, cp, dp, pp, dp_cp, ep, and with `moe` etp and edp. Memoized by what it reads:
+    Keys: tp, cp, dp, pp, dp_cp, ep, with `moe` etp and edp, and with HSDP (Layout.dp_shard)
+    dp_shard and dp_replicate. Memoized by what it reads:
     the degrees, ep, etp, the order and the tier domains.
     """
     found = _spans(
@@ -250,5 +297,6 @@ def spans(
         layout.order if order is None else order,
         tier_domains(cluster),
         moe,
+        layout.dp_shard,
     )
     return dict(found)

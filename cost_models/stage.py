@@ -273,11 +273,30 @@ def dp_tier_times_s(
     every that many steps, so per step they cost 1 / sync_every of a synchronisation."""
     tiers = cluster.tiers
     copies = 2 if layout.pp_schedule == "dualpipe" else 1
-    kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
     grads, gather = [0.0] * len(tiers), [0.0] * len(tiers)
-    parts = [(copies * sp.dense, "dp_cp")]
-    if sp.expert > 0 and "edp" in span:
-        parts.append((copies * sp.expert, "edp"))
+    if layout.dp_shard is not None and layout.zero_stage >= 1:
+        # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
+        # inside the shard group, all-reduce of the shard across the replicas, all-gather
+        # inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+        dense = copies * sp.dense
+        shard_n = layout.shard_dp * layout.cp
+        n = dp_buckets(dense, span["dp_shard"][-1], layout.zero_stage, sp.num_layers, bucket_elements)
+        rs = comm.collective_tier_s(
+            "reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers, n
+        )
+        ar = comm.collective_tier_s(
+            "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span["dp_replicate"], tiers, n
+        )
+        grads = [x + y for x, y in zip(rs, ar, strict=True)]
+        gather = comm.collective_tier_s(
+            "all_gather", dense * BF16_BYTES, span["dp_shard"], tiers, n
+        )
+        parts: list[tuple[float, str]] = []
+    else:
+        parts = [(copies * sp.dense, "dp_cp")]
+        if sp.expert > 0 and "edp" in span:
+            parts.append((copies * sp.expert, "edp"))
+    kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
     for params, group in parts:
         if params <= 0:
             continue
@@ -339,7 +358,7 @@ def stage_dp_tier_s(
 
 def stage_optimizer_s(layout: Layout, sp: StageParams, hbm_bytes_per_s: float) -> float:
     """Optimizer-step seconds of one stage (memory-bound Adam over its shard of parameters)."""
-    shard = 1 if layout.zero_stage == 0 else layout.dp * layout.cp
+    shard = 1 if layout.zero_stage == 0 else layout.shard_dp * layout.cp
     return (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
 
 

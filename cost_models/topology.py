@@ -53,7 +53,7 @@ def placement(
     `span` (spans of the layout, or an override) saves recomputing them."""
     out: dict[str, dict[str, int]] = {}
     for axis, group in (spans(cluster, layout) if span is None else span).items():
-        if axis in ("dp_cp", "edp", "etp"):
+        if axis in ("dp_cp", "edp", "etp", "dp_shard", "dp_replicate"):
             continue
         factors, inner = {}, 1
         for tier, n in zip(cluster.tiers, group, strict=True):

@@ -8,12 +8,14 @@ from pydantic import ValidationError
 
 import models_zoo
 from cost_models import estimate as _cost
-from cost_models.errors import InvalidInput, describe_validation_error
+from cost_models import framework as _framework
+from cost_models.errors import InvalidInput, NoFeasiblePlan, describe_validation_error
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
+from .place.joint import PlacedPlan
 from .search import exhaustive, recommend
 from .search import solve as sat_solve
-from .search.candidates import OrderCache
+from .search.candidates import OrderCache, allowed_orders, framework_space
 from .types import PlanResult, SearchSpace, SolverOptions
 
 DEFAULT_SEQ_LEN = 4096
@@ -79,6 +81,7 @@ def plan(
     precision: str | None = None,
     max_nodes: int | None = None,
     moe_dispatcher: str | None = None,
+    framework: str | None = _framework.DEFAULT_FRAMEWORK,
     **constraints: Any,
 ) -> PlanResult:
     """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
@@ -89,6 +92,9 @@ def plan(
     `constraints` are SearchSpace fields (tp=8 pins TP, max_pp=16, recompute=("selective",),
     zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
     deterministic, seed, engine). `max_nodes` caps the GPU count at that many whole nodes.
+    `framework` (megatron, the default; torchtitan; deepspeed; None: no restriction) limits the
+    search to what that framework runs and sets the workload's physics fields the workload does
+    not set itself (cost_models.framework).
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
     if isinstance(global_batch, (tuple, list)):
@@ -101,13 +107,18 @@ def plan(
     if max_nodes is not None:
         num_gpus = _gpus_within(cluster, num_gpus, max_nodes)
     spec, sized = _resolve(model, cluster, num_gpus)
+    if framework is not None:
+        _framework.profile(framework)  # unknown name: InvalidInput naming the choices
+        if constraints.get("framework") not in (None, framework):
+            raise InvalidInput("framework: give it once (framework= or the constraint)")
+        constraints["framework"] = framework
     space_fields = {k: v for k, v in constraints.items() if k in SearchSpace.model_fields}
     option_fields = {k: v for k, v in constraints.items() if k in SolverOptions.model_fields}
     unknown = sorted(set(constraints) - set(space_fields) - set(option_fields))
     if unknown:
         known = sorted(set(SearchSpace.model_fields) | set(SolverOptions.model_fields))
         raise InvalidInput(f"unknown constraint(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    space = _validated(SearchSpace, space_fields, "constraints")
+    space = framework_space(spec, _validated(SearchSpace, space_fields, "constraints"))
     options = _validated(SolverOptions, option_fields, "solver options")
     batch_range = space.global_batch_range
     if batch_range is not None:
@@ -122,12 +133,16 @@ def plan(
         )
     elif batch_range is not None:
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})
+    if space.framework is not None:
+        workload = _framework.profile(space.framework).workload(workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
     # The simplest plan within the simplicity tolerance of the fastest leads; then what else
     # each ranked plan is priced exactly like (planner/search/recommend.py).
     ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
-    orders = OrderCache(sized, space.search_order, space.rank_orders, moe=spec.moe is not None)
+    orders = OrderCache(
+        sized, space.search_order, allowed_orders(spec, space), moe=spec.moe is not None
+    )
     same = tuple(
         recommend.equivalents(spec, sized, workload, space, e, orders) for e in ranked
     )
@@ -146,6 +161,7 @@ def plan(
         equivalents=same,
         fastest_index=fastest,
         simplicity_tolerance=options.simplicity_tolerance,
+        framework=space.framework,
     )
 
 
@@ -159,8 +175,12 @@ def estimate(
     global_batch: int | None = None,
     seq_len: int | None = None,
     precision: str | None = None,
+    framework: str | None = _framework.DEFAULT_FRAMEWORK,
 ) -> Estimate:
-    """Score one layout (a Layout or a dict of its fields). Raises InvalidInput if illegal."""
+    """Score one layout (a Layout or a dict of its fields). Raises InvalidInput if illegal.
+    `framework` sets the physics the workload and layout do not set themselves (None: the
+    cost model's field defaults); the layout is scored even where that framework could not
+    run it (`framework_violations` says why)."""
     spec, sized = _resolve(model, cluster, num_gpus)
     if workload is None:
         workload = make_workload(
@@ -168,4 +188,115 @@ def estimate(
         )
     if not isinstance(layout, Layout):
         layout = _validated(Layout, dict(layout), "layout")
+    if framework is not None:
+        prof = _framework.profile(framework)
+        workload, layout = prof.workload(workload), prof.layout(layout)
     return _cost(spec, sized, workload, layout)
+
+
+def plan_on_allocation(
+    model: str | ModelSpec,
+    cluster: str | Cluster,
+    *,
+    topology: Any,
+    hosts_file: str | None = None,
+    nodelist: str | None = None,
+    exclude: str | None = None,
+    num_gpus: int | None = None,
+    global_batch: int | None = None,
+    seq_len: int | None = None,
+    precision: str | None = None,
+    place_top: int = 3,
+    place_time_limit_s: float | None = None,
+    framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    **constraints: Any,
+) -> PlacedPlan:
+    """Best plan on the allocation a job really gets (CONTRACT.md "Placement on an allocation").
+
+    The search shortlists `place_top` layouts under ideal placement (plan(top_k=...)); each is
+    placed on the allocation (scheduler's order, best rank order, CP-SAT: planner/place/joint.py)
+    and the plans are re-ranked by the placed step time. Returns a PlacedPlan.
+    """
+    from .place.allocation import Allocation, load_allocation
+    from .place.joint import place_layout
+
+    base = models_zoo.load_cluster(cluster)
+    if isinstance(topology, Allocation):  # already loaded (bench/place_scaling.py, tests)
+        alloc = topology
+    else:
+        alloc = load_allocation(
+            base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
+        )
+    have = len(alloc.hosts) * base.gpus_per_node
+    if num_gpus is not None and num_gpus > have:
+        raise InvalidInput(
+            f"--gpus {num_gpus}: the allocation has {have} healthy GPUs ({len(alloc.hosts)} hosts)"
+        )
+    constraints["top_k"] = max(place_top, constraints.get("top_k", 1))
+    result = plan(
+        model,
+        cluster,
+        num_gpus=num_gpus or have,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        precision=precision,
+        framework=framework,
+        **constraints,
+    )
+    options = _validated(
+        SolverOptions,
+        {k: v for k, v in constraints.items() if k in SolverOptions.model_fields},
+        "solver options",
+    )
+    shortlist = [(e, result.plan_workload(i)) for i, e in enumerate(result.ranked[:place_top])]
+    # CP-SAT places TP x CP blocks of whole nodes; where the shortlist has none and the user
+    # pinned neither degree, the best such layout joins it (a fragmented allocation can make it
+    # the winner once placed).
+    per_node = result.cluster.gpus_per_node
+    if (
+        constraints.get("tp") is None
+        and constraints.get("cp") is None
+        and all(e.layout.tp * e.layout.cp > per_node for e, _ in shortlist)
+    ):
+        whole = dict(constraints, top_k=1, max_cp=1)
+        whole["max_tp"] = min(constraints.get("max_tp") or per_node, per_node)
+        try:
+            extra = plan(
+                model,
+                cluster,
+                num_gpus=num_gpus or have,
+                global_batch=global_batch,
+                seq_len=seq_len,
+                precision=precision,
+                framework=framework,
+                **whole,
+            )
+            shortlist.append((extra.best, extra.plan_workload(0)))
+        except NoFeasiblePlan:
+            pass
+    placements = [
+        place_layout(
+            result.model,
+            result.cluster,
+            work,
+            e,
+            alloc,
+            # --time-limit bounds the placement solves together (each its share)
+            time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
+            deterministic=options.deterministic,
+            seed=options.seed,
+        )
+        for e, work in shortlist
+    ]
+    placements.sort(key=lambda p: p.placed.step_time_s)
+    ranked = tuple(p.placed for p in placements)
+    placed_result = result.model_copy(update={"ranked": ranked})
+    return PlacedPlan(result=placed_result, ideal=result, placements=placements, allocation=alloc)
+
+
+def framework_violations(
+    model: str | ModelSpec, layout: Layout, framework: str = _framework.DEFAULT_FRAMEWORK
+) -> list[str]:
+    """Why `framework` cannot run `layout` (empty: it can)."""
+    prof = _framework.profile(framework)
+    return _framework.layout_violations(prof, models_zoo.load_model(model), layout)

@@ -19,9 +19,12 @@ from rich.markup import escape
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
+from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
+from cost_models.framework import profile as framework_profile
 from cost_models.specs import Layout
 
 from . import api, report, whatif
+from .export.launch import MEGATRON_VERSION, megatron_env
 from .report.markdown import render_markdown as render_plan_markdown
 from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
@@ -66,6 +69,24 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", type=_positive_int, help="training sequence length")
     p.add_argument("--precision", choices=("bf16", "fp8"), help="training precision")
     p.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
+
+
+def _add_framework(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        help="the framework the plan is for: its rank orders, sharding, schedules and physics "
+        f"(cost_models/framework.py; default: the --emit target if it is a framework, else "
+        f"{DEFAULT_FRAMEWORK}: {framework_profile(DEFAULT_FRAMEWORK).version})",
+    )
+
+
+def _framework(args: argparse.Namespace) -> str:
+    """--framework, else the --emit target when it is a framework, else the default."""
+    if args.framework:
+        return args.framework
+    emit = getattr(args, "emit", None)
+    return emit if emit in FRAMEWORKS else DEFAULT_FRAMEWORK
 
 
 def _add_global_batch(p: argparse.ArgumentParser) -> None:
@@ -241,10 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="search for the best layout and placement")
     _add_common(p)
+    _add_framework(p)
     _add_global_batch(p)
     _add_search(p)
 
     _add_report_flags(p)
+    _add_allocation(p)
     p.add_argument(
         "--stability",
         action="store_true",
@@ -260,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("estimate", help="score one given layout")
     _add_common(e)
+    _add_framework(e)
     e.add_argument("--global-batch", type=_positive_int, required=True)
     for axis in ("tp", "pp", "dp"):
         e.add_argument(f"--{axis}", type=_positive_int, required=True)
@@ -316,7 +340,27 @@ def _emit_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2) + "\n")
 
 
+def _add_allocation(p: argparse.ArgumentParser) -> None:
+    """Placement on the allocation a job really gets (CONTRACT.md, docs/cli.md)."""
+    p.add_argument("--topology", help="Slurm topology.conf (tree or block format) or YAML")
+    hosts = p.add_mutually_exclusive_group()
+    hosts.add_argument("--hosts", help="hostfile of the allocation (one host per line, slots=N)")
+    hosts.add_argument("--nodelist", help="Slurm hostlist of the allocation, e.g. gpu[001-064]")
+    p.add_argument("--exclude", help="Slurm hostlist of drained hosts to leave out")
+    p.add_argument(
+        "--place-top",
+        type=_positive_int,
+        default=3,
+        help="layouts shortlisted under ideal placement and placed on the allocation",
+    )
+    p.add_argument(
+        "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
+    )
+
+
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
+    if args.topology or args.hosts or args.nodelist or args.exclude or args.out_dir:
+        return _cmd_plan_allocation(args, out)
     result = api.plan(
         args.model,
         args.cluster,
@@ -325,12 +369,66 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         seq_len=args.seq_len,
         precision=args.precision,
         moe_dispatcher=args.moe_dispatcher,
+        framework=_framework(args),
         **search_kwargs(args),
     )
     if args.stability or args.stability_range:
         _render_plan(args, result, out, _plan_stability(args, result))
     else:
         _render_plan(args, result, out)
+    return EXIT_OK
+
+
+def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
+    from .place.joint import allocation_dict, write_handoff
+
+    if not args.topology or not (args.hosts or args.nodelist):
+        raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
+    if args.global_batch_range is not None:
+        raise InvalidInput("plan: --global-batch-range is not supported with an allocation")
+    placed = api.plan_on_allocation(
+        args.model,
+        args.cluster,
+        topology=args.topology,
+        hosts_file=args.hosts,
+        nodelist=args.nodelist,
+        exclude=args.exclude,
+        num_gpus=args.gpus,
+        global_batch=args.global_batch,
+        seq_len=args.seq_len,
+        precision=args.precision,
+        place_top=args.place_top,
+        framework=_framework(args),
+        **search_kwargs(args),
+    )
+    result, best, alloc = placed.result, placed.best, placed.allocation
+    if args.out_dir:
+        exports, skipped = {}, []
+        for name, target, as_json in (
+            ("megatron_args.txt", "megatron", False),
+            ("torchtitan.toml", "torchtitan", False),
+            ("deepspeed.json", "deepspeed", True),
+            ("mesh.json", "mesh", True),
+            ("groups.json", "ranks", True),
+        ):
+            try:
+                exports[name] = _emit_text(target, result, as_json)
+            except InvalidInput as exc:  # a launcher that cannot express the plan
+                skipped.append(f"{name}: {exc}")
+        written = write_handoff(args.out_dir, result.cluster, alloc, best, exports)
+    if args.json and not args.emit:
+        payload = report.result_dict(result)
+        payload["allocation"] = allocation_dict(result.cluster, alloc, best)
+        _emit_json(payload)
+        return EXIT_OK
+    _render_plan(args, result, out)
+    if args.emit or args.markdown:
+        return EXIT_OK
+    out.print(report.render_allocation(result.cluster, placed), soft_wrap=True)
+    if args.out_dir:
+        out.print("wrote " + ", ".join(str(p) for p in written), soft_wrap=True)
+        for line in skipped:
+            out.print(f"not written: {escape(line)}", soft_wrap=True)
     return EXIT_OK
 
 
@@ -404,14 +502,30 @@ def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
     payload: Any = {
         "megatron": result.to_megatron_args,
         "torchtitan": result.to_torchtitan,
-        "deepspeed": result.to_deepspeed_config,
+        "deepspeed": result.to_deepspeed,
         "mesh": result.device_mesh,
         "ranks": result.rank_groups,
     }[target]()
     if target == "megatron" and not as_json:
-        return shlex.join(payload) + "\n"
+        env = megatron_env(result.ranked[0])
+        line = " ".join(f"{k}={v}" for k, v in env.items())
+        return (
+            f"# {MEGATRON_VERSION}: pretrain_gpt.py arguments"
+            + (f"; environment: {line}" if line else "")
+            + f"\n{shlex.join(payload)}\n"
+        )
     if target == "torchtitan" and not as_json:
-        return "# overrides\n# " + shlex.join(payload["overrides"]) + "\n\n" + payload["toml"]
+        release = payload["release"]
+        return (
+            f"# {release['version']}: torchtitan.train arguments\n{shlex.join(release['args'])}\n"
+            f"# {payload['main_version']}: torchtitan.train arguments\n"
+            f"{shlex.join(payload['main_args'])}\n"
+        )
+    if target == "deepspeed" and not as_json:
+        return (
+            f"# {payload['version']}\n# ds_config.json\n{json.dumps(payload['config'], indent=2)}"
+            f"\n# pretrain_gpt.py arguments\n{shlex.join(payload['launch_args'])}\n"
+        )
     return json.dumps(payload, indent=2) + "\n"
 
 
@@ -442,9 +556,14 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         precision=args.precision,
         moe_dispatcher=args.moe_dispatcher,
     )
-    e = api.estimate(model, cluster, layout, workload)
+    name = _framework(args)
+    e = api.estimate(model, cluster, layout, workload, framework=name)
     if args.json:
-        _emit_json(report.estimate_dict(e))
+        payload = report.estimate_dict(e)
+        prof = framework_profile(name)
+        payload["framework"] = {"name": prof.name, "version": prof.version}
+        payload["framework_violations"] = api.framework_violations(model, layout, name)
+        _emit_json(payload)
     else:
         out.print(report.render_estimate(e, cluster, workload, model.name))
     return EXIT_OK
@@ -500,6 +619,7 @@ def _presets_constants(args: argparse.Namespace, out: Console) -> int:
 def _add_whatif(sub: Any) -> None:
     w = sub.add_parser("whatif", help="vary one network parameter and re-plan at each value")
     _add_common(w)
+    _add_framework(w)
     w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
     w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
     w.add_argument("--values", required=True, help="comma-separated values, e.g. 100,200,400")
@@ -548,14 +668,21 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         seq_len=args.seq_len,
         precision=args.precision,
         time_limit_s=args.time_limit,
+        framework=_framework(args),
         **pins,
     )
     if args.plot:
         whatif.save_plot(r, args.plot)
+    prof = framework_profile(_framework(args))
     if args.json:
-        _emit_json(whatif.result_dict(r))
+        payload = whatif.result_dict(r)
+        payload["framework"] = {"name": prof.name, "version": prof.version}
+        _emit_json(payload)
         return EXIT_OK
-    out.print(f"[bold]whatif {r.parameter}[/bold] on {r.cluster} ({r.num_gpus} GPUs)")
+    out.print(
+        f"[bold]whatif {r.parameter}[/bold] on {r.cluster} ({r.num_gpus} GPUs), plans for "
+        f"{escape(prof.version)}"
+    )
     for label, p in [("baseline", r.baseline)] + [(f"{p.value:g}", p) for p in r.points]:
         e = p.best
         line = (

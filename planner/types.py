@@ -50,6 +50,12 @@ class SearchSpace(Spec):
     max_vp: PositiveInt = Field(8, description="largest interleaving (virtual stages) tried")
     recompute: tuple[Recompute, ...] = Field(("none", "selective", "full"), min_length=1)
     zero_stages: tuple[Literal[0, 1, 2, 3], ...] = Field((0, 1, 2, 3), min_length=1)
+    framework: Literal["megatron", "torchtitan", "deepspeed"] | None = Field(
+        None,
+        description="restrict the space to what this framework runs (cost_models.framework: "
+        "rank orders within rank_orders, ZeRO stages, recompute, interleaving, CP/EP, pipeline "
+        "splits); None: no framework rules (planner.plan and the CLI default to megatron)",
+    )
     search_order: bool = Field(
         True, description="search the rank order (placement of axes on tiers); False: tp,cp,dp,pp"
     )
@@ -229,6 +235,18 @@ class PlanResult(Spec):
         "simplicity tolerance is recommended first",
     )
     simplicity_tolerance: float = Field(0.0, description="the tolerance the recommendation used")
+    framework: Literal["megatron", "torchtitan", "deepspeed"] | None = Field(
+        None,
+        description="the framework the plans are for (cost_models.framework profile); None: "
+        "a search without framework restriction",
+    )
+
+    @property
+    def framework_version(self) -> str | None:
+        """The framework release the plans and exports target (the profile's version)."""
+        from cost_models.framework import profile
+
+        return None if self.framework is None else profile(self.framework).version
 
     @property
     def best(self) -> Estimate:
@@ -259,7 +277,13 @@ class PlanResult(Spec):
     def to_deepspeed_config(self, index: int = 0) -> dict:
         from .export.launch import deepspeed_config
 
-        return deepspeed_config(self.plan_workload(index), self.ranked[index])
+        return deepspeed_config(self.plan_workload(index), self.ranked[index], self.model)
+
+    def to_deepspeed(self, index: int = 0) -> dict:
+        """{"version", "config": DeepSpeed JSON, "launch_args": Megatron-DeepSpeed arguments}."""
+        from .export.launch import deepspeed
+
+        return deepspeed(self.model, self.plan_workload(index), self.ranked[index])
 
     def device_mesh(self, index: int = 0) -> dict:
         """{"mesh_shape": [...], "mesh_dim_names": [...]} for init_device_mesh."""

@@ -32,6 +32,7 @@ LAYOUT_KEYS = (
     "micro_batch",
     "recompute",
     "zero_stage",
+    "dp_shard",
     "sequence_parallel",
 )
 TERM_LABELS = {
@@ -102,6 +103,7 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
         "ranked": ranked,
         "solver": result.solver.model_dump(),
         "rejections": result.rejections,
+        "framework": {"name": result.framework, "version": result.framework_version},
         "inputs": {
             "model": result.model.name,
             "cluster": result.cluster.name,
@@ -126,6 +128,8 @@ def layout_line(e: Estimate) -> str:
         f"recompute {lo.recompute}",
         f"ZeRO-{lo.zero_stage}",
     ]
+    if lo.dp_shard is not None:
+        extras.append(f"HSDP {lo.replicate_dp}x{lo.dp_shard}")
     if lo.sequence_parallel:
         extras.append("SP")
     if lo.pp_schedule == "dualpipe":
@@ -372,8 +376,9 @@ def solver_line(result: PlanResult) -> str:
 def render_plan(result: PlanResult) -> RenderableType:
     best = result.best
     stats = Panel(solver_line(result), title="Search", title_align="left")
+    target = f" for {result.framework_version}" if result.framework else ""
     summary = Text(
-        f"Best: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
+        f"Best{target}: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
         f"{best.mfu:.1%}, step {best.step_time_s:,.3f} s, peak memory "
         f"{best.peak_memory_gib:.1f} GiB"
     )

@@ -173,6 +173,8 @@ class StepLowerBound:
             *(v for k, v in lo.__dict__.items() if k not in ("order", "recompute")),
             tuple(span["dp_cp"]),
             tuple(span.get("edp", ())),
+            tuple(span.get("dp_shard", ())),
+            tuple(span.get("dp_replicate", ())),
         )
         found = self._dp.get(key)
         if found is not None:

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
-from cost_models import rankmap, topology
+from cost_models import framework, rankmap, topology
 from cost_models.errors import InvalidInput
 from cost_models.rules import layout_violations
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
@@ -224,15 +224,85 @@ def legal_bases(
 def legal_shapes(
     model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
 ) -> tuple[list[Layout], Counter[str]]:
-    """Every legal base with every recompute and ZeRO choice (canonical order)."""
+    """Every legal base with every recompute and ZeRO choice (canonical order) that the space's
+    framework runs."""
     bases, rejected = legal_bases(model, cluster, workload, space)
-    shapes = [
-        base.model_copy(update={"recompute": recompute, "zero_stage": zero})
-        for base in bases
-        for recompute in space.recompute
-        for zero in space.zero_stages
-    ]
+    shapes = []
+    for base in bases:
+        for recompute in space.recompute:
+            for zero, shard in sharding_variants(space, base):
+                update = {"recompute": recompute, "zero_stage": zero, "dp_shard": shard}
+                shape = base.model_copy(update=update)
+                problems = framework_violations(model, space, shape)
+                if problems:
+                    rejected[reason_key(problems[0])] += 1
+                else:
+                    shapes.append(shape)
     return shapes, rejected
+
+
+def sharding_variants(space: SearchSpace, base: Layout) -> list[tuple[int, int | None]]:
+    """(ZeRO stage, dp_shard) pairs the search tries for a base: every ZeRO stage of the space,
+    and for a framework with HSDP (torchtitan) the hybrid shard sizes too
+    (cost_models.framework.shard_choices)."""
+    prof = None if space.framework is None else framework.profile(space.framework)
+    return [
+        (zero, shard)
+        for zero in space.zero_stages
+        for shard in framework.shard_choices(prof, base.model_copy(update={"zero_stage": zero}))
+    ]
+
+
+def framework_space(model: ModelSpec, space: SearchSpace) -> SearchSpace:
+    """`space` narrowed to what its framework runs (cost_models.framework): ZeRO stages,
+    recompute modes, interleaving, CP and EP caps. A pin or a choice outside it is bad input."""
+    if space.framework is None:
+        return space
+    p = framework.profile(space.framework)
+    if model.moe is not None and not p.moe:
+        raise InvalidInput(f"model: {p.name} plans for mixture-of-experts models are not modelled")
+    zero = tuple(z for z in space.zero_stages if z in p.zero_stages)
+    recompute = tuple(r for r in space.recompute if r in p.recompute)
+    if not zero:
+        raise InvalidInput(
+            f"zero_stages {list(space.zero_stages)}: {p.name} runs ZeRO {list(p.zero_stages)} "
+            f"({p.zero_source})"
+        )
+    if not recompute:
+        raise InvalidInput(f"recompute: {p.name} runs {', '.join(p.recompute)}")
+    if space.stage_split == "search" and p.name != "megatron":
+        # Only Megatron takes any split (--pipeline-model-parallel-layout); torchtitan takes one
+        # layers-per-stage number, Megatron-DeepSpeed's PipelineModule a partition method.
+        raise InvalidInput(f"stage_split search: {p.name} cannot take a searched layer split")
+    update: dict = {"zero_stages": zero, "recompute": recompute}
+    for axis, cap in (("vp", p.max_vp), ("cp", p.max_cp), ("ep", p.max_ep)):
+        if cap is None:
+            continue
+        pinned = getattr(space, axis, None)
+        if pinned is not None and pinned > cap:
+            raise InvalidInput(f"{axis} ({pinned}): {p.name} runs {axis} <= {cap} ({p.schedules})")
+        key = f"max_{axis}"
+        current = getattr(space, key)
+        update[key] = cap if current is None else min(current, cap)
+    return space.model_copy(update=update)
+
+
+def framework_violations(model: ModelSpec, space: SearchSpace, layout: Layout) -> list[str]:
+    """Why the space's framework cannot run `layout` (none without a framework)."""
+    if space.framework is None:
+        return []
+    return framework.layout_violations(framework.profile(space.framework), model, layout)
+
+
+def allowed_orders(model: ModelSpec, space: SearchSpace) -> tuple[tuple[Axis, ...], ...] | None:
+    """The rank orders the search may offer: SearchSpace.rank_orders (None: all 24) and, with a
+    framework, only those its launcher builds for `model` (cost_models.framework)."""
+    if space.framework is None:
+        return space.rank_orders
+    built = framework.profile(space.framework).orders_for(model)
+    if space.rank_orders is None:
+        return built
+    return tuple(o for o in built if o in set(space.rank_orders))
 
 
 CANONICAL_ORDER: tuple[Axis, ...] = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
@@ -317,7 +387,9 @@ def enumerate_layouts(
 ) -> tuple[list[Layout], Counter[str]]:
     """All legal layouts in the space, one per distinct placement, and rejection counts."""
     shapes, rejected = legal_shapes(model, cluster, workload, space)
-    cache = OrderCache(cluster, space.search_order, space.rank_orders, moe=model.moe is not None)
+    cache = OrderCache(
+        cluster, space.search_order, allowed_orders(model, space), moe=model.moe is not None
+    )
     layouts = []
     for shape in shapes:
         orders = cache.orders(shape)
@@ -350,15 +422,15 @@ def simplicity_rank(layout: Layout) -> tuple[int, ...]:
 
 def family_key(layout: Layout) -> tuple:
     """What makes a plan an alternative rather than a variant: the degrees, interleaving,
-    micro-batch and recompute. Plans that differ only in ZeRO stage or rank order are variants
-    of one family; by default the search ranks families (each by its best plan)."""
+    micro-batch and recompute. Plans that differ only in ZeRO stage (or HSDP shard size) or rank
+    order are variants of one family; by default the search ranks families (each by its best plan)."""
     lo = layout
     return (lo.tp, lo.pp, lo.dp, lo.cp, lo.ep, lo.vp, lo.micro_batch, lo.recompute)
 
 
 def plan_key(layout: Layout) -> tuple:
     """Every plan its own family (SolverOptions.top_variants: near variants of the best)."""
-    return (*family_key(layout), layout.zero_stage, layout.order)
+    return (*family_key(layout), layout.zero_stage, layout.dp_shard, layout.order)
 
 
 def complexity(layout: Layout) -> tuple[int, ...]:

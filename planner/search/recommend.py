@@ -19,7 +19,7 @@ from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions
-from .candidates import OrderCache, complexity
+from .candidates import OrderCache, complexity, framework_violations
 from .exhaustive import plan_batch, rank_key, within
 
 
@@ -56,6 +56,8 @@ def equivalents(
         if zero == lo.zero_stage:
             continue
         twin_layout = lo.model_copy(update={"zero_stage": zero})
+        if framework_violations(model, space, twin_layout):
+            continue  # a twin the space's framework cannot run (cost_models.framework)
         try:
             twin = estimate(model, cluster, work, twin_layout, layers_per_stage=e.layers_per_stage)
         except InvalidInput:

@@ -39,9 +39,13 @@ from .candidates import (
     CANONICAL_ORDER,
     NO_ORDER,
     OrderCache,
+    allowed_orders,
     family_key,
+    framework_violations,
     largest_fitting,
     legal_bases_batched,
+    reason_key,
+    sharding_variants,
 )
 from .exhaustive import usable_memory_gib, within
 from .partition import PartitionSolver, SatResult, Split
@@ -88,7 +92,7 @@ class Entry(NamedTuple):
     kind: Kind
     base: int  # index into the legal bases
     recompute: int  # index into SearchSpace.recompute
-    zero: int = -1  # index into SearchSpace.zero_stages (-1: every stage, shape kinds)
+    zero: int = -1  # index into the base's (ZeRO, dp_shard) variants (-1: all, shape kinds)
     order: int = -1  # index into the base's distinct orders (-1: every order, shape kinds)
 
 
@@ -142,7 +146,7 @@ class BranchAndBound:
             model, cluster, workload, space
         )
         self.orders = OrderCache(
-            cluster, space.search_order, space.rank_orders, moe=model.moe is not None
+            cluster, space.search_order, allowed_orders(model, space), moe=model.moe is not None
         )
         # Global batch range: every key is time per sequence (scale.per_sequence_quanta, scaled
         # to the range's MAX), a base's bounds are taken at its largest legal batch, and a shape
@@ -160,6 +164,22 @@ class BranchAndBound:
             )
         # Distinct placements of each base (they depend only on the degrees).
         self.base_orders = [self.orders.orders(base) for base in self.bases]
+        # (ZeRO stage, dp_shard) pairs per base: the space's ZeRO stages, and HSDP shard sizes
+        # for a framework that has HSDP (candidates.sharding_variants).
+        # A (ZeRO, dp_shard) the framework cannot run on a base is rejected here, once per
+        # recompute x order it stands for (recompute does not change the framework's rules).
+        self.variants: list[list[tuple[int, int | None]]] = []
+        for b, base in enumerate(self.bases):
+            kept = []
+            for zero, shard in sharding_variants(space, base):
+                lo = base.model_copy(update={"zero_stage": zero, "dp_shard": shard})
+                problems = framework_violations(model, space, lo)
+                if problems:
+                    n = len(space.recompute) * len(self.base_orders[b])
+                    self.table.rejected[reason_key(problems[0])] += n
+                else:
+                    kept.append((zero, shard))
+            self.variants.append(kept)
         self.base_spans: dict[int, list[dict[str, tuple[int, ...]]]] = {}  # per base, per order
         # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) per order.
         self.placement_q: dict[tuple[int, int], list[int]] = {}
@@ -174,8 +194,8 @@ class BranchAndBound:
 
     def run(self, *, prune: bool, deadline: float | None) -> CandidateTable:
         table, space = self.table, self.space
-        per_base = len(space.recompute) * len(space.zero_stages)
         for b, base in enumerate(self.bases):
+            per_base = len(space.recompute) * len(self.variants[b])
             if not self.base_orders[b]:
                 table.rejected[NO_ORDER] += per_base
                 continue
@@ -245,9 +265,9 @@ class BranchAndBound:
         queue the placements of each stage that fits (SPLIT where only another split fits)."""
         b, ri = e.base, e.recompute
         batches = self.batches[b]
-        for zi, zero in enumerate(self.space.zero_stages):
+        for zi, (zero, shard) in enumerate(self.variants[b]):
             shape = self.bases[b].model_copy(
-                update={"recompute": self.space.recompute[ri], "zero_stage": zero}
+                update={"recompute": self.space.recompute[ri], "zero_stage": zero, "dp_shard": shard}
             )
             chosen, last, peaks = self._largest_fitting(shape, batches)
             pending = None
@@ -307,6 +327,8 @@ class BranchAndBound:
             return
         if fit.split is None:
             span = self.base_spans[e.base][e.order]
+            if fit.layout.dp_shard is not None:  # HSDP: the DP term reads its own groups' spans
+                span = self.orders.spans(fit.layout, self.base_orders[e.base][e.order])
             full = self.bound_at(fit.batch).placement_step_s(fit.layout, span, with_dp=True)
             q = max(e.bound_q, self._quanta(full, fit.batch))
             if q > e.bound_q:

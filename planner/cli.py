@@ -21,11 +21,12 @@ import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
 from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
-from cost_models.specs import Layout
+from cost_models.specs import RECOMPUTE_MODULES
 
-from . import api, report, whatif
+from . import DISTRIBUTION, __version__, api, report, whatif
 from .export.launch import MEGATRON_VERSION, megatron_env
 from .report.markdown import render_markdown as render_plan_markdown
+from .report.whatif_view import render_whatif
 from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
 
@@ -108,6 +109,25 @@ def _plan_global_batch(args: argparse.Namespace) -> int | tuple[int, int] | None
     return args.global_batch
 
 
+def _headroom(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number (got {text!r})") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1) (got {value})")
+    return value
+
+
+def _add_headroom(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--memory-headroom",
+        type=_headroom,
+        default=api.DEFAULT_MEMORY_HEADROOM,
+        help="fraction of HBM kept free; fit is judged against the rest (default 0.10)",
+    )
+
+
 def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
     field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
@@ -131,12 +151,7 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
     for axis in ("tp", "pp", "cp", "ep"):
         p.add_argument(f"--max-{axis}", type=_positive_int, help=f"largest {axis.upper()} tried")
-    p.add_argument(
-        "--memory-headroom",
-        type=float,
-        default=0.10,
-        help="fraction of HBM kept free (default 0.10)",
-    )
+    _add_headroom(p)
     p.add_argument(
         "--recompute",
         nargs="+",
@@ -258,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the most training throughput for a model on a cluster.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument(
+        "--version", action="version", version=f"planner {__version__} ({DISTRIBUTION})"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("plan", help="search for the best layout and placement")
@@ -291,8 +309,28 @@ def build_parser() -> argparse.ArgumentParser:
         e.add_argument(f"--{axis}", type=_positive_int, default=1)
     e.add_argument("--micro-batch", type=_positive_int, default=1)
     e.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    e.add_argument(
+        "--recompute-modules",
+        nargs="+",
+        choices=RECOMPUTE_MODULES,
+        help="selective: Megatron modules recomputed (default: core_attn)",
+    )
+    e.add_argument(
+        "--recompute-method",
+        choices=("uniform", "block"),
+        help="full: uniform groups, or only the first N layers of each chunk (block)",
+    )
+    e.add_argument(
+        "--recompute-num-layers", type=_positive_int, help="full: group size / recomputed layers"
+    )
     e.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
-    e.add_argument("--sequence-parallel", action="store_true")
+    e.add_argument(
+        "--sequence-parallel",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Megatron sequence parallelism (default: on whenever TP > 1, as plan searches)",
+    )
+    _add_headroom(e)
     e.add_argument(
         "--pp-schedule",
         choices=("1f1b", "dualpipe"),
@@ -494,7 +532,7 @@ def _render_plan(
     else:
         out.print(report.render_plan(result))
         if stable is not None:
-            out.print(f"[bold]ranking[/bold] {escape(stable['line'])}", soft_wrap=True)
+            out.print(f"[bold]ranking[/bold] {escape(stable['line'])}")  # free text: wraps
 
 
 def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
@@ -530,23 +568,29 @@ def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
 
 
 def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
-    try:
-        layout = Layout(
-            tp=args.tp,
-            pp=args.pp,
-            dp=args.dp,
-            cp=args.cp,
-            ep=args.ep,
-            vp=args.vp,
-            micro_batch=args.micro_batch,
-            recompute=args.recompute,
-            zero_stage=args.zero,
-            sequence_parallel=args.sequence_parallel,
-            pp_schedule=args.pp_schedule,
-            ep_overlap=args.ep_overlap,
-        )
-    except ValidationError as err:
-        raise InvalidInput(describe_validation_error(err, "layout")) from None
+    fields: dict[str, Any] = {
+        "tp": args.tp,
+        "pp": args.pp,
+        "dp": args.dp,
+        "cp": args.cp,
+        "ep": args.ep,
+        "vp": args.vp,
+        "micro_batch": args.micro_batch,
+        "recompute": args.recompute,
+        "zero_stage": args.zero,
+    }
+    # Recompute knobs only when given (Layout refuses them under another mode).
+    if args.recompute_modules is not None:
+        fields["recompute_modules"] = tuple(args.recompute_modules)
+    if args.recompute_method is not None:
+        fields["recompute_method"] = args.recompute_method
+    if args.recompute_num_layers is not None:
+        fields["recompute_num_layers"] = args.recompute_num_layers
+    if args.sequence_parallel is not None:  # unset: on whenever tp > 1, as plan searches
+        fields["sequence_parallel"] = args.sequence_parallel
+    fields["pp_schedule"] = args.pp_schedule
+    fields["ep_overlap"] = args.ep_overlap
+    layout = api.layout_with_defaults(fields)
     model = models_zoo.load_model(args.model)
     cluster = models_zoo.load_cluster(args.cluster, args.gpus)
     workload = api.make_workload(
@@ -557,15 +601,17 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         moe_dispatcher=args.moe_dispatcher,
     )
     name = _framework(args)
-    e = api.estimate(model, cluster, layout, workload, framework=name)
+    e = api.estimate(
+        model, cluster, layout, workload, framework=name, memory_headroom=args.memory_headroom
+    )
     if args.json:
-        payload = report.estimate_dict(e)
+        payload = report.estimate_dict(e, model, cluster.gpu.hbm_gib)
         prof = framework_profile(name)
         payload["framework"] = {"name": prof.name, "version": prof.version}
         payload["framework_violations"] = api.framework_violations(model, layout, name)
         _emit_json(payload)
     else:
-        out.print(report.render_estimate(e, cluster, workload, model.name))
+        out.print(report.render_estimate(e, cluster, workload, model))
     return EXIT_OK
 
 
@@ -627,6 +673,7 @@ def _add_whatif(sub: Any) -> None:
     for axis in ("tp", "pp", "dp", "cp", "ep"):
         w.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
     w.add_argument("--time-limit", type=_positive_float, default=60.0, help="per plan, seconds")
+    _add_headroom(w)
     w.add_argument("--gpu-hour-price", type=_positive_float, help="$ per GPU-hour (no network)")
     w.add_argument("--network-cost-share", type=float, default=0.0, help="network share of cost")
     w.add_argument("--token-budget", type=_positive_float, help="tokens to train (time and cost)")
@@ -668,6 +715,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         seq_len=args.seq_len,
         precision=args.precision,
         time_limit_s=args.time_limit,
+        memory_headroom=args.memory_headroom,
         framework=_framework(args),
         **pins,
     )
@@ -679,32 +727,8 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         payload["framework"] = {"name": prof.name, "version": prof.version}
         _emit_json(payload)
         return EXIT_OK
-    out.print(
-        f"[bold]whatif {r.parameter}[/bold] on {r.cluster} ({r.num_gpus} GPUs), plans for "
-        f"{escape(prof.version)}"
-    )
-    for label, p in [("baseline", r.baseline)] + [(f"{p.value:g}", p) for p in r.points]:
-        e = p.best
-        line = (
-            f"{label:>9}: {escape(whatif.short_layout(e))} | {e.tokens_per_s_per_gpu:,.0f} tok/s/GPU"
-            f" | MFU {100 * e.mfu:.1f}% | {100 * p.change:+.1f}% vs baseline"
-        )
-        if p.cost_per_m_tokens is not None:
-            line += f" | ${p.cost_per_m_tokens:.3f}/M tokens"
-        if p.train_days is not None and p.train_cost is not None:
-            line += f" | budget: {p.train_days:.1f} days, ${p.train_cost:,.0f}"
-        terms = ", ".join(f"{k} {v:.3f}" for k, v in e.breakdown_s.items() if v > 0)
-        out.print(line, soft_wrap=True)
-        out.print(f"{'':>11}step {e.step_time_s:.3f} s = {terms}", soft_wrap=True)
-    for term, value in r.hidden_from.items():
-        where = f"from {value:g}" if value is not None else "at none of these values"
-        note = (
-            " (wire time; a hidden DP collective still slows the compute beside it, which stays"
-            " in dp_comm)"
-            if term == "dp_comm"
-            else ""
-        )
-        out.print(f"{term} stops being exposed (<= 1% of the step) {where}{note}")
+    cluster = models_zoo.load_cluster(args.cluster, args.gpus)
+    out.print(render_whatif(r, cluster, models_zoo.load_model(args.model), prof.version))
     return EXIT_OK
 
 
@@ -807,9 +831,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     err = Console(stderr=True, highlight=False)
     debug = "--debug" in argv
+    if not argv:  # bare `planner`: the help, not a usage error
+        build_parser().print_help()
+        return EXIT_OK
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args, Console(highlight=False))
+    except SystemExit as exc:  # --version and --help print and stop here
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
     except NoFeasiblePlan as exc:
         if debug:
             raise

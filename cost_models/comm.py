@@ -5,7 +5,11 @@ carry the same bytes per link): at tier j the group has f_j = n_j / n_{j-1} memb
 domain, each GPU moves its share S / n_{j-1} over that tier at the tier's achievable bus bandwidth
 (line rate x efficiency / oversubscription). Ring factors: all-reduce 2(f-1)/f, reduce-scatter and
 all-gather (f-1)/f (Thakur, Rabenseifner & Gropp 2005; nccl-tests PERFORMANCE.md bus bandwidth).
-Latency: alpha per tree level, log2(f) levels. Derivations: docs/cost_model.md#communication.
+Per phase the cheapest algorithm NCCL's tuner may pick (ring with a latency step per rank, tree,
+PAT, NVLS, SHARP; phase_s). MoE exchanges put each tier's bytes on it concurrently
+(moe_tier_copies, tier_loads_time_s); tier_loads_busy_s and collective_tier_s give the busy time
+of every tier for the capacity check in estimate(). Derivations: docs/networks.md and
+docs/cost_model.md#communication.
 """
 
 from __future__ import annotations
@@ -30,42 +34,242 @@ def effective_bandwidth_bytes_per_s(tier: LinkTier) -> float:
     return tier.bandwidth_gb_per_s * 1e9 * tier.efficiency / tier.oversubscription
 
 
-def _latency_s(tier: LinkTier, f: int) -> float:
-    return tier.latency_us * 1e-6 * math.ceil(math.log2(f)) if f > 1 else 0.0
+# NCCL's tuner (src/graph/tuning.cc, ncclTopoTuneModel), Simple protocol, as constants:
+TREE_BUS_FACTOR = 0.92
+"""Tree all-reduce bus bandwidth / ring's ("busBw * .92"); its algorithm bandwidth is half the
+bus bandwidth ("ratio *= .5"), so a tree moves 2 / 0.92 bytes per payload byte."""
+PAT_BUS_FACTOR = 0.75
+"""PAT all-gather / reduce-scatter bus bandwidth / ring's ("if (a == NCCL_ALGO_PAT) busBw *= .75");
+legal only with one GPU per node (ncclPatEnable: nNodes == nRanks)."""
+PAT_LINEAR_LATENCY_S = 2.8e-6
+"""PAT latency: log2(nodes) x inter-node latency / 3.5 + nRanks x 2.8 us ("Still a linear part")."""
+
+
+def phase_s(kind: str, share_bytes: float, f: int, tier: LinkTier, *, one_per_node: bool) -> float:
+    """One collective phase over f members of `tier` on share_bytes per GPU: the cheapest of the
+    algorithms NCCL may pick there (tier.algorithms restricts them), per message size.
+
+    Latency alpha = tier.latency_us per step. NCCL tuning.cc: ring takes 2(f-1) steps for an
+    all-reduce and f-1 for all-gather / reduce-scatter (nsteps), so its latency grows with the
+    ranks; tree all-reduce 2 log2(f) levels at 2 / 0.92 bytes per byte; PAT (one GPU per node)
+    log2(f) alpha / 3.5 + f x 2.8 us at 0.75 of the bandwidth. In-switch reduction -- NVLS on an
+    NVSwitch tier with `nvls`, SHARP on a switch tier with `sharp` -- sends each byte up once and
+    receives the result once: an all-reduce moves the payload once instead of 2(f-1)/f times, in
+    one step up and one down (NVLS all-gather / reduce-scatter: ring bytes, one step).
+    """
+    if f <= 1:
+        return 0.0
+    bw = fabric_bandwidth_bytes_per_s(tier, f)
+    a = tier.latency_us * 1e-6
+    allowed = tier.algorithms
+    out: list[float] = []
+
+    def offer(name: str, seconds: float) -> None:
+        if allowed is None or name in allowed:
+            out.append(seconds)
+
+    steps = 2 * (f - 1) if kind == "all_reduce" else f - 1
+    ring_s = ring_factor(f, kind) * share_bytes / bw + steps * a
+    offer("ring", ring_s)
+    levels = math.ceil(math.log2(f))
+    if kind == "all_reduce":
+        offer("tree", 2 * share_bytes / (TREE_BUS_FACTOR * bw) + 2 * levels * a)
+    elif one_per_node:
+        pat_lat = levels * a / 3.5 + f * PAT_LINEAR_LATENCY_S
+        offer("pat", ring_factor(f, kind) * share_bytes / (PAT_BUS_FACTOR * bw) + pat_lat)
+    if tier.nvls:
+        payload = share_bytes if kind == "all_reduce" else ring_factor(f, kind) * share_bytes
+        offer("nvls", payload / bw + 2 * a)
+    if tier.sharp and kind == "all_reduce":
+        offer("sharp", share_bytes / bw + 2 * a)
+    return min(out) if out else ring_s  # nothing legal allowed: NCCL falls back to ring
 
 
 def collective_time_s(
-    kind: str, payload_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]
+    kind: str,
+    payload_bytes: float,
+    span: list[int],
+    tiers: tuple[LinkTier, ...],
+    buckets: int = 1,
 ) -> float:
-    """Hierarchical ring all-reduce / all-gather / reduce-scatter of payload_bytes per GPU."""
-    total, inner = 0.0, 1
-    for tier, n in zip(tiers, span, strict=True):
+    """Hierarchical all-reduce / all-gather / reduce-scatter of payload_bytes per GPU."""
+    return sum(collective_tier_s(kind, payload_bytes, span, tiers, buckets))
+
+
+def collective_tier_s(
+    kind: str,
+    payload_bytes: float,
+    span: list[int],
+    tiers: tuple[LinkTier, ...],
+    buckets: int = 1,
+) -> list[float]:
+    """collective_time_s split by tier: the seconds each tier's phase keeps that tier busy.
+
+    At tier j the group has f_j = n_j / n_(j-1) members per inner domain; each GPU moves its
+    share S / n_(j-1) over that tier (phase_s). `buckets`: the payload goes as that many equal
+    collectives (gradient buckets), each paying its own latency and choosing its algorithm by
+    its own size. PAT is legal where the phase has one GPU per node (no inner members)."""
+    out, inner = [0.0] * len(tiers), 1
+    torus_dims = _torus_dims_spanned(span, tiers)
+    for j, (tier, n) in enumerate(zip(tiers, span, strict=True)):
         f = max(1, n // inner)
         if f > 1:
-            share = payload_bytes / inner
-            total += ring_factor(f, kind) * share / fabric_bandwidth_bytes_per_s(tier, f)
-            total += _latency_s(tier, f) * (2 if kind == "all_reduce" else 1)
+            share = payload_bytes / inner / buckets
+            if tier.kind == "torus" and torus_dims > 1:
+                # Multi-dimensional collective on a torus: the payload is cut into one part per
+                # dimension and each part walks the dimensions in a rotated order, so every
+                # dimension's links work at once on 1/d of the bytes (TPU v4, Jouppi et al. 2023
+                # sec. 2: collectives use all six links; Sack & Gropp 2015, multi-dimensional
+                # all-reduce). Each part still pays every phase's latency.
+                share /= torus_dims
+            out[j] += buckets * phase_s(kind, share, f, tier, one_per_node=inner == 1 and j > 0)
         inner = max(inner, n)
-    return total
+    return out
+
+
+def _torus_dims_spanned(span: list[int], tiers: tuple[LinkTier, ...]) -> int:
+    """Torus dimensions a group spans (tiers of kind torus with more than one member)."""
+    count, inner = 0, 1
+    for tier, n in zip(tiers, span, strict=True):
+        if tier.kind == "torus" and n // inner > 1:
+            count += 1
+        inner = max(inner, n)
+    return count
 
 
 def all_to_all_time_s(payload_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]) -> float:
     """All-to-all of payload_bytes per GPU: each tier carries the bytes leaving its inner domain.
 
-    Tiers run concurrently, so the slowest tier sets the time (max over tiers).
+    Tiers run concurrently, so the slowest tier sets the time (max over tiers); bytes a rail or
+    plane tier forwards over NVLink load the NVLink tier beside the network, not after it
+    (`tier_loads_time_s`).
     """
     n = span[-1]
     if n <= 1:
         return 0.0
-    slowest, inner, latency = 0.0, 1, 0.0
+    loads = [0.0] * len(tiers)
+    inner = 1
+    for j, members in enumerate(span):
+        if members > inner:
+            loads[j] += payload_bytes * (n - inner) / n
+            if j > 0:
+                loads[0] += cross_rail_bytes(loads[j], tiers[j])
+        inner = max(inner, members)
+    return tier_loads_time_s(loads, span, tiers)
+
+
+def tier_loads_time_s(loads: list[float], span: list[int], tiers: tuple[LinkTier, ...]) -> float:
+    """Time of an exchange that puts loads[j] bytes per GPU on tier j, all tiers at once.
+
+    Every tier streams its own bytes concurrently (NVLink beside the NICs: DeepEP's normal
+    kernels and NCCL PXN pipeline the NVLink hop with the RDMA transfer), so the busiest tier
+    sets the time; latency alpha per level of a log2(n) exchange on the slowest tier crossed.
+    """
+    n = span[-1]
+    if n <= 1:
+        return 0.0
+    latency, inner = 0.0, 1
     for tier, members in zip(tiers, span, strict=True):
         if members > inner:
-            leaving = payload_bytes * (n - inner) / n
-            busy = leaving / fabric_bandwidth_bytes_per_s(tier, members // inner, ring=False)
-            slowest = max(slowest, busy + cross_rail_forward_s(leaving, tier, tiers[0]))
             latency = max(latency, tier.latency_us * 1e-6)
         inner = max(inner, members)
-    return slowest + latency * math.ceil(math.log2(n))
+    return max(tier_loads_busy_s(loads, span, tiers)) + latency * math.ceil(math.log2(n))
+
+
+def tier_loads_busy_s(
+    loads: list[float], span: list[int], tiers: tuple[LinkTier, ...]
+) -> list[float]:
+    """Seconds each tier streams its loads[j] bytes per GPU (the busy time of that tier)."""
+    out, inner = [0.0] * len(tiers), 1
+    for j, (tier, members) in enumerate(zip(tiers, span, strict=True)):
+        if loads[j] > 0:
+            f = max(1, members // inner)
+            out[j] = loads[j] / fabric_bandwidth_bytes_per_s(tier, f, ring=False)
+            if tier.kind == "torus" and f > 2:
+                out[j] = max(out[j], torus_bisection_s(loads[j], f, tier))
+        inner = max(inner, members)
+    return out
+
+
+def torus_bisection_s(leaving_bytes: float, f: int, tier: LinkTier) -> float:
+    """Lower bound of a uniform all-to-all along one torus dimension of f positions.
+
+    Each position sends `leaving_bytes` to the others; half of all of it, f x leaving / 4 per
+    direction, crosses the dimension's bisection. A ring closed by its wrap-around link
+    (f >= dim_size) is cut at two links, an open line at one, each `bandwidth_gb_per_s` per
+    direction: f x leaving / (8 B) or / (4 B) (Dally & Towles, "Principles and Practices of
+    Interconnection Networks", 2004, sec. 3.3: bisection bound of a torus). Along a 16-chip ring
+    that is 4x the time of the per-chip injection bound.
+    """
+    closed = tier.dim_size is not None and f >= tier.dim_size > 2
+    return f * leaving_bytes / ((8 if closed else 4) * effective_bandwidth_bytes_per_s(tier))
+
+
+def expected_distinct(bins: int, per_bin: int, picks: int) -> float:
+    """Expected number of bins hit when `picks` of bins x per_bin items are drawn without
+    replacement (hypergeometric: 1 - P(a bin gets none) = 1 - C(E - b, k) / C(E, k))."""
+    total = bins * per_bin
+    picks = min(picks, total)
+    miss = 1.0
+    for i in range(picks):
+        miss *= max(0.0, (total - per_bin - i) / (total - i))
+    return bins * (1.0 - miss)
+
+
+def moe_tier_copies(
+    span: list[int],
+    top_k: int,
+    num_experts: int,
+    *,
+    dedup: bool,
+    max_nodes: int | None,
+    tiers: tuple[LinkTier, ...],
+) -> list[float]:
+    """Copies of one token each tier carries per MoE exchange (dispatch or combine), per GPU.
+
+    Experts sit evenly on the n GPUs of the EP group; `node` is the innermost tier's domain
+    (the NVLink domain), with n0 = span[0] EP members per node and N = n / n0 nodes.
+
+    - Per-expert sending (dedup False; Megatron-Core MoEAlltoAllTokenDispatcher permutes one row
+      per (token, expert) pair, token_dispatcher.py): tier j carries k (n - n_{j-1}) / n copies;
+      on a rail/plane tier the (R-1)/R of them bound for another rail also cross NVLink (PXN).
+    - Per-node de-duplication (dedup True; DeepEP normal kernels, docs/legacy.md "Normal
+      kernels with NVLink and RDMA forwarding"): a token crosses the scale-out network once per
+      destination node, to the GPU of the same local rank (same rail), which forwards it over
+      NVLink to each GPU holding one of its experts. Node-limited routing (DeepSeek-V3 sec.
+      2.1.2) restricts the k experts to M = max_nodes nodes, so the distinct nodes reached are
+      D = expected_distinct(min(M, N), experts per node, k) and the distinct GPUs
+      G = expected_distinct(min(M, N) n0, experts per GPU, k). Scale-out tier j carries
+      D (N - N_{j-1}) / N copies (N_{j-1}: nodes inside tier j-1's domain); NVLink carries
+      G (n0 - 1) / n0 (every GPU copy but the one landing on the receiving GPU itself).
+    """
+    n = span[-1]
+    copies = [0.0] * len(span)
+    if n <= 1:
+        return copies
+    if not dedup:
+        inner = 1
+        for j, members in enumerate(span):
+            if members > inner:
+                copies[j] += top_k * (n - inner) / n
+                if j > 0:
+                    copies[0] += cross_rail_bytes(copies[j], tiers[j])
+            inner = max(inner, members)
+        return copies
+    n0 = span[0]
+    nodes = n // n0
+    reach = nodes if max_nodes is None else min(max_nodes, nodes)
+    per_gpu = max(1, num_experts // n)
+    distinct_nodes = expected_distinct(reach, per_gpu * n0, top_k)
+    distinct_gpus = expected_distinct(reach * n0, per_gpu, top_k)
+    copies[0] = distinct_gpus * (n0 - 1) / n0
+    inner_nodes = 1
+    for j in range(1, len(span)):
+        members_nodes = span[j] // n0
+        if members_nodes > inner_nodes:
+            copies[j] = distinct_nodes * (nodes - inner_nodes) / nodes
+        inner_nodes = max(inner_nodes, members_nodes)
+    return copies
 
 
 def p2p_time_s(payload_bytes: float, tier: LinkTier | None) -> float:
@@ -102,15 +306,17 @@ def fabric_bandwidth_bytes_per_s(tier: LinkTier, members: int, *, ring: bool = T
     return base
 
 
-def cross_rail_forward_s(leaving_bytes: float, tier: LinkTier, inner: LinkTier) -> float:
-    """Extra time an all-to-all spends forwarding cross-rail bytes over NVLink first.
+def cross_rail_bytes(leaving_bytes: float, tier: LinkTier) -> float:
+    """Bytes an all-to-all forwards over NVLink because they leave on another rail.
 
     On a rail-optimized or multi-plane tier with R rails (planes), a GPU's NIC reaches only the
     GPUs on its own rail; (R - 1) / R of the bytes bound for other rails hop over NVLink to the
-    GPU on the right rail (NCCL PXN; DeepSeek-V3 sec. 3.2.1 routes IB then NVLink). Ring
-    collectives keep every hop on one rail, so they pay nothing.
+    GPU on the right rail (NCCL PXN; DeepSeek-V3 sec. 3.2.1 routes IB then NVLink). The hop runs
+    beside the network transfer (pipelined chunks), so it loads NVLink, not the critical path in
+    series: DeepSeek measured MPFT and a single-plane multi-rail fat-tree within 0.1 % on
+    all-to-all (ISCA'25, arXiv 2505.09343 sec. 5.1.2). Ring collectives keep every hop on one
+    rail, so they pay nothing.
     """
-    if tier.kind not in ("rail", "plane") or tier.rails <= 1 or inner is tier:
+    if tier.kind not in ("rail", "plane") or tier.rails <= 1:
         return 0.0
-    forwarded = leaving_bytes * (tier.rails - 1) / tier.rails
-    return forwarded / effective_bandwidth_bytes_per_s(inner)
+    return leaving_bytes * (tier.rails - 1) / tier.rails

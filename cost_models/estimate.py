@@ -30,7 +30,7 @@ from .memory import (
     stage_params,
     state_bytes,
 )
-from .pipeline import num_microbatches, schedule_time_s, stage_layers
+from .pipeline import dualpipe_bubble_s, num_microbatches, schedule_time_s, stage_layers
 from .rules import layout_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 from .stage import (
@@ -38,6 +38,7 @@ from .stage import (
     layer_cost,
     recomputed_layers,
     stage_dp_s,
+    stage_dp_tier_s,
     stage_memory,
     stage_optimizer_s,
 )
@@ -71,6 +72,28 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     if model.num_moe_layers:
         total += model.num_moe_layers * (attn + sum(g.flops for g in moe_gemms(model, 1, one)))
     return total
+
+
+def _tier_busy_s(
+    cluster: Cluster,
+    crit_terms: dict[str, float],
+    m: int,
+    pp_total_s: float,
+    pp_span: list[int],
+    dp_tiers: list[float],
+) -> dict[str, dict[str, float]]:
+    """Seconds per step each tier is busy, by flow, for the slowest stage's GPUs: every flow that
+    crosses the tier in the step (TP, CP, EP per micro-batch; PP sends on the outermost tier the
+    pipeline crosses; DP gradient and parameter traffic of the stage with the most)."""
+    out: dict[str, dict[str, float]] = {}
+    pp_tier = topology.outermost_tier(cluster, pp_span)
+    for j, tier in enumerate(cluster.tiers):
+        flows = {f: m * crit_terms.get(f"busy:{f}:{j}", 0.0) for f in ("tp", "cp", "ep")}
+        flows["pp"] = pp_total_s if tier is pp_tier else 0.0
+        flows["dp"] = dp_tiers[j]
+        name = tier.name if tier.name not in out else f"{tier.name}#{j}"
+        out[name] = flows
+    return out
 
 
 def estimate(
@@ -139,7 +162,17 @@ def estimate(
     per_stage: list[dict[str, float]] = []
     for r, (n_dense, n_moe) in enumerate(counts):
         terms = dict.fromkeys(
-            ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "cp_total", "tp_total"), 0.0
+            (
+                "compute",
+                "recompute",
+                "tp_comm",
+                "cp_comm",
+                "ep_comm",
+                "cp_total",
+                "tp_total",
+                "ep_total",
+            ),
+            0.0,
         )
         redo = recomputed_layers(layout, (n_dense, n_moe))
         for k, n, x in ((False, n_dense, redo[0]), (True, n_moe, redo[1])):
@@ -156,15 +189,42 @@ def estimate(
                 terms["cp_total"] += w * c.cp_total_s
                 terms["tp_total"] += w * c.tp_total_s
                 terms["ep_comm"] += w * c.ep_s
+                terms["ep_total"] += w * c.ep_total_s
+                for flow, per_tier in (c.tier_busy_s or {}).items():
+                    for j, x in enumerate(per_tier):
+                        key = f"busy:{flow}:{j}"
+                        terms[key] = terms.get(key, 0.0) + w * x
         if r == layout.pp - 1:
             terms["compute"] += head.forward_s + head.backward_s
         per_stage.append(terms)
-    stage_s = [sum(v for k, v in t.items() if k not in ("cp_total", "tp_total")) for t in per_stage]
+    totals = ("cp_total", "tp_total", "ep_total")
+    stage_s = [
+        sum(v for k, v in t.items() if k not in totals and not k.startswith("busy:"))
+        for t in per_stage
+    ]
     _steady_s, bubble_s, crit = schedule_time_s(stage_s, m, layout.vp)
+    crit_terms = per_stage[crit]
+    if layout.pp_schedule == "dualpipe":
+        # Rank r runs stage r for half the micro-batches and stage pp-1-r for the other half
+        # (DualPipe's two directions), so its steady state is the mean of the pair; the slowest
+        # pair sets the step.
+        p = layout.pp
+        pair = max(range(p // 2), key=lambda r: (stage_s[r] + stage_s[p - 1 - r], -r))
+        keys = set(per_stage[pair]) | set(per_stage[p - 1 - pair])
+        crit_terms = {
+            k: (per_stage[pair].get(k, 0.0) + per_stage[p - 1 - pair].get(k, 0.0)) / 2
+            for k in keys
+        }
+        bubble_s = dualpipe_bubble_s(
+            p,
+            (stage_s[pair] + stage_s[p - 1 - pair]) / 2,
+            crit_terms["compute"],
+            crit_terms["recompute"],
+        )
 
     breakdown = {k: 0.0 for k in TERMS}
     for k in ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm"):
-        breakdown[k] = m * per_stage[crit][k]
+        breakdown[k] = m * crit_terms[k]
     breakdown["bubble"] = bubble_s
 
     # PP: activations cross each stage boundary forward and their gradients backward; the steady
@@ -174,15 +234,16 @@ def estimate(
     p2p_s = comm.p2p_time_s(pp_payload, topology.outermost_tier(cluster, span["pp"]))
     breakdown["pp_comm"] = 2 * (layout.pp - 1) * p2p_s
     comm_total = {
-        "tp": m * per_stage[crit]["tp_total"],
-        "cp": m * per_stage[crit]["cp_total"],
-        "ep": m * per_stage[crit]["ep_comm"],
+        "tp": m * crit_terms["tp_total"],
+        "cp": m * crit_terms["cp_total"],
+        "ep": m * crit_terms["ep_total"],
         "pp": 2 * m * layout.vp * p2p_s if layout.pp > 1 else 0.0,
     }
 
     # DP and optimizer, stage by stage; the slowest stage sets the tail of the step.
     stage_mem: list[StageMemory] = []
     dp_exposed = dp_total = opt_s = 0.0
+    dp_tiers = [0.0] * len(cluster.tiers)
     hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
     acts_per_mb = {
         (k, rc): layer_activation_bytes(model, workload, layout, is_moe=k, recompute=rc)
@@ -191,7 +252,27 @@ def estimate(
     }
     for r, (n_dense, n_moe) in enumerate(counts):
         sp = stage_params(model, layout, n_dense, n_moe, r)
-        exposed, total = stage_dp_s(cluster, cal, layout, sp, per_stage[r]["compute"], m, span)
+        exposed, total = stage_dp_s(
+            cluster,
+            cal,
+            layout,
+            sp,
+            per_stage[r]["compute"],
+            m,
+            span,
+            workload.dp_bucket_elements,
+            workload.cross_site_sync_every,
+        )
+        if total > dp_total:
+            dp_tiers = stage_dp_tier_s(
+                cluster,
+                layout,
+                sp,
+                m,
+                span,
+                workload.dp_bucket_elements,
+                workload.cross_site_sync_every,
+            )
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
         weights, grads, optim = state_bytes(sp, layout, m)
         opt_s = max(opt_s, stage_optimizer_s(layout, sp, hbm_bytes_per_s))
@@ -204,7 +285,17 @@ def estimate(
     breakdown["optimizer"] = opt_s
     comm_total["dp"] = dp_total
 
+    tier_busy = _tier_busy_s(cluster, crit_terms, m, comm_total["pp"], span["pp"], dp_tiers)
     step_s = sum(breakdown.values())
+    # Links as capacities: a tier cannot be busy longer than the step. Flows overlapped with
+    # compute are hidden only as far as their tier has time left; beyond that the step waits for
+    # the link, charged to the flow that loads the saturated tier most.
+    _tier, flows = max(tier_busy.items(), key=lambda kv: sum(kv[1].values()))
+    excess = sum(flows.values()) - step_s
+    if excess > 0:
+        flow = max(flows, key=lambda f: flows[f])
+        breakdown[f"{flow}_comm"] += excess
+        step_s = sum(breakdown.values())
     tokens = workload.global_batch_seqs * workload.seq_len
     peak_tflops = gpu.peak_bf16_tflops
     if workload.precision in ("fp8", "mxfp8") and gpu.peak_fp8_tflops is not None:
@@ -228,6 +319,7 @@ def estimate(
         memory_validated=memory_validated(model, workload, layout),
         breakdown_s=breakdown,
         comm_total_s=comm_total,
+        tier_busy_s={k: sum(v.values()) for k, v in tier_busy.items()},
         stage_memory=tuple(stage_mem),
         placement=topology.placement(cluster, layout, span),
         layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),

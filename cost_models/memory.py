@@ -90,6 +90,11 @@ def state_bytes(
     weights = BF16_BYTES * full
     grads = 4 * (sharded if z == 2 and num_microbatches == 1 else full)
     optimizer = 12 * (sharded if z >= 1 else full)
+    if layout.pp_schedule == "dualpipe":
+        # DualPipe keeps two copies of the parameters (github deepseek-ai/DualPipe README table,
+        # "Parameter Per Device 2x"; DeepSeek-V3 report sec. 3.2.1), each with its gradients; the
+        # optimizer steps one of them.
+        weights, grads = 2 * weights, 2 * grads
     return weights, grads, optimizer
 
 

@@ -58,10 +58,14 @@ def stage_layers(
 def inflight_chunks(layout: Layout, rank: int, num_microbatches: int) -> float:
     """Micro-batch activations held at once by pipeline rank `rank`, in units of its full stage.
 
-    1F1B: rank r holds p - r micro-batches. Interleaved: the warm-up holds 2(p-r-1) + (v-1)p + 1
+    1F1B: rank r holds p - r micro-batches. DualPipe: p + 1 on every rank (github
+    deepseek-ai/DualPipe README, "Pipeline Bubbles and Memory Usage Comparison"). Interleaved: the warm-up holds 2(p-r-1) + (v-1)p + 1
     chunks of 1/v of the stage each (Korthikanti et al. 2022 sec. 4.2.3 for rank 0).
     """
     p, v, m = layout.pp, layout.vp, num_microbatches
+    if layout.pp_schedule == "dualpipe":
+        # DualPipe README table: activations of PP + 1 micro-batches per device, every rank.
+        return float(min(p + 1, m))
     if v == 1:
         return float(min(p - rank, m))
     chunks = 2 * (p - rank - 1) + (v - 1) * p + 1
@@ -76,3 +80,14 @@ def schedule_time_s(
     t_max = stage_times_s[slowest]
     bubble = (sum(stage_times_s) - t_max) / vp
     return num_microbatches * t_max, bubble, slowest
+
+
+def dualpipe_bubble_s(pp: int, stage_s: float, compute_s: float, recompute_s: float) -> float:
+    """DualPipe's fill/drain time (PP/2 - 1)(F&B + B - 3W) (github deepseek-ai/DualPipe README;
+    DeepSeek-V3 report arXiv 2412.19437 sec. 3.2.1, Table 2), per micro-batch of the slowest
+    stage: F&B, an overlapped forward + backward chunk pair, is the stage's time per micro-batch
+    (stage_s, its exposed communication included); B the full backward, two thirds of the
+    compute plus the recompute; W the weight-gradient half of the backward, a third of it.
+    So B - 3W = recompute_s - compute_s / 3. PP must be even (dualpipe.py asserts it).
+    """
+    return max(0, pp // 2 - 1) * (stage_s + recompute_s - compute_s / 3)

@@ -59,6 +59,29 @@ def layout_violations(
         out.append("recompute module mla_up_proj needs multi-latent attention")
     if modules and "moe_act" in modules and model.moe is None:
         out.append("recompute module moe_act needs a mixture-of-experts model")
+    m = workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+    if lo.pp_schedule == "dualpipe":
+        # deepseek-ai/DualPipe dualpipe.py DualPipe.step: `assert num_ranks % 2 == 0` and
+        # `num_chunks > 0 and num_chunks % 2 == 0 and num_chunks >= num_ranks * 2`; one stage per
+        # rank and direction (no virtual stages).
+        if lo.pp < 2 or lo.pp % 2:
+            out.append(f"dualpipe needs an even pp >= 2 (got {lo.pp})")
+        if lo.vp > 1:
+            out.append(f"dualpipe runs one stage per rank and direction: vp must be 1 (got {lo.vp})")
+        if m % 2 or m < 2 * lo.pp:
+            out.append(
+                f"dualpipe needs an even num_microbatches >= 2*pp ({m}, pp {lo.pp})"
+            )
+    if lo.ep_overlap:
+        # Megatron-LM TransformerConfig.__post_init__ (overlap_moe_expert_parallel_comm): expert
+        # parallelism, virtual pipeline stages when pp > 1. (Its "no full recompute" assert is
+        # the Megatron export's refusal: legality here does not read the recompute mode.)
+        if lo.ep == 1:
+            out.append("ep_overlap needs expert parallelism (ep > 1)")
+        if lo.pp > 1 and lo.vp == 1:
+            out.append("ep_overlap with pp > 1 needs virtual pipeline stages (vp > 1)")
+        if lo.pp_schedule == "dualpipe":
+            out.append("ep_overlap is Megatron's 1F1B overlap; dualpipe overlaps on its own")
     moe = model.moe
     if moe is None:
         if lo.ep > 1:

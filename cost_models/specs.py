@@ -51,6 +51,7 @@ RECOMPUTE_MODULES: tuple[str, ...] = (
 )
 Generation = Literal["ampere", "hopper", "blackwell", "cdna3", "cdna4"]
 """NVIDIA A100 / H100-H200 / B200-B300; AMD MI300X-MI325X (CDNA 3), MI350X-MI355X (CDNA 4)."""
+CollectiveAlgorithm = Literal["ring", "tree", "pat", "nvls", "sharp"]
 TierKind = Literal["nvlink", "switch", "rail", "plane", "dragonfly", "torus", "wan"]
 """How a tier's links behave (docs/networks.md): `switch` a (possibly oversubscribed) switched
 tier; `rail`/`plane` rail-optimized or multi-plane scale-out (cross-rail traffic forwarded over
@@ -69,6 +70,11 @@ class MoESpec(Spec):
     expert_ffn_hidden_size: PositiveInt
     num_shared_experts: NonNegativeInt = Field(0, description="always-on experts per MoE layer")
     first_k_dense_layers: NonNegativeInt = Field(0, description="leading layers with a dense MLP")
+    max_nodes_per_token: PositiveInt | None = Field(
+        None,
+        description="node-limited routing: each token's experts lie on at most this many nodes "
+        "(DeepSeek-V3 report arXiv 2412.19437 sec. 2.1.2: M = 4); null: unrestricted",
+    )
 
     @model_validator(mode="after")
     def _top_k_within_experts(self) -> Self:
@@ -209,6 +215,19 @@ class LinkTier(Spec):
     dim_size: PositiveInt | None = Field(
         None, description="torus tiers: ring length of this dimension (wrap-around link)"
     )
+    nvls: bool = Field(
+        False,
+        description="NVSwitch with in-switch reduction (NVLink SHARP, NCCL NVLS algorithm; "
+        "third-generation NVSwitch and later)",
+    )
+    sharp: bool = Field(
+        False, description="switches with in-network reduction (InfiniBand SHARP / NCCL CollNet)"
+    )
+    algorithms: tuple[CollectiveAlgorithm, ...] | None = Field(
+        None,
+        description="collective algorithms NCCL may use on this tier (NCCL_ALGO); null: every "
+        "legal one, the cheapest per message size as NCCL's tuner picks",
+    )
 
 
 # ----------------------------------------------------------- per-cluster calibration (issue 18)
@@ -331,12 +350,37 @@ class Workload(Spec):
         "or PyTorch's experimental context_parallel (all-gather K/V, eager fp32 merges; "
         "torchtitan)",
     )
+    cross_site_sync_every: PositiveInt = Field(
+        1,
+        description="DiLoCo-style periodic synchronisation (Douillard et al. 2023, arXiv "
+        "2311.08105): data-parallel replicas on different sites (across a `wan` tier) exchange "
+        "their parameter deltas once every this many steps instead of gradients every step. "
+        "This changes the optimisation (an outer optimizer on pseudo-gradients), not just the "
+        "speed; 1 = synchronous training",
+    )
+    dp_bucket_elements: PositiveInt | None = Field(
+        None,
+        description="gradient bucket size in parameters (each bucket one collective with its "
+        "own latency); null: Megatron DDP's max(40M, 1M x dp); ZeRO-3 gathers per layer",
+    )
+    moe_dispatcher: MoEDispatcher = Field(
+        "alltoall",
+        description="MoE token exchange: 'alltoall' sends one copy per (token, routed expert) "
+        "in bf16 (Megatron-Core MoEAlltoAllTokenDispatcher); 'deepep' sends one copy per "
+        "destination node over the scale-out NIC and forwards it inside the node over NVLink "
+        "(DeepEP normal kernels; Megatron --moe-token-dispatcher-type flex), dispatching in fp8 "
+        "when training in fp8 and combining in bf16 (DeepSeek-V3 report sec. 3.3.2)",
+    )
     pp_keeps_outputs: bool = Field(
         False,
         description="the last pipeline stage keeps every micro-batch's output (the logits) "
         "until the step ends: PyTorch torch.distributed.pipelining's output_chunks, returned "
         "by schedule.step() (torchtitan) until step(return_outputs=False), pytorch#165822",
     )
+
+
+MoEDispatcher = Literal["alltoall", "deepep"]
+PipelineSchedule = Literal["1f1b", "dualpipe"]
 
 
 class Layout(Spec):
@@ -381,6 +425,19 @@ class Layout(Spec):
         description="hybrid sharding (HSDP): ZeRO shards over this inner part of dp (x cp) and "
         "replicates across the dp / dp_shard outer groups (torchtitan data_parallel_shard_degree"
         " x data_parallel_replicate_degree); None: shard over all of dp",
+    )
+
+    pp_schedule: PipelineSchedule = Field(
+        "1f1b",
+        description="pipeline schedule: '1f1b' (interleaved when vp > 1) or 'dualpipe' "
+        "(DeepSeek-V3 sec. 3.2.1, github deepseek-ai/DualPipe: bidirectional, bubble "
+        "(pp/2-1)(F&B+B-3W), two copies of the parameters, all-to-all hidden behind compute)",
+    )
+    ep_overlap: bool = Field(
+        False,
+        description="MoE all-to-all of one micro-batch overlapped with the compute of another "
+        "in the 1F1B steady state (Megatron-LM --overlap-moe-expert-parallel-comm "
+        "--delay-wgrad-compute)",
     )
 
     @model_validator(mode="after")
@@ -472,6 +529,11 @@ class Estimate(Spec):
     fits_in_memory: bool
     breakdown_s: dict[str, float] = Field(description="exposed seconds per step by term")
     comm_total_s: dict[str, float] = Field(description="link-busy seconds per step by axis")
+    tier_busy_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds per step each link tier is busy with every flow crossing it "
+        "(the slowest stage's GPUs); never more than step_time_s",
+    )
     stage_memory: tuple[StageMemory, ...]
     placement: dict[str, dict[str, int]] = Field(description="axis -> tier name -> factor")
     memory_validated: bool = Field(

@@ -6,6 +6,7 @@ Derivations: docs/cost_model.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,6 +47,9 @@ class LayerCost:
     cp_total_s: float
     ep_s: float
     tp_total_s: float = 0.0  # link-busy TP seconds, overlapped or not
+    ep_total_s: float = 0.0  # link-busy EP seconds, overlapped or not
+    tier_busy_s: dict[str, tuple[float, ...]] | None = None
+    """Per flow ("tp", "cp", "ep"), the seconds it keeps each tier (cluster.tiers order) busy."""
 
     @property
     def total_s(self) -> float:
@@ -75,6 +79,11 @@ def layer_cost(
         * comm.collective_time_s("all_reduce", t * h * BF16_BYTES, span["tp"], tiers)
     )
     tp_total_s = tp_s
+    n_tiers = len(tiers)
+    busy = {"tp": (0.0,) * n_tiers, "cp": (0.0,) * n_tiers, "ep": (0.0,) * n_tiers}
+    if tp_s > 0:
+        per = comm.collective_tier_s("all_reduce", t * h * BF16_BYTES, span["tp"], tiers)
+        busy["tp"] = tuple(blocks * passes * x for x in per)
     if layout.tp_comm_overlap and tp_s > 0:
         per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
         cal = calibration_for_cluster(cluster)
@@ -87,18 +96,100 @@ def layer_cost(
     cp_exposed, cp_total = cp_layer_s(
         model, cluster, calibration_for_cluster(cluster), workload, layout, lt, span["cp"]
     )
-    # EP: dispatch + combine all-to-all per pass (Megatron-Core alltoall token dispatcher).
-    ep_s = 0.0
+    if cp_total > 0:
+        # The K/V ring's hops are paced by its slowest link: charged to the outermost tier crossed.
+        outer = _outermost_index(span["cp"])
+        busy["cp"] = tuple(cp_total if j == outer else 0.0 for j in range(n_tiers))
+    # EP: dispatch + combine all-to-all per pass (forward, backward, and the recompute forward).
+    ep_s = ep_total_s = 0.0
     if is_moe and layout.ep > 1:
-        moe = model.moe
-        assert moe is not None
-        payload = t / layout.tp * moe.top_k * h * BF16_BYTES * MOE_LOAD_IMBALANCE
         # A recomputed MoE module (Megatron recompute_modules "moe") dispatches again.
         ep_passes = passes + (layout.recompute == "selective" and "moe" in layout.selective_modules)
-        ep_s = 2 * ep_passes * comm.all_to_all_time_s(payload, span["ep"], tiers)
+        dispatch_s, combine_s, ep_busy = ep_exchange_s(
+            model, cluster, workload, layout, span["ep"]
+        )
+        ep_total_s = ep_passes * (dispatch_s + combine_s)
+        busy["ep"] = tuple(ep_passes * x for x in ep_busy)
+        ep_s = ep_total_s
+        if layout.pp_schedule == "dualpipe" or layout.ep_overlap:
+            # DualPipe (DeepSeek-V3 sec. 3.2.1) pairs the forward chunk of one micro-batch with the
+            # backward chunk of another, Megatron's --overlap-moe-expert-parallel-comm does the same
+            # in the 1F1B steady state: each all-to-all hides behind the other micro-batch's
+            # compute of this layer, the excess stays exposed, and the hidden part slows that
+            # compute by the SMs the communication kernels take (calibration.overlap_slowdown_s).
+            window_s = lt.forward_s + lt.backward_s + recompute_s
+            hidden_s = min(ep_total_s, window_s)
+            ep_s = ep_total_s - hidden_s + overlap_slowdown_s(
+                hidden_s, calibration_for_cluster(cluster)
+            )
     return LayerCost(
-        lt.forward_s + lt.backward_s, recompute_s, tp_s, cp_exposed, cp_total, ep_s, tp_total_s
+        lt.forward_s + lt.backward_s,
+        recompute_s,
+        tp_s,
+        cp_exposed,
+        cp_total,
+        ep_s,
+        tp_total_s,
+        ep_total_s,
+        busy,
     )
+
+
+def _outermost_index(span: list[int]) -> int:
+    """Index of the outermost tier a group crosses (topology.outermost_tier's tier)."""
+    for j, n in enumerate(span):
+        if n >= span[-1]:
+            return j
+    return len(span) - 1
+
+
+FP8_SCALE_BYTES_PER_ELEMENT = 4 / 128
+"""fp8 dispatch carries one fp32 scale per 1x128 activation tile (DeepSeek-V3 sec. 3.3.2)."""
+
+
+def ep_exchange_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    layout: Layout,
+    ep_span: list[int],
+) -> tuple[float, float, list[float]]:
+    """(dispatch, combine) seconds of one MoE layer's token exchange for one micro-batch and
+    pass, and the seconds both keep each tier busy.
+
+    Copies per tier: comm.moe_tier_copies (per-expert rows for 'alltoall', per-node de-duplication
+    with NVLink forwarding and node-limited routing for 'deepep'). Bytes per copy: hidden x 2
+    (bf16); the 'deepep' dispatch under fp8 training sends fp8 with 1x128 scales, the combine
+    stays bf16 (DeepSeek-V3 sec. 3.3.2; DeepEP README: "FP8 dispatching, and BF16 combining").
+    In backward the roles swap (the gradient before the down projection is dispatched in fp8,
+    the combine gradient in bf16), so one fp8 and one bf16 exchange per pass either way. The
+    busiest rank sets the pace (MOE_LOAD_IMBALANCE).
+    """
+    moe = model.moe
+    assert moe is not None
+    tokens = tokens_per_gpu(workload, layout) / layout.tp * MOE_LOAD_IMBALANCE
+    deepep = workload.moe_dispatcher == "deepep"
+    copies = comm.moe_tier_copies(
+        list(ep_span),
+        moe.top_k,
+        moe.num_experts,
+        dedup=deepep,
+        max_nodes=moe.max_nodes_per_token if deepep else None,
+        tiers=cluster.tiers,
+    )
+    h = model.hidden_size
+    fp8 = deepep and workload.precision in ("fp8", "mxfp8")
+    dispatch_bytes = h * (1 + FP8_SCALE_BYTES_PER_ELEMENT) if fp8 else h * BF16_BYTES
+    combine_bytes = h * BF16_BYTES
+
+    loads = [tokens * c * (dispatch_bytes + combine_bytes) for c in copies]
+    busy = comm.tier_loads_busy_s(loads, list(ep_span), cluster.tiers)
+
+    def exchange_s(bytes_per_copy: float) -> float:
+        loads = [tokens * c * bytes_per_copy for c in copies]
+        return comm.tier_loads_time_s(loads, list(ep_span), cluster.tiers)
+
+    return exchange_s(dispatch_bytes), exchange_s(combine_bytes), busy
 
 
 def overlapped_tp_s(
@@ -150,38 +241,77 @@ def tp_partner_gemm_s(
     return partners
 
 
-def dp_time_s(
-    cluster: Cluster, layout: Layout, dense: float, expert: float, span: Mapping[str, Sequence[int]]
-) -> tuple[float, float]:
-    """(gradient reduction, parameter gather) seconds per step for one stage's parameters.
+MEGATRON_BUCKET_ELEMENTS = 40_000_000
+"""Megatron DDP's default gradient bucket: max(40,000,000, 1,000,000 x dp) parameters
+(megatron/core/distributed/distributed_data_parallel.py, DistributedDataParallel.__init__)."""
 
-    Dense parameters reduce over the DP x CP group, expert parameters over the expert-DP group;
-    a group with nothing to move (a dense model has no expert-DP group) runs no collective and
-    pays no latency."""
+
+def dp_buckets(params: float, dp: int, zero_stage: int, num_layers: int, bucket: int | None) -> int:
+    """Collectives one stage's gradient reduction (and ZeRO parameter gather) is issued as.
+
+    ZeRO-0/1/2: buckets of `bucket` parameters (default Megatron's max(40M, 1M x dp)); ZeRO-3
+    (FSDP, Megatron FSDP): one unit per layer. Each pays its own latency (comm.phase_s)."""
+    if params <= 0:
+        return 1
+    if zero_stage == 3:
+        return max(1, num_layers)
+    size = bucket if bucket is not None else max(MEGATRON_BUCKET_ELEMENTS, 1_000_000 * dp)
+    return max(1, math.ceil(params / size))
+
+
+def dp_tier_times_s(
+    cluster: Cluster,
+    layout: Layout,
+    sp: StageParams,
+    span: Mapping[str, Sequence[int]],
+    bucket_elements: int | None = None,
+    sync_every: int = 1,
+) -> tuple[list[float], list[float]]:
+    """(gradient reduction, parameter gather) seconds per step by tier for one stage's
+    parameters, in buckets. DualPipe: a stage's micro-batches are split between its two copies,
+    so both copies' gradients are reduced -- the DP traffic of two stages per rank. A group with
+    nothing to move (a dense model has no expert-DP group) runs no collective and pays no latency.
+    `sync_every` (Workload.cross_site_sync_every, DiLoCo): the phases on `wan` tiers run once
+    every that many steps, so per step they cost 1 / sync_every of a synchronisation."""
     tiers = cluster.tiers
+    copies = 2 if layout.pp_schedule == "dualpipe" else 1
+    grads, gather = [0.0] * len(tiers), [0.0] * len(tiers)
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
         # inside the shard group, all-reduce of the shard across the replicas, all-gather
         # inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+        dense = copies * sp.dense
         shard_n = layout.shard_dp * layout.cp
-        grads = comm.collective_time_s(
-            "reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers
-        ) + comm.collective_time_s(
-            "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span["dp_replicate"], tiers
+        n = dp_buckets(dense, span["dp_shard"][-1], layout.zero_stage, sp.num_layers, bucket_elements)
+        rs = comm.collective_tier_s(
+            "reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers, n
         )
-        gather = comm.collective_time_s("all_gather", dense * BF16_BYTES, span["dp_shard"], tiers)
-        return grads, gather
-    reduce = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
-    parts = [(dense, span["dp_cp"])]
-    if expert > 0 and "edp" in span:
-        parts.append((expert, span["edp"]))
-    grads = gather = 0.0
+        ar = comm.collective_tier_s(
+            "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span["dp_replicate"], tiers, n
+        )
+        grads = [x + y for x, y in zip(rs, ar, strict=True)]
+        gather = comm.collective_tier_s(
+            "all_gather", dense * BF16_BYTES, span["dp_shard"], tiers, n
+        )
+        parts: list[tuple[float, str]] = []
+    else:
+        parts = [(copies * sp.dense, "dp_cp")]
+        if sp.expert > 0 and "edp" in span:
+            parts.append((copies * sp.expert, "edp"))
+    kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
     for params, group in parts:
         if params <= 0:
             continue
-        grads += comm.collective_time_s(reduce, params * GRAD_REDUCE_BYTES, group, tiers)
+        n = dp_buckets(params, span[group][-1], layout.zero_stage, sp.num_layers, bucket_elements)
+        g = comm.collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers, n)
+        grads = [x + y for x, y in zip(grads, g, strict=True)]
         if layout.zero_stage >= 1:
-            gather += comm.collective_time_s("all_gather", params * BF16_BYTES, group, tiers)
+            a = comm.collective_tier_s("all_gather", params * BF16_BYTES, span[group], tiers, n)
+            gather = [x + y for x, y in zip(gather, a, strict=True)]
+    if sync_every > 1:
+        wan = [t.kind == "wan" for t in tiers]
+        grads = [x / sync_every if w else x for x, w in zip(grads, wan, strict=True)]
+        gather = [x / sync_every if w else x for x, w in zip(gather, wan, strict=True)]
     return grads, gather
 
 
@@ -193,10 +323,13 @@ def stage_dp_s(
     compute_s: float,
     m: int,
     span: Mapping[str, Sequence[int]],
+    bucket_elements: int | None = None,
+    sync_every: int = 1,
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of one stage; compute_s is its forward + backward
     per micro-batch. Also used by the planner's step-time lower bound (planner/search/bounds.py)."""
-    grads_s, gather_s = dp_time_s(cluster, layout, sp.dense, sp.expert, span)
+    grads_t, gather_t = dp_tier_times_s(cluster, layout, sp, span, bucket_elements, sync_every)
+    grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
     if layout.zero_stage == 3:
         # FSDP: gather before each forward and backward, reduce-scatter after each backward.
@@ -207,6 +340,22 @@ def stage_dp_s(
         total = grads_s + gather_s
     exposed += overlap_slowdown_s(total - exposed, cal)  # compute slowed beside the NCCL
     return exposed, total
+
+
+def stage_dp_tier_s(
+    cluster: Cluster,
+    layout: Layout,
+    sp: StageParams,
+    m: int,
+    span: dict[str, list[int]],
+    bucket_elements: int | None = None,
+    sync_every: int = 1,
+) -> list[float]:
+    """stage_dp_s's link-busy seconds per step, split by tier."""
+    grads, gather = dp_tier_times_s(cluster, layout, sp, span, bucket_elements, sync_every)
+    if layout.zero_stage == 3:
+        return [m * (2 * a + g) for g, a in zip(grads, gather, strict=True)]
+    return [g + a for g, a in zip(grads, gather, strict=True)]
 
 
 def stage_optimizer_s(layout: Layout, sp: StageParams, hbm_bytes_per_s: float) -> float:

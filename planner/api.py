@@ -36,12 +36,18 @@ def make_workload(
     seq_len: int | None = None,
     global_batch: int | None = None,
     precision: str | None = None,
+    moe_dispatcher: str = "alltoall",
 ) -> Workload:
     """Fill defaults: the model's own sequence length (else 4096) and a ~4M-token batch."""
     seq = seq_len if seq_len is not None else (model.seq_len or DEFAULT_SEQ_LEN)
     if global_batch is None and isinstance(seq, int) and seq > 0:
         global_batch = max(1, DEFAULT_BATCH_TOKENS // seq)
-    fields = {"seq_len": seq, "global_batch_seqs": global_batch, "precision": precision or "bf16"}
+    fields = {
+        "seq_len": seq,
+        "global_batch_seqs": global_batch,
+        "precision": precision or "bf16",
+        "moe_dispatcher": moe_dispatcher,
+    }
     return _validated(Workload, fields, "workload")
 
 
@@ -140,6 +146,7 @@ def plan(
     seq_len: int | None = None,
     precision: str | None = None,
     max_nodes: int | None = None,
+    moe_dispatcher: str | None = None,
     framework: str | None = _framework.DEFAULT_FRAMEWORK,
     **constraints: Any,
 ) -> PlanResult:
@@ -185,7 +192,11 @@ def plan(
         global_batch = batch_range[1]  # the search takes each plan's batch from the range
     if workload is None:
         workload = make_workload(
-            spec, seq_len=seq_len, global_batch=global_batch, precision=precision
+            spec,
+            seq_len=seq_len,
+            global_batch=global_batch,
+            precision=precision,
+            moe_dispatcher=moe_dispatcher or "alltoall",
         )
     elif batch_range is not None:
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})

@@ -175,6 +175,23 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         "one is out of memory; slower, fixed global batch only)",
     )
     p.add_argument(
+        "--pp-schedules",
+        nargs="+",
+        choices=("1f1b", "dualpipe"),
+        help="pipeline schedules tried (default 1f1b; dualpipe: DeepSeek-V3's)",
+    )
+    p.add_argument(
+        "--ep-overlap",
+        action="store_const",
+        const=(False, True),
+        help="also try MoE all-to-all overlap (Megatron --overlap-moe-expert-parallel-comm)",
+    )
+    p.add_argument(
+        "--moe-dispatcher",
+        choices=("alltoall", "deepep"),
+        help="MoE token exchange: per-expert all-to-all (default) or DeepEP",
+    )
+    p.add_argument(
         "--engine",
         choices=("branch-and-bound", "exhaustive", "cp-sat"),
         default="branch-and-bound",
@@ -207,6 +224,8 @@ SEARCH_FLAGS = {
     "no_order_search": "search_order",
     "all_orders": "rank_orders",
     "stage_split": "stage_split",
+    "pp_schedules": "pp_schedules",
+    "ep_overlap": "ep_overlap",
     "engine": "engine",
     "deterministic": "deterministic",
     "seed": "seed",
@@ -312,6 +331,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="Megatron sequence parallelism (default: on whenever TP > 1, as plan searches)",
     )
     _add_headroom(e)
+    e.add_argument(
+        "--pp-schedule",
+        choices=("1f1b", "dualpipe"),
+        default="1f1b",
+        help="pipeline schedule (dualpipe: DeepSeek-V3's bidirectional schedule)",
+    )
+    e.add_argument(
+        "--ep-overlap",
+        action="store_true",
+        help="overlap MoE all-to-all with another micro-batch's compute "
+        "(Megatron --overlap-moe-expert-parallel-comm)",
+    )
+    e.add_argument(
+        "--moe-dispatcher",
+        choices=("alltoall", "deepep"),
+        default="alltoall",
+        help="MoE token exchange: per-expert all-to-all, or DeepEP (per-node, NVLink forwarding)",
+    )
 
     v = sub.add_parser("validate", help="compare predictions with measured runs")
     v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
@@ -369,6 +406,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         global_batch=_plan_global_batch(args),
         seq_len=args.seq_len,
         precision=args.precision,
+        moe_dispatcher=args.moe_dispatcher,
         framework=_framework(args),
         **search_kwargs(args),
     )
@@ -550,11 +588,17 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         fields["recompute_num_layers"] = args.recompute_num_layers
     if args.sequence_parallel is not None:  # unset: on whenever tp > 1, as plan searches
         fields["sequence_parallel"] = args.sequence_parallel
+    fields["pp_schedule"] = args.pp_schedule
+    fields["ep_overlap"] = args.ep_overlap
     layout = api.layout_with_defaults(fields)
     model = models_zoo.load_model(args.model)
     cluster = models_zoo.load_cluster(args.cluster, args.gpus)
     workload = api.make_workload(
-        model, seq_len=args.seq_len, global_batch=args.global_batch, precision=args.precision
+        model,
+        seq_len=args.seq_len,
+        global_batch=args.global_batch,
+        precision=args.precision,
+        moe_dispatcher=args.moe_dispatcher,
     )
     name = _framework(args)
     e = api.estimate(
@@ -625,6 +669,7 @@ def _add_whatif(sub: Any) -> None:
     w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
     w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
     w.add_argument("--values", required=True, help="comma-separated values, e.g. 100,200,400")
+    w.add_argument("--tier", help="the one tier --vary oversubscription tapers (by name)")
     for axis in ("tp", "pp", "dp", "cp", "ep"):
         w.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
     w.add_argument("--time-limit", type=_positive_float, default=60.0, help="per plan, seconds")
@@ -632,6 +677,14 @@ def _add_whatif(sub: Any) -> None:
     w.add_argument("--gpu-hour-price", type=_positive_float, help="$ per GPU-hour (no network)")
     w.add_argument("--network-cost-share", type=float, default=0.0, help="network share of cost")
     w.add_argument("--token-budget", type=_positive_float, help="tokens to train (time and cost)")
+    w.add_argument(
+        "--network-prices", help="YAML/JSON overriding the network bill of materials' prices"
+    )
+    w.add_argument(
+        "--amortization-years",
+        type=_positive_float,
+        help="years the network's capital cost is spread over (adds it to the GPU-hour price)",
+    )
     w.add_argument("--plot", help="write a PNG or SVG chart (needs the [plot] extra)")
 
 
@@ -655,6 +708,9 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         gpu_hour_price=args.gpu_hour_price,
         network_cost_share=args.network_cost_share,
         token_budget=args.token_budget,
+        tier=args.tier,
+        network_prices=args.network_prices,
+        amortization_years=args.amortization_years,
         global_batch=args.global_batch,
         seq_len=args.seq_len,
         precision=args.precision,

@@ -20,6 +20,7 @@ from cost_models.specs import (
     Estimate,
     Layout,
     ModelSpec,
+    PipelineSchedule,
     Recompute,
     Spec,
     Workload,
@@ -84,6 +85,32 @@ class SearchSpace(Spec):
         "pp > 1 layout out of memory with the even split takes the CP-SAT partition's split, "
         "planner/search/partition.py; slower, fixed global batch only)",
     )
+
+    pp_schedules: tuple[PipelineSchedule, ...] = Field(
+        ("1f1b",),
+        min_length=1,
+        description="pipeline schedules tried: 1f1b (interleaved when vp > 1) and, where the "
+        "framework runs it, dualpipe (DeepSeek-V3; fixed global batch, even stage split only)",
+    )
+    ep_overlap: tuple[bool, ...] = Field(
+        (False,),
+        min_length=1,
+        description="MoE all-to-all overlap with another micro-batch's compute tried (Megatron "
+        "--overlap-moe-expert-parallel-comm); True only applies to layouts with ep > 1",
+    )
+
+    @field_validator("pp_schedules")
+    @classmethod
+    def _dualpipe_needs_fixed_batch_even_split(
+        cls, v: tuple[str, ...], info: ValidationInfo
+    ) -> tuple[str, ...]:
+        # DualPipe needs an even number of micro-batches (batch_choices steps by micro_batch*dp)
+        # and the CP-SAT stage partition prices the 1F1B schedule only.
+        if "dualpipe" in v and info.data.get("global_batch_range") is not None:
+            raise ValueError("dualpipe needs a fixed global batch, not a global batch range")
+        if "dualpipe" in v and info.data.get("stage_split") == "search":
+            raise ValueError("dualpipe is priced with the even stage split only")
+        return v
 
     @field_validator("stage_split")
     @classmethod

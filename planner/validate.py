@@ -40,10 +40,14 @@ FILL_RULES: dict[str, Any] = {
     "ep": 1,
     "precision": "bf16",
 }
-RECORD_SETTINGS = frozenset(PHYSICS_FIELDS) | {"tp_comm_overlap", "vp"}
+NETWORK_SETTINGS = frozenset({"moe_dispatcher", "pp_schedule", "max_nodes_per_token"})
+"""Issue 16's run settings: the MoE dispatcher (Workload.moe_dispatcher), the pipeline schedule
+(Layout.pp_schedule) and node-limited routing (MoESpec.max_nodes_per_token)."""
+RECORD_SETTINGS = frozenset(PHYSICS_FIELDS) | {"tp_comm_overlap", "vp"} | NETWORK_SETTINGS
 """Keys of a record's explicit `settings` mapping: Workload physics fields, the layout's
-tp_comm_overlap, and vp (a stated interleaved schedule the layout leaves null). Records of the
-shared data file get theirs from models_zoo/published_run_settings.yaml until it has the field."""
+tp_comm_overlap, and vp (a stated interleaved schedule the layout leaves null), and
+NETWORK_SETTINGS. Records of the shared data file get theirs from
+models_zoo/published_run_settings.yaml until it has the field."""
 
 SYSTEM_FOR_GPU = {
     "a100-sxm-40gb": "dgx-a100",
@@ -204,6 +208,11 @@ def record_inputs(
     profile = record_profile(record.get("framework") or "other")
     settings = record_settings(record)
     physics = {k: v for k, v in settings.items() if k in PHYSICS_FIELDS}
+    if "moe_dispatcher" in settings:
+        physics["moe_dispatcher"] = settings["moe_dispatcher"]
+    if model.moe is not None and "max_nodes_per_token" in settings:
+        moe = model.moe.model_copy(update={"max_nodes_per_token": settings["max_nodes_per_token"]})
+        model = model.model_copy(update={"moe": moe})
     workload = profile.workload(
         Workload(
             seq_len=model.seq_len or 4096,
@@ -218,6 +227,8 @@ def record_inputs(
     fields: dict[str, Any] = {}
     if "tp_comm_overlap" in settings:
         fields["tp_comm_overlap"] = bool(settings["tp_comm_overlap"]) and lay["tp"] > 1
+    if "pp_schedule" in settings:
+        fields["pp_schedule"] = settings["pp_schedule"]
     layout = profile.layout(
         Layout(
             tp=lay["tp"],

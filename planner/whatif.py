@@ -23,13 +23,16 @@ from cost_models.calibration import (
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster, Estimate, LinkTier
 
-from . import api
+from . import api, network_bom
 from .place import ranks
 
 PARAMETERS = {
     "nic-gbps": "scale-out bandwidth per GPU, Gb/s (every switch/rail/plane/dragonfly tier)",
     "nvlink-domain": "GPUs per NVLink domain (8, 72, 576)",
-    "oversubscription": "taper of the tiers above the leaf (1 = 1:1, 4 = 4:1)",
+    "oversubscription": "taper of the tier named by --tier, else of the tiers above the leaf the "
+    "preset already tapers (all above the leaf if none is)",
+    "nvlink-gb-per-s": "NVLink (scale-up) bandwidth per GPU, one direction, GB/s",
+    "ici-gb-per-s": "torus (ICI) bandwidth per link, one direction, GB/s (every torus tier)",
     "wan-latency-ms": "one-way latency of the WAN tier, ms",
     "wan-gbps": "WAN bandwidth per GPU, Gb/s",
     "planes": "rails / planes of the rail-optimized or multi-plane tiers",
@@ -49,8 +52,12 @@ def _need(tiers: list[int], cluster: Cluster, what: str, parameter: str) -> None
         raise InvalidInput(f"--vary {parameter}: cluster {cluster.name} has no {what}")
 
 
-def vary_cluster(cluster: Cluster, parameter: str, value: float) -> Cluster:
-    """The cluster with one network parameter set to `value` (InvalidInput if it does not apply)."""
+def vary_cluster(
+    cluster: Cluster, parameter: str, value: float, tier: str | None = None
+) -> Cluster:
+    """The cluster with one network parameter set to `value` (InvalidInput if it does not apply).
+
+    `tier` names the one tier `oversubscription` tapers (whatif --tier)."""
     if parameter not in PARAMETERS:
         raise InvalidInput(
             f"--vary: unknown parameter {parameter!r}; known: {', '.join(PARAMETERS)}"
@@ -69,7 +76,16 @@ def vary_cluster(cluster: Cluster, parameter: str, value: float) -> Cluster:
         if value < 1:
             raise InvalidInput(f"--values: oversubscription must be >= 1 (got {value})")
         scale_out = [i for i in idx if tiers[i].kind in SCALE_OUT_KINDS and i > 0]
-        hit = scale_out[1:]  # the leaf itself is non-blocking; the taper sits above it
+        if tier is not None:
+            hit = [i for i in idx if tiers[i].name == tier]
+            if not hit:
+                names = ", ".join(t.name for t in tiers)
+                raise InvalidInput(f"--tier: cluster {cluster.name} has no tier {tier!r} ({names})")
+        else:
+            above = scale_out[1:]  # the leaf itself is non-blocking; the taper sits above it
+            # Keep tiers the preset builds non-blocking (Llama 3's 3,072-GPU pods) as they are.
+            tapered = [i for i in above if tiers[i].oversubscription > 1]
+            hit = tapered or above
         _need(hit, cluster, "tier above the leaf (try dgx-h100-superpod)", parameter)
         for i in hit:
             tiers[i] = _set(tiers[i], oversubscription=value)
@@ -83,6 +99,16 @@ def vary_cluster(cluster: Cluster, parameter: str, value: float) -> Cluster:
                 else {"bandwidth_gb_per_s": value / 8}
             )
             tiers[i] = _set(tiers[i], **update)
+    elif parameter == "nvlink-gb-per-s":
+        if tiers[0].kind == "torus":
+            raise InvalidInput("--vary nvlink-gb-per-s: the innermost tier is a torus, not NVLink")
+        tiers[0] = _set(tiers[0], bandwidth_gb_per_s=value)
+        data["gpu"] = {**data["gpu"], "nvlink_gb_per_s": value}
+    elif parameter == "ici-gb-per-s":
+        hit = [i for i in idx if tiers[i].kind == "torus"]
+        _need(hit, cluster, "torus tier (try tpu-v5p-4096)", parameter)
+        for i in hit:
+            tiers[i] = _set(tiers[i], bandwidth_gb_per_s=value)
     elif parameter == "planes":
         hit = [i for i in idx if tiers[i].kind in ("rail", "plane")]
         _need(hit, cluster, "rail or plane tier", parameter)
@@ -126,6 +152,8 @@ class WhatIfPoint:
     cost_per_m_tokens: float | None = None
     train_days: float | None = None
     train_cost: float | None = None
+    network_capex_usd_per_gpu: float | None = None
+    """Scale-out network capital cost per GPU at this value (planner.network_bom)."""
 
 
 @dataclass(frozen=True)
@@ -148,11 +176,16 @@ class WhatIfResult:
 
 
 def _costs(
-    e: Estimate, num_gpus: int, price: float | None, share: float, budget: float | None
+    e: Estimate,
+    num_gpus: int,
+    price: float | None,
+    share: float,
+    budget: float | None,
+    network_usd_per_gpu_hour: float = 0.0,
 ) -> tuple[float | None, float | None, float | None]:
     if price is None:
         return None, None, None
-    all_in = price / (1 - share)
+    all_in = price / (1 - share) + network_usd_per_gpu_hour
     per_m = all_in / (e.tokens_per_s_per_gpu * 3600) * 1e6
     if budget is None:
         return per_m, None, None
@@ -296,6 +329,9 @@ def whatif(
     gpu_hour_price: float | None = None,
     network_cost_share: float = 0.0,
     token_budget: float | None = None,
+    tier: str | None = None,
+    network_prices: str | None = None,
+    amortization_years: float | None = None,
     **plan_args: Any,
 ) -> WhatIfResult:
     """Re-plan at every value of `parameter`; raises InvalidInput / NoFeasiblePlan like plan()."""
@@ -305,22 +341,33 @@ def whatif(
         raise InvalidInput(f"--network-cost-share: must be in [0, 1) (got {network_cost_share})")
     base_cluster = models_zoo.load_cluster(cluster, num_gpus)
     spec = models_zoo.load_model(model)
-    varied = [vary_cluster(base_cluster, parameter, v) for v in values]  # bad input fails first
+    if tier is not None and parameter != "oversubscription":
+        raise InvalidInput(f"--tier applies to --vary oversubscription, not {parameter}")
+    varied = [vary_cluster(base_cluster, parameter, v, tier) for v in values]  # bad input fails first
     base = api.plan(spec, base_cluster, **plan_args).best
 
-    def point(e: Estimate, value: float) -> WhatIfPoint:
-        costs = _costs(e, base_cluster.num_gpus, gpu_hour_price, network_cost_share, token_budget)
+    if amortization_years is not None and not amortization_years > 0:
+        raise InvalidInput(f"--amortization-years: must be > 0 (got {amortization_years})")
+    prices = network_bom.load_prices(network_prices)
+
+    def point(e: Estimate, value: float, c: Cluster) -> WhatIfPoint:
+        capex = network_bom.network_capex_usd_per_gpu(c, prices)
+        hourly = 0.0 if amortization_years is None else capex / (amortization_years * 8760)
+        costs = _costs(
+            e, base_cluster.num_gpus, gpu_hour_price, network_cost_share, token_budget, hourly
+        )
         change = e.tokens_per_s_per_gpu / base.tokens_per_s_per_gpu - 1
-        return WhatIfPoint(value, e, change, *costs)
+        return WhatIfPoint(value, e, change, *costs, network_capex_usd_per_gpu=capex)
 
     points = [
-        point(api.plan(spec, c, **plan_args).best, v) for c, v in zip(varied, values, strict=True)
+        point(api.plan(spec, c, **plan_args).best, v, c)
+        for c, v in zip(varied, values, strict=True)
     ]
     from .report.terminal import model_params
 
     cal = calibration_for_cluster(base_cluster)
     hidden = hidden_from(points, cal)
-    baseline = point(base, math.nan)
+    baseline = point(base, math.nan, base_cluster)
     crossed = [
         tier
         for c, p in [(base_cluster, baseline), *zip(varied, points, strict=True)]
@@ -367,6 +414,7 @@ def _point_dict(p: WhatIfPoint, hbm_gib: float | None = None) -> dict[str, Any]:
         "cost_per_m_tokens": p.cost_per_m_tokens,
         "train_days": p.train_days,
         "train_cost": p.train_cost,
+        "network_capex_usd_per_gpu": p.network_capex_usd_per_gpu,
     }
 
 

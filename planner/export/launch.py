@@ -132,9 +132,25 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         str(workload.global_batch_seqs),
     ]
     args += mapping
+    if lo.pp_schedule != "1f1b":
+        # Megatron-LM has no DualPipe schedule (no such flag in its parser); DeepSeek's is a
+        # separate library (github deepseek-ai/DualPipe).
+        raise _refuse("megatron", f"pipeline schedule {lo.pp_schedule} has no Megatron-LM flag")
     if model.moe is not None:
         args += ["--expert-model-parallel-size", str(lo.ep)]
         args += ["--expert-tensor-parallel-size", str(lo.etp)]
+        if workload.moe_dispatcher == "deepep":
+            args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend"]
+            args.append("deepep")
+        if lo.ep_overlap and lo.recompute == "full":
+            raise _refuse(
+                "megatron", "--overlap-moe-expert-parallel-comm asserts no full recomputation"
+            )
+        if lo.ep_overlap:
+            # megatron/core/model_parallel_config.py: overlap_moe_expert_parallel_comm ("Overlap
+            # EP A2A communications with independent computations of different micro-batches in
+            # 1f1b phase") and delay_wgrad_compute (batch-level overlap of the weight gradients).
+            args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
     args += _megatron_pipeline(model, e)
     if lo.sequence_parallel and lo.tp > 1:
         args.append("--sequence-parallel")
@@ -273,6 +289,11 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
             "torchtitan",
             f"precision {workload.precision}: float8 is set by the recipe's model converters "
             "(a --config with Float8LinearConverter), not by an override; only bf16 is exported",
+        )
+    if lo.pp_schedule != "1f1b" or lo.ep_overlap or workload.moe_dispatcher != "alltoall":
+        raise _refuse(
+            "torchtitan",
+            "DualPipe, MoE all-to-all overlap and DeepEP dispatch have no torchtitan field here",
         )
     if lo.vp > 1 and e.num_microbatches % lo.pp:
         raise _refuse(
@@ -422,6 +443,8 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
     takes dp from the mpu Megatron-DeepSpeed passes (deepspeed/runtime/config.py): the TP/PP
     degrees travel in `deepspeed_launch_args`."""
     lo = e.layout
+    if lo.pp_schedule != "1f1b" or lo.ep_overlap:
+        raise _refuse("deepspeed", "DualPipe and MoE all-to-all overlap have no config key here")
     if lo.pp > 1 and lo.zero_stage >= 2:
         # DeepSpeed's PipelineEngine asserts ZeRO stage < 2.
         raise _refuse("deepspeed", f"ZeRO-{lo.zero_stage} with pp ({lo.pp}) > 1: needs ZeRO <= 1")

@@ -118,6 +118,10 @@ def binding_label(term: str | None) -> str:
     return "same step time (tie-break)" if term is None else BINDING_LABELS.get(term, term)
 
 
+WAN_SATURATED_SHARE = 0.9
+"""A WAN tier busy for at least this share of the step has no time left to hide traffic in."""
+
+
 def plan_warnings(cluster: Cluster, e: Estimate) -> list[str]:
     """Warnings about one plan: fast-axis groups off NVLink, bubble, memory headroom."""
     out = []
@@ -125,10 +129,20 @@ def plan_warnings(cluster: Cluster, e: Estimate) -> list[str]:
     inner = cluster.tiers[0]
     for axis, degree in (("tp", e.layout.tp), ("ep", e.layout.ep)):
         tier = topology.outermost_tier(cluster, spans[axis])
-        if degree > 1 and tier is not None and tier.name != inner.name:
+        # On a torus every dimension is the chip-to-chip interconnect (ICI): TP on ici-y is meant.
+        on_torus = inner.kind == "torus" and tier is not None and tier.kind == "torus"
+        if degree > 1 and tier is not None and tier.name != inner.name and not on_torus:
             out.append(
                 f"{axis.upper()} groups ({degree} GPUs) cross the {inner.name} domain "
                 f"({inner.domain_size} GPUs) onto {tier.name}"
+            )
+    for tier in cluster.tiers:
+        busy = e.tier_busy_s.get(tier.name, 0.0)
+        if tier.kind == "wan" and busy >= WAN_SATURATED_SHARE * e.step_time_s:
+            out.append(
+                f"cross-site traffic keeps {tier.name} busy {busy:,.2f} s of the "
+                f"{e.step_time_s:,.2f} s step: it cannot hide behind compute (more WAN "
+                "bandwidth, fewer groups across sites, or less frequent synchronisation)"
             )
     bubble = e.breakdown_s.get("bubble", 0.0) / e.step_time_s
     if bubble > BUBBLE_WARN_SHARE:
@@ -168,4 +182,21 @@ def solver_warnings(result: PlanResult) -> list[str]:
 
 
 def warnings(result: PlanResult) -> list[str]:
-    return plan_warnings(result.cluster, result.best) + solver_warnings(result)
+    return (
+        plan_warnings(result.cluster, result.best)
+        + workload_warnings(result)
+        + solver_warnings(result)
+    )
+
+
+def workload_warnings(result: PlanResult) -> list[str]:
+    """Statements the workload's opt-ins need next to their speed."""
+    h = result.workload.cross_site_sync_every
+    if h > 1 and any(t.kind == "wan" for t in result.cluster.tiers):
+        text = (
+            f"cross-site synchronisation every {h} steps (DiLoCo, arXiv 2311.08105) changes the "
+            "optimisation -- sites train apart between synchronisations and an outer optimizer "
+            "applies their averaged deltas -- not just the speed; validate convergence"
+        )
+        return [text]
+    return []

@@ -94,6 +94,8 @@ def plan_dict(e: Estimate) -> dict[str, Any]:
     layout["placement"] = e.placement
     # The plan's own stage split (--stage-split search); None: the cost model's even split.
     layout["layers_per_stage"] = None if e.layers_per_stage is None else list(e.layers_per_stage)
+    layout["pp_schedule"] = e.layout.pp_schedule
+    layout["ep_overlap"] = e.layout.ep_overlap
     return {"layout": layout, "estimate": estimate_dict(e)}
 
 
@@ -118,6 +120,10 @@ def estimate_dict(
         "layout": {k: getattr(e.layout, k) for k in LAYOUT_KEYS},
         "breakdown_s": e.breakdown_s,
         "comm_total_s": e.comm_total_s,
+        "tier_busy_s": e.tier_busy_s,
+        "tier_utilisation": {
+            k: v / e.step_time_s if e.step_time_s > 0 else 0.0 for k, v in e.tier_busy_s.items()
+        },
         "stage_memory_gib": [{**s.model_dump(), "total_gib": s.total_gib} for s in e.stage_memory],
     }
     if model is not None:
@@ -237,6 +243,10 @@ def layout_line(e: Estimate) -> str:
     ]
     if lo.dp_shard is not None:
         extras.append(f"HSDP {lo.replicate_dp}x{lo.dp_shard}")
+    if lo.pp_schedule == "dualpipe":
+        extras.append("DualPipe")
+    if lo.ep_overlap:
+        extras.append("EP all-to-all overlapped")
     if lo.order != Layout.model_fields["order"].default:
         extras.append("order " + "-".join(a.value for a in lo.order))
     return " ".join(parts) + "  |  " + ", ".join(extras)
@@ -482,10 +492,23 @@ def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model: Mo
         Text(defaults_text(hbm, e.usable_memory_gib), style="dim"),
         summary,
         render_breakdown(e),
+        render_links(e),
         render_memory(e, e.usable_memory_gib, hbm),
         render_placement(e, cluster),
         render_rank_map(e, cluster),
     )
+
+
+def render_links(e: Estimate) -> Table:
+    """Per link tier: seconds per step it is busy with every flow crossing it, and its share of
+    the step (cost_models.estimate: no tier is busy longer than the step)."""
+    table = Table(title="Links: busy time per step", title_justify="left")
+    for col in ("tier", "busy s", "utilisation"):
+        table.add_column(col, justify="left" if col == "tier" else "right")
+    for name, busy in e.tier_busy_s.items():
+        share = busy / e.step_time_s if e.step_time_s > 0 else 0.0
+        table.add_row(name, f"{busy:,.3f}", f"{share:.0%}")
+    return table
 
 
 def solver_line(result: PlanResult) -> str:

@@ -233,7 +233,18 @@ class StepLowerBound:
             if r == last:
                 compute_s += head.forward_s + head.backward_s
             sp = self._stage_params(lo, (nd, nm), r, params_key)
-            exposed, _ = stage_dp_s(self.cluster, self.cal, lo, sp, compute_s, m, span)
+            w = self.workload
+            exposed, _ = stage_dp_s(
+                self.cluster,
+                self.cal,
+                lo,
+                sp,
+                compute_s,
+                m,
+                span,
+                w.dp_bucket_elements,
+                w.cross_site_sync_every,
+            )
             dp_s = max(dp_s, exposed)
             opt_s = max(opt_s, stage_optimizer_s(lo, sp, self.hbm_bytes_per_s))
         found = self._dp[key] = dp_s + opt_s
@@ -285,6 +296,17 @@ class StepLowerBound:
             t_max = max(sum(stage) / lo.pp, d * cd + (n_star - d) * cm)
         else:
             t_max = max(stage)
+        if lo.pp_schedule == "dualpipe":
+            # estimate(): m * (slowest pair mean) + (pp/2 - 1)(t_pair + recompute - compute/3),
+            # with t_pair >= its compute + recompute, so the bubble is >= (pp/2 - 1) 2/3 t_pair;
+            # the slowest pair's mean is >= the stage mean, and with the even split it is the
+            # pair mean of these stage times (non-decreasing in every t_r).
+            p = lo.pp
+            if any_split:
+                t_pair = sum(stage) / p
+            else:
+                t_pair = max((stage[r] + stage[p - 1 - r]) / 2 for r in range(p // 2))
+            return m * t_pair + max(0, p // 2 - 1) * 2 / 3 * t_pair
         return m * t_max + (sum(stage) - t_max) / lo.vp
 
     def _stage_params(

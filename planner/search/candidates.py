@@ -104,6 +104,24 @@ def _shape_tuples(
                     yield tp, pp, cp, dp, ep, vp, mb
 
 
+def _schedule_variants(
+    space: SearchSpace, pp: int, vp: int, ep: int
+) -> list[tuple[str, bool]]:
+    """(pp_schedule, ep_overlap) pairs to try for a shape: the space's choices where they apply
+    (dualpipe: even pp, no interleaving; ep_overlap: ep > 1, Megatron's 1F1B schedule with
+    virtual stages when pp > 1), so a
+    switch that does not apply to a shape is not counted as a rejection."""
+    out = []
+    for schedule in space.pp_schedules:
+        if schedule == "dualpipe" and (pp < 2 or pp % 2 or vp > 1):
+            continue
+        for overlap in space.ep_overlap:
+            if overlap and (ep == 1 or schedule == "dualpipe" or (pp > 1 and vp == 1)):
+                continue
+            out.append((schedule, overlap))
+    return out
+
+
 def batch_choices(
     workload: Workload, space: SearchSpace, micro_batch: int, dp: int, pp: int = 1, vp: int = 1
 ) -> Sequence[int]:
@@ -171,27 +189,30 @@ def legal_bases_batched(
             no_batch += 1
             rejected[NO_BATCH] += per_shape
             continue
-        base = Layout(
-            tp=tp,
-            pp=pp,
-            dp=dp,
-            cp=cp,
-            ep=ep,
-            vp=vp,
-            micro_batch=mb,
-            recompute=space.recompute[0],
-            zero_stage=space.zero_stages[0],
-            sequence_parallel=tp > 1,
-        )
         work = workload
         if choices[0] != workload.global_batch_seqs:
             work = workload.model_copy(update={"global_batch_seqs": choices[0]})
-        problems = layout_violations(model, cluster, work, base)
-        if problems:
-            rejected.add(problems[0], per_shape)
-        else:
-            bases.append(base)
-            batches.append(choices)
+        for schedule, overlap in _schedule_variants(space, pp, vp, ep):
+            base = Layout(
+                tp=tp,
+                pp=pp,
+                dp=dp,
+                cp=cp,
+                ep=ep,
+                vp=vp,
+                micro_batch=mb,
+                recompute=space.recompute[0],
+                zero_stage=space.zero_stages[0],
+                sequence_parallel=tp > 1,
+                pp_schedule=schedule,
+                ep_overlap=overlap,
+            )
+            problems = layout_violations(model, cluster, work, base)
+            if problems:
+                rejected.add(problems[0], per_shape)
+            else:
+                bases.append(base)
+                batches.append(choices)
     if space.global_batch_range is not None and num_shapes and no_batch == num_shapes:
         lo, hi = space.global_batch_range
         raise InvalidInput(
@@ -494,6 +515,8 @@ def simplicity_rank(layout: Layout) -> tuple[int, ...]:
         layout.zero_stage,
         -layout.micro_batch,
         ALL_ORDERS.index(layout.order),
+        layout.pp_schedule != "1f1b",
+        layout.ep_overlap,
     )
 
 

@@ -51,9 +51,10 @@ def test_torus_closed_ring_uses_both_directions_open_segment_does_not() -> None:
     assert comm.collective_time_s("all_reduce", GB, [4, 4], (x, y)) == pytest.approx(0.0075)
     # 2 of 4 chips: an open line, 100 GB/s: 2 x 1/2 GB / 100 GB/s.
     assert comm.collective_time_s("all_reduce", GB, [2, 2], (x, y)) == pytest.approx(0.01)
-    # Both dimensions, per dimension: x on 1 GB, then y on the 1/4 GB share.
+    # Both dimensions at once: two halves of the payload walk x then y and y then x, so each
+    # dimension's links carry half the sequential bytes (x on 1/2 GB, y on the 1/8 GB share).
     assert comm.collective_time_s("all_reduce", GB, [4, 16], (x, y)) == pytest.approx(
-        0.0075 + 1.5 * 0.25 / 200
+        (0.0075 + 1.5 * 0.25 / 200) / 2
     )
 
 
@@ -74,10 +75,15 @@ def test_cross_rail_all_to_all_forwards_over_nvlink(kind: str) -> None:
     planes = tier("planes", None, 50, efficiency=1.0, kind=kind, rails=8)
     single = tier("planes", None, 50, efficiency=1.0, kind=kind, rails=1)
     # 16 GPUs on two nodes: half the bytes leave the node (0.5 GB at 50 GB/s = 10 ms) and 7/8 of
-    # those first hop over NVLink to the GPU on the right plane (0.4375 GB at 200 GB/s).
+    # those also hop over NVLink to the GPU on the right plane, beside the network transfer:
+    # NVLink carries 15/16 GB leaving the GPU + 0.4375 GB forwarded = 1.375 GB / 200 = 6.9 ms,
+    # so the network (10 ms) sets the time, as with one plane (arXiv 2505.09343 sec. 5.1.2).
     got = comm.all_to_all_time_s(GB, [8, 16], (nvlink, planes))
-    assert got == pytest.approx(0.01 + 0.5 * 7 / 8 / 200)
+    assert got == pytest.approx(0.01)
     assert comm.all_to_all_time_s(GB, [8, 16], (nvlink, single)) == pytest.approx(0.01)
+    # A slow NVLink (50 GB/s) makes the forwarded bytes the bottleneck: 1.375 GB / 50 GB/s.
+    slow = tier("nvlink", 8, 50, efficiency=1.0, kind="nvlink")
+    assert comm.all_to_all_time_s(GB, [8, 16], (slow, planes)) == pytest.approx(1.375 / 50)
     # Rings stay on one rail: no forwarding.
     ring = comm.collective_time_s("all_gather", GB, [1, 2], (nvlink, planes))
     assert ring == pytest.approx(0.5 / 50)
@@ -181,3 +187,13 @@ def test_group_straddling_a_non_power_of_two_domain_pays_the_outer_tier() -> Non
     nvl256 = models_zoo.load_cluster("gb200-nvl72", 256)
     assert topology.tier_domains(nvl256)[0] == 64
     assert topology.spans(nvl256, Layout(tp=1, dp=64, pp=4), moe=False)["dp"][0] == 64
+
+
+def test_torus_all_to_all_bounded_by_bisection() -> None:
+    x = tier("x", 16, 100, efficiency=1.0, kind="torus", dim_size=16)
+    y = tier("y", None, 100, efficiency=1.0, kind="torus", dim_size=16)
+    # 1 GB per chip spread over a closed ring of 16: 15/16 GB leaves each chip. Injection bound
+    # 15/16 GB / 200 GB/s; bisection: 16 x 15/16 GB / (8 x 100 GB/s) -- 4x longer.
+    got = comm.all_to_all_time_s(GB, [16, 16], (x, y))
+    assert got == pytest.approx(16 * 15 / 16 / 800)
+    assert got == pytest.approx(4 * (15 / 16) / 200)

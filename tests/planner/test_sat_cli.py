@@ -15,6 +15,7 @@ ARGV = [
     "--micro-batches", "1", "2", "--max-vp", "2", "--no-order-search", "--engine", "exhaustive",
     "--no-deterministic", "--seed", "7", "--stage-split", "search", "--all-orders",
     "--top-variants", "--simplicity-tolerance", "0.02",
+    "--pp-schedules", "1f1b", "--ep-overlap",
 ]  # fmt: skip
 
 

@@ -103,7 +103,10 @@ def test_whatif_nic_bandwidth_mfu_never_drops_and_names_where_dp_hides() -> None
 def test_vary_cluster_changes_only_the_named_parameter() -> None:
     base = models_zoo.load_cluster("llama3-roce-24k", 1024)
     over = whatif.vary_cluster(base, "oversubscription", 2)
-    assert [t.oversubscription for t in over.tiers] == [1, 1, 2, 2]  # above the ToR only
+    # Only the tier the preset tapers (aggregation, 7:1); its non-blocking pods stay 1:1 (issue 16).
+    assert [t.oversubscription for t in over.tiers] == [1, 1, 1, 2]
+    pod = whatif.vary_cluster(base, "oversubscription", 2, "pod")
+    assert [t.oversubscription for t in pod.tiers] == [1, 1, 2, 7]
     nic = whatif.vary_cluster(base, "nic-gbps", 800)
     assert [t.bandwidth_gb_per_s for t in nic.tiers] == [450, 100, 100, 100]
     nvl = whatif.vary_cluster(base, "nvlink-domain", 72)
@@ -219,3 +222,32 @@ def test_llama31_405b_16k_nic_sweep_mfu_never_drops_and_tp_stays_in_nvlink() -> 
     assert all(p.best.placement["tp"]["nvlink"] == p.best.layout.tp == 8 for p in r.points)
     # DP gradients are exposed on 100 Gb/s NICs and hidden by 1,600 Gb/s; the sweep names where.
     assert r.hidden_from["dp_comm"] in (400, 1600)
+
+
+def test_oversubscription_keeps_non_blocking_tiers_and_tier_names_one() -> None:
+    """Issue 16: the 24K RoCE preset's 3,072-GPU pods are non-blocking; only the 1:7 aggregation
+    layer is tapered by the sweep, and --tier picks exactly one tier."""
+    from cost_models.errors import InvalidInput
+    from planner.whatif import vary_cluster
+
+    c = models_zoo.load_cluster("llama3-roce-24k")
+    taper = {t.name: t.oversubscription for t in vary_cluster(c, "oversubscription", 7).tiers}
+    assert taper == {t.name: t.oversubscription for t in c.tiers}  # 7:1 is the preset itself
+    one = {t.name: t.oversubscription for t in vary_cluster(c, "oversubscription", 2, "pod").tiers}
+    assert one == {"nvlink": 1.0, "tor": 1.0, "pod": 2.0, "aggregation": 7.0}
+    with pytest.raises(InvalidInput, match="no tier"):
+        vary_cluster(c, "oversubscription", 2, "spine")
+
+
+def test_nvlink_bandwidth_is_a_parameter() -> None:
+    from planner.whatif import vary_cluster
+
+    c = vary_cluster(models_zoo.load_cluster("dgx-h100"), "nvlink-gb-per-s", 900)
+    assert c.tiers[0].bandwidth_gb_per_s == 900 and c.gpu.nvlink_gb_per_s == 900
+
+
+def test_ici_bandwidth_is_a_parameter() -> None:
+    from planner.whatif import vary_cluster
+
+    c = vary_cluster(models_zoo.load_cluster("tpu-v5p-4096"), "ici-gb-per-s", 200)
+    assert [t.bandwidth_gb_per_s for t in c.tiers if t.kind == "torus"] == [200, 200, 200]

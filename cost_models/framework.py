@@ -73,6 +73,12 @@ class FrameworkProfile:
     """Whether its MoE (expert-parallel) layers are modelled."""
     exportable: bool = True
     notes: tuple[str, ...] = field(default_factory=tuple)
+    dualpipe: bool = False
+    """Whether it runs DeepSeek's DualPipe schedule (Layout.pp_schedule "dualpipe"): none of the
+    launchers here has it (github deepseek-ai/DualPipe is a library of its own)."""
+    ep_overlap: bool = False
+    """Whether it overlaps the MoE all-to-all with another micro-batch (Layout.ep_overlap):
+    Megatron-LM --overlap-moe-expert-parallel-comm (megatron/core/model_parallel_config.py)."""
 
     def orders_for(self, model: ModelSpec) -> tuple[tuple[Axis, ...], ...]:
         return self.moe_rank_orders if model.moe is not None else self.rank_orders
@@ -236,6 +242,7 @@ MEGATRON = FrameworkProfile(
     tp_comm_overlap=Setting(
         False, "megatron/core/model_parallel_config.py tp_comm_overlap: bool = False"
     ),
+    ep_overlap=True,
 )
 
 TORCHTITAN = FrameworkProfile(
@@ -331,6 +338,8 @@ OTHER = FrameworkProfile(
     physics=_MEGATRON_PHYSICS,
     tp_comm_overlap=_NO_OVERLAP,
     exportable=False,
+    dualpipe=True,  # DeepSeek-V3 (HAI-LLM) trained with it
+    ep_overlap=True,
 )
 
 PROFILES: dict[str, FrameworkProfile] = {
@@ -392,8 +401,33 @@ def layout_violations(
         out.append(f"dp_shard ({layout.dp_shard}): {p.name} has no hybrid sharding here")
     if p.name == "deepspeed" and layout.pp > 1 and layout.zero_stage >= 2:
         out.append(f"ZeRO-{layout.zero_stage} with pp > 1 ({p.zero_source})")
+    if layout.pp_schedule == "dualpipe" and not p.dualpipe:
+        out.append(f"pipeline schedule dualpipe is not a {p.name} schedule")
+    if layout.ep_overlap:
+        out += ep_overlap_violations(p, layout)
     if p.name == "torchtitan":
         out += _torchtitan_violations(model, layout, chunks)
+    return out
+
+
+def ep_overlap_violations(p: FrameworkProfile, layout: Layout, precision: str = "bf16") -> list[str]:
+    """Why `p` cannot overlap the MoE all-to-all on `layout`: Megatron-LM's own asserts on
+    overlap_moe_expert_parallel_comm (megatron/core/transformer/transformer_config.py
+    __post_init__): expert parallelism, virtual stages when pp > 1, no full recomputation, no
+    recompute method or layer count, no `moe` recompute module, a bf16 or fp16 model."""
+    if not p.ep_overlap:
+        return [f"MoE all-to-all overlap is not a {p.name} option"]
+    out = []
+    if layout.ep <= 1:
+        out.append("ep_overlap needs expert parallelism (ep > 1)")
+    if layout.pp > 1 and layout.vp <= 1:
+        out.append("ep_overlap with pp > 1 needs virtual pipeline stages (vp > 1)")
+    if layout.recompute == "full" or layout.recompute_method or layout.recompute_num_layers:
+        out.append("ep_overlap asserts no full recomputation (no recompute method or layers)")
+    if "moe" in (layout.recompute_modules or ()):
+        out.append("ep_overlap asserts no 'moe' recompute module")
+    if precision not in ("bf16", "fp16"):
+        out.append(f"ep_overlap runs a bf16 or fp16 model only (precision {precision})")
     return out
 
 

@@ -72,18 +72,27 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
 
 
-def _add_framework(p: argparse.ArgumentParser) -> None:
+def _add_framework(p: argparse.ArgumentParser, *, allow_none: bool = False) -> None:
+    none = (
+        "; none: no framework's rules (exploration, e.g. DeepSeek's DualPipe: the plan may not "
+        "be launchable by any exporter)"
+        if allow_none
+        else ""
+    )
     p.add_argument(
         "--framework",
-        choices=FRAMEWORKS,
+        choices=FRAMEWORKS + (("none",) if allow_none else ()),
         help="the framework the plan is for: its rank orders, sharding, schedules and physics "
         f"(cost_models/framework.py; default: the --emit target if it is a framework, else "
-        f"{DEFAULT_FRAMEWORK}: {framework_profile(DEFAULT_FRAMEWORK).version})",
+        f"{DEFAULT_FRAMEWORK}: {framework_profile(DEFAULT_FRAMEWORK).version}{none})",
     )
 
 
-def _framework(args: argparse.Namespace) -> str:
-    """--framework, else the --emit target when it is a framework, else the default."""
+def _framework(args: argparse.Namespace) -> str | None:
+    """--framework (None for `none`), else the --emit target when it is a framework, else the
+    default."""
+    if args.framework == "none":
+        return None
     if args.framework:
         return args.framework
     emit = getattr(args, "emit", None)
@@ -280,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="search for the best layout and placement")
     _add_common(p)
-    _add_framework(p)
+    _add_framework(p, allow_none=True)
     _add_global_batch(p)
     _add_search(p)
 

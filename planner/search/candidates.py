@@ -105,18 +105,26 @@ def _shape_tuples(
 
 
 def _schedule_variants(
-    space: SearchSpace, pp: int, vp: int, ep: int
+    space: SearchSpace, pp: int, vp: int, ep: int, precision: str = "bf16"
 ) -> list[tuple[str, bool]]:
     """(pp_schedule, ep_overlap) pairs to try for a shape: the space's choices where they apply
     (dualpipe: even pp, no interleaving; ep_overlap: ep > 1, Megatron's 1F1B schedule with
     virtual stages when pp > 1), so a
     switch that does not apply to a shape is not counted as a rejection."""
+    # The space's framework decides whether it runs the schedule or the overlap at all
+    # (cost_models.framework: no launcher here has DualPipe; Megatron's overlap is bf16/fp16).
+    prof = None if space.framework is None else framework.profile(space.framework)
+    overlap_ok = prof is None or (prof.ep_overlap and precision in ("bf16", "fp16"))
     out = []
     for schedule in space.pp_schedules:
         if schedule == "dualpipe" and (pp < 2 or pp % 2 or vp > 1):
             continue
+        if schedule == "dualpipe" and prof is not None and not prof.dualpipe:
+            continue
         for overlap in space.ep_overlap:
             if overlap and (ep == 1 or schedule == "dualpipe" or (pp > 1 and vp == 1)):
+                continue
+            if overlap and not overlap_ok:
                 continue
             out.append((schedule, overlap))
     return out
@@ -192,7 +200,7 @@ def legal_bases_batched(
         work = workload
         if choices[0] != workload.global_batch_seqs:
             work = workload.model_copy(update={"global_batch_seqs": choices[0]})
-        for schedule, overlap in _schedule_variants(space, pp, vp, ep):
+        for schedule, overlap in _schedule_variants(space, pp, vp, ep, workload.precision):
             base = Layout(
                 tp=tp,
                 pp=pp,
@@ -264,7 +272,33 @@ def recompute_choices(
         and workload.selective_recompute == "attention"
     )
     per_chunk = model.num_layers // (base.pp * base.vp)
-    return _recompute_choices(model, space.recompute, megatron, per_chunk)
+    choices = _recompute_choices(model, space.recompute, megatron, per_chunk)
+    if base.ep_overlap and space.framework is not None:
+        # Megatron asserts no full recomputation and no `moe` module with the all-to-all overlap
+        # (framework.ep_overlap_violations); those choices are not runnable on this base.
+        prof = framework.profile(space.framework)
+        choices = _overlap_runnable(choices, prof, base)
+    return choices
+
+
+@functools.lru_cache(maxsize=4096)
+def _overlap_runnable_cached(
+    choices: tuple[tuple[tuple[str, Any], ...], ...], prof_name: str, base: Layout
+) -> list[dict[str, Any]]:
+    prof = framework.profile(prof_name)
+    out = []
+    for items in choices:
+        choice = dict(items)
+        if not framework.ep_overlap_violations(prof, base.model_copy(update=choice)):
+            out.append(choice)
+    return out
+
+
+def _overlap_runnable(
+    choices: list[dict[str, Any]], prof: framework.FrameworkProfile, base: Layout
+) -> list[dict[str, Any]]:
+    key = tuple(tuple(sorted(c.items())) for c in choices)
+    return _overlap_runnable_cached(key, prof.name, base)
 
 
 def recompute_chain_heads(choices: list[dict[str, Any]]) -> list[int]:

@@ -87,3 +87,27 @@ def test_megatron_export_names_the_real_overlap_and_dispatcher_flags() -> None:
     dual = next(lo for lo in layouts if lo.pp_schedule == "dualpipe")
     with pytest.raises(InvalidInput, match="dualpipe"):
         megatron_args(model, work, estimate(model, cluster, work, dual))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_framework_decides_which_schedules_and_overlaps_are_searched(precision: str) -> None:
+    """Megatron runs no DualPipe and overlaps the all-to-all only where its own asserts allow
+    (transformer_config.py: no full recompute, bf16/fp16, vp > 1 with pp > 1); no framework
+    (None) lifts both rules."""
+    from cost_models import framework
+
+    model, cluster, _ = _case("alltoall")
+    work = Workload(seq_len=4096, global_batch_seqs=128, precision=precision)
+    megatron = SPACE.model_copy(update={"framework": "megatron"})
+    layouts, _ = enumerate_layouts(model, cluster, work, megatron)
+    assert layouts and not any(lo.pp_schedule == "dualpipe" for lo in layouts)
+    over = [lo for lo in layouts if lo.ep_overlap]
+    if precision == "fp8":
+        assert not over
+    else:
+        assert over
+        prof = framework.profile("megatron")
+        assert all(not framework.ep_overlap_violations(prof, lo) for lo in over)
+        assert not any(lo.recompute == "full" for lo in over)
+    free, _ = enumerate_layouts(model, cluster, work, SPACE)
+    assert any(lo.pp_schedule == "dualpipe" for lo in free)

@@ -8,17 +8,21 @@ shorten the critical stage. The number of splits is the number of compositions o
 C = pp * vp chunks, C(L - 1, C - 1) (126 layers into 16 chunks: ~10^18), so they cannot be
 enumerated; CP-SAT decides them.
 
-Model, for one layout shape (memory does not depend on the order):
+Model, for one layout on one placement (memory does not depend on the order, time does):
   n_c >= 1 layers in chunk c, sum n_c = L; chunk c starts at S_c = n_0 + ... + n_{c-1}.
   Dense-first MoE: chunk c holds min(S_c + n_c, k) - min(S_c, k) of the k dense layers
   (AddMinEquality); rank r holds the chunks c = r (mod pp).
-  Time per rank and micro-batch T_r = nd_r * t_dense + nm_r * t_moe (+ LM head on the last
-  rank): the per-layer compute of planner/search/bounds.py (placement-independent).
-  Optimizer seconds per rank O_r: affine in (nd_r, nm_r), derived by evaluating
-  cost_models.memory.stage_params (the term estimate() adds as max_r O_r).
-  Objective: m * T_max + (sum_r T_r - T_max) / vp + max_r O_r (AddMaxEquality), scaled by vp
-  to stay integral, then a tie-break toward the even split: sum_c |n_c - even_c|, weighted
-  below one time unit so it only orders equal times. One worker, fixed seed: deterministic.
+  Per placement (the spans of the layout with its order), each rank's three per-stage terms of
+  estimate() are the cost model's own, evaluated for every (dense, MoE) count the rank may hold
+  (rank_terms_s) and read through element constraints: T_r, the stage seconds per micro-batch
+  (compute, recompute and the exposed TP/CP/EP traffic of each layer, the LM head on the last
+  rank; linear in the counts unless block recompute), D_r the exposed DP seconds and O_r the
+  optimizer seconds (both maxima over ranks in the step).
+  Objective: m * T_max + (sum_r T_r - T_max) / vp + max_r D_r + max_r O_r (AddMaxEquality),
+  scaled by vp to stay integral, then a tie-break toward the even split: sum_c |n_c - even_c|,
+  weighted below one time unit so it only orders equal times. One worker, fixed seed:
+  deterministic. This is estimate()'s step on that split up to the pipeline p2p term (the same
+  for every split) and the rounding to integer units.
   Memory: every rank within usable HBM. The stage memory is the cost model's own
   (stage_memory on stage_params / state_bytes, as bounds.peak_memory_gib); it is not affine in
   the counts (ZeRO-3 gathers min(2, n) layers of the largest kind present, full recompute
@@ -28,11 +32,12 @@ Model, for one layout shape (memory does not depend on the order):
   nd_r = d => nm_r <= cap_r(d). One layer kind (dense, or all-MoE): p variables, the per-rank
   totals, replace the chunks (the tie-break is exact on them; _spread builds the chunks).
 
-What the model leaves out: the exposed TP/CP/EP traffic per layer and the DP traffic, which
-depend on the placement. The search scores every placement with estimate() on the split chosen
-here, so reported numbers stay the cost model's own; the split is optimal for the
-placement-independent part of the step. It is used, with SearchSpace.stage_split "search", where
-the even split is out of memory (planner/search/table.py, planner/search/exhaustive.py).
+Why per placement: the split that balances compute alone can lose to another by far once the
+per-layer traffic is counted (tp 8, hidden 1024: 2-4-5-1 balanced compute against the LM head,
+2-4-4-2 was 25% faster; the exhaustive oracle found it, tests/planner/
+test_sat_partition_property.py). The memory caps do not depend on the placement and are shared
+by the placements of a shape. It is used, with SearchSpace.stage_split "search", where the even
+split is out of memory (planner/search/table.py, planner/search/exhaustive.py).
 """
 
 from __future__ import annotations
@@ -43,7 +48,6 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from cost_models import topology
-from cost_models.memory import stage_params
 from cost_models.pipeline import chunk_layer_counts, num_microbatches, stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 from cost_models.stage import recomputed_layers, stage_dp_s, stage_optimizer_s
@@ -100,12 +104,6 @@ class PartitionSolver(MemoryCaps):
         self.results: list[SatResult] = []  # what each CP-SAT model reported
 
     # ------------------------------------------------------------------ cost-model evaluations
-
-    def optimizer_s(self, lo: Layout, rank: int, n_dense: int, n_moe: int) -> float:
-        """The optimizer seconds estimate() charges for pipeline rank `rank` (its max over
-        ranks is the step's optimizer term)."""
-        sp = stage_params(self.model, lo, n_dense, n_moe, rank)
-        return stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s)
 
     def layer_s(self, lo: Layout) -> tuple[float, float, float]:
         """(dense layer, MoE layer, LM head) compute seconds per micro-batch (bounds.py's)."""

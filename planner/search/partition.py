@@ -33,7 +33,7 @@ Model, for one layout on one placement (memory does not depend on the order, tim
   totals, replace the chunks (the tie-break is exact on them; _spread builds the chunks).
 
 Why per placement: the split that balances compute alone can lose to another by far once the
-per-layer traffic is counted (tp 8, hidden 1024: 2-4-5-1 balanced compute against the LM head,
+per-layer traffic is counted (tp 8 cp 2, hidden 1024: 2-4-5-1 balanced compute against the LM head,
 2-4-4-2 was 25% faster; the exhaustive oracle found it, tests/planner/
 test_sat_partition_property.py). The memory caps do not depend on the placement and are shared
 by the placements of a shape. It is used, with SearchSpace.stage_split "search", where the even
@@ -204,7 +204,7 @@ class PartitionSolver(MemoryCaps):
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         # Why per placement and tabulated: the split changes every per-stage term estimate()
         # sums, not only compute. The exposed TP/CP/EP traffic is per layer on the placement's
-        # spans (at tp 8 it can outweigh a layer's compute, so the split that balances compute
+        # spans (at tp 8 cp 2 it is large beside a layer's compute, so the split balancing compute
         # alone was 25% slower than the best one: 2-4-5-1 instead of 2-4-4-2, found by the
         # exhaustive oracle), block recompute is not linear in the counts, and the exposed DP
         # traffic is a max(0, .) of the stage's parameters against its compute. Each rank's

@@ -61,7 +61,7 @@ def test_search_split_cp_sat_equals_oracle_on_random_instances():
         solved += 1
     # The mix must exercise plans on a CP-SAT split, plans on the even split, and no plan.
     # (60 instances: 56 solved, 4 infeasible, 4 plans on a CP-SAT split. Instance 40 was the
-    # regression of the split chosen on compute alone: tp 8, the exposed TP traffic per layer
+    # regression of the split chosen on compute alone: tp 8 cp 2, the TP and CP traffic per layer
     # made 2-4-4-2 25% faster than the 2-4-5-1 it picked; planner/search/partition.py.)
     assert solved >= NUM_INSTANCES // 2 and infeasible >= 1 and uneven >= 4, (
         solved,

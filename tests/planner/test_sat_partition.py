@@ -287,7 +287,9 @@ def test_split_counts_the_per_layer_traffic():
     lo = Layout(tp=8, pp=4, cp=2, recompute="none", zero_stage=1, sequence_parallel=True)
     usable = cluster.gpu.hbm_gib * (1 - 0.98)
     assert estimate(model, cluster, work, lo).peak_memory_gib > usable  # even split out
-    scored = {c: estimate(model, cluster, work, lo, layers_per_stage=c) for c in compositions(12, 4)}
+    scored = {
+        c: estimate(model, cluster, work, lo, layers_per_stage=c) for c in compositions(12, 4)
+    }
     best = min(e.step_time_s for e in scored.values() if e.peak_memory_gib <= usable)
     split = PartitionSolver(model, cluster, work, usable).split(lo, topology.spans(cluster, lo))
     assert scored[split].peak_memory_gib <= usable

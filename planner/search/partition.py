@@ -269,21 +269,34 @@ class PartitionSolver(MemoryCaps):
         # units and the tie-break, not rounding noise, orders them.
         linear = costs.plain is None
         qd, qm, qh = q(costs.full[0]), q(costs.full[1]), q(costs.head_s)
-        tables = [(1, d_top, d), (2, o_top, o)]
-        if not linear:
-            tables.insert(0, (0, t_top, t))
+        # The optimizer seconds are affine in the counts (parameters are), so they stay linear
+        # too; a DP term that is 0 for every count (no DP group) is left out. Element
+        # constraints are kept for what is not linear: they make the model much harder for
+        # CP-SAT within its work limit (llama3.1-70b, pp 8: 38 of 123 models unproved with
+        # every term tabulated).
+        o0 = [self.rank_terms_s(lo, span, r, 0, 0)[2] for r in range(p)]  # embedding / head
+        o_dense = self.rank_terms_s(lo, span, 0, 1, 0)[2] - o0[0] if k else 0.0
+        o_moe = self.rank_terms_s(lo, span, 0, 0, 1)[2] - o0[0] if n_moe_total else 0.0
+        tables = [] if linear else [(0, t_top, t)]
+        if any(any(x[1]) for x in tables_s):
+            tables.append((1, d_top, d))
         for r in range(p):
             if linear:
                 t.append(nd[r] * qd + nm[r] * qm + (qh if r == p - 1 else 0))
+            o.append(q(o0[r]) + nd[r] * q(o_dense) + nm[r] * q(o_moe))
+            if not tables:
+                continue
             idx = cm.new_int_var(0, (d_hi + 1) * width - 1, f"i{r}")
             cm.add(idx == nd[r] * width + nm[r])
             for tab, top, out in tables:
                 x = cm.new_int_var(0, top, f"x{tab}_{r}")
                 cm.add_element(idx, [q(s) for s in tables_s[r][tab]], x)
                 out.append(x)
+        if not d:
+            d = [0]
         t_max = cm.new_int_var(0, t_top + L + 2, "t_max")  # + rounding of each linear term
         d_max = cm.new_int_var(0, d_top, "d_max")
-        o_max = cm.new_int_var(0, o_top, "o_max")
+        o_max = cm.new_int_var(0, o_top + L + 2, "o_max")  # + rounding of each linear term
         cm.add_max_equality(t_max, t)
         cm.add_max_equality(d_max, d)
         cm.add_max_equality(o_max, o)

@@ -25,7 +25,7 @@ checks it equals estimate(...).peak_memory_gib exactly.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from cost_models import comm, topology
 from cost_models.calibration import calibration_for_cluster
@@ -45,6 +45,15 @@ from cost_models.stage import (
 SAFETY = 1 - 1e-9
 _NOT_IN_LAYER_COST = ("order", "zero_stage", "pp", "dp", "vp")
 _NOT_IN_STAGE_PARAMS = ("order", "zero_stage", "recompute", "micro_batch")
+
+
+class LayerCosts(NamedTuple):
+    """(dense, MoE) per-layer seconds, the same without block recompute (None: no block
+    recompute), LM head seconds; per micro-batch (StepLowerBound.placement_layer_costs_s)."""
+
+    full: tuple[float, float]
+    plain: tuple[float, float] | None
+    head_s: float
 
 
 class StepLowerBound:
@@ -201,6 +210,31 @@ class StepLowerBound:
             else:
                 out.append((core_s + pp_s) * SAFETY)
         return out
+
+    def placement_layer_costs_s(self, lo: Layout, span) -> LayerCosts:
+        """Per-layer seconds per micro-batch of `lo` on `span` as estimate() sums them per stage
+        (stage.layer_cost's total: compute, recompute, exposed TP/CP/EP), the layers block
+        recompute leaves alone (None without it) and the LM head (planner/search/partition.py
+        tabulates the stage time of every split with them)."""
+        layer_key = tuple(v for k, v in lo.__dict__.items() if k not in _NOT_IN_LAYER_COST)
+        key = (layer_key, tuple(span["tp"]), tuple(span["cp"]), tuple(span["ep"]))
+        full = self._layer_costs.get(key)
+        if full is None:
+            full = self._layer_costs[key] = self._layer_costs_s(lo, span)
+        plain = None
+        if lo.recompute == "full" and lo.recompute_method == "block":
+            plain_lo = lo.model_copy(
+                update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
+            )
+            pkey = (
+                tuple(v for k, v in plain_lo.__dict__.items() if k not in _NOT_IN_LAYER_COST),
+                *key[1:],
+            )
+            plain = self._layer_costs.get(pkey)
+            if plain is None:
+                plain = self._layer_costs[pkey] = self._layer_costs_s(plain_lo, span)
+        head = self._layer_times(lo)[2]
+        return LayerCosts(full, plain, head.forward_s + head.backward_s)
 
     def dp_optimizer_s(self, lo: Layout, span: dict[str, list[int]]) -> float:
         """estimate(...)'s dp_comm + optimizer terms for `lo` on `span` (this ZeRO stage), from

@@ -8,17 +8,21 @@ shorten the critical stage. The number of splits is the number of compositions o
 C = pp * vp chunks, C(L - 1, C - 1) (126 layers into 16 chunks: ~10^18), so they cannot be
 enumerated; CP-SAT decides them.
 
-Model, for one layout shape (memory does not depend on the order):
+Model, for one layout on one placement (memory does not depend on the order, time does):
   n_c >= 1 layers in chunk c, sum n_c = L; chunk c starts at S_c = n_0 + ... + n_{c-1}.
   Dense-first MoE: chunk c holds min(S_c + n_c, k) - min(S_c, k) of the k dense layers
   (AddMinEquality); rank r holds the chunks c = r (mod pp).
-  Time per rank and micro-batch T_r = nd_r * t_dense + nm_r * t_moe (+ LM head on the last
-  rank): the per-layer compute of planner/search/bounds.py (placement-independent).
-  Optimizer seconds per rank O_r: affine in (nd_r, nm_r), derived by evaluating
-  cost_models.memory.stage_params (the term estimate() adds as max_r O_r).
-  Objective: m * T_max + (sum_r T_r - T_max) / vp + max_r O_r (AddMaxEquality), scaled by vp
-  to stay integral, then a tie-break toward the even split: sum_c |n_c - even_c|, weighted
-  below one time unit so it only orders equal times. One worker, fixed seed: deterministic.
+  Per placement (the spans of the layout with its order), each rank's three per-stage terms of
+  estimate() are the cost model's own, evaluated for every (dense, MoE) count the rank may hold
+  (rank_terms_s) and read through element constraints: T_r, the stage seconds per micro-batch
+  (compute, recompute and the exposed TP/CP/EP traffic of each layer, the LM head on the last
+  rank; linear in the counts unless block recompute), D_r the exposed DP seconds and O_r the
+  optimizer seconds (both maxima over ranks in the step).
+  Objective: m * T_max + (sum_r T_r - T_max) / vp + max_r D_r + max_r O_r (AddMaxEquality),
+  scaled by vp to stay integral, then a tie-break toward the even split: sum_c |n_c - even_c|,
+  weighted below one time unit so it only orders equal times. One worker, fixed seed:
+  deterministic. This is estimate()'s step on that split up to the pipeline p2p term (the same
+  for every split) and the rounding to integer units.
   Memory: every rank within usable HBM. The stage memory is the cost model's own
   (stage_memory on stage_params / state_bytes, as bounds.peak_memory_gib); it is not affine in
   the counts (ZeRO-3 gathers min(2, n) layers of the largest kind present, full recompute
@@ -28,23 +32,25 @@ Model, for one layout shape (memory does not depend on the order):
   nd_r = d => nm_r <= cap_r(d). One layer kind (dense, or all-MoE): p variables, the per-rank
   totals, replace the chunks (the tie-break is exact on them; _spread builds the chunks).
 
-What the model leaves out: the exposed TP/CP/EP traffic per layer and the DP traffic, which
-depend on the placement. The search scores every placement with estimate() on the split chosen
-here, so reported numbers stay the cost model's own; the split is optimal for the
-placement-independent part of the step. It is used, with SearchSpace.stage_split "search", where
-the even split is out of memory (planner/search/table.py, planner/search/exhaustive.py).
+Why per placement: the split that balances compute alone can lose to another by far once the
+per-layer traffic is counted (tp 8 cp 2, hidden 1024: 2-4-5-1 balanced compute against the LM head,
+2-4-4-2 was 25% faster; the exhaustive oracle found it, tests/planner/
+test_sat_partition_property.py). The memory caps do not depend on the placement and are shared
+by the placements of a shape. It is used, with SearchSpace.stage_split "search", where the even
+split is out of memory (planner/search/table.py, planner/search/exhaustive.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from cost_models.memory import stage_params
+from cost_models import topology
 from cost_models.pipeline import chunk_layer_counts, num_microbatches, stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
-from cost_models.stage import stage_optimizer_s
+from cost_models.stage import recomputed_layers, stage_dp_s, stage_optimizer_s
 
 from .bounds import SAFETY, StepLowerBound
 from .partition_caps import MemoryCaps, _key
@@ -52,6 +58,9 @@ from .scale import MAX_EXACT
 
 SEED = 0
 DETERMINISTIC_LIMIT = 0.01  # CP-SAT deterministic time units per partition model
+# With element constraints (a DP term, block recompute) CP-SAT needs more work to prove: at 0.01,
+# 29 of 123 llama3.1-70b models (pp 8, 64 H100s, headroom 0.5) stopped unproved; at 0.2 none.
+TABLE_LIMIT = 0.2
 Split = tuple[int, ...]
 
 
@@ -99,12 +108,6 @@ class PartitionSolver(MemoryCaps):
 
     # ------------------------------------------------------------------ cost-model evaluations
 
-    def optimizer_s(self, lo: Layout, rank: int, n_dense: int, n_moe: int) -> float:
-        """The optimizer seconds estimate() charges for pipeline rank `rank` (its max over
-        ranks is the step's optimizer term)."""
-        sp = stage_params(self.model, lo, n_dense, n_moe, rank)
-        return stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s)
-
     def layer_s(self, lo: Layout) -> tuple[float, float, float]:
         """(dense layer, MoE layer, LM head) compute seconds per micro-batch (bounds.py's)."""
         return self.bound.compute_s(lo)
@@ -136,20 +139,62 @@ class PartitionSolver(MemoryCaps):
 
     # ------------------------------------------------------------------------------ the model
 
-    def split(self, lo: Layout) -> Split | None:
-        """The best split for `lo`'s shape that fits in memory, or None when none fits."""
+    def split(self, lo: Layout, span: Mapping[str, Sequence[int]] | None = None) -> Split | None:
+        """The best split for `lo` on the placement `span` (topology.spans of the layout with its
+        order; default: `lo`'s own order) that fits in memory, or None when none fits."""
         if lo.pp == 1:
             return (self.model.num_layers,) if lo.vp == 1 else None
-        key = _key(lo)
+        span = self._span(lo, span)
+        key = (_key(lo), _span_key(span))
         if key not in self._cache:
-            self._cache[key] = self._solve(lo)
+            self._cache[key] = self._solve(lo, span)
         return self._cache[key]
 
-    def is_unproved(self, lo: Layout) -> bool:
-        """Whether the CP-SAT model of `lo`'s shape stopped at its work limit before a proof."""
-        return _key(lo) in self.unproved
+    def _span(self, lo: Layout, span: Mapping[str, Sequence[int]] | None) -> Mapping:
+        if span is None:
+            span = topology.spans(self.cluster, lo, moe=self.model.moe is not None)
+        return span
 
-    def _solve(self, lo: Layout) -> Split | None:
+    def is_unproved(self, lo: Layout, span: Mapping[str, Sequence[int]] | None = None) -> bool:
+        """Whether the CP-SAT model of `lo` on `span` stopped at its work limit before a proof."""
+        return (_key(lo), _span_key(self._span(lo, span))) in self.unproved
+
+    def rank_terms_s(
+        self, lo: Layout, span: Mapping[str, Sequence[int]], rank: int, n_dense: int, n_moe: int
+    ) -> tuple[float, float, float]:
+        """(stage seconds per micro-batch, exposed DP seconds, optimizer seconds) of pipeline
+        rank `rank` holding these layers on `span`: the three per-stage terms estimate() takes
+        (the first as per_stage's sum, the last two as maxima over stages), from the same
+        functions (stage.layer_cost via bounds, stage_dp_s, stage_optimizer_s)."""
+        costs = self.bound.placement_layer_costs_s(lo, span)
+        t_dense, t_moe, head = costs.full[0], costs.full[1], costs.head_s
+        if costs.plain is not None:  # block recompute: some layers recompute (recomputed_layers)
+            xd, xm = recomputed_layers(lo, (n_dense, n_moe))
+            stage_s = (
+                xd * t_dense
+                + (n_dense - xd) * costs.plain[0]
+                + xm * t_moe
+                + (n_moe - xm) * costs.plain[1]
+            )
+        else:
+            stage_s = n_dense * t_dense + n_moe * t_moe
+        last = rank == lo.pp - 1
+        if last:
+            stage_s += head
+        dense, moe, head_t = self.bound._layer_times(lo)
+        compute_s = 0.0  # forward + backward, as estimate() sums it for the DP overlap
+        if n_dense and dense is not None:
+            compute_s += n_dense * (dense.forward_s + dense.backward_s)
+        if n_moe and moe is not None:
+            compute_s += n_moe * (moe.forward_s + moe.backward_s)
+        if last:
+            compute_s += head_t.forward_s + head_t.backward_s
+        sp = self.bound._stage_params(lo, (n_dense, n_moe), rank)
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
+        dp_s, _ = stage_dp_s(self.cluster, self.bound.cal, lo, sp, compute_s, m, span)
+        return stage_s, dp_s, stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s)
+
+    def _solve(self, lo: Layout, span: Mapping[str, Sequence[int]]) -> Split | None:
         caps = self._prepared(lo)
         if caps is None:
             return None
@@ -160,15 +205,41 @@ class PartitionSolver(MemoryCaps):
         k = self.first_moe()  # layers [0, k) are dense
         n_moe_total = L - k
         m = num_microbatches(self.workload.global_batch_seqs, lo)
-        t_dense, t_moe, t_head = self.layer_s(lo)
-        o0 = [self.optimizer_s(lo, r, 0, 0) for r in range(p)]
-        o_dense = self.optimizer_s(lo, 0, 1, 0) - o0[0] if k else 0.0
-        o_moe = self.optimizer_s(lo, 0, 0, 1) - o0[0] if n_moe_total else 0.0
-        # Integer time unit: as fine as 2**53 allows for the objective's largest value over the
-        # variables' domains (CP-SAT checks it), times the tie-break weight.
-        t_cap_s = k * t_dense + n_moe_total * t_moe + t_head  # every layer on one rank
-        o_cap_s = max(o0) + k * o_dense + n_moe_total * o_moe
-        worst_s = v * m * t_cap_s + 2 * C * L * max(t_dense, t_moe) + t_head + v * o_cap_s
+        # Why per placement and tabulated: the split changes every per-stage term estimate()
+        # sums, not only compute. The exposed TP/CP/EP traffic is per layer on the placement's
+        # spans (at tp 8 cp 2 it is large beside a layer's compute, so the split balancing compute
+        # alone was 25% slower than the best one: 2-4-5-1 instead of 2-4-4-2, found by the
+        # exhaustive oracle), block recompute is not linear in the counts, and the exposed DP
+        # traffic is a max(0, .) of the stage's parameters against its compute. Each rank's
+        # (stage, DP, optimizer) seconds are therefore evaluated with the cost model's own
+        # functions for every (dense, MoE) count it may hold (rank_terms_s) and read through
+        # element constraints: the model optimizes estimate()'s step exactly, up to the
+        # placement-independent p2p term and the rounding to integer units.
+        d_lo, d_hi = 0, k
+        width = n_moe_total + 1  # index = nd * width + nm
+
+        def allowed(r: int, nd: int, nm: int) -> bool:
+            if one_kind:
+                return nd + nm <= caps[r][0]
+            cap = caps[r][nd]
+            return cap >= 0 and nm <= cap
+
+        one_kind = n_moe_total == 0 or k == 0
+        tables_s: list[tuple[list[float], list[float], list[float]]] = []
+        for r in range(p):
+            ts, ds, os_ = [], [], []
+            for nd in range(d_lo, d_hi + 1):
+                for nm in range(width):
+                    if nd + nm < 1 or nd + nm > L - (C - v) or not allowed(r, nd, nm):
+                        ts.append(0.0), ds.append(0.0), os_.append(0.0)
+                        continue
+                    t, d, o = self.rank_terms_s(lo, span, r, nd, nm)
+                    ts.append(t), ds.append(d), os_.append(o)
+            tables_s.append((ts, ds, os_))
+        t_cap_s = max(max(x[0]) for x in tables_s)
+        d_cap_s = max(max(x[1]) for x in tables_s)
+        o_cap_s = max(max(x[2]) for x in tables_s)
+        worst_s = v * m * t_cap_s + p * t_cap_s + v * (d_cap_s + o_cap_s)
         weight = 2 * L + 1  # > any tie-break sum, so one time unit outweighs it
         unit_s = max(worst_s * weight / (MAX_EXACT / 4), 1e-12)
 
@@ -177,11 +248,10 @@ class PartitionSolver(MemoryCaps):
 
         cm = cp_model.CpModel()
         even = chunk_layer_counts(L, C)
-        one_kind = n_moe_total == 0 or k == 0
         if one_kind:
-            # One layer kind: time, optimizer and memory read only the per-rank totals N_r, and
-            # the tie-break's best chunk split of a rank has sum_c |n_c - even_c| = |N_r - E_r|
-            # (_spread), so p variables replace the pp*vp chunks with the same optimum.
+            # One layer kind: time, DP, optimizer and memory read only the per-rank totals N_r,
+            # and the tie-break's best chunk split of a rank has sum_c |n_c - even_c| =
+            # |N_r - E_r| (_spread), so p variables replace the pp*vp chunks with the same optimum.
             top = L - (p - 1) * v
             tot = [cm.new_int_var(v, min(caps[r][0], top), f"N{r}") for r in range(p)]
             cm.add(sum(tot) == L)
@@ -194,29 +264,61 @@ class PartitionSolver(MemoryCaps):
                 dev.append(a)
         else:
             n, nd, nm, dev = self._chunk_model(cm, lo, caps, even)
-        qd, qm, qh = q(t_dense), q(t_moe), q(t_head)
-        t = [nd[r] * qd + nm[r] * qm + (qh if r == p - 1 else 0) for r in range(p)]
-        o = [q(o0[r]) + nd[r] * q(o_dense) + nm[r] * q(o_moe) for r in range(p)]
-        t_max = cm.new_int_var(0, q(t_cap_s) + L + 2, "t_max")  # + rounding of each term
-        o_max = cm.new_int_var(0, q(o_cap_s) + L + 2, "o_max")
+        t, d, o = [], [], []
+        t_top, d_top, o_top = q(t_cap_s) + 1, q(d_cap_s) + 1, q(o_cap_s) + 1
+        costs = self.bound.placement_layer_costs_s(lo, span)
+        # Without block recompute the stage time is linear in the counts: kept linear, so splits
+        # of equal time (the same layers moved between ranks) stay equal after the rounding to
+        # units and the tie-break, not rounding noise, orders them.
+        linear = costs.plain is None
+        qd, qm, qh = q(costs.full[0]), q(costs.full[1]), q(costs.head_s)
+        # The optimizer seconds are affine in the counts (parameters are), so they stay linear
+        # too; a DP term that is 0 for every count (no DP group) is left out. Element
+        # constraints are kept for what is not linear: they make the model much harder for
+        # CP-SAT within its work limit (llama3.1-70b, pp 8: 38 of 123 models unproved with
+        # every term tabulated).
+        o0 = [self.rank_terms_s(lo, span, r, 0, 0)[2] for r in range(p)]  # embedding / head
+        o_dense = self.rank_terms_s(lo, span, 0, 1, 0)[2] - o0[0] if k else 0.0
+        o_moe = self.rank_terms_s(lo, span, 0, 0, 1)[2] - o0[0] if n_moe_total else 0.0
+        tables = [] if linear else [(0, t_top, t)]
+        if any(any(x[1]) for x in tables_s):
+            tables.append((1, d_top, d))
+        for r in range(p):
+            if linear:
+                t.append(nd[r] * qd + nm[r] * qm + (qh if r == p - 1 else 0))
+            o.append(q(o0[r]) + nd[r] * q(o_dense) + nm[r] * q(o_moe))
+            if not tables:
+                continue
+            idx = cm.new_int_var(0, (d_hi + 1) * width - 1, f"i{r}")
+            cm.add(idx == nd[r] * width + nm[r])
+            for tab, top, out in tables:
+                x = cm.new_int_var(0, top, f"x{tab}_{r}")
+                cm.add_element(idx, [q(s) for s in tables_s[r][tab]], x)
+                out.append(x)
+        if not d:
+            d = [0]
+        t_max = cm.new_int_var(0, t_top + L + 2, "t_max")  # + rounding of each linear term
+        d_max = cm.new_int_var(0, d_top, "d_max")
+        o_max = cm.new_int_var(0, o_top + L + 2, "o_max")  # + rounding of each linear term
         cm.add_max_equality(t_max, t)
+        cm.add_max_equality(d_max, d)
         cm.add_max_equality(o_max, o)
-        step = v * m * t_max + sum(t) - t_max + v * o_max
+        step = v * m * t_max + sum(t) - t_max + v * (d_max + o_max)
         cm.minimize(step * weight + sum(dev))
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1
         solver.parameters.random_seed = SEED
         # A deterministic work limit (not wall time, so the answer repeats): deep interleaved
         # pipelines (pp*vp ~ 100 chunks) can otherwise take seconds to prove optimality; past
-        # it the best split found is used (the property test's oracle shares this solver).
-        solver.parameters.max_deterministic_time = DETERMINISTIC_LIMIT
+        # it the best split found is used (table.py keeps its bound open, counted).
+        solver.parameters.max_deterministic_time = TABLE_LIMIT if tables else DETERMINISTIC_LIMIT
         status = solver.solve(cm)
         self.results.append(SatResult.of(solver, status, unit_s / (v * weight)))
         if status == cp_model.INFEASIBLE:
             return None
         if status != cp_model.OPTIMAL:
             self.num_unproved += 1
-            self.unproved.add(_key(lo))
+            self.unproved.add((_key(lo), _span_key(span)))
         if status != cp_model.FEASIBLE and status != cp_model.OPTIMAL:
             # No split found within the limit: treat as not fitting (counted, never silent).
             return None
@@ -269,6 +371,10 @@ class PartitionSolver(MemoryCaps):
             cm.add_abs_equality(a, n[c] - even[c])
             dev.append(a)
         return n, nd, nm, dev
+
+
+def _span_key(span: Mapping[str, Sequence[int]]) -> tuple:
+    return tuple(sorted((a, tuple(g)) for a, g in span.items()))
 
 
 def _spread(totals: list[int], even: list[int], p: int) -> Split:

@@ -104,7 +104,11 @@ class Fitting:
 
     layout: Layout
     batch: int
-    split: Split | None = None  # None: the even split (or, for SPLIT entries, not solved yet)
+    # stage_split "search" with the even split out of memory: the CP-SAT split of each order
+    # (its index in base_orders), solved when that placement is popped. The best split depends
+    # on the placement (per-layer TP/CP/EP and DP traffic, planner/search/partition.py).
+    searched: bool = False
+    splits: dict[int, Split] = field(default_factory=dict)
 
 
 def build_table(
@@ -298,7 +302,7 @@ class BranchAndBound:
                 if self.smallest is None or peak < self.smallest[0]:
                     self.smallest = (peak, shape, self.bound_at(batches[last]).workload)
                 continue
-            self.fitting[(b, ri, zi)] = Fitting(shape, chosen)
+            self.fitting[(b, ri, zi)] = Fitting(shape, chosen, searched=pending is not None)
             kind, qs = Kind.PLACEMENT, self._placement_q(b, ri, shape, chosen, pending)
             if pending is not None:
                 # Queued with a bound for every split that fits; the CP-SAT split is solved when
@@ -309,25 +313,29 @@ class BranchAndBound:
                 self._push(Entry(max(q, e.bound_q), kind, b, ri, zi, o))
 
     def _split(self, e: Entry) -> None:
-        """SPLIT: solve the shape's CP-SAT split (once), bound this placement on it."""
+        """SPLIT: solve this placement's CP-SAT split (once), bound the placement on it."""
         key = (e.base, e.recompute, e.zero)
         fit = self.fitting.get(key)
         if fit is None:  # its split turned out not to fit
             return
-        if fit.split is None:
-            fit.split = self.parts.split(fit.layout)
-            if self.parts.is_unproved(fit.layout):
+        split = fit.splits.get(e.order)
+        if split is None:
+            # The spans estimate() reads for this order (HSDP's DP groups included).
+            span = self.orders.spans(fit.layout, self.base_orders[e.base][e.order])
+            split = self.parts.split(fit.layout, span)
+            if self.parts.is_unproved(fit.layout, span):
                 # Its plans may be beaten by a split CP-SAT did not reach: this entry's bound
                 # holds for every split that fits, so it stays an open bound.
                 open_s = _seconds(e.bound_q, self.batch_max)
                 t = self.table
                 if t.unproved_bound_s is None or open_s < t.unproved_bound_s:
                     t.unproved_bound_s = open_s
-            if fit.split is None:  # the work limit stopped CP-SAT before any split
+            if split is None:  # no split fits (memory is order-independent), or the work limit
                 del self.fitting[key]
                 self.table.rejected[OOM] += len(self.base_orders[e.base])
                 return
-        counts = self.parts.counts(fit.layout, fit.split)
+            fit.splits[e.order] = split
+        counts = self.parts.counts(fit.layout, split)
         span = self.base_spans[e.base][e.order]
         at = self.bound_at(fit.batch).placement_bounds_s(fit.layout, [span], counts=counts)
         q = max(e.bound_q, self._quanta(at[0], fit.batch))
@@ -342,7 +350,7 @@ class BranchAndBound:
         fit = self.fitting.get((e.base, e.recompute, e.zero))
         if fit is None:
             return
-        if fit.split is None:
+        if not fit.searched:
             span = self.base_spans[e.base][e.order]
             if fit.layout.dp_shard is not None:  # HSDP: the DP term reads its own groups' spans
                 span = self.orders.spans(fit.layout, self.base_orders[e.base][e.order])
@@ -363,7 +371,8 @@ class BranchAndBound:
         if order != CANONICAL_ORDER:
             lo = lo.model_copy(update={"order": order})
         work = self.bound_at(fit.batch).workload
-        scored = estimate(self.model, self.cluster, work, lo, layers_per_stage=fit.split)
+        split = fit.splits.get(e.order)  # None: the even split
+        scored = estimate(self.model, self.cluster, work, lo, layers_per_stage=split)
         self.table.num_scored += 1
         self.table.estimates.append(scored)
         self.top.add(self.family(lo), self._quanta(scored.step_time_s, fit.batch))

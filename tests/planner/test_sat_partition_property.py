@@ -15,7 +15,7 @@ from planner import api
 from planner.cli import main
 from planner.types import SearchSpace, SolverOptions
 
-NUM_INSTANCES = 40
+NUM_INSTANCES = 60
 # Headrooms around the peaks of the instances' pipelines, so that the even split is often just
 # out of memory (the only case where "search" changes anything).
 HEADROOMS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98)
@@ -60,10 +60,10 @@ def test_search_split_cp_sat_equals_oracle_on_random_instances():
         uneven += sum(e.layers_per_stage is not None for e in ranked)
         solved += 1
     # The mix must exercise plans on a CP-SAT split, plans on the even split, and no plan.
-    # (Megatron's selective recompute keeps more since issue 14: these instances now give 2
-    # plans on a CP-SAT split, 3 before; other seeds or headrooms meet a stage-split/oracle
-    # mismatch that main has too, e.g. NUM_INSTANCES = 60, instance 40.)
-    assert solved >= NUM_INSTANCES // 2 and infeasible >= 1 and uneven >= 2, (
+    # (60 instances: 56 solved, 4 infeasible, 4 plans on a CP-SAT split. Instance 40 was the
+    # regression of the split chosen on compute alone: tp 8 cp 2, the TP and CP traffic per layer
+    # made 2-4-4-2 25% faster than the 2-4-5-1 it picked; planner/search/partition.py.)
+    assert solved >= NUM_INSTANCES // 2 and infeasible >= 1 and uneven >= 4, (
         solved,
         infeasible,
         uneven,

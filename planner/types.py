@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -13,23 +13,36 @@ from pydantic import (
     field_validator,
 )
 
-from cost_models.specs import Cluster, Estimate, ModelSpec, Recompute, Spec, Workload
+from cost_models.specs import (
+    MAX_GPUS,
+    MAX_LAYERS,
+    MAX_TOKENS,
+    Cluster,
+    Estimate,
+    InputSpec,
+    ModelSpec,
+    Recompute,
+    Spec,
+    Workload,
+)
 
 
-class SearchSpace(Spec):
+class SearchSpace(InputSpec):
     """What the search may choose. A pinned degree fixes that axis; the rest is searched."""
 
-    tp: PositiveInt | None = Field(None, description="pin tensor-parallel degree")
-    pp: PositiveInt | None = Field(None, description="pin pipeline-parallel degree")
-    dp: PositiveInt | None = Field(None, description="pin data-parallel degree")
-    cp: PositiveInt | None = Field(None, description="pin context-parallel degree")
-    ep: PositiveInt | None = Field(None, description="pin expert-parallel degree")
-    max_tp: PositiveInt | None = None
-    max_pp: PositiveInt | None = None
-    max_cp: PositiveInt | None = None
-    max_ep: PositiveInt | None = None
-    micro_batches: tuple[PositiveInt, ...] = Field((1, 2, 4, 8), min_length=1)
-    max_vp: PositiveInt = Field(8, description="largest interleaving (virtual stages) tried")
+    tp: PositiveInt | None = Field(None, le=MAX_GPUS, description="pin tensor-parallel degree")
+    pp: PositiveInt | None = Field(None, le=MAX_GPUS, description="pin pipeline-parallel degree")
+    dp: PositiveInt | None = Field(None, le=MAX_GPUS, description="pin data-parallel degree")
+    cp: PositiveInt | None = Field(None, le=MAX_GPUS, description="pin context-parallel degree")
+    ep: PositiveInt | None = Field(None, le=MAX_GPUS, description="pin expert-parallel degree")
+    max_tp: PositiveInt | None = Field(None, le=MAX_GPUS)
+    max_pp: PositiveInt | None = Field(None, le=MAX_GPUS)
+    max_cp: PositiveInt | None = Field(None, le=MAX_GPUS)
+    max_ep: PositiveInt | None = Field(None, le=MAX_GPUS)
+    micro_batches: tuple[Annotated[int, Field(gt=0, le=MAX_TOKENS)], ...] = Field(
+        (1, 2, 4, 8), min_length=1, max_length=64
+    )
+    max_vp: PositiveInt = Field(8, le=MAX_LAYERS, description="largest interleaving (virtual stages) tried")
     recompute: tuple[Recompute, ...] = Field(("none", "selective", "full"), min_length=1)
     zero_stages: tuple[Literal[0, 1, 2, 3], ...] = Field((0, 1, 2, 3), min_length=1)
     search_order: bool = Field(
@@ -68,6 +81,8 @@ class SearchSpace(Spec):
                 raise ValueError(f"MIN ({lo}) must be at least 1")
             if lo > hi:
                 raise ValueError(f"MIN ({lo}) must not exceed MAX ({hi})")
+            if hi > MAX_TOKENS:
+                raise ValueError(f"MAX ({hi}) must be at most {MAX_TOKENS:,} sequences")
         return v
 
     @property
@@ -80,17 +95,17 @@ class SearchSpace(Spec):
         return "step_time_s" if self.global_batch_range is None else "s_per_sequence"
 
 
-class SolverOptions(Spec):
+class SolverOptions(InputSpec):
     """How the search runs."""
 
     engine: Literal["cp-sat", "exhaustive"] = Field(
         "cp-sat", description="cp-sat (default) or the exhaustive oracle"
     )
-    top_k: PositiveInt = Field(5, description="ranked plans returned")
-    time_limit_s: PositiveFloat = 60.0
+    top_k: PositiveInt = Field(5, le=10_000, description="ranked plans returned")
+    time_limit_s: PositiveFloat = Field(60.0, le=1e6, description="seconds, whole search")
     deterministic: bool = True
-    seed: NonNegativeInt = 0
-    num_workers: PositiveInt = 8
+    seed: NonNegativeInt = Field(0, le=2**31 - 1, description="CP-SAT random_seed (an int32)")
+    num_workers: PositiveInt = Field(8, le=1024)
 
 
 class SolveStats(Spec):

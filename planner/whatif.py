@@ -14,9 +14,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 import models_zoo
 from cost_models.calibration import GenerationCalibration, calibration_for, overlap_slowdown_s
-from cost_models.errors import InvalidInput
+from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Cluster, Estimate, LinkTier
 
 from . import api
@@ -45,7 +47,16 @@ def _need(tiers: list[int], cluster: Cluster, what: str, parameter: str) -> None
 
 
 def vary_cluster(cluster: Cluster, parameter: str, value: float) -> Cluster:
-    """The cluster with one network parameter set to `value` (InvalidInput if it does not apply)."""
+    """The cluster with one network parameter set to `value` (InvalidInput if it does not apply
+    or the value breaks a LinkTier / Cluster bound, e.g. a bandwidth above its limit)."""
+    try:
+        return _vary_cluster(cluster, parameter, value)
+    except ValidationError as err:
+        where = f"--values: {parameter} {value:g} on cluster {cluster.name}"
+        raise InvalidInput(describe_validation_error(err, where)) from None
+
+
+def _vary_cluster(cluster: Cluster, parameter: str, value: float) -> Cluster:
     if parameter not in PARAMETERS:
         raise InvalidInput(
             f"--vary: unknown parameter {parameter!r}; known: {', '.join(PARAMETERS)}"

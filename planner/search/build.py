@@ -15,7 +15,13 @@ from ortools.sat.python import cp_model
 from cost_models.specs import Estimate
 
 from .candidates import simplicity_rank
-from .scale import objective_coefficient, per_sequence_quanta, scaled_step_s, tie_range
+from .scale import (
+    objective_coefficient,
+    objective_quantum_s,
+    per_sequence_quanta,
+    scaled_step_s,
+    tie_range,
+)
 
 
 @dataclass
@@ -25,6 +31,7 @@ class SatModel:
     estimates: list[Estimate]
     coefficients: list[int]
     tie: int  # objective = step quanta * tie + simplicity rank
+    quantum_s: float  # the objective's time quantum (scale.objective_quantum_s)
 
 
 def _batch(e: Estimate) -> int:
@@ -44,9 +51,10 @@ def build(estimates: list[Estimate], batch_max: int | None = None) -> SatModel:
     for r, i in enumerate(by_simplicity):
         rank[i] = r
     tie = tie_range(len(estimates))
+    steps = [scaled_step_s(e.step_time_s, _batch(e), batch_max) for e in estimates]
+    quantum = objective_quantum_s(max(steps), tie)
     coefficients = [
-        objective_coefficient(scaled_step_s(e.step_time_s, _batch(e), batch_max), rank[i], tie)
-        for i, e in enumerate(estimates)
+        objective_coefficient(step, rank[i], tie, quantum) for i, step in enumerate(steps)
     ]
     m = cp_model.CpModel()
     choose = [m.new_bool_var(f"plan_{i}") for i in range(len(estimates))]
@@ -58,4 +66,4 @@ def build(estimates: list[Estimate], batch_max: int | None = None) -> SatModel:
     hint = keys.index(min(keys))
     for i, x in enumerate(choose):
         m.add_hint(x, i == hint)
-    return SatModel(m, choose, estimates, coefficients, tie)
+    return SatModel(m, choose, estimates, coefficients, tie, quantum)

@@ -7,8 +7,11 @@ The legality rules themselves live in cost_models.rules (one copy, shared with `
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 import re
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
@@ -23,8 +26,23 @@ NO_BATCH = "no global batch in the range is a multiple of micro_batch*dp (*pp wh
 _NUMBERS = re.compile(r"\d+(?:[.*]\d+)*")
 
 
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+@functools.cache
+def divisors(n: int) -> tuple[int, ...]:
+    """Divisors of n, ascending, by trial division up to sqrt(n): O(sqrt n), so a 1,048,576-GPU
+    cluster (the largest Cluster accepts) costs ~1,000 steps, not a million per call."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(small + [n // d for d in reversed(small) if d * d != n])
+
+
+HARD_MARGIN_S = 2.0
+"""How far past its deadline a search may run to score its first plan (candidate enumeration
+included): past deadline + HARD_MARGIN_S it stops with nothing scored, which the engines report
+as "nothing scored within the time limit" (exit 1). README.md#reliability documents it."""
+TIMED_OUT = "not scored before the time limit"
+
+
+class DeadlinePassed(Exception):
+    """Raised by the enumeration when the search's hard deadline passes (planner.search.table)."""
 
 
 def reason_key(message: str) -> str:
@@ -139,9 +157,16 @@ def largest_fitting(batches: Sequence[int], fits) -> tuple[int | None, int]:
 
 
 def legal_bases_batched(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    deadline: float | None = None,
 ) -> tuple[list[Layout], list[Sequence[int]], Counter[str]]:
-    """legal_bases, and for each base its legal global batches (largest first)."""
+    """legal_bases, and for each base its legal global batches (largest first).
+
+    `deadline` (a time.perf_counter() value): raise DeadlinePassed once it has passed, so a huge
+    space's enumeration cannot outlive the search's time limit."""
     bases: list[Layout] = []
     batches: list[Sequence[int]] = []
     rejected: Counter[str] = Counter()
@@ -149,6 +174,8 @@ def legal_bases_batched(
     num_shapes = no_batch = 0
     for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
         num_shapes += 1
+        if deadline is not None and num_shapes % 64 == 0 and time.perf_counter() > deadline:
+            raise DeadlinePassed()
         choices = batch_choices(workload, space, mb, dp, pp, vp)
         if not choices:
             no_batch += 1
@@ -187,7 +214,11 @@ def legal_bases_batched(
 
 
 def legal_bases(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    deadline: float | None = None,
 ) -> tuple[list[Layout], Counter[str]]:
     """One legal layout per (degrees, ep, vp, micro_batch), canonical order, the first recompute
     and ZeRO choice; and rejection counts (once per recompute x ZeRO x order it stands for).
@@ -196,15 +227,19 @@ def legal_bases(
     checked once per base and the other choices are copied onto it. With a global batch range a
     base is legal when some batch in the range is (its largest legal batch is checked).
     """
-    bases, _, rejected = legal_bases_batched(model, cluster, workload, space)
+    bases, _, rejected = legal_bases_batched(model, cluster, workload, space, deadline)
     return bases, rejected
 
 
 def legal_shapes(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    deadline: float | None = None,
 ) -> tuple[list[Layout], Counter[str]]:
     """Every legal base with every recompute and ZeRO choice (canonical order)."""
-    bases, rejected = legal_bases(model, cluster, workload, space)
+    bases, rejected = legal_bases(model, cluster, workload, space, deadline)
     shapes = [
         base.model_copy(update={"recompute": recompute, "zero_stage": zero})
         for base in bases
@@ -283,16 +318,24 @@ class OrderCache:
 
 
 def enumerate_layouts(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    deadline: float | None = None,
 ) -> tuple[list[Layout], Counter[str]]:
-    """All legal layouts in the space, one per distinct placement, and rejection counts."""
-    shapes, rejected = legal_shapes(model, cluster, workload, space)
+    """All legal layouts in the space, one per distinct placement, and rejection counts
+    (DeadlinePassed once `deadline`, a time.perf_counter() value, has passed)."""
+    shapes, rejected = legal_shapes(model, cluster, workload, space, deadline)
     cache = OrderCache(cluster, space.search_order)
-    layouts = [
-        shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
-        for shape in shapes
-        for order in cache.orders(shape)
-    ]
+    layouts = []
+    for i, shape in enumerate(shapes):
+        if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
+            raise DeadlinePassed()
+        for order in cache.orders(shape):
+            layouts.append(
+                shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
+            )
     return layouts, rejected
 
 

@@ -20,7 +20,15 @@ from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions, SolveStats
-from .candidates import batch_choices, enumerate_layouts, largest_fitting, simplicity_rank
+from .candidates import (
+    HARD_MARGIN_S,
+    TIMED_OUT,
+    DeadlinePassed,
+    batch_choices,
+    enumerate_layouts,
+    largest_fitting,
+    simplicity_rank,
+)
 from .partition import PartitionSolver
 from .scale import TIME_QUANTUM_S, per_sequence_quanta  # noqa: F401 (re-exported)
 
@@ -58,7 +66,16 @@ def search(
 ) -> tuple[list[Estimate], SolveStats, dict[str, int]]:
     """Ranked feasible estimates (best first, top_k), stats, and rejection counts."""
     start = time.perf_counter()
-    layouts, rejected = enumerate_layouts(model, cluster, workload, space)
+    # The oracle honours --time-limit like the branch and bound (planner/search/table.py): it
+    # stops scoring at the deadline once a plan fits, or at deadline + HARD_MARGIN_S regardless;
+    # the plans then rank only what was scored (status STOPPED, no bound).
+    deadline = start + options.time_limit_s
+    try:
+        layouts, rejected = enumerate_layouts(
+            model, cluster, workload, space, deadline=deadline + HARD_MARGIN_S
+        )
+    except DeadlinePassed:
+        raise NoFeasiblePlan(_nothing_scored(options.time_limit_s)) from None
     usable = usable_memory_gib(cluster, space)
     feasible: list[Estimate] = []
     smallest: Estimate | None = None
@@ -67,7 +84,14 @@ def search(
     parts = None
     if space.stage_split == "search":
         parts = PartitionSolver(model, cluster, workload, usable)
-    for layout in layouts:
+    stopped = False
+    for num_tried, layout in enumerate(layouts):
+        now = time.perf_counter()
+        if now > deadline and (feasible or now > deadline + HARD_MARGIN_S):
+            stopped = True
+            rejected[TIMED_OUT] += len(layouts) - num_tried
+            layouts = layouts[:num_tried]
+            break
         # Fixed batch: one estimate. Range: the largest legal batch that fits (candidates.
         # largest_fitting says why that is the layout's best); `tried` keeps every estimate made.
         tried: dict[int, Estimate] = {}
@@ -95,6 +119,16 @@ def search(
             rejected["peak memory above usable HBM"] += 1
             if smallest is None or e.peak_memory_gib < smallest.peak_memory_gib:
                 smallest = e
+    if not feasible and stopped:
+        msg = _nothing_scored(options.time_limit_s)
+        if smallest is not None:  # some were scored, none fits: say how close the best came
+            msg = (
+                f"no plan that fits found within the time limit ({options.time_limit_s:g} s + "
+                f"{HARD_MARGIN_S:g} s margin; {len(layouts)} of {len(layouts) + rejected[TIMED_OUT]}"
+                f" legal layouts scored): "
+                f"{why_none(cluster, space, usable, len(layouts), smallest, rejected)}"
+            )
+        raise NoFeasiblePlan(msg)
     if not feasible:
         raise NoFeasiblePlan(why_none(cluster, space, usable, len(layouts), smallest, rejected))
     batch_max = space.batch_max
@@ -102,10 +136,10 @@ def search(
     best = objective_s(feasible[0], space)
     stats = SolveStats(
         engine="exhaustive",
-        status="OPTIMAL",
+        status="STOPPED" if stopped else "OPTIMAL",
         objective=best,
-        best_bound=best,
-        gap=0.0,
+        best_bound=None if stopped else best,
+        gap=None if stopped else 0.0,
         wall_time_s=time.perf_counter() - start,
         num_candidates=len(layouts) + _count(rejected),
         num_scored=len(layouts),
@@ -116,7 +150,15 @@ def search(
 
 
 def _count(rejected: Counter[str]) -> int:
-    return sum(v for k, v in rejected.items() if k != "peak memory above usable HBM")
+    return sum(
+        v for k, v in rejected.items() if k not in ("peak memory above usable HBM", TIMED_OUT)
+    )
+
+
+def _nothing_scored(time_limit_s: float) -> str:
+    from .solve import nothing_scored  # solve imports this module
+
+    return nothing_scored(time_limit_s)
 
 
 def why_none(

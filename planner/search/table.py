@@ -37,14 +37,21 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace
 from .bounds import StepLowerBound
-from .candidates import CANONICAL_ORDER, OrderCache, largest_fitting, legal_bases_batched
+from .candidates import (
+    CANONICAL_ORDER,
+    HARD_MARGIN_S,
+    TIMED_OUT,
+    DeadlinePassed,
+    OrderCache,
+    largest_fitting,
+    legal_bases_batched,
+)
 from .exhaustive import usable_memory_gib
 from .partition import PartitionSolver, Split
 from .scale import TIME_QUANTUM_S, per_sequence_quanta
 
 OOM = "peak memory above usable HBM"
 PRUNED = "step-time lower bound above the k-th best plan (not scored)"
-TIMED_OUT = "not scored before the time limit"
 
 
 @dataclass
@@ -58,6 +65,7 @@ class CandidateTable:
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
     open_bound_s: float | None = None  # smallest bound left open when a deadline stopped it
+    timed_out: bool = False  # the deadline stopped the search (with or without a plan scored)
 
 
 def build_table(
@@ -71,9 +79,19 @@ def build_table(
     deadline: float | None = None,
 ) -> CandidateTable:
     """`deadline` (a time.perf_counter() value) stops the search early once at least one plan
-    that fits has been scored; `open_bound_s` then holds the smallest bound left open."""
+    that fits has been scored; `open_bound_s` then holds the smallest bound left open. Past
+    deadline + HARD_MARGIN_S it stops even with nothing scored (`timed_out`, no estimates)."""
     table = CandidateTable()
-    bases, batches, table.rejected = legal_bases_batched(model, cluster, workload, space)
+    # Hard stop (issue 19): the enumeration and the first scored plan must fit in the limit
+    # plus a margin too, so a huge space ends with "nothing scored" instead of running on.
+    hard = None if deadline is None else deadline + HARD_MARGIN_S
+    try:
+        bases, batches, table.rejected = legal_bases_batched(
+            model, cluster, workload, space, deadline=hard
+        )
+    except DeadlinePassed:
+        table.timed_out = True
+        return table
     orders = OrderCache(cluster, space.search_order)
     # Global batch range: every key is time per sequence (scale.per_sequence_quanta, scaled to
     # the range's MAX), a base's bounds are taken at its largest legal batch, and a shape is
@@ -89,7 +107,7 @@ def build_table(
     usable = usable_memory_gib(cluster, space)
     # stage_split "search" (fixed batch only: SearchSpace refuses it with a range).
     parts = None
-    if space.stage_split == "search":
+    if space.stage_split == "search" and bases:  # no legal base: nothing to split (issue 19)
         parts = PartitionSolver(model, cluster, workload, usable, bound_at(batches[0][0]))
     splits: dict[tuple[int, int, int], Split] = {}  # shapes scored on a CP-SAT split
     even_q: dict[tuple[int, int], list[int]] = {}  # even-split placement bounds ("search")
@@ -126,7 +144,12 @@ def build_table(
         lb_q, kind, b, ri, zi, oi = heap[0]
         if prune and len(kth) == top_k and lb_q > -kth[0]:
             break
-        if deadline is not None and table.estimates and time.perf_counter() > deadline:
+        now = time.perf_counter() if deadline is not None else 0.0
+        if deadline is not None and not table.estimates and now > hard:
+            timed_out = table.timed_out = True  # nothing scored within the limit + margin
+            break
+        if deadline is not None and table.estimates and now > deadline:
+            table.timed_out = True
             # A valid bound on every open entry: its bound in quanta, less the rounding.
             table.open_bound_s = (lb_q - 1) * TIME_QUANTUM_S
             if batch_max is not None:

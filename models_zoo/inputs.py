@@ -151,8 +151,9 @@ def load_text(text: str, where: str, *, as_json: bool) -> Any:
         if _json_depth(data) > MAX_DEPTH:
             raise too_deep
         return data
-    loader = _LimitedLoader(text)
+    loader = None
     try:
+        loader = _LimitedLoader(text)  # its Reader refuses control characters right here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -171,16 +172,19 @@ def load_text(text: str, where: str, *, as_json: bool) -> Any:
         at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         if isinstance(err, yaml.reader.ReaderError):
             at = f" at character {err.position}"
-            problem = f"unacceptable character #x{err.character:04x}" if isinstance(
-                err.character, int
-            ) else str(err.reason)
+            problem = (
+                f"unacceptable character #x{err.character:04x}"
+                if isinstance(err.character, int)
+                else str(err.reason)
+            )
         else:
             problem = getattr(err, "problem", None) or str(err)
         raise InvalidInput(f"{where}: malformed YAML{at}: {one_line(problem)}") from None
     except ValueError as err:  # e.g. an integer over Python's digit limit
         raise InvalidInput(f"{where}: malformed YAML: {one_line(str(err))}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_data_file(path: Path | str) -> Any:

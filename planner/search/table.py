@@ -116,11 +116,19 @@ def build_table(
         return parts is not None and lo.pp > 1
 
     # Distinct placements of each base (they depend only on the degrees).
-    base_orders = [orders.orders(base) for base in bases]
+    base_orders = []
+    for b, base in enumerate(bases):
+        if hard is not None and b % 64 == 0 and time.perf_counter() > hard:
+            table.timed_out = True  # a huge space (e.g. MoE EP choices): nothing scored in time
+            return table
+        base_orders.append(orders.orders(base))
     # Heap entries (bound quanta, kind, base, recompute, zero, order index), kinds as in the
     # module docstring; kinds 0 and 1 stand for every ZeRO stage (zero index -1).
     heap: list[tuple[int, int, int, int, int, int]] = []
     for b, base in enumerate(bases):
+        if hard is not None and b % 64 == 0 and time.perf_counter() > hard:
+            table.timed_out = True
+            return table
         for ri, recompute in enumerate(space.recompute):
             b0 = batches[b][0]
             if any_split(base):

@@ -17,12 +17,16 @@ class NoFeasiblePlan(PlannerError):
     """No layout fits; the message says why (exit 1)."""
 
 
-def describe_validation_error(err: ValidationError, where: str = "") -> str:
-    """One line per pydantic error: `<where>: field.path: rule`, without pydantic's URLs."""
+def describe_validation_error(
+    err: ValidationError, where: str = "", rename: dict[str, str] | None = None
+) -> str:
+    """`<where>: field.path: rule; ...` on one line, without pydantic's URLs. `rename` maps a
+    field path to the name the user wrote (a Hugging Face config key)."""
     parts = []
     errors = err.errors(include_url=False)
     for e in errors[:MAX_FIELD_ERRORS]:
         loc = ".".join(_short(p) for p in e["loc"]) or "(top level)"
+        loc = (rename or {}).get(loc, loc)  # e.g. a Hugging Face key for our field
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling)"

@@ -88,5 +88,22 @@ def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> Mo
         return ModelSpec.model_validate(fields)
     except ValidationError as err:
         raise InvalidInput(
-            describe_validation_error(err, f"{where} (Hugging Face config)")
+            describe_validation_error(err, f"{where} (Hugging Face config)", HF_KEYS)
         ) from None
+
+
+# ModelSpec field -> the config.json key it was read from (for messages).
+HF_KEYS = {
+    "name": "_name_or_path",
+    "num_layers": "num_hidden_layers",
+    "ffn_hidden_size": "intermediate_size",
+    "num_kv_heads": "num_key_value_heads",
+    "tied_embeddings": "tie_word_embeddings",
+    "moe.num_experts": "n_routed_experts / num_local_experts / num_experts",
+    "moe.top_k": "num_experts_per_tok",
+    "moe.expert_ffn_hidden_size": "moe_intermediate_size",
+    "moe.num_shared_experts": "n_shared_experts",
+    "moe.first_k_dense_layers": "first_k_dense_replace",
+    **{f"mla.{k}": k for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim")},
+    **{f"mla.{k}": k for k in ("qk_rope_head_dim", "v_head_dim")},
+}

@@ -316,7 +316,7 @@ def test_14_hf_config_with_enormous_layer_count(tmp_path, capsys):
     bad_input(
         ["plan", "--model", path, "--cluster", "dgx-b200"],
         capsys,
-        "hf.json (Hugging Face config): num_layers: Input should be less than or equal to 10000",
+        "hf.json (Hugging Face config): num_hidden_layers: Input should be less than or equal to 10000",
     )
 
 

@@ -11,14 +11,13 @@ placement / calibration inputs that follow the same conventions) goes through `r
 * NaN / Infinity literals are refused in JSON (the schemas refuse `.nan` / `.inf` in YAML).
 
 Every failure raises `InvalidInput` whose message is ONE line, `<file>: <what> ...`: the parser's
-own text is folded onto one line by `one_line`. `where_record` and `field_error` build the
-`<file>: record <id or #index>: <field>: <rule>` messages the loaders and `validate` print.
+own text is folded onto one line by `one_line`. `where_record` and `validated` build the
+`<file>: record <id or #index>: <field>: <rule>` messages of record files and schemas.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +77,7 @@ class _LimitedLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
         self._depth += 1
         try:
-            if self._depth > MAX_DEPTH:
+            if self._depth > MAX_DEPTH + 1:  # MAX_DEPTH containers, then a scalar leaf
                 raise _TooDeep()
             return super().compose_node(parent, index)
         finally:
@@ -220,7 +219,3 @@ def validated(cls: type, data: Any, where: str) -> Any:
         return cls.model_validate(data)
     except ValidationError as err:
         raise InvalidInput(describe_validation_error(err, where)) from None
-
-
-def finite(value: float) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -75,13 +75,15 @@ class _LimitedLoader(yaml.SafeLoader):
     _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
-        self._depth += 1
+        # Count lists and mappings only, as _json_depth does for JSON.
+        container = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
+        self._depth += container
         try:
-            if self._depth > MAX_DEPTH + 1:  # MAX_DEPTH containers, then a scalar leaf
+            if self._depth > MAX_DEPTH:
                 raise _TooDeep()
             return super().compose_node(parent, index)
         finally:
-            self._depth -= 1
+            self._depth -= container
 
 
 class _TooDeep(Exception):

@@ -196,7 +196,9 @@ def _dump(rng: random.Random, data: Any, name: str) -> bytes:
 
 
 def _corrupt(rng: random.Random, raw: bytes) -> bytes:
-    op = rng.randrange(7)
+    op = rng.randrange(8)
+    if op == 7:
+        return rng.choice([b"a: &a [1, *a]\n", b"- &r {model: *r}\n", b"a: *nope\n"])
     if op == 0:
         return raw[: rng.randrange(max(1, len(raw)))]
     if op == 1:

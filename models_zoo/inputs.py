@@ -92,29 +92,41 @@ class _TooDeep(Exception):
 
 def _expanded_size(node: yaml.Node) -> tuple[int, int]:
     """(values, depth) of a composed YAML tree with aliases expanded; memoized per node so a
-    billion-laughs file is measured in linear time. Iterative (post-order), no recursion."""
+    billion-laughs file is measured in linear time. Iterative (post-order), no recursion; a node
+    that is its own ancestor (a recursive alias, `&a [*a]`) raises _Recursive."""
     memo: dict[int, tuple[int, int]] = {}
+    on_path: set[int] = set()  # nodes whose subtree is being walked: the current ancestors
     stack: list[tuple[yaml.Node, bool]] = [(node, False)]
     while stack:
         cur, done = stack.pop()
         key = id(cur)
-        if key in memo:
-            continue
         children: list[yaml.Node] = []
         if isinstance(cur, yaml.SequenceNode):
             children = list(cur.value)
         elif isinstance(cur, yaml.MappingNode):
             children = [n for pair in cur.value for n in pair]
-        if not done:
-            stack.append((cur, True))
-            stack.extend((c, False) for c in children if id(c) not in memo)
+        if done:
+            size, depth = 1, 0
+            for c in children:
+                s, d = memo[id(c)]
+                size, depth = min(size + s, MAX_NODES + 1), max(depth, d)
+            memo[key] = (size, depth + (1 if children else 0))
+            on_path.discard(key)
             continue
-        size, depth = 1, 0
+        if key in memo:
+            continue
+        on_path.add(key)
+        stack.append((cur, True))
         for c in children:
-            s, d = memo.get(id(c), (1, 0))  # a node on the stack's own path: a recursive alias
-            size, depth = min(size + s, MAX_NODES + 1), max(depth, d)
-        memo[key] = (size, depth + (1 if children else 0))
+            if id(c) in on_path:
+                raise _Recursive()
+            if id(c) not in memo:
+                stack.append((c, False))
     return memo[id(node)]
+
+
+class _Recursive(Exception):
+    pass
 
 
 def _json_depth(data: Any) -> int:
@@ -166,6 +178,8 @@ def load_text(text: str, where: str, *, as_json: bool) -> Any:
         return loader.construct_document(node)
     except _TooDeep:
         raise too_deep from None
+    except _Recursive:
+        raise InvalidInput(f"{where}: a YAML alias refers to itself (recursive data)") from None
     except RecursionError:
         raise too_deep from None
     except yaml.YAMLError as err:

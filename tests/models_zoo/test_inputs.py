@@ -68,3 +68,10 @@ def test_yaml_and_json_count_depth_alike(tmp_path):
     for suffix in (".yaml", ".json"):
         (tmp_path / f"a{suffix}").write_text(text)
         inputs.read_data_file(tmp_path / f"a{suffix}")
+
+
+@pytest.mark.parametrize("text", ["a: &a [1, *a]\n", "- &r {model: *r}\n"])
+def test_recursive_alias_is_refused(tmp_path, text):
+    (tmp_path / "a.yaml").write_text(text)
+    with pytest.raises(InvalidInput, match="a YAML alias refers to itself"):
+        inputs.read_data_file(tmp_path / "a.yaml")

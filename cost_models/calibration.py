@@ -8,9 +8,10 @@ the link tiers in the cluster presets, because they belong to the link type, not
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
-from .specs import Generation
+from .specs import CalibrationValues, Cluster, Generation
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +38,12 @@ class GenerationCalibration:
     """Host launch cost per local expert GEMM after the dispatcher's host sync (quantize + GEMM
     launches of TE GroupedLinear, ~4 kernels at ~8 us each)."""
     sm_count: int = 132
+    """Streaming multiprocessors of the generation's flagship part (A100 108, H100 132, B200 148)."""
     fa2_attention_speed: float = 1.0
     """FlashAttention-2 speed relative to the generation's fused attention kernel (1.0 where FA2
     is that kernel, i.e. Ampere)."""
-    """Streaming multiprocessors of the generation's flagship part (A100 108, H100 132, B200 148)."""
+    gemm_half_dim_fp8: float | None = None
+    """fp8 GEMM roll-off dimension where a calibration measured one; None: gemm_half_dim."""
 
     @property
     def comm_sm_fraction(self) -> float:
@@ -108,8 +111,60 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         sm_count=148,
         fa2_attention_speed=0.6,
     ),
+    # AMD Instinct: no published runs in the project's data, so every efficiency below is an
+    # assumption (CALIBRATION_BASIS), set from public microbenchmark reports and to be replaced
+    # by `planner calibrate` on the user's own sweeps. sm_count holds compute units (CUs).
+    "cdna3": GenerationCalibration(
+        gemm_efficiency_bf16=0.55,  # hipBLASLt bf16 GEMMs reported at ~half the 1,307 TFLOP/s peak
+        gemm_efficiency_fp8=0.45,
+        gemm_half_dim=325.0,
+        attention_efficiency=0.35,  # CK / Triton flash attention fwd+bwd
+        hbm_efficiency=0.8,
+        kernel_overhead_s=5e-6,
+        grouped_gemm_efficiency=0.73,
+        moe_layer_overhead_s=200e-6,
+        sm_count=304,
+    ),
+    "cdna4": GenerationCalibration(
+        gemm_efficiency_bf16=0.6,
+        gemm_efficiency_fp8=0.5,
+        gemm_half_dim=325.0,
+        attention_efficiency=0.4,
+        hbm_efficiency=0.8,
+        kernel_overhead_s=5e-6,
+        grouped_gemm_efficiency=0.73,
+        moe_layer_overhead_s=200e-6,
+        sm_count=256,
+    ),
 }
+
+FITTED_CONSTANTS = ("gemm_efficiency_bf16", "gemm_efficiency_fp8", "attention_efficiency")
+"""The constants bench/fit_calibration.py fits on published runs; the others are set from
+microbenchmarks and the literature (docs/cost_model.md#calibration)."""
+CALIBRATION_BASIS: dict[Generation, tuple[str, ...]] = {
+    "ampere": ("a100-sxm-40gb", "a100-sxm-80gb"),
+    "hopper": ("h100-sxm-80gb", "h100-sxm-96gb-hbm2e-500w", "h200-sxm-141gb", "h800-sxm-80gb"),
+    "blackwell": ("b200", "gb200", "gb300"),
+    "cdna3": (),
+    "cdna4": (),
+}
+"""GPU ids whose published runs (../shared/data/published_runs.yaml) FITTED_CONSTANTS were
+fitted on, per generation; an empty tuple means the generation's values are assumptions."""
 
 
 def calibration_for(generation: Generation) -> GenerationCalibration:
     return CALIBRATION[generation]
+
+
+def calibration_for_cluster(cluster: Cluster) -> GenerationCalibration:
+    """The constants a cluster's costs use: its generation's, with the cluster file's measured
+    overrides (`calibration.values`, written by `planner calibrate`) where it has them."""
+    if cluster.calibration is None:
+        return CALIBRATION[cluster.gpu.generation]
+    return _with_overrides(cluster.gpu.generation, cluster.calibration.values)
+
+
+@lru_cache(maxsize=64)
+def _with_overrides(generation: Generation, values: CalibrationValues) -> GenerationCalibration:
+    changes = {k: v for k, v in values.model_dump().items() if v is not None}
+    return replace(CALIBRATION[generation], **changes)

@@ -76,9 +76,12 @@ def gemm_efficiency(g: Gemm, cal: GenerationCalibration, fp8: bool) -> float:
     ceiling = cal.gemm_efficiency_fp8 if fp8 else cal.gemm_efficiency_bf16
     if g.grouped:
         ceiling *= cal.grouped_gemm_efficiency
+    half = cal.gemm_half_dim
+    if fp8 and cal.gemm_half_dim_fp8 is not None:  # a per-cluster fp8 sweep measured its own
+        half = cal.gemm_half_dim_fp8
     shape = 1.0
     for d in (g.m, g.n, g.k):
-        shape *= d / (d + cal.gemm_half_dim)
+        shape *= d / (d + half)
     return ceiling * shape
 
 

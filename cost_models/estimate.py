@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import comm, topology
 from .calibration import (
-    calibration_for,
+    calibration_for_cluster,
 )
 from .compute import (
     attention_gemms,
@@ -82,7 +82,7 @@ def estimate(
     if problems:
         raise InvalidInput("; ".join(problems))
     gpu = cluster.gpu
-    cal = calibration_for(gpu.generation)
+    cal = calibration_for_cluster(cluster)
     m = workload.global_batch_seqs // (layout.micro_batch * layout.dp)
     span = topology.spans(cluster, layout)
     kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)

@@ -64,7 +64,8 @@ class Axis(StrEnum):
 
 Precision = Literal["bf16", "fp16", "fp8", "mxfp8"]
 Recompute = Literal["none", "selective", "full"]
-Generation = Literal["ampere", "hopper", "blackwell"]
+Generation = Literal["ampere", "hopper", "blackwell", "cdna3", "cdna4"]
+"""NVIDIA A100 / H100-H200 / B200-B300; AMD MI300X-MI325X (CDNA 3), MI350X-MI355X (CDNA 4)."""
 TierKind = Literal["nvlink", "switch", "rail", "plane", "dragonfly", "torus", "wan"]
 """How a tier's links behave (docs/networks.md): `switch` a (possibly oversubscribed) switched
 tier; `rail`/`plane` rail-optimized or multi-plane scale-out (cross-rail traffic forwarded over
@@ -247,6 +248,49 @@ class LinkTier(InputSpec):
     )
 
 
+# ----------------------------------------------------------- per-cluster calibration (issue 18)
+# Written by `planner calibrate` (planner/calibrate/); read by cost_models.calibration
+# .calibration_for_cluster. Link-tier fits go into the tiers' own efficiency / latency_us.
+
+
+class CalibrationValues(InputSpec):
+    """Per-cluster overrides of the generation's constants (cost_models.calibration); null keeps
+    the generation default. Fractions are of the datasheet peaks in the cluster's GpuSpec."""
+
+    gemm_efficiency_bf16: float | None = Field(None, gt=0, le=1)
+    gemm_efficiency_fp8: float | None = Field(None, gt=0, le=1)
+    gemm_half_dim: NonNegativeFloat | None = None
+    gemm_half_dim_fp8: NonNegativeFloat | None = Field(
+        None, description="fp8 GEMM roll-off dimension; null: gemm_half_dim"
+    )
+    attention_efficiency: float | None = Field(None, gt=0, le=1)
+    fa2_attention_speed: float | None = Field(None, gt=0, le=2)
+    hbm_efficiency: float | None = Field(None, gt=0, le=1)
+    kernel_overhead_s: NonNegativeFloat | None = None
+
+
+class FitRecord(InputSpec):
+    """Where one calibrated constant came from: the measurement, the fit and how well it fits."""
+
+    constant: str = Field(description="e.g. gemm_efficiency_bf16, tiers.ib.efficiency")
+    value: float
+    default: float | None = Field(None, description="the preset / generation value it replaces")
+    source: str = Field(description="measurement file(s) the value was fitted on")
+    points: NonNegativeInt = 0
+    max_residual_pct: NonNegativeFloat = Field(
+        0.0, description="largest |fitted - measured| / measured over the points, in %"
+    )
+    note: str = ""
+
+
+class ClusterCalibration(InputSpec):
+    """The calibration block of a cluster file: constant overrides plus their provenance."""
+
+    values: CalibrationValues = CalibrationValues()
+    fits: tuple[FitRecord, ...] = ()
+    date: str = ""
+
+
 class Cluster(InputSpec):
     """A sized cluster: the GPU, the node, and the link tiers from the NVLink domain outwards."""
 
@@ -256,6 +300,9 @@ class Cluster(InputSpec):
     num_gpus: PositiveInt = Field(le=MAX_GPUS)
     tiers: tuple[LinkTier, ...] = Field(min_length=1, max_length=16)
     source: str = ""
+    calibration: ClusterCalibration | None = Field(
+        None, description="measured overrides (planner calibrate); null: generation defaults"
+    )
 
     @model_validator(mode="after")
     def _tiers_nest(self) -> Self:

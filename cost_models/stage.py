@@ -12,7 +12,7 @@ from . import comm
 from .calibration import (
     MOE_LOAD_IMBALANCE,
     GenerationCalibration,
-    calibration_for,
+    calibration_for_cluster,
     overlap_slowdown_s,
 )
 from .compute import LayerTime, attention_gemms, gemm_time_s, mlp_gemms, tokens_per_gpu
@@ -76,7 +76,7 @@ def layer_cost(
     tp_total_s = tp_s
     if layout.tp_comm_overlap and tp_s > 0:
         per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
-        cal = calibration_for(cluster.gpu.generation)
+        cal = calibration_for_cluster(cluster)
         tp_s = sum(
             overlapped_tp_s(per_collective_s, layout.tp, g * mult, cal.comm_sm_fraction)
             for g in tp_partner_gemm_s(model, cluster, workload, layout, lt, blocks)
@@ -84,7 +84,7 @@ def layer_cost(
         )
     # CP: K/V exchange beside the attention steps (cost_models/cp.py, per implementation).
     cp_exposed, cp_total = cp_layer_s(
-        model, cluster, calibration_for(cluster.gpu.generation), workload, layout, lt, span["cp"]
+        model, cluster, calibration_for_cluster(cluster), workload, layout, lt, span["cp"]
     )
     # EP: dispatch + combine all-to-all per pass (Megatron-Core alltoall token dispatcher).
     ep_s = 0.0
@@ -131,7 +131,7 @@ def tp_partner_gemm_s(
     reduce-scatter; MLP block: all-gather -> up(+gate) projection, down projection ->
     reduce-scatter. MoE layers with etp > 1 split their GEMM time evenly between the two.
     """
-    cal = calibration_for(cluster.gpu.generation)
+    cal = calibration_for_cluster(cluster)
     fp8 = workload.precision in ("fp8", "mxfp8")
     t = tokens_per_gpu(workload, layout)
     attn = attention_gemms(model, t, layout.tp)

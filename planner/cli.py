@@ -198,6 +198,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search(p)
 
     _add_report_flags(p)
+    p.add_argument(
+        "--stability",
+        action="store_true",
+        help="re-plan at both ends of each calibration range: is the best plan still best?",
+    )
+    p.add_argument(
+        "--stability-range",
+        action="append",
+        metavar="NAME=LO:HI",
+        help="override one range (gemm_efficiency, attention_efficiency, nvlink_efficiency,"
+        " inter_node_efficiency); repeatable",
+    )
 
     e = sub.add_parser("estimate", help="score one given layout")
     _add_common(e)
@@ -215,12 +227,23 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
     v.add_argument("--json", action="store_true")
     v.add_argument("--markdown", action="store_true", help="print the docs/accuracy.md page")
+    v.add_argument(
+        "--cluster-file",
+        help="price the records whose GPU matches this (calibrated) cluster file on it",
+    )
 
     _add_whatif(sub)
+    _add_calibration(sub)
 
     s = sub.add_parser("presets", help="list built-in presets")
     s.add_argument("kind", nargs="?", choices=("models", "gpus", "clusters"))
     s.add_argument("--json", action="store_true")
+    s.add_argument(
+        "--constants",
+        metavar="ID",
+        help="with gpus or clusters: which constants of preset (or cluster file) ID are datasheet"
+        " values, measured, or assumptions",
+    )
     return parser
 
 
@@ -238,12 +261,54 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         precision=args.precision,
         **search_kwargs(args),
     )
-    _render_plan(args, result, out)
+    if args.stability or args.stability_range:
+        _render_plan(args, result, out, _plan_stability(args, result))
+    else:
+        _render_plan(args, result, out)
     return EXIT_OK
 
 
-def _render_plan(args: argparse.Namespace, result: PlanResult, out: Console) -> None:
-    """Write the plan in the requested format; exports are checked before anything is written."""
+def _stability_ranges(items: list[str] | None) -> dict[str, tuple[float, float]]:
+    from .calibrate.stability import SETTERS
+
+    ranges = {}
+    for item in items or []:
+        name, _, span = item.partition("=")
+        lo, _, hi = span.partition(":")
+        try:
+            low, high = float(lo), float(hi)
+        except ValueError:
+            raise InvalidInput(f"--stability-range: expected NAME=LO:HI (got {item!r})") from None
+        if name not in SETTERS:
+            raise InvalidInput(f"--stability-range: unknown {name!r}; known: {', '.join(SETTERS)}")
+        if not 0 < low <= high <= 1:
+            raise InvalidInput(f"--stability-range: {name} needs 0 < LO <= HI <= 1 (got {item!r})")
+        ranges[name] = (low, high)
+    return ranges
+
+
+def _plan_stability(args: argparse.Namespace, result: PlanResult) -> dict[str, Any]:
+    from .calibrate.stability import stability
+
+    kwargs = search_kwargs(args)
+    kwargs["top_k"] = 1
+    if result.global_batch_range is not None:  # each re-plan picks its own batch again
+        kwargs["global_batch_range"] = result.global_batch_range
+
+    def replan(cluster: Any) -> PlanResult:
+        return api.plan(result.model, cluster, result.workload, **kwargs)
+
+    return stability(result, replan, _stability_ranges(args.stability_range))
+
+
+def _render_plan(
+    args: argparse.Namespace,
+    result: PlanResult,
+    out: Console,
+    stable: dict[str, Any] | None = None,
+) -> None:
+    """Write the plan in the requested format; exports are checked before anything is written.
+    `stable`: the --stability check, added to the JSON as `stability` and printed as a line."""
     if args.emit:
         text = _emit_text(args.emit, result, args.json)
     if args.html:
@@ -254,11 +319,18 @@ def _render_plan(args: argparse.Namespace, result: PlanResult, out: Console) -> 
     if args.emit:
         sys.stdout.write(text)
     elif args.json:
-        _emit_json(report.result_dict(result))
+        payload = report.result_dict(result)
+        if stable is not None:
+            payload["stability"] = stable
+        _emit_json(payload)
     elif args.markdown:
         sys.stdout.write(render_plan_markdown(result))
+        if stable is not None:
+            sys.stdout.write(f"\n**Ranking stability:** {stable['line']}\n")
     else:
         out.print(report.render_plan(result))
+        if stable is not None:
+            out.print(f"[bold]ranking[/bold] {escape(stable['line'])}", soft_wrap=True)
 
 
 def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
@@ -307,7 +379,7 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace, out: Console) -> int:
-    rows = validate_file(args.data)
+    rows = validate_file(args.data, cluster_file=args.cluster_file)
     if args.json:
         _emit_json([r.contract_dict() for r in rows])
     elif args.markdown:
@@ -318,6 +390,8 @@ def _cmd_validate(args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_presets(args: argparse.Namespace, out: Console) -> int:
+    if args.constants:
+        return _presets_constants(args, out)
     kinds = [args.kind] if args.kind else ["models", "gpus", "clusters"]
     listing = {k: models_zoo.list_presets(k) for k in kinds}
     if args.json:
@@ -325,6 +399,26 @@ def _cmd_presets(args: argparse.Namespace, out: Console) -> int:
     else:
         for kind, names in listing.items():
             out.print(f"[bold]{kind}[/bold]: " + ", ".join(names))
+    return EXIT_OK
+
+
+def _presets_constants(args: argparse.Namespace, out: Console) -> int:
+    from models_zoo import provenance
+
+    if args.kind == "gpus":
+        rows = provenance.gpu_constants(models_zoo.load_gpu(args.constants))
+    elif args.kind == "clusters":
+        rows = provenance.cluster_constants(models_zoo.load_cluster(args.constants))
+    else:
+        raise InvalidInput("presets --constants: give the kind, gpus or clusters, before it")
+    if args.json:
+        _emit_json(rows)
+        return EXIT_OK
+    for r in rows:
+        out.print(
+            f"{r['constant']:<34} {r['value']!s:>10}  {r['basis']:<10} {escape(str(r['why']))}",
+            soft_wrap=True,
+        )
     return EXIT_OK
 
 
@@ -413,7 +507,93 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------- calibrate / measure (issue 18)
+
+
+def _add_calibration(sub: Any) -> None:
+    c = sub.add_parser("calibrate", help="fit a cluster file to your own measurements")
+    c.add_argument(
+        "--cluster", required=True, help="preset name or cluster YAML/JSON to start from"
+    )
+    c.add_argument("--nccl-tests", nargs="+", metavar="FILE", help="nccl-tests output files")
+    c.add_argument("--gemm", metavar="CSV", help="GEMM sweep: m,n,k,dtype,tflops")
+    c.add_argument("--attention", metavar="CSV", help="attention sweep (docs/calibration.md)")
+    c.add_argument("--steps", metavar="YAML", help="measured steps of your own runs")
+    c.add_argument("--out", required=True, metavar="FILE", help="cluster file (YAML) to write")
+    c.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
+    c.add_argument("--json", action="store_true")
+    m = sub.add_parser("measure", help="run GEMM / attention sweeps here; nccl-tests commands")
+    m.add_argument("what", choices=("gemm", "attention", "nccl"))
+    m.add_argument("--out", metavar="CSV", help="CSV to write (gemm, attention)")
+    m.add_argument("--device", default="cuda", help="torch device (default cuda)")
+    m.add_argument("--tiny", action="store_true", help="a few small shapes (a smoke test)")
+    m.add_argument("--cluster", help="nccl: the cluster whose tiers to cover")
+    m.add_argument("--dry-run", action="store_true", help="nccl: print the commands only")
+
+
+def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
+    from . import calibrate as cal
+
+    cluster, rep = cal.calibrate(
+        args.cluster,
+        nccl_tests=args.nccl_tests,
+        gemm=args.gemm,
+        attention=args.attention,
+        steps_file=args.steps,
+        name=args.name,
+    )
+    cal.write_cluster_file(cluster, args.out)
+    rep["out"] = args.out
+    if args.json:
+        _emit_json(rep)
+        return EXIT_OK
+    out.print(f"[bold]calibrated[/bold] {escape(cluster.name)} -> {escape(args.out)}")
+    for f in rep["fits"]:
+        default = "" if f["default"] is None else f" (was {f['default']:.4g})"
+        out.print(
+            f"  {f['constant']} = {f['value']:.4g}{default}; {f['points']} points, max residual"
+            f" {f['max_residual_pct']:.2f}%; from {escape(f['source'])}",
+            soft_wrap=True,
+        )
+    for row in rep.get("nccl", []):
+        out.print(
+            f"  {escape(row['file'])}: {row['collective']} on {row['ranks']} ranks /"
+            f" {row['nodes']} nodes -> tier {row['tier']}; bus bandwidth reproduced within"
+            f" {row['max_busbw_error_pct']:.2f}%",
+            soft_wrap=True,
+        )
+    if "steps" in rep:
+        s = rep["steps"]
+        out.print(
+            f"  steps: max |error| {s['max_abs_error_pct']:.1f}%, leave-one-out"
+            f" {s['max_abs_leave_one_out_pct']:.1f}%"
+        )
+    return EXIT_OK
+
+
+def _cmd_measure(args: argparse.Namespace, out: Console) -> int:
+    from .calibrate import measure
+
+    if args.what == "nccl":
+        if not args.cluster:
+            raise InvalidInput("measure nccl: --cluster is required")
+        if not args.dry_run:
+            raise InvalidInput(
+                "measure nccl: only --dry-run is supported (run the printed commands on the cluster,"
+                " then pass their output to planner calibrate --nccl-tests)"
+            )
+        sys.stdout.write(measure.nccl_commands_text(models_zoo.load_cluster(args.cluster)))
+        return EXIT_OK
+    if not args.out:
+        raise InvalidInput(f"measure {args.what}: --out CSV is required")
+    n, where = measure.run_sweep(args.what, args.out, device=args.device, tiny=args.tiny)
+    out.print(f"{n} rows -> {escape(args.out)} ({escape(where)})")
+    return EXIT_OK
+
+
 COMMANDS = {
+    "calibrate": _cmd_calibrate,
+    "measure": _cmd_measure,
     "whatif": _cmd_whatif,
     "plan": _cmd_plan,
     "estimate": _cmd_estimate,

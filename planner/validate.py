@@ -80,6 +80,9 @@ SYSTEM_FOR_GPU = {
     "b200": "dgx-b200",
     "gb200": "gb200-nvl72",
     "gb300": "gb300-nvl72",
+    "b300": "dgx-b300",
+    "mi300x": "mi300x-roce",
+    "mi355x": "mi355x-roce",
 }
 
 
@@ -144,8 +147,19 @@ def scale_out_gb_per_s(text: str | None, gpus_per_node: int) -> float | None:
     return None
 
 
-def record_cluster(record: dict[str, Any]) -> Cluster:
+def record_cluster(record: dict[str, Any], cluster: Cluster | None = None) -> Cluster:
+    """The record's cluster: `cluster` (a calibrated cluster file) when its GPU is the record's,
+    else the GPU's usual system. A calibrated cluster keeps its measured tiers (the record's
+    interconnect text does not override what was measured)."""
     gpu_id = record["gpu"]
+    if cluster is not None and cluster.gpu.id == gpu_id:
+        calibrated = cluster.model_dump()
+        n = int(record["num_gpus"])
+        per_node = int(record.get("gpus_per_node") or calibrated["gpus_per_node"])
+        if n % per_node == 0 or n < per_node:
+            calibrated["gpus_per_node"] = per_node
+        calibrated["num_gpus"] = n
+        return Cluster.model_validate(calibrated)
     system = SYSTEM_FOR_GPU.get(gpu_id)
     if system is None:
         raise InvalidInput(f"gpu: no known system for GPU {gpu_id!r}")
@@ -164,7 +178,9 @@ def record_cluster(record: dict[str, Any]) -> Cluster:
     return Cluster.model_validate(base)
 
 
-def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload, Layout]:
+def record_inputs(
+    record: dict[str, Any], cluster: Cluster | None = None
+) -> tuple[ModelSpec, Cluster, Workload, Layout]:
     model = ModelSpec.model_validate(record["model"])
     lay = {k: (v if v is not None else FILL_RULES.get(k)) for k, v in record["layout"].items()}
     workload = Workload(
@@ -204,7 +220,7 @@ def record_inputs(record: dict[str, Any]) -> tuple[ModelSpec, Cluster, Workload,
         sequence_parallel=bool(lay["tp"] > 1 if sp is None else sp),
         tp_comm_overlap=lay["tp"] > 1 and bool(TP_OVERLAP_STATED.search(notes)),
     )
-    return model, record_cluster(record), workload, layout
+    return model, record_cluster(record, cluster), workload, layout
 
 
 # ------------------------------------------------------------------------- record schema
@@ -276,7 +292,9 @@ def _family(record: dict[str, Any]) -> str:
     return match.group(0).lower() if match else "?"
 
 
-def validate_record(record: Any, index: int | None = None) -> ValidationRow:
+def validate_record(
+    record: Any, cluster: Cluster | None = None, index: int | None = None
+) -> ValidationRow:
     """Score one record; any reason it cannot be scored goes into the row's `error` (one line).
     `index` (its position in the file) names a record without an id."""
     fallback = "?" if index is None else f"#{index}"
@@ -298,8 +316,8 @@ def validate_record(record: Any, index: int | None = None) -> ValidationRow:
         return ValidationRow(**row, estimate=None, error=describe_validation_error(err))
     try:
         # record_inputs reads the checked record (every known field present, null if absent).
-        model, cluster, workload, layout = record_inputs(checked.model_dump())
-        return ValidationRow(**row, estimate=estimate(model, cluster, workload, layout), error=None)
+        model, on, workload, layout = record_inputs(checked.model_dump(), cluster)
+        return ValidationRow(**row, estimate=estimate(model, on, workload, layout), error=None)
     except ValidationError as err:
         return ValidationRow(**row, estimate=None, error=describe_validation_error(err))
     except (PlannerError, KeyError, TypeError, ValueError, ArithmeticError) as err:
@@ -307,13 +325,15 @@ def validate_record(record: Any, index: int | None = None) -> ValidationRow:
         return ValidationRow(**row, estimate=None, error=" ".join(reason.split()))
 
 
-def validate_file(path: str) -> list[ValidationRow]:
+def validate_file(path: str, cluster_file: str | None = None) -> list[ValidationRow]:
+    """Score every record; with `cluster_file`, records on its GPU are priced on that cluster."""
+    cluster = models_zoo.load_cluster(cluster_file) if cluster_file else None
     data = models_zoo.read_data_file(Path(path))
     if not isinstance(data, list):
         raise InvalidInput(
             f"{path}: expected a YAML list of run records, got {type(data).__name__}"
         )
-    return [validate_record(r, i) for i, r in enumerate(data)]
+    return [validate_record(r, cluster, i) for i, r in enumerate(data)]
 
 
 # ----------------------------------------------------------------------------------- summaries

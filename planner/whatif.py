@@ -17,7 +17,11 @@ from typing import Any
 from pydantic import ValidationError
 
 import models_zoo
-from cost_models.calibration import GenerationCalibration, calibration_for, overlap_slowdown_s
+from cost_models.calibration import (
+    GenerationCalibration,
+    calibration_for_cluster,
+    overlap_slowdown_s,
+)
 from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Cluster, Estimate, LinkTier
 
@@ -224,7 +228,7 @@ def whatif(
         num_gpus=base_cluster.num_gpus,
         baseline=point(base, math.nan),
         points=tuple(points),
-        hidden_from=hidden_from(points, calibration_for(base_cluster.gpu.generation)),
+        hidden_from=hidden_from(points, calibration_for_cluster(base_cluster)),
     )
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from cost_models import comm, topology
-from cost_models.calibration import calibration_for
+from cost_models.calibration import calibration_for_cluster
 from cost_models.compute import LayerTime, layer_time, lm_head_time, tokens_per_gpu
 from cost_models.memory import StageParams, layer_activation_bytes, stage_params, state_bytes
 from cost_models.pipeline import stage_layers
@@ -50,7 +50,7 @@ class StepLowerBound:
 
     def __init__(self, model: ModelSpec, cluster: Cluster, workload: Workload) -> None:
         self.model, self.cluster, self.workload = model, cluster, workload
-        self.cal = calibration_for(cluster.gpu.generation)
+        self.cal = calibration_for_cluster(cluster)
         self._layers: dict[tuple, tuple[LayerTime | None, LayerTime | None, LayerTime]] = {}
         self._counts: dict[tuple[int, int], list[tuple[int, int]]] = {}
         self._params: dict[tuple, StageParams] = {}

@@ -1,0 +1,103 @@
+"""Which constants of a GPU or cluster preset are datasheet values, which were measured (fitted on
+published runs, or by `planner calibrate` on the user's own measurements) and which are
+assumptions: the `planner presets --constants` listing (issue 18)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cost_models.calibration import (
+    CALIBRATION,
+    CALIBRATION_BASIS,
+    FITTED_CONSTANTS,
+    calibration_for_cluster,
+)
+from cost_models.specs import Cluster, GpuSpec
+
+DATASHEET_FIELDS = (
+    "peak_bf16_tflops",
+    "peak_fp8_tflops",
+    "hbm_gib",
+    "hbm_bandwidth_gb_per_s",
+    "nvlink_gb_per_s",
+    "nvlink_domain_size",
+)
+
+
+def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
+    """One row per constant: name, value, basis (datasheet | measured | assumption), why."""
+    rows = [
+        {"constant": f, "value": getattr(gpu, f), "basis": "datasheet", "why": gpu.source}
+        for f in DATASHEET_FIELDS
+    ]
+    fitted_on = CALIBRATION_BASIS.get(gpu.generation, ())
+    cal = CALIBRATION[gpu.generation]
+    for f in FITTED_CONSTANTS:
+        if gpu.id in fitted_on:
+            basis, why = "measured", f"fitted on published {', '.join(fitted_on)} runs"
+        elif fitted_on:
+            basis = "assumption"
+            why = f"{gpu.generation} value fitted on {', '.join(fitted_on)} runs, none on {gpu.id}"
+        else:
+            basis, why = "assumption", f"no published {gpu.generation} runs; from public reports"
+        rows.append({"constant": f, "value": getattr(cal, f), "basis": basis, "why": why})
+    for f in ("gemm_half_dim", "hbm_efficiency", "kernel_overhead_s"):
+        rows.append(
+            {
+                "constant": f,
+                "value": getattr(cal, f),
+                "basis": "assumption",
+                "why": "set from microbenchmarks and the literature (docs/cost_model.md)",
+            }
+        )
+    return rows
+
+
+def cluster_constants(cluster: Cluster) -> list[dict[str, Any]]:
+    """Link tiers (bandwidth from datasheets; efficiency and latency assumed unless a calibration
+    fitted them) and the calibration overrides of a calibrated cluster file."""
+    fitted = {f.constant: f for f in (cluster.calibration.fits if cluster.calibration else ())}
+    rows = []
+    for t in cluster.tiers:
+        rows.append(
+            {
+                "constant": f"tiers.{t.name}.bandwidth_gb_per_s",
+                "value": t.bandwidth_gb_per_s,
+                "basis": "datasheet",
+                "why": cluster.source,
+            }
+        )
+        for f in ("efficiency", "latency_us"):
+            key = f"tiers.{t.name}.{f}"
+            rec = fitted.get(key)
+            rows.append(
+                {
+                    "constant": key,
+                    "value": getattr(t, f),
+                    "basis": "measured" if rec else "assumption",
+                    "why": f"fitted on {rec.source}" if rec else "preset value (see source)",
+                }
+            )
+    cal = calibration_for_cluster(cluster)
+    for row in gpu_constants(cluster.gpu):
+        rec = fitted.get(row["constant"])
+        if rec is not None:
+            row = {
+                **row,
+                "value": getattr(cal, row["constant"]),
+                "basis": "measured",
+                "why": f"fitted on {rec.source}",
+            }
+        rows.append(row)
+    listed = {r["constant"] for r in rows}
+    for key, rec in fitted.items():
+        if key not in listed:
+            rows.append(
+                {
+                    "constant": key,
+                    "value": getattr(cal, key, rec.value),
+                    "basis": "measured",
+                    "why": f"fitted on {rec.source}",
+                }
+            )
+    return rows

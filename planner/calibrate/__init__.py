@@ -1,0 +1,236 @@
+"""`planner calibrate`: the user's measurements in, a calibrated cluster file out (issue 18).
+
+Inputs (CONTRACT.md "Calibration"): nccl-tests logs (nccl.py), GEMM and attention sweeps
+(compute_fit.py), measured steps of the user's runs (steps.py). Each fitted constant goes into the
+cluster: link tiers' `efficiency` / `latency_us`, the generation constants into
+`calibration.values`, and every one of them into `calibration.fits` with the files it came from
+and its largest residual. docs/calibration.md walks through the workflow.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import models_zoo
+from cost_models.calibration import calibration_for_cluster
+from cost_models.errors import InvalidInput
+from cost_models.specs import CalibrationValues, Cluster, ClusterCalibration, FitRecord
+
+from . import compute_fit, nccl, steps
+
+__all__ = ["calibrate", "cluster_yaml", "write_cluster_file"]
+
+
+def _with(cluster: Cluster, values: dict[str, float], fits: list[FitRecord]) -> Cluster:
+    old = cluster.calibration or ClusterCalibration()
+    merged = CalibrationValues.model_validate({**old.values.model_dump(), **values})
+    cal = ClusterCalibration(values=merged, fits=old.fits + tuple(fits), date=old.date)
+    return cluster.model_copy(update={"calibration": cal})
+
+
+def _nccl(cluster: Cluster, paths: list[str], report: dict[str, Any]) -> Cluster:
+    logs = [nccl.parse_log(p) for p in paths]
+    gpus = {log.gpu_name for log in logs}
+    if len(gpus) > 1:
+        raise InvalidInput(
+            f"--nccl-tests: mixed GPU types across logs ({', '.join(sorted(gpus))}); "
+            "calibrate one GPU type at a time"
+        )
+    by_tier: dict[int, list[nccl.NcclLog]] = {}
+    for log in logs:
+        nccl.check_gpu(log, cluster)
+        by_tier.setdefault(nccl.tier_index_for(log, cluster), []).append(log)
+    fits = []
+    for j in sorted(by_tier):
+        fit = nccl.fit_tier(by_tier[j], cluster, j)
+        tier = cluster.tiers[j]
+        new = tier.model_copy(update={"efficiency": fit.efficiency, "latency_us": fit.latency_us})
+        cluster = cluster.model_copy(
+            update={"tiers": cluster.tiers[:j] + (new,) + cluster.tiers[j + 1 :]}
+        )
+        src = ", ".join(fit.sources)
+        for name, value, default in (
+            ("efficiency", fit.efficiency, tier.efficiency),
+            ("latency_us", fit.latency_us, tier.latency_us),
+        ):
+            fits.append(
+                FitRecord(
+                    constant=f"tiers.{tier.name}.{name}",
+                    value=value,
+                    default=default,
+                    source=src,
+                    points=fit.points,
+                    max_residual_pct=fit.max_residual_pct,
+                    note="alpha-beta fit of nccl-tests times to cost_models.comm",
+                )
+            )
+    cluster = _with(cluster, {}, fits)
+    report["nccl"] = [
+        {
+            "file": log.path,
+            "collective": log.collective,
+            "ranks": log.ranks,
+            "nodes": log.num_nodes,
+            "tier": cluster.tiers[nccl.tier_index_for(log, cluster)].name,
+            "max_busbw_error_pct": max(
+                (
+                    abs(nccl.predicted_busbw_gb_per_s(log, cluster, r) / r.busbw_gb_per_s - 1) * 100
+                    for r in log.rows
+                    if r.busbw_gb_per_s >= 1.0  # printed as %6.2f: smaller values lose digits
+                ),
+                default=0.0,
+            ),
+        }
+        for log in logs
+    ]
+    return cluster
+
+
+def _gemm(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
+    base = calibration_for_cluster(cluster)
+    values: dict[str, float] = {}
+    fits = []
+    gemm_fits = compute_fit.fit_gemm(path, cluster)
+    for f in gemm_fits:
+        eff_key = f"gemm_efficiency_{f.dtype}"
+        half_key = "gemm_half_dim" if f.dtype == "bf16" else "gemm_half_dim_fp8"
+        values[eff_key], values[half_key] = f.ceiling, f.half_dim
+        for key, value, default in (
+            (eff_key, f.ceiling, getattr(base, eff_key)),
+            (half_key, f.half_dim, base.gemm_half_dim),
+        ):
+            fits.append(
+                FitRecord(
+                    constant=key,
+                    value=value,
+                    default=default,
+                    source=path,
+                    points=f.points,
+                    max_residual_pct=f.max_residual_pct,
+                    note=f"{f.dtype} GEMM TFLOP/s / {f.peak_tflops:g} peak vs "
+                    "ceiling x prod d/(d+half_dim)",
+                )
+            )
+    report["gemm"] = [f.__dict__ for f in gemm_fits]
+    return _with(cluster, values, fits)
+
+
+def _attention(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
+    base = calibration_for_cluster(cluster)
+    found = {f.kernel: f for f in compute_fit.fit_attention(path, cluster)}
+    values: dict[str, float] = {}
+    fits = []
+    fused = found["fused"].efficiency if "fused" in found else base.attention_efficiency
+    if "fused" in found:
+        f = found["fused"]
+        values["attention_efficiency"] = f.efficiency
+        fits.append(
+            FitRecord(
+                constant="attention_efficiency",
+                value=f.efficiency,
+                default=base.attention_efficiency,
+                source=path,
+                points=f.points,
+                max_residual_pct=f.max_residual_pct,
+                note="fused attention fwd+bwd / bf16 peak (geometric mean)",
+            )
+        )
+    if "fa2" in found:
+        f = found["fa2"]
+        speed = f.efficiency / fused
+        values["fa2_attention_speed"] = speed
+        fits.append(
+            FitRecord(
+                constant="fa2_attention_speed",
+                value=speed,
+                default=base.fa2_attention_speed,
+                source=path,
+                points=f.points,
+                max_residual_pct=f.max_residual_pct,
+                note=f"FA2 fwd+bwd efficiency {f.efficiency:.3f} / fused {fused:.3f}"
+                + ("" if "fused" in found else " (generation default)"),
+            )
+        )
+    report["attention"] = [f.__dict__ for f in found.values()]
+    return _with(cluster, values, fits)
+
+
+def _steps(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
+    result = steps.fit_steps(path, cluster)
+    report["steps"] = result
+    scaled = steps.scaled_cluster(cluster, result["compute_scale"], result["network_scale"])
+    note = (
+        f"leave-one-out max |error| {result['max_abs_leave_one_out_pct']:.1f}% over "
+        f"{len(result['runs'])} runs"
+    )
+    fits = [
+        FitRecord(
+            constant=f"steps.{name}",
+            value=result[name],
+            default=1.0,
+            source=path,
+            points=len(result["runs"]),
+            max_residual_pct=result["max_abs_error_pct"],
+            note=f"{note}; bounds {result['bounds'][name][0]:.3f}-{result['bounds'][name][1]:.3f}",
+        )
+        for name in result["fitted"]
+    ]
+    old = scaled.calibration or ClusterCalibration()
+    return scaled.model_copy(
+        update={"calibration": old.model_copy(update={"fits": old.fits + tuple(fits)})}
+    )
+
+
+def calibrate(
+    cluster: str | Cluster,
+    *,
+    nccl_tests: list[str] | None = None,
+    gemm: str | None = None,
+    attention: str | None = None,
+    steps_file: str | None = None,
+    name: str | None = None,
+) -> tuple[Cluster, dict[str, Any]]:
+    """The calibrated cluster and a report of every fit (what `planner calibrate --json` prints).
+
+    Order: network tiers innermost first, then GEMM, then attention, then the step factors on
+    top of everything the microbenchmarks set."""
+    base = models_zoo.load_cluster(cluster)
+    if not (nccl_tests or gemm or attention or steps_file):
+        raise InvalidInput(
+            "calibrate: give at least one of --nccl-tests, --gemm, --attention, --steps"
+        )
+    report: dict[str, Any] = {}
+    out = base
+    if nccl_tests:
+        out = _nccl(out, nccl_tests, report)
+    if gemm:
+        out = _gemm(out, gemm, report)
+    if attention:
+        out = _attention(out, attention, report)
+    if steps_file:
+        out = _steps(out, steps_file, report)
+    out = out.model_copy(update={"name": name or f"{base.name}-calibrated"})
+    out = Cluster.model_validate(out.model_dump())  # re-check every bound (efficiency <= 1 ...)
+    report["cluster"] = out.name
+    report["fits"] = [f.model_dump() for f in out.calibration.fits] if out.calibration else []
+    return out, report
+
+
+def cluster_yaml(cluster: Cluster) -> str:
+    """The cluster file text: plain YAML that load_cluster reads back to an equal Cluster."""
+    data = cluster.model_dump(mode="json")
+    header = (
+        "# Written by `planner calibrate`: calibration.fits lists each fitted constant with the\n"
+        "# measurement it came from and its largest residual (docs/calibration.md).\n"
+    )
+    return header + yaml.safe_dump(data, sort_keys=False, width=100)
+
+
+def write_cluster_file(cluster: Cluster, path: str) -> None:
+    try:
+        Path(path).write_text(cluster_yaml(cluster))
+    except OSError as err:
+        raise InvalidInput(f"--out: cannot write {path}: {err.strerror}") from None

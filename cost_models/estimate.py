@@ -9,6 +9,8 @@ optimizer step is memory-bound. Derivations: docs/cost_model.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from . import comm, topology
 from .calibration import (
     calibration_for_cluster,
@@ -27,7 +29,7 @@ from .memory import (
     stage_params,
     state_bytes,
 )
-from .pipeline import schedule_time_s, stage_layers
+from .pipeline import num_microbatches, schedule_time_s, stage_layers
 from .rules import layout_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 from .stage import (
@@ -76,15 +78,22 @@ def estimate(
     layout: Layout,
     *,
     layers_per_stage: tuple[int, ...] | None = None,
+    spans: Mapping[str, Sequence[int]] | None = None,
 ) -> Estimate:
-    """Score one layout. Raises InvalidInput (naming the rule) if the layout is illegal."""
+    """Score one layout. Raises InvalidInput (naming the rule) if the layout is illegal.
+
+    `spans` (group kind -> members inside one domain of each tier, as cost_models.rankmap.spans
+    gives them) replaces the spans of the layout's rank order: a placement on a real allocation
+    prices its explicit rank -> host map through it. Kinds it leaves out keep the layout's."""
     problems = layout_violations(model, cluster, workload, layout)
     if problems:
         raise InvalidInput("; ".join(problems))
     gpu = cluster.gpu
     cal = calibration_for_cluster(cluster)
-    m = workload.global_batch_seqs // (layout.micro_batch * layout.dp)
-    span = topology.spans(cluster, layout)
+    m = num_microbatches(workload.global_batch_seqs, layout)
+    span = topology.spans(cluster, layout, moe=model.moe is not None)
+    if spans is not None:
+        span = {**span, **{k: tuple(v) for k, v in spans.items()}}
     kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
     costs = {
         k: layer_cost(
@@ -194,6 +203,6 @@ def estimate(
         breakdown_s=breakdown,
         comm_total_s=comm_total,
         stage_memory=tuple(stage_mem),
-        placement=topology.placement(cluster, layout),
+        placement=topology.placement(cluster, layout, span),
         layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
     )

@@ -78,7 +78,7 @@ def state_bytes(
     with accumulation, Megatron, FSDP's no_sync and PyTorch pipelining keep an unsharded buffer
     and reduce once per step (DeepSpeed's per-micro-batch reduce-scatter is not modelled).
     """
-    dense_shard = layout.dp * layout.cp
+    dense_shard = layout.shard_dp * layout.cp  # HSDP: only the shard group (Layout.dp_shard)
     expert_shard = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
     sharded = sp.dense / dense_shard + sp.expert / expert_shard
     full = sp.dense + sp.expert

@@ -7,6 +7,8 @@ planner records them as rejection reasons. Rules follow Megatron-Core's own chec
 
 from __future__ import annotations
 
+from . import rankmap
+from .pipeline import num_microbatches
 from .specs import Cluster, Layout, ModelSpec, Workload
 
 
@@ -37,12 +39,12 @@ def layout_violations(
             f"global batch ({workload.global_batch_seqs}) must be a multiple of "
             f"micro_batch*dp ({lo.micro_batch}*{lo.dp})"
         )
-    elif lo.vp > 1 and (workload.global_batch_seqs // (lo.micro_batch * lo.dp)) % lo.pp:
+    elif lo.vp > 1 and num_microbatches(workload.global_batch_seqs, lo) % lo.pp:
         # Megatron-LM's interleaved schedule (schedules.py, forward_backward_pipelining_with_
         # interleaving; later versions relax it to num_microbatches >= pp) and PyTorch's
         # ScheduleInterleaved1F1B (torchtitan) run micro-batches in rounds of pp. The stricter
         # form runs on both, and every interleaved run in the published records meets it.
-        m = workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        m = num_microbatches(workload.global_batch_seqs, lo)
         out.append(
             f"interleaving (vp {lo.vp}) needs num_microbatches ({m}) divisible by pp ({lo.pp})"
         )
@@ -65,6 +67,9 @@ def layout_violations(
             out.append(f"etp*ep ({lo.etp}*{lo.ep}) must divide tp*dp*cp ({lo.tp * lo.dp * lo.cp})")
         if lo.tp % lo.etp:
             out.append(f"etp ({lo.etp}) must divide tp ({lo.tp})")
+        mismatch = rankmap.expert_pp_mismatch(lo)
+        if mismatch is not None:
+            out.append(mismatch)
         if moe.expert_ffn_hidden_size % lo.etp:
             out.append(
                 f"etp ({lo.etp}) must divide expert_ffn_hidden_size ({moe.expert_ffn_hidden_size})"

@@ -403,12 +403,35 @@ class Layout(InputSpec):
         description="TP collectives chunked and overlapped with their GEMMs (Megatron "
         "--tp-comm-overlap, torchtitan async TP)",
     )
+    dp_shard: PositiveInt | None = Field(
+        None,
+        description="hybrid sharding (HSDP): ZeRO shards over this inner part of dp (x cp) and "
+        "replicates across the dp / dp_shard outer groups (torchtitan data_parallel_shard_degree"
+        " x data_parallel_replicate_degree); None: shard over all of dp",
+    )
 
     @model_validator(mode="after")
     def _order_is_permutation(self) -> Self:
         if sorted(self.order) != sorted(Axis):
             raise ValueError(f"order must list each of tp, cp, dp, pp once (got {self.order})")
+        if self.dp_shard is not None:
+            if self.dp % self.dp_shard:
+                raise ValueError(f"dp_shard ({self.dp_shard}) must divide dp ({self.dp})")
+            if self.zero_stage == 0:
+                raise ValueError("dp_shard needs a ZeRO stage >= 1 (ZeRO-0 shards nothing)")
+            if self.ep > 1:
+                raise ValueError("dp_shard (HSDP) with ep > 1 is not modelled")
         return self
+
+    @property
+    def shard_dp(self) -> int:
+        """The dp ranks ZeRO shards over (all of dp unless HSDP)."""
+        return self.dp if self.dp_shard is None else self.dp_shard
+
+    @property
+    def replicate_dp(self) -> int:
+        """HSDP replicas (dp / shard_dp); 1 without HSDP."""
+        return self.dp // self.shard_dp
 
     @property
     def world_size(self) -> int:

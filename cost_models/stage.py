@@ -6,6 +6,7 @@ Derivations: docs/cost_model.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import comm
@@ -57,7 +58,7 @@ def layer_cost(
     workload: Workload,
     layout: Layout,
     lt: LayerTime,
-    span: dict[str, list[int]],
+    span: Mapping[str, Sequence[int]],
     *,
     is_moe: bool,
 ) -> LayerCost:
@@ -148,25 +149,37 @@ def tp_partner_gemm_s(
 
 
 def dp_time_s(
-    cluster: Cluster, layout: Layout, dense: float, expert: float, span: dict[str, list[int]]
+    cluster: Cluster, layout: Layout, dense: float, expert: float, span: Mapping[str, Sequence[int]]
 ) -> tuple[float, float]:
-    """(gradient reduction, parameter gather) seconds per step for one stage's parameters."""
+    """(gradient reduction, parameter gather) seconds per step for one stage's parameters.
+
+    Dense parameters reduce over the DP x CP group, expert parameters over the expert-DP group;
+    a group with nothing to move (a dense model has no expert-DP group) runs no collective and
+    pays no latency."""
     tiers = cluster.tiers
-    grads = comm.collective_time_s(
-        "all_reduce" if layout.zero_stage == 0 else "reduce_scatter",
-        dense * GRAD_REDUCE_BYTES,
-        span["dp_cp"],
-        tiers,
-    ) + comm.collective_time_s(
-        "all_reduce" if layout.zero_stage == 0 else "reduce_scatter",
-        expert * GRAD_REDUCE_BYTES,
-        span["edp"],
-        tiers,
-    )
-    gather = 0.0
-    if layout.zero_stage >= 1:
-        gather = comm.collective_time_s("all_gather", dense * BF16_BYTES, span["dp_cp"], tiers)
-        gather += comm.collective_time_s("all_gather", expert * BF16_BYTES, span["edp"], tiers)
+    if layout.dp_shard is not None and layout.zero_stage >= 1:
+        # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
+        # inside the shard group, all-reduce of the shard across the replicas, all-gather
+        # inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+        shard_n = layout.shard_dp * layout.cp
+        grads = comm.collective_time_s(
+            "reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers
+        ) + comm.collective_time_s(
+            "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span["dp_replicate"], tiers
+        )
+        gather = comm.collective_time_s("all_gather", dense * BF16_BYTES, span["dp_shard"], tiers)
+        return grads, gather
+    reduce = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
+    parts = [(dense, span["dp_cp"])]
+    if expert > 0 and "edp" in span:
+        parts.append((expert, span["edp"]))
+    grads = gather = 0.0
+    for params, group in parts:
+        if params <= 0:
+            continue
+        grads += comm.collective_time_s(reduce, params * GRAD_REDUCE_BYTES, group, tiers)
+        if layout.zero_stage >= 1:
+            gather += comm.collective_time_s("all_gather", params * BF16_BYTES, group, tiers)
     return grads, gather
 
 
@@ -177,7 +190,7 @@ def stage_dp_s(
     sp: StageParams,
     compute_s: float,
     m: int,
-    span: dict[str, list[int]],
+    span: Mapping[str, Sequence[int]],
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of one stage; compute_s is its forward + backward
     per micro-batch. Also used by the planner's step-time lower bound (planner/search/bounds.py)."""
@@ -196,7 +209,7 @@ def stage_dp_s(
 
 def stage_optimizer_s(layout: Layout, sp: StageParams, hbm_bytes_per_s: float) -> float:
     """Optimizer-step seconds of one stage (memory-bound Adam over its shard of parameters)."""
-    shard = 1 if layout.zero_stage == 0 else layout.dp * layout.cp
+    shard = 1 if layout.zero_stage == 0 else layout.shard_dp * layout.cp
     return (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
 
 

@@ -8,11 +8,13 @@ from pydantic import ValidationError
 
 import models_zoo
 from cost_models import estimate as _cost
+from cost_models import framework as _framework
 from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
-from .search import exhaustive
+from .search import exhaustive, recommend
 from .search import solve as sat_solve
+from .search.candidates import OrderCache, allowed_orders, framework_space
 from .types import PlanResult, SearchSpace, SolverOptions
 
 DEFAULT_SEQ_LEN = 4096
@@ -71,6 +73,7 @@ def plan(
     seq_len: int | None = None,
     precision: str | None = None,
     max_nodes: int | None = None,
+    framework: str | None = _framework.DEFAULT_FRAMEWORK,
     **constraints: Any,
 ) -> PlanResult:
     """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
@@ -81,6 +84,9 @@ def plan(
     `constraints` are SearchSpace fields (tp=8 pins TP, max_pp=16, recompute=("selective",),
     zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
     deterministic, seed, engine). `max_nodes` caps the GPU count at that many whole nodes.
+    `framework` (megatron, the default; torchtitan; deepspeed; None: no restriction) limits the
+    search to what that framework runs and sets the workload's physics fields the workload does
+    not set itself (cost_models.framework).
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
     if isinstance(global_batch, (tuple, list)):
@@ -93,13 +99,18 @@ def plan(
     if max_nodes is not None:
         num_gpus = _gpus_within(cluster, num_gpus, max_nodes)
     spec, sized = _resolve(model, cluster, num_gpus)
+    if framework is not None:
+        _framework.profile(framework)  # unknown name: InvalidInput naming the choices
+        if constraints.get("framework") not in (None, framework):
+            raise InvalidInput("framework: give it once (framework= or the constraint)")
+        constraints["framework"] = framework
     space_fields = {k: v for k, v in constraints.items() if k in SearchSpace.model_fields}
     option_fields = {k: v for k, v in constraints.items() if k in SolverOptions.model_fields}
     unknown = sorted(set(constraints) - set(space_fields) - set(option_fields))
     if unknown:
         known = sorted(set(SearchSpace.model_fields) | set(SolverOptions.model_fields))
         raise InvalidInput(f"unknown constraint(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    space = _validated(SearchSpace, space_fields, "constraints")
+    space = framework_space(spec, _validated(SearchSpace, space_fields, "constraints"))
     options = _validated(SolverOptions, option_fields, "solver options")
     batch_range = space.global_batch_range
     if batch_range is not None:
@@ -110,8 +121,19 @@ def plan(
         )
     elif batch_range is not None:
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})
+    if space.framework is not None:
+        workload = _framework.profile(space.framework).workload(workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
+    # The simplest plan within the simplicity tolerance of the fastest leads; then what else
+    # each ranked plan is priced exactly like (planner/search/recommend.py).
+    ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
+    orders = OrderCache(
+        sized, space.search_order, allowed_orders(spec, space), moe=spec.moe is not None
+    )
+    same = tuple(
+        recommend.equivalents(spec, sized, workload, space, e, orders) for e in ranked
+    )
     if batch_range is not None:  # the result's workload is the best plan's
         best_batch = exhaustive.plan_batch(ranked[0])
         workload = workload.model_copy(update={"global_batch_seqs": best_batch})
@@ -124,6 +146,10 @@ def plan(
         rejections=rejections,
         usable_memory_gib=exhaustive.usable_memory_gib(sized, space),
         global_batch_range=batch_range,
+        equivalents=same,
+        fastest_index=fastest,
+        simplicity_tolerance=options.simplicity_tolerance,
+        framework=space.framework,
     )
 
 
@@ -137,8 +163,12 @@ def estimate(
     global_batch: int | None = None,
     seq_len: int | None = None,
     precision: str | None = None,
+    framework: str | None = _framework.DEFAULT_FRAMEWORK,
 ) -> Estimate:
-    """Score one layout (a Layout or a dict of its fields). Raises InvalidInput if illegal."""
+    """Score one layout (a Layout or a dict of its fields). Raises InvalidInput if illegal.
+    `framework` sets the physics the workload and layout do not set themselves (None: the
+    cost model's field defaults); the layout is scored even where that framework could not
+    run it (`framework_violations` says why)."""
     spec, sized = _resolve(model, cluster, num_gpus)
     if workload is None:
         workload = make_workload(
@@ -146,4 +176,15 @@ def estimate(
         )
     if not isinstance(layout, Layout):
         layout = _validated(Layout, dict(layout), "layout")
+    if framework is not None:
+        prof = _framework.profile(framework)
+        workload, layout = prof.workload(workload), prof.layout(layout)
     return _cost(spec, sized, workload, layout)
+
+
+def framework_violations(
+    model: str | ModelSpec, layout: Layout, framework: str = _framework.DEFAULT_FRAMEWORK
+) -> list[str]:
+    """Why `framework` cannot run `layout` (empty: it can)."""
+    prof = _framework.profile(framework)
+    return _framework.layout_violations(prof, models_zoo.load_model(model), layout)

@@ -20,9 +20,12 @@ from rich.markup import escape
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
+from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
+from cost_models.framework import profile as framework_profile
 from cost_models.specs import Layout
 
 from . import api, report, whatif
+from .export.launch import MEGATRON_VERSION, megatron_env
 from .report.markdown import render_markdown as render_plan_markdown
 from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
@@ -71,6 +74,24 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
 
 
+def _add_framework(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        help="the framework the plan is for: its rank orders, sharding, schedules and physics "
+        f"(cost_models/framework.py; default: the --emit target if it is a framework, else "
+        f"{DEFAULT_FRAMEWORK}: {framework_profile(DEFAULT_FRAMEWORK).version})",
+    )
+
+
+def _framework(args: argparse.Namespace) -> str:
+    """--framework, else the --emit target when it is a framework, else the default."""
+    if args.framework:
+        return args.framework
+    emit = getattr(args, "emit", None)
+    return emit if emit in FRAMEWORKS else DEFAULT_FRAMEWORK
+
+
 def _add_global_batch(p: argparse.ArgumentParser) -> None:
     """`plan`: a fixed global batch, or a range each plan picks its own batch from."""
     batch = p.add_mutually_exclusive_group()
@@ -94,6 +115,19 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
     field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
     p.add_argument("--top", type=_positive_int, default=5, help="ranked plans to show")
+    p.add_argument(
+        "--top-variants",
+        action="store_true",
+        default=None,
+        help="rank every plan, showing the near variants of the best (other ZeRO stages and rank "
+        "orders); default: one plan per family (degrees, vp, micro-batch, recompute)",
+    )
+    p.add_argument(
+        "--simplicity-tolerance",
+        type=float,
+        help="recommend the simplest plan within this fraction of the fastest (default 0.01; "
+        "0: the fastest)",
+    )
     p.add_argument("--time-limit", type=_positive_float, default=60.0, help="search time limit, s")
     p.add_argument("--max-nodes", type=_positive_int, help="use at most this many nodes")
     for axis in ("tp", "pp", "dp", "cp", "ep"):
@@ -117,12 +151,24 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-vp", type=_positive_int, help="largest interleaving tried")
     p.add_argument("--no-order-search", action="store_true", help="keep the rank order tp,cp,dp,pp")
     p.add_argument(
+        "--all-orders",
+        action="store_true",
+        help="search all 24 rank orders, not only the two Megatron-Core builds (exploration: "
+        "most cannot be launched)",
+    )
+    p.add_argument(
         "--stage-split",
         choices=("even", "search"),
         help="layers per pipeline stage: even (default) or search (CP-SAT split where the even "
         "one is out of memory; slower, fixed global batch only)",
     )
-    p.add_argument("--engine", choices=("cp-sat", "exhaustive"), default="cp-sat")
+    p.add_argument(
+        "--engine",
+        choices=("branch-and-bound", "exhaustive", "cp-sat"),
+        default="branch-and-bound",
+        help="search engine: branch-and-bound (default; cp-sat is its old name) or the "
+        "exhaustive oracle",
+    )
     p.add_argument(
         "--deterministic",
         action=argparse.BooleanOptionalAction,
@@ -135,6 +181,8 @@ def _add_search(p: argparse.ArgumentParser) -> None:
 # flag dest -> planner.plan keyword (a SearchSpace or SolverOptions field, or max_nodes)
 SEARCH_FLAGS = {
     "top": "top_k",
+    "top_variants": "top_variants",
+    "simplicity_tolerance": "simplicity_tolerance",
     "time_limit": "time_limit_s",
     "max_nodes": "max_nodes",
     **{a: a for a in ("tp", "pp", "dp", "cp", "ep")},
@@ -145,6 +193,7 @@ SEARCH_FLAGS = {
     "micro_batches": "micro_batches",
     "max_vp": "max_vp",
     "no_order_search": "search_order",
+    "all_orders": "rank_orders",
     "stage_split": "stage_split",
     "engine": "engine",
     "deterministic": "deterministic",
@@ -161,6 +210,9 @@ def search_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             continue
         if dest == "no_order_search":
             out[key] = not value
+        elif dest == "all_orders":
+            if value:
+                out[key] = None  # SearchSpace.rank_orders None: every order
         elif isinstance(value, list):
             out[key] = tuple(value)
         else:
@@ -194,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="search for the best layout and placement")
     _add_common(p)
+    _add_framework(p)
     _add_global_batch(p)
     _add_search(p)
 
@@ -213,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("estimate", help="score one given layout")
     _add_common(e)
+    _add_framework(e)
     e.add_argument("--global-batch", type=_positive_int, required=True)
     for axis in ("tp", "pp", "dp"):
         e.add_argument(f"--{axis}", type=_positive_int, required=True)
@@ -259,6 +313,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         global_batch=_plan_global_batch(args),
         seq_len=args.seq_len,
         precision=args.precision,
+        framework=_framework(args),
         **search_kwargs(args),
     )
     if args.stability or args.stability_range:
@@ -338,14 +393,30 @@ def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
     payload: Any = {
         "megatron": result.to_megatron_args,
         "torchtitan": result.to_torchtitan,
-        "deepspeed": result.to_deepspeed_config,
+        "deepspeed": result.to_deepspeed,
         "mesh": result.device_mesh,
         "ranks": result.rank_groups,
     }[target]()
     if target == "megatron" and not as_json:
-        return shlex.join(payload) + "\n"
+        env = megatron_env(result.ranked[0])
+        line = " ".join(f"{k}={v}" for k, v in env.items())
+        return (
+            f"# {MEGATRON_VERSION}: pretrain_gpt.py arguments"
+            + (f"; environment: {line}" if line else "")
+            + f"\n{shlex.join(payload)}\n"
+        )
     if target == "torchtitan" and not as_json:
-        return "# overrides\n# " + shlex.join(payload["overrides"]) + "\n\n" + payload["toml"]
+        release = payload["release"]
+        return (
+            f"# {release['version']}: torchtitan.train arguments\n{shlex.join(release['args'])}\n"
+            f"# {payload['main_version']}: torchtitan.train arguments\n"
+            f"{shlex.join(payload['main_args'])}\n"
+        )
+    if target == "deepspeed" and not as_json:
+        return (
+            f"# {payload['version']}\n# ds_config.json\n{json.dumps(payload['config'], indent=2)}"
+            f"\n# pretrain_gpt.py arguments\n{shlex.join(payload['launch_args'])}\n"
+        )
     return json.dumps(payload, indent=2) + "\n"
 
 
@@ -370,9 +441,14 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     workload = api.make_workload(
         model, seq_len=args.seq_len, global_batch=args.global_batch, precision=args.precision
     )
-    e = api.estimate(model, cluster, layout, workload)
+    name = _framework(args)
+    e = api.estimate(model, cluster, layout, workload, framework=name)
     if args.json:
-        _emit_json(report.estimate_dict(e))
+        payload = report.estimate_dict(e)
+        prof = framework_profile(name)
+        payload["framework"] = {"name": prof.name, "version": prof.version}
+        payload["framework_violations"] = api.framework_violations(model, layout, name)
+        _emit_json(payload)
     else:
         out.print(report.render_estimate(e, cluster, workload, model.name))
     return EXIT_OK
@@ -428,6 +504,7 @@ def _presets_constants(args: argparse.Namespace, out: Console) -> int:
 def _add_whatif(sub: Any) -> None:
     w = sub.add_parser("whatif", help="vary one network parameter and re-plan at each value")
     _add_common(w)
+    _add_framework(w)
     w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
     w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
     w.add_argument("--values", required=True, help="comma-separated values, e.g. 100,200,400")
@@ -474,14 +551,21 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         seq_len=args.seq_len,
         precision=args.precision,
         time_limit_s=args.time_limit,
+        framework=_framework(args),
         **pins,
     )
     if args.plot:
         whatif.save_plot(r, args.plot)
+    prof = framework_profile(_framework(args))
     if args.json:
-        _emit_json(whatif.result_dict(r))
+        payload = whatif.result_dict(r)
+        payload["framework"] = {"name": prof.name, "version": prof.version}
+        _emit_json(payload)
         return EXIT_OK
-    out.print(f"[bold]whatif {r.parameter}[/bold] on {r.cluster} ({r.num_gpus} GPUs)")
+    out.print(
+        f"[bold]whatif {r.parameter}[/bold] on {r.cluster} ({r.num_gpus} GPUs), plans for "
+        f"{escape(prof.version)}"
+    )
     for label, p in [("baseline", r.baseline)] + [(f"{p.value:g}", p) for p in r.points]:
         e = p.best
         line = (

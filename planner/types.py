@@ -13,17 +13,27 @@ from pydantic import (
     field_validator,
 )
 
+from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import (
     MAX_GPUS,
     MAX_LAYERS,
     MAX_TOKENS,
+    Axis,
     Cluster,
     Estimate,
     InputSpec,
+    Layout,
     ModelSpec,
     Recompute,
     Spec,
     Workload,
+)
+
+# The rank orders Megatron-Core builds (megatron/training/initialize.py: order "tp-cp-ep-dp-pp",
+# or "tp-cp-ep-pp-dp" under --use-tp-pp-dp-mapping; EP sits just before DP, cost_models.rankmap).
+MEGATRON_RANK_ORDERS: tuple[tuple[Axis, ...], ...] = (
+    (Axis.TP, Axis.CP, Axis.DP, Axis.PP),
+    (Axis.TP, Axis.CP, Axis.PP, Axis.DP),
 )
 
 
@@ -45,8 +55,19 @@ class SearchSpace(InputSpec):
     max_vp: PositiveInt = Field(8, le=MAX_LAYERS, description="largest interleaving (virtual stages) tried")
     recompute: tuple[Recompute, ...] = Field(("none", "selective", "full"), min_length=1)
     zero_stages: tuple[Literal[0, 1, 2, 3], ...] = Field((0, 1, 2, 3), min_length=1)
+    framework: Literal["megatron", "torchtitan", "deepspeed"] | None = Field(
+        None,
+        description="restrict the space to what this framework runs (cost_models.framework: "
+        "rank orders within rank_orders, ZeRO stages, recompute, interleaving, CP/EP, pipeline "
+        "splits); None: no framework rules (planner.plan and the CLI default to megatron)",
+    )
     search_order: bool = Field(
         True, description="search the rank order (placement of axes on tiers); False: tp,cp,dp,pp"
+    )
+    rank_orders: tuple[tuple[Axis, ...], ...] | None = Field(
+        MEGATRON_RANK_ORDERS,
+        description="rank orders the search may offer (innermost axis first): by default the two "
+        "Megatron-Core builds; a framework profile narrows them; None: all 24 (exploration)",
     )
     memory_headroom: float = Field(
         0.10, ge=0, lt=1, description="fraction of HBM kept free (fragmentation, spikes)"
@@ -70,6 +91,19 @@ class SearchSpace(InputSpec):
         # The partition solver is built for one batch; a range would need one per batch.
         if v == "search" and info.data.get("global_batch_range") is not None:
             raise ValueError("search needs a fixed global batch, not a global batch range")
+        return v
+
+    @field_validator("rank_orders")
+    @classmethod
+    def _orders_are_permutations(
+        cls, v: tuple[tuple[Axis, ...], ...] | None
+    ) -> tuple[tuple[Axis, ...], ...] | None:
+        if v is not None:
+            if not v:
+                raise ValueError("give at least one rank order (None searches all 24)")
+            for order in v:
+                if sorted(order) != sorted(Axis):
+                    raise ValueError(f"each order must list tp, cp, dp, pp once (got {order})")
         return v
 
     @field_validator("global_batch_range")
@@ -98,21 +132,43 @@ class SearchSpace(InputSpec):
 class SolverOptions(InputSpec):
     """How the search runs."""
 
-    engine: Literal["cp-sat", "exhaustive"] = Field(
-        "cp-sat", description="cp-sat (default) or the exhaustive oracle"
+    engine: Literal["branch-and-bound", "exhaustive"] = Field(
+        "branch-and-bound",
+        description="branch-and-bound (default; 'cp-sat', its old name, is accepted) or the "
+        "exhaustive oracle",
     )
     top_k: PositiveInt = Field(5, le=10_000, description="ranked plans returned")
+    top_variants: bool = Field(
+        False,
+        description="rank every plan (near variants of the best: other ZeRO stages and rank "
+        "orders) instead of one plan per family (degrees, vp, micro-batch, recompute)",
+    )
+    simplicity_tolerance: float = Field(
+        0.01,
+        ge=0,
+        lt=1,
+        description="among plans within this fraction of the fastest, recommend the simplest "
+        "(fewer parallel axes, no interleaving, no CP, lower ZeRO); 0: always the fastest",
+    )
     time_limit_s: PositiveFloat = Field(60.0, le=1e6, description="seconds, whole search")
     deterministic: bool = True
     seed: NonNegativeInt = Field(0, le=2**31 - 1, description="CP-SAT random_seed (an int32)")
     num_workers: PositiveInt = Field(8, le=1024)
 
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _old_engine_name(cls, v: object) -> object:
+        # The engine was called "cp-sat" while a one-hot CP-SAT model restated its ranking.
+        return "branch-and-bound" if v == "cp-sat" else v
+
 
 class SolveStats(Spec):
     """What the search did: status, objective and bound (step time, seconds), gap, wall time."""
 
-    engine: Literal["exhaustive", "cp-sat"]
-    status: str
+    engine: Literal["exhaustive", "branch-and-bound"]
+    status: Literal["PROVED", "STOPPED", "INFEASIBLE"] = Field(
+        description="the search's certificate (docs/search.md#certificate)"
+    )
     objective: float | None
     best_bound: float | None
     gap: float | None
@@ -124,6 +180,15 @@ class SolveStats(Spec):
         "step_time_s",
         description="unit of objective and best_bound: step time (fixed global batch) or seconds "
         "per sequence (global batch range)",
+    )
+    num_partition_models: int = Field(
+        0, description="stage-partition CP-SAT models solved (stage_split search)"
+    )
+    num_unproved_partitions: int = Field(
+        0, description="of those, models stopped at their work limit before a proof (STOPPED)"
+    )
+    partition_max_gap: float | None = Field(
+        None, description="largest gap any partition model reported (its own bound)"
     )
 
 
@@ -140,6 +205,29 @@ class PlanResult(Spec):
     global_batch_range: tuple[int, int] | None = Field(
         None, description="the searched (MIN, MAX) global batch; `workload` has the best plan's"
     )
+    equivalents: tuple[tuple[Layout, ...], ...] = Field(
+        (),
+        description="per ranked plan, the other ZeRO stages / rank orders priced exactly like it "
+        "(collapsed into it; planner/search/recommend.py)",
+    )
+    fastest_index: int = Field(
+        0,
+        description="index in `ranked` of the fastest plan; 0 unless a simpler plan within the "
+        "simplicity tolerance is recommended first",
+    )
+    simplicity_tolerance: float = Field(0.0, description="the tolerance the recommendation used")
+    framework: Literal["megatron", "torchtitan", "deepspeed"] | None = Field(
+        None,
+        description="the framework the plans are for (cost_models.framework profile); None: "
+        "a search without framework restriction",
+    )
+
+    @property
+    def framework_version(self) -> str | None:
+        """The framework release the plans and exports target (the profile's version)."""
+        from cost_models.framework import profile
+
+        return None if self.framework is None else profile(self.framework).version
 
     @property
     def best(self) -> Estimate:
@@ -148,7 +236,7 @@ class PlanResult(Spec):
     def global_batch(self, index: int = 0) -> int:
         """Global batch (sequences) of a ranked plan: with a range each plan has its own."""
         e = self.ranked[index]
-        return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+        return global_batch_seqs(e.num_microbatches, e.layout)
 
     def plan_workload(self, index: int = 0) -> Workload:
         """The workload a ranked plan was scored with (its own global batch)."""
@@ -170,7 +258,13 @@ class PlanResult(Spec):
     def to_deepspeed_config(self, index: int = 0) -> dict:
         from .export.launch import deepspeed_config
 
-        return deepspeed_config(self.plan_workload(index), self.ranked[index])
+        return deepspeed_config(self.plan_workload(index), self.ranked[index], self.model)
+
+    def to_deepspeed(self, index: int = 0) -> dict:
+        """{"version", "config": DeepSpeed JSON, "launch_args": Megatron-DeepSpeed arguments}."""
+        from .export.launch import deepspeed
+
+        return deepspeed(self.model, self.plan_workload(index), self.ranked[index])
 
     def device_mesh(self, index: int = 0) -> dict:
         """{"mesh_shape": [...], "mesh_dim_names": [...]} for init_device_mesh."""
@@ -181,7 +275,7 @@ class PlanResult(Spec):
     def rank_groups(self, index: int = 0) -> dict[str, list[list[int]]]:
         from .place.ranks import rank_groups
 
-        return rank_groups(self.ranked[index].layout)
+        return rank_groups(self.ranked[index].layout, moe=self.model.moe is not None)
 
     def rank_map(self, index: int = 0, max_nodes: int | None = None) -> list[dict]:
         """Rows {rank, node, gpu, dp, pp, cp, tp, ep}, for the first `max_nodes` nodes or all."""

@@ -24,6 +24,7 @@ from rich.text import Text
 import models_zoo
 from cost_models import estimate
 from cost_models.errors import InvalidInput, PlannerError, describe_validation_error
+from cost_models.framework import PHYSICS_FIELDS, record_profile
 from cost_models.specs import (
     MAX_GPUS,
     MAX_LAYERS,
@@ -48,27 +49,10 @@ FILL_RULES: dict[str, Any] = {
     "ep": 1,
     "precision": "bf16",
 }
-# Conditions a record states only in its free-text `notes` (its layout schema has no field for
-# them). Each is a documented mechanism of the cost model, never a per-record correction.
-TP_OVERLAP_STATED = re.compile(
-    r"--tp-comm-overlap|TP/SP GEMM-comm fusion|Async TP on", re.IGNORECASE
-)
-INTERLEAVED_STATED = re.compile(r"interleaved (?:1F1B|pipeline schedule)", re.IGNORECASE)
-EAGER_LOSS_SOURCE = re.compile(r"torchtitan.*\b2024\b", re.IGNORECASE)
-"""torchtitan runs from 2024 computed the loss eagerly on fp32-upcast logits; from 2025
-torchtitan compiles the loss with the model (torchtitan/components/loss.py,
-build_cross_entropy_loss), which fuses the upcast and the softmax."""
-EAGER_STATED = re.compile(r"torch\.compile off", re.IGNORECASE)
-"""torchtitan without torch.compile runs norms, rotary and SwiGLU op by op (unfused)."""
-FP8_DYNAMIC_STATED = re.compile(r"torchao|FP8-CS|current \(per-tensor\) scaling", re.IGNORECASE)
-"""fp8 with scales from the current tensor (torchao Float8Linear tensorwise, TE current scaling)."""
-FA2_SOURCE = re.compile(r"torchtitan|mosaic|llm-foundry", re.IGNORECASE)
-"""Runs whose attention is FlashAttention-2: torchtitan calls PyTorch SDPA, whose default flash
-backend is FA2 (cuDNN attention opt-in since 2.5.1, pytorch/pytorch#138522; CP restricted SDPA
-to flash / efficient); MosaicML's llm-foundry MPT uses the flash-attn 2 / triton kernels."""
-LAYERS_PER_VIRTUAL_STAGE = 2
-"""vp for a record that states an interleaved schedule but not its depth: chunks of 2 layers,
-what NVIDIA's published Megatron recipes use for 70B-405B models (e.g. Llama 3.1 405B pp8 vp8)."""
+RECORD_SETTINGS = frozenset(PHYSICS_FIELDS) | {"tp_comm_overlap", "vp"}
+"""Keys of a record's explicit `settings` mapping: Workload physics fields, the layout's
+tp_comm_overlap, and vp (a stated interleaved schedule the layout leaves null). Records of the
+shared data file get theirs from models_zoo/published_run_settings.yaml until it has the field."""
 
 SYSTEM_FOR_GPU = {
     "a100-sxm-40gb": "dgx-a100",
@@ -178,47 +162,61 @@ def record_cluster(record: dict[str, Any], cluster: Cluster | None = None) -> Cl
     return Cluster.model_validate(base)
 
 
+def record_settings(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's explicit run settings: its own `settings` mapping, else its entry in
+    models_zoo/published_run_settings.yaml, else none."""
+    settings = record.get("settings")
+    if settings is None:
+        settings = models_zoo.published_run_settings().get(str(record.get("id")), {})
+    if not isinstance(settings, dict):
+        raise InvalidInput("settings: must be a mapping of setting -> value")
+    unknown = sorted(set(settings) - RECORD_SETTINGS)
+    if unknown:
+        raise InvalidInput(
+            f"settings: unknown {', '.join(unknown)}; known: {', '.join(sorted(RECORD_SETTINGS))}"
+        )
+    return settings
+
+
 def record_inputs(
     record: dict[str, Any], cluster: Cluster | None = None
 ) -> tuple[ModelSpec, Cluster, Workload, Layout]:
+    """Model, cluster, workload and layout of a record. The physics come from the profile of
+    its `framework` field (cost_models.framework.RECORD_FRAMEWORKS; absent: `other`, the cost
+    model's defaults) and its explicit `settings`; nothing is read from notes or source text."""
     model = ModelSpec.model_validate(record["model"])
     lay = {k: (v if v is not None else FILL_RULES.get(k)) for k, v in record["layout"].items()}
-    workload = Workload(
-        seq_len=model.seq_len or 4096,
-        global_batch_seqs=lay["global_batch_seqs"],
-        precision=lay["precision"],
-        cross_entropy=(
-            "eager_fp32" if EAGER_LOSS_SOURCE.search(str(record.get("source") or "")) else "fused"
-        ),
-        fused_elementwise=not EAGER_STATED.search(str(record.get("notes") or "")),
-        selective_recompute=(
-            "every_other_matmul" if "torchtitan" in str(record.get("source") or "") else "attention"
-        ),
-        fp8_dynamic_scaling=bool(FP8_DYNAMIC_STATED.search(str(record.get("notes") or ""))),
-        attention_kernel="fa2" if FA2_SOURCE.search(str(record.get("source") or "")) else "fused",
-        cp_attention=(
-            "torch_ring" if "torchtitan" in str(record.get("source") or "") else "fused_ring"
-        ),
-        # torchtitan pipelines with torch.distributed.pipelining, whose last stage keeps every
-        # micro-batch's logits for step()'s return value (cost_models.memory.kept_outputs_bytes).
-        pp_keeps_outputs="torchtitan" in str(record.get("source") or ""),
+    profile = record_profile(record.get("framework") or "other")
+    settings = record_settings(record)
+    physics = {k: v for k, v in settings.items() if k in PHYSICS_FIELDS}
+    workload = profile.workload(
+        Workload(
+            seq_len=model.seq_len or 4096,
+            global_batch_seqs=lay["global_batch_seqs"],
+            precision=lay["precision"],
+            **physics,
+        )
     )
     sp = lay.get("sequence_parallel")
-    notes = str(record.get("notes") or "")
-    if record["layout"].get("vp") is None and lay["pp"] > 1 and INTERLEAVED_STATED.search(notes):
-        lay["vp"] = max(1, model.num_layers // (lay["pp"] * LAYERS_PER_VIRTUAL_STAGE))
-    layout = Layout(
-        tp=lay["tp"],
-        pp=lay["pp"],
-        dp=lay["dp"],
-        cp=lay["cp"],
-        ep=lay["ep"],
-        vp=lay["vp"],
-        micro_batch=lay["micro_batch"],
-        recompute=lay["recompute"],
-        zero_stage=lay["zero_stage"],
-        sequence_parallel=bool(lay["tp"] > 1 if sp is None else sp),
-        tp_comm_overlap=lay["tp"] > 1 and bool(TP_OVERLAP_STATED.search(notes)),
+    if record["layout"].get("vp") is None and "vp" in settings:
+        lay["vp"] = settings["vp"]
+    fields: dict[str, Any] = {}
+    if "tp_comm_overlap" in settings:
+        fields["tp_comm_overlap"] = bool(settings["tp_comm_overlap"]) and lay["tp"] > 1
+    layout = profile.layout(
+        Layout(
+            tp=lay["tp"],
+            pp=lay["pp"],
+            dp=lay["dp"],
+            cp=lay["cp"],
+            ep=lay["ep"],
+            vp=lay["vp"],
+            micro_batch=lay["micro_batch"],
+            recompute=lay["recompute"],
+            zero_stage=lay["zero_stage"],
+            sequence_parallel=bool(lay["tp"] > 1 if sp is None else sp),
+            **fields,
+        )
     )
     return model, record_cluster(record, cluster), workload, layout
 
@@ -231,7 +229,8 @@ def record_inputs(
 Framework = Literal[
     "megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "llm-foundry", "other"
 ]
-"""published_runs.yaml header: the training software that produced the run."""
+"""published_runs.yaml header: the training software that produced the run (the keys of
+cost_models.framework.RECORD_FRAMEWORKS, which tests/planner/test_fuzz_regressions.py checks)."""
 _Text = Annotated[str, Field(max_length=10_000)]
 
 
@@ -275,6 +274,9 @@ class RunRecord(_Record):
     measured_mfu_pct: float | None = Field(None, gt=0, le=100)
     peak_memory_gib: PositiveFloat | None = None
     notes: _Text | None = None
+    settings: dict[str, Any] | None = Field(
+        None, description="explicit run settings (record_settings checks the keys)"
+    )
 
 
 def _measured(value: Any) -> float | None:

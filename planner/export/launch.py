@@ -1,14 +1,18 @@
-"""Launcher hand-off: a plan as Megatron-LM arguments, torchtitan overrides/TOML, DeepSpeed JSON.
+"""Launcher hand-off: a plan as Megatron-LM arguments, torchtitan command lines, DeepSpeed JSON.
 
-Option names are the launchers' own (Megatron-LM: shared/data/megatron_lm_flags.txt; torchtitan:
-shared/data/torchtitan_config_fields.txt). Before emitting, each exporter checks the target's
-own rules and raises InvalidInput naming the rule when the plan cannot be expressed there.
+Targets (cost_models.framework profiles): megatron-core 0.19 (megatron/training/arguments.py of
+the 0.19.2 wheel), torchtitan 0.3.0 (torchtitan/config/manager.py ConfigManager: --module /
+--config plus tyro overrides) and torchtitan main (shared/data/torchtitan_config_fields.txt),
+DeepSpeed 0.19 with Megatron-DeepSpeed. tests/frameworks/ feeds these exports to the real
+frameworks. Before emitting, each exporter checks the target's own rules and raises InvalidInput
+naming the rule when the plan cannot be expressed there.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from cost_models import framework
 from cost_models.errors import InvalidInput
 from cost_models.pipeline import chunk_layer_counts, stage_layers
 from cost_models.specs import Axis, Estimate, ModelSpec, Workload
@@ -21,6 +25,10 @@ MEGATRON_ORDERS = {
 }
 # torchtitan's ParallelDims builds its world mesh as (pp, dp_replicate, dp_shard, cp, tp).
 TORCHTITAN_ORDER = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
+MEGATRON_VERSION = "megatron-core 0.19.2"
+TORCHTITAN_RELEASE = "torchtitan 0.3.0"
+TORCHTITAN_MAIN = "torchtitan main (b5bcd76, 2026-08-21)"
+DEEPSPEED_VERSION = "DeepSpeed 0.19.8 (+ Megatron-DeepSpeed launcher arguments)"
 
 
 def _refuse(target: str, rule: str) -> InvalidInput:
@@ -50,8 +58,46 @@ def stage_layer_counts(model: ModelSpec, e: Estimate) -> list[int]:
 # ------------------------------------------------------------------------------------ Megatron
 
 
+def megatron_model_args(model: ModelSpec, workload: Workload) -> list[str]:
+    """The model shape as Megatron-LM arguments (megatron/training/arguments.py)."""
+    args = ["--num-layers", str(model.num_layers), "--hidden-size", str(model.hidden_size)]
+    args += ["--num-attention-heads", str(model.num_attention_heads)]
+    if model.ffn_hidden_size is not None:
+        args += ["--ffn-hidden-size", str(model.ffn_hidden_size)]
+    if model.head_dim is not None:
+        args += ["--kv-channels", str(model.head_dim)]
+    if model.kv_heads != model.num_attention_heads:
+        args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
+    if model.gated_mlp:
+        args.append("--swiglu")
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if model.max_position_embeddings is None:
+        args += ["--position-embedding-type", "rope"]
+    positions = model.max_position_embeddings or workload.seq_len
+    args += ["--max-position-embeddings", str(max(positions, workload.seq_len))]
+    args += ["--seq-length", str(workload.seq_len)]
+    if model.vocab_size is not None:
+        args += ["--vocab-size", str(model.vocab_size)]
+    if model.moe is not None:
+        moe = model.moe
+        args += ["--num-experts", str(moe.num_experts), "--moe-router-topk", str(moe.top_k)]
+        args += ["--moe-ffn-hidden-size", str(moe.expert_ffn_hidden_size)]
+        if moe.num_shared_experts:
+            shared = moe.num_shared_experts * moe.expert_ffn_hidden_size
+            args += ["--moe-shared-expert-intermediate-size", str(shared)]
+        if moe.first_k_dense_layers:
+            k, n = moe.first_k_dense_layers, model.num_layers
+            args += ["--moe-layer-freq", f"[0]*{k}+[1]*{n - k}"]
+    if model.mla is not None:
+        args.append("--multi-latent-attention")
+    return args
+
+
 def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str]:
-    """Megatron-LM `pretrain_gpt.py` arguments for the parallel part of the plan."""
+    """Megatron-LM `pretrain_gpt.py` arguments for the model and the parallel part of the plan
+    (megatron-core 0.19.2: its parser, validate_args and initialize_model_parallel accept them;
+    tests/frameworks)."""
     lo = e.layout
     if lo.order not in MEGATRON_ORDERS:
         raise _refuse(
@@ -59,11 +105,21 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
             f"rank order {_order_text(e)} is not one Megatron-Core builds "
             "(tp-cp-dp-pp, or tp-cp-pp-dp with --use-tp-pp-dp-mapping)",
         )
-    args = [
-        "--num-layers",
-        str(model.num_layers),
-        "--seq-length",
-        str(workload.seq_len),
+    if lo.dp_shard is not None:
+        raise _refuse("megatron", f"dp_shard ({lo.dp_shard}): hybrid sharding is torchtitan's")
+    mapping = MEGATRON_ORDERS[lo.order]
+    if lo.pp == 1 or lo.dp == 1:
+        mapping = []  # the two orders build the same groups
+    if mapping and model.moe is not None:
+        # parallel_state.initialize_model_parallel: with an order not ending in pp the expert
+        # data-parallel size must equal the dense one (etp*ep == tp*cp), which Megatron asserts.
+        raise _refuse(
+            "megatron",
+            "--use-tp-pp-dp-mapping with a MoE model: Megatron-Core requires the attention and "
+            "MoE data-parallel sizes to match (parallel_state.initialize_model_parallel)",
+        )
+    args = megatron_model_args(model, workload)
+    args += [
         "--tensor-model-parallel-size",
         str(lo.tp),
         "--pipeline-model-parallel-size",
@@ -75,26 +131,42 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         "--global-batch-size",
         str(workload.global_batch_seqs),
     ]
-    args += MEGATRON_ORDERS[lo.order]
+    args += mapping
     if model.moe is not None:
         args += ["--expert-model-parallel-size", str(lo.ep)]
         args += ["--expert-tensor-parallel-size", str(lo.etp)]
     args += _megatron_pipeline(model, e)
     if lo.sequence_parallel and lo.tp > 1:
         args.append("--sequence-parallel")
+    if lo.tp_comm_overlap and lo.tp > 1:
+        args.append("--tp-comm-overlap")
     if lo.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
     elif lo.recompute == "full":
         # Full recompute of every layer: the memory model's assumption (one input per layer kept).
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
         args += ["--recompute-num-layers", "1"]
-    if lo.zero_stage in (1, 2):
+    if lo.zero_stage == 1:
         # The distributed optimizer shards optimizer state and reduce-scatters gradients.
         args.append("--use-distributed-optimizer")
-    elif lo.zero_stage == 3:
-        args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params"]
+    elif lo.zero_stage in (2, 3):
+        # Megatron-FSDP: optim_grads (ZeRO-2) or optim_grads_params (ZeRO-3); validate_args
+        # requires the fsdp_dtensor checkpoint format with it.
+        strategy = "optim_grads" if lo.zero_stage == 2 else "optim_grads_params"
+        args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy]
+        args += ["--ckpt-format", "fsdp_dtensor"]
     args += _megatron_precision(workload)
     return args
+
+
+def megatron_env(e: Estimate) -> dict[str, str]:
+    """Environment the Megatron launch needs: validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1
+    with TP or CP before Blackwell, and Megatron-FSDP asserts it is not 1
+    (megatron/training/arguments.py)."""
+    lo = e.layout
+    if (lo.tp > 1 or lo.cp > 1) and lo.zero_stage < 2:
+        return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    return {}
 
 
 def _megatron_pipeline(model: ModelSpec, e: Estimate) -> list[str]:
@@ -108,7 +180,10 @@ def _megatron_pipeline(model: ModelSpec, e: Estimate) -> list[str]:
             f"pp ({lo.pp})",
         )
     counts = stage_layer_counts(model, e)
-    vp_flag = ["--virtual-pipeline-model-parallel-size", str(lo.vp)] if lo.vp > 1 else []
+    # The parser has no --virtual-pipeline-model-parallel-size: the depth is given as virtual
+    # stages per pipeline rank (megatron/training/arguments.py validate_args sets
+    # virtual_pipeline_model_parallel_size from it).
+    vp_flag = ["--num-virtual-stages-per-pipeline-rank", str(lo.vp)] if lo.vp > 1 else []
     if len(set(chunk_counts(model, e))) == 1:
         return vp_flag
     middle = counts[1:-1]
@@ -144,8 +219,10 @@ def _megatron_precision(workload: Workload) -> list[str]:
     if workload.precision == "fp16":
         return ["--fp16"]
     if workload.precision == "fp8":
-        # Transformer Engine fp8 GEMMs with bf16 master weights and non-GEMM math.
-        return ["--bf16", "--fp8-format", "hybrid"]
+        # Transformer Engine fp8 GEMMs with bf16 master weights and non-GEMM math; scales from
+        # the current tensor (tensorwise) or from the amax history (delayed, Megatron's default).
+        recipe = "tensorwise" if workload.fp8_dynamic_scaling else "delayed"
+        return ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", recipe]
     if workload.precision == "mxfp8":
         # Blackwell MX block scaling: e4m3 with the mxfp8 recipe (Transformer Engine).
         return ["--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"]
@@ -155,35 +232,65 @@ def _megatron_precision(workload: Workload) -> list[str]:
 # ---------------------------------------------------------------------------------- torchtitan
 
 
-def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, Any]:
-    """`{section: {field: value}}` for torchtitan's job config (fields from the fields file)."""
+TORCHTITAN_MODULES = {
+    # planner preset name -> (--module, --config) of torchtitan 0.3.0's config registry
+    # (torchtitan/models/<module>/config_registry.py)
+    "Llama 3 8B": ("llama3", "llama3_8b"),
+    "Llama 3 70B": ("llama3", "llama3_70b"),
+    "Llama 3.1 405B": ("llama3", "llama3_405b"),
+    "DeepSeek-V3": ("deepseek_v3", "deepseek_v3_671b"),
+    "Qwen3-30B-A3B": ("qwen3", "qwen3_30b_a3b"),
+    "gpt-oss-120b": ("gpt_oss", "gpt_oss_120b"),
+}
+AC_SUBCOMMAND = {
+    # Trainer.Config.activation_checkpoint is a union of config classes: tyro selects one by
+    # subcommand (torchtitan/distributed/activation_checkpoint.py).
+    "none": "activation_checkpoint:none",
+    "selective": "activation_checkpoint:selective",
+    "full": "activation_checkpoint:full",
+}
+
+
+def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, Any]:
+    """The `parallelism` section (fields both torchtitan 0.3.0 and main have)."""
     lo = e.layout
-    if lo.order != TORCHTITAN_ORDER:
+    # A ZeRO-1 plan (from a search for another framework) runs as FSDP2 without resharding after
+    # forward: ZeRO-1's traffic, at least its memory saving (gradients are sharded too).
+    checked = lo.model_copy(update={"zero_stage": 2}) if lo.zero_stage == 1 else lo
+    problems = framework.layout_violations(
+        framework.TORCHTITAN, model, checked, chunk_counts(model, e) if lo.pp > 1 else None
+    )
+    if problems:
+        raise _refuse("torchtitan", problems[0])
+    if workload.precision != "bf16":
+        # float8 is a model converter of the recipe (Float8LinearConverter in the --config
+        # function, e.g. llama3_debugmodel_float8), not a command-line field.
         raise _refuse(
             "torchtitan",
-            f"rank order {_order_text(e)}: torchtitan's mesh is (pp, dp, cp, tp), i.e. tp-cp-dp-pp"
-            " (plan with --no-order-search to keep that order)",
+            f"precision {workload.precision}: float8 is set by the recipe's model converters "
+            "(a --config with Float8LinearConverter), not by an override; only bf16 is exported",
         )
-    if lo.etp != 1:
-        raise _refuse("torchtitan", f"etp ({lo.etp}) != 1 has no field in the fields file")
-    if workload.precision not in ("bf16",):
+    if lo.vp > 1 and e.num_microbatches % lo.pp:
         raise _refuse(
-            "torchtitan", f"precision {workload.precision}: only bf16 is in the fields file"
+            "torchtitan",
+            f"Interleaved1F1B needs num_pp_microbatches ({e.num_microbatches}) divisible by "
+            f"pp ({lo.pp})",
         )
-    # ZeRO-0 is DDP (replicate); ZeRO-1/2 are FSDP without resharding after forward (at least
-    # ZeRO-1's memory saving, ZeRO-2's traffic); ZeRO-3 reshards after forward.
-    if lo.zero_stage == 0:
-        replicate, shard, reshard = lo.dp, 1, "default"
-    else:
-        replicate, shard = 1, lo.dp
-        reshard = "always" if lo.zero_stage == 3 else "never"
-    _torchtitan_rules(workload, lo, shard)
-    parallelism: dict[str, Any] = {
+    divisor = lo.tp * 2 * lo.cp  # ParallelDims.seq_len_divisor
+    if workload.seq_len % divisor:
+        raise _refuse(
+            "torchtitan", f"seq_len ({workload.seq_len}) must be divisible by tp*2*cp ({divisor})"
+        )
+    replicate, shard = framework.torchtitan_dp_degrees(lo)
+    # ZeRO-0 is DDP (replicate); ZeRO-2 is FSDP2 without resharding after forward; ZeRO-3
+    # reshards after forward (torchtitan/distributed/fsdp.py).
+    reshard = {0: "default", 1: "never", 2: "never", 3: "always"}[lo.zero_stage]
+    par: dict[str, Any] = {
         "data_parallel_replicate_degree": replicate,
         "data_parallel_shard_degree": shard,
         "fsdp_reshard_after_forward": reshard,
         "tensor_parallel_degree": lo.tp,
-        "enable_sequence_parallel": lo.sequence_parallel,
+        "enable_sequence_parallel": bool(lo.sequence_parallel and lo.tp > 1),
         "context_parallel_degree": lo.cp,
         "pipeline_parallel_degree": lo.pp,
         "expert_parallel_degree": lo.ep,
@@ -194,65 +301,84 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
         # torchtitan builds ceil((num_layers + first_less + last_less) / layers_per_stage) stages
         # (distributed/pipeline_parallel.py): equal stages, except that the first and last may
         # hold fewer layers (room for the embedding and the LM head), as the cost model splits.
-        first_less, last_less = per_stage - chunks[0], per_stage - chunks[-1]
-        if len(chunks) > 1 and set(chunks[1:-1]) - {per_stage}:
-            raise _refuse(
-                "torchtitan",
-                f"layers per virtual stage {chunks} differ in the middle stages; "
-                "pipeline_parallel_layers_per_stage is one number (only the first and last "
-                "stage may hold fewer)",
-            )
-        if lo.vp > 1 and e.num_microbatches % lo.pp:
-            raise _refuse(
-                "torchtitan",
-                f"Interleaved1F1B needs num_pp_microbatches ({e.num_microbatches}) divisible by "
-                f"pp ({lo.pp})",
-            )
-        parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if lo.vp > 1 else "1F1B"
-        parallelism["pipeline_parallel_layers_per_stage"] = per_stage
-        parallelism["pipeline_parallel_first_stage_less_layers"] = first_less
-        parallelism["pipeline_parallel_last_stage_less_layers"] = last_less
+        par["pipeline_parallel_schedule"] = "Interleaved1F1B" if lo.vp > 1 else "1F1B"
+        par["pipeline_parallel_layers_per_stage"] = per_stage
+        par["pipeline_parallel_first_stage_less_layers"] = per_stage - chunks[0]
+        par["pipeline_parallel_last_stage_less_layers"] = per_stage - chunks[-1]
+    return par
+
+
+def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, Any]:
+    """`{section: {field: value}}` for torchtitan main's job config (the fields file)."""
+    lo = e.layout
+    parallelism = torchtitan_parallelism(model, workload, e)
+    if lo.pp > 1:
         parallelism["num_pp_microbatches"] = e.num_microbatches
-    tokens_micro = lo.micro_batch * workload.seq_len
-    training = {
-        "num_tokens_per_microbatch_per_dp_rank": tokens_micro,
+    training: dict[str, Any] = {
+        "num_tokens_per_microbatch_per_dp_rank": lo.micro_batch * workload.seq_len,
         "num_tokens_per_train_step": workload.global_batch_seqs * workload.seq_len,
         "max_context_length": workload.seq_len,
         "mixed_precision_param": "bfloat16",
+        # CUDA graphs: "CUDA graphs do not support pipeline parallelism yet" (Trainer.Config);
+        # nor the all-to-all EP token dispatcher (it synchronizes with the CPU).
+        "disable_cuda_graphs": lo.pp > 1 or lo.ep > 1,
     }
-    return {"training": training, "parallelism": parallelism}
+    return {"training": training, "parallelism": parallelism, "compile": _compile(lo)}
 
 
-def _torchtitan_rules(workload: Workload, lo: Any, dp_shard: int) -> None:
-    """ParallelDims._validate and seq_len_divisor (torchtitan/distributed/parallel_dims.py)."""
-    # With etp = 1 (the default; the fields file has no etp field) EP borrows all of cp and tp
-    # and part of dp_shard.
-    if lo.ep > 1 and (lo.ep % (lo.cp * lo.tp) or (dp_shard * lo.cp * lo.tp) % lo.ep):
-        raise _refuse(
-            "torchtitan",
-            f"ep ({lo.ep}) must be a multiple of cp*tp ({lo.cp}*{lo.tp}) and divide "
-            f"dp_shard*cp*tp ({dp_shard}*{lo.cp}*{lo.tp})",
-        )
-    divisor = lo.tp * 2 * lo.cp
-    if workload.seq_len % divisor:
-        raise _refuse(
-            "torchtitan", f"seq_len ({workload.seq_len}) must be divisible by tp*2*cp ({divisor})"
-        )
+def _compile(lo: Any) -> dict[str, Any]:
+    # The profile's physics (fused elementwise, compiled loss) are torch.compile's: turn it on.
+    return {"enable": True, "enable_async_tensor_parallel": bool(lo.tp_comm_overlap)}
+
+
+def torchtitan_release_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str]:
+    """torchtitan 0.3.0 command line: --module/--config, then tyro overrides (booleans as flags
+    --x / --no_x, the batch as local_batch_size / global_batch_size / seq_len, activation
+    checkpointing as a subcommand last)."""
+    lo = e.layout
+    par = torchtitan_parallelism(model, workload, e)
+    module, config = TORCHTITAN_MODULES.get(model.name, ("MODULE", "CONFIG"))
+    args = ["--module", module, "--config", config]
+    # PP: one step runs local_batch_size / pipeline_parallel_microbatch_size micro-batches;
+    # without PP, local_batch_size is the micro-batch and global / (local * dp) the accumulation.
+    local = lo.micro_batch * e.num_microbatches if lo.pp > 1 else lo.micro_batch
+    training = {
+        "local_batch_size": local,
+        "global_batch_size": workload.global_batch_seqs,
+        "seq_len": workload.seq_len,
+        "mixed_precision_param": "bfloat16",
+        "disable_cuda_graphs": lo.pp > 1 or lo.ep > 1,  # as in torchtitan_config
+    }
+    if lo.pp > 1:
+        par["pipeline_parallel_microbatch_size"] = lo.micro_batch
+    args += _tyro("training", training) + _tyro("parallelism", par)
+    args += _tyro("compile", _compile(lo))
+    args.append(AC_SUBCOMMAND[lo.recompute])
+    return args
+
+
+def _tyro(section: str, fields: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for name, value in fields.items():
+        if isinstance(value, bool):
+            out.append(f"--{section}.{name}" if value else f"--{section}.no_{name}")
+        else:
+            out += [f"--{section}.{name}", str(value)]
+    return out
 
 
 def torchtitan_overrides(config: dict[str, Any]) -> list[str]:
-    """The config as `--<section>.<field> VALUE` command-line overrides."""
+    """The config as torchtitan main command-line overrides (tyro: booleans are flags)."""
     out: list[str] = []
     for section, fields in config.items():
-        for name, value in fields.items():
-            out += [f"--{section}.{name}", _toml_value(value).strip('"')]
+        out += _tyro(section, fields)
     return out
 
 
 def torchtitan_toml(config: dict[str, Any], recompute: str) -> str:
-    """The config as a TOML file (activation checkpointing is a config class, noted as comment)."""
-    ac = {"none": "none", "selective": "SelectiveAC", "full": "FullAC"}[recompute]
-    lines = [f"# activation checkpointing: {ac} (chosen by config class in torchtitan)"]
+    """The config as TOML (torchtitan main's fields; 0.3.0 reads no TOML job file)."""
+    ac = AC_SUBCOMMAND[recompute]
+    lines = [f"# {TORCHTITAN_MAIN}; activation checkpointing: {ac} (a command-line subcommand)"]
     for section, fields in config.items():
         lines.append(f"\n[{section}]")
         lines += [f"{name} = {_toml_value(value)}" for name, value in fields.items()]
@@ -268,10 +394,18 @@ def _toml_value(value: Any) -> str:
 
 
 def torchtitan(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, Any]:
+    """torchtitan hand-off: the 0.3.0 release command line, and main's config / overrides /
+    TOML (main-only batch fields)."""
     config = torchtitan_config(model, workload, e)
+    release = torchtitan_release_args(model, workload, e)
+    overrides = torchtitan_overrides(config) + [AC_SUBCOMMAND[e.layout.recompute]]
     return {
+        "release": {"version": TORCHTITAN_RELEASE, "args": release},
+        "main_version": TORCHTITAN_MAIN,
+        # main's ConfigManager takes the same --module / --config (checked against b5bcd76).
+        "main_args": release[:4] + overrides,
         "config": config,
-        "overrides": torchtitan_overrides(config),
+        "overrides": overrides,
         "toml": torchtitan_toml(config, e.layout.recompute),
     }
 
@@ -279,12 +413,18 @@ def torchtitan(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, A
 # ----------------------------------------------------------------------------------- DeepSpeed
 
 
-def deepspeed_config(workload: Workload, e: Estimate) -> dict[str, Any]:
-    """DeepSpeed config JSON; train_batch_size = micro x accumulation x dp (DeepSpeed's check)."""
+def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = None) -> dict:
+    """DeepSpeed config JSON; train_batch_size = micro x accumulation x dp, where DeepSpeed
+    takes dp from the mpu Megatron-DeepSpeed passes (deepspeed/runtime/config.py): the TP/PP
+    degrees travel in `deepspeed_launch_args`."""
     lo = e.layout
     if lo.pp > 1 and lo.zero_stage >= 2:
         # DeepSpeed's PipelineEngine asserts ZeRO stage < 2.
         raise _refuse("deepspeed", f"ZeRO-{lo.zero_stage} with pp ({lo.pp}) > 1: needs ZeRO <= 1")
+    if model is not None:
+        problems = framework.layout_violations(framework.DEEPSPEED, model, lo)
+        if problems:
+            raise _refuse("deepspeed", problems[0])
     accumulation = e.num_microbatches
     if lo.micro_batch * accumulation * lo.dp != workload.global_batch_seqs:
         raise _refuse(
@@ -305,3 +445,62 @@ def deepspeed_config(workload: Workload, e: Estimate) -> dict[str, Any]:
     else:
         raise _refuse("deepspeed", f"precision {workload.precision}: config has bf16/fp16 only")
     return config
+
+
+def deepspeed_launch_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str]:
+    """Megatron-DeepSpeed `pretrain_gpt.py` arguments that carry TP/PP, the batch and ZeRO
+    next to `--deepspeed_config` (Megatron-DeepSpeed megatron/arguments.py _add_deepspeed_args;
+    its groups: deepspeed/runtime/pipe/topology.py PipeModelDataParallelTopology)."""
+    deepspeed_config(workload, e, model)  # the same rules
+    lo = e.layout
+    args = megatron_deepspeed_model_args(model, workload)
+    args += ["--tensor-model-parallel-size", str(lo.tp)]
+    args += ["--pipeline-model-parallel-size", str(lo.pp)]
+    args += ["--micro-batch-size", str(lo.micro_batch)]
+    args += ["--global-batch-size", str(workload.global_batch_seqs)]
+    args += ["--deepspeed", "--deepspeed_config", "ds_config.json"]
+    args += ["--zero-stage", str(lo.zero_stage)]
+    if lo.pp == 1:
+        args.append("--no-pipeline-parallel")
+    if lo.sequence_parallel and lo.tp > 1:
+        args.append("--sequence-parallel")
+    if lo.recompute == "full":
+        args += ["--checkpoint-activations", "--deepspeed-activation-checkpointing"]
+    elif lo.recompute == "selective":
+        args += ["--recompute-granularity", "selective"]
+    args.append("--bf16" if workload.precision == "bf16" else "--fp16")
+    return args
+
+
+def megatron_deepspeed_model_args(model: ModelSpec, workload: Workload) -> list[str]:
+    """The model shape in Megatron-DeepSpeed's own flag names (deepspeedai/Megatron-DeepSpeed
+    megatron/arguments.py _add_network_size_args: GQA as --num-key-value-heads, rotary as
+    --use-rotary-position-embeddings; dense models only, the profile has no EP)."""
+    args = ["--num-layers", str(model.num_layers), "--hidden-size", str(model.hidden_size)]
+    args += ["--num-attention-heads", str(model.num_attention_heads)]
+    if model.ffn_hidden_size is not None:
+        args += ["--ffn-hidden-size", str(model.ffn_hidden_size)]
+    if model.head_dim is not None:
+        args += ["--kv-channels", str(model.head_dim)]
+    if model.kv_heads != model.num_attention_heads:
+        args += ["--num-key-value-heads", str(model.kv_heads)]
+    if model.gated_mlp:
+        args.append("--swiglu")
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if model.max_position_embeddings is None:
+        args.append("--use-rotary-position-embeddings")
+    positions = model.max_position_embeddings or workload.seq_len
+    args += ["--max-position-embeddings", str(max(positions, workload.seq_len))]
+    args += ["--seq-length", str(workload.seq_len)]
+    if model.vocab_size is not None:
+        args += ["--vocab-size", str(model.vocab_size)]
+    return args
+
+
+def deepspeed(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, Any]:
+    return {
+        "version": DEEPSPEED_VERSION,
+        "config": deepspeed_config(workload, e, model),
+        "launch_args": deepspeed_launch_args(model, workload, e),
+    }

@@ -1,18 +1,16 @@
 """The rank map of a layout: which GPU holds which (dp, pp, cp, tp, ep) coordinates, and groups.
 
-Everything follows `cost_models.topology` (the one place that decides placement): ranks are
-numbered with `Layout.order`, innermost axis fastest, rank r sits on GPU r and node
-r // gpus_per_node. An axis's group varies only that axis's coordinate, so its members are
-`stride` apart where `stride` is `topology.axis_strides`. EP groups follow Megatron-Core's expert
-order (etp, ep, edp inside one pipeline stage): expert coordinates are read from the stage-local
-index with TP innermost, so EP members are etp x the TP stride apart, as topology assumes.
+Every group comes from cost_models.rankmap, the one source the cost model prices from: Megatron-
+Core's decoder grid (TP, CP, DP, PP, DP x CP) and expert grid (EP, expert-TP, expert-DP inside one
+pipeline stage), ranks numbered with `Layout.order`, innermost axis fastest. Rank r sits on GPU r
+and node r // gpus_per_node.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cost_models import topology
+from cost_models import rankmap, topology
 from cost_models.specs import Cluster, Layout
 
 AXES = ("tp", "cp", "dp", "pp")
@@ -20,47 +18,24 @@ MAP_KEYS = ("dp", "pp", "cp", "tp", "ep")
 
 
 def coordinates(layout: Layout, rank: int) -> dict[str, int]:
-    """(tp, cp, dp, pp, ep) coordinates of one rank."""
-    strides = topology.axis_strides(layout)
-    degrees = topology.axis_degrees(layout)
-    coords = {a: (rank // strides[a]) % degrees[a] for a in AXES}
-    coords["ep"] = (_stage_local_index(layout, coords) // layout.etp) % layout.ep
+    """(tp, cp, dp, pp) coordinates of one rank in the decoder grid, ep in the expert grid."""
+    coords = _coords(rankmap.decoder_dims(layout), rank)
+    coords["ep"] = _coords(rankmap.expert_dims(layout), rank)["ep"]
     return coords
 
 
-def _stage_local_index(layout: Layout, coords: dict[str, int]) -> int:
-    """Index of a rank among the tp*cp*dp ranks of its pipeline stage, TP innermost.
-
-    Megatron-Core re-splits these ranks into (etp, ep, edp) for expert layers, TP fastest.
-    """
-    rest = [a.value for a in layout.order if a.value not in ("tp", "pp")]
-    index, inner = coords["tp"], layout.tp
-    for axis in rest:
-        index += coords[axis] * inner
-        inner *= getattr(layout, axis)
-    return index
-
-
-def rank_groups(layout: Layout) -> dict[str, list[list[int]]]:
-    """Rank list of every TP, CP, DP, PP and EP group (each axis's groups partition the ranks)."""
-    world = layout.world_size
-    all_coords = [coordinates(layout, r) for r in range(world)]
-    out: dict[str, list[list[int]]] = {}
-    for axis in (*AXES, "ep"):
-        groups: dict[tuple[Any, ...], list[int]] = {}
-        for rank, c in enumerate(all_coords):
-            groups.setdefault(_group_key(layout, axis, c), []).append(rank)
-        out[axis] = sorted(groups.values())
+def _coords(dims: rankmap.Dims, rank: int) -> dict[str, int]:
+    out, stride = {}, 1
+    for name, size in dims:
+        out[name] = (rank // stride) % size
+        stride *= size
     return out
 
 
-def _group_key(layout: Layout, axis: str, c: dict[str, int]) -> tuple[Any, ...]:
-    """What the members of one group of `axis` share: every coordinate but that axis's."""
-    if axis == "ep":
-        local = _stage_local_index(layout, c)
-        # Same pipeline stage, same etp coordinate and same expert-DP coordinate.
-        return (c["pp"], local % layout.etp, local // (layout.etp * layout.ep))
-    return tuple(c[a] for a in AXES if a != axis)
+def rank_groups(layout: Layout, *, moe: bool = True) -> dict[str, list[list[int]]]:
+    """Rank list of every group kind (cost_models.rankmap.rank_groups): tp, cp, dp, pp, dp_cp,
+    ep, and for an MoE model (`moe`) etp and edp; each kind's groups partition the ranks."""
+    return rankmap.rank_groups(layout, moe=moe)
 
 
 def rank_row(cluster: Cluster, layout: Layout, rank: int) -> dict[str, int]:
@@ -92,18 +67,15 @@ def compact_rule(cluster: Cluster, layout: Layout) -> str:
         last = s * degrees[axis] == layout.world_size
         parts.append(f"{axis} = {term}" if last else f"{axis} = {term} % {degrees[axis]}")
     if layout.ep > 1:
-        if layout.order[0].value == "tp" and layout.order[-1].value == "pp":
-            block = layout.world_size // layout.pp  # a stage's ranks are contiguous, TP fastest
-            inner = f"r % {block}" if layout.etp == 1 else f"r % {block} // {layout.etp}"
-            parts.append(f"ep = ({inner}) % {layout.ep}")
-        else:
-            parts.append(f"ep = (stage-local index, TP fastest) // {layout.etp} % {layout.ep}")
+        s = strides["ep"]
+        term = "r" if s == 1 else f"(r // {s})"
+        parts.append(f"ep = {term} % {layout.ep}")
     return "; ".join(parts)
 
 
-def group_tiers(cluster: Cluster, layout: Layout) -> dict[str, str | None]:
+def group_tiers(cluster: Cluster, layout: Layout, *, moe: bool = True) -> dict[str, str | None]:
     """The slowest tier each axis's groups cross (None: groups of one GPU)."""
-    spans = topology.spans(cluster, layout)
+    spans = topology.spans(cluster, layout, moe=moe)
     out: dict[str, str | None] = {}
     for axis in (*AXES, "ep"):
         tier = topology.outermost_tier(cluster, spans[axis])

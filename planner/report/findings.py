@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cost_models import topology
+from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import Cluster, Estimate
 
 from ..types import PlanResult
@@ -28,17 +29,37 @@ BINDING_LABELS = {
 }
 
 
+# A breakdown difference below this is rounding, not a reason (the search's time quantum).
+REAL_DIFFERENCE_S = 1e-6
+
+
 @dataclass(frozen=True)
 class RunnerUp:
     rank: int  # 2 = second best
     estimate: Estimate
-    slower_share: float  # step time over the best's, minus one
-    binding_term: str | None  # breakdown term that grew most against the best (None: a tie)
-    binding_delta_s: float
+    slower_share: float  # step time over the best's, minus one (negative: faster, see `fastest`)
+    binding_term: str | None  # term that grew most against the best (shrank most, if fastest)
+    binding_delta_s: float  # its difference, seconds (> REAL_DIFFERENCE_S, else term is None)
+    fastest: bool = False  # the fastest plan, behind a simpler one within the tolerance
+    tolerance: float = 0.0
+
+    @property
+    def reason(self) -> str:
+        """The "loses on" cell: the term and its real difference, or the fastest's gain."""
+        if self.fastest:
+            why = f"fastest, {-self.slower_share:.2%} faster"
+            if self.binding_term is not None:
+                why += f": {binding_label(self.binding_term)} -{self.binding_delta_s:.3f} s"
+            return why
+        why = binding_label(self.binding_term)
+        if self.binding_term is not None:
+            why += f" +{self.binding_delta_s:.3f} s"
+        return why
 
 
 def runner_ups(result: PlanResult) -> list[RunnerUp]:
-    """Every plan after the best, with the breakdown term that costs it the most against it."""
+    """Every plan after the best, with the breakdown term that costs it the most against it (for
+    the fastest plan behind a simpler recommendation: the term it saves most on)."""
     best = result.best
     out = []
     for i, e in enumerate(result.ranked[1:], 2):
@@ -49,22 +70,48 @@ def runner_ups(result: PlanResult) -> list[RunnerUp]:
         deltas = {
             t: e.breakdown_s.get(t, 0.0) * scale - best.breakdown_s.get(t, 0.0) for t in terms
         }
-        term = max(terms, key=lambda t: (deltas[t], t)) if terms else None
-        delta = deltas[term] if term is not None else 0.0
+        fastest = i - 1 == result.fastest_index
+        sign = -1.0 if fastest else 1.0
+        term = max(terms, key=lambda t: (sign * deltas[t], t)) if terms else None
+        delta = sign * deltas[term] if term is not None else 0.0
         out.append(
             RunnerUp(
                 rank=i,
                 estimate=e,
                 slower_share=e.step_time_s * scale / best.step_time_s - 1,
-                binding_term=term if delta > 0 else None,
+                binding_term=term if delta > REAL_DIFFERENCE_S else None,
                 binding_delta_s=max(delta, 0.0),
+                fastest=fastest,
+                tolerance=result.simplicity_tolerance,
             )
         )
     return out
 
 
+def ranking_notes(result: PlanResult) -> list[str]:
+    """Why #1 is not the fastest (the simplicity tolerance), and one line per ranked plan that
+    stands for others priced exactly like it."""
+    out = []
+    if result.fastest_index:
+        out.append(
+            f"#1 is the simplest plan within {result.simplicity_tolerance:.1%} of the fastest "
+            f"(#{result.fastest_index + 1}); --simplicity-tolerance 0 ranks by speed alone"
+        )
+    for i, (e, same) in enumerate(zip(result.ranked, result.equivalents, strict=False), 1):
+        if not same:
+            continue
+        names = []
+        for lo in same:
+            if lo.zero_stage != e.layout.zero_stage:
+                names.append(f"ZeRO-{lo.zero_stage}")
+            if lo.order != e.layout.order:
+                names.append("order " + "-".join(a.value for a in lo.order))
+        out.append(f"#{i} is priced the same as: {', '.join(names)} (kept the simplest)")
+    return out
+
+
 def _batch(e: Estimate) -> int:
-    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+    return global_batch_seqs(e.num_microbatches, e.layout)
 
 
 def binding_label(term: str | None) -> str:
@@ -103,9 +150,15 @@ def solver_warnings(result: PlanResult) -> list[str]:
         pct = f"{s.gap:.2%}" if s.gap >= 5e-5 else "< 0.01%"
         gap = f"search stopped with a {pct} gap (status {s.status})"
         return [f"{gap}: a plan up to {pct} faster may exist"]
-    if s.status.upper() not in ("OPTIMAL", "EXHAUSTIVE"):
-        return [f"search status {s.status}: the best plan is not proven optimal"]
-    return []
+    out = []
+    if s.num_unproved_partitions:
+        out.append(
+            f"{s.num_unproved_partitions} of {s.num_partition_models} stage-partition models "
+            f"stopped at their work limit before a proof: their layouts' splits may not be the best"
+        )
+    if s.status != "PROVED" and not out:
+        out.append(f"search status {s.status}: the best plan is not proven optimal")
+    return out
 
 
 def warnings(result: PlanResult) -> list[str]:

@@ -85,12 +85,12 @@ def render_markdown(result: PlanResult) -> str:
     lines += ["## Ranked plans", ""]
     rows = [[*rank_cells(1, best, best), "-"]]
     for r in findings.runner_ups(result):
-        why = findings.binding_label(r.binding_term)
-        if r.binding_term is not None:
-            why += f" +{r.binding_delta_s:.3f} s"
-        rows.append([*rank_cells(r.rank, r.estimate, best), why])
+        rows.append([*rank_cells(r.rank, r.estimate, best), r.reason])
     header = ["#", "layout", "tok/s/GPU", "MFU", "step s", "peak GiB", "vs best", "loses on"]
     lines += _table(header, rows, {0, 2, 3, 4, 5, 6})
+    notes = findings.ranking_notes(result)
+    if notes:
+        lines += [*(f"- {x}" for x in notes), ""]
     warns = findings.warnings(result)
     if warns:
         lines += ["## Warnings", "", *(f"- {x}" for x in warns), ""]

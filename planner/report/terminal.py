@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cost_models import topology
+from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import Cluster, Estimate, Layout, StageMemory, Workload
 
 from ..place import ranks
@@ -31,6 +32,7 @@ LAYOUT_KEYS = (
     "micro_batch",
     "recompute",
     "zero_stage",
+    "dp_shard",
     "sequence_parallel",
 )
 TERM_LABELS = {
@@ -82,12 +84,20 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
     ranked = [plan_dict(e) for e in result.ranked]
     for plan, r in zip(ranked[1:], findings.runner_ups(result), strict=True):
         plan["loses_on"] = {"term": r.binding_term, "delta_s": r.binding_delta_s}
+        if r.fastest:
+            plan["loses_on"] = None
+            plan["fastest"] = {"faster_share": -r.slower_share, "gains_on": r.binding_term}
+    for plan, same in zip(ranked, result.equivalents, strict=False):
+        plan["equivalent_layouts"] = [
+            {"zero_stage": lo.zero_stage, "order": [a.value for a in lo.order]} for lo in same
+        ]
     return {
         "best": ranked[0],
         "warnings": findings.warnings(result),
         "ranked": ranked,
         "solver": result.solver.model_dump(),
         "rejections": result.rejections,
+        "framework": {"name": result.framework, "version": result.framework_version},
         "inputs": {
             "model": result.model.name,
             "cluster": result.cluster.name,
@@ -112,6 +122,8 @@ def layout_line(e: Estimate) -> str:
         f"recompute {lo.recompute}",
         f"ZeRO-{lo.zero_stage}",
     ]
+    if lo.dp_shard is not None:
+        extras.append(f"HSDP {lo.replicate_dp}x{lo.dp_shard}")
     if lo.sequence_parallel:
         extras.append("SP")
     if lo.order != Layout.model_fields["order"].default:
@@ -186,10 +198,10 @@ def render_ranking(result: PlanResult) -> Table:
     best = result.best
     table.add_row(*rank_cells(1, best, best), "-")
     for r in findings.runner_ups(result):
-        why = findings.binding_label(r.binding_term)
-        if r.binding_term is not None:
-            why += f" +{r.binding_delta_s:.3f} s"
-        table.add_row(*rank_cells(r.rank, r.estimate, best), why)
+        table.add_row(*rank_cells(r.rank, r.estimate, best), r.reason)
+    notes = findings.ranking_notes(result)
+    if notes:
+        table.caption, table.caption_justify = "\n".join(notes), "left"
     return table
 
 
@@ -221,7 +233,7 @@ def rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
 
 
 def _batch(e: Estimate) -> int:
-    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+    return global_batch_seqs(e.num_microbatches, e.layout)
 
 
 def _vs_best(e: Estimate, best: Estimate) -> float:
@@ -341,8 +353,9 @@ def solver_line(result: PlanResult) -> str:
 def render_plan(result: PlanResult) -> RenderableType:
     best = result.best
     stats = Panel(solver_line(result), title="Search", title_align="left")
+    target = f" for {result.framework_version}" if result.framework else ""
     summary = Text(
-        f"Best: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
+        f"Best{target}: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
         f"{best.mfu:.1%}, step {best.step_time_s:,.3f} s, peak memory "
         f"{best.peak_memory_gib:.1f} GiB"
     )

@@ -30,7 +30,7 @@ from cost_models import comm, topology
 from cost_models.calibration import calibration_for_cluster
 from cost_models.compute import LayerTime, layer_time, lm_head_time, tokens_per_gpu
 from cost_models.memory import StageParams, layer_activation_bytes, stage_params, state_bytes
-from cost_models.pipeline import stage_layers
+from cost_models.pipeline import num_microbatches, stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 from cost_models.stage import (
     BF16_BYTES,
@@ -107,7 +107,8 @@ class StepLowerBound:
         """A value <= estimate(...).step_time_s for `lo` (this order) under any ZeRO stage, or,
         with_dp, under its own ZeRO stage. `span` is topology.spans(cluster, lo), passed in when
         the caller has it cached."""
-        span = topology.spans(self.cluster, lo) if span is None else span
+        if span is None:
+            span = topology.spans(self.cluster, lo, moe=self.model.moe is not None)
         return self.placement_bounds_s(lo, [span], with_dp=with_dp)[0]
 
     def placement_bounds_s(
@@ -171,12 +172,14 @@ class StepLowerBound:
         key = (
             *(v for k, v in lo.__dict__.items() if k not in ("order", "recompute")),
             tuple(span["dp_cp"]),
-            tuple(span["edp"]),
+            tuple(span.get("edp", ())),
+            tuple(span.get("dp_shard", ())),
+            tuple(span.get("dp_replicate", ())),
         )
         found = self._dp.get(key)
         if found is not None:
             return found
-        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
         dense, moe, head = self._layer_times(lo)
         last = lo.pp - 1
         dp_s = opt_s = 0.0
@@ -223,7 +226,7 @@ class StepLowerBound:
         counts = self._stage_counts(lo) if counts is None else counts
         stage = [nd * cd + nm * cm for nd, nm in counts]
         stage[-1] += head.forward_s + head.backward_s
-        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
         if any_split:
             # Some rank runs N* = min_max_layers layers, d of them dense with d in [N* - (MoE
             # layers), min(N*, dense layers)]: at least the cheapest such mix.
@@ -266,7 +269,7 @@ class StepLowerBound:
         and is not the closest to fitting. The last stage (logits) is tried first.
         """
         model, w = self.model, self.workload
-        m = w.global_batch_seqs // (lo.micro_batch * lo.dp)
+        m = num_microbatches(w.global_batch_seqs, lo)
         kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
         # Activation bytes do not depend on the ZeRO stage or the order.
         acts_key = tuple(v for k, v in lo.__dict__.items() if k not in ("order", "zero_stage"))

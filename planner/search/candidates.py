@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
-from cost_models import topology
+from cost_models import framework, rankmap, topology
 from cost_models.errors import InvalidInput
 from cost_models.rules import layout_violations
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
@@ -38,7 +38,18 @@ HARD_MARGIN_S = 2.0
 """How far past its deadline a search may run to score its first plan (candidate enumeration
 included): past deadline + HARD_MARGIN_S it stops with nothing scored, which the engines report
 as "nothing scored within the time limit" (exit 1). README.md#reliability documents it."""
+
+
 TIMED_OUT = "not scored before the time limit"
+
+
+def nothing_scored(time_limit_s: float) -> str:
+    """The NoFeasiblePlan message when the deadline came before any plan was scored."""
+    return (
+        f"nothing scored within the time limit ({time_limit_s:g} s + {HARD_MARGIN_S:g} s margin "
+        "for enumerating candidates and scoring the first plan): raise --time-limit or narrow "
+        "the search (pin --tp/--pp, --max-nodes, fewer --micro-batches, --no-order-search)"
+    )
 
 
 class DeadlinePassed(Exception):
@@ -238,15 +249,85 @@ def legal_shapes(
     space: SearchSpace,
     deadline: float | None = None,
 ) -> tuple[list[Layout], Counter[str]]:
-    """Every legal base with every recompute and ZeRO choice (canonical order)."""
+    """Every legal base with every recompute and ZeRO choice (canonical order) that the space's
+    framework runs."""
     bases, rejected = legal_bases(model, cluster, workload, space, deadline)
-    shapes = [
-        base.model_copy(update={"recompute": recompute, "zero_stage": zero})
-        for base in bases
-        for recompute in space.recompute
-        for zero in space.zero_stages
-    ]
+    shapes = []
+    for base in bases:
+        for recompute in space.recompute:
+            for zero, shard in sharding_variants(space, base):
+                update = {"recompute": recompute, "zero_stage": zero, "dp_shard": shard}
+                shape = base.model_copy(update=update)
+                problems = framework_violations(model, space, shape)
+                if problems:
+                    rejected[reason_key(problems[0])] += 1
+                else:
+                    shapes.append(shape)
     return shapes, rejected
+
+
+def sharding_variants(space: SearchSpace, base: Layout) -> list[tuple[int, int | None]]:
+    """(ZeRO stage, dp_shard) pairs the search tries for a base: every ZeRO stage of the space,
+    and for a framework with HSDP (torchtitan) the hybrid shard sizes too
+    (cost_models.framework.shard_choices)."""
+    prof = None if space.framework is None else framework.profile(space.framework)
+    return [
+        (zero, shard)
+        for zero in space.zero_stages
+        for shard in framework.shard_choices(prof, base.model_copy(update={"zero_stage": zero}))
+    ]
+
+
+def framework_space(model: ModelSpec, space: SearchSpace) -> SearchSpace:
+    """`space` narrowed to what its framework runs (cost_models.framework): ZeRO stages,
+    recompute modes, interleaving, CP and EP caps. A pin or a choice outside it is bad input."""
+    if space.framework is None:
+        return space
+    p = framework.profile(space.framework)
+    if model.moe is not None and not p.moe:
+        raise InvalidInput(f"model: {p.name} plans for mixture-of-experts models are not modelled")
+    zero = tuple(z for z in space.zero_stages if z in p.zero_stages)
+    recompute = tuple(r for r in space.recompute if r in p.recompute)
+    if not zero:
+        raise InvalidInput(
+            f"zero_stages {list(space.zero_stages)}: {p.name} runs ZeRO {list(p.zero_stages)} "
+            f"({p.zero_source})"
+        )
+    if not recompute:
+        raise InvalidInput(f"recompute: {p.name} runs {', '.join(p.recompute)}")
+    if space.stage_split == "search" and p.name != "megatron":
+        # Only Megatron takes any split (--pipeline-model-parallel-layout); torchtitan takes one
+        # layers-per-stage number, Megatron-DeepSpeed's PipelineModule a partition method.
+        raise InvalidInput(f"stage_split search: {p.name} cannot take a searched layer split")
+    update: dict = {"zero_stages": zero, "recompute": recompute}
+    for axis, cap in (("vp", p.max_vp), ("cp", p.max_cp), ("ep", p.max_ep)):
+        if cap is None:
+            continue
+        pinned = getattr(space, axis, None)
+        if pinned is not None and pinned > cap:
+            raise InvalidInput(f"{axis} ({pinned}): {p.name} runs {axis} <= {cap} ({p.schedules})")
+        key = f"max_{axis}"
+        current = getattr(space, key)
+        update[key] = cap if current is None else min(current, cap)
+    return space.model_copy(update=update)
+
+
+def framework_violations(model: ModelSpec, space: SearchSpace, layout: Layout) -> list[str]:
+    """Why the space's framework cannot run `layout` (none without a framework)."""
+    if space.framework is None:
+        return []
+    return framework.layout_violations(framework.profile(space.framework), model, layout)
+
+
+def allowed_orders(model: ModelSpec, space: SearchSpace) -> tuple[tuple[Axis, ...], ...] | None:
+    """The rank orders the search may offer: SearchSpace.rank_orders (None: all 24) and, with a
+    framework, only those its launcher builds for `model` (cost_models.framework)."""
+    if space.framework is None:
+        return space.rank_orders
+    built = framework.profile(space.framework).orders_for(model)
+    if space.rank_orders is None:
+        return built
+    return tuple(o for o in built if o in set(space.rank_orders))
 
 
 CANONICAL_ORDER: tuple[Axis, ...] = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
@@ -256,65 +337,74 @@ ALL_ORDERS: tuple[tuple[Axis, ...], ...] = (CANONICAL_ORDER,) + tuple(
 )
 
 
-def placement_key(cluster: Cluster, layout: Layout) -> tuple:
+def placement_key(cluster: Cluster, layout: Layout, *, moe: bool = True) -> tuple:
     """What the cost model sees of the order: the span of every group on every tier.
 
     Two orders with the same spans give the same estimate and the same placement, so only the
     first of them (in ALL_ORDERS) is kept. Spans are finer than `topology.placement` (they also
-    carry the DP x CP and expert-DP groups), so deduplicating on them loses nothing.
+    carry the DP x CP and expert groups), so deduplicating on them loses nothing.
     """
-    return tuple(sorted((k, tuple(v)) for k, v in topology.spans(cluster, layout).items()))
+    return tuple(sorted((k, tuple(v)) for k, v in topology.spans(cluster, layout, moe=moe).items()))
+
+
+NO_ORDER = "no allowed rank order builds the same pipeline groups for dense and expert layers"
 
 
 class OrderCache:
-    """Distinct orders per degree tuple (spans depend only on the degrees, ep and etp)."""
+    """Distinct allowed orders per degree tuple (spans depend only on the degrees, ep and etp).
 
-    def __init__(self, cluster: Cluster, search: bool = True) -> None:
+    `allowed`: the orders the search may offer (SearchSpace.rank_orders; None: all 24), kept in
+    ALL_ORDERS order; `search` False keeps the canonical order only. For an MoE model (`moe`) an
+    order Megatron-Core refuses (cost_models.rankmap.expert_pp_mismatch) is dropped. Of orders
+    whose priced spans are equal only the first is kept: the cost model cannot tell them apart.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        search: bool = True,
+        allowed: tuple[tuple[Axis, ...], ...] | None = None,
+        *,
+        moe: bool = True,
+    ) -> None:
         self.cluster = cluster
-        self.search = search
+        self.moe = moe
+        if not search:
+            self.allowed: tuple[tuple[Axis, ...], ...] = (CANONICAL_ORDER,)
+        elif allowed is None:
+            self.allowed = ALL_ORDERS
+        else:
+            self.allowed = tuple(o for o in ALL_ORDERS if o in set(allowed))
         self._cache: dict[tuple[int, ...], tuple[tuple[Axis, ...], ...]] = {}
-        self._spans: dict[tuple, dict[str, tuple[int, ...]]] = {}
-        self._group: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._equivalent: dict[tuple, tuple[tuple[Axis, ...], ...]] = {}
 
     def spans(
         self, layout: Layout, order: tuple[Axis, ...] | None = None
     ) -> dict[str, tuple[int, ...]]:
-        """topology.spans of `layout` (with `order` instead of its own, if given) as tuples
-        (hashable keys for the bounds, safe to share), cached by what it reads (degrees, ep,
-        etp, order)."""
-        order = layout.order if order is None else order
-        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, order)
-        found = self._spans.get(key)
-        if found is None:
-            found = self._spans[key] = self._assemble(layout, order)
-        return found
-
-    def _assemble(self, layout: Layout, order: tuple[Axis, ...]) -> dict[str, tuple[int, ...]]:
-        """topology.spans(cluster, layout with `order`), with topology.group_span memoized by
-        (degree, stride): the 24 orders of thousands of shapes repeat few of them."""
-        found = topology.spans(self.cluster, layout, order, self._group_span)
-        return {axis: tuple(span) for axis, span in found.items()}
-
-    def _group_span(self, degree: int, stride: int) -> tuple[int, ...]:
-        found = self._group.get((degree, stride))
-        if found is None:
-            found = self._group[(degree, stride)] = tuple(
-                topology.group_span(self.cluster, degree, stride)
-            )
-        return found
+        """cost_models.rankmap spans of `layout` (with `order` instead of its own, if given):
+        memoized there by what they read (degrees, ep, etp, order, tier domains)."""
+        return rankmap.spans(self.cluster, layout, order, moe=self.moe)
 
     def orders(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
-        if not self.search:
-            return (CANONICAL_ORDER,)
         key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp)
         found = self._cache.get(key)
         if found is None:
-            seen: dict[tuple, tuple[Axis, ...]] = {}
-            for order in ALL_ORDERS:
+            seen: dict[tuple, list[tuple[Axis, ...]]] = {}
+            for order in self.allowed:
+                if self.moe and rankmap.expert_pp_mismatch(layout, order) is not None:
+                    continue
                 # Every spans dict has the same keys in the same order: its values identify it.
-                seen.setdefault(tuple(self.spans(layout, order).values()), order)
-            found = self._cache[key] = tuple(seen.values())
+                seen.setdefault(tuple(self.spans(layout, order).values()), []).append(order)
+            found = self._cache[key] = tuple(group[0] for group in seen.values())
+            for group in seen.values():
+                self._equivalent[(*key, group[0])] = tuple(group[1:])
         return found
+
+    def equivalent(self, layout: Layout) -> tuple[tuple[Axis, ...], ...]:
+        """The allowed orders priced the same as `layout`'s own (kept) order, besides it."""
+        self.orders(layout)
+        key = (layout.tp, layout.cp, layout.dp, layout.pp, layout.ep, layout.etp, layout.order)
+        return self._equivalent.get(key, ())
 
 
 def enumerate_layouts(
@@ -327,15 +417,20 @@ def enumerate_layouts(
     """All legal layouts in the space, one per distinct placement, and rejection counts
     (DeadlinePassed once `deadline`, a time.perf_counter() value, has passed)."""
     shapes, rejected = legal_shapes(model, cluster, workload, space, deadline)
-    cache = OrderCache(cluster, space.search_order)
+    cache = OrderCache(
+        cluster, space.search_order, allowed_orders(model, space), moe=model.moe is not None
+    )
     layouts = []
     for i, shape in enumerate(shapes):
         if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
             raise DeadlinePassed()
-        for order in cache.orders(shape):
-            layouts.append(
-                shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
-            )
+        orders = cache.orders(shape)
+        if not orders:
+            rejected[NO_ORDER] += 1
+        layouts += [
+            shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
+            for order in orders
+        ]
     return layouts, rejected
 
 
@@ -353,3 +448,25 @@ def simplicity_rank(layout: Layout) -> tuple[int, ...]:
         -layout.micro_batch,
         ALL_ORDERS.index(layout.order),
     )
+
+
+def family_key(layout: Layout) -> tuple:
+    """What makes a plan an alternative rather than a variant: the degrees, interleaving,
+    micro-batch and recompute. Plans that differ only in ZeRO stage (or HSDP shard size) or rank
+    order are variants of one family; by default the search ranks families (each by its best plan)."""
+    lo = layout
+    return (lo.tp, lo.pp, lo.dp, lo.cp, lo.ep, lo.vp, lo.micro_batch, lo.recompute)
+
+
+def plan_key(layout: Layout) -> tuple:
+    """Every plan its own family (SolverOptions.top_variants: near variants of the best)."""
+    return (*family_key(layout), layout.zero_stage, layout.dp_shard, layout.order)
+
+
+def complexity(layout: Layout) -> tuple[int, ...]:
+    """How complex a plan is to run, for the simplicity tolerance (less first): parallel axes
+    in use, interleaving, context parallelism, ZeRO stage. Plans equal in all four are equally
+    simple (VP 4 is not simpler than VP 5): the faster of them is recommended."""
+    lo = layout
+    axes = sum(d > 1 for d in (lo.tp, lo.pp, lo.dp, lo.cp, lo.ep))
+    return (axes, int(lo.vp > 1), int(lo.cp > 1), lo.zero_stage)

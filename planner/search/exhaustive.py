@@ -1,22 +1,26 @@
 """Brute-force oracle: score every legal layout with the cost model and sort.
 
-It stays in the product as the reference the CP-SAT search is tested against (same candidate
-table, same objective, same tie-break), and as the engine for small spaces. With a global batch
-range every layout is scored at the largest legal batch that fits (candidates.largest_fitting,
-checked against every batch in tests/planner/test_sat_batch_range.py) and plans sort by time per
-sequence. With SearchSpace.stage_split "search" a pp > 1 layout out of memory with the even split
-is scored on the partition solver's split (planner/search/partition.py), the rule the CP-SAT engine
-applies; that this split beats every other composition is tested against brute force
-(tests/planner/test_sat_partition.py).
+It stays in the product as the reference the branch and bound (planner/search/table.py) is tested
+against (same candidates, same objective, same tie-break), and as the engine for small spaces. It
+shares only the candidate enumeration with the engine (candidates.py: what is legal), never the
+search: no bounds, no pruning, no CP-SAT. With a global batch range every layout is scored at
+the largest legal batch that fits (candidates.largest_fitting, checked against every batch in
+tests/planner/test_sat_batch_range.py) and plans sort by time per sequence. With
+SearchSpace.stage_split "search" a pp > 1 layout out of memory with the even split is scored on
+the best split that fits, found by scoring every composition of the layers into pp x vp chunks
+(`brute_force_split`), where the engine solves a CP-SAT model (planner/search/partition.py).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from collections import Counter
 
-from cost_models.errors import NoFeasiblePlan
+from cost_models.errors import InvalidInput, NoFeasiblePlan
 from cost_models.estimate import estimate
+from cost_models.pipeline import chunk_layer_counts, global_batch_seqs
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions, SolveStats
@@ -26,16 +30,23 @@ from .candidates import (
     DeadlinePassed,
     batch_choices,
     enumerate_layouts,
+    family_key,
     largest_fitting,
+    nothing_scored,
+    plan_key,
     simplicity_rank,
 )
-from .partition import PartitionSolver
 from .scale import TIME_QUANTUM_S, per_sequence_quanta  # noqa: F401 (re-exported)
+
+
+def within(best_q: int, tolerance: float) -> int:
+    """The largest time in quanta within `tolerance` of `best_q`."""
+    return math.floor(best_q * (1 + tolerance))
 
 
 def plan_batch(e: Estimate) -> int:
     """The global batch (sequences) a plan was scored with."""
-    return e.num_microbatches * e.layout.micro_batch * e.layout.dp
+    return global_batch_seqs(e.num_microbatches, e.layout)
 
 
 def rank_key(e: Estimate, batch_max: int | None = None) -> tuple:
@@ -46,6 +57,25 @@ def rank_key(e: Estimate, batch_max: int | None = None) -> tuple:
         per_sequence_quanta(e.step_time_s, batch, batch_max or batch),
         simplicity_rank(e.layout),
     )
+
+
+def select_families(
+    estimates: list[Estimate], options: SolverOptions, batch_max: int | None
+) -> list[Estimate]:
+    """The best plan of each family (candidates.family_key; plan_key with top_variants), in rank
+    order: the first top_k families, and after them every family within the simplicity tolerance
+    of the best plan (the recommendation chooses among those, planner.api)."""
+    family = plan_key if options.top_variants else family_key
+    best: dict[tuple, Estimate] = {}
+    for e in sorted(estimates, key=lambda e: rank_key(e, batch_max)):
+        best.setdefault(family(e.layout), e)
+    ranked = list(best.values())
+    if not ranked:
+        return []
+    limit = within(rank_key(ranked[0], batch_max)[0], options.simplicity_tolerance)
+    return [
+        e for i, e in enumerate(ranked) if i < options.top_k or rank_key(e, batch_max)[0] <= limit
+    ]
 
 
 def objective_s(e: Estimate, space: SearchSpace) -> float:
@@ -75,15 +105,13 @@ def search(
             model, cluster, workload, space, deadline=deadline + HARD_MARGIN_S
         )
     except DeadlinePassed:
-        raise NoFeasiblePlan(_nothing_scored(options.time_limit_s)) from None
+        raise NoFeasiblePlan(nothing_scored(options.time_limit_s)) from None
     usable = usable_memory_gib(cluster, space)
     feasible: list[Estimate] = []
     smallest: Estimate | None = None
     works = {workload.global_batch_seqs: workload}
     # stage_split "search" (fixed batch only: SearchSpace refuses it with a range).
-    parts = None
-    if space.stage_split == "search":
-        parts = PartitionSolver(model, cluster, workload, usable)
+    search_split = space.stage_split == "search"
     stopped = False
     for num_tried, layout in enumerate(layouts):
         now = time.perf_counter()
@@ -108,11 +136,10 @@ def search(
         )
         chosen, last = largest_fitting(batches, fits)
         e = tried[batches[last] if chosen is None else chosen]
-        if chosen is None and parts is not None and layout.pp > 1:
-            split = parts.split(layout)
-            if split is not None:
-                e = estimate(model, cluster, workload, layout, layers_per_stage=split)
-                chosen = batches[0]
+        if chosen is None and search_split and layout.pp > 1:
+            found = brute_force_split(model, cluster, workload, layout, usable)
+            if found is not None:
+                e, chosen = found, batches[0]
         if chosen is not None:
             feasible.append(e)
         else:
@@ -120,7 +147,7 @@ def search(
             if smallest is None or e.peak_memory_gib < smallest.peak_memory_gib:
                 smallest = e
     if not feasible and stopped:
-        msg = _nothing_scored(options.time_limit_s)
+        msg = nothing_scored(options.time_limit_s)
         if smallest is not None:  # some were scored, none fits: say how close the best came
             msg = (
                 f"no plan that fits found within the time limit ({options.time_limit_s:g} s + "
@@ -132,11 +159,11 @@ def search(
     if not feasible:
         raise NoFeasiblePlan(why_none(cluster, space, usable, len(layouts), smallest, rejected))
     batch_max = space.batch_max
-    feasible.sort(key=lambda e: rank_key(e, batch_max))
-    best = objective_s(feasible[0], space)
+    ranked = select_families(feasible, options, batch_max)
+    best = objective_s(ranked[0], space)
     stats = SolveStats(
         engine="exhaustive",
-        status="STOPPED" if stopped else "OPTIMAL",
+        status="STOPPED" if stopped else "PROVED",  # PROVED: every candidate scored
         objective=best,
         best_bound=None if stopped else best,
         gap=None if stopped else 0.0,
@@ -146,19 +173,52 @@ def search(
         num_feasible=len(feasible),
         objective_unit=space.objective_unit,
     )
-    return feasible[: options.top_k], stats, dict(rejected)
+    return ranked, stats, dict(rejected)
+
+
+MAX_SPLITS = 20_000  # compositions the oracle scores per layout before refusing
+
+
+def compositions(total: int, parts: int):
+    """Every way to write `total` as an ordered sum of `parts` positive integers."""
+    for cuts in itertools.combinations(range(1, total), parts - 1):
+        edges = (0, *cuts, total)
+        yield tuple(b - a for a, b in itertools.pairwise(edges))
+
+
+def brute_force_split(
+    model: ModelSpec, cluster: Cluster, workload: Workload, layout, usable: float
+) -> Estimate | None:
+    """The layout scored on its best split that fits, by scoring every split (None: none fits).
+
+    Best: the least step time (in quanta, as plans rank), then the least sum_c |n_c - even_c|
+    (the engine's tie-break toward the even split), then the first in enumeration order.
+    """
+    chunks = layout.pp * layout.vp
+    count = math.comb(model.num_layers - 1, chunks - 1)
+    if count > MAX_SPLITS:
+        raise InvalidInput(
+            f"stage_split: the exhaustive engine would score {count} splits of "
+            f"{model.num_layers} layers into {chunks} chunks (at most {MAX_SPLITS}); use the "
+            f"default engine"
+        )
+    even = chunk_layer_counts(model.num_layers, chunks)  # the cost model's even split
+    best, best_key = None, None
+    for split in compositions(model.num_layers, chunks):
+        e = estimate(model, cluster, workload, layout, layers_per_stage=split)
+        if e.peak_memory_gib > usable:
+            continue
+        deviation = sum(abs(n - m) for n, m in zip(split, even, strict=True))
+        key = (per_sequence_quanta(e.step_time_s, plan_batch(e), None), deviation)
+        if best_key is None or key < best_key:
+            best, best_key = e, key
+    return best
 
 
 def _count(rejected: Counter[str]) -> int:
     return sum(
         v for k, v in rejected.items() if k not in ("peak memory above usable HBM", TIMED_OUT)
     )
-
-
-def _nothing_scored(time_limit_s: float) -> str:
-    from .solve import nothing_scored  # solve imports this module
-
-    return nothing_scored(time_limit_s)
 
 
 def why_none(

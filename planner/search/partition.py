@@ -37,10 +37,12 @@ the even split is out of memory (planner/search/table.py, planner/search/exhaust
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ortools.sat.python import cp_model
 
 from cost_models.memory import stage_params
-from cost_models.pipeline import chunk_layer_counts, stage_layers
+from cost_models.pipeline import chunk_layer_counts, num_microbatches, stage_layers
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 from cost_models.stage import stage_optimizer_s
 
@@ -51,6 +53,27 @@ from .scale import MAX_EXACT
 SEED = 0
 DETERMINISTIC_LIMIT = 0.01  # CP-SAT deterministic time units per partition model
 Split = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SatResult:
+    """One CP-SAT model's own report: status, objective and bound (seconds), gap, wall time."""
+
+    status: str
+    objective_s: float | None
+    bound_s: float | None
+    gap: float | None
+    wall_time_s: float
+
+    @classmethod
+    def of(cls, solver: cp_model.CpSolver, status: int, seconds_per_unit: float) -> SatResult:
+        found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        objective = solver.objective_value * seconds_per_unit if found else None
+        bound = solver.best_objective_bound * seconds_per_unit if found else None
+        gap = None
+        if objective is not None and bound is not None:
+            gap = max(0.0, (objective - bound) / objective) if objective > 0 else 0.0
+        return cls(solver.status_name(status), objective, bound, gap, solver.wall_time)
 
 
 class PartitionSolver(MemoryCaps):
@@ -71,6 +94,8 @@ class PartitionSolver(MemoryCaps):
         self._cache: dict[tuple, Split | None] = {}
         self.num_solves = 0  # CP-SAT models solved
         self.num_unproved = 0  # models stopped by DETERMINISTIC_LIMIT before a proof
+        self.unproved: set[tuple] = set()  # shapes (partition_caps._key) whose model stopped
+        self.results: list[SatResult] = []  # what each CP-SAT model reported
 
     # ------------------------------------------------------------------ cost-model evaluations
 
@@ -106,7 +131,7 @@ class PartitionSolver(MemoryCaps):
         t_dense, t_moe, t_head = self.layer_s(lo)
         k = self.first_moe()
         total = k * t_dense + (self.model.num_layers - k) * t_moe + t_head
-        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
         return ((m - 1 / lo.vp) * total / lo.pp + total / lo.vp) * SAFETY
 
     # ------------------------------------------------------------------------------ the model
@@ -120,6 +145,10 @@ class PartitionSolver(MemoryCaps):
             self._cache[key] = self._solve(lo)
         return self._cache[key]
 
+    def is_unproved(self, lo: Layout) -> bool:
+        """Whether the CP-SAT model of `lo`'s shape stopped at its work limit before a proof."""
+        return _key(lo) in self.unproved
+
     def _solve(self, lo: Layout) -> Split | None:
         caps = self._prepared(lo)
         if caps is None:
@@ -130,7 +159,7 @@ class PartitionSolver(MemoryCaps):
         C = p * v
         k = self.first_moe()  # layers [0, k) are dense
         n_moe_total = L - k
-        m = self.workload.global_batch_seqs // (lo.micro_batch * lo.dp)
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
         t_dense, t_moe, t_head = self.layer_s(lo)
         o0 = [self.optimizer_s(lo, r, 0, 0) for r in range(p)]
         o_dense = self.optimizer_s(lo, 0, 1, 0) - o0[0] if k else 0.0
@@ -182,13 +211,14 @@ class PartitionSolver(MemoryCaps):
         # it the best split found is used (the property test's oracle shares this solver).
         solver.parameters.max_deterministic_time = DETERMINISTIC_LIMIT
         status = solver.solve(cm)
+        self.results.append(SatResult.of(solver, status, unit_s / (v * weight)))
         if status == cp_model.INFEASIBLE:
             return None
-        if status == cp_model.FEASIBLE:
+        if status != cp_model.OPTIMAL:
             self.num_unproved += 1
-        elif status != cp_model.OPTIMAL:
+            self.unproved.add(_key(lo))
+        if status != cp_model.FEASIBLE and status != cp_model.OPTIMAL:
             # No split found within the limit: treat as not fitting (counted, never silent).
-            self.num_unproved += 1
             return None
         if one_kind:
             return _spread([int(solver.value(x)) for x in tot], even, p)
@@ -261,4 +291,4 @@ def _spread(totals: list[int], even: list[int], p: int) -> Split:
     return tuple(n)
 
 
-__all__ = ["PartitionSolver", "Split"]
+__all__ = ["PartitionSolver", "SatResult", "Split"]

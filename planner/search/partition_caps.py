@@ -5,6 +5,7 @@ memory is non-decreasing in each layer count."""
 from __future__ import annotations
 
 from cost_models.memory import layer_activation_bytes, state_bytes
+from cost_models.pipeline import num_microbatches
 from cost_models.specs import Layout, ModelSpec, Workload
 from cost_models.stage import stage_memory
 
@@ -47,7 +48,7 @@ class MemoryCaps:
     def stage_memory_gib(self, lo: Layout, rank: int, n_dense: int, n_moe: int) -> float:
         """estimate()'s memory of pipeline rank `rank` holding these layers (same functions)."""
         model, w = self.model, self.workload
-        m = w.global_batch_seqs // (lo.micro_batch * lo.dp)
+        m = num_microbatches(w.global_batch_seqs, lo)
         key = _key(lo)
         acts = self._acts.get(key)
         if acts is None:

@@ -1,19 +1,14 @@
 """The candidate table: every legal (layout, placement), scored only where it can still matter.
 
-Exact best-first branch and bound (bounds in planner/search/bounds.py). A heap holds entries of four
-kinds (five with stage_split "search"), each with a lower bound on the step time of everything it stands for:
-  0  a shape (base x recompute, every ZeRO stage), compute-only bound, valid for every placement;
-  1  the same shape, bound raised to its best placement's bound (no DP / optimizer terms);
-  2  one placement of a shape x ZeRO stage that fits in memory, its own bound (no DP / optimizer);
-  3  the same placement with the DP and optimizer terms added (the step time up to 1e-9);
-  4  (stage_split "search") a placement of a shape out of memory with the even split that some
-     split fits, its CP-SAT split not yet solved: a bound for every split that fits.
+Exact best-first branch and bound (bounds in planner/search/bounds.py). A heap holds `Entry`
+records of the node kinds in `Kind` (SPLIT only with stage_split "search"), each with a lower
+bound on the step time of everything it stands for; `BranchAndBound` has one method per kind.
 Popping an entry tightens it to the next kind (re-queued if the bound rose) and pays for the next
 check only then: placement bounds of a shape, then its memory per ZeRO stage (order-independent),
-then the DP terms, then the full cost model. Once the smallest open bound exceeds the
-k-th best step time found, no remaining candidate can enter the top k and the search stops. The
-table therefore holds every plan of the exhaustive top k, with the same floats; tests check it
-against exhaustive.py.
+then the DP terms, then the full cost model. Once the smallest open bound exceeds the k-th best
+family's time (and the simplicity tolerance line), nothing left can enter the ranking and the
+search stops. The table therefore holds the best plan of every family of the exhaustive ranking,
+with the same floats; tests check it against exhaustive.py.
 
 SearchSpace.stage_split "search" (planner/search/partition.py): a pp > 1 shape's split is known only
 after its memory check, so kinds 0 and 1 use bounds valid for every split (total compute / pp for
@@ -30,7 +25,10 @@ import heapq
 import math
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import NamedTuple
 
 from cost_models.estimate import estimate
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
@@ -40,14 +38,20 @@ from .bounds import StepLowerBound
 from .candidates import (
     CANONICAL_ORDER,
     HARD_MARGIN_S,
+    NO_ORDER,
     TIMED_OUT,
     DeadlinePassed,
     OrderCache,
+    allowed_orders,
+    family_key,
+    framework_violations,
     largest_fitting,
     legal_bases_batched,
+    reason_key,
+    sharding_variants,
 )
-from .exhaustive import usable_memory_gib
-from .partition import PartitionSolver, Split
+from .exhaustive import usable_memory_gib, within
+from .partition import PartitionSolver, SatResult, Split
 from .scale import TIME_QUANTUM_S, per_sequence_quanta
 
 OOM = "peak memory above usable HBM"
@@ -66,6 +70,42 @@ class CandidateTable:
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
     open_bound_s: float | None = None  # smallest bound left open when a deadline stopped it
     timed_out: bool = False  # the deadline stopped the search (with or without a plan scored)
+    # stage_split "search": partition models stopped unproved, the smallest bound they leave
+    # open, and every partition model's own report.
+    num_unproved_partitions: int = 0
+    unproved_bound_s: float | None = None
+    partition_results: list[SatResult] = field(default_factory=list)
+
+
+class Kind(IntEnum):
+    """What a heap entry stands for, in the order a candidate is refined."""
+
+    SHAPE = 0  # base x recompute, every ZeRO stage and order: compute-only bound
+    SHAPE_PLACED = 1  # the same, bound raised to its best placement's (no DP / optimizer)
+    PLACEMENT = 2  # one order of a shape x ZeRO stage that fits in memory (no DP / optimizer)
+    PLACEMENT_DP = 3  # the same with the DP and optimizer terms (the step time up to 1e-9)
+    SPLIT = 4  # stage_split "search": a placement whose even split is out of memory but some
+    # split fits, its CP-SAT split not yet solved: a bound for every split that fits
+
+
+class Entry(NamedTuple):
+    """One heap entry (compared as a tuple: bound first, then kind)."""
+
+    bound_q: int  # lower bound, time quanta (per sequence with a batch range)
+    kind: Kind
+    base: int  # index into the legal bases
+    recompute: int  # index into SearchSpace.recompute
+    zero: int = -1  # index into the base's (ZeRO, dp_shard) variants (-1: all, shape kinds)
+    order: int = -1  # index into the base's distinct orders (-1: every order, shape kinds)
+
+
+@dataclass
+class Fitting:
+    """A shape x ZeRO stage that fits in memory: the batch it is scored at and its split."""
+
+    layout: Layout
+    batch: int
+    split: Split | None = None  # None: the even split (or, for SPLIT entries, not solved yet)
 
 
 def build_table(
@@ -77,217 +117,348 @@ def build_table(
     *,
     prune: bool = True,
     deadline: float | None = None,
+    family: Callable[[Layout], tuple] = family_key,
+    tolerance: float = 0.0,
 ) -> CandidateTable:
     """`deadline` (a time.perf_counter() value) stops the search early once at least one plan
-    that fits has been scored; `open_bound_s` then holds the smallest bound left open. Past
-    deadline + HARD_MARGIN_S it stops even with nothing scored (`timed_out`, no estimates)."""
-    table = CandidateTable()
-    # Hard stop (issue 19): the enumeration and the first scored plan must fit in the limit
-    # plus a margin too, so a huge space ends with "nothing scored" instead of running on.
+    that fits has been scored; `open_bound_s` then holds the smallest bound left open.
+
+    The top k counts families (`family`: candidates.family_key by default, plan_key for every
+    plan), each by its best plan, and every family within `tolerance` of the best plan is kept
+    too (the simplicity tolerance chooses among them): the table holds the best plan of each.
+
+    Past deadline + HARD_MARGIN_S it stops even with nothing scored (`timed_out`, no estimates):
+    the enumeration, the first bounds and the first scored plan must fit in the limit plus that
+    margin too, so a huge space ends with "nothing scored" instead of running on (issue 19)."""
     hard = None if deadline is None else deadline + HARD_MARGIN_S
     try:
-        bases, batches, table.rejected = legal_bases_batched(
-            model, cluster, workload, space, deadline=hard
+        search = BranchAndBound(
+            model, cluster, workload, space, top_k, family, tolerance, hard_deadline=hard
         )
     except DeadlinePassed:
-        table.timed_out = True
-        return table
-    orders = OrderCache(cluster, space.search_order)
-    # Global batch range: every key is time per sequence (scale.per_sequence_quanta, scaled to
-    # the range's MAX), a base's bounds are taken at its largest legal batch, and a shape is
-    # scored at the largest batch that fits (candidates.largest_fitting). Time per sequence never
-    # rises with the batch, so a bound at the largest batch also bounds every smaller one.
-    # Fixed batch: one batch, factor exactly 1, the step time as before.
-    batch_max = space.batch_max
-    bound_at = _PerBatch(model, cluster, workload)
+        return CandidateTable(timed_out=True)
+    return search.run(prune=prune, deadline=deadline)
 
-    def quanta(step_s: float, batch: int) -> int:
-        return per_sequence_quanta(step_s, batch, batch_max)
 
-    usable = usable_memory_gib(cluster, space)
-    # stage_split "search" (fixed batch only: SearchSpace refuses it with a range).
-    parts = None
-    if space.stage_split == "search" and bases:  # no legal base: nothing to split (issue 19)
-        parts = PartitionSolver(model, cluster, workload, usable, bound_at(batches[0][0]))
-    splits: dict[tuple[int, int, int], Split] = {}  # shapes scored on a CP-SAT split
-    even_q: dict[tuple[int, int], list[int]] = {}  # even-split placement bounds ("search")
+class BranchAndBound:
+    """The search state and one method per node kind (`Kind`)."""
 
-    def any_split(lo: Layout) -> bool:
-        return parts is not None and lo.pp > 1
-
-    # Distinct placements of each base (they depend only on the degrees).
-    base_orders = []
-    for b, base in enumerate(bases):
-        if hard is not None and b % 64 == 0 and time.perf_counter() > hard:
-            table.timed_out = True  # a huge space (e.g. MoE EP choices): nothing scored in time
-            return table
-        base_orders.append(orders.orders(base))
-    # Heap entries (bound quanta, kind, base, recompute, zero, order index), kinds as in the
-    # module docstring; kinds 0 and 1 stand for every ZeRO stage (zero index -1).
-    heap: list[tuple[int, int, int, int, int, int]] = []
-    for b, base in enumerate(bases):
-        if hard is not None and b % 64 == 0 and time.perf_counter() > hard:
-            table.timed_out = True
-            return table
-        for ri, recompute in enumerate(space.recompute):
-            b0 = batches[b][0]
-            if any_split(base):
-                lb = parts.free_step_s(base.model_copy(update={"recompute": recompute}))
-            else:
-                lb = bound_at(b0).step_s(base, recompute)
-            heap.append((quanta(lb, b0), 0, b, ri, -1, -1))
-        table.num_legal += len(base_orders[b]) * len(space.recompute) * len(space.zero_stages)
-    table.num_candidates = table.num_legal + sum(table.rejected.values())
-    heapq.heapify(heap)
-    kth: list[int] = []  # max-heap (negated) of the k best step times in quanta
-    # (peak GiB, layout, workload) closest to fitting
-    smallest: tuple[float, Layout, Workload] | None = None
-    shapes: dict[tuple[int, int, int], Layout] = {}  # shapes that fit, by (base, rc, zero)
-    batch_of: dict[tuple[int, int, int], int] = {}  # the batch each fitting shape is scored at
-    timed_out = False
-    # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) of its orders.
-    placement_q: dict[tuple[int, int], list[int]] = {}
-    base_spans: dict[int, list[dict[str, tuple[int, ...]]]] = {}  # per base, per order
-    while heap:
-        lb_q, kind, b, ri, zi, oi = heap[0]
-        if prune and len(kth) == top_k and lb_q > -kth[0]:
-            break
-        now = time.perf_counter() if deadline is not None else 0.0
-        if deadline is not None and not table.estimates and now > hard:
-            timed_out = table.timed_out = True  # nothing scored within the limit + margin
-            break
-        if deadline is not None and table.estimates and now > deadline:
-            table.timed_out = True
-            # A valid bound on every open entry: its bound in quanta, less the rounding.
-            table.open_bound_s = (lb_q - 1) * TIME_QUANTUM_S
-            if batch_max is not None:
-                table.open_bound_s /= batch_max  # per sequence, as the objective
-            timed_out = True
-            break
-        heapq.heappop(heap)
-        cutoff = -kth[0] if prune and len(kth) == top_k else None
-        if kind == 0:
-            # Tighten the shape's bound to its best placement's before paying for the memory
-            # check; re-queue it if that moved it back.
-            shape = bases[b].model_copy(update={"recompute": space.recompute[ri]})
-            spans = base_spans.get(b)
-            if spans is None:
-                spans = base_spans[b] = [orders.spans(shape, o) for o in base_orders[b]]
-            b0 = batches[b][0]
-            at = bound_at(b0).placement_bounds_s(shape, spans, any_split=any_split(shape))
-            qs = placement_q[(b, ri)] = [quanta(lb, b0) for lb in at]
-            q = max(lb_q, min(qs))
-            if q > lb_q:
-                if cutoff is None or q <= cutoff:
-                    heapq.heappush(heap, (q, 1, b, ri, -1, -1))
-                continue
-            kind = 1
-        if kind == 1:
-            # Memory does not depend on the order: decide it once per ZeRO stage, before any
-            # placement of it is queued.
-            for zi, zero in enumerate(space.zero_stages):
-                shape = bases[b].model_copy(
-                    update={"recompute": space.recompute[ri], "zero_stage": zero}
-                )
-                # Stop early only when the shape can neither fit nor be the closest to fitting
-                # (the first shape out of memory gets its exact peak).
-                stop = math.inf if smallest is None else max(usable, smallest[0])
-                peaks: dict[int, float] = {}
-
-                def fit(batch: int, shape=shape, peaks=peaks, stop=stop) -> bool:
-                    peaks[batch] = bound_at(batch).peak_memory_gib(shape, stop_above=stop)
-                    return peaks[batch] <= usable
-
-                chosen, last = largest_fitting(batches[b], fit)
-                pending = None
-                if chosen is None and any_split(shape):
-                    # Even split out of memory: does any split fit (memory caps, no CP-SAT)?
-                    pending = parts.fewest_max_layers(shape)
-                    chosen = None if pending is None else batches[b][0]
-                if chosen is None:
-                    peak = peaks[batches[b][last]]
-                    table.rejected[OOM] += len(base_orders[b])
-                    if smallest is None or peak < smallest[0]:
-                        smallest = (peak, shape, bound_at(batches[b][last]).workload)
-                    continue
-                shapes[(b, ri, zi)] = shape
-                batch_of[(b, ri, zi)] = chosen
-                qs = placement_q[(b, ri)]
-                kind = 2
-                if pending is not None:
-                    # Queued with a bound for every split that fits (kind 4); the CP-SAT split
-                    # is solved when one of these placements is the best open candidate.
-                    kind = 4
-                    at = bound_at(chosen).placement_bounds_s(
-                        shape, base_spans[b], any_split=True, min_max_layers=pending
-                    )
-                    qs = [quanta(lb, chosen) for lb in at]
-                elif any_split(shape):  # the even split fits: its own (tighter) bounds
-                    qs = even_q.get((b, ri))
-                    if qs is None:
-                        at = bound_at(chosen).placement_bounds_s(shape, base_spans[b])
-                        qs = even_q[(b, ri)] = [quanta(lb, chosen) for lb in at]
-                elif chosen != batches[b][0]:
-                    # Memory forced a smaller batch than the bounds assumed: bound the
-                    # placements again at that batch (tighter per sequence).
-                    at = bound_at(chosen).placement_bounds_s(shape, base_spans[b])
-                    qs = [quanta(lb, chosen) for lb in at]
-                for o, q in enumerate(qs):
-                    q = max(q, lb_q)
-                    if cutoff is None or q <= cutoff:  # the k-th best only falls: never popped
-                        heapq.heappush(heap, (q, kind, b, ri, zi, o))
-            continue
-        key = (b, ri, zi)
-        shape = shapes.get(key)
-        if shape is None:  # its split turned out not to fit (kind 4 below)
-            continue
-        order = base_orders[b][oi]
-        if kind == 4:
-            split = splits.get(key)
-            if split is None:
-                split = parts.split(shape)
-                if split is None:  # the work limit stopped CP-SAT before any split
-                    del shapes[key]
-                    table.rejected[OOM] += len(base_orders[b])
-                    continue
-                splits[key] = split
-            counts = parts.counts(shape, split)
-            at = bound_at(batch_of[key]).placement_bounds_s(
-                shape, [base_spans[b][oi]], counts=counts
+    def __init__(
+        self,
+        model: ModelSpec,
+        cluster: Cluster,
+        workload: Workload,
+        space: SearchSpace,
+        top_k: int,
+        family: Callable[[Layout], tuple],
+        tolerance: float,
+        hard_deadline: float | None = None,
+    ) -> None:
+        self.model, self.cluster, self.space, self.family = model, cluster, space, family
+        self.hard = hard_deadline  # DeadlinePassed / timed_out past it (build_table)
+        self.table = CandidateTable()
+        self.bases, self.batches, self.table.rejected = legal_bases_batched(
+            model, cluster, workload, space, deadline=hard_deadline
+        )
+        self.orders = OrderCache(
+            cluster, space.search_order, allowed_orders(model, space), moe=model.moe is not None
+        )
+        # Global batch range: every key is time per sequence (scale.per_sequence_quanta, scaled
+        # to the range's MAX), a base's bounds are taken at its largest legal batch, and a shape
+        # is scored at the largest batch that fits (candidates.largest_fitting). Time per
+        # sequence never rises with the batch, so a bound at the largest batch also bounds every
+        # smaller one. Fixed batch: one batch, factor exactly 1, the step time as before.
+        self.batch_max = space.batch_max
+        self.bound_at = _PerBatch(model, cluster, workload)
+        self.usable = usable_memory_gib(cluster, space)
+        # stage_split "search" (fixed batch only: SearchSpace refuses it with a range).
+        self.parts: PartitionSolver | None = None
+        if space.stage_split == "search" and self.bases:
+            self.parts = PartitionSolver(
+                model, cluster, workload, self.usable, self.bound_at(self.batches[0][0])
             )
-            q = max(lb_q, quanta(at[0], batch_of[key]))
-            if q > lb_q:
-                if cutoff is None or q <= cutoff:
-                    heapq.heappush(heap, (q, 2, b, ri, zi, oi))
+        # Distinct placements of each base (they depend only on the degrees).
+        self.base_orders = []
+        for b, base in enumerate(self.bases):
+            self._check_hard(b)
+            self.base_orders.append(self.orders.orders(base))
+        # (ZeRO stage, dp_shard) pairs per base: the space's ZeRO stages, and HSDP shard sizes
+        # for a framework that has HSDP (candidates.sharding_variants).
+        # A (ZeRO, dp_shard) the framework cannot run on a base is rejected here, once per
+        # recompute x order it stands for (recompute does not change the framework's rules).
+        self.variants: list[list[tuple[int, int | None]]] = []
+        for b, base in enumerate(self.bases):
+            kept = []
+            for zero, shard in sharding_variants(space, base):
+                lo = base.model_copy(update={"zero_stage": zero, "dp_shard": shard})
+                problems = framework_violations(model, space, lo)
+                if problems:
+                    n = len(space.recompute) * len(self.base_orders[b])
+                    self.table.rejected[reason_key(problems[0])] += n
+                else:
+                    kept.append((zero, shard))
+            self.variants.append(kept)
+        self.base_spans: dict[int, list[dict[str, tuple[int, ...]]]] = {}  # per base, per order
+        # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) per order.
+        self.placement_q: dict[tuple[int, int], list[int]] = {}
+        self.even_q: dict[tuple[int, int], list[int]] = {}  # even-split bounds ("search")
+        self.fitting: dict[tuple[int, int, int], Fitting] = {}  # by (base, recompute, zero)
+        self.smallest: tuple[float, Layout, Workload] | None = None  # closest to fitting
+        self.top = _TopFamilies(top_k, tolerance)  # the k best families' times in quanta
+        self.heap: list[Entry] = []
+        self.cutoff: int | None = None  # entries above it are never queued
+
+    # ------------------------------------------------------------------------------ the loop
+
+    def _check_hard(self, i: int) -> None:
+        """DeadlinePassed every 64th call once the hard deadline has passed (pre-loop work)."""
+        if self.hard is not None and i % 64 == 0 and time.perf_counter() > self.hard:
+            raise DeadlinePassed()
+
+    def run(self, *, prune: bool, deadline: float | None) -> CandidateTable:
+        table, space = self.table, self.space
+        for b, base in enumerate(self.bases):
+            if self.hard is not None and b % 64 == 0 and time.perf_counter() > self.hard:
+                return CandidateTable(timed_out=True)  # nothing scored in the limit + margin
+            per_base = len(space.recompute) * len(self.variants[b])
+            if not self.base_orders[b]:
+                table.rejected[NO_ORDER] += per_base
                 continue
-        split = splits.get(key)
-        if kind == 2 and split is None:
-            # Add the DP and optimizer terms (they need the ZeRO stage) before scoring; a
-            # CP-SAT split is scored directly (bounds.dp_optimizer_s covers the even split only).
-            batch = batch_of[key]
-            full = bound_at(batch).placement_step_s(shape, base_spans[b][oi], with_dp=True)
-            q = max(lb_q, quanta(full, batch))
-            if q > lb_q:
-                if cutoff is None or q <= cutoff:
-                    heapq.heappush(heap, (q, 3, b, ri, zi, oi))
+            b0 = self.batches[b][0]
+            for ri, recompute in enumerate(space.recompute):
+                if self._any_split(base):
+                    lb = self.parts.free_step_s(base.model_copy(update={"recompute": recompute}))
+                else:
+                    lb = self.bound_at(b0).step_s(base, recompute)
+                self.heap.append(Entry(self._quanta(lb, b0), Kind.SHAPE, b, ri))
+            table.num_legal += len(self.base_orders[b]) * per_base
+        table.num_candidates = table.num_legal + sum(table.rejected.values())
+        heapq.heapify(self.heap)
+        handlers = {
+            Kind.SHAPE: self._shape,
+            Kind.SHAPE_PLACED: self._memory,
+            Kind.PLACEMENT: self._dp_terms,
+            Kind.PLACEMENT_DP: self._score,
+            Kind.SPLIT: self._split,
+        }
+        timed_out = False
+        while self.heap:
+            entry = self.heap[0]
+            self.cutoff = self.top.cutoff() if prune else None
+            if self.cutoff is not None and entry.bound_q > self.cutoff:
+                break
+            now = time.perf_counter() if deadline is not None else 0.0
+            if self.hard is not None and not table.estimates and now > self.hard:
+                timed_out = table.timed_out = True  # nothing scored within the limit + margin
+                break
+            if deadline is not None and table.estimates and now > deadline:
+                table.open_bound_s = _seconds(entry.bound_q, self.batch_max)
+                timed_out = table.timed_out = True
+                break
+            heapq.heappop(self.heap)
+            handlers[entry.kind](entry)
+        # Every legal placement not scored and not out of memory was left out by its bound (or
+        # by the deadline): unexpanded shapes, open placements, placements never pushed.
+        left = table.num_legal - table.num_scored - table.rejected[OOM]
+        if left > 0:
+            table.rejected[TIMED_OUT if timed_out else PRUNED] += left
+        if self.parts is not None:
+            table.num_unproved_partitions = self.parts.num_unproved
+            table.partition_results = list(self.parts.results)
+        if not table.estimates and self.smallest is not None:
+            peak_layout, work = self.smallest[1], self.smallest[2]
+            table.smallest = estimate(self.model, self.cluster, work, peak_layout)  # message
+        return table
+
+    # ----------------------------------------------------------------------- one per node kind
+
+    def _shape(self, e: Entry) -> None:
+        """SHAPE: tighten the bound to the shape's best placement's before paying for the
+        memory check; re-queue it if that moved it back, else check memory now."""
+        b, ri = e.base, e.recompute
+        shape = self.bases[b].model_copy(update={"recompute": self.space.recompute[ri]})
+        spans = self.base_spans.get(b)
+        if spans is None:
+            spans = self.base_spans[b] = [self.orders.spans(shape, o) for o in self.base_orders[b]]
+        b0 = self.batches[b][0]
+        at = self.bound_at(b0).placement_bounds_s(shape, spans, any_split=self._any_split(shape))
+        qs = self.placement_q[(b, ri)] = [self._quanta(lb, b0) for lb in at]
+        q = max(e.bound_q, min(qs))
+        if q > e.bound_q:
+            self._push(e._replace(bound_q=q, kind=Kind.SHAPE_PLACED))
+            return
+        self._memory(e)
+
+    def _memory(self, e: Entry) -> None:
+        """SHAPE_PLACED: memory does not depend on the order; decide it once per ZeRO stage and
+        queue the placements of each stage that fits (SPLIT where only another split fits)."""
+        b, ri = e.base, e.recompute
+        batches = self.batches[b]
+        for zi, (zero, shard) in enumerate(self.variants[b]):
+            shape = self.bases[b].model_copy(
+                update={"recompute": self.space.recompute[ri], "zero_stage": zero, "dp_shard": shard}
+            )
+            chosen, last, peaks = self._largest_fitting(shape, batches)
+            pending = None
+            if chosen is None and self._any_split(shape):
+                # Even split out of memory: does any split fit (memory caps, no CP-SAT)?
+                pending = self.parts.fewest_max_layers(shape)
+                chosen = None if pending is None else batches[0]
+            if chosen is None:
+                peak = peaks[batches[last]]
+                self.table.rejected[OOM] += len(self.base_orders[b])
+                if self.smallest is None or peak < self.smallest[0]:
+                    self.smallest = (peak, shape, self.bound_at(batches[last]).workload)
                 continue
-        lo = shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
-        e = estimate(model, cluster, bound_at(batch_of[key]).workload, lo, layers_per_stage=split)
-        table.num_scored += 1
-        table.estimates.append(e)
-        q = quanta(e.step_time_s, batch_of[key])
-        if len(kth) < top_k:
-            heapq.heappush(kth, -q)
-        elif q < -kth[0]:
-            heapq.heapreplace(kth, -q)
-    # Every legal placement not scored and not out of memory was left out by its bound (or by the
-    # deadline): unexpanded shapes, open placements, and placements never pushed (bound > k-th).
-    left = table.num_legal - table.num_scored - table.rejected[OOM]
-    if left > 0:
-        table.rejected[TIMED_OUT if timed_out else PRUNED] += left
-    if not table.estimates and smallest is not None:
-        table.smallest = estimate(model, cluster, smallest[2], smallest[1])  # for the message
-    return table
+            self.fitting[(b, ri, zi)] = Fitting(shape, chosen)
+            kind, qs = Kind.PLACEMENT, self._placement_q(b, ri, shape, chosen, pending)
+            if pending is not None:
+                # Queued with a bound for every split that fits; the CP-SAT split is solved when
+                # one of these placements is the best open candidate.
+                kind = Kind.SPLIT
+            for o, q in enumerate(qs):
+                # The k-th best only falls: an entry above the cutoff would never be popped.
+                self._push(Entry(max(q, e.bound_q), kind, b, ri, zi, o))
+
+    def _split(self, e: Entry) -> None:
+        """SPLIT: solve the shape's CP-SAT split (once), bound this placement on it."""
+        key = (e.base, e.recompute, e.zero)
+        fit = self.fitting.get(key)
+        if fit is None:  # its split turned out not to fit
+            return
+        if fit.split is None:
+            fit.split = self.parts.split(fit.layout)
+            if self.parts.is_unproved(fit.layout):
+                # Its plans may be beaten by a split CP-SAT did not reach: this entry's bound
+                # holds for every split that fits, so it stays an open bound.
+                open_s = _seconds(e.bound_q, self.batch_max)
+                t = self.table
+                if t.unproved_bound_s is None or open_s < t.unproved_bound_s:
+                    t.unproved_bound_s = open_s
+            if fit.split is None:  # the work limit stopped CP-SAT before any split
+                del self.fitting[key]
+                self.table.rejected[OOM] += len(self.base_orders[e.base])
+                return
+        counts = self.parts.counts(fit.layout, fit.split)
+        span = self.base_spans[e.base][e.order]
+        at = self.bound_at(fit.batch).placement_bounds_s(fit.layout, [span], counts=counts)
+        q = max(e.bound_q, self._quanta(at[0], fit.batch))
+        if q > e.bound_q:
+            self._push(e._replace(bound_q=q, kind=Kind.PLACEMENT))
+            return
+        self._score(e)
+
+    def _dp_terms(self, e: Entry) -> None:
+        """PLACEMENT: add the DP and optimizer terms (they need the ZeRO stage) before scoring;
+        a CP-SAT split is scored directly (bounds.dp_optimizer_s covers the even split only)."""
+        fit = self.fitting.get((e.base, e.recompute, e.zero))
+        if fit is None:
+            return
+        if fit.split is None:
+            span = self.base_spans[e.base][e.order]
+            if fit.layout.dp_shard is not None:  # HSDP: the DP term reads its own groups' spans
+                span = self.orders.spans(fit.layout, self.base_orders[e.base][e.order])
+            full = self.bound_at(fit.batch).placement_step_s(fit.layout, span, with_dp=True)
+            q = max(e.bound_q, self._quanta(full, fit.batch))
+            if q > e.bound_q:
+                self._push(e._replace(bound_q=q, kind=Kind.PLACEMENT_DP))
+                return
+        self._score(e)
+
+    def _score(self, e: Entry) -> None:
+        """PLACEMENT_DP (or a tight bound): score the plan with the full cost model."""
+        fit = self.fitting.get((e.base, e.recompute, e.zero))
+        if fit is None:
+            return
+        order = self.base_orders[e.base][e.order]
+        lo = fit.layout
+        if order != CANONICAL_ORDER:
+            lo = lo.model_copy(update={"order": order})
+        work = self.bound_at(fit.batch).workload
+        scored = estimate(self.model, self.cluster, work, lo, layers_per_stage=fit.split)
+        self.table.num_scored += 1
+        self.table.estimates.append(scored)
+        self.top.add(self.family(lo), self._quanta(scored.step_time_s, fit.batch))
+
+    # ------------------------------------------------------------------------------- helpers
+
+    def _push(self, e: Entry) -> None:
+        if self.cutoff is None or e.bound_q <= self.cutoff:
+            heapq.heappush(self.heap, e)
+
+    def _quanta(self, step_s: float, batch: int) -> int:
+        return per_sequence_quanta(step_s, batch, self.batch_max)
+
+    def _any_split(self, lo: Layout) -> bool:
+        return self.parts is not None and lo.pp > 1
+
+    def _largest_fitting(
+        self, shape: Layout, batches: Sequence[int]
+    ) -> tuple[int | None, int, dict[int, float]]:
+        """(largest batch that fits, index of the last tried, peak GiB per batch tried). Stop
+        early only when the shape can neither fit nor be the closest to fitting (the first shape
+        out of memory gets its exact peak)."""
+        stop = math.inf if self.smallest is None else max(self.usable, self.smallest[0])
+        peaks: dict[int, float] = {}
+
+        def fits(batch: int) -> bool:
+            peaks[batch] = self.bound_at(batch).peak_memory_gib(shape, stop_above=stop)
+            return peaks[batch] <= self.usable
+
+        chosen, last = largest_fitting(batches, fits)
+        return chosen, last, peaks
+
+    def _placement_q(
+        self, b: int, ri: int, shape: Layout, batch: int, pending: int | None
+    ) -> list[int]:
+        """Placement bounds (quanta) of a fitting shape's orders at the batch it is scored at."""
+        spans = self.base_spans[b]
+        if pending is not None:  # any split that fits, the busiest rank holding >= N* layers
+            at = self.bound_at(batch).placement_bounds_s(
+                shape, spans, any_split=True, min_max_layers=pending
+            )
+            return [self._quanta(lb, batch) for lb in at]
+        if self._any_split(shape):  # the even split fits: its own (tighter) bounds
+            qs = self.even_q.get((b, ri))
+            if qs is None:
+                at = self.bound_at(batch).placement_bounds_s(shape, spans)
+                qs = self.even_q[(b, ri)] = [self._quanta(lb, batch) for lb in at]
+            return qs
+        if batch != self.batches[b][0]:
+            # Memory forced a smaller batch than the bounds assumed: bound the placements
+            # again at that batch (tighter per sequence).
+            at = self.bound_at(batch).placement_bounds_s(shape, spans)
+            return [self._quanta(lb, batch) for lb in at]
+        return self.placement_q[(b, ri)]
+
+
+class _TopFamilies:
+    """Best time (quanta) per family; the cutoff no unexplored plan above it can matter to."""
+
+    def __init__(self, k: int, tolerance: float) -> None:
+        self.k, self.tolerance = k, tolerance
+        self.best: dict[tuple, int] = {}
+        self._cutoff: int | None = None
+
+    def add(self, family: tuple, q: int) -> None:
+        if q < self.best.get(family, q + 1):
+            self.best[family] = q
+            self._cutoff = None
+
+    def cutoff(self) -> int | None:
+        """max(k-th best family time, best time x (1 + tolerance)); None: fewer than k."""
+        if len(self.best) < self.k:
+            return None
+        if self._cutoff is None:
+            times = sorted(self.best.values())
+            self._cutoff = max(times[self.k - 1], within(times[0], self.tolerance))
+        return self._cutoff
+
+
+def _seconds(bound_q: int, batch_max: int | None) -> float:
+    """A heap bound in quanta back in the objective's unit, less the rounding (still a bound)."""
+    seconds = (bound_q - 1) * TIME_QUANTUM_S
+    return seconds if batch_max is None else seconds / batch_max  # per sequence with a range
 
 
 class _PerBatch:
@@ -307,4 +478,14 @@ class _PerBatch:
         return found
 
 
-__all__ = ["OOM", "PRUNED", "TIMED_OUT", "TIME_QUANTUM_S", "CandidateTable", "build_table"]
+__all__ = [
+    "OOM",
+    "PRUNED",
+    "TIMED_OUT",
+    "TIME_QUANTUM_S",
+    "BranchAndBound",
+    "CandidateTable",
+    "Entry",
+    "Kind",
+    "build_table",
+]

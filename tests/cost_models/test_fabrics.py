@@ -162,10 +162,22 @@ def test_uneven_graph_is_invalid_input() -> None:
 
 def test_group_straddling_a_non_power_of_two_domain_pays_the_outer_tier() -> None:
     from cost_models import topology
+    from cost_models.specs import Layout
 
-    # 16 ranks of stride 8 on NVL72: 9 would fit in 72 GPUs, but only 8 | 16 do, so the group
-    # is two halves joined over IB (before: 9 inside, 16 // 9 = 1 factor on IB, i.e. free).
-    assert topology.group_span(models_zoo.load_cluster("gb200-nvl72", 576), 16, 8) == [8, 16]
-    # DP 256 of stride 16 in Llama 3's 3,072-GPU pods: 128 per pod, 2 pods over the 1:7 tier.
+    # Two NVL72 domains (144 GPUs). DP 18 of stride 8: ranks 0..136, 9 per domain, whole.
+    nvl = models_zoo.load_cluster("gb200-nvl72", 144)
+    assert topology.spans(nvl, Layout(tp=8, dp=18), moe=False)["dp"] == (9, 18)
+    # TP 16: group 64..79 has 8 GPUs in each domain, so TP pays the outer tier for every group
+    # (before: 16 inside, as group 0..15 is).
+    assert topology.spans(nvl, Layout(tp=16, dp=9), moe=False)["tp"] == (8, 16)
+    # 16,384 GPUs do not fill whole 3,072-GPU pods: the ideal allocation spreads them evenly,
+    # 2,048 per pod (rankmap.tier_domains), so DP 256 of stride 16 keeps 128 in one pod (with
+    # ranks numbered over partial pods, 3,072 + ... + 1,024, the worst group kept only 64).
     llama = models_zoo.load_cluster("llama3-roce-24k", 16384)
-    assert topology.group_span(llama, 256, 16) == [1, 1, 128, 256]
+    assert topology.tier_domains(llama)[2] == 2048
+    spans = topology.spans(llama, Layout(tp=16, dp=256, pp=4), moe=False)
+    assert spans["dp"] == (1, 1, 128, 256)
+    # 256 GPUs over NVL72 racks: 64 per rack (16 of 18 trays), so an EP64 group stays on NVLink.
+    nvl256 = models_zoo.load_cluster("gb200-nvl72", 256)
+    assert topology.tier_domains(nvl256)[0] == 64
+    assert topology.spans(nvl256, Layout(tp=1, dp=64, pp=4), moe=False)["dp"][0] == 64

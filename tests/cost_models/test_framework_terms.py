@@ -88,11 +88,13 @@ def test_dp_overlap_costs_contention_when_hidden():
     )
 
 
-def _record(source: str, notes: str) -> dict:
+def _record(source: str, notes: str, framework: str = "other", settings=None) -> dict:
     return {
         "id": "t",
         "source": source,
         "notes": notes,
+        "framework": framework,
+        **({} if settings is None else {"settings": settings}),
         "gpu": "h100-sxm-80gb",
         "num_gpus": 8,
         "gpus_per_node": 8,
@@ -124,12 +126,16 @@ def _record(source: str, notes: str) -> dict:
 
 
 def test_validate_reads_loss_kernel_and_compile_from_the_record():
-    _, _, old, _ = record_inputs(_record("torchtitan benchmarks (Dec 2024)", "torch.compile off"))
+    """From the record's framework field and explicit settings, never from notes/source text."""
+    eager = {"cross_entropy": "eager_fp32", "fused_elementwise": False}
+    _, _, old, _ = record_inputs(_record("torchtitan (Dec 2024)", "", "torchtitan", eager))
     assert old.cross_entropy == "eager_fp32" and not old.fused_elementwise
-    _, _, new, _ = record_inputs(_record("torchtitan benchmarks (June 2025)", "torch.compile on"))
-    assert new.cross_entropy == "fused" and new.fused_elementwise
-    _, _, mcore, _ = record_inputs(_record("Megatron-LM 2024", ""))
+    assert old.attention_kernel == "fa2" and old.pp_keeps_outputs  # the torchtitan profile
+    _, _, new, _ = record_inputs(_record("x", "torch.compile off", "torchtitan"))
+    assert new.cross_entropy == "fused" and new.fused_elementwise  # notes are not read
+    _, _, mcore, _ = record_inputs(_record("torchtitan 2024", "torch.compile off", "megatron"))
     assert mcore.cross_entropy == "fused" and mcore.fused_elementwise
+    assert mcore.attention_kernel == "fused" and not mcore.pp_keeps_outputs
 
 
 def test_fp8_dynamic_scaling_adds_one_amax_read_per_cast_element():
@@ -220,6 +226,6 @@ def test_kept_outputs_raise_only_the_last_stage():
 
 
 def test_validate_marks_torchtitan_pipelines_as_keeping_outputs():
-    _, _, titan, _ = record_inputs(_record("torchtitan benchmarks (Dec 2024)", ""))
-    _, _, mcore, _ = record_inputs(_record("Megatron-LM 2024", ""))
+    _, _, titan, _ = record_inputs(_record("x", "", "torchtitan"))
+    _, _, mcore, _ = record_inputs(_record("torchtitan", "", "megatron"))
     assert titan.pp_keeps_outputs and not mcore.pp_keeps_outputs

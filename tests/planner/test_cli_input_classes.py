@@ -12,12 +12,7 @@ import json
 import pytest
 
 from planner.cli import main
-from planner.search.scale import (
-    MAX_EXACT,
-    objective_coefficient,
-    objective_quantum_s,
-    time_to_quanta,
-)
+from planner.search.scale import time_to_quanta
 
 MODEL = {
     "name": "tiny",
@@ -159,12 +154,10 @@ def test_unusual_but_valid_requests(tmp_path, capsys):
 # -------------------------------------------------------------- integer scaling at the limits
 
 
-def test_objective_quantum_coarsens_so_no_coefficient_reaches_2_53():
-    for step_s in (1e-3, 900.0, 1e6, 1e12, 1e300):
-        for tie in (10, 10**7):
-            quantum = objective_quantum_s(step_s, tie)
-            assert objective_coefficient(step_s, tie - 1, tie, quantum) < MAX_EXACT
-    assert objective_quantum_s(1.0, 10) == 1e-6  # ordinary steps keep the 1 µs quantum
+def test_largest_accepted_step_times_are_counted_exactly():
+    # Python ints: no overflow at any finite time the input bounds allow (the CP-SAT objective
+    # packing that once overflowed at 2**53 is gone from the search on main).
+    assert time_to_quanta(1e300) > 2**900
 
 
 def test_non_finite_step_time_is_an_input_error():

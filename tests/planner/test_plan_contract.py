@@ -129,7 +129,7 @@ def test_plan_human_report(capsys):
         == 0
     )
     text = capsys.readouterr().out
-    assert "Step time breakdown" in text and "Ranked plans" in text and "OPTIMAL" in text
+    assert "Step time breakdown" in text and "Ranked plans" in text and "PROVED" in text
 
 
 def test_plan_honours_pins():

@@ -37,7 +37,7 @@ def fixed_plan(model, cluster, workload, layouts: list[Layout]) -> PlanResult:
     best = ranked[0].step_time_s
     stats = SolveStats(
         engine="exhaustive",
-        status="OPTIMAL",
+        status="PROVED",
         objective=best,
         best_bound=best,
         gap=0.0,
@@ -107,7 +107,7 @@ def test_report_snapshot(name, build):
         "All ranks:",
         "slowest tier crossed",
         "loses on",
-        "status OPTIMAL",
+        "status PROVED",
     ):
         assert heading in text
     assert max(len(line) for line in text.splitlines()) <= 100
@@ -155,7 +155,7 @@ def test_warnings_tp_off_nvlink_bubble_headroom_and_gap():
     roomy = result.best.model_copy(update={"peak_memory_gib": 70.0})
     assert not any("headroom" in w for w in findings.plan_warnings(result.cluster, roomy))
     stopped = result.model_copy(
-        update={"solver": SolveStats(**{**result.solver.model_dump(), "status": "FEASIBLE",
+        update={"solver": SolveStats(**{**result.solver.model_dump(), "status": "STOPPED",
                                         "gap": 0.03})}
     )  # fmt: skip
     assert any("3.00% gap" in w for w in findings.warnings(stopped))
@@ -163,7 +163,7 @@ def test_warnings_tp_off_nvlink_bubble_headroom_and_gap():
     assert "Warnings" in rendered_text and "3.00% gap" in rendered_text
     assert "order dp-cp-tp-pp" in rendered_text  # a non-default rank order is named
     tiny = result.model_copy(
-        update={"solver": SolveStats(**{**result.solver.model_dump(), "status": "FEASIBLE",
+        update={"solver": SolveStats(**{**result.solver.model_dump(), "status": "STOPPED",
                                         "gap": 1e-6})}
     )  # fmt: skip
     assert any("< 0.01% gap" in w for w in findings.warnings(tiny))  # never "0.00% gap"

@@ -200,7 +200,7 @@ def test_oracle_and_cp_sat_agree_with_a_range():
     assert agreed >= 12 and infeasible >= 1
 
 
-@pytest.mark.parametrize("engine", ["cp-sat", "exhaustive"])
+@pytest.mark.parametrize("engine", ["branch-and-bound", "cp-sat", "exhaustive"])
 def test_memory_bound_batch_below_the_largest_legal_one(engine: str):
     """pp 4 holds min(4 - r, m) micro-batches: at 4 or more the plan does not fit, at 3 it does."""
     model, cluster = factories.dense_model(num_layers=16), factories.cluster(8)

@@ -27,7 +27,7 @@ def test_orders_with_equal_placement_key_give_equal_estimates():
     for members in groups.values():
         times = {estimate(model, cluster, work, lo).step_time_s for lo in members}
         assert len(times) == 1
-    kept = OrderCache(cluster).orders(base)
+    kept = OrderCache(cluster).orders(base)  # moe default True: same spans plus expert ones
     assert len(kept) == len(groups) and kept[0] == CANONICAL_ORDER
 
 
@@ -64,16 +64,17 @@ def test_cached_spans_equal_topology_spans():
         {"tp": 1, "cp": 1, "dp": 8, "pp": 8, "ep": 2},
     ]
     for cluster in clusters:
-        cache = OrderCache(cluster)
+        cache = OrderCache(cluster, moe=False)
         for d in degrees:
             scale = cluster.num_gpus // 64
             base = Layout(**{**d, "dp": d["dp"] * scale})
             for order in ALL_ORDERS:
                 lo = base.model_copy(update={"order": order})
-                want = {k: tuple(v) for k, v in topology.spans(cluster, lo).items()}
+                want = {k: tuple(v) for k, v in topology.spans(cluster, lo, moe=False).items()}
                 assert cache.spans(base, order) == want, (cluster.name, lo)
             kept = cache.orders(base)
             full = {
-                placement_key(cluster, base.model_copy(update={"order": o})) for o in ALL_ORDERS
+                placement_key(cluster, base.model_copy(update={"order": o}), moe=False)
+                for o in ALL_ORDERS
             }
             assert len(kept) == len(full)

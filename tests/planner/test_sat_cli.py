@@ -13,7 +13,8 @@ ARGV = [
     "--max-tp", "8", "--max-pp", "4", "--max-cp", "2", "--max-ep", "8",
     "--memory-headroom", "0.2", "--recompute", "none", "full", "--zero", "1", "3",
     "--micro-batches", "1", "2", "--max-vp", "2", "--no-order-search", "--engine", "exhaustive",
-    "--no-deterministic", "--seed", "7", "--stage-split", "search",
+    "--no-deterministic", "--seed", "7", "--stage-split", "search", "--all-orders",
+    "--top-variants", "--simplicity-tolerance", "0.02",
 ]  # fmt: skip
 
 
@@ -27,15 +28,17 @@ def test_every_search_flag_maps_to_a_field():
     opts = SolverOptions(**{k: v for k, v in kwargs.items() if k in SolverOptions.model_fields})
     assert (space.tp, space.max_ep, space.zero_stages) == (2, 8, (1, 3))
     assert space.recompute == ("none", "full") and space.search_order is False
-    assert space.stage_split == "search"
+    assert space.stage_split == "search" and space.rank_orders is None  # --all-orders: all 24
     assert (opts.top_k, opts.engine, opts.deterministic, opts.seed) == (3, "exhaustive", False, 7)
+    assert opts.top_variants is True and opts.simplicity_tolerance == 0.02
 
 
 def test_unset_flags_keep_library_defaults():
     args = cli.build_parser().parse_args(["plan", "--model", "m", "--cluster", "c"])
     kwargs = cli.search_kwargs(args)
-    assert kwargs["engine"] == "cp-sat" and kwargs["deterministic"] is True
+    assert kwargs["engine"] == "branch-and-bound" and kwargs["deterministic"] is True
     assert "recompute" not in kwargs and "tp" not in kwargs
+    assert "rank_orders" not in kwargs  # the default: the orders Megatron-Core builds
 
 
 def test_max_nodes_caps_the_gpu_count():

@@ -10,6 +10,7 @@ import pytest
 from test_sat_property import _instance, check_against_oracle
 
 from cost_models.errors import InvalidInput
+from cost_models.pipeline import chunk_layer_counts
 from planner import api
 from planner.cli import main
 from planner.types import SearchSpace, SolverOptions
@@ -20,12 +21,23 @@ NUM_INSTANCES = 40
 HEADROOMS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98)
 
 
+def _deviation(e) -> int | None:
+    """sum_c |n_c - even_c| of a plan's split (None: the even split)."""
+    split = e.layers_per_stage
+    if split is None:
+        return None
+    even = chunk_layer_counts(sum(split), len(split))
+    return sum(abs(n - m) for n, m in zip(split, even, strict=True))
+
+
 def test_search_split_cp_sat_equals_oracle_on_random_instances():
     rng = random.Random(20261124)
     options_for = {k: SolverOptions(top_k=k, deterministic=True) for k in (1, 3)}
     solved = infeasible = uneven = 0
     for i in range(NUM_INSTANCES):
         model, cluster, work, space, k = _instance(rng)
+        # At most 12 layers: the oracle scores every composition into pp x vp chunks (<= 330).
+        model = model.model_copy(update={"num_layers": min(model.num_layers, 12)})
         space = space.model_copy(
             update={
                 "stage_split": "search",
@@ -40,7 +52,9 @@ def test_search_split_cp_sat_equals_oracle_on_random_instances():
             infeasible += 1
             continue
         ranked, oracle = found
-        assert [e.layers_per_stage for e in ranked] == [e.layers_per_stage for e in oracle], i
+        # Same step times (check_against_oracle); the splits are equally good by the rule's own
+        # tie-break (distance from the even split). Beyond it two splits are indistinguishable.
+        assert [_deviation(e) for e in ranked] == [_deviation(e) for e in oracle], i
         uneven += sum(e.layers_per_stage is not None for e in ranked)
         solved += 1
     # The mix must exercise plans on a CP-SAT split, plans on the even split, and no plan.

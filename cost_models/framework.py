@@ -1,0 +1,443 @@
+"""Framework profiles: what the training framework a plan is for can run, and how it computes.
+
+A profile decides three things (issue 15):
+
+- the search space: the rank orders its launcher builds, its sharding variants (ZeRO stages),
+  its recompute granularities, whether it interleaves pipeline stages, CP and EP;
+- the physics that differ by framework (the `Workload` fields below and `Layout.tp_comm_overlap`),
+  each a `Setting` with its source; a field the user sets on the workload wins (`apply`);
+- the export (planner/export/*), which targets the profile's `version`.
+
+Every value is data with the source it was read from (file and function of the framework at the
+version named), never something guessed from a run's free text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import InvalidInput
+from .pipeline import chunk_layer_counts
+from .specs import Axis, Layout, ModelSpec, Recompute, Workload
+
+FrameworkName = Literal["megatron", "torchtitan", "deepspeed"]
+FRAMEWORKS: tuple[FrameworkName, ...] = ("megatron", "torchtitan", "deepspeed")
+DEFAULT_FRAMEWORK: FrameworkName = "megatron"
+
+PHYSICS_FIELDS = (
+    "cross_entropy",
+    "fused_elementwise",
+    "selective_recompute",
+    "fp8_dynamic_scaling",
+    "attention_kernel",
+    "cp_attention",
+    "pp_keeps_outputs",
+)
+"""The Workload fields a profile sets (their meaning: cost_models/specs.py Workload)."""
+
+TP, CP, DP, PP = Axis.TP, Axis.CP, Axis.DP, Axis.PP
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One framework default and where it comes from."""
+
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class FrameworkProfile:
+    name: str
+    version: str
+    rank_orders: tuple[tuple[Axis, ...], ...]
+    """Orders (innermost first) the launcher builds for a dense model."""
+    moe_rank_orders: tuple[tuple[Axis, ...], ...]
+    """Orders it builds for a mixture-of-experts model."""
+    orders_source: str
+    zero_stages: tuple[int, ...]
+    zero_source: str
+    recompute: tuple[Recompute, ...]
+    max_vp: int | None
+    """None: interleaving as deep as the search allows; 1: no interleaved schedule."""
+    max_cp: int | None
+    max_ep: int | None
+    schedules: str
+    physics: dict[str, Setting]
+    tp_comm_overlap: Setting
+    limits_source: str = ""
+    hsdp: bool = False
+    """Whether the search tries hybrid sharding (Layout.dp_shard) with ZeRO >= 2."""
+    moe: bool = True
+    """Whether its MoE (expert-parallel) layers are modelled."""
+    exportable: bool = True
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def orders_for(self, model: ModelSpec) -> tuple[tuple[Axis, ...], ...]:
+        return self.moe_rank_orders if model.moe is not None else self.rank_orders
+
+    def workload(self, workload: Workload) -> Workload:
+        """`workload` with the profile's physics where the workload did not set the field."""
+        update = {k: s.value for k, s in self.physics.items() if k not in workload.model_fields_set}
+        return workload.model_copy(update=update) if update else workload
+
+    def layout(self, layout: Layout) -> Layout:
+        """`layout` with the profile's TP-overlap default where the layout did not set it."""
+        if "tp_comm_overlap" in layout.model_fields_set or layout.tp <= 1:
+            return layout
+        value = bool(self.tp_comm_overlap.value)
+        return layout.model_copy(update={"tp_comm_overlap": value}) if value else layout
+
+    def describe(self) -> dict[str, Any]:
+        """The profile as JSON-able data (reports, `--json`)."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "rank_orders": ["-".join(a.value for a in o) for o in self.rank_orders],
+            "moe_rank_orders": ["-".join(a.value for a in o) for o in self.moe_rank_orders],
+            "zero_stages": list(self.zero_stages),
+            "recompute": list(self.recompute),
+            "max_vp": self.max_vp,
+            "max_cp": self.max_cp,
+            "max_ep": self.max_ep,
+            "physics": {k: s.value for k, s in self.physics.items()},
+            "tp_comm_overlap": self.tp_comm_overlap.value,
+        }
+
+
+# ------------------------------------------------------------------------------- physics sets
+
+_MEGATRON_PHYSICS = {
+    "cross_entropy": Setting(
+        "fused",
+        "megatron/core/tensor_parallel/cross_entropy.py vocab_parallel_cross_entropy: the loss "
+        "is computed on the TP-sharded logits in the logits' dtype, no fp32 copy of the whole "
+        "vocabulary row",
+    ),
+    "fused_elementwise": Setting(
+        True,
+        "Transformer Engine layers (megatron/core/extensions/transformer_engine.py): fused "
+        "LayerNorm/RMSNorm+GEMM, fused rotary (apply_rope_fusion), fused SwiGLU (bias_swiglu)",
+    ),
+    "selective_recompute": Setting(
+        "attention",
+        "megatron/core/transformer/transformer_config.py recompute_granularity='selective' "
+        "recomputes recompute_modules=['core_attn'] by default",
+    ),
+    "fp8_dynamic_scaling": Setting(
+        False,
+        "megatron/core/transformer/transformer_config.py fp8_recipe defaults to 'delayed' "
+        "(scales from the amax history)",
+    ),
+    "attention_kernel": Setting(
+        "fused",
+        "megatron/core/transformer/enums.py AttnBackend.auto: Transformer Engine DotProductAttention"
+        " (cuDNN fused attention / FlashAttention-3 on Hopper)",
+    ),
+    "cp_attention": Setting(
+        "fused_ring",
+        "Transformer Engine attention with cp_comm_type 'p2p' (K/V ring overlapped with the "
+        "fused kernel), megatron/core/transformer/transformer_config.py cp_comm_type",
+    ),
+    "pp_keeps_outputs": Setting(
+        False,
+        "megatron/core/pipeline_parallel/schedules.py keeps only the loss of each micro-batch "
+        "on the last stage (output tensors are freed after backward, deallocate_output_tensor)",
+    ),
+}
+
+_TORCHTITAN_PHYSICS = {
+    "cross_entropy": Setting(
+        "fused",
+        "torchtitan/components/loss.py build_cross_entropy_loss: compiled with the model when "
+        "compile.enable and 'loss' in compile.components (the export turns both on)",
+    ),
+    "fused_elementwise": Setting(
+        True,
+        "torch.compile of each transformer block (torchtitan/distributed/compile.py, "
+        "compile.components=['model','loss']; the export turns it on) fuses norms, rotary and "
+        "SwiGLU",
+    ),
+    "selective_recompute": Setting(
+        "every_other_matmul",
+        "torchtitan/distributed/activation_checkpoint.py selective op policy: saves every "
+        "other matmul output (plus SDPA), recomputes the rest",
+    ),
+    "fp8_dynamic_scaling": Setting(
+        True,
+        "torchtitan/components/quantization/float8.py Float8LinearConverter.Config recipe_name "
+        "'rowwise' (torchao Float8Linear): scales from the current tensor's amax",
+    ),
+    "attention_kernel": Setting(
+        "fa2",
+        "torchtitan calls torch.nn.functional.scaled_dot_product_attention, whose flash backend "
+        "is FlashAttention-2 (cuDNN attention opt-in since PyTorch 2.5.1, pytorch#138522)",
+    ),
+    "cp_attention": Setting(
+        "torch_ring",
+        "torch.distributed.tensor.experimental.context_parallel (torchtitan/distributed/"
+        "context_parallel): all-gather K/V rotation with eager fp32 merges",
+    ),
+    "pp_keeps_outputs": Setting(
+        True,
+        "torch.distributed.pipelining schedules keep output_chunks for step()'s return value "
+        "(torch/distributed/pipelining/schedules.py, pytorch#165822)",
+    ),
+}
+
+_DEEPSPEED_PHYSICS = {
+    **_MEGATRON_PHYSICS,
+    "fused_elementwise": Setting(
+        True,
+        "Megatron-DeepSpeed (a Megatron-LM fork) uses Megatron's fused kernels "
+        "(megatron/fused_kernels, apex fused LayerNorm, bias-gelu fusion)",
+    ),
+}
+"""Megatron-DeepSpeed is a Megatron-LM fork: its kernels are Megatron's. Its flash attention is
+opt-in (--use-flash-attn-v2); the profile keeps the cost model's fused-attention class."""
+
+_LLM_FOUNDRY_PHYSICS = {
+    **_MEGATRON_PHYSICS,
+    "attention_kernel": Setting(
+        "fa2",
+        "llm-foundry MPT attn_impl 'flash' (llmfoundry/models/layers/attention.py "
+        "flash_attn_fn) calls the flash-attn 2 package",
+    ),
+}
+
+_NO_OVERLAP = Setting(False, "off unless the run asks for it (workload/layout field)")
+
+# ------------------------------------------------------------------------------------ profiles
+
+MEGATRON = FrameworkProfile(
+    name="megatron",
+    version="megatron-core 0.19 (Megatron-LM core_r0.19.0)",
+    rank_orders=((TP, CP, DP, PP), (TP, CP, PP, DP)),
+    moe_rank_orders=((TP, CP, DP, PP),),
+    orders_source=(
+        "megatron/training/initialize.py _initialize_distributed: order 'tp-cp-ep-dp-pp', or "
+        "'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping; megatron/core/parallel_state.py "
+        "initialize_model_parallel asserts that an order not ending in pp has expert data "
+        "parallel == data parallel, so MoE plans keep tp-cp-dp-pp"
+    ),
+    zero_stages=(0, 1, 2, 3),
+    zero_source=(
+        "0: DDP; 1: --use-distributed-optimizer; 2 / 3: Megatron-FSDP --use-megatron-fsdp "
+        "--data-parallel-sharding-strategy optim_grads / optim_grads_params "
+        "(megatron/training/arguments.py)"
+    ),
+    recompute=("none", "selective", "full"),
+    max_vp=None,
+    max_cp=None,
+    max_ep=None,
+    schedules="1F1B, interleaved 1F1B (megatron/core/pipeline_parallel/schedules.py)",
+    physics=_MEGATRON_PHYSICS,
+    tp_comm_overlap=Setting(
+        False, "megatron/core/model_parallel_config.py tp_comm_overlap: bool = False"
+    ),
+)
+
+TORCHTITAN = FrameworkProfile(
+    name="torchtitan",
+    version="torchtitan 0.3.0 (also main)",
+    rank_orders=((TP, CP, DP, PP),),
+    moe_rank_orders=((TP, CP, DP, PP),),
+    orders_source=(
+        "torchtitan/distributed/parallel_dims.py ParallelDims.build_mesh unflattens the world "
+        "as (pp, dp_replicate, dp_shard, cp, tp): tp innermost, pp outermost"
+    ),
+    zero_stages=(0, 2, 3),
+    zero_source=(
+        "0: DDP (data_parallel_replicate_degree = dp); 2: FSDP2 fully_shard with "
+        "fsdp_reshard_after_forward 'never'; 3: 'always' (torchtitan/distributed/fsdp.py); "
+        "torchtitan has no ZeRO-1 (optimizer-only sharding)"
+    ),
+    recompute=("none", "selective", "full"),
+    max_vp=None,
+    max_cp=None,
+    max_ep=None,
+    schedules="1F1B, Interleaved1F1B (torch.distributed.pipelining)",
+    physics=_TORCHTITAN_PHYSICS,
+    tp_comm_overlap=Setting(
+        False, "torchtitan parallelism.enable_async_tensor_parallel defaults to False"
+    ),
+    hsdp=True,
+    limits_source=(
+        "HSDP: data_parallel_replicate_degree x data_parallel_shard_degree "
+        "(torchtitan/distributed/parallel_dims.py), FSDP2 over a 2-D mesh"
+    ),
+)
+
+DEEPSPEED = FrameworkProfile(
+    name="deepspeed",
+    version="DeepSpeed 0.19 with Megatron-DeepSpeed",
+    rank_orders=((TP, CP, DP, PP),),
+    moe_rank_orders=((TP, CP, DP, PP),),
+    orders_source=(
+        "deepspeed/runtime/pipe/topology.py PipeModelDataParallelTopology: axes "
+        "['pipe', 'data', 'model'], the last varying fastest: tp innermost, then dp, then pp"
+    ),
+    zero_stages=(0, 1, 2, 3),
+    zero_source=(
+        "deepspeed/runtime/zero/config.py stage 0-3; deepspeed/runtime/pipe/engine.py "
+        "PipelineEngine asserts ZeRO stage < 2 with pipeline parallelism"
+    ),
+    recompute=("none", "selective", "full"),
+    max_vp=1,
+    max_cp=1,
+    max_ep=1,
+    schedules="1F1B only (deepspeed/runtime/pipe/schedule.py TrainSchedule)",
+    physics=_DEEPSPEED_PHYSICS,
+    tp_comm_overlap=_NO_OVERLAP,
+    limits_source=(
+        "no interleaved schedule in PipelineEngine; Megatron-DeepSpeed's sequence parallelism "
+        "is Ulysses all-to-all, not ring CP; DeepSpeed-MoE expert groups are not modelled here"
+    ),
+    moe=False,
+)
+
+LLM_FOUNDRY = FrameworkProfile(
+    name="llm-foundry",
+    version="llm-foundry (Composer + PyTorch FSDP), validation only",
+    rank_orders=((TP, CP, DP, PP),),
+    moe_rank_orders=((TP, CP, DP, PP),),
+    orders_source="Composer FSDP: one data-parallel axis",
+    zero_stages=(0, 1, 2, 3),
+    zero_source="PyTorch FSDP sharding strategies",
+    recompute=("none", "selective", "full"),
+    max_vp=1,
+    max_cp=1,
+    max_ep=1,
+    schedules="no pipeline",
+    physics=_LLM_FOUNDRY_PHYSICS,
+    tp_comm_overlap=_NO_OVERLAP,
+    exportable=False,
+)
+
+OTHER = FrameworkProfile(
+    name="other",
+    version="an in-house framework (validation only): the cost model's Megatron-class defaults",
+    rank_orders=MEGATRON.rank_orders,
+    moe_rank_orders=MEGATRON.moe_rank_orders,
+    orders_source="unknown: as Megatron",
+    zero_stages=(0, 1, 2, 3),
+    zero_source="unknown",
+    recompute=("none", "selective", "full"),
+    max_vp=None,
+    max_cp=None,
+    max_ep=None,
+    schedules="unknown",
+    physics=_MEGATRON_PHYSICS,
+    tp_comm_overlap=_NO_OVERLAP,
+    exportable=False,
+)
+
+PROFILES: dict[str, FrameworkProfile] = {
+    "megatron": MEGATRON,
+    "torchtitan": TORCHTITAN,
+    "deepspeed": DEEPSPEED,
+}
+
+RECORD_FRAMEWORKS: dict[str, FrameworkProfile] = {
+    "megatron": MEGATRON,
+    "torchtitan": TORCHTITAN,
+    "deepspeed": DEEPSPEED,
+    "megatron-deepspeed": DEEPSPEED,
+    "llm-foundry": LLM_FOUNDRY,
+    "other": OTHER,
+}
+"""The `framework` values of shared/data/published_runs.yaml and the profile each is scored with."""
+
+
+def profile(name: str) -> FrameworkProfile:
+    """The planning profile `name` (megatron, torchtitan, deepspeed)."""
+    found = PROFILES.get(name)
+    if found is None:
+        raise InvalidInput(f"framework: unknown {name!r}; choose one of {', '.join(FRAMEWORKS)}")
+    return found
+
+
+def record_profile(name: Any) -> FrameworkProfile:
+    """The profile a published run's `framework` field names."""
+    found = RECORD_FRAMEWORKS.get(str(name))
+    if found is None:
+        raise InvalidInput(
+            f"framework: unknown {name!r}; choose one of {', '.join(RECORD_FRAMEWORKS)}"
+        )
+    return found
+
+
+def layout_violations(
+    p: FrameworkProfile, model: ModelSpec, layout: Layout, chunks: list[int] | None = None
+) -> list[str]:
+    """Why `p`'s framework cannot run `layout` (empty: it can). `chunks`: layers per virtual
+    stage when the plan has its own split (Estimate.layers_per_stage)."""
+    out = []
+    if model.moe is not None and not p.moe:
+        out.append(f"{p.name}: mixture-of-experts layers are not modelled ({p.limits_source})")
+    if layout.order not in p.orders_for(model):
+        order = "-".join(a.value for a in layout.order)
+        out.append(f"rank order {order} is not one {p.name} builds ({p.orders_source})")
+    if layout.zero_stage not in p.zero_stages:
+        out.append(f"ZeRO-{layout.zero_stage} is not a {p.name} sharding mode ({p.zero_source})")
+    if layout.recompute not in p.recompute:
+        out.append(f"recompute {layout.recompute} is not a {p.name} granularity")
+    for axis, cap in (("vp", p.max_vp), ("cp", p.max_cp), ("ep", p.max_ep)):
+        if cap is not None and getattr(layout, axis) > cap:
+            out.append(
+                f"{axis} ({getattr(layout, axis)}) > {cap}: {p.limits_source or p.schedules}"
+            )
+    if layout.dp_shard is not None and (not p.hsdp or layout.zero_stage < 2):
+        out.append(f"dp_shard ({layout.dp_shard}): {p.name} has no hybrid sharding here")
+    if p.name == "deepspeed" and layout.pp > 1 and layout.zero_stage >= 2:
+        out.append(f"ZeRO-{layout.zero_stage} with pp > 1 ({p.zero_source})")
+    if p.name == "torchtitan":
+        out += _torchtitan_violations(model, layout, chunks)
+    return out
+
+
+def torchtitan_dp_degrees(layout: Layout) -> tuple[int, int]:
+    """(data_parallel_replicate_degree, data_parallel_shard_degree) of a layout: ZeRO-0 is DDP
+    over all of dp; ZeRO-2/3 is FSDP2 over dp_shard (all of dp unless HSDP) with the rest
+    replicated (torchtitan/distributed/parallel_dims.py)."""
+    if layout.zero_stage == 0:
+        return layout.dp, 1
+    return layout.replicate_dp, layout.shard_dp
+
+
+def shard_choices(p: FrameworkProfile | None, layout: Layout) -> list[int | None]:
+    """dp_shard values the search tries for a shape: None (shard over all of dp), and with a
+    profile that has HSDP, ZeRO >= 2 and no EP every proper divisor of dp above 1."""
+    if p is None or not p.hsdp or layout.zero_stage < 2 or layout.ep > 1:
+        return [None]
+    return [None] + [d for d in range(2, layout.dp) if layout.dp % d == 0]
+
+
+def _torchtitan_violations(model: ModelSpec, layout: Layout, chunks: list[int] | None) -> list[str]:
+    out = []
+    _, shard = torchtitan_dp_degrees(layout)
+    if layout.zero_stage == 0 and layout.cp > 1:
+        # build_mesh folds cp into the fsdp axis ("we always assume that when cp is used, FSDP
+        # is also applied"): parameters are sharded over cp, not replicated as ZeRO-0 prices.
+        out.append("ZeRO-0 with cp > 1: torchtitan shards parameters over cp (FSDP over cp)")
+    if layout.ep > 1:
+        # parallel_dims.py build_mesh: efsdp = dp_shard * cp * tp // ep must be whole; the
+        # MoE layers' EP borrows tp (etp = 1 in torchtitan 0.3's ExpertParallel).
+        if (shard * layout.cp * layout.tp) % layout.ep or layout.ep % (layout.cp * layout.tp):
+            out.append(
+                f"ep ({layout.ep}) must be a multiple of cp*tp ({layout.cp}*{layout.tp}) and "
+                f"divide dp_shard*cp*tp ({shard}*{layout.cp}*{layout.tp})"
+            )
+        if layout.etp != 1:
+            out.append(f"etp ({layout.etp}) != 1: torchtitan's expert TP is tp or 1")
+    if layout.pp > 1:
+        counts = chunks or chunk_layer_counts(model.num_layers, layout.pp * layout.vp)
+        per_stage = max(counts)
+        if len(counts) > 2 and set(counts[1:-1]) != {per_stage}:
+            out.append(
+                f"layers per virtual stage {counts}: torchtitan's "
+                "pipeline_parallel_layers_per_stage is one number (only the first and last "
+                "stage may hold fewer)"
+            )
+    return out

@@ -1,0 +1,68 @@
+"""From the ranked families to the recommendation: the simplest plan within a tolerance of the
+fastest, and the variants the cost model cannot tell apart from each ranked plan.
+
+Rules (docs/search.md#recommendation):
+* Among plans whose time (per sequence with a batch range) is within
+  SolverOptions.simplicity_tolerance of the fastest, recommend the least complex
+  (candidates.complexity: fewer parallel axes, no interleaving, no CP, lower ZeRO stage); the
+  fastest stays in the list beside it, so the user sees what the complexity would buy.
+* Equivalents of a plan: the same plan under another ZeRO stage the space allows, or another
+  allowed rank order, whose estimate is identical (step time and peak memory): e.g. ZeRO-2 with
+  more than one micro-batch keeps whole gradients, exactly ZeRO-1's cost (memory.state_bytes).
+  The search keeps the simplest of them (candidates.simplicity_rank); the report lists the rest.
+"""
+
+from __future__ import annotations
+
+from cost_models.errors import InvalidInput
+from cost_models.estimate import estimate
+from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+
+from ..types import SearchSpace, SolverOptions
+from .candidates import OrderCache, complexity, framework_violations
+from .exhaustive import plan_batch, rank_key, within
+
+
+def recommend(
+    ranked: list[Estimate], options: SolverOptions, batch_max: int | None
+) -> tuple[list[Estimate], int]:
+    """(plans with the recommended one first, index of the fastest plan in that list).
+
+    `ranked` is in rank order (fastest first). At most top_k plans are returned, and never
+    fewer than 2 when the recommendation is not the fastest (the fastest is shown beside it).
+    """
+    fastest = ranked[0]
+    limit = within(rank_key(fastest, batch_max)[0], options.simplicity_tolerance)
+    near = [e for e in ranked if rank_key(e, batch_max)[0] <= limit]
+    chosen = min(near, key=lambda e: (complexity(e.layout), rank_key(e, batch_max)))
+    out = [chosen, *(e for e in ranked if e is not chosen)]
+    keep = options.top_k if chosen is fastest else max(2, options.top_k)
+    return out[:keep], out.index(fastest)
+
+
+def equivalents(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    e: Estimate,
+    orders: OrderCache,
+) -> tuple[Layout, ...]:
+    """Other allowed ZeRO stages and rank orders of `e`'s layout priced exactly like it."""
+    lo = e.layout
+    work = workload.model_copy(update={"global_batch_seqs": plan_batch(e)})
+    out: list[Layout] = []
+    for zero in space.zero_stages:
+        if zero == lo.zero_stage:
+            continue
+        twin_layout = lo.model_copy(update={"zero_stage": zero})
+        if framework_violations(model, space, twin_layout):
+            continue  # a twin the space's framework cannot run (cost_models.framework)
+        try:
+            twin = estimate(model, cluster, work, twin_layout, layers_per_stage=e.layers_per_stage)
+        except InvalidInput:
+            continue
+        if (twin.step_time_s, twin.peak_memory_gib) == (e.step_time_s, e.peak_memory_gib):
+            out.append(twin_layout)
+    out += [lo.model_copy(update={"order": o}) for o in orders.equivalent(lo)]
+    return tuple(out)

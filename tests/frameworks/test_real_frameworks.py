@@ -1,0 +1,397 @@
+"""The exports fed to the real frameworks (issue 15), one process playing rank 0 of the world.
+
+Runs in its own environment (tests/frameworks/requirements.txt: megatron-core 0.19.2, torchtitan
+0.3.0, DeepSpeed 0.19.8, Python >= 3.12), created by .ci/run. The default suite skips it (the
+frameworks are not importable there).
+
+Each plan's exports go through the frameworks' own code paths under torch's `fake` process-group
+backend (torch.testing._internal.distributed.fake_pg: collectives do nothing, groups are real):
+- Megatron-LM: megatron.training.arguments.parse_args + validate_args, then
+  megatron.core.parallel_state.initialize_model_parallel with the order the training script
+  picks (megatron/training/initialize.py); the TP/CP/DP/PP/EP groups it builds (its
+  RankGenerator, and rank 0's process groups) must equal the planner's (planner/place/ranks.py);
+- torchtitan 0.3.0: torchtitan.config.manager.ConfigManager.parse_args of the release command
+  line, then ParallelDims.from_config(...).build_mesh(); the mesh's tp/cp/pp/batch groups must
+  equal the planner's;
+- DeepSpeed 0.19.8: deepspeed.runtime.config.DeepSpeedConfig of the JSON with the mpu that
+  Megatron-DeepSpeed passes (deepspeed.runtime.pipe.topology.PipelineParallelGrid on
+  PipeModelDataParallelTopology), whose groups must equal the planner's;
+- torch: init_device_mesh of planner's DeviceMesh export.
+
+Stubs (only what needs a GPU):
+- torch.cuda.current_device / device_count: Megatron's validate_args and parallel_state read
+  the device for NCCL options; with no GPU they raise. Replaced by constants (0 / 8).
+- megatron.training.arguments.get_device_arch_version: reads cuda:0's compute capability;
+  returns 9 (Hopper, the GPUs of the test cluster).
+- CUDA_DEVICE_MAX_CONNECTIONS is unset: Megatron-FSDP asserts it is not "1" (a GPU launch sets it).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+megatron = pytest.importorskip("megatron.core", reason="real frameworks not installed (.ci/run)")
+torchtitan = pytest.importorskip("torchtitan", reason="real frameworks not installed (.ci/run)")
+deepspeed = pytest.importorskip("deepspeed", reason="real frameworks not installed (.ci/run)")
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import factories as f
+
+from cost_models.specs import Axis, Layout
+from planner import api
+from planner.export import launch
+from planner.place import ranks
+from planner.types import PlanResult, SolveStats
+
+TCDP = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
+TCPD = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)
+
+# name -> (model, gpus, workload, layout fields)
+PLANS = {
+    "dense": (f.dense_model(), 16, f.workload(global_batch=32), {"tp": 2, "dp": 8}),
+    "dense-pp-dp-order": (
+        f.dense_model(),
+        16,
+        f.workload(global_batch=32),
+        {"tp": 2, "pp": 2, "dp": 4, "order": TCPD},
+    ),
+    "interleaved-even": (
+        f.dense_model(),
+        32,
+        f.workload(global_batch=64),
+        {"tp": 4, "pp": 2, "dp": 4, "vp": 4, "sequence_parallel": True},
+    ),
+    "interleaved-uneven": (
+        f.dense_model(num_layers=30),
+        32,
+        f.workload(global_batch=64),
+        {"tp": 4, "pp": 4, "dp": 2, "vp": 2, "zero_stage": 2},
+    ),
+    "uneven-first-last": (
+        f.dense_model(num_layers=30),
+        32,
+        f.workload(global_batch=64),
+        {"tp": 4, "pp": 4, "dp": 2, "recompute": "selective", "zero_stage": 0},
+    ),
+    "cp": (f.dense_model(), 16, f.workload(global_batch=32), {"tp": 2, "cp": 2, "dp": 4}),
+    "moe-ep": (f.moe_model(), 16, f.workload(global_batch=32), {"tp": 2, "dp": 8, "ep": 4}),
+    "zero3-fsdp": (
+        f.dense_model(),
+        16,
+        f.workload(global_batch=64),
+        {"tp": 2, "dp": 8, "zero_stage": 3, "recompute": "full"},
+    ),
+    "hsdp": (
+        f.dense_model(),
+        32,
+        f.workload(global_batch=64),
+        {"tp": 2, "dp": 16, "zero_stage": 3, "dp_shard": 4},
+    ),
+    "fp8": (
+        f.dense_model(),
+        16,
+        f.workload(global_batch=32, precision="fp8"),
+        {"tp": 4, "dp": 4},
+    ),
+}
+
+
+def plan_result(name: str) -> PlanResult:
+    model, gpus, workload, fields = PLANS[name]
+    cluster = f.cluster(gpus)
+    e = api.estimate(model, cluster, Layout(**fields), workload)
+    stats = SolveStats(
+        engine="exhaustive",
+        status="PROVED",
+        objective=e.step_time_s,
+        best_bound=e.step_time_s,
+        gap=0.0,
+        wall_time_s=0.0,
+        num_candidates=1,
+        num_scored=1,
+        num_feasible=1,
+    )
+    return PlanResult(
+        model=model,
+        cluster=cluster,
+        workload=workload,
+        ranked=(e,),
+        solver=stats,
+        rejections={},
+        usable_memory_gib=72.0,
+    )
+
+
+@pytest.fixture
+def fake_world(monkeypatch):
+    """A `fake` process group of the plan's world size, this process rank 0."""
+    worlds = []
+
+    def start(world_size: int) -> None:
+        monkeypatch.setenv("WORLD_SIZE", str(world_size))
+        monkeypatch.setenv("RANK", "0")
+        monkeypatch.setenv("LOCAL_RANK", "0")
+        monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+        # Stub: no GPU here; Megatron reads the current device for its NCCL options.
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+        worlds.append(world_size)
+
+    yield start
+    if dist.is_initialized():
+        from megatron.core import parallel_state
+
+        parallel_state.destroy_model_parallel()
+        dist.destroy_process_group()
+
+
+def groups_of(result: PlanResult) -> dict[str, list[list[int]]]:
+    return {k: sorted(sorted(g) for g in v) for k, v in result.rank_groups().items()}
+
+
+def _sorted(groups) -> list[list[int]]:
+    return sorted(sorted(int(r) for r in g) for g in groups)
+
+
+# ------------------------------------------------------------------------------------ Megatron
+
+
+SEARCHED = [
+    # (model preset, GPUs, pins): plans searched for each framework, the top 3 checked
+    ("llama3-8b", 16, {}),
+    ("mixtral-8x7b", 32, {"tp": 2}),
+    ("llama3-70b", 64, {"tp": 8}),
+]
+_searched: dict = {}
+
+
+def searched(name: str, case: int) -> PlanResult:
+    key = (name, case)
+    if key not in _searched:
+        model, gpus, pins = SEARCHED[case]
+        _searched[key] = api.plan(model, "dgx-h100", num_gpus=gpus, top_k=3, framework=name, **pins)
+    return _searched[key]
+
+
+MEGATRON_PLANS = [n for n in PLANS if "dp_shard" not in PLANS[n][3]]  # HSDP is torchtitan's
+
+
+@pytest.mark.parametrize("name", MEGATRON_PLANS)
+def test_megatron_accepts_and_builds_the_same_groups(name, fake_world, monkeypatch):
+    check_megatron(plan_result(name), 0, fake_world, monkeypatch)
+
+
+@pytest.mark.parametrize("case", range(len(SEARCHED)))
+@pytest.mark.parametrize("index", range(3))
+def test_megatron_runs_the_plans_searched_for_it(case, index, fake_world, monkeypatch):
+    check_megatron(searched("megatron", case), index, fake_world, monkeypatch)
+
+
+def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch) -> None:
+    from megatron.core import parallel_state
+    from megatron.training import arguments
+    from megatron.training.arguments import parse_args, validate_args
+
+    monkeypatch.setattr(arguments, "get_device_arch_version", lambda: 9)  # stub: no GPU
+    result = result.model_copy(update={"ranked": (result.ranked[index],)})
+    lo = result.best.layout
+    args = result.to_megatron_args()
+    fake_world(lo.world_size)
+    for key, value in launch.megatron_env(result.best).items():
+        monkeypatch.setenv(key, value)
+    # Required by pretrain_gpt.py but not part of the plan: a tokenizer and data source.
+    extra = ["--tokenizer-type", "NullTokenizer", "--mock-data", "--lr", "1e-4"]
+    extra += ["--train-iters", "10"]
+    monkeypatch.setattr(sys, "argv", ["pretrain_gpt.py", *args, *extra])
+    ns = parse_args()
+    validate_args(ns)
+    assert ns.tensor_model_parallel_size == lo.tp
+    assert ns.pipeline_model_parallel_size == lo.pp
+    assert ns.context_parallel_size == lo.cp
+    assert ns.data_parallel_size == lo.dp
+    assert (ns.virtual_pipeline_model_parallel_size or 1) == lo.vp
+    order = "tp-cp-ep-pp-dp" if ns.use_tp_pp_dp_mapping else "tp-cp-ep-dp-pp"
+    parallel_state.initialize_model_parallel(
+        ns.tensor_model_parallel_size,
+        ns.pipeline_model_parallel_size,
+        ns.virtual_pipeline_model_parallel_size,
+        context_parallel_size=ns.context_parallel_size,
+        expert_model_parallel_size=ns.expert_model_parallel_size,
+        expert_tensor_parallel_size=ns.expert_tensor_parallel_size,
+        order=order,
+        create_gloo_process_groups=False,
+    )
+    ours = groups_of(result)
+    gen = parallel_state.RankGenerator(
+        tp=lo.tp, ep=1, dp=lo.dp, pp=lo.pp, cp=lo.cp, order=order, rank_offset=0
+    )
+    for axis in ("tp", "cp", "dp", "pp"):
+        assert _sorted(gen.get_ranks(axis)) == ours[axis], axis
+    # Rank 0's own process groups, as initialize_model_parallel created them.
+    mine = {
+        "tp": parallel_state.get_tensor_model_parallel_group(),
+        "pp": parallel_state.get_pipeline_model_parallel_group(),
+        "dp": parallel_state.get_data_parallel_group(),
+        "cp": parallel_state.get_context_parallel_group(),
+    }
+    for axis, group in mine.items():
+        expected = next(g for g in ours[axis] if 0 in g)
+        assert sorted(dist.get_process_group_ranks(group)) == expected, axis
+    if result.model.moe is not None:
+        ep = parallel_state.get_expert_model_parallel_group()
+        expected = next(g for g in ours["ep"] if 0 in g)
+        assert sorted(dist.get_process_group_ranks(ep)) == expected
+
+
+# ---------------------------------------------------------------------------------- torchtitan
+
+TITAN_PLANS = [
+    n for n in PLANS if PLANS[n][2].precision == "bf16" and PLANS[n][3].get("order", TCDP) == TCDP
+]
+
+
+@pytest.mark.parametrize("name", TITAN_PLANS)
+def test_torchtitan_release_accepts_and_builds_the_same_mesh(name, fake_world):
+    check_torchtitan(plan_result(name), 0, fake_world)
+
+
+@pytest.mark.parametrize("case", range(len(SEARCHED)))
+@pytest.mark.parametrize("index", range(3))
+def test_torchtitan_runs_the_plans_searched_for_it(case, index, fake_world):
+    check_torchtitan(searched("torchtitan", case), index, fake_world)
+
+
+def check_torchtitan(result: PlanResult, index: int, fake_world) -> None:
+    from torchtitan.config.manager import ConfigManager
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    result = result.model_copy(update={"ranked": (result.ranked[index],)})
+    lo = result.best.layout
+    model = result.model
+    tt = result.to_torchtitan()
+    args = tt["release"]["args"]
+    if args[1] == "MODULE":
+        # A model not in torchtitan's registry: a debug recipe of the same kind carries the
+        # parallel settings (the model shape is not what is checked here).
+        module = "deepseek_v3" if model.moe is not None else "llama3"
+        config = "deepseek_v3_debugmodel" if model.moe is not None else "llama3_debugmodel"
+        args = ["--module", module, "--config", config, *args[4:]]
+    fake_world(lo.world_size)
+    job = ConfigManager().parse_args(args)
+    par = job.parallelism
+    assert par.tensor_parallel_degree == lo.tp and par.pipeline_parallel_degree == lo.pp
+    assert job.training.global_batch_size == result.workload.global_batch_seqs
+    dims = ParallelDims.from_config(par, lo.world_size)
+    mesh = dims.build_mesh()
+    assert mesh.size() == lo.world_size
+    ours = groups_of(result)
+    if lo.dp_shard is not None:
+        # HSDP: the shard groups are the inner dp_shard ranks of each DP group, the replica
+        # groups the ranks dp_shard apart (torchtitan's (dp_replicate, dp_shard) mesh dims).
+        dp0 = next(g for g in ours["dp"] if 0 in g)
+        shard, rep = lo.dp_shard, lo.replicate_dp
+        expected = {"dp_shard": dp0[:shard], "dp_replicate": dp0[::shard][:rep]}
+        for titan, ranks_ in expected.items():
+            m = dims.get_optional_mesh(titan)
+            assert sorted(int(r) for r in m.mesh.flatten()) == sorted(ranks_), titan
+    for axis, titan in (("tp", "tp"), ("cp", "cp"), ("pp", "pp"), ("dp", "batch")):
+        m = dims.get_optional_mesh(titan)
+        if m is None:
+            assert getattr(lo, axis) == 1
+            continue
+        grid = m.mesh  # rank 0's group along the axis
+        assert sorted(int(r) for r in grid.flatten()) == next(g for g in ours[axis] if 0 in g)
+
+
+# ----------------------------------------------------------------------------------- DeepSpeed
+
+DS_PLANS = [
+    n
+    for n in PLANS
+    if PLANS[n][2].precision == "bf16"
+    and all(PLANS[n][3].get(k, 1) == 1 for k in ("vp", "cp", "ep"))
+    and "dp_shard" not in PLANS[n][3]
+    and PLANS[n][3].get("order", TCDP) == TCDP
+]
+
+
+@pytest.mark.parametrize("name", DS_PLANS)
+def test_deepspeed_config_and_topology(name, fake_world):
+    check_deepspeed(plan_result(name), 0, fake_world)
+
+
+@pytest.mark.parametrize("case", range(len(SEARCHED)))
+@pytest.mark.parametrize("index", range(3))
+def test_deepspeed_runs_the_plans_searched_for_it(case, index, fake_world):
+    if SEARCHED[case][0].startswith("mixtral"):
+        pytest.skip("the deepspeed profile plans dense models only (DeepSpeed-MoE not modelled)")
+    check_deepspeed(searched("deepspeed", case), index, fake_world)
+
+
+def check_deepspeed(result: PlanResult, index: int, fake_world) -> None:
+    from deepspeed.runtime.config import DeepSpeedConfig
+    from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
+
+    result = result.model_copy(update={"ranked": (result.ranked[index],)})
+    lo = result.best.layout
+    out = result.to_deepspeed()
+    fake_world(lo.world_size)
+    topo = PipeModelDataParallelTopology(num_pp=lo.pp, num_mp=lo.tp, num_dp=lo.dp)
+
+    class Mpu:
+        """The mpu Megatron-DeepSpeed passes: DP size from the topology (deepspeed.initialize)."""
+
+        def get_data_parallel_world_size(self):
+            return topo.get_dim("data")
+
+        def get_sequence_parallel_world_size(self):
+            return 1
+
+    import deepspeed.comm as ds_comm
+
+    ds_comm.init_distributed(dist_backend="fake", auto_mpi_discovery=False)
+    cfg = DeepSpeedConfig(out["config"], mpu=Mpu())
+    assert cfg.train_batch_size == result.workload.global_batch_seqs
+    assert cfg.zero_optimization_stage == lo.zero_stage
+    ours = groups_of(result)
+    for axis, ds in (("tp", "model"), ("dp", "data"), ("pp", "pipe")):
+        assert _sorted(topo.get_axis_comm_lists(ds)) == ours[axis] or getattr(lo, axis) == 1
+    args = out["launch_args"]
+    assert args[args.index("--tensor-model-parallel-size") + 1] == str(lo.tp)
+    assert args[args.index("--pipeline-model-parallel-size") + 1] == str(lo.pp)
+
+
+# --------------------------------------------------------------------------------- DeviceMesh
+
+
+@pytest.mark.parametrize(
+    "order", [TCDP, TCPD, (Axis.DP, Axis.TP, Axis.CP, Axis.PP)], ids=lambda o: "-".join(o)
+)
+def test_torch_device_mesh_builds_the_planned_groups(order, fake_world):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    lo = Layout(tp=2, cp=2, dp=2, pp=2, order=order)
+    fake_world(lo.world_size)
+    spec = ranks.device_mesh(lo)
+    mesh = init_device_mesh(
+        "cpu", tuple(spec["mesh_shape"]), mesh_dim_names=tuple(spec["mesh_dim_names"])
+    )
+    grid = mesh.mesh.numpy()
+    groups = ranks.rank_groups(lo)
+    for dim, name in enumerate(spec["mesh_dim_names"]):
+        along = np.moveaxis(grid, dim, -1).reshape(-1, grid.shape[dim])
+        assert _sorted(along) == sorted(sorted(g) for g in groups[name])
+        mine = dist.get_process_group_ranks(mesh.get_group(name))
+        assert sorted(mine) == next(sorted(g) for g in groups[name] if 0 in g)

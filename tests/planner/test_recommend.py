@@ -1,0 +1,41 @@
+"""Runner-ups are alternatives; the simplest plan within the tolerance is recommended."""
+
+from __future__ import annotations
+
+from planner import api
+from planner.report import findings
+from planner.search.candidates import family_key
+
+
+def test_llama2_7b_on_8_h100_recommends_dp8_and_shows_the_faster_pipeline():
+    result = api.plan("llama2-7b", "dgx-h100", num_gpus=8, global_batch=128)
+    lo = result.best.layout
+    assert (lo.tp, lo.pp, lo.dp, lo.cp, lo.vp) == (1, 1, 8, 1, 1)
+    fastest = result.ranked[result.fastest_index]
+    assert result.fastest_index == 1 and fastest.layout.pp == 2
+    gain = 1 - fastest.step_time_s / result.best.step_time_s
+    assert 0 < gain <= result.simplicity_tolerance
+    assert result.solver.objective == fastest.step_time_s  # the search's optimum, unchanged
+    first = findings.runner_ups(result)[0]
+    assert first.fastest and first.reason.startswith(f"fastest, {gain:.2%} faster")
+    # Tolerance 0: the fastest leads.
+    fast = api.plan("llama2-7b", "dgx-h100", num_gpus=8, global_batch=128, simplicity_tolerance=0)
+    assert fast.best.layout == fastest.layout and fast.fastest_index == 0
+
+
+def test_runner_ups_differ_in_degrees_vp_micro_batch_or_recompute():
+    result = api.plan("llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, top_k=5)
+    keys = [family_key(e.layout) for e in result.ranked]
+    assert len(result.ranked) == 5 and len(set(keys)) == 5
+    # ZeRO-2 with more than one micro-batch is priced as ZeRO-1: collapsed and listed.
+    assert all(e.num_microbatches > 1 for e in result.ranked)
+    for e, same in zip(result.ranked, result.equivalents, strict=True):
+        assert e.layout.zero_stage == 1
+        assert any(lo.zero_stage == 2 and lo.order == e.layout.order for lo in same)
+    for r in findings.runner_ups(result):
+        assert r.fastest or r.binding_delta_s > findings.REAL_DIFFERENCE_S
+    # --top-variants: the near variants of the best (its ZeRO-2 twin among them).
+    variants = api.plan(
+        "llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, top_k=5, top_variants=True
+    )
+    assert len({family_key(e.layout) for e in variants.ranked}) < 5

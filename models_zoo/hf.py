@@ -1,12 +1,52 @@
-"""Hugging Face ``config.json`` -> ModelSpec, for the Llama, Qwen, Mixtral and DeepSeek-V3 styles.
+"""Hugging Face ``config.json`` -> ModelSpec for the architectures in ARCHITECTURES.
 
-Key names are those of the transformers configuration classes (LlamaConfig, Qwen2Config,
-Qwen3MoeConfig, MixtralConfig, DeepseekV3Config, GptOssConfig).
+Key names are those of the transformers configuration classes (LlamaConfig, MistralConfig,
+MixtralConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig,
+DeepseekV2Config, DeepseekV3Config, GptOssConfig, Phi3Config). An architecture not in the table
+is refused by name rather than guessed at (issue 20: a Gemma-2 read as a non-gated, untied model
+lost 1.2B of its 9.24B parameters).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
+
+
+class Architecture(NamedTuple):
+    family: str
+    tied_by_default: bool
+    """`tie_word_embeddings` when the config omits it: the config class's own default."""
+
+
+# model_type -> how transformers builds it. Every one of these MLPs is gated (gate_proj * act(up)
+# then down_proj: LlamaMLP, MistralMLP, Qwen2MLP, Qwen3MLP, GemmaMLP / Gemma2MLP / Gemma3MLP with
+# gelu_pytorch_tanh, DeepseekV3MLP, Phi3MLP's fused gate_up_proj, GptOssExperts' clamped SwiGLU,
+# MixtralBlockSparseTop2MLP w1/w3/w2), whatever the activation's name (hidden_act or Gemma's
+# hidden_activation), so gating follows the architecture, not the activation string.
+# Tied defaults: PretrainedConfig defaults to True, but LlamaConfig, MistralConfig,
+# MixtralConfig, Qwen2/3(-MoE)Config, DeepseekV2/V3Config, GptOssConfig and Phi3Config pass
+# tie_word_embeddings=False; GemmaConfig, Gemma2Config and Gemma3TextConfig pass True.
+ARCHITECTURES: dict[str, Architecture] = {
+    "llama": Architecture("Llama", False),
+    "mistral": Architecture("Mistral", False),
+    "mixtral": Architecture("Mixtral", False),
+    "qwen2": Architecture("Qwen2 / Qwen2.5", False),
+    "qwen2_moe": Architecture("Qwen2-MoE", False),
+    "qwen3": Architecture("Qwen3", False),
+    "qwen3_moe": Architecture("Qwen3-MoE", False),
+    "gemma": Architecture("Gemma", True),
+    "gemma2": Architecture("Gemma 2", True),
+    "gemma3_text": Architecture("Gemma 3", True),
+    "deepseek_v2": Architecture("DeepSeek-V2", False),
+    "deepseek_v3": Architecture("DeepSeek-V3", False),
+    "gpt_oss": Architecture("gpt-oss", False),
+    "phi3": Architecture("Phi-3", False),
+    "phimoe": Architecture("Phi-3.5-MoE", False),
+}
+MULTIMODAL_WRAPPERS = {"gemma3": "gemma3_text"}
+"""model_types whose language model sits in `text_config` (Gemma3ForConditionalGeneration);
+the planner plans that language model (the vision tower is not counted)."""
 
 from pydantic import ValidationError
 
@@ -30,8 +70,11 @@ def _moe(data: dict[str, Any]) -> dict[str, Any] | None:
     top_k = data.get("num_experts_per_tok") or data.get("experts_per_token")
     expert_ffn = data.get("moe_intermediate_size") or data.get("intermediate_size")
     shared = data.get("n_shared_experts") or 0
-    if not shared and data.get("shared_expert_intermediate_size"):
-        shared = 1  # Qwen2-MoE: one shared expert of its own width (approximated by expert width)
+    shared_width = data.get("shared_expert_intermediate_size")
+    if not shared and shared_width and expert_ffn:
+        # Qwen2-MoE: one shared expert of its own width, counted as that many expert widths
+        # (same parameters and FLOPs: 5632 = 4 x 1408 for Qwen1.5-MoE-A2.7B).
+        shared = max(1, round(shared_width / expert_ffn))
     first_dense = data.get("first_k_dense_replace") or 0
     return {
         "num_experts": num_experts,
@@ -42,8 +85,50 @@ def _moe(data: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def _model_name(data: dict[str, Any], where: str) -> str:
+    """`_name_or_path` when the file has one, else the file's name (its folder's for a file
+    called config.json, as a downloaded checkpoint is laid out), never the bare model_type."""
+    if data.get("_name_or_path"):
+        return str(data["_name_or_path"])
+    path = Path(where)
+    if path.name == "config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem or "hf-model"
+
+
+def _architecture(data: dict[str, Any], where: str) -> tuple[Architecture, dict[str, Any]]:
+    """The table entry for the config's model_type and the dict that holds the language model."""
+    model_type = data.get("model_type")
+    if model_type in MULTIMODAL_WRAPPERS and isinstance(data.get("text_config"), dict):
+        text = {"_name_or_path": data.get("_name_or_path"), **data["text_config"]}
+        model_type = text.get("model_type") or MULTIMODAL_WRAPPERS[model_type]
+        data = text
+    supported = ", ".join(sorted(ARCHITECTURES))
+    if model_type is None:
+        raise InvalidInput(
+            f"{where}: Hugging Face config has no model_type, so its architecture is unknown "
+            f"(supported model_type: {supported})"
+        )
+    if model_type not in ARCHITECTURES:
+        arch = ", ".join(data.get("architectures") or []) or "?"
+        raise InvalidInput(
+            f"{where}: unsupported Hugging Face architecture model_type {model_type!r} ({arch}); "
+            f"supported: {supported}"
+        )
+    return ARCHITECTURES[model_type], data
+
+
 def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> ModelSpec:
     """Translate one HF config dict; a missing required key is an InvalidInput naming it."""
+    name = _model_name(data, where)
+    arch, data = _architecture(data, where)
+    if data.get("model_type") == "qwen3_moe" and (
+        data.get("mlp_only_layers") or (data.get("decoder_sparse_step") or 1) > 1
+    ):
+        raise InvalidInput(
+            f"{where}: Qwen3-MoE with dense layers between MoE layers (mlp_only_layers / "
+            "decoder_sparse_step > 1) is not supported: only leading dense layers are modelled"
+        )
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise InvalidInput(
@@ -68,7 +153,7 @@ def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> Mo
     ):
         dense_ffn = None
     fields = {
-        "name": data.get("_name_or_path") or data.get("model_type") or "hf-model",
+        "name": name,
         "num_layers": data["num_hidden_layers"],
         "hidden_size": data["hidden_size"],
         "ffn_hidden_size": dense_ffn,
@@ -76,11 +161,11 @@ def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> Mo
         "num_kv_heads": data.get("num_key_value_heads"),
         "head_dim": data.get("head_dim"),
         "vocab_size": data["vocab_size"],
-        "gated_mlp": data.get("hidden_act", "silu") in ("silu", "swiglu", "swish"),
+        "gated_mlp": True,  # every architecture in ARCHITECTURES (see there)
         "mla": mla,
         "moe": moe,
-        "tied_embeddings": bool(data.get("tie_word_embeddings", False)),
-        "source": where,
+        "tied_embeddings": bool(data.get("tie_word_embeddings", arch.tied_by_default)),
+        "source": f"{where} (Hugging Face config, {arch.family})",
     }
     if mla is not None:
         fields["head_dim"] = None  # MLA head dims live in the mla block

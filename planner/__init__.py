@@ -4,6 +4,10 @@ Library use: ``planner.plan("llama3-70b", "dgx-h100", num_gpus=64, global_batch=
 PlanResult (never prints); ``planner.estimate(...)`` scores one given layout.
 """
 
+__version__ = "0.1.0"
+DISTRIBUTION = "planner-placement"
+"""The name pip knows this project by (pyproject.toml); "planner" on the index is another one."""
+
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
@@ -11,6 +15,7 @@ from .api import estimate, make_workload, plan
 from .types import PlanResult, SearchSpace, SolverOptions, SolveStats
 
 __all__ = [
+    "DISTRIBUTION",
     "Cluster",
     "Estimate",
     "InvalidInput",
@@ -23,6 +28,7 @@ __all__ = [
     "SolveStats",
     "SolverOptions",
     "Workload",
+    "__version__",
     "estimate",
     "make_workload",
     "plan",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -9,9 +10,10 @@ from pydantic import ValidationError
 import models_zoo
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
-from cost_models.errors import InvalidInput, describe_validation_error
+from cost_models.errors import InvalidInput, NoFeasiblePlan, describe_validation_error
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
+from .place.joint import PlacedPlan
 from .search import exhaustive, recommend
 from .search import solve as sat_solve
 from .search.candidates import OrderCache, allowed_orders, framework_space
@@ -43,6 +45,53 @@ def make_workload(
     return _validated(Workload, fields, "workload")
 
 
+DEFAULT_MEMORY_HEADROOM: float = SearchSpace.model_fields["memory_headroom"].default
+"""Fraction of HBM every command keeps free (plan, estimate, whatif): fit is judged against
+HBM x (1 - headroom), the same usable memory for all of them."""
+
+
+MX_GENERATIONS = ("blackwell", "cdna4")
+
+
+def check_precision(cluster: Cluster, workload: Workload) -> None:
+    """Refuse a precision the GPU cannot run: fp8 needs FP8 tensor cores (Hopper and later; the
+    GPU spec's peak_fp8_tflops), mxfp8 needs tensor cores with block-scaled MX formats: NVIDIA
+    Blackwell (architecture technical brief; Transformer Engine's MXFP8BlockScaling recipe) or
+    AMD CDNA4 (MI355X: MXFP8/MXFP6/MXFP4 in the CDNA4 ISA)."""
+    gpu = cluster.gpu
+    if workload.precision == "fp8" and gpu.peak_fp8_tflops is None:
+        raise InvalidInput(
+            f"precision: fp8 needs FP8 tensor cores, which {gpu.name} ({gpu.generation}) lacks "
+            "(peak_fp8_tflops is null); use bf16"
+        )
+    if workload.precision == "mxfp8" and gpu.generation not in MX_GENERATIONS:
+        raise InvalidInput(
+            f"precision: mxfp8 needs MX block-scaled tensor cores ({', '.join(MX_GENERATIONS)}); "
+            f"{gpu.name} is {gpu.generation}"
+        )
+
+
+def judge_fit(e: Estimate, usable_gib: float) -> Estimate:
+    """The estimate with its fit judged against `usable_gib` (HBM minus the headroom) rather than
+    the full HBM the cost model reports, so plan, estimate and whatif agree on what fits."""
+    return e.model_copy(
+        update={"usable_memory_gib": usable_gib, "fits_in_memory": e.peak_memory_gib <= usable_gib}
+    )
+
+
+def layout_with_defaults(layout: Layout | dict[str, Any]) -> Layout:
+    """A Layout from a dict, with the defaults `plan` searches under: sequence parallelism on
+    whenever tp > 1 (Megatron-LM's recommendation with TP; every candidate of the search has it)
+    unless the dict says otherwise. A Layout object is taken as given."""
+    if isinstance(layout, Layout):
+        return layout
+    fields = dict(layout)
+    if "sequence_parallel" not in fields:
+        tp = fields.get("tp", 1)
+        fields["sequence_parallel"] = isinstance(tp, int) and tp > 1
+    return _validated(Layout, fields, "layout")
+
+
 def _resolve(
     model: str | ModelSpec, cluster: str | Cluster, num_gpus: int | None
 ) -> tuple[ModelSpec, Cluster]:
@@ -61,6 +110,24 @@ def _gpus_within(cluster: str | Cluster, num_gpus: int | None, max_nodes: int) -
             f"num_gpus ({num_gpus}) needs more than max_nodes ({max_nodes}) nodes of {per_node} GPUs"
         )
     return num_gpus
+
+
+def _check_pins(cluster: Cluster, space: SearchSpace) -> None:
+    """A pinned degree that can never divide the GPU count is bad input (exit 2), not an
+    infeasible search (exit 1): no layout of any kind has tp*pp*dp*cp = num_gpus with it.
+    (EP is carved from tp*dp*cp, so it must divide the GPU count too.)"""
+    n = cluster.num_gpus
+    pins = {a: getattr(space, a) for a in ("tp", "pp", "dp", "cp", "ep")}
+    for axis, degree in pins.items():
+        if degree is not None and n % degree:
+            raise InvalidInput(
+                f"{axis} {degree}: a pinned degree must divide the number of GPUs ({n}); "
+                f"{n} / {degree} = {n / degree:.3g}"
+            )
+    product = math.prod(d for a, d in pins.items() if a != "ep" and d is not None)
+    if n % product:
+        pinned = " x ".join(f"{a} {d}" for a, d in pins.items() if a != "ep" and d is not None)
+        raise InvalidInput(f"pinned degrees ({pinned} = {product}) do not divide the {n} GPUs")
 
 
 def plan(
@@ -111,6 +178,7 @@ def plan(
         known = sorted(set(SearchSpace.model_fields) | set(SolverOptions.model_fields))
         raise InvalidInput(f"unknown constraint(s) {', '.join(unknown)}; known: {', '.join(known)}")
     space = framework_space(spec, _validated(SearchSpace, space_fields, "constraints"))
+    _check_pins(sized, space)
     options = _validated(SolverOptions, option_fields, "solver options")
     batch_range = space.global_batch_range
     if batch_range is not None:
@@ -121,10 +189,13 @@ def plan(
         )
     elif batch_range is not None:
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})
+    check_precision(sized, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
+    usable = exhaustive.usable_memory_gib(sized, space)
+    ranked = [judge_fit(e, usable) for e in ranked]
     # The simplest plan within the simplicity tolerance of the fastest leads; then what else
     # each ranked plan is priced exactly like (planner/search/recommend.py).
     ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
@@ -144,7 +215,7 @@ def plan(
         ranked=tuple(ranked),
         solver=stats,
         rejections=rejections,
-        usable_memory_gib=exhaustive.usable_memory_gib(sized, space),
+        usable_memory_gib=usable,
         global_batch_range=batch_range,
         equivalents=same,
         fastest_index=fastest,
@@ -164,22 +235,129 @@ def estimate(
     seq_len: int | None = None,
     precision: str | None = None,
     framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    memory_headroom: float = DEFAULT_MEMORY_HEADROOM,
 ) -> Estimate:
     """Score one layout (a Layout or a dict of its fields). Raises InvalidInput if illegal.
+
+    Same defaults as plan(): a dict without `sequence_parallel` gets it whenever tp > 1, and fit
+    is judged against HBM x (1 - memory_headroom) (`usable_memory_gib`, `fits_in_memory`).
     `framework` sets the physics the workload and layout do not set themselves (None: the
     cost model's field defaults); the layout is scored even where that framework could not
     run it (`framework_violations` says why)."""
+    if not isinstance(memory_headroom, (int, float)) or not 0 <= memory_headroom < 1:
+        raise InvalidInput(f"memory_headroom: must be in [0, 1) (got {memory_headroom!r})")
     spec, sized = _resolve(model, cluster, num_gpus)
     if workload is None:
         workload = make_workload(
             spec, seq_len=seq_len, global_batch=global_batch, precision=precision
         )
-    if not isinstance(layout, Layout):
-        layout = _validated(Layout, dict(layout), "layout")
+    check_precision(sized, workload)
+    layout = layout_with_defaults(layout)
     if framework is not None:
         prof = _framework.profile(framework)
         workload, layout = prof.workload(workload), prof.layout(layout)
-    return _cost(spec, sized, workload, layout)
+    usable = sized.gpu.hbm_gib * (1 - memory_headroom)
+    return judge_fit(_cost(spec, sized, workload, layout), usable)
+
+
+def plan_on_allocation(
+    model: str | ModelSpec,
+    cluster: str | Cluster,
+    *,
+    topology: Any,
+    hosts_file: str | None = None,
+    nodelist: str | None = None,
+    exclude: str | None = None,
+    num_gpus: int | None = None,
+    global_batch: int | None = None,
+    seq_len: int | None = None,
+    precision: str | None = None,
+    place_top: int = 3,
+    place_time_limit_s: float | None = None,
+    framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    **constraints: Any,
+) -> PlacedPlan:
+    """Best plan on the allocation a job really gets (CONTRACT.md "Placement on an allocation").
+
+    The search shortlists `place_top` layouts under ideal placement (plan(top_k=...)); each is
+    placed on the allocation (scheduler's order, best rank order, CP-SAT: planner/place/joint.py)
+    and the plans are re-ranked by the placed step time. Returns a PlacedPlan.
+    """
+    from .place.allocation import Allocation, load_allocation
+    from .place.joint import place_layout
+
+    base = models_zoo.load_cluster(cluster)
+    if isinstance(topology, Allocation):  # already loaded (bench/place_scaling.py, tests)
+        alloc = topology
+    else:
+        alloc = load_allocation(
+            base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
+        )
+    have = len(alloc.hosts) * base.gpus_per_node
+    if num_gpus is not None and num_gpus > have:
+        raise InvalidInput(
+            f"--gpus {num_gpus}: the allocation has {have} healthy GPUs ({len(alloc.hosts)} hosts)"
+        )
+    constraints["top_k"] = max(place_top, constraints.get("top_k", 1))
+    result = plan(
+        model,
+        cluster,
+        num_gpus=num_gpus or have,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        precision=precision,
+        framework=framework,
+        **constraints,
+    )
+    options = _validated(
+        SolverOptions,
+        {k: v for k, v in constraints.items() if k in SolverOptions.model_fields},
+        "solver options",
+    )
+    shortlist = [(e, result.plan_workload(i)) for i, e in enumerate(result.ranked[:place_top])]
+    # CP-SAT places TP x CP blocks of whole nodes; where the shortlist has none and the user
+    # pinned neither degree, the best such layout joins it (a fragmented allocation can make it
+    # the winner once placed).
+    per_node = result.cluster.gpus_per_node
+    if (
+        constraints.get("tp") is None
+        and constraints.get("cp") is None
+        and all(e.layout.tp * e.layout.cp > per_node for e, _ in shortlist)
+    ):
+        whole = dict(constraints, top_k=1, max_cp=1)
+        whole["max_tp"] = min(constraints.get("max_tp") or per_node, per_node)
+        try:
+            extra = plan(
+                model,
+                cluster,
+                num_gpus=num_gpus or have,
+                global_batch=global_batch,
+                seq_len=seq_len,
+                precision=precision,
+                framework=framework,
+                **whole,
+            )
+            shortlist.append((extra.best, extra.plan_workload(0)))
+        except NoFeasiblePlan:
+            pass
+    placements = [
+        place_layout(
+            result.model,
+            result.cluster,
+            work,
+            e,
+            alloc,
+            # --time-limit bounds the placement solves together (each its share)
+            time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
+            deterministic=options.deterministic,
+            seed=options.seed,
+        )
+        for e, work in shortlist
+    ]
+    placements.sort(key=lambda p: p.placed.step_time_s)
+    ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)
+    placed_result = result.model_copy(update={"ranked": ranked})
+    return PlacedPlan(result=placed_result, ideal=result, placements=placements, allocation=alloc)
 
 
 def framework_violations(

@@ -22,11 +22,11 @@ import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
 from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
-from cost_models.specs import Layout
 
-from . import api, report, whatif
+from . import DISTRIBUTION, __version__, api, report, whatif
 from .export.launch import MEGATRON_VERSION, megatron_env
 from .report.markdown import render_markdown as render_plan_markdown
+from .report.whatif_view import render_whatif
 from .types import PlanResult
 from .validate import render_markdown, render_validation, validate_file
 
@@ -111,6 +111,25 @@ def _plan_global_batch(args: argparse.Namespace) -> int | tuple[int, int] | None
     return args.global_batch
 
 
+def _headroom(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number (got {text!r})") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1) (got {value})")
+    return value
+
+
+def _add_headroom(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--memory-headroom",
+        type=_headroom,
+        default=api.DEFAULT_MEMORY_HEADROOM,
+        help="fraction of HBM kept free; fit is judged against the rest (default 0.10)",
+    )
+
+
 def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
     field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
@@ -134,12 +153,7 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
     for axis in ("tp", "pp", "cp", "ep"):
         p.add_argument(f"--max-{axis}", type=_positive_int, help=f"largest {axis.upper()} tried")
-    p.add_argument(
-        "--memory-headroom",
-        type=float,
-        default=0.10,
-        help="fraction of HBM kept free (default 0.10)",
-    )
+    _add_headroom(p)
     p.add_argument(
         "--recompute",
         nargs="+",
@@ -242,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the most training throughput for a model on a cluster.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument(
+        "--version", action="version", version=f"planner {__version__} ({DISTRIBUTION})"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("plan", help="search for the best layout and placement")
@@ -251,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search(p)
 
     _add_report_flags(p)
+    _add_allocation(p)
     p.add_argument(
         "--stability",
         action="store_true",
@@ -275,7 +293,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--micro-batch", type=_positive_int, default=1)
     e.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     e.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
-    e.add_argument("--sequence-parallel", action="store_true")
+    e.add_argument(
+        "--sequence-parallel",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Megatron sequence parallelism (default: on whenever TP > 1, as plan searches)",
+    )
+    _add_headroom(e)
 
     v = sub.add_parser("validate", help="compare predictions with measured runs")
     v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
@@ -305,7 +329,27 @@ def _emit_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2) + "\n")
 
 
+def _add_allocation(p: argparse.ArgumentParser) -> None:
+    """Placement on the allocation a job really gets (CONTRACT.md, docs/cli.md)."""
+    p.add_argument("--topology", help="Slurm topology.conf (tree or block format) or YAML")
+    hosts = p.add_mutually_exclusive_group()
+    hosts.add_argument("--hosts", help="hostfile of the allocation (one host per line, slots=N)")
+    hosts.add_argument("--nodelist", help="Slurm hostlist of the allocation, e.g. gpu[001-064]")
+    p.add_argument("--exclude", help="Slurm hostlist of drained hosts to leave out")
+    p.add_argument(
+        "--place-top",
+        type=_positive_int,
+        default=3,
+        help="layouts shortlisted under ideal placement and placed on the allocation",
+    )
+    p.add_argument(
+        "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
+    )
+
+
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
+    if args.topology or args.hosts or args.nodelist or args.exclude or args.out_dir:
+        return _cmd_plan_allocation(args, out)
     result = api.plan(
         args.model,
         args.cluster,
@@ -320,6 +364,59 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         _render_plan(args, result, out, _plan_stability(args, result))
     else:
         _render_plan(args, result, out)
+    return EXIT_OK
+
+
+def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
+    from .place.joint import allocation_dict, write_handoff
+
+    if not args.topology or not (args.hosts or args.nodelist):
+        raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
+    if args.global_batch_range is not None:
+        raise InvalidInput("plan: --global-batch-range is not supported with an allocation")
+    placed = api.plan_on_allocation(
+        args.model,
+        args.cluster,
+        topology=args.topology,
+        hosts_file=args.hosts,
+        nodelist=args.nodelist,
+        exclude=args.exclude,
+        num_gpus=args.gpus,
+        global_batch=args.global_batch,
+        seq_len=args.seq_len,
+        precision=args.precision,
+        place_top=args.place_top,
+        framework=_framework(args),
+        **search_kwargs(args),
+    )
+    result, best, alloc = placed.result, placed.best, placed.allocation
+    if args.out_dir:
+        exports, skipped = {}, []
+        for name, target, as_json in (
+            ("megatron_args.txt", "megatron", False),
+            ("torchtitan.toml", "torchtitan", False),
+            ("deepspeed.json", "deepspeed", True),
+            ("mesh.json", "mesh", True),
+            ("groups.json", "ranks", True),
+        ):
+            try:
+                exports[name] = _emit_text(target, result, as_json)
+            except InvalidInput as exc:  # a launcher that cannot express the plan
+                skipped.append(f"{name}: {exc}")
+        written = write_handoff(args.out_dir, result.cluster, alloc, best, exports)
+    if args.json and not args.emit:
+        payload = report.result_dict(result)
+        payload["allocation"] = allocation_dict(result.cluster, alloc, best)
+        _emit_json(payload)
+        return EXIT_OK
+    _render_plan(args, result, out)
+    if args.emit or args.markdown:
+        return EXIT_OK
+    out.print(report.render_allocation(result.cluster, placed), soft_wrap=True)
+    if args.out_dir:
+        out.print("wrote " + ", ".join(str(p) for p in written), soft_wrap=True)
+        for line in skipped:
+            out.print(f"not written: {escape(line)}", soft_wrap=True)
     return EXIT_OK
 
 
@@ -385,7 +482,7 @@ def _render_plan(
     else:
         out.print(report.render_plan(result))
         if stable is not None:
-            out.print(f"[bold]ranking[/bold] {escape(stable['line'])}", soft_wrap=True)
+            out.print(f"[bold]ranking[/bold] {escape(stable['line'])}")  # free text: wraps
 
 
 def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
@@ -421,36 +518,37 @@ def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
 
 
 def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
-    try:
-        layout = Layout(
-            tp=args.tp,
-            pp=args.pp,
-            dp=args.dp,
-            cp=args.cp,
-            ep=args.ep,
-            vp=args.vp,
-            micro_batch=args.micro_batch,
-            recompute=args.recompute,
-            zero_stage=args.zero,
-            sequence_parallel=args.sequence_parallel,
-        )
-    except ValidationError as err:
-        raise InvalidInput(describe_validation_error(err, "layout")) from None
+    fields: dict[str, Any] = {
+        "tp": args.tp,
+        "pp": args.pp,
+        "dp": args.dp,
+        "cp": args.cp,
+        "ep": args.ep,
+        "vp": args.vp,
+        "micro_batch": args.micro_batch,
+        "recompute": args.recompute,
+        "zero_stage": args.zero,
+    }
+    if args.sequence_parallel is not None:  # unset: on whenever tp > 1, as plan searches
+        fields["sequence_parallel"] = args.sequence_parallel
+    layout = api.layout_with_defaults(fields)
     model = models_zoo.load_model(args.model)
     cluster = models_zoo.load_cluster(args.cluster, args.gpus)
     workload = api.make_workload(
         model, seq_len=args.seq_len, global_batch=args.global_batch, precision=args.precision
     )
     name = _framework(args)
-    e = api.estimate(model, cluster, layout, workload, framework=name)
+    e = api.estimate(
+        model, cluster, layout, workload, framework=name, memory_headroom=args.memory_headroom
+    )
     if args.json:
-        payload = report.estimate_dict(e)
+        payload = report.estimate_dict(e, model, cluster.gpu.hbm_gib)
         prof = framework_profile(name)
         payload["framework"] = {"name": prof.name, "version": prof.version}
         payload["framework_violations"] = api.framework_violations(model, layout, name)
         _emit_json(payload)
     else:
-        out.print(report.render_estimate(e, cluster, workload, model.name))
+        out.print(report.render_estimate(e, cluster, workload, model))
     return EXIT_OK
 
 
@@ -511,6 +609,7 @@ def _add_whatif(sub: Any) -> None:
     for axis in ("tp", "pp", "dp", "cp", "ep"):
         w.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
     w.add_argument("--time-limit", type=_positive_float, default=60.0, help="per plan, seconds")
+    _add_headroom(w)
     w.add_argument("--gpu-hour-price", type=_positive_float, help="$ per GPU-hour (no network)")
     w.add_argument("--network-cost-share", type=float, default=0.0, help="network share of cost")
     w.add_argument("--token-budget", type=_positive_float, help="tokens to train (time and cost)")
@@ -551,6 +650,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         seq_len=args.seq_len,
         precision=args.precision,
         time_limit_s=args.time_limit,
+        memory_headroom=args.memory_headroom,
         framework=_framework(args),
         **pins,
     )
@@ -562,32 +662,8 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         payload["framework"] = {"name": prof.name, "version": prof.version}
         _emit_json(payload)
         return EXIT_OK
-    out.print(
-        f"[bold]whatif {r.parameter}[/bold] on {r.cluster} ({r.num_gpus} GPUs), plans for "
-        f"{escape(prof.version)}"
-    )
-    for label, p in [("baseline", r.baseline)] + [(f"{p.value:g}", p) for p in r.points]:
-        e = p.best
-        line = (
-            f"{label:>9}: {escape(whatif.short_layout(e))} | {e.tokens_per_s_per_gpu:,.0f} tok/s/GPU"
-            f" | MFU {100 * e.mfu:.1f}% | {100 * p.change:+.1f}% vs baseline"
-        )
-        if p.cost_per_m_tokens is not None:
-            line += f" | ${p.cost_per_m_tokens:.3f}/M tokens"
-        if p.train_days is not None and p.train_cost is not None:
-            line += f" | budget: {p.train_days:.1f} days, ${p.train_cost:,.0f}"
-        terms = ", ".join(f"{k} {v:.3f}" for k, v in e.breakdown_s.items() if v > 0)
-        out.print(line, soft_wrap=True)
-        out.print(f"{'':>11}step {e.step_time_s:.3f} s = {terms}", soft_wrap=True)
-    for term, value in r.hidden_from.items():
-        where = f"from {value:g}" if value is not None else "at none of these values"
-        note = (
-            " (wire time; a hidden DP collective still slows the compute beside it, which stays"
-            " in dp_comm)"
-            if term == "dp_comm"
-            else ""
-        )
-        out.print(f"{term} stops being exposed (<= 1% of the step) {where}{note}")
+    cluster = models_zoo.load_cluster(args.cluster, args.gpus)
+    out.print(render_whatif(r, cluster, models_zoo.load_model(args.model), prof.version))
     return EXIT_OK
 
 
@@ -690,9 +766,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     err = Console(stderr=True, highlight=False)
     debug = "--debug" in argv
+    if not argv:  # bare `planner`: the help, not a usage error
+        build_parser().print_help()
+        return EXIT_OK
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args, Console(highlight=False))
+    except SystemExit as exc:  # --version and --help print and stop here
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
     except NoFeasiblePlan as exc:
         if debug:
             raise

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
-from rich.console import Group
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -25,6 +26,7 @@ import models_zoo
 from cost_models import estimate
 from cost_models.errors import InvalidInput, PlannerError, describe_validation_error
 from cost_models.framework import PHYSICS_FIELDS, record_profile
+from cost_models.params import total_params
 from cost_models.specs import (
     MAX_GPUS,
     MAX_LAYERS,
@@ -80,6 +82,28 @@ class ValidationRow:
     measured_peak_memory_gib: float | None
     estimate: Estimate | None
     error: str | None
+    hbm_gib: float | None = None
+    params_total: int | None = None
+    params_active: int | None = None
+    filled: tuple[str, ...] = ()
+    """Layout fields the record left null and FILL_RULES filled (they drive memory and time)."""
+
+    @property
+    def fit_note(self) -> str | None:
+        """A predicted peak above the GPU's HBM: the record cannot run as described."""
+        e = self.estimate
+        if e is None or self.hbm_gib is None or e.peak_memory_gib <= self.hbm_gib:
+            return None
+        note = (
+            f"cannot fit as described: predicted peak {e.peak_memory_gib:.1f} GiB > "
+            f"{self.hbm_gib:.0f} GiB HBM"
+        )
+        if self.filled:
+            note += f"; unset in the record, filled by default: {', '.join(self.filled)}"
+        return note + (
+            "; the run used memory savings the record does not state (offload, recompute), "
+            "or the memory model overestimates it"
+        )
 
     @property
     def tokens_error_pct(self) -> float | None:
@@ -105,6 +129,8 @@ class ValidationRow:
             "fits_in_memory": e.fits_in_memory if e else None,
             "mfu": e.mfu if e else None,
             "error": self.error,
+            "params_total": self.params_total,
+            "params_active": self.params_active,
             "measured_tokens_per_s_per_gpu": self.measured_tokens_per_s_per_gpu,
             "tokens_error_pct": self.tokens_error_pct,
             "measured_peak_memory_gib": self.measured_peak_memory_gib,
@@ -312,6 +338,11 @@ def validate_record(
         "measured_tokens_per_s_per_gpu": _measured(record.get("measured_tokens_per_s_per_gpu")),
         "measured_peak_memory_gib": _measured(record.get("peak_memory_gib")),
     }
+    stated = record.get("layout") if isinstance(record.get("layout"), dict) else {}
+    filled = tuple(
+        f"{k}={FILL_RULES[k]}" for k in ("recompute", "micro_batch", "zero_stage", "vp")
+        if k in FILL_RULES and stated.get(k) is None
+    )  # fmt: skip
     try:
         checked = RunRecord.model_validate(record)
     except ValidationError as err:
@@ -319,7 +350,16 @@ def validate_record(
     try:
         # record_inputs reads the checked record (every known field present, null if absent).
         model, on, workload, layout = record_inputs(checked.model_dump(), cluster)
-        return ValidationRow(**row, estimate=estimate(model, on, workload, layout), error=None)
+        e = estimate(model, on, workload, layout)
+        return ValidationRow(
+            **row,
+            estimate=e,
+            error=None,
+            hbm_gib=on.gpu.hbm_gib,
+            params_total=total_params(model),
+            params_active=total_params(model, active_only=True),
+            filled=filled,
+        )
     except ValidationError as err:
         return ValidationRow(**row, estimate=None, error=describe_validation_error(err))
     except (PlannerError, KeyError, TypeError, ValueError, ArithmeticError) as err:
@@ -377,33 +417,72 @@ def error_summary(rows: list[ValidationRow]) -> dict[str, dict[str, dict[str, fl
     return out
 
 
-def render_validation(rows: list[ValidationRow]) -> Group:
-    table = Table(title="Predicted vs measured tokens/s/GPU", title_justify="left")
-    for col, just in (
-        ("id", "left"),
-        ("measured", "right"),
-        ("predicted", "right"),
-        ("error", "right"),
-        ("mem meas", "right"),
-        ("mem pred", "right"),
-        ("note", "left"),
-    ):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for r in rows:
-        e = r.estimate
-        err = r.tokens_error_pct
-        table.add_row(
-            r.id,
-            _num(r.measured_tokens_per_s_per_gpu),
-            _num(e.tokens_per_s_per_gpu if e else None),
-            "" if err is None else f"{err:+.1f}%",
-            _num(r.measured_peak_memory_gib),
-            _num(e.peak_memory_gib if e else None),
-            r.error or "",
+class _RecordTable:
+    """Predicted vs measured, one row per record, ids never cut: when the longest id and the
+    numbers do not fit one line, each record takes two (its id, then its numbers); notes and
+    errors are numbered footnotes under the table, where they wrap as free text."""
+
+    def __init__(self, rows: list[ValidationRow]) -> None:
+        self.rows = rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        with_mem = any(r.measured_peak_memory_gib for r in self.rows)
+        cols = ["meas", "pred", "error", "GiB", *(["GiB m"] * with_mem), "note"]
+        notes = [(r, r.error or r.fit_note) for r in self.rows]
+        numbered = {id(r): i for i, (r, n) in enumerate((x for x in notes if x[1]), 1)}
+        cells = []
+        for r in self.rows:
+            e = r.estimate
+            err = r.tokens_error_pct
+            cells.append(
+                [
+                    _num(r.measured_tokens_per_s_per_gpu),
+                    _num(e.tokens_per_s_per_gpu if e else None),
+                    "" if err is None else f"{err:+.1f}%",
+                    _num(e.peak_memory_gib if e else None),
+                    *([_num(r.measured_peak_memory_gib)] * with_mem),
+                    f"[{numbered[id(r)]}]" if id(r) in numbered else "",
+                ]
+            )
+        widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+        yield Text("Predicted vs measured tokens/s/GPU", style="bold")
+        # Each further column costs its width, 2 of padding and 1 of divider (box.SIMPLE_HEAD).
+        longest = max((len(r.id) for r in self.rows), default=2)
+        if longest + sum(w + 3 for w in widths) <= options.max_width:
+            table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+            table.add_column("id", no_wrap=True)
+            for c in cols:
+                table.add_column(c, justify="left" if c == "note" else "right", no_wrap=True)
+            for r, row in zip(self.rows, cells, strict=True):
+                table.add_row(r.id, *row)
+            yield table
+        else:  # narrow: each id whole on its own line, its numbers on the next
+            def line(row: list[str]) -> str:
+                return "  " + "   ".join(
+                    v.ljust(w) if c == "note" else v.rjust(w)
+                    for c, v, w in zip(cols, row, widths, strict=True)
+                ).rstrip()
+
+            header = line(cols)
+            yield Text("id\n" + header, style="bold")
+            yield Text("─" * min(options.max_width, max(len(header), longest)))
+            for r, row in zip(self.rows, cells, strict=True):
+                yield Text(r.id, no_wrap=True, overflow="ignore")
+                yield Text(line(row), no_wrap=True, overflow="ignore")
+        yield Text(
+            "meas, pred: tokens/s/GPU measured and predicted; error: (pred - meas) / meas; "
+            "GiB: predicted peak memory per GPU" + ("; GiB m: measured" if with_mem else ""),
+            style="dim",
         )
-    summary = Table(title="Absolute % error of tokens/s/GPU", title_justify="left")
+        for r, note in notes:
+            if note:
+                yield Text(f"[{numbered[id(r)]}] {r.id}: {note}")
+
+
+def render_validation(rows: list[ValidationRow]) -> Group:
+    summary = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     for col in ("group", "n", "median", "P90", "max"):
-        summary.add_column(col, justify="left" if col == "group" else "right")
+        summary.add_column(col, justify="left" if col == "group" else "right", no_wrap=True)
     for dim, by_key in error_summary(rows).items():
         for key, s in by_key.items():
             summary.add_row(
@@ -414,7 +493,12 @@ def render_validation(rows: list[ValidationRow]) -> Group:
                 f"{s['max_abs_pct']:.1f}%",
             )
     failed = sum(1 for r in rows if r.error)
-    return Group(table, summary, Text(f"{len(rows) - failed}/{len(rows)} records scored"))
+    return Group(
+        _RecordTable(rows),
+        Text("Absolute % error of tokens/s/GPU", style="bold"),
+        summary,
+        Text(f"{len(rows) - failed}/{len(rows)} records scored"),
+    )
 
 
 def render_markdown(rows: list[ValidationRow], data_name: str) -> str:

@@ -26,6 +26,7 @@ from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Cluster, Estimate, LinkTier
 
 from . import api
+from .place import ranks
 
 PARAMETERS = {
     "nic-gbps": "scale-out bandwidth per GPU, Gb/s (every switch/rail/plane/dragonfly tier)",
@@ -147,6 +148,14 @@ class WhatIfResult:
     points: tuple[WhatIfPoint, ...]
     hidden_from: dict[str, float | None]
     """comm term -> first swept value from which it stays <= 1% of the step (None: never)."""
+    model: str = ""
+    params: dict[str, int] = field(default_factory=dict)
+    hbm_gib: float | None = None
+    """The GPU's HBM; each plan's usable_memory_gib is HBM minus the memory headroom."""
+    """params_total and params_active of the model (report.terminal.model_params)."""
+    conclusions: tuple[str, ...] = ()
+    """What the rows show, in words: where each exposed term stops being exposed (and whether the
+    plan changed there), which plan each value picked, and when the parameter cannot matter."""
 
 
 def _costs(
@@ -176,20 +185,116 @@ def exposed_wire_s(e: Estimate, term: str, cal: GenerationCalibration) -> float:
     return max(0.0, (e.breakdown_s[term] - k * e.comm_total_s["dp"]) / (1.0 - k))
 
 
+def exposed_share(e: Estimate, term: str, cal: GenerationCalibration) -> float:
+    """The share of the step a comm term's exposed wire time takes: the number the whatif
+    table prints for the term (DP: its "DP wire" column) and judges "hidden" on."""
+    return exposed_wire_s(e, term, cal) / e.step_time_s
+
+
 def hidden_from(points: list[WhatIfPoint], cal: GenerationCalibration) -> dict[str, float | None]:
     """For each comm term exposed at the first value: the value from which it stays hidden."""
     ordered = sorted(points, key=lambda p: p.value)
     out: dict[str, float | None] = {}
     for term in COMM_TERMS:
-        exposed = [
-            exposed_wire_s(p.best, term, cal) > EXPOSED_FRACTION * p.best.step_time_s
-            for p in ordered
-        ]
+        exposed = [exposed_share(p.best, term, cal) > EXPOSED_FRACTION for p in ordered]
         if not exposed or not exposed[0]:
             continue
         last = max(i for i, x in enumerate(exposed) if x)
         out[term] = ordered[last + 1].value if last + 1 < len(ordered) else None
     return out
+
+
+TERM_AXIS = {"tp_comm": "tp", "cp_comm": "cp", "ep_comm": "ep", "pp_comm": "pp", "dp_comm": "dp"}
+
+
+def plan_key(e: Estimate) -> tuple[Any, ...]:
+    """What makes two plans the same plan: the layout (degrees, schedule, memory choices, rank
+    order) and its placement on the tiers."""
+    return (e.layout.model_dump_json(), sorted((k, sorted(v.items())) for k, v in e.placement.items()))
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}"
+
+
+def conclusions(
+    parameter: str,
+    baseline: WhatIfPoint,
+    points: list[WhatIfPoint],
+    hidden: dict[str, float | None],
+    cal: GenerationCalibration,
+    varied_tiers: list[str],
+    crossed_tiers: list[str | None],
+    tier_names: list[str],
+) -> list[str]:
+    """Sentences that say only what the rows show (issue 20)."""
+    from .report.terminal import compact_layout
+
+    out: list[str] = []
+    ordered = sorted(points, key=lambda p: p.value)
+    # Which plan each value picked: name every change against the previous row.
+    prev_key, prev_layout = plan_key(baseline.best), compact_layout(baseline.best)
+    changes = []
+    for p in ordered:
+        key = plan_key(p.best)
+        if key != prev_key:
+            now = compact_layout(p.best)
+            what = f"{prev_layout} -> {now}" if now != prev_layout else f"{now}, new placement"
+            changes.append(f"At {_fmt(p.value)} the plan changes: {what}.")
+        prev_key, prev_layout = key, compact_layout(p.best)
+    if changes:
+        out += changes
+    else:
+        out.append(f"Every value keeps the baseline plan ({compact_layout(baseline.best)}).")
+    for term, value in hidden.items():
+        label = term.split("_")[0].upper()
+        col = f"{label} wire" if term == "dp_comm" else label
+        if value is None:
+            last = ordered[-1]
+            share = exposed_share(last.best, term, cal)
+            out.append(
+                f"{col} stays exposed (> 1% of the step) at every value: {share:.1%} at "
+                f"{_fmt(last.value)}."
+            )
+            continue
+        at = next(p for p in ordered if p.value == value)
+        axis = TERM_AXIS[term]
+        degree = getattr(at.best.layout, axis)
+        if degree == 1:
+            why = f"because the plan there has no {label} group ({label}1), not because it hides"
+        else:
+            before = ordered[ordered.index(at) - 1]
+            same = plan_key(before.best) == plan_key(at.best)
+            why = "same plan as the value before" if same else "with a different plan"
+        out.append(f"{col} is <= 1% of the step from {_fmt(value)} on ({why}).")
+    if "dp_comm" in hidden:
+        out.append(
+            "DP wire is the DP collective's exposed wire time; the DP column also holds the "
+            "compute slowed beside the hidden part (SM contention), which no network removes."
+        )
+    if varied_tiers and parameter != "nvlink-domain":
+        first = min(tier_names.index(t) for t in varied_tiers)
+        reach = [tier_names.index(t) for t in crossed_tiers if t is not None]
+        if not reach or max(reach) < first:
+            out.append(
+                f"Warning: no group of any plan here crosses the {', '.join(varied_tiers)} "
+                f"tier, so {parameter} cannot change these step times (use more GPUs or a "
+                "layout whose groups span it)."
+            )
+    if len({round(p.best.step_time_s, 9) for p in [baseline, *ordered]}) == 1:
+        out.append("Every row has the same step time.")
+    return out
+
+
+def changed_tiers(cluster: Cluster, varied: list[Cluster]) -> list[str]:
+    """Names of the tiers the sweep changes (compared field by field with the cluster)."""
+    base = {t.name: t for t in cluster.tiers}
+    names = []
+    for c in varied:
+        for t in c.tiers:
+            if t.name in base and t != base[t.name] and t.name not in names:
+                names.append(t.name)
+    return names
 
 
 def whatif(
@@ -222,22 +327,49 @@ def whatif(
     points = [
         point(api.plan(spec, c, **plan_args).best, v) for c, v in zip(varied, values, strict=True)
     ]
+    from .report.terminal import model_params
+
+    cal = calibration_for_cluster(base_cluster)
+    hidden = hidden_from(points, cal)
+    baseline = point(base, math.nan)
+    crossed = [
+        tier
+        for c, p in [(base_cluster, baseline), *zip(varied, points, strict=True)]
+        for tier in ranks.group_tiers(c, p.best.layout).values()
+    ]
+    words = conclusions(
+        parameter,
+        baseline,
+        points,
+        hidden,
+        cal,
+        changed_tiers(base_cluster, varied),
+        crossed,
+        [t.name for t in base_cluster.tiers],
+    )
     return WhatIfResult(
         parameter=parameter,
         cluster=base_cluster.name,
         num_gpus=base_cluster.num_gpus,
-        baseline=point(base, math.nan),
+        baseline=baseline,
         points=tuple(points),
-        hidden_from=hidden_from(points, calibration_for_cluster(base_cluster)),
+        hidden_from=hidden,
+        model=spec.name,
+        params=model_params(spec),
+        hbm_gib=base_cluster.gpu.hbm_gib,
+        conclusions=tuple(words),
     )
 
 
-def _point_dict(p: WhatIfPoint) -> dict[str, Any]:
+def _point_dict(p: WhatIfPoint, hbm_gib: float | None = None) -> dict[str, Any]:
     from .report import plan_dict
 
+    plan = plan_dict(p.best)
+    if hbm_gib is not None:
+        plan["estimate"]["hbm_gib"] = hbm_gib
     return {
         "value": None if math.isnan(p.value) else p.value,
-        "plan": plan_dict(p.best),
+        "plan": plan,
         "tokens_per_s_per_gpu": p.best.tokens_per_s_per_gpu,
         "mfu": p.best.mfu,
         "step_time_s": p.best.step_time_s,
@@ -255,19 +387,20 @@ def result_dict(r: WhatIfResult) -> dict[str, Any]:
         "parameter": r.parameter,
         "cluster": r.cluster,
         "num_gpus": r.num_gpus,
-        "baseline": _point_dict(r.baseline),
-        "points": [_point_dict(p) for p in r.points],
+        "baseline": _point_dict(r.baseline, r.hbm_gib),
+        "points": [_point_dict(p, r.hbm_gib) for p in r.points],
+        "model": r.model,
+        **r.params,
         "hidden_from": r.hidden_from,
+        "conclusions": list(r.conclusions),
     }
 
 
 def short_layout(e: Estimate) -> str:
-    lay = e.layout
-    parts = [f"TP{lay.tp}", f"PP{lay.pp}", f"DP{lay.dp}"]
-    parts += [f"CP{lay.cp}"] * (lay.cp > 1) + [f"EP{lay.ep}"] * (lay.ep > 1)
-    parts += [f"VP{lay.vp}"] * (lay.vp > 1)
-    order = "/".join(a.value for a in lay.order)
-    return f"{' '.join(parts)} mb{lay.micro_batch} {lay.recompute} z{lay.zero_stage} ({order})"
+    """The compact layout cell of every report (report.terminal.compact_layout)."""
+    from .report.terminal import compact_layout
+
+    return compact_layout(e)
 
 
 def pyplot(path: str) -> Any:
@@ -278,8 +411,11 @@ def pyplot(path: str) -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        from . import DISTRIBUTION
+
         raise InvalidInput(
-            "--plot: matplotlib is not installed (pip install 'planner[plot]')"
+            "--plot: matplotlib is not installed: pip install matplotlib, or the [plot] extra: "
+            f"pip install '{DISTRIBUTION}[plot]' (from a checkout: pip install '.[plot]')"
         ) from None
     if not path.lower().endswith((".png", ".svg")):
         raise InvalidInput(f"--plot: file must end in .png or .svg (got {path!r})")
@@ -287,17 +423,48 @@ def pyplot(path: str) -> Any:
 
 
 def save_plot(r: WhatIfResult, path: str) -> None:
-    """Tokens/s/GPU and MFU against the swept value; needs the optional `plot` extra."""
+    """Tokens/s/GPU against the swept value, MFU on the right axis, the baseline as a dashed line,
+    each point labelled with its plan where the plan changes, model and cluster in the title.
+
+    MFU is tokens/s/GPU times a constant for one model and sequence length (6N + attention FLOPs
+    per token over the GPU's peak), so it is the right axis of the same line, not a second line
+    drawn on top of the first. Needs the optional `plot` extra (matplotlib).
+    """
+    from .report.terminal import compact_layout
+
     plt = pyplot(path)
     xs = [p.value for p in r.points]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(xs, [p.best.tokens_per_s_per_gpu for p in r.points], marker="o")
-    ax.set_xlabel(r.parameter)
+    tokens = [p.best.tokens_per_s_per_gpu for p in r.points]
+    base = r.baseline.best
+    mfu_per_token = base.mfu / base.tokens_per_s_per_gpu
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    line = ax.plot(xs, tokens, marker="o", color="tab:blue", label="best plan: tokens/s/GPU")
+    base_line = ax.axhline(
+        base.tokens_per_s_per_gpu, color="tab:gray", linestyle="--", linewidth=1.2,
+        label=f"baseline (unmodified cluster): {base.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, "
+        f"MFU {base.mfu:.1%}",
+    )  # fmt: skip
+    previous = compact_layout(base)
+    for x, y, p in zip(xs, tokens, r.points, strict=True):
+        layout = compact_layout(p.best)
+        if layout != previous:
+            ax.annotate(layout, (x, y), textcoords="offset points", xytext=(4, -12), fontsize=7)
+        previous = layout
+    ax.set_xlabel(f"{r.parameter}: {PARAMETERS.get(r.parameter, '')}", fontsize=8)
     ax.set_ylabel("tokens/s/GPU")
-    ax2 = ax.twinx()
-    ax2.plot(xs, [100 * p.best.mfu for p in r.points], marker="s", color="tab:orange")
-    ax2.set_ylabel("MFU %")
-    ax.set_title(f"{r.cluster} ({r.num_gpus} GPUs)")
+    right = ax.secondary_yaxis(
+        "right", functions=(lambda t: 100 * t * mfu_per_token, lambda m: m / 100 / mfu_per_token)
+    )
+    right.set_ylabel("MFU %")
+    if len(xs) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [f"{x:g}" for x in xs])
+    ax.legend(handles=[*line, base_line], loc="best", fontsize=8)
+    ax.set_title(
+        f"{r.model or 'model'} on {r.cluster} ({r.num_gpus} GPUs): whatif {r.parameter}",
+        fontsize=10,
+    )
+    ax.grid(True, alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -9,9 +9,15 @@ from ..place import ranks
 from ..types import PlanResult
 from . import findings
 from .terminal import (
+    LAYOUT_LEGEND,
+    MEMORY_HEADER,
     RANK_MAP_NODES,
     TERM_LABELS,
+    defaults_text,
     layout_line,
+    memory_rows,
+    memory_title,
+    params_text,
     rank_cells,
     solver_line,
     stage_memory_cells,
@@ -49,9 +55,11 @@ def render_markdown(result: PlanResult) -> str:
         f"# Placement plan: {result.model.name} on {cluster.num_gpus} x {cluster.gpu.name}",
         "",
         (
-            f"Cluster `{cluster.name}`, seq {w.seq_len}, global batch {w.global_batch_seqs} "
-            f"seqs, {w.precision}."
+            f"{params_text(result.model)}. Cluster `{cluster.name}`, seq {w.seq_len}, global "
+            f"batch {w.global_batch_seqs} seqs, {w.precision}."
         ),
+        "",
+        defaults_text(cluster.gpu.hbm_gib, result.usable_memory_gib) + ".",
         "",
         f"**Best:** {layout_line(best)}  ",
         (
@@ -72,7 +80,7 @@ def render_markdown(result: PlanResult) -> str:
         rows.append([TERM_LABELS.get(term, term), f"{seconds:,.3f}", f"{share:.1%}", f"`{bar}`"])
     rows.append(["step", f"{best.step_time_s:,.3f}", "100.0%", ""])
     lines += _table(["term", "seconds", "share", "bar"], rows, {1, 2})
-    lines += _memory(best, result.usable_memory_gib)
+    lines += _memory(best, result.usable_memory_gib, cluster.gpu.hbm_gib)
     tiers = [t.name for t in cluster.tiers]
     lines += ["## Placement: factor per tier", ""]
     rows = [
@@ -86,11 +94,12 @@ def render_markdown(result: PlanResult) -> str:
     rows = [[*rank_cells(1, best, best), "-"]]
     for r in findings.runner_ups(result):
         rows.append([*rank_cells(r.rank, r.estimate, best), r.reason])
-    header = ["#", "layout", "tok/s/GPU", "MFU", "step s", "peak GiB", "vs best", "loses on"]
+    header = ["#", "layout", "tok/s/GPU", "MFU", "step s", "GiB", "vs best", "loses on"]
     lines += _table(header, rows, {0, 2, 3, 4, 5, 6})
     notes = findings.ranking_notes(result)
     if notes:
         lines += [*(f"- {x}" for x in notes), ""]
+    lines += [LAYOUT_LEGEND + ".", ""]
     warns = findings.warnings(result)
     if warns:
         lines += ["## Warnings", "", *(f"- {x}" for x in warns), ""]
@@ -101,11 +110,16 @@ def render_markdown(result: PlanResult) -> str:
     return "\n".join(lines)
 
 
-def _memory(e: Estimate, usable_gib: float) -> list[str]:
-    lines = [f"## Memory per GPU by pipeline stage (GiB; usable {usable_gib:.1f})", ""]
-    rows = [stage_memory_cells(s, usable_gib) for s in e.stage_memory]
-    header = ["stage", "weights", "grads", "optimizer", "activations", "buffers+reserve"]
-    return lines + _table([*header, "total", "of usable"], rows, set(range(8)))
+def _memory(e: Estimate, usable_gib: float, hbm_gib: float) -> list[str]:
+    lines = [f"## {memory_title(usable_gib, hbm_gib)}", ""]
+    rows = [
+        ["…"] * len(MEMORY_HEADER) if s is None else stage_memory_cells(s, usable_gib)
+        for s in memory_rows(e.stage_memory)
+    ]
+    return lines + _table(list(MEMORY_HEADER), rows, set(range(8))) + [
+        "buffers: communication buffers and the allocator reserve; use: total / usable.",
+        "",
+    ]
 
 
 def _rank_map(result: PlanResult) -> list[str]:

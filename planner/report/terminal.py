@@ -1,25 +1,33 @@
-"""PlanResult / Estimate -> rich renderables and JSON-ready dicts. Nothing here prints."""
+"""PlanResult / Estimate -> rich renderables and JSON-ready dicts. Nothing here prints.
+
+Every table reads at 80 and at 120 columns (issue 20; snapshots in tests/planner/snapshots):
+short headers, compact layout cells (`compact_layout`), titles as their own lines (a rich table
+title wraps to the table's width), and only free text (reasons, warnings) wraps. A table too wide
+for the console falls back to a narrower form (`Responsive`) instead of cutting cells.
+"""
 
 from __future__ import annotations
 
-import html
-import io
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from cost_models import topology
+from cost_models.params import total_params
 from cost_models.pipeline import global_batch_seqs
-from cost_models.specs import Cluster, Estimate, Layout, StageMemory, Workload
+from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
 
 RANK_MAP_NODES = 2  # nodes shown in full; a compact rule covers the rest
+MEMORY_ROWS_EACH_END = 3  # stages shown at each end of a deep pipeline (plus the peak stage)
+BAR_WIDTH = 24
 
 LAYOUT_KEYS = (
     "tp",
@@ -36,19 +44,45 @@ LAYOUT_KEYS = (
     "sequence_parallel",
 )
 TERM_LABELS = {
-    "compute": "compute (fwd+bwd)",
+    "compute": "compute",
     "recompute": "recompute",
-    "tp_comm": "TP comm (exposed)",
-    "cp_comm": "CP comm (exposed)",
-    "ep_comm": "EP all-to-all (exposed)",
-    "pp_comm": "PP p2p (exposed)",
-    "dp_comm": "DP grad/param (exposed)",
+    "tp_comm": "TP comm",
+    "cp_comm": "CP comm",
+    "ep_comm": "EP all-to-all",
+    "pp_comm": "PP p2p",
+    "dp_comm": "DP grad/param",
     "bubble": "pipeline bubble",
     "optimizer": "optimizer step",
 }
-
+RECOMPUTE_SHORT = {"none": "", "selective": "sel", "full": "full"}
+LAYOUT_LEGEND = (
+    "layout: degrees (CP/EP/VP shown when > 1), mb micro-batch size, sel/full recompute (none "
+    "when absent), Z ZeRO stage, o: rank order when not tp-cp-dp-pp (first letters, innermost "
+    "first); sequence parallel whenever TP > 1 unless noSP; GiB: peak memory per GPU"
+)
 
 # ------------------------------------------------------------------------------------------ JSON
+
+
+def model_params(model: ModelSpec) -> dict[str, int]:
+    """Total parameters and those one token touches (equal for a dense model)."""
+    return {
+        "params_total": total_params(model),
+        "params_active": total_params(model, active_only=True),
+    }
+
+
+def params_text(model: ModelSpec) -> str:
+    """'70.6B params' or '671.0B params, 37.5B active'."""
+    p = model_params(model)
+    text = f"{_count(p['params_total'])} params"
+    if p["params_active"] != p["params_total"]:
+        text += f", {_count(p['params_active'])} active"
+    return text
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e12:.2f}T" if n >= 1e12 else f"{n / 1e9:.1f}B" if n >= 1e8 else f"{n / 1e6:.0f}M"
 
 
 def plan_dict(e: Estimate) -> dict[str, Any]:
@@ -63,25 +97,39 @@ def plan_dict(e: Estimate) -> dict[str, Any]:
     return {"layout": layout, "estimate": estimate_dict(e)}
 
 
-def estimate_dict(e: Estimate) -> dict[str, Any]:
-    """The `estimate ... --json` object of CONTRACT.md (plus breakdowns)."""
-    return {
+def estimate_dict(
+    e: Estimate, model: ModelSpec | None = None, hbm_gib: float | None = None
+) -> dict[str, Any]:
+    """The `estimate ... --json` object of CONTRACT.md (plus breakdowns).
+
+    `hbm_gib` is the GPU's HBM; `usable_memory_gib` what fit is judged against (HBM minus the
+    memory headroom, the same for plan and estimate). With `model`, its parameter counts.
+    """
+    out: dict[str, Any] = {
         "step_time_s": e.step_time_s,
         "tokens_per_s_per_gpu": e.tokens_per_s_per_gpu,
         "mfu": e.mfu,
         "peak_memory_gib": e.peak_memory_gib,
-        "hbm_gib": e.usable_memory_gib,
+        "hbm_gib": e.usable_memory_gib if hbm_gib is None else hbm_gib,
+        "usable_memory_gib": e.usable_memory_gib,
         "fits_in_memory": e.fits_in_memory,
         "num_microbatches": e.num_microbatches,
+        "layout": {k: getattr(e.layout, k) for k in LAYOUT_KEYS},
         "breakdown_s": e.breakdown_s,
         "comm_total_s": e.comm_total_s,
         "stage_memory_gib": [{**s.model_dump(), "total_gib": s.total_gib} for s in e.stage_memory],
     }
+    if model is not None:
+        out["model"] = {"name": model.name, **model_params(model)}
+    return out
 
 
 def result_dict(result: PlanResult) -> dict[str, Any]:
     """The `plan ... --json` object of CONTRACT.md."""
     ranked = [plan_dict(e) for e in result.ranked]
+    hbm = result.cluster.gpu.hbm_gib
+    for plan in ranked:
+        plan["estimate"]["hbm_gib"] = hbm
     for plan, r in zip(ranked[1:], findings.runner_ups(result), strict=True):
         plan["loses_on"] = {"term": r.binding_term, "delta_s": r.binding_delta_s}
         if r.fastest:
@@ -100,9 +148,13 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
         "framework": {"name": result.framework, "version": result.framework_version},
         "inputs": {
             "model": result.model.name,
+            **model_params(result.model),
             "cluster": result.cluster.name,
             "num_gpus": result.cluster.num_gpus,
             "workload": result.workload.model_dump(),
+            "hbm_gib": hbm,
+            "usable_memory_gib": result.usable_memory_gib,
+            "memory_headroom": 1 - result.usable_memory_gib / hbm,
         },
     }
 
@@ -110,99 +162,166 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ rich
 
 
+class Responsive:
+    """The first renderable that fits the console width, else the last (narrowest) one."""
+
+    def __init__(self, *choices: RenderableType) -> None:
+        self.choices = choices
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        natural = options.update_width(10_000)  # unclamped: the width the choice wants
+        for choice in self.choices[:-1]:
+            if console.measure(choice, options=natural).maximum <= options.max_width:
+                yield choice
+                return
+        yield self.choices[-1]
+
+
+def _table(*columns: str, right_from: int = 1) -> Table:
+    """A compact table: header rule only, no outer edge, numbers right-aligned."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="right" if i >= right_from else "left", no_wrap=True)
+    return table
+
+
+def _titled(title: str, body: RenderableType) -> Group:
+    return Group(Text(title, style="bold"), body)
+
+
 def layout_line(e: Estimate) -> str:
     lo = e.layout
     parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}", f"CP{lo.cp}"]
     if lo.ep > 1:
         parts.append(f"EP{lo.ep}")
+    if lo.etp > 1:
+        parts.append(f"ETP{lo.etp}")
     if lo.vp > 1:
         parts.append(f"VP{lo.vp}")
     extras = [
         f"micro-batch {lo.micro_batch} x {e.num_microbatches}",
         f"recompute {lo.recompute}",
         f"ZeRO-{lo.zero_stage}",
+        "SP" if lo.sequence_parallel else "no SP",
     ]
     if lo.dp_shard is not None:
         extras.append(f"HSDP {lo.replicate_dp}x{lo.dp_shard}")
-    if lo.sequence_parallel:
-        extras.append("SP")
     if lo.order != Layout.model_fields["order"].default:
         extras.append("order " + "-".join(a.value for a in lo.order))
     return " ".join(parts) + "  |  " + ", ".join(extras)
 
 
-def short_layout(e: Estimate) -> str:
-    """The layout in a few words, for tables of many plans."""
+def compact_layout(e: Estimate) -> str:
+    """The layout in one short cell, e.g. 'TP8 PP4 DP2 VP5 mb1 sel Z1' (LAYOUT_LEGEND)."""
     lo = e.layout
-    parts = [f"TP{lo.tp} PP{lo.pp} DP{lo.dp} CP{lo.cp}"]
-    parts += [f"EP{lo.ep}"] if lo.ep > 1 else []
-    parts += [f"VP{lo.vp}"] if lo.vp > 1 else []
-    parts.append(f"mb{lo.micro_batch}x{e.num_microbatches} rc-{lo.recompute} Z{lo.zero_stage}")
-    parts += ["SP"] if lo.sequence_parallel else []
+    parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}"]
+    parts += [f"CP{lo.cp}"] * (lo.cp > 1) + [f"EP{lo.ep}"] * (lo.ep > 1)
+    parts += [f"ETP{lo.etp}"] * (lo.etp > 1) + [f"VP{lo.vp}"] * (lo.vp > 1)
+    if lo.dp_shard is not None:  # hybrid sharded DP: replicas x shard group
+        parts.append(f"HSDP{lo.replicate_dp}x{lo.dp_shard}")
+    parts.append(f"mb{lo.micro_batch}")
+    parts += [RECOMPUTE_SHORT[lo.recompute]] * bool(RECOMPUTE_SHORT[lo.recompute])
+    parts.append(f"Z{lo.zero_stage}")
+    if lo.sequence_parallel != (lo.tp > 1):
+        parts.append("SP" if lo.sequence_parallel else "noSP")
     if lo.order != Layout.model_fields["order"].default:  # plans can differ only in placement
-        parts.append("order " + "-".join(a.value for a in lo.order))
+        parts.append("o:" + "".join(a.value[0] for a in lo.order))
     return " ".join(parts)
 
 
-def render_breakdown(e: Estimate, width: int = 30) -> Table:
-    table = Table(title="Step time breakdown", title_justify="left", expand=False)
-    table.add_column("term")
-    table.add_column("seconds", justify="right")
-    table.add_column("share", justify="right")
-    table.add_column("", no_wrap=True)
+short_layout = compact_layout  # the name tables of many plans used before issue 20
+
+
+def render_breakdown(e: Estimate, width: int = BAR_WIDTH) -> Group:
+    table = _table("term", "seconds", "share", "")
     for term, seconds in e.breakdown_s.items():
         if seconds <= 0:
             continue
         share = seconds / e.step_time_s
         bar = "#" * max(1, round(share * width))
         table.add_row(TERM_LABELS.get(term, term), f"{seconds:,.3f}", f"{share:.1%}", bar)
-    table.add_row("step", f"{e.step_time_s:,.3f}", "100.0%", "")
-    return table
+    table.columns[-1].justify = "left"
+    table.add_row("step", f"{e.step_time_s:,.3f}", "100.0%", "", style="bold")
+    return _titled("Step time breakdown (communication: exposed time only)", table)
 
 
-def render_memory(e: Estimate, usable_gib: float | None = None) -> Table:
-    limit = usable_gib if usable_gib is not None else e.usable_memory_gib
-    table = Table(
-        title=f"Memory per GPU by pipeline stage (GiB; usable {limit:.1f})", title_justify="left"
+def memory_rows(stages: tuple[StageMemory, ...]) -> list[StageMemory | None]:
+    """The stages a memory table shows: all up to 2*MEMORY_ROWS_EACH_END + 1, else both ends
+    and the peak stage, with None where stages are skipped (an ellipsis row)."""
+    n = len(stages)
+    if n <= 2 * MEMORY_ROWS_EACH_END + 1:
+        return list(stages)
+    peak = max(range(n), key=lambda i: stages[i].total_gib)
+    keep = sorted(
+        set(range(MEMORY_ROWS_EACH_END)) | set(range(n - MEMORY_ROWS_EACH_END, n)) | {peak}
     )
-    for col in (
-        "stage",
-        "weights",
-        "grads",
-        "optimizer",
-        "activations",
-        "buffers+reserve",
-        "total",
-        "of usable",
-    ):
-        table.add_column(col, justify="right")
-    stages = e.stage_memory
-    shown = stages if len(stages) <= 6 else (*stages[:3], *stages[-3:])
-    for s in shown:
-        total = s.total_gib
-        style = "red" if total > limit else None
+    out: list[StageMemory | None] = []
+    for prev, i in zip([-1, *keep], keep, strict=False):
+        if i != prev + 1:
+            out.append(None)
+        out.append(stages[i])
+    return out
+
+
+MEMORY_HEADER = ("stage", "weights", "grads", "optim", "activ", "buffers", "total", "use")
+
+
+def memory_title(usable_gib: float, hbm_gib: float | None) -> str:
+    what = "Memory per GPU by pipeline stage, GiB"
+    if hbm_gib is None or abs(hbm_gib - usable_gib) < 0.05:
+        return f"{what} (usable {usable_gib:.1f})"
+    headroom = 1 - usable_gib / hbm_gib
+    return f"{what} (usable {usable_gib:.1f} = {hbm_gib:.0f} HBM - {headroom:.0%} headroom)"
+
+
+def render_memory(
+    e: Estimate, usable_gib: float | None = None, hbm_gib: float | None = None
+) -> Group:
+    limit = usable_gib if usable_gib is not None else e.usable_memory_gib
+    table = _table(*MEMORY_HEADER)
+    for s in memory_rows(e.stage_memory):
+        if s is None:
+            table.add_row(*(["…"] * len(MEMORY_HEADER)))
+            continue
+        style = "red" if s.total_gib > limit else None
         table.add_row(*stage_memory_cells(s, limit), style=style)
-    return table
+    note = Text("buffers: communication buffers and the allocator reserve; use: total / usable")
+    return _titled(memory_title(limit, hbm_gib), Group(table, note))
 
 
-def render_ranking(result: PlanResult) -> Table:
-    table = Table(title="Ranked plans (runner-ups: the term that loses them)", title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("layout")
-    table.add_column("tok/s/GPU", justify="right")
-    table.add_column("MFU", justify="right")
-    table.add_column("step s", justify="right")
-    table.add_column("peak GiB", justify="right")
-    table.add_column("vs best", justify="right")
-    table.add_column("loses on")
+def _ranking_table(result: PlanResult, with_reasons: bool, narrow: bool = False) -> Table:
+    cols = ["#", "layout", "tok/s/GPU", "MFU", "step s", "GiB", "vs best"]
+    drop = {3, 4} if narrow else set()  # MFU and step time follow tokens/s at one batch
+    table = _table(*(c for i, c in enumerate(cols) if i not in drop), right_from=2)
+    table.columns[0].justify = "right"
+    if with_reasons:
+        table.add_column("loses on", overflow="fold")
     best = result.best
-    table.add_row(*rank_cells(1, best, best), "-")
+
+    def cells(i: int, e: Estimate) -> list[str]:
+        return [c for j, c in enumerate(rank_cells(i, e, best)) if j not in drop]
+
+    table.add_row(*cells(1, best), *(["-"] * with_reasons))
     for r in findings.runner_ups(result):
-        table.add_row(*rank_cells(r.rank, r.estimate, best), r.reason)
-    notes = findings.ranking_notes(result)
-    if notes:
-        table.caption, table.caption_justify = "\n".join(notes), "left"
+        table.add_row(*cells(r.rank, r.estimate), *([r.reason] * with_reasons))
     return table
+
+
+def render_ranking(result: PlanResult) -> Group:
+    """Ranked plans; each runner-up names the term that loses it its place (in a column when
+    the table fits the width, else one line per runner-up under the table)."""
+    wide = _ranking_table(result, with_reasons=True)
+    reasons = [
+        f"#{r.rank} {r.reason}" if r.fastest else f"#{r.rank} loses on {r.reason}"
+        for r in findings.runner_ups(result)
+    ]
+    medium = Group(_ranking_table(result, with_reasons=False), *map(Text, reasons))
+    narrow = Group(_ranking_table(result, False, narrow=True), *map(Text, reasons))
+    notes = [Text(n) for n in findings.ranking_notes(result)]  # free text: wraps
+    return _titled(
+        "Ranked plans",
+        Group(Responsive(wide, medium, narrow), *notes, Text(LAYOUT_LEGEND, style="dim")),
+    )
 
 
 def stage_memory_cells(s: StageMemory, usable_gib: float) -> list[str]:
@@ -223,7 +342,7 @@ def rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
     """One ranked plan's cells (terminal and Markdown tables)."""
     return [
         str(i),
-        short_layout(e),
+        compact_layout(e),
         f"{e.tokens_per_s_per_gpu:,.1f}",
         f"{e.mfu:.1%}",
         f"{e.step_time_s:,.3f}",
@@ -249,27 +368,22 @@ def render_rank_map(e: Estimate, cluster: Cluster) -> Group:
     keys = [k for k in ranks.MAP_KEYS if k != "ep" or lo.ep > 1]
     rows = ranks.rank_map(cluster, lo, RANK_MAP_NODES)
     shown = min(RANK_MAP_NODES, cluster.num_nodes)
-    title = Text(
+    title = (
         f"Rank map: order {'-'.join(a.value for a in lo.order)} (innermost first); "
-        f"first {shown} of {cluster.num_nodes} nodes in full",
-        style="italic",
+        f"first {shown} of {cluster.num_nodes} nodes in full"
     )
-    table = Table()
-    for col in ("rank", "node", "gpu", *keys):
-        table.add_column(col, justify="right")
+    table = _table("rank", "node", "gpu", *keys, right_from=0)
     for row in rows:
         table.add_row(*(str(row[c]) for c in ("rank", "node", "gpu", *keys)))
     rule = Text(f"All ranks: {ranks.compact_rule(cluster, lo)}")
-    return Group(title, table, rule, render_group_tiers(e, cluster))
+    return Group(_titled(title, table), rule, render_group_tiers(e, cluster))
 
 
-def render_group_tiers(e: Estimate, cluster: Cluster) -> Table:
+def render_group_tiers(e: Estimate, cluster: Cluster) -> Group:
     tiers = [t.name for t in cluster.tiers]
     crossed = ranks.group_tiers(cluster, e.layout)
     strides = topology.axis_strides(e.layout)
-    table = Table(title="Groups: GPUs of one group per tier domain", title_justify="left")
-    for col in ("axis", "degree", "rank stride", *tiers, "slowest tier crossed"):
-        table.add_column(col, justify="right" if col != "axis" else "left")
+    table = _table("axis", "size", "stride", *tiers, "slowest tier crossed")
     spans = topology.spans(cluster, e.layout)
     for axis in ("tp", "cp", "dp", "pp", "ep"):
         degree = topology.axis_degrees(e.layout)[axis]
@@ -282,7 +396,7 @@ def render_group_tiers(e: Estimate, cluster: Cluster) -> Table:
             *(str(n) for n in spans[axis]),
             crossed[axis] or "-",
         )
-    return table
+    return _titled("Groups: GPUs of one group inside one domain of each tier", table)
 
 
 def render_warnings(result: PlanResult) -> RenderableType | None:
@@ -292,40 +406,51 @@ def render_warnings(result: PlanResult) -> RenderableType | None:
     return Panel("\n".join(f"! {w}" for w in found), title="Warnings", title_align="left")
 
 
-def render_placement(e: Estimate, cluster: Cluster) -> Table:
+def render_placement(e: Estimate, cluster: Cluster) -> Group:
     tiers = [t.name for t in cluster.tiers]
-    table = Table(title="Placement: factor per tier", title_justify="left")
-    table.add_column("axis")
-    for t in tiers:
-        table.add_column(t, justify="right")
+    table = _table("axis", *tiers)
     for axis, factors in e.placement.items():
         if axis == "ep" and e.layout.ep == 1:
             continue
         table.add_row(axis, *(str(factors.get(t, 1)) for t in tiers))
-    return table
+    return _titled("Placement: factor of each axis per tier", table)
 
 
-def render_header(cluster: Cluster, workload: Workload, model_name: str) -> Text:
-    return Text(
-        f"{model_name} on {cluster.num_gpus} x {cluster.gpu.name} ({cluster.name}), "
-        f"seq {workload.seq_len}, global batch {workload.global_batch_seqs} seqs, "
-        f"{workload.precision}",
-        style="bold",
+def header_text(cluster: Cluster, workload: Workload, model: ModelSpec) -> str:
+    return (
+        f"{model.name} ({params_text(model)}) on {cluster.num_gpus} x {cluster.gpu.name} "
+        f"({cluster.name}), seq {workload.seq_len}, global batch {workload.global_batch_seqs} "
+        f"seqs, {workload.precision}"
     )
 
 
-def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model_name: str) -> Group:
+def defaults_text(hbm_gib: float, usable_gib: float) -> str:
+    """The defaults plan, estimate and whatif share, stated in every report."""
+    headroom = 1 - usable_gib / hbm_gib
+    return (
+        f"Defaults: sequence parallel whenever TP > 1; fit judged against {usable_gib:.1f} GiB "
+        f"usable = {hbm_gib:.0f} GiB HBM - {headroom:.0%} headroom"
+    )
+
+
+def render_header(cluster: Cluster, workload: Workload, model: ModelSpec) -> Text:
+    return Text(header_text(cluster, workload, model), style="bold")
+
+
+def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model: ModelSpec) -> Group:
     verdict = "fits" if e.fits_in_memory else "DOES NOT FIT"
+    hbm = cluster.gpu.hbm_gib
     summary = Text(
         f"{layout_line(e)}\n{e.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU {e.mfu:.1%}, "
         f"step {e.step_time_s:,.3f} s, peak memory {e.peak_memory_gib:.1f} GiB of "
-        f"{e.usable_memory_gib:.0f} GiB ({verdict})"
+        f"{e.usable_memory_gib:.1f} GiB usable ({verdict})"
     )
     return Group(
-        render_header(cluster, workload, model_name),
+        render_header(cluster, workload, model),
+        Text(defaults_text(hbm, e.usable_memory_gib), style="dim"),
         summary,
         render_breakdown(e),
-        render_memory(e),
+        render_memory(e, e.usable_memory_gib, hbm),
         render_placement(e, cluster),
         render_rank_map(e, cluster),
     )
@@ -350,27 +475,38 @@ def solver_line(result: PlanResult) -> str:
     )
 
 
-def render_plan(result: PlanResult) -> RenderableType:
+def summary_text(result: PlanResult) -> str:
     best = result.best
-    stats = Panel(solver_line(result), title="Search", title_align="left")
     target = f" for {result.framework_version}" if result.framework else ""
-    summary = Text(
+    text = (
         f"Best{target}: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
         f"{best.mfu:.1%}, step {best.step_time_s:,.3f} s, peak memory "
-        f"{best.peak_memory_gib:.1f} GiB"
+        f"{best.peak_memory_gib:.1f} GiB of {result.usable_memory_gib:.1f} GiB usable"
     )
     batch_range = getattr(result, "global_batch_range", None)
     if batch_range is not None:  # each plan has its own batch; ranked by tokens/s
         batches = ", ".join(str(result.global_batch(i)) for i in range(len(result.ranked)))
-        summary.append(
+        text += (
             f"\nglobal batch range [{batch_range[0]}, {batch_range[1]}] seqs, ranked by tokens/s;"
             f" batch of each ranked plan: {batches}"
         )
+    return text
+
+
+def rejection_lines(result: PlanResult) -> list[str]:
+    top = sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
+    return [f"{n:>7} x {reason}" for reason, n in top]
+
+
+def render_plan(result: PlanResult) -> RenderableType:
+    best = result.best
+    stats = Panel(solver_line(result), title="Search", title_align="left")
     parts: list[RenderableType] = [
-        render_header(result.cluster, result.workload, result.model.name),
-        summary,
+        render_header(result.cluster, result.workload, result.model),
+        Text(defaults_text(result.cluster.gpu.hbm_gib, result.usable_memory_gib), style="dim"),
+        Text(summary_text(result)),
         render_breakdown(best),
-        render_memory(best, result.usable_memory_gib),
+        render_memory(best, result.usable_memory_gib, result.cluster.gpu.hbm_gib),
         render_placement(best, result.cluster),
         render_rank_map(best, result.cluster),
         render_ranking(result),
@@ -380,18 +516,13 @@ def render_plan(result: PlanResult) -> RenderableType:
         parts.append(warn)
     parts.append(stats)
     if result.rejections:
-        lines = [
-            f"{n:>7} x {reason}"
-            for reason, n in sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
-        ]
-        parts.append(Panel("\n".join(lines), title="Rejected candidates", title_align="left"))
+        body = "\n".join(rejection_lines(result))
+        parts.append(Panel(body, title="Rejected candidates", title_align="left"))
     return Group(*parts)
 
 
-def render_html(result: PlanResult, width: int = 120) -> str:
-    """The report as one self-contained HTML page: inline CSS, no scripts, nothing fetched."""
-    console = Console(record=True, width=width, file=io.StringIO(), color_system="truecolor")
-    console.print(render_plan(result))
-    page = console.export_html(inline_styles=True)
-    title = html.escape(f"planner: {result.model.name} on {result.cluster.name}")
-    return page.replace("<head>", f"<head>\n<title>{title}</title>", 1)
+def render_html(result: PlanResult) -> str:
+    """The report as one self-contained HTML page (report/html.py)."""
+    from .html import render_html as _render
+
+    return _render(result)

@@ -61,6 +61,21 @@ def reason_key(message: str) -> str:
     return _NUMBERS.sub("N", message)
 
 
+class RuleCounter(Counter):
+    """Rejections counted by rule (numbers blanked), each shown as the first message of its rule
+    with its own numbers (issue 20: "global batch (128) must be a multiple of micro_batch*dp
+    (48)", not "(N)")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._first: dict[str, str] = {}
+
+    def add(self, message: str, count: int) -> None:
+        key = reason_key(message)
+        first = self._first.setdefault(key, message)
+        self[first] += count
+
+
 def _pinned_or(values: list[int], pin: int | None, cap: int | None) -> list[int]:
     if pin is not None:
         return [pin] if pin in values else []
@@ -180,7 +195,7 @@ def legal_bases_batched(
     space's enumeration cannot outlive the search's time limit."""
     bases: list[Layout] = []
     batches: list[Sequence[int]] = []
-    rejected: Counter[str] = Counter()
+    rejected = RuleCounter()
     per_shape = len(space.recompute) * len(space.zero_stages)
     num_shapes = no_batch = 0
     for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
@@ -209,7 +224,7 @@ def legal_bases_batched(
             work = workload.model_copy(update={"global_batch_seqs": choices[0]})
         problems = layout_violations(model, cluster, work, base)
         if problems:
-            rejected[reason_key(problems[0])] += per_shape
+            rejected.add(problems[0], per_shape)
         else:
             bases.append(base)
             batches.append(choices)

@@ -21,7 +21,7 @@ from collections import Counter
 from cost_models.errors import InvalidInput, NoFeasiblePlan
 from cost_models.estimate import estimate
 from cost_models.pipeline import chunk_layer_counts, global_batch_seqs
-from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
+from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions, SolveStats
 from .candidates import (
@@ -241,9 +241,30 @@ def why_none(
         f"{smallest.peak_memory_gib:.1f} GiB per GPU (tp={lo.tp} pp={lo.pp} dp={lo.dp} cp={lo.cp} "
         f"ep={lo.ep} recompute={lo.recompute} zero={lo.zero_stage} micro_batch={lo.micro_batch}) "
         f"but only {usable:.1f} GiB is usable ({cluster.gpu.hbm_gib:.0f} GiB HBM minus "
-        f"{space.memory_headroom:.0%} headroom); use more GPUs, a shorter sequence, or a smaller "
-        f"micro-batch"
+        f"{space.memory_headroom:.0%} headroom); "
+        f"{oom_advice(space, lo, smallest.peak_memory_gib, cluster.gpu.hbm_gib)}"
     )
+
+
+def oom_advice(space: SearchSpace, lo: Layout, peak_gib: float, hbm_gib: float) -> str:
+    """What could still shrink memory, offering only knobs the search has not yet turned: a
+    smaller micro-batch only when the smallest layout's is above 1, full recompute or ZeRO-3
+    only when the space forbade them, unpinning only pinned degrees, less headroom only when the
+    peak fits in the whole HBM."""
+    ways = ["use more GPUs", "a shorter sequence"]
+    if lo.micro_batch > 1:
+        ways.append(f"a micro-batch below {lo.micro_batch}")
+    if "full" not in space.recompute:
+        ways.append("allow full recompute (add full to --recompute)")
+    if 3 not in space.zero_stages:
+        ways.append("allow ZeRO-3 (add 3 to --zero)")
+    pinned = [f"--{a} {getattr(space, a)}" for a in ("tp", "pp", "dp", "cp", "ep")
+              if getattr(space, a) is not None]  # fmt: skip
+    if pinned:
+        ways.append(f"drop the pins ({' '.join(pinned)})")
+    if peak_gib <= hbm_gib and space.memory_headroom > 0:
+        ways.append(f"a smaller --memory-headroom than {space.memory_headroom:g}")
+    return ", ".join(ways[:-1]) + " or " + ways[-1]
 
 
 def _empty_space_reason(cluster: Cluster, space: SearchSpace) -> str:

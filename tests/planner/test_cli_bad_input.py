@@ -219,7 +219,13 @@ def test_console_entry_point_reports_without_traceback():
 
 
 def test_pins_that_cannot_multiply_to_the_gpu_count_are_named(capsys):
+    # Issue 20: a pin that can never divide the GPUs is bad input (2), not an infeasible search.
     argv = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "3"]
     code, out, err = run(argv, capsys)
-    assert code == 1 and out == ""
-    assert "pinned degrees (tp 3 = 3) do not divide the 16 GPUs" in err
+    assert code == 2 and out == ""
+    assert "tp 3: a pinned degree must divide the number of GPUs (16); 16 / 3 = 5.33" in err
+    argv = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64", "--tp", "3"]
+    assert run(argv, capsys)[0] == 2
+    argv = [*argv[:-2], "--tp", "8", "--pp", "16"]  # each divides 64, together they do not
+    code, out, err = run(argv, capsys)
+    assert code == 2 and "pinned degrees (tp 8 x pp 16 = 128) do not divide the 64 GPUs" in err

@@ -306,6 +306,7 @@ def test_13_huge_latency_is_refused(tmp_path, capsys):
 
 def test_14_hf_config_with_enormous_layer_count(tmp_path, capsys):
     hf = {
+        "model_type": "llama",
         "hidden_size": 4096,
         "intermediate_size": 14336,
         "num_attention_heads": 32,
@@ -332,7 +333,7 @@ def test_12_whatif_values_out_of_range(capsys, values):
     [
         ("--time-limit", "inf", "must be a finite number"),
         ("--time-limit", "nan", "must be a finite number"),
-        ("--memory-headroom", "nan", "memory_headroom"),
+        ("--memory-headroom", "nan", "memory-headroom"),
         ("--gpus", "2000000", "num_gpus: Input should be less than or equal to 1048576"),
         ("--seed", str(2**40), "seed: Input should be less than or equal to 2147483647"),
         ("--max-vp", "999999999", "max_vp: Input should be less than or equal to 10000"),

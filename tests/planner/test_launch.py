@@ -117,9 +117,11 @@ CASES = {
         f.workload(global_batch=32, precision="fp8"),
         {"tp": 4, "cp": 2, "dp": 2},
     ),
-    "dense-mxfp8": (
+    "dense-mxfp8": (  # MXFP8 needs Blackwell tensor cores (api.check_precision)
         f.dense_model(),
-        f.cluster(16),
+        f.cluster(16).model_copy(
+            update={"gpu": f.H100.model_copy(update={"generation": "blackwell"})}
+        ),
         f.workload(global_batch=32, precision="mxfp8"),
         {"tp": 4, "dp": 4},
     ),

@@ -128,6 +128,9 @@ def test_cli_whatif_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert [p["value"] for p in out["points"]] == [100, 400]
     assert out["baseline"]["value"] is None
     assert out["points"][1]["train_days"] > 0
+    assert out["model"] == "Llama 3 8B" and out["params_total"] == out["params_active"] > 8e9
+    estimate = out["points"][0]["plan"]["estimate"]
+    assert (estimate["hbm_gib"], estimate["usable_memory_gib"]) == (80, 72.0)
 
 
 def test_cli_whatif_bad_parameter_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -179,7 +182,8 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = whatif.WhatIfResult("nic-gbps", "c", 8, None, (), {})  # type: ignore[arg-type]
-    with pytest.raises(InvalidInput, match=r"planner\[plot\]"):
+    hint = r"pip install 'planner-placement\[plot\]' \(from a checkout: pip install '\.\[plot\]'\)"
+    with pytest.raises(InvalidInput, match=hint):
         whatif.save_plot(r, "out.png")
 
 

@@ -1,0 +1,194 @@
+"""Plans on a real allocation: shortlist layouts under ideal placement, place each, rank by the
+placed step time (issue 17, CONTRACT.md "Placement on an allocation").
+
+For every shortlisted layout three rank -> host maps are priced exactly (pricing.py): the
+scheduler's order (hosts as given, the plan's own rank order), the best of the 24 rank orders
+on that host order, and CP-SAT's placement (model.py). The plan keeps the cheapest, so the
+placement is never worse than either baseline; which one won is reported.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cost_models import rankmap
+from cost_models.errors import InvalidInput
+from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+
+from . import model as sat
+from .allocation import Allocation
+from .pricing import baselines, crossings, host_order_map, price
+
+
+@dataclass
+class Placement:
+    """One layout placed on the allocation."""
+
+    ideal: Estimate  # on an ideal, whole-cluster block
+    scheduler: Estimate  # hosts in the given order, the plan's rank order
+    best_order: Estimate  # hosts in the given order, the best rank order
+    placed: Estimate  # the chosen map (the cheapest of the three maps)
+    host_of_rank: np.ndarray
+    source: str  # "cp-sat", "best_rank_order" or "scheduler_order"
+    solver: dict[str, Any]
+    crossings: dict[str, dict[str, object]]
+    note: str = ""  # why CP-SAT did not run (UNSUPPORTED)
+    scheduler_crossings: dict[str, dict[str, object]] | None = None
+
+
+def place_layout(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    ideal: Estimate,
+    alloc: Allocation,
+    *,
+    time_limit_s: float = 60.0,
+    deterministic: bool = True,
+    seed: int = 0,
+) -> Placement:
+    layout = ideal.layout
+    moe = model.moe is not None
+    base = baselines(model, cluster, workload, layout, alloc)
+    options: list[tuple[float, int, str, Estimate, np.ndarray]] = [
+        (base.scheduler.step_time_s, 2, "scheduler_order", base.scheduler, None),
+        (base.best_order.step_time_s, 1, "best_rank_order", base.best_order, None),
+    ]
+    note = ""
+    try:
+        um = sat.unit_model(model, cluster, workload, layout, alloc)
+    except sat.Unplaceable as exc:
+        um, note = None, str(exc)
+    if um is None:
+        solver = {
+            "status": "UNSUPPORTED",
+            "objective": None,
+            "best_bound": None,
+            "gap": None,
+            "wall_time_s": 0.0,
+        }
+    else:
+        # The baselines' maps, re-read as per-leaf counts of the canonical numbering, seed the
+        # hint where they have that form (one stage per node).
+        seeds = []
+        for e in (base.best_order, base.scheduler):
+            lo = e.layout
+            hosts = host_order_map(cluster, lo)
+            stage_major = _renumber(lo, um.layout, hosts)
+            counts = sat.counts_of_map(um, len(alloc.hosts), stage_major)
+            if counts is not None:
+                seeds.append(counts)
+        sol = sat.solve(
+            um, time_limit_s=time_limit_s, deterministic=deterministic, seed=seed, hints=seeds
+        )
+        placed = price(model, cluster, workload, um.layout, alloc, sol.host_of_rank)
+        options.append((placed.step_time_s, 0, "cp-sat", placed, sol.host_of_rank))
+        solver = {
+            "status": sol.status,
+            "objective": sol.objective_us / sat.US,
+            "best_bound": sol.bound_us / sat.US,
+            "gap": sol.gap,
+            "wall_time_s": sol.wall_time_s,
+        }
+    options.sort(key=lambda o: (o[0], o[1]))
+    _, _, source, est, hosts = options[0]
+    if hosts is None:
+        hosts = host_order_map(cluster, est.layout)
+    return Placement(
+        ideal=ideal,
+        scheduler=base.scheduler,
+        best_order=base.best_order,
+        placed=est,
+        host_of_rank=hosts,
+        source=source,
+        solver=solver,
+        crossings=crossings(cluster, alloc, est.layout, hosts, moe=moe),
+        note=note,
+        scheduler_crossings=crossings(cluster, alloc, layout, host_order_map(cluster, layout)),
+    )
+
+
+def _renumber(layout: Layout, canonical: Layout, host_of_rank: np.ndarray) -> np.ndarray:
+    """The same physical map with ranks numbered in `canonical`'s order (same coordinates)."""
+    dims = rankmap.decoder_dims(layout)
+    stride = rankmap.strides(dims)
+    new_stride = rankmap.strides(rankmap.decoder_dims(canonical))
+    r = np.arange(layout.world_size, dtype=np.int64)
+    new = sum(((r // stride[a]) % size) * new_stride[a] for a, size in dims)
+    out = np.empty_like(host_of_rank)
+    out[new] = host_of_rank
+    return out
+
+
+def node_hosts(cluster: Cluster, alloc: Allocation, host_of_rank: np.ndarray) -> list[str]:
+    """Hosts in node-rank order (torchrun's --node-rank); each node's ranks on one host."""
+    per_node = host_of_rank.reshape(-1, cluster.gpus_per_node)
+    if not (per_node == per_node[:, :1]).all():
+        raise InvalidInput("placement: a node's ranks landed on two hosts")  # never by design
+    return [alloc.hosts[int(h)] for h in per_node[:, 0]]
+
+
+def allocation_dict(cluster: Cluster, alloc: Allocation, p: Placement) -> dict[str, Any]:
+    """The `allocation` object of `plan --json` (CONTRACT.md)."""
+    gpn = cluster.gpus_per_node
+    return {
+        "hostfile": node_hosts(cluster, alloc, p.host_of_rank),
+        "ranks": [
+            {"rank": r, "host": alloc.hosts[int(h)], "local_gpu": r % gpn}
+            for r, h in enumerate(p.host_of_rank.tolist())
+        ],
+        "step_time_s": {
+            "scheduler_order": p.scheduler.step_time_s,
+            "best_rank_order": p.best_order.step_time_s,
+            "placed": p.placed.step_time_s,
+        },
+        "solver": p.solver,
+    }
+
+
+def write_handoff(
+    out_dir: str | Path, cluster: Cluster, alloc: Allocation, p: Placement, exports: dict[str, str]
+) -> list[Path]:
+    """SLURM_HOSTFILE (one host per rank), node ranks for torchrun, rank -> (host, GPU) JSON and
+    the launcher exports of the placed layout; returns the files written."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        nodes = node_hosts(cluster, alloc, p.host_of_rank)
+        files = {
+            "hostfile": "".join(f"{h}\n" for h in nodes for _ in range(cluster.gpus_per_node)),
+            "nodes.txt": "".join(f"{h}\n" for h in nodes),
+            "node_ranks.txt": "".join(f"{h} {i}\n" for i, h in enumerate(nodes)),
+            "ranks.json": json.dumps(allocation_dict(cluster, alloc, p)["ranks"], indent=1) + "\n",
+            **exports,
+        }
+        written = []
+        for name, text in files.items():
+            (out / name).write_text(text, encoding="utf-8")
+            written.append(out / name)
+    except OSError as exc:
+        raise InvalidInput(f"--out-dir: cannot write {out_dir}: {exc.strerror}") from None
+    return written
+
+
+def layout_of(p: Placement) -> Layout:
+    return p.placed.layout
+
+
+@dataclass
+class PlacedPlan:
+    """plan_on_allocation's answer: `result.ranked` holds the placed estimates, best first."""
+
+    result: Any  # planner.types.PlanResult
+    ideal: Any  # the search's PlanResult on an ideal block
+    placements: list[Placement]
+    allocation: Allocation
+
+    @property
+    def best(self) -> Placement:
+        return self.placements[0]

@@ -1,0 +1,198 @@
+"""Exact pricing of a layout on an explicit rank -> (host, GPU) map over the switch graph.
+
+Group by group: the groups are the launchers' (planner.place.ranks.rank_groups, computed here
+with numpy on the same coordinates so 131,072 ranks price in milliseconds; the tests check the
+partition equals rank_groups'), and each group's span per tier is read off the real hosts.
+
+A group's span at tier t is the size of its smallest piece (rounded down to whole multiples
+of the piece inside it, `nest`): the fewest members it has inside
+one domain of tier t that it touches (a hierarchical collective moves share S / n_{t-1} per
+GPU over tier t+1, so the smallest piece carries the most bytes upward: cost_models.comm).
+Every kind (tp, cp, dp, pp, ep and the gradient groups dp_cp, edp) takes the element-wise
+smallest piece over its groups, so the worst group sets the cost; for a group that never
+leaves a domain the piece is the whole group. These spans replace the layout-derived ones in
+cost_models.estimate.estimate(spans=...).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cost_models import rankmap
+from cost_models.estimate import estimate
+from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
+
+from .allocation import Allocation
+
+KINDS = ("tp", "cp", "dp", "pp", "dp_cp", "ep", "etp", "edp")
+
+
+def _grid_keys(dims: rankmap.Dims, kinds: Mapping[str, tuple[str, ...]]) -> dict[str, np.ndarray]:
+    """Per rank and kind an integer that two ranks share iff Megatron-Core's
+    generate_masked_orthogonal_rank_groups puts them in one group (cost_models.rankmap): the
+    rank with the kind's grid coordinates zeroed."""
+    world = int(np.prod([size for _, size in dims]))
+    r = np.arange(world, dtype=np.int64)
+    stride = rankmap.strides(dims)
+    coord = {name: (r // stride[name]) % size for name, size in dims}
+    return {
+        kind: r - sum((coord[t] * stride[t] for t in tokens), np.zeros_like(r))
+        for kind, tokens in kinds.items()
+    }
+
+
+def group_keys(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
+    """An integer per rank and kind; two ranks share a group of the kind iff their keys match
+    (the groups of cost_models.rankmap.rank_groups, which the launchers build)."""
+    keys = _grid_keys(rankmap.decoder_dims(layout), rankmap.DECODER_KINDS)
+    if moe:
+        keys.update(_grid_keys(rankmap.expert_dims(layout), rankmap.EXPERT_KINDS))
+    else:
+        keys["ep"] = np.arange(layout.world_size, dtype=np.int64)
+    return keys
+
+
+def group_lists(layout: Layout, *, moe: bool = True) -> dict[str, list[list[int]]]:
+    """The rank lists of every group of each kind (sorted, as rankmap.rank_groups)."""
+    out = {}
+    for kind, key in group_keys(layout, moe=moe).items():
+        groups: dict[int, list[int]] = {}
+        for rank, k in enumerate(key.tolist()):
+            groups.setdefault(k, []).append(rank)
+        out[kind] = sorted(groups.values())
+    return out
+
+
+def nest(pieces: Sequence[int]) -> list[int]:
+    """cost_models.rankmap's rule for whole factors per tier: the outermost tier holds the whole
+    group; inward, each tier's span is the largest divisor of the next tier's span that is at
+    most the tier's smallest piece (rankmap._whole, restated: no private imports)."""
+    out = [int(pieces[-1])] * len(pieces)
+    for t in range(len(pieces) - 2, -1, -1):
+        out[t] = _largest_divisor_at_most(out[t + 1], int(pieces[t]))
+    return out
+
+
+def _largest_divisor_at_most(n: int, cap: int) -> int:
+    cap = min(n, max(1, cap))
+    if n % cap == 0:
+        return cap
+    return max(d for d in range(1, cap + 1) if n % d == 0)
+
+
+def placed_pieces(
+    alloc: Allocation, layout: Layout, host_of_rank: np.ndarray, *, moe: bool = True
+) -> dict[str, list[int]]:
+    """Smallest piece of every kind per tier over every group (raw; the last entry is the group
+    size)."""
+    keys = group_keys(layout, moe=moe)
+    out: dict[str, list[int]] = {}
+    dom = [d[host_of_rank] for d in alloc.domains]
+    for kind, key in keys.items():
+        _, sizes = np.unique(key, return_counts=True)
+        n = int(sizes[0])
+        if n <= 1:
+            out[kind] = [1] * len(dom)
+            continue
+        span = []
+        for d in dom[:-1]:
+            pair = key * (int(d.max()) + 1) + d
+            _, counts = np.unique(pair, return_counts=True)
+            span.append(int(counts.min()))
+        out[kind] = [*span, n]
+    return out
+
+
+def placed_spans(
+    alloc: Allocation, layout: Layout, host_of_rank: np.ndarray, *, moe: bool = True
+) -> dict[str, list[int]]:
+    """Span of every kind (smallest piece per tier over every group, whole factors) on the map."""
+    pieces = placed_pieces(alloc, layout, host_of_rank, moe=moe)
+    return {kind: nest(p) for kind, p in pieces.items()}
+
+
+def price(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    layout: Layout,
+    alloc: Allocation,
+    host_of_rank: np.ndarray,
+) -> Estimate:
+    """The estimate of `layout` with rank r on host alloc.hosts[host_of_rank[r]]."""
+    spans = placed_spans(alloc, layout, host_of_rank, moe=model.moe is not None)
+    return estimate(model, cluster, workload, layout, spans=spans)
+
+
+def host_order_map(cluster: Cluster, layout: Layout) -> np.ndarray:
+    """Rank r on host r // gpus_per_node of the given host order (torchrun's node ranks)."""
+    return np.arange(layout.world_size, dtype=np.int64) // cluster.gpus_per_node
+
+
+@dataclass
+class Baselines:
+    """Step times with the hosts in the scheduler's order: the plan's own order and the best of
+    the 24 rank orders on that host order."""
+
+    scheduler: Estimate
+    best_order: Estimate
+
+
+def baselines(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    layout: Layout,
+    alloc: Allocation,
+) -> Baselines:
+    hosts = host_order_map(cluster, layout)
+    own = price(model, cluster, workload, layout, alloc, hosts)
+    best = own
+    for order in itertools.permutations(tuple(Axis)):
+        lo = layout.model_copy(update={"order": order})
+        e = price(model, cluster, workload, lo, alloc, hosts)
+        if e.step_time_s < best.step_time_s - 1e-12:
+            best = e
+    return Baselines(scheduler=own, best_order=best)
+
+
+def crossings(
+    cluster: Cluster,
+    alloc: Allocation,
+    layout: Layout,
+    host_of_rank: np.ndarray,
+    *,
+    moe: bool = True,
+) -> dict[str, dict[str, object]]:
+    """For each kind of group: the slowest tier any of its groups crosses, and how many groups
+    cross it (the report's "which groups cross which switches")."""
+    keys = group_keys(layout, moe=moe)
+    dom = [d[host_of_rank] for d in alloc.domains]
+    out: dict[str, dict[str, object]] = {}
+    for kind, key in keys.items():
+        groups = np.unique(key)
+        if len(groups) == len(key):
+            continue  # groups of one rank
+        worst, count = None, 0
+        for t in range(len(dom) - 1, -1, -1):
+            # a group crosses tier t+1's links if it touches more than one tier-t domain
+            pair = np.unique(key * (int(dom[t].max()) + 1) + dom[t])
+            per_group = np.unique(pair // (int(dom[t].max()) + 1), return_counts=True)[1]
+            crossing = int((per_group > 1).sum())
+            if crossing and t + 1 < len(cluster.tiers):
+                worst, count = cluster.tiers[t + 1].name, crossing
+                break
+        out[kind] = {
+            "groups": len(groups),
+            "slowest_tier": worst or cluster.tiers[0].name,
+            "groups_crossing": count,
+        }
+    return out
+
+
+def spans_equal(a: Mapping[str, Sequence[int]], b: Mapping[str, Sequence[int]]) -> bool:
+    return all(list(a[k]) == list(b[k]) for k in KINDS)

@@ -1,0 +1,360 @@
+"""Issue 17: allocation parsers, exact pricing, the CP-SAT placement against brute force, and
+the hand-off files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import models_zoo
+from cost_models.errors import InvalidInput
+from cost_models.estimate import estimate
+from cost_models.specs import Axis, Layout
+from planner import api
+from planner.cli import main
+from planner.place import allocation as A
+from planner.place import model as M
+from planner.place import oracle, pricing
+from planner.place.joint import node_hosts, place_layout
+from planner.place.ranks import rank_groups
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "allocation"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return str(p)
+
+
+# ------------------------------------------------------------------------------------- parsers
+
+
+def test_tree_topology_levels_and_link_speed(tmp_path):
+    path = _write(
+        tmp_path,
+        "topology.conf",
+        "# comment\nswitchname=s0 nodes=n[0-1] LinkSpeed=400  # trailing\n"
+        "SwitchName=s1 Nodes=n[2-3]\nSwitchName=s2 Switches=s[0-1]\n",
+    )
+    topo = A.parse_topology(path)
+    assert topo.levels == [
+        {"n0": "s0", "n1": "s0", "n2": "s1", "n3": "s1"},
+        {"n0": "s2", "n1": "s2", "n2": "s2", "n3": "s2"},
+    ]
+    assert topo.link_speed == {"s0": 400}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("SwitchName=s0 Nodes=n[0-1]\nSwitchName=s1 Nodes=n[2-\n", 2, "bad hostlist"),
+        ("SwitchName=s0 Nodes=n0\nSwitchName=s1 Nodes=n1 Switches=s0\n", 2, "both"),
+        ("SwitchName=s0 Nodes=n0\nNodes=n1\n", 2, "SwitchName"),
+        ("SwitchName=s0 Nodes=n0\nSwitchName=s1 Switches=s9\n", 2, "unknown switch s9"),
+        ("SwitchName=s0 Nodes=n0 garbage\n", 1, "KEY=VALUE"),
+        ("SwitchName=s0 Nodes=n0 Speed=1\n", 1, "unknown key"),
+        ("SwitchName=s0 Nodes=n0\nSwitchName=s0 Nodes=n1\n", 2, "already defined"),
+    ],
+)
+def test_malformed_topology_exits_2_naming_the_line(tmp_path, capsys, text, line, words):
+    topo = _write(tmp_path, "topology.conf", text)
+    hosts = _write(tmp_path, "hosts", "n0\n")
+    argv = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--topology", topo]
+    assert main([*argv, "--hosts", hosts]) == 2
+    err = capsys.readouterr().err
+    assert f"topology.conf:{line}:" in err and words in err
+
+
+def test_hostfile_slots_comments_and_bad_line(tmp_path):
+    path = _write(tmp_path, "hosts", "# allocation\nn0 slots=8\nn1   # comment\n\nn2 slots=4\n")
+    assert A.parse_hostfile(path) == [("n0", 8), ("n1", None), ("n2", 4)]
+    bad = _write(tmp_path, "bad", "n0\nn1 slots=x\n")
+    with pytest.raises(InvalidInput, match=r"bad:2: expected"):
+        A.parse_hostfile(bad)
+    twice = _write(tmp_path, "twice", "n0\nn0\n")
+    with pytest.raises(InvalidInput, match=r"twice:2: host n0 listed twice"):
+        A.parse_hostfile(twice)
+
+
+def _tree(tmp_path: Path, leaves: list[list[str]], pods: list[list[int]] | None = None) -> str:
+    lines = [f"SwitchName=leaf{i} Nodes={','.join(hs)}" for i, hs in enumerate(leaves)]
+    if pods:
+        lines += [
+            f"SwitchName=pod{i} Switches={','.join(f'leaf{j}' for j in p)}"
+            for i, p in enumerate(pods)
+        ]
+    return _write(tmp_path, "topology.conf", "\n".join(lines) + "\n")
+
+
+def test_allocation_nodelist_exclude_slots_and_errors(tmp_path):
+    cluster = models_zoo.load_cluster("dgx-h100-superpod")
+    topo = _tree(tmp_path, [["n0", "n1"], ["n2", "n3"]])
+    alloc = A.load_allocation(cluster, topo, nodelist="n[0-3]", exclude="n1")
+    assert alloc.hosts == ["n0", "n2", "n3"] and alloc.excluded == {"n1": "drained (--exclude)"}
+    assert alloc.domains[1].tolist() == [0, 1, 1] and alloc.names[1] == ["leaf0", "leaf1"]
+    hosts = _write(tmp_path, "hosts", "n3 slots=8\nn0 slots=6\n")
+    alloc = A.load_allocation(cluster, topo, hosts_file=hosts)
+    assert alloc.hosts == ["n3"] and "slots=6" in alloc.excluded["n0"]
+    with pytest.raises(InvalidInput, match="n9 of the allocation is under no switch"):
+        A.load_allocation(cluster, topo, nodelist="n[0,9]")
+    alloc = A.load_allocation(cluster, topo, nodelist="n[0-1]", exclude="n[1,7]")
+    assert alloc.hosts == ["n0"] and list(alloc.excluded) == ["n1"]  # n7: not ours, ignored
+    three = _write(
+        tmp_path,
+        "deep.conf",
+        "SwitchName=a Nodes=n0\nSwitchName=b Switches=a\nSwitchName=c Switches=b\n",
+    )
+    with pytest.raises(InvalidInput, match="has no tier"):
+        A.load_allocation(cluster, three, nodelist="n0")  # 3 levels, 2 tiers above NVLink
+
+
+def test_block_format_and_yaml(tmp_path):
+    path = _write(
+        tmp_path,
+        "blocks.conf",
+        "BlockName=b1 Nodes=n[0-1]\nBlockName=b2 Nodes=n[2-3]\nBlockSizes=2,4\n",
+    )
+    topo = A.parse_topology(path)
+    assert topo.kind == "block" and topo.levels[0]["n2"] == "b2"
+    assert len(set(topo.levels[1].values())) == 1
+    gb = models_zoo.load_cluster("gb200-nvl72-superpod")
+    alloc = A.load_allocation(gb, topo, nodelist="n[0-3]")
+    assert alloc.level_tiers[0] == 0  # NVL72 blocks are NVLink domains
+    y = _write(
+        tmp_path, "t.yaml", "levels:\n  - {l0: 'n[0-1]', l1: 'n[2-3]'}\n  - {p0: 'l[0-1]'}\n"
+    )
+    assert A.parse_topology(y).levels[1] == dict.fromkeys(("n0", "n1", "n2", "n3"), "p0")
+    bad = _write(tmp_path, "bad.yaml", "levels: []\n")
+    with pytest.raises(InvalidInput, match="bad.yaml: levels"):
+        A.parse_topology(bad)
+
+
+# ------------------------------------------------------------------------------------- pricing
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        Layout(tp=2, pp=2, dp=4),
+        Layout(tp=2, pp=2, dp=2, cp=2, order=(Axis.DP, Axis.TP, Axis.PP, Axis.CP)),
+        Layout(tp=2, pp=1, dp=4, cp=2, ep=4, etp=1, order=(Axis.TP, Axis.DP, Axis.CP, Axis.PP)),
+    ],
+)
+def test_numpy_groups_equal_rank_groups(layout):
+    assert pricing.group_lists(layout) == rank_groups(layout)  # every kind, MoE grid too
+    assert pricing.group_lists(layout, moe=False) == rank_groups(layout, moe=False)
+
+
+def test_regular_allocation_prices_like_the_ideal_block():
+    spec = models_zoo.load_model("llama3-8b")
+    cluster = models_zoo.load_cluster("dgx-h100-superpod", 512)
+    wl = api.make_workload(spec, global_batch=256)
+    hosts = [f"n{i:02d}" for i in range(64)]
+    alloc = A.synthetic(cluster, hosts, [{h: f"leaf{i // 32}" for i, h in enumerate(hosts)}])
+    lo = Layout(tp=8, pp=2, dp=32, recompute="selective")
+    spans = pricing.placed_spans(alloc, lo, pricing.host_order_map(cluster, lo))
+    ideal = estimate(spec, cluster, wl, lo)
+    placed = estimate(spec, cluster, wl, lo, spans=spans)
+    assert spans["dp_cp"] == [1, 32, 32] and spans["pp"] == [1, 1, 2]
+    assert placed.step_time_s == pytest.approx(ideal.step_time_s, rel=1e-9)
+
+
+# ------------------------------------------------------------------------ CP-SAT against oracle
+
+SMALL = [
+    # (leaf of each host, drained host indices, layout)
+    ([0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2], [], Layout(tp=8, pp=2, dp=5)),
+    ([0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 3], [4], Layout(tp=8, pp=2, dp=4, zero_stage=3)),
+    ([0, 0, 0, 0, 1, 1, 1, 1, 1, 1], [0, 9], Layout(tp=4, pp=2, dp=8)),
+    ([0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3], [1], Layout(tp=8, pp=3, dp=3)),
+]
+
+
+def _small(leaves, drained, layout, pods=None):
+    spec = models_zoo.load_model("llama3-8b")
+    hosts = [f"n{i:02d}" for i, _ in enumerate(leaves) if i not in drained]
+    leaf = {f"n{i:02d}": f"leaf{v}" for i, v in enumerate(leaves)}
+    levels = [{h: leaf[h] for h in hosts}]
+    if pods:
+        levels.append({h: f"pod{pods[int(leaf[h][4:])]}" for h in hosts})
+    cluster = models_zoo.load_cluster("llama3-roce-24k", layout.world_size)
+    cluster = cluster.model_copy(
+        update={"tiers": (cluster.tiers[0], *cluster.tiers[1:3], cluster.tiers[3])}
+    )
+    wl = api.make_workload(spec, global_batch=8 * layout.dp)
+    return spec, cluster, wl, A.synthetic(cluster, hosts, levels)
+
+
+@pytest.mark.parametrize(("leaves", "drained", "layout"), SMALL)
+def test_cpsat_equals_brute_force_and_reprices(leaves, drained, layout):
+    spec, cluster, wl, alloc = _small(leaves, drained, layout, pods=[0, 0, 1, 1])
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    sol = M.solve(um, time_limit_s=30)
+    assert sol.status == "OPTIMAL"
+    best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
+    assert abs(sol.objective_us - best_us) <= 2  # table entries are rounded to 1 us each
+    repriced = pricing.price(spec, cluster, wl, um.layout, alloc, sol.host_of_rank)
+    assert abs(round(repriced.step_time_s * 1e6) - sol.objective_us) <= 2
+    assert M.objective_us(um, sol.counts) == sol.objective_us
+
+
+def test_counting_loses_nothing_against_every_host_permutation():
+    layout = Layout(tp=8, pp=2, dp=2)
+    spec, cluster, wl, alloc = _small([0, 0, 0, 1, 1, 2], [], layout, pods=[0, 1, 1])
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    sol = M.solve(um)
+    assert (
+        abs(sol.objective_us - oracle.host_permutation_optimum(spec, cluster, wl, alloc, um)) <= 2
+    )
+
+
+def test_regular_allocation_no_worse_than_best_rank_order():
+    spec = models_zoo.load_model("llama3-8b")
+    layout = Layout(tp=8, pp=4, dp=8, recompute="selective")
+    cluster = models_zoo.load_cluster("llama3-roce-24k", layout.world_size)
+    wl = api.make_workload(spec, global_batch=64)
+    hosts = [f"n{i:02d}" for i in range(32)]
+    levels = [{h: f"tor{i // 2}" for i, h in enumerate(hosts)}, dict.fromkeys(hosts, "pod0")]
+    alloc = A.synthetic(cluster, hosts, levels)
+    ideal = estimate(spec, cluster, wl, layout)
+    p = place_layout(spec, cluster, wl, ideal, alloc)
+    assert p.solver["objective"] <= p.best_order.step_time_s + 2e-6
+    assert p.placed.step_time_s <= min(p.scheduler.step_time_s, p.best_order.step_time_s)
+
+
+# ------------------------------------------------------------------------------------- hand-off
+
+
+def test_handoff_files_use_every_gpu_once_and_rebuild_the_priced_groups(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = [
+        "plan", "--model", "llama3-8b", "--cluster", "dgx-h100-superpod",
+        "--global-batch", "256", "--topology", str(EXAMPLE / "topology.conf"),
+        "--hosts", str(EXAMPLE / "hostfile"), "--exclude", "gpu008",
+        "--out-dir", str(out), "--json", "--place-top", "2",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    payload = json.loads(capsys.readouterr().out)
+    a = payload["allocation"]
+    assert set(a) == {"hostfile", "ranks", "step_time_s", "solver"}
+    assert set(a["step_time_s"]) == {"scheduler_order", "best_rank_order", "placed"}
+    assert payload["best"]["estimate"]["step_time_s"] == a["step_time_s"]["placed"]
+    slurm = (out / "hostfile").read_text().split()
+    assert slurm == [h for h in a["hostfile"] for _ in range(8)]
+    assert "gpu008" not in slurm and len(set(a["hostfile"])) == len(a["hostfile"]) == 16
+    pairs = {(r["host"], r["local_gpu"]) for r in a["ranks"]}
+    assert len(pairs) == len(a["ranks"]) == 128  # every healthy GPU once
+    # Groups rebuilt from the SLURM hostfile (rank r on line r) equal the priced ones.
+    cluster = models_zoo.load_cluster("dgx-h100-superpod")
+    alloc = A.load_allocation(
+        cluster, EXAMPLE / "topology.conf", hosts_file=EXAMPLE / "hostfile", exclude="gpu008"
+    )
+    lay = payload["best"]["layout"]
+    layout = Layout.model_validate({k: v for k, v in lay.items() if k in Layout.model_fields})
+    from_file = np.array([alloc.hosts.index(h) for h in slurm])
+    from_json = np.array([alloc.hosts.index(r["host"]) for r in a["ranks"]])
+    assert (from_file == from_json).all()
+    assert node_hosts(cluster, alloc, from_file) == a["hostfile"]
+    groups = json.loads((out / "groups.json").read_text())
+    assert groups == rank_groups(layout, moe=False)  # llama3-8b is dense
+    assert pricing.group_lists(layout, moe=False) == groups
+    spec = models_zoo.load_model("llama3-8b")
+    sized = models_zoo.load_cluster("dgx-h100-superpod", 128)
+    wl = api.make_workload(spec, global_batch=256)
+    repriced = pricing.price(spec, sized, wl, layout, alloc, from_file)
+    assert repriced.step_time_s == pytest.approx(a["step_time_s"]["placed"], rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_small_allocations_match_brute_force(seed):
+    """Seeded random allocations: 2-4 uneven leaves (optionally in two pods), drained hosts,
+    pp 1-3: CP-SAT's optimum equals the counted brute force and re-prices to itself."""
+    import random
+
+    rng = random.Random(seed)
+    n_leaves = rng.randint(2, 4)
+    pp = rng.choice([1, 2, 3] if n_leaves <= 3 else [1, 2])
+    tp = rng.choice([4, 8])
+    per_node = 8 // tp
+    leaves = sorted(rng.randint(0, n_leaves - 1) for _ in range(rng.randint(pp * 2, 12)))
+    drained = [i for i in range(len(leaves)) if rng.random() < 0.15]
+    healthy = len(leaves) - len(drained)
+    dp = (healthy - rng.randint(0, 1)) // pp * per_node  # all or all but one node
+    if dp < 1:
+        dp = per_node
+    layout = Layout(tp=tp, pp=pp, dp=dp)
+    pods = [rng.randint(0, 1) for _ in range(n_leaves)] if rng.random() < 0.5 else None
+    spec, cluster, wl, alloc = _small(leaves, drained, layout, pods=pods)
+    try:
+        um = M.unit_model(spec, cluster, wl, layout, alloc)
+    except M.Unplaceable:
+        pytest.skip("leaves cannot hold the units")
+    sol = M.solve(um, time_limit_s=30)
+    assert sol.status == "OPTIMAL"
+    best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
+    assert abs(sol.objective_us - best_us) <= 2
+    repriced = pricing.price(spec, cluster, wl, um.layout, alloc, sol.host_of_rank)
+    assert abs(round(repriced.step_time_s * 1e6) - sol.objective_us) <= 2
+
+
+def test_two_node_blocks_and_the_unsupported_fallback():
+    """TP16 blocks take two hosts of one leaf; where odd leaves cannot hold them whole the
+    baselines stand (status UNSUPPORTED) and the plan is still priced exactly."""
+    layout = Layout(tp=16, pp=2, dp=2)
+    spec, cluster, wl, alloc = _small([0, 0, 0, 0, 1, 1, 1, 1], [], layout)
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    assert um.nodes_per_unit == 2 and um.capacity == [2, 2]
+    sol = M.solve(um)
+    best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
+    assert sol.status == "OPTIMAL" and abs(sol.objective_us - best_us) <= 2
+    per_node = sol.host_of_rank.reshape(-1, 8)
+    assert (per_node == per_node[:, :1]).all()
+    spec, cluster, wl, odd = _small([0, 0, 0, 1, 1, 1, 1, 1, 1], [8], layout)
+    with pytest.raises(M.Unplaceable):
+        M.unit_model(spec, cluster, wl, layout, odd)
+    p = place_layout(spec, cluster, wl, estimate(spec, cluster, wl, layout), odd)
+    assert p.solver["status"] == "UNSUPPORTED" and p.source != "cp-sat" and p.note
+
+
+def test_nodelist_terminal_report(tmp_path, capsys):
+    topo = _tree(tmp_path, [["n0", "n1", "n2"], ["n3", "n4", "n5"]], pods=[[0, 1]])
+    argv = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100-superpod", "--global-batch",
+            "64", "--topology", topo, "--nodelist", "n[0-5]", "--exclude", "n[2,5]", "--pp", "2"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Allocation: 4 healthy hosts (32 GPUs)" in out and "excluded n2" in out
+    assert "placed map | scheduler's order" in out
+    ranged = [a for a in argv if a not in ("--global-batch", "64")]
+    assert main([*ranged, "--global-batch-range", "32", "64"]) == 2
+    assert "not supported with an allocation" in capsys.readouterr().err
+
+
+def test_tree_with_a_leaf_skipping_a_level(tmp_path):
+    """A leaf hung directly under a level-2 switch is its own domain at level 1 (Slurm: a
+    switch's level is 1 + its highest child's)."""
+    path = _write(
+        tmp_path,
+        "topology.conf",
+        "SwitchName=s0 Nodes=a[0-1]\nSwitchName=s1 Nodes=b[0-1]\n"
+        "SwitchName=s2 Switches=s0\nSwitchName=s3 Switches=s2,s1\n",
+    )
+    topo = A.parse_topology(path)
+    assert topo.levels[1] == {"a0": "s2", "a1": "s2", "b0": "s1", "b1": "s1"}
+    assert set(topo.levels[2].values()) == {"s3"}
+
+
+def test_placement_is_deterministic():
+    layout = Layout(tp=8, pp=3, dp=3)
+    spec, cluster, wl, alloc = _small(
+        [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3], [1], layout, pods=[0, 0, 1, 1]
+    )
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    a, b = M.solve(um, time_limit_s=5), M.solve(um, time_limit_s=5)
+    assert a.counts == b.counts and (a.host_of_rank == b.host_of_rank).all()
+    assert set(
+        place_layout(spec, cluster, wl, estimate(spec, cluster, wl, layout), alloc).solver
+    ) == {"status", "objective", "best_bound", "gap", "wall_time_s"}

@@ -96,12 +96,20 @@ def _model_name(data: dict[str, Any], where: str) -> str:
     return path.stem or "hf-model"
 
 
+def _model_type(data: dict[str, Any], where: str) -> str | None:
+    """The config's model_type: a string or absent (issue 19: a list or mapping is bad input)."""
+    value = data.get("model_type")
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput(f"{where}: model_type: must be a string (got {type(value).__name__})")
+    return value
+
+
 def _architecture(data: dict[str, Any], where: str) -> tuple[Architecture, dict[str, Any]]:
     """The table entry for the config's model_type and the dict that holds the language model."""
-    model_type = data.get("model_type")
+    model_type = _model_type(data, where)
     if model_type in MULTIMODAL_WRAPPERS and isinstance(data.get("text_config"), dict):
         text = {"_name_or_path": data.get("_name_or_path"), **data["text_config"]}
-        model_type = text.get("model_type") or MULTIMODAL_WRAPPERS[model_type]
+        model_type = _model_type(text, f"{where}: text_config") or MULTIMODAL_WRAPPERS[model_type]
         data = text
     supported = ", ".join(sorted(ARCHITECTURES))
     if model_type is None:
@@ -110,7 +118,8 @@ def _architecture(data: dict[str, Any], where: str) -> tuple[Architecture, dict[
             f"(supported model_type: {supported})"
         )
     if model_type not in ARCHITECTURES:
-        arch = ", ".join(data.get("architectures") or []) or "?"
+        archs = data.get("architectures")
+        arch = ", ".join(str(a) for a in archs) if isinstance(archs, list) and archs else "?"
         raise InvalidInput(
             f"{where}: unsupported Hugging Face architecture model_type {model_type!r} ({arch}); "
             f"supported: {supported}"

@@ -383,3 +383,14 @@ def test_record_framework_values_are_the_profiles():
     from planner.validate import Framework
 
     assert set(get_args(Framework)) == set(RECORD_FRAMEWORKS)
+
+
+@pytest.mark.parametrize("model_type", [{"a": {}}, [1, 2], 7])
+def test_hf_model_type_that_is_not_a_string(tmp_path, capsys, model_type):
+    # Second fuzzing round (after main's HF architecture table): TypeError unhashable type.
+    hf = {"model_type": model_type, "hidden_size": 4096, "num_attention_heads": 32}
+    hf |= {"num_hidden_layers": 32, "vocab_size": 32000, "architectures": [1, {}]}
+    path = write(tmp_path, "config.json", hf)
+    bad_input(
+        ["plan", "--model", path, "--cluster", "dgx-h100"], capsys, "model_type: must be a string"
+    )

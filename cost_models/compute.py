@@ -50,7 +50,8 @@ class LayerTime:
     elementwise_s: float
     overhead_s: float
     model_flops: float  # forward FLOPs counted for MFU (GEMMs + causal attention)
-    selective_s: float | None = None  # selective recompute seconds when not the attention core
+    selective_s: float | None = None  # torchtitan op-level selective recompute seconds
+    module_s: tuple[tuple[str, float], ...] = ()  # forward seconds per Megatron recompute module
 
     @property
     def forward_s(self) -> float:
@@ -60,14 +61,15 @@ class LayerTime:
     def backward_s(self) -> float:
         return 2 * self.gemm_s + 2.5 * self.attention_s + 2 * self.elementwise_s + self.overhead_s
 
-    def recompute_s(self, recompute: str) -> float:
-        """Extra forward work in backward: selective redoes attention and elementwise ops."""
+    def recompute_s(self, recompute: str, modules: tuple[str, ...] = ("core_attn",)) -> float:
+        """Extra forward work in backward: full reruns the layer; selective reruns the Megatron
+        `modules` (module_s; Specs.Layout.selective_modules) or torchtitan's op-level policy."""
         if recompute == "full":
             return self.forward_s
         if recompute == "selective":
             if self.selective_s is not None:
                 return self.selective_s
-            return self.attention_s + self.elementwise_s
+            return sum(seconds for name, seconds in self.module_s if name in modules)
         return 0.0
 
 
@@ -254,6 +256,7 @@ def layer_time(
             * FP8_CAST_BYTES_PER_ELEMENT[workload.fp8_dynamic_scaling]
         )
     elementwise_s = elem_bytes / hbm_bytes_per_s
+    module_s = _recompute_module_s(model, gpu, cal, workload, layout, t, is_moe, attn_flops)
     selective_s = None
     if workload.selective_recompute == "every_other_matmul" and not is_moe:
         selective_s = (
@@ -265,9 +268,74 @@ def layer_time(
         / (gpu.peak_bf16_tflops * 1e12 * attention_efficiency(cal, workload)),
         elementwise_s=elementwise_s,
         selective_s=selective_s,
+        module_s=module_s,
         overhead_s=cal.kernel_overhead_s + (_moe_overhead_s(model, layout, cal) if is_moe else 0.0),
         model_flops=sum(g.flops for g in gemms) + attn_flops,
     )
+
+
+def _recompute_module_s(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    t: float,
+    is_moe: bool,
+    attn_flops: float,
+) -> tuple[tuple[str, float], ...]:
+    """Forward seconds of each Megatron `--recompute-modules` choice in one layer: what its
+    checkpoint reruns in backward (TransformerConfig.recompute_modules docstring).
+
+    core_attn: the attention kernel; layernorm: the two norms; mlp: the dense MLP's GEMMs and
+    activation; moe_act: the experts' activation; shared_experts: their GEMMs and activation;
+    moe: router, experts and shared experts (its all-to-alls: stage.layer_cost); mla_up_proj:
+    the MLA up-projection GEMMs and rotary. Collectives inside a rerun module (the MLP's
+    sequence-parallel all-gather) are not repeated here.
+    """
+    fp8 = workload.precision in ("fp8", "mxfp8")
+    hbm = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
+    fused = workload.fused_elementwise
+    tp = layout.tp
+    h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
+    act_rw = GATED_ACT_ELEMS[fused] if model.gated_mlp else 2
+
+    def elem_s(elements: float) -> float:
+        return elements * t * BF16_BYTES / hbm
+
+    out = {
+        "core_attn": attn_flops / (gpu.peak_bf16_tflops * 1e12 * attention_efficiency(cal, workload)),
+        "layernorm": elem_s(2 * NORM_ELEMS[fused] * h_local),
+    }
+    if model.mla is not None:
+        mla = model.mla
+        ups = [
+            g
+            for g in attention_gemms(model, t, tp)
+            if g.k in (mla.q_lora_rank, mla.kv_lora_rank) and g.n != model.hidden_size
+        ]
+        rope = ROTARY_ELEMS[fused] * model.num_attention_heads / tp * 2 * mla.qk_rope_head_dim
+        out["mla_up_proj"] = gemm_time_s(ups, gpu, cal, fp8) + elem_s(rope)
+    if not is_moe:
+        assert model.ffn_hidden_size is not None
+        ffn = model.ffn_hidden_size
+        mlp = gemm_time_s(mlp_gemms(model, t, ffn, tp), gpu, cal, fp8)
+        out["mlp"] = mlp + elem_s(act_rw * ffn / tp)
+    else:
+        moe = model.moe
+        assert moe is not None
+        rows = moe.top_k * layout.etp / tp
+        fe = moe.expert_ffn_hidden_size
+        out["moe_act"] = elem_s(rows * act_rw * fe / layout.etp)
+        shared = 0.0
+        if moe.num_shared_experts:
+            fs = moe.num_shared_experts * fe
+            shared = gemm_time_s(mlp_gemms(model, t, fs, tp), gpu, cal, fp8)
+            shared += elem_s(act_rw * fs / tp)
+            out["shared_experts"] = shared
+        routed = gemm_time_s(moe_gemms(model, t, layout), gpu, cal, fp8)  # includes shared GEMMs
+        out["moe"] = routed + out["moe_act"] + (shared and elem_s(act_rw * fs / tp))
+    return tuple(out.items())
 
 
 def recomputed_matmuls(model: ModelSpec, t: float, tp: int) -> list[Gemm]:

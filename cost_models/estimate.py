@@ -26,6 +26,7 @@ from .compute import (
 from .errors import InvalidInput
 from .memory import (
     layer_activation_bytes,
+    memory_validated,
     stage_params,
     state_bytes,
 )
@@ -35,6 +36,7 @@ from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 from .stage import (
     BF16_BYTES,
     layer_cost,
+    recomputed_layers,
     stage_dp_s,
     stage_memory,
     stage_optimizer_s,
@@ -107,6 +109,24 @@ def estimate(
         )
         for k in kinds
     }
+    # Full recompute with the block method: the rank's other layers run without recompute.
+    plain = layout.model_copy(
+        update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
+    )
+    plain_costs = costs
+    if layout.recompute == "full" and layout.recompute_method == "block":
+        plain_costs = {
+            k: layer_cost(
+                model,
+                cluster,
+                workload,
+                plain,
+                layer_time(model, gpu, cal, workload, plain, is_moe=k),
+                span,
+                is_moe=k,
+            )
+            for k in kinds
+        }
     head = lm_head_time(model, gpu, cal, workload, layout)
     first_moe = model.num_dense_layers if model.moe is not None else model.num_layers
     # (dense, moe) layer counts per pipeline rank; layers of one kind cost the same.
@@ -121,16 +141,21 @@ def estimate(
         terms = dict.fromkeys(
             ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "cp_total", "tp_total"), 0.0
         )
-        for n, c in ((n_dense, costs.get(False)), (n_moe, costs.get(True))):
-            if not n or c is None:
+        redo = recomputed_layers(layout, (n_dense, n_moe))
+        for k, n, x in ((False, n_dense, redo[0]), (True, n_moe, redo[1])):
+            if not n or k not in costs:
                 continue
-            terms["compute"] += n * c.compute_s
-            terms["recompute"] += n * c.recompute_s
-            terms["tp_comm"] += n * c.tp_s
-            terms["cp_comm"] += n * c.cp_exposed_s
-            terms["cp_total"] += n * c.cp_total_s
-            terms["tp_total"] += n * c.tp_total_s
-            terms["ep_comm"] += n * c.ep_s
+            # forward + backward do not depend on the recompute (same float for every layer)
+            terms["compute"] += n * costs[k].compute_s
+            for w, c in ((x, costs[k]), (n - x, plain_costs[k])):
+                if not w:
+                    continue
+                terms["recompute"] += w * c.recompute_s
+                terms["tp_comm"] += w * c.tp_s
+                terms["cp_comm"] += w * c.cp_exposed_s
+                terms["cp_total"] += w * c.cp_total_s
+                terms["tp_total"] += w * c.tp_total_s
+                terms["ep_comm"] += w * c.ep_s
         if r == layout.pp - 1:
             terms["compute"] += head.forward_s + head.backward_s
         per_stage.append(terms)
@@ -200,6 +225,7 @@ def estimate(
         peak_memory_gib=peak_gib,
         usable_memory_gib=gpu.hbm_gib,
         fits_in_memory=peak_gib <= gpu.hbm_gib,
+        memory_validated=memory_validated(model, workload, layout),
         breakdown_s=breakdown,
         comm_total_s=comm_total,
         stage_memory=tuple(stage_mem),

@@ -93,73 +93,239 @@ def state_bytes(
     return weights, grads, optimizer
 
 
-def layer_activation_bytes(
-    model: ModelSpec, workload: Workload, layout: Layout, *, is_moe: bool, recompute: str
-) -> float:
-    """Bytes one layer keeps for backward per micro-batch on one GPU (Korthikanti 2022, sec. 4)."""
-    t = tokens_per_gpu(workload, layout)
+@dataclass(frozen=True, slots=True)
+class ActivationTensor:
+    """One tensor a layer keeps from its forward for its backward, per token of the micro-batch
+    on one GPU: its width in elements, bytes per element (its dtype) and the backward that reads
+    it. Summed by layer_activation_bytes; the table per framework and recompute mode is in
+    docs/cost_model.md#activation-tensors."""
+
+    name: str
+    elements: float
+    bytes_per_element: float
+    needed_by: str
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.elements * self.bytes_per_element
+
+
+FP32_BYTES = 4
+MASK_BYTES = 1  # torch.bool / uint8 dropout mask
+
+
+def gemm_input_bytes(workload: Workload) -> float:
+    """Bytes per element of a saved GEMM input: bf16, or under fp8 with Megatron-Core's
+    accounting (selective_recompute "attention") the fp8 copy Transformer Engine casts for the
+    GEMM and saves for wgrad in place of the bf16 one (te/pytorch/module/linear.py and
+    layernorm_linear.py save the quantized `inputmat` / `ln_out`). torchtitan's torchao
+    Float8Linear saves the high-precision input and re-casts it in backward
+    (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args: `save_for_backward(input_hp,
+    weight_hp_t)`), so it stays bf16."""
+    te = workload.selective_recompute == "attention"
+    return 1.0 if te and workload.precision in ("fp8", "mxfp8") else BF16_BYTES
+
+
+def _attention_tensors(
+    model: ModelSpec, workload: Workload, layout: Layout, h_local: float, modules: tuple[str, ...]
+) -> list[ActivationTensor]:
+    """Attention block: norm, QKV (or MLA latents and up-projections), flash attention, output
+    projection, residual dropout."""
     tp = layout.tp
-    h = model.hidden_size
-    h_local = h / tp if layout.sequence_parallel else h
-    if recompute == "full":
-        return t * h_local * BF16_BYTES  # only the layer input is checkpointed
     nh = model.num_attention_heads
+    g = gemm_input_bytes(workload)
+    out = [
+        ActivationTensor("input_norm_in", h_local, BF16_BYTES, "input norm backward"),
+    ]
+    if "layernorm" not in modules:  # output-discarding checkpoint: recomputed from its input
+        out.append(ActivationTensor("input_norm_out", h_local, g, "QKV / down-projection wgrad"))
     mla = model.mla
     if mla is None:
         d = model.attn_head_dim
         qkv = (nh / tp + 2 * max(model.kv_heads, tp) / tp) * d
-        attn_out = nh * d / tp
+        out.append(ActivationTensor("q_k_v", qkv, BF16_BYTES, "flash-attention backward"))
+        d_v = d
     else:
-        qkv = nh / tp * (2 * (mla.qk_nope_head_dim + mla.qk_rope_head_dim) + mla.v_head_dim)
-        qkv += mla.kv_lora_rank + mla.qk_rope_head_dim + (mla.q_lora_rank or 0)
-        attn_out = nh * mla.v_head_dim / tp
+        q_lora = mla.q_lora_rank or 0
+        # Latents on every TP rank (down-projections are replicated, Megatron-Core MLA).
+        out += [
+            ActivationTensor(
+                "mla_latents",
+                q_lora + mla.kv_lora_rank + mla.qk_rope_head_dim,
+                BF16_BYTES,
+                "q/kv latent norm backward, rotary key",
+            ),
+            ActivationTensor(
+                "mla_latents_normed", q_lora + mla.kv_lora_rank, g, "q/kv up-projection wgrad"
+            ),
+        ]
+        if "mla_up_proj" not in modules:  # output-discarding checkpoint of the up-projections
+            qkv = nh / tp * (2 * (mla.qk_nope_head_dim + mla.qk_rope_head_dim) + mla.v_head_dim)
+            out.append(ActivationTensor("q_k_v", qkv, BF16_BYTES, "flash-attention backward"))
+        d_v = mla.v_head_dim
+    attn_out = nh * d_v / tp
+    out.append(
+        ActivationTensor(
+            "attn_out", attn_out, BF16_BYTES, "flash-attention backward (O), projection wgrad"
+        )
+    )
+    if g != BF16_BYTES:
+        out.append(ActivationTensor("attn_out_fp8", attn_out, g, "projection wgrad (fp8 copy)"))
+    if "core_attn" not in modules:
+        # FlashAttention keeps the row log-sum-exp [b, heads, s] in fp32 (Dao 2023 Alg. 1);
+        # core_attn checkpointing keeps only Q, K, V and reruns the kernel forward.
+        out.append(
+            ActivationTensor("softmax_lse", nh / tp, FP32_BYTES, "flash-attention backward")
+        )
+    if model.hidden_dropout:
+        out.append(ActivationTensor("attn_dropout_mask", h_local, MASK_BYTES, "dropout backward"))
+    return out
+
+
+def _mlp_tensors(
+    model: ModelSpec,
+    workload: Workload,
+    layout: Layout,
+    h_local: float,
+    modules: tuple[str, ...],
+    *,
+    is_moe: bool,
+) -> list[ActivationTensor]:
+    """MLP block: norm, dense MLP or router + routed experts + shared experts, dropout."""
+    tp = layout.tp
+    g = gemm_input_bytes(workload)
     mats = P.mlp_matrices(model)
-    if is_moe:
+    out = [ActivationTensor("mlp_norm_in", h_local, BF16_BYTES, "pre-MLP norm backward")]
+    if "layernorm" not in modules:
+        out.append(ActivationTensor("mlp_norm_out", h_local, g, "fc1 / router wgrad"))
+    if not is_moe:
+        assert model.ffn_hidden_size is not None
+        if "mlp" not in modules:  # checkpointed MLP keeps only its input (mlp_norm_out)
+            ffn = model.ffn_hidden_size / tp
+            out += [
+                ActivationTensor("fc1_out", (mats - 1) * ffn, BF16_BYTES, "activation backward"),
+                ActivationTensor("act_out", ffn, g, "fc2 wgrad"),
+            ]
+    elif "moe" not in modules:  # checkpointed MoE layer keeps only its input
         moe = model.moe
         assert moe is not None
         fe = moe.expert_ffn_hidden_size
+        # Token rows this GPU's experts hold after dispatch (top_k copies, split over TP unless
+        # the experts use ETP); the router sees the sequence-parallel shard of the tokens.
         rows = moe.top_k * layout.etp / tp
-        up = (
-            rows * (h + (mats - 1) * fe / layout.etp)
-            + moe.num_shared_experts * (mats - 1) * fe / tp
-        )
-        act = rows * fe / layout.etp + moe.num_shared_experts * fe / tp
-        up += 2 * moe.num_experts  # router logits and probabilities in fp32
-    else:
-        assert model.ffn_hidden_size is not None
-        up = (mats - 1) * model.ffn_hidden_size / tp
-        act = model.ffn_hidden_size / tp
+        router_tokens = 1 / tp if layout.sequence_parallel else 1.0
+        out += [
+            ActivationTensor(
+                "router_logits_probs",
+                2 * moe.num_experts * router_tokens,
+                FP32_BYTES,
+                "router softmax / top-k backward",
+            ),
+            ActivationTensor("permuted_tokens", rows * model.hidden_size, g, "expert fc1 wgrad"),
+            ActivationTensor(
+                "expert_fc1_out",
+                rows * (mats - 1) * fe / layout.etp,
+                BF16_BYTES,
+                "expert activation backward",
+            ),
+        ]
+        if "moe_act" not in modules:  # output-discarding checkpoint of the expert activation
+            out.append(ActivationTensor("expert_act_out", rows * fe / layout.etp, g, "fc2 wgrad"))
+        if moe.num_shared_experts and "shared_experts" not in modules:
+            fs = moe.num_shared_experts * fe / tp
+            out += [
+                ActivationTensor(
+                    "shared_fc1_out", (mats - 1) * fs, BF16_BYTES, "shared activation backward"
+                ),
+                ActivationTensor("shared_act_out", fs, g, "shared fc2 wgrad"),
+            ]
+    if model.hidden_dropout:
+        out.append(ActivationTensor("mlp_dropout_mask", h_local, MASK_BYTES, "dropout backward"))
+    return out
+
+
+def layer_activation_tensors(
+    model: ModelSpec, workload: Workload, layout: Layout, *, is_moe: bool, recompute: str
+) -> tuple[ActivationTensor, ...]:
+    """The tensors one layer keeps per token for backward under `recompute` on one GPU.
+
+    Megatron-Core (workload.selective_recompute "attention"): none keeps every tensor of
+    Korthikanti et al. 2022 Table 2 that flash attention leaves (no s x s scores: its softmax
+    statistics instead); selective drops what layout.selective_modules recompute
+    (TransformerConfig.recompute_modules, default core_attn); full keeps the layer input.
+    torchtitan (workload.selective_recompute "every_other_matmul"): its op-level selective
+    policy on dense layers (_every_other_matmul_tensors); full AC keeps the block input.
+    """
+    h = model.hidden_size
+    h_local = h / layout.tp if layout.sequence_parallel else h
+    if recompute == "full":
+        return (ActivationTensor("layer_input", h_local, BF16_BYTES, "checkpoint: rebuild"),)
     op_level = (
         recompute == "selective"
         and workload.selective_recompute == "every_other_matmul"
         and not is_moe
     )
-    residuals = 2 * h_local  # inputs of the two norms
-    norm_outs = 2 * h_local  # inputs of the QKV and MLP-up GEMMs
-    elements = residuals + qkv + up
-    if recompute == "none" or op_level:
-        elements += norm_outs + attn_out + act
-    if op_level:  # never more than keeping everything (more recompute never needs more memory)
-        elements = min(elements, _every_other_matmul_elements(model, layout, h_local))
-    # selective: norms, attention core and activation functions are recomputed in backward
-    return t * elements * BF16_BYTES
+    modules = (
+        layout.selective_modules
+        if recompute == "selective" and workload.selective_recompute == "attention"
+        else ()
+    )
+    kept = _attention_tensors(model, workload, layout, h_local, modules) + _mlp_tensors(
+        model, workload, layout, h_local, modules, is_moe=is_moe
+    )
+    if op_level:
+        saved = _every_other_matmul_tensors(model, layout, h_local)
+        # never more than keeping everything (more recompute never needs more memory)
+        if sum(x.bytes_per_token for x in saved) < sum(x.bytes_per_token for x in kept):
+            return saved
+    return tuple(kept)
 
 
-def _every_other_matmul_elements(model: ModelSpec, layout: Layout, h_local: float) -> float:
-    """Per-token elements torchtitan's op-level selective checkpointing keeps for a dense layer.
+def layer_activation_bytes(
+    model: ModelSpec, workload: Workload, layout: Layout, *, is_moe: bool, recompute: str
+) -> float:
+    """Bytes one layer keeps for backward per micro-batch on one GPU: the sum of
+    layer_activation_tensors over the micro-batch's tokens (Korthikanti 2022, sec. 4)."""
+    t = tokens_per_gpu(workload, layout)
+    tensors = layer_activation_tensors(model, workload, layout, is_moe=is_moe, recompute=recompute)
+    return t * sum(x.bytes_per_token for x in tensors)
 
-    Saved (compute.recomputed_matmuls has the policy): the block input, the outputs of wq, wv,
-    w1 and w2, the SDPA output (its fp32 log-sum-exp is negligible) and, under TP, the outputs of
-    the two reduce-scatters.
+
+def _every_other_matmul_tensors(
+    model: ModelSpec, layout: Layout, h_local: float
+) -> tuple[ActivationTensor, ...]:
+    """What torchtitan's op-level selective checkpointing keeps for a dense layer.
+
+    Saved (compute.recomputed_matmuls has the policy; torchtitan parallelize_llama.py
+    `_custom_policy` and `_save_list`): the block input, the outputs of wq, wv, w1 and w2, the
+    SDPA output with its fp32 log-sum-exp, and, under TP, the outputs of the two
+    reduce-scatters. Everything else is recomputed.
     """
     assert model.ffn_hidden_size is not None
     tp = layout.tp
     q = model.num_attention_heads * model.attn_head_dim / tp
     v = max(model.kv_heads, tp) / tp * model.attn_head_dim
-    w1 = model.ffn_hidden_size / tp
-    w2 = model.hidden_size  # partial sums before the reduce-scatter when tp > 1
-    scattered = 2 * model.hidden_size / tp if tp > 1 else 0.0
-    return h_local + q + v + q + w1 + w2 + scattered
+    out = [
+        ActivationTensor("layer_input", h_local, BF16_BYTES, "checkpoint: rebuild"),
+        ActivationTensor("wq_out", q, BF16_BYTES, "recomputed rotary / SDPA backward"),
+        ActivationTensor("wv_out", v, BF16_BYTES, "SDPA backward"),
+        ActivationTensor("sdpa_out", q, BF16_BYTES, "SDPA backward, wo wgrad"),
+        ActivationTensor(
+            "sdpa_lse", model.num_attention_heads / tp, FP32_BYTES, "SDPA backward"
+        ),
+        ActivationTensor(
+            "w1_out", model.ffn_hidden_size / tp, BF16_BYTES, "activation backward"
+        ),
+        # partial sums before the reduce-scatter when tp > 1
+        ActivationTensor("w2_out", model.hidden_size, BF16_BYTES, "recomputed residual"),
+    ]
+    if tp > 1:
+        out.append(
+            ActivationTensor(
+                "reduce_scatter_out", 2 * model.hidden_size / tp, BF16_BYTES, "residual adds"
+            )
+        )
+    return tuple(out)
 
 
 LOGIT_BYTES = {"fused": BF16_BYTES + 4, "eager_fp32": 3 * 4}
@@ -218,3 +384,45 @@ def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
         rows = t * model.moe.top_k / layout.tp
         total += 2 * rows * model.hidden_size * BF16_BYTES  # dispatch and combine staging
     return total
+
+
+def recompute_label(layout: Layout, workload: Workload) -> str:
+    """The recompute setting in words: mode, Megatron modules or full-recompute method."""
+    lo = layout
+    if lo.recompute == "selective" and workload.selective_recompute == "attention":
+        return "selective:" + "+".join(lo.selective_modules)
+    if lo.recompute == "full" and lo.recompute_method is not None:
+        return f"full:{lo.recompute_method}{lo.recompute_num_layers or 1}"
+    return lo.recompute
+
+
+def memory_config(
+    model: ModelSpec, workload: Workload, layout: Layout
+) -> tuple[str, str, bool, bool]:
+    """(accounting, recompute, interleaved, MoE): what decides which tensors the memory model
+    counts. The accounting is the workload's framework semantics (selective_recompute
+    "attention": Megatron-Core; "every_other_matmul": torchtitan)."""
+    accounting = "megatron" if workload.selective_recompute == "attention" else "torchtitan"
+    return accounting, recompute_label(layout, workload), layout.vp > 1, model.moe is not None
+
+
+MEASURED_MEMORY_CONFIGS: frozenset[tuple[str, str, bool, bool]] = frozenset(
+    {
+        # torchtitan-202412-h100-llama31-8b-8gpu-fsdp(-compile), -8b-128gpu-fsdp,
+        # torchtitan-trainy-h200-llama31-8b-64gpu
+        ("torchtitan", "selective", False, False),
+        # torchtitan-202412-h100-llama31-8b-8gpu-cp{1,4,8}-*, -70b-256gpu-2d(-asynctp),
+        # -405b-512gpu-cp{1,2}-*
+        ("torchtitan", "full", False, False),
+        # torchtitan-202412-h100-llama31-405b-512gpu-interleaved-1f1b
+        ("torchtitan", "full", True, False),
+    }
+)
+"""Configurations (memory_config) that a run with a measured peak memory in
+../shared/data/published_runs.yaml covers, each within 10 % (docs/accuracy.md);
+tests/cost_models/test_activation_tensors.py re-derives this set from the data file."""
+
+
+def memory_validated(model: ModelSpec, workload: Workload, layout: Layout) -> bool:
+    """Whether a measured run covers this configuration's memory accounting."""
+    return memory_config(model, workload, layout) in MEASURED_MEMORY_CONFIGS

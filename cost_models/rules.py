@@ -52,6 +52,13 @@ def layout_violations(
         out.append(f"seq_len ({workload.seq_len}) must be divisible by 2*cp ({2 * lo.cp})")
     if lo.sequence_parallel and (workload.seq_len // lo.cp) % lo.tp:
         out.append(f"seq_len/cp ({workload.seq_len // lo.cp}) must be divisible by tp ({lo.tp})")
+    modules = lo.recompute_modules if lo.recompute == "selective" else None
+    if modules and "mla_up_proj" in modules and model.mla is None:
+        # TransformerConfig.__post_init__: "mla_up_proj in recompute_modules is only supported
+        # with multi_latent_attention."
+        out.append("recompute module mla_up_proj needs multi-latent attention")
+    if modules and "moe_act" in modules and model.moe is None:
+        out.append("recompute module moe_act needs a mixture-of-experts model")
     moe = model.moe
     if moe is None:
         if lo.ep > 1:

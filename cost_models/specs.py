@@ -64,6 +64,15 @@ class Axis(StrEnum):
 
 Precision = Literal["bf16", "fp16", "fp8", "mxfp8"]
 Recompute = Literal["none", "selective", "full"]
+RecomputeModule = Literal[
+    "core_attn", "layernorm", "mlp", "moe_act", "moe", "shared_experts", "mla_up_proj"
+]
+"""Megatron-Core `--recompute-modules` choices this cost model prices (TransformerConfig.
+recompute_modules, megatron/core/transformer/transformer_config.py; the gdn_*, gdp_* and mhc
+choices belong to model kinds the product does not describe)."""
+RECOMPUTE_MODULES: tuple[str, ...] = (
+    "core_attn", "layernorm", "mlp", "moe_act", "moe", "shared_experts", "mla_up_proj"
+)
 Generation = Literal["ampere", "hopper", "blackwell", "cdna3", "cdna4"]
 """NVIDIA A100 / H100-H200 / B200-B300; AMD MI300X-MI325X (CDNA 3), MI350X-MI355X (CDNA 4)."""
 TierKind = Literal["nvlink", "switch", "rail", "plane", "dragonfly", "torus", "wan"]
@@ -137,6 +146,12 @@ class ModelSpec(InputSpec):
     )
     published_params_b: PositiveFloat | None = Field(
         None, le=1e7, description="total parameters stated by the source, in billions"
+    )
+    hidden_dropout: bool = Field(
+        False,
+        description="dropout on the residual branches (Megatron --hidden-dropout > 0, its "
+        "default 0.1; GPT-2/3 recipes): a 1-byte mask per element kept for backward after the "
+        "attention projection and after the MLP (Korthikanti et al. 2022 Table 2)",
     )
     source: str = Field("", description="config card or paper the numbers come from")
 
@@ -403,6 +418,20 @@ class Layout(InputSpec):
         description="TP collectives chunked and overlapped with their GEMMs (Megatron "
         "--tp-comm-overlap, torchtitan async TP)",
     )
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        None,
+        description="selective recompute: the Megatron --recompute-modules recomputed in "
+        "backward; None: Megatron's default (core_attn). Ignored by torchtitan's op-level policy",
+    )
+    recompute_method: Literal["uniform", "block"] | None = Field(
+        None,
+        description="full recompute: uniform (every layer, checkpointed in groups of "
+        "recompute_num_layers) or block (only the first recompute_num_layers layers of each "
+        "model chunk); None: uniform, groups of 1",
+    )
+    recompute_num_layers: PositiveInt | None = Field(
+        None, description="full recompute: group size (uniform) or recomputed layers (block)"
+    )
     dp_shard: PositiveInt | None = Field(
         None,
         description="hybrid sharding (HSDP): ZeRO shards over this inner part of dp (x cp) and "
@@ -422,6 +451,25 @@ class Layout(InputSpec):
             if self.ep > 1:
                 raise ValueError("dp_shard (HSDP) with ep > 1 is not modelled")
         return self
+
+    @model_validator(mode="after")
+    def _recompute_knobs_match_mode(self) -> Self:
+        # Megatron's TransformerConfig.__post_init__ refuses the same combinations.
+        if self.recompute_modules is not None and self.recompute != "selective":
+            raise ValueError("recompute_modules needs recompute: selective")
+        if self.recompute != "full" and (
+            self.recompute_method is not None or self.recompute_num_layers is not None
+        ):
+            raise ValueError("recompute_method / recompute_num_layers need recompute: full")
+        if self.recompute_method == "block" and self.recompute_num_layers is None:
+            raise ValueError("recompute_method block needs recompute_num_layers")
+        return self
+
+    @property
+    def selective_modules(self) -> tuple[str, ...]:
+        """The Megatron modules selective recompute redoes (Megatron's default: core_attn),
+        read only where the recompute mode is selective."""
+        return ("core_attn",) if self.recompute_modules is None else self.recompute_modules
 
     @property
     def shard_dp(self) -> int:
@@ -482,6 +530,11 @@ class Estimate(Spec):
     comm_total_s: dict[str, float] = Field(description="link-busy seconds per step by axis")
     stage_memory: tuple[StageMemory, ...]
     placement: dict[str, dict[str, int]] = Field(description="axis -> tier name -> factor")
+    memory_validated: bool = Field(
+        False,
+        description="a measured run covers this configuration's memory accounting (framework "
+        "x recompute mode x interleaving x MoE; cost_models.memory.memory_validated)",
+    )
     layers_per_stage: tuple[int, ...] | None = Field(
         None,
         description="layers per model chunk (pp*vp, chunk c on rank c % pp) when the plan "

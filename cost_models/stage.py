@@ -65,7 +65,7 @@ def layer_cost(
     tiers = cluster.tiers
     t = tokens_per_gpu(workload, layout)
     h = model.hidden_size
-    recompute_s = lt.recompute_s(layout.recompute)
+    recompute_s = lt.recompute_s(layout.recompute, layout.selective_modules)
     # TP: one all-reduce (or RS + AG under sequence parallelism: same bytes) per block per pass.
     blocks = 1 if (is_moe and layout.etp == 1) else 2
     passes = 3 if layout.recompute == "full" else 2
@@ -93,7 +93,9 @@ def layer_cost(
         moe = model.moe
         assert moe is not None
         payload = t / layout.tp * moe.top_k * h * BF16_BYTES * MOE_LOAD_IMBALANCE
-        ep_s = 2 * passes * comm.all_to_all_time_s(payload, span["ep"], tiers)
+        # A recomputed MoE module (Megatron recompute_modules "moe") dispatches again.
+        ep_passes = passes + (layout.recompute == "selective" and "moe" in layout.selective_modules)
+        ep_s = 2 * ep_passes * comm.all_to_all_time_s(payload, span["ep"], tiers)
     return LayerCost(
         lt.forward_s + lt.backward_s, recompute_s, tp_s, cp_exposed, cp_total, ep_s, tp_total_s
     )
@@ -213,6 +215,23 @@ def stage_optimizer_s(layout: Layout, sp: StageParams, hbm_bytes_per_s: float) -
     return (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
 
 
+def recomputed_layers(layout: Layout, counts: tuple[int, int]) -> tuple[float, float]:
+    """(dense, MoE) layers of a pipeline rank that run the layout's recompute.
+
+    Every layer, except under full recompute with recompute_method "block": Megatron-Core's
+    TransformerBlock._checkpointed_forward recomputes only the first recompute_num_layers layers
+    of each model chunk (vp chunks per rank) and keeps every activation of the rest. The rank's
+    recomputed layers are split between the kinds in proportion to their counts.
+    """
+    n_dense, n_moe = counts
+    n = n_dense + n_moe
+    if layout.recompute != "full" or layout.recompute_method != "block" or not n:
+        return float(n_dense), float(n_moe)
+    assert layout.recompute_num_layers is not None
+    share = min(layout.recompute_num_layers * layout.vp, n) / n
+    return n_dense * share, n_moe * share
+
+
 def stage_memory(
     model: ModelSpec,
     workload: Workload,
@@ -226,11 +245,24 @@ def stage_memory(
     optim: float,
 ) -> StageMemory:
     kinds = [(False, counts[0]), (True, counts[1])]
-    per_mb = sum(n * acts_per_mb[(k, layout.recompute)] for k, n in kinds if n)
+    redo = recomputed_layers(layout, counts)
+    per_mb = sum(
+        x * acts_per_mb[(k, layout.recompute)] + (n - x) * acts_per_mb[(k, "none")]
+        for (k, n), x in zip(kinds, redo, strict=True)
+        if n
+    )
     acts = per_mb * inflight_chunks(layout, r, m)
     if layout.recompute == "full" and sum(counts):
-        # Backward of a checkpointed layer rebuilds its full activations for one micro-batch.
-        acts += max(acts_per_mb[(k, "none")] for k, n in kinds if n)
+        # Backward of a checkpoint rebuilds its layers' full activations for one micro-batch:
+        # one layer, or a uniform group of recompute_num_layers (Megatron's uniform method
+        # checkpoints groups and keeps only each group's input).
+        group = 1
+        if layout.recompute_method == "uniform" and layout.recompute_num_layers:
+            group = min(layout.recompute_num_layers, sum(counts))
+            # one input per group instead of per layer
+            per_layer_in = max(acts_per_mb[(k, "full")] for k, n in kinds if n)
+            acts -= (1 - 1 / group) * sum(counts) * per_layer_in * inflight_chunks(layout, r, m)
+        acts += group * max(acts_per_mb[(k, "none")] for k, n in kinds if n)
     if r == layout.pp - 1:
         acts += logits_bytes(model, workload, layout)
         acts += kept_outputs_bytes(model, workload, layout, m)

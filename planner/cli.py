@@ -22,6 +22,7 @@ import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
 from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
+from cost_models.specs import RECOMPUTE_MODULES
 
 from . import DISTRIBUTION, __version__, api, report, whatif
 from .export.launch import MEGATRON_VERSION, megatron_env
@@ -292,6 +293,20 @@ def build_parser() -> argparse.ArgumentParser:
         e.add_argument(f"--{axis}", type=_positive_int, default=1)
     e.add_argument("--micro-batch", type=_positive_int, default=1)
     e.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    e.add_argument(
+        "--recompute-modules",
+        nargs="+",
+        choices=RECOMPUTE_MODULES,
+        help="selective: Megatron modules recomputed (default: core_attn)",
+    )
+    e.add_argument(
+        "--recompute-method",
+        choices=("uniform", "block"),
+        help="full: uniform groups, or only the first N layers of each chunk (block)",
+    )
+    e.add_argument(
+        "--recompute-num-layers", type=_positive_int, help="full: group size / recomputed layers"
+    )
     e.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
     e.add_argument(
         "--sequence-parallel",
@@ -529,6 +544,13 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         "recompute": args.recompute,
         "zero_stage": args.zero,
     }
+    # Recompute knobs only when given (Layout refuses them under another mode).
+    if args.recompute_modules is not None:
+        fields["recompute_modules"] = tuple(args.recompute_modules)
+    if args.recompute_method is not None:
+        fields["recompute_method"] = args.recompute_method
+    if args.recompute_num_layers is not None:
+        fields["recompute_num_layers"] = args.recompute_num_layers
     if args.sequence_parallel is not None:  # unset: on whenever tp > 1, as plan searches
         fields["sequence_parallel"] = args.sequence_parallel
     layout = api.layout_with_defaults(fields)

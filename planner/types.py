@@ -55,6 +55,12 @@ class SearchSpace(InputSpec):
     max_vp: PositiveInt = Field(8, le=MAX_LAYERS, description="largest interleaving (virtual stages) tried")
     recompute: tuple[Recompute, ...] = Field(("none", "selective", "full"), min_length=1)
     zero_stages: tuple[Literal[0, 1, 2, 3], ...] = Field((0, 1, 2, 3), min_length=1)
+    recompute_granularity: bool = Field(
+        True,
+        description="also search Megatron's finer recompute knobs: selective recompute_modules "
+        "beyond core_attn and full recompute of only some layers per model chunk (block); "
+        "candidates.recompute_choices lists them",
+    )
     framework: Literal["megatron", "torchtitan", "deepspeed"] | None = Field(
         None,
         description="restrict the space to what this framework runs (cost_models.framework: "

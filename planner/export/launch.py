@@ -142,10 +142,14 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         args.append("--tp-comm-overlap")
     if lo.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
+        if lo.recompute_modules is not None:  # None: Megatron's default, core_attn
+            args += ["--recompute-modules", *lo.recompute_modules]
     elif lo.recompute == "full":
-        # Full recompute of every layer: the memory model's assumption (one input per layer kept).
-        args += ["--recompute-granularity", "full", "--recompute-method", "uniform"]
-        args += ["--recompute-num-layers", "1"]
+        # Full recompute as the memory model prices it (stage.recomputed_layers): uniform groups
+        # of recompute_num_layers (default 1), or block: the first N layers of each chunk.
+        args += ["--recompute-granularity", "full"]
+        args += ["--recompute-method", lo.recompute_method or "uniform"]
+        args += ["--recompute-num-layers", str(lo.recompute_num_layers or 1)]
     if lo.zero_stage == 1:
         # The distributed optimizer shards optimizer state and reduce-scatters gradients.
         args.append("--use-distributed-optimizer")

@@ -134,6 +134,12 @@ def plan_warnings(cluster: Cluster, e: Estimate) -> list[str]:
     if bubble > BUBBLE_WARN_SHARE:
         out.append(f"pipeline bubble is {bubble:.1%} of the step (above 20%)")
     hbm = cluster.gpu.hbm_gib
+    if not e.memory_validated:
+        out.append(
+            "memory figure not validated: no measured run covers this framework x recompute x "
+            "interleaving x MoE configuration (cost_models.memory.MEASURED_MEMORY_CONFIGS): "
+            "leave HBM spare beyond the peak"
+        )
     headroom = (hbm - e.peak_memory_gib) / hbm
     if headroom < HEADROOM_WARN_SHARE:
         out.append(

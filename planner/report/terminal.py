@@ -113,6 +113,7 @@ def estimate_dict(
         "hbm_gib": e.usable_memory_gib if hbm_gib is None else hbm_gib,
         "usable_memory_gib": e.usable_memory_gib,
         "fits_in_memory": e.fits_in_memory,
+        "memory_validated": e.memory_validated,
         "num_microbatches": e.num_microbatches,
         "layout": {k: getattr(e.layout, k) for k in LAYOUT_KEYS},
         "breakdown_s": e.breakdown_s,
@@ -162,6 +163,36 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ rich
 
 
+def _recompute_words(lo: Layout) -> str:
+    """recompute mode, with Megatron modules / full-recompute method when set."""
+    if lo.recompute == "selective" and lo.recompute_modules is not None:
+        return "selective:" + "+".join(lo.recompute_modules)
+    if lo.recompute == "full" and lo.recompute_method is not None:
+        return f"full:{lo.recompute_method}{lo.recompute_num_layers or 1}"
+    return lo.recompute
+
+
+MODULE_SHORT = {
+    "core_attn": "attn",
+    "layernorm": "ln",
+    "mlp": "mlp",
+    "moe_act": "act",
+    "moe": "moe",
+    "shared_experts": "shx",
+    "mla_up_proj": "up",
+}
+
+
+def _recompute_short(lo: Layout) -> str:
+    """RECOMPUTE_SHORT, with Megatron modules (sel:attn+ln+mlp) or block recompute (full:b2)."""
+    if lo.recompute == "selective" and lo.recompute_modules is not None:
+        return "sel:" + "+".join(MODULE_SHORT.get(m, m) for m in lo.recompute_modules)
+    if lo.recompute == "full" and lo.recompute_method == "block":
+        return f"full:b{lo.recompute_num_layers}"
+    if lo.recompute == "full" and (lo.recompute_num_layers or 1) > 1:
+        return f"full:u{lo.recompute_num_layers}"
+    return RECOMPUTE_SHORT[lo.recompute]
+
 class Responsive:
     """The first renderable that fits the console width, else the last (narrowest) one."""
 
@@ -200,7 +231,7 @@ def layout_line(e: Estimate) -> str:
         parts.append(f"VP{lo.vp}")
     extras = [
         f"micro-batch {lo.micro_batch} x {e.num_microbatches}",
-        f"recompute {lo.recompute}",
+        f"recompute {_recompute_words(lo)}",
         f"ZeRO-{lo.zero_stage}",
         "SP" if lo.sequence_parallel else "no SP",
     ]
@@ -220,7 +251,8 @@ def compact_layout(e: Estimate) -> str:
     if lo.dp_shard is not None:  # hybrid sharded DP: replicas x shard group
         parts.append(f"HSDP{lo.replicate_dp}x{lo.dp_shard}")
     parts.append(f"mb{lo.micro_batch}")
-    parts += [RECOMPUTE_SHORT[lo.recompute]] * bool(RECOMPUTE_SHORT[lo.recompute])
+    rc = _recompute_short(lo)
+    parts += [rc] * bool(rc)
     parts.append(f"Z{lo.zero_stage}")
     if lo.sequence_parallel != (lo.tp > 1):
         parts.append("SP" if lo.sequence_parallel else "noSP")

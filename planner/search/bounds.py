@@ -25,6 +25,7 @@ checks it equals estimate(...).peak_memory_gib exactly.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from cost_models import comm, topology
 from cost_models.calibration import calibration_for_cluster
@@ -35,6 +36,7 @@ from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 from cost_models.stage import (
     BF16_BYTES,
     layer_cost,
+    recomputed_layers,
     stage_dp_s,
     stage_memory,
     stage_optimizer_s,
@@ -84,21 +86,42 @@ class StepLowerBound:
             ]
         return found
 
-    def compute_s(self, lo: Layout, recompute: str | None = None) -> tuple[float, float, float]:
+    def compute_s(
+        self, lo: Layout, recompute: str | None = None, modules: tuple[str, ...] | None = None
+    ) -> tuple[float, float, float]:
         """(dense layer, MoE layer, LM head) compute seconds per micro-batch, recompute included
-        (`recompute` instead of the layout's own, if given); 0 for a layer kind the model lacks."""
+        (`recompute` and selective `modules` instead of the layout's own, if given); 0 for a
+        layer kind the model lacks. A layout's own block recompute is priced as none (some of
+        its layers recompute, stage.recomputed_layers): a per-layer lower bound."""
         dense, moe, head = self._layer_times(lo)
         rc = lo.recompute if recompute is None else recompute
+        if recompute is None and rc == "full" and lo.recompute_method == "block":
+            rc = "none"
+        mods = lo.selective_modules if modules is None else modules
 
         def cost(t: LayerTime | None) -> float:
-            return 0.0 if t is None else t.forward_s + t.backward_s + t.recompute_s(rc)
+            if t is None:
+                return 0.0
+            return t.forward_s + t.backward_s + t.recompute_s(rc, mods)
 
         return cost(dense), cost(moe), head.forward_s + head.backward_s
 
-    def step_s(self, lo: Layout, recompute: str | None = None) -> float:
+    def step_s(self, lo: Layout, recompute: str | dict[str, Any] | None = None) -> float:
         """A value <= estimate(...).step_time_s for `lo` (with `recompute` instead of its own,
-        if given) under any order, ZeRO stage and network."""
-        per_dense, per_moe, _ = self.compute_s(lo, recompute)
+        if given: a mode, or a Layout update from candidates.recompute_choices) under any order,
+        ZeRO stage and network."""
+        modules = None
+        if isinstance(recompute, dict):
+            if recompute["recompute_method"] is not None:
+                lo, recompute = lo.model_copy(update=recompute), None
+            else:
+                modules, recompute = recompute["recompute_modules"], recompute["recompute"]
+        if recompute is None and lo.recompute == "full" and lo.recompute_method == "block":
+            # Block recompute on the even split: recomputed layers at full cost, the rest plain.
+            full_d, full_m, _ = self.compute_s(lo, "full")
+            plain_d, plain_m, _ = self.compute_s(lo, "none")
+            return self._schedule_s(lo, full_d, full_m, plain=(plain_d, plain_m))
+        per_dense, per_moe, _ = self.compute_s(lo, recompute, modules)
         return self._schedule_s(lo, per_dense, per_moe)
 
     def placement_step_s(
@@ -133,6 +156,15 @@ class StepLowerBound:
         # stage.layer_cost reads neither pp, dp, vp, the ZeRO stage nor the order, and of
         # the spans only TP, CP and EP, so orders and shapes that differ only there share it.
         layer_key = tuple(v for k, v in lo.__dict__.items() if k not in _NOT_IN_LAYER_COST)
+        block = lo.recompute == "full" and lo.recompute_method == "block"
+        plain_lo = plain_key = None
+        if block:
+            plain_lo = lo.model_copy(
+                update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
+            )
+            plain_key = tuple(
+                v for k, v in plain_lo.__dict__.items() if k not in _NOT_IN_LAYER_COST
+            )
         schedule: dict[tuple[float, float], float] = {}  # (dense, MoE layer s) -> schedule s
         p2p: dict[tuple[int, ...], float] = {}  # PP span -> pipeline p2p seconds
         payload = 0.0
@@ -145,10 +177,17 @@ class StepLowerBound:
             costs = self._layer_costs.get(key)
             if costs is None:
                 costs = self._layer_costs[key] = self._layer_costs_s(lo, span)
-            core_s = schedule.get(costs)
+            plain = None
+            if block:
+                # Block recompute: the layers it leaves alone cost what they cost without it.
+                pkey = (plain_key, *key[1:])
+                plain = self._layer_costs.get(pkey)
+                if plain is None:
+                    plain = self._layer_costs[pkey] = self._layer_costs_s(plain_lo, span)
+            core_s = schedule.get((costs, plain))
             if core_s is None:
-                core_s = schedule[costs] = self._schedule_s(
-                    lo, *costs, counts, any_split, min_max_layers
+                core_s = schedule[(costs, plain)] = self._schedule_s(
+                    lo, *costs, counts, any_split, min_max_layers, plain=plain
                 )
             pp_s = 0.0
             if lo.pp > 1:
@@ -216,6 +255,7 @@ class StepLowerBound:
         counts: list[tuple[int, int]] | None = None,
         any_split: bool = False,
         min_max_layers: int = 0,
+        plain: tuple[float, float] | None = None,
     ) -> float:
         """m * t_max + (sum t - t_max) / vp with per-layer seconds cd (dense) and cm (MoE) on the
         split `counts` (default even). any_split: sum(t) is the same for every split and
@@ -224,7 +264,17 @@ class StepLowerBound:
         cheapest N* layers when some rank runs >= N* layers (head time >= 0)."""
         head = self._layer_times(lo)[2]
         counts = self._stage_counts(lo) if counts is None else counts
-        stage = [nd * cd + nm * cm for nd, nm in counts]
+        if plain is not None and any_split:
+            cd, cm = plain  # no layer costs less than without recompute: a bound for any split
+        if plain is not None and not any_split:
+            # Block recompute (stage.recomputed_layers): recomputed layers at cd / cm, the rest
+            # at the plain costs, as estimate() sums them.
+            stage = []
+            for nd, nm in counts:
+                xd, xm = recomputed_layers(lo, (nd, nm))
+                stage.append(xd * cd + (nd - xd) * plain[0] + xm * cm + (nm - xm) * plain[1])
+        else:
+            stage = [nd * cd + nm * cm for nd, nm in counts]
         stage[-1] += head.forward_s + head.backward_s
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         if any_split:

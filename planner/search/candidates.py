@@ -14,6 +14,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from cost_models import framework, rankmap, topology
 from cost_models.errors import InvalidInput
@@ -257,6 +258,86 @@ def legal_bases(
     return bases, rejected
 
 
+_NO_KNOBS = {"recompute_modules": None, "recompute_method": None, "recompute_num_layers": None}
+
+
+def recompute_choices(
+    model: ModelSpec, workload: Workload, space: SearchSpace, base: Layout
+) -> list[dict[str, Any]]:
+    """The recompute settings the search tries on `base`, as Layout updates, in space.recompute
+    order. The rules refuse only modules the model lacks (cost_models.rules), which these never
+    name, so a base's legality holds for every choice.
+
+    With space.recompute_granularity and a Megatron workload (selective_recompute "attention"),
+    besides Megatron's defaults (selective = core_attn, full = every layer):
+      * selective, cheap: core_attn + layernorm (+ moe_act, mla_up_proj where the model has
+        them): elementwise reruns that drop the norm outputs and expert activations;
+      * selective, heavy: the cheap set + mlp (dense) / shared_experts: the MLP GEMMs rerun;
+      * full, block: only the first k layers of each model chunk recomputed, k half the chunk
+        (rounded down), when 1 <= k is below the chunk's layers (otherwise it is uniform).
+    Memory falls and recompute time rises along each list; the search weighs them.
+    The list is shared (cached): callers must not modify it.
+    """
+    megatron = (
+        space.recompute_granularity
+        and space.framework in (None, "megatron")
+        and workload.selective_recompute == "attention"
+    )
+    per_chunk = model.num_layers // (base.pp * base.vp)
+    return _recompute_choices(model, space.recompute, megatron, per_chunk)
+
+
+def recompute_chain_heads(choices: list[dict[str, Any]]) -> list[int]:
+    """Indices of the first choice of each recompute mode in a recompute_choices list: the
+    choices of one mode follow it in order of growing recompute (nested module sets; more
+    layers recomputed), so each has a step-time bound no lower than the one before it."""
+    return [
+        i
+        for i, c in enumerate(choices)
+        if i == 0 or choices[i - 1]["recompute"] != c["recompute"]
+    ]
+
+
+@functools.lru_cache(maxsize=256)
+def _recompute_choices(
+    model: ModelSpec, modes: tuple[str, ...], megatron: bool, per_chunk: int
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for mode in modes:
+        if not megatron or mode != "full":
+            out.append({"recompute": mode, **_NO_KNOBS})
+        if not megatron:
+            continue
+        if mode == "selective":
+            cheap = ["core_attn", "layernorm"]
+            heavy = []
+            if model.num_moe_layers:
+                cheap.append("moe_act")
+                if model.moe is not None and model.moe.num_shared_experts:
+                    heavy.append("shared_experts")
+            if model.mla is not None:
+                cheap.append("mla_up_proj")
+            if model.num_dense_layers:
+                heavy.append("mlp")
+            for modules in (cheap, cheap + heavy):
+                update = {**_NO_KNOBS, "recompute": mode, "recompute_modules": tuple(modules)}
+                if update not in out:
+                    out.append(update)
+        elif mode == "full":
+            for k in (per_chunk // 2,):
+                if 1 <= k < per_chunk:
+                    out.append(
+                        {
+                            "recompute": mode,
+                            "recompute_method": "block",
+                            "recompute_num_layers": k,
+                            "recompute_modules": None,
+                        }
+                    )
+            out.append({"recompute": mode, **_NO_KNOBS})  # every layer: the most recompute
+    return out
+
+
 def legal_shapes(
     model: ModelSpec,
     cluster: Cluster,
@@ -264,14 +345,14 @@ def legal_shapes(
     space: SearchSpace,
     deadline: float | None = None,
 ) -> tuple[list[Layout], Counter[str]]:
-    """Every legal base with every recompute and ZeRO choice (canonical order) that the space's
-    framework runs."""
+    """Every legal base with every recompute choice (recompute_choices) and ZeRO choice
+    (canonical order) that the space's framework runs."""
     bases, rejected = legal_bases(model, cluster, workload, space, deadline)
     shapes = []
     for base in bases:
-        for recompute in space.recompute:
+        for choice in recompute_choices(model, workload, space, base):
             for zero, shard in sharding_variants(space, base):
-                update = {"recompute": recompute, "zero_stage": zero, "dp_shard": shard}
+                update = {**choice, "zero_stage": zero, "dp_shard": shard}
                 shape = base.model_copy(update=update)
                 problems = framework_violations(model, space, shape)
                 if problems:
@@ -452,6 +533,7 @@ def enumerate_layouts(
 def simplicity_rank(layout: Layout) -> tuple[int, ...]:
     """Tie-break toward simpler plans: fewer stages, less TP/CP/EP, no interleaving, less state."""
     recompute = ("none", "selective", "full").index(layout.recompute)
+    modules = 0 if layout.recompute_modules is None else len(layout.recompute_modules)
     return (
         layout.pp,
         layout.tp,
@@ -459,6 +541,8 @@ def simplicity_rank(layout: Layout) -> tuple[int, ...]:
         layout.ep,
         layout.vp,
         recompute,
+        modules,
+        layout.recompute_num_layers or 0,
         layout.zero_stage,
         -layout.micro_batch,
         ALL_ORDERS.index(layout.order),

@@ -24,6 +24,9 @@ def _key(lo: Layout) -> tuple:
         lo.vp,
         lo.micro_batch,
         lo.recompute,
+        lo.recompute_modules,
+        lo.recompute_method,
+        lo.recompute_num_layers,
         lo.zero_stage,
         lo.sequence_parallel,
     )

@@ -48,6 +48,8 @@ from .candidates import (
     largest_fitting,
     legal_bases_batched,
     reason_key,
+    recompute_chain_heads,
+    recompute_choices,
     sharding_variants,
 )
 from .exhaustive import usable_memory_gib, within
@@ -94,7 +96,7 @@ class Entry(NamedTuple):
     bound_q: int  # lower bound, time quanta (per sequence with a batch range)
     kind: Kind
     base: int  # index into the legal bases
-    recompute: int  # index into SearchSpace.recompute
+    recompute: int  # index into the base's candidates.recompute_choices
     zero: int = -1  # index into the base's (ZeRO, dp_shard) variants (-1: all, shape kinds)
     order: int = -1  # index into the base's distinct orders (-1: every order, shape kinds)
 
@@ -182,6 +184,9 @@ class BranchAndBound:
         for b, base in enumerate(self.bases):
             self._check_hard(b)
             self.base_orders.append(self.orders.orders(base))
+        # Recompute settings tried per base (Layout updates; candidates.recompute_choices).
+        self.choices = [recompute_choices(model, workload, space, b) for b in self.bases]
+        self.queued: set[tuple[int, int]] = set()  # (base, choice) successors already queued
         # (ZeRO stage, dp_shard) pairs per base: the space's ZeRO stages, and HSDP shard sizes
         # for a framework that has HSDP (candidates.sharding_variants).
         # A (ZeRO, dp_shard) the framework cannot run on a base is rejected here, once per
@@ -193,7 +198,7 @@ class BranchAndBound:
                 lo = base.model_copy(update={"zero_stage": zero, "dp_shard": shard})
                 problems = framework_violations(model, space, lo)
                 if problems:
-                    n = len(space.recompute) * len(self.base_orders[b])
+                    n = len(self.choices[b]) * len(self.base_orders[b])
                     self.table.rejected[reason_key(problems[0])] += n
                 else:
                     kept.append((zero, shard))
@@ -216,21 +221,19 @@ class BranchAndBound:
             raise DeadlinePassed()
 
     def run(self, *, prune: bool, deadline: float | None) -> CandidateTable:
-        table, space = self.table, self.space
-        for b, base in enumerate(self.bases):
+        table = self.table
+        for b in range(len(self.bases)):
             if self.hard is not None and b % 64 == 0 and time.perf_counter() > self.hard:
                 return CandidateTable(timed_out=True)  # nothing scored in the limit + margin
-            per_base = len(space.recompute) * len(self.variants[b])
+            per_base = len(self.choices[b]) * len(self.variants[b])
             if not self.base_orders[b]:
                 table.rejected[NO_ORDER] += per_base
                 continue
-            b0 = self.batches[b][0]
-            for ri, recompute in enumerate(space.recompute):
-                if self._any_split(base):
-                    lb = self.parts.free_step_s(base.model_copy(update={"recompute": recompute}))
-                else:
-                    lb = self.bound_at(b0).step_s(base, recompute)
-                self.heap.append(Entry(self._quanta(lb, b0), Kind.SHAPE, b, ri))
+            # Only the first choice of each recompute mode is queued now; the next one of the
+            # same mode recomputes more (candidates.recompute_choices), so its bound is no
+            # lower, and it is queued when this one is first popped (_shape).
+            for ri in recompute_chain_heads(self.choices[b]):
+                self.heap.append(Entry(self._choice_bound_q(b, ri), Kind.SHAPE, b, ri))
             table.num_legal += len(self.base_orders[b]) * per_base
         table.num_candidates = table.num_legal + sum(table.rejected.values())
         heapq.heapify(self.heap)
@@ -270,13 +273,28 @@ class BranchAndBound:
             table.smallest = estimate(self.model, self.cluster, work, peak_layout)  # message
         return table
 
+    def _choice_bound_q(self, b: int, ri: int) -> int:
+        """SHAPE bound of base b with its recompute choice ri (compute only, every placement)."""
+        base, choice, b0 = self.bases[b], self.choices[b][ri], self.batches[b][0]
+        if self._any_split(base):
+            return self._quanta(self.parts.free_step_s(base.model_copy(update=choice)), b0)
+        return self._quanta(self.bound_at(b0).step_s(base, choice), b0)
+
     # ----------------------------------------------------------------------- one per node kind
 
     def _shape(self, e: Entry) -> None:
         """SHAPE: tighten the bound to the shape's best placement's before paying for the
         memory check; re-queue it if that moved it back, else check memory now."""
         b, ri = e.base, e.recompute
-        shape = self.bases[b].model_copy(update={"recompute": self.space.recompute[ri]})
+        choices, nxt = self.choices[b], ri + 1
+        if (
+            nxt < len(choices)
+            and choices[nxt]["recompute"] == choices[ri]["recompute"]
+            and (b, nxt) not in self.queued
+        ):
+            self.queued.add((b, nxt))
+            self._push(Entry(max(e.bound_q, self._choice_bound_q(b, nxt)), Kind.SHAPE, b, nxt))
+        shape = self.bases[b].model_copy(update=choices[ri])
         spans = self.base_spans.get(b)
         if spans is None:
             spans = self.base_spans[b] = [self.orders.spans(shape, o) for o in self.base_orders[b]]
@@ -295,9 +313,8 @@ class BranchAndBound:
         b, ri = e.base, e.recompute
         batches = self.batches[b]
         for zi, (zero, shard) in enumerate(self.variants[b]):
-            shape = self.bases[b].model_copy(
-                update={"recompute": self.space.recompute[ri], "zero_stage": zero, "dp_shard": shard}
-            )
+            update = {**self.choices[b][ri], "zero_stage": zero, "dp_shard": shard}
+            shape = self.bases[b].model_copy(update=update)
             chosen, last, peaks = self._largest_fitting(shape, batches)
             pending = None
             if chosen is None and self._any_split(shape):

@@ -162,11 +162,12 @@ def test_op_level_selective_recompute_by_hand():
     from cost_models.memory import layer_activation_bytes
 
     # h 4096, 32 heads of 128, 8 KV heads, ffn 14336, tp 1, 4096 tokens. Saved per token:
-    # input 4096 + q 4096 + v 1024 + SDPA out 4096 + w1 14336 + w2 4096 = 31744 elements.
+    # input 4096 + q 4096 + v 1024 + SDPA out 4096 + w1 14336 + w2 4096 = 31744 bf16 elements,
+    # plus SDPA's fp32 log-sum-exp, one per head (32 x 4 B).
     model, lo = dense_model(), layout(dp=8, recompute="selective")
     op = workload(selective_recompute="every_other_matmul")
     got = layer_activation_bytes(model, op, lo, is_moe=False, recompute="selective")
-    assert got == pytest.approx(4096 * 31744 * 2)
+    assert got == pytest.approx(4096 * (31744 * 2 + 32 * 4))
     # Recomputed: wk [t,4096]x[4096,1024], wo [t,4096]x[4096,4096], w3 [t,4096]x[4096,14336].
     shapes = [(g.n, g.k) for g in recomputed_matmuls(model, 4096, 1)]
     assert shapes == [(1024, 4096), (4096, 4096), (14336, 4096)]

@@ -476,3 +476,33 @@ def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
     assert [c.count("t") for c in layout.split("|")] == [6, 9, 10, 7]
     with pytest.raises(InvalidInput, match="pipeline_parallel_layers_per_stage"):
         result.to_torchtitan()
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"recompute": "selective"}, ["--recompute-granularity", "selective"]),
+        (
+            {"recompute": "selective", "recompute_modules": ("core_attn", "layernorm", "mlp")},
+            ["--recompute-granularity", "selective"]
+            + ["--recompute-modules", "core_attn", "layernorm", "mlp"],
+        ),
+        (
+            {"recompute": "full"},
+            ["--recompute-granularity", "full", "--recompute-method", "uniform"]
+            + ["--recompute-num-layers", "1"],
+        ),
+        (
+            {"recompute": "full", "recompute_method": "block", "recompute_num_layers": 2},
+            ["--recompute-granularity", "full", "--recompute-method", "block"]
+            + ["--recompute-num-layers", "2"],
+        ),
+    ],
+)
+def test_megatron_recompute_flags(fields, expected) -> None:
+    lo = Layout(tp=2, pp=2, dp=2, sequence_parallel=True, **fields)
+    result = result_for(f.dense_model(), f.cluster(8), f.workload(global_batch=16), lo)
+    args = result.to_megatron_args()
+    start = args.index("--recompute-granularity")
+    assert args[start : start + len(expected)] == expected
+    assert {a for a in expected if a.startswith("--")} <= MEGATRON_FLAGS

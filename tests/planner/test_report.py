@@ -183,6 +183,11 @@ def test_warnings_tp_off_nvlink_bubble_headroom_and_gap():
     assert any("memory headroom 3.8%" in w for w in findings.plan_warnings(result.cluster, tight))
     roomy = result.best.model_copy(update={"peak_memory_gib": 70.0})
     assert not any("headroom" in w for w in findings.plan_warnings(result.cluster, roomy))
+    # Megatron accounting: no measured run covers it, so the plan says its memory is unvalidated.
+    assert not roomy.memory_validated
+    assert any("not validated" in w for w in findings.plan_warnings(result.cluster, roomy))
+    checked = roomy.model_copy(update={"memory_validated": True})
+    assert not any("not validated" in w for w in findings.plan_warnings(result.cluster, checked))
     stopped = result.model_copy(
         update={"solver": SolveStats(**{**result.solver.model_dump(), "status": "STOPPED",
                                         "gap": 0.03})}

@@ -17,14 +17,31 @@ class NoFeasiblePlan(PlannerError):
     """No layout fits; the message says why (exit 1)."""
 
 
-def describe_validation_error(err: ValidationError, where: str = "") -> str:
-    """One line per pydantic error: `<where>: field.path: rule`, without pydantic's URLs."""
+def describe_validation_error(
+    err: ValidationError, where: str = "", rename: dict[str, str] | None = None
+) -> str:
+    """`<where>: field.path: rule; ...` on one line, without pydantic's URLs. `rename` maps a
+    field path to the name the user wrote (a Hugging Face config key)."""
     parts = []
-    for e in err.errors(include_url=False):
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+    errors = err.errors(include_url=False)
+    for e in errors[:MAX_FIELD_ERRORS]:
+        loc = ".".join(_short(p) for p in e["loc"]) or "(top level)"
+        loc = (rename or {}).get(loc, loc)  # e.g. a Hugging Face key for our field
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling)"
         parts.append(f"{loc}: {msg}")
+    if len(errors) > MAX_FIELD_ERRORS:
+        parts.append(f"and {len(errors) - MAX_FIELD_ERRORS} more")
     prefix = f"{where}: " if where else ""
-    return prefix + "; ".join(parts)
+    # One line always: a user's key may hold a newline, a rule's text may too.
+    return " ".join((prefix + "; ".join(parts)).split())
+
+
+MAX_FIELD_ERRORS = 8
+"""Field errors listed in one message (the rest are counted): the line stays readable."""
+
+
+def _short(part: object) -> str:
+    text = str(part)
+    return text if len(text) <= 60 else repr(text[:57] + "...")

@@ -29,6 +29,30 @@ class Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class InputSpec(Spec):
+    """A spec read from user input: NaN and +-inf are refused in every float field, so neither the
+    cost model nor the search ever does arithmetic on them (issue 19)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+# Largest values the product supports (README.md#reliability): beyond them the search's integer
+# scaling and the cost model's sizes are not exercised; every message states the limit.
+MAX_GPUS = 1_048_576  # 2**20 GPUs in one cluster / one parallel degree
+MAX_LAYERS = 10_000
+MAX_WIDTH = 1_048_576  # hidden, FFN, expert FFN, head dims, MLA ranks
+MAX_HEADS = 65_536  # attention / KV heads, experts
+MAX_VOCAB = 16_777_216
+MAX_TOKENS = 16_777_216  # sequence length, position table, global batch (sequences)
+MAX_GB_PER_S = 1e6  # bandwidths (1 PB/s); the smallest is MIN_GB_PER_S
+MIN_GB_PER_S = 1e-3
+MAX_TFLOPS = 1e6
+MAX_GIB = 1e6
+MAX_LATENCY_US = 1e7  # 10 s per message
+MIN_EFFICIENCY = 0.01
+MAX_OVERSUBSCRIPTION = 1_000.0
+
+
 class Axis(StrEnum):
     """Parallel axes: "axis" is a parallel dimension, "dim" only ever a tensor dimension."""
 
@@ -62,16 +86,21 @@ link between data centres."""
 # ----------------------------------------------------------------------------------------- model
 
 
-class MoESpec(Spec):
+class MoESpec(InputSpec):
     """Mixture-of-experts block shape (Mixtral, DeepSeek-V3, Qwen3-MoE, gpt-oss)."""
 
-    num_experts: PositiveInt = Field(description="routed experts per MoE layer")
-    top_k: PositiveInt = Field(description="routed experts each token visits")
-    expert_ffn_hidden_size: PositiveInt
-    num_shared_experts: NonNegativeInt = Field(0, description="always-on experts per MoE layer")
-    first_k_dense_layers: NonNegativeInt = Field(0, description="leading layers with a dense MLP")
+    num_experts: PositiveInt = Field(le=MAX_HEADS, description="routed experts per MoE layer")
+    top_k: PositiveInt = Field(le=MAX_HEADS, description="routed experts each token visits")
+    expert_ffn_hidden_size: PositiveInt = Field(le=MAX_WIDTH)
+    num_shared_experts: NonNegativeInt = Field(
+        0, le=MAX_HEADS, description="always-on experts per MoE layer"
+    )
+    first_k_dense_layers: NonNegativeInt = Field(
+        0, le=MAX_LAYERS, description="leading layers with a dense MLP"
+    )
     max_nodes_per_token: PositiveInt | None = Field(
         None,
+        le=MAX_GPUS,
         description="node-limited routing: each token's experts lie on at most this many nodes "
         "(DeepSeek-V3 report arXiv 2412.19437 sec. 2.1.2: M = 4); null: unrestricted",
     )
@@ -83,37 +112,47 @@ class MoESpec(Spec):
         return self
 
 
-class MLASpec(Spec):
+class MLASpec(InputSpec):
     """Multi-head latent attention dims; defaults are DeepSeek-V3's HF config.json values."""
 
-    q_lora_rank: PositiveInt | None = Field(1536, description="null: direct Q projection")
-    kv_lora_rank: PositiveInt = 512
-    qk_nope_head_dim: PositiveInt = 128
-    qk_rope_head_dim: PositiveInt = 64
-    v_head_dim: PositiveInt = 128
+    q_lora_rank: PositiveInt | None = Field(
+        1536, le=MAX_WIDTH, description="null: direct Q projection"
+    )
+    kv_lora_rank: PositiveInt = Field(512, le=MAX_WIDTH)
+    qk_nope_head_dim: PositiveInt = Field(128, le=MAX_WIDTH)
+    qk_rope_head_dim: PositiveInt = Field(64, le=MAX_WIDTH)
+    v_head_dim: PositiveInt = Field(128, le=MAX_WIDTH)
 
 
-class ModelSpec(Spec):
+class ModelSpec(InputSpec):
     """The network being trained: shapes only (sequence length and batch belong to Workload)."""
 
-    name: str
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    ffn_hidden_size: PositiveInt | None = Field(description="dense MLP width; null if all MoE")
-    num_attention_heads: PositiveInt
-    num_kv_heads: PositiveInt | None = Field(None, description="null: same as attention heads")
-    head_dim: PositiveInt | None = Field(None, description="null: hidden_size / heads")
-    vocab_size: PositiveInt | None = Field(description="null: unknown, embeddings not counted")
+    name: str = Field(max_length=200)
+    num_layers: PositiveInt = Field(le=MAX_LAYERS)
+    hidden_size: PositiveInt = Field(le=MAX_WIDTH)
+    ffn_hidden_size: PositiveInt | None = Field(
+        le=MAX_WIDTH, description="dense MLP width; null if all MoE"
+    )
+    num_attention_heads: PositiveInt = Field(le=MAX_HEADS)
+    num_kv_heads: PositiveInt | None = Field(
+        None, le=MAX_HEADS, description="null: same as attention heads"
+    )
+    head_dim: PositiveInt | None = Field(None, le=MAX_WIDTH, description="null: hidden_size / heads")
+    vocab_size: PositiveInt | None = Field(
+        le=MAX_VOCAB, description="null: unknown, embeddings not counted"
+    )
     gated_mlp: bool = Field(True, description="SwiGLU-style MLP with three matrices")
     mla: MLASpec | None = Field(None, description="multi-head latent attention; true = V3 dims")
     moe: MoESpec | None = None
     tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
     max_position_embeddings: PositiveInt | None = Field(
-        None, description="rows of a learned absolute position table (GPT-2/3); null: rotary/ALiBi"
+        None, le=MAX_TOKENS, description="rows of a learned absolute position table (GPT-2/3); null: rotary/ALiBi"
     )
-    seq_len: PositiveInt | None = Field(None, description="default training sequence length")
+    seq_len: PositiveInt | None = Field(
+        None, le=MAX_TOKENS, description="default training sequence length"
+    )
     published_params_b: PositiveFloat | None = Field(
-        None, description="total parameters stated by the source, in billions"
+        None, le=1e7, description="total parameters stated by the source, in billions"
     )
     hidden_dropout: bool = Field(
         False,
@@ -176,44 +215,58 @@ class ModelSpec(Spec):
 # ------------------------------------------------------------------------------------ hardware
 
 
-class GpuSpec(Spec):
+class GpuSpec(InputSpec):
     """One accelerator: datasheet peaks (achieved efficiencies live in cost_models.calibration)."""
 
     id: str
     name: str
     generation: Generation = Field(description="selects the calibration constants")
-    peak_bf16_tflops: PositiveFloat = Field(description="dense (no sparsity) bf16 peak")
-    peak_fp8_tflops: PositiveFloat | None = Field(description="dense fp8 peak; null: no fp8")
-    hbm_gib: PositiveFloat
-    hbm_bandwidth_gb_per_s: PositiveFloat
-    nvlink_gb_per_s: PositiveFloat = Field(description="per GPU, one direction")
-    nvlink_domain_size: PositiveInt = Field(description="GPUs in the NVLink domain of its system")
+    peak_bf16_tflops: PositiveFloat = Field(
+        le=MAX_TFLOPS, description="dense (no sparsity) bf16 peak"
+    )
+    peak_fp8_tflops: PositiveFloat | None = Field(
+        le=MAX_TFLOPS, description="dense fp8 peak; null: no fp8"
+    )
+    hbm_gib: PositiveFloat = Field(le=MAX_GIB)
+    hbm_bandwidth_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S)
+    nvlink_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S, description="per GPU, one direction")
+    nvlink_domain_size: PositiveInt = Field(
+        le=MAX_GPUS, description="GPUs in the NVLink domain of its system"
+    )
     source: str = ""
 
 
-class LinkTier(Spec):
+class LinkTier(InputSpec):
     """One level of the interconnect, innermost first: the NVLink domain, then scale-out tiers."""
 
     name: str
     domain_size: PositiveInt | None = Field(
-        description="GPUs reachable inside one group of this tier; null: the whole cluster"
+        le=MAX_GPUS,
+        description="GPUs reachable inside one group of this tier; null: the whole cluster",
     )
-    bandwidth_gb_per_s: PositiveFloat = Field(description="per GPU, one direction, 1e9 bytes/s")
-    latency_us: NonNegativeFloat = Field(description="per-message latency (alpha)")
-    efficiency: float = Field(0.8, gt=0, le=1, description="achievable bus bandwidth fraction")
+    bandwidth_gb_per_s: float = Field(
+        ge=MIN_GB_PER_S, le=MAX_GB_PER_S, description="per GPU, one direction, 1e9 bytes/s"
+    )
+    latency_us: NonNegativeFloat = Field(
+        le=MAX_LATENCY_US, description="per-message latency (alpha)"
+    )
+    efficiency: float = Field(
+        0.8, ge=MIN_EFFICIENCY, le=1, description="achievable bus bandwidth fraction"
+    )
     oversubscription: float = Field(
-        1.0, ge=1, description="bandwidth divisor for traffic through this tier (4 = 4:1 taper)"
+        1.0, ge=1, le=MAX_OVERSUBSCRIPTION, description="bandwidth divisor for traffic through this tier (4 = 4:1 taper)"
     )
     kind: TierKind = Field(
         "switch", description="link type; selects the traffic-pattern rules in cost_models.comm"
     )
     rails: PositiveInt = Field(
         1,
+        le=1024,
         description="separate rails/planes a node's NICs attach to (rail-optimized, multi-plane);"
         " traffic to a peer on another rail is forwarded over NVLink first",
     )
     dim_size: PositiveInt | None = Field(
-        None, description="torus tiers: ring length of this dimension (wrap-around link)"
+        None, le=MAX_GPUS, description="torus tiers: ring length of this dimension (wrap-around link)"
     )
     nvls: bool = Field(
         False,
@@ -235,7 +288,7 @@ class LinkTier(Spec):
 # .calibration_for_cluster. Link-tier fits go into the tiers' own efficiency / latency_us.
 
 
-class CalibrationValues(Spec):
+class CalibrationValues(InputSpec):
     """Per-cluster overrides of the generation's constants (cost_models.calibration); null keeps
     the generation default. Fractions are of the datasheet peaks in the cluster's GpuSpec."""
 
@@ -251,7 +304,7 @@ class CalibrationValues(Spec):
     kernel_overhead_s: NonNegativeFloat | None = None
 
 
-class FitRecord(Spec):
+class FitRecord(InputSpec):
     """Where one calibrated constant came from: the measurement, the fit and how well it fits."""
 
     constant: str = Field(description="e.g. gemm_efficiency_bf16, tiers.ib.efficiency")
@@ -265,7 +318,7 @@ class FitRecord(Spec):
     note: str = ""
 
 
-class ClusterCalibration(Spec):
+class ClusterCalibration(InputSpec):
     """The calibration block of a cluster file: constant overrides plus their provenance."""
 
     values: CalibrationValues = CalibrationValues()
@@ -273,14 +326,14 @@ class ClusterCalibration(Spec):
     date: str = ""
 
 
-class Cluster(Spec):
+class Cluster(InputSpec):
     """A sized cluster: the GPU, the node, and the link tiers from the NVLink domain outwards."""
 
     name: str
     gpu: GpuSpec
-    gpus_per_node: PositiveInt
-    num_gpus: PositiveInt
-    tiers: tuple[LinkTier, ...] = Field(min_length=1)
+    gpus_per_node: PositiveInt = Field(le=MAX_GPUS)
+    num_gpus: PositiveInt = Field(le=MAX_GPUS)
+    tiers: tuple[LinkTier, ...] = Field(min_length=1, max_length=16)
     source: str = ""
     calibration: ClusterCalibration | None = Field(
         None, description="measured overrides (planner calibrate); null: generation defaults"
@@ -312,11 +365,11 @@ class Cluster(Spec):
 # ------------------------------------------------------------------------------- workload/layout
 
 
-class Workload(Spec):
+class Workload(InputSpec):
     """What is trained per step: sequence length, global batch in sequences, precision."""
 
-    seq_len: PositiveInt
-    global_batch_seqs: PositiveInt
+    seq_len: PositiveInt = Field(le=MAX_TOKENS)
+    global_batch_seqs: PositiveInt = Field(le=MAX_TOKENS)
     precision: Precision = "bf16"
     cross_entropy: Literal["fused", "eager_fp32"] = Field(
         "fused",
@@ -383,17 +436,21 @@ MoEDispatcher = Literal["alltoall", "deepep"]
 PipelineSchedule = Literal["1f1b", "dualpipe"]
 
 
-class Layout(Spec):
+class Layout(InputSpec):
     """One parallel layout. EP is carved from TP x DP x CP (Megatron MoE folding), not a factor."""
 
-    tp: PositiveInt = 1
-    pp: PositiveInt = 1
-    dp: PositiveInt = 1
-    cp: PositiveInt = 1
-    ep: PositiveInt = Field(1, description="expert parallel degree; etp*ep divides tp*dp*cp")
-    etp: PositiveInt = Field(1, description="expert tensor parallel degree, divides tp")
-    vp: PositiveInt = Field(1, description="virtual (interleaved) stages per pipeline rank")
-    micro_batch: PositiveInt = 1
+    tp: PositiveInt = Field(1, le=MAX_GPUS)
+    pp: PositiveInt = Field(1, le=MAX_GPUS)
+    dp: PositiveInt = Field(1, le=MAX_GPUS)
+    cp: PositiveInt = Field(1, le=MAX_GPUS)
+    ep: PositiveInt = Field(
+        1, le=MAX_GPUS, description="expert parallel degree; etp*ep divides tp*dp*cp"
+    )
+    etp: PositiveInt = Field(1, le=MAX_GPUS, description="expert tensor parallel degree, divides tp")
+    vp: PositiveInt = Field(
+        1, le=MAX_LAYERS, description="virtual (interleaved) stages per pipeline rank"
+    )
+    micro_batch: PositiveInt = Field(1, le=MAX_TOKENS)
     recompute: Recompute = "none"
     zero_stage: Literal[0, 1, 2, 3] = 1
     sequence_parallel: bool = False

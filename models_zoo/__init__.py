@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Cluster, GpuSpec, ModelSpec
 
 from .hf import is_hf_config, model_from_hf_config
+from .inputs import read_data_file
 
 __all__ = [
     "list_presets",
@@ -46,27 +46,6 @@ def published_run_settings() -> dict[str, dict[str, Any]]:
     settings the published records state only in prose; planner/validate.py)."""
     entries = read_data_file(_ROOT / "published_run_settings.yaml") or []
     return {str(e["id"]): dict(e["settings"]) for e in entries}
-
-
-def read_data_file(path: Path) -> Any:
-    """Parse a YAML or JSON file, turning syntax errors into one InvalidInput line."""
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise InvalidInput(f"{path}: cannot read file ({err.strerror})") from None
-    try:
-        if path.suffix == ".json":
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except json.JSONDecodeError as err:
-        raise InvalidInput(
-            f"{path}: malformed JSON at line {err.lineno} column {err.colno}: {err.msg}"
-        ) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise InvalidInput(f"{path}: malformed YAML{at}: {problem}") from None
 
 
 def _resolve(kind: str, name: str) -> Path:

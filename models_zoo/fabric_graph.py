@@ -14,11 +14,20 @@ level-(L-1) domain towards level L (a 4:1 leaf has four times more down- than up
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import networkx as nx
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from cost_models.errors import InvalidInput
+from cost_models.errors import InvalidInput, describe_validation_error
+from cost_models.specs import MAX_GB_PER_S, MAX_GPUS, MAX_LATENCY_US, MIN_GB_PER_S, TierKind
 
 DEFAULT_EFFICIENCY = {"nvlink": 0.8}
 SCALE_OUT_EFFICIENCY = 0.9  # busbw / line rate on IB/RoCE (see the dgx-h100 preset's source)
@@ -89,9 +98,86 @@ def tiers_from_graph(graph: nx.Graph, where: str = "graph") -> list[dict[str, An
     return tiers
 
 
+NodeId = Annotated[str | int, Field(union_mode="left_to_right")]
+MAX_GRAPH_NODES = 2 * MAX_GPUS
+MAX_LEVEL = 16
+
+
+class GraphNode(BaseModel):
+    """One node of the node-link data: a GPU, or a switch with its level."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    id: NodeId
+    type: Literal["gpu", "switch"]
+    level: int | None = Field(None, ge=0, le=MAX_LEVEL, description="switches only")
+    kind: TierKind | None = None
+    latency_us: float | None = Field(None, ge=0, le=MAX_LATENCY_US)
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _switch_has_level(self) -> GraphNode:
+        if self.type == "switch" and self.level is None:
+            raise ValueError("a switch needs an integer level (0 = NVSwitch, 1 = leaf, ...)")
+        if self.type == "gpu" and (self.level, self.kind, self.latency_us) != (None,) * 3:
+            raise ValueError("level, kind and latency_us belong to switches, not GPUs")
+        return self
+
+
+class GraphEdge(BaseModel):
+    """One link, its bandwidth in GB/s per direction."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    source: NodeId
+    target: NodeId
+    gb_per_s: float = Field(ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
+
+    @field_validator("gb_per_s", mode="before")
+    @classmethod
+    def _int_is_a_number(cls, v: Any) -> Any:
+        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+class FabricGraph(BaseModel):
+    """networkx node-link data (nx.node_link_data(G, edges="edges")) of an undirected graph."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    directed: Literal[False] = False
+    multigraph: Literal[False] = False
+    graph: dict[str, Any] = Field(default_factory=dict)
+    nodes: list[GraphNode] = Field(min_length=2, max_length=MAX_GRAPH_NODES)
+    edges: list[GraphEdge] = Field(min_length=1, max_length=8 * MAX_GRAPH_NODES)
+
+
 def graph_from_data(data: Any, where: str) -> nx.Graph:
-    """A graph from node-link data ({nodes: [{id, ...}], edges: [{source, target, ...}]})."""
+    """A graph from node-link data ({nodes: [{id, ...}], edges: [{source, target, ...}]}),
+    checked by FabricGraph first (InvalidInput naming the node or edge and the rule)."""
+    where = f"{where}: graph"
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{where}: expected node-link data (a mapping), got {type(data).__name__}")
     try:
-        return nx.node_link_graph(data, edges="edges")
-    except (KeyError, TypeError, nx.NetworkXError) as err:
-        raise InvalidInput(f"{where}: graph is not node-link data ({err})") from None
+        spec = FabricGraph.model_validate(data)
+    except ValidationError as err:
+        raise InvalidInput(describe_validation_error(err, where)) from None
+    # Ids are compared (sorted) below: one type for all, as text ("3" and 3 are one node).
+    ids = [str(n.id) for n in spec.nodes]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise InvalidInput(f"{where}: nodes: id {dup!r} appears more than once")
+    known = set(ids)
+    graph = nx.Graph()
+    for nid, node in zip(ids, spec.nodes, strict=True):
+        graph.add_node(nid, **node.model_dump(exclude={"id"}, exclude_none=True))
+    for i, edge in enumerate(spec.edges):
+        a, b = str(edge.source), str(edge.target)
+        for end in (a, b):
+            if end not in known:
+                raise InvalidInput(f"{where}: edges.{i}: node {end!r} is not in nodes")
+        if a == b:
+            raise InvalidInput(f"{where}: edges.{i}: a link from {a!r} to itself")
+        if graph.has_edge(a, b):
+            raise InvalidInput(f"{where}: edges.{i}: a second link between {a!r} and {b!r}")
+        graph.add_edge(a, b, gb_per_s=edge.gb_per_s)
+    return graph

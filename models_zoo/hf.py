@@ -96,12 +96,20 @@ def _model_name(data: dict[str, Any], where: str) -> str:
     return path.stem or "hf-model"
 
 
+def _model_type(data: dict[str, Any], where: str) -> str | None:
+    """The config's model_type: a string or absent (issue 19: a list or mapping is bad input)."""
+    value = data.get("model_type")
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput(f"{where}: model_type: must be a string (got {type(value).__name__})")
+    return value
+
+
 def _architecture(data: dict[str, Any], where: str) -> tuple[Architecture, dict[str, Any]]:
     """The table entry for the config's model_type and the dict that holds the language model."""
-    model_type = data.get("model_type")
+    model_type = _model_type(data, where)
     if model_type in MULTIMODAL_WRAPPERS and isinstance(data.get("text_config"), dict):
         text = {"_name_or_path": data.get("_name_or_path"), **data["text_config"]}
-        model_type = text.get("model_type") or MULTIMODAL_WRAPPERS[model_type]
+        model_type = _model_type(text, f"{where}: text_config") or MULTIMODAL_WRAPPERS[model_type]
         data = text
     supported = ", ".join(sorted(ARCHITECTURES))
     if model_type is None:
@@ -110,7 +118,8 @@ def _architecture(data: dict[str, Any], where: str) -> tuple[Architecture, dict[
             f"(supported model_type: {supported})"
         )
     if model_type not in ARCHITECTURES:
-        arch = ", ".join(data.get("architectures") or []) or "?"
+        archs = data.get("architectures")
+        arch = ", ".join(str(a) for a in archs) if isinstance(archs, list) and archs else "?"
         raise InvalidInput(
             f"{where}: unsupported Hugging Face architecture model_type {model_type!r} ({arch}); "
             f"supported: {supported}"
@@ -173,5 +182,22 @@ def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> Mo
         return ModelSpec.model_validate(fields)
     except ValidationError as err:
         raise InvalidInput(
-            describe_validation_error(err, f"{where} (Hugging Face config)")
+            describe_validation_error(err, f"{where} (Hugging Face config)", HF_KEYS)
         ) from None
+
+
+# ModelSpec field -> the config.json key it was read from (for messages).
+HF_KEYS = {
+    "name": "_name_or_path",
+    "num_layers": "num_hidden_layers",
+    "ffn_hidden_size": "intermediate_size",
+    "num_kv_heads": "num_key_value_heads",
+    "tied_embeddings": "tie_word_embeddings",
+    "moe.num_experts": "n_routed_experts / num_local_experts / num_experts",
+    "moe.top_k": "num_experts_per_tok",
+    "moe.expert_ffn_hidden_size": "moe_intermediate_size",
+    "moe.num_shared_experts": "n_shared_experts",
+    "moe.first_k_dense_layers": "first_k_dense_replace",
+    **{f"mla.{k}": k for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim")},
+    **{f"mla.{k}": k for k in ("qk_rope_head_dim", "v_head_dim")},
+}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -52,6 +53,8 @@ def _positive(cast: type, noun: str) -> Any:
             value = cast(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be {noun} (got {text!r})") from None
+        if not math.isfinite(value):  # float("inf") / float("nan") parse, but are no input
+            raise argparse.ArgumentTypeError(f"must be a finite number (got {text!r})")
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be positive (got {value})")
         return value
@@ -699,9 +702,19 @@ def _add_whatif(sub: Any) -> None:
 
 def _parse_values(text: str) -> list[float]:
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise InvalidInput(f"--values: must be comma-separated numbers (got {text!r})") from None
+    bad = [v for v in values if not math.isfinite(v)]
+    if bad:
+        raise InvalidInput(f"--values: must be finite numbers (got {bad[0]})")
+    if len(values) > MAX_WHATIF_VALUES:
+        raise InvalidInput(f"--values: at most {MAX_WHATIF_VALUES} values (got {len(values)})")
+    return values
+
+
+MAX_WHATIF_VALUES = 32
+"""Each value is one more plan of up to --time-limit seconds."""
 
 
 def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:

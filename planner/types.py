@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -15,9 +15,13 @@ from pydantic import (
 
 from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import (
+    MAX_GPUS,
+    MAX_LAYERS,
+    MAX_TOKENS,
     Axis,
     Cluster,
     Estimate,
+    InputSpec,
     Layout,
     ModelSpec,
     PipelineSchedule,
@@ -34,20 +38,22 @@ MEGATRON_RANK_ORDERS: tuple[tuple[Axis, ...], ...] = (
 )
 
 
-class SearchSpace(Spec):
+class SearchSpace(InputSpec):
     """What the search may choose. A pinned degree fixes that axis; the rest is searched."""
 
-    tp: PositiveInt | None = Field(None, description="pin tensor-parallel degree")
-    pp: PositiveInt | None = Field(None, description="pin pipeline-parallel degree")
-    dp: PositiveInt | None = Field(None, description="pin data-parallel degree")
-    cp: PositiveInt | None = Field(None, description="pin context-parallel degree")
-    ep: PositiveInt | None = Field(None, description="pin expert-parallel degree")
-    max_tp: PositiveInt | None = None
-    max_pp: PositiveInt | None = None
-    max_cp: PositiveInt | None = None
-    max_ep: PositiveInt | None = None
-    micro_batches: tuple[PositiveInt, ...] = Field((1, 2, 4, 8), min_length=1)
-    max_vp: PositiveInt = Field(8, description="largest interleaving (virtual stages) tried")
+    tp: PositiveInt | None = Field(None, le=MAX_GPUS, description="pin tensor-parallel degree")
+    pp: PositiveInt | None = Field(None, le=MAX_GPUS, description="pin pipeline-parallel degree")
+    dp: PositiveInt | None = Field(None, le=MAX_GPUS, description="pin data-parallel degree")
+    cp: PositiveInt | None = Field(None, le=MAX_GPUS, description="pin context-parallel degree")
+    ep: PositiveInt | None = Field(None, le=MAX_GPUS, description="pin expert-parallel degree")
+    max_tp: PositiveInt | None = Field(None, le=MAX_GPUS)
+    max_pp: PositiveInt | None = Field(None, le=MAX_GPUS)
+    max_cp: PositiveInt | None = Field(None, le=MAX_GPUS)
+    max_ep: PositiveInt | None = Field(None, le=MAX_GPUS)
+    micro_batches: tuple[Annotated[int, Field(gt=0, le=MAX_TOKENS)], ...] = Field(
+        (1, 2, 4, 8), min_length=1, max_length=64
+    )
+    max_vp: PositiveInt = Field(8, le=MAX_LAYERS, description="largest interleaving (virtual stages) tried")
     recompute: tuple[Recompute, ...] = Field(("none", "selective", "full"), min_length=1)
     zero_stages: tuple[Literal[0, 1, 2, 3], ...] = Field((0, 1, 2, 3), min_length=1)
     recompute_granularity: bool = Field(
@@ -142,6 +148,8 @@ class SearchSpace(Spec):
                 raise ValueError(f"MIN ({lo}) must be at least 1")
             if lo > hi:
                 raise ValueError(f"MIN ({lo}) must not exceed MAX ({hi})")
+            if hi > MAX_TOKENS:
+                raise ValueError(f"MAX ({hi}) must be at most {MAX_TOKENS:,} sequences")
         return v
 
     @property
@@ -154,7 +162,7 @@ class SearchSpace(Spec):
         return "step_time_s" if self.global_batch_range is None else "s_per_sequence"
 
 
-class SolverOptions(Spec):
+class SolverOptions(InputSpec):
     """How the search runs."""
 
     engine: Literal["branch-and-bound", "exhaustive"] = Field(
@@ -162,7 +170,7 @@ class SolverOptions(Spec):
         description="branch-and-bound (default; 'cp-sat', its old name, is accepted) or the "
         "exhaustive oracle",
     )
-    top_k: PositiveInt = Field(5, description="ranked plans returned")
+    top_k: PositiveInt = Field(5, le=10_000, description="ranked plans returned")
     top_variants: bool = Field(
         False,
         description="rank every plan (near variants of the best: other ZeRO stages and rank "
@@ -175,10 +183,10 @@ class SolverOptions(Spec):
         description="among plans within this fraction of the fastest, recommend the simplest "
         "(fewer parallel axes, no interleaving, no CP, lower ZeRO); 0: always the fastest",
     )
-    time_limit_s: PositiveFloat = 60.0
+    time_limit_s: PositiveFloat = Field(60.0, le=1e6, description="seconds, whole search")
     deterministic: bool = True
-    seed: NonNegativeInt = 0
-    num_workers: PositiveInt = 8
+    seed: NonNegativeInt = Field(0, le=2**31 - 1, description="CP-SAT random_seed (an int32)")
+    num_workers: PositiveInt = Field(8, le=1024)
 
     @field_validator("engine", mode="before")
     @classmethod

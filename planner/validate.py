@@ -14,9 +14,9 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
@@ -27,7 +27,18 @@ from cost_models import estimate
 from cost_models.errors import InvalidInput, PlannerError, describe_validation_error
 from cost_models.framework import PHYSICS_FIELDS, record_profile
 from cost_models.params import total_params
-from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+from cost_models.specs import (
+    MAX_GPUS,
+    MAX_LAYERS,
+    MAX_TOKENS,
+    Cluster,
+    Estimate,
+    Layout,
+    ModelSpec,
+    Precision,
+    Recompute,
+    Workload,
+)
 
 # Null layout fields in a record take these values (what Megatron-LM does when the flag is absent,
 # except zero_stage: NeMo / Megatron-Bridge recipes turn the distributed optimizer on).
@@ -247,23 +258,96 @@ def record_inputs(
     return model, record_cluster(record, cluster), workload, layout
 
 
+# ------------------------------------------------------------------------- record schema
+# The fields of ../shared/data/published_runs.yaml (its header documents them). A record is
+# checked against RunRecord before anything reads it; a record that breaks it is reported with
+# its reason and the others are still scored (issue 19: loss-free validate).
+
+Framework = Literal[
+    "megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "llm-foundry", "other"
+]
+"""published_runs.yaml header: the training software that produced the run (the keys of
+cost_models.framework.RECORD_FRAMEWORKS, which tests/planner/test_fuzz_regressions.py checks)."""
+_Text = Annotated[str, Field(max_length=10_000)]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+class RunLayout(_Record):
+    """A record's `layout`; null fields take FILL_RULES."""
+
+    tp: PositiveInt = Field(le=MAX_GPUS)
+    pp: PositiveInt = Field(le=MAX_GPUS)
+    dp: PositiveInt = Field(le=MAX_GPUS)
+    cp: PositiveInt | None = Field(None, le=MAX_GPUS)
+    ep: PositiveInt | None = Field(None, le=MAX_GPUS)
+    vp: PositiveInt | None = Field(None, le=MAX_LAYERS)
+    sequence_parallel: bool | None = None
+    zero_stage: Literal[0, 1, 2, 3] | None = None
+    micro_batch: PositiveInt | None = Field(None, le=MAX_TOKENS)
+    global_batch_seqs: PositiveInt = Field(le=MAX_TOKENS)
+    recompute: Recompute | None = None
+    precision: Precision | None = None
+
+
+class RunRecord(_Record):
+    """One measured run (published_runs.yaml schema); `model` is checked by ModelSpec later."""
+
+    id: _Text | None = None
+    framework: Framework | None = None
+    source: _Text | None = None
+    confidence: Literal["high", "medium", "low"] | None = None
+    model: dict[str, Any]
+    gpu: _Text
+    num_gpus: PositiveInt = Field(le=MAX_GPUS)
+    gpus_per_node: PositiveInt | None = Field(None, le=MAX_GPUS)
+    interconnect: _Text | None = None
+    layout: RunLayout
+    measured_tokens_per_s_per_gpu: PositiveFloat | None = None
+    tokens_derivation: _Text | None = None
+    measured_step_time_s: PositiveFloat | None = None
+    measured_mfu_pct: float | None = Field(None, gt=0, le=100)
+    peak_memory_gib: PositiveFloat | None = None
+    notes: _Text | None = None
+    settings: dict[str, Any] | None = Field(
+        None, description="explicit run settings (record_settings checks the keys)"
+    )
+
+
+def _measured(value: Any) -> float | None:
+    """A measured figure of a record that may not have passed RunRecord: a finite number or None
+    (the row still shows what was measured next to the reason it was not scored)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
 def _family(record: dict[str, Any]) -> str:
-    name = str((record.get("model") or {}).get("name", "?"))
+    model = record.get("model")
+    name = str(model.get("name", "?")) if isinstance(model, dict) else "?"
     match = re.search(r"[A-Za-z]{2,}", name)  # "530B (MegaScale ...)" -> megascale
     return match.group(0).lower() if match else "?"
 
 
-def validate_record(record: Any, cluster: Cluster | None = None) -> ValidationRow:
+def validate_record(
+    record: Any, cluster: Cluster | None = None, index: int | None = None
+) -> ValidationRow:
+    """Score one record; any reason it cannot be scored goes into the row's `error` (one line).
+    `index` (its position in the file) names a record without an id."""
+    fallback = "?" if index is None else f"#{index}"
     if not isinstance(record, dict):
-        return ValidationRow("?", "?", "?", "?", None, None, None, "record is not a mapping")
-    rid = str(record.get("id", "?"))
+        return ValidationRow(fallback, "?", "?", "?", None, None, None, "record is not a mapping")
+    raw_id = record.get("id")
+    rid = " ".join(raw_id.split())[:120] if isinstance(raw_id, str) and raw_id.strip() else fallback
     row = {
         "id": rid,
         "source": rid.split("-")[0],
-        "gpu": str(record.get("gpu", "?")),
+        "gpu": " ".join(str(record.get("gpu", "?")).split())[:60],
         "family": _family(record),
-        "measured_tokens_per_s_per_gpu": record.get("measured_tokens_per_s_per_gpu"),
-        "measured_peak_memory_gib": record.get("peak_memory_gib"),
+        "measured_tokens_per_s_per_gpu": _measured(record.get("measured_tokens_per_s_per_gpu")),
+        "measured_peak_memory_gib": _measured(record.get("peak_memory_gib")),
     }
     stated = record.get("layout") if isinstance(record.get("layout"), dict) else {}
     filled = tuple(
@@ -271,7 +355,12 @@ def validate_record(record: Any, cluster: Cluster | None = None) -> ValidationRo
         if k in FILL_RULES and stated.get(k) is None
     )  # fmt: skip
     try:
-        model, on, workload, layout = record_inputs(record, cluster)
+        checked = RunRecord.model_validate(record)
+    except ValidationError as err:
+        return ValidationRow(**row, estimate=None, error=describe_validation_error(err))
+    try:
+        # record_inputs reads the checked record (every known field present, null if absent).
+        model, on, workload, layout = record_inputs(checked.model_dump(), cluster)
         e = estimate(model, on, workload, layout)
         return ValidationRow(
             **row,
@@ -286,7 +375,7 @@ def validate_record(record: Any, cluster: Cluster | None = None) -> ValidationRo
         return ValidationRow(**row, estimate=None, error=describe_validation_error(err))
     except (PlannerError, KeyError, TypeError, ValueError, ArithmeticError) as err:
         reason = f"missing field {err}" if isinstance(err, KeyError) else str(err)
-        return ValidationRow(**row, estimate=None, error=reason)
+        return ValidationRow(**row, estimate=None, error=" ".join(reason.split()))
 
 
 def validate_file(path: str, cluster_file: str | None = None) -> list[ValidationRow]:
@@ -297,7 +386,7 @@ def validate_file(path: str, cluster_file: str | None = None) -> list[Validation
         raise InvalidInput(
             f"{path}: expected a YAML list of run records, got {type(data).__name__}"
         )
-    return [validate_record(r, cluster) for r in data]
+    return [validate_record(r, cluster, i) for i, r in enumerate(data)]
 
 
 # ----------------------------------------------------------------------------------- summaries

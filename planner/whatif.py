@@ -14,13 +14,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 import models_zoo
 from cost_models.calibration import (
     GenerationCalibration,
     calibration_for_cluster,
     overlap_slowdown_s,
 )
-from cost_models.errors import InvalidInput
+from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Cluster, Estimate, LinkTier
 
 from . import api, network_bom
@@ -55,9 +57,20 @@ def _need(tiers: list[int], cluster: Cluster, what: str, parameter: str) -> None
 def vary_cluster(
     cluster: Cluster, parameter: str, value: float, tier: str | None = None
 ) -> Cluster:
-    """The cluster with one network parameter set to `value` (InvalidInput if it does not apply).
+    """The cluster with one network parameter set to `value` (InvalidInput if it does not apply
+    or the value breaks a LinkTier / Cluster bound, e.g. a bandwidth above its limit).
 
     `tier` names the one tier `oversubscription` tapers (whatif --tier)."""
+    try:
+        return _vary_cluster(cluster, parameter, value, tier)
+    except ValidationError as err:
+        where = f"--values: {parameter} {value:g} on cluster {cluster.name}"
+        raise InvalidInput(describe_validation_error(err, where)) from None
+
+
+def _vary_cluster(
+    cluster: Cluster, parameter: str, value: float, tier: str | None = None
+) -> Cluster:
     if parameter not in PARAMETERS:
         raise InvalidInput(
             f"--vary: unknown parameter {parameter!r}; known: {', '.join(PARAMETERS)}"

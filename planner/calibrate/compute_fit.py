@@ -21,6 +21,7 @@ from pathlib import Path
 from cost_models.calibration import calibration_for_cluster
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster
+from models_zoo.inputs import decode_text
 
 from .sweep import attention_flops
 
@@ -30,9 +31,10 @@ HALF_DIM_RANGE = (0.0, 4096.0)
 
 def _read_csv(path: str, required: tuple[str, ...], one_of: tuple[str, ...]) -> list[dict]:
     try:
-        text = Path(path).read_text()
+        raw = Path(path).read_bytes()
     except OSError as err:
         raise InvalidInput(f"{path}: cannot read file ({err.strerror})") from None
+    text = decode_text(raw, str(path))  # one-line error naming the bad byte's line (issue 19)
     reader = csv.DictReader(text.splitlines())
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [c for c in required if c not in header]

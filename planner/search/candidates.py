@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import re
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -25,8 +27,34 @@ NO_BATCH = "no global batch in the range is a multiple of micro_batch*dp (*pp wh
 _NUMBERS = re.compile(r"\d+(?:[.*]\d+)*")
 
 
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+@functools.cache
+def divisors(n: int) -> tuple[int, ...]:
+    """Divisors of n, ascending, by trial division up to sqrt(n): O(sqrt n), so a 1,048,576-GPU
+    cluster (the largest Cluster accepts) costs ~1,000 steps, not a million per call."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(small + [n // d for d in reversed(small) if d * d != n])
+
+
+HARD_MARGIN_S = 2.0
+"""How far past its deadline a search may run to score its first plan (candidate enumeration
+included): past deadline + HARD_MARGIN_S it stops with nothing scored, which the engines report
+as "nothing scored within the time limit" (exit 1). README.md#reliability documents it."""
+
+
+TIMED_OUT = "not scored before the time limit"
+
+
+def nothing_scored(time_limit_s: float) -> str:
+    """The NoFeasiblePlan message when the deadline came before any plan was scored."""
+    return (
+        f"nothing scored within the time limit ({time_limit_s:g} s + {HARD_MARGIN_S:g} s margin "
+        "for enumerating candidates and scoring the first plan): raise --time-limit or narrow "
+        "the search (pin --tp/--pp, --max-nodes, fewer --micro-batches, --no-order-search)"
+    )
+
+
+class DeadlinePassed(Exception):
+    """Raised by the enumeration when the search's hard deadline passes (planner.search.table)."""
 
 
 def reason_key(message: str) -> str:
@@ -182,9 +210,16 @@ def largest_fitting(batches: Sequence[int], fits) -> tuple[int | None, int]:
 
 
 def legal_bases_batched(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    deadline: float | None = None,
 ) -> tuple[list[Layout], list[Sequence[int]], Counter[str]]:
-    """legal_bases, and for each base its legal global batches (largest first)."""
+    """legal_bases, and for each base its legal global batches (largest first).
+
+    `deadline` (a time.perf_counter() value): raise DeadlinePassed once it has passed, so a huge
+    space's enumeration cannot outlive the search's time limit."""
     bases: list[Layout] = []
     batches: list[Sequence[int]] = []
     rejected = RuleCounter()
@@ -192,6 +227,8 @@ def legal_bases_batched(
     num_shapes = no_batch = 0
     for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
         num_shapes += 1
+        if deadline is not None and num_shapes % 64 == 0 and time.perf_counter() > deadline:
+            raise DeadlinePassed()
         choices = batch_choices(workload, space, mb, dp, pp, vp)
         if not choices:
             no_batch += 1
@@ -233,7 +270,11 @@ def legal_bases_batched(
 
 
 def legal_bases(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    deadline: float | None = None,
 ) -> tuple[list[Layout], Counter[str]]:
     """One legal layout per (degrees, ep, vp, micro_batch), canonical order, the first recompute
     and ZeRO choice; and rejection counts (once per recompute x ZeRO x order it stands for).
@@ -242,7 +283,7 @@ def legal_bases(
     checked once per base and the other choices are copied onto it. With a global batch range a
     base is legal when some batch in the range is (its largest legal batch is checked).
     """
-    bases, _, rejected = legal_bases_batched(model, cluster, workload, space)
+    bases, _, rejected = legal_bases_batched(model, cluster, workload, space, deadline)
     return bases, rejected
 
 
@@ -353,11 +394,15 @@ def _recompute_choices(
 
 
 def legal_shapes(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    deadline: float | None = None,
 ) -> tuple[list[Layout], Counter[str]]:
     """Every legal base with every recompute choice (recompute_choices) and ZeRO choice
     (canonical order) that the space's framework runs."""
-    bases, rejected = legal_bases(model, cluster, workload, space)
+    bases, rejected = legal_bases(model, cluster, workload, space, deadline)
     shapes = []
     for base in bases:
         for choice in recompute_choices(model, workload, space, base):
@@ -514,15 +559,22 @@ class OrderCache:
 
 
 def enumerate_layouts(
-    model: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    deadline: float | None = None,
 ) -> tuple[list[Layout], Counter[str]]:
-    """All legal layouts in the space, one per distinct placement, and rejection counts."""
-    shapes, rejected = legal_shapes(model, cluster, workload, space)
+    """All legal layouts in the space, one per distinct placement, and rejection counts
+    (DeadlinePassed once `deadline`, a time.perf_counter() value, has passed)."""
+    shapes, rejected = legal_shapes(model, cluster, workload, space, deadline)
     cache = OrderCache(
         cluster, space.search_order, allowed_orders(model, space), moe=model.moe is not None
     )
     layouts = []
-    for shape in shapes:
+    for i, shape in enumerate(shapes):
+        if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
+            raise DeadlinePassed()
         orders = cache.orders(shape)
         if not orders:
             rejected[NO_ORDER] += 1

@@ -25,10 +25,14 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions, SolveStats
 from .candidates import (
+    HARD_MARGIN_S,
+    TIMED_OUT,
+    DeadlinePassed,
     batch_choices,
     enumerate_layouts,
     family_key,
     largest_fitting,
+    nothing_scored,
     plan_key,
     simplicity_rank,
 )
@@ -92,14 +96,30 @@ def search(
 ) -> tuple[list[Estimate], SolveStats, dict[str, int]]:
     """Ranked feasible estimates (best first, top_k), stats, and rejection counts."""
     start = time.perf_counter()
-    layouts, rejected = enumerate_layouts(model, cluster, workload, space)
+    # The oracle honours --time-limit like the branch and bound (planner/search/table.py): it
+    # stops scoring at the deadline once a plan fits, or at deadline + HARD_MARGIN_S regardless;
+    # the plans then rank only what was scored (status STOPPED, no bound).
+    deadline = start + options.time_limit_s
+    try:
+        layouts, rejected = enumerate_layouts(
+            model, cluster, workload, space, deadline=deadline + HARD_MARGIN_S
+        )
+    except DeadlinePassed:
+        raise NoFeasiblePlan(nothing_scored(options.time_limit_s)) from None
     usable = usable_memory_gib(cluster, space)
     feasible: list[Estimate] = []
     smallest: Estimate | None = None
     works = {workload.global_batch_seqs: workload}
     # stage_split "search" (fixed batch only: SearchSpace refuses it with a range).
     search_split = space.stage_split == "search"
-    for layout in layouts:
+    stopped = False
+    for num_tried, layout in enumerate(layouts):
+        now = time.perf_counter()
+        if now > deadline and (feasible or now > deadline + HARD_MARGIN_S):
+            stopped = True
+            rejected[TIMED_OUT] += len(layouts) - num_tried
+            layouts = layouts[:num_tried]
+            break
         # Fixed batch: one estimate. Range: the largest legal batch that fits (candidates.
         # largest_fitting says why that is the layout's best); `tried` keeps every estimate made.
         tried: dict[int, Estimate] = {}
@@ -126,6 +146,16 @@ def search(
             rejected["peak memory above usable HBM"] += 1
             if smallest is None or e.peak_memory_gib < smallest.peak_memory_gib:
                 smallest = e
+    if not feasible and stopped:
+        msg = nothing_scored(options.time_limit_s)
+        if smallest is not None:  # some were scored, none fits: say how close the best came
+            msg = (
+                f"no plan that fits found within the time limit ({options.time_limit_s:g} s + "
+                f"{HARD_MARGIN_S:g} s margin; {len(layouts)} of {len(layouts) + rejected[TIMED_OUT]}"
+                f" legal layouts scored): "
+                f"{why_none(cluster, space, usable, len(layouts), smallest, rejected)}"
+            )
+        raise NoFeasiblePlan(msg)
     if not feasible:
         raise NoFeasiblePlan(why_none(cluster, space, usable, len(layouts), smallest, rejected))
     batch_max = space.batch_max
@@ -133,10 +163,10 @@ def search(
     best = objective_s(ranked[0], space)
     stats = SolveStats(
         engine="exhaustive",
-        status="PROVED",  # every candidate scored
+        status="STOPPED" if stopped else "PROVED",  # PROVED: every candidate scored
         objective=best,
-        best_bound=best,
-        gap=0.0,
+        best_bound=None if stopped else best,
+        gap=None if stopped else 0.0,
         wall_time_s=time.perf_counter() - start,
         num_candidates=len(layouts) + _count(rejected),
         num_scored=len(layouts),
@@ -186,7 +216,9 @@ def brute_force_split(
 
 
 def _count(rejected: Counter[str]) -> int:
-    return sum(v for k, v in rejected.items() if k != "peak memory above usable HBM")
+    return sum(
+        v for k, v in rejected.items() if k not in ("peak memory above usable HBM", TIMED_OUT)
+    )
 
 
 def why_none(

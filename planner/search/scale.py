@@ -7,11 +7,22 @@ double) holds exactly (planner/search/partition.py scales its objective below it
 
 from __future__ import annotations
 
+import math
+
+from cost_models.errors import InvalidInput
+
 TIME_QUANTUM_S = 1e-6
 MAX_EXACT = 2**53
 
 
 def time_to_quanta(seconds: float) -> int:
+    """Python ints never overflow; only a non-finite time cannot be counted (issue 19: the input
+    bounds of cost_models.specs keep every accepted input's times finite)."""
+    if not math.isfinite(seconds):
+        raise InvalidInput(
+            f"a step time came out as {seconds} s: some input value is beyond what the cost "
+            "model can price (see the limits in README.md#reliability)"
+        )
     return round(seconds / TIME_QUANTUM_S)
 
 

@@ -19,7 +19,7 @@ from cost_models.errors import NoFeasiblePlan
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions, SolveStats
-from .candidates import family_key, plan_key
+from .candidates import family_key, nothing_scored, plan_key
 from .exhaustive import objective_s as objective_of
 from .exhaustive import select_families, usable_memory_gib, why_none
 from .table import build_table
@@ -48,6 +48,8 @@ def search(
         family=plan_key if options.top_variants else family_key,
         tolerance=options.simplicity_tolerance,
     )
+    if not table.estimates and table.timed_out:
+        raise NoFeasiblePlan(nothing_scored(options.time_limit_s))
     if not table.estimates:
         usable = usable_memory_gib(cluster, space)
         raise NoFeasiblePlan(

@@ -37,7 +37,10 @@ from ..types import SearchSpace
 from .bounds import StepLowerBound
 from .candidates import (
     CANONICAL_ORDER,
+    HARD_MARGIN_S,
     NO_ORDER,
+    TIMED_OUT,
+    DeadlinePassed,
     OrderCache,
     allowed_orders,
     family_key,
@@ -55,7 +58,6 @@ from .scale import TIME_QUANTUM_S, per_sequence_quanta
 
 OOM = "peak memory above usable HBM"
 PRUNED = "step-time lower bound above the k-th best plan (not scored)"
-TIMED_OUT = "not scored before the time limit"
 
 
 @dataclass
@@ -69,6 +71,7 @@ class CandidateTable:
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
     open_bound_s: float | None = None  # smallest bound left open when a deadline stopped it
+    timed_out: bool = False  # the deadline stopped the search (with or without a plan scored)
     # stage_split "search": partition models stopped unproved, the smallest bound they leave
     # open, and every partition model's own report.
     num_unproved_partitions: int = 0
@@ -128,8 +131,18 @@ def build_table(
 
     The top k counts families (`family`: candidates.family_key by default, plan_key for every
     plan), each by its best plan, and every family within `tolerance` of the best plan is kept
-    too (the simplicity tolerance chooses among them): the table holds the best plan of each."""
-    search = BranchAndBound(model, cluster, workload, space, top_k, family, tolerance)
+    too (the simplicity tolerance chooses among them): the table holds the best plan of each.
+
+    Past deadline + HARD_MARGIN_S it stops even with nothing scored (`timed_out`, no estimates):
+    the enumeration, the first bounds and the first scored plan must fit in the limit plus that
+    margin too, so a huge space ends with "nothing scored" instead of running on (issue 19)."""
+    hard = None if deadline is None else deadline + HARD_MARGIN_S
+    try:
+        search = BranchAndBound(
+            model, cluster, workload, space, top_k, family, tolerance, hard_deadline=hard
+        )
+    except DeadlinePassed:
+        return CandidateTable(timed_out=True)
     return search.run(prune=prune, deadline=deadline)
 
 
@@ -145,11 +158,13 @@ class BranchAndBound:
         top_k: int,
         family: Callable[[Layout], tuple],
         tolerance: float,
+        hard_deadline: float | None = None,
     ) -> None:
         self.model, self.cluster, self.space, self.family = model, cluster, space, family
+        self.hard = hard_deadline  # DeadlinePassed / timed_out past it (build_table)
         self.table = CandidateTable()
         self.bases, self.batches, self.table.rejected = legal_bases_batched(
-            model, cluster, workload, space
+            model, cluster, workload, space, deadline=hard_deadline
         )
         self.orders = OrderCache(
             cluster, space.search_order, allowed_orders(model, space), moe=model.moe is not None
@@ -169,7 +184,10 @@ class BranchAndBound:
                 model, cluster, workload, self.usable, self.bound_at(self.batches[0][0])
             )
         # Distinct placements of each base (they depend only on the degrees).
-        self.base_orders = [self.orders.orders(base) for base in self.bases]
+        self.base_orders = []
+        for b, base in enumerate(self.bases):
+            self._check_hard(b)
+            self.base_orders.append(self.orders.orders(base))
         # Recompute settings tried per base (Layout updates; candidates.recompute_choices).
         self.choices = [recompute_choices(model, workload, space, b) for b in self.bases]
         self.queued: set[tuple[int, int]] = set()  # (base, choice) successors already queued
@@ -201,9 +219,16 @@ class BranchAndBound:
 
     # ------------------------------------------------------------------------------ the loop
 
+    def _check_hard(self, i: int) -> None:
+        """DeadlinePassed every 64th call once the hard deadline has passed (pre-loop work)."""
+        if self.hard is not None and i % 64 == 0 and time.perf_counter() > self.hard:
+            raise DeadlinePassed()
+
     def run(self, *, prune: bool, deadline: float | None) -> CandidateTable:
         table = self.table
         for b in range(len(self.bases)):
+            if self.hard is not None and b % 64 == 0 and time.perf_counter() > self.hard:
+                return CandidateTable(timed_out=True)  # nothing scored in the limit + margin
             per_base = len(self.choices[b]) * len(self.variants[b])
             if not self.base_orders[b]:
                 table.rejected[NO_ORDER] += per_base
@@ -229,9 +254,13 @@ class BranchAndBound:
             self.cutoff = self.top.cutoff() if prune else None
             if self.cutoff is not None and entry.bound_q > self.cutoff:
                 break
-            if deadline is not None and table.estimates and time.perf_counter() > deadline:
+            now = time.perf_counter() if deadline is not None else 0.0
+            if self.hard is not None and not table.estimates and now > self.hard:
+                timed_out = table.timed_out = True  # nothing scored within the limit + margin
+                break
+            if deadline is not None and table.estimates and now > deadline:
                 table.open_bound_s = _seconds(entry.bound_q, self.batch_max)
-                timed_out = True
+                timed_out = table.timed_out = True
                 break
             heapq.heappop(self.heap)
             handlers[entry.kind](entry)

@@ -178,7 +178,7 @@ def test_bad_cluster_file_field(tmp_path, capsys):
     }
     path = write(tmp_path, "c.json", json.dumps(cluster))
     code, _, err = run(["plan", "--model", "llama3-8b", "--cluster", path], capsys)
-    assert code == 2 and "tiers.0.bandwidth_gb_per_s: Input should be greater than 0" in err
+    assert code == 2 and "tiers.0.bandwidth_gb_per_s: Input should be greater than or equal to 0.001" in err
 
 
 def test_unknown_flag_is_bad_input(capsys):

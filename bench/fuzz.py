@@ -1,0 +1,482 @@
+"""CLI fuzzer (issue 19): generated command lines and input files, run in-process.
+
+Every case is a command line plus the files it names (model YAML/JSON, Hugging Face config.json,
+cluster YAML/JSON in the tier and the networkx fabric-graph form, validate data files, corrupt
+bytes), drawn from a seeded random.Random, so a case number always means the same case. Each case
+runs `planner.cli.main(argv)` in a scratch folder and is checked for:
+
+* traceback: an exception escaped main (the CLI must turn every error into an exit code);
+* bad exit code: anything but 0, 1 (no feasible plan), 2 (bad input); or exit 2 with a message
+  that is not exactly one line; or --json with exit 0 and stdout that does not parse;
+* over time: wall time above the command's own limit (--time-limit per plan; whatif runs one
+  plan per value plus the baseline) + the search's HARD_MARGIN_S + SLACK_S of process overhead;
+* nondeterministic: a second run (every DETERMINISM_EVERY-th case) prints something else, once
+  wall times are blanked (a search the deadline stopped -- "not scored before the time limit"
+  in its output -- is exempt: it scored what the clock allowed).
+
+    python bench/fuzz.py --cases 2000           # fixed seed 0; prints the summary line last
+    python bench/fuzz.py --cases 200 --seed 7 --show   # print each failing case
+
+tests/planner/test_fuzz_cli.py runs a small fixed-seed profile of the same generator under
+hypothesis in the default suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import yaml
+
+from planner.cli import main
+from planner.search.candidates import HARD_MARGIN_S, TIMED_OUT
+
+SLACK_S = 3.0
+"""Process overhead allowed beyond the limit + margin: model/cluster loading, rendering, and a
+machine shared with other work (wall times, not CPU times)."""
+DETERMINISM_EVERY = 4
+MODELS = ["llama3-8b", "mixtral-8x7b", "mcore-gpt-1.7b", "qwen3-30b-a3b", "llama2-7b", "gpt3-175b"]
+CLUSTERS = ["dgx-h100", "dgx-b200", "gb200-nvl72", "two-dc-h100", "tpu-v5p-4096", "h800"]
+WILD = ["0", "-1", "1e9", "inf", "nan", "abc", "", "1.5", "１２８", "9" * 30, "-0", "1e-300"]
+
+MODEL = {
+    "name": "fuzz-dense",
+    "num_layers": 32,
+    "hidden_size": 4096,
+    "ffn_hidden_size": 14336,
+    "num_attention_heads": 32,
+    "num_kv_heads": 8,
+    "head_dim": None,
+    "vocab_size": 128256,
+    "gated_mlp": True,
+    "mla": False,
+    "moe": None,
+    "seq_len": 4096,
+}
+HF = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 32,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
+CLUSTER = {
+    "name": "fuzz",
+    "gpu": "h100-sxm-80gb",
+    "gpus_per_node": 8,
+    "num_gpus": 64,
+    "tiers": [
+        {"name": "nvlink", "domain_size": 8, "bandwidth_gb_per_s": 450, "latency_us": 3.0},
+        {"name": "ib", "domain_size": None, "bandwidth_gb_per_s": 50, "latency_us": 5.0},
+    ],
+}
+RECORD = {
+    "id": "fuzz-run",
+    "framework": "megatron",
+    "gpu": "h100-sxm-80gb",
+    "num_gpus": 8,
+    "gpus_per_node": 8,
+    "interconnect": "NVLink; 400 Gb/s per GPU",
+    "model": dict(MODEL),
+    "layout": {
+        "tp": 1,
+        "pp": 1,
+        "dp": 8,
+        "cp": 1,
+        "ep": 1,
+        "vp": None,
+        "sequence_parallel": False,
+        "zero_stage": 1,
+        "micro_batch": 1,
+        "global_batch_seqs": 8,
+        "recompute": "selective",
+        "precision": "bf16",
+    },
+    "measured_tokens_per_s_per_gpu": 6000.0,
+    "peak_memory_gib": None,
+}
+
+
+def _graph(nodes: int) -> dict[str, Any]:
+    """A one-leaf fabric with `nodes` NVLink islands of 8 GPUs (node-link data)."""
+    ns: list[dict[str, Any]] = [
+        {"id": "spine", "type": "switch", "level": 2},
+        {"id": "leaf0", "type": "switch", "level": 1},
+    ]
+    es: list[dict[str, Any]] = [{"source": "leaf0", "target": "spine", "gb_per_s": 200}]
+    for n in range(nodes):
+        ns.append({"id": f"nvsw{n}", "type": "switch", "level": 0, "kind": "nvlink"})
+        for g in range(8):
+            ns.append({"id": f"g{n}_{g}", "type": "gpu"})
+            es.append({"source": f"g{n}_{g}", "target": f"nvsw{n}", "gb_per_s": 450})
+            es.append({"source": f"g{n}_{g}", "target": "leaf0", "gb_per_s": 50})
+    return {"directed": False, "multigraph": False, "graph": {}, "nodes": ns, "edges": es}
+
+
+def _wild_value(rng: random.Random) -> Any:
+    return rng.choice(
+        [
+            0,
+            -1,
+            1,
+            2**63,
+            1e-300,
+            1e300,
+            float("inf"),
+            float("nan"),
+            "",
+            "x",
+            [],
+            [1, 2],
+            {},
+            {"a": 1},
+            None,
+            True,
+            3.5,
+            7,
+        ]
+    )
+
+
+def _mutate(rng: random.Random, data: Any, rounds: int = 2) -> Any:
+    """Drop, retype or add keys at random depths (a deep copy is mutated)."""
+    data = json.loads(json.dumps(data))
+    for _ in range(rounds):
+        target = data
+        for _ in range(rng.randint(0, 3)):
+            kids = (
+                [v for v in target.values() if isinstance(v, (dict, list)) and v]
+                if isinstance(target, dict)
+                else [v for v in target if isinstance(v, (dict, list)) and v]
+            )
+            if not kids:
+                break
+            target = rng.choice(kids)
+        if isinstance(target, dict) and target:
+            key = rng.choice(sorted(target))
+            op = rng.random()
+            if op < 0.3:
+                del target[key]
+            elif op < 0.85:
+                target[key] = _wild_value(rng)
+            else:
+                target[rng.choice(["extra", key + "_x", "Name"])] = _wild_value(rng)
+        elif isinstance(target, list) and target:
+            i = rng.randrange(len(target))
+            target[i] = _wild_value(rng) if rng.random() < 0.5 else target[i]
+            if rng.random() < 0.3:
+                target.append(_wild_value(rng))
+    return data
+
+
+def _dump(rng: random.Random, data: Any, name: str) -> bytes:
+    if name.endswith(".json"):
+        return json.dumps(data).encode()
+    try:
+        return yaml.safe_dump(data, allow_unicode=True).encode()
+    except yaml.YAMLError:
+        return json.dumps(data).encode()
+
+
+def _corrupt(rng: random.Random, raw: bytes) -> bytes:
+    op = rng.randrange(8)
+    if op == 7:
+        return rng.choice([b"a: &a [1, *a]\n", b"- &r {model: *r}\n", b"a: *nope\n"])
+    if op == 0:
+        return raw[: rng.randrange(max(1, len(raw)))]
+    if op == 1:
+        return raw + b"\x00" * rng.randint(1, 50)
+    if op == 2:
+        i = rng.randrange(max(1, len(raw)))
+        return raw[:i] + bytes([rng.choice([0xF6, 0xFF, 0xC3, 0x80])]) + raw[i:]
+    if op == 3:
+        depth = rng.choice([10, 70, 500, 3000])
+        return b"[" * depth + b"]" * (depth if rng.random() < 0.5 else 0)
+    if op == 4:
+        return bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
+    if op == 5:
+        return b"a: &a [1, 2]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n" + raw[:20]
+    return b"\xef\xbb\xbf" + raw  # a BOM: valid
+
+
+@dataclass
+class Case:
+    kind: str
+    argv: list[str]
+    files: dict[str, bytes] = field(default_factory=dict)
+
+    def budget_s(self) -> float | None:
+        """Seconds the command may take (limit x plans + margin + slack); None: no limit."""
+        if "--time-limit" not in self.argv:
+            return None
+        try:
+            limit = float(self.argv[self.argv.index("--time-limit") + 1])
+        except (IndexError, ValueError):
+            return None
+        if not limit > 0 or limit == float("inf"):
+            return None
+        plans = 1
+        if self.argv[0] == "whatif" and "--values" in self.argv:
+            text = self.argv[self.argv.index("--values") + 1]
+            plans = 1 + len([v for v in text.split(",") if v.strip()])
+        return plans * (limit + HARD_MARGIN_S) + SLACK_S
+
+
+def _limit(rng: random.Random) -> list[str]:
+    return ["--time-limit", rng.choice(["0.001", "0.3", "1", "2"])]
+
+
+def make_case(rng: random.Random) -> Case:
+    kind = rng.choice(["flags", "model_file", "hf", "cluster_file", "graph", "validate", "corrupt"])
+    model, cluster = rng.choice(MODELS), rng.choice(CLUSTERS)
+    gpus = ["--gpus", rng.choice(["8", "16", "64", "256", "1024", "1000", "1000000"])]
+    files: dict[str, bytes] = {}
+    if kind == "model_file":
+        name = rng.choice(["m.yaml", "m.json"])
+        files[name] = _dump(rng, _mutate(rng, MODEL, rng.randint(0, 3)), name)
+        model = name
+    elif kind == "hf":
+        files["config.json"] = json.dumps(_mutate(rng, HF, rng.randint(0, 3))).encode()
+        model = "config.json"
+    elif kind in ("cluster_file", "graph"):
+        name = rng.choice(["c.yaml", "c.json"])
+        if kind == "graph":
+            base = {"name": "fab", "gpu": "h100-sxm-80gb", "gpus_per_node": 8, "num_gpus": 16}
+            data: Any = {**base, "graph": _graph(2)}
+        else:
+            data = CLUSTER
+        files[name] = _dump(rng, _mutate(rng, data, rng.randint(0, 3)), name)
+        cluster = name
+        gpus = ["--gpus", rng.choice(["8", "16", "64"])] if rng.random() < 0.5 else []
+    if kind == "validate" or (kind == "corrupt" and rng.random() < 0.4):
+        name = rng.choice(["runs.yaml", "runs.json"])
+        records = [_mutate(rng, RECORD, rng.randint(0, 3)) for _ in range(rng.randint(1, 3))]
+        if rng.random() < 0.1:
+            records = rng.choice([7, "x", {"a": 1}, None, [[1]]])
+        raw = _dump(rng, records, name)
+        if kind == "corrupt":
+            raw = _corrupt(rng, raw)
+        files[name] = raw
+        argv = ["validate", "--data", name] + (["--json"] if rng.random() < 0.5 else [])
+        if rng.random() < 0.2:
+            argv.append("--markdown")
+        return Case(kind, argv, files)
+    if kind == "corrupt":
+        name = rng.choice(["m.yaml", "m.json", "c.yaml"])
+        base = CLUSTER if name.startswith("c") else MODEL
+        files[name] = _corrupt(rng, _dump(rng, base, name))
+        if name.startswith("c"):
+            cluster = name
+        else:
+            model = name
+    command = rng.choice(["plan", "plan", "plan", "estimate", "whatif", "presets"])
+    if command == "presets":
+        argv = ["presets"] + rng.choice([[], ["models"], ["gpus"], ["clusters"], ["nope"]])
+        return Case(kind, argv + (["--json"] if rng.random() < 0.5 else []), files)
+    argv = [command, "--model", model, "--cluster", cluster] + gpus
+    if command == "plan":
+        argv += _limit(rng)
+        extras = [
+            ["--global-batch", rng.choice(["64", "128", "997", "0"])],
+            ["--seq-len", rng.choice(["2048", "8192", "3"])],
+            ["--no-order-search"],
+            ["--top", rng.choice(["1", "3", "50"])],
+            ["--tp", rng.choice(["1", "2", "8", "3"])],
+            ["--max-pp", rng.choice(["1", "4", "16"])],
+            ["--micro-batches", "1", "2"],
+            ["--recompute", "full"],
+            ["--zero", "1", "3"],
+            ["--stage-split", rng.choice(["even", "search"])],
+            ["--engine", "exhaustive"],
+            ["--precision", rng.choice(["bf16", "fp8"])],
+            ["--memory-headroom", rng.choice(["0.1", "0.99", "-1", "nan"])],
+            ["--global-batch-range", "64", rng.choice(["128", "16"])],
+            ["--emit", rng.choice(["megatron", "torchtitan", "deepspeed", "mesh", "ranks"])],
+            ["--markdown"],
+            ["--max-vp", rng.choice(["1", "4", "999999999"])],
+            ["--seed", rng.choice(["0", "7", str(2**40)])],
+        ]
+        for extra in rng.sample(extras, rng.randint(0, 4)):
+            argv += extra
+    elif command == "estimate":
+        argv += ["--global-batch", rng.choice(["64", "128", "8"])]
+        for axis in ("tp", "pp", "dp"):
+            argv += [f"--{axis}", rng.choice(["1", "2", "4", "8"])]
+        if rng.random() < 0.3:
+            argv += ["--vp", rng.choice(["1", "2", "9999"])]
+    else:  # whatif
+        vary = rng.choice(
+            [
+                "nic-gbps",
+                "nvlink-domain",
+                "oversubscription",
+                "wan-latency-ms",
+                "wan-gbps",
+                "planes",
+            ]
+        )
+        values = ",".join(
+            rng.choice(["100", "400", "8", "72", "1", "4", "inf", "0", "1e12"])
+            for _ in range(rng.randint(1, 2))
+        )
+        argv += ["--vary", vary, "--values", values] + _limit(rng)
+        argv += ["--global-batch", rng.choice(["64", "256"])]
+    if rng.random() < 0.15:  # a wild value for a random numeric flag
+        flags = [i for i, a in enumerate(argv) if a.startswith("--") and i + 1 < len(argv)]
+        flags = [i for i in flags if not argv[i + 1].startswith("--")]
+        if flags:
+            i = rng.choice(flags)
+            if argv[i] not in ("--model", "--cluster", "--time-limit"):
+                argv[i + 1] = rng.choice(WILD)
+    if rng.random() < 0.5 and command in ("plan", "estimate", "whatif"):
+        argv.append("--json")
+    return Case(kind, argv, files)
+
+
+_WALL = re.compile(r'"wall_time_s": [0-9.e+-]+|\bin [0-9.]+ ?s\b|[0-9.]+ s wall')
+
+
+@dataclass
+class Outcome:
+    code: Any
+    out: str
+    err: str
+    wall_s: float
+    traceback: str | None = None
+
+
+def run_case(case: Case, folder: Path) -> Outcome:
+    for name, raw in case.files.items():
+        (folder / name).write_bytes(raw)
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    start = time.perf_counter()
+    tb = None
+    try:
+        os.chdir(folder)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code: Any = main(list(case.argv))
+            except SystemExit as exc:  # argparse --help / --version only
+                code = exc.code if isinstance(exc.code, int) else 2
+    except Exception:  # noqa: BLE001 (this is what the fuzzer looks for)
+        code, tb = "traceback", traceback.format_exc()
+    finally:
+        os.chdir(cwd)
+    return Outcome(code, out.getvalue(), err.getvalue(), time.perf_counter() - start, tb)
+
+
+def problems(case: Case, first: Outcome, second: Outcome | None) -> list[str]:
+    """The failure classes of one case: traceback, exit, time, determinism."""
+    found = []
+    if first.traceback is not None:
+        last = first.traceback.strip().splitlines()[-1]
+        found.append(f"traceback: {last}")
+        return found
+    if first.code not in (0, 1, 2):
+        found.append(f"exit: code {first.code!r}")
+    if first.code == 2 and len(first.err.strip().splitlines()) != 1:
+        found.append(f"exit: exit 2 with a {len(first.err.strip().splitlines())}-line message")
+    if (
+        first.code == 0
+        and "--json" in case.argv
+        and not any(a in case.argv for a in ("--markdown", "--emit"))
+    ):
+        try:
+            json.loads(first.out)
+        except ValueError:
+            found.append("exit: --json output does not parse")
+    budget = case.budget_s()
+    if budget is not None and first.wall_s > budget:
+        found.append(f"time: {first.wall_s:.1f} s > {budget:.1f} s")
+    # A search the deadline stopped scored what the clock allowed: not comparable run to run.
+    timed = any(
+        TIMED_OUT in o.out + o.err or "within the time limit" in o.out + o.err
+        for o in (first, second)
+        if o is not None
+    )
+    if (
+        second is not None
+        and not timed
+        and (
+            first.code != second.code
+            or _WALL.sub("", first.out) != _WALL.sub("", second.out)
+            or _WALL.sub("", first.err) != _WALL.sub("", second.err)
+        )
+    ):
+        found.append("nondeterministic")
+    return found
+
+
+def fuzz(cases: int, seed: int, show: bool = False, every: int = DETERMINISM_EVERY) -> dict:
+    rng = random.Random(seed)
+    counts = {"traceback": 0, "exit": 0, "time": 0, "nondeterministic": 0}
+    failures = []
+    codes: dict[str, int] = {}
+    for n in range(cases):
+        case = make_case(rng)
+        with tempfile.TemporaryDirectory() as tmp:
+            first = run_case(case, Path(tmp))
+            second = run_case(case, Path(tmp)) if every and n % every == 0 else None
+        codes[str(first.code)] = codes.get(str(first.code), 0) + 1
+        found = problems(case, first, second)
+        for f in found:
+            counts[f.split(":")[0]] += 1
+        if found:
+            failures.append((n, case, found))
+            if show:
+                print(f"case {n} ({case.kind}): {' '.join(case.argv)} -> {found}", flush=True)
+                for name, raw in case.files.items():
+                    print(f"  {name}: {raw[:300]!r}")
+                if first.traceback:
+                    print(first.traceback)
+    return {"cases": cases, **counts, "failures": failures, "codes": codes}
+
+
+def summary(result: dict) -> str:
+    return (
+        f"fuzz: {result['cases']} cases, {result['traceback']} tracebacks, "
+        f"{result['exit']} bad exit codes, {result['time']} over time, "
+        f"{result['nondeterministic']} nondeterministic"
+    )
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--show", action="store_true", help="print every failing case")
+    parser.add_argument(
+        "--determinism-every",
+        type=int,
+        default=DETERMINISM_EVERY,
+        help="re-run every N-th case to check determinism (0: never)",
+    )
+    args = parser.parse_args()
+    start = time.perf_counter()
+    result = fuzz(args.cases, args.seed, args.show, args.determinism_every)
+    print(
+        f"({time.perf_counter() - start:.0f} s wall, seed {args.seed}, exit codes {result['codes']})"
+    )
+    print(summary(result))
+
+
+if __name__ == "__main__":
+    cli()

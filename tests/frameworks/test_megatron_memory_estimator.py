@@ -108,6 +108,7 @@ def megatron_args(
         untie_embeddings_and_output_weights=not model.tied_embeddings,
         ffn_hidden_size=model.ffn_hidden_size or (moe.expert_ffn_hidden_size if moe else 0),
         moe_latent_size=None,
+        hybrid_layer_pattern=None,  # megatron.training.utils is_hybrid_model (a dense transformer)
         moe_router_topk=None if moe is None else moe.top_k,
         add_bias_linear=False,
         moe_shared_expert_gate=False,

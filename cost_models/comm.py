@@ -144,18 +144,25 @@ def all_to_all_time_s(payload_bytes: float, span: list[int], tiers: tuple[LinkTi
     plane tier forwards over NVLink load the NVLink tier beside the network, not after it
     (`tier_loads_time_s`).
     """
-    n = span[-1]
-    if n <= 1:
+    if span[-1] <= 1:
         return 0.0
-    loads = [0.0] * len(tiers)
+    return tier_loads_time_s(leaving_loads(payload_bytes, span, tiers), span, tiers)
+
+
+def leaving_loads(per_gpu: float, span: list[int], tiers: tuple[LinkTier, ...]) -> list[float]:
+    """Load on each tier of a uniform all-to-all of `per_gpu` (bytes or copies) over the group:
+    tier j carries the share leaving its inner domain, per_gpu (n - n_{j-1}) / n, and on a
+    rail/plane tier the cross-rail part of it also crosses NVLink (cross_rail_bytes)."""
+    n = span[-1]
+    loads = [0.0] * len(span)
     inner = 1
     for j, members in enumerate(span):
         if members > inner:
-            loads[j] += payload_bytes * (n - inner) / n
+            loads[j] += per_gpu * (n - inner) / n
             if j > 0:
                 loads[0] += cross_rail_bytes(loads[j], tiers[j])
         inner = max(inner, members)
-    return tier_loads_time_s(loads, span, tiers)
+    return loads
 
 
 def tier_loads_time_s(loads: list[float], span: list[int], tiers: tuple[LinkTier, ...]) -> float:
@@ -248,14 +255,7 @@ def moe_tier_copies(
     if n <= 1:
         return copies
     if not dedup:
-        inner = 1
-        for j, members in enumerate(span):
-            if members > inner:
-                copies[j] += top_k * (n - inner) / n
-                if j > 0:
-                    copies[0] += cross_rail_bytes(copies[j], tiers[j])
-            inner = max(inner, members)
-        return copies
+        return leaving_loads(top_k, span, tiers)
     n0 = span[0]
     nodes = n // n0
     reach = nodes if max_nodes is None else min(max_nodes, nodes)

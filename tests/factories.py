@@ -91,3 +91,31 @@ def workload(
 
 def layout(**over) -> Layout:
     return Layout(**over)
+
+
+def result_for(model, cluster, workload, layout: Layout):
+    """A PlanResult holding one scored layout (what plan() returns, without the search)."""
+    from planner import api
+    from planner.types import PlanResult, SolveStats
+
+    e = api.estimate(model, cluster, layout, workload)
+    stats = SolveStats(
+        engine="exhaustive",
+        status="PROVED",
+        objective=e.step_time_s,
+        best_bound=e.step_time_s,
+        gap=0.0,
+        wall_time_s=0.0,
+        num_candidates=1,
+        num_scored=1,
+        num_feasible=1,
+    )
+    return PlanResult(
+        model=model,
+        cluster=cluster,
+        workload=workload,
+        ranked=(e,),
+        solver=stats,
+        rejections={},
+        usable_memory_gib=72.0,
+    )

@@ -52,7 +52,7 @@ from cost_models.specs import Axis, Layout
 from planner import api
 from planner.export import launch
 from planner.place import ranks
-from planner.types import PlanResult, SolveStats
+from planner.types import PlanResult
 
 TCDP = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
 TCPD = (Axis.TP, Axis.CP, Axis.PP, Axis.DP)
@@ -109,28 +109,7 @@ PLANS = {
 
 def plan_result(name: str) -> PlanResult:
     model, gpus, workload, fields = PLANS[name]
-    cluster = f.cluster(gpus)
-    e = api.estimate(model, cluster, Layout(**fields), workload)
-    stats = SolveStats(
-        engine="exhaustive",
-        status="PROVED",
-        objective=e.step_time_s,
-        best_bound=e.step_time_s,
-        gap=0.0,
-        wall_time_s=0.0,
-        num_candidates=1,
-        num_scored=1,
-        num_feasible=1,
-    )
-    return PlanResult(
-        model=model,
-        cluster=cluster,
-        workload=workload,
-        ranked=(e,),
-        solver=stats,
-        rejections={},
-        usable_memory_gib=72.0,
-    )
+    return f.result_for(model, f.cluster(gpus), workload, Layout(**fields))
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from planner import api
 from planner.cli import main
 from planner.export import launch
 from planner.place import ranks
-from planner.types import PlanResult, SolveStats
 
 MEGATRON_FLAGS = {
     line.strip()
@@ -49,29 +48,6 @@ MEGATRON_SWITCHES = {
 ORDERS = list(permutations(Axis))
 
 
-def result_for(model, cluster, workload, layout: Layout) -> PlanResult:
-    """A PlanResult holding one scored layout (what plan() returns, without the search)."""
-    e = api.estimate(model, cluster, layout, workload)
-    stats = SolveStats(
-        engine="exhaustive",
-        status="PROVED",
-        objective=e.step_time_s,
-        best_bound=e.step_time_s,
-        gap=0.0,
-        wall_time_s=0.0,
-        num_candidates=1,
-        num_scored=1,
-        num_feasible=1,
-    )
-    return PlanResult(
-        model=model,
-        cluster=cluster,
-        workload=workload,
-        ranked=(e,),
-        solver=stats,
-        rejections={},
-        usable_memory_gib=72.0,
-    )
 
 
 def megatron_parser(emitted: list[str]) -> argparse.ArgumentParser:
@@ -143,7 +119,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_megatron_flags_exist_and_parse_back(case):
     model, cluster, workload, fields = CASES[case]
-    result = result_for(model, cluster, workload, Layout(**fields))
+    result = f.result_for(model, cluster, workload, Layout(**fields))
     emitted = result.to_megatron_args()
     flags = [a for a in emitted if a.startswith("--")]
     assert set(flags) <= MEGATRON_FLAGS
@@ -191,7 +167,7 @@ def test_megatron_flags_exist_and_parse_back(case):
 
 def test_megatron_refuses_orders_it_cannot_build():
     lo = Layout(tp=4, dp=4, order=(Axis.DP, Axis.TP, Axis.CP, Axis.PP))
-    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
+    result = f.result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
     with pytest.raises(InvalidInput, match="rank order dp-tp-cp-pp"):
         result.to_megatron_args()
     with pytest.raises(InvalidInput, match="torchtitan"):
@@ -201,7 +177,7 @@ def test_megatron_refuses_orders_it_cannot_build():
 def test_megatron_uneven_interleaved_stages_use_the_layout_flag():
     # 30 layers in 8 chunks -> 3, 4, 4, 4, 4, 4, 4, 3: not expressible as first/last + vp.
     lo = Layout(tp=4, pp=4, dp=2, vp=2)
-    result = result_for(f.dense_model(num_layers=30), f.cluster(32), f.workload(64), lo)
+    result = f.result_for(f.dense_model(num_layers=30), f.cluster(32), f.workload(64), lo)
     args = result.to_megatron_args()
     layout = args[args.index("--pipeline-model-parallel-layout") + 1]
     assert [c.count("t") for c in layout.split("|")] == [3, 4, 4, 4, 4, 4, 4, 3]
@@ -221,7 +197,7 @@ def test_interleaving_needs_microbatches_divisible_by_pp():
     with pytest.raises(InvalidInput, match=rule):
         api.estimate(f.dense_model(), f.cluster(16), lo, f.workload(global_batch=12))
     # ... and the exporters refuse a hand-edited plan that breaks it.
-    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=16), lo)
+    result = f.result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=16), lo)
     assert result.best.num_microbatches == 4
     bad = result.best.model_copy(update={"num_microbatches": 3})
     edited = result.model_copy(update={"ranked": (bad,)})
@@ -232,7 +208,7 @@ def test_interleaving_needs_microbatches_divisible_by_pp():
 @pytest.mark.parametrize("case", list(CASES))
 def test_torchtitan_names_only_known_fields_and_degrees_multiply(case):
     model, cluster, workload, fields = CASES[case]
-    result = result_for(model, cluster, workload, Layout(**fields))
+    result = f.result_for(model, cluster, workload, Layout(**fields))
     lo = result.best.layout
     chunks = chunk_layer_counts(model.num_layers, lo.pp * lo.vp)
     uneven = lo.pp > 1 and len(set(chunks[1:-1])) > 1  # only first/last may hold fewer
@@ -278,7 +254,7 @@ def test_torchtitan_names_only_known_fields_and_degrees_multiply(case):
 @pytest.mark.parametrize("case", list(CASES))
 def test_deepspeed_batch_identity(case):
     model, cluster, workload, fields = CASES[case]
-    result = result_for(model, cluster, workload, Layout(**fields))
+    result = f.result_for(model, cluster, workload, Layout(**fields))
     lo = result.best.layout
     # DeepSpeed's PipelineEngine: no interleaving, ZeRO < 2 with PP; its topology builds
     # tp-dp-pp only; ring CP and MoE expert groups are not DeepSpeed's (cost_models.framework).
@@ -295,7 +271,7 @@ def test_deepspeed_batch_identity(case):
 
 def test_deepspeed_refuses_zero2_with_pipeline():
     lo = Layout(tp=4, pp=2, dp=2, zero_stage=2)
-    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
+    result = f.result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
     with pytest.raises(InvalidInput, match=r"ZeRO-2 with pp \(2\)"):
         result.to_deepspeed_config()
 
@@ -341,7 +317,7 @@ def test_ep_groups_partition_and_follow_expert_order():
 def test_tp_groups_inside_one_nvlink_domain_when_the_plan_says_so(order, inside):
     cluster = f.cluster(32)
     lo = Layout(tp=4, dp=4, pp=2, order=order)
-    result = result_for(f.dense_model(), cluster, f.workload(global_batch=32), lo)
+    result = f.result_for(f.dense_model(), cluster, f.workload(global_batch=32), lo)
     nvlink = cluster.tiers[0]
     plan_says_inside = result.best.placement["tp"][nvlink.name] == lo.tp
     assert plan_says_inside == inside
@@ -400,9 +376,9 @@ def test_compact_rule_matches_the_rank_map(order):
 def test_torchtitan_expert_parallel_rule():
     """torchtitan (etp = 1) borrows EP from cp*tp and dp_shard: ep % (cp*tp) == 0."""
     model, cluster, workload = f.moe_model(), f.cluster(16), f.workload(global_batch=32)
-    ok = result_for(model, cluster, workload, Layout(tp=2, dp=8, ep=4)).to_torchtitan()
+    ok = f.result_for(model, cluster, workload, Layout(tp=2, dp=8, ep=4)).to_torchtitan()
     assert ok["config"]["parallelism"]["expert_parallel_degree"] == 4
-    odd = result_for(model, cluster, workload, Layout(tp=4, dp=4, ep=2))
+    odd = f.result_for(model, cluster, workload, Layout(tp=4, dp=4, ep=2))
     with pytest.raises(InvalidInput, match=r"ep \(2\) must be a multiple of cp\*tp \(1\*4\)"):
         odd.to_torchtitan()
 
@@ -437,7 +413,7 @@ def test_every_ranked_plan_exports_or_refuses_with_the_rule(model, gpus, pins):
 
 def test_rank_map_rows_agree_with_rank_groups():
     lo = Layout(tp=2, cp=2, dp=2, pp=2, order=(Axis.CP, Axis.TP, Axis.PP, Axis.DP))
-    result = result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
+    result = f.result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
     rows = result.rank_map()
     assert [r["rank"] for r in rows] == list(range(16))
     assert all((r["node"], r["gpu"]) == divmod(r["rank"], 8) for r in rows)
@@ -458,7 +434,7 @@ def test_rank_map_rows_agree_with_rank_groups():
 def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
     """The search's own split (Estimate.layers_per_stage, planner/search/partition.py) is exported."""
     model = f.dense_model(num_layers=32)
-    base = result_for(model, f.cluster(32), f.workload(64), Layout(tp=4, pp=4, dp=2))
+    base = f.result_for(model, f.cluster(32), f.workload(64), Layout(tp=4, pp=4, dp=2))
 
     def with_split(split):
         e = base.best.model_copy(update={"layers_per_stage": split})
@@ -501,7 +477,7 @@ def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
 )
 def test_megatron_recompute_flags(fields, expected) -> None:
     lo = Layout(tp=2, pp=2, dp=2, sequence_parallel=True, **fields)
-    result = result_for(f.dense_model(), f.cluster(8), f.workload(global_batch=16), lo)
+    result = f.result_for(f.dense_model(), f.cluster(8), f.workload(global_batch=16), lo)
     args = result.to_megatron_args()
     start = args.index("--recompute-granularity")
     assert args[start : start + len(expected)] == expected

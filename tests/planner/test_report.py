@@ -12,8 +12,8 @@ from pathlib import Path
 
 import factories as f
 import pytest
+from factories import result_for
 from rich.console import Console
-from test_launch import result_for
 
 from cost_models.specs import Axis, Layout
 from planner import api, report

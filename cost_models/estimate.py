@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from . import comm, topology
+from . import comm, topology, uplink
 from .calibration import (
     calibration_for_cluster,
 )
@@ -104,12 +104,16 @@ def estimate(
     *,
     layers_per_stage: tuple[int, ...] | None = None,
     spans: Mapping[str, Sequence[int]] | None = None,
+    uplink_steps: Mapping[int, int] | None = None,
 ) -> Estimate:
     """Score one layout. Raises InvalidInput (naming the rule) if the layout is illegal.
 
     `spans` (group kind -> members inside one domain of each tier, as cost_models.rankmap.spans
     gives them) replaces the spans of the layout's rank order: a placement on a real allocation
-    prices its explicit rank -> host map through it. Kinds it leaves out keep the layout's."""
+    prices its explicit rank -> host map through it. Kinds it leaves out keep the layout's.
+    `uplink_steps` (tier -> step q of cost_models.uplink) prices the gradient window of the DP
+    kinds at the effective oversubscription of each tier named (the share of its switches'
+    ports that send upward); tiers not named keep their taper."""
     problems = layout_violations(model, cluster, workload, layout)
     if problems:
         raise InvalidInput("; ".join(problems))
@@ -244,6 +248,7 @@ def estimate(
     stage_mem: list[StageMemory] = []
     dp_exposed = dp_total = opt_s = 0.0
     dp_tiers = [0.0] * len(cluster.tiers)
+    dp_cluster = uplink.shared_cluster(cluster, uplink_steps)
     hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
     acts_per_mb = {
         (k, rc): layer_activation_bytes(model, workload, layout, is_moe=k, recompute=rc)
@@ -253,7 +258,7 @@ def estimate(
     for r, (n_dense, n_moe) in enumerate(counts):
         sp = stage_params(model, layout, n_dense, n_moe, r)
         exposed, total = stage_dp_s(
-            cluster,
+            dp_cluster,
             cal,
             layout,
             sp,
@@ -265,7 +270,7 @@ def estimate(
         )
         if total > dp_total:
             dp_tiers = stage_dp_tier_s(
-                cluster,
+                dp_cluster,
                 layout,
                 sp,
                 m,

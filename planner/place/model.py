@@ -48,18 +48,20 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from ortools.sat.python import cp_model
 
+from cost_models import uplink
 from cost_models.errors import InvalidInput
 from cost_models.estimate import estimate
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
 from .allocation import Allocation
-from .pricing import group_keys, nest, placed_pieces
+from .pricing import group_keys, nest, placed_pieces, uplink_steps
 
 CANONICAL = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
 US = 1e6  # objective unit: microseconds
@@ -85,9 +87,20 @@ class UnitModel:
     split_touch: list[list[list[int]]]  # level -> split block -> domains it spans ([]: inside one)
     level_of_tier: list[int | None]  # model level whose pieces set the tier, None: not a level
     lowest_tier: int  # the first tier above a host (0 when NVLink domains span hosts)
-    # (k_0, k_1, ..., lone flag of each crossing level) -> step (pp at the top) in us
-    dp_table: dict[tuple[int, ...], int]
+    # (k_0, k_1, ..., lone flag of each crossing level) -> step (pp at the top) in us at the
+    # uplink steps q (cost_models.uplink): dp_table[key] = class_cost[dp_class[key]][q index]
+    dp_class: dict[tuple[int, ...], int]
+    class_cost: list[list[int]]  # class -> q grid index -> us
+    q_grid: list[tuple[int, ...]]  # every combination of the uplink tiers' steps
     pp_table: list[int]  # lowest balanced level (len(levels): none) -> delta in us
+    # Uplink sharing: tapered tiers whose switches are a model level (their step q varies with
+    # the counts), that level, the job's GPUs under each of its domains, and the GPUs of split
+    # blocks that span that level's domains, per domain (always used, always leaving).
+    uplink_tiers: list[int]
+    uplink_levels: list[int]
+    uplink_ports: list[list[int]]
+    uplink_split: list[list[int]]
+    uplink_fixed: dict[int, int]  # tapered tiers whose step no count changes (nodes, one domain)
 
 
 def unit_model(
@@ -175,15 +188,41 @@ def unit_model(
         split_touch=touch,
         level_of_tier=level_of_tier,
         lowest_tier=lowest,
-        dp_table={},
+        dp_class={},
+        class_cost=[],
+        q_grid=[()],
         pp_table=[],
+        uplink_tiers=[],
+        uplink_levels=[],
+        uplink_ports=[],
+        uplink_split=[],
+        uplink_fixed={},
     )
+    # Uplink sharing (cost_models.uplink): a tapered tier j's switches are the domains of tier
+    # j-1; where those are a model level, the step q_j follows the counts.
+    for j in uplink.tapered_tiers(cluster):
+        lv = level_of_tier[j - 1]
+        if lv is None:
+            continue  # nodes or one domain: the base map's step (_tables)
+        real = [[i for i in dom if i < n_leaves] for dom in levels[lv]]
+        dom_of_leaf = {i: k for k, r in enumerate(real) for i in r}
+        split = [0] * len(real)
+        for b, hs in enumerate(leaf_hosts[n_leaves:]):
+            if touch[lv][b]:  # spans this level's domains: its GPUs leave them
+                for h in hs:
+                    split[dom_of_leaf[leaf_of[h]]] += gpn
+        um.uplink_tiers.append(j)
+        um.uplink_levels.append(lv)
+        um.uplink_ports.append([gpn * sum(len(leaf_hosts[i]) for i in r) for r in real])
+        um.uplink_split.append(split)
     if sum(capacity) < per_stage * lo.pp:
         raise Unplaceable(
             f"allocation: {lo.pp * per_stage} blocks of {nodes_per_unit} node(s) under one leaf "
             f"needed, the leaves hold {sum(capacity)}"
         )
     _tables(model, cluster, workload, alloc, um)
+    if not _q_monotone(um):  # more senders never help (checked, as the k tables are)
+        raise Unplaceable("placement: the step falls as an uplink's senders grow")
     return um
 
 
@@ -310,42 +349,103 @@ def _tables(
             out["pp"][-1] = lo.pp
         return out
 
+    # Uplink steps: the tiers whose step the counts set take every q of the grid; the others
+    # (switches that are nodes, or one domain) keep the base map's step.
+    fixed = uplink_steps(cluster, alloc, lo, base_map, moe=moe)
+    um.uplink_fixed = {j: q for j, q in fixed.items() if j not in um.uplink_tiers}
+    um.q_grid = list(itertools.product(range(uplink.UPLINK_STEPS + 1), repeat=len(um.uplink_tiers)))
+    grad_kinds = [k for k in ("dp", "dp_cp", "edp") if k in base]
     memo: dict[tuple, int] = {}
+    span_memo: dict[tuple, dict[str, list[int]]] = {}
 
-    def step_us(ks: tuple[int, ...], pp_level: int) -> int:
+    def spans_key(ks: tuple[int, ...], pp_level: int) -> tuple:
         # Many piece combinations nest to the same spans (whole factors per tier): price once.
         spans = spans_for(ks, pp_level)
         key = tuple(tuple(spans[k]) for k in sorted(spans))
-        if key not in memo:
-            e = estimate(model, cluster, workload, lo, spans=spans)
-            memo[key] = round(e.step_time_s * US)
-        return memo[key]
+        span_memo.setdefault(key, spans)
+        return key
 
+    def step_us(key: tuple, qs: tuple[int, ...]) -> int:
+        spans = span_memo[key]
+        steps = dict(um.uplink_fixed)
+        norm = []
+        for j, q in zip(um.uplink_tiers, qs, strict=True):
+            steps[j] = q
+            # q matters only where a gradient group crosses tier j, and only above 1 / o
+            crosses = any(spans[k][j] > spans[k][j - 1] for k in grad_kinds)
+            o = cluster.tiers[j].oversubscription
+            norm.append(uplink.effective_oversubscription(o, q) if crosses else None)
+        mkey = (key, tuple(norm))
+        if mkey not in memo:
+            e = estimate(model, cluster, workload, lo, spans=spans, uplink_steps=steps)
+            memo[mkey] = round(e.step_time_s * US)
+        return memo[mkey]
+
+    # A key's class: the spans of it and of every key with fewer lone flags (a lone part never
+    # prices below none: the entry is the largest of them, at every q).
     top_ks = tuple(um.units_per_stage for _ in range(n)) + (0,) * len(cross)
     flags = list(itertools.product((0, 1), repeat=len(cross)))
+    sig_of: dict[tuple[int, ...], frozenset] = {}
+    class_index: dict[frozenset, int] = {}
     for ks in itertools.product(*(_k_values(um, lv) for lv in range(n))):
         if all(a <= b for a, b in itertools.pairwise(ks)):  # pieces nest
-            for f in flags:  # fewer flags first: a lone part never prices below none
-                v = step_us((*ks, *f), n)
+            for f in flags:  # fewer flags first
+                sig = {spans_key((*ks, *f), n)}
                 for i in range(len(f)):
                     if f[i]:
-                        v = max(v, um.dp_table[(*ks, *f[:i], 0, *f[i + 1 :])])
-                um.dp_table[(*ks, *f)] = v
-    ref = step_us(top_ks, n)
-    um.pp_table = [step_us(top_ks, lv) - ref for lv in range(n)] + [0]
+                        sig |= sig_of[(*ks, *f[:i], 0, *f[i + 1 :])]
+                sig_of[(*ks, *f)] = frozenset(sig)
+                um.dp_class[(*ks, *f)] = class_index.setdefault(frozenset(sig), len(class_index))
+    um.class_cost = [[0] * len(um.q_grid) for _ in class_index]
+    for sig, c in class_index.items():
+        for g, qs in enumerate(um.q_grid):
+            um.class_cost[c][g] = max(step_us(key, qs) for key in sig)
+    zero = (0,) * len(um.uplink_tiers)
+    ref = step_us(spans_key(top_ks, n), zero)
+    um.pp_table = [step_us(spans_key(top_ks, lv), zero) - ref for lv in range(n)] + [0]
+
+
+def q_index(um: UnitModel, qs: Sequence[int]) -> int:
+    """Index of the steps qs in um.q_grid (mixed radix, the first tier slowest)."""
+    out = 0
+    for q in qs:
+        out = out * (uplink.UPLINK_STEPS + 1) + int(q)
+    return out
+
+
+def dp_cost(um: UnitModel, key: tuple[int, ...], qs: Sequence[int]) -> int:
+    return um.class_cost[um.dp_class[key]][q_index(um, qs)]
 
 
 def _dp_monotone(um: UnitModel) -> bool:
-    """The DP table never rises when one level's smallest piece grows (to its next value)."""
+    """The DP table never rises when one level's smallest piece grows (to its next value), at
+    every uplink step."""
     values = [_k_values(um, lv) for lv in range(len(um.levels))]
     n = len(values)
-    for ks, us in um.dp_table.items():
+    for ks, c in um.dp_class.items():
         for lv, k in enumerate(ks[:n]):
             i = values[lv].index(k)
             if i + 1 < len(values[lv]):
                 up = (*ks[:lv], values[lv][i + 1], *ks[lv + 1 :])
-                if up in um.dp_table and um.dp_table[up] > us:
-                    return False
+                if up in um.dp_class:
+                    cu = um.dp_class[up]
+                    if cu != c and any(
+                        a > b for a, b in zip(um.class_cost[cu], um.class_cost[c], strict=True)
+                    ):
+                        return False
+    return True
+
+
+def _q_monotone(um: UnitModel) -> bool:
+    """Every class's cost never falls as one tier's uplink step grows (more senders)."""
+    radix = uplink.UPLINK_STEPS + 1
+    for costs in um.class_cost:
+        for g, qs in enumerate(um.q_grid):
+            for t, q in enumerate(qs):
+                if q < uplink.UPLINK_STEPS:
+                    up = g + radix ** (len(qs) - 1 - t)
+                    if costs[up] < costs[g]:
+                        return False
     return True
 
 
@@ -467,7 +567,25 @@ def objective_us(um: UnitModel, counts: list[list[int]]) -> int:
     pp_level = next((lv for lv, b in enumerate(balanced) if b), len(um.levels))
     if um.layout.pp == 1:
         pp_level = len(um.levels)
-    return um.dp_table[_dp_choice(um, ks, lone)] + um.pp_table[pp_level]
+    qs = uplink_qs(um, counts)
+    return dp_cost(um, _dp_choice(um, ks, lone, qs), qs) + um.pp_table[pp_level]
+
+
+def uplink_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
+    """The step of each uplink tier for given counts: per domain of its level, the GPUs of
+    stages not wholly inside it (whole units, plus the parts of split blocks spanning it) over
+    the job's GPUs under it, rounded up (cost_models.uplink.uplink_step); the busiest domain."""
+    out = []
+    d = um.units_per_stage
+    for lv, ports, split in zip(um.uplink_levels, um.uplink_ports, um.uplink_split, strict=True):
+        y = level_counts(um, counts, lv)
+        q = 0
+        for i, p in enumerate(ports):
+            col = [row[i] for row in y]
+            leaving = um.unit_gpus * (sum(col) - d * sum(v == d for v in col)) + split[i]
+            q = max(q, uplink.uplink_step(leaving, p))
+        out.append(q)
+    return tuple(out)
 
 
 def _summary(
@@ -496,7 +614,9 @@ def _summary(
     return ks, balanced, lone
 
 
-def _dp_choice(um: UnitModel, ks: list[int | None], lone: list[int]) -> tuple[int, ...]:
+def _dp_choice(
+    um: UnitModel, ks: list[int | None], lone: list[int], qs: Sequence[int] = ()
+) -> tuple[int, ...]:
     """The table's key at the smallest pieces and lone flags; a level with no whole block in
     any of its domains (only split blocks) leaves its k free, as in the CP-SAT model."""
     # A pod holding only a split block of a stage can make its piece there smaller than at the
@@ -509,8 +629,8 @@ def _dp_choice(um: UnitModel, ks: list[int | None], lone: list[int]) -> tuple[in
         return (*ks, *lone)
     want = [*ks, *lone]
     return min(
-        (c for c in um.dp_table if all(k is None or a == k for a, k in zip(c, want, strict=True))),
-        key=lambda c: (um.dp_table[c], c),
+        (c for c in um.dp_class if all(k is None or a == k for a, k in zip(c, want, strict=True))),
+        key=lambda c: (dp_cost(um, c, qs), c),
     )
 
 
@@ -556,6 +676,43 @@ class Solution:
     wall_time_s: float
     counts: list[list[int]]
     host_of_rank: np.ndarray
+
+
+def _uplink_constraints(
+    m: cp_model.CpModel,
+    um: UnitModel,
+    x: list[list[Any]],
+    level_ys: list[list[list[Any]]],
+    hint: list[list[int]],
+    hints: list[tuple[Any, int]],
+) -> list[Any]:
+    """One step variable q per uplink tier with UPLINK_STEPS x (GPUs leaving domain i) <=
+    (the job's GPUs under i) x q for every domain of its level (uplink_qs, linear): a stage wholly
+    inside i (full) sends nothing upward. The objective grows with q (_q_monotone), so q sits at
+    the busiest domain's rounded share."""
+    q_steps = uplink.UPLINK_STEPS
+    pp, d, u = um.layout.pp, um.units_per_stage, um.unit_gpus
+    hint_q = uplink_qs(um, hint)
+    out = []
+    for t, (j, lv) in enumerate(zip(um.uplink_tiers, um.uplink_levels, strict=True)):
+        q = m.new_int_var(0, q_steps, f"q{j}")
+        hints.append((q, hint_q[t]))
+        hy = level_counts(um, hint, lv)
+        for i, dom in enumerate(um.levels[lv]):
+            units = sum(x[s][leaf] for s in range(pp) for leaf in dom)
+            fulls = []
+            for s in range(pp):
+                y = level_ys[lv][s][i]
+                if y is None or sum(um.capacity[leaf] for leaf in dom) < d:
+                    continue
+                f = m.new_bool_var(f"full{j}_{s}_{i}")
+                m.add(y >= d).only_enforce_if(f)
+                hints.append((f, int(hy[s][i] == d)))
+                fulls.append(f)
+            leaving = u * units + um.uplink_split[t][i] - u * d * sum(fulls)
+            m.add(q_steps * leaving <= um.uplink_ports[t][i] * q)
+        out.append(q)
+    return out
 
 
 def counts_of_map(
@@ -619,7 +776,8 @@ def solve(
     hint = sorted(hint, key=lambda row: -row[0])  # the stage order the symmetry cut asks
     hints: list[tuple[Any, int]] = [(x[s][j], hint[s][j]) for s in range(pp) for j in range(nl)]
     hint_bal = []
-    hint_choice = _dp_choice(um, *_summary(um, hint)[::2])
+    hint_qs = uplink_qs(um, hint)
+    hint_choice = _dp_choice(um, *_summary(um, hint)[::2], hint_qs)
     first = nl - um.split_blocks
     xb = {}  # (stage, split block) -> the block is the stage's
     for s in range(pp):
@@ -628,7 +786,7 @@ def solve(
             m.add(x[s][first + i] == xb[s, i])
             hints.append((xb[s, i], hint[s][first + i]))
     lones = []
-    ks, bals = [], []
+    ks, bals, level_ys = [], [], []
     for lv, doms in enumerate(um.levels):
         hy = level_counts(um, hint, lv)
         hint_bal.append(all(row == hy[0] for row in hy) and not um.crossing[lv])
@@ -670,6 +828,7 @@ def solve(
                 zs.append(m.new_bool_var(f"below{lv}"))
             m.add_bool_or([*zs, none])
         ks.append(k)
+        level_ys.append(ys)
         hints.append((k, hint_choice[lv]))
         if um.crossing[lv]:
             # lone <= some stage's split block has a part in a domain with none of its whole
@@ -710,9 +869,28 @@ def solve(
             bals.append(b)
     # Objective: the DP table as allowed (k_0, k_1, ..., cost) tuples (AddAllowedAssignments:
     # only combinations whose pieces nest are listed).
-    dp_cost = m.new_int_var(min(um.dp_table.values()), max(um.dp_table.values()), "dp_cost")
-    m.add_allowed_assignments([*ks, *lones, dp_cost], [(*c, v) for c, v in um.dp_table.items()])
-    hints.append((dp_cost, um.dp_table[hint_choice]))
+    costs = [v for row in um.class_cost for v in row]
+    dp_var = m.new_int_var(min(costs), max(costs), "dp_cost")
+    if um.uplink_tiers:
+        # Two tables: the pieces pick a class (the spans they price), the class and the uplink
+        # steps pick the cost (classes x steps rows instead of keys x steps).
+        cls = m.new_int_var(0, len(um.class_cost) - 1, "dp_class")
+        m.add_allowed_assignments([*ks, *lones, cls], [(*c, v) for c, v in um.dp_class.items()])
+        qv = _uplink_constraints(m, um, x, level_ys, hint, hints)
+        m.add_allowed_assignments(
+            [cls, *qv, dp_var],
+            [
+                (c, *qs, row[g])
+                for c, row in enumerate(um.class_cost)
+                for g, qs in enumerate(um.q_grid)
+            ],
+        )
+        hints.append((cls, um.dp_class[hint_choice]))
+    else:
+        m.add_allowed_assignments(
+            [*ks, *lones, dp_var], [(*c, um.class_cost[v][0]) for c, v in um.dp_class.items()]
+        )
+    hints.append((dp_var, dp_cost(um, hint_choice, hint_qs)))
     pp_cost = 0
     if pp > 1:
         lvl = m.new_int_var(0, len(um.levels), "pp_level")
@@ -724,7 +902,7 @@ def solve(
         pp_cost = pv
         hint_lvl = len(um.levels) - sum(hint_bal)
         hints += [(lvl, hint_lvl), (pv, um.pp_table[hint_lvl])]
-    m.minimize(dp_cost + pp_cost)
+    m.minimize(dp_var + pp_cost)
     for var, value in hints:
         m.add_hint(var, value)
     solver = cp_model.CpSolver()

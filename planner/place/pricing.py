@@ -12,6 +12,10 @@ Every kind (tp, cp, dp, pp, ep and the gradient groups dp_cp, edp) takes the ele
 smallest piece over its groups, so the worst group sets the cost; for a group that never
 leaves a domain the piece is the whole group. These spans replace the layout-derived ones in
 cost_models.estimate.estimate(spans=...).
+
+Uplink sharing (cost_models/uplink.py): for every tapered tier, the share of the job's GPUs
+under each switch below it whose gradient group (DP, DP x CP, expert-DP) leaves that switch,
+rounded up to a step, the busiest switch's step passed as estimate(uplink_steps=...).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cost_models import rankmap
+from cost_models import rankmap, uplink
 from cost_models.estimate import estimate
 from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 
@@ -107,6 +111,51 @@ def placed_pieces(
     return out
 
 
+GRADIENT_KINDS = ("dp", "dp_cp", "edp")  # the gradient window's groups (cost_models.uplink)
+
+
+def gradient_leavers(keys: Mapping[str, np.ndarray], dom: np.ndarray) -> np.ndarray:
+    """Per rank: its group of some gradient kind has a member in another domain of `dom`."""
+    out = np.zeros(len(dom), dtype=bool)
+    for kind in GRADIENT_KINDS:
+        if kind not in keys:
+            continue
+        _, inv = np.unique(keys[kind], return_inverse=True)
+        low = np.full(int(inv.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+        high = np.full(int(inv.max()) + 1, -1, dtype=np.int64)
+        np.minimum.at(low, inv, dom)
+        np.maximum.at(high, inv, dom)
+        out |= low[inv] != high[inv]
+    return out
+
+
+def uplink_steps(
+    cluster: Cluster,
+    alloc: Allocation,
+    layout: Layout,
+    host_of_rank: np.ndarray,
+    *,
+    moe: bool = True,
+) -> dict[int, int]:
+    """Tapered tier j -> the largest step over the switches of tier j-1 (cost_models.uplink):
+    UPLINK_STEPS x (GPUs under it whose gradient group leaves it) / (the job's GPUs under it),
+    rounded up."""
+    keys = group_keys(layout, moe=moe)
+    gpn = cluster.gpus_per_node
+    out = {}
+    for j in uplink.tapered_tiers(cluster):
+        host_dom = alloc.domains[j - 1]
+        dom = host_dom[host_of_rank]
+        leaving = gradient_leavers(keys, dom)
+        sending = np.bincount(dom[leaving], minlength=int(host_dom.max()) + 1)
+        ports = gpn * np.bincount(host_dom, minlength=int(host_dom.max()) + 1)
+        out[j] = max(
+            (uplink.uplink_step(int(c), int(p)) for c, p in zip(sending, ports, strict=True)),
+            default=0,
+        )
+    return out
+
+
 def placed_spans(
     alloc: Allocation, layout: Layout, host_of_rank: np.ndarray, *, moe: bool = True
 ) -> dict[str, list[int]]:
@@ -124,8 +173,10 @@ def price(
     host_of_rank: np.ndarray,
 ) -> Estimate:
     """The estimate of `layout` with rank r on host alloc.hosts[host_of_rank[r]]."""
-    spans = placed_spans(alloc, layout, host_of_rank, moe=model.moe is not None)
-    return estimate(model, cluster, workload, layout, spans=spans)
+    moe = model.moe is not None
+    spans = placed_spans(alloc, layout, host_of_rank, moe=moe)
+    steps = uplink_steps(cluster, alloc, layout, host_of_rank, moe=moe)
+    return estimate(model, cluster, workload, layout, spans=spans, uplink_steps=steps)
 
 
 def host_order_map(cluster: Cluster, layout: Layout) -> np.ndarray:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import models_zoo
+from cost_models import uplink
 from cost_models.errors import InvalidInput
 from cost_models.estimate import estimate
 from cost_models.specs import Axis, Layout
@@ -174,7 +175,7 @@ SMALL = [
 ]
 
 
-def _small(leaves, drained, layout, pods=None):
+def _small(leaves, drained, layout, pods=None, taper=None):
     spec = models_zoo.load_model("llama3-8b")
     hosts = [f"n{i:02d}" for i, _ in enumerate(leaves) if i not in drained]
     leaf = {f"n{i:02d}": f"leaf{v}" for i, v in enumerate(leaves)}
@@ -185,6 +186,11 @@ def _small(leaves, drained, layout, pods=None):
     cluster = cluster.model_copy(
         update={"tiers": (cluster.tiers[0], *cluster.tiers[1:3], cluster.tiers[3])}
     )
+    if taper:  # tier index -> oversubscription (2: the leaves' uplinks, 3: the pods')
+        tiers = list(cluster.tiers)
+        for j, o in taper.items():
+            tiers[j] = tiers[j].model_copy(update={"oversubscription": o})
+        cluster = cluster.model_copy(update={"tiers": tuple(tiers)})
     wl = api.make_workload(spec, global_batch=8 * layout.dp)
     return spec, cluster, wl, A.synthetic(cluster, hosts, levels)
 
@@ -202,9 +208,10 @@ def test_cpsat_equals_brute_force_and_reprices(leaves, drained, layout):
     assert M.objective_us(um, sol.counts) == sol.objective_us
 
 
-def test_counting_loses_nothing_against_every_host_permutation():
+@pytest.mark.parametrize("taper", [None, {2: 3.0, 3: 7.0}])
+def test_counting_loses_nothing_against_every_host_permutation(taper):
     layout = Layout(tp=8, pp=2, dp=2)
-    spec, cluster, wl, alloc = _small([0, 0, 0, 1, 1, 2], [], layout, pods=[0, 1, 1])
+    spec, cluster, wl, alloc = _small([0, 0, 0, 1, 1, 2], [], layout, pods=[0, 1, 1], taper=taper)
     um = M.unit_model(spec, cluster, wl, layout, alloc)
     sol = M.solve(um)
     assert (
@@ -404,3 +411,79 @@ def test_placement_is_deterministic():
     assert set(
         place_layout(spec, cluster, wl, estimate(spec, cluster, wl, layout), alloc).solver
     ) == {"status", "objective", "best_bound", "gap", "wall_time_s"}
+
+
+# ------------------------------------------------------------------------------ uplink sharing
+
+
+def test_uplink_share_hand_computed_and_the_solver_takes_the_lighter_leaves():
+    """Leaves A, B of 3 hosts and C of 2, leaf uplinks 3:1 (the pod tier), one stage of four
+    one-node units (TP8 DP4). Putting two units on A and two on B, or two on A and two on C,
+    spans two leaves with two DP members in each either way (the same spans), but the uplink
+    load differs: on A 16 of the job's 24 GPUs send upward, on C 16 of 16.
+    Step q = ceil(4 x 16 / 24) = 3 on A and B: effective taper max(1, 3 x 3 / 4) = 2.25;
+    ceil(4 x 16 / 16) = 4 on C: the full 3. The solver picks A + B, and its objective is the
+    estimate on a cluster whose leaf uplinks are 2.25:1."""
+    layout = Layout(tp=8, pp=1, dp=4)
+    spec, cluster, _, alloc = _small([0, 0, 0, 1, 1, 1, 2, 2], [], layout, taper={2: 3.0})
+    wl = api.make_workload(spec, global_batch=4)  # one micro-batch: the gradient sync shows
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    assert um.capacity == [3, 3, 2] and um.uplink_tiers == [2] and um.uplink_ports == [[24, 24, 16]]
+    ab, ac = [[2, 2, 0]], [[2, 0, 2]]
+    assert M.uplink_qs(um, ab) == (3,) and M.uplink_qs(um, ac) == (4,)
+    map_ab, map_ac = M.build_map(um, ab), M.build_map(um, ac)
+    lo = um.layout
+    assert pricing.placed_spans(alloc, lo, map_ab, moe=False) == pricing.placed_spans(
+        alloc, lo, map_ac, moe=False
+    )
+    assert pricing.uplink_steps(cluster, alloc, lo, map_ab, moe=False) == {2: 3, 3: 0}
+    assert pricing.uplink_steps(cluster, alloc, lo, map_ac, moe=False) == {2: 4, 3: 0}
+    spans = pricing.placed_spans(alloc, lo, map_ab, moe=False)
+    tiers = list(cluster.tiers)
+    tiers[2] = tiers[2].model_copy(update={"oversubscription": 2.25})
+    by_hand = estimate(
+        spec, cluster.model_copy(update={"tiers": tuple(tiers)}), wl, lo, spans=spans
+    )
+    light = pricing.price(spec, cluster, wl, lo, alloc, map_ab)
+    heavy = pricing.price(spec, cluster, wl, lo, alloc, map_ac)
+    assert light.step_time_s == by_hand.step_time_s
+    assert heavy.step_time_s == estimate(spec, cluster, wl, lo, spans=spans).step_time_s
+    assert light.breakdown_s["dp_comm"] < heavy.breakdown_s["dp_comm"]
+    sol = M.solve(um, time_limit_s=10)
+    assert sol.status == "OPTIMAL" and sol.counts == ab
+    assert abs(sol.objective_us - round(light.step_time_s * 1e6)) <= 2
+
+
+TAPERED = [
+    # (leaf of each host, drained, layout, pods of the leaves, tapers): cases found where the
+    # optimum's uplink steps price below the full taper (sharing decides)
+    ([0, 1, 1, 1, 1, 1, 2, 2], [], Layout(tp=4, pp=2, dp=6), [0, 1, 1], {2: 3.0}),
+    ([0, 0, 1, 1, 2, 2, 2, 3, 3], [5, 7], Layout(tp=8, pp=2, dp=3), [0, 1, 0, 0], {2: 7.0}),
+    ([0, 0, 0, 0, 1, 1, 1], [1], Layout(tp=8, pp=1, dp=4), [1, 1, 0], {2: 3.0, 3: 7.0}),
+    ([0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2], [7, 9], Layout(tp=8, pp=2, dp=4), None, {2: 3.0}),
+    ([0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3], [], Layout(tp=8, pp=2, dp=4), [1, 0, 1, 1], {2: 7.0}),
+    ([0, 0, 0, 0, 0, 2, 2, 3, 3, 3, 3, 3], [2, 9], Layout(tp=4, pp=3, dp=6), [1, 1, 0, 1],
+     {2: 7.0}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("leaves", "drained", "layout", "pods", "taper"), TAPERED)
+def test_uplink_sharing_cpsat_equals_brute_force_and_reprices(leaves, drained, layout, pods, taper):
+    """Uneven leaves behind 3:1 and 7:1 uplinks: CP-SAT's objective equals the optimum of every
+    count matrix priced exactly on its map (uplink steps included), and re-pricing its map
+    reproduces it."""
+    spec, cluster, wl, alloc = _small(leaves, drained, layout, pods=pods, taper=taper)
+    wl = api.make_workload(spec, global_batch=2 * layout.dp)  # few micro-batches: DP exposed
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    assert um.uplink_tiers and um.split_blocks == 0
+    sol = M.solve(um, time_limit_s=30)
+    assert sol.status == "OPTIMAL"
+    best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
+    assert abs(sol.objective_us - best_us) <= 2
+    repriced = pricing.price(spec, cluster, wl, um.layout, alloc, sol.host_of_rank)
+    assert abs(round(repriced.step_time_s * 1e6) - sol.objective_us) <= 2
+    assert M.objective_us(um, sol.counts) == sol.objective_us
+    qs = M.uplink_qs(um, sol.counts)
+    ks, _, lone = M._summary(um, sol.counts)
+    key = M._dp_choice(um, ks, lone, qs)
+    assert M.dp_cost(um, key, qs) < M.dp_cost(um, key, (uplink.UPLINK_STEPS,) * len(qs))

@@ -98,6 +98,11 @@ def main() -> None:
     parser.add_argument("--max-tp", type=int, default=None, help="largest TP tried")
     parser.add_argument("--place-top", type=int, default=1, help="layouts placed per size")
     parser.add_argument(
+        "--decompose",
+        action="store_true",
+        help="add the pods-first warm start (planner/place/decompose.py) to every placement",
+    )
+    parser.add_argument(
         "--max-cp",
         type=int,
         default=None,
@@ -117,6 +122,7 @@ def main() -> None:
             global_batch=args.global_batch,
             place_top=args.place_top,
             place_time_limit_s=args.time_limit or LIMITS.get(n, 30.0),
+            place_decompose=args.decompose,
             **({"max_cp": args.max_cp} if args.max_cp else {}),
             **({"max_tp": args.max_tp} if args.max_tp else {}),
         )

@@ -285,6 +285,7 @@ def plan_on_allocation(
     precision: str | None = None,
     place_top: int = 3,
     place_time_limit_s: float | None = None,
+    place_decompose: bool = False,
     framework: str | None = _framework.DEFAULT_FRAMEWORK,
     **constraints: Any,
 ) -> PlacedPlan:
@@ -293,6 +294,7 @@ def plan_on_allocation(
     The search shortlists `place_top` layouts under ideal placement (plan(top_k=...)); each is
     placed on the allocation (scheduler's order, best rank order, CP-SAT: planner/place/joint.py)
     and the plans are re-ranked by the placed step time. Returns a PlacedPlan.
+    `place_decompose` adds the pods-first warm start (planner/place/decompose.py).
     """
     from .place.allocation import Allocation, load_allocation
     from .place.joint import place_layout
@@ -362,6 +364,7 @@ def plan_on_allocation(
             time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
             deterministic=options.deterministic,
             seed=options.seed,
+            decompose=place_decompose,
         )
         for e, work in shortlist
     ]

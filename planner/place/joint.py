@@ -10,6 +10,7 @@ placement is never worse than either baseline; which one won is reported.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from . import model as sat
 from .allocation import Allocation
+from .decompose import warm_start
 from .pricing import baselines, crossings, host_order_map, price
 
 
@@ -51,6 +53,7 @@ def place_layout(
     time_limit_s: float = 60.0,
     deterministic: bool = True,
     seed: int = 0,
+    decompose: bool = False,
 ) -> Placement:
     layout = ideal.layout
     moe = model.moe is not None
@@ -83,9 +86,35 @@ def place_layout(
             counts = sat.counts_of_map(um, len(alloc.hosts), stage_major)
             if counts is not None:
                 seeds.append(counts)
+        start = time.perf_counter()
+        rest = time_limit_s
+        if decompose:
+            # Pods first, then leaves per pod (decompose.py): one more hint, half the time.
+            packed = warm_start(
+                model, cluster, workload, alloc, um, time_limit_s=rest / 2, seed=seed
+            )
+            if packed is not None:
+                seeds.append(packed)
+                rest /= 2
+        if um.uplink_tiers and len(um.leaf_hosts) - um.split_blocks >= sat.LARGE_LEAVES:
+            # Large allocations: the model without the uplink steps (every uplink at its full
+            # taper) searches far faster; its counts seed the exact model, which gets the other
+            # half of the time and reports its own status, bound and gap.
+            first = sat.solve(
+                um,
+                time_limit_s=rest / 2,
+                deterministic=deterministic,
+                seed=seed,
+                hints=seeds,
+                full_uplinks=True,
+            )
+            seeds.append(first.counts)
+            rest /= 2
+        before_s = time.perf_counter() - start
         sol = sat.solve(
-            um, time_limit_s=time_limit_s, deterministic=deterministic, seed=seed, hints=seeds
+            um, time_limit_s=rest, deterministic=deterministic, seed=seed, hints=seeds
         )
+        sol.wall_time_s += before_s
         placed = price(model, cluster, workload, um.layout, alloc, sol.host_of_rank)
         options.append((placed.step_time_s, 0, "cp-sat", placed, sol.host_of_rank))
         solver = {

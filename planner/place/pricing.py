@@ -60,6 +60,41 @@ def group_keys(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
     return keys
 
 
+def _grid_rows(dims: rankmap.Dims, kinds: Mapping[str, tuple[str, ...]]) -> dict[str, np.ndarray]:
+    """Per kind a (groups, members) array of ranks, one group per row: the groups of
+    _grid_keys, read off the rank grid with the kind's axes moved last (no sort)."""
+    sizes = [size for _, size in dims][::-1]  # numpy axis a holds dims[-1 - a]
+    names = [name for name, _ in dims][::-1]
+    grid = np.arange(int(np.prod(sizes)), dtype=np.int64).reshape(sizes)
+    out = {}
+    for kind, tokens in kinds.items():
+        inner = [a for a, name in enumerate(names) if name in tokens]
+        outer = [a for a in range(len(names)) if a not in inner]
+        members = int(np.prod([sizes[a] for a in inner]))
+        out[kind] = grid.transpose(outer + inner).reshape(-1, members)
+    return out
+
+
+def group_rows(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
+    """group_keys' groups as (groups, members) rank arrays."""
+    rows = _grid_rows(rankmap.decoder_dims(layout), rankmap.DECODER_KINDS)
+    if moe:
+        rows.update(_grid_rows(rankmap.expert_dims(layout), rankmap.EXPERT_KINDS))
+    else:
+        rows["ep"] = np.arange(layout.world_size, dtype=np.int64).reshape(-1, 1)
+    return rows
+
+
+def _fewest_together(dom: np.ndarray) -> int:
+    """Fewest members of one row (group) that share a value (domain), over all rows."""
+    if dom.shape[1] > 1 and (dom[:, 1:] < dom[:, :-1]).any():
+        dom = np.sort(dom, axis=1)
+    change = np.ones(dom.shape, dtype=bool)
+    change[:, 1:] = dom[:, 1:] != dom[:, :-1]
+    starts = np.flatnonzero(change.ravel())
+    return int(np.diff(np.append(starts, dom.size)).min())
+
+
 def group_lists(layout: Layout, *, moe: bool = True) -> dict[str, list[list[int]]]:
     """The rank lists of every group of each kind (sorted, as rankmap.rank_groups)."""
     out = {}
@@ -93,39 +128,29 @@ def placed_pieces(
 ) -> dict[str, list[int]]:
     """Smallest piece of every kind per tier over every group (raw; the last entry is the group
     size)."""
-    keys = group_keys(layout, moe=moe)
     out: dict[str, list[int]] = {}
-    dom = [d[host_of_rank] for d in alloc.domains]
-    for kind, key in keys.items():
-        _, sizes = np.unique(key, return_counts=True)
-        n = int(sizes[0])
+    for kind, rows in group_rows(layout, moe=moe).items():
+        n = rows.shape[1]
         if n <= 1:
-            out[kind] = [1] * len(dom)
+            out[kind] = [1] * len(alloc.domains)
             continue
-        span = []
-        for d in dom[:-1]:
-            pair = key * (int(d.max()) + 1) + d
-            _, counts = np.unique(pair, return_counts=True)
-            span.append(int(counts.min()))
-        out[kind] = [*span, n]
+        hosts = host_of_rank[rows]
+        out[kind] = [*(_fewest_together(d[hosts]) for d in alloc.domains[:-1]), n]
     return out
 
 
 GRADIENT_KINDS = ("dp", "dp_cp", "edp")  # the gradient window's groups (cost_models.uplink)
 
 
-def gradient_leavers(keys: Mapping[str, np.ndarray], dom: np.ndarray) -> np.ndarray:
-    """Per rank: its group of some gradient kind has a member in another domain of `dom`."""
+def gradient_leavers(rows: Mapping[str, np.ndarray], dom: np.ndarray) -> np.ndarray:
+    """Per rank: its group of some gradient kind has a member in another domain of `dom`
+    (domain per rank; rows: group_rows)."""
     out = np.zeros(len(dom), dtype=bool)
     for kind in GRADIENT_KINDS:
-        if kind not in keys:
-            continue
-        _, inv = np.unique(keys[kind], return_inverse=True)
-        low = np.full(int(inv.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
-        high = np.full(int(inv.max()) + 1, -1, dtype=np.int64)
-        np.minimum.at(low, inv, dom)
-        np.maximum.at(high, inv, dom)
-        out |= low[inv] != high[inv]
+        if kind in rows:
+            d = dom[rows[kind]]
+            leaving = d.min(axis=1) != d.max(axis=1)
+            out[rows[kind][leaving]] = True
     return out
 
 
@@ -140,13 +165,13 @@ def uplink_steps(
     """Tapered tier j -> the largest step over the switches of tier j-1 (cost_models.uplink):
     UPLINK_STEPS x (GPUs under it whose gradient group leaves it) / (the job's GPUs under it),
     rounded up."""
-    keys = group_keys(layout, moe=moe)
+    rows = group_rows(layout, moe=moe)
     gpn = cluster.gpus_per_node
     out = {}
     for j in uplink.tapered_tiers(cluster):
         host_dom = alloc.domains[j - 1]
         dom = host_dom[host_of_rank]
-        leaving = gradient_leavers(keys, dom)
+        leaving = gradient_leavers(rows, dom)
         sending = np.bincount(dom[leaving], minlength=int(host_dom.max()) + 1)
         ports = gpn * np.bincount(host_dom, minlength=int(host_dom.max()) + 1)
         out[j] = max(
@@ -221,24 +246,21 @@ def crossings(
 ) -> dict[str, dict[str, object]]:
     """For each kind of group: the slowest tier any of its groups crosses, and how many groups
     cross it (the report's "which groups cross which switches")."""
-    keys = group_keys(layout, moe=moe)
-    dom = [d[host_of_rank] for d in alloc.domains]
     out: dict[str, dict[str, object]] = {}
-    for kind, key in keys.items():
-        groups = np.unique(key)
-        if len(groups) == len(key):
+    for kind, rows in group_rows(layout, moe=moe).items():
+        if rows.shape[1] == 1:
             continue  # groups of one rank
+        hosts = host_of_rank[rows]
         worst, count = None, 0
-        for t in range(len(dom) - 1, -1, -1):
+        for t in range(len(alloc.domains) - 1, -1, -1):
             # a group crosses tier t+1's links if it touches more than one tier-t domain
-            pair = np.unique(key * (int(dom[t].max()) + 1) + dom[t])
-            per_group = np.unique(pair // (int(dom[t].max()) + 1), return_counts=True)[1]
-            crossing = int((per_group > 1).sum())
+            d = alloc.domains[t][hosts]
+            crossing = int((d.min(axis=1) != d.max(axis=1)).sum())
             if crossing and t + 1 < len(cluster.tiers):
                 worst, count = cluster.tiers[t + 1].name, crossing
                 break
         out[kind] = {
-            "groups": len(groups),
+            "groups": rows.shape[0],
             "slowest_tier": worst or cluster.tiers[0].name,
             "groups_crossing": count,
         }

@@ -148,6 +148,29 @@ def test_block_format_and_yaml(tmp_path):
 def test_numpy_groups_equal_rank_groups(layout):
     assert pricing.group_lists(layout) == rank_groups(layout)  # every kind, MoE grid too
     assert pricing.group_lists(layout, moe=False) == rank_groups(layout, moe=False)
+    groups = rank_groups(layout)
+    for kind, rows in pricing.group_rows(layout).items():
+        assert sorted(sorted(r) for r in rows.tolist()) == groups[kind]
+    # Pieces and leavers on a shuffled map, against a count over the rank lists.
+    from collections import Counter
+
+    rng = np.random.default_rng(0)
+    cluster = models_zoo.load_cluster("llama3-roce-24k", layout.world_size)
+    hosts = [f"n{i}" for i in range(layout.world_size // 8)]
+    alloc = A.synthetic(cluster, hosts, [{h: f"leaf{i % 3}" for i, h in enumerate(hosts)}])
+    host_of_rank = rng.permutation(layout.world_size) // 8
+    pieces = pricing.placed_pieces(alloc, layout, host_of_rank)
+    rows = pricing.group_rows(layout)
+    for kind, lists in groups.items():
+        for t in range(len(cluster.tiers) - 1):
+            dom = alloc.domains[t][host_of_rank]
+            fewest = min(min(Counter(dom[g].tolist()).values()) for g in lists)
+            assert pieces[kind][t] == (fewest if len(lists[0]) > 1 else 1)
+    dom = alloc.domains[1][host_of_rank]
+    leaving = pricing.gradient_leavers(rows, dom)
+    for r in range(layout.world_size):
+        mine = [g for k in ("dp", "dp_cp", "edp") for g in groups[k] if r in g]
+        assert leaving[r] == any(len(set(dom[g].tolist())) > 1 for g in mine)
 
 
 def test_regular_allocation_prices_like_the_ideal_block():

@@ -510,3 +510,26 @@ def test_uplink_sharing_cpsat_equals_brute_force_and_reprices(leaves, drained, l
     ks, _, lone = M._summary(um, sol.counts)
     key = M._dp_choice(um, ks, lone, qs)
     assert M.dp_cost(um, key, qs) < M.dp_cost(um, key, (uplink.UPLINK_STEPS,) * len(qs))
+
+
+def test_two_phases_on_many_leaves_report_the_exact_models_result():
+    """From sat.LARGE_LEAVES leaves on, the model without uplink steps seeds the exact one: the
+    seed's value is its counts' exact objective (never below the exact optimum), and the
+    reported solver result is the exact model's, its objective the re-priced map's."""
+    import random
+
+    rng = random.Random(3)
+    leaves = [i for i in range(M.LARGE_LEAVES + 4) for _ in range(rng.randint(1, 3))]
+    layout = Layout(tp=8, pp=2, dp=24)
+    pods = [i // 12 for i in range(M.LARGE_LEAVES + 4)]
+    spec, cluster, wl, alloc = _small(leaves, [], layout, pods=pods, taper={2: 3.0, 3: 7.0})
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    assert len(um.leaf_hosts) >= M.LARGE_LEAVES and um.uplink_tiers and not um.split_blocks
+    seed = M.solve(um, time_limit_s=2, full_uplinks=True)
+    assert seed.objective_us == M.objective_us(um, seed.counts)
+    p = place_layout(spec, cluster, wl, estimate(spec, cluster, wl, layout), alloc, time_limit_s=4)
+    assert p.solver["status"] in ("OPTIMAL", "FEASIBLE")
+    assert p.solver["best_bound"] <= p.solver["objective"] <= seed.objective_us / 1e6 + 2e-6
+    if p.source == "cp-sat":
+        assert abs(p.placed.step_time_s - p.solver["objective"]) <= 2e-6
+    assert p.placed.step_time_s <= min(p.scheduler.step_time_s, p.best_order.step_time_s)

@@ -274,7 +274,7 @@ def estimate(
                 workload.cross_site_sync_every,
             )
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
-        weights, grads, optim = state_bytes(sp, layout, m)
+        weights, grads, optim = state_bytes(sp, layout, m, workload)
         opt_s = max(opt_s, stage_optimizer_s(layout, sp, hbm_bytes_per_s))
         stage_mem.append(
             stage_memory(

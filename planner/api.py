@@ -37,18 +37,21 @@ def make_workload(
     global_batch: int | None = None,
     precision: str | None = None,
     moe_dispatcher: str = "alltoall",
+    **fields: Any,
 ) -> Workload:
-    """Fill defaults: the model's own sequence length (else 4096) and a ~4M-token batch."""
+    """Fill defaults: the model's own sequence length (else 4096) and a ~4M-token batch.
+    `fields`: further Workload fields (optimizer_moments, activation_func_fp8_input_store,
+    attention_output_store, ...), validated like the rest."""
     seq = seq_len if seq_len is not None else (model.seq_len or DEFAULT_SEQ_LEN)
     if global_batch is None and isinstance(seq, int) and seq > 0:
         global_batch = max(1, DEFAULT_BATCH_TOKENS // seq)
-    fields = {
+    base = {
         "seq_len": seq,
         "global_batch_seqs": global_batch,
         "precision": precision or "bf16",
         "moe_dispatcher": moe_dispatcher,
     }
-    return _validated(Workload, fields, "workload")
+    return _validated(Workload, {**fields, **base}, "workload")
 
 
 DEFAULT_MEMORY_HEADROOM: float = SearchSpace.model_fields["memory_headroom"].default
@@ -148,6 +151,7 @@ def plan(
     max_nodes: int | None = None,
     moe_dispatcher: str | None = None,
     framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    workload_fields: dict[str, Any] | None = None,
     **constraints: Any,
 ) -> PlanResult:
     """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
@@ -158,6 +162,8 @@ def plan(
     `constraints` are SearchSpace fields (tp=8 pins TP, max_pp=16, recompute=("selective",),
     zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
     deterministic, seed, engine). `max_nodes` caps the GPU count at that many whole nodes.
+    `workload_fields`: further Workload fields for the workload built here (e.g.
+    optimizer_moments="bf16"); ignored when `workload` is given.
     `framework` (megatron, the default; torchtitan; deepspeed; None: no restriction) limits the
     search to what that framework runs and sets the workload's physics fields the workload does
     not set itself (cost_models.framework).
@@ -197,6 +203,7 @@ def plan(
             global_batch=global_batch,
             precision=precision,
             moe_dispatcher=moe_dispatcher or "alltoall",
+            **(workload_fields or {}),
         )
     elif batch_range is not None:
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})

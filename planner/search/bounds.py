@@ -390,7 +390,7 @@ class StepLowerBound:
         params_key = self._params_key(lo)
         for r, counts in self._peak_candidates(lo):
             sp = self._stage_params(lo, counts, r, params_key)
-            weights, grads, optim = state_bytes(sp, lo, m)
+            weights, grads, optim = state_bytes(sp, lo, m, w)
             stage = stage_memory(model, w, lo, r, counts, acts_per_mb, m, weights, grads, optim)
             peak = max(peak, stage.total_gib)
             if peak > stop_above:

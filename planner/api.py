@@ -30,6 +30,20 @@ def _validated(cls: type, fields: dict[str, Any], where: str) -> Any:
         raise InvalidInput(describe_validation_error(err, where)) from None
 
 
+def _moments_space(space: SearchSpace, workload: Workload) -> SearchSpace:
+    """Megatron runs bf16 optimizer moments only with its distributed optimizer (ZeRO-1):
+    megatron/core/optimizer/__init__.py get_megatron_optimizer raises "--use-precision-aware-
+    optimizer only supported with distributed optimizer"."""
+    if space.framework != "megatron" or workload.optimizer_moments == "fp32":
+        return space
+    if 1 not in space.zero_stages:
+        raise InvalidInput(
+            "optimizer_moments: bf16 moments need Megatron's distributed optimizer (ZeRO-1), "
+            f"and the allowed ZeRO stages are {list(space.zero_stages)}"
+        )
+    return space.model_copy(update={"zero_stages": (1,)})
+
+
 def make_workload(
     model: ModelSpec,
     *,
@@ -210,6 +224,7 @@ def plan(
     check_precision(sized, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
+    space = _moments_space(space, workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
     usable = exhaustive.usable_memory_gib(sized, space)

@@ -275,7 +275,7 @@ def estimate(
             )
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
         weights, grads, optim = state_bytes(sp, layout, m, workload)
-        opt_s = max(opt_s, stage_optimizer_s(layout, sp, hbm_bytes_per_s))
+        opt_s = max(opt_s, stage_optimizer_s(layout, sp, hbm_bytes_per_s, workload))
         stage_mem.append(
             stage_memory(
                 model, workload, layout, r, (n_dense, n_moe), acts_per_mb, m, weights, grads, optim

@@ -27,13 +27,13 @@ from .memory import (
     buffer_bytes,
     kept_outputs_bytes,
     logits_bytes,
+    moment_bytes,
 )
 from .pipeline import inflight_chunks
 from .specs import Cluster, Layout, ModelSpec, StageMemory, Workload
 
 BF16_BYTES = 2
 GRAD_REDUCE_BYTES = 4  # fp32 gradient reduction (Megatron under bf16; torchtitan reduce_dtype)
-OPTIMIZER_BYTES_PER_PARAM = 30  # Adam: read grad 4 + master/m/v 12, write master/m/v 12 + bf16 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,10 +358,20 @@ def stage_dp_tier_s(
     return [g + a for g, a in zip(grads, gather, strict=True)]
 
 
-def stage_optimizer_s(layout: Layout, sp: StageParams, hbm_bytes_per_s: float) -> float:
+def optimizer_bytes_per_param(workload: Workload | None = None) -> float:
+    """HBM bytes Adam moves per parameter: read the fp32 gradient, read and write the fp32
+    master and the two moments, write the bf16 weight. 30 B with fp32 moments, 22 B with bf16
+    (Workload.optimizer_moments, memory.moment_bytes)."""
+    return GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + BF16_BYTES
+
+
+def stage_optimizer_s(
+    layout: Layout, sp: StageParams, hbm_bytes_per_s: float, workload: Workload | None = None
+) -> float:
     """Optimizer-step seconds of one stage (memory-bound Adam over its shard of parameters)."""
     shard = 1 if layout.zero_stage == 0 else layout.shard_dp * layout.cp
-    return (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
+    per_param = optimizer_bytes_per_param(workload)
+    return (sp.dense + sp.expert) / shard * per_param / hbm_bytes_per_s
 
 
 def recomputed_layers(layout: Layout, counts: tuple[int, int]) -> tuple[float, float]:

@@ -280,7 +280,7 @@ class StepLowerBound:
                 w.cross_site_sync_every,
             )
             dp_s = max(dp_s, exposed)
-            opt_s = max(opt_s, stage_optimizer_s(lo, sp, self.hbm_bytes_per_s))
+            opt_s = max(opt_s, stage_optimizer_s(lo, sp, self.hbm_bytes_per_s, w))
         found = self._dp[key] = dp_s + opt_s
         return found
 

@@ -138,3 +138,16 @@ def test_published_layout_fits_and_is_within_15_percent() -> None:
     # Without the recipe the same layout does not fit: the mechanisms are what makes it fit.
     te_only = layout.model_copy(update={"recompute_modules": ("layernorm", "mla_up_proj")})
     assert estimate(model, cluster, work, te_only).peak_memory_gib > cluster.gpu.hbm_gib
+
+
+def test_bf16_moments_optimizer_step_bytes_by_hand() -> None:
+    from cost_models.stage import optimizer_bytes_per_param, stage_optimizer_s
+
+    w32 = Workload(seq_len=8, global_batch_seqs=8)
+    w16 = w32.model_copy(update={"optimizer_moments": "bf16"})
+    # read grad 4 + read/write master 4 and moments (8 or 4) + write the bf16 weight 2
+    assert optimizer_bytes_per_param(w32) == 4 + 2 * (4 + 8) + 2 == 30
+    assert optimizer_bytes_per_param(w16) == 4 + 2 * (4 + 4) + 2 == 22
+    sp = StageParams(dense=8e9, expert=0.0, largest_layer=0.0, num_layers=1)
+    lo = Layout(dp=8, zero_stage=1)
+    assert stage_optimizer_s(lo, sp, 1e12, w16) == pytest.approx(1e9 * 22 / 1e12)

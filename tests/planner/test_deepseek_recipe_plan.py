@@ -152,3 +152,13 @@ def test_megatron_plan_with_bf16_moments_searches_zero1_only() -> None:
             workload_fields={"optimizer_moments": "bf16"},
             zero_stages=(3,),
         )
+
+
+def test_report_header_states_the_memory_options() -> None:
+    from planner.report.terminal import memory_options_text
+
+    work = _published()[2]
+    assert memory_options_text(work) == (
+        ", bf16 Adam moments, fp8 SwiGLU inputs, E5M6 attention output"
+    )
+    assert memory_options_text(Workload(seq_len=8, global_batch_seqs=8)) == ""

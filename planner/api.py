@@ -94,6 +94,17 @@ def check_precision(cluster: Cluster, workload: Workload) -> None:
         )
 
 
+def check_memory_options(model: ModelSpec, workload: Workload) -> None:
+    """Refuse a memory option the model cannot use: Megatron-Core stores the activation input
+    in fp8 for SwiGLU only (TransformerConfig.__post_init__: "Storing activation input in FP8 is
+    supported only for SwiGLU")."""
+    if workload.activation_func_fp8_input_store and not model.gated_mlp:
+        raise InvalidInput(
+            f"activation_func_fp8_input_store: needs a gated (SwiGLU) MLP; {model.name} has "
+            "gated_mlp false"
+        )
+
+
 def judge_fit(e: Estimate, usable_gib: float) -> Estimate:
     """The estimate with its fit judged against `usable_gib` (HBM minus the headroom) rather than
     the full HBM the cost model reports, so plan, estimate and whatif agree on what fits."""
@@ -222,6 +233,7 @@ def plan(
     elif batch_range is not None:
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})
     check_precision(sized, workload)
+    check_memory_options(spec, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
     space = _moments_space(space, workload)
@@ -285,6 +297,7 @@ def estimate(
             spec, seq_len=seq_len, global_batch=global_batch, precision=precision
         )
     check_precision(sized, workload)
+    check_memory_options(spec, workload)
     layout = layout_with_defaults(layout)
     if framework is not None:
         prof = _framework.profile(framework)

@@ -162,3 +162,14 @@ def test_report_header_states_the_memory_options() -> None:
         ", bf16 Adam moments, fp8 SwiGLU inputs, E5M6 attention output"
     )
     assert memory_options_text(Workload(seq_len=8, global_batch_seqs=8)) == ""
+
+
+def test_fp8_swiglu_store_needs_a_gated_mlp() -> None:
+    with pytest.raises(InvalidInput, match="SwiGLU"):
+        api.plan(
+            "gpt3-175b",
+            "dgx-a100",
+            num_gpus=1024,
+            global_batch=1536,
+            workload_fields={"activation_func_fp8_input_store": True},
+        )

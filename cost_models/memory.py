@@ -2,7 +2,7 @@
 
 States (mixed-precision Adam, Rajbhandari et al. 2020 "ZeRO" sec. 3): bf16 weights 2 B, fp32 main
 gradients 4 B (Megatron accumulates in fp32 under bf16), fp32 master + Adam m + v 12 B per
-parameter. ZeRO-1 shards the 12 B, ZeRO-2 also the gradients, ZeRO-3 / FSDP shards everything and
+parameter (8 B with bf16 moments, Workload.optimizer_moments). ZeRO-1 shards the 12 B, ZeRO-2 also the gradients, ZeRO-3 / FSDP shards everything and
 keeps fp32 sharded parameters (4 + 4 + 8 = 16 B / shard group) plus unsharded bf16 copies of the
 layers being computed. Non-expert states shard over DP x CP; expert states over the expert-DP
 group dp*cp*tp / (ep*etp) (Megatron-Core MoE parallel folding).

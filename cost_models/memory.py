@@ -79,7 +79,11 @@ def moment_bytes(workload: Workload | None) -> int:
 
 
 def state_bytes(
-    sp: StageParams, layout: Layout, num_microbatches: int = 1, workload: Workload | None = None
+    sp: StageParams,
+    layout: Layout,
+    num_microbatches: int = 1,
+    workload: Workload | None = None,
+    mirror: StageParams | None = None,
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per GPU under the layout's ZeRO stage.
 
@@ -91,6 +95,7 @@ def state_bytes(
     remainder of a bf16 parameter's fp32 master (OptimizerConfig.store_param_remainders,
     distrib_optimizer.py); that 2 B saving is not counted, so bf16 moments are an upper bound
     there, exact for DeepSeek-V3's fp32 master weights (report sec. 3.3.3).
+    DualPipe: the rank also holds the mirror stage pp - 1 - r (`mirror`; None: a copy of `sp`).
     """
     moments = moment_bytes(workload)
     dense_shard = layout.shard_dp * layout.cp  # HSDP: only the shard group (Layout.dp_shard)
@@ -107,9 +112,14 @@ def state_bytes(
     optimizer = (FP32_BYTES + moments) * (sharded if z >= 1 else full)
     if layout.pp_schedule == "dualpipe":
         # DualPipe keeps two copies of the parameters (github deepseek-ai/DualPipe README table,
-        # "Parameter Per Device 2x"; DeepSeek-V3 report sec. 3.2.1), each with its gradients; the
-        # optimizer steps one of them.
-        weights, grads = 2 * weights, 2 * grads
+        # "Parameter Per Device 2x"; DeepSeek-V3 report sec. 3.2.1): rank r holds stages r and
+        # pp - 1 - r (examples/example_dualpipe.py), each with its gradients, which the two
+        # holders of a stage add up; the optimizer steps the rank's own stage.
+        other = sp if mirror is None else mirror
+        full_other = other.dense + other.expert
+        weights += BF16_BYTES * full_other
+        sharded_other = other.dense / dense_shard + other.expert / expert_shard
+        grads += 4 * (sharded_other if z == 2 and num_microbatches == 1 else full_other)
     return weights, grads, optimizer
 
 

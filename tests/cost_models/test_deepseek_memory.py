@@ -118,14 +118,45 @@ def test_deepep_fp8_dispatch_staging_by_hand() -> None:
 
 
 def test_dualpipe_holds_pp_plus_one_micro_batches() -> None:
-    """DualPipe README table (Activation Per Device PP + 1) and dualpipe.py DualPipe.step: the
-    steady state F0 B1 F1 B0 holds PP first-chunk and one second-chunk micro-batch."""
+    """DualPipe README table (Activation Per Device PP + 1) and dualpipe.py DualPipe.step: rank r
+    holds stages r and 15 - r; the steady state F0 B1 F1 B0 keeps PP micro-batches of the chunk
+    in which the rank is early (stage min(r, 15 - r)) and one of the other; ranks 0 and 15 both
+    run a loss. DeepSeek-V3 over 16 stages: 3 dense | 4 MoE x 13 | 3 MoE | 3 MoE."""
+    from cost_models.memory import logits_bytes
+
     model, cluster, work, layout = _deepseek()
     work = work.model_copy(update=RECIPE)
     assert [inflight_chunks(layout, r, 120) for r in (0, 7, 15)] == [17, 17, 17]
     e = estimate(model, cluster, work, layout)
-    per_mb = sum(_tensors(model, work, layout).values()) * 4096 * 4  # stage 1: 4 MoE layers
-    assert e.stage_memory[1].activations_gib * 2**30 == pytest.approx(17 * per_mb)
+    tokens = 4096
+    moe = sum(_tensors(model, work, layout).values()) * tokens
+    dense_kept = layer_activation_tensors(model, work, layout, is_moe=False, recompute="selective")
+    dense = sum(x.bytes_per_token for x in dense_kept) * tokens
+    acts = [s.activations_gib * 2**30 for s in e.stage_memory]
+    assert acts[2] == pytest.approx(17 * 4 * moe)  # mirror 13: 4 MoE layers too
+    assert acts[1] == pytest.approx(16 * 4 * moe + 3 * moe)  # early stage 1, late stage 14
+    assert acts[14] == pytest.approx(acts[1])  # early is stage 1 there too
+    loss = logits_bytes(model, work, layout)
+    assert acts[0] == pytest.approx(16 * 3 * dense + 3 * moe + loss)
+    assert acts[15] == pytest.approx(acts[0])
+
+
+def test_dualpipe_rank_holds_its_mirror_stage_states() -> None:
+    from cost_models.memory import stage_params
+
+    model, cluster, work, layout = _deepseek()
+    e = estimate(model, cluster, work, layout)
+    one = layout.model_copy(update={"pp_schedule": "1f1b"})
+    single = estimate(model, cluster, work, one).stage_memory
+    for r, s in enumerate(e.stage_memory):
+        mirror = single[15 - r]
+        assert s.weights_gib == pytest.approx(single[r].weights_gib + mirror.weights_gib)
+        assert s.gradients_gib == pytest.approx(single[r].gradients_gib + mirror.gradients_gib)
+        assert s.optimizer_gib == pytest.approx(single[r].optimizer_gib)  # its own stage's
+    # rank 0: embedding + 3 dense layers, and stage 15: 3 MoE layers + the output head, in bf16
+    own, other = stage_params(model, layout, 3, 0, 0), stage_params(model, layout, 0, 3, 15)
+    total = own.dense + own.expert + other.dense + other.expert
+    assert e.stage_memory[0].weights_gib * 2**30 == pytest.approx(2 * total)
 
 
 def test_published_layout_fits_and_is_within_15_percent() -> None:

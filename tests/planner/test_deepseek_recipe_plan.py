@@ -173,3 +173,15 @@ def test_fp8_swiglu_store_needs_a_gated_mlp() -> None:
             global_batch=1536,
             workload_fields={"activation_func_fp8_input_store": True},
         )
+
+
+@pytest.mark.parametrize("pp", [4, 8, 16])
+def test_bound_memory_equals_estimate_with_uneven_dualpipe_stages(pp: int) -> None:
+    """61 layers (3 dense) split unevenly: ranks pair stages of different sizes, and the
+    search's peak (bounds.peak_memory_gib, only the distinct rank kinds) is estimate()'s."""
+    from planner.search.bounds import StepLowerBound
+
+    model, cluster, work, layout = _published()
+    lo = layout.model_copy(update={"pp": pp, "dp": 2048 // pp})
+    e = estimate(model, cluster, work, lo)
+    assert StepLowerBound(model, cluster, work).peak_memory_gib(lo) == e.peak_memory_gib

@@ -4,8 +4,10 @@ Each value builds a modified Cluster (`vary_cluster`) and runs the same `plan()`
 layout and placement may change from value to value. Nothing here prints (cli.py renders).
 Cost: `gpu_hour_price` is the price of one GPU-hour without the network; `network_cost_share` is
 the network's share of the all-in cluster cost, so one all-in GPU-hour costs
-price / (1 - share). The share is held fixed across values (a faster NIC's own price is not
-modelled). docs/networks.md#whatif.
+price / (1 - share). The share is held fixed across values. With `amortization_years` the
+scale-out network's own bill of materials (planner.network_bom) enters instead, value by value:
+its capital cost spread over the years plus the electricity it draws (W x PUE x $/kWh).
+`slice-shape` and `fabric` take words, not numbers (CATEGORICAL). docs/networks.md#whatif.
 """
 
 from __future__ import annotations

@@ -51,9 +51,8 @@ def test_rail_only_matches_fat_tree_speed_at_less_cost() -> None:
     from cost_models.specs import Layout, Workload
 
     fat = models_zoo.load_cluster("dgx-h100-superpod")
-    rail = fat.model_copy(
-        update={"tiers": (fat.tiers[0], fat.tiers[1].model_copy(update={"domain_size": None}))}
-    )
+    rail = vary_cluster(fat, "fabric", "rail-only")
+    assert rail.tiers == (fat.tiers[0], fat.tiers[1].model_copy(update={"domain_size": None}))
     model = models_zoo.load_model("qwen3-235b-a22b")
     work = Workload(seq_len=4096, global_batch_seqs=1024)
     lo = Layout(tp=2, pp=16, dp=32, ep=8, sequence_parallel=True, recompute="selective")

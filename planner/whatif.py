@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import models_zoo
+from cost_models import rankmap
 from cost_models.calibration import (
     GenerationCalibration,
     calibration_for_cluster,
@@ -194,7 +195,9 @@ def _with_slice_shape(cluster: Cluster, text: str) -> list[LinkTier]:
             f"{len(torus)} torus dimensions ({names})"
         )
     if torus != list(range(torus[0], torus[0] + len(torus))):
-        raise InvalidInput(f"--vary slice-shape: the torus tiers of {cluster.name} are not adjacent")
+        raise InvalidInput(
+            f"--vary slice-shape: the torus tiers of {cluster.name} are not adjacent"
+        )
     inner = 1 if torus[0] == 0 else (tiers[torus[0] - 1].domain_size or 1)
     chips = inner * math.prod(dims)
     if chips != cluster.num_gpus:
@@ -208,6 +211,20 @@ def _with_slice_shape(cluster: Cluster, text: str) -> list[LinkTier]:
         outermost = i == len(tiers) - 1 and tiers[i].domain_size is None
         tiers[i] = _set(tiers[i], dim_size=dim, domain_size=None if outermost else size)
     return tiers
+
+
+def slice_of(cluster: Cluster) -> str:
+    """The torus shape a job occupies: chips per torus dimension as rankmap.tier_domains fills
+    them, innermost first, with the ring each dimension has (e.g. `16x16x2 (rings 16x16x16)`)."""
+    domains = rankmap.tier_domains(cluster)
+    dims, rings, inner = [], [], 1
+    for tier, domain in zip(cluster.tiers, domains, strict=True):
+        if tier.kind == "torus":
+            dims.append(max(1, domain // inner))
+            rings.append(tier.dim_size or dims[-1])
+        inner = max(inner, domain)
+    shape = "x".join(map(str, dims))
+    return shape if dims == rings else f"{shape} (rings {'x'.join(map(str, rings))})"
 
 
 def _with_fabric(cluster: Cluster, value: str) -> list[LinkTier]:
@@ -526,6 +543,9 @@ def whatif(
         crossed,
         [t.name for t in base_cluster.tiers],
     )
+    if parameter == "slice-shape":
+        shape = slice_of(base_cluster)
+        words.append(f"The baseline is the preset's torus as the job fills it: {shape}.")
     return WhatIfResult(
         parameter=parameter,
         cluster=base_cluster.name,

@@ -124,3 +124,7 @@ def test_cli_slice_shape_sweep_json(capsys) -> None:
     assert [p["value"] for p in out["points"]] == ["8x8x8", "4x4x32"]
     ep = [p["breakdown_s"]["ep_comm"] for p in out["points"]]
     assert ep[1] > 1.3 * ep[0]
+    # 512 chips of the 16x16x16 preset, filled innermost first: 16 x 16 x 2 of 16-chip rings.
+    assert out["conclusions"][-1] == (
+        "The baseline is the preset's torus as the job fills it: 16x16x2 (rings 16x16x16)."
+    )

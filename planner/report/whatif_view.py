@@ -83,6 +83,9 @@ def render_whatif(
         parts.append(_titled("Cost", costs))
         if any(p.network_capex_usd_per_gpu or p.network_power_w_per_gpu for p in rows):
             parts.append(_titled("Scale-out network per GPU (bill of materials)", _bom(rows)))
+            if r.baseline.network_capex_usd_per_gpu_hour is None:
+                note = "not in $/M tokens: add --amortization-years to price capex and energy"
+                parts.append(Text(note, style="dim"))
     parts.append(Text("Conclusions", style="bold"))
     parts += [Text(f"- {c}") for c in r.conclusions]
     return Group(*parts)

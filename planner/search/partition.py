@@ -192,7 +192,7 @@ class PartitionSolver(MemoryCaps):
         sp = self.bound._stage_params(lo, (n_dense, n_moe), rank)
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         dp_s, _ = stage_dp_s(self.cluster, self.bound.cal, lo, sp, compute_s, m, span)
-        return stage_s, dp_s, stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s)
+        return stage_s, dp_s, stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s, self.workload)
 
     def _solve(self, lo: Layout, span: Mapping[str, Sequence[int]]) -> Split | None:
         caps = self._prepared(lo)

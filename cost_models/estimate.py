@@ -105,6 +105,7 @@ def estimate(
     layers_per_stage: tuple[int, ...] | None = None,
     spans: Mapping[str, Sequence[int]] | None = None,
     uplink_steps: Mapping[int, int] | None = None,
+    pipeline_uplink_steps: Mapping[int, int] | None = None,
 ) -> Estimate:
     """Score one layout. Raises InvalidInput (naming the rule) if the layout is illegal.
 
@@ -113,7 +114,9 @@ def estimate(
     prices its explicit rank -> host map through it. Kinds it leaves out keep the layout's.
     `uplink_steps` (tier -> step q of cost_models.uplink) prices the gradient window of the DP
     kinds at the effective oversubscription of each tier named (the share of its switches'
-    ports that send upward); tiers not named keep their taper."""
+    ports that send upward); tiers not named keep their taper. `pipeline_uplink_steps` does the
+    same for the pipeline window: the PP sends and the TP, CP and EP exchanges of the steady
+    state."""
     problems = layout_violations(model, cluster, workload, layout)
     if problems:
         raise InvalidInput("; ".join(problems))
@@ -124,10 +127,11 @@ def estimate(
     if spans is not None:
         span = {**span, **{k: tuple(v) for k, v in spans.items()}}
     kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
+    pipe_cluster = uplink.shared_cluster(cluster, pipeline_uplink_steps)
     costs = {
         k: layer_cost(
             model,
-            cluster,
+            pipe_cluster,
             workload,
             layout,
             layer_time(model, gpu, cal, workload, layout, is_moe=k),
@@ -145,7 +149,7 @@ def estimate(
         plain_costs = {
             k: layer_cost(
                 model,
-                cluster,
+                pipe_cluster,
                 workload,
                 plain,
                 layer_time(model, gpu, cal, workload, plain, is_moe=k),
@@ -235,7 +239,7 @@ def estimate(
     # state overlaps the sends, fill and drain do not (Megatron overlap_p2p_comm).
     t = tokens_per_gpu(workload, layout)
     pp_payload = t * model.hidden_size * BF16_BYTES / layout.tp
-    p2p_s = comm.p2p_time_s(pp_payload, topology.outermost_tier(cluster, span["pp"]))
+    p2p_s = comm.p2p_time_s(pp_payload, topology.outermost_tier(pipe_cluster, span["pp"]))
     breakdown["pp_comm"] = 2 * (layout.pp - 1) * p2p_s
     comm_total = {
         "tp": m * crit_terms["tp_total"],

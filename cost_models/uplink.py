@@ -11,12 +11,17 @@ Lumsdaine, "Multistage switches are not crossbars", Cluster 2008: congestion on 
 uplinks is the number of flows that share one; here all flows of the window are alike, so the
 count of senders is the load).
 
-Window: the gradient traffic of the DP, DP x CP and expert-DP groups (reduce-scatter / all-gather
-behind the last micro-batch's backward, one window for all stages). P counts the job's own GPUs
-under the switch (other jobs under it are taken to use their ports' share of its uplink); c the
-job's GPUs under it whose gradient group (of any of those kinds) has a member outside it. The
-busiest switch of a tier sets the share, as the worst group sets a span (cost_models.rankmap).
-PP, EP and CP traffic keep the full taper (all ports sending: an upper bound).
+Two windows, each with its own senders:
+
+- gradient: the DP, DP x CP and expert-DP groups' reduce-scatter / all-gather behind the last
+  micro-batch's backward (one window for all stages);
+- pipeline: the steady state's PP sends and the TP, CP and EP exchanges inside the layers (every
+  stage at once).
+
+P counts the job's own GPUs under the switch (other jobs under it are taken to use their ports'
+share of its uplink); c the job's GPUs under it with a group of one of the window's kinds that
+has a member outside it. The busiest switch of a tier sets the share, as the worst group sets a
+span (cost_models.rankmap).
 
 The share c / P is rounded up to a multiple of 1 / UPLINK_STEPS (`uplink_step`), so the
 placement model (planner/place/model.py) holds it as a small integer with one linear constraint

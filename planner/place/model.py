@@ -61,7 +61,7 @@ from cost_models.estimate import estimate
 from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
 
 from .allocation import Allocation
-from .pricing import group_keys, nest, placed_pieces, uplink_steps
+from .pricing import PIPELINE_KINDS, group_keys, nest, placed_pieces, uplink_steps
 
 CANONICAL = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
 US = 1e6  # objective unit: microseconds
@@ -96,7 +96,8 @@ class UnitModel:
     dp_class: dict[tuple[int, ...], int]
     class_cost: list[list[int]]  # class -> q grid index -> us
     q_grid: list[tuple[int, ...]]  # every combination of the uplink tiers' steps
-    pp_table: list[int]  # lowest balanced level (len(levels): none) -> delta in us
+    # lowest balanced level (len(levels): none) -> pipeline-window q grid index -> delta in us
+    pp_table: list[list[int]]
     # Uplink sharing: tapered tiers whose switches are a model level (their step q varies with
     # the counts), that level, the job's GPUs under each of its domains, and the GPUs of split
     # blocks that span that level's domains, per domain (always used, always leaving).
@@ -105,6 +106,13 @@ class UnitModel:
     uplink_ports: list[list[int]]
     uplink_split: list[list[int]]
     uplink_fixed: dict[int, int]  # tapered tiers whose step no count changes (nodes, one domain)
+    # The pipeline window (PP sends, TP / CP / EP exchanges) on the same uplink tiers where
+    # pp > 1 (else its steps are all fixed): chunk order of build_map, and per level and domain
+    # its leaves' positions [lo, hi) in that order.
+    pipe: bool
+    pipe_fixed: dict[int, int]
+    chunk_order: list[int]
+    domain_span: list[list[tuple[int, int]]]
 
 
 def unit_model(
@@ -201,6 +209,10 @@ def unit_model(
         uplink_ports=[],
         uplink_split=[],
         uplink_fixed={},
+        pipe=False,
+        pipe_fixed={},
+        chunk_order=[],
+        domain_span=[],
     )
     # Uplink sharing (cost_models.uplink): a tapered tier j's switches are the domains of tier
     # j-1; where those are a model level, the step q_j follows the counts.
@@ -219,6 +231,19 @@ def unit_model(
         um.uplink_levels.append(lv)
         um.uplink_ports.append([gpn * sum(len(leaf_hosts[i]) for i in r) for r in real])
         um.uplink_split.append(split)
+    um.pipe = lo.pp > 1 and bool(um.uplink_tiers)
+    um.chunk_order = sorted(
+        range(len(leaf_hosts)),
+        key=lambda i: tuple(_domain_of(um, lv, i) for lv in range(len(levels) - 1, -1, -1)),
+    )
+    pos = {leaf: k for k, leaf in enumerate(um.chunk_order)}
+    for doms in levels:
+        spans = []
+        for dom in doms:
+            at = sorted(pos[j] for j in dom)
+            assert at[-1] - at[0] + 1 == len(at)  # a domain's leaves are contiguous in the order
+            spans.append((at[0], at[-1] + 1))
+        um.domain_span.append(spans)
     if sum(capacity) < per_stage * lo.pp:
         raise Unplaceable(
             f"allocation: {lo.pp * per_stage} blocks of {nodes_per_unit} node(s) under one leaf "
@@ -357,6 +382,9 @@ def _tables(
     # (switches that are nodes, or one domain) keep the base map's step.
     fixed = uplink_steps(cluster, alloc, lo, base_map, moe=moe)
     um.uplink_fixed = {j: q for j, q in fixed.items() if j not in um.uplink_tiers}
+    fixed = uplink_steps(cluster, alloc, lo, base_map, moe=moe, kinds=PIPELINE_KINDS)
+    um.pipe_fixed = {j: q for j, q in fixed.items() if not (um.pipe and j in um.uplink_tiers)}
+    pipe_kinds = [k for k in PIPELINE_KINDS if k in base]
     um.q_grid = list(itertools.product(range(uplink.UPLINK_STEPS + 1), repeat=len(um.uplink_tiers)))
     grad_kinds = [k for k in ("dp", "dp_cp", "edp") if k in base]
     memo: dict[tuple, int] = {}
@@ -369,19 +397,36 @@ def _tables(
         span_memo.setdefault(key, spans)
         return key
 
-    def step_us(key: tuple, qs: tuple[int, ...]) -> int:
+    def step_us(key: tuple, qs: tuple[int, ...], pqs: tuple[int, ...] | None = None) -> int:
         spans = span_memo[key]
-        steps = dict(um.uplink_fixed)
+        if pqs is None:  # the DP table: the pipeline window at its reference (every q at top)
+            pqs = um.q_grid[-1] if um.pipe else ()
         norm = []
-        for j, q in zip(um.uplink_tiers, qs, strict=True):
-            steps[j] = q
-            # q matters only where a gradient group crosses tier j, and only above 1 / o
-            crosses = any(spans[k][j] > spans[k][j - 1] for k in grad_kinds)
-            o = cluster.tiers[j].oversubscription
-            norm.append(uplink.effective_oversubscription(o, q) if crosses else None)
+
+        def fill(fixed: dict[int, int], vary: bool, q_of: tuple[int, ...], kinds: list[str]):
+            steps = dict(fixed)
+            if vary:
+                for j, q in zip(um.uplink_tiers, q_of, strict=True):
+                    steps[j] = q
+                    # q matters only where a group of the window crosses tier j, above 1 / o
+                    crosses = any(spans[k][j] > spans[k][j - 1] for k in kinds)
+                    o = cluster.tiers[j].oversubscription
+                    norm.append(uplink.effective_oversubscription(o, q) if crosses else None)
+            return steps
+
+        steps = fill(um.uplink_fixed, True, qs, grad_kinds)
+        pipe = fill(um.pipe_fixed, um.pipe, pqs, pipe_kinds)
         mkey = (key, tuple(norm))
         if mkey not in memo:
-            e = estimate(model, cluster, workload, lo, spans=spans, uplink_steps=steps)
+            e = estimate(
+                model,
+                cluster,
+                workload,
+                lo,
+                spans=spans,
+                uplink_steps=steps,
+                pipeline_uplink_steps=pipe,
+            )
             memo[mkey] = round(e.step_time_s * US)
         return memo[mkey]
 
@@ -405,8 +450,12 @@ def _tables(
         for g, qs in enumerate(um.q_grid):
             um.class_cost[c][g] = max(step_us(key, qs) for key in sig)
     zero = (0,) * len(um.uplink_tiers)
-    ref = step_us(spans_key(top_ks, n), zero)
-    um.pp_table = [step_us(spans_key(top_ks, lv), zero) - ref for lv in range(n)] + [0]
+    top_key = spans_key(top_ks, n)
+    ref = step_us(top_key, zero)
+    pp_grid = um.q_grid if um.pipe else [()]
+    um.pp_table = [
+        [step_us(spans_key(top_ks, lv), zero, g) - ref for g in pp_grid] for lv in range(n)
+    ] + [[step_us(top_key, zero, g) - ref for g in pp_grid]]
 
 
 def q_index(um: UnitModel, qs: Sequence[int]) -> int:
@@ -441,9 +490,10 @@ def _dp_monotone(um: UnitModel) -> bool:
 
 
 def _q_monotone(um: UnitModel) -> bool:
-    """Every class's cost never falls as one tier's uplink step grows (more senders)."""
+    """Every class's cost, and every PP level's, never falls as one tier's uplink step grows
+    (more senders)."""
     radix = uplink.UPLINK_STEPS + 1
-    for costs in um.class_cost:
+    for costs in [*um.class_cost, *(um.pp_table if um.pipe else [])]:
         for g, qs in enumerate(um.q_grid):
             for t, q in enumerate(qs):
                 if q < uplink.UPLINK_STEPS:
@@ -565,14 +615,38 @@ def level_counts(um: UnitModel, counts: list[list[int]], level: int) -> list[lis
     return [[sum(row[i] for i in dom) for dom in um.levels[level]] for row in counts]
 
 
-def objective_us(um: UnitModel, counts: list[list[int]]) -> int:
-    """The model's objective for given counts (the oracle and the hint use it)."""
+def objective_us(um: UnitModel, counts: list[list[int]], *, full_uplinks: bool = False) -> int:
+    """The model's objective for given counts (the oracle and the hint use it); with
+    `full_uplinks` every uplink step at its top (solve(full_uplinks=True)'s objective)."""
     ks, balanced, lone = _summary(um, counts)
     pp_level = next((lv for lv, b in enumerate(balanced) if b), len(um.levels))
     if um.layout.pp == 1:
         pp_level = len(um.levels)
     qs = uplink_qs(um, counts)
-    return dp_cost(um, _dp_choice(um, ks, lone, qs), qs) + um.pp_table[pp_level]
+    pp_q = q_index(um, pipe_qs(um, counts)) if um.pipe else 0
+    if full_uplinks:
+        qs, pp_q = um.q_grid[-1], len(um.pp_table[0]) - 1
+    return dp_cost(um, _dp_choice(um, ks, lone, qs), qs) + um.pp_table[pp_level][pp_q]
+
+
+def pipe_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
+    """The pipeline window's step of each uplink tier: in domain d, chunk c of every stage lies
+    in d for c in the intersection of the stages' chunk ranges there (build_map), so the PP
+    groups inside d are its length I_d, and U x (units in d - pp x I_d) GPUs send upward, plus
+    the split blocks spanning d (their TP / CP / EP groups leave it)."""
+    pp, u = um.layout.pp, um.unit_gpus
+    prefix = [
+        list(itertools.accumulate((row[j] for j in um.chunk_order), initial=0)) for row in counts
+    ]
+    out = []
+    for lv, ports, split in zip(um.uplink_levels, um.uplink_ports, um.uplink_split, strict=True):
+        q = 0
+        for i, (a, b) in enumerate(um.domain_span[lv]):
+            inside = max(0, min(p[b] for p in prefix) - max(p[a] for p in prefix))
+            units = sum(p[b] - p[a] for p in prefix)
+            q = max(q, uplink.uplink_step(u * (units - pp * inside) + split[i], ports[i]))
+        out.append(q)
+    return tuple(out)
 
 
 def uplink_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
@@ -719,6 +793,55 @@ def _uplink_constraints(
     return out
 
 
+def _pipe_constraints(
+    m: cp_model.CpModel,
+    um: UnitModel,
+    x: list[list[Any]],
+    hint: list[list[int]],
+    hints: list[tuple[Any, int]],
+) -> list[Any]:
+    """pipe_qs, linear: prefix counts P[s][k] of every stage along build_map's chunk order; in
+    domain [a, b) the chunks of every stage lie in [max_s P[s][a], min_s P[s][b]), whose length
+    I (<= that, the objective pushes it up) counts the PP groups inside; then UPLINK_STEPS x
+    (U x (units - pp x I) + split GPUs) <= ports x q."""
+    q_steps = uplink.UPLINK_STEPS
+    pp, d, u = um.layout.pp, um.units_per_stage, um.unit_gpus
+    order = um.chunk_order
+    hp = [list(itertools.accumulate((row[j] for j in order), initial=0)) for row in hint]
+    pref: list[list[Any]] = []
+    for s in range(pp):
+        row: list[Any] = [0]
+        for k, leaf in enumerate(order):
+            v = m.new_int_var(0, d, f"pf{s}_{k}")
+            m.add(v == row[-1] + x[s][leaf])
+            hints.append((v, hp[s][k + 1]))
+            row.append(v)
+        pref.append(row)
+    out = []
+    hint_q = pipe_qs(um, hint)
+    for t, (j, lv) in enumerate(zip(um.uplink_tiers, um.uplink_levels, strict=True)):
+        q = m.new_int_var(0, q_steps, f"qp{j}")
+        hints.append((q, hint_q[t]))
+        for i, (a, b) in enumerate(um.domain_span[lv]):
+            lo_end = m.new_int_var(0, d, f"me{j}_{i}")
+            hi_start = m.new_int_var(0, d, f"ms{j}_{i}")
+            inside = m.new_int_var(0, d, f"in{j}_{i}")
+            for s in range(pp):
+                m.add(lo_end <= pref[s][b])
+                m.add(hi_start >= pref[s][a])
+            # inside <= max(0, lo_end - hi_start): the ranges may not meet at all
+            meet = m.new_bool_var(f"mt{j}_{i}")
+            m.add(inside <= lo_end - hi_start).only_enforce_if(meet)
+            m.add(inside == 0).only_enforce_if(~meet)
+            he, hs = min(p[b] for p in hp), max(p[a] for p in hp)
+            hints += [(lo_end, he), (hi_start, hs), (inside, max(0, he - hs)), (meet, int(he >= hs))]
+            units = sum(pref[s][b] - pref[s][a] for s in range(pp))
+            leaving = u * (units - pp * inside) + um.uplink_split[t][i]
+            m.add(q_steps * leaving <= um.uplink_ports[t][i] * q)
+        out.append(q)
+    return out
+
+
 def counts_of_map(
     um: UnitModel, alloc_hosts: int, host_of_rank: np.ndarray
 ) -> list[list[int]] | None:
@@ -778,11 +901,15 @@ def solve(
     # not assumed), k_L <= every used piece and "balanced => equal counts" suffice: the
     # objective pushes k_L up to the smallest piece and takes the lowest balanced level. Else
     # both are tied exactly (k equals a witness piece; balance reified both ways).
-    dp_falls, pp_falls = _dp_monotone(um), all(a <= b for a, b in itertools.pairwise(um.pp_table))
+    dp_falls = _dp_monotone(um)
+    pp_falls = all(
+        all(x <= y for x, y in zip(a, b, strict=True))
+        for a, b in itertools.pairwise(um.pp_table)
+    )
     starts = [greedy_counts(um), best_fit_counts(um), *hints]
     if um.split_blocks:
         starts.append(host_order_counts(um))
-    hint = min(starts, key=lambda c: objective_us(um, c))
+    hint = min(starts, key=lambda c: objective_us(um, c, full_uplinks=full_uplinks))
     hint = sorted(hint, key=lambda row: -row[0])  # the stage order the symmetry cut asks
     hints: list[tuple[Any, int]] = [(x[s][j], hint[s][j]) for s in range(pp) for j in range(nl)]
     hint_bal = []
@@ -911,11 +1038,26 @@ def solve(
         m.add(lvl == len(um.levels) - sum(bals))
         for a, b2 in itertools.pairwise(bals):  # balanced below implies balanced above
             m.add_implication(a, b2)
-        pv = m.new_int_var(min(um.pp_table), max(um.pp_table), "pp_cost")
-        m.add_element(lvl, um.pp_table, pv)
-        pp_cost = pv
+        flat = [v for row in um.pp_table for v in row]
+        pv = m.new_int_var(min(flat), max(flat), "pp_cost")
         hint_lvl = len(um.levels) - sum(hint_bal)
-        hints += [(lvl, hint_lvl), (pv, um.pp_table[hint_lvl])]
+        if um.pipe and not full_uplinks:
+            qp = _pipe_constraints(m, um, x, hint, hints)
+            m.add_allowed_assignments(
+                [lvl, *qp, pv],
+                [
+                    (lv, *qs, row[g])
+                    for lv, row in enumerate(um.pp_table)
+                    for g, qs in enumerate(um.q_grid)
+                ],
+            )
+            pp_hint = um.pp_table[hint_lvl][q_index(um, pipe_qs(um, hint))]
+        else:  # one column, or every pipeline step at its top (full_uplinks)
+            col = [row[-1] for row in um.pp_table]
+            m.add_element(lvl, col, pv)
+            pp_hint = col[hint_lvl]
+        pp_cost = pv
+        hints += [(lvl, hint_lvl), (pv, pp_hint)]
     if fixed_top is not None:
         for s, row in enumerate(level_ys[-1]):
             for i, y in enumerate(row):

@@ -140,13 +140,16 @@ def placed_pieces(
 
 
 GRADIENT_KINDS = ("dp", "dp_cp", "edp")  # the gradient window's groups (cost_models.uplink)
+PIPELINE_KINDS = ("pp", "tp", "cp", "ep", "etp")  # the pipeline window's
 
 
-def gradient_leavers(rows: Mapping[str, np.ndarray], dom: np.ndarray) -> np.ndarray:
-    """Per rank: its group of some gradient kind has a member in another domain of `dom`
-    (domain per rank; rows: group_rows)."""
+def gradient_leavers(
+    rows: Mapping[str, np.ndarray], dom: np.ndarray, kinds: Sequence[str] = GRADIENT_KINDS
+) -> np.ndarray:
+    """Per rank: its group of one of `kinds` has a member in another domain of `dom` (domain
+    per rank; rows: group_rows)."""
     out = np.zeros(len(dom), dtype=bool)
-    for kind in GRADIENT_KINDS:
+    for kind in kinds:
         if kind in rows:
             d = dom[rows[kind]]
             leaving = d.min(axis=1) != d.max(axis=1)
@@ -161,17 +164,18 @@ def uplink_steps(
     host_of_rank: np.ndarray,
     *,
     moe: bool = True,
+    kinds: Sequence[str] = GRADIENT_KINDS,
 ) -> dict[int, int]:
     """Tapered tier j -> the largest step over the switches of tier j-1 (cost_models.uplink):
-    UPLINK_STEPS x (GPUs under it whose gradient group leaves it) / (the job's GPUs under it),
-    rounded up."""
+    UPLINK_STEPS x (GPUs under it with a group of `kinds` that leaves it) / (the job's GPUs
+    under it), rounded up (kinds: GRADIENT_KINDS or PIPELINE_KINDS, the two windows)."""
     rows = group_rows(layout, moe=moe)
     gpn = cluster.gpus_per_node
     out = {}
     for j in uplink.tapered_tiers(cluster):
         host_dom = alloc.domains[j - 1]
         dom = host_dom[host_of_rank]
-        leaving = gradient_leavers(rows, dom)
+        leaving = gradient_leavers(rows, dom, kinds)
         sending = np.bincount(dom[leaving], minlength=int(host_dom.max()) + 1)
         ports = gpn * np.bincount(host_dom, minlength=int(host_dom.max()) + 1)
         out[j] = max(
@@ -201,7 +205,16 @@ def price(
     moe = model.moe is not None
     spans = placed_spans(alloc, layout, host_of_rank, moe=moe)
     steps = uplink_steps(cluster, alloc, layout, host_of_rank, moe=moe)
-    return estimate(model, cluster, workload, layout, spans=spans, uplink_steps=steps)
+    pipe = uplink_steps(cluster, alloc, layout, host_of_rank, moe=moe, kinds=PIPELINE_KINDS)
+    return estimate(
+        model,
+        cluster,
+        workload,
+        layout,
+        spans=spans,
+        uplink_steps=steps,
+        pipeline_uplink_steps=pipe,
+    )
 
 
 def host_order_map(cluster: Cluster, layout: Layout) -> np.ndarray:

@@ -533,3 +533,36 @@ def test_two_phases_on_many_leaves_report_the_exact_models_result():
     if p.source == "cp-sat":
         assert abs(p.placed.step_time_s - p.solver["objective"]) <= 2e-6
     assert p.placed.step_time_s <= min(p.scheduler.step_time_s, p.best_order.step_time_s)
+
+
+PIPE_TAPERED = [
+    # cases found where the optimum's pipeline-window steps price the PP sends below the taper
+    ([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1], [5, 9], Layout(tp=8, pp=2, dp=3), None, {2: 7.0}),
+    ([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1], [2], Layout(tp=4, pp=3, dp=4), [1, 1], {2: 3.0}),
+    ([0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 3], [1, 8], Layout(tp=4, pp=3, dp=4), [1, 0, 0, 1],
+     {2: 3.0}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("leaves", "drained", "layout", "pods", "taper"), PIPE_TAPERED)
+def test_pipeline_window_sharing_against_brute_force(leaves, drained, layout, pods, taper):
+    """PP sends share the uplinks too: a leaf whose stages' chunk ranges meet keeps those PP
+    groups inside (build_map), and only the rest send upward. CP-SAT's objective equals the
+    brute force over every count matrix priced exactly, and its map re-prices to it."""
+    spec, cluster, wl, alloc = _small(leaves, drained, layout, pods=pods, taper=taper)
+    wl = api.make_workload(spec, global_batch=2 * layout.dp)
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    assert um.pipe and um.split_blocks == 0
+    sol = M.solve(um, time_limit_s=30)
+    assert sol.status == "OPTIMAL"
+    best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
+    assert abs(sol.objective_us - best_us) <= 2
+    repriced = pricing.price(spec, cluster, wl, um.layout, alloc, sol.host_of_rank)
+    assert abs(round(repriced.step_time_s * 1e6) - sol.objective_us) <= 2
+    steps = pricing.uplink_steps(
+        cluster, alloc, um.layout, sol.host_of_rank, moe=False, kinds=pricing.PIPELINE_KINDS
+    )
+    assert tuple(steps[j] for j in um.uplink_tiers) == M.pipe_qs(um, sol.counts)
+    _, bal, _ = M._summary(um, sol.counts)
+    row = um.pp_table[next((lv for lv, b in enumerate(bal) if b), len(um.levels))]
+    assert row[M.q_index(um, M.pipe_qs(um, sol.counts))] < row[-1]

@@ -33,6 +33,7 @@ PHYSICS_FIELDS = (
     "attention_kernel",
     "cp_attention",
     "pp_keeps_outputs",
+    "dp_sync",
 )
 """The Workload fields a profile sets (their meaning: cost_models/specs.py Workload)."""
 
@@ -151,6 +152,13 @@ _MEGATRON_PHYSICS = {
         "megatron/core/pipeline_parallel/schedules.py keeps only the loss of each micro-batch "
         "on the last stage (output tensors are freed after backward, deallocate_output_tensor)",
     ),
+    "dp_sync": Setting(
+        "megatron",
+        "megatron/core/distributed/distributed_data_parallel.py DistributedDataParallel.__init__: "
+        "bucket_size max(40000000, 1000000 x dp), bucketing off on pipeline ranks > 0 and for "
+        "model chunks > 0; megatron/core/pipeline_parallel/schedules.py launches each chunk's "
+        "grad sync after its last backward (align_grad_reduce, training/config/common_config.py)",
+    ),
 }
 
 _TORCHTITAN_PHYSICS = {
@@ -190,6 +198,11 @@ _TORCHTITAN_PHYSICS = {
         "torch.distributed.pipelining schedules keep output_chunks for step()'s return value "
         "(torch/distributed/pipelining/schedules.py, pytorch#165822)",
     ),
+    "dp_sync": Setting(
+        "fsdp",
+        "torchtitan/distributed/fsdp.py apply_fsdp: fully_shard per transformer block, so each "
+        "block's gradients are one reduce-scatter (FSDP2 unit)",
+    ),
 }
 
 _DEEPSPEED_PHYSICS = {
@@ -198,6 +211,10 @@ _DEEPSPEED_PHYSICS = {
         True,
         "Megatron-DeepSpeed (a Megatron-LM fork) uses Megatron's fused kernels "
         "(megatron/fused_kernels, apex fused LayerNorm, bias-gelu fusion)",
+    ),
+    "dp_sync": Setting(
+        "deepspeed",
+        "deepspeed/runtime/zero/config.py DeepSpeedZeroConfig reduce_bucket_size = 5e8 elements",
     ),
 }
 """Megatron-DeepSpeed is a Megatron-LM fork: its kernels are Megatron's. Its flash attention is
@@ -209,6 +226,12 @@ _LLM_FOUNDRY_PHYSICS = {
         "fa2",
         "llm-foundry MPT attn_impl 'flash' (llmfoundry/models/layers/attention.py "
         "flash_attn_fn) calls the flash-attn 2 package",
+    ),
+    "dp_sync": Setting(
+        "fsdp",
+        "llmfoundry/models/mpt/modeling_mpt.py fsdp_wrap_fn: isinstance(module, MPTBlock), one "
+        "PyTorch FSDP unit per transformer block, so each block's gradients are one "
+        "reduce-scatter",
     ),
 }
 

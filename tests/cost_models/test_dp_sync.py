@@ -9,12 +9,15 @@ llm-foundry): one reduce-scatter per transformer block; DeepSpeed: 5e8-element b
 from __future__ import annotations
 
 import pytest
+import yaml
+from conftest import SHARED
 
 from cost_models import comm
 from cost_models.framework import record_profile
 from cost_models.memory import StageParams
 from cost_models.specs import Layout, Workload
 from cost_models.stage import dp_buckets, dp_tier_times_s, grad_sync_exposed_s
+from planner.validate import record_inputs, record_settings
 from tests import factories as f
 
 # ------------------------------------------------------------------------ exposed reduction
@@ -95,3 +98,18 @@ def test_profiles_set_their_dp_sync() -> None:
     assert record_profile("llm-foundry").workload(w).dp_sync == "fsdp"
     assert record_profile("deepspeed").workload(w).dp_sync == "deepspeed"
     assert record_profile("other").workload(w).dp_sync == "megatron"
+
+
+@pytest.mark.skipif(not (SHARED / "data/published_runs.yaml").exists(), reason="no ../shared")
+def test_record_settings_carry_the_recipe_dispatcher_and_ep_overlap() -> None:
+    # The Megatron-Bridge entries of models_zoo/published_run_settings.yaml reach the priced
+    # inputs: Qwen3-235B on H100 (26.04.01) overlaps the all-to-all, DeepSeek-V3 on GB300
+    # uses the flex (HybridEP) dispatcher and overlaps it.
+    path = SHARED / "data/published_runs.yaml"
+    records = {r["id"]: r for r in yaml.safe_load(path.read_text())}
+    qwen = records["mbridge-26.04.01-h100-qwen3-235b-a22b"]
+    assert record_settings(qwen) == {"ep_overlap": True}
+    _, _, work, lay = record_inputs(qwen)
+    assert lay.ep_overlap and work.moe_dispatcher == "alltoall"
+    _, _, work, lay = record_inputs(records["mbridge-26.08-gb300-deepseekv3"])
+    assert lay.ep_overlap and work.moe_dispatcher == "deepep"

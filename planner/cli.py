@@ -680,7 +680,12 @@ def _add_whatif(sub: Any) -> None:
     _add_framework(w)
     w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
     w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
-    w.add_argument("--values", required=True, help="comma-separated values, e.g. 100,200,400")
+    w.add_argument(
+        "--values",
+        required=True,
+        help="comma-separated values, e.g. 100,200,400; slice-shape: 16x16x16,8x16x32; "
+        "fabric: rail-only",
+    )
     w.add_argument("--tier", help="the one tier --vary oversubscription tapers (by name)")
     for axis in ("tp", "pp", "dp", "cp", "ep"):
         w.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
@@ -700,7 +705,12 @@ def _add_whatif(sub: Any) -> None:
     w.add_argument("--plot", help="write a PNG or SVG chart (needs the [plot] extra)")
 
 
-def _parse_values(text: str) -> list[float]:
+def _parse_values(text: str, parameter: str = "") -> list[float] | list[str]:
+    if parameter in whatif.CATEGORICAL:  # shapes (16x16x16) and fabric names, checked there
+        words = [v.strip() for v in text.split(",") if v.strip()]
+        if len(words) > MAX_WHATIF_VALUES:
+            raise InvalidInput(f"--values: at most {MAX_WHATIF_VALUES} values (got {len(words)})")
+        return words
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -725,7 +735,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         args.model,
         args.cluster,
         args.vary,
-        _parse_values(args.values),
+        _parse_values(args.values, args.vary),
         num_gpus=args.gpus,
         gpu_hour_price=args.gpu_hour_price,
         network_cost_share=args.network_cost_share,

@@ -4,8 +4,10 @@ Each value builds a modified Cluster (`vary_cluster`) and runs the same `plan()`
 layout and placement may change from value to value. Nothing here prints (cli.py renders).
 Cost: `gpu_hour_price` is the price of one GPU-hour without the network; `network_cost_share` is
 the network's share of the all-in cluster cost, so one all-in GPU-hour costs
-price / (1 - share). The share is held fixed across values (a faster NIC's own price is not
-modelled). docs/networks.md#whatif.
+price / (1 - share). The share is held fixed across values. With `amortization_years` the
+scale-out network's own bill of materials (planner.network_bom) enters instead, value by value:
+its capital cost spread over the years plus the electricity it draws (W x PUE x $/kWh).
+`slice-shape` and `fabric` take words, not numbers (CATEGORICAL). docs/networks.md#whatif.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import models_zoo
+from cost_models import rankmap
 from cost_models.calibration import (
     GenerationCalibration,
     calibration_for_cluster,
@@ -38,7 +41,15 @@ PARAMETERS = {
     "wan-latency-ms": "one-way latency of the WAN tier, ms",
     "wan-gbps": "WAN bandwidth per GPU, Gb/s",
     "planes": "rails / planes of the rail-optimized or multi-plane tiers",
+    "slice-shape": "torus slice the job runs on, one size per torus dimension, e.g. 16x16x16 "
+    "(the product must equal the job's chips)",
+    "fabric": "rail-only: keep the rail switches, drop every tier above them (Wang et al., "
+    "arXiv 2307.12169); the baseline is the preset's fat-tree",
 }
+CATEGORICAL = ("slice-shape", "fabric")
+"""Parameters whose --values are words or shapes, kept in the order given, not numbers."""
+FABRICS = ("rail-only",)
+SHAPE_EXAMPLE = "16x16x16"
 SCALE_OUT_KINDS = ("switch", "rail", "plane", "dragonfly")
 EXPOSED_FRACTION = 0.01
 """A comm term counts as exposed while it is more than 1% of the step time."""
@@ -55,7 +66,7 @@ def _need(tiers: list[int], cluster: Cluster, what: str, parameter: str) -> None
 
 
 def vary_cluster(
-    cluster: Cluster, parameter: str, value: float, tier: str | None = None
+    cluster: Cluster, parameter: str, value: float | str, tier: str | None = None
 ) -> Cluster:
     """The cluster with one network parameter set to `value` (InvalidInput if it does not apply
     or the value breaks a LinkTier / Cluster bound, e.g. a bandwidth above its limit).
@@ -64,17 +75,28 @@ def vary_cluster(
     try:
         return _vary_cluster(cluster, parameter, value, tier)
     except ValidationError as err:
-        where = f"--values: {parameter} {value:g} on cluster {cluster.name}"
+        where = f"--values: {parameter} {_fmt(value)} on cluster {cluster.name}"
         raise InvalidInput(describe_validation_error(err, where)) from None
 
 
 def _vary_cluster(
-    cluster: Cluster, parameter: str, value: float, tier: str | None = None
+    cluster: Cluster, parameter: str, value: float | str, tier: str | None = None
 ) -> Cluster:
     if parameter not in PARAMETERS:
         raise InvalidInput(
             f"--vary: unknown parameter {parameter!r}; known: {', '.join(PARAMETERS)}"
         )
+    if parameter in CATEGORICAL:
+        data = cluster.model_dump()
+        tiers = (
+            _with_slice_shape(cluster, str(value))
+            if parameter == "slice-shape"
+            else _with_fabric(cluster, str(value))
+        )
+        data["tiers"] = [t.model_dump() for t in tiers]
+        return models_zoo.load_cluster(Cluster.model_validate(data))
+    if isinstance(value, str):
+        raise InvalidInput(f"--values: {parameter} takes numbers (got {value!r})")
     if not value > 0:
         raise InvalidInput(f"--values: {parameter} values must be positive (got {value})")
     tiers = list(cluster.tiers)
@@ -137,6 +159,89 @@ def _vary_cluster(
     return models_zoo.load_cluster(Cluster.model_validate(data))
 
 
+def parse_shape(text: str) -> tuple[int, ...]:
+    """`16x16x16` -> (16, 16, 16); InvalidInput unless every size is a whole number >= 2."""
+    parts = text.strip().lower().split("x")
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        dims = ()
+    if not dims or any(d < 2 for d in dims):
+        raise InvalidInput(
+            f"--values: slice shape {text!r} must be whole numbers >= 2 joined by 'x', one per "
+            f"torus dimension, e.g. {SHAPE_EXAMPLE}"
+        )
+    return dims
+
+
+def _with_slice_shape(cluster: Cluster, text: str) -> list[LinkTier]:
+    """The torus tiers resized to a slice of shape d1 x d2 x ... (innermost dimension first).
+
+    Dimension k gets `dim_size` d_k (its ring; the wrap-around link closes it) and the domain
+    d_1 ... d_k chips times the domain inside the first torus tier; the outermost tier keeps
+    its open domain. The cost model reads the shape from these fields: rings that close over
+    a whole dimension run at 2x (comm.fabric_bandwidth_bytes_per_s), an all-to-all along a
+    dimension of f chips is bounded by its bisection, f x bytes / (8 B)
+    (comm.torus_bisection_s), and a multi-dimensional collective splits its bytes over the
+    dimensions it spans (comm.collective_tier_s)."""
+    tiers = list(cluster.tiers)
+    torus = [i for i, t in enumerate(tiers) if t.kind == "torus"]
+    _need(torus, cluster, "torus tier (try tpu-v5p-4096)", "slice-shape")
+    dims = parse_shape(text)
+    names = ", ".join(tiers[i].name for i in torus)
+    if len(dims) != len(torus):
+        raise InvalidInput(
+            f"--values: slice shape {text!r} has {len(dims)} sizes; cluster {cluster.name} has "
+            f"{len(torus)} torus dimensions ({names})"
+        )
+    if torus != list(range(torus[0], torus[0] + len(torus))):
+        raise InvalidInput(
+            f"--vary slice-shape: the torus tiers of {cluster.name} are not adjacent"
+        )
+    inner = 1 if torus[0] == 0 else (tiers[torus[0] - 1].domain_size or 1)
+    chips = inner * math.prod(dims)
+    if chips != cluster.num_gpus:
+        raise InvalidInput(
+            f"--values: slice shape {text} holds {chips:,} chips but the job runs on "
+            f"{cluster.num_gpus:,} (the product of the sizes must equal the job's chips; --gpus)"
+        )
+    size = inner
+    for i, dim in zip(torus, dims, strict=True):
+        size *= dim
+        outermost = i == len(tiers) - 1 and tiers[i].domain_size is None
+        tiers[i] = _set(tiers[i], dim_size=dim, domain_size=None if outermost else size)
+    return tiers
+
+
+def slice_of(cluster: Cluster) -> str:
+    """The torus shape a job occupies: chips per torus dimension as rankmap.tier_domains fills
+    them, innermost first, with the ring each dimension has (e.g. `16x16x2 (rings 16x16x16)`)."""
+    domains = rankmap.tier_domains(cluster)
+    dims, rings, inner = [], [], 1
+    for tier, domain in zip(cluster.tiers, domains, strict=True):
+        if tier.kind == "torus":
+            dims.append(max(1, domain // inner))
+            rings.append(tier.dim_size or dims[-1])
+        inner = max(inner, domain)
+    shape = "x".join(map(str, dims))
+    return shape if dims == rings else f"{shape} (rings {'x'.join(map(str, rings))})"
+
+
+def _with_fabric(cluster: Cluster, value: str) -> list[LinkTier]:
+    """`rail-only` (Wang et al., "How to Build Low-cost Networks for Large Language Models
+    (without Sacrificing Performance)", arXiv 2307.12169): GPUs of the same rank in every
+    NVLink domain share a rail switch and there is no spine, so the first rail / plane tier
+    spans the whole job and the tiers above it go. Traffic between rails hops over NVLink
+    first (the `rail` kind's rule, NCCL PXN)."""
+    if value not in FABRICS:
+        raise InvalidInput(f"--values: fabric must be one of {', '.join(FABRICS)} (got {value!r})")
+    tiers = list(cluster.tiers)
+    rails = [i for i, t in enumerate(tiers) if t.kind in ("rail", "plane") and i > 0]
+    _need(rails, cluster, "rail or plane tier to keep (try dgx-h100-superpod)", "fabric")
+    first = rails[0]
+    return [*tiers[:first], _set(tiers[first], domain_size=None)]
+
+
 def _with_nvlink_domain(
     cluster: Cluster, tiers: list[LinkTier], data: dict[str, Any], size: int, value: float
 ) -> tuple[list[LinkTier], dict[str, Any]]:
@@ -159,7 +264,8 @@ def _with_nvlink_domain(
 
 @dataclass(frozen=True)
 class WhatIfPoint:
-    value: float
+    value: float | str
+    """The swept value (a number; a word or shape for CATEGORICAL parameters; nan: baseline)."""
     best: Estimate
     change: float = field(metadata={"doc": "tokens/s/GPU relative to the baseline, minus 1"})
     cost_per_m_tokens: float | None = None
@@ -167,6 +273,14 @@ class WhatIfPoint:
     train_cost: float | None = None
     network_capex_usd_per_gpu: float | None = None
     """Scale-out network capital cost per GPU at this value (planner.network_bom)."""
+    network_power_w_per_gpu: float | None = None
+    """Watts the scale-out network draws per GPU (NICs, switch ports, transceivers)."""
+    network_energy_usd_per_gpu_hour: float | None = None
+    """That power x PUE x electricity price, per GPU-hour."""
+    network_capex_usd_per_gpu_hour: float | None = None
+    """Capital cost / amortisation hours (None without --amortization-years)."""
+    train_network_energy_usd: float | None = None
+    """The network's electricity over the whole run (needs --token-budget and a price)."""
 
 
 @dataclass(frozen=True)
@@ -228,7 +342,7 @@ def exposed_share(e: Estimate, term: str, cal: GenerationCalibration) -> float:
 
 def hidden_from(points: list[WhatIfPoint], cal: GenerationCalibration) -> dict[str, float | None]:
     """For each comm term exposed at the first value: the value from which it stays hidden."""
-    ordered = sorted(points, key=lambda p: p.value)
+    ordered = ordered_points(points)
     out: dict[str, float | None] = {}
     for term in COMM_TERMS:
         exposed = [exposed_share(p.best, term, cal) > EXPOSED_FRACTION for p in ordered]
@@ -248,8 +362,19 @@ def plan_key(e: Estimate) -> tuple[Any, ...]:
     return (e.layout.model_dump_json(), sorted((k, sorted(v.items())) for k, v in e.placement.items()))
 
 
-def _fmt(value: float) -> str:
-    return f"{value:g}"
+def _fmt(value: float | str) -> str:
+    return value if isinstance(value, str) else f"{value:g}"
+
+
+def is_baseline(p: WhatIfPoint) -> bool:
+    return isinstance(p.value, float) and math.isnan(p.value)
+
+
+def ordered_points(points: list[WhatIfPoint]) -> list[WhatIfPoint]:
+    """Numeric sweeps in increasing order; words and shapes in the order given."""
+    if any(isinstance(p.value, str) for p in points):
+        return list(points)
+    return sorted(points, key=lambda p: p.value)
 
 
 def conclusions(
@@ -266,7 +391,7 @@ def conclusions(
     from .report.terminal import compact_layout
 
     out: list[str] = []
-    ordered = sorted(points, key=lambda p: p.value)
+    ordered = ordered_points(points)
     # Which plan each value picked: name every change against the previous row.
     prev_key, prev_layout = plan_key(baseline.best), compact_layout(baseline.best)
     changes = []
@@ -336,7 +461,7 @@ def whatif(
     model: str,
     cluster: str | Cluster,
     parameter: str,
-    values: list[float],
+    values: list[float] | list[str],
     *,
     num_gpus: int | None = None,
     gpu_hour_price: float | None = None,
@@ -363,14 +488,36 @@ def whatif(
         raise InvalidInput(f"--amortization-years: must be > 0 (got {amortization_years})")
     prices = network_bom.load_prices(network_prices)
 
-    def point(e: Estimate, value: float, c: Cluster) -> WhatIfPoint:
+    def point(e: Estimate, value: float | str, c: Cluster) -> WhatIfPoint:
         capex = network_bom.network_capex_usd_per_gpu(c, prices)
-        hourly = 0.0 if amortization_years is None else capex / (amortization_years * 8760)
+        power = network_bom.network_power_w_per_gpu(c, prices)
+        energy = network_bom.network_energy_usd_per_gpu_hour(c, prices)
+        # With --amortization-years the bill of materials enters the price of a GPU-hour:
+        # its capital spread over the years, plus the electricity it draws meanwhile.
+        capex_hourly = (
+            None
+            if amortization_years is None
+            else capex / (amortization_years * network_bom.HOURS_PER_YEAR)
+        )
+        hourly = 0.0 if capex_hourly is None else capex_hourly + energy
         costs = _costs(
             e, base_cluster.num_gpus, gpu_hour_price, network_cost_share, token_budget, hourly
         )
+        run_energy = None
+        if costs[1] is not None and capex_hourly is not None:
+            run_energy = costs[1] * 24 * base_cluster.num_gpus * energy
         change = e.tokens_per_s_per_gpu / base.tokens_per_s_per_gpu - 1
-        return WhatIfPoint(value, e, change, *costs, network_capex_usd_per_gpu=capex)
+        return WhatIfPoint(
+            value,
+            e,
+            change,
+            *costs,
+            network_capex_usd_per_gpu=capex,
+            network_power_w_per_gpu=power,
+            network_energy_usd_per_gpu_hour=energy,
+            network_capex_usd_per_gpu_hour=capex_hourly,
+            train_network_energy_usd=run_energy,
+        )
 
     points = [
         point(api.plan(spec, c, **plan_args).best, v, c)
@@ -396,6 +543,9 @@ def whatif(
         crossed,
         [t.name for t in base_cluster.tiers],
     )
+    if parameter == "slice-shape":
+        shape = slice_of(base_cluster)
+        words.append(f"The baseline is the preset's torus as the job fills it: {shape}.")
     return WhatIfResult(
         parameter=parameter,
         cluster=base_cluster.name,
@@ -417,7 +567,7 @@ def _point_dict(p: WhatIfPoint, hbm_gib: float | None = None) -> dict[str, Any]:
     if hbm_gib is not None:
         plan["estimate"]["hbm_gib"] = hbm_gib
     return {
-        "value": None if math.isnan(p.value) else p.value,
+        "value": None if is_baseline(p) else p.value,
         "plan": plan,
         "tokens_per_s_per_gpu": p.best.tokens_per_s_per_gpu,
         "mfu": p.best.mfu,
@@ -428,6 +578,10 @@ def _point_dict(p: WhatIfPoint, hbm_gib: float | None = None) -> dict[str, Any]:
         "train_days": p.train_days,
         "train_cost": p.train_cost,
         "network_capex_usd_per_gpu": p.network_capex_usd_per_gpu,
+        "network_power_w_per_gpu": p.network_power_w_per_gpu,
+        "network_energy_usd_per_gpu_hour": p.network_energy_usd_per_gpu_hour,
+        "network_capex_usd_per_gpu_hour": p.network_capex_usd_per_gpu_hour,
+        "train_network_energy_usd": p.train_network_energy_usd,
     }
 
 
@@ -483,7 +637,9 @@ def save_plot(r: WhatIfResult, path: str) -> None:
     from .report.terminal import compact_layout
 
     plt = pyplot(path)
-    xs = [p.value for p in r.points]
+    words = any(isinstance(p.value, str) for p in r.points)
+    # Shapes and fabric names are categories: one evenly spaced position each, in given order.
+    xs = list(range(len(r.points))) if words else [p.value for p in r.points]
     tokens = [p.best.tokens_per_s_per_gpu for p in r.points]
     base = r.baseline.best
     mfu_per_token = base.mfu / base.tokens_per_s_per_gpu
@@ -506,9 +662,9 @@ def save_plot(r: WhatIfResult, path: str) -> None:
         "right", functions=(lambda t: 100 * t * mfu_per_token, lambda m: m / 100 / mfu_per_token)
     )
     right.set_ylabel("MFU %")
-    if len(xs) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 8:
+    if not words and len(xs) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 8:
         ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, [f"{x:g}" for x in xs])
+    ax.set_xticks(xs, [_fmt(p.value) for p in r.points])
     ax.legend(handles=[*line, base_line], loc="best", fontsize=8)
     ax.set_title(
         f"{r.model or 'model'} on {r.cluster} ({r.num_gpus} GPUs): whatif {r.parameter}",

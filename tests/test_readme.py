@@ -32,3 +32,26 @@ def test_readme_estimate_agrees_with_plan_for_the_same_layout():
     assert one.peak_memory_gib == best.peak_memory_gib
     assert one.fits_in_memory and best.fits_in_memory
     assert one.usable_memory_gib == best.usable_memory_gib == 72.0
+
+
+def test_readme_800g_answer_matches_its_command(capsys):
+    """The 800G question's figures are what its own command prints (issue 16 point 7)."""
+    import json
+
+    from planner import cli
+
+    para = re.search(r"\*\*Are 800G NICs worth it.*?\n\n", README, re.DOTALL).group(0)
+    command = re.search(r"`(planner whatif .*?)`", para, re.DOTALL).group(1).split()
+    assert cli.main(command[1:]) == 0
+    out = json.loads(capsys.readouterr().out)
+    p400, p800 = out["points"]
+    text = " ".join(para.split())
+    assert f"at {p400['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU" in text
+    change = 100 * p800["change_vs_baseline"]
+    assert f"at {p800['tokens_per_s_per_gpu']:,.0f} (+{change:.1f} %" in text
+    assert f"from ${p400['network_capex_usd_per_gpu']:,.0f} to " in text
+    assert f"to ${p800['network_capex_usd_per_gpu']:,.0f}" in text
+    watts = [p["network_power_w_per_gpu"] for p in (p400, p800)]
+    assert f"from {watts[0]:.0f} W to {watts[1]:.0f} W" in text
+    cost = [p["cost_per_m_tokens"] for p in (p400, p800)]
+    assert f"${cost[0]:.3f} at 400G and ${cost[1]:.3f} at 800G" in text

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 from rich.console import Group
 from rich.text import Text
 
 from cost_models.calibration import calibration_for_cluster
 from cost_models.specs import Cluster, ModelSpec
 
-from ..whatif import COMM_TERMS, WhatIfPoint, WhatIfResult, exposed_share
+from ..whatif import COMM_TERMS, WhatIfPoint, WhatIfResult, exposed_share, is_baseline
 from .terminal import (
     LAYOUT_LEGEND,
     _table,
@@ -24,7 +22,9 @@ COLUMN = {"tp_comm": "TP", "cp_comm": "CP", "ep_comm": "EP", "pp_comm": "PP", "d
 
 
 def _label(p: WhatIfPoint) -> str:
-    return "baseline" if math.isnan(p.value) else f"{p.value:g}"
+    if is_baseline(p):
+        return "baseline"
+    return p.value if isinstance(p.value, str) else f"{p.value:g}"
 
 
 def render_whatif(
@@ -81,6 +81,38 @@ def render_whatif(
                 "-" if p.train_cost is None else f"{p.train_cost:,.0f}",
             )
         parts.append(_titled("Cost", costs))
+        if any(p.network_capex_usd_per_gpu or p.network_power_w_per_gpu for p in rows):
+            parts.append(_titled("Scale-out network per GPU (bill of materials)", _bom(rows)))
+            if r.baseline.network_capex_usd_per_gpu_hour is None:
+                note = "not in $/M tokens: add --amortization-years to price capex and energy"
+                parts.append(Text(note, style="dim"))
     parts.append(Text("Conclusions", style="bold"))
     parts += [Text(f"- {c}") for c in r.conclusions]
     return Group(*parts)
+
+
+def _bom(rows: list[WhatIfPoint]) -> object:
+    """Capital, power and energy of the scale-out network per GPU (planner.network_bom); the
+    hourly columns are what --amortization-years adds to the GPU-hour price."""
+    amortised = any(p.network_capex_usd_per_gpu_hour is not None for p in rows)
+    cols = ["value", "capex $", "power W", "energy $/h"]
+    if amortised:
+        cols.append("capex $/h")
+    if any(p.train_network_energy_usd is not None for p in rows):
+        cols.append("energy $ (run)")
+    table = _table(*cols)
+    for p in rows:
+        cells = [
+            _label(p),
+            f"{p.network_capex_usd_per_gpu or 0:,.0f}",
+            f"{p.network_power_w_per_gpu or 0:,.1f}",
+            f"{p.network_energy_usd_per_gpu_hour or 0:.4f}",
+        ]
+        if amortised:
+            hourly = p.network_capex_usd_per_gpu_hour
+            cells.append("-" if hourly is None else f"{hourly:.4f}")
+        if "energy $ (run)" in cols:
+            run = p.train_network_energy_usd
+            cells.append("-" if run is None else f"{run:,.0f}")
+        table.add_row(*cells)
+    return table

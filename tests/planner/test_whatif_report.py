@@ -99,3 +99,17 @@ def test_plot_has_two_axes_legend_title_and_baseline(tmp_path, monkeypatch):
     assert any(c.get_ylabel() == "MFU %" for c in ax.child_axes)  # the second y-axis
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(label.startswith("baseline") for label in labels)
+
+
+def test_plot_of_slice_shapes_labels_each_shape(tmp_path, monkeypatch):
+    plt = pytest.importorskip("matplotlib.pyplot")
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    r = whatif.whatif(
+        "qwen3-30b-a3b", "tpu-v5p-4096", "slice-shape", ["8x8x8", "4x4x32"], num_gpus=512,
+        global_batch=512, tp=1, pp=1, ep=128,
+    )  # fmt: skip
+    out = tmp_path / "shape.png"
+    whatif.save_plot(r, str(out))
+    (fig,) = figures
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["8x8x8", "4x4x32"]

@@ -343,6 +343,8 @@ def dp_tier_times_s(
     every that many steps, so per step they cost 1 / sync_every of a synchronisation."""
     tiers = cluster.tiers
     copies = 2 if layout.pp_schedule == "dualpipe" else 1
+    if layout.pp_schedule != "1f1b":
+        stage = 0  # Megatron's per-stage bucketing rule is its 1F1B schedules'; DualPipe: default
     grads, gather = [0.0] * len(tiers), [0.0] * len(tiers)
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
@@ -428,9 +430,9 @@ def stage_dp_s(
         exposed = m * (max(0.0, gather_s - fwd_mb) + max(0.0, gather_s + grads_s - 2 * fwd_mb))
         total = m * (2 * gather_s + grads_s)
     else:
-        grads_exposed = grad_sync_exposed_s(
-            grads_s, 2 * fwd_mb, layout.pp, layout.vp, stage, dp_sync
-        )
+        # The pipeline windows are Megatron's 1F1B schedules'; DualPipe keeps the default.
+        pp = layout.pp if layout.pp_schedule == "1f1b" else 1
+        grads_exposed = grad_sync_exposed_s(grads_s, 2 * fwd_mb, pp, layout.vp, stage, dp_sync)
         exposed = grads_exposed + max(0.0, gather_s - fwd_mb)
         total = grads_s + gather_s
     exposed += overlap_slowdown_s(total - exposed, cal)  # compute slowed beside the NCCL

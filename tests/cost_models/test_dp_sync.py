@@ -113,3 +113,17 @@ def test_record_settings_carry_the_recipe_dispatcher_and_ep_overlap() -> None:
     assert lay.ep_overlap and work.moe_dispatcher == "alltoall"
     _, _, work, lay = record_inputs(records["mbridge-26.08-gb300-deepseekv3"])
     assert lay.ep_overlap and work.moe_dispatcher == "deepep"
+
+
+def test_dualpipe_keeps_the_default_buckets() -> None:
+    # Megatron's first-stage-only bucketing belongs to its 1F1B schedules: under DualPipe every
+    # rank holds two stages and reduces both copies in the default buckets (2 x 400M / 40M = 20).
+    cluster = f.cluster(64)
+    layout = Layout(tp=8, pp=2, dp=8, zero_stage=1, sequence_parallel=True, pp_schedule="dualpipe")
+    sp = StageParams(dense=400e6, expert=0.0, largest_layer=10e6, num_layers=40)
+    span = {"dp_cp": [1, 8]}
+    grads0, _ = dp_tier_times_s(cluster, layout, sp, span, stage=0)
+    grads1, _ = dp_tier_times_s(cluster, layout, sp, span, stage=1)
+    assert grads1 == grads0
+    bytes_s = 7 / 8 * 800e6 * 4 / (50e9 * 0.9)
+    assert grads1[1] == pytest.approx(bytes_s + 20 * 7 * 8e-6)

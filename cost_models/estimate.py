@@ -250,8 +250,12 @@ def estimate(
         for k in kinds
         for rc in {layout.recompute, "none"}
     }
+    sps = [stage_params(model, layout, nd, nm, r) for r, (nd, nm) in enumerate(counts)]
+    dualpipe = layout.pp_schedule == "dualpipe"
     for r, (n_dense, n_moe) in enumerate(counts):
-        sp = stage_params(model, layout, n_dense, n_moe, r)
+        sp = sps[r]
+        # DualPipe: rank r also holds stage pp - 1 - r (memory.state_bytes, stage.stage_memory)
+        mirror = len(counts) - 1 - r if dualpipe else None
         exposed, total = stage_dp_s(
             cluster,
             cal,
@@ -278,11 +282,22 @@ def estimate(
                 dp_sync=workload.dp_sync,
             )
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
-        weights, grads, optim = state_bytes(sp, layout, m)
-        opt_s = max(opt_s, stage_optimizer_s(layout, sp, hbm_bytes_per_s))
+        mirror_sp = None if mirror is None else sps[mirror]
+        weights, grads, optim = state_bytes(sp, layout, m, workload, mirror_sp)
+        opt_s = max(opt_s, stage_optimizer_s(layout, sp, hbm_bytes_per_s, workload))
         stage_mem.append(
             stage_memory(
-                model, workload, layout, r, (n_dense, n_moe), acts_per_mb, m, weights, grads, optim
+                model,
+                workload,
+                layout,
+                r,
+                (n_dense, n_moe),
+                acts_per_mb,
+                m,
+                weights,
+                grads,
+                optim,
+                mirror=None if mirror is None else counts[mirror],
             )
         )
     breakdown["dp_comm"] = dp_exposed

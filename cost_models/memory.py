@@ -2,7 +2,7 @@
 
 States (mixed-precision Adam, Rajbhandari et al. 2020 "ZeRO" sec. 3): bf16 weights 2 B, fp32 main
 gradients 4 B (Megatron accumulates in fp32 under bf16), fp32 master + Adam m + v 12 B per
-parameter. ZeRO-1 shards the 12 B, ZeRO-2 also the gradients, ZeRO-3 / FSDP shards everything and
+parameter (8 B with bf16 moments, Workload.optimizer_moments). ZeRO-1 shards the 12 B, ZeRO-2 also the gradients, ZeRO-3 / FSDP shards everything and
 keeps fp32 sharded parameters (4 + 4 + 8 = 16 B / shard group) plus unsharded bf16 copies of the
 layers being computed. Non-expert states shard over DP x CP; expert states over the expert-DP
 group dp*cp*tp / (ep*etp) (Megatron-Core MoE parallel folding).
@@ -22,6 +22,7 @@ from .specs import Layout, ModelSpec, Workload
 
 GIB = 2.0**30
 BF16_BYTES = 2
+FP32_BYTES = 4
 CUDA_CONTEXT_GIB = 0.75
 """CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers (torch reports ~0.5-1 GiB)."""
 ALLOCATOR_OVERHEAD = 0.10
@@ -69,15 +70,34 @@ def stage_params(
     return StageParams(dense, expert, largest, num_dense + num_moe)
 
 
+def moment_bytes(workload: Workload | None) -> int:
+    """Bytes per parameter of Adam's two moments: 2 x 4 in fp32, 2 x 2 in bf16
+    (Workload.optimizer_moments; Megatron-Core OptimizerConfig.exp_avg_dtype / exp_avg_sq_dtype
+    under use_precision_aware_optimizer, megatron/core/optimizer/optimizer_config.py)."""
+    bf16 = workload is not None and workload.optimizer_moments == "bf16"
+    return 2 * (BF16_BYTES if bf16 else FP32_BYTES)
+
+
 def state_bytes(
-    sp: StageParams, layout: Layout, num_microbatches: int = 1
+    sp: StageParams,
+    layout: Layout,
+    num_microbatches: int = 1,
+    workload: Workload | None = None,
+    mirror: StageParams | None = None,
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per GPU under the layout's ZeRO stage.
 
     ZeRO-2 frees gradients after their reduce-scatter only when a step has one micro-batch:
     with accumulation, Megatron, FSDP's no_sync and PyTorch pipelining keep an unsharded buffer
     and reduce once per step (DeepSpeed's per-micro-batch reduce-scatter is not modelled).
+    The optimizer holds the fp32 master (4 B) and the moments (moment_bytes: 8 B fp32, 4 B
+    under bf16 moments). Megatron's precision-aware optimizer may keep only the 16-bit
+    remainder of a bf16 parameter's fp32 master (OptimizerConfig.store_param_remainders,
+    distrib_optimizer.py); that 2 B saving is not counted, so bf16 moments are an upper bound
+    there, exact for DeepSeek-V3's fp32 master weights (report sec. 3.3.3).
+    DualPipe: the rank also holds the mirror stage pp - 1 - r (`mirror`; None: a copy of `sp`).
     """
+    moments = moment_bytes(workload)
     dense_shard = layout.shard_dp * layout.cp  # HSDP: only the shard group (Layout.dp_shard)
     expert_shard = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
     sharded = sp.dense / dense_shard + sp.expert / expert_shard
@@ -86,15 +106,20 @@ def state_bytes(
     if z == 3:
         # fp32 sharded params double as master weights; gather buffers hold <= 2 layers in bf16.
         gather = min(2, sp.num_layers) * sp.largest_layer * BF16_BYTES
-        return 4 * sharded + gather, 4 * sharded, 8 * sharded
+        return 4 * sharded + gather, 4 * sharded, moments * sharded
     weights = BF16_BYTES * full
     grads = 4 * (sharded if z == 2 and num_microbatches == 1 else full)
-    optimizer = 12 * (sharded if z >= 1 else full)
+    optimizer = (FP32_BYTES + moments) * (sharded if z >= 1 else full)
     if layout.pp_schedule == "dualpipe":
         # DualPipe keeps two copies of the parameters (github deepseek-ai/DualPipe README table,
-        # "Parameter Per Device 2x"; DeepSeek-V3 report sec. 3.2.1), each with its gradients; the
-        # optimizer steps one of them.
-        weights, grads = 2 * weights, 2 * grads
+        # "Parameter Per Device 2x"; DeepSeek-V3 report sec. 3.2.1): rank r holds stages r and
+        # pp - 1 - r (examples/example_dualpipe.py), each with its gradients, which the two
+        # holders of a stage add up; the optimizer steps the rank's own stage.
+        other = sp if mirror is None else mirror
+        full_other = other.dense + other.expert
+        weights += BF16_BYTES * full_other
+        sharded_other = other.dense / dense_shard + other.expert / expert_shard
+        grads += 4 * (sharded_other if z == 2 and num_microbatches == 1 else full_other)
     return weights, grads, optimizer
 
 
@@ -115,7 +140,6 @@ class ActivationTensor:
         return self.elements * self.bytes_per_element
 
 
-FP32_BYTES = 4
 MASK_BYTES = 1  # torch.bool / uint8 dropout mask
 
 
@@ -129,6 +153,19 @@ def gemm_input_bytes(workload: Workload) -> float:
     weight_hp_t)`), so it stays bf16."""
     te = workload.selective_recompute == "attention"
     return 1.0 if te and workload.precision in ("fp8", "mxfp8") else BF16_BYTES
+
+
+E5M6_BYTES = 12 / 8
+"""DeepSeek-V3's E5M6 cache of the attention output: 1 sign + 5 exponent + 6 mantissa bits."""
+
+
+def swiglu_input_bytes(model: ModelSpec, workload: Workload) -> float:
+    """Bytes per element of a kept activation-function input (the fc1 output): bf16, or fp8
+    under Workload.activation_func_fp8_input_store, which Megatron-Core allows for SwiGLU only
+    (TransformerConfig.__post_init__; fused_bias_swiglu.py saves `input.to(torch.float8_e4m3fn)`
+    and casts it back in backward)."""
+    fp8 = workload.activation_func_fp8_input_store and model.gated_mlp
+    return 1.0 if fp8 else BF16_BYTES
 
 
 def _attention_tensors(
@@ -169,13 +206,24 @@ def _attention_tensors(
             out.append(ActivationTensor("q_k_v", qkv, BF16_BYTES, "flash-attention backward"))
         d_v = mla.v_head_dim
     attn_out = nh * d_v / tp
-    out.append(
-        ActivationTensor(
-            "attn_out", attn_out, BF16_BYTES, "flash-attention backward (O), projection wgrad"
+    if workload.attention_output_store == "e5m6":
+        # DeepSeek-V3 report sec. 3.3.3 (1): the output projection's input, which the attention
+        # backward also reads, is cached once in a customized E5M6 format (1 + 5 + 6 bits).
+        out.append(
+            ActivationTensor(
+                "attn_out_e5m6", attn_out, E5M6_BYTES, "attention backward (O), projection wgrad"
+            )
         )
-    )
-    if g != BF16_BYTES:
-        out.append(ActivationTensor("attn_out_fp8", attn_out, g, "projection wgrad (fp8 copy)"))
+    else:
+        out.append(
+            ActivationTensor(
+                "attn_out", attn_out, BF16_BYTES, "flash-attention backward (O), projection wgrad"
+            )
+        )
+        if g != BF16_BYTES:
+            out.append(
+                ActivationTensor("attn_out_fp8", attn_out, g, "projection wgrad (fp8 copy)")
+            )
     if "core_attn" not in modules:
         # FlashAttention keeps the row log-sum-exp [b, heads, s] in fp32 (Dao 2023 Alg. 1);
         # core_attn checkpointing keeps only Q, K, V and reruns the kernel forward.
@@ -199,6 +247,7 @@ def _mlp_tensors(
     """MLP block: norm, dense MLP or router + routed experts + shared experts, dropout."""
     tp = layout.tp
     g = gemm_input_bytes(workload)
+    a = swiglu_input_bytes(model, workload)
     mats = P.mlp_matrices(model)
     out = [ActivationTensor("mlp_norm_in", h_local, BF16_BYTES, "pre-MLP norm backward")]
     if "layernorm" not in modules:
@@ -208,7 +257,7 @@ def _mlp_tensors(
         if "mlp" not in modules:  # checkpointed MLP keeps only its input (mlp_norm_out)
             ffn = model.ffn_hidden_size / tp
             out += [
-                ActivationTensor("fc1_out", (mats - 1) * ffn, BF16_BYTES, "activation backward"),
+                ActivationTensor("fc1_out", (mats - 1) * ffn, a, "activation backward"),
                 ActivationTensor("act_out", ffn, g, "fc2 wgrad"),
             ]
     elif "moe" not in modules:  # checkpointed MoE layer keeps only its input
@@ -230,7 +279,7 @@ def _mlp_tensors(
             ActivationTensor(
                 "expert_fc1_out",
                 rows * (mats - 1) * fe / layout.etp,
-                BF16_BYTES,
+                a,
                 "expert activation backward",
             ),
         ]
@@ -240,7 +289,7 @@ def _mlp_tensors(
             fs = moe.num_shared_experts * fe / tp
             out += [
                 ActivationTensor(
-                    "shared_fc1_out", (mats - 1) * fs, BF16_BYTES, "shared activation backward"
+                    "shared_fc1_out", (mats - 1) * fs, a, "shared activation backward"
                 ),
                 ActivationTensor("shared_act_out", fs, g, "shared fc2 wgrad"),
             ]
@@ -387,7 +436,10 @@ def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
         total += 2 * t * model.hidden_size * BF16_BYTES  # gathered input of the current GEMM
     if model.moe is not None and layout.ep > 1:
         rows = t * model.moe.top_k / layout.tp
-        total += 2 * rows * model.hidden_size * BF16_BYTES  # dispatch and combine staging
+        # dispatch and combine staging; DeepEP dispatches in fp8 when training in fp8 and
+        # combines in bf16 (DeepSeek-V3 report sec. 3.3.2; as stage.ep_exchange_s prices it)
+        fp8 = workload.moe_dispatcher == "deepep" and workload.precision in ("fp8", "mxfp8")
+        total += rows * model.hidden_size * ((1 if fp8 else BF16_BYTES) + BF16_BYTES)
     return total
 
 

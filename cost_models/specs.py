@@ -439,6 +439,28 @@ class Workload(InputSpec):
         "until the step ends: PyTorch torch.distributed.pipelining's output_chunks, returned "
         "by schedule.step() (torchtitan) until step(return_outputs=False), pytorch#165822",
     )
+    optimizer_moments: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="dtype of Adam's first and second moments: fp32, or bf16 (DeepSeek-V3 "
+        "report sec. 3.3.3 'Low-Precision Optimizer States'; Megatron-LM "
+        "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16). "
+        "Master weights and main gradients stay fp32 either way",
+    )
+    activation_func_fp8_input_store: bool = Field(
+        False,
+        description="SwiGLU inputs (dense MLP, shared and routed experts) kept for backward in "
+        "fp8 and cast back before it (Megatron-Core TransformerConfig."
+        "activation_func_fp8_input_store, megatron/core/fusions/fused_bias_swiglu.py; "
+        "DeepSeek-V3 report sec. 3.3.3 (2))",
+    )
+    attention_output_store: Literal["separate", "e5m6"] = Field(
+        "separate",
+        description="how the attention output (the output projection's input) is kept for "
+        "backward: 'separate': the attention kernel keeps its bf16 output and the projection "
+        "its own GEMM input (an fp8 copy under Transformer Engine fp8); 'e5m6': one copy in "
+        "DeepSeek's 12-bit E5M6 format serves both (DeepSeek-V3 report sec. 3.3.3 (1)); no "
+        "launcher here has it",
+    )
 
 
 MoEDispatcher = Literal["alltoall", "deepep"]

@@ -27,13 +27,13 @@ from .memory import (
     buffer_bytes,
     kept_outputs_bytes,
     logits_bytes,
+    moment_bytes,
 )
 from .pipeline import inflight_chunks
 from .specs import Cluster, Layout, ModelSpec, StageMemory, Workload
 
 BF16_BYTES = 2
 GRAD_REDUCE_BYTES = 4  # fp32 gradient reduction (Megatron under bf16; torchtitan reduce_dtype)
-OPTIMIZER_BYTES_PER_PARAM = 30  # Adam: read grad 4 + master/m/v 12, write master/m/v 12 + bf16 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,10 +460,20 @@ def stage_dp_tier_s(
     return [g + a for g, a in zip(grads, gather, strict=True)]
 
 
-def stage_optimizer_s(layout: Layout, sp: StageParams, hbm_bytes_per_s: float) -> float:
+def optimizer_bytes_per_param(workload: Workload | None = None) -> float:
+    """HBM bytes Adam moves per parameter: read the fp32 gradient, read and write the fp32
+    master and the two moments, write the bf16 weight. 30 B with fp32 moments, 22 B with bf16
+    (Workload.optimizer_moments, memory.moment_bytes)."""
+    return GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + BF16_BYTES
+
+
+def stage_optimizer_s(
+    layout: Layout, sp: StageParams, hbm_bytes_per_s: float, workload: Workload | None = None
+) -> float:
     """Optimizer-step seconds of one stage (memory-bound Adam over its shard of parameters)."""
     shard = 1 if layout.zero_stage == 0 else layout.shard_dp * layout.cp
-    return (sp.dense + sp.expert) / shard * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s
+    per_param = optimizer_bytes_per_param(workload)
+    return (sp.dense + sp.expert) / shard * per_param / hbm_bytes_per_s
 
 
 def recomputed_layers(layout: Layout, counts: tuple[int, int]) -> tuple[float, float]:
@@ -494,14 +504,22 @@ def stage_memory(
     weights: float,
     grads: float,
     optim: float,
+    mirror: tuple[int, int] | None = None,
 ) -> StageMemory:
+    """Memory of pipeline rank `r` holding `counts` (dense, MoE) layers. Under DualPipe the rank
+    also holds the mirror stage pp - 1 - r (`mirror`: its layer counts; None: as `counts`) for
+    the reverse direction (github deepseek-ai/DualPipe examples/example_dualpipe.py:
+    `full_modules[rank], full_modules[pp_size - 1 - rank]`); `weights`, `grads` and `optim` come
+    from state_bytes with that mirror. DualPipe.step (dualpipe.py) keeps PP micro-batches of the
+    chunk in which the rank is in the first half of its direction (stage min(r, pp-1-r)) and
+    one of the other (the steady F0 B1 F1 B0 peak; README table: PP + 1), and ranks 0 and pp - 1
+    both run the loss of one direction."""
+    if layout.pp_schedule == "dualpipe":
+        return _dualpipe_stage_memory(
+            model, workload, layout, r, counts, mirror or counts, acts_per_mb, weights, grads, optim
+        )
     kinds = [(False, counts[0]), (True, counts[1])]
-    redo = recomputed_layers(layout, counts)
-    per_mb = sum(
-        x * acts_per_mb[(k, layout.recompute)] + (n - x) * acts_per_mb[(k, "none")]
-        for (k, n), x in zip(kinds, redo, strict=True)
-        if n
-    )
+    per_mb = _per_microbatch_bytes(layout, counts, acts_per_mb)
     acts = per_mb * inflight_chunks(layout, r, m)
     if layout.recompute == "full" and sum(counts):
         # Backward of a checkpoint rebuilds its layers' full activations for one micro-batch:
@@ -517,6 +535,64 @@ def stage_memory(
     if r == layout.pp - 1:
         acts += logits_bytes(model, workload, layout)
         acts += kept_outputs_bytes(model, workload, layout, m)
+    return _with_buffers(model, workload, layout, r, acts, weights, grads, optim)
+
+
+def _per_microbatch_bytes(
+    layout: Layout, counts: tuple[int, int], acts_per_mb: dict[tuple[bool, str], float]
+) -> float:
+    """Activation bytes one micro-batch leaves on a stage of `counts` layers."""
+    kinds = [(False, counts[0]), (True, counts[1])]
+    redo = recomputed_layers(layout, counts)
+    return sum(
+        x * acts_per_mb[(k, layout.recompute)] + (n - x) * acts_per_mb[(k, "none")]
+        for (k, n), x in zip(kinds, redo, strict=True)
+        if n
+    )
+
+
+def _dualpipe_stage_memory(
+    model: ModelSpec,
+    workload: Workload,
+    layout: Layout,
+    r: int,
+    counts: tuple[int, int],
+    mirror: tuple[int, int],
+    acts_per_mb: dict[tuple[bool, str], float],
+    weights: float,
+    grads: float,
+    optim: float,
+) -> StageMemory:
+    """stage_memory under DualPipe (its docstring): PP micro-batches of the early chunk, one of
+    the late chunk, the logits on ranks 0 and pp - 1."""
+    p = layout.pp
+    early, late = (counts, mirror) if r < p - 1 - r else (mirror, counts)
+    held = ((early, p), (late, 1))
+    acts = sum(_per_microbatch_bytes(layout, c, acts_per_mb) * n for c, n in held)
+    present = [k for k, i in ((False, 0), (True, 1)) if counts[i] or mirror[i]]
+    if layout.recompute == "full" and present:
+        # as stage_memory: one checkpoint group rebuilt at a time (rules.py: vp 1 under DualPipe)
+        group = 1
+        if layout.recompute_method == "uniform" and layout.recompute_num_layers:
+            group = min(layout.recompute_num_layers, max(sum(counts), sum(mirror)))
+            per_layer_in = max(acts_per_mb[(k, "full")] for k in present)
+            acts -= sum((1 - 1 / group) * sum(c) * per_layer_in * n for c, n in held)
+        acts += group * max(acts_per_mb[(k, "none")] for k in present)
+    if r in (0, p - 1):
+        acts += logits_bytes(model, workload, layout)
+    return _with_buffers(model, workload, layout, r, acts, weights, grads, optim)
+
+
+def _with_buffers(
+    model: ModelSpec,
+    workload: Workload,
+    layout: Layout,
+    r: int,
+    acts: float,
+    weights: float,
+    grads: float,
+    optim: float,
+) -> StageMemory:
     buffers = buffer_bytes(model, workload, layout)
     dynamic = acts + buffers
     return StageMemory(

@@ -30,6 +30,20 @@ def _validated(cls: type, fields: dict[str, Any], where: str) -> Any:
         raise InvalidInput(describe_validation_error(err, where)) from None
 
 
+def _moments_space(space: SearchSpace, workload: Workload) -> SearchSpace:
+    """Megatron runs bf16 optimizer moments only with its distributed optimizer (ZeRO-1):
+    megatron/core/optimizer/__init__.py get_megatron_optimizer raises "--use-precision-aware-
+    optimizer only supported with distributed optimizer"."""
+    if space.framework != "megatron" or workload.optimizer_moments == "fp32":
+        return space
+    if 1 not in space.zero_stages:
+        raise InvalidInput(
+            "optimizer_moments: bf16 moments need Megatron's distributed optimizer (ZeRO-1), "
+            f"and the allowed ZeRO stages are {list(space.zero_stages)}"
+        )
+    return space.model_copy(update={"zero_stages": (1,)})
+
+
 def make_workload(
     model: ModelSpec,
     *,
@@ -37,18 +51,21 @@ def make_workload(
     global_batch: int | None = None,
     precision: str | None = None,
     moe_dispatcher: str = "alltoall",
+    **fields: Any,
 ) -> Workload:
-    """Fill defaults: the model's own sequence length (else 4096) and a ~4M-token batch."""
+    """Fill defaults: the model's own sequence length (else 4096) and a ~4M-token batch.
+    `fields`: further Workload fields (optimizer_moments, activation_func_fp8_input_store,
+    attention_output_store, ...), validated like the rest."""
     seq = seq_len if seq_len is not None else (model.seq_len or DEFAULT_SEQ_LEN)
     if global_batch is None and isinstance(seq, int) and seq > 0:
         global_batch = max(1, DEFAULT_BATCH_TOKENS // seq)
-    fields = {
+    base = {
         "seq_len": seq,
         "global_batch_seqs": global_batch,
         "precision": precision or "bf16",
         "moe_dispatcher": moe_dispatcher,
     }
-    return _validated(Workload, fields, "workload")
+    return _validated(Workload, {**fields, **base}, "workload")
 
 
 DEFAULT_MEMORY_HEADROOM: float = SearchSpace.model_fields["memory_headroom"].default
@@ -74,6 +91,17 @@ def check_precision(cluster: Cluster, workload: Workload) -> None:
         raise InvalidInput(
             f"precision: mxfp8 needs MX block-scaled tensor cores ({', '.join(MX_GENERATIONS)}); "
             f"{gpu.name} is {gpu.generation}"
+        )
+
+
+def check_memory_options(model: ModelSpec, workload: Workload) -> None:
+    """Refuse a memory option the model cannot use: Megatron-Core stores the activation input
+    in fp8 for SwiGLU only (TransformerConfig.__post_init__: "Storing activation input in FP8 is
+    supported only for SwiGLU")."""
+    if workload.activation_func_fp8_input_store and not model.gated_mlp:
+        raise InvalidInput(
+            f"activation_func_fp8_input_store: needs a gated (SwiGLU) MLP; {model.name} has "
+            "gated_mlp false"
         )
 
 
@@ -148,6 +176,7 @@ def plan(
     max_nodes: int | None = None,
     moe_dispatcher: str | None = None,
     framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    workload_fields: dict[str, Any] | None = None,
     **constraints: Any,
 ) -> PlanResult:
     """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
@@ -158,6 +187,8 @@ def plan(
     `constraints` are SearchSpace fields (tp=8 pins TP, max_pp=16, recompute=("selective",),
     zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
     deterministic, seed, engine). `max_nodes` caps the GPU count at that many whole nodes.
+    `workload_fields`: further Workload fields for the workload built here (e.g.
+    optimizer_moments="bf16"); ignored when `workload` is given.
     `framework` (megatron, the default; torchtitan; deepspeed; None: no restriction) limits the
     search to what that framework runs and sets the workload's physics fields the workload does
     not set itself (cost_models.framework).
@@ -197,12 +228,15 @@ def plan(
             global_batch=global_batch,
             precision=precision,
             moe_dispatcher=moe_dispatcher or "alltoall",
+            **(workload_fields or {}),
         )
     elif batch_range is not None:
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})
     check_precision(sized, workload)
+    check_memory_options(spec, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
+    space = _moments_space(space, workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
     usable = exhaustive.usable_memory_gib(sized, space)
@@ -263,6 +297,7 @@ def estimate(
             spec, seq_len=seq_len, global_batch=global_batch, precision=precision
         )
     check_precision(sized, workload)
+    check_memory_options(spec, workload)
     layout = layout_with_defaults(layout)
     if framework is not None:
         prof = _framework.profile(framework)

@@ -203,6 +203,7 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         choices=("alltoall", "deepep"),
         help="MoE token exchange: per-expert all-to-all (default) or DeepEP",
     )
+    _add_memory_options(p)
     p.add_argument(
         "--engine",
         choices=("branch-and-bound", "exhaustive", "cp-sat"),
@@ -361,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="alltoall",
         help="MoE token exchange: per-expert all-to-all, or DeepEP (per-node, NVLink forwarding)",
     )
+    _add_memory_options(e)
 
     v = sub.add_parser("validate", help="compare predictions with measured runs")
     v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
@@ -408,6 +410,36 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_memory_options(p: argparse.ArgumentParser) -> None:
+    """Workload options that change what training keeps in memory (cost_models/specs.py
+    Workload; sources there and in docs/cost_model.md#memory)."""
+    p.add_argument(
+        "--optimizer-moments",
+        choices=("fp32", "bf16"),
+        help="dtype of Adam's moments (default fp32; bf16: Megatron --use-precision-aware-"
+        "optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16, DeepSeek-V3)",
+    )
+    p.add_argument(
+        "--activation-func-fp8-input-store",
+        action="store_true",
+        default=None,
+        help="keep SwiGLU inputs for backward in fp8 (Megatron-Core "
+        "activation_func_fp8_input_store; DeepSeek-V3)",
+    )
+    p.add_argument(
+        "--attention-output-store",
+        choices=("separate", "e5m6"),
+        help="attention output kept for backward: separate bf16 + GEMM-input copies (default) "
+        "or one E5M6 copy (DeepSeek-V3; no launcher here has it)",
+    )
+
+
+def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The memory options the command line set (_add_memory_options)."""
+    names = ("optimizer_moments", "activation_func_fp8_input_store", "attention_output_store")
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     if args.topology or args.hosts or args.nodelist or args.exclude or args.out_dir:
         return _cmd_plan_allocation(args, out)
@@ -420,6 +452,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         precision=args.precision,
         moe_dispatcher=args.moe_dispatcher,
         framework=_framework(args),
+        workload_fields=_workload_fields(args),
         **search_kwargs(args),
     )
     if args.stability or args.stability_range:
@@ -436,6 +469,11 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
     if args.global_batch_range is not None:
         raise InvalidInput("plan: --global-batch-range is not supported with an allocation")
+    if _workload_fields(args):
+        raise InvalidInput(
+            "plan: --optimizer-moments, --activation-func-fp8-input-store and "
+            "--attention-output-store are not supported with an allocation"
+        )
     placed = api.plan_on_allocation(
         args.model,
         args.cluster,
@@ -611,6 +649,7 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         global_batch=args.global_batch,
         precision=args.precision,
         moe_dispatcher=args.moe_dispatcher,
+        **_workload_fields(args),
     )
     name = _framework(args)
     e = api.estimate(

@@ -56,10 +56,16 @@ NETWORK_SETTINGS = frozenset({"moe_dispatcher", "pp_schedule", "max_nodes_per_to
 (Layout.pp_schedule), node-limited routing (MoESpec.max_nodes_per_token) and the MoE all-to-all
 overlapped with another micro-batch (Layout.ep_overlap: Megatron's
 overlap_moe_expert_parallel_comm)."""
-RECORD_SETTINGS = frozenset(PHYSICS_FIELDS) | {"tp_comm_overlap", "vp"} | NETWORK_SETTINGS
+MEMORY_SETTINGS = frozenset(
+    {"optimizer_moments", "activation_func_fp8_input_store", "attention_output_store"}
+)
+"""Workload fields that change what a run keeps in memory (cost_models/specs.py Workload)."""
+RECORD_SETTINGS = (
+    frozenset(PHYSICS_FIELDS) | {"tp_comm_overlap", "vp"} | NETWORK_SETTINGS | MEMORY_SETTINGS
+)
 """Keys of a record's explicit `settings` mapping: Workload physics fields, the layout's
-tp_comm_overlap, and vp (a stated interleaved schedule the layout leaves null), and
-NETWORK_SETTINGS. Records of the shared data file get theirs from
+tp_comm_overlap, and vp (a stated interleaved schedule the layout leaves null),
+NETWORK_SETTINGS and MEMORY_SETTINGS. Records of the shared data file get theirs from
 models_zoo/published_run_settings.yaml until it has the field."""
 
 SYSTEM_FOR_GPU = {
@@ -220,7 +226,7 @@ def record_inputs(
     lay = {k: (v if v is not None else FILL_RULES.get(k)) for k, v in record["layout"].items()}
     profile = record_profile(record.get("framework") or "other")
     settings = record_settings(record)
-    physics = {k: v for k, v in settings.items() if k in PHYSICS_FIELDS}
+    physics = {k: v for k, v in settings.items() if k in PHYSICS_FIELDS or k in MEMORY_SETTINGS}
     if "moe_dispatcher" in settings:
         physics["moe_dispatcher"] = settings["moe_dispatcher"]
     if model.moe is not None and "max_nodes_per_token" in settings:

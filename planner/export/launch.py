@@ -15,7 +15,7 @@ from typing import Any
 from cost_models import framework
 from cost_models.errors import InvalidInput
 from cost_models.pipeline import chunk_layer_counts, stage_layers
-from cost_models.specs import Axis, Estimate, ModelSpec, Workload
+from cost_models.specs import Axis, Estimate, Layout, ModelSpec, Workload
 
 # Megatron-Core builds its groups with order "tp-cp-ep-dp-pp", or "tp-cp-ep-pp-dp" under
 # --use-tp-pp-dp-mapping (megatron/training/initialize.py); other orders cannot be launched.
@@ -166,6 +166,7 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         args += ["--recompute-granularity", "full"]
         args += ["--recompute-method", lo.recompute_method or "uniform"]
         args += ["--recompute-num-layers", str(lo.recompute_num_layers or 1)]
+    args += _megatron_memory_options(workload, lo)
     if lo.zero_stage == 1:
         # The distributed optimizer shards optimizer state and reduce-scatters gradients.
         args.append("--use-distributed-optimizer")
@@ -295,6 +296,7 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
             "torchtitan",
             "DualPipe, MoE all-to-all overlap and DeepEP dispatch have no torchtitan field here",
         )
+    _non_megatron_memory_refusal("torchtitan", workload)
     if lo.vp > 1 and e.num_microbatches % lo.pp:
         raise _refuse(
             "torchtitan",
@@ -435,6 +437,58 @@ def torchtitan(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, A
     }
 
 
+def _megatron_memory_options(workload: Workload, lo: Layout) -> list[str]:
+    """Megatron-LM flags of the workload's memory options (Workload.optimizer_moments,
+    activation_func_fp8_input_store, attention_output_store), or a refusal where it has none."""
+    if workload.attention_output_store != "separate":
+        raise _refuse(
+            "megatron",
+            f"attention_output_store {workload.attention_output_store} (DeepSeek-V3's E5M6 "
+            "cache) has no Megatron-LM option",
+        )
+    if workload.activation_func_fp8_input_store:
+        # TransformerConfig.activation_func_fp8_input_store is excluded from the generated flags
+        # (megatron/training/arguments.py _add_network_size_args `exclude`); no flag sets it.
+        raise _refuse(
+            "megatron",
+            "activation_func_fp8_input_store is a TransformerConfig field without a Megatron-LM "
+            "flag",
+        )
+    if workload.optimizer_moments == "fp32":
+        return []
+    if lo.zero_stage != 1:
+        # megatron/core/optimizer/__init__.py get_megatron_optimizer: "--use-precision-aware-
+        # optimizer only supported with distributed optimizer".
+        raise _refuse(
+            "megatron",
+            f"bf16 optimizer moments need the distributed optimizer (ZeRO-1), not ZeRO-"
+            f"{lo.zero_stage}",
+        )
+    # megatron/core/optimizer/optimizer_config.py exp_avg_dtype / exp_avg_sq_dtype, used by
+    # Transformer Engine's FusedAdam under use_precision_aware_optimizer.
+    return [
+        "--use-precision-aware-optimizer",
+        "--exp-avg-dtype",
+        "bf16",
+        "--exp-avg-sq-dtype",
+        "bf16",
+    ]
+
+
+def _non_megatron_memory_refusal(target: str, workload: Workload) -> None:
+    """torchtitan and DeepSpeed exports: none of the memory options has a field there."""
+    if (
+        workload.optimizer_moments != "fp32"
+        or workload.activation_func_fp8_input_store
+        or workload.attention_output_store != "separate"
+    ):
+        raise _refuse(
+            target,
+            "bf16 optimizer moments, fp8 SwiGLU input store and the E5M6 attention-output "
+            "cache have no field here",
+        )
+
+
 # ----------------------------------------------------------------------------------- DeepSpeed
 
 
@@ -445,6 +499,7 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
     lo = e.layout
     if lo.pp_schedule != "1f1b" or lo.ep_overlap:
         raise _refuse("deepspeed", "DualPipe and MoE all-to-all overlap have no config key here")
+    _non_megatron_memory_refusal("deepspeed", workload)
     if lo.pp > 1 and lo.zero_stage >= 2:
         # DeepSpeed's PipelineEngine asserts ZeRO stage < 2.
         raise _refuse("deepspeed", f"ZeRO-{lo.zero_stage} with pp ({lo.pp}) > 1: needs ZeRO <= 1")

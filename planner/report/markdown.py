@@ -15,6 +15,7 @@ from .terminal import (
     TERM_LABELS,
     defaults_text,
     layout_line,
+    memory_options_text,
     memory_rows,
     memory_title,
     params_text,
@@ -56,7 +57,7 @@ def render_markdown(result: PlanResult) -> str:
         "",
         (
             f"{params_text(result.model)}. Cluster `{cluster.name}`, seq {w.seq_len}, global "
-            f"batch {w.global_batch_seqs} seqs, {w.precision}."
+            f"batch {w.global_batch_seqs} seqs, {w.precision}{memory_options_text(w)}."
         ),
         "",
         defaults_text(cluster.gpu.hbm_gib, result.usable_memory_gib) + ".",

@@ -458,11 +458,24 @@ def render_placement(e: Estimate, cluster: Cluster) -> Group:
     return _titled("Placement: factor of each axis per tier", table)
 
 
+def memory_options_text(workload: Workload) -> str:
+    """The workload's non-default memory options (Workload.optimizer_moments, ...), as
+    ", a, b" to append to a header; "" when none is set."""
+    parts = []
+    if workload.optimizer_moments != "fp32":
+        parts.append(f"{workload.optimizer_moments} Adam moments")
+    if workload.activation_func_fp8_input_store:
+        parts.append("fp8 SwiGLU inputs")
+    if workload.attention_output_store != "separate":
+        parts.append(f"{workload.attention_output_store.upper()} attention output")
+    return "".join(", " + p for p in parts)
+
+
 def header_text(cluster: Cluster, workload: Workload, model: ModelSpec) -> str:
     return (
         f"{model.name} ({params_text(model)}) on {cluster.num_gpus} x {cluster.gpu.name} "
         f"({cluster.name}), seq {workload.seq_len}, global batch {workload.global_batch_seqs} "
-        f"seqs, {workload.precision}"
+        f"seqs, {workload.precision}{memory_options_text(workload)}"
     )
 
 

@@ -282,7 +282,7 @@ class StepLowerBound:
                 dp_sync=w.dp_sync,
             )
             dp_s = max(dp_s, exposed)
-            opt_s = max(opt_s, stage_optimizer_s(lo, sp, self.hbm_bytes_per_s))
+            opt_s = max(opt_s, stage_optimizer_s(lo, sp, self.hbm_bytes_per_s, w))
         found = self._dp[key] = dp_s + opt_s
         return found
 
@@ -390,10 +390,19 @@ class StepLowerBound:
             }
         peak = 0.0
         params_key = self._params_key(lo)
+        all_counts = self._stage_counts(lo)
+        dualpipe = lo.pp_schedule == "dualpipe"
         for r, counts in self._peak_candidates(lo):
             sp = self._stage_params(lo, counts, r, params_key)
-            weights, grads, optim = state_bytes(sp, lo, m)
-            stage = stage_memory(model, w, lo, r, counts, acts_per_mb, m, weights, grads, optim)
+            mirror = msp = None
+            if dualpipe:  # rank r also holds stage pp - 1 - r (as estimate())
+                mr = len(all_counts) - 1 - r
+                mirror = all_counts[mr]
+                msp = self._stage_params(lo, mirror, mr, params_key)
+            weights, grads, optim = state_bytes(sp, lo, m, w, msp)
+            stage = stage_memory(
+                model, w, lo, r, counts, acts_per_mb, m, weights, grads, optim, mirror=mirror
+            )
             peak = max(peak, stage.total_gib)
             if peak > stop_above:
                 break
@@ -402,16 +411,22 @@ class StepLowerBound:
     def _peak_candidates(self, lo: Layout) -> list[tuple[int, tuple[int, int]]]:
         """(rank, layer counts) of the stages that can hold the peak: last, first, and the first
         middle stage of each distinct layer count (see peak_memory_gib)."""
-        key = (lo.pp, lo.vp)
+        dualpipe = lo.pp_schedule == "dualpipe"
+        key = (lo.pp, lo.vp, dualpipe)
         found = self._candidates.get(key)
         if found is None:
             counts = self._stage_counts(lo)
             last = len(counts) - 1
             found = [(last, counts[last])] + ([(0, counts[0])] if last > 0 else [])
-            seen: set[tuple[int, int]] = set()
+            seen: set[tuple] = set()
             for r in range(1, last):
-                if counts[r] not in seen:
-                    seen.add(counts[r])
+                # DualPipe: every rank holds the same in-flight count, and its memory depends on
+                # its own and its mirror stage's layers, and on which of the two is the early
+                # chunk (stage.stage_memory); ranks alike in all three have equal memory.
+                mr = last - r
+                alike = (counts[r], counts[mr], r < mr) if dualpipe else counts[r]
+                if alike not in seen:
+                    seen.add(alike)
                     found.append((r, counts[r]))
             self._candidates[key] = found
         return found

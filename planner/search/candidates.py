@@ -299,12 +299,15 @@ def recompute_choices(
 
     With space.recompute_granularity and a Megatron workload (selective_recompute "attention"),
     besides Megatron's defaults (selective = core_attn, full = every layer):
-      * selective, cheap: core_attn + layernorm (+ moe_act, mla_up_proj where the model has
-        them): elementwise reruns that drop the norm outputs and expert activations;
+      * selective, light: layernorm (+ moe_act, mla_up_proj where the model has them):
+        elementwise reruns (and the MLA up-projections) that drop the norm outputs and expert
+        activations but keep the attention core;
+      * selective, cheap: the light set + core_attn;
       * selective, heavy: the cheap set + mlp (dense) / shared_experts: the MLP GEMMs rerun;
       * full, block: only the first k layers of each model chunk recomputed, k half the chunk
         (rounded down), when 1 <= k is below the chunk's layers (otherwise it is uniform).
-    Memory falls and recompute time rises along each list; the search weighs them.
+    Memory falls and recompute time rises along each chain (extends_chain; the light set
+    starts its own chain after core_attn); the search weighs them.
     The list is shared (cached): callers must not modify it.
     """
     megatron = (
@@ -342,15 +345,25 @@ def _overlap_runnable(
     return _overlap_runnable_cached(key, prof.name, base)
 
 
+def extends_chain(prev: dict[str, Any], choice: dict[str, Any]) -> bool:
+    """Whether `choice` recomputes everything `prev` does and more: the same mode and, for
+    selective, a superset of its modules (None: Megatron's default, core_attn); under full,
+    the list runs from fewer recomputed layers (block) to every layer. Its step-time bound is
+    then no lower than prev's."""
+    if prev["recompute"] != choice["recompute"]:
+        return False
+    if choice["recompute"] != "selective":
+        return True
+    before = set(prev["recompute_modules"] or ("core_attn",))
+    return before <= set(choice["recompute_modules"] or ("core_attn",))
+
+
 def recompute_chain_heads(choices: list[dict[str, Any]]) -> list[int]:
-    """Indices of the first choice of each recompute mode in a recompute_choices list: the
-    choices of one mode follow it in order of growing recompute (nested module sets; more
-    layers recomputed), so each has a step-time bound no lower than the one before it."""
-    return [
-        i
-        for i, c in enumerate(choices)
-        if i == 0 or choices[i - 1]["recompute"] != c["recompute"]
-    ]
+    """Indices of the choices in a recompute_choices list that start a chain: each later
+    choice of a chain recomputes more than the one before it (extends_chain: nested module
+    sets; more layers recomputed), so each has a step-time bound no lower than the one before
+    it and can wait until that one is first popped."""
+    return [i for i, c in enumerate(choices) if i == 0 or not extends_chain(choices[i - 1], c)]
 
 
 @functools.lru_cache(maxsize=256)
@@ -364,17 +377,20 @@ def _recompute_choices(
         if not megatron:
             continue
         if mode == "selective":
-            cheap = ["core_attn", "layernorm"]
+            light = ["layernorm"]
             heavy = []
             if model.num_moe_layers:
-                cheap.append("moe_act")
+                light.append("moe_act")
                 if model.moe is not None and model.moe.num_shared_experts:
                     heavy.append("shared_experts")
             if model.mla is not None:
-                cheap.append("mla_up_proj")
+                light.append("mla_up_proj")
             if model.num_dense_layers:
                 heavy.append("mlp")
-            for modules in (cheap, cheap + heavy):
+            cheap = ["core_attn", *light]
+            # light keeps the attention core (no attention FLOPs rerun): DeepSeek-V3 recomputes
+            # only its norms, MLA up-projections and SwiGLU outputs (report sec. 3.3.3, 3.2.3)
+            for modules in (light, cheap, cheap + heavy):
                 update = {**_NO_KNOBS, "recompute": mode, "recompute_modules": tuple(modules)}
                 if update not in out:
                     out.append(update)

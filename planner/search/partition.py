@@ -205,7 +205,7 @@ class PartitionSolver(MemoryCaps):
             stage=rank,
             dp_sync=w.dp_sync,
         )
-        return stage_s, dp_s, stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s)
+        return stage_s, dp_s, stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s, w)
 
     def _solve(self, lo: Layout, span: Mapping[str, Sequence[int]]) -> Split | None:
         caps = self._prepared(lo)

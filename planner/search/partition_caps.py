@@ -66,7 +66,7 @@ class MemoryCaps:
         if found is not None:
             return found
         sp = self.bound._stage_params(lo, (n_dense, n_moe), rank)  # cached across shapes
-        weights, grads, optim = state_bytes(sp, lo, m)
+        weights, grads, optim = state_bytes(sp, lo, m, w)
         stage = stage_memory(model, w, lo, rank, (n_dense, n_moe), acts, m, weights, grads, optim)
         self._memo[memo_key] = stage.total_gib
         return stage.total_gib

@@ -43,6 +43,7 @@ from .candidates import (
     DeadlinePassed,
     OrderCache,
     allowed_orders,
+    extends_chain,
     family_key,
     framework_violations,
     largest_fitting,
@@ -233,9 +234,9 @@ class BranchAndBound:
             if not self.base_orders[b]:
                 table.rejected[NO_ORDER] += per_base
                 continue
-            # Only the first choice of each recompute mode is queued now; the next one of the
-            # same mode recomputes more (candidates.recompute_choices), so its bound is no
-            # lower, and it is queued when this one is first popped (_shape).
+            # Only the first choice of each recompute chain is queued now; the next one of the
+            # chain recomputes more (candidates.extends_chain), so its bound is no lower, and
+            # it is queued when this one is first popped (_shape).
             for ri in recompute_chain_heads(self.choices[b]):
                 self.heap.append(Entry(self._choice_bound_q(b, ri), Kind.SHAPE, b, ri))
             table.num_legal += len(self.base_orders[b]) * per_base
@@ -293,7 +294,7 @@ class BranchAndBound:
         choices, nxt = self.choices[b], ri + 1
         if (
             nxt < len(choices)
-            and choices[nxt]["recompute"] == choices[ri]["recompute"]
+            and extends_chain(choices[ri], choices[nxt])
             and (b, nxt) not in self.queued
         ):
             self.queued.add((b, nxt))

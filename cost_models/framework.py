@@ -433,6 +433,13 @@ def layout_violations(
     return out
 
 
+def ep_overlap_precision_ok(precision: str) -> bool:
+    """Megatron asserts `bf16 or fp16` for the all-to-all overlap (transformer_config.py
+    __post_init__); fp8 training is a bf16 model with TE's fp8 GEMMs (the export writes --bf16
+    --fp8-format ...), so only an fp32 model is refused."""
+    return precision in ("bf16", "fp16", "fp8")
+
+
 def ep_overlap_violations(p: FrameworkProfile, layout: Layout, precision: str = "bf16") -> list[str]:
     """Why `p` cannot overlap the MoE all-to-all on `layout`: Megatron-LM's own asserts on
     overlap_moe_expert_parallel_comm (megatron/core/transformer/transformer_config.py
@@ -449,7 +456,7 @@ def ep_overlap_violations(p: FrameworkProfile, layout: Layout, precision: str = 
         out.append("ep_overlap asserts no full recomputation (no recompute method or layers)")
     if "moe" in (layout.recompute_modules or ()):
         out.append("ep_overlap asserts no 'moe' recompute module")
-    if precision not in ("bf16", "fp16"):
+    if not ep_overlap_precision_ok(precision):
         out.append(f"ep_overlap runs a bf16 or fp16 model only (precision {precision})")
     return out
 

@@ -275,6 +275,8 @@ def estimate(
             span,
             workload.dp_bucket_elements,
             workload.cross_site_sync_every,
+            stage=r,
+            dp_sync=workload.dp_sync,
         )
         if total > dp_total:
             dp_tiers = stage_dp_tier_s(
@@ -285,6 +287,8 @@ def estimate(
                 span,
                 workload.dp_bucket_elements,
                 workload.cross_site_sync_every,
+                stage=r,
+                dp_sync=workload.dp_sync,
             )
         dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
         mirror_sp = None if mirror is None else sps[mirror]

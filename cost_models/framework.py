@@ -33,6 +33,7 @@ PHYSICS_FIELDS = (
     "attention_kernel",
     "cp_attention",
     "pp_keeps_outputs",
+    "dp_sync",
 )
 """The Workload fields a profile sets (their meaning: cost_models/specs.py Workload)."""
 
@@ -151,6 +152,13 @@ _MEGATRON_PHYSICS = {
         "megatron/core/pipeline_parallel/schedules.py keeps only the loss of each micro-batch "
         "on the last stage (output tensors are freed after backward, deallocate_output_tensor)",
     ),
+    "dp_sync": Setting(
+        "megatron",
+        "megatron/core/distributed/distributed_data_parallel.py DistributedDataParallel.__init__: "
+        "bucket_size max(40000000, 1000000 x dp), bucketing off on pipeline ranks > 0 and for "
+        "model chunks > 0; megatron/core/pipeline_parallel/schedules.py launches each chunk's "
+        "grad sync after its last backward (align_grad_reduce, training/config/common_config.py)",
+    ),
 }
 
 _TORCHTITAN_PHYSICS = {
@@ -190,6 +198,11 @@ _TORCHTITAN_PHYSICS = {
         "torch.distributed.pipelining schedules keep output_chunks for step()'s return value "
         "(torch/distributed/pipelining/schedules.py, pytorch#165822)",
     ),
+    "dp_sync": Setting(
+        "fsdp",
+        "torchtitan/distributed/fsdp.py apply_fsdp: fully_shard per transformer block, so each "
+        "block's gradients are one reduce-scatter (FSDP2 unit)",
+    ),
 }
 
 _DEEPSPEED_PHYSICS = {
@@ -198,6 +211,10 @@ _DEEPSPEED_PHYSICS = {
         True,
         "Megatron-DeepSpeed (a Megatron-LM fork) uses Megatron's fused kernels "
         "(megatron/fused_kernels, apex fused LayerNorm, bias-gelu fusion)",
+    ),
+    "dp_sync": Setting(
+        "deepspeed",
+        "deepspeed/runtime/zero/config.py DeepSpeedZeroConfig reduce_bucket_size = 5e8 elements",
     ),
 }
 """Megatron-DeepSpeed is a Megatron-LM fork: its kernels are Megatron's. Its flash attention is
@@ -209,6 +226,12 @@ _LLM_FOUNDRY_PHYSICS = {
         "fa2",
         "llm-foundry MPT attn_impl 'flash' (llmfoundry/models/layers/attention.py "
         "flash_attn_fn) calls the flash-attn 2 package",
+    ),
+    "dp_sync": Setting(
+        "fsdp",
+        "llmfoundry/models/mpt/modeling_mpt.py fsdp_wrap_fn: isinstance(module, MPTBlock), one "
+        "PyTorch FSDP unit per transformer block, so each block's gradients are one "
+        "reduce-scatter",
     ),
 }
 
@@ -410,6 +433,13 @@ def layout_violations(
     return out
 
 
+def ep_overlap_precision_ok(precision: str) -> bool:
+    """Megatron asserts `bf16 or fp16` for the all-to-all overlap (transformer_config.py
+    __post_init__); fp8 training is a bf16 model with TE's fp8 GEMMs (the export writes --bf16
+    --fp8-format ...), so only an fp32 model is refused."""
+    return precision in ("bf16", "fp16", "fp8")
+
+
 def ep_overlap_violations(p: FrameworkProfile, layout: Layout, precision: str = "bf16") -> list[str]:
     """Why `p` cannot overlap the MoE all-to-all on `layout`: Megatron-LM's own asserts on
     overlap_moe_expert_parallel_comm (megatron/core/transformer/transformer_config.py
@@ -426,7 +456,7 @@ def ep_overlap_violations(p: FrameworkProfile, layout: Layout, precision: str = 
         out.append("ep_overlap asserts no full recomputation (no recompute method or layers)")
     if "moe" in (layout.recompute_modules or ()):
         out.append("ep_overlap asserts no 'moe' recompute module")
-    if precision not in ("bf16", "fp16"):
+    if not ep_overlap_precision_ok(precision):
         out.append(f"ep_overlap runs a bf16 or fp16 model only (precision {precision})")
     return out
 

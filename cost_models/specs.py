@@ -414,7 +414,16 @@ class Workload(InputSpec):
     dp_bucket_elements: PositiveInt | None = Field(
         None,
         description="gradient bucket size in parameters (each bucket one collective with its "
-        "own latency); null: Megatron DDP's max(40M, 1M x dp); ZeRO-3 gathers per layer",
+        "own latency); null: the dp_sync framework's default; ZeRO-3 gathers per layer",
+    )
+    dp_sync: DpSync = Field(
+        "megatron",
+        description="how the framework issues the data-parallel gradient collectives "
+        "(cost_models.stage.dp_buckets, grad_sync_exposed_s): 'megatron' -- DDP buckets of "
+        "max(40M, 1M x dp) parameters on the first pipeline stage only, one collective per "
+        "model chunk elsewhere, launched as each chunk's last backward ends; 'fsdp' -- one "
+        "reduce-scatter per FSDP unit (transformer block) with ZeRO >= 2 (torchtitan, "
+        "PyTorch FSDP); 'deepspeed' -- ZeRO reduce buckets of 5e8 elements",
     )
     moe_dispatcher: MoEDispatcher = Field(
         "alltoall",
@@ -455,6 +464,7 @@ class Workload(InputSpec):
 
 
 MoEDispatcher = Literal["alltoall", "deepep"]
+DpSync = Literal["megatron", "fsdp", "deepspeed"]
 PipelineSchedule = Literal["1f1b", "dualpipe"]
 
 

@@ -244,19 +244,84 @@ def tp_partner_gemm_s(
 MEGATRON_BUCKET_ELEMENTS = 40_000_000
 """Megatron DDP's default gradient bucket: max(40,000,000, 1,000,000 x dp) parameters
 (megatron/core/distributed/distributed_data_parallel.py, DistributedDataParallel.__init__)."""
+DEEPSPEED_BUCKET_ELEMENTS = 500_000_000
+"""DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (deepspeed/runtime/zero/config.py
+DeepSpeedZeroConfig)."""
 
 
-def dp_buckets(params: float, dp: int, zero_stage: int, num_layers: int, bucket: int | None) -> int:
-    """Collectives one stage's gradient reduction (and ZeRO parameter gather) is issued as.
+def dp_buckets(
+    params: float,
+    dp: int,
+    zero_stage: int,
+    num_layers: int,
+    bucket: int | None,
+    *,
+    dp_sync: str = "megatron",
+    stage: int = 0,
+    vp: int = 1,
+) -> int:
+    """Collectives one stage's gradient reduction (and ZeRO parameter gather) is issued as; each
+    pays its own latency (comm.phase_s). `bucket` (Workload.dp_bucket_elements) replaces the
+    framework's default bucket size.
 
-    ZeRO-0/1/2: buckets of `bucket` parameters (default Megatron's max(40M, 1M x dp)); ZeRO-3
-    (FSDP, Megatron FSDP): one unit per layer. Each pays its own latency (comm.phase_s)."""
+    - ZeRO-3 (FSDP, Megatron FSDP, DeepSpeed stage 3): one unit per layer.
+    - dp_sync 'fsdp' with ZeRO 2: one reduce-scatter per FSDP unit, a transformer block
+      (torchtitan/distributed/fsdp.py apply_fsdp; llm-foundry MPT fsdp_wrap_fn).
+    - 'deepspeed': buckets of reduce_bucket_size = 5e8 elements.
+    - 'megatron': buckets of max(40M, 1M x dp) parameters on the first pipeline stage;
+      DistributedDataParallel.__init__ turns bucketing off on pipeline ranks > 0 ("data-parallel
+      communication on these stages is not on the critical path") and for model chunks after
+      the first (disable_bucketing), so those reduce each model chunk as one collective.
+    """
     if params <= 0:
         return 1
-    if zero_stage == 3:
+    if zero_stage == 3 or (dp_sync == "fsdp" and zero_stage == 2):
         return max(1, num_layers)
+    if dp_sync == "deepspeed":
+        return max(1, math.ceil(params / (bucket or DEEPSPEED_BUCKET_ELEMENTS)))
     size = bucket if bucket is not None else max(MEGATRON_BUCKET_ELEMENTS, 1_000_000 * dp)
-    return max(1, math.ceil(params / size))
+    if dp_sync != "megatron":
+        return max(1, math.ceil(params / size))
+    if stage > 0:
+        return vp
+    return max(1, math.ceil(params / vp / size)) + vp - 1
+
+
+def grad_sync_exposed_s(
+    grads_s: float, bwd_mb_s: float, pp: int, vp: int, stage: int, dp_sync: str
+) -> float:
+    """Seconds the step waits for one stage's gradient reduction (ZeRO 0-2), which takes
+    grads_s on the DP stream once it may start; bwd_mb_s is the stage's backward of one
+    micro-batch.
+
+    Gradients are final after the last micro-batch's backward, so the reduction overlaps at most
+    that backward: exposed max(0, grads - bwd) (the bucketed overlap of Megatron DDP, PyTorch DDP
+    / FSDP, and the default for any framework). With dp_sync 'megatron' and pp > 1 the
+    pipeline gives more room (megatron/core/pipeline_parallel/schedules.py):
+
+    - no interleaving (vp = 1): the first stage reduces in buckets during its last backward;
+      stage r > 0 launches its one collective after its cooldown, "Other pipeline stages do
+      grad reduction during pipeline bubble" (forward_backward_pipelining_without_interleaving),
+      and the step still waits r backward micro-batches for the stages before it: window
+      max(1, r) x bwd.
+    - interleaving (vp > 1): each model chunk's reduction is launched after its last backward
+      (backward_step_helper_postprocess, grad_sync_func, align_grad_reduce: at the same time on
+      every pipeline rank). In the cooldown the chunks end in groups of pp micro-batches, chunk
+      vp-1 first, so chunk j >= 1 starts j x pp x bwd / vp before the first stage's end; chunk 0
+      is launched when the rank's backward ends, r x bwd / vp before it. The chunks run one
+      after another on the DP stream, grads / vp each; the exposed time is where the stream ends
+      past the end of the first stage's backward.
+    """
+    if dp_sync != "megatron" or pp == 1:
+        return max(0.0, grads_s - bwd_mb_s)
+    if vp == 1:
+        return max(0.0, grads_s - max(1, stage) * bwd_mb_s)
+    unit = bwd_mb_s / vp
+    starts = [-j * pp * unit for j in range(vp - 1, 0, -1)] + [-stage * unit]
+    end = starts[0]
+    for start in starts:
+        end = max(end, start) + grads_s / vp
+    return max(0.0, end)
 
 
 def dp_tier_times_s(
@@ -266,6 +331,9 @@ def dp_tier_times_s(
     span: Mapping[str, Sequence[int]],
     bucket_elements: int | None = None,
     sync_every: int = 1,
+    *,
+    stage: int = 0,
+    dp_sync: str = "megatron",
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds per step by tier for one stage's
     parameters, in buckets. DualPipe: a stage's micro-batches are split between its two copies,
@@ -275,6 +343,8 @@ def dp_tier_times_s(
     every that many steps, so per step they cost 1 / sync_every of a synchronisation."""
     tiers = cluster.tiers
     copies = 2 if layout.pp_schedule == "dualpipe" else 1
+    if layout.pp_schedule != "1f1b":
+        stage = 0  # Megatron's per-stage bucketing rule is its 1F1B schedules'; DualPipe: default
     grads, gather = [0.0] * len(tiers), [0.0] * len(tiers)
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
@@ -282,7 +352,16 @@ def dp_tier_times_s(
         # inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
         dense = copies * sp.dense
         shard_n = layout.shard_dp * layout.cp
-        n = dp_buckets(dense, span["dp_shard"][-1], layout.zero_stage, sp.num_layers, bucket_elements)
+        n = dp_buckets(
+            dense,
+            span["dp_shard"][-1],
+            layout.zero_stage,
+            sp.num_layers,
+            bucket_elements,
+            dp_sync=dp_sync,
+            stage=stage,
+            vp=layout.vp,
+        )
         rs = comm.collective_tier_s(
             "reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers, n
         )
@@ -302,7 +381,16 @@ def dp_tier_times_s(
     for params, group in parts:
         if params <= 0:
             continue
-        n = dp_buckets(params, span[group][-1], layout.zero_stage, sp.num_layers, bucket_elements)
+        n = dp_buckets(
+            params,
+            span[group][-1],
+            layout.zero_stage,
+            sp.num_layers,
+            bucket_elements,
+            dp_sync=dp_sync,
+            stage=stage,
+            vp=layout.vp,
+        )
         g = comm.collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers, n)
         grads = [x + y for x, y in zip(grads, g, strict=True)]
         if layout.zero_stage >= 1:
@@ -325,10 +413,16 @@ def stage_dp_s(
     span: Mapping[str, Sequence[int]],
     bucket_elements: int | None = None,
     sync_every: int = 1,
+    *,
+    stage: int = 0,
+    dp_sync: str = "megatron",
 ) -> tuple[float, float]:
-    """(exposed, link-busy) DP seconds per step of one stage; compute_s is its forward + backward
-    per micro-batch. Also used by the planner's step-time lower bound (planner/search/bounds.py)."""
-    grads_t, gather_t = dp_tier_times_s(cluster, layout, sp, span, bucket_elements, sync_every)
+    """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
+    forward + backward per micro-batch; dp_sync is Workload.dp_sync. Also used by the planner's
+    step-time lower bound (planner/search/bounds.py) and stage split (partition.py)."""
+    grads_t, gather_t = dp_tier_times_s(
+        cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync
+    )
     grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
     if layout.zero_stage == 3:
@@ -336,7 +430,10 @@ def stage_dp_s(
         exposed = m * (max(0.0, gather_s - fwd_mb) + max(0.0, gather_s + grads_s - 2 * fwd_mb))
         total = m * (2 * gather_s + grads_s)
     else:
-        exposed = max(0.0, grads_s - 2 * fwd_mb) + max(0.0, gather_s - fwd_mb)
+        # The pipeline windows are Megatron's 1F1B schedules'; DualPipe keeps the default.
+        pp = layout.pp if layout.pp_schedule == "1f1b" else 1
+        grads_exposed = grad_sync_exposed_s(grads_s, 2 * fwd_mb, pp, layout.vp, stage, dp_sync)
+        exposed = grads_exposed + max(0.0, gather_s - fwd_mb)
         total = grads_s + gather_s
     exposed += overlap_slowdown_s(total - exposed, cal)  # compute slowed beside the NCCL
     return exposed, total
@@ -350,9 +447,14 @@ def stage_dp_tier_s(
     span: dict[str, list[int]],
     bucket_elements: int | None = None,
     sync_every: int = 1,
+    *,
+    stage: int = 0,
+    dp_sync: str = "megatron",
 ) -> list[float]:
     """stage_dp_s's link-busy seconds per step, split by tier."""
-    grads, gather = dp_tier_times_s(cluster, layout, sp, span, bucket_elements, sync_every)
+    grads, gather = dp_tier_times_s(
+        cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync
+    )
     if layout.zero_stage == 3:
         return [m * (2 * a + g) for g, a in zip(grads, gather, strict=True)]
     return [g + a for g, a in zip(grads, gather, strict=True)]

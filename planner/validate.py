@@ -51,9 +51,11 @@ FILL_RULES: dict[str, Any] = {
     "ep": 1,
     "precision": "bf16",
 }
-NETWORK_SETTINGS = frozenset({"moe_dispatcher", "pp_schedule", "max_nodes_per_token"})
+NETWORK_SETTINGS = frozenset({"moe_dispatcher", "pp_schedule", "max_nodes_per_token", "ep_overlap"})
 """Issue 16's run settings: the MoE dispatcher (Workload.moe_dispatcher), the pipeline schedule
-(Layout.pp_schedule) and node-limited routing (MoESpec.max_nodes_per_token)."""
+(Layout.pp_schedule), node-limited routing (MoESpec.max_nodes_per_token) and the MoE all-to-all
+overlapped with another micro-batch (Layout.ep_overlap: Megatron's
+overlap_moe_expert_parallel_comm)."""
 MEMORY_SETTINGS = frozenset(
     {"optimizer_moments", "activation_func_fp8_input_store", "attention_output_store"}
 )
@@ -246,6 +248,8 @@ def record_inputs(
         fields["tp_comm_overlap"] = bool(settings["tp_comm_overlap"]) and lay["tp"] > 1
     if "pp_schedule" in settings:
         fields["pp_schedule"] = settings["pp_schedule"]
+    if "ep_overlap" in settings:
+        fields["ep_overlap"] = bool(settings["ep_overlap"])
     layout = profile.layout(
         Layout(
             tp=lay["tp"],

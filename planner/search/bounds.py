@@ -278,6 +278,8 @@ class StepLowerBound:
                 span,
                 w.dp_bucket_elements,
                 w.cross_site_sync_every,
+                stage=r,
+                dp_sync=w.dp_sync,
             )
             dp_s = max(dp_s, exposed)
             opt_s = max(opt_s, stage_optimizer_s(lo, sp, self.hbm_bytes_per_s, w))

@@ -140,9 +140,10 @@ def _schedule_variants(
     virtual stages when pp > 1), so a
     switch that does not apply to a shape is not counted as a rejection."""
     # The space's framework decides whether it runs the schedule or the overlap at all
-    # (cost_models.framework: no launcher here has DualPipe; Megatron's overlap is bf16/fp16).
+    # (cost_models.framework: no launcher here has DualPipe; Megatron's overlap needs a
+    # bf16/fp16 model, which fp8 training is).
     prof = None if space.framework is None else framework.profile(space.framework)
-    overlap_ok = prof is None or (prof.ep_overlap and precision in ("bf16", "fp16"))
+    overlap_ok = prof is None or (prof.ep_overlap and framework.ep_overlap_precision_ok(precision))
     out = []
     for schedule in space.pp_schedules:
         if schedule == "dualpipe" and (pp < 2 or pp % 2 or vp > 1):

@@ -191,8 +191,21 @@ class PartitionSolver(MemoryCaps):
             compute_s += head_t.forward_s + head_t.backward_s
         sp = self.bound._stage_params(lo, (n_dense, n_moe), rank)
         m = num_microbatches(self.workload.global_batch_seqs, lo)
-        dp_s, _ = stage_dp_s(self.cluster, self.bound.cal, lo, sp, compute_s, m, span)
-        return stage_s, dp_s, stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s, self.workload)
+        w = self.workload
+        dp_s, _ = stage_dp_s(
+            self.cluster,
+            self.bound.cal,
+            lo,
+            sp,
+            compute_s,
+            m,
+            span,
+            w.dp_bucket_elements,
+            w.cross_site_sync_every,
+            stage=rank,
+            dp_sync=w.dp_sync,
+        )
+        return stage_s, dp_s, stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s, w)
 
     def _solve(self, lo: Layout, span: Mapping[str, Sequence[int]]) -> Split | None:
         caps = self._prepared(lo)

@@ -1,0 +1,129 @@
+"""How each framework issues the data-parallel gradient collectives, by hand.
+
+Megatron (megatron/core/distributed/distributed_data_parallel.py, pipeline_parallel/schedules.py):
+buckets of max(40M, 1M x dp) parameters on the first pipeline stage only, one collective per model
+chunk elsewhere, each chunk's reduction launched after its last backward; FSDP (torchtitan,
+llm-foundry): one reduce-scatter per transformer block; DeepSpeed: 5e8-element buckets.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import SHARED
+
+from cost_models import comm
+from cost_models.framework import record_profile
+from cost_models.memory import StageParams
+from cost_models.specs import Layout, Workload
+from cost_models.stage import dp_buckets, dp_tier_times_s, grad_sync_exposed_s
+from planner.validate import record_inputs, record_settings
+from tests import factories as f
+
+# ------------------------------------------------------------------------ exposed reduction
+
+
+def test_last_backward_hides_reduction_for_any_framework() -> None:
+    # 1.0 s of reduction behind a 0.4 s backward: 0.6 s exposed.
+    for dp_sync in ("fsdp", "deepspeed"):
+        assert grad_sync_exposed_s(1.0, 0.4, 4, 2, 3, dp_sync) == pytest.approx(0.6)
+    assert grad_sync_exposed_s(1.0, 0.4, 1, 1, 0, "megatron") == pytest.approx(0.6)
+
+
+def test_megatron_later_stages_reduce_in_the_pipeline_bubble() -> None:
+    # vp 1: stage r waits r backward micro-batches for the stages before it.
+    assert grad_sync_exposed_s(1.0, 0.4, 4, 1, 0, "megatron") == pytest.approx(0.6)
+    assert grad_sync_exposed_s(1.0, 0.4, 4, 1, 1, "megatron") == pytest.approx(0.6)
+    assert grad_sync_exposed_s(1.0, 0.4, 4, 1, 2, "megatron") == pytest.approx(0.2)
+    assert grad_sync_exposed_s(1.0, 0.4, 4, 1, 3, "megatron") == 0.0
+
+
+def test_megatron_interleaved_chunks_start_as_their_backward_ends() -> None:
+    # pp 4, vp 2, backward 0.4 s per micro-batch: one chunk's unit 0.2 s. Chunk 1 ends its
+    # backward 1 x 4 x 0.2 = 0.8 s before the first stage's end, chunk 0 r x 0.2 s before it;
+    # 0.5 s of reduction each, one after the other on the DP stream.
+    # Stage 0: chunk 1 runs -0.8 .. -0.3, chunk 0 starts at 0 and ends at 0.5.
+    assert grad_sync_exposed_s(1.0, 0.4, 4, 2, 0, "megatron") == pytest.approx(0.5)
+    # Stage 1: chunk 0 starts at -0.2, ends at 0.3.
+    assert grad_sync_exposed_s(1.0, 0.4, 4, 2, 1, "megatron") == pytest.approx(0.3)
+    # A saturated stream: 2.0 s per chunk, chunk 1 -0.8 .. 1.2, chunk 0 1.2 .. 3.2.
+    assert grad_sync_exposed_s(4.0, 0.4, 4, 2, 0, "megatron") == pytest.approx(3.2)
+
+
+# ---------------------------------------------------------------------------- bucket counts
+
+
+def test_megatron_buckets_on_the_first_stage_only() -> None:
+    # 100M parameters, dp 8: buckets of max(40M, 8M) = 40M -> 3; dp 64: 64M -> 2.
+    assert dp_buckets(100e6, 8, 1, 12, None) == 3
+    assert dp_buckets(100e6, 64, 1, 12, None) == 2
+    # Pipeline ranks > 0: bucketing off, one collective per model chunk.
+    assert dp_buckets(100e6, 8, 1, 12, None, stage=1) == 1
+    assert dp_buckets(100e6, 8, 1, 12, None, stage=1, vp=4) == 4
+    # First stage, vp 4: chunk 0 (100M) in 3 buckets, chunks 1-3 one each.
+    assert dp_buckets(400e6, 8, 1, 12, None, vp=4) == 6
+    # An explicit bucket size replaces the default.
+    assert dp_buckets(100e6, 8, 1, 12, 10_000_000) == 10
+
+
+def test_fsdp_reduces_per_block_and_deepspeed_in_5e8_buckets() -> None:
+    assert dp_buckets(100e6, 8, 2, 12, None, dp_sync="fsdp") == 12
+    assert dp_buckets(100e6, 8, 3, 12, None, dp_sync="fsdp") == 12
+    assert dp_buckets(1.2e9, 8, 1, 12, None, dp_sync="deepspeed") == 3
+    assert dp_buckets(1.2e9, 8, 3, 40, None, dp_sync="deepspeed") == 40  # ZeRO-3: per layer
+
+
+def test_later_stage_pays_one_latency_per_chunk() -> None:
+    # 400M parameters reduce-scattered over 8 nodes (one GPU each, tp 8): dp 8 -> 40M buckets.
+    # Stage 0 issues 10 buckets, stage 1 one collective: the bytes are the same, the ring
+    # latency 7 steps x 8 us (factories.cluster) is paid 10 times vs once.
+    cluster = f.cluster(64)
+    layout = Layout(tp=8, pp=2, dp=8, zero_stage=1, sequence_parallel=True)
+    sp = StageParams(dense=400e6, expert=0.0, largest_layer=10e6, num_layers=40)
+    span = {"dp_cp": [1, 8]}
+    grads0, _ = dp_tier_times_s(cluster, layout, sp, span, stage=0)
+    grads1, _ = dp_tier_times_s(cluster, layout, sp, span, stage=1)
+    assert grads0[1] - grads1[1] == pytest.approx(9 * 7 * 8e-6)
+    bytes_s = 7 / 8 * 400e6 * 4 / (50e9 * 0.9)
+    assert grads1[1] == pytest.approx(bytes_s + 7 * 8e-6)
+    assert grads1[1] == pytest.approx(
+        comm.collective_time_s("reduce_scatter", 400e6 * 4, [1, 8], cluster.tiers)
+    )
+
+
+def test_profiles_set_their_dp_sync() -> None:
+    w = Workload(seq_len=4096, global_batch_seqs=64)
+    assert record_profile("megatron").workload(w).dp_sync == "megatron"
+    assert record_profile("torchtitan").workload(w).dp_sync == "fsdp"
+    assert record_profile("llm-foundry").workload(w).dp_sync == "fsdp"
+    assert record_profile("deepspeed").workload(w).dp_sync == "deepspeed"
+    assert record_profile("other").workload(w).dp_sync == "megatron"
+
+
+@pytest.mark.skipif(not (SHARED / "data/published_runs.yaml").exists(), reason="no ../shared")
+def test_record_settings_carry_the_recipe_dispatcher_and_ep_overlap() -> None:
+    # The Megatron-Bridge entries of models_zoo/published_run_settings.yaml reach the priced
+    # inputs: Qwen3-235B on H100 (26.04.01) overlaps the all-to-all, DeepSeek-V3 on GB300
+    # uses the flex (HybridEP) dispatcher and overlaps it.
+    path = SHARED / "data/published_runs.yaml"
+    records = {r["id"]: r for r in yaml.safe_load(path.read_text())}
+    qwen = records["mbridge-26.04.01-h100-qwen3-235b-a22b"]
+    assert record_settings(qwen) == {"ep_overlap": True}
+    _, _, work, lay = record_inputs(qwen)
+    assert lay.ep_overlap and work.moe_dispatcher == "alltoall"
+    _, _, work, lay = record_inputs(records["mbridge-26.08-gb300-deepseekv3"])
+    assert lay.ep_overlap and work.moe_dispatcher == "deepep"
+
+
+def test_dualpipe_keeps_the_default_buckets() -> None:
+    # Megatron's first-stage-only bucketing belongs to its 1F1B schedules: under DualPipe every
+    # rank holds two stages and reduces both copies in the default buckets (2 x 400M / 40M = 20).
+    cluster = f.cluster(64)
+    layout = Layout(tp=8, pp=2, dp=8, zero_stage=1, sequence_parallel=True, pp_schedule="dualpipe")
+    sp = StageParams(dense=400e6, expert=0.0, largest_layer=10e6, num_layers=40)
+    span = {"dp_cp": [1, 8]}
+    grads0, _ = dp_tier_times_s(cluster, layout, sp, span, stage=0)
+    grads1, _ = dp_tier_times_s(cluster, layout, sp, span, stage=1)
+    assert grads1 == grads0
+    bytes_s = 7 / 8 * 800e6 * 4 / (50e9 * 0.9)
+    assert grads1[1] == pytest.approx(bytes_s + 20 * 7 * 8e-6)

@@ -924,6 +924,7 @@ def solve(
             hints.append((xb[s, i], hint[s][first + i]))
     lones = []
     ks, bals, level_ys = [], [], []
+    belows: list[tuple[int, Any]] = []
     for lv, doms in enumerate(um.levels):
         hy = level_counts(um, hint, lv)
         hint_bal.append(all(row == hy[0] for row in hy) and not um.crossing[lv])
@@ -961,8 +962,12 @@ def solve(
             none = m.new_bool_var(f"none{lv}")
             for lit in useds:
                 m.add_implication(none, ~lit)
-            if um.split_blocks:  # k may sit below every used piece (a split block above)
-                zs.append(m.new_bool_var(f"below{lv}"))
+            if um.split_blocks and lv + 1 < len(um.levels):
+                # k may sit below every used piece where the level above has the smaller piece
+                # (a split block there; _dp_choice nests k_L = min(k_L, k_L+1)): k_L = k_L+1.
+                below = m.new_bool_var(f"below{lv}")
+                zs.append(below)
+                belows.append((lv, below))
             m.add_bool_or([*zs, none])
         ks.append(k)
         level_ys.append(ys)
@@ -1004,6 +1009,8 @@ def solve(
                 m.add_bool_and(eqs).only_enforce_if(b)
                 m.add_bool_or([~e for e in eqs] or [m.new_constant(0)]).only_enforce_if(~b)
             bals.append(b)
+    for lv, below in belows:
+        m.add(ks[lv] == ks[lv + 1]).only_enforce_if(below)
     # Objective: the DP table as allowed (k_0, k_1, ..., cost) tuples (AddAllowedAssignments:
     # only combinations whose pieces nest are listed).
     costs = [v for row in um.class_cost for v in row]

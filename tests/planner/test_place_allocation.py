@@ -566,3 +566,28 @@ def test_pipeline_window_sharing_against_brute_force(leaves, drained, layout, po
     _, bal, _ = M._summary(um, sol.counts)
     row = um.pp_table[next((lv for lv, b in enumerate(bal) if b), len(um.levels))]
     assert row[M.q_index(um, M.pipe_qs(um, sol.counts))] < row[-1]
+
+
+def test_split_blocks_with_uplink_steps_never_price_below_the_map():
+    """The shipped example pinned to TP4 CP4 DP4 PP2 (two-node blocks, four split blocks): the
+    uplink step of the aggregation tier is 0 (each stage inside a pod), where crossing the pods
+    would cost less than staying in one (the DP table rises with the pod piece at step 0). The
+    pod piece k may not sit below every used piece unless the level above sets it, so CP-SAT's
+    objective is the map's price, not the 1.26 ms cheaper value of a piece it does not have."""
+    p = api.plan_on_allocation(
+        "llama3.1-70b",
+        "llama3-roce-24k",
+        topology=str(EXAMPLE / "topology.conf"),
+        hosts_file=str(EXAMPLE / "hostfile"),
+        exclude="gpu010",
+        global_batch=64,
+        tp=4,
+        cp=4,
+        dp=4,
+        pp=2,
+        place_top=1,
+    )
+    best = p.best
+    assert best.source == "cp-sat" and best.solver["status"] == "OPTIMAL"
+    assert best.solver["objective"] >= best.placed.step_time_s - 2e-6
+    assert abs(best.solver["objective"] - best.placed.step_time_s) <= 2e-6

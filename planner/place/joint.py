@@ -103,7 +103,8 @@ def place_layout(
             # it is large (its presolve and first bound need it: at 131,072 GPUs, 16 x 1,087
             # counts, a quarter of 10 s ended UNKNOWN with no bound). 16,384 GPUs (TP8 PP16 DP64 CP2), 2 s:
             # 7.16 s placed with 3/4 + 1/4, 7.27 s with halves, 7.70 s the exact model alone.
-            share = 3 / 4 if um.layout.pp * len(um.leaf_hosts) <= 4096 else 1 / 2
+            large = um.layout.pp * len(um.leaf_hosts) > sat.LARGE_COUNTS
+            share = 1 / 2 if large else 3 / 4
             first = sat.solve(
                 um,
                 time_limit_s=rest * share,

@@ -3,8 +3,10 @@ placed step time (issue 17, CONTRACT.md "Placement on an allocation").
 
 For every shortlisted layout three rank -> host maps are priced exactly (pricing.py): the
 scheduler's order (hosts as given, the plan's own rank order), the best of the 24 rank orders
-on that host order, and CP-SAT's placement (model.py). The plan keeps the cheapest, so the
-placement is never worse than either baseline; which one won is reported.
+on that host order, and CP-SAT's placement (model.py; on 32 leaves or more first without the
+uplink steps, then exactly; `decompose` adds the pods-first warm start of decompose.py). The
+plan keeps the cheapest, so the placement is never worse than either baseline; which one won is
+reported.
 """
 
 from __future__ import annotations
@@ -100,9 +102,9 @@ def place_layout(
             # Large allocations: the model without the uplink steps (every uplink at its full
             # taper) searches far faster; its counts seed the exact model, which reports its own
             # status, bound and gap. The exact model gets a quarter of the time, or half where
-            # it is large (its presolve and first bound need it: at 131,072 GPUs, 16 x 1,087
-            # counts, a quarter of 10 s ended UNKNOWN with no bound). 16,384 GPUs (TP8 PP16 DP64 CP2), 2 s:
-            # 7.16 s placed with 3/4 + 1/4, 7.27 s with halves, 7.70 s the exact model alone.
+            # it is large (at 131,072 GPUs, 16 x 1,087 counts, a quarter of 10 s ended UNKNOWN
+            # with no bound). 16,384 GPUs (TP8 PP16 DP64 CP2), 2 s: 7.16 s placed with 3/4 +
+            # 1/4, 7.27 s with halves, 7.70 s the exact model alone.
             large = um.layout.pp * len(um.leaf_hosts) > sat.LARGE_COUNTS
             share = 1 / 2 if large else 3 / 4
             first = sat.solve(

@@ -21,10 +21,16 @@ those counts has (planner/place/pricing.py reads the same spans off the map it b
   counts let the map give chunk c of every stage the same domain). b_L => equal counts (and the
   converse, reified, where PP does not get cheaper inward); b_L is fixed false where no domain
   split can hold pp equal shares;
-- step = T_dp[k_0, k_1, ...] + T_pp[lowest balanced level] (AddAllowedAssignments over the
-  nesting (k_0, k_1, ..., cost) tuples; AddElement for PP): the DP and PP terms are separate
-  terms of the step sum (estimate's breakdown), so the table is additive in them; each entry is
-  rounded to a microsecond, so the objective matches re-pricing the map to within 2 us.
+- uplink sharing (cost_models/uplink.py): per tapered tier j, the step q_j of the gradient
+  window, 4 x (GPUs of stages not wholly inside switch d) <= (job's GPUs under d) x q_j for every
+  switch d (a bool per stage and switch: wholly inside), and the step p_j of the pipeline window
+  (PP groups inside d: the intersection of the stages' chunk ranges along build_map's order,
+  from prefix-count variables; split blocks' GPUs always leave);
+- step = T_dp[class(k_0, k_1, ..., lone flags), q_1, ...] + T_pp[lowest balanced level, p_1, ...]
+  (AddAllowedAssignments: the pieces pick a class, the class and the steps the cost; the PP
+  table over level and steps): the DP and PP terms are separate terms of the step sum
+  (estimate's breakdown), so the table is additive in them; each entry is rounded to a
+  microsecond, so the objective matches re-pricing the map to within 2 us.
 
 Blocks of B > 1 nodes (TP x CP over several nodes) stay inside one leaf where the leaves hold
 enough of them; where they do not (leaves with a remainder of fewer than B nodes), just enough

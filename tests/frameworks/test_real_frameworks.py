@@ -104,6 +104,21 @@ PLANS = {
         f.workload(global_batch=32, precision="fp8"),
         {"tp": 4, "dp": 4},
     ),
+    # bf16 Adam moments: --use-precision-aware-optimizer --exp-avg(-sq)-dtype bf16 (ZeRO-1)
+    "bf16-moments": (
+        f.dense_model(),
+        16,
+        f.workload(global_batch=32, optimizer_moments="bf16"),
+        {"tp": 2, "dp": 8, "zero_stage": 1},
+    ),
+    # The MoE all-to-all overlap on an fp8 (bf16 + TE fp8) model, as Megatron-Bridge's GB300
+    # DeepSeek-V3 recipe runs it.
+    "moe-ep-overlap-fp8": (
+        f.moe_model(),
+        32,
+        f.workload(global_batch=64, precision="fp8"),
+        {"tp": 2, "pp": 2, "vp": 2, "dp": 8, "ep": 4, "ep_overlap": True},
+    ),
 }
 
 
@@ -236,8 +251,14 @@ def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch) -> N
 
 # ---------------------------------------------------------------------------------- torchtitan
 
+# bf16 optimizer moments are Megatron's precision-aware optimizer; the other exports refuse them
+# (tests/planner/test_deepseek_recipe_plan.py).
 TITAN_PLANS = [
-    n for n in PLANS if PLANS[n][2].precision == "bf16" and PLANS[n][3].get("order", TCDP) == TCDP
+    n
+    for n in PLANS
+    if PLANS[n][2].precision == "bf16"
+    and PLANS[n][2].optimizer_moments == "fp32"
+    and PLANS[n][3].get("order", TCDP) == TCDP
 ]
 
 
@@ -300,6 +321,7 @@ DS_PLANS = [
     n
     for n in PLANS
     if PLANS[n][2].precision == "bf16"
+    and PLANS[n][2].optimizer_moments == "fp32"
     and all(PLANS[n][3].get(k, 1) == 1 for k in ("vp", "cp", "ep"))
     and "dp_shard" not in PLANS[n][3]
     and PLANS[n][3].get("order", TCDP) == TCDP

@@ -346,15 +346,11 @@ def dp_tier_times_s(
     if layout.pp_schedule != "1f1b":
         stage = 0  # Megatron's per-stage bucketing rule is its 1F1B schedules'; DualPipe: default
     grads, gather = [0.0] * len(tiers), [0.0] * len(tiers)
-    if layout.dp_shard is not None and layout.zero_stage >= 1:
-        # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
-        # inside the shard group, all-reduce of the shard across the replicas, all-gather
-        # inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
-        dense = copies * sp.dense
-        shard_n = layout.shard_dp * layout.cp
-        n = dp_buckets(
-            dense,
-            span["dp_shard"][-1],
+
+    def buckets(params: float, group_size: int) -> int:
+        return dp_buckets(
+            params,
+            group_size,
             layout.zero_stage,
             sp.num_layers,
             bucket_elements,
@@ -362,6 +358,14 @@ def dp_tier_times_s(
             stage=stage,
             vp=layout.vp,
         )
+
+    if layout.dp_shard is not None and layout.zero_stage >= 1:
+        # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
+        # inside the shard group, all-reduce of the shard across the replicas, all-gather
+        # inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+        dense = copies * sp.dense
+        shard_n = layout.shard_dp * layout.cp
+        n = buckets(dense, span["dp_shard"][-1])
         rs = comm.collective_tier_s(
             "reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers, n
         )
@@ -381,16 +385,7 @@ def dp_tier_times_s(
     for params, group in parts:
         if params <= 0:
             continue
-        n = dp_buckets(
-            params,
-            span[group][-1],
-            layout.zero_stage,
-            sp.num_layers,
-            bucket_elements,
-            dp_sync=dp_sync,
-            stage=stage,
-            vp=layout.vp,
-        )
+        n = buckets(params, span[group][-1])
         g = comm.collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers, n)
         grads = [x + y for x, y in zip(grads, g, strict=True)]
         if layout.zero_stage >= 1:

@@ -35,6 +35,7 @@ from .rules import layout_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 from .stage import (
     BF16_BYTES,
+    LayerCost,
     layer_cost,
     recomputed_layers,
     stage_dp_s,
@@ -128,36 +129,29 @@ def estimate(
         span = {**span, **{k: tuple(v) for k, v in spans.items()}}
     kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
     pipe_cluster = uplink.shared_cluster(cluster, pipeline_uplink_steps)
-    costs = {
-        k: layer_cost(
-            model,
-            pipe_cluster,
-            workload,
-            layout,
-            layer_time(model, gpu, cal, workload, layout, is_moe=k),
-            span,
-            is_moe=k,
-        )
-        for k in kinds
-    }
+
+    def layer_costs(lo: Layout) -> dict[bool, LayerCost]:
+        return {
+            k: layer_cost(
+                model,
+                pipe_cluster,
+                workload,
+                lo,
+                layer_time(model, gpu, cal, workload, lo, is_moe=k),
+                span,
+                is_moe=k,
+            )
+            for k in kinds
+        }
+
+    costs = layer_costs(layout)
     # Full recompute with the block method: the rank's other layers run without recompute.
     plain = layout.model_copy(
         update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
     )
     plain_costs = costs
     if layout.recompute == "full" and layout.recompute_method == "block":
-        plain_costs = {
-            k: layer_cost(
-                model,
-                pipe_cluster,
-                workload,
-                plain,
-                layer_time(model, gpu, cal, workload, plain, is_moe=k),
-                span,
-                is_moe=k,
-            )
-            for k in kinds
-        }
+        plain_costs = layer_costs(plain)
     head = lm_head_time(model, gpu, cal, workload, layout)
     first_moe = model.num_dense_layers if model.moe is not None else model.num_layers
     # (dense, moe) layer counts per pipeline rank; layers of one kind cost the same.

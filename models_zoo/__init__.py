@@ -12,13 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from cost_models.errors import InvalidInput, describe_validation_error
+from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster, GpuSpec, ModelSpec
 
 from .hf import is_hf_config, model_from_hf_config
-from .inputs import read_data_file
+from .inputs import read_data_file, validated
 
 __all__ = [
     "list_presets",
@@ -65,15 +63,6 @@ def resolve_model_name(name: str) -> str:
     return _resolve("models", name).stem
 
 
-def _validate(cls: type, data: Any, where: str) -> Any:
-    if not isinstance(data, dict):
-        raise InvalidInput(f"{where}: expected a mapping of fields, got {type(data).__name__}")
-    try:
-        return cls.model_validate(data)
-    except ValidationError as err:
-        raise InvalidInput(describe_validation_error(err, where)) from None
-
-
 def load_model(name_or_path: str | ModelSpec) -> ModelSpec:
     """A model from a preset name, a model YAML/JSON file, or a Hugging Face config.json."""
     if isinstance(name_or_path, ModelSpec):
@@ -83,9 +72,9 @@ def load_model(name_or_path: str | ModelSpec) -> ModelSpec:
         data = read_data_file(path)
         if isinstance(data, dict) and is_hf_config(data):
             return model_from_hf_config(data, where=str(path))
-        return _validate(ModelSpec, data, str(path))
+        return validated(ModelSpec, data, str(path))
     preset = _resolve("models", name_or_path)
-    return _validate(ModelSpec, json.loads(preset.read_text()), f"preset {preset.stem}")
+    return validated(ModelSpec, json.loads(preset.read_text()), f"preset {preset.stem}")
 
 
 def load_gpu(name_or_spec: str | GpuSpec) -> GpuSpec:
@@ -93,7 +82,7 @@ def load_gpu(name_or_spec: str | GpuSpec) -> GpuSpec:
     if isinstance(name_or_spec, GpuSpec):
         return name_or_spec
     path = _resolve("gpus", name_or_spec)
-    return _validate(GpuSpec, json.loads(path.read_text()), f"gpu preset {path.stem}")
+    return validated(GpuSpec, json.loads(path.read_text()), f"gpu preset {path.stem}")
 
 
 def load_cluster(name_or_path: str | Cluster, num_gpus: int | None = None) -> Cluster:
@@ -123,4 +112,4 @@ def load_cluster(name_or_path: str | Cluster, num_gpus: int | None = None) -> Cl
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus <= 0:
             raise InvalidInput(f"--gpus: must be a positive whole number (got {num_gpus!r})")
         data["num_gpus"] = num_gpus
-    return _validate(Cluster, data, where)
+    return validated(Cluster, data, where)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import ValidationError
-
 import models_zoo
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
-from cost_models.errors import InvalidInput, NoFeasiblePlan, describe_validation_error
+from cost_models.errors import InvalidInput, NoFeasiblePlan
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+from models_zoo.inputs import validated
 
 from .place.joint import PlacedPlan
 from .search import exhaustive, recommend
@@ -21,13 +20,6 @@ from .types import PlanResult, SearchSpace, SolverOptions
 
 DEFAULT_SEQ_LEN = 4096
 DEFAULT_BATCH_TOKENS = 2**22  # ~4M tokens per step, the usual pre-training batch at scale
-
-
-def _validated(cls: type, fields: dict[str, Any], where: str) -> Any:
-    try:
-        return cls.model_validate(fields)
-    except ValidationError as err:
-        raise InvalidInput(describe_validation_error(err, where)) from None
 
 
 def _moments_space(space: SearchSpace, workload: Workload) -> SearchSpace:
@@ -65,7 +57,7 @@ def make_workload(
         "precision": precision or "bf16",
         "moe_dispatcher": moe_dispatcher,
     }
-    return _validated(Workload, {**fields, **base}, "workload")
+    return validated(Workload, {**fields, **base}, "workload")
 
 
 DEFAULT_MEMORY_HEADROOM: float = SearchSpace.model_fields["memory_headroom"].default
@@ -123,7 +115,7 @@ def layout_with_defaults(layout: Layout | dict[str, Any]) -> Layout:
     if "sequence_parallel" not in fields:
         tp = fields.get("tp", 1)
         fields["sequence_parallel"] = isinstance(tp, int) and tp > 1
-    return _validated(Layout, fields, "layout")
+    return validated(Layout, fields, "layout")
 
 
 def _resolve(
@@ -215,9 +207,9 @@ def plan(
     if unknown:
         known = sorted(set(SearchSpace.model_fields) | set(SolverOptions.model_fields))
         raise InvalidInput(f"unknown constraint(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    space = framework_space(spec, _validated(SearchSpace, space_fields, "constraints"))
+    space = framework_space(spec, validated(SearchSpace, space_fields, "constraints"))
     _check_pins(sized, space)
-    options = _validated(SolverOptions, option_fields, "solver options")
+    options = validated(SolverOptions, option_fields, "solver options")
     batch_range = space.global_batch_range
     if batch_range is not None:
         global_batch = batch_range[1]  # the search takes each plan's batch from the range
@@ -357,7 +349,7 @@ def plan_on_allocation(
         framework=framework,
         **constraints,
     )
-    options = _validated(
+    options = validated(
         SolverOptions,
         {k: v for k, v in constraints.items() if k in SolverOptions.model_fields},
         "solver options",

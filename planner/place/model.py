@@ -513,11 +513,15 @@ def _q_monotone(um: UnitModel) -> bool:
 def greedy_counts(um: UnitModel) -> list[list[int]]:
     """The scheduler's order packed into leaves: stage 0 first, leaves in first-appearance
     order (the hint, and the hint-quality baseline)."""
-    left = list(um.capacity)
-    counts = [[0] * len(left) for _ in range(um.layout.pp)]
+    return _pack_in_order(list(um.capacity), [um.units_per_stage] * um.layout.pp, len(um.capacity))
+
+
+def _pack_in_order(left: list[int], needs: list[int], width: int) -> list[list[int]]:
+    """counts[stage][leaf]: each stage's `needs` units in turn into the first leaves of `left`
+    (free units per leaf, consumed) that have room, in the scheduler's leaf order."""
+    counts = [[0] * width for _ in needs]
     leaf = 0
-    for s in range(um.layout.pp):
-        need = um.units_per_stage
+    for s, need in enumerate(needs):
         while need:
             while left[leaf] == 0:
                 leaf += 1
@@ -536,18 +540,9 @@ def host_order_counts(um: UnitModel) -> list[list[int]]:
     pp, d = um.layout.pp, um.units_per_stage
     first = len(um.leaf_hosts) - um.split_blocks
     share = [um.split_blocks // pp + (s < um.split_blocks % pp) for s in range(pp)]
-    counts = [[0] * len(um.leaf_hosts) for _ in range(pp)]
-    left = um.capacity[:first]
-    leaf = 0
-    for s in range(pp):
-        need = d - share[s]
-        while need:
-            while left[leaf] == 0:
-                leaf += 1
-            take = min(need, left[leaf])
-            counts[s][leaf] += take
-            left[leaf] -= take
-            need -= take
+    counts = _pack_in_order(
+        list(um.capacity[:first]), [d - share[s] for s in range(pp)], len(um.leaf_hosts)
+    )
     ys = [level_counts(um, counts, lv) for lv in range(len(um.levels))]
     # The highest level that split blocks span (the slowest uplinks): no lone part there.
     top = [max((lv for lv in range(len(um.levels)) if um.crossing[lv]), default=0)]

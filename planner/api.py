@@ -306,6 +306,7 @@ def plan_on_allocation(
     hosts_file: str | None = None,
     nodelist: str | None = None,
     exclude: str | None = None,
+    topology_name: str | None = None,
     num_gpus: int | None = None,
     global_batch: int | None = None,
     seq_len: int | None = None,
@@ -331,7 +332,12 @@ def plan_on_allocation(
         alloc = topology
     else:
         alloc = load_allocation(
-            base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
+            base,
+            topology,
+            hosts_file=hosts_file,
+            nodelist=nodelist,
+            exclude=exclude,
+            topology_name=topology_name,
         )
     have = len(alloc.hosts) * base.gpus_per_node
     if num_gpus is not None and num_gpus > have:

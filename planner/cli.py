@@ -26,6 +26,7 @@ from cost_models.specs import RECOMPUTE_MODULES
 
 from . import DISTRIBUTION, __version__, api, report, whatif
 from .export.launch import MEGATRON_VERSION, megatron_env
+from .place.allocation import Allocation, load_allocation, read_line, read_summary
 from .report.markdown import render_markdown as render_plan_markdown
 from .report.whatif_view import render_whatif
 from .types import PlanResult
@@ -394,7 +395,16 @@ def _emit_json(payload: Any) -> None:
 
 def _add_allocation(p: argparse.ArgumentParser) -> None:
     """Placement on the allocation a job really gets (CONTRACT.md, docs/cli.md)."""
-    p.add_argument("--topology", help="Slurm topology.conf (tree or block format) or YAML")
+    p.add_argument(
+        "--topology",
+        help="Slurm topology.conf (tree or block format), Slurm topology.yaml (tree, block, flat)"
+        " or the product's levels YAML",
+    )
+    p.add_argument(
+        "--topology-name",
+        help="which topology of a topology.yaml (the partition's Topology=; default: the first"
+        " with cluster_default: true, else the first)",
+    )
     hosts = p.add_mutually_exclusive_group()
     hosts.add_argument("--hosts", help="hostfile of the allocation (one host per line, slots=N)")
     hosts.add_argument("--nodelist", help="Slurm hostlist of the allocation, e.g. gpu[001-064]")
@@ -441,7 +451,8 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
-    if args.topology or args.hosts or args.nodelist or args.exclude or args.out_dir:
+    allocation_flags = (args.topology, args.topology_name, args.hosts, args.nodelist, args.exclude)
+    if any(allocation_flags) or args.out_dir:
         return _cmd_plan_allocation(args, out)
     result = api.plan(
         args.model,
@@ -463,8 +474,6 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
-    from .place.joint import allocation_dict, write_handoff
-
     if not args.topology or not (args.hosts or args.nodelist):
         raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
     if args.global_batch_range is not None:
@@ -474,13 +483,31 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
             "plan: --optimizer-moments, --activation-func-fp8-input-store and "
             "--attention-output-store are not supported with an allocation"
         )
-    placed = api.plan_on_allocation(
-        args.model,
-        args.cluster,
-        topology=args.topology,
+    alloc = load_allocation(
+        models_zoo.load_cluster(args.cluster),
+        args.topology,
         hosts_file=args.hosts,
         nodelist=args.nodelist,
         exclude=args.exclude,
+        topology_name=args.topology_name,
+    )
+    try:
+        placed = _place(args, alloc)
+    except NoFeasiblePlan as exc:  # exit 1: say what was read (hosts kept, dropped, GPUs)
+        for line in read_summary(alloc):
+            exc.add_note(line)
+        raise
+    except InvalidInput as exc:  # exit 2 stays one line: what was read, in brackets
+        exc.args = (f"{exc} [{read_line(alloc)}]",)
+        raise
+    return _report_placed(args, out, placed)
+
+
+def _place(args: argparse.Namespace, alloc: Allocation) -> Any:
+    return api.plan_on_allocation(
+        args.model,
+        args.cluster,
+        topology=alloc,
         num_gpus=args.gpus,
         global_batch=args.global_batch,
         seq_len=args.seq_len,
@@ -489,6 +516,11 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         framework=_framework(args),
         **search_kwargs(args),
     )
+
+
+def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
+    from .place.joint import allocation_dict, write_handoff
+
     result, best, alloc = placed.result, placed.best, placed.allocation
     if args.out_dir:
         exports, skipped = {}, []
@@ -914,6 +946,8 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         err.print(f"[red]no feasible plan:[/red] {escape(str(exc))}", soft_wrap=True)
+        for note in getattr(exc, "__notes__", []):  # e.g. the allocation that was read
+            err.print(escape(note), soft_wrap=True)
         return EXIT_INFEASIBLE
     except (PlannerError, ValidationError) as exc:
         if debug:

@@ -128,7 +128,7 @@ YAML_CASES = [
      "topology t.tree.switches[0].nodes", "expected a name or hostlist"),
     ("- topology: t\n  block:\n    blocks:\n      - {nodes: n0}\n",
      "topology t.block.blocks[0]", "block: NAME"),
-    ("- topology: t\n  block:\n    block_sizes: [1, 3]\n    blocks:\n      - {block: b, nodes: n0}\n",
+    ("- topology: t\n  block:\n    block_sizes: [1, 3]\n    blocks:\n      - {block: b}\n",
      "topology t.block.block_sizes", "power of two"),
     ("- topology: t\n  block:\n    block_sizes: 4\n    blocks:\n      - {block: b, nodes: n0}\n",
      "topology t.block.block_sizes", "list of node counts"),

@@ -27,6 +27,7 @@ from cost_models.specs import RECOMPUTE_MODULES
 from . import DISTRIBUTION, __version__, api, report, whatif
 from .export.launch import MEGATRON_VERSION, megatron_env
 from .place.allocation import Allocation, load_allocation, read_line, read_summary
+from .report.placed import PlacedView, placed_view
 from .report.markdown import render_markdown as render_plan_markdown
 from .report.whatif_view import render_whatif
 from .types import PlanResult
@@ -526,7 +527,7 @@ def _place(args: argparse.Namespace, alloc: Allocation) -> Any:
 
 
 def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
-    from .place.joint import allocation_dict, write_handoff
+    from .place.joint import allocation_dict, node_hosts, write_handoff
 
     result, best, alloc = placed.result, placed.best, placed.allocation
     if args.out_dir:
@@ -543,15 +544,14 @@ def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
             except InvalidInput as exc:  # a launcher that cannot express the plan
                 skipped.append(f"{name}: {exc}")
         written = write_handoff(args.out_dir, result.cluster, alloc, best, exports)
-    if args.json and not args.emit:
-        payload = report.result_dict(result)
-        payload["allocation"] = allocation_dict(result.cluster, alloc, best)
-        _emit_json(payload)
+    # One placed view in every format: the JSON `allocation` object (CONTRACT.md) and the
+    # placed rank map, groups and Allocation section of the text reports.
+    hostfile = node_hosts(result.cluster, alloc, best.host_of_rank)
+    view = placed_view(result.cluster, placed, hostfile)
+    json_allocation = allocation_dict(result.cluster, alloc, best)
+    _render_plan(args, result, out, placed=view, allocation=json_allocation)
+    if args.emit or args.markdown or args.json:
         return EXIT_OK
-    _render_plan(args, result, out)
-    if args.emit or args.markdown:
-        return EXIT_OK
-    out.print(report.render_allocation(result.cluster, placed), soft_wrap=True)
     if args.out_dir:
         out.print("wrote " + ", ".join(str(p) for p in written), soft_wrap=True)
         for line in skipped:
@@ -597,14 +597,18 @@ def _render_plan(
     result: PlanResult,
     out: Console,
     stable: dict[str, Any] | None = None,
+    placed: PlacedView | None = None,
+    allocation: dict[str, Any] | None = None,
 ) -> None:
     """Write the plan in the requested format; exports are checked before anything is written.
-    `stable`: the --stability check, added to the JSON as `stability` and printed as a line."""
+    `stable`: the --stability check, added to the JSON as `stability` and printed as a line;
+    `placed` / `allocation`: a plan on an allocation, its placed view in the text formats and its
+    `allocation` object in the JSON."""
     if args.emit:
         text = _emit_text(args.emit, result, args.json)
     if args.html:
         try:
-            Path(args.html).write_text(report.render_html(result), encoding="utf-8")
+            Path(args.html).write_text(report.render_html(result, placed), encoding="utf-8")
         except OSError as exc:
             raise InvalidInput(f"--html: cannot write {args.html}: {exc.strerror}") from None
     if args.emit:
@@ -613,13 +617,15 @@ def _render_plan(
         payload = report.result_dict(result)
         if stable is not None:
             payload["stability"] = stable
+        if allocation is not None:
+            payload["allocation"] = allocation
         _emit_json(payload)
     elif args.markdown:
-        sys.stdout.write(render_plan_markdown(result))
+        sys.stdout.write(render_plan_markdown(result, placed))
         if stable is not None:
             sys.stdout.write(f"\n**Ranking stability:** {stable['line']}\n")
     else:
-        out.print(report.render_plan(result))
+        out.print(report.render_plan(result, placed))
         if stable is not None:
             out.print(f"[bold]ranking[/bold] {escape(stable['line'])}")  # free text: wraps
 

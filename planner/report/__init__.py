@@ -1,7 +1,6 @@
 """What a user reads: the terminal report (rich), its Markdown and HTML forms, the JSON dicts, and
 the findings (warnings, why runner-ups lose) they share."""
 
-from .allocation import render_allocation
 from .terminal import (
     estimate_dict,
     plan_dict,
@@ -14,7 +13,6 @@ from .terminal import (
 __all__ = [
     "estimate_dict",
     "plan_dict",
-    "render_allocation",
     "render_estimate",
     "render_html",
     "render_plan",

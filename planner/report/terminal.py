@@ -24,6 +24,7 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, StageMemory,
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
+from .placed import PlacedView
 
 RANK_MAP_NODES = 2  # nodes shown in full; a compact rule covers the rest
 MEMORY_ROWS_EACH_END = 3  # stages shown at each end of a deep pipeline (plus the peak stage)
@@ -566,9 +567,15 @@ def rejection_lines(result: PlanResult) -> list[str]:
     return [f"{n:>7} x {reason}" for reason, n in top]
 
 
-def render_plan(result: PlanResult) -> RenderableType:
+def render_plan(result: PlanResult, placed: PlacedView | None = None) -> RenderableType:
+    """The plan report; with `placed` (a plan on an allocation) the rank map and groups are the
+    placed map's and the Allocation section follows them."""
     best = result.best
     stats = Panel(solver_line(result), title="Search", title_align="left")
+    if placed is None:
+        maps: list[RenderableType] = [render_rank_map(best, result.cluster)]
+    else:
+        maps = [render_placed_map(placed), render_allocation_section(placed)]
     parts: list[RenderableType] = [
         render_header(result.cluster, result.workload, result.model),
         Text(defaults_text(result.cluster.gpu.hbm_gib, result.usable_memory_gib), style="dim"),
@@ -576,7 +583,7 @@ def render_plan(result: PlanResult) -> RenderableType:
         render_breakdown(best),
         render_memory(best, result.usable_memory_gib, result.cluster.gpu.hbm_gib),
         render_placement(best, result.cluster),
-        render_rank_map(best, result.cluster),
+        *maps,
         render_ranking(result),
     ]
     warn = render_warnings(result)
@@ -589,8 +596,52 @@ def render_plan(result: PlanResult) -> RenderableType:
     return Group(*parts)
 
 
-def render_html(result: PlanResult) -> str:
+def render_html(result: PlanResult, placed: PlacedView | None = None) -> str:
     """The report as one self-contained HTML page (report/html.py)."""
     from .html import render_html as _render
 
-    return _render(result)
+    return _render(result, placed)
+
+
+# ----------------------------------------------------------------------------------- allocation
+
+
+def render_placed_map(view: PlacedView) -> Group:
+    """The placed rank map (hosts named) and the groups on the placed map: every tier's span
+    where the table fits the width, else the slowest tier crossed and the counts alone."""
+    table = _table(*view.rank_header, right_from=0)
+    table.columns[1].justify = "left"
+    for row in view.rank_rows:
+        table.add_row(*row)
+    wide = _table(*view.group_header)
+    narrow = _table(*(view.group_header[i] for i in view.narrow_columns))
+    for row in view.group_rows:
+        wide.add_row(*row)
+        narrow.add_row(*(row[i] for i in view.narrow_columns))
+    for t in (wide, narrow):
+        for col in t.columns[-3:]:
+            col.justify = "left"
+    return Group(
+        _titled(view.rank_title, table),
+        Text(view.rank_rule),
+        _titled(
+            "Groups on the placed map: GPUs of one group inside one domain of each tier",
+            Responsive(wide, narrow),
+        ),
+    )
+
+
+def render_allocation_section(view: PlacedView) -> Group:
+    """Hosts read and dropped, the step time of each map, the solver and the placed hostfile."""
+    steps = _table(*view.step_header)
+    for row in view.step_rows:
+        steps.add_row(*row)
+    lines = [Text(f"  dropped {d}") for d in view.dropped]
+    return Group(
+        Text(view.title, style="bold"),
+        *lines,
+        steps,
+        Text(view.solver),
+        Text(view.hosts_line),
+        Text(view.saved),
+    )

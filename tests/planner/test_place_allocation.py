@@ -404,8 +404,8 @@ def test_nodelist_terminal_report(tmp_path, capsys):
             "64", "--topology", topo, "--nodelist", "n[0-5]", "--exclude", "n[2,5]", "--pp", "2"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "Allocation: 4 healthy hosts (32 GPUs)" in out and "excluded n2" in out
-    assert "placed map | scheduler's order" in out
+    assert "Allocation: 4 hosts kept x 8 GPUs = 32 GPUs" in out and "dropped n2" in out
+    assert "slowest tier crossed" in out and "scheduler's order" in out
     ranged = [a for a in argv if a not in ("--global-batch", "64")]
     assert main([*ranged, "--global-batch-range", "32", "64"]) == 2
     assert "not supported with an allocation" in capsys.readouterr().err

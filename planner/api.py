@@ -15,7 +15,7 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 from models_zoo.inputs import validated
 
 from .place.allocation import Allocation
-from .place.joint import PlacedPlan, place_layout
+from .place.joint import PlacedPlan, export_name, place_layout
 from .search import exhaustive, recommend
 from .search import solve as sat_solve
 from .search.candidates import OrderCache, allowed_orders, framework_space
@@ -233,6 +233,7 @@ def plan_on_allocation(
     place_top: int = 3,
     place_time_limit_s: float | None = None,
     place_decompose: bool = False,
+    place_export: str | None = None,
 ) -> PlacedPlan:
     """Best plan on the allocation a job really gets (CONTRACT.md "Placement on an allocation").
 
@@ -241,7 +242,9 @@ def plan_on_allocation(
     rank order, CP-SAT: planner/place/joint.py) and the plans are re-ranked by the placed step
     time. `place_time_limit_s` (default: the search's time limit shared among the shortlist)
     bounds each placement solve; `place_decompose` adds the pods-first warm start
-    (planner/place/decompose.py). Returns a PlacedPlan.
+    (planner/place/decompose.py). `place_export` writes each layout's exact CP-SAT placement
+    model to that file (a debug aid: CpModel.export_to_file; the i-th of several layouts to
+    NAME-i.SUFFIX). Returns a PlacedPlan.
     """
     if options.top_k < place_top:
         options = options.model_copy(update={"top_k": place_top})
@@ -262,8 +265,9 @@ def plan_on_allocation(
             deterministic=options.deterministic,
             seed=options.seed,
             decompose=place_decompose,
+            export_path=export_name(place_export, i, len(shortlist)),
         )
-        for e, work in shortlist
+        for i, (e, work) in enumerate(shortlist)
     ]
     placements.sort(key=lambda p: p.placed.step_time_s)
     ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)

@@ -168,6 +168,7 @@ def plan_on_allocation_for(
     place_top: int = 3,
     place_time_limit_s: float | None = None,
     place_decompose: bool = False,
+    place_export: str | None = None,
     **keywords: Any,
 ) -> PlacedPlan:
     """api.plan_on_allocation from names: `topology` a Slurm topology.conf or YAML (or an
@@ -198,4 +199,5 @@ def plan_on_allocation_for(
         place_top=place_top,
         place_time_limit_s=place_time_limit_s,
         place_decompose=place_decompose,
+        place_export=place_export,
     )

@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import factories as f
 
 from cost_models.specs import Axis, Layout
-from planner import api
+import planner
 from planner.export import launch, plan_exports
 from planner.place import ranks
 from planner.types import PlanResult
@@ -175,7 +175,7 @@ def searched(name: str, case: int) -> PlanResult:
     key = (name, case)
     if key not in _searched:
         model, gpus, pins = SEARCHED[case]
-        _searched[key] = api.plan(model, "dgx-h100", num_gpus=gpus, top_k=3, framework=name, **pins)
+        _searched[key] = planner.plan_for(model, "dgx-h100", num_gpus=gpus, top_k=3, framework=name, **pins)
     return _searched[key]
 
 

@@ -15,7 +15,7 @@ from ..place import ranks
 from ..types import PlanResult
 from . import findings
 from .placed import PlacedView
-from .terminal import (
+from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
     TERM_LABELS,

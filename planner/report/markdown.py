@@ -9,7 +9,7 @@ from ..place import ranks
 from ..types import PlanResult
 from . import findings
 from .placed import PlacedView
-from .terminal import (
+from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
     RANK_MAP_NODES,
@@ -41,7 +41,7 @@ def _batch_range_lines(result: PlanResult) -> list[str]:
     batch_range = getattr(result, "global_batch_range", None)
     if batch_range is None:
         return []
-    batches = ", ".join(str(result.global_batch(i)) for i in range(len(result.ranked)))
+    batches = ", ".join(str(e.global_batch_seqs) for e in result.ranked)
     return [
         "",
         (
@@ -166,7 +166,7 @@ def placed_markdown(view: PlacedView) -> list[str]:
     lines += ["GPUs of one group inside one domain of each tier:", ""]
     last = len(view.group_header) - 3
     lines += _table(view.group_header, view.group_rows, set(range(1, last)))
-    lines += ["## Allocation", "", view.title + "", ""]
+    lines += ["## Allocation", "", view.title, ""]
     if view.dropped:
         lines += [*(f"- dropped {d}" for d in view.dropped), ""]
     lines += _table(view.step_header, view.step_rows, {1, 2})

@@ -16,11 +16,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import params as P
+from .params import (
+    attention_params,
+    dense_mlp_params,
+    embedding_params,
+    expert_params,
+    lm_head_params,
+    mlp_matrices,
+)
 from .compute import tokens_per_gpu
 from .specs import Layout, ModelSpec, Workload
+from .units import GIB
 
-GIB = 2.0**30
 BF16_BYTES = 2
 FP32_BYTES = 4
 CUDA_CONTEXT_GIB = 0.75
@@ -45,25 +52,25 @@ def stage_params(
     model: ModelSpec, layout: Layout, num_dense: int, num_moe: int, stage: int
 ) -> StageParams:
     """Parameters of a stage with num_dense dense and num_moe MoE layers (plus embedding/head)."""
-    attn = P.attention_params(model) / layout.tp
+    attn = attention_params(model) / layout.tp
     dense = expert = largest = 0.0
     if num_dense:
-        layer = attn + P.dense_mlp_params(model) / layout.tp
+        layer = attn + dense_mlp_params(model) / layout.tp
         dense += num_dense * layer
         largest = layer
     if num_moe:
         moe = model.moe
         assert moe is not None
-        routed = moe.num_experts * P.expert_params(model) / (layout.ep * layout.etp)
-        shared = moe.num_shared_experts * P.expert_params(model) / layout.tp
+        routed = moe.num_experts * expert_params(model) / (layout.ep * layout.etp)
+        shared = moe.num_shared_experts * expert_params(model) / layout.tp
         non_expert = attn + shared + model.hidden_size * moe.num_experts
         dense += num_moe * non_expert
         expert += num_moe * routed
         largest = max(largest, non_expert + routed)
     if stage == 0:
-        dense += P.embedding_params(model) / layout.tp
+        dense += embedding_params(model) / layout.tp
     if stage == layout.pp - 1:
-        head = P.lm_head_params(model)
+        head = lm_head_params(model)
         if model.tied_embeddings and layout.pp > 1:
             head += (model.vocab_size or 0) * model.hidden_size  # its own copy, grads tied
         dense += head / layout.tp
@@ -248,7 +255,7 @@ def _mlp_tensors(
     tp = layout.tp
     g = gemm_input_bytes(workload)
     a = swiglu_input_bytes(model, workload)
-    mats = P.mlp_matrices(model)
+    mats = mlp_matrices(model)
     out = [ActivationTensor("mlp_norm_in", h_local, BF16_BYTES, "pre-MLP norm backward")]
     if "layernorm" not in modules:
         out.append(ActivationTensor("mlp_norm_out", h_local, g, "fc1 / router wgrad"))

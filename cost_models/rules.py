@@ -7,7 +7,7 @@ planner records them as rejection reasons. Rules follow Megatron-Core's own chec
 
 from __future__ import annotations
 
-from . import rankmap
+from .rankmap import expert_pp_mismatch
 from .pipeline import num_microbatches
 from .specs import Cluster, Layout, ModelSpec, Workload
 
@@ -97,7 +97,7 @@ def layout_violations(
             out.append(f"etp*ep ({lo.etp}*{lo.ep}) must divide tp*dp*cp ({lo.tp * lo.dp * lo.cp})")
         if lo.tp % lo.etp:
             out.append(f"etp ({lo.etp}) must divide tp ({lo.tp})")
-        mismatch = rankmap.expert_pp_mismatch(lo)
+        mismatch = expert_pp_mismatch(lo)
         if mismatch is not None:
             out.append(mismatch)
         if moe.expert_ffn_hidden_size % lo.etp:

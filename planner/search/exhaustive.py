@@ -19,7 +19,7 @@ import time
 from collections import Counter
 
 from cost_models.errors import InvalidInput, NoFeasiblePlan
-from cost_models.estimate import estimate
+from cost_models.pricer import Pricer
 from cost_models.pipeline import chunk_layer_counts, global_batch_seqs
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
@@ -109,7 +109,7 @@ def search(
     usable = usable_memory_gib(cluster, space)
     feasible: list[Estimate] = []
     smallest: Estimate | None = None
-    works = {workload.global_batch_seqs: workload}
+    pricers = {workload.global_batch_seqs: Pricer(model, cluster, workload)}
     # stage_split "search" (fixed batch only: SearchSpace refuses it with a range).
     search_split = space.stage_split == "search"
     stopped = False
@@ -125,10 +125,11 @@ def search(
         tried: dict[int, Estimate] = {}
 
         def fits(batch: int, layout=layout, tried=tried) -> bool:
-            w = works.get(batch)
-            if w is None:
-                w = works[batch] = workload.model_copy(update={"global_batch_seqs": batch})
-            e = tried[batch] = estimate(model, cluster, w, layout)
+            pricer = pricers.get(batch)
+            if pricer is None:
+                w = workload.model_copy(update={"global_batch_seqs": batch})
+                pricer = pricers[batch] = Pricer(model, cluster, w)
+            e = tried[batch] = pricer.estimate(layout)
             return e.peak_memory_gib <= usable
 
         batches = batch_choices(
@@ -204,8 +205,9 @@ def brute_force_split(
         )
     even = chunk_layer_counts(model.num_layers, chunks)  # the cost model's even split
     best, best_key = None, None
+    pricer = Pricer(model, cluster, workload)
     for split in compositions(model.num_layers, chunks):
-        e = estimate(model, cluster, workload, layout, layers_per_stage=split)
+        e = pricer.estimate(layout, layers_per_stage=split)
         if e.peak_memory_gib > usable:
             continue
         deviation = sum(abs(n - m) for n, m in zip(split, even, strict=True))

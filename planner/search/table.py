@@ -400,9 +400,8 @@ class BranchAndBound:
         lo = fit.layout
         if order != CANONICAL_ORDER:
             lo = lo.model_copy(update={"order": order})
-        work = self.bound_at(fit.batch).workload
         split = fit.splits.get(e.order)  # None: the even split
-        scored = estimate(self.model, self.cluster, work, lo, layers_per_stage=split)
+        scored = self.bound_at(fit.batch).estimate(lo, layers_per_stage=split)
         self.table.num_scored += 1
         self.table.estimates.append(scored)
         self.top.add(self.family(lo), self._quanta(scored.step_time_s, fit.batch))

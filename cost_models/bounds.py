@@ -105,9 +105,7 @@ class StepBounds:
 
         return cost(times.layers.dense), cost(times.layers.moe), times.head_s
 
-    def step_bound_s(
-        self, lo: Layout, recompute: str | dict[str, Any] | None = None
-    ) -> float:
+    def step_bound_s(self, lo: Layout, recompute: str | dict[str, Any] | None = None) -> float:
         """A value <= estimate(...).step_time_s for `lo` (with `recompute` instead of its own,
         if given: a mode, or a Layout update from planner candidates.recompute_choices) under
         any order, ZeRO stage and network (the module docstring's f(c) <= f(t))."""

@@ -305,7 +305,8 @@ def _recompute_module_s(
         return elements * t * BF16_BYTES / hbm
 
     out = {
-        "core_attn": attn_flops / (gpu.peak_bf16_tflops * TFLOPS * attention_efficiency(cal, workload)),
+        "core_attn": attn_flops
+        / (gpu.peak_bf16_tflops * TFLOPS * attention_efficiency(cal, workload)),
         "layernorm": elem_s(2 * NORM_ELEMS[fused] * h_local),
     }
     if model.mla is not None:

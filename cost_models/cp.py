@@ -100,9 +100,7 @@ def torch_ring_s(
     hbm_s = hbm_bytes_per_s(cluster.gpu, cal)
     step0_s = lt.attention_s / c  # the local causal step, all the gather can hide behind
     bwd_step_s = BACKWARD_ATTENTION_FACTOR * step0_s
-    hop_s = p2p_time_s(
-        t * heads * (d_qk + d_v) * FP32_BYTES, outermost_tier(cluster, cp_span)
-    )
+    hop_s = p2p_time_s(t * heads * (d_qk + d_v) * FP32_BYTES, outermost_tier(cluster, cp_span))
     fwd_comm_s = max(0.0, gather_s - step0_s)
     bwd_comm_s = max(0.0, gather_s - bwd_step_s) + (c - 2) * max(0.0, hop_s - bwd_step_s)
     bwd_comm_s += hop_s  # the last hop back to the owner has no later step to hide behind

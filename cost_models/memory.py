@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .compute import tokens_per_gpu
 from .params import (
     attention_params,
     dense_mlp_params,
@@ -24,9 +25,7 @@ from .params import (
     lm_head_params,
     mlp_matrices,
 )
-from .compute import tokens_per_gpu
 from .specs import Layout, ModelSpec, Workload
-from .units import GIB
 
 BF16_BYTES = 2
 FP32_BYTES = 4
@@ -228,15 +227,11 @@ def _attention_tensors(
             )
         )
         if g != BF16_BYTES:
-            out.append(
-                ActivationTensor("attn_out_fp8", attn_out, g, "projection wgrad (fp8 copy)")
-            )
+            out.append(ActivationTensor("attn_out_fp8", attn_out, g, "projection wgrad (fp8 copy)"))
     if "core_attn" not in modules:
         # FlashAttention keeps the row log-sum-exp [b, heads, s] in fp32 (Dao 2023 Alg. 1);
         # core_attn checkpointing keeps only Q, K, V and reruns the kernel forward.
-        out.append(
-            ActivationTensor("softmax_lse", nh / tp, FP32_BYTES, "flash-attention backward")
-        )
+        out.append(ActivationTensor("softmax_lse", nh / tp, FP32_BYTES, "flash-attention backward"))
     if model.hidden_dropout:
         out.append(ActivationTensor("attn_dropout_mask", h_local, MASK_BYTES, "dropout backward"))
     return out
@@ -371,12 +366,8 @@ def _every_other_matmul_tensors(
         ActivationTensor("wq_out", q, BF16_BYTES, "recomputed rotary / SDPA backward"),
         ActivationTensor("wv_out", v, BF16_BYTES, "SDPA backward"),
         ActivationTensor("sdpa_out", q, BF16_BYTES, "SDPA backward, wo wgrad"),
-        ActivationTensor(
-            "sdpa_lse", model.num_attention_heads / tp, FP32_BYTES, "SDPA backward"
-        ),
-        ActivationTensor(
-            "w1_out", model.ffn_hidden_size / tp, BF16_BYTES, "activation backward"
-        ),
+        ActivationTensor("sdpa_lse", model.num_attention_heads / tp, FP32_BYTES, "SDPA backward"),
+        ActivationTensor("w1_out", model.ffn_hidden_size / tp, BF16_BYTES, "activation backward"),
         # partial sums before the reduce-scatter when tp > 1
         ActivationTensor("w2_out", model.hidden_size, BF16_BYTES, "recomputed residual"),
     ]

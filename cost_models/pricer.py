@@ -23,8 +23,7 @@ from .calibration import calibration_for_cluster, hbm_bytes_per_s
 from .comm import p2p_time_s
 from .compute import LayerTime, layer_time, lm_head_time, model_flops_per_token, tokens_per_gpu
 from .errors import InvalidInput
-from .memory import StageParams, layer_activation_bytes, memory_validated, stage_params
-from .memory import state_bytes
+from .memory import StageParams, layer_activation_bytes, memory_validated, stage_params, state_bytes
 from .pipeline import dualpipe_bubble_s, num_microbatches, schedule_time_s, stage_layers
 from .rules import layout_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload

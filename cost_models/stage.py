@@ -30,7 +30,7 @@ from .memory import (
     moment_bytes,
 )
 from .pipeline import inflight_chunks
-from .specs import Cluster, Layout, ModelSpec, StageMemory, Workload
+from .specs import Cluster, Layout, LinkTier, ModelSpec, StageMemory, Workload
 from .terms import Flow
 from .units import GIB
 
@@ -389,21 +389,9 @@ def dp_tier_times_s(
         )
 
     if layout.dp_shard is not None and layout.zero_stage >= 1:
-        # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
-        # inside the shard group, all-reduce of the shard across the replicas, all-gather
-        # inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
         dense = copies * sp.dense
-        shard_n = layout.shard_dp * layout.cp
-        n = buckets(dense, span["dp_shard"][-1])
-        rs = collective_tier_s(
-            "reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers, n
-        )
-        ar = collective_tier_s(
-            "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span["dp_replicate"], tiers, n
-        )
-        grads = [x + y for x, y in zip(rs, ar, strict=True)]
-        gather = collective_tier_s(
-            "all_gather", dense * BF16_BYTES, span["dp_shard"], tiers, n
+        grads, gather = _hsdp_tier_s(
+            tiers, layout, dense, span, buckets(dense, span["dp_shard"][-1])
         )
         parts: list[tuple[float, str]] = []
     else:
@@ -425,6 +413,26 @@ def dp_tier_times_s(
         grads = [x / sync_every if w else x for x, w in zip(grads, wan, strict=True)]
         gather = [x / sync_every if w else x for x, w in zip(gather, wan, strict=True)]
     return grads, gather
+
+
+def _hsdp_tier_s(
+    tiers: Sequence[LinkTier],
+    layout: Layout,
+    dense: float,
+    span: Mapping[str, Sequence[int]],
+    n: int,
+) -> tuple[list[float], list[float]]:
+    """(gradient reduction, parameter gather) seconds by tier of `dense` parameters under HSDP
+    (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it) in `n` buckets:
+    reduce-scatter inside the shard group, all-reduce of the shard across the replicas,
+    all-gather inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
+    shard_n = layout.shard_dp * layout.cp
+    rs = collective_tier_s("reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers, n)
+    ar = collective_tier_s(
+        "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span["dp_replicate"], tiers, n
+    )
+    grads = [x + y for x, y in zip(rs, ar, strict=True)]
+    return grads, collective_tier_s("all_gather", dense * BF16_BYTES, span["dp_shard"], tiers, n)
 
 
 def stage_dp_s(

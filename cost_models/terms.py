@@ -89,7 +89,9 @@ class StageTerms:
     def mean(self, other: StageTerms) -> StageTerms:
         """The mean of two stages, term by term (DualPipe's pair of stages on one rank)."""
         busy = {
-            f: [(a + b) / 2 for a, b in zip(self._busy(f, other), other._busy(f, self), strict=True)]
+            f: [
+                (a + b) / 2 for a, b in zip(self._busy(f, other), other._busy(f, self), strict=True)
+            ]
             for f in LAYER_FLOWS
             if f in self.busy or f in other.busy
         }

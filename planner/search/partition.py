@@ -51,6 +51,7 @@ from cost_models.bounds import SAFETY
 from cost_models.pipeline import chunk_layer_counts, num_microbatches
 from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
+
 from .partition_caps import MemoryCaps, _key
 from .scale import MAX_EXACT
 

@@ -3,6 +3,7 @@ its lower bounds never exceed the step they bound (random layouts and splits); i
 leave out only fields the cached piece does not read; cost_models has no import cycle."""
 
 import ast
+import itertools
 import random
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def _sample(model, cluster, work, n: int, rng: random.Random) -> list[Layout]:
 def _random_split(layers: int, chunks: int, rng: random.Random) -> tuple[int, ...]:
     cuts = sorted(rng.sample(range(1, layers), chunks - 1))
     edges = [0, *cuts, layers]
-    return tuple(b - a for a, b in zip(edges, edges[1:], strict=False))
+    return tuple(b - a for a, b in itertools.pairwise(edges))
 
 
 def test_one_pricer_prices_every_layout_as_a_fresh_estimate():

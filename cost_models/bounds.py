@@ -37,12 +37,15 @@ from .compute import LayerTime
 from .pipeline import num_microbatches
 from .specs import Layout
 from .stage import recomputed_layers
+from .terms import layout_key
 from .topology import outermost_tier
 
 SAFETY = 1 - 1e-9
 NOT_IN_DP = ("order", "recompute")
 """stage.stage_dp_s and stage_optimizer_s read neither the order (only the spans) nor the
 recompute mode."""
+
+_dp_key = layout_key(NOT_IN_DP)
 
 Span = Mapping[str, Sequence[int]]
 Counts = tuple[int, int]
@@ -191,7 +194,7 @@ class StepBounds:
         parameters and compute depend only on its layer counts), so this is the estimate's own
         value, and any subset of stages would still give a lower bound."""
         key = (
-            *(v for k, v in lo.__dict__.items() if k not in NOT_IN_DP),
+            _dp_key(lo),
             tuple(span["dp_cp"]),
             tuple(span.get("edp", ())),
             tuple(span.get("dp_shard", ())),
@@ -230,9 +233,9 @@ class StepBounds:
         and is not the closest to fitting. The last stage (logits) is tried first.
         """
         peak = 0.0
-        all_counts = self.stage_counts(lo)
+        all_counts, acts = self.stage_counts(lo), self.activations_per_mb(lo)
         for r, _counts in self._peak_candidates(lo):
-            peak = max(peak, self.stage_memory(lo, r, all_counts).total_gib)
+            peak = max(peak, self.stage_memory(lo, r, all_counts, acts).total_gib)
             if peak > stop_above:
                 break
         return peak
@@ -287,8 +290,11 @@ class StepBounds:
         if plain is not None and any_split:
             cd, cm = plain  # no layer costs less than without recompute: a bound for any split
             plain = None
-        totals = LayerTotals((cd, cm), plain, head_s)
-        stage = [totals.stage_s(lo, c) for c in counts]
+        if plain is None:
+            stage = [nd * cd + nm * cm for nd, nm in counts]  # LayerTotals.stage_s, inlined
+        else:
+            totals = LayerTotals((cd, cm), plain, head_s)
+            stage = [totals.stage_s(lo, c) for c in counts]
         stage[-1] += head_s
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         if any_split:

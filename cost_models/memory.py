@@ -26,6 +26,7 @@ from .params import (
     mlp_matrices,
 )
 from .specs import Layout, ModelSpec, Workload
+from .units import GIB  # noqa: F401 (re-exported: byte counts here are read in GiB)
 
 BF16_BYTES = 2
 FP32_BYTES = 4

@@ -32,7 +32,7 @@ from .stage import stage_dp_s as _stage_dp_s
 from .stage import stage_dp_tier_s as _stage_dp_tier_s
 from .stage import stage_memory as _stage_memory
 from .stage import stage_optimizer_s as _stage_optimizer_s
-from .terms import LAYER_FLOWS, LAYER_TERMS, ByKind, Flow, StageTerms, Term
+from .terms import LAYER_FLOWS, LAYER_TERMS, ByKind, Flow, StageTerms, Term, layout_key
 from .topology import outermost_tier, placement
 from .topology import spans as group_spans
 from .units import TFLOPS
@@ -53,8 +53,9 @@ NOT_IN_ACTIVATIONS = ("order", "zero_stage")
 """memory.layer_activation_bytes does not read the ZeRO stage or the order."""
 
 
-def _fields_but(lo: Layout, left_out: tuple[str, ...]) -> tuple:
-    return tuple(v for k, v in lo.__dict__.items() if k not in left_out)
+_layer_key = layout_key(NOT_IN_LAYER_COST)
+_params_key = layout_key(NOT_IN_STAGE_PARAMS)
+_acts_key = layout_key(NOT_IN_ACTIVATIONS)
 
 
 def without_block_recompute(lo: Layout) -> Layout:
@@ -74,10 +75,8 @@ class LayerTimes:
 
     layers: ByKind[LayerTime]
     head: LayerTime
-
-    @property
-    def head_s(self) -> float:
-        return self.head.forward_s + self.head.backward_s
+    head_s: float
+    """The LM head's forward + backward seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +118,8 @@ class Pricer(StepBounds):
             dense = layer_time(m, gpu, cal, w, lo, is_moe=False) if m.num_dense_layers else None
             moe = layer_time(m, gpu, cal, w, lo, is_moe=True) if m.num_moe_layers else None
             head = lm_head_time(m, gpu, cal, w, lo)
-            found = self._times[key] = LayerTimes(ByKind(dense, moe), head)
+            head_s = head.forward_s + head.backward_s
+            found = self._times[key] = LayerTimes(ByKind(dense, moe), head, head_s)
         return found
 
     def layer_costs(
@@ -152,7 +152,7 @@ class Pricer(StepBounds):
     @staticmethod
     def layer_key(lo: Layout) -> tuple:
         """What of `lo` the per-layer cost reads (the fields but NOT_IN_LAYER_COST)."""
-        return _fields_but(lo, NOT_IN_LAYER_COST)
+        return _layer_key(lo)
 
     # ------------------------------------------------------------------------- per stage
 
@@ -172,7 +172,7 @@ class Pricer(StepBounds):
 
     def stage_params(self, lo: Layout, counts: Counts, r: int) -> StageParams:
         """memory.stage_params of rank `r` holding `counts` layers."""
-        key = (_fields_but(lo, NOT_IN_STAGE_PARAMS), counts, r)
+        key = (_params_key(lo), counts, r)
         found = self._params.get(key)
         if found is None:
             found = self._params[key] = stage_params(self.model, lo, counts[0], counts[1], r)
@@ -240,7 +240,7 @@ class Pricer(StepBounds):
     def activations_per_mb(self, lo: Layout) -> dict[tuple[bool, str], float]:
         """memory.layer_activation_bytes per (is_moe, recompute mode) for the layout's own mode
         and none."""
-        key = _fields_but(lo, NOT_IN_ACTIVATIONS)
+        key = _acts_key(lo)
         found = self._acts.get(key)
         if found is None:
             model, w = self.model, self.workload
@@ -252,9 +252,16 @@ class Pricer(StepBounds):
             }
         return found
 
-    def stage_memory(self, lo: Layout, r: int, all_counts: list[Counts]) -> StageMemory:
+    def stage_memory(
+        self,
+        lo: Layout,
+        r: int,
+        all_counts: list[Counts],
+        acts: dict[tuple[bool, str], float] | None = None,
+    ) -> StageMemory:
         """Memory of rank `r` (stage.stage_memory); under DualPipe it also holds stage
-        pp - 1 - r (memory.state_bytes, stage.stage_memory)."""
+        pp - 1 - r (memory.state_bytes, stage.stage_memory). `acts` is activations_per_mb(lo)
+        when the caller has it."""
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         counts = all_counts[r]
         sp = self.stage_params(lo, counts, r)
@@ -264,7 +271,7 @@ class Pricer(StepBounds):
             mirror = all_counts[mr]
             msp = self.stage_params(lo, mirror, mr)
         weights, grads, optim = state_bytes(sp, lo, m, self.workload, msp)
-        acts = self.activations_per_mb(lo)
+        acts = self.activations_per_mb(lo) if acts is None else acts
         return _stage_memory(
             self.model, self.workload, lo, r, counts, acts, m, weights, grads, optim, mirror=mirror
         )
@@ -398,6 +405,7 @@ class Pricer(StepBounds):
         dp_exposed = dp_total = opt_s = 0.0
         dp_tiers = [0.0] * len(self.cluster.tiers)
         memory = []
+        acts = self.activations_per_mb(lo)
         for r, c in enumerate(counts):
             sp = self.stage_params(lo, c, r)
             exposed, total = self.stage_dp_s(lo, sp, per_stage[r].compute_s, span, r, dp_cluster)
@@ -405,7 +413,7 @@ class Pricer(StepBounds):
                 dp_tiers = self.stage_dp_tier_s(lo, sp, span, r, dp_cluster)
             dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
             opt_s = max(opt_s, self.stage_optimizer_s(lo, sp))
-            memory.append(self.stage_memory(lo, r, counts))
+            memory.append(self.stage_memory(lo, r, counts, acts))
         return StageTail(dp_exposed, dp_total, dp_tiers, opt_s, tuple(memory))
 
     def _tier_busy_s(

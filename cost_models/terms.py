@@ -7,9 +7,13 @@ the Estimate boundary (`Term.value`, `Flow.value`), never used as keys inside th
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Generic, TypeVar
+
+from .specs import Layout
 
 T = TypeVar("T")
 
@@ -128,3 +132,9 @@ class StageTerms:
 
 LAYER_TERMS = (Term.COMPUTE, Term.RECOMPUTE, Term.TP_COMM, Term.CP_COMM, Term.EP_COMM)
 """The terms a stage's per-micro-batch time is made of (charged m times on the critical stage)."""
+
+
+def layout_key(left_out: tuple[str, ...]) -> Callable[[Layout], tuple]:
+    """A cache key function: a Layout's fields but `left_out` (the fields a cached piece does not
+    read), in declaration order."""
+    return operator.attrgetter(*(f for f in Layout.model_fields if f not in left_out))

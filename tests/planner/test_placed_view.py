@@ -98,6 +98,7 @@ def test_every_format_shows_the_json_numbers_and_hosts(formats):
         "hosts in node-rank order (the placed hostfile): " + " ".join(hosts),
         "dropped gpu010: drained (--exclude)",
         "16 hosts kept x 8 GPUs = 128 GPUs",
+        "Search (on an ideal block, before placement)",  # its objective is not the placed one
     ]
     for name, text in texts.items():
         flat = _flat(text)

@@ -9,13 +9,19 @@ import models_zoo
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
 from cost_models.errors import InvalidInput, NoFeasiblePlan
-from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 from models_zoo.inputs import validated
 
 from .place.joint import PlacedPlan
 from .search import exhaustive, recommend
 from .search import solve as sat_solve
-from .search.candidates import OrderCache, allowed_orders, framework_space
+from .search.candidates import (
+    ALL_ORDERS,
+    CANONICAL_ORDER,
+    OrderCache,
+    allowed_orders,
+    framework_space,
+)
 from .types import PlanResult, SearchSpace, SolverOptions
 
 DEFAULT_SEQ_LEN = 4096
@@ -358,51 +364,75 @@ def plan_on_allocation(
         "solver options",
     )
     shortlist = [(e, result.plan_workload(i)) for i, e in enumerate(result.ranked[:place_top])]
-    # CP-SAT places TP x CP blocks of whole nodes; where the shortlist has none and the user
-    # pinned neither degree, the best such layout joins it (a fragmented allocation can make it
-    # the winner once placed).
-    per_node = result.cluster.gpus_per_node
-    if (
-        constraints.get("tp") is None
-        and constraints.get("cp") is None
-        and all(e.layout.tp * e.layout.cp > per_node for e, _ in shortlist)
-    ):
-        whole = dict(constraints, top_k=1, max_cp=1)
-        whole["max_tp"] = min(constraints.get("max_tp") or per_node, per_node)
+    shortlist += _whole_node_layout(
+        model, cluster, shortlist, result, constraints,
+        num_gpus=num_gpus or have, global_batch=global_batch, seq_len=seq_len,
+        precision=precision, framework=framework,
+    )  # fmt: skip
+    orders = _placement_orders(result.model, framework, constraints)
+    placements, unplaced = [], []
+    for i, (e, work) in enumerate(shortlist):
         try:
-            extra = plan(
-                model,
-                cluster,
-                num_gpus=num_gpus or have,
-                global_batch=global_batch,
-                seq_len=seq_len,
-                precision=precision,
-                framework=framework,
-                **whole,
+            placements.append(
+                place_layout(
+                    result.model,
+                    result.cluster,
+                    work,
+                    e,
+                    alloc,
+                    # --time-limit bounds the placement solves together (each its share)
+                    time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
+                    deterministic=options.deterministic,
+                    seed=options.seed,
+                    decompose=place_decompose,
+                    export_path=export_name(place_export, i, len(shortlist)),
+                    orders=orders,
+                )
             )
-            shortlist.append((extra.best, extra.plan_workload(0)))
-        except NoFeasiblePlan:
-            pass
-    placements = [
-        place_layout(
-            result.model,
-            result.cluster,
-            work,
-            e,
-            alloc,
-            # --time-limit bounds the placement solves together (each its share)
-            time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
-            deterministic=options.deterministic,
-            seed=options.seed,
-            decompose=place_decompose,
-            export_path=export_name(place_export, i, len(shortlist)),
-        )
-        for i, (e, work) in enumerate(shortlist)
-    ]
+        except InvalidInput as exc:  # the plan is not offered as placeable; the reason kept
+            lo = e.layout
+            unplaced.append(f"TP{lo.tp} PP{lo.pp} DP{lo.dp} CP{lo.cp} EP{lo.ep}: {exc}")
+    if not placements:
+        raise NoFeasiblePlan("no shortlisted plan can be placed: " + "; ".join(unplaced))
     placements.sort(key=lambda p: p.placed.step_time_s)
     ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)
     placed_result = result.model_copy(update={"ranked": ranked})
     return PlacedPlan(result=placed_result, ideal=result, placements=placements, allocation=alloc)
+
+
+def _placement_orders(
+    spec: ModelSpec, framework: str | None, constraints: dict[str, Any]
+) -> tuple[tuple[Axis, ...], ...]:
+    """The rank orders the placement may use: those the search may offer (the framework's
+    launcher orders within SearchSpace.rank_orders; only the canonical one without order
+    search); the placement keeps, per plan, those the launcher builds for it."""
+    fields = {k: v for k, v in constraints.items() if k in SearchSpace.model_fields}
+    space = validated(SearchSpace, {**fields, "framework": framework}, "constraints")
+    if not space.search_order:
+        return (CANONICAL_ORDER,)
+    return allowed_orders(spec, space) or ALL_ORDERS
+
+
+def _whole_node_layout(
+    model, cluster, shortlist, result, constraints, **kwargs: Any
+) -> list[tuple[Estimate, Workload]]:
+    """CP-SAT places TP x CP blocks of whole nodes; where the shortlist has none and the user
+    pinned neither degree, the best such layout joins it (a fragmented allocation can make it
+    the winner once placed)."""
+    per_node = result.cluster.gpus_per_node
+    if (
+        constraints.get("tp") is not None
+        or constraints.get("cp") is not None
+        or any(e.layout.tp * e.layout.cp <= per_node for e, _ in shortlist)
+    ):
+        return []
+    whole = dict(constraints, top_k=1, max_cp=1)
+    whole["max_tp"] = min(constraints.get("max_tp") or per_node, per_node)
+    try:
+        extra = plan(model, cluster, **kwargs, **whole)
+    except NoFeasiblePlan:
+        return []
+    return [(extra.best, extra.plan_workload(0))]
 
 
 def framework_violations(

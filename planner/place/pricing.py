@@ -225,10 +225,21 @@ def host_order_map(cluster: Cluster, layout: Layout) -> np.ndarray:
 @dataclass
 class Baselines:
     """Step times with the hosts in the scheduler's order: the plan's own order and the best of
-    the 24 rank orders on that host order."""
+    the launchable rank orders on that host order."""
 
     scheduler: Estimate
     best_order: Estimate
+
+
+def launchable_orders(
+    model: ModelSpec, layout: Layout, orders: Sequence[tuple[Axis, ...]] | None = None
+) -> list[tuple[Axis, ...]]:
+    """The rank orders of `orders` (None: all 24) a launcher builds for this plan: for an MoE
+    model only those whose dense and expert grids give the same PP groups
+    (cost_models.rankmap.expert_pp_mismatch, Megatron-Core's initialize_model_parallel assert)."""
+    pool = itertools.permutations(tuple(Axis)) if orders is None else orders
+    moe = model.moe is not None
+    return [o for o in pool if not (moe and rankmap.expert_pp_mismatch(layout, o) is not None)]
 
 
 def baselines(
@@ -237,11 +248,14 @@ def baselines(
     workload: Workload,
     layout: Layout,
     alloc: Allocation,
+    orders: Sequence[tuple[Axis, ...]] | None = None,
 ) -> Baselines:
+    """The plan's own order and the best of the launchable `orders` (launchable_orders) on the
+    scheduler's host order."""
     hosts = host_order_map(cluster, layout)
     own = price(model, cluster, workload, layout, alloc, hosts)
     best = own
-    for order in itertools.permutations(tuple(Axis)):
+    for order in launchable_orders(model, layout, orders):
         lo = layout.model_copy(update={"order": order})
         e = price(model, cluster, workload, lo, alloc, hosts)
         if e.step_time_s < best.step_time_s - 1e-12:

@@ -320,6 +320,7 @@ def plan_on_allocation(
     place_time_limit_s: float | None = None,
     place_decompose: bool = False,
     place_export: str | None = None,
+    other_traffic: str | None = None,
     framework: str | None = _framework.DEFAULT_FRAMEWORK,
     **constraints: Any,
 ) -> PlacedPlan:
@@ -331,9 +332,11 @@ def plan_on_allocation(
     `place_decompose` adds the pods-first warm start (planner/place/decompose.py).
     `place_export` writes each layout's exact CP-SAT placement model to that file (a debug
     aid: CpModel.export_to_file; the i-th of several layouts to NAME-i.SUFFIX).
+    `other_traffic` (a file, planner/place/traffic.py) names switch uplinks other jobs load.
     """
     from .place.allocation import Allocation, load_allocation
     from .place.joint import export_name, place_layout
+    from .place.traffic import load_other_traffic
 
     base = models_zoo.load_cluster(cluster)
     if isinstance(topology, Allocation):  # already loaded (bench/place_scaling.py, tests)
@@ -342,6 +345,8 @@ def plan_on_allocation(
         alloc = load_allocation(
             base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
         )
+    if other_traffic is not None:
+        alloc = load_other_traffic(other_traffic, base, alloc)
     have = len(alloc.hosts) * base.gpus_per_node
     if num_gpus is not None and num_gpus > have:
         raise InvalidInput(

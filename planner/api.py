@@ -286,9 +286,7 @@ def plan_on_allocation(
             unplaced.append(f"TP{lo.tp} PP{lo.pp} DP{lo.dp} CP{lo.cp} EP{lo.ep}: {exc}")
     if not placements:
         raise NoFeasiblePlan("no shortlisted plan can be placed: " + "; ".join(unplaced))
-    placements.sort(key=lambda p: p.placed.step_time_s)
-    ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)
-    placed_result = result.model_copy(update={"ranked": ranked})
+    placed_result = _ranked_by_placement(result, shortlist, placements, place_top)
     return PlacedPlan(
         result=placed_result, ideal=result, placements=placements, allocation=allocation
     )
@@ -302,6 +300,26 @@ def _placement_orders(model: ModelSpec, space: SearchSpace) -> tuple[tuple[Axis,
     if not space.search_order:
         return (CANONICAL_ORDER,)
     return allowed_orders(model, space) or ALL_ORDERS
+
+
+def _ranked_by_placement(
+    result: PlanResult, shortlist: list, placements: list, place_top: int
+) -> PlanResult:
+    """The plans re-ranked by the placed step time (`placements` sorted in place), so #1 is the
+    fastest; a plan keeps the other ZeRO stages priced like it (the placement moves no bytes
+    between them) but not the other rank orders (the placed map fixes its own order)."""
+    placements.sort(key=lambda p: p.placed.step_time_s)
+    ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)
+    shortlisted = [id(e) for e, _ in shortlist]
+    same = []
+    for p in placements:
+        i = shortlisted.index(id(p.ideal))
+        searched = i < min(place_top, len(result.equivalents))  # not the one-node-block extra
+        alike = result.equivalents[i] if searched else ()
+        same.append(tuple(lo for lo in alike if lo.order == p.ideal.layout.order))
+    return result.model_copy(
+        update={"ranked": ranked, "fastest_index": 0, "equivalents": tuple(same)}
+    )
 
 
 def _whole_node_plan(

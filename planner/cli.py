@@ -447,6 +447,12 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
         "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
     )
     p.add_argument(
+        "--other-traffic",
+        metavar="FILE",
+        help="YAML/JSON `uplinks: {SWITCH: SHARE}`: the share (0-0.75) of each named switch's "
+        "uplink other jobs' traffic takes; the placement prices and avoids it",
+    )
+    p.add_argument(
         "--export-placement-model",
         metavar="FILE",
         help="debug: write the CP-SAT placement model to FILE (.txt: text proto, else binary; "
@@ -548,6 +554,7 @@ def _place(args: argparse.Namespace, alloc: Allocation) -> Any:
         precision=args.precision,
         place_top=args.place_top,
         place_export=args.export_placement_model,
+        other_traffic=args.other_traffic,
         framework=_framework(args),
         **search_kwargs(args),
     )

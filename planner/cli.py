@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
@@ -587,9 +588,10 @@ def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
     if args.emit or args.markdown or args.json:
         return EXIT_OK
     if args.out_dir:
-        out.print("wrote " + ", ".join(str(p) for p in written), soft_wrap=True)
+        # free text: wraps at the terminal's width like the report above it
+        out.print(Text("wrote " + ", ".join(str(p) for p in written)))
         for line in skipped:
-            out.print(f"not written: {escape(line)}", soft_wrap=True)
+            out.print(Text(f"not written: {line}"))
     return EXIT_OK
 
 

@@ -290,8 +290,14 @@ def _add_report_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--emit",
         choices=EMIT_TARGETS,
-        help="print the best plan for a launcher: Megatron-LM args, torchtitan overrides + "
-        "TOML, DeepSpeed JSON, device-mesh shape, or the rank list of every group (JSON)",
+        help="print the best plan for a launcher: Megatron-LM args, torchtitan args, DeepSpeed "
+        "JSON (its launcher arguments on stderr), device-mesh shape, or every group's ranks",
+    )
+    p.add_argument(
+        "--framework-version",
+        metavar="VERSION",
+        help="the release the --emit export is written for (megatron 0.19.2; torchtitan 0.3.0 "
+        "or main; deepspeed 0.19.8); default: the tested release, named in the header",
     )
 
 
@@ -312,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_whatif(sub)
     _add_calibration(sub)
     _add_presets(sub)
+    _add_emit(sub)
     return parser
 
 
@@ -433,7 +440,9 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
         help="layouts shortlisted under ideal placement and placed on the allocation",
     )
     p.add_argument(
-        "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
+        "--out-dir",
+        help="write the hand-off (any plan): plan.json, ranks.json, each framework's argument "
+        "files, launch.sh; with an allocation also hostfile (SLURM_HOSTFILE) and node ranks",
     )
     p.add_argument(
         "--export-placement-model",
@@ -474,7 +483,7 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
-    if args.topology or args.hosts or args.nodelist or args.exclude or args.out_dir:
+    if args.topology or args.hosts or args.nodelist or args.exclude:
         return _cmd_plan_allocation(args, out)
     result = convenience.plan_for(
         args.model,
@@ -492,11 +501,35 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         _render_plan(args, result, out, _plan_stability(args, result))
     else:
         _render_plan(args, result, out)
+    if args.out_dir:
+        _write_out_dir(args.out_dir, result, report.result_dict(result), {})
     return EXIT_OK
 
 
+def _write_out_dir(
+    out_dir: str, result: PlanResult, plan_json: dict[str, Any], allocation_files: dict[str, str]
+) -> None:
+    """The hand-off directory (CONTRACT.md "Hand-off files"); what was written and what a
+    framework cannot express go to stderr (stdout may be --json)."""
+    from .export.handoff import handoff_files
+
+    files, skipped = handoff_files(result, plan_json, allocation=bool(allocation_files))
+    files.update(allocation_files)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (out / name).write_text(text, encoding="utf-8")
+        (out / "launch.sh").chmod(0o755)
+    except OSError as exc:
+        raise InvalidInput(f"--out-dir: cannot write {out_dir}: {exc.strerror}") from None
+    sys.stderr.write(f"wrote {out_dir}: {', '.join(sorted(files))}\n")
+    for line in skipped:
+        sys.stderr.write(f"not written: {line}\n")
+
+
 def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
-    from .place.joint import allocation_dict, write_handoff
+    from .place.joint import allocation_dict, handoff_allocation_files
 
     if not args.topology or not (args.hosts or args.nodelist):
         raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
@@ -524,33 +557,17 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         **search_kwargs(args),
     )
     result, best, alloc = placed.result, placed.best, placed.allocation
-    if args.out_dir:
-        exports, skipped = {}, []
-        for name, target, as_json in (
-            ("megatron_args.txt", "megatron", False),
-            ("torchtitan.toml", "torchtitan", False),
-            ("deepspeed.json", "deepspeed", True),
-            ("mesh.json", "mesh", True),
-            ("groups.json", "ranks", True),
-        ):
-            try:
-                exports[name] = emit_text(target, result, as_json)
-            except InvalidInput as exc:  # a launcher that cannot express the plan
-                skipped.append(f"{name}: {exc}")
-        written = write_handoff(args.out_dir, result.cluster, alloc, best, exports)
+    payload = report.result_dict(result)
+    payload["allocation"] = allocation_dict(result.cluster, alloc, best)
     if args.json and not args.emit:
-        payload = report.result_dict(result)
-        payload["allocation"] = allocation_dict(result.cluster, alloc, best)
         _emit_json(payload)
-        return EXIT_OK
-    _render_plan(args, result, out)
-    if args.emit or args.markdown:
-        return EXIT_OK
-    out.print(report.render_allocation(result.cluster, placed), soft_wrap=True)
+    else:
+        _render_plan(args, result, out)
+        if not (args.emit or args.markdown):
+            out.print(report.render_allocation(result.cluster, placed), soft_wrap=True)
     if args.out_dir:
-        out.print("wrote " + ", ".join(str(p) for p in written), soft_wrap=True)
-        for line in skipped:
-            out.print(f"not written: {escape(line)}", soft_wrap=True)
+        files = handoff_allocation_files(result.cluster, alloc, best)
+        _write_out_dir(args.out_dir, result, payload, files)
     return EXIT_OK
 
 
@@ -600,7 +617,9 @@ def _render_plan(
     """Write the plan in the requested format; exports are checked before anything is written.
     `stable`: the --stability check, added to the JSON as `stability` and printed as a line."""
     if args.emit:
-        text = emit_text(args.emit, result, args.json)
+        text, note = emit_text(args.emit, result, args.json, args.framework_version)
+    elif args.framework_version:
+        raise InvalidInput("--framework-version: goes with --emit megatron|torchtitan|deepspeed")
     if args.html:
         try:
             Path(args.html).write_text(report.render_html(result), encoding="utf-8")
@@ -608,6 +627,7 @@ def _render_plan(
             raise InvalidInput(f"--html: cannot write {args.html}: {exc.strerror}") from None
     if args.emit:
         sys.stdout.write(text)
+        sys.stderr.write(note)
     elif args.json:
         payload = report.result_dict(result)
         if stable is not None:
@@ -871,7 +891,33 @@ def _cmd_measure(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
+def _add_emit(sub: Any) -> None:
+    e = sub.add_parser("emit", help="re-emit a saved plan (plan.json of --out-dir) for a launcher")
+    e.add_argument("--from", dest="source", required=True, metavar="PLAN_JSON")
+    e.add_argument("--emit", choices=EMIT_TARGETS, required=True)
+    e.add_argument("--framework-version", metavar="VERSION")
+    e.add_argument("--json", action="store_true")
+
+
+def _cmd_emit(args: argparse.Namespace, out: Console) -> int:
+    """The saved plan's export, without searching again."""
+    from .export.handoff import load_saved_plan
+
+    try:
+        data = json.loads(Path(args.source).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInput(f"--from: cannot read {args.source}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"--from: {args.source}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    result = load_saved_plan(data, args.source)
+    text, note = emit_text(args.emit, result, args.json, args.framework_version)
+    sys.stdout.write(text)
+    sys.stderr.write(note)
+    return EXIT_OK
+
+
 COMMANDS = {
+    "emit": _cmd_emit,
     "calibrate": _cmd_calibrate,
     "measure": _cmd_measure,
     "whatif": _cmd_whatif,

@@ -407,14 +407,34 @@ def _megatron_precision(workload: Workload) -> list[str]:
 
 TORCHTITAN_MODULES = {
     # planner preset name -> (--module, --config) of torchtitan 0.3.0's config registry
-    # (torchtitan/models/<module>/config_registry.py)
+    # (torchtitan/models/<module>/config_registry.py). The model is the recipe's own
+    # (Trainer.Config.model_spec is suppressed from the command line), so only a preset the
+    # recipe builds exactly is listed: torchtitan's llama3 flavors are Llama 3.1 (rope scaling
+    # "llama", factor 8), so Llama 3 8B / 70B (no scaling) have no recipe.
+    # tests/frameworks/test_model_handoff.py builds each recipe's model and compares it.
     "Llama 3 8B": ("llama3", "llama3_8b"),
     "Llama 3 70B": ("llama3", "llama3_70b"),
+    "Llama 3.1 8B": ("llama3", "llama3_8b"),
+    "Llama 3.1 70B": ("llama3", "llama3_70b"),
     "Llama 3.1 405B": ("llama3", "llama3_405b"),
     "DeepSeek-V3": ("deepseek_v3", "deepseek_v3_671b"),
     "Qwen3-30B-A3B": ("qwen3", "qwen3_30b_a3b"),
     "gpt-oss-120b": ("gpt_oss", "gpt_oss_120b"),
 }
+
+
+def torchtitan_recipe(model: ModelSpec) -> tuple[str, str]:
+    """(--module, --config) of the recipe that builds `model`, or a refusal naming what is
+    missing: torchtitan takes the model from the recipe, not from command-line fields."""
+    if model.name not in TORCHTITAN_MODULES:
+        known = ", ".join(sorted(TORCHTITAN_MODULES))
+        raise _refuse(
+            "torchtitan",
+            f"no torchtitan 0.3.0 recipe builds {model.name!r}: the model comes from a "
+            "config_registry function (--module/--config; model_spec is not a command-line "
+            f"field), so a recipe with this model's dimensions is needed (recipes: {known})",
+        )
+    return TORCHTITAN_MODULES[model.name]
 AC_SUBCOMMAND = {
     # Trainer.Config.activation_checkpoint is a union of config classes: tyro selects one by
     # subcommand (torchtitan/distributed/activation_checkpoint.py).

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
@@ -456,6 +457,12 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
         "files, launch.sh; with an allocation also hostfile (SLURM_HOSTFILE) and node ranks",
     )
     p.add_argument(
+        "--other-traffic",
+        metavar="FILE",
+        help="YAML/JSON `uplinks: {SWITCH: SHARE}`: the share (0-0.75) of each named switch's "
+        "uplink other jobs' traffic takes; the placement prices and avoids it",
+    )
+    p.add_argument(
         "--export-placement-model",
         metavar="FILE",
         help="debug: write the CP-SAT placement model to FILE (.txt: text proto, else binary; "
@@ -581,6 +588,7 @@ def _place(args: argparse.Namespace, alloc: Allocation) -> Any:
         precision=args.precision,
         place_top=args.place_top,
         place_export=args.export_placement_model,
+        other_traffic=args.other_traffic,
         framework=_framework(args),
         **search_kwargs(args),
     )

@@ -14,7 +14,7 @@ from cost_models.specs import Cluster, Estimate
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
-from .placed import PlacedView
+from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
@@ -310,7 +310,7 @@ def render_html(result: PlanResult, placed: PlacedView | None = None) -> str:
         _placement(best, cluster),
         "<h2>Ranked plans</h2>",
         _ranking(result),
-        "<h2>Search</h2>",
+        f"<h2>{_e(search_title(placed))}</h2>",
         f"<p>{_e(solver_line(result))}</p>",
     ]
     if result.rejections:

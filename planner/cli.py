@@ -521,30 +521,40 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     else:
         _render_plan(args, result, out)
     if args.out_dir:
-        _write_out_dir(args.out_dir, result, report.result_dict(result), {})
+        _write_out_dir(args, out, result, report.result_dict(result), {})
     return EXIT_OK
 
 
 def _write_out_dir(
-    out_dir: str, result: PlanResult, plan_json: dict[str, Any], allocation_files: dict[str, str]
+    args: argparse.Namespace,
+    out: Console,
+    result: PlanResult,
+    plan_json: dict[str, Any],
+    allocation_files: dict[str, str],
 ) -> None:
     """The hand-off directory (CONTRACT.md "Hand-off files"); what was written and what a
-    framework cannot express go to stderr (stdout may be --json)."""
+    framework cannot express follow the report, or go to stderr when stdout is JSON or an
+    export."""
+    out_dir = args.out_dir
     from .export.handoff import handoff_files
 
     files, skipped = handoff_files(result, plan_json, allocation=bool(allocation_files))
     files.update(allocation_files)
-    out = Path(out_dir)
+    folder = Path(out_dir)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            (out / name).write_text(text, encoding="utf-8")
-        (out / "launch.sh").chmod(0o755)
+            (folder / name).write_text(text, encoding="utf-8")
+        (folder / "launch.sh").chmod(0o755)
     except OSError as exc:
         raise InvalidInput(f"--out-dir: cannot write {out_dir}: {exc.strerror}") from None
-    sys.stderr.write(f"wrote {out_dir}: {', '.join(sorted(files))}\n")
-    for line in skipped:
-        sys.stderr.write(f"not written: {line}\n")
+    lines = [f"wrote {out_dir}: {', '.join(sorted(files))}"]
+    lines += [f"not written: {line}" for line in skipped]
+    for line in lines:
+        if args.json or args.emit:
+            sys.stderr.write(line + "\n")
+        else:  # free text: wraps at the terminal's width like the report above it
+            out.print(Text(line))
 
 
 def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
@@ -608,7 +618,7 @@ def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
         payload = report.result_dict(result)
         payload["allocation"] = json_allocation
         files = handoff_allocation_files(result.cluster, alloc, best)
-        _write_out_dir(args.out_dir, result, payload, files)
+        _write_out_dir(args, out, result, payload, files)
     return EXIT_OK
 
 

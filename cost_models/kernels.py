@@ -175,3 +175,61 @@ class KernelBook:
 def worst(statuses) -> str:
     """The least measured of some look-ups' statuses (how a term built from them was priced)."""
     return max(statuses, key=STATUSES.index, default=MEASURED)
+
+
+def _leave_one_out(grid: _Grid) -> list[float]:
+    """|interpolated / measured - 1| of each row the others' box still covers, priced by the
+    other rows alone: how well the table predicts a shape it lacks."""
+    out = []
+    n = len(grid.features)
+    for i in range(n):
+        keep = np.arange(n) != i
+        if keep.sum() < 2:
+            continue
+        vals, status = _Grid(grid.features[keep], grid.values[keep]).lookup(
+            tuple(np.exp(grid.features[i]).tolist())
+        )
+        if vals is not None:
+            out.append(abs(float(np.exp(vals[0] - grid.values[i][0])) - 1.0))
+    return out
+
+
+def _reproduce(book: KernelBook, kind: str, row: tuple) -> float:
+    """Seconds the book answers for a table row's own shape."""
+    if kind == "gemm":
+        return book.gemm_s(*row[:5])[0] or 0.0
+    if kind == "grouped_gemm":
+        return book.grouped_gemm_s(*row[:5])[0] or 0.0
+    if kind == "memory_bound":
+        return book.memory_bound_s(row[0], row[1])[0] or 0.0
+    b, s, h, kv, dqk, dv, causal, window, kernel = row[:9]
+    found, _ = book.attention_s_per_flop(
+        b, s, h, kv, dqk, dv, causal=causal, window=window, kernel=kernel
+    )
+    return 0.0 if found is None else found[0] * attention_fwd_flops(b, s, h, dqk, dv, causal)
+
+
+def table_residuals(tables: KernelTables) -> dict[str, dict[str, float]]:
+    """Per table kind: how closely the look-up reproduces each measured row (max / median
+    |looked up / measured - 1| in %), and the same with each row left out (leave-one-out over
+    the rows whose shape the others still span; `loo_rows` of them)."""
+    book = KernelBook(tables)
+    grids = {"gemm": book._gemm, "grouped_gemm": book._grouped, "attention": book._attention,
+             "memory_bound": book._memory}
+    time_col = {"gemm": 5, "grouped_gemm": 5, "attention": 9, "memory_bound": 2}
+    out = {}
+    for kind, grid in grids.items():
+        rows = getattr(tables, kind)
+        if not rows:
+            continue
+        res = [abs(_reproduce(book, kind, r) / (r[time_col[kind]] * 1e-3) - 1.0) for r in rows]
+        loo = [x for g in grid.values() for x in _leave_one_out(g)]
+        out[kind] = {
+            "rows": len(rows),
+            "max_residual_pct": 100 * max(res),
+            "median_residual_pct": 100 * float(np.median(res)),
+            "loo_rows": len(loo),
+            "loo_max_pct": 100 * max(loo, default=0.0),
+            "loo_median_pct": 100 * float(np.median(loo)) if loo else 0.0,
+        }
+    return out

@@ -29,11 +29,11 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, field_validator
 
 from .memory import moment_bytes, stage_params, state_bytes
 from .pipeline import stage_layers
-from .specs import Cluster, Estimate, InputSpec, Layout, ModelSpec, Workload
+from .specs import Cluster, Estimate, InputSpec, Layout, ModelSpec, Spec, Workload
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -156,6 +156,10 @@ class Reliability(InputSpec):
         180.0, le=1e6, description="extra wait for a replacement node after a hardware "
         "failure when no hot spare is free (assumption)",
     )
+    mtbf_scale: float = Field(
+        1.0, gt=0, le=1e6, description="multiplies every component's mean time between "
+        "failures (divides its rate): 2 halves the interruptions (whatif --vary mtbf)",
+    )
     spare_nodes: NonNegativeInt = Field(0, le=1_000_000, description="hot spare nodes held")
     node_repair_days: float = Field(
         3.0, gt=0, le=1e4, description="time a failed node is out before it rejoins the spare "
@@ -173,6 +177,13 @@ class Reliability(InputSpec):
         None, min_length=1, max_length=1_048_576, description="a measured table: each GPU's "
         "compute time relative to the fastest (>= 1); replaces fraction/slowdown",
     )
+
+    @field_validator("straggler_factors")
+    @classmethod
+    def _factors_at_least_one(cls, v: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if v is not None and min(v) < 1:
+            raise ValueError("each factor is a time relative to the fastest GPU: >= 1")
+        return v
 
     def storage_bandwidth_gb_per_s(self, cluster: Cluster) -> float:
         return self.storage_gb_per_s or cluster.storage_gb_per_s or DEFAULT_STORAGE_GB_PER_S
@@ -211,7 +222,9 @@ def job_units(cluster: Cluster) -> dict[str, float]:
 def interruptions_per_day(rel: Reliability, cluster: Cluster) -> dict[str, float]:
     """Unexpected interruptions per day by component, plus "planned"."""
     units = job_units(cluster)
-    rates = {k: c.per_unit_per_day * units[c.unit] for k, c in rel.components.items()}
+    rates = {
+        k: c.per_unit_per_day * units[c.unit] / rel.mtbf_scale for k, c in rel.components.items()
+    }
     rates["planned"] = rel.planned.per_unit_per_day * units[rel.planned.unit]
     return rates
 
@@ -419,8 +432,7 @@ def straggler_extra_s(e: Estimate, num_gpus: int, rel: Reliability) -> float:
 # ------------------------------------------------------------------------------------- goodput
 
 
-@dataclass(frozen=True, slots=True)
-class Goodput:
+class Goodput(Spec):
     """One plan's goodput figures (CONTRACT.md "Goodput": contract() holds its JSON keys)."""
 
     interruptions_per_day: float

@@ -9,9 +9,11 @@ import models_zoo
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
 from cost_models.errors import InvalidInput, NoFeasiblePlan
+from cost_models.goodput import Goodput, Reliability
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 from models_zoo.inputs import validated
 
+from . import goodput_plan
 from .place.joint import PlacedPlan
 from .search import exhaustive, recommend
 from .search import solve as sat_solve
@@ -169,6 +171,9 @@ def plan(
     moe_dispatcher: str | None = None,
     framework: str | None = _framework.DEFAULT_FRAMEWORK,
     workload_fields: dict[str, Any] | None = None,
+    objective: str = "step_time",
+    reliability: Reliability | None = None,
+    goodput: bool = False,
     **constraints: Any,
 ) -> PlanResult:
     """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
@@ -184,8 +189,12 @@ def plan(
     `framework` (megatron, the default; torchtitan; deepspeed; None: no restriction) limits the
     search to what that framework runs and sets the workload's physics fields the workload does
     not set itself (cost_models.framework).
+    `objective="goodput"` ranks by goodput tokens/s/GPU (cost_models.goodput, with
+    `reliability` or its defaults; planner/search/goodput_rank.py proves the ranking); `goodput`
+    (or a `reliability`) adds each ranked plan's goodput figures to a step-time ranking.
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
+    goodput_plan.check_objective(objective)
     if isinstance(global_batch, (tuple, list)):
         if "global_batch_range" in constraints:
             raise InvalidInput("global_batch: give a range or global_batch_range, not both")
@@ -230,12 +239,27 @@ def plan(
         workload = _framework.profile(space.framework).workload(workload)
     space = _moments_space(space, workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
-    ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
     usable = exhaustive.usable_memory_gib(sized, space)
-    ranked = [judge_fit(e, usable) for e in ranked]
-    # The simplest plan within the simplicity tolerance of the fastest leads; then what else
-    # each ranked plan is priced exactly like (planner/search/recommend.py).
-    ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
+    rel = reliability or (Reliability() if goodput or objective == "goodput" else None)
+    figures: tuple[Goodput, ...] = ()
+    if objective == "goodput":
+        assert rel is not None
+        by_goodput = goodput_plan.search_by_goodput(
+            engine, spec, sized, workload, space, options, rel
+        )
+        ranked = [judge_fit(e, usable) for e in by_goodput.ranked]
+        stats, rejections, figures = by_goodput.stats, by_goodput.rejections, tuple(
+            by_goodput.figures
+        )
+        fastest = max(range(len(ranked)), key=lambda i: (ranked[i].tokens_per_s_per_gpu, -i))
+    else:
+        ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
+        ranked = [judge_fit(e, usable) for e in ranked]
+        # The simplest plan within the simplicity tolerance of the fastest leads; then what
+        # else each ranked plan is priced exactly like (planner/search/recommend.py).
+        ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
+        if rel is not None:
+            figures = tuple(goodput_plan.score(spec, sized, workload, e, rel) for e in ranked)
     orders = OrderCache(
         sized, space.search_order, allowed_orders(spec, space), moe=spec.moe is not None
     )
@@ -258,6 +282,7 @@ def plan(
         fastest_index=fastest,
         simplicity_tolerance=options.simplicity_tolerance,
         framework=space.framework,
+        goodput=figures,
     )
 
 

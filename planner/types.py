@@ -13,6 +13,7 @@ from pydantic import (
     field_validator,
 )
 
+from cost_models.goodput import Goodput
 from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import (
     MAX_GPUS,
@@ -209,10 +210,13 @@ class SolveStats(Spec):
     num_candidates: int = Field(description="layouts enumerated before filtering")
     num_scored: int = Field(description="layouts scored by the cost model")
     num_feasible: int = Field(description="layouts that fit in memory")
-    objective_unit: Literal["step_time_s", "s_per_sequence"] = Field(
-        "step_time_s",
-        description="unit of objective and best_bound: step time (fixed global batch) or seconds "
-        "per sequence (global batch range)",
+    objective_unit: Literal["step_time_s", "s_per_sequence", "goodput_tokens_per_s_per_gpu"] = (
+        Field(
+            "step_time_s",
+            description="unit of objective and best_bound: step time (fixed global batch), "
+            "seconds per sequence (global batch range), or goodput tokens/s/GPU (--objective "
+            "goodput; higher is better, planner/search/goodput_rank.py)",
+        )
     )
     num_partition_models: int = Field(
         0, description="stage-partition CP-SAT models solved (stage_split search)"
@@ -253,6 +257,11 @@ class PlanResult(Spec):
         None,
         description="the framework the plans are for (cost_models.framework profile); None: "
         "a search without framework restriction",
+    )
+    goodput: tuple[Goodput, ...] = Field(
+        (),
+        description="per ranked plan, its goodput figures (plan --goodput, --objective goodput; "
+        "cost_models.goodput); empty without",
     )
 
     @property

@@ -1,0 +1,153 @@
+"""plan() with goodput: figures per plan, --objective goodput and its proof rule, the reliability file."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cost_models import goodput as G
+from cost_models.errors import InvalidInput
+from planner import api
+from planner.reliability import load_reliability
+from planner.search import goodput_rank
+from tests import factories as F
+
+# An unreliable fleet (ten times Llama 3's failure rates) checkpointing over a slow shared
+# file system (0.25 GB/s per node), with DeepSpeed's save: the first data-parallel replica
+# alone writes the model states (engine.save_checkpoint's mp_rank_* files), every rank its
+# ZeRO optimizer shard.
+SLOW = G.Reliability(save_strategy="first_replica", node_storage_gb_per_s=0.25, mtbf_scale=0.1)
+
+
+def plan(objective: str):
+    m, c, w = F.dense_model(), F.cluster(num_gpus=64), F.workload(global_batch=64)
+    return api.plan(m, c, w, reliability=SLOW, objective=objective, top_k=3, framework="deepspeed")
+
+
+def test_goodput_objective_changes_the_plan_for_its_checkpoint_shard():
+    by_time, by_goodput = plan("step_time"), plan("goodput")
+    fast, fast_g = by_time.ranked[0], by_time.goodput[0]
+    good, good_g = by_goodput.ranked[0], by_goodput.goodput[0]
+    # Step time: TP 1 x DP 64 (ZeRO-1), 8,964 tokens/s/GPU; its first replica writes the whole
+    # bf16 model plus a 64th of the fp32 optimizer: 17.57 GB per rank, 8 ranks per node at
+    # 0.25 GB/s: 562 s per checkpoint; ETTR 0.936 -> 8,387 goodput.
+    assert (fast.layout.tp, fast.layout.dp, fast.layout.zero_stage) == (1, 64, 1)
+    assert fast.tokens_per_s_per_gpu == pytest.approx(8963.7, abs=0.1)
+    assert fast_g.checkpoint_rank_gb == pytest.approx(17.57, abs=0.01)
+    assert fast_g.checkpoint_write_s == pytest.approx(fast_g.checkpoint_rank_gb * 8 / 0.25)
+    assert fast_g.ettr == pytest.approx(0.9357, abs=1e-4)
+    # Goodput: TP 2 halves the replica's shard (9.54 GB, 305 s), 1 % slower per step but
+    # ETTR 0.952: 8,451 goodput tokens/s/GPU, the best (proved).
+    assert (good.layout.tp, good.layout.dp) == (2, 32)
+    assert good.tokens_per_s_per_gpu < fast.tokens_per_s_per_gpu
+    assert good_g.checkpoint_rank_gb == pytest.approx(9.54, abs=0.01)
+    assert good_g.ettr == pytest.approx(0.9521, abs=1e-4)
+    assert good_g.goodput_tokens_per_s_per_gpu == pytest.approx(8451.3, abs=0.1)
+    assert good_g.goodput_tokens_per_s_per_gpu > fast_g.goodput_tokens_per_s_per_gpu
+    assert by_goodput.solver.status == "PROVED"
+    assert by_goodput.solver.objective_unit == "goodput_tokens_per_s_per_gpu"
+    assert by_goodput.solver.objective == by_goodput.solver.best_bound
+    assert [g.goodput_tokens_per_s_per_gpu for g in by_goodput.goodput] == sorted(
+        (g.goodput_tokens_per_s_per_gpu for g in by_goodput.goodput), reverse=True
+    )
+
+
+def test_default_reliability_keeps_the_fast_plan():
+    # With balanced saves and Llama 3 rates the same problem keeps its step-time plan.
+    m, c, w = F.dense_model(), F.cluster(num_gpus=64), F.workload(global_batch=64)
+    a = api.plan(m, c, w, objective="goodput", top_k=3, framework="deepspeed")
+    b = api.plan(m, c, w, top_k=3, framework="deepspeed")
+    assert a.ranked[0].layout.tp == b.ranked[0].layout.tp == 1
+    assert b.goodput == ()
+
+
+def real_estimate():
+    m, c, w = F.dense_model(), F.cluster(num_gpus=64), F.workload(global_batch=64)
+    return api.estimate(m, c, F.layout(tp=2, pp=1, dp=32, micro_batch=1), w)
+
+
+def fake(e, tokens):
+    return e.model_copy(update={"tokens_per_s_per_gpu": tokens, "step_time_s": 1000 / tokens})
+
+
+def test_proof_rule_grows_k_until_the_bound_is_below_the_kth_goodput():
+    e = real_estimate()
+    # 10 plans, 100 .. 91 tokens/s/GPU; goodput = tokens x ETTR where only plan 5 has ETTR 1.
+    plans = [fake(e, 100.0 - i) for i in range(10)]
+    ettr = {id(p): (1.0 if i == 5 else 0.5) for i, p in enumerate(plans)}
+    calls = []
+
+    def search(k):
+        calls.append(k)
+        return plans[:k], stats(), {}
+
+    def stats():
+        from planner.types import SolveStats
+
+        return SolveStats(engine="exhaustive", status="PROVED", objective=1.0, best_bound=1.0,
+                          gap=0.0, wall_time_s=0.0, num_candidates=10, num_scored=10,
+                          num_feasible=10)
+
+    def score(p):
+        return G.Goodput.model_construct(goodput_tokens_per_s_per_gpu=p.tokens_per_s_per_gpu
+                                         * ettr[id(p)])
+
+    # U = 1: with K = 4 the unranked bound (~97) beats the best ranked goodput (50): grow to 16
+    # (all 10 ranked: nothing left unranked), then plan 5 (95) leads, proved.
+    r = goodput_rank.rank_by_goodput(search, score, 1.0, 1, math.inf)
+    assert calls == [4, 16]
+    assert r.ranked[0].tokens_per_s_per_gpu == 95.0
+    assert r.stats.status == "PROVED" and r.stats.best_bound == r.stats.objective == 95.0
+    # A tighter U (0.5) proves the first answer at once: 0.5 x 97 < 50.
+    calls.clear()
+    r = goodput_rank.rank_by_goodput(search, score, 0.5, 1, math.inf)
+    assert calls == [4]
+    assert r.stats.status == "PROVED"
+    # Out of time before a proof: STOPPED, the bound above the objective.
+    calls.clear()
+    r = goodput_rank.rank_by_goodput(search, score, 1.0, 1, -math.inf)
+    assert r.stats.status == "STOPPED"
+    assert r.stats.best_bound > r.stats.objective == 50.0
+
+
+def test_reliability_file_overrides_part_of_a_component(tmp_path):
+    f = tmp_path / "rel.yaml"
+    f.write_text("components:\n  gpu: {per_unit_per_day: 1.0e-4}\nspare_nodes: 2\n")
+    rel = load_reliability(f)
+    assert rel.components["gpu"].per_unit_per_day == 1.0e-4
+    assert rel.components["gpu"].unit == "gpu" and rel.components["gpu"].hardware
+    assert rel.components["hbm"] == G.Reliability().components["hbm"]
+    assert rel.spare_nodes == 2
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("restart_s: -5\n", "restart_s"),
+        ("checkpoint: sometimes\n", "checkpoint"),
+        ("components:\n  gpu: {per_unit_per_day: -1}\n", "components.gpu.per_unit_per_day"),
+        ("straggler_factors: [1.0, 0.5]\n", "straggler_factors"),
+        ("storage_gb_per_s: .nan\n", "storage_gb_per_s"),
+        ("mtbf: 3\n", "unknown field"),
+        ("- 1\n", "expected a mapping"),
+    ],
+)
+def test_bad_reliability_values_are_one_line_errors(tmp_path, text, needle):
+    f = tmp_path / "rel.yaml"
+    f.write_text(text)
+    with pytest.raises(InvalidInput) as err:
+        load_reliability(f)
+    msg = str(err.value)
+    assert needle in msg and str(f) in msg and "\n" not in msg
+
+
+def test_straggler_table_file(tmp_path):
+    (tmp_path / "gpus.csv").write_text("gpu,factor\n0,1.0\n1,1.0\n2,1.3\n")
+    (tmp_path / "rel.yaml").write_text("straggler_table: gpus.csv\n")
+    rel = load_reliability(tmp_path / "rel.yaml")
+    assert rel.straggler_factors == (1.0, 1.0, 1.3)
+    (tmp_path / "bad.csv").write_text("factor\n0.9\n")
+    (tmp_path / "rel2.yaml").write_text("straggler_table: bad.csv\n")
+    with pytest.raises(InvalidInput, match="row 1: factor: must be a finite number >= 1"):
+        load_reliability(tmp_path / "rel2.yaml")

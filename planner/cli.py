@@ -22,10 +22,14 @@ import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
 from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
+from cost_models.goodput import Reliability
 from cost_models.specs import RECOMPUTE_MODULES
 
-from . import DISTRIBUTION, __version__, api, report, whatif
+from . import DISTRIBUTION, __version__, api, goodput_plan, report, whatif
 from .export.launch import MEGATRON_VERSION, megatron_env
+from .goodput_plan import OBJECTIVES
+from .reliability import load_reliability
+from .report.goodput_view import goodput_dict, goodput_line
 from .report.markdown import render_markdown as render_plan_markdown
 from .report.whatif_view import render_whatif
 from .types import PlanResult
@@ -279,6 +283,35 @@ def _add_report_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_goodput(p: argparse.ArgumentParser, *, objective: bool) -> None:
+    """Goodput flags (docs/goodput.md): figures, their inputs, and (plan) the ranking objective."""
+    p.add_argument(
+        "--goodput",
+        action="store_true",
+        help="add each plan's goodput: interruptions/day, checkpoint interval and write time, "
+        "restart time, ETTR, goodput tokens/s/GPU (failures, checkpoints, stragglers)",
+    )
+    p.add_argument(
+        "--reliability",
+        metavar="FILE",
+        help="YAML/JSON overriding the goodput model's failure rates, checkpoint, restart, "
+        "spare and straggler inputs (implies --goodput)",
+    )
+    if objective:
+        p.add_argument(
+            "--objective",
+            choices=OBJECTIVES,
+            default="step_time",
+            help="rank by step time (default) or by goodput tokens/s/GPU (implies --goodput)",
+        )
+
+
+def _reliability(args: argparse.Namespace) -> Reliability | None:
+    """The goodput inputs when goodput was asked for (None: no goodput figures)."""
+    wanted = args.goodput or args.reliability or getattr(args, "objective", "") == "goodput"
+    return load_reliability(args.reliability) if wanted else None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="planner",
@@ -298,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search(p)
 
     _add_report_flags(p)
+    _add_goodput(p, objective=True)
     _add_allocation(p)
     p.add_argument(
         "--stability",
@@ -363,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="MoE token exchange: per-expert all-to-all, or DeepEP (per-node, NVLink forwarding)",
     )
     _add_memory_options(e)
+    _add_goodput(e, objective=False)
 
     v = sub.add_parser("validate", help="compare predictions with measured runs")
     v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
@@ -453,6 +488,8 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         moe_dispatcher=args.moe_dispatcher,
         framework=_framework(args),
         workload_fields=_workload_fields(args),
+        objective=args.objective,
+        reliability=_reliability(args),
         **search_kwargs(args),
     )
     if args.stability or args.stability_range:
@@ -469,6 +506,11 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
     if args.global_batch_range is not None:
         raise InvalidInput("plan: --global-batch-range is not supported with an allocation")
+    if _reliability(args) is not None:
+        raise InvalidInput(
+            "plan: --goodput, --reliability and --objective goodput are not supported with an "
+            "allocation (plan without one, then place the chosen plan)"
+        )
     if _workload_fields(args):
         raise InvalidInput(
             "plan: --optimizer-moments, --activation-func-fp8-input-store and "
@@ -655,14 +697,20 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     e = api.estimate(
         model, cluster, layout, workload, framework=name, memory_headroom=args.memory_headroom
     )
+    rel = _reliability(args)
+    good = None if rel is None else goodput_plan.score(model, cluster, workload, e, rel)
     if args.json:
         payload = report.estimate_dict(e, model, cluster.gpu.hbm_gib)
         prof = framework_profile(name)
         payload["framework"] = {"name": prof.name, "version": prof.version}
         payload["framework_violations"] = api.framework_violations(model, layout, name)
+        if good is not None:
+            payload["goodput"] = goodput_dict(good)
         _emit_json(payload)
     else:
         out.print(report.render_estimate(e, cluster, workload, model))
+        if good is not None:
+            out.print(goodput_line(good), soft_wrap=True)
     return EXIT_OK
 
 

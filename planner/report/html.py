@@ -14,6 +14,7 @@ from cost_models.specs import Cluster, Estimate
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
+from .goodput_view import goodput_html, goodput_line
 from .terminal import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
@@ -233,6 +234,14 @@ def _ranking(result: PlanResult) -> str:
     )
 
 
+def _goodput(result: PlanResult) -> list[str]:
+    """The best plan's goodput breakdown and a line per ranked plan (--goodput)."""
+    if not result.goodput:
+        return []
+    items = "".join(f"<li>{_e(goodput_line(g))}</li>" for g in result.goodput)
+    return [goodput_html(result.goodput[0]), f"<ol>{items}</ol>"]
+
+
 def render_html(result: PlanResult) -> str:
     best, cluster = result.best, result.cluster
     hbm = cluster.gpu.hbm_gib
@@ -276,6 +285,7 @@ def render_html(result: PlanResult) -> str:
         _placement(best, cluster),
         "<h2>Ranked plans</h2>",
         _ranking(result),
+        *_goodput(result),
         "<h2>Search</h2>",
         f"<p>{_e(solver_line(result))}</p>",
     ]

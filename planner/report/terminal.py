@@ -24,6 +24,7 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, StageMemory,
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
+from .goodput_view import goodput_dict, goodput_line
 
 RANK_MAP_NODES = 2  # nodes shown in full; a compact rule covers the rest
 MEMORY_ROWS_EACH_END = 3  # stages shown at each end of a deep pipeline (plus the peak stage)
@@ -146,6 +147,8 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
         plan["equivalent_layouts"] = [
             {"zero_stage": lo.zero_stage, "order": [a.value for a in lo.order]} for lo in same
         ]
+    for plan, g in zip(ranked, result.goodput, strict=False):
+        plan["goodput"] = goodput_dict(g)
     return {
         "best": ranked[0],
         "warnings": findings.warnings(result),
@@ -529,6 +532,8 @@ def solver_line(result: PlanResult) -> str:
     s = result.solver
 
     unit = " s/sequence" if s.objective_unit == "s_per_sequence" else " s"
+    if s.objective_unit == "goodput_tokens_per_s_per_gpu":
+        unit = " goodput tokens/s/GPU"
 
     def secs(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.4g}{unit}" if unit != " s" else f"{v:.4f} s"
@@ -579,6 +584,9 @@ def render_plan(result: PlanResult) -> RenderableType:
         render_rank_map(best, result.cluster),
         render_ranking(result),
     ]
+    if result.goodput:
+        lines = [f"#{i} {goodput_line(g)}" for i, g in enumerate(result.goodput, start=1)]
+        parts.append(Panel("\n".join(lines), title="Goodput (docs/goodput.md)", title_align="left"))
     warn = render_warnings(result)
     if warn is not None:
         parts.append(warn)

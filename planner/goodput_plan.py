@@ -7,30 +7,20 @@ proof rule of the goodput ranking is in planner/search/goodput_rank.py.
 from __future__ import annotations
 
 import time
-from typing import Literal
-
 from cost_models import goodput as _goodput
-from cost_models.errors import InvalidInput
 from cost_models.goodput import Goodput, Reliability
-from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
 from .search.goodput_rank import GoodputRanking, rank_by_goodput
 from .types import SearchSpace, SolverOptions
 
-Objective = Literal["step_time", "goodput"]
 OBJECTIVES = ("step_time", "goodput")
-
-
-def check_objective(objective: str) -> None:
-    if objective not in OBJECTIVES:
-        raise InvalidInput(f"objective: must be one of {', '.join(OBJECTIVES)} (got {objective!r})")
+"""SolverOptions.objective's choices (the CLI's --objective)."""
 
 
 def plan_workload(workload: Workload, e: Estimate) -> Workload:
     """The workload a plan was scored with (its own global batch under a batch range)."""
-    batch = global_batch_seqs(e.num_microbatches, e.layout)
-    return workload.model_copy(update={"global_batch_seqs": batch})
+    return workload.model_copy(update={"global_batch_seqs": e.global_batch_seqs})
 
 
 def score(

@@ -15,7 +15,7 @@ from ..place import ranks
 from ..types import PlanResult
 from . import findings
 from .goodput_view import goodput_html, goodput_line
-from .terminal import (
+from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
     TERM_LABELS,

@@ -9,7 +9,7 @@ from ..place import ranks
 from ..types import PlanResult
 from . import findings
 from .goodput_view import goodput_line
-from .terminal import (
+from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
     RANK_MAP_NODES,
@@ -41,7 +41,7 @@ def _batch_range_lines(result: PlanResult) -> list[str]:
     batch_range = getattr(result, "global_batch_range", None)
     if batch_range is None:
         return []
-    batches = ", ".join(str(result.global_batch(i)) for i in range(len(result.ranked)))
+    batches = ", ".join(str(e.global_batch_seqs) for e in result.ranked)
     return [
         "",
         (

@@ -8,7 +8,7 @@ import pytest
 
 from cost_models import goodput as G
 from cost_models.errors import InvalidInput
-from planner import api
+from planner import api, convenience
 from planner.reliability import load_reliability
 from planner.search import goodput_rank
 from tests import factories as F
@@ -22,7 +22,8 @@ SLOW = G.Reliability(save_strategy="first_replica", node_storage_gb_per_s=0.25, 
 
 def plan(objective: str):
     m, c, w = F.dense_model(), F.cluster(num_gpus=64), F.workload(global_batch=64)
-    return api.plan(m, c, w, reliability=SLOW, objective=objective, top_k=3, framework="deepspeed")
+    space, options = convenience.search_inputs("deepspeed", top_k=3, objective=objective)
+    return api.plan(m, c, w, space, options, SLOW)
 
 
 def test_goodput_objective_changes_the_plan_for_its_checkpoint_shard():
@@ -56,15 +57,16 @@ def test_goodput_objective_changes_the_plan_for_its_checkpoint_shard():
 def test_default_reliability_keeps_the_fast_plan():
     # With balanced saves and Llama 3 rates the same problem keeps its step-time plan.
     m, c, w = F.dense_model(), F.cluster(num_gpus=64), F.workload(global_batch=64)
-    a = api.plan(m, c, w, objective="goodput", top_k=3, framework="deepspeed")
-    b = api.plan(m, c, w, top_k=3, framework="deepspeed")
+    space, by_goodput = convenience.search_inputs("deepspeed", top_k=3, objective="goodput")
+    a = api.plan(m, c, w, space, by_goodput)
+    b = api.plan(m, c, w, space, by_goodput.model_copy(update={"objective": "step_time"}))
     assert a.ranked[0].layout.tp == b.ranked[0].layout.tp == 1
     assert b.goodput == ()
 
 
 def real_estimate():
     m, c, w = F.dense_model(), F.cluster(num_gpus=64), F.workload(global_batch=64)
-    return api.estimate(m, c, F.layout(tp=2, pp=1, dp=32, micro_batch=1), w)
+    return api.estimate(m, c, api.layout_with_defaults({"tp": 2, "dp": 32}), w)
 
 
 def fake(e, tokens):

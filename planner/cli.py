@@ -24,7 +24,16 @@ from cost_models.framework import profile as framework_profile
 from cost_models.goodput import Reliability
 from cost_models.specs import RECOMPUTE_MODULES
 
-from . import DISTRIBUTION, __version__, api, convenience, goodput_plan, report, whatif
+from . import (
+    DISTRIBUTION,
+    __version__,
+    api,
+    convenience,
+    goodput_plan,
+    report,
+    whatif,
+    whatif_goodput,
+)
 from .export.plan_exports import emit_text
 from .goodput_plan import OBJECTIVES
 from .reliability import load_reliability
@@ -769,7 +778,17 @@ def _add_whatif(sub: Any) -> None:
     _add_common(w)
     _add_framework(w)
     w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
-    w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
+    w.add_argument(
+        "--vary",
+        required=True,
+        choices=(*whatif.PARAMETERS, *whatif_goodput.PARAMETERS),
+        help="parameter (mtbf, storage-gb-per-s, spares: re-plan by goodput, docs/goodput.md)",
+    )
+    w.add_argument(
+        "--reliability",
+        metavar="FILE",
+        help="goodput inputs of a reliability sweep (mtbf, storage-gb-per-s, spares)",
+    )
     w.add_argument(
         "--values",
         required=True,
@@ -821,7 +840,24 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
     if args.plot:
         plot.pyplot(args.plot)  # fail before the plans if the extra is missing
-    r = whatif.whatif(
+    sweep: Any = whatif.whatif
+    network: dict[str, Any] = {
+        "tier": args.tier,
+        "network_prices": args.network_prices,
+        "amortization_years": args.amortization_years,
+    }
+    if args.vary in whatif_goodput.PARAMETERS:
+        if any(v is not None for v in network.values()):
+            raise InvalidInput(
+                f"--vary {args.vary}: --tier, --network-prices and --amortization-years apply to "
+                "network sweeps"
+            )
+        sweep, network = whatif_goodput.whatif_reliability, {
+            "reliability": load_reliability(args.reliability)
+        }
+    elif args.reliability:
+        raise InvalidInput(f"--reliability applies to --vary {', '.join(whatif_goodput.PARAMETERS)}")
+    r = sweep(
         args.model,
         args.cluster,
         args.vary,
@@ -830,9 +866,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         gpu_hour_price=args.gpu_hour_price,
         network_cost_share=args.network_cost_share,
         token_budget=args.token_budget,
-        tier=args.tier,
-        network_prices=args.network_prices,
-        amortization_years=args.amortization_years,
+        **network,
         global_batch=args.global_batch,
         seq_len=args.seq_len,
         precision=args.precision,

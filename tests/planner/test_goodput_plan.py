@@ -215,3 +215,48 @@ def test_bad_reliability_file_exits_2(capsys, tmp_path):
     err = capsys.readouterr().err
     assert rc == 2
     assert "node_storage_gb_per_s" in err and len(err.strip().splitlines()) == 1
+
+
+def test_whatif_spares_prices_kept_tokens_and_spare_gpus():
+    from planner.whatif_goodput import whatif_reliability
+
+    r = whatif_reliability(
+        "llama3-8b", "dgx-h100", "spares", [0, 2], num_gpus=64, gpu_hour_price=2.0,
+        global_batch=128, time_limit_s=20,
+    )
+    base, none, two = r.baseline, r.points[0], r.points[1]
+    assert none.goodput == base.goodput and none.change == 0.0
+    g = two.goodput
+    assert g.spare_gpus == 16
+    # $ per million kept tokens: $2 / (goodput x 3,600 s) x 1e6, goodput already per paid GPU.
+    assert two.cost_per_m_tokens == pytest.approx(2.0 / (g.goodput_tokens_per_s_per_gpu * 3600) * 1e6)
+    assert g.goodput_tokens_per_s_per_gpu == pytest.approx(
+        g.tokens_per_s_per_gpu * g.ettr * 64 / 80
+    )
+    # Two spares cut the replacement wait but cost 16 of 80 GPUs: not worth it at 64 GPUs.
+    assert g.restart_s < base.goodput.restart_s
+    assert two.cost_per_m_tokens > base.cost_per_m_tokens
+    assert two.change == pytest.approx(
+        g.goodput_tokens_per_s_per_gpu / base.goodput.goodput_tokens_per_s_per_gpu - 1
+    )
+
+
+@pytest.mark.parametrize(
+    "parameter, value, needle",
+    [("spares", 1.5, "whole numbers"), ("mtbf", 0.0, "> 0"), ("storage-gb-per-s", -1.0, "> 0")],
+)
+def test_whatif_reliability_bad_values(parameter, value, needle):
+    from planner.whatif_goodput import vary_reliability
+
+    with pytest.raises(InvalidInput, match=needle):
+        vary_reliability(G.Reliability(), parameter, value)
+
+
+def test_vary_mtbf_scales_every_rate():
+    from planner.whatif_goodput import vary_reliability
+
+    c = F.cluster(num_gpus=64)
+    base = G.interruptions(G.Reliability(), c)
+    twice = G.interruptions(vary_reliability(G.Reliability(), "mtbf", 2.0), c)
+    assert twice.unexpected_per_day == pytest.approx(base.unexpected_per_day / 2)
+    assert twice.planned_per_day == base.planned_per_day  # maintenance is not a failure

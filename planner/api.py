@@ -288,11 +288,29 @@ def plan_on_allocation(
         )
         for i, (e, work) in enumerate(shortlist)
     ]
-    placements.sort(key=lambda p: p.placed.step_time_s)
-    ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)
-    placed_result = result.model_copy(update={"ranked": ranked})
+    placed_result = _ranked_by_placement(result, shortlist, placements, place_top)
     return PlacedPlan(
         result=placed_result, ideal=result, placements=placements, allocation=allocation
+    )
+
+
+def _ranked_by_placement(
+    result: PlanResult, shortlist: list, placements: list, place_top: int
+) -> PlanResult:
+    """The plans re-ranked by the placed step time (`placements` sorted in place), so #1 is the
+    fastest; a plan keeps the other ZeRO stages priced like it (the placement moves no bytes
+    between them) but not the other rank orders (the placed map fixes its own order)."""
+    placements.sort(key=lambda p: p.placed.step_time_s)
+    ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)
+    shortlisted = [id(e) for e, _ in shortlist]
+    same = []
+    for p in placements:
+        i = shortlisted.index(id(p.ideal))
+        searched = i < min(place_top, len(result.equivalents))  # not the one-node-block extra
+        alike = result.equivalents[i] if searched else ()
+        same.append(tuple(lo for lo in alike if lo.order == p.ideal.layout.order))
+    return result.model_copy(
+        update={"ranked": ranked, "fastest_index": 0, "equivalents": tuple(same)}
     )
 
 

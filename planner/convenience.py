@@ -166,6 +166,7 @@ def plan_on_allocation_for(
     hosts_file: str | None = None,
     nodelist: str | None = None,
     exclude: str | None = None,
+    topology_name: str | None = None,
     num_gpus: int | None = None,
     place_top: int = 3,
     place_time_limit_s: float | None = None,
@@ -173,8 +174,9 @@ def plan_on_allocation_for(
     place_export: str | None = None,
     **keywords: Any,
 ) -> PlacedPlan:
-    """api.plan_on_allocation from names: `topology` a Slurm topology.conf or YAML (or an
-    Allocation already loaded), the hosts from `hosts_file` or `nodelist` less `exclude`;
+    """api.plan_on_allocation from names: `topology` a Slurm topology.conf or topology.yaml
+    (`topology_name` picks one of its topologies) or the levels YAML (or an Allocation already
+    loaded), the hosts from `hosts_file` or `nodelist` less `exclude`;
     num_gpus defaults to every healthy GPU of the allocation; other keywords as plan_for
     (top_k defaults to place_top)."""
     base = models_zoo.load_cluster(cluster)
@@ -182,7 +184,12 @@ def plan_on_allocation_for(
         alloc = topology
     else:
         alloc = load_allocation(
-            base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
+            base,
+            topology,
+            hosts_file=hosts_file,
+            nodelist=nodelist,
+            exclude=exclude,
+            topology_name=topology_name,
         )
     have = len(alloc.hosts) * base.gpus_per_node
     if num_gpus is not None and num_gpus > have:

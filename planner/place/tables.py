@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cost_models import uplink
-from cost_models.estimate import estimate
+from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, ModelSpec, Workload
 
 from .allocation import Allocation
@@ -155,7 +155,7 @@ class _Steps:
     """Step time in us of a spans key at given uplink steps, priced once per distinct input."""
 
     def __init__(self, model, cluster, workload, shape: Shape, spans: _Spans, fixed, pipe_fixed):
-        self.args = (model, cluster, workload, shape.layout)
+        self.pricer, self.layout = Pricer(model, cluster, workload), shape.layout  # one per table
         self.cluster, self.shape, self.spans = cluster, shape, spans
         self.fixed, self.pipe_fixed = fixed, pipe_fixed
         self.q_top = tuple([uplink.UPLINK_STEPS] * len(shape.uplink_tiers))
@@ -183,8 +183,8 @@ class _Steps:
         pipe = self._fill(spans, self.pipe_fixed, self.shape.pipe, pqs, self.pipe_kinds, norm)
         mkey = (key, tuple(norm))
         if mkey not in self.memo:
-            e = estimate(
-                *self.args, spans=spans, uplink_steps=steps, pipeline_uplink_steps=pipe
+            e = self.pricer.estimate(
+                self.layout, spans=spans, uplink_steps=steps, pipeline_uplink_steps=pipe
             )
             self.memo[mkey] = round(e.step_time_s * US)
         return self.memo[mkey]

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
@@ -492,6 +493,12 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
         "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
     )
     p.add_argument(
+        "--other-traffic",
+        metavar="FILE",
+        help="YAML/JSON `uplinks: {SWITCH: SHARE}`: the share (0-0.75) of each named switch's "
+        "uplink other jobs' traffic takes; the placement prices and avoids it",
+    )
+    p.add_argument(
         "--export-placement-model",
         metavar="FILE",
         help="debug: write the CP-SAT placement model to FILE (.txt: text proto, else binary; "
@@ -599,6 +606,7 @@ def _place(args: argparse.Namespace, alloc: Allocation) -> Any:
         precision=args.precision,
         place_top=args.place_top,
         place_export=args.export_placement_model,
+        other_traffic=args.other_traffic,
         framework=_framework(args),
         **search_kwargs(args),
     )
@@ -631,9 +639,10 @@ def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
     if args.emit or args.markdown or args.json:
         return EXIT_OK
     if args.out_dir:
-        out.print("wrote " + ", ".join(str(p) for p in written), soft_wrap=True)
+        # free text: wraps at the terminal's width like the report above it
+        out.print(Text("wrote " + ", ".join(str(p) for p in written)))
         for line in skipped:
-            out.print(f"not written: {escape(line)}", soft_wrap=True)
+            out.print(Text(f"not written: {line}"))
     return EXIT_OK
 
 

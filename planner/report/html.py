@@ -15,7 +15,7 @@ from ..place import ranks
 from ..types import PlanResult
 from . import findings
 from .goodput_view import goodput_html, goodput_line
-from .placed import PlacedView
+from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
@@ -320,7 +320,7 @@ def render_html(result: PlanResult, placed: PlacedView | None = None) -> str:
         "<h2>Ranked plans</h2>",
         _ranking(result),
         *_goodput(result),
-        "<h2>Search</h2>",
+        f"<h2>{_e(search_title(placed))}</h2>",
         f"<p>{_e(solver_line(result))}</p>",
     ]
     if result.rejections:

@@ -9,7 +9,7 @@ from ..place import ranks
 from ..types import PlanResult
 from . import findings
 from .goodput_view import goodput_line
-from .placed import PlacedView
+from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
@@ -111,7 +111,7 @@ def render_markdown(result: PlanResult, placed: PlacedView | None = None) -> str
     warns = findings.warnings(result)
     if warns:
         lines += ["## Warnings", "", *(f"- {x}" for x in warns), ""]
-    lines += ["## Search", "", solver_line(result), ""]
+    lines += [f"## {search_title(placed)}", "", solver_line(result), ""]
     if result.rejections:
         top = sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
         lines += ["Rejected candidates:", "", *(f"- {n} x {reason}" for reason, n in top), ""]

@@ -21,7 +21,7 @@ from ..place import ranks
 from ..types import PlanResult
 from . import findings
 from .goodput_view import goodput_line
-from .placed import PlacedView
+from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
@@ -226,7 +226,7 @@ def render_plan(result: PlanResult, placed: PlacedView | None = None) -> Rendera
     """The plan report; with `placed` (a plan on an allocation) the rank map and groups are the
     placed map's and the Allocation section follows them."""
     best = result.best
-    stats = Panel(solver_line(result), title="Search", title_align="left")
+    stats = Panel(solver_line(result), title=search_title(placed), title_align="left")
     if placed is None:
         maps: list[RenderableType] = [render_rank_map(best, result.cluster)]
     else:

@@ -362,8 +362,15 @@ def attention_times(
     heads = model.num_attention_heads / layout.tp
     kv = heads if mla is not None else _local_kv_heads(model, layout.tp)
     found, status = book.attention_s_per_flop(
-        layout.micro_batch, workload.seq_len, heads, kv, d_qk, d_v,
-        causal=True, window=0, kernel=workload.attention_kernel,
+        layout.micro_batch,
+        workload.seq_len,
+        heads,
+        kv,
+        d_qk,
+        d_v,
+        causal=True,
+        window=0,
+        kernel=workload.attention_kernel,
     )
     looks = (("attention", status),)
     if found is None:
@@ -432,7 +439,8 @@ def _recompute_module_s(
             shared = gemm_time_s(mlp_gemms(model, t, fs, tp), gpu, cal, fp8, book)
             shared += elem_s(act_rw * fs / tp)
             out["shared_experts"] = shared
-        routed = gemm_time_s(moe_gemms(model, t, layout), gpu, cal, fp8, book)  # includes shared GEMMs
+        # includes the shared experts' GEMMs
+        routed = gemm_time_s(moe_gemms(model, t, layout), gpu, cal, fp8, book)
         out["moe"] = routed + out["moe_act"] + (shared and elem_s(act_rw * fs / tp))
     return tuple(out.items())
 

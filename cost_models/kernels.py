@@ -70,8 +70,9 @@ def _group(rows: list[tuple], key, feats, vals) -> dict:
     return {k: _grid(f, v) for k, (f, v) in out.items()}
 
 
-def attention_fwd_flops(batch: float, seq: float, heads: float, d_qk: float, d_v: float,
-                        causal: bool) -> float:
+def attention_fwd_flops(
+    batch: float, seq: float, heads: float, d_qk: float, d_v: float, causal: bool
+) -> float:
     """Forward FLOPs of one attention call: QK^T and PV, half the score matrix when causal
     (the convention of cost_models.compute.attention_core_flops)."""
     return 2.0 * batch * seq * seq * heads * (d_qk + d_v) / (2 if causal else 1)
@@ -106,19 +107,27 @@ class KernelBook:
     def __post_init__(self) -> None:
         t = self.tables
         self._gemm = _group(
-            list(t.gemm), lambda r: (r[3], r[4]), lambda r: r[:3],
+            list(t.gemm),
+            lambda r: (r[3], r[4]),
+            lambda r: r[:3],
             lambda r: (r[5] * 1e-3 / (2.0 * r[0] * r[1] * r[2]),),
         )
         self._grouped = _group(
-            list(t.grouped_gemm), lambda r: r[4], lambda r: r[:4],
+            list(t.grouped_gemm),
+            lambda r: r[4],
+            lambda r: r[:4],
             lambda r: (r[5] * 1e-3 / (2.0 * r[0] * r[1] * r[2] * r[3]),),
         )
         self._attention = _group(
-            list(t.attention), lambda r: (r[8], r[6], r[7]),
-            lambda r: _attention_features(*r[:6]), _attention_values,
+            list(t.attention),
+            lambda r: (r[8], r[6], r[7]),
+            lambda r: _attention_features(*r[:6]),
+            _attention_values,
         )
         self._memory = _group(
-            list(t.memory_bound), lambda r: r[0], lambda r: (r[1],),
+            list(t.memory_bound),
+            lambda r: r[0],
+            lambda r: (r[1],),
             lambda r: (r[2] * 1e-3 / r[1],),
         )
 
@@ -155,8 +164,17 @@ class KernelBook:
         return (None if per_flop is None else per_flop[0] * flops), status
 
     def attention_s_per_flop(
-        self, batch: float, seq: float, heads: float, kv_heads: float, d_qk: float, d_v: float,
-        *, causal: bool, window: int, kernel: str,
+        self,
+        batch: float,
+        seq: float,
+        heads: float,
+        kv_heads: float,
+        d_qk: float,
+        d_v: float,
+        *,
+        causal: bool,
+        window: int,
+        kernel: str,
     ) -> tuple[tuple[float, float] | None, str]:
         """(forward + backward, forward) seconds per forward FLOP (attention_fwd_flops) of one
         attention call of this shape."""
@@ -186,7 +204,7 @@ def _leave_one_out(grid: _Grid) -> list[float]:
         keep = np.arange(n) != i
         if keep.sum() < 2:
             continue
-        vals, status = _Grid(grid.features[keep], grid.values[keep]).lookup(
+        vals, _status = _Grid(grid.features[keep], grid.values[keep]).lookup(
             tuple(np.exp(grid.features[i]).tolist())
         )
         if vals is not None:
@@ -214,8 +232,12 @@ def table_residuals(tables: KernelTables) -> dict[str, dict[str, float]]:
     |looked up / measured - 1| in %), and the same with each row left out (leave-one-out over
     the rows whose shape the others still span; `loo_rows` of them)."""
     book = KernelBook(tables)
-    grids = {"gemm": book._gemm, "grouped_gemm": book._grouped, "attention": book._attention,
-             "memory_bound": book._memory}
+    grids = {
+        "gemm": book._gemm,
+        "grouped_gemm": book._grouped,
+        "attention": book._attention,
+        "memory_bound": book._memory,
+    }
     time_col = {"gemm": 5, "grouped_gemm": 5, "attention": 9, "memory_bound": 2}
     out = {}
     for kind, grid in grids.items():

@@ -455,7 +455,9 @@ AttentionRow = tuple[
     PositiveFloat,  # time_ms: one forward + backward call
     NonNegativeFloat,  # forward_ms (0: not measured)
 ]
-GroupedGemmRow = tuple[PositiveInt, PositiveFloat, PositiveFloat, PositiveFloat, KernelDtype, PositiveFloat]
+GroupedGemmRow = tuple[
+    PositiveInt, PositiveFloat, PositiveFloat, PositiveFloat, KernelDtype, PositiveFloat
+]
 """(experts, rows_per_expert, n, k, dtype, time_ms): one grouped GEMM over `experts` matrices."""
 MemoryBoundRow = tuple[str, PositiveFloat, PositiveFloat]
 """(op, bytes, time_ms): bytes counts each tensor read and written once."""
@@ -473,8 +475,9 @@ class KernelTables(InputSpec):
     @model_validator(mode="after")
     def _some_rows(self) -> Self:
         if not (self.gemm or self.attention or self.grouped_gemm or self.memory_bound):
-            raise ValueError("kernel tables hold no rows (give gemm, attention, grouped_gemm or "
-                             "memory_bound)")
+            raise ValueError(
+                "kernel tables hold no rows (give gemm, attention, grouped_gemm or memory_bound)"
+            )
         for row in self.attention:
             if row[2] % row[3]:
                 raise ValueError(f"attention row {list(row)}: heads must be a multiple of kv_heads")

@@ -37,7 +37,9 @@ def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [c for c in required if c not in header]
     if missing:
-        raise InvalidInput(f"{path}:1: header lacks {', '.join(missing)} (needs {','.join(required)})")
+        raise InvalidInput(
+            f"{path}:1: header lacks {', '.join(missing)} (needs {','.join(required)})"
+        )
     rows = []
     for i, rec in enumerate(reader, 2):
         if None in rec:
@@ -57,7 +59,9 @@ def number(row: dict[str, Any], key: str, path: Path, *, zero_ok: bool = False) 
         raise InvalidInput(f"{path}:{row['_line']}: {key} {text!r} is not a number") from None
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
         rule = ">= 0" if zero_ok else "> 0"
-        raise InvalidInput(f"{path}:{row['_line']}: {key} must be a finite number {rule} (got {text!r})")
+        raise InvalidInput(
+            f"{path}:{row['_line']}: {key} must be a finite number {rule} (got {text!r})"
+        )
     return int(value) if value.is_integer() else value
 
 
@@ -84,10 +88,14 @@ def gemm_rows(path: Path) -> list[list]:
 def attention_rows(path: Path) -> list[list]:
     out = []
     for r in read_csv_rows(path, REQUIRED["attention"]):
-        b, s, h, kv, d = (number(r, c, path) for c in ("batch", "seq", "heads", "kv_heads", "head_dim"))
+        b, s, h, kv, d = (
+            number(r, c, path) for c in ("batch", "seq", "heads", "kv_heads", "head_dim")
+        )
         dv = number(r, "v_head_dim", path) if r.get("v_head_dim") else d
         if h % kv:
-            raise InvalidInput(f"{path}:{r['_line']}: heads ({h}) must be a multiple of kv_heads ({kv})")
+            raise InvalidInput(
+                f"{path}:{r['_line']}: heads ({h}) must be a multiple of kv_heads ({kv})"
+            )
         causal = _choice(r, "causal", path, ("true", "false", "1", "0"), "true") in ("true", "1")
         _choice(r, "dtype", path, ("bf16",), "bf16")
         window = number(r, "window", path, zero_ok=True) if r.get("window") else 0

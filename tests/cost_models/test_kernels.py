@@ -27,8 +27,13 @@ def _book(**rows) -> KernelBook:
 
 
 def test_exact_hit_returns_the_measured_time_and_duplicates_average():
-    book = _book(gemm=[(1024, 1024, 1024, "bf16", "TN", 1.0), (1024, 1024, 1024, "bf16", "TN", 3.0),
-                       (4096, 4096, 4096, "bf16", "TN", 40.0)])
+    book = _book(
+        gemm=[
+            (1024, 1024, 1024, "bf16", "TN", 1.0),
+            (1024, 1024, 1024, "bf16", "TN", 3.0),
+            (4096, 4096, 4096, "bf16", "TN", 40.0),
+        ]
+    )
     seconds, status = book.gemm_s(1024, 1024, 1024, "bf16", "TN")
     assert status == MEASURED
     # the two rows' log mean: sqrt(1 * 3) ms
@@ -36,7 +41,9 @@ def test_exact_hit_returns_the_measured_time_and_duplicates_average():
 
 
 def test_between_two_shapes_the_time_per_flop_is_their_log_mean():
-    book = _book(gemm=[(1024, 1024, 1024, "bf16", "NN", 1.0), (4096, 4096, 4096, "bf16", "NN", 40.0)])
+    book = _book(
+        gemm=[(1024, 1024, 1024, "bf16", "NN", 1.0), (4096, 4096, 4096, "bf16", "NN", 40.0)]
+    )
     seconds, status = book.gemm_s(2048, 2048, 2048, "bf16", "NN")
     assert status == INTERPOLATED
     per_flop_a = 1e-3 / (2 * 1024**3)
@@ -47,7 +54,9 @@ def test_between_two_shapes_the_time_per_flop_is_their_log_mean():
 
 
 def test_outside_the_tables_box_is_extrapolated_and_other_layouts_are_absent():
-    book = _book(gemm=[(1024, 1024, 1024, "bf16", "TN", 1.0), (4096, 4096, 4096, "bf16", "TN", 40.0)])
+    book = _book(
+        gemm=[(1024, 1024, 1024, "bf16", "TN", 1.0), (4096, 4096, 4096, "bf16", "TN", 40.0)]
+    )
     assert book.gemm_s(8192, 2048, 2048, "bf16", "TN") == (None, EXTRAPOLATED)
     assert book.gemm_s(2048, 2048, 2048, "bf16", "NT") == (None, EXTRAPOLATED)
     # fp8 rows measured as TN stand for every layout (Hopper runs fp8 GEMMs TN only)
@@ -76,7 +85,8 @@ def _table_for(model, wl, lo, ms_per_pass: tuple[float, float, float]) -> Kernel
     rows = []
     for g in gemms:
         for (layout_, m, n, k), ms in zip(
-            (("TN", g.m, g.n, g.k), ("NN", g.m, g.k, g.n), ("NT", g.n, g.k, g.m)), ms_per_pass,
+            (("TN", g.m, g.n, g.k), ("NN", g.m, g.k, g.n), ("NT", g.n, g.k, g.m)),
+            ms_per_pass,
             strict=True,
         ):
             rows.append((m, n, k, "bf16", layout_, ms))
@@ -99,7 +109,9 @@ def test_the_pricer_takes_every_pass_from_the_table():
     assert flops == pytest.approx(attention_fwd_flops(1, wl.seq_len, 16, d, d, True))
     assert t.attention_s == pytest.approx(2e-3)
     assert t.attention_backward_s == pytest.approx(5e-3)
-    assert t.backward_s == pytest.approx(5 * n_gemms * 1e-3 + 5e-3 + 2 * t.elementwise_s + t.overhead_s)
+    assert t.backward_s == pytest.approx(
+        5 * n_gemms * 1e-3 + 5e-3 + 2 * t.elementwise_s + t.overhead_s
+    )
     est = Pricer(model, cl, wl).estimate(lo)
     assert est.kernels["table"] == "hand-built"
     assert est.kernels["terms"]["attention"] == {MEASURED: 1, INTERPOLATED: 0, EXTRAPOLATED: 0}

@@ -31,12 +31,16 @@ def calibrated(tmp_path_factory):
 def _residuals(book: KernelBook, tables) -> list[float]:
     res = [abs(book.gemm_s(*r[:5])[0] / (r[5] * 1e-3) - 1) for r in tables.gemm]
     res += [abs(book.grouped_gemm_s(*r[:5])[0] / (r[5] * 1e-3) - 1) for r in tables.grouped_gemm]
-    res += [abs(book.memory_bound_s(r[0], r[1])[0] / (r[2] * 1e-3) - 1) for r in tables.memory_bound]
+    res += [
+        abs(book.memory_bound_s(r[0], r[1])[0] / (r[2] * 1e-3) - 1) for r in tables.memory_bound
+    ]
     for b, s, h, kv, dqk, dv, causal, window, kernel, ms, _fwd in tables.attention:
         per_flop, _ = book.attention_s_per_flop(
             b, s, h, kv, dqk, dv, causal=causal, window=window, kernel=kernel
         )
-        res.append(abs(per_flop[0] * attention_fwd_flops(b, s, h, dqk, dv, causal) / (ms * 1e-3) - 1))
+        res.append(
+            abs(per_flop[0] * attention_fwd_flops(b, s, h, dqk, dv, causal) / (ms * 1e-3) - 1)
+        )
     return res
 
 
@@ -69,9 +73,28 @@ def test_calibrate_prints_the_residual_per_table(tmp_path, capsys):
 
 
 def test_estimate_names_the_table_and_the_lookups(calibrated, capsys):
-    args = ["estimate", "--model", "llama3-70b", "--cluster", str(calibrated), "--gpus", "64",
-            "--global-batch", "512", "--seq-len", "8192", "--tp", "4", "--pp", "4", "--dp", "2",
-            "--cp", "2", "--json"]
+    args = [
+        "estimate",
+        "--model",
+        "llama3-70b",
+        "--cluster",
+        str(calibrated),
+        "--gpus",
+        "64",
+        "--global-batch",
+        "512",
+        "--seq-len",
+        "8192",
+        "--tp",
+        "4",
+        "--pp",
+        "4",
+        "--dp",
+        "2",
+        "--cp",
+        "2",
+        "--json",
+    ]
     assert main(args) == 0
     kern = json.loads(capsys.readouterr().out)["kernels"]
     assert kern["table"] == str(H100_TABLES)
@@ -90,8 +113,24 @@ def test_cluster_file_names_a_folder_relative_to_itself(tmp_path, capsys):
     cl = models_zoo.load_cluster(str(path))
     assert cl.kernels.source == "tables" and cl.kernels.gemm[0][5] == 0.01
     (folder / "gemm.csv").write_text("m,n,k,dtype,layout,time_ms\n1024,1024,1024,bf16,XY,0.01\n")
-    code = main(["estimate", "--model", "llama3-8b", "--cluster", str(path), "--global-batch", "8",
-                 "--tp", "1", "--pp", "1", "--dp", "8", "--json"])
+    code = main(
+        [
+            "estimate",
+            "--model",
+            "llama3-8b",
+            "--cluster",
+            str(path),
+            "--global-batch",
+            "8",
+            "--tp",
+            "1",
+            "--pp",
+            "1",
+            "--dp",
+            "8",
+            "--json",
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert "gemm.csv:2" in err and "layout" in err and "\n" not in err
@@ -100,8 +139,17 @@ def test_cluster_file_names_a_folder_relative_to_itself(tmp_path, capsys):
 def test_bad_table_file_is_one_line(tmp_path, capsys):
     bad = tmp_path / "gg.csv"
     bad.write_text("experts,rows_per_expert,n,k,dtype,time_ms\n8,128,4096,7168,bf16,-1\n")
-    code = main(["calibrate", "--cluster", "dgx-h100", "--grouped-gemm", str(bad),
-                 "--out", str(tmp_path / "o.yaml")])
+    code = main(
+        [
+            "calibrate",
+            "--cluster",
+            "dgx-h100",
+            "--grouped-gemm",
+            str(bad),
+            "--out",
+            str(tmp_path / "o.yaml"),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert "gg.csv:2" in err and "time_ms" in err and len(err.splitlines()) == 1

@@ -287,11 +287,15 @@ class StepBounds:
         if plain is not None and any_split:
             cd, cm = plain  # no layer costs less than without recompute: a bound for any split
             plain = None
+        # LayerTotals.stage_s, inlined (this runs for every shape and placement popped)
         if plain is None:
-            stage = [nd * cd + nm * cm for nd, nm in counts]  # LayerTotals.stage_s, inlined
+            stage = [nd * cd + nm * cm for nd, nm in counts]
         else:
-            totals = LayerTotals((cd, cm), plain, head_s)
-            stage = [totals.stage_s(lo, c) for c in counts]
+            pd, pm = plain
+            stage = []
+            for nd, nm in counts:
+                xd, xm = recomputed_layers(lo, (nd, nm))
+                stage.append(xd * cd + (nd - xd) * pd + xm * cm + (nm - xm) * pm)
         stage[-1] += head_s
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         if any_split:

@@ -158,7 +158,7 @@ class _Steps:
         self.pricer, self.layout = Pricer(model, cluster, workload), shape.layout  # one per table
         self.cluster, self.shape, self.spans = cluster, shape, spans
         self.fixed, self.pipe_fixed = fixed, pipe_fixed
-        self.q_top = tuple([uplink.UPLINK_STEPS] * len(shape.uplink_tiers))
+        self.q_top = tuple(shape.uplink_max)
         self.grad_kinds = [k for k in GRADIENT if k in spans.base]
         self.pipe_kinds = [k for k in PIPELINE_KINDS if k in spans.base]
         self.memo: dict[tuple, int] = {}
@@ -226,9 +226,7 @@ def build_tables(
     pipe = uplink_steps(cluster, alloc, lo, spans.base_map, moe=moe, kinds=PIPELINE_KINDS)
     pipe = {j: q for j, q in pipe.items() if not (shape.pipe and j in shape.uplink_tiers)}
     steps = _Steps(model, cluster, workload, shape, spans, fixed, pipe)
-    q_grid = list(
-        itertools.product(range(uplink.UPLINK_STEPS + 1), repeat=len(shape.uplink_tiers))
-    )
+    q_grid = list(itertools.product(*(range(top + 1) for top in shape.uplink_max)))
     dp_class, sigs = _dp_classes(shape, spans)
     class_cost = [[max(steps.us(key, qs) for key in sig) for qs in q_grid] for sig in sigs]
     top_ks = tuple(shape.units_per_stage for _ in range(n)) + (0,) * len(spans.cross)
@@ -271,12 +269,13 @@ def dp_monotone(shape: Shape, tables: Tables) -> bool:
 def q_monotone(shape: Shape, tables: Tables) -> bool:
     """Every class's cost, and every PP level's, never falls as one tier's uplink step grows
     (more senders)."""
-    radix = uplink.UPLINK_STEPS + 1
+    tops = shape.uplink_max
+    # mixed radix, the first tier slowest: one step up on tier t moves the index by the
+    # product of the later tiers' radices
+    stride = [int(np.prod([top + 1 for top in tops[t + 1 :]])) for t in range(len(tops))]
     for costs in [*tables.class_cost, *(tables.pp_table if shape.pipe else [])]:
         for g, qs in enumerate(tables.q_grid):
             for t, q in enumerate(qs):
-                if q < uplink.UPLINK_STEPS:
-                    up = g + radix ** (len(qs) - 1 - t)
-                    if costs[up] < costs[g]:
-                        return False
+                if q < tops[t] and costs[g + stride[t]] < costs[g]:
+                    return False
     return True

@@ -326,6 +326,35 @@ class ClusterCalibration(InputSpec):
     date: str = ""
 
 
+MAX_SCALE_OUT_GB_PER_S = 200.0
+"""Fastest scale-out bandwidth per GPU that exists: 1.6 Tb/s (two 800 Gb/s ConnectX-8 ports per
+GPU on GB300 NVL72, NVIDIA GB300 NVL72 datasheet) = 200 GB/s. A scale-out tier above it is
+almost always a Gb/s figure (NIC line rates are quoted in Gb/s) typed as GB/s."""
+
+
+def _check_tier_sense(index: int, tier: LinkTier, gpus_per_node: int) -> None:
+    """Plausibility of one tier (issue 28): a domain is whole nodes (or a part of one node),
+    and a scale-out tier (after the first, not NVLink, not a torus) is at most
+    MAX_SCALE_OUT_GB_PER_S per GPU. Messages name the tier, the numbers and the rule."""
+    where = f"tiers.{index} ({tier.name})"
+    size = tier.domain_size
+    if size is not None and size % gpus_per_node and gpus_per_node % size:
+        raise ValueError(
+            f"{where}: domain_size {size} is not whole nodes: with gpus_per_node "
+            f"{gpus_per_node} a domain is a multiple of {gpus_per_node} ({gpus_per_node}, "
+            f"{2 * gpus_per_node}, ...) or a divisor of {gpus_per_node}"
+        )
+    scale_out = index > 0 and tier.kind not in ("nvlink", "torus")
+    if scale_out and tier.bandwidth_gb_per_s > MAX_SCALE_OUT_GB_PER_S:
+        bw = tier.bandwidth_gb_per_s
+        raise ValueError(
+            f"{where}: bandwidth_gb_per_s {bw:g} GB/s per GPU ({bw * 8 / 1000:g} Tb/s) is above "
+            f"the fastest scale-out NIC bandwidth per GPU that exists ({MAX_SCALE_OUT_GB_PER_S:g}"
+            f" GB/s = 1.6 Tb/s); did you mean {bw:g} Gb/s = {bw / 8:g} GB/s? (an NVLink or "
+            "torus tier: set kind nvlink / torus)"
+        )
+
+
 class Cluster(InputSpec):
     """A sized cluster: the GPU, the node, and the link tiers from the NVLink domain outwards."""
 
@@ -337,6 +366,12 @@ class Cluster(InputSpec):
     source: str = ""
     calibration: ClusterCalibration | None = Field(
         None, description="measured overrides (planner calibrate); null: generation defaults"
+    )
+    max_gpus: PositiveInt | None = Field(
+        None,
+        le=MAX_GPUS,
+        description="largest size this fabric description stands for (--gpus above it is "
+        "refused, models_zoo.load_cluster); null: num_gpus",
     )
 
     @model_validator(mode="after")
@@ -354,6 +389,12 @@ class Cluster(InputSpec):
             raise ValueError(
                 f"num_gpus ({self.num_gpus}) must be whole nodes: a multiple of gpus_per_node "
                 f"({self.gpus_per_node})"
+            )
+        for i, tier in enumerate(self.tiers):
+            _check_tier_sense(i, tier, self.gpus_per_node)
+        if self.max_gpus is not None and self.max_gpus < self.num_gpus:
+            raise ValueError(
+                f"max_gpus ({self.max_gpus:,}) is below num_gpus ({self.num_gpus:,})"
             )
         return self
 

@@ -111,5 +111,27 @@ def load_cluster(name_or_path: str | Cluster, num_gpus: int | None = None) -> Cl
     if num_gpus is not None:
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus <= 0:
             raise InvalidInput(f"--gpus: must be a positive whole number (got {num_gpus!r})")
+        limit = _check_size(data, num_gpus, where)
         data["num_gpus"] = num_gpus
+        if limit > num_gpus:
+            data["max_gpus"] = limit  # a resized cluster keeps its bound
     return validated(Cluster, data, where)
+
+
+def _size_limit(data: dict[str, Any]) -> int:
+    """The most GPUs a cluster description stands for: its max_gpus, else its num_gpus."""
+    limit = data.get("max_gpus") or data.get("num_gpus")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else 0
+
+
+def _check_size(data: dict[str, Any], num_gpus: int, where: str) -> int:
+    """--gpus above the description's size is refused (issue 28): a preset of 576 GPUs says
+    nothing about the fabric of 4,096; a file that means more states num_gpus or max_gpus."""
+    limit = _size_limit(data)
+    if limit and num_gpus > limit:
+        raise InvalidInput(
+            f"--gpus {num_gpus:,}: {where} has {limit:,} GPUs; ask for at most {limit:,}, or "
+            "give a cluster file whose num_gpus (or max_gpus, the largest size its fabric "
+            "stands for) covers it"
+        )
+    return limit

@@ -235,7 +235,7 @@ def plan(
     ranked = [judge_fit(e, usable) for e in ranked]
     # The simplest plan within the simplicity tolerance of the fastest leads; then what else
     # each ranked plan is priced exactly like (planner/search/recommend.py).
-    ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
+    ranked, fastest = recommend.recommend(ranked, options, space.batch_max, sized, workload)
     orders = OrderCache(
         sized, space.search_order, allowed_orders(spec, space), moe=spec.moe is not None
     )

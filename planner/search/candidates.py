@@ -19,7 +19,8 @@ from typing import Any
 from cost_models import framework, rankmap, topology
 from cost_models.errors import InvalidInput
 from cost_models.rules import layout_violations
-from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
+from cost_models.memory import nothing_to_shard
+from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace
 
@@ -423,7 +424,7 @@ def legal_shapes(
     shapes = []
     for base in bases:
         for choice in recompute_choices(model, workload, space, base):
-            for zero, shard in sharding_variants(space, base):
+            for zero, shard in sharding_variants(space, base, model.moe is not None):
                 update = {**choice, "zero_stage": zero, "dp_shard": shard}
                 shape = base.model_copy(update=update)
                 problems = framework_violations(model, space, shape)
@@ -434,14 +435,21 @@ def legal_shapes(
     return shapes, rejected
 
 
-def sharding_variants(space: SearchSpace, base: Layout) -> list[tuple[int, int | None]]:
+def sharding_variants(
+    space: SearchSpace, base: Layout, moe: bool
+) -> list[tuple[int, int | None]]:
     """(ZeRO stage, dp_shard) pairs the search tries for a base: every ZeRO stage of the space,
     and for a framework with HSDP (torchtitan) the hybrid shard sizes too
     (cost_models.framework.shard_choices)."""
     prof = None if space.framework is None else framework.profile(space.framework)
+    stages = space.zero_stages
+    if nothing_to_shard(base, moe):
+        # Every shard group is one GPU: a higher stage shards nothing, so only the lowest
+        # stage the space allows is a plan (issue 28: no "DP1 ZeRO-3" recommendations).
+        stages = (min(stages),)
     return [
         (zero, shard)
-        for zero in space.zero_stages
+        for zero in stages
         for shard in framework.shard_choices(prof, base.model_copy(update={"zero_stage": zero}))
     ]
 
@@ -636,10 +644,33 @@ def plan_key(layout: Layout) -> tuple:
     return (*family_key(layout), layout.zero_stage, layout.dp_shard, layout.order)
 
 
-def complexity(layout: Layout) -> tuple[int, ...]:
-    """How complex a plan is to run, for the simplicity tolerance (less first): parallel axes
-    in use, interleaving, context parallelism, ZeRO stage. Plans equal in all four are equally
-    simple (VP 4 is not simpler than VP 5): the faster of them is recommended."""
-    lo = layout
-    axes = sum(d > 1 for d in (lo.tp, lo.pp, lo.dp, lo.cp, lo.ep))
-    return (axes, int(lo.vp > 1), int(lo.cp > 1), lo.zero_stage)
+SHORT_SEQ_FOR_CP = 16_384
+"""Below this sequence length context parallelism is a cost to justify, not an expectation:
+Llama 3 trained at 8k without CP and used CP 16 only for its 128k stage (Llama 3 paper sec.
+3.3.2); Megatron-LM's CP guide targets long context (docs context_parallel.rst)."""
+
+
+def complexity(e: Estimate, seq_len: int, first_tier: str) -> tuple[int, ...]:
+    """How complex a plan is to run, for the simplicity tolerance (less first), in this order
+    (docs/search.md#recommendation):
+    1. model-parallel axes (TP, PP, CP, EP) whose group leaves the first tier (the NVLink
+       domain): each is a cross-node collective or P2P stream to tune and debug (DP is every
+       plan's baseline axis and does not count);
+    2. CP at a short sequence (below SHORT_SEQ_FOR_CP);
+    3. activation recompute (none < selective < full);
+    4. a higher ZeRO stage;
+    5. interleaving (VP > 1);
+    6. model-parallel axes in use in total.
+    Plans equal in all six are equally simple (VP 4 is not simpler than VP 5): the faster one
+    is recommended."""
+    lo = e.layout
+    degrees = {"tp": lo.tp, "pp": lo.pp, "cp": lo.cp, "ep": lo.ep}
+    crossing = sum(
+        any(f > 1 for tier, f in e.placement.get(axis, {}).items() if tier != first_tier)
+        for axis, d in degrees.items()
+        if d > 1
+    )
+    short_cp = int(lo.cp > 1 and seq_len < SHORT_SEQ_FOR_CP)
+    recompute = ("none", "selective", "full").index(lo.recompute)
+    in_use = sum(d > 1 for d in degrees.values())
+    return (crossing, short_cp, recompute, lo.zero_stage, int(lo.vp > 1), in_use)

@@ -199,7 +199,7 @@ class BranchAndBound:
         self.variants: list[list[tuple[int, int | None]]] = []
         for b, base in enumerate(self.bases):
             kept = []
-            for zero, shard in sharding_variants(space, base):
+            for zero, shard in sharding_variants(space, base, model.moe is not None):
                 lo = base.model_copy(update={"zero_stage": zero, "dp_shard": shard})
                 problems = framework_violations(model, space, lo)
                 if problems:

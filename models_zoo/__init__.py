@@ -46,7 +46,13 @@ def published_run_settings() -> dict[str, dict[str, Any]]:
     return {str(e["id"]): dict(e["settings"]) for e in entries}
 
 
+_FILE_SUFFIXES = (".json", ".yaml", ".yml")
+
+
 def _resolve(kind: str, name: str) -> Path:
+    if "/" in name or "\\" in name or name.lower().endswith(_FILE_SUFFIXES):
+        # Meant as a file (a path or a file name), not a preset: say so, not 50 preset names.
+        raise InvalidInput(f"file not found: {name}")
     key = _ALIASES.get(kind, {}).get(name.lower(), name.lower())
     path = _ROOT / kind / f"{key}.json"
     if path.is_file():

@@ -25,7 +25,8 @@ def fixed_sweep() -> whatif.WhatIfResult:
     tp8 = Layout(tp=8, dp=4, sequence_parallel=True)
     tp1 = Layout(tp=1, dp=32, zero_stage=1)
     estimates = {
-        (value, lo.tp): api.estimate(model, f.cluster(32, ib_gb_per_s=value), lo, work)
+        # nic-gbps values are Gb/s; the tier takes GB/s
+        (value, lo.tp): api.estimate(model, f.cluster(32, ib_gb_per_s=value / 8), lo, work)
         for value, lo in [(25, tp8), (50, tp8), (100, tp1), (400, tp1)]
     }
     base = estimates[(50, 8)]

@@ -233,6 +233,13 @@ class GpuSpec(InputSpec):
     nvlink_domain_size: PositiveInt = Field(
         le=MAX_GPUS, description="GPUs in the NVLink domain of its system"
     )
+    frameworks: tuple[str, ...] | None = Field(
+        None,
+        max_length=16,
+        description="the modelled training frameworks (cost_models.framework) that run on this "
+        "accelerator; null: all of them (PyTorch on CUDA / ROCm); () : none (a TPU: plans carry "
+        "no framework claim and the framework exports refuse them)",
+    )
     source: str = ""
 
 
@@ -570,6 +577,15 @@ class Layout(InputSpec):
         "--delay-wgrad-compute)",
     )
 
+    @property
+    def label(self) -> str:
+        """The layout in one short line, e.g. 'TP8 PP4 DP2 VP5 mb1 sel Z1' (the ranked-plans
+        cell of every report; legend in planner/report/terminal.LAYOUT_LEGEND)."""
+        return layout_label(self)
+
+    def __str__(self) -> str:
+        return self.label
+
     @model_validator(mode="after")
     def _order_is_permutation(self) -> Self:
         if sorted(self.order) != sorted(Axis):
@@ -621,6 +637,48 @@ class Layout(InputSpec):
 
 
 # -------------------------------------------------------------------------------------- results
+
+
+RECOMPUTE_SHORT = {"none": "", "selective": "sel", "full": "full"}
+MODULE_SHORT = {
+    "core_attn": "attn",
+    "layernorm": "ln",
+    "mlp": "mlp",
+    "moe_act": "act",
+    "moe": "moe",
+    "shared_experts": "shx",
+    "mla_up_proj": "up",
+}
+
+
+def recompute_label(lo: Layout) -> str:
+    """RECOMPUTE_SHORT, with Megatron modules (sel:attn+ln+mlp) or block recompute (full:b2)."""
+    if lo.recompute == "selective" and lo.recompute_modules is not None:
+        return "sel:" + "+".join(MODULE_SHORT.get(m, m) for m in lo.recompute_modules)
+    if lo.recompute == "full" and lo.recompute_method == "block":
+        return f"full:b{lo.recompute_num_layers}"
+    if lo.recompute == "full" and (lo.recompute_num_layers or 1) > 1:
+        return f"full:u{lo.recompute_num_layers}"
+    return RECOMPUTE_SHORT[lo.recompute]
+
+
+def layout_label(lo: Layout) -> str:
+    """Layout.label: degrees (CP/EP/ETP/VP when > 1), HSDP, micro-batch, recompute, ZeRO, SP
+    when not the default (on whenever TP > 1), rank order when not tp-cp-dp-pp."""
+    parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}"]
+    parts += [f"CP{lo.cp}"] * (lo.cp > 1) + [f"EP{lo.ep}"] * (lo.ep > 1)
+    parts += [f"ETP{lo.etp}"] * (lo.etp > 1) + [f"VP{lo.vp}"] * (lo.vp > 1)
+    if lo.dp_shard is not None:  # hybrid sharded DP: replicas x shard group
+        parts.append(f"HSDP{lo.replicate_dp}x{lo.dp_shard}")
+    parts.append(f"mb{lo.micro_batch}")
+    rc = recompute_label(lo)
+    parts += [rc] * bool(rc)
+    parts.append(f"Z{lo.zero_stage}")
+    if lo.sequence_parallel != (lo.tp > 1):
+        parts.append("SP" if lo.sequence_parallel else "noSP")
+    if lo.order != Layout.model_fields["order"].default:  # plans can differ only in placement
+        parts.append("o:" + "".join(a.value[0] for a in lo.order))
+    return " ".join(parts)
 
 
 class StageMemory(Spec):

@@ -15,7 +15,12 @@ from models_zoo.inputs import validated
 from .place.joint import PlacedPlan
 from .search import exhaustive, recommend
 from .search import solve as sat_solve
-from .search.candidates import OrderCache, allowed_orders, framework_space
+from .search.candidates import (
+    OrderCache,
+    allowed_orders,
+    framework_space,
+    search_rule_violations,
+)
 from .types import PlanResult, SearchSpace, SolverOptions
 
 DEFAULT_SEQ_LEN = 4096
@@ -124,6 +129,28 @@ def _resolve(
     return models_zoo.load_model(model), models_zoo.load_cluster(cluster, num_gpus)
 
 
+def default_framework(cluster: str | Cluster) -> str | None:
+    """The framework a plan is for when none is named: the default (megatron), or none where
+    the accelerator runs none of the modelled frameworks (GpuSpec.frameworks: a TPU)."""
+    runs = models_zoo.load_cluster(cluster).gpu.frameworks
+    if runs is None or _framework.DEFAULT_FRAMEWORK in runs:
+        return _framework.DEFAULT_FRAMEWORK
+    return runs[0] if runs else None
+
+
+def check_framework_runs(cluster: Cluster, framework: str | None) -> None:
+    """InvalidInput when `framework` does not run on the cluster's accelerator (issue 28: no
+    Megatron arguments for TPU chips)."""
+    runs = cluster.gpu.frameworks
+    if framework is None or runs is None or framework in runs:
+        return
+    can = ", ".join(runs) if runs else "none of the modelled frameworks"
+    raise InvalidInput(
+        f"framework {framework}: {cluster.gpu.name} runs {can} (gpu field frameworks); plan "
+        "with --framework none and export the device mesh (--emit mesh)"
+    )
+
+
 def _gpus_within(cluster: str | Cluster, num_gpus: int | None, max_nodes: int) -> int:
     """The GPU count under a node cap: all GPUs of max_nodes nodes unless fewer are asked for."""
     if not isinstance(max_nodes, int) or max_nodes <= 0:
@@ -198,6 +225,7 @@ def plan(
     spec, sized = _resolve(model, cluster, num_gpus)
     if framework is not None:
         _framework.profile(framework)  # unknown name: InvalidInput naming the choices
+        check_framework_runs(sized, framework)
         if constraints.get("framework") not in (None, framework):
             raise InvalidInput("framework: give it once (framework= or the constraint)")
         constraints["framework"] = framework
@@ -290,7 +318,11 @@ def estimate(
         )
     check_precision(sized, workload)
     check_memory_options(spec, workload)
+    check_framework_runs(sized, framework)
     layout = layout_with_defaults(layout)
+    problems = search_rule_violations(spec, layout)
+    if problems:  # every rule plan applies (issue 28)
+        raise InvalidInput("; ".join(problems))
     if framework is not None:
         prof = _framework.profile(framework)
         workload, layout = prof.workload(workload), prof.layout(layout)

@@ -26,6 +26,7 @@ from cost_models.specs import RECOMPUTE_MODULES
 
 from . import DISTRIBUTION, __version__, api, report, whatif
 from .export.launch import MEGATRON_VERSION, megatron_env
+from .report.findings import plan_warnings
 from .report.markdown import render_markdown as render_plan_markdown
 from .report.whatif_view import render_whatif
 from .types import PlanResult
@@ -99,7 +100,10 @@ def _framework(args: argparse.Namespace) -> str | None:
     if args.framework:
         return args.framework
     emit = getattr(args, "emit", None)
-    return emit if emit in FRAMEWORKS else DEFAULT_FRAMEWORK
+    if emit in FRAMEWORKS:
+        return emit
+    cluster = getattr(args, "cluster", None)
+    return api.default_framework(cluster) if cluster else DEFAULT_FRAMEWORK
 
 
 def _add_global_batch(p: argparse.ArgumentParser) -> None:
@@ -660,9 +664,12 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         prof = framework_profile(name)
         payload["framework"] = {"name": prof.name, "version": prof.version}
         payload["framework_violations"] = api.framework_violations(model, layout, name)
+        payload["warnings"] = plan_warnings(cluster, e)
         _emit_json(payload)
     else:
-        out.print(report.render_estimate(e, cluster, workload, model))
+        cannot = [f"{name} cannot run this layout: {v}" for v in
+                  api.framework_violations(model, layout, name)]  # fmt: skip
+        out.print(report.render_estimate(e, cluster, workload, model, cannot))
     return EXIT_OK
 
 

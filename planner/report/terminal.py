@@ -54,7 +54,6 @@ TERM_LABELS = {
     "bubble": "pipeline bubble",
     "optimizer": "optimizer step",
 }
-RECOMPUTE_SHORT = {"none": "", "selective": "sel", "full": "full"}
 LAYOUT_LEGEND = (
     "layout: degrees (CP/EP/VP shown when > 1), mb micro-batch size, sel/full recompute (none "
     "when absent), Z ZeRO stage, o: rank order when not tp-cp-dp-pp (first letters, innermost "
@@ -178,27 +177,6 @@ def _recompute_words(lo: Layout) -> str:
     return lo.recompute
 
 
-MODULE_SHORT = {
-    "core_attn": "attn",
-    "layernorm": "ln",
-    "mlp": "mlp",
-    "moe_act": "act",
-    "moe": "moe",
-    "shared_experts": "shx",
-    "mla_up_proj": "up",
-}
-
-
-def _recompute_short(lo: Layout) -> str:
-    """RECOMPUTE_SHORT, with Megatron modules (sel:attn+ln+mlp) or block recompute (full:b2)."""
-    if lo.recompute == "selective" and lo.recompute_modules is not None:
-        return "sel:" + "+".join(MODULE_SHORT.get(m, m) for m in lo.recompute_modules)
-    if lo.recompute == "full" and lo.recompute_method == "block":
-        return f"full:b{lo.recompute_num_layers}"
-    if lo.recompute == "full" and (lo.recompute_num_layers or 1) > 1:
-        return f"full:u{lo.recompute_num_layers}"
-    return RECOMPUTE_SHORT[lo.recompute]
-
 class Responsive:
     """The first renderable that fits the console width, else the last (narrowest) one."""
 
@@ -253,22 +231,9 @@ def layout_line(e: Estimate) -> str:
 
 
 def compact_layout(e: Estimate) -> str:
-    """The layout in one short cell, e.g. 'TP8 PP4 DP2 VP5 mb1 sel Z1' (LAYOUT_LEGEND)."""
-    lo = e.layout
-    parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}"]
-    parts += [f"CP{lo.cp}"] * (lo.cp > 1) + [f"EP{lo.ep}"] * (lo.ep > 1)
-    parts += [f"ETP{lo.etp}"] * (lo.etp > 1) + [f"VP{lo.vp}"] * (lo.vp > 1)
-    if lo.dp_shard is not None:  # hybrid sharded DP: replicas x shard group
-        parts.append(f"HSDP{lo.replicate_dp}x{lo.dp_shard}")
-    parts.append(f"mb{lo.micro_batch}")
-    rc = _recompute_short(lo)
-    parts += [rc] * bool(rc)
-    parts.append(f"Z{lo.zero_stage}")
-    if lo.sequence_parallel != (lo.tp > 1):
-        parts.append("SP" if lo.sequence_parallel else "noSP")
-    if lo.order != Layout.model_fields["order"].default:  # plans can differ only in placement
-        parts.append("o:" + "".join(a.value[0] for a in lo.order))
-    return " ".join(parts)
+    """The layout in one short cell, e.g. 'TP8 PP4 DP2 VP5 mb1 sel Z1' (Layout.label;
+    LAYOUT_LEGEND)."""
+    return e.layout.label
 
 
 short_layout = compact_layout  # the name tables of many plans used before issue 20
@@ -442,10 +407,8 @@ def render_group_tiers(e: Estimate, cluster: Cluster) -> Group:
 
 
 def render_warnings(result: PlanResult) -> RenderableType | None:
-    found = findings.warnings(result)
-    if not found:
-        return None
-    return Panel("\n".join(f"! {w}" for w in found), title="Warnings", title_align="left")
+    panel = _warning_panel(findings.warnings(result))
+    return panel[0] if panel else None
 
 
 def render_placement(e: Estimate, cluster: Cluster) -> Group:
@@ -492,7 +455,15 @@ def render_header(cluster: Cluster, workload: Workload, model: ModelSpec) -> Tex
     return Text(header_text(cluster, workload, model), style="bold")
 
 
-def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model: ModelSpec) -> Group:
+def render_estimate(
+    e: Estimate,
+    cluster: Cluster,
+    workload: Workload,
+    model: ModelSpec,
+    violations: list[str] | None = None,
+) -> Group:
+    """`planner estimate`'s report; its warnings are plan's (findings.plan_warnings) plus what
+    the framework cannot run (`violations`)."""
     verdict = "fits" if e.fits_in_memory else "DOES NOT FIT"
     hbm = cluster.gpu.hbm_gib
     summary = Text(
@@ -509,7 +480,14 @@ def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model: Mo
         render_memory(e, e.usable_memory_gib, hbm),
         render_placement(e, cluster),
         render_rank_map(e, cluster),
+        *_warning_panel(findings.plan_warnings(cluster, e) + list(violations or [])),
     )
+
+
+def _warning_panel(found: list[str]) -> list[RenderableType]:
+    if not found:
+        return []
+    return [Panel("\n".join(f"! {w}" for w in found), title="Warnings", title_align="left")]
 
 
 def render_links(e: Estimate) -> Table:

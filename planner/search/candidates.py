@@ -98,20 +98,37 @@ def degree_tuples(
                 yield tp, pp, cp, dp
 
 
+def vp_splits(model: ModelSpec, pp: int, vp: int) -> bool:
+    """Whether pp*vp chunks split the model's layers into whole chunks of equal size, where the
+    embedding and the LM head may each count as one layer (Megatron --account-for-embedding/
+    loss-in-pipeline-split): the first and last chunks then hold one layer fewer, as
+    pipeline.chunk_layer_counts splits them. Llama 3 405B (126 layers = 128 - 2) trained at pp
+    16 with interleaving this way (Llama 3 paper sec. 3.3.2); an equal-chunks rule alone
+    (num_layers % (pp * vp) == 0) excludes it."""
+    return pp * vp <= model.num_layers and any(
+        (model.num_layers + extra) % (pp * vp) == 0 for extra in (0, 1, 2)
+    )
+
+
+def search_rule_violations(model: ModelSpec, layout: Layout) -> list[str]:
+    """The rules the search's candidate generator applies beyond cost_models.rules, as
+    messages: what `planner estimate` must refuse too (issue 28)."""
+    lo = layout
+    if lo.vp > 1 and lo.pp > 1 and not vp_splits(model, lo.pp, lo.vp):
+        per_rank = model.num_layers / lo.pp
+        return [
+            f"vp ({lo.vp}): {model.num_layers} layers over pp ({lo.pp}) are {per_rank:g} per "
+            f"rank, which do not split into {lo.vp} equal chunks (num_layers, or num_layers + 1 "
+            f"or + 2 with the embedding and LM head counted, must be a multiple of pp*vp = "
+            f"{lo.pp * lo.vp})"
+        ]
+    return []
+
+
 def _vps(model: ModelSpec, pp: int, space: SearchSpace) -> list[int]:
-    # Interleaving needs whole chunks of equal size, where the embedding and the LM head may each
-    # count as one layer (Megatron --account-for-embedding/loss-in-pipeline-split): the first
-    # and last chunks then hold one layer fewer, as pipeline.chunk_layer_counts splits them.
-    # Llama 3 405B (126 layers = 128 - 2) trained at pp 16 with interleaving this way (Llama 3
-    # paper sec. 3.3.2); an equal-chunks rule alone (num_layers % (pp * vp) == 0) excludes it.
     if pp == 1:
         return [1]
-    return [1] + [
-        v
-        for v in range(2, space.max_vp + 1)
-        if pp * v <= model.num_layers
-        and any((model.num_layers + extra) % (pp * v) == 0 for extra in (0, 1, 2))
-    ]
+    return [1] + [v for v in range(2, space.max_vp + 1) if vp_splits(model, pp, v)]
 
 
 def _eps(model: ModelSpec, tp: int, dp: int, cp: int, space: SearchSpace) -> list[int]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cost_models.errors import InvalidInput
+from cost_models.params import total_params
 from cost_models.specs import Cluster, GpuSpec, ModelSpec
 
 from .hf import is_hf_config, model_from_hf_config
@@ -20,6 +21,7 @@ from .inputs import read_data_file, validated
 
 __all__ = [
     "list_presets",
+    "preset_summaries",
     "load_cluster",
     "load_gpu",
     "load_model",
@@ -37,6 +39,55 @@ def list_presets(kind: str) -> list[str]:
     if kind not in _KINDS:
         raise InvalidInput(f"preset kind {kind!r} is not one of {', '.join(_KINDS)}")
     return sorted(p.stem for p in (_ROOT / kind).glob("*.json"))
+
+
+def preset_summaries(kind: str) -> list[dict[str, Any]]:
+    """One row of key specs per preset of a kind (`planner presets`, issue 28): clusters their
+    GPU, size, node, NVLink domain and fabric; models their parameter counts and shape; GPUs
+    their peaks and memory."""
+    rows = []
+    for name in list_presets(kind):
+        if kind == "clusters":
+            rows.append(_cluster_row(name, load_cluster(name)))
+        elif kind == "models":
+            rows.append(_model_row(name, load_model(name)))
+        else:
+            g = load_gpu(name)
+            rows.append({
+                "name": name, "gpu": g.name, "peak_bf16_tflops": g.peak_bf16_tflops,
+                "peak_fp8_tflops": g.peak_fp8_tflops, "hbm_gib": g.hbm_gib,
+                "nvlink_gb_per_s": g.nvlink_gb_per_s,
+            })  # fmt: skip
+    return rows
+
+
+def _cluster_row(name: str, c: Cluster) -> dict[str, Any]:
+    return {
+        "name": name,
+        "gpu": c.gpu.id,
+        "num_gpus": c.num_gpus,
+        "max_gpus": c.max_gpus or c.num_gpus,
+        "gpus_per_node": c.gpus_per_node,
+        "nvlink_domain": c.tiers[0].domain_size,
+        "fabric": [
+            {"tier": t.name, "domain_size": t.domain_size, "gb_per_s": t.bandwidth_gb_per_s,
+             "kind": t.kind}
+            for t in c.tiers
+        ],
+    }  # fmt: skip
+
+
+def _model_row(name: str, m: ModelSpec) -> dict[str, Any]:
+    return {
+        "name": name,
+        "model": m.name,
+        "params_total": total_params(m),
+        "params_active": total_params(m, active_only=True),
+        "num_layers": m.num_layers,
+        "hidden_size": m.hidden_size,
+        "num_experts": m.moe.num_experts if m.moe else None,
+        "seq_len": m.seq_len,
+    }
 
 
 def published_run_settings() -> dict[str, dict[str, Any]]:

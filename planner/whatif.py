@@ -446,6 +446,50 @@ def conclusions(
     return out
 
 
+AGAINST_TREND_SHARE = 0.001
+"""A step between adjacent values is explained when throughput moves against the sweep's overall
+trend by more than this share (0.1 %; smaller moves are rounding-level)."""
+
+
+def against_trend(
+    steps: list[tuple[WhatIfPoint, dict[str, str | None]]], labels: dict[str, str]
+) -> list[str]:
+    """Issue 28: every step of a numeric sweep that moves against its overall trend (a bigger
+    NVLink domain that is slower), explained by the breakdown term that moved most and the axes
+    whose groups now cross another tier. `steps`: (point, axis -> slowest tier crossed) in
+    value order."""
+    if len(steps) < 3 or any(isinstance(p.value, str) for p, _ in steps):
+        return []
+    first, last = steps[0][0].best, steps[-1][0].best
+    trend = last.tokens_per_s_per_gpu - first.tokens_per_s_per_gpu
+    out = []
+    for (a, tiers_a), (b, tiers_b) in zip(steps, steps[1:], strict=False):
+        ta, tb = a.best.tokens_per_s_per_gpu, b.best.tokens_per_s_per_gpu
+        change = tb / ta - 1
+        if trend == 0 or abs(change) <= AGAINST_TREND_SHARE or (change > 0) == (trend > 0):
+            continue
+        terms = set(a.best.breakdown_s) | set(b.best.breakdown_s)
+        moved = max(
+            sorted(terms),
+            key=lambda t: abs(b.best.breakdown_s.get(t, 0.0) - a.best.breakdown_s.get(t, 0.0)),
+        )
+        delta = b.best.breakdown_s.get(moved, 0.0) - a.best.breakdown_s.get(moved, 0.0)
+        crossed = [
+            f"{axis.upper()} groups cross {tiers_b[axis] or 'no tier'} (at {_fmt(a.value)}: "
+            f"{tiers_a.get(axis) or 'no tier'})"
+            for axis in tiers_b
+            if tiers_b[axis] != tiers_a.get(axis)
+        ]
+        why = "; ".join(crossed) if crossed else "no group crosses another tier"
+        if plan_key(a.best) != plan_key(b.best):
+            why += f" (plan {a.best.layout.label} -> {b.best.layout.label})"
+        out.append(
+            f"From {_fmt(a.value)} to {_fmt(b.value)} throughput moves {change:+.1%}, against "
+            f"the trend: {labels.get(moved, moved)} {delta:+.3f} s; {why}."
+        )
+    return out
+
+
 def changed_tiers(cluster: Cluster, varied: list[Cluster]) -> list[str]:
     """Names of the tiers the sweep changes (compared field by field with the cluster)."""
     base = {t.name: t for t in cluster.tiers}
@@ -523,7 +567,7 @@ def whatif(
         point(api.plan(spec, c, **plan_args).best, v, c)
         for c, v in zip(varied, values, strict=True)
     ]
-    from .report.terminal import model_params
+    from .report.terminal import TERM_LABELS, model_params
 
     cal = calibration_for_cluster(base_cluster)
     hidden = hidden_from(points, cal)
@@ -543,6 +587,11 @@ def whatif(
         crossed,
         [t.name for t in base_cluster.tiers],
     )
+    tiers_at = {
+        id(p): ranks.group_tiers(c, p.best.layout) for c, p in zip(varied, points, strict=True)
+    }
+    steps = [(p, tiers_at[id(p)]) for p in ordered_points(points)]
+    words += against_trend(steps, TERM_LABELS)
     if parameter == "slice-shape":
         shape = slice_of(base_cluster)
         words.append(f"The baseline is the preset's torus as the job fills it: {shape}.")

@@ -99,6 +99,8 @@ def ranking_notes(result: PlanResult) -> list[str]:
             f"#1 is the simplest plan within {result.simplicity_tolerance:.1%} of the fastest "
             f"(#{result.fastest_index + 1}); --simplicity-tolerance 0 ranks by speed alone"
         )
+    # One line per distinct list of twins (issue 28: not five identical lines under a ranking).
+    by_twins: dict[str, list[int]] = {}
     for i, (e, same) in enumerate(zip(result.ranked, result.equivalents, strict=False), 1):
         if not same:
             continue
@@ -108,7 +110,13 @@ def ranking_notes(result: PlanResult) -> list[str]:
                 names.append(f"ZeRO-{lo.zero_stage}")
             if lo.order != e.layout.order:
                 names.append("order " + "-".join(a.value for a in lo.order))
-        out.append(f"#{i} is priced the same as: {', '.join(names)} (kept the simplest)")
+        by_twins.setdefault(", ".join(names), []).append(i)
+    for names, plans in by_twins.items():
+        if len(plans) == 1:
+            out.append(f"#{plans[0]} is priced the same as: {names} (kept the simplest)")
+        else:
+            which = ", ".join(f"#{i}" for i in plans)
+            out.append(f"{which} are each priced the same as: {names} (kept the simplest)")
     return out
 
 
@@ -177,7 +185,13 @@ def solver_warnings(result: PlanResult) -> list[str]:
             f"{s.num_unproved_partitions} of {s.num_partition_models} stage-partition models "
             f"stopped at their work limit before a proof: their layouts' splits may not be the best"
         )
-    if s.status != "PROVED" and not out:
+    if s.status == "STOPPED" and s.best_bound is not None and not out:
+        out.append(
+            f"search stopped before proving the ranking: the smallest bound left open "
+            f"({s.best_bound:.4g}) is not below #1's ({s.objective:.4g}), so no unscored plan "
+            "beats #1, but the plans below it are ranked among those scored only"
+        )
+    elif s.status != "PROVED" and not out:
         out.append(f"search status {s.status}: the best plan is not proven optimal")
     return out
 

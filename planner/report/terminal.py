@@ -54,11 +54,13 @@ TERM_LABELS = {
     "bubble": "pipeline bubble",
     "optimizer": "optimizer step",
 }
-LAYOUT_LEGEND = (
+LAYOUT_KEY = (
     "layout: degrees (CP/EP/VP shown when > 1), mb micro-batch size, sel/full recompute (none "
     "when absent), Z ZeRO stage, o: rank order when not tp-cp-dp-pp (first letters, innermost "
-    "first); sequence parallel whenever TP > 1 unless noSP; GiB: peak memory per GPU"
+    "first); sequence parallel whenever TP > 1 unless noSP"
 )
+"""The layout cell's key, for tables without a memory column (whatif)."""
+LAYOUT_LEGEND = LAYOUT_KEY + "; GiB: peak memory per GPU"
 
 # ------------------------------------------------------------------------------------------ JSON
 
@@ -436,9 +438,10 @@ def memory_options_text(workload: Workload) -> str:
 
 def header_text(cluster: Cluster, workload: Workload, model: ModelSpec) -> str:
     return (
-        f"{model.name} ({params_text(model)}) on {cluster.num_gpus} x {cluster.gpu.name} "
-        f"({cluster.name}), seq {workload.seq_len}, global batch {workload.global_batch_seqs} "
-        f"seqs, {workload.precision}{memory_options_text(workload)}"
+        f"{model.name} ({params_text(model)}) on {cluster.num_gpus:,} x {cluster.gpu.name} "
+        f"({cluster.name}), seq {workload.seq_len:,}, global batch "
+        f"{workload.global_batch_seqs:,} seqs, {workload.precision}"
+        f"{memory_options_text(workload)}"
     )
 
 
@@ -512,12 +515,16 @@ def solver_line(result: PlanResult) -> str:
         return "n/a" if v is None else f"{v:.4g}{unit}" if unit != " s" else f"{v:.4f} s"
 
     gap = "n/a" if s.gap is None else f"{s.gap:.2%}"
+    if s.status == "STOPPED" and s.gap is not None and s.gap == 0:
+        gap = "0 for #1 only (the ranking below it is not proved)"
     seed = getattr(s, "seed", None)
     seed_text = "" if seed is None else f", seed {seed}"
+    bound = "open bound" if s.status == "STOPPED" else "bound"
     return (
-        f"engine {s.engine}, status {s.status}, objective {secs(s.objective)}, bound "
+        f"engine {s.engine}, status {s.status}, objective {secs(s.objective)}, {bound} "
         f"{secs(s.best_bound)}, gap {gap}{seed_text}, {s.wall_time_s:.2f} s wall; "
-        f"{s.num_candidates} candidates, {s.num_scored} scored, {s.num_feasible} fit in memory"
+        f"{s.num_candidates:,} candidates, {s.num_scored:,} scored, {s.num_feasible:,} fit in "
+        "memory"
     )
 
 

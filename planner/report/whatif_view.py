@@ -10,7 +10,7 @@ from cost_models.specs import Cluster, ModelSpec
 
 from ..whatif import COMM_TERMS, WhatIfPoint, WhatIfResult, exposed_share, is_baseline
 from .terminal import (
-    LAYOUT_LEGEND,
+    LAYOUT_KEY,
     _table,
     _titled,
     compact_layout,
@@ -36,7 +36,8 @@ def render_whatif(
     who = r.model if model is None else f"{model.name} ({params_text(model)})"
     plans_for = f", plans for {framework}" if framework else ""
     title = Text(
-        f"whatif {r.parameter}: {who} on {r.cluster} ({r.num_gpus} GPUs){plans_for}", style="bold"
+        f"whatif {r.parameter}: {who} on {r.cluster} ({r.num_gpus:,} GPUs){plans_for}",
+        style="bold",
     )
     plans = _table("value", "layout", "tok/s/GPU", "MFU", "step s", "vs base", right_from=2)
     for p in rows:
@@ -68,7 +69,7 @@ def render_whatif(
         parts.append(Text(defaults_text(r.hbm_gib, r.baseline.best.usable_memory_gib), style="dim"))
     parts += [
         _titled("Best plan at each value", plans),
-        Text(LAYOUT_LEGEND, style="dim"),
+        Text(LAYOUT_KEY, style="dim"),
         _titled("Exposed time, % of the step (comm: exposed only; DP wire: see below)", comm),
     ]
     if r.baseline.cost_per_m_tokens is not None:

@@ -90,13 +90,6 @@ def _model_row(name: str, m: ModelSpec) -> dict[str, Any]:
     }
 
 
-def published_run_settings() -> dict[str, dict[str, Any]]:
-    """Record id -> the explicit `settings` of models_zoo/published_run_settings.yaml (run
-    settings the published records state only in prose; planner/validate.py)."""
-    entries = read_data_file(_ROOT / "published_run_settings.yaml") or []
-    return {str(e["id"]): dict(e["settings"]) for e in entries}
-
-
 _FILE_SUFFIXES = (".json", ".yaml", ".yml")
 
 

@@ -345,6 +345,7 @@ def plan_on_allocation(
     place_top: int = 3,
     place_time_limit_s: float | None = None,
     place_decompose: bool = False,
+    place_export: str | None = None,
     framework: str | None = _framework.DEFAULT_FRAMEWORK,
     **constraints: Any,
 ) -> PlacedPlan:
@@ -354,9 +355,11 @@ def plan_on_allocation(
     placed on the allocation (scheduler's order, best rank order, CP-SAT: planner/place/joint.py)
     and the plans are re-ranked by the placed step time. Returns a PlacedPlan.
     `place_decompose` adds the pods-first warm start (planner/place/decompose.py).
+    `place_export` writes each layout's exact CP-SAT placement model to that file (a debug
+    aid: CpModel.export_to_file; the i-th of several layouts to NAME-i.SUFFIX).
     """
     from .place.allocation import Allocation, load_allocation
-    from .place.joint import place_layout
+    from .place.joint import export_name, place_layout
 
     base = models_zoo.load_cluster(cluster)
     if isinstance(topology, Allocation):  # already loaded (bench/place_scaling.py, tests)
@@ -424,8 +427,9 @@ def plan_on_allocation(
             deterministic=options.deterministic,
             seed=options.seed,
             decompose=place_decompose,
+            export_path=export_name(place_export, i, len(shortlist)),
         )
-        for e, work in shortlist
+        for i, (e, work) in enumerate(shortlist)
     ]
     placements.sort(key=lambda p: p.placed.step_time_s)
     ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)

@@ -412,6 +412,12 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
     )
+    p.add_argument(
+        "--export-placement-model",
+        metavar="FILE",
+        help="debug: write the CP-SAT placement model to FILE (.txt: text proto, else binary; "
+        "several layouts: FILE-1, FILE-2, ...)",
+    )
 
 
 def _add_memory_options(p: argparse.ArgumentParser) -> None:
@@ -490,6 +496,7 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         seq_len=args.seq_len,
         precision=args.precision,
         place_top=args.place_top,
+        place_export=args.export_placement_model,
         framework=_framework(args),
         **search_kwargs(args),
     )

@@ -65,8 +65,7 @@ RECORD_SETTINGS = (
 )
 """Keys of a record's explicit `settings` mapping: Workload physics fields, the layout's
 tp_comm_overlap, and vp (a stated interleaved schedule the layout leaves null),
-NETWORK_SETTINGS and MEMORY_SETTINGS. Records of the shared data file get theirs from
-models_zoo/published_run_settings.yaml until it has the field."""
+NETWORK_SETTINGS and MEMORY_SETTINGS (the shared data file's `settings:` field)."""
 
 SYSTEM_FOR_GPU = {
     "a100-sxm-40gb": "dgx-a100",
@@ -201,11 +200,11 @@ def record_cluster(record: dict[str, Any], cluster: Cluster | None = None) -> Cl
 
 
 def record_settings(record: dict[str, Any]) -> dict[str, Any]:
-    """The record's explicit run settings: its own `settings` mapping, else its entry in
-    models_zoo/published_run_settings.yaml, else none."""
+    """The record's explicit run settings: its own `settings` mapping (published_runs.yaml's
+    field for what a publication states only in prose), else none."""
     settings = record.get("settings")
     if settings is None:
-        settings = models_zoo.published_run_settings().get(str(record.get("id")), {})
+        settings = {}
     if not isinstance(settings, dict):
         raise InvalidInput("settings: must be a mapping of setting -> value")
     unknown = sorted(set(settings) - RECORD_SETTINGS)

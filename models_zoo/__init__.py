@@ -180,8 +180,8 @@ def _check_size(data: dict[str, Any], num_gpus: int, where: str) -> int:
     limit = _size_limit(data)
     if limit and num_gpus > limit:
         raise InvalidInput(
-            f"--gpus {num_gpus:,}: {where} has {limit:,} GPUs; ask for at most {limit:,}, or "
-            "give a cluster file whose num_gpus (or max_gpus, the largest size its fabric "
-            "stands for) covers it"
+            f"--gpus {num_gpus:,}: {where} stands for at most {limit:,} GPUs; ask for at most "
+            f"{limit:,}, or give a cluster file whose num_gpus (or max_gpus, the largest size "
+            f"its fabric stands for) covers {num_gpus:,}"
         )
     return limit

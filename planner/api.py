@@ -129,6 +129,10 @@ def _resolve(
     return models_zoo.load_model(model), models_zoo.load_cluster(cluster, num_gpus)
 
 
+AUTO_FRAMEWORK = "auto"
+"""plan / estimate / plan_on_allocation's default: the framework default_framework picks."""
+
+
 def default_framework(cluster: str | Cluster) -> str | None:
     """The framework a plan is for when none is named: the default (megatron), or none where
     the accelerator runs none of the modelled frameworks (GpuSpec.frameworks: a TPU)."""
@@ -194,7 +198,7 @@ def plan(
     precision: str | None = None,
     max_nodes: int | None = None,
     moe_dispatcher: str | None = None,
-    framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    framework: str | None = AUTO_FRAMEWORK,
     workload_fields: dict[str, Any] | None = None,
     **constraints: Any,
 ) -> PlanResult:
@@ -208,7 +212,8 @@ def plan(
     deterministic, seed, engine). `max_nodes` caps the GPU count at that many whole nodes.
     `workload_fields`: further Workload fields for the workload built here (e.g.
     optimizer_moments="bf16"); ignored when `workload` is given.
-    `framework` (megatron, the default; torchtitan; deepspeed; None: no restriction) limits the
+    `framework` ("auto", the default: megatron, or None on an accelerator that runs no modelled
+    framework (GpuSpec.frameworks); torchtitan; deepspeed; None: no restriction) limits the
     search to what that framework runs and sets the workload's physics fields the workload does
     not set itself (cost_models.framework).
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
@@ -223,6 +228,8 @@ def plan(
     if max_nodes is not None:
         num_gpus = _gpus_within(cluster, num_gpus, max_nodes)
     spec, sized = _resolve(model, cluster, num_gpus)
+    if framework == AUTO_FRAMEWORK:
+        framework = default_framework(sized)
     if framework is not None:
         _framework.profile(framework)  # unknown name: InvalidInput naming the choices
         check_framework_runs(sized, framework)
@@ -299,7 +306,7 @@ def estimate(
     global_batch: int | None = None,
     seq_len: int | None = None,
     precision: str | None = None,
-    framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    framework: str | None = AUTO_FRAMEWORK,
     memory_headroom: float = DEFAULT_MEMORY_HEADROOM,
 ) -> Estimate:
     """Score one layout (a Layout or a dict of its fields). Raises InvalidInput if illegal.
@@ -318,6 +325,8 @@ def estimate(
         )
     check_precision(sized, workload)
     check_memory_options(spec, workload)
+    if framework == AUTO_FRAMEWORK:
+        framework = default_framework(sized)
     check_framework_runs(sized, framework)
     layout = layout_with_defaults(layout)
     problems = search_rule_violations(spec, layout)
@@ -346,7 +355,7 @@ def plan_on_allocation(
     place_time_limit_s: float | None = None,
     place_decompose: bool = False,
     place_export: str | None = None,
-    framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    framework: str | None = AUTO_FRAMEWORK,
     **constraints: Any,
 ) -> PlacedPlan:
     """Best plan on the allocation a job really gets (CONTRACT.md "Placement on an allocation").

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shlex
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +75,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=_positive_int, help="number of GPUs of the cluster to use")
     p.add_argument("--seq-len", type=_positive_int, help="training sequence length")
     p.add_argument("--precision", choices=("bf16", "fp8"), help="training precision")
-    p.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
+    p.add_argument("--json", action="store_true", help="print JSON only (docs/contract.md)")
 
 
 def _add_framework(p: argparse.ArgumentParser, *, allow_none: bool = False) -> None:
@@ -397,7 +399,7 @@ def _emit_json(payload: Any) -> None:
 
 
 def _add_allocation(p: argparse.ArgumentParser) -> None:
-    """Placement on the allocation a job really gets (CONTRACT.md, docs/cli.md)."""
+    """Placement on the allocation a job really gets (docs/contract.md, docs/cli.md)."""
     p.add_argument("--topology", help="Slurm topology.conf (tree or block format) or YAML")
     hosts = p.add_mutually_exclusive_group()
     hosts.add_argument("--hosts", help="hostfile of the allocation (one host per line, slots=N)")
@@ -695,12 +697,12 @@ def _cmd_presets(args: argparse.Namespace, out: Console) -> int:
     if args.constants:
         return _presets_constants(args, out)
     kinds = [args.kind] if args.kind else ["models", "gpus", "clusters"]
-    listing = {k: models_zoo.list_presets(k) for k in kinds}
+    listing = {k: models_zoo.preset_summaries(k) for k in kinds}
     if args.json:
         _emit_json(listing[args.kind] if args.kind else listing)
     else:
-        for kind, names in listing.items():
-            out.print(f"[bold]{kind}[/bold]: " + ", ".join(names))
+        for kind, rows in listing.items():
+            out.print(report.presets_table(kind, rows))
     return EXIT_OK
 
 
@@ -806,14 +808,16 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     )
     if args.plot:
         whatif.save_plot(r, args.plot)
-    prof = framework_profile(_framework(args))
+    name = _framework(args)
+    prof = framework_profile(name) if name else None  # None: no framework claim (a TPU)
     if args.json:
         payload = whatif.result_dict(r)
-        payload["framework"] = {"name": prof.name, "version": prof.version}
+        payload["framework"] = prof and {"name": prof.name, "version": prof.version}
         _emit_json(payload)
         return EXIT_OK
     cluster = models_zoo.load_cluster(args.cluster, args.gpus)
-    out.print(render_whatif(r, cluster, models_zoo.load_model(args.model), prof.version))
+    version = prof.version if prof else ""
+    out.print(render_whatif(r, cluster, models_zoo.load_model(args.model), version))
     return EXIT_OK
 
 
@@ -913,9 +917,13 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
     err = Console(stderr=True, highlight=False)
+    # --debug anywhere (before or after the subcommand; issue 28): the traceback of a bad input
+    # or "no feasible plan" goes to stderr above its one line; the exit code stays 2 / 1.
     debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
+    as_json = "--json" in argv
     if not argv:  # bare `planner`: the help, not a usage error
         build_parser().print_help()
         return EXIT_OK
@@ -926,12 +934,36 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except NoFeasiblePlan as exc:
         if debug:
-            raise
+            traceback.print_exc()
         err.print(f"[red]no feasible plan:[/red] {escape(str(exc))}", soft_wrap=True)
+        if as_json:
+            _emit_error(EXIT_INFEASIBLE, str(exc), reasons=list(exc.reasons))
         return EXIT_INFEASIBLE
     except (PlannerError, ValidationError) as exc:
         if debug:
-            raise
+            traceback.print_exc()
         msg = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
         err.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True)
+        if as_json:
+            _emit_error(EXIT_BAD_INPUT, msg)
         return EXIT_BAD_INPUT
+
+
+_FIELD = re.compile(r"^(--[\w-]+|[^\s:]+\.(?:json|ya?ml|csv|txt|log|conf)(?::\d+)?|[\w./-]+:\d+)")
+
+
+def _error_field(message: str) -> str | None:
+    """The flag or file(:line) a one-line message starts with ('--gpus 4,096: ...',
+    'cluster.yaml: tiers.1 ...', 'topology.conf:12: ...'), when it names one."""
+    if message.startswith("file not found: "):
+        return message.removeprefix("file not found: ")
+    m = _FIELD.match(message) or re.search(r"\bargument (--[\w-]+)", message)
+    return m.group(1) if m else None
+
+
+def _emit_error(code: int, message: str, reasons: list[str] | None = None) -> None:
+    """docs/contract.md "Errors with --json": one object on stdout (the line is on stderr)."""
+    error: dict[str, Any] = {"exit_code": code, "message": message, "field": _error_field(message)}
+    if reasons is not None:
+        error["reasons"] = reasons
+    sys.stdout.write(json.dumps({"error": error}, indent=2) + "\n")

@@ -5,6 +5,7 @@ from .allocation import render_allocation
 from .terminal import (
     estimate_dict,
     plan_dict,
+    presets_table,
     render_estimate,
     render_html,
     render_plan,
@@ -14,6 +15,7 @@ from .terminal import (
 __all__ = [
     "estimate_dict",
     "plan_dict",
+    "presets_table",
     "render_allocation",
     "render_estimate",
     "render_html",

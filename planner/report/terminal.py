@@ -19,7 +19,15 @@ from rich.text import Text
 from cost_models import topology
 from cost_models.params import total_params
 from cost_models.pipeline import global_batch_seqs
-from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
+from cost_models.specs import (
+    MAX_GPUS,
+    Cluster,
+    Estimate,
+    Layout,
+    ModelSpec,
+    StageMemory,
+    Workload,
+)
 
 from ..place import ranks
 from ..types import PlanResult
@@ -579,3 +587,33 @@ def render_html(result: PlanResult) -> str:
     from .html import render_html as _render
 
     return _render(result)
+
+
+def presets_table(kind: str, rows: list[dict[str, Any]]) -> RenderableType:
+    """`planner presets KIND`: one row per preset with its key specs (issue 28)."""
+    if kind == "clusters":
+        table = _table("cluster", "GPU", "GPUs", "up to", "NVLink", "scale-out", right_from=2)
+        for r in rows:
+            fabric = "\n".join(f"{t['tier']} {t['gb_per_s']:g}" for t in r["fabric"][1:])
+            most = "any" if r["max_gpus"] >= MAX_GPUS else f"{r['max_gpus']:,}"
+            table.add_row(r["name"], r["gpu"], f"{r['num_gpus']:,}", most,
+                          str(r["nvlink_domain"]), fabric)  # fmt: skip
+        table.columns[-1].justify = "left"  # one tier per line
+        table.padding = (0, 1, 0, 0)  # one space between columns: 80 columns hold every cell
+        title = "clusters (scale-out: tier and GB/s per GPU; up to: the most --gpus, any: up to "
+        title += f"{MAX_GPUS:,})"
+    elif kind == "models":
+        table = _table("preset", "params", "active", "layers", "hidden", "experts")
+        for r in rows:
+            table.add_row(r["name"], f"{r['params_total'] / 1e9:,.1f}B",
+                          f"{r['params_active'] / 1e9:,.1f}B", str(r["num_layers"]),
+                          f"{r['hidden_size']:,}", str(r["num_experts"] or "-"))  # fmt: skip
+        title = "models (active: the weights one token's forward multiplies)"
+    else:
+        table = _table("gpu", "bf16 TFLOPs", "fp8 TFLOPs", "HBM GiB", "NVLink GB/s")
+        for r in rows:
+            fp8 = "-" if r["peak_fp8_tflops"] is None else f"{r['peak_fp8_tflops']:,.0f}"
+            table.add_row(r["name"], f"{r['peak_bf16_tflops']:,.0f}", fp8, f"{r['hbm_gib']:g}",
+                          f"{r['nvlink_gb_per_s']:g}")  # fmt: skip
+        title = "gpus"
+    return _titled(title, table)

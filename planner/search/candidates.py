@@ -114,7 +114,8 @@ def search_rule_violations(model: ModelSpec, layout: Layout) -> list[str]:
     """The rules the search's candidate generator applies beyond cost_models.rules, as
     messages: what `planner estimate` must refuse too (issue 28)."""
     lo = layout
-    if lo.vp > 1 and lo.pp > 1 and not vp_splits(model, lo.pp, lo.vp):
+    too_many = lo.pp * lo.vp > model.num_layers  # cost_models.rules says that one
+    if lo.vp > 1 and lo.pp > 1 and not too_many and not vp_splits(model, lo.pp, lo.vp):
         per_rank = model.num_layers / lo.pp
         return [
             f"vp ({lo.vp}): {model.num_layers} layers over pp ({lo.pp}) are {per_rank:g} per "

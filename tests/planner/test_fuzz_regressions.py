@@ -335,7 +335,7 @@ def test_12_whatif_values_out_of_range(capsys, values):
         ("--time-limit", "inf", "must be a finite number"),
         ("--time-limit", "nan", "must be a finite number"),
         ("--memory-headroom", "nan", "memory-headroom"),
-        ("--gpus", "2000000", "--gpus 2,000,000: cluster preset dgx-h100 has 524,288 GPUs"),
+        ("--gpus", "2000000", "--gpus 2,000,000: cluster preset dgx-h100 stands for at most"),
         ("--seed", str(2**40), "seed: Input should be less than or equal to 2147483647"),
         ("--max-vp", "999999999", "max_vp: Input should be less than or equal to 10000"),
     ],

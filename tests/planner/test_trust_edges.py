@@ -59,14 +59,18 @@ def test_an_nvlink_domain_is_whole_nodes(tmp_path):
 
 
 def test_gpus_above_a_presets_size_are_refused_unless_it_states_more():
-    with pytest.raises(InvalidInput, match="--gpus 4,096: cluster preset gb200-nvl72 has 576"):
-        models_zoo.load_cluster("gb200-nvl72", 4096)
-    assert models_zoo.load_cluster("gb200-nvl72", 288).max_gpus == 576  # the bound travels
-    # dgx-h100 states the fat tree's size (max_gpus, with its source).
-    big = models_zoo.load_cluster("dgx-h100", 16384)
-    assert big.num_gpus == 16384 and "max_gpus:" in big.source
-    with pytest.raises(InvalidInput, match="has 524,288 GPUs"):
-        models_zoo.load_cluster("dgx-h100", 1_048_576)
+    with pytest.raises(InvalidInput, match="--gpus 4,096: cluster preset gb200-nvl72-superpod "
+                       "stands for at most 576 GPUs"):  # fmt: skip
+        models_zoo.load_cluster("gb200-nvl72-superpod", 4096)
+    small = models_zoo.load_cluster("gb200-nvl72-superpod", 288)
+    assert small.max_gpus == 576  # the bound travels with the resized cluster
+    # The presets of the contract state that they stand for any size (max_gpus, with why).
+    big = models_zoo.load_cluster("gb200-nvl72", 4096)
+    assert big.num_gpus == 4096 and big.max_gpus == 1_048_576 and "max_gpus: any size" in big.source
+    superpod = models_zoo.load_cluster("dgx-h100-superpod", 131072)
+    with pytest.raises(InvalidInput, match="stands for at most 524,288 GPUs"):
+        models_zoo.load_cluster("dgx-h100-superpod", 1_048_576)
+    assert superpod.max_gpus == 524288
 
 
 @pytest.mark.parametrize("name", ["/path/that/does/not/exist/config.json", "my-cluster.yaml"])
@@ -172,3 +176,138 @@ def test_active_parameters_exclude_the_input_embedding(tmp_path):
     assert params.total_params(lite, active_only=True) / 1e9 == pytest.approx(2.4, rel=0.03)
     dense = models_zoo.load_model("llama3-8b")
     assert params.total_params(dense, active_only=True) == params.total_params(dense)
+
+
+# --------------------------------------------------------------------------- a CLI that talks
+
+
+def _run(argv, capsys):
+    from planner import cli
+
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_errors_are_json_under_json_with_the_line_on_stderr(capsys):
+    code, out, err = _run(["plan", "--model", "nope/config.json", "--cluster", "dgx-h100",
+                           "--json"], capsys)  # fmt: skip
+    assert code == 2 and "file not found: nope/config.json" in err
+    error = json.loads(out)["error"]
+    assert error == {"exit_code": 2, "message": "file not found: nope/config.json",
+                     "field": "nope/config.json"}  # fmt: skip
+    code, out, err = _run(["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus",
+                           "0", "--json"], capsys)  # fmt: skip
+    assert code == 2 and json.loads(out)["error"]["field"] == "--gpus"
+    code, out, err = _run(["plan", "--model", "llama3-8b", "--cluster", "gb200-nvl72-superpod",
+                           "--gpus", "1152", "--json"], capsys)  # fmt: skip
+    assert code == 2 and json.loads(out)["error"]["field"] == "--gpus"
+    argv = ["plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "8",
+            "--global-batch", "8", "--recompute", "none", "--zero", "0", "--json"]  # fmt: skip
+    code, out, err = _run(argv, capsys)
+    error = json.loads(out)["error"]
+    assert code == 1 and error["exit_code"] == 1 and error["reasons"]
+    assert "no layout fits in memory" in error["message"] and "no feasible plan" in err
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_debug_is_accepted_anywhere(capsys, where):
+    argv = ["plan", "--model", "nope.json", "--cluster", "dgx-h100"]
+    argv = ["--debug", *argv] if where == "first" else [*argv, "--debug"]
+    code, out, err = _run(argv, capsys)
+    assert code == 2 and err.strip().endswith("error: file not found: nope.json")
+
+
+def test_estimate_refuses_what_plan_refuses_and_warns_as_plan_does(capsys):
+    base = ["estimate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
+            "--global-batch", "128"]  # fmt: skip
+    code, _, err = _run([*base, "--tp", "4", "--pp", "4", "--dp", "4", "--vp", "3"], capsys)
+    assert code == 2 and "vp (3): 80 layers over pp (4) are 20 per rank" in err
+    code, out, _ = _run([*base, "--tp", "16", "--pp", "1", "--dp", "4", "--recompute", "full",
+                         "--json"], capsys)  # fmt: skip
+    warn = json.loads(out)["warnings"]
+    assert code == 0 and "TP groups (16 GPUs) cross the nvlink domain (8 GPUs) onto ib" in warn
+    code, out, _ = _run([*base, "--tp", "16", "--pp", "1", "--dp", "4", "--recompute", "full"],
+                        capsys)  # fmt: skip
+    assert "TP groups (16 GPUs) cross the nvlink domain" in " ".join(out.split())
+
+
+def test_a_tpu_plan_makes_no_framework_claim_and_megatron_export_refuses(capsys):
+    base = ["plan", "--model", "llama3-8b", "--cluster", "tpu-v5p-4096", "--gpus", "64",
+            "--global-batch", "128", "--top", "1"]  # fmt: skip
+    code, out, _ = _run(base, capsys)
+    assert code == 0 and "Best: TP" in out and "megatron" not in out.lower()
+    code, _, err = _run([*base, "--emit", "megatron"], capsys)
+    assert code == 2 and "Google Cloud TPU v5p runs none of the modelled frameworks" in err
+
+
+def test_batch_hints_name_a_batch_that_would_do():
+    from planner.report import findings
+
+    spec = models_zoo.load_model("llama3-8b")
+    odd = api.plan(spec, "gb200-nvl72", num_gpus=576, global_batch=512, top_k=1)
+    text = " ".join(findings.batch_hints(odd))
+    assert "global batch 512 and 576 GPUs share only a factor 64" in text
+    assert "a multiple of 576 (e.g. 576)" in text
+    small = api.plan(spec, "dgx-h100", num_gpus=1024, global_batch=64, top_k=1)
+    text = " ".join(findings.batch_hints(small))
+    assert "global batch 64 sequences is fewer than the 128 NVLink domains" in text
+    fine = api.plan(spec, "dgx-h100", num_gpus=64, global_batch=128, top_k=1)
+    assert findings.batch_hints(fine) == []
+
+
+def test_twins_are_named_once_per_ranking_and_the_warning_has_no_constant_name():
+    from planner.report import findings
+
+    result = api.plan("llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, top_k=5)
+    notes = [n for n in findings.ranking_notes(result) if "priced the same" in n]
+    assert len(notes) == len(set(n.split(": ", 1)[1] for n in notes))  # one line per twin list
+    assert any(n.startswith("#1, #2") for n in notes)
+    assert not any("MEASURED_MEMORY_CONFIGS" in w for w in findings.warnings(result))
+
+
+def test_stopped_reports_the_real_open_bound():
+    from planner.report import findings
+    from planner.report.terminal import solver_line
+    from planner.types import SolveStats
+
+    result = api.plan("llama3-8b", "dgx-h100", num_gpus=64, global_batch=128, top_k=1)
+    stats = SolveStats(engine="branch-and-bound", status="STOPPED", objective=1.0,
+                       best_bound=1.2, gap=0.0, wall_time_s=1.0, num_candidates=264_571,
+                       num_scored=10, num_feasible=10)  # fmt: skip
+    stopped = result.model_copy(update={"solver": stats})
+    line = solver_line(stopped)
+    assert "open bound 1.2000 s, gap 0 for #1 only" in line and "264,571 candidates" in line
+    assert any("no unscored plan beats #1" in w for w in findings.solver_warnings(stopped))
+
+
+def test_whatif_explains_a_step_against_the_trend():
+    from planner import whatif
+
+    def point(value, tok, bubble, step):
+        e = _fake(layout(tp=2, pp=9, dp=8, cp=4), step, {})
+        e = e.model_copy(update={"tokens_per_s_per_gpu": tok, "breakdown_s": {"bubble": bubble}})
+        return whatif.WhatIfPoint(value, e, 0.0)
+
+    steps = [
+        (point(8, 2560.0, 0.30, 2.84), {"tp": "nvlink", "cp": "nvlink", "pp": "ib"}),
+        (point(36, 2380.0, 0.56, 3.06), {"tp": "nvlink", "cp": "ib", "pp": "ib"}),
+        (point(72, 2565.0, 0.30, 2.84), {"tp": "nvlink", "cp": "nvlink", "pp": "ib"}),
+    ]
+    (line,) = whatif.against_trend(steps, {"bubble": "pipeline bubble"})
+    assert line.startswith("From 8 to 36 throughput moves -7.0%, against the trend")
+    assert "pipeline bubble +0.260 s" in line and "CP groups cross ib (at 8: nvlink)" in line
+
+
+def test_a_layout_has_a_short_label():
+    lo = Layout(tp=8, pp=4, dp=2, vp=5, recompute="selective", sequence_parallel=True)
+    assert str(lo) == lo.label == "TP8 PP4 DP2 VP5 mb1 sel Z1"
+
+
+def test_presets_list_sizes_and_key_specs(capsys):
+    code, out, _ = _run(["presets", "clusters", "--json"], capsys)
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert rows["gb200-nvl72"]["num_gpus"] == 576 and rows["gb200-nvl72"]["nvlink_domain"] == 72
+    assert rows["dgx-h100"]["gpu"] == "h100-sxm-80gb" and rows["dgx-h100"]["fabric"][1]["tier"]
+    code, out, _ = _run(["presets", "models"], capsys)
+    assert code == 0 and "671.0B" in out and "deepseek-v3" in out and "36.6B" in out

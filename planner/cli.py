@@ -7,17 +7,22 @@ field and the rule). With --json only JSON goes to stdout; messages go to stderr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import re
 import shlex
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 
 import models_zoo
@@ -452,10 +457,55 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
 
+PROGRESS_AFTER_S = 2.0
+"""A search or sweep still running after this long gets a progress line on stderr (issue 28)."""
+
+
+class _Elapsed:
+    """A line rich re-renders on every refresh: what runs and for how long."""
+
+    def __init__(self, what: str) -> None:
+        self.what, self.start = what, time.perf_counter()
+
+    def __rich__(self) -> str:
+        return f"[dim]{escape(self.what)}: {time.perf_counter() - self.start:,.0f} s[/dim]"
+
+
+@contextlib.contextmanager
+def _progress(what: str) -> Iterator[None]:
+    """A transient progress line on stderr for work that runs past PROGRESS_AFTER_S; only on a
+    terminal (never in a pipe, so never mixed into --json stdout or a log)."""
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        yield
+        return
+    live = Live(_Elapsed(what), console=err, transient=True, refresh_per_second=2)
+    timer = threading.Timer(PROGRESS_AFTER_S, live.start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        live.stop()
+
+
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     if args.topology or args.hosts or args.nodelist or args.exclude or args.out_dir:
         return _cmd_plan_allocation(args, out)
-    result = api.plan(
+    with _progress("searching"):
+        result = _plan_for(args)
+    if args.stability or args.stability_range:
+        with _progress("re-planning under perturbed constants (--stability)"):
+            stable = _plan_stability(args, result)
+        _render_plan(args, result, out, stable)
+    else:
+        _render_plan(args, result, out)
+    return EXIT_OK
+
+
+def _plan_for(args: argparse.Namespace) -> PlanResult:
+    return api.plan(
         args.model,
         args.cluster,
         num_gpus=args.gpus,
@@ -467,16 +517,9 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         workload_fields=_workload_fields(args),
         **search_kwargs(args),
     )
-    if args.stability or args.stability_range:
-        _render_plan(args, result, out, _plan_stability(args, result))
-    else:
-        _render_plan(args, result, out)
-    return EXIT_OK
 
 
 def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
-    from .place.joint import allocation_dict, write_handoff
-
     if not args.topology or not (args.hosts or args.nodelist):
         raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
     if args.global_batch_range is not None:
@@ -486,7 +529,13 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
             "plan: --optimizer-moments, --activation-func-fp8-input-store and "
             "--attention-output-store are not supported with an allocation"
         )
-    placed = api.plan_on_allocation(
+    with _progress("searching and placing on the allocation"):
+        placed = _placed_for(args)
+    return _render_placed(args, placed, out)
+
+
+def _placed_for(args: argparse.Namespace) -> Any:
+    return api.plan_on_allocation(
         args.model,
         args.cluster,
         topology=args.topology,
@@ -502,6 +551,11 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         framework=_framework(args),
         **search_kwargs(args),
     )
+
+
+def _render_placed(args: argparse.Namespace, placed: Any, out: Console) -> int:
+    from .place.joint import allocation_dict, write_handoff
+
     result, best, alloc = placed.result, placed.best, placed.allocation
     if args.out_dir:
         exports, skipped = {}, []
@@ -627,7 +681,19 @@ def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
             f"# {payload['version']}\n# ds_config.json\n{json.dumps(payload['config'], indent=2)}"
             f"\n# pretrain_gpt.py arguments\n{shlex.join(payload['launch_args'])}\n"
         )
+    if target == "ranks":
+        return _compact_json(payload) + "\n"
     return json.dumps(payload, indent=2) + "\n"
+
+
+_NUMBER_LIST = re.compile(r"\[\s*((?:-?\d+,\s*)*-?\d+)\s*\]")
+
+
+def _compact_json(payload: Any) -> str:
+    """Indented JSON with every list of numbers on one line (issue 28: `--emit ranks` was one
+    integer per line, 10,350 lines at 1,024 GPUs); the same JSON value."""
+    text = json.dumps(payload, indent=2)
+    return _NUMBER_LIST.sub(lambda m: f"[{', '.join(m.group(1).replace(',', ' ').split())}]", text)
 
 
 def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
@@ -786,7 +852,13 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
     if args.plot:
         whatif.pyplot(args.plot)  # fail before the plans if the extra is missing
-    r = whatif.whatif(
+    with _progress(f"re-planning at each value of {args.vary}"):
+        r = _whatif_for(args, pins)
+    return _render_whatif(args, r, out)
+
+
+def _whatif_for(args: argparse.Namespace, pins: dict[str, int]) -> Any:
+    return whatif.whatif(
         args.model,
         args.cluster,
         args.vary,
@@ -806,6 +878,9 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         framework=_framework(args),
         **pins,
     )
+
+
+def _render_whatif(args: argparse.Namespace, r: Any, out: Console) -> int:
     if args.plot:
         whatif.save_plot(r, args.plot)
     name = _framework(args)

@@ -13,9 +13,10 @@ from cost_models import memory, params
 from cost_models.errors import InvalidInput
 from cost_models.estimate import estimate
 from cost_models.specs import Estimate, Layout
-from planner import api
+from planner import convenience
 from planner.search import candidates, recommend
-from planner.types import SolverOptions
+from planner.search.candidates import framework_space
+from planner.types import SearchSpace, SolverOptions
 from tests.factories import cluster, dense_model, layout, workload
 
 
@@ -100,11 +101,11 @@ def test_zero3_with_nothing_to_shard_is_charged_as_zero0():
 
 def test_no_plan_shards_over_a_group_of_one():
     spec = models_zoo.load_model("llama3-70b")
-    result = api.plan(spec, "gb200-nvl72", num_gpus=8, global_batch=64, top_k=10)
+    result = convenience.plan_for(spec, "gb200-nvl72", num_gpus=8, global_batch=64, top_k=10)
     for e, twins in zip(result.ranked, result.equivalents, strict=True):
         if memory.nothing_to_shard(e.layout, moe=False):
-            assert e.layout.zero_stage == min(api.framework_space(
-                spec, api.SearchSpace()).zero_stages)  # fmt: skip
+            lowest = min(framework_space(spec, SearchSpace(framework="megatron")).zero_stages)
+            assert e.layout.zero_stage == lowest
             assert all(t.zero_stage == e.layout.zero_stage for t in twins)
 
 
@@ -152,7 +153,9 @@ def test_simplicity_order_is_explicit():
 
 
 def test_llama31_405b_on_1024_h100_recommends_dp2_cp4_over_dp1_cp8():
-    result = api.plan("llama3.1-405b", "dgx-h100", num_gpus=1024, seq_len=8192, top_k=5)
+    result = convenience.plan_for(
+        "llama3.1-405b", "dgx-h100", num_gpus=1024, seq_len=8192, top_k=5
+    )
     lo = result.best.layout
     assert not (lo.dp == 1 and lo.cp == 8), lo
     assert lo.label.startswith("TP8 PP16 DP4 CP2 VP4 mb1 Z1")  # docs/search.md says so
@@ -246,21 +249,23 @@ def test_batch_hints_name_a_batch_that_would_do():
     from planner.report import findings
 
     spec = models_zoo.load_model("llama3-8b")
-    odd = api.plan(spec, "gb200-nvl72", num_gpus=576, global_batch=512, top_k=1)
+    odd = convenience.plan_for(spec, "gb200-nvl72", num_gpus=576, global_batch=512, top_k=1)
     text = " ".join(findings.batch_hints(odd))
     assert "global batch 512 and 576 GPUs share only a factor 64" in text
     assert "a multiple of 576 (e.g. 576)" in text
-    small = api.plan(spec, "dgx-h100", num_gpus=1024, global_batch=64, top_k=1)
+    small = convenience.plan_for(spec, "dgx-h100", num_gpus=1024, global_batch=64, top_k=1)
     text = " ".join(findings.batch_hints(small))
     assert "global batch 64 sequences is fewer than the 128 NVLink domains" in text
-    fine = api.plan(spec, "dgx-h100", num_gpus=64, global_batch=128, top_k=1)
+    fine = convenience.plan_for(spec, "dgx-h100", num_gpus=64, global_batch=128, top_k=1)
     assert findings.batch_hints(fine) == []
 
 
 def test_twins_are_named_once_per_ranking_and_the_warning_has_no_constant_name():
     from planner.report import findings
 
-    result = api.plan("llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, top_k=5)
+    result = convenience.plan_for(
+        "llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, top_k=5
+    )
     notes = [n for n in findings.ranking_notes(result) if "priced the same" in n]
     assert len(notes) == len(set(n.split(": ", 1)[1] for n in notes))  # one line per twin list
     assert any(n.startswith("#1, #2") for n in notes)
@@ -272,7 +277,7 @@ def test_stopped_reports_the_real_open_bound():
     from planner.report.terminal import solver_line
     from planner.types import SolveStats
 
-    result = api.plan("llama3-8b", "dgx-h100", num_gpus=64, global_batch=128, top_k=1)
+    result = convenience.plan_for("llama3-8b", "dgx-h100", num_gpus=64, global_batch=128, top_k=1)
     stats = SolveStats(engine="branch-and-bound", status="STOPPED", objective=1.0,
                        best_bound=1.2, gap=0.0, wall_time_s=1.0, num_candidates=264_571,
                        num_scored=10, num_feasible=10)  # fmt: skip
@@ -284,6 +289,7 @@ def test_stopped_reports_the_real_open_bound():
 
 def test_whatif_explains_a_step_against_the_trend():
     from planner import whatif
+    from planner.report.whatif_view import against_trend
 
     def point(value, tok, bubble, step):
         e = _fake(layout(tp=2, pp=9, dp=8, cp=4), step, {})
@@ -295,7 +301,7 @@ def test_whatif_explains_a_step_against_the_trend():
         (point(36, 2380.0, 0.56, 3.06), {"tp": "nvlink", "cp": "ib", "pp": "ib"}),
         (point(72, 2565.0, 0.30, 2.84), {"tp": "nvlink", "cp": "nvlink", "pp": "ib"}),
     ]
-    (line,) = whatif.against_trend(steps, {"bubble": "pipeline bubble"})
+    (line,) = against_trend(steps)
     assert line.startswith("From 8 to 36 throughput moves -7.0%, against the trend")
     assert "pipeline bubble +0.260 s" in line and "CP groups cross ib (at 8: nvlink)" in line
 

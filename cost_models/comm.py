@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from .specs import LinkTier
+from .units import GB
 
 
 def ring_factor(n: int, kind: str) -> float:
@@ -31,7 +32,7 @@ def ring_factor(n: int, kind: str) -> float:
 
 
 def effective_bandwidth_bytes_per_s(tier: LinkTier) -> float:
-    return tier.bandwidth_gb_per_s * 1e9 * tier.efficiency / tier.oversubscription
+    return tier.bandwidth_gb_per_s * GB * tier.efficiency / tier.oversubscription
 
 
 # NCCL's tuner (src/graph/tuning.cc, ncclTopoTuneModel), Simple protocol, as constants:

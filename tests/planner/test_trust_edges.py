@@ -318,3 +318,22 @@ def test_presets_list_sizes_and_key_specs(capsys):
     assert rows["dgx-h100"]["gpu"] == "h100-sxm-80gb" and rows["dgx-h100"]["fabric"][1]["tier"]
     code, out, _ = _run(["presets", "models"], capsys)
     assert code == 0 and "671.0B" in out and "deepseek-v3" in out and "36.6B" in out
+
+
+def test_progress_line_only_on_a_terminal_and_only_after_the_delay(capsys, monkeypatch):
+    import time as _time
+
+    from planner import cli
+
+    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.05)
+    with cli._progress("searching"):  # stderr is captured: not a terminal, nothing printed
+        _time.sleep(0.3)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich treats the stream as a terminal
+    with cli._progress("searching"):
+        _time.sleep(1.2)
+    assert "searching: " in capsys.readouterr().err
+    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 60.0)
+    with cli._progress("searching"):  # done before the delay: no line at all
+        pass
+    assert capsys.readouterr().err == ""

@@ -18,23 +18,39 @@ from ..types import PlanResult
 from . import launch
 
 
+def runs_on(result: PlanResult, framework: str) -> None:
+    """InvalidInput when the plan's accelerator runs no `framework` (GpuSpec.frameworks; issue
+    28: no Megatron arguments for TPU chips): every framework export checks it first."""
+    runs = result.cluster.gpu.frameworks
+    if runs is not None and framework not in runs:
+        can = ", ".join(runs) if runs else "none of the modelled frameworks"
+        raise InvalidInput(
+            f"--emit {framework}: {result.cluster.gpu.name} runs {can} (gpu field frameworks); "
+            "export the device mesh (--emit mesh)"
+        )
+
+
 def to_megatron_args(result: PlanResult, index: int = 0) -> list[str]:
     """pretrain_gpt.py arguments (megatron-core 0.19)."""
+    runs_on(result, "megatron")
     return launch.megatron_args(result.model, result.plan_workload(index), result.ranked[index])
 
 
 def to_torchtitan(result: PlanResult, index: int = 0) -> dict:
     """{"config": {section: {field: value}}, "overrides": [...], "toml": str, ...}."""
+    runs_on(result, "torchtitan")
     return launch.torchtitan(result.model, result.plan_workload(index), result.ranked[index])
 
 
 def to_deepspeed_config(result: PlanResult, index: int = 0) -> dict:
     """The DeepSpeed JSON (ds_config.json) alone."""
+    runs_on(result, "deepspeed")
     return launch.deepspeed_config(result.plan_workload(index), result.ranked[index], result.model)
 
 
 def to_deepspeed(result: PlanResult, index: int = 0) -> dict:
     """{"version", "config": DeepSpeed JSON, "launch_args": Megatron-DeepSpeed arguments}."""
+    runs_on(result, "deepspeed")
     return launch.deepspeed(result.model, result.plan_workload(index), result.ranked[index])
 
 

@@ -245,6 +245,18 @@ def test_a_tpu_plan_makes_no_framework_claim_and_megatron_export_refuses(capsys)
     assert code == 2 and "Google Cloud TPU v5p runs none of the modelled frameworks" in err
 
 
+def test_a_saved_tpu_plan_exports_no_megatron_arguments(capsys, tmp_path):
+    base = ["plan", "--model", "llama3-8b", "--cluster", "tpu-v5p-4096", "--gpus", "64",
+            "--global-batch", "128", "--top", "1", "--out-dir", str(tmp_path)]  # fmt: skip
+    code, out, err = _run(base, capsys)
+    assert code == 0 and not (tmp_path / "megatron_args.txt").exists()
+    saved = tmp_path / "plan.json"
+    code, _, err = _run(["emit", "--from", str(saved), "--emit", "megatron"], capsys)
+    assert code == 2 and "--emit megatron: Google Cloud TPU v5p runs none" in err
+    code, out, _ = _run(["emit", "--from", str(saved), "--emit", "mesh"], capsys)
+    assert code == 0 and json.loads(out)
+
+
 def test_batch_hints_name_a_batch_that_would_do():
     from planner.report import findings
 

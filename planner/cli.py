@@ -29,14 +29,27 @@ import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
 from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
+from cost_models.goodput import Reliability
 from cost_models.specs import RECOMPUTE_MODULES
 
-from . import DISTRIBUTION, __version__, api, convenience, report, whatif
+from . import (
+    DISTRIBUTION,
+    __version__,
+    api,
+    convenience,
+    goodput_plan,
+    report,
+    whatif,
+    whatif_goodput,
+)
 from .export.plan_exports import emit_text
+from .goodput_plan import OBJECTIVES
 from .place.allocation import Allocation, load_allocation, read_line, read_summary
+from .reliability import load_reliability
 from .report import plot
 from .report.findings import plan_warnings
 from .report.calibration import calibration_lines, constants_lines
+from .report.goodput_view import goodput_dict, goodput_line
 from .report.placed import PlacedView, placed_view
 from .report.validation import render_validation, validation_markdown
 from .report.whatif_view import render_whatif, whatif_dict
@@ -272,6 +285,7 @@ SEARCH_FLAGS = {
     "engine": "engine",
     "deterministic": "deterministic",
     "seed": "seed",
+    "objective": "objective",
 }
 
 
@@ -315,6 +329,35 @@ def _add_report_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_goodput(p: argparse.ArgumentParser, *, objective: bool) -> None:
+    """Goodput flags (docs/goodput.md): figures, their inputs, and (plan) the ranking objective."""
+    p.add_argument(
+        "--goodput",
+        action="store_true",
+        help="add each plan's goodput: interruptions/day, checkpoint interval and write time, "
+        "restart time, ETTR, goodput tokens/s/GPU (failures, checkpoints, stragglers)",
+    )
+    p.add_argument(
+        "--reliability",
+        metavar="FILE",
+        help="YAML/JSON overriding the goodput model's failure rates, checkpoint, restart, "
+        "spare and straggler inputs (implies --goodput)",
+    )
+    if objective:
+        p.add_argument(
+            "--objective",
+            choices=OBJECTIVES,
+            default="step_time",
+            help="rank by step time (default) or by goodput tokens/s/GPU (implies --goodput)",
+        )
+
+
+def _reliability(args: argparse.Namespace) -> Reliability | None:
+    """The goodput inputs when goodput was asked for (None: no goodput figures)."""
+    wanted = args.goodput or args.reliability or getattr(args, "objective", "") == "goodput"
+    return load_reliability(args.reliability) if wanted else None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="planner",
@@ -344,6 +387,7 @@ def _add_plan(sub: Any) -> None:
     _add_search(p)
 
     _add_report_flags(p)
+    _add_goodput(p, objective=True)
     _add_allocation(p)
     p.add_argument(
         "--stability",
@@ -411,6 +455,7 @@ def _add_estimate(sub: Any) -> None:
         help="MoE token exchange: per-expert all-to-all, or DeepEP (per-node, NVLink forwarding)",
     )
     _add_memory_options(e)
+    _add_goodput(e, objective=False)
 
 
 def _add_validate(sub: Any) -> None:
@@ -572,6 +617,7 @@ def _plan_for(args: argparse.Namespace) -> PlanResult:
         moe_dispatcher=args.moe_dispatcher,
         framework=_framework(args),
         workload_fields=_workload_fields(args),
+        reliability=_reliability(args),
         **search_kwargs(args),
     )
 
@@ -613,6 +659,11 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
     if args.global_batch_range is not None:
         raise InvalidInput("plan: --global-batch-range is not supported with an allocation")
+    if _reliability(args) is not None:
+        raise InvalidInput(
+            "plan: --goodput, --reliability and --objective goodput are not supported with an "
+            "allocation (plan without one, then place the chosen plan)"
+        )
     if _workload_fields(args):
         raise InvalidInput(
             "plan: --optimizer-moments, --activation-func-fp8-input-store and "
@@ -792,6 +843,8 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     e = api.estimate(
         model, cluster, layout, workload, framework=name, memory_headroom=args.memory_headroom
     )
+    rel = _reliability(args)
+    good = None if rel is None else goodput_plan.score(model, cluster, workload, e, rel)
     cannot = [] if name is None else api.framework_violations(model, layout, name)
     if args.json:
         payload = report.estimate_dict(e, model, cluster.gpu.hbm_gib)
@@ -799,10 +852,14 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         payload["framework"] = prof and {"name": prof.name, "version": prof.version}
         payload["framework_violations"] = cannot
         payload["warnings"] = plan_warnings(cluster, e)
+        if good is not None:
+            payload["goodput"] = goodput_dict(good)
         _emit_json(payload)
     else:
         words = [f"{name} cannot run this layout: {v}" for v in cannot]
         out.print(report.render_estimate(e, cluster, workload, model, words))
+        if good is not None:
+            out.print(goodput_line(good), soft_wrap=True)
     return EXIT_OK
 
 
@@ -855,7 +912,17 @@ def _add_whatif(sub: Any) -> None:
     _add_common(w)
     _add_framework(w)
     w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
-    w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
+    w.add_argument(
+        "--vary",
+        required=True,
+        choices=(*whatif.PARAMETERS, *whatif_goodput.PARAMETERS),
+        help="parameter (mtbf, storage-gb-per-s, spares: re-plan by goodput, docs/goodput.md)",
+    )
+    w.add_argument(
+        "--reliability",
+        metavar="FILE",
+        help="goodput inputs of a reliability sweep (mtbf, storage-gb-per-s, spares)",
+    )
     w.add_argument(
         "--values",
         required=True,
@@ -913,7 +980,24 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
 
 
 def _whatif_for(args: argparse.Namespace, pins: dict[str, int]) -> Any:
-    return whatif.whatif(
+    sweep: Any = whatif.whatif
+    network: dict[str, Any] = {
+        "tier": args.tier,
+        "network_prices": args.network_prices,
+        "amortization_years": args.amortization_years,
+    }
+    if args.vary in whatif_goodput.PARAMETERS:
+        if any(v is not None for v in network.values()):
+            raise InvalidInput(
+                f"--vary {args.vary}: --tier, --network-prices and --amortization-years apply to "
+                "network sweeps"
+            )
+        sweep, network = whatif_goodput.whatif_reliability, {
+            "reliability": load_reliability(args.reliability)
+        }
+    elif args.reliability:
+        raise InvalidInput(f"--reliability applies to --vary {', '.join(whatif_goodput.PARAMETERS)}")
+    return sweep(
         args.model,
         args.cluster,
         args.vary,
@@ -922,9 +1006,7 @@ def _whatif_for(args: argparse.Namespace, pins: dict[str, int]) -> Any:
         gpu_hour_price=args.gpu_hour_price,
         network_cost_share=args.network_cost_share,
         token_budget=args.token_budget,
-        tier=args.tier,
-        network_prices=args.network_prices,
-        amortization_years=args.amortization_years,
+        **network,
         global_batch=args.global_batch,
         seq_len=args.seq_len,
         precision=args.precision,

@@ -81,16 +81,8 @@ def place_layout(
         (base.scheduler.step_time_s, 2, "scheduler_order", base.scheduler, None),
         (base.best_order.step_time_s, 1, "best_rank_order", base.best_order, None),
     ]
-    note, solver = "", dict(UNSUPPORTED)
-    try:
-        if sat.CANONICAL not in launchable_orders(model, layout, orders):
-            raise sat.Unplaceable(
-                f"rank order {'-'.join(a.value for a in sat.CANONICAL)}, which the placement "
-                "numbers ranks in, is not one the framework launches for this plan"
-            )
-        um = sat.unit_model(model, cluster, workload, layout, alloc)
-    except sat.Unplaceable as exc:
-        um, note = None, str(exc)
+    solver = dict(UNSUPPORTED)
+    um, note = _counted(model, cluster, workload, layout, alloc, orders)
     if um is not None:
         sol = _solve(
             model,
@@ -126,6 +118,26 @@ def place_layout(
         scheduler_crossings=crossings(cluster, alloc, layout, host_order_map(cluster, layout)),
         workload=workload,
     )
+
+
+def _counted(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    layout: Layout,
+    alloc: Allocation,
+    orders: Sequence[tuple[Axis, ...]] | None,
+) -> tuple[sat.UnitModel | None, str]:
+    """The placement model of the layout, or None and why CP-SAT cannot place it."""
+    if sat.CANONICAL not in launchable_orders(model, layout, orders):
+        return None, (
+            f"rank order {'-'.join(a.value for a in sat.CANONICAL)}, which the placement "
+            "numbers ranks in, is not one the framework launches for this plan"
+        )
+    try:
+        return sat.unit_model(model, cluster, workload, layout, alloc), ""
+    except sat.Unplaceable as exc:
+        return None, str(exc)
 
 
 def _solver_dict(sol: sat.Solution) -> dict[str, Any]:

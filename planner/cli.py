@@ -16,18 +16,32 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
 from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
+from cost_models.goodput import Reliability
 from cost_models.specs import RECOMPUTE_MODULES
 
-from . import DISTRIBUTION, __version__, api, convenience, report, whatif
+from . import (
+    DISTRIBUTION,
+    __version__,
+    api,
+    convenience,
+    goodput_plan,
+    report,
+    whatif,
+    whatif_goodput,
+)
 from .export.plan_exports import emit_text
+from .goodput_plan import OBJECTIVES
 from .place.allocation import Allocation, load_allocation, read_line, read_summary
+from .reliability import load_reliability
 from .report import plot
 from .report.calibration import calibration_lines, constants_lines
+from .report.goodput_view import goodput_dict, goodput_line
 from .report.placed import PlacedView, placed_view
 from .report.validation import render_validation, validation_markdown
 from .report.whatif_view import render_whatif, whatif_dict
@@ -260,6 +274,7 @@ SEARCH_FLAGS = {
     "engine": "engine",
     "deterministic": "deterministic",
     "seed": "seed",
+    "objective": "objective",
 }
 
 
@@ -292,9 +307,44 @@ def _add_report_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--emit",
         choices=EMIT_TARGETS,
-        help="print the best plan for a launcher: Megatron-LM args, torchtitan overrides + "
-        "TOML, DeepSpeed JSON, device-mesh shape, or the rank list of every group (JSON)",
+        help="print the best plan for a launcher: Megatron-LM args, torchtitan args, DeepSpeed "
+        "JSON (its launcher arguments on stderr), device-mesh shape, or every group's ranks",
     )
+    p.add_argument(
+        "--framework-version",
+        metavar="VERSION",
+        help="the release the --emit export is written for (megatron 0.19.2; torchtitan 0.3.0 "
+        "or main; deepspeed 0.19.8); default: the tested release, named in the header",
+    )
+
+
+def _add_goodput(p: argparse.ArgumentParser, *, objective: bool) -> None:
+    """Goodput flags (docs/goodput.md): figures, their inputs, and (plan) the ranking objective."""
+    p.add_argument(
+        "--goodput",
+        action="store_true",
+        help="add each plan's goodput: interruptions/day, checkpoint interval and write time, "
+        "restart time, ETTR, goodput tokens/s/GPU (failures, checkpoints, stragglers)",
+    )
+    p.add_argument(
+        "--reliability",
+        metavar="FILE",
+        help="YAML/JSON overriding the goodput model's failure rates, checkpoint, restart, "
+        "spare and straggler inputs (implies --goodput)",
+    )
+    if objective:
+        p.add_argument(
+            "--objective",
+            choices=OBJECTIVES,
+            default="step_time",
+            help="rank by step time (default) or by goodput tokens/s/GPU (implies --goodput)",
+        )
+
+
+def _reliability(args: argparse.Namespace) -> Reliability | None:
+    """The goodput inputs when goodput was asked for (None: no goodput figures)."""
+    wanted = args.goodput or args.reliability or getattr(args, "objective", "") == "goodput"
+    return load_reliability(args.reliability) if wanted else None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -314,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_whatif(sub)
     _add_calibration(sub)
     _add_presets(sub)
+    _add_emit(sub)
     return parser
 
 
@@ -325,6 +376,7 @@ def _add_plan(sub: Any) -> None:
     _add_search(p)
 
     _add_report_flags(p)
+    _add_goodput(p, objective=True)
     _add_allocation(p)
     p.add_argument(
         "--stability",
@@ -392,6 +444,7 @@ def _add_estimate(sub: Any) -> None:
         help="MoE token exchange: per-expert all-to-all, or DeepEP (per-node, NVLink forwarding)",
     )
     _add_memory_options(e)
+    _add_goodput(e, objective=False)
 
 
 def _add_validate(sub: Any) -> None:
@@ -444,7 +497,9 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
         help="layouts shortlisted under ideal placement and placed on the allocation",
     )
     p.add_argument(
-        "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
+        "--out-dir",
+        help="write the hand-off (any plan): plan.json, ranks.json, each framework's argument "
+        "files, launch.sh; with an allocation also hostfile (SLURM_HOSTFILE) and node ranks",
     )
     p.add_argument(
         "--other-traffic",
@@ -492,7 +547,7 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     allocation_flags = (args.topology, args.topology_name, args.hosts, args.nodelist, args.exclude)
-    if any(allocation_flags) or args.out_dir:
+    if any(allocation_flags):
         return _cmd_plan_allocation(args, out)
     result = convenience.plan_for(
         args.model,
@@ -504,13 +559,48 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         moe_dispatcher=args.moe_dispatcher,
         framework=_framework(args),
         workload_fields=_workload_fields(args),
+        reliability=_reliability(args),
         **search_kwargs(args),
     )
     if args.stability or args.stability_range:
         _render_plan(args, result, out, _plan_stability(args, result))
     else:
         _render_plan(args, result, out)
+    if args.out_dir:
+        _write_out_dir(args, out, result, report.result_dict(result), {})
     return EXIT_OK
+
+
+def _write_out_dir(
+    args: argparse.Namespace,
+    out: Console,
+    result: PlanResult,
+    plan_json: dict[str, Any],
+    allocation_files: dict[str, str],
+) -> None:
+    """The hand-off directory (CONTRACT.md "Hand-off files"); what was written and what a
+    framework cannot express follow the report, or go to stderr when stdout is JSON or an
+    export."""
+    out_dir = args.out_dir
+    from .export.handoff import handoff_files
+
+    files, skipped = handoff_files(result, plan_json, allocation=bool(allocation_files))
+    files.update(allocation_files)
+    folder = Path(out_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+        (folder / "launch.sh").chmod(0o755)
+    except OSError as exc:
+        raise InvalidInput(f"--out-dir: cannot write {out_dir}: {exc.strerror}") from None
+    lines = [f"wrote {out_dir}: {', '.join(sorted(files))}"]
+    lines += [f"not written: {line}" for line in skipped]
+    for line in lines:
+        if args.json or args.emit:
+            sys.stderr.write(line + "\n")
+        else:  # free text: wraps at the terminal's width like the report above it
+            out.print(Text(line))
 
 
 def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
@@ -518,6 +608,11 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
     if args.global_batch_range is not None:
         raise InvalidInput("plan: --global-batch-range is not supported with an allocation")
+    if _reliability(args) is not None:
+        raise InvalidInput(
+            "plan: --goodput, --reliability and --objective goodput are not supported with an "
+            "allocation (plan without one, then place the chosen plan)"
+        )
     if _workload_fields(args):
         raise InvalidInput(
             "plan: --optimizer-moments, --activation-func-fp8-input-store and "
@@ -561,35 +656,20 @@ def _place(args: argparse.Namespace, alloc: Allocation) -> Any:
 
 
 def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
-    from .place.joint import allocation_dict, node_hosts, write_handoff
+    from .place.joint import allocation_dict, handoff_allocation_files, node_hosts
 
     result, best, alloc = placed.result, placed.best, placed.allocation
-    if args.out_dir:
-        exports, skipped = {}, []
-        for name, target, as_json in (
-            ("megatron_args.txt", "megatron", False),
-            ("torchtitan.toml", "torchtitan", False),
-            ("deepspeed.json", "deepspeed", True),
-            ("mesh.json", "mesh", True),
-            ("groups.json", "ranks", True),
-        ):
-            try:
-                exports[name] = emit_text(target, result, as_json)
-            except InvalidInput as exc:  # a launcher that cannot express the plan
-                skipped.append(f"{name}: {exc}")
-        written = write_handoff(args.out_dir, result.cluster, alloc, best, exports)
     # One placed view in every format: the JSON `allocation` object (CONTRACT.md) and the
     # placed rank map, groups and Allocation section of the text reports.
     hostfile = node_hosts(result.cluster, alloc, best.host_of_rank)
     view = placed_view(result.cluster, placed, hostfile)
     json_allocation = allocation_dict(result.cluster, alloc, best)
     _render_plan(args, result, out, placed=view, allocation=json_allocation)
-    if args.emit or args.markdown or args.json:
-        return EXIT_OK
     if args.out_dir:
-        out.print("wrote " + ", ".join(str(p) for p in written), soft_wrap=True)
-        for line in skipped:
-            out.print(f"not written: {escape(line)}", soft_wrap=True)
+        payload = report.result_dict(result)
+        payload["allocation"] = json_allocation
+        files = handoff_allocation_files(result.cluster, alloc, best)
+        _write_out_dir(args, out, result, payload, files)
     return EXIT_OK
 
 
@@ -643,7 +723,9 @@ def _render_plan(
     `placed` / `allocation`: a plan on an allocation, its placed view in the text formats and its
     `allocation` object in the JSON."""
     if args.emit:
-        text = emit_text(args.emit, result, args.json)
+        text, note = emit_text(args.emit, result, args.json, args.framework_version)
+    elif args.framework_version:
+        raise InvalidInput("--framework-version: goes with --emit megatron|torchtitan|deepspeed")
     if args.html:
         try:
             Path(args.html).write_text(report.render_html(result, placed), encoding="utf-8")
@@ -651,6 +733,7 @@ def _render_plan(
             raise InvalidInput(f"--html: cannot write {args.html}: {exc.strerror}") from None
     if args.emit:
         sys.stdout.write(text)
+        sys.stderr.write(note)
     elif args.json:
         payload = report.result_dict(result)
         if stable is not None:
@@ -706,14 +789,20 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     e = api.estimate(
         model, cluster, layout, workload, framework=name, memory_headroom=args.memory_headroom
     )
+    rel = _reliability(args)
+    good = None if rel is None else goodput_plan.score(model, cluster, workload, e, rel)
     if args.json:
         payload = report.estimate_dict(e, model, cluster.gpu.hbm_gib)
         prof = framework_profile(name)
         payload["framework"] = {"name": prof.name, "version": prof.version}
         payload["framework_violations"] = api.framework_violations(model, layout, name)
+        if good is not None:
+            payload["goodput"] = goodput_dict(good)
         _emit_json(payload)
     else:
         out.print(report.render_estimate(e, cluster, workload, model))
+        if good is not None:
+            out.print(goodput_line(good), soft_wrap=True)
     return EXIT_OK
 
 
@@ -766,7 +855,17 @@ def _add_whatif(sub: Any) -> None:
     _add_common(w)
     _add_framework(w)
     w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
-    w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
+    w.add_argument(
+        "--vary",
+        required=True,
+        choices=(*whatif.PARAMETERS, *whatif_goodput.PARAMETERS),
+        help="parameter (mtbf, storage-gb-per-s, spares: re-plan by goodput, docs/goodput.md)",
+    )
+    w.add_argument(
+        "--reliability",
+        metavar="FILE",
+        help="goodput inputs of a reliability sweep (mtbf, storage-gb-per-s, spares)",
+    )
     w.add_argument(
         "--values",
         required=True,
@@ -818,7 +917,24 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
     if args.plot:
         plot.pyplot(args.plot)  # fail before the plans if the extra is missing
-    r = whatif.whatif(
+    sweep: Any = whatif.whatif
+    network: dict[str, Any] = {
+        "tier": args.tier,
+        "network_prices": args.network_prices,
+        "amortization_years": args.amortization_years,
+    }
+    if args.vary in whatif_goodput.PARAMETERS:
+        if any(v is not None for v in network.values()):
+            raise InvalidInput(
+                f"--vary {args.vary}: --tier, --network-prices and --amortization-years apply to "
+                "network sweeps"
+            )
+        sweep, network = whatif_goodput.whatif_reliability, {
+            "reliability": load_reliability(args.reliability)
+        }
+    elif args.reliability:
+        raise InvalidInput(f"--reliability applies to --vary {', '.join(whatif_goodput.PARAMETERS)}")
+    r = sweep(
         args.model,
         args.cluster,
         args.vary,
@@ -827,9 +943,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         gpu_hour_price=args.gpu_hour_price,
         network_cost_share=args.network_cost_share,
         token_budget=args.token_budget,
-        tier=args.tier,
-        network_prices=args.network_prices,
-        amortization_years=args.amortization_years,
+        **network,
         global_batch=args.global_batch,
         seq_len=args.seq_len,
         precision=args.precision,
@@ -916,7 +1030,33 @@ def _cmd_measure(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
+def _add_emit(sub: Any) -> None:
+    e = sub.add_parser("emit", help="re-emit a saved plan (plan.json of --out-dir) for a launcher")
+    e.add_argument("--from", dest="source", required=True, metavar="PLAN_JSON")
+    e.add_argument("--emit", choices=EMIT_TARGETS, required=True)
+    e.add_argument("--framework-version", metavar="VERSION")
+    e.add_argument("--json", action="store_true")
+
+
+def _cmd_emit(args: argparse.Namespace, out: Console) -> int:
+    """The saved plan's export, without searching again."""
+    from .export.handoff import load_saved_plan
+
+    try:
+        data = json.loads(Path(args.source).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInput(f"--from: cannot read {args.source}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"--from: {args.source}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    result = load_saved_plan(data, args.source)
+    text, note = emit_text(args.emit, result, args.json, args.framework_version)
+    sys.stdout.write(text)
+    sys.stderr.write(note)
+    return EXIT_OK
+
+
 COMMANDS = {
+    "emit": _cmd_emit,
     "calibrate": _cmd_calibrate,
     "measure": _cmd_measure,
     "whatif": _cmd_whatif,

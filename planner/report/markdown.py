@@ -8,7 +8,8 @@ from cost_models.specs import Estimate
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
-from .placed import PlacedView
+from .goodput_view import goodput_line
+from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
@@ -104,10 +105,13 @@ def render_markdown(result: PlanResult, placed: PlacedView | None = None) -> str
     if notes:
         lines += [*(f"- {x}" for x in notes), ""]
     lines += [LAYOUT_LEGEND + ".", ""]
+    if result.goodput:
+        lines += ["## Goodput", "", *(f"{i}. {goodput_line(g)}" for i, g in
+                                      enumerate(result.goodput, start=1)), ""]
     warns = findings.warnings(result)
     if warns:
         lines += ["## Warnings", "", *(f"- {x}" for x in warns), ""]
-    lines += ["## Search", "", solver_line(result), ""]
+    lines += [f"## {search_title(placed)}", "", solver_line(result), ""]
     if result.rejections:
         top = sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
         lines += ["Rejected candidates:", "", *(f"- {n} x {reason}" for reason, n in top), ""]

@@ -57,6 +57,12 @@ class PlacedView:
     tiers: list[str] = field(default_factory=list)
 
 
+def search_title(view: PlacedView | None) -> str:
+    """The search's panel: with an allocation its objective is the ideal block's (the layouts
+    were shortlisted there), not the placed step time."""
+    return "Search" if view is None else "Search (on an ideal block, before placement)"
+
+
 def step_cells(placed: Any) -> list[list[str]]:
     """(map, step time s, vs ideal block) rows."""
     p = placed.best

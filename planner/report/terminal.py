@@ -20,7 +20,8 @@ from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
-from .placed import PlacedView
+from .goodput_view import goodput_line
+from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
@@ -225,7 +226,7 @@ def render_plan(result: PlanResult, placed: PlacedView | None = None) -> Rendera
     """The plan report; with `placed` (a plan on an allocation) the rank map and groups are the
     placed map's and the Allocation section follows them."""
     best = result.best
-    stats = Panel(solver_line(result), title="Search", title_align="left")
+    stats = Panel(solver_line(result), title=search_title(placed), title_align="left")
     if placed is None:
         maps: list[RenderableType] = [render_rank_map(best, result.cluster)]
     else:
@@ -240,6 +241,9 @@ def render_plan(result: PlanResult, placed: PlacedView | None = None) -> Rendera
         *maps,
         render_ranking(result),
     ]
+    if result.goodput:
+        lines = [f"#{i} {goodput_line(g)}" for i, g in enumerate(result.goodput, start=1)]
+        parts.append(Panel("\n".join(lines), title="Goodput (docs/goodput.md)", title_align="left"))
     warn = render_warnings(result)
     if warn is not None:
         parts.append(warn)

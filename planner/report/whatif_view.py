@@ -22,6 +22,7 @@ from ..whatif import (
     plan_key,
 )
 from .dicts import plan_dict
+from .goodput_view import goodput_conclusions, goodput_dict, goodput_line
 from .terminal import compact_table, titled
 from .text import LAYOUT_LEGEND, compact_layout, defaults_text, params_text
 
@@ -56,7 +57,7 @@ def render_whatif(
             f"{e.step_time_s:,.3f}",
             "-" if p is r.baseline else f"{p.change:+.1%}",
         )
-    cal = calibration_for_cluster(cluster)
+    cal = r.calibration if r.calibration is not None else calibration_for_cluster(cluster)
     terms = [t for t in COMM_TERMS if any(p.best.breakdown_s.get(t, 0) > 0 for p in rows)]
     cols = [COLUMN[t] for t in terms]
     if "dp_comm" in terms:
@@ -93,9 +94,25 @@ def render_whatif(
             if r.baseline.network_capex_usd_per_gpu_hour is None:
                 note = "not in $/M tokens: add --amortization-years to price capex and energy"
                 parts.append(Text(note, style="dim"))
+    if r.baseline.goodput is not None:  # a reliability sweep: vs base and costs are on goodput
+        lines = [f"{_label(p)}: {goodput_line(p.goodput)}" for p in rows if p.goodput]
+        lines += reliability_conclusions(r)
+        parts.append(titled_text("Goodput at each value (vs base and $ on kept tokens)", lines))
     parts.append(Text("Conclusions", style="bold"))
     parts += [Text(f"- {c}") for c in conclusions(r)]
     return Group(*parts)
+
+
+def reliability_conclusions(r: WhatIfResult) -> list[str]:
+    """A reliability sweep's verdict (goodput_view.goodput_conclusions); [] for a network one."""
+    rows = [r.baseline, *r.points]
+    if any(p.goodput is None for p in rows):
+        return []
+    return goodput_conclusions([(_label(p), p.goodput, p.cost_per_m_tokens) for p in rows])
+
+
+def titled_text(title: str, lines: list[str]) -> Group:
+    return Group(Text(title, style="bold"), *(Text(x) for x in lines))
 
 
 def _bom(rows: list[WhatIfPoint]) -> object:
@@ -218,7 +235,7 @@ def whatif_dict(r: WhatIfResult) -> dict[str, Any]:
         "model": r.model,
         **r.params,
         "hidden_from": r.hidden_from,
-        "conclusions": conclusions(r),
+        "conclusions": conclusions(r) + reliability_conclusions(r),
     }
 
 
@@ -242,4 +259,5 @@ def _point_dict(p: WhatIfPoint, hbm_gib: float | None = None) -> dict[str, Any]:
         "network_energy_usd_per_gpu_hour": p.network_energy_usd_per_gpu_hour,
         "network_capex_usd_per_gpu_hour": p.network_capex_usd_per_gpu_hour,
         "train_network_energy_usd": p.train_network_energy_usd,
+        **({} if p.goodput is None else {"goodput": goodput_dict(p.goodput)}),
     }

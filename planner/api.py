@@ -26,6 +26,7 @@ from .search.candidates import (
     OrderCache,
     allowed_orders,
     framework_space,
+    search_rule_violations,
 )
 from .types import PlanResult, SearchSpace, SolverOptions
 
@@ -129,6 +130,32 @@ def layout_with_defaults(layout: Layout | dict[str, Any]) -> Layout:
     return validated(Layout, fields, "layout")
 
 
+AUTO_FRAMEWORK = "auto"
+"""The conveniences' default framework (planner/convenience.py): what default_framework picks."""
+
+
+def default_framework(cluster: Cluster) -> str | None:
+    """The framework a plan is for when none is named: the default (megatron), or none where
+    the accelerator runs none of the modelled frameworks (GpuSpec.frameworks: a TPU)."""
+    runs = cluster.gpu.frameworks
+    if runs is None or _framework.DEFAULT_FRAMEWORK in runs:
+        return _framework.DEFAULT_FRAMEWORK
+    return runs[0] if runs else None
+
+
+def check_framework_runs(cluster: Cluster, framework: str | None) -> None:
+    """InvalidInput when `framework` does not run on the cluster's accelerator (issue 28: no
+    Megatron arguments for TPU chips)."""
+    runs = cluster.gpu.frameworks
+    if framework is None or runs is None or framework in runs:
+        return
+    can = ", ".join(runs) if runs else "none of the modelled frameworks"
+    raise InvalidInput(
+        f"framework {framework}: {cluster.gpu.name} runs {can} (gpu field frameworks); plan "
+        "with --framework none and export the device mesh (--emit mesh)"
+    )
+
+
 def _check_pins(cluster: Cluster, space: SearchSpace) -> None:
     """A pinned degree that can never divide the GPU count is bad input (exit 2), not an
     infeasible search (exit 1): no layout of any kind has tp*pp*dp*cp = num_gpus with it.
@@ -167,6 +194,7 @@ def plan(
     (reliability's defaults when None), proved by planner/search/goodput_rank.py's bound.
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
+    check_framework_runs(cluster, space.framework)
     space = framework_space(model, space)
     _check_pins(cluster, space)
     batch_range = space.global_batch_range
@@ -190,7 +218,9 @@ def plan(
         ranked = [judge_fit(e, usable) for e in ranked]
         # The simplest plan within the simplicity tolerance of the fastest leads; then what
         # else each ranked plan is priced exactly like (planner/search/recommend.py).
-        ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
+        ranked, fastest = recommend.recommend(
+            ranked, options, space.batch_max, cluster, workload
+        )
         figures = ()
         if reliability is not None:
             figures = tuple(
@@ -240,6 +270,10 @@ def estimate(
         raise InvalidInput(f"memory_headroom: must be in [0, 1) (got {memory_headroom!r})")
     check_precision(cluster, workload)
     check_memory_options(model, workload)
+    check_framework_runs(cluster, framework)
+    problems = search_rule_violations(model, layout)
+    if problems:  # every rule plan applies (issue 28)
+        raise InvalidInput("; ".join(problems))
     if framework is not None:
         prof = _framework.profile(framework)
         workload, layout = prof.workload(workload), prof.layout(layout)

@@ -15,7 +15,8 @@ def test_readme_opens_with_install_and_test_commands():
 def test_readme_python_example_runs(capsys):
     block = re.search(r"```python\n(.*?)```", README, re.DOTALL).group(1)
     exec(compile(block, "README.md", "exec"), {})  # noqa: S102 -- running the README is the test
-    assert "tp=" in capsys.readouterr().out
+    # str(layout) is its short label (Layout.label, issue 28), not a pydantic repr
+    assert re.match(r"TP\d+ PP\d+ DP\d+ ", capsys.readouterr().out)
 
 
 def test_readme_estimate_agrees_with_plan_for_the_same_layout():

@@ -314,7 +314,29 @@ def plan_on_allocation(
     extra = _whole_node_plan(model, cluster, workload, space, options, shortlist)
     if extra is not None:
         shortlist.append((extra.best, extra.plan_workload(0)))
-    orders = _placement_orders(model, space)
+    placements = _place_shortlist(
+        result, shortlist, allocation, _placement_orders(model, space), options,
+        time_limit_s=place_time_limit_s, decompose=place_decompose, export=place_export,
+    )  # fmt: skip
+    placed_result = _ranked_by_placement(result, shortlist, placements, place_top)
+    return PlacedPlan(
+        result=placed_result, ideal=result, placements=placements, allocation=allocation
+    )
+
+
+def _place_shortlist(
+    result: PlanResult,
+    shortlist: list[tuple[Estimate, Workload]],
+    allocation: Allocation,
+    orders: tuple[tuple[Axis, ...], ...],
+    options: SolverOptions,
+    *,
+    time_limit_s: float | None,
+    decompose: bool,
+    export: str | None,
+) -> list:
+    """Each shortlisted plan placed (joint.place_layout); a plan whose placement fails is not
+    offered as placeable, and NoFeasiblePlan names why when none is left."""
     placements, unplaced = [], []
     for i, (e, work) in enumerate(shortlist):
         try:
@@ -326,11 +348,11 @@ def plan_on_allocation(
                     e,
                     allocation,
                     # the search's time limit bounds the placement solves together (each its share)
-                    time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
+                    time_limit_s=time_limit_s or options.time_limit_s / len(shortlist),
                     deterministic=options.deterministic,
                     seed=options.seed,
-                    decompose=place_decompose,
-                    export_path=export_name(place_export, i, len(shortlist)),
+                    decompose=decompose,
+                    export_path=export_name(export, i, len(shortlist)),
                     orders=orders,
                 )
             )
@@ -339,10 +361,7 @@ def plan_on_allocation(
             unplaced.append(f"TP{lo.tp} PP{lo.pp} DP{lo.dp} CP{lo.cp} EP{lo.ep}: {exc}")
     if not placements:
         raise NoFeasiblePlan("no shortlisted plan can be placed: " + "; ".join(unplaced))
-    placed_result = _ranked_by_placement(result, shortlist, placements, place_top)
-    return PlacedPlan(
-        result=placed_result, ideal=result, placements=placements, allocation=allocation
-    )
+    return placements
 
 
 def _placement_orders(model: ModelSpec, space: SearchSpace) -> tuple[tuple[Axis, ...], ...]:

@@ -312,12 +312,20 @@ def level_counts(shape: Shape, counts: list[list[int]], level: int) -> list[list
 
 
 def k_values(shape: Shape, level: int) -> list[int]:
-    """Possible smallest pieces at a level: 1..min(D, the largest domain's capacity), and D;
-    just D where no domain holds a whole block (every unit a split block: k is then free, and
-    the lone flags price the split blocks' parts)."""
+    """Possible smallest pieces at a level: 1..min(D, the largest domain's capacity), and D.
+
+    A "free" level, where no domain holds a whole block (capacity 0: every unit there is a
+    split block, whose parts the forced lone flag prices; k then sets no span, as a part is
+    at most one unit's share, see tables._Spans._split_piece), takes the values of the level
+    above (just D at the top), so that k_L = k_L+1 nests under every piece above: the DP
+    table lists a key for each, and the CP-SAT model (k unconstrained there, `none`) and the
+    validator (dp_choice: k None) choose among the same keys. Free levels lie below every
+    other level (a domain's capacity includes its leaves')."""
     cap = max(sum(shape.capacity[i] for i in dom) for dom in shape.levels[level])
     d = shape.units_per_stage
-    return sorted(set(range(1, min(d, cap) + 1)) | ({d} if cap >= d or cap == 0 else set()))
+    if cap == 0:
+        return k_values(shape, level + 1) if level + 1 < len(shape.levels) else [d]
+    return sorted(set(range(1, min(d, cap) + 1)) | ({d} if cap >= d else set()))
 
 
 def build_map(shape: Shape, counts: list[list[int]]) -> np.ndarray:

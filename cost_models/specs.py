@@ -326,6 +326,31 @@ class ClusterCalibration(InputSpec):
     date: str = ""
 
 
+Technology = Literal["infiniband", "roce", "roce-untuned", "spectrum-x"]
+"""Scale-out fabric technology (docs/networks.md "Technologies"): InfiniBand with adaptive
+routing; RoCE tuned as Meta runs it (SIGCOMM'24); RoCE on plain ECMP hashing; NVIDIA Spectrum-X
+(Spectrum-4 switches with BlueField-3 / ConnectX-8 SuperNICs, adaptive routing)."""
+
+
+class NetworkSpec(InputSpec):
+    """What the network is built from: the bill of materials (planner.network_bom) prices it and
+    the technology sets its behaviour under load (cost_models.comm.technology_factor)."""
+
+    technology: Technology = "infiniband"
+    switch: str | None = Field(
+        None, description="scale-out switch model in the price list; null: by technology and speed"
+    )
+    nic: str | None = Field(None, description="NIC model in the price list; null: by technology")
+    scale_up: str | None = Field(
+        None,
+        description="scale-up fabric component in the price list (NVLink switch tray, HGX "
+        "baseboard NVSwitches, a switchless mesh); null: by the NVLink domain's size",
+    )
+    endpoint_link: Literal["optic", "aoc", "dac"] = Field(
+        "optic", description="NIC-to-leaf cable: transceivers + fibre, active optical, or copper"
+    )
+
+
 class Cluster(InputSpec):
     """A sized cluster: the GPU, the node, and the link tiers from the NVLink domain outwards."""
 
@@ -335,6 +360,7 @@ class Cluster(InputSpec):
     num_gpus: PositiveInt = Field(le=MAX_GPUS)
     tiers: tuple[LinkTier, ...] = Field(min_length=1, max_length=16)
     source: str = ""
+    network: NetworkSpec = NetworkSpec()
     calibration: ClusterCalibration | None = Field(
         None, description="measured overrides (planner calibrate); null: generation defaults"
     )

@@ -24,8 +24,9 @@ from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
 from cost_models.specs import RECOMPUTE_MODULES
 
-from . import DISTRIBUTION, __version__, api, report, whatif
+from . import DISTRIBUTION, __version__, api, network_bom, report, whatif
 from .export.launch import MEGATRON_VERSION, megatron_env
+from .report.bill_view import render_bill
 from .report.markdown import render_markdown as render_plan_markdown
 from .report.whatif_view import render_whatif
 from .types import PlanResult
@@ -374,6 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _add_whatif(sub)
+    _add_bill(sub)
     _add_calibration(sub)
 
     s = sub.add_parser("presets", help="list built-in presets")
@@ -887,7 +889,29 @@ def _cmd_measure(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------------------ bill
+
+
+def _add_bill(sub: Any) -> None:
+    b = sub.add_parser("bill", help="the network's bill of materials at N GPUs")
+    b.add_argument("--cluster", required=True, help="preset name or cluster YAML/JSON")
+    b.add_argument("--gpus", type=_positive_int, help="GPUs (default: the cluster's own size)")
+    b.add_argument("--prices", help="YAML/JSON overriding any component's usd / w, pue, $/kWh")
+    b.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
+
+
+def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
+    cluster = models_zoo.load_cluster(args.cluster, args.gpus)
+    result = network_bom.bill(cluster, network_bom.load_prices(args.prices))
+    if args.json:
+        _emit_json(network_bom.bill_dict(result))
+        return EXIT_OK
+    out.print(render_bill(result, cluster.name), soft_wrap=True)
+    return EXIT_OK
+
+
 COMMANDS = {
+    "bill": _cmd_bill,
     "calibrate": _cmd_calibrate,
     "measure": _cmd_measure,
     "whatif": _cmd_whatif,

@@ -477,6 +477,14 @@ def whatif(
         raise InvalidInput("--values: give at least one value")
     if not 0 <= network_cost_share < 1:
         raise InvalidInput(f"--network-cost-share: must be in [0, 1) (got {network_cost_share})")
+    if amortization_years is not None and not amortization_years > 0:
+        raise InvalidInput(f"--amortization-years: must be > 0 (got {amortization_years})")
+    if amortization_years is not None and network_cost_share:
+        # The share marks the GPU-hour price up for the network; the amortised bill adds the
+        # network itself: together they count it twice.
+        raise InvalidInput(
+            "--network-cost-share and --amortization-years both price the network: give one"
+        )
     base_cluster = models_zoo.load_cluster(cluster, num_gpus)
     spec = models_zoo.load_model(model)
     if tier is not None and parameter != "oversubscription":
@@ -484,8 +492,6 @@ def whatif(
     varied = [vary_cluster(base_cluster, parameter, v, tier) for v in values]  # bad input fails first
     base = api.plan(spec, base_cluster, **plan_args).best
 
-    if amortization_years is not None and not amortization_years > 0:
-        raise InvalidInput(f"--amortization-years: must be > 0 (got {amortization_years})")
     prices = network_bom.load_prices(network_prices)
 
     def point(e: Estimate, value: float | str, c: Cluster) -> WhatIfPoint:

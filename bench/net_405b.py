@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from planner import api, whatif
+from planner import whatif
+from planner.convenience import plan_for
+from planner.report.text import compact_layout
 
 ARGS = {
     "num_gpus": 16384,
@@ -28,10 +30,10 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="also sweep NIC 100..1600 Gb/s")
     args = parser.parse_args()
     start = time.perf_counter()
-    result = api.plan("llama3.1-405b", "llama3-roce-24k", **ARGS)
+    result = plan_for("llama3.1-405b", "llama3-roce-24k", **ARGS)
     best = result.best
     print(
-        f"plan: {whatif.short_layout(best)}  MFU {100 * best.mfu:.1f}%  "
+        f"plan: {compact_layout(best)}  MFU {100 * best.mfu:.1f}%  "
         f"{best.tokens_per_s_per_gpu:.0f} tok/s/GPU  ({time.perf_counter() - start:.1f} s)"
     )
     print(
@@ -44,7 +46,7 @@ def main() -> None:
             "llama3.1-405b", "llama3-roce-24k", "nic-gbps", [100, 200, 400, 800, 1600], **ARGS
         )
         for p in r.points:
-            print(f"{p.value:>6g} Gb/s: {whatif.short_layout(p.best)}  MFU {100 * p.best.mfu:.1f}%")
+            print(f"{p.value:>6g} Gb/s: {compact_layout(p.best)}  MFU {100 * p.best.mfu:.1f}%")
         print(f"hidden from: {r.hidden_from}  ({time.perf_counter() - start:.1f} s)")
 
 

@@ -7,7 +7,7 @@ leaf), 16 leaves per pod behind 3:1 leaf uplinks, pods behind 7:1 uplinks to the
 nodes the job gets enough for N GPUs plus 2-5 % that are drained (--exclude). Hosts come in
 Slurm's order (sorted names, so leaf-contiguous with gaps). For each size the best plan under
 ideal placement (the branch and bound's top --place-top, default 1) is placed
-(planner.api.plan_on_allocation, which adds the best layout with TP x CP blocks of one node
+(planner.api.plan_on_allocation via planner.plan_on_allocation_for, which adds the best layout with TP x CP blocks of one node
 when the shortlist has none: CP-SAT places whole-node blocks) and
 the bench prints the placed step time with the scheduler's order, the best rank order and
 CP-SAT (every map priced with its uplink sharing, cost_models/uplink.py), the solver's status,
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.specs import Cluster, LinkTier
 from models_zoo import load_gpu
-from planner import api
+from planner.convenience import plan_on_allocation_for
 from planner.place.allocation import Allocation, synthetic
 
 NODES_PER_LEAF, LEAVES_PER_POD, GPN = 32, 16, 8
@@ -118,7 +118,7 @@ def main() -> None:
         alloc, drained = allocation(cluster, n, args.seed + n)
         leaves = len(set(alloc.names[1]))
         start = time.perf_counter()
-        placed = api.plan_on_allocation(
+        placed = plan_on_allocation_for(
             args.model,
             cluster,
             topology=alloc,

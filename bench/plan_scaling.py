@@ -21,6 +21,7 @@ import time
 import models_zoo
 from cost_models.errors import NoFeasiblePlan
 from planner import api
+from planner.convenience import search_inputs
 
 # (label, model preset, cluster preset, GPUs, global batch in sequences, sequence length)
 CASES = [
@@ -53,10 +54,12 @@ def run(
                 model,
                 cluster,
                 workload,
-                deterministic=True,
-                top_k=1,
-                time_limit_s=time_limit_s,
-                stage_split=stage_split,
+                *search_inputs(
+                    deterministic=True,
+                    top_k=1,
+                    time_limit_s=time_limit_s,
+                    stage_split=stage_split,
+                ),
             )
         except NoFeasiblePlan:
             found = None
@@ -91,7 +94,10 @@ def run(
         t0 = time.perf_counter()
         try:
             o = api.plan(
-                model, cluster, workload, engine="exhaustive", top_k=1, stage_split=stage_split
+                model,
+                cluster,
+                workload,
+                *search_inputs(engine="exhaustive", top_k=1, stage_split=stage_split),
             )
             agree = "agrees" if o.solver.objective == objective else "DISAGREES"
         except NoFeasiblePlan:

@@ -400,7 +400,7 @@ def record_profile(name: Any) -> FrameworkProfile:
     return found
 
 
-def layout_violations(
+def profile_violations(
     p: FrameworkProfile, model: ModelSpec, layout: Layout, chunks: list[int] | None = None
 ) -> list[str]:
     """Why `p`'s framework cannot run `layout` (empty: it can). `chunks`: layers per virtual

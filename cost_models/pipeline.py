@@ -14,14 +14,9 @@ from .specs import Layout, ModelSpec
 
 def num_microbatches(global_batch_seqs: int, layout: Layout) -> int:
     """Micro-batches each data-parallel rank runs per step: global batch / (micro_batch x dp).
-    The one place this is written (cost_models.rules requires the division to be exact)."""
+    The one place this is written (cost_models.rules requires the division to be exact);
+    its inverse is Estimate.global_batch_seqs."""
     return global_batch_seqs // (layout.micro_batch * layout.dp)
-
-
-def global_batch_seqs(num_micro: int, layout: Layout) -> int:
-    """The global batch (sequences) of a step of `num_micro` micro-batches: the inverse of
-    num_microbatches, e.g. the batch a scored plan ran (Estimate.num_microbatches)."""
-    return num_micro * layout.micro_batch * layout.dp
 
 
 def chunk_layer_counts(num_layers: int, num_chunks: int) -> list[int]:

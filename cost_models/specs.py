@@ -689,3 +689,9 @@ class Estimate(Spec):
         description="layers per model chunk (pp*vp, chunk c on rank c % pp) when the plan "
         "uses its own split; None: the cost model's even split (pipeline.chunk_layer_counts)",
     )
+
+    @property
+    def global_batch_seqs(self) -> int:
+        """The global batch (sequences) this step ran: num_microbatches micro-batches of
+        micro_batch sequences on each of dp replicas (the inverse of pipeline.num_microbatches). With a global batch range each plan has its own."""
+        return self.num_microbatches * self.layout.micro_batch * self.layout.dp

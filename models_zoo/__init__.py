@@ -39,13 +39,6 @@ def list_presets(kind: str) -> list[str]:
     return sorted(p.stem for p in (_ROOT / kind).glob("*.json"))
 
 
-def published_run_settings() -> dict[str, dict[str, Any]]:
-    """Record id -> the explicit `settings` of models_zoo/published_run_settings.yaml (run
-    settings the published records state only in prose; planner/validate.py)."""
-    entries = read_data_file(_ROOT / "published_run_settings.yaml") or []
-    return {str(e["id"]): dict(e["settings"]) for e in entries}
-
-
 def _resolve(kind: str, name: str) -> Path:
     key = _ALIASES.get(kind, {}).get(name.lower(), name.lower())
     path = _ROOT / kind / f"{key}.json"

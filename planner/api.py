@@ -1,18 +1,21 @@
-"""The library entry points: plan() and estimate(). Neither prints; both take names or objects."""
+"""The library's core entry points, typed inputs only: plan(model, cluster, workload, space, options),
+estimate(model, cluster, layout, workload) and plan_on_allocation(...). Nothing here prints.
+The conveniences that take preset names and keyword constraints (the CLI's and the README's) sit
+on top of these in convenience.py."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-import models_zoo
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
 from cost_models.errors import InvalidInput, NoFeasiblePlan
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 from models_zoo.inputs import validated
 
-from .place.joint import PlacedPlan
+from .place.allocation import Allocation
+from .place.joint import PlacedPlan, export_name, place_layout
 from .search import exhaustive, recommend
 from .search import solve as sat_solve
 from .search.candidates import OrderCache, allowed_orders, framework_space
@@ -118,26 +121,6 @@ def layout_with_defaults(layout: Layout | dict[str, Any]) -> Layout:
     return validated(Layout, fields, "layout")
 
 
-def _resolve(
-    model: str | ModelSpec, cluster: str | Cluster, num_gpus: int | None
-) -> tuple[ModelSpec, Cluster]:
-    return models_zoo.load_model(model), models_zoo.load_cluster(cluster, num_gpus)
-
-
-def _gpus_within(cluster: str | Cluster, num_gpus: int | None, max_nodes: int) -> int:
-    """The GPU count under a node cap: all GPUs of max_nodes nodes unless fewer are asked for."""
-    if not isinstance(max_nodes, int) or max_nodes <= 0:
-        raise InvalidInput(f"max_nodes must be a positive whole number (got {max_nodes!r})")
-    per_node = models_zoo.load_cluster(cluster).gpus_per_node
-    if num_gpus is None:
-        return max_nodes * per_node
-    if num_gpus > max_nodes * per_node:
-        raise InvalidInput(
-            f"num_gpus ({num_gpus}) needs more than max_nodes ({max_nodes}) nodes of {per_node} GPUs"
-        )
-    return num_gpus
-
-
 def _check_pins(cluster: Cluster, space: SearchSpace) -> None:
     """A pinned degree that can never divide the GPU count is bad input (exit 2), not an
     infeasible search (exit 1): no layout of any kind has tp*pp*dp*cp = num_gpus with it.
@@ -157,97 +140,49 @@ def _check_pins(cluster: Cluster, space: SearchSpace) -> None:
 
 
 def plan(
-    model: str | ModelSpec,
-    cluster: str | Cluster,
-    workload: Workload | None = None,
-    *,
-    num_gpus: int | None = None,
-    global_batch: int | tuple[int, int] | None = None,
-    seq_len: int | None = None,
-    precision: str | None = None,
-    max_nodes: int | None = None,
-    moe_dispatcher: str | None = None,
-    framework: str | None = _framework.DEFAULT_FRAMEWORK,
-    workload_fields: dict[str, Any] | None = None,
-    **constraints: Any,
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    options: SolverOptions,
 ) -> PlanResult:
-    """Best layouts for `model` on `cluster`, ranked by step time (fixed global batch).
+    """Best layouts for `model` on `cluster` (all its GPUs), ranked by step time.
 
-    `global_batch=(MIN, MAX)` (or the constraint global_batch_range=(MIN, MAX)) lets each plan
-    take its own global batch in the range; plans then rank by time per sequence (tokens/s) and
-    `PlanResult.global_batch(i)` gives each plan's batch.
-    `constraints` are SearchSpace fields (tp=8 pins TP, max_pp=16, recompute=("selective",),
-    zero_stages=(1,), memory_headroom=0.1, ...) and SolverOptions fields (top_k, time_limit_s,
-    deterministic, seed, engine). `max_nodes` caps the GPU count at that many whole nodes.
-    `workload_fields`: further Workload fields for the workload built here (e.g.
-    optimizer_moments="bf16"); ignored when `workload` is given.
-    `framework` (megatron, the default; torchtitan; deepspeed; None: no restriction) limits the
-    search to what that framework runs and sets the workload's physics fields the workload does
-    not set itself (cost_models.framework).
+    `space` says what may be chosen (pinned degrees, ZeRO stages, recompute, the framework whose
+    rules and physics apply: SearchSpace.framework; None: no framework's rules) and, with
+    `global_batch_range`, lets each plan take its own global batch (plans then rank by time per
+    sequence and `Estimate.global_batch_seqs` gives each plan's batch; `workload`'s own batch is
+    replaced by the range's MAX). `options` says how the search runs (engine, top_k, time limit).
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
-    if isinstance(global_batch, (tuple, list)):
-        if "global_batch_range" in constraints:
-            raise InvalidInput("global_batch: give a range or global_batch_range, not both")
-        constraints["global_batch_range"] = tuple(global_batch)
-        global_batch = None
-    elif global_batch is not None and constraints.get("global_batch_range") is not None:
-        raise InvalidInput("global_batch_range: give a fixed global_batch or a range, not both")
-    if max_nodes is not None:
-        num_gpus = _gpus_within(cluster, num_gpus, max_nodes)
-    spec, sized = _resolve(model, cluster, num_gpus)
-    if framework is not None:
-        _framework.profile(framework)  # unknown name: InvalidInput naming the choices
-        if constraints.get("framework") not in (None, framework):
-            raise InvalidInput("framework: give it once (framework= or the constraint)")
-        constraints["framework"] = framework
-    space_fields = {k: v for k, v in constraints.items() if k in SearchSpace.model_fields}
-    option_fields = {k: v for k, v in constraints.items() if k in SolverOptions.model_fields}
-    unknown = sorted(set(constraints) - set(space_fields) - set(option_fields))
-    if unknown:
-        known = sorted(set(SearchSpace.model_fields) | set(SolverOptions.model_fields))
-        raise InvalidInput(f"unknown constraint(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    space = framework_space(spec, validated(SearchSpace, space_fields, "constraints"))
-    _check_pins(sized, space)
-    options = validated(SolverOptions, option_fields, "solver options")
+    space = framework_space(model, space)
+    _check_pins(cluster, space)
     batch_range = space.global_batch_range
-    if batch_range is not None:
-        global_batch = batch_range[1]  # the search takes each plan's batch from the range
-    if workload is None:
-        workload = make_workload(
-            spec,
-            seq_len=seq_len,
-            global_batch=global_batch,
-            precision=precision,
-            moe_dispatcher=moe_dispatcher or "alltoall",
-            **(workload_fields or {}),
-        )
-    elif batch_range is not None:
+    if batch_range is not None:  # the search takes each plan's batch from the range
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})
-    check_precision(sized, workload)
-    check_memory_options(spec, workload)
+    check_precision(cluster, workload)
+    check_memory_options(model, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
     space = _moments_space(space, workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
-    ranked, stats, rejections = engine.search(spec, sized, workload, space, options)
-    usable = exhaustive.usable_memory_gib(sized, space)
+    ranked, stats, rejections = engine.search(model, cluster, workload, space, options)
+    usable = exhaustive.usable_memory_gib(cluster, space)
     ranked = [judge_fit(e, usable) for e in ranked]
     # The simplest plan within the simplicity tolerance of the fastest leads; then what else
     # each ranked plan is priced exactly like (planner/search/recommend.py).
     ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
     orders = OrderCache(
-        sized, space.search_order, allowed_orders(spec, space), moe=spec.moe is not None
+        cluster, space.search_order, allowed_orders(model, space), moe=model.moe is not None
     )
     same = tuple(
-        recommend.equivalents(spec, sized, workload, space, e, orders) for e in ranked
+        recommend.equivalents(model, cluster, workload, space, e, orders) for e in ranked
     )
     if batch_range is not None:  # the result's workload is the best plan's
-        best_batch = exhaustive.plan_batch(ranked[0])
-        workload = workload.model_copy(update={"global_batch_seqs": best_batch})
+        workload = workload.model_copy(update={"global_batch_seqs": ranked[0].global_batch_seqs})
     return PlanResult(
-        model=spec,
-        cluster=sized,
+        model=model,
+        cluster=cluster,
         workload=workload,
         ranked=tuple(ranked),
         solver=stats,
@@ -262,148 +197,111 @@ def plan(
 
 
 def estimate(
-    model: str | ModelSpec,
-    cluster: str | Cluster,
-    layout: Layout | dict[str, Any],
-    workload: Workload | None = None,
+    model: ModelSpec,
+    cluster: Cluster,
+    layout: Layout,
+    workload: Workload,
     *,
-    num_gpus: int | None = None,
-    global_batch: int | None = None,
-    seq_len: int | None = None,
-    precision: str | None = None,
     framework: str | None = _framework.DEFAULT_FRAMEWORK,
     memory_headroom: float = DEFAULT_MEMORY_HEADROOM,
 ) -> Estimate:
-    """Score one layout (a Layout or a dict of its fields). Raises InvalidInput if illegal.
+    """Score one layout on all of `cluster`'s GPUs. Raises InvalidInput if it is illegal.
 
-    Same defaults as plan(): a dict without `sequence_parallel` gets it whenever tp > 1, and fit
-    is judged against HBM x (1 - memory_headroom) (`usable_memory_gib`, `fits_in_memory`).
-    `framework` sets the physics the workload and layout do not set themselves (None: the
-    cost model's field defaults); the layout is scored even where that framework could not
-    run it (`framework_violations` says why)."""
+    Fit is judged against HBM x (1 - memory_headroom) (`usable_memory_gib`, `fits_in_memory`),
+    as plan() judges it. `framework` sets the physics the workload and layout do not set
+    themselves (None: the cost model's field defaults); the layout is scored even where that
+    framework could not run it (`framework_violations` says why)."""
     if not isinstance(memory_headroom, (int, float)) or not 0 <= memory_headroom < 1:
         raise InvalidInput(f"memory_headroom: must be in [0, 1) (got {memory_headroom!r})")
-    spec, sized = _resolve(model, cluster, num_gpus)
-    if workload is None:
-        workload = make_workload(
-            spec, seq_len=seq_len, global_batch=global_batch, precision=precision
-        )
-    check_precision(sized, workload)
-    check_memory_options(spec, workload)
-    layout = layout_with_defaults(layout)
+    check_precision(cluster, workload)
+    check_memory_options(model, workload)
     if framework is not None:
         prof = _framework.profile(framework)
         workload, layout = prof.workload(workload), prof.layout(layout)
-    usable = sized.gpu.hbm_gib * (1 - memory_headroom)
-    return judge_fit(_cost(spec, sized, workload, layout), usable)
+    usable = cluster.gpu.hbm_gib * (1 - memory_headroom)
+    return judge_fit(_cost(model, cluster, workload, layout), usable)
 
 
 def plan_on_allocation(
-    model: str | ModelSpec,
-    cluster: str | Cluster,
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    options: SolverOptions,
+    allocation: Allocation,
     *,
-    topology: Any,
-    hosts_file: str | None = None,
-    nodelist: str | None = None,
-    exclude: str | None = None,
-    num_gpus: int | None = None,
-    global_batch: int | None = None,
-    seq_len: int | None = None,
-    precision: str | None = None,
     place_top: int = 3,
     place_time_limit_s: float | None = None,
     place_decompose: bool = False,
-    framework: str | None = _framework.DEFAULT_FRAMEWORK,
-    **constraints: Any,
+    place_export: str | None = None,
 ) -> PlacedPlan:
     """Best plan on the allocation a job really gets (CONTRACT.md "Placement on an allocation").
 
-    The search shortlists `place_top` layouts under ideal placement (plan(top_k=...)); each is
-    placed on the allocation (scheduler's order, best rank order, CP-SAT: planner/place/joint.py)
-    and the plans are re-ranked by the placed step time. Returns a PlacedPlan.
-    `place_decompose` adds the pods-first warm start (planner/place/decompose.py).
+    The search shortlists `place_top` layouts for `cluster` (its GPU count: at most the
+    allocation's) under ideal placement; each is placed on `allocation` (scheduler's order, best
+    rank order, CP-SAT: planner/place/joint.py) and the plans are re-ranked by the placed step
+    time. `place_time_limit_s` (default: the search's time limit shared among the shortlist)
+    bounds each placement solve; `place_decompose` adds the pods-first warm start
+    (planner/place/decompose.py). `place_export` writes each layout's exact CP-SAT placement
+    model to that file (a debug aid: CpModel.export_to_file; the i-th of several layouts to
+    NAME-i.SUFFIX). Returns a PlacedPlan.
     """
-    from .place.allocation import Allocation, load_allocation
-    from .place.joint import place_layout
-
-    base = models_zoo.load_cluster(cluster)
-    if isinstance(topology, Allocation):  # already loaded (bench/place_scaling.py, tests)
-        alloc = topology
-    else:
-        alloc = load_allocation(
-            base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
-        )
-    have = len(alloc.hosts) * base.gpus_per_node
-    if num_gpus is not None and num_gpus > have:
-        raise InvalidInput(
-            f"--gpus {num_gpus}: the allocation has {have} healthy GPUs ({len(alloc.hosts)} hosts)"
-        )
-    constraints["top_k"] = max(place_top, constraints.get("top_k", 1))
-    result = plan(
-        model,
-        cluster,
-        num_gpus=num_gpus or have,
-        global_batch=global_batch,
-        seq_len=seq_len,
-        precision=precision,
-        framework=framework,
-        **constraints,
-    )
-    options = validated(
-        SolverOptions,
-        {k: v for k, v in constraints.items() if k in SolverOptions.model_fields},
-        "solver options",
-    )
+    if options.top_k < place_top:
+        options = options.model_copy(update={"top_k": place_top})
+    result = plan(model, cluster, workload, space, options)
     shortlist = [(e, result.plan_workload(i)) for i, e in enumerate(result.ranked[:place_top])]
-    # CP-SAT places TP x CP blocks of whole nodes; where the shortlist has none and the user
-    # pinned neither degree, the best such layout joins it (a fragmented allocation can make it
-    # the winner once placed).
-    per_node = result.cluster.gpus_per_node
-    if (
-        constraints.get("tp") is None
-        and constraints.get("cp") is None
-        and all(e.layout.tp * e.layout.cp > per_node for e, _ in shortlist)
-    ):
-        whole = dict(constraints, top_k=1, max_cp=1)
-        whole["max_tp"] = min(constraints.get("max_tp") or per_node, per_node)
-        try:
-            extra = plan(
-                model,
-                cluster,
-                num_gpus=num_gpus or have,
-                global_batch=global_batch,
-                seq_len=seq_len,
-                precision=precision,
-                framework=framework,
-                **whole,
-            )
-            shortlist.append((extra.best, extra.plan_workload(0)))
-        except NoFeasiblePlan:
-            pass
+    extra = _whole_node_plan(model, cluster, workload, space, options, shortlist)
+    if extra is not None:
+        shortlist.append((extra.best, extra.plan_workload(0)))
     placements = [
         place_layout(
             result.model,
             result.cluster,
             work,
             e,
-            alloc,
-            # --time-limit bounds the placement solves together (each its share)
+            allocation,
+            # the search's time limit bounds the placement solves together (each its share)
             time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
             deterministic=options.deterministic,
             seed=options.seed,
             decompose=place_decompose,
+            export_path=export_name(place_export, i, len(shortlist)),
         )
-        for e, work in shortlist
+        for i, (e, work) in enumerate(shortlist)
     ]
     placements.sort(key=lambda p: p.placed.step_time_s)
     ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)
     placed_result = result.model_copy(update={"ranked": ranked})
-    return PlacedPlan(result=placed_result, ideal=result, placements=placements, allocation=alloc)
+    return PlacedPlan(
+        result=placed_result, ideal=result, placements=placements, allocation=allocation
+    )
+
+
+def _whole_node_plan(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    options: SolverOptions,
+    shortlist: list[tuple[Estimate, Workload]],
+) -> PlanResult | None:
+    """CP-SAT places TP x CP blocks of whole nodes; where the shortlist has none and the user
+    pinned neither degree, the best such layout joins it (a fragmented allocation can make it
+    the winner once placed). None: not needed, or no such layout fits."""
+    per_node = cluster.gpus_per_node
+    if space.tp is not None or space.cp is not None:
+        return None
+    if any(e.layout.tp * e.layout.cp <= per_node for e, _ in shortlist):
+        return None
+    whole = space.model_copy(update={"max_cp": 1, "max_tp": min(space.max_tp or per_node, per_node)})
+    try:
+        return plan(model, cluster, workload, whole, options.model_copy(update={"top_k": 1}))
+    except NoFeasiblePlan:
+        return None
 
 
 def framework_violations(
-    model: str | ModelSpec, layout: Layout, framework: str = _framework.DEFAULT_FRAMEWORK
+    model: ModelSpec, layout: Layout, framework: str = _framework.DEFAULT_FRAMEWORK
 ) -> list[str]:
     """Why `framework` cannot run `layout` (empty: it can)."""
-    prof = _framework.profile(framework)
-    return _framework.layout_violations(prof, models_zoo.load_model(model), layout)
+    return _framework.profile_violations(_framework.profile(framework), model, layout)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,15 @@ from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
 from cost_models.specs import RECOMPUTE_MODULES
 
-from . import DISTRIBUTION, __version__, api, network_bom, report, whatif
-from .export.launch import MEGATRON_VERSION, megatron_env
+from . import DISTRIBUTION, __version__, api, convenience, network_bom, report, whatif
+from .export.plan_exports import emit_text
+from .report import plot
 from .report.bill_view import render_bill
-from .report.markdown import render_markdown as render_plan_markdown
-from .report.whatif_view import render_whatif
+from .report.calibration import calibration_lines, constants_lines
+from .report.validation import render_validation, validation_markdown
+from .report.whatif_view import render_whatif, whatif_dict
 from .types import PlanResult
-from .validate import render_markdown, render_validation, validate_file
+from .validate import validate_file
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -144,6 +145,25 @@ def _add_headroom(p: argparse.ArgumentParser) -> None:
 def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
     field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
+    _add_ranking(p)
+    p.add_argument("--max-nodes", type=_positive_int, help="use at most this many nodes")
+    for axis in ("tp", "pp", "dp", "cp", "ep"):
+        p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
+    for axis in ("tp", "pp", "cp", "ep"):
+        p.add_argument(f"--max-{axis}", type=_positive_int, help=f"largest {axis.upper()} tried")
+    _add_headroom(p)
+    _add_layout_choices(p)
+    p.add_argument(
+        "--moe-dispatcher",
+        choices=("alltoall", "deepep"),
+        help="MoE token exchange: per-expert all-to-all (default) or DeepEP",
+    )
+    _add_memory_options(p)
+    _add_solver(p)
+
+
+def _add_ranking(p: argparse.ArgumentParser) -> None:
+    """How many plans `plan` ranks, which one it recommends, and how long it searches."""
     p.add_argument("--top", type=_positive_int, default=5, help="ranked plans to show")
     p.add_argument(
         "--top-variants",
@@ -159,12 +179,10 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         "0: the fastest)",
     )
     p.add_argument("--time-limit", type=_positive_float, default=60.0, help="search time limit, s")
-    p.add_argument("--max-nodes", type=_positive_int, help="use at most this many nodes")
-    for axis in ("tp", "pp", "dp", "cp", "ep"):
-        p.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
-    for axis in ("tp", "pp", "cp", "ep"):
-        p.add_argument(f"--max-{axis}", type=_positive_int, help=f"largest {axis.upper()} tried")
-    _add_headroom(p)
+
+
+def _add_layout_choices(p: argparse.ArgumentParser) -> None:
+    """The layout choices `plan` searches beyond the degrees (SearchSpace fields)."""
     p.add_argument(
         "--recompute",
         nargs="+",
@@ -199,18 +217,16 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         const=(False, True),
         help="also try MoE all-to-all overlap (Megatron --overlap-moe-expert-parallel-comm)",
     )
-    p.add_argument(
-        "--moe-dispatcher",
-        choices=("alltoall", "deepep"),
-        help="MoE token exchange: per-expert all-to-all (default) or DeepEP",
-    )
-    _add_memory_options(p)
+
+
+def _add_solver(p: argparse.ArgumentParser) -> None:
+    """Which engine runs the search, and how (SolverOptions fields)."""
     p.add_argument(
         "--engine",
-        choices=("branch-and-bound", "exhaustive", "cp-sat"),
+        choices=("branch-and-bound", "exhaustive"),
         default="branch-and-bound",
-        help="search engine: branch-and-bound (default; cp-sat is its old name) or the "
-        "exhaustive oracle",
+        help="search engine: branch-and-bound (default: exact best-first search; its bounds and "
+        "stage partition use CP-SAT) or the exhaustive oracle",
     )
     p.add_argument(
         "--deterministic",
@@ -291,7 +307,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"planner {__version__} ({DISTRIBUTION})"
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_plan(sub)
+    _add_estimate(sub)
+    _add_validate(sub)
+    _add_whatif(sub)
+    _add_bill(sub)
+    _add_calibration(sub)
+    _add_presets(sub)
+    return parser
 
+
+def _add_plan(sub: Any) -> None:
     p = sub.add_parser("plan", help="search for the best layout and placement")
     _add_common(p)
     _add_framework(p, allow_none=True)
@@ -313,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
         " inter_node_efficiency); repeatable",
     )
 
+
+def _add_estimate(sub: Any) -> None:
     e = sub.add_parser("estimate", help="score one given layout")
     _add_common(e)
     _add_framework(e)
@@ -365,6 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_memory_options(e)
 
+
+def _add_validate(sub: Any) -> None:
     v = sub.add_parser("validate", help="compare predictions with measured runs")
     v.add_argument("--data", required=True, help="YAML list of runs (published_runs.yaml schema)")
     v.add_argument("--json", action="store_true")
@@ -374,10 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="price the records whose GPU matches this (calibrated) cluster file on it",
     )
 
-    _add_whatif(sub)
-    _add_bill(sub)
-    _add_calibration(sub)
 
+def _add_presets(sub: Any) -> None:
     s = sub.add_parser("presets", help="list built-in presets")
     s.add_argument("kind", nargs="?", choices=("models", "gpus", "clusters"))
     s.add_argument("--json", action="store_true")
@@ -387,7 +415,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="with gpus or clusters: which constants of preset (or cluster file) ID are datasheet"
         " values, measured, or assumptions",
     )
-    return parser
 
 
 def _emit_json(payload: Any) -> None:
@@ -409,6 +436,12 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
+    )
+    p.add_argument(
+        "--export-placement-model",
+        metavar="FILE",
+        help="debug: write the CP-SAT placement model to FILE (.txt: text proto, else binary; "
+        "several layouts: FILE-1, FILE-2, ...)",
     )
 
 
@@ -445,7 +478,7 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     if args.topology or args.hosts or args.nodelist or args.exclude or args.out_dir:
         return _cmd_plan_allocation(args, out)
-    result = api.plan(
+    result = convenience.plan_for(
         args.model,
         args.cluster,
         num_gpus=args.gpus,
@@ -476,7 +509,7 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
             "plan: --optimizer-moments, --activation-func-fp8-input-store and "
             "--attention-output-store are not supported with an allocation"
         )
-    placed = api.plan_on_allocation(
+    placed = convenience.plan_on_allocation_for(
         args.model,
         args.cluster,
         topology=args.topology,
@@ -488,6 +521,7 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         seq_len=args.seq_len,
         precision=args.precision,
         place_top=args.place_top,
+        place_export=args.export_placement_model,
         framework=_framework(args),
         **search_kwargs(args),
     )
@@ -502,7 +536,7 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
             ("groups.json", "ranks", True),
         ):
             try:
-                exports[name] = _emit_text(target, result, as_json)
+                exports[name] = emit_text(target, result, as_json)
             except InvalidInput as exc:  # a launcher that cannot express the plan
                 skipped.append(f"{name}: {exc}")
         written = write_handoff(args.out_dir, result.cluster, alloc, best, exports)
@@ -545,12 +579,16 @@ def _plan_stability(args: argparse.Namespace, result: PlanResult) -> dict[str, A
     from .calibrate.stability import stability
 
     kwargs = search_kwargs(args)
+    kwargs.pop("max_nodes", None)  # the result's cluster is already sized by it
     kwargs["top_k"] = 1
     if result.global_batch_range is not None:  # each re-plan picks its own batch again
         kwargs["global_batch_range"] = result.global_batch_range
+    # The framework default (megatron) as before this was typed, not --framework: the result's
+    # workload already carries the framework's physics.
+    space, options = convenience.search_inputs(**kwargs)
 
     def replan(cluster: Any) -> PlanResult:
-        return api.plan(result.model, cluster, result.workload, **kwargs)
+        return api.plan(result.model, cluster, result.workload, space, options)
 
     return stability(result, replan, _stability_ranges(args.stability_range))
 
@@ -564,7 +602,7 @@ def _render_plan(
     """Write the plan in the requested format; exports are checked before anything is written.
     `stable`: the --stability check, added to the JSON as `stability` and printed as a line."""
     if args.emit:
-        text = _emit_text(args.emit, result, args.json)
+        text = emit_text(args.emit, result, args.json)
     if args.html:
         try:
             Path(args.html).write_text(report.render_html(result), encoding="utf-8")
@@ -578,45 +616,13 @@ def _render_plan(
             payload["stability"] = stable
         _emit_json(payload)
     elif args.markdown:
-        sys.stdout.write(render_plan_markdown(result))
+        sys.stdout.write(report.render_markdown(result))
         if stable is not None:
             sys.stdout.write(f"\n**Ranking stability:** {stable['line']}\n")
     else:
         out.print(report.render_plan(result))
         if stable is not None:
             out.print(f"[bold]ranking[/bold] {escape(stable['line'])}")  # free text: wraps
-
-
-def _emit_text(target: str, result: PlanResult, as_json: bool) -> str:
-    """The export for `--emit`; with --json every target is JSON (--json prints only JSON)."""
-    payload: Any = {
-        "megatron": result.to_megatron_args,
-        "torchtitan": result.to_torchtitan,
-        "deepspeed": result.to_deepspeed,
-        "mesh": result.device_mesh,
-        "ranks": result.rank_groups,
-    }[target]()
-    if target == "megatron" and not as_json:
-        env = megatron_env(result.ranked[0])
-        line = " ".join(f"{k}={v}" for k, v in env.items())
-        return (
-            f"# {MEGATRON_VERSION}: pretrain_gpt.py arguments"
-            + (f"; environment: {line}" if line else "")
-            + f"\n{shlex.join(payload)}\n"
-        )
-    if target == "torchtitan" and not as_json:
-        release = payload["release"]
-        return (
-            f"# {release['version']}: torchtitan.train arguments\n{shlex.join(release['args'])}\n"
-            f"# {payload['main_version']}: torchtitan.train arguments\n"
-            f"{shlex.join(payload['main_args'])}\n"
-        )
-    if target == "deepspeed" and not as_json:
-        return (
-            f"# {payload['version']}\n# ds_config.json\n{json.dumps(payload['config'], indent=2)}"
-            f"\n# pretrain_gpt.py arguments\n{shlex.join(payload['launch_args'])}\n"
-        )
-    return json.dumps(payload, indent=2) + "\n"
 
 
 def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
@@ -673,7 +679,7 @@ def _cmd_validate(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         _emit_json([r.contract_dict() for r in rows])
     elif args.markdown:
-        sys.stdout.write(render_markdown(rows, Path(args.data).name))
+        sys.stdout.write(validation_markdown(rows, Path(args.data).name))
     else:
         out.print(render_validation(rows))
     return EXIT_OK
@@ -704,11 +710,8 @@ def _presets_constants(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         _emit_json(rows)
         return EXIT_OK
-    for r in rows:
-        out.print(
-            f"{r['constant']:<34} {r['value']!s:>10}  {r['basis']:<10} {escape(str(r['why']))}",
-            soft_wrap=True,
-        )
+    for line in constants_lines(rows):
+        out.print(line, soft_wrap=True)
     return EXIT_OK
 
 
@@ -771,7 +774,7 @@ MAX_WHATIF_VALUES = 32
 def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
     if args.plot:
-        whatif.pyplot(args.plot)  # fail before the plans if the extra is missing
+        plot.pyplot(args.plot)  # fail before the plans if the extra is missing
     r = whatif.whatif(
         args.model,
         args.cluster,
@@ -793,10 +796,10 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         **pins,
     )
     if args.plot:
-        whatif.save_plot(r, args.plot)
+        plot.save_plot(r, args.plot)
     prof = framework_profile(_framework(args))
     if args.json:
-        payload = whatif.result_dict(r)
+        payload = whatif_dict(r)
         payload["framework"] = {"name": prof.name, "version": prof.version}
         _emit_json(payload)
         return EXIT_OK
@@ -845,27 +848,8 @@ def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         _emit_json(rep)
         return EXIT_OK
-    out.print(f"[bold]calibrated[/bold] {escape(cluster.name)} -> {escape(args.out)}")
-    for f in rep["fits"]:
-        default = "" if f["default"] is None else f" (was {f['default']:.4g})"
-        out.print(
-            f"  {f['constant']} = {f['value']:.4g}{default}; {f['points']} points, max residual"
-            f" {f['max_residual_pct']:.2f}%; from {escape(f['source'])}",
-            soft_wrap=True,
-        )
-    for row in rep.get("nccl", []):
-        out.print(
-            f"  {escape(row['file'])}: {row['collective']} on {row['ranks']} ranks /"
-            f" {row['nodes']} nodes -> tier {row['tier']}; bus bandwidth reproduced within"
-            f" {row['max_busbw_error_pct']:.2f}%",
-            soft_wrap=True,
-        )
-    if "steps" in rep:
-        s = rep["steps"]
-        out.print(
-            f"  steps: max |error| {s['max_abs_error_pct']:.1f}%, leave-one-out"
-            f" {s['max_abs_leave_one_out_pct']:.1f}%"
-        )
+    for line in calibration_lines(cluster.name, rep):
+        out.print(line, soft_wrap=True)
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ from pydantic import (
     field_validator,
 )
 
-from cost_models.pipeline import global_batch_seqs
+from cost_models.framework import profile
 from cost_models.specs import (
     MAX_GPUS,
     MAX_LAYERS,
@@ -66,7 +66,7 @@ class SearchSpace(InputSpec):
         None,
         description="restrict the space to what this framework runs (cost_models.framework: "
         "rank orders within rank_orders, ZeRO stages, recompute, interleaving, CP/EP, pipeline "
-        "splits); None: no framework rules (planner.plan and the CLI default to megatron)",
+        "splits); None: no framework rules (planner.plan_for, planner.search_inputs and the CLI default to megatron)",
     )
     search_order: bool = Field(
         True, description="search the rank order (placement of axes on tiers); False: tp,cp,dp,pp"
@@ -167,8 +167,8 @@ class SolverOptions(InputSpec):
 
     engine: Literal["branch-and-bound", "exhaustive"] = Field(
         "branch-and-bound",
-        description="branch-and-bound (default; 'cp-sat', its old name, is accepted) or the "
-        "exhaustive oracle",
+        description="branch-and-bound (default: exact best-first search whose bounds and stage "
+        "partition use CP-SAT) or the exhaustive oracle",
     )
     top_k: PositiveInt = Field(5, le=10_000, description="ranked plans returned")
     top_variants: bool = Field(
@@ -186,13 +186,6 @@ class SolverOptions(InputSpec):
     time_limit_s: PositiveFloat = Field(60.0, le=1e6, description="seconds, whole search")
     deterministic: bool = True
     seed: NonNegativeInt = Field(0, le=2**31 - 1, description="CP-SAT random_seed (an int32)")
-    num_workers: PositiveInt = Field(8, le=1024)
-
-    @field_validator("engine", mode="before")
-    @classmethod
-    def _old_engine_name(cls, v: object) -> object:
-        # The engine was called "cp-sat" while a one-hot CP-SAT model restated its ranking.
-        return "branch-and-bound" if v == "cp-sat" else v
 
 
 class SolveStats(Spec):
@@ -258,8 +251,6 @@ class PlanResult(Spec):
     @property
     def framework_version(self) -> str | None:
         """The framework release the plans and exports target (the profile's version)."""
-        from cost_models.framework import profile
-
         return None if self.framework is None else profile(self.framework).version
 
     @property
@@ -268,50 +259,9 @@ class PlanResult(Spec):
 
     def global_batch(self, index: int = 0) -> int:
         """Global batch (sequences) of a ranked plan: with a range each plan has its own."""
-        e = self.ranked[index]
-        return global_batch_seqs(e.num_microbatches, e.layout)
+        return self.ranked[index].global_batch_seqs
 
     def plan_workload(self, index: int = 0) -> Workload:
-        """The workload a ranked plan was scored with (its own global batch)."""
+        """The workload a ranked plan was scored with (its own global batch); launcher exports
+        are functions of the result and this workload (planner/export/plan_exports.py)."""
         return self.workload.model_copy(update={"global_batch_seqs": self.global_batch(index)})
-
-    # Launcher hand-off (planner/export/launch.py, planner/place/ranks.py); `index` picks a ranked plan.
-
-    def to_megatron_args(self, index: int = 0) -> list[str]:
-        from .export.launch import megatron_args
-
-        return megatron_args(self.model, self.plan_workload(index), self.ranked[index])
-
-    def to_torchtitan(self, index: int = 0) -> dict:
-        """{"config": {section: {field: value}}, "overrides": [...], "toml": str}."""
-        from .export.launch import torchtitan
-
-        return torchtitan(self.model, self.plan_workload(index), self.ranked[index])
-
-    def to_deepspeed_config(self, index: int = 0) -> dict:
-        from .export.launch import deepspeed_config
-
-        return deepspeed_config(self.plan_workload(index), self.ranked[index], self.model)
-
-    def to_deepspeed(self, index: int = 0) -> dict:
-        """{"version", "config": DeepSpeed JSON, "launch_args": Megatron-DeepSpeed arguments}."""
-        from .export.launch import deepspeed
-
-        return deepspeed(self.model, self.plan_workload(index), self.ranked[index])
-
-    def device_mesh(self, index: int = 0) -> dict:
-        """{"mesh_shape": [...], "mesh_dim_names": [...]} for init_device_mesh."""
-        from .place.ranks import device_mesh
-
-        return device_mesh(self.ranked[index].layout)
-
-    def rank_groups(self, index: int = 0) -> dict[str, list[list[int]]]:
-        from .place.ranks import rank_groups
-
-        return rank_groups(self.ranked[index].layout, moe=self.model.moe is not None)
-
-    def rank_map(self, index: int = 0, max_nodes: int | None = None) -> list[dict]:
-        """Rows {rank, node, gpu, dp, pp, cp, tp, ep}, for the first `max_nodes` nodes or all."""
-        from .place.ranks import rank_map
-
-        return rank_map(self.cluster, self.ranked[index].layout, max_nodes)

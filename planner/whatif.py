@@ -1,7 +1,8 @@
 """`planner whatif`: vary one network parameter, re-plan at each value, compare with the baseline.
 
 Each value builds a modified Cluster (`vary_cluster`) and runs the same `plan()` on it, so the best
-layout and placement may change from value to value. Nothing here prints (cli.py renders).
+layout and placement may change from value to value. Nothing here prints or words the result:
+report/whatif_view.py renders it (tables, JSON, conclusions), report/plot.py charts it.
 Cost: `gpu_hour_price` is the price of one GPU-hour without the network; `network_cost_share` is
 the network's share of the all-in cluster cost, so one all-in GPU-hour costs
 price / (1 - share). The share is held fixed across values. With `amortization_years` the
@@ -26,9 +27,11 @@ from cost_models.calibration import (
     overlap_slowdown_s,
 )
 from cost_models.errors import InvalidInput, describe_validation_error
-from cost_models.specs import Cluster, Estimate, LinkTier, Technology
+from cost_models.params import total_params
+from cost_models.specs import Cluster, Estimate, LinkTier, ModelSpec, Technology
 
 from . import api, network_bom
+from .convenience import plan_inputs
 from .place import ranks
 
 PARAMETERS = {
@@ -316,12 +319,19 @@ class WhatIfResult:
     """comm term -> first swept value from which it stays <= 1% of the step (None: never)."""
     model: str = ""
     params: dict[str, int] = field(default_factory=dict)
+    """params_total and params_active of the model."""
     hbm_gib: float | None = None
     """The GPU's HBM; each plan's usable_memory_gib is HBM minus the memory headroom."""
-    """params_total and params_active of the model (report.terminal.model_params)."""
-    conclusions: tuple[str, ...] = ()
-    """What the rows show, in words: where each exposed term stops being exposed (and whether the
-    plan changed there), which plan each value picked, and when the parameter cannot matter."""
+    calibration: GenerationCalibration | None = None
+    """The baseline cluster's calibration (exposed_share of the DP wire time reads it)."""
+    varied_tiers: tuple[str, ...] = ()
+    """Names of the tiers the sweep changes."""
+    crossed_tiers: tuple[str | None, ...] = ()
+    """The slowest tier each group of each row's plan crosses (None: within one GPU)."""
+    tier_names: tuple[str, ...] = ()
+    """The cluster's tiers, innermost first."""
+    baseline_slice: str | None = None
+    """slice-shape: the torus slice the baseline job fills (slice_of)."""
 
 
 def _costs(
@@ -399,75 +409,6 @@ def ordered_points(points: list[WhatIfPoint]) -> list[WhatIfPoint]:
     return sorted(points, key=lambda p: p.value)
 
 
-def conclusions(
-    parameter: str,
-    baseline: WhatIfPoint,
-    points: list[WhatIfPoint],
-    hidden: dict[str, float | None],
-    cal: GenerationCalibration,
-    varied_tiers: list[str],
-    crossed_tiers: list[str | None],
-    tier_names: list[str],
-) -> list[str]:
-    """Sentences that say only what the rows show (issue 20)."""
-    from .report.terminal import compact_layout
-
-    out: list[str] = []
-    ordered = ordered_points(points)
-    # Which plan each value picked: name every change against the previous row.
-    prev_key, prev_layout = plan_key(baseline.best), compact_layout(baseline.best)
-    changes = []
-    for p in ordered:
-        key = plan_key(p.best)
-        if key != prev_key:
-            now = compact_layout(p.best)
-            what = f"{prev_layout} -> {now}" if now != prev_layout else f"{now}, new placement"
-            changes.append(f"At {_fmt(p.value)} the plan changes: {what}.")
-        prev_key, prev_layout = key, compact_layout(p.best)
-    if changes:
-        out += changes
-    else:
-        out.append(f"Every value keeps the baseline plan ({compact_layout(baseline.best)}).")
-    for term, value in hidden.items():
-        label = term.split("_")[0].upper()
-        col = f"{label} wire" if term == "dp_comm" else label
-        if value is None:
-            last = ordered[-1]
-            share = exposed_share(last.best, term, cal)
-            out.append(
-                f"{col} stays exposed (> 1% of the step) at every value: {share:.1%} at "
-                f"{_fmt(last.value)}."
-            )
-            continue
-        at = next(p for p in ordered if p.value == value)
-        axis = TERM_AXIS[term]
-        degree = getattr(at.best.layout, axis)
-        if degree == 1:
-            why = f"because the plan there has no {label} group ({label}1), not because it hides"
-        else:
-            before = ordered[ordered.index(at) - 1]
-            same = plan_key(before.best) == plan_key(at.best)
-            why = "same plan as the value before" if same else "with a different plan"
-        out.append(f"{col} is <= 1% of the step from {_fmt(value)} on ({why}).")
-    if "dp_comm" in hidden:
-        out.append(
-            "DP wire is the DP collective's exposed wire time; the DP column also holds the "
-            "compute slowed beside the hidden part (SM contention), which no network removes."
-        )
-    if varied_tiers and parameter != "nvlink-domain":
-        first = min(tier_names.index(t) for t in varied_tiers)
-        reach = [tier_names.index(t) for t in crossed_tiers if t is not None]
-        if not reach or max(reach) < first:
-            out.append(
-                f"Warning: no group of any plan here crosses the {', '.join(varied_tiers)} "
-                f"tier, so {parameter} cannot change these step times (use more GPUs or a "
-                "layout whose groups span it)."
-            )
-    if len({round(p.best.step_time_s, 9) for p in [baseline, *ordered]}) == 1:
-        out.append("Every row has the same step time.")
-    return out
-
-
 def changed_tiers(cluster: Cluster, varied: list[Cluster]) -> list[str]:
     """Names of the tiers the sweep changes (compared field by field with the cluster)."""
     base = {t.name: t for t in cluster.tiers}
@@ -480,7 +421,7 @@ def changed_tiers(cluster: Cluster, varied: list[Cluster]) -> list[str]:
 
 
 def whatif(
-    model: str,
+    model: str | ModelSpec,
     cluster: str | Cluster,
     parameter: str,
     values: list[float] | list[str],
@@ -494,7 +435,8 @@ def whatif(
     amortization_years: float | None = None,
     **plan_args: Any,
 ) -> WhatIfResult:
-    """Re-plan at every value of `parameter`; raises InvalidInput / NoFeasiblePlan like plan()."""
+    """Re-plan at every value of `parameter`; raises InvalidInput / NoFeasiblePlan like plan().
+    `plan_args`: the keywords of planner.plan_for (global_batch, framework, pins, ...)."""
     if not values:
         raise InvalidInput("--values: give at least one value")
     if not 0 <= network_cost_share < 1:
@@ -512,33 +454,87 @@ def whatif(
     if tier is not None and parameter != "oversubscription":
         raise InvalidInput(f"--tier applies to --vary oversubscription, not {parameter}")
     varied = [vary_cluster(base_cluster, parameter, v, tier) for v in values]  # bad input fails first
-    base = api.plan(spec, base_cluster, **plan_args).best
+    inputs = plan_inputs(spec, base_cluster, **plan_args)
 
-    prices = network_bom.load_prices(network_prices)
+    def best(c: Cluster) -> Estimate:
+        return api.plan(spec, c, inputs.workload, inputs.space, inputs.options).best
 
-    def point(e: Estimate, value: float | str, c: Cluster) -> WhatIfPoint:
-        capex = network_bom.network_capex_usd_per_gpu(c, prices)
-        power = network_bom.network_power_w_per_gpu(c, prices)
-        energy = network_bom.network_energy_usd_per_gpu_hour(c, prices)
+    base = best(base_cluster)
+    pricing = _Pricing(
+        network_bom.load_prices(network_prices),
+        base_cluster.num_gpus,
+        base.tokens_per_s_per_gpu,
+        gpu_hour_price,
+        network_cost_share,
+        token_budget,
+        amortization_years,
+    )
+    points = [pricing.point(best(c), v, c) for c, v in zip(varied, values, strict=True)]
+    baseline = pricing.point(base, math.nan, base_cluster)
+    cal = calibration_for_cluster(base_cluster)
+    crossed = [
+        tier
+        for c, p in [(base_cluster, baseline), *zip(varied, points, strict=True)]
+        for tier in ranks.group_tiers(c, p.best.layout).values()
+    ]
+    return WhatIfResult(
+        parameter=parameter,
+        cluster=base_cluster.name,
+        num_gpus=base_cluster.num_gpus,
+        baseline=baseline,
+        points=tuple(points),
+        hidden_from=hidden_from(points, cal),
+        model=spec.name,
+        params={
+            "params_total": total_params(spec),
+            "params_active": total_params(spec, active_only=True),
+        },
+        hbm_gib=base_cluster.gpu.hbm_gib,
+        calibration=cal,
+        varied_tiers=tuple(changed_tiers(base_cluster, varied)),
+        crossed_tiers=tuple(crossed),
+        tier_names=tuple(t.name for t in base_cluster.tiers),
+        baseline_slice=slice_of(base_cluster) if parameter == "slice-shape" else None,
+    )
+
+
+@dataclass(frozen=True)
+class _Pricing:
+    """What a point of the sweep costs: the network's bill of materials at that value and, with
+    a GPU-hour price, $ per million tokens (and the run's days and $ with a token budget)."""
+
+    prices: Any  # network_bom prices
+    num_gpus: int
+    base_tokens_per_s_per_gpu: float
+    gpu_hour_price: float | None
+    network_cost_share: float
+    token_budget: float | None
+    amortization_years: float | None
+
+    def point(self, e: Estimate, value: float | str, c: Cluster) -> WhatIfPoint:
+        capex = network_bom.network_capex_usd_per_gpu(c, self.prices)
+        power = network_bom.network_power_w_per_gpu(c, self.prices)
+        energy = network_bom.network_energy_usd_per_gpu_hour(c, self.prices)
         # With --amortization-years the bill of materials enters the price of a GPU-hour:
         # its capital spread over the years, plus the electricity it draws meanwhile.
-        capex_hourly = (
-            None
-            if amortization_years is None
-            else capex / (amortization_years * network_bom.HOURS_PER_YEAR)
-        )
+        years = self.amortization_years
+        capex_hourly = None if years is None else capex / (years * network_bom.HOURS_PER_YEAR)
         hourly = 0.0 if capex_hourly is None else capex_hourly + energy
         costs = _costs(
-            e, base_cluster.num_gpus, gpu_hour_price, network_cost_share, token_budget, hourly
+            e,
+            self.num_gpus,
+            self.gpu_hour_price,
+            self.network_cost_share,
+            self.token_budget,
+            hourly,
         )
         run_energy = None
         if costs[1] is not None and capex_hourly is not None:
-            run_energy = costs[1] * 24 * base_cluster.num_gpus * energy
-        change = e.tokens_per_s_per_gpu / base.tokens_per_s_per_gpu - 1
+            run_energy = costs[1] * 24 * self.num_gpus * energy
         return WhatIfPoint(
             value,
             e,
-            change,
+            e.tokens_per_s_per_gpu / self.base_tokens_per_s_per_gpu - 1,
             *costs,
             network_capex_usd_per_gpu=capex,
             network_power_w_per_gpu=power,
@@ -546,159 +542,3 @@ def whatif(
             network_capex_usd_per_gpu_hour=capex_hourly,
             train_network_energy_usd=run_energy,
         )
-
-    points = [
-        point(api.plan(spec, c, **plan_args).best, v, c)
-        for c, v in zip(varied, values, strict=True)
-    ]
-    from .report.terminal import model_params
-
-    cal = calibration_for_cluster(base_cluster)
-    hidden = hidden_from(points, cal)
-    baseline = point(base, math.nan, base_cluster)
-    crossed = [
-        tier
-        for c, p in [(base_cluster, baseline), *zip(varied, points, strict=True)]
-        for tier in ranks.group_tiers(c, p.best.layout).values()
-    ]
-    words = conclusions(
-        parameter,
-        baseline,
-        points,
-        hidden,
-        cal,
-        changed_tiers(base_cluster, varied),
-        crossed,
-        [t.name for t in base_cluster.tiers],
-    )
-    if parameter == "slice-shape":
-        shape = slice_of(base_cluster)
-        words.append(f"The baseline is the preset's torus as the job fills it: {shape}.")
-    return WhatIfResult(
-        parameter=parameter,
-        cluster=base_cluster.name,
-        num_gpus=base_cluster.num_gpus,
-        baseline=baseline,
-        points=tuple(points),
-        hidden_from=hidden,
-        model=spec.name,
-        params=model_params(spec),
-        hbm_gib=base_cluster.gpu.hbm_gib,
-        conclusions=tuple(words),
-    )
-
-
-def _point_dict(p: WhatIfPoint, hbm_gib: float | None = None) -> dict[str, Any]:
-    from .report import plan_dict
-
-    plan = plan_dict(p.best)
-    if hbm_gib is not None:
-        plan["estimate"]["hbm_gib"] = hbm_gib
-    return {
-        "value": None if is_baseline(p) else p.value,
-        "plan": plan,
-        "tokens_per_s_per_gpu": p.best.tokens_per_s_per_gpu,
-        "mfu": p.best.mfu,
-        "step_time_s": p.best.step_time_s,
-        "breakdown_s": p.best.breakdown_s,
-        "change_vs_baseline": p.change,
-        "cost_per_m_tokens": p.cost_per_m_tokens,
-        "train_days": p.train_days,
-        "train_cost": p.train_cost,
-        "network_capex_usd_per_gpu": p.network_capex_usd_per_gpu,
-        "network_power_w_per_gpu": p.network_power_w_per_gpu,
-        "network_energy_usd_per_gpu_hour": p.network_energy_usd_per_gpu_hour,
-        "network_capex_usd_per_gpu_hour": p.network_capex_usd_per_gpu_hour,
-        "train_network_energy_usd": p.train_network_energy_usd,
-    }
-
-
-def result_dict(r: WhatIfResult) -> dict[str, Any]:
-    """JSON-ready form of a WhatIfResult."""
-    return {
-        "parameter": r.parameter,
-        "cluster": r.cluster,
-        "num_gpus": r.num_gpus,
-        "baseline": _point_dict(r.baseline, r.hbm_gib),
-        "points": [_point_dict(p, r.hbm_gib) for p in r.points],
-        "model": r.model,
-        **r.params,
-        "hidden_from": r.hidden_from,
-        "conclusions": list(r.conclusions),
-    }
-
-
-def short_layout(e: Estimate) -> str:
-    """The compact layout cell of every report (report.terminal.compact_layout)."""
-    from .report.terminal import compact_layout
-
-    return compact_layout(e)
-
-
-def pyplot(path: str) -> Any:
-    """matplotlib.pyplot (Agg), or InvalidInput if the extra is missing or the suffix is wrong."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        from . import DISTRIBUTION
-
-        raise InvalidInput(
-            "--plot: matplotlib is not installed: pip install matplotlib, or the [plot] extra: "
-            f"pip install '{DISTRIBUTION}[plot]' (from a checkout: pip install '.[plot]')"
-        ) from None
-    if not path.lower().endswith((".png", ".svg")):
-        raise InvalidInput(f"--plot: file must end in .png or .svg (got {path!r})")
-    return plt
-
-
-def save_plot(r: WhatIfResult, path: str) -> None:
-    """Tokens/s/GPU against the swept value, MFU on the right axis, the baseline as a dashed line,
-    each point labelled with its plan where the plan changes, model and cluster in the title.
-
-    MFU is tokens/s/GPU times a constant for one model and sequence length (6N + attention FLOPs
-    per token over the GPU's peak), so it is the right axis of the same line, not a second line
-    drawn on top of the first. Needs the optional `plot` extra (matplotlib).
-    """
-    from .report.terminal import compact_layout
-
-    plt = pyplot(path)
-    words = any(isinstance(p.value, str) for p in r.points)
-    # Shapes and fabric names are categories: one evenly spaced position each, in given order.
-    xs = list(range(len(r.points))) if words else [p.value for p in r.points]
-    tokens = [p.best.tokens_per_s_per_gpu for p in r.points]
-    base = r.baseline.best
-    mfu_per_token = base.mfu / base.tokens_per_s_per_gpu
-    fig, ax = plt.subplots(figsize=(8, 4.8))
-    line = ax.plot(xs, tokens, marker="o", color="tab:blue", label="best plan: tokens/s/GPU")
-    base_line = ax.axhline(
-        base.tokens_per_s_per_gpu, color="tab:gray", linestyle="--", linewidth=1.2,
-        label=f"baseline (unmodified cluster): {base.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, "
-        f"MFU {base.mfu:.1%}",
-    )  # fmt: skip
-    previous = compact_layout(base)
-    for x, y, p in zip(xs, tokens, r.points, strict=True):
-        layout = compact_layout(p.best)
-        if layout != previous:
-            ax.annotate(layout, (x, y), textcoords="offset points", xytext=(4, -12), fontsize=7)
-        previous = layout
-    ax.set_xlabel(f"{r.parameter}: {PARAMETERS.get(r.parameter, '')}", fontsize=8)
-    ax.set_ylabel("tokens/s/GPU")
-    right = ax.secondary_yaxis(
-        "right", functions=(lambda t: 100 * t * mfu_per_token, lambda m: m / 100 / mfu_per_token)
-    )
-    right.set_ylabel("MFU %")
-    if not words and len(xs) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 8:
-        ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, [_fmt(p.value) for p in r.points])
-    ax.legend(handles=[*line, base_line], loc="best", fontsize=8)
-    ax.set_title(
-        f"{r.model or 'model'} on {r.cluster} ({r.num_gpus} GPUs): whatif {r.parameter}",
-        fontsize=10,
-    )
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)

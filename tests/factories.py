@@ -119,3 +119,11 @@ def result_for(model, cluster, workload, layout: Layout):
         rejections={},
         usable_memory_gib=72.0,
     )
+
+
+def plan(model, cluster, workload, **constraints):
+    """planner.plan on typed inputs, the search constraints as keywords (planner.search_inputs:
+    SearchSpace and SolverOptions fields, framework megatron unless given)."""
+    from planner import api, search_inputs
+
+    return api.plan(model, cluster, workload, *search_inputs(**constraints))

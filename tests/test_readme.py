@@ -23,11 +23,11 @@ def test_readme_estimate_agrees_with_plan_for_the_same_layout():
     TP > 1, the same memory headroom), so the README's example layout gets the plan's numbers."""
     import planner
 
-    best = planner.plan("llama3-70b", "dgx-h100", num_gpus=64, global_batch=128).best
-    example = re.search(r"planner\.estimate\(.*?\{(.*?)\}", README, re.DOTALL).group(1)
+    best = planner.plan_for("llama3-70b", "dgx-h100", num_gpus=64, global_batch=128).best
+    example = re.search(r"planner\.estimate_for\(.*?\{(.*?)\}", README, re.DOTALL).group(1)
     layout = {k: int(v) for k, v in re.findall(r'"(\w+)": (\d+)', example)}
     assert layout == {a: getattr(best.layout, a) for a in layout}  # the plan's own layout
-    one = planner.estimate("llama3-70b", "dgx-h100", layout, num_gpus=64, global_batch=128)
+    one = planner.estimate_for("llama3-70b", "dgx-h100", layout, num_gpus=64, global_batch=128)
     assert one.step_time_s == best.step_time_s
     assert one.peak_memory_gib == best.peak_memory_gib
     assert one.fits_in_memory and best.fits_in_memory

@@ -278,7 +278,7 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
     # A ZeRO-1 plan (from a search for another framework) runs as FSDP2 without resharding after
     # forward: ZeRO-1's traffic, at least its memory saving (gradients are sharded too).
     checked = lo.model_copy(update={"zero_stage": 2}) if lo.zero_stage == 1 else lo
-    problems = framework.layout_violations(
+    problems = framework.profile_violations(
         framework.TORCHTITAN, model, checked, chunk_counts(model, e) if lo.pp > 1 else None
     )
     if problems:
@@ -504,7 +504,7 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
         # DeepSpeed's PipelineEngine asserts ZeRO stage < 2.
         raise _refuse("deepspeed", f"ZeRO-{lo.zero_stage} with pp ({lo.pp}) > 1: needs ZeRO <= 1")
     if model is not None:
-        problems = framework.layout_violations(framework.DEEPSPEED, model, lo)
+        problems = framework.profile_violations(framework.DEEPSPEED, model, lo)
         if problems:
             raise _refuse("deepspeed", problems[0])
     accumulation = e.num_microbatches

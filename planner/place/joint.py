@@ -26,7 +26,7 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 from . import model as sat
 from .allocation import Allocation
 from .decompose import warm_start
-from .pricing import baselines, crossings, host_order_map, price
+from .pricing import Baselines, baselines, crossings, host_order_map, price
 
 
 @dataclass
@@ -45,6 +45,15 @@ class Placement:
     scheduler_crossings: dict[str, dict[str, object]] | None = None
 
 
+UNSUPPORTED = {
+    "status": "UNSUPPORTED",
+    "objective": None,
+    "best_bound": None,
+    "gap": None,
+    "wall_time_s": 0.0,
+}
+
+
 def place_layout(
     model: ModelSpec,
     cluster: Cluster,
@@ -56,85 +65,43 @@ def place_layout(
     deterministic: bool = True,
     seed: int = 0,
     decompose: bool = False,
+    export_path: str | Path | None = None,
 ) -> Placement:
+    """The cheapest of the scheduler's order, the best rank order and CP-SAT's placement
+    (ties: CP-SAT first). `export_path` writes the exact placement model there (model.solve)."""
     layout = ideal.layout
-    moe = model.moe is not None
     base = baselines(model, cluster, workload, layout, alloc)
-    options: list[tuple[float, int, str, Estimate, np.ndarray]] = [
+    options: list[tuple[float, int, str, Estimate, np.ndarray | None]] = [
         (base.scheduler.step_time_s, 2, "scheduler_order", base.scheduler, None),
         (base.best_order.step_time_s, 1, "best_rank_order", base.best_order, None),
     ]
-    note = ""
+    note, solver = "", dict(UNSUPPORTED)
     try:
         um = sat.unit_model(model, cluster, workload, layout, alloc)
     except sat.Unplaceable as exc:
         um, note = None, str(exc)
-    if um is None:
-        solver = {
-            "status": "UNSUPPORTED",
-            "objective": None,
-            "best_bound": None,
-            "gap": None,
-            "wall_time_s": 0.0,
-        }
-    else:
-        # The baselines' maps, re-read as per-leaf counts of the canonical numbering, seed the
-        # hint where they have that form (one stage per node).
-        seeds = []
-        for e in (base.best_order, base.scheduler):
-            lo = e.layout
-            hosts = host_order_map(cluster, lo)
-            stage_major = _renumber(lo, um.layout, hosts)
-            counts = sat.counts_of_map(um, len(alloc.hosts), stage_major)
-            if counts is not None:
-                seeds.append(counts)
-        start = time.perf_counter()
-        rest = time_limit_s
-        if decompose:
-            # Pods first, then leaves per pod (decompose.py): one more hint, half the time.
-            packed = warm_start(
-                model, cluster, workload, alloc, um, time_limit_s=rest / 2, seed=seed
-            )
-            if packed is not None:
-                seeds.append(packed)
-                rest /= 2
-        if um.uplink_tiers and len(um.leaf_hosts) - um.split_blocks >= sat.LARGE_LEAVES:
-            # Large allocations: the model without the uplink steps (every uplink at its full
-            # taper) searches far faster; its counts seed the exact model, which reports its own
-            # status, bound and gap. The exact model gets a quarter of the time, or half where
-            # it is large (at 131,072 GPUs, 16 x 1,087 counts, a quarter of 10 s ended UNKNOWN
-            # with no bound). 16,384 GPUs (TP8 PP16 DP64 CP2), 2 s: 7.16 s placed with 3/4 +
-            # 1/4, 7.27 s with halves, 7.70 s the exact model alone.
-            large = um.layout.pp * len(um.leaf_hosts) > sat.LARGE_COUNTS
-            share = 1 / 2 if large else 3 / 4
-            first = sat.solve(
-                um,
-                time_limit_s=rest * share,
-                deterministic=deterministic,
-                seed=seed,
-                hints=seeds,
-                full_uplinks=True,
-            )
-            seeds.append(first.counts)
-            rest *= 1 - share
-        before_s = time.perf_counter() - start
-        sol = sat.solve(
-            um, time_limit_s=rest, deterministic=deterministic, seed=seed, hints=seeds
+    if um is not None:
+        sol = _solve(
+            model,
+            cluster,
+            workload,
+            alloc,
+            um,
+            _baseline_counts(cluster, alloc, um, base),
+            time_limit_s=time_limit_s,
+            deterministic=deterministic,
+            seed=seed,
+            decompose=decompose,
+            export_path=export_path,
         )
-        sol.wall_time_s += before_s
         placed = price(model, cluster, workload, um.layout, alloc, sol.host_of_rank)
         options.append((placed.step_time_s, 0, "cp-sat", placed, sol.host_of_rank))
-        solver = {
-            "status": sol.status,
-            "objective": sol.objective_us / sat.US,
-            "best_bound": sol.bound_us / sat.US,
-            "gap": sol.gap,
-            "wall_time_s": sol.wall_time_s,
-        }
+        solver = _solver_dict(sol)
     options.sort(key=lambda o: (o[0], o[1]))
     _, _, source, est, hosts = options[0]
     if hosts is None:
         hosts = host_order_map(cluster, est.layout)
+    moe = model.moe is not None
     return Placement(
         ideal=ideal,
         scheduler=base.scheduler,
@@ -147,6 +114,95 @@ def place_layout(
         note=note,
         scheduler_crossings=crossings(cluster, alloc, layout, host_order_map(cluster, layout)),
     )
+
+
+def _solver_dict(sol: sat.Solution) -> dict[str, Any]:
+    return {
+        "status": sol.status,
+        "objective": sol.objective_us / sat.US,
+        "best_bound": sol.bound_us / sat.US,
+        "gap": sol.gap,
+        "wall_time_s": sol.wall_time_s,
+    }
+
+
+def _baseline_counts(
+    cluster: Cluster, alloc: Allocation, um: sat.UnitModel, base: Baselines
+) -> list[list[list[int]]]:
+    """The baselines' maps, re-read as per-leaf counts of the canonical numbering, seed the
+    hint where they have that form (one stage per node)."""
+    seeds = []
+    for e in (base.best_order, base.scheduler):
+        stage_major = _renumber(e.layout, um.layout, host_order_map(cluster, e.layout))
+        counts = sat.counts_of_map(um, len(alloc.hosts), stage_major)
+        if counts is not None:
+            seeds.append(counts)
+    return seeds
+
+
+def _solve(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    alloc: Allocation,
+    um: sat.UnitModel,
+    seeds: list[list[list[int]]],
+    *,
+    time_limit_s: float,
+    deterministic: bool,
+    seed: int,
+    decompose: bool,
+    export_path: str | Path | None,
+) -> sat.Solution:
+    """CP-SAT in phases: the optional pods-first warm start, on large allocations the model
+    without the uplink steps, then the exact model, each phase's counts a hint for the next."""
+    start = time.perf_counter()
+    rest = time_limit_s
+    if decompose:
+        # Pods first, then leaves per pod (decompose.py): one more hint, half the time.
+        packed = warm_start(model, cluster, workload, alloc, um, time_limit_s=rest / 2, seed=seed)
+        if packed is not None:
+            seeds.append(packed)
+            rest /= 2
+    if um.uplink_tiers and len(um.leaf_hosts) - um.split_blocks >= sat.LARGE_LEAVES:
+        # Large allocations: the model without the uplink steps (every uplink at its full
+        # taper) searches far faster; its counts seed the exact model, which reports its own
+        # status, bound and gap. The exact model gets a quarter of the time, or half where
+        # it is large (at 131,072 GPUs, 16 x 1,087 counts, a quarter of 10 s ended UNKNOWN
+        # with no bound). 16,384 GPUs (TP8 PP16 DP64 CP2), 2 s: 7.16 s placed with 3/4 +
+        # 1/4, 7.27 s with halves, 7.70 s the exact model alone.
+        large = um.layout.pp * len(um.leaf_hosts) > sat.LARGE_COUNTS
+        share = 1 / 2 if large else 3 / 4
+        first = sat.solve(
+            um,
+            time_limit_s=rest * share,
+            deterministic=deterministic,
+            seed=seed,
+            hints=seeds,
+            full_uplinks=True,
+        )
+        seeds.append(first.counts)
+        rest *= 1 - share
+    before_s = time.perf_counter() - start
+    sol = sat.solve(
+        um,
+        time_limit_s=rest,
+        deterministic=deterministic,
+        seed=seed,
+        hints=seeds,
+        export_path=export_path,
+    )
+    sol.wall_time_s += before_s
+    return sol
+
+
+def export_name(path: str | Path | None, index: int, count: int) -> Path | None:
+    """Where the index-th of `count` placements writes its model: `path` itself for one,
+    NAME-<index+1>.SUFFIX for several."""
+    if path is None:
+        return None
+    path = Path(path)
+    return path if count == 1 else path.with_name(f"{path.stem}-{index + 1}{path.suffix}")
 
 
 def _renumber(layout: Layout, canonical: Layout, host_of_rank: np.ndarray) -> np.ndarray:

@@ -1,15 +1,19 @@
-"""What a user reads: the terminal report (rich), its Markdown and HTML forms, the JSON dicts, and
-the findings (warnings, why runner-ups lose) they share."""
+"""What a user reads, and only here: each view renders typed results (PlanResult, Estimate,
+WhatIfResult, validation rows, a PlacedPlan) and nothing here prints (cli.py does).
+
+text.py      plain-text pieces every view shares (layout cells, header and summary lines)
+findings.py  warnings and why each runner-up loses, shared by all plan views
+terminal.py  rich renderables of a plan and an estimate
+markdown.py, html.py   the plan report as Markdown / one offline HTML page
+dicts.py     the JSON objects of CONTRACT.md (plan, estimate)
+allocation.py, whatif_view.py, validation.py, calibration.py, plot.py   the other commands' views
+"""
 
 from .allocation import render_allocation
-from .terminal import (
-    estimate_dict,
-    plan_dict,
-    render_estimate,
-    render_html,
-    render_plan,
-    result_dict,
-)
+from .dicts import estimate_dict, plan_dict, result_dict
+from .html import render_html
+from .markdown import render_markdown
+from .terminal import render_estimate, render_plan
 
 __all__ = [
     "estimate_dict",
@@ -17,6 +21,7 @@ __all__ = [
     "render_allocation",
     "render_estimate",
     "render_html",
+    "render_markdown",
     "render_plan",
     "result_dict",
 ]

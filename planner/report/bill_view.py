@@ -7,13 +7,13 @@ from rich.console import Group
 from rich.text import Text
 
 from ..network_bom import Bill
-from .terminal import _table
+from .terminal import compact_table
 
 
 def render_bill(b: Bill, cluster_name: str) -> Group:
     """Per tier: switch model, layers, switches, ports, links, optics, NICs, capital and power;
     then the totals per GPU and where every price and wattage comes from."""
-    table = _table(
+    table = compact_table(
         "tier", "switch", "L", "switches", "links", "optics", "$M", "kW", right_from=2
     )
     for t in b.tiers:

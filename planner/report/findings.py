@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cost_models import topology
-from cost_models.pipeline import global_batch_seqs
 from cost_models.specs import Cluster, Estimate
 
 from ..types import PlanResult
@@ -65,7 +64,7 @@ def runner_ups(result: PlanResult) -> list[RunnerUp]:
     for i, e in enumerate(result.ranked[1:], 2):
         # With a global batch range plans differ in batch: compare at the best plan's batch
         # (time per sequence x its batch); with one batch the factor is exactly 1.
-        scale = _batch(best) / _batch(e)
+        scale = best.global_batch_seqs / e.global_batch_seqs
         terms = sorted(set(e.breakdown_s) | set(best.breakdown_s))
         deltas = {
             t: e.breakdown_s.get(t, 0.0) * scale - best.breakdown_s.get(t, 0.0) for t in terms
@@ -108,10 +107,6 @@ def ranking_notes(result: PlanResult) -> list[str]:
                 names.append("order " + "-".join(a.value for a in lo.order))
         out.append(f"#{i} is priced the same as: {', '.join(names)} (kept the simplest)")
     return out
-
-
-def _batch(e: Estimate) -> int:
-    return global_batch_seqs(e.num_microbatches, e.layout)
 
 
 def binding_label(term: str | None) -> str:

@@ -14,7 +14,7 @@ from cost_models.specs import Cluster, Estimate
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
-from .terminal import (
+from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
     TERM_LABELS,

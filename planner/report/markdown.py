@@ -8,7 +8,7 @@ from cost_models.specs import Estimate
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
-from .terminal import (
+from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
     RANK_MAP_NODES,
@@ -40,7 +40,7 @@ def _batch_range_lines(result: PlanResult) -> list[str]:
     batch_range = getattr(result, "global_batch_range", None)
     if batch_range is None:
         return []
-    batches = ", ".join(str(result.global_batch(i)) for i in range(len(result.ranked)))
+    batches = ", ".join(str(e.global_batch_seqs) for e in result.ranked)
     return [
         "",
         (

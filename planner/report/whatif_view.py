@@ -1,6 +1,9 @@
-"""`planner whatif` as rich tables that read at 80 and 120 columns. Nothing here prints."""
+"""`planner whatif` as a reader sees it: rich tables that read at 80 and 120 columns, the
+conclusions (what the rows show, in words) and the JSON object. Nothing here prints."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Group
 from rich.text import Text
@@ -8,15 +11,19 @@ from rich.text import Text
 from cost_models.calibration import calibration_for_cluster
 from cost_models.specs import Cluster, ModelSpec
 
-from ..whatif import COMM_TERMS, WhatIfPoint, WhatIfResult, exposed_share, is_baseline
-from .terminal import (
-    LAYOUT_LEGEND,
-    _table,
-    _titled,
-    compact_layout,
-    defaults_text,
-    params_text,
+from ..whatif import (
+    COMM_TERMS,
+    TERM_AXIS,
+    WhatIfPoint,
+    WhatIfResult,
+    exposed_share,
+    is_baseline,
+    ordered_points,
+    plan_key,
 )
+from .dicts import plan_dict
+from .terminal import compact_table, titled
+from .text import LAYOUT_LEGEND, compact_layout, defaults_text, params_text
 
 COLUMN = {"tp_comm": "TP", "cp_comm": "CP", "ep_comm": "EP", "pp_comm": "PP", "dp_comm": "DP"}
 
@@ -31,14 +38,14 @@ def render_whatif(
     r: WhatIfResult, cluster: Cluster, model: ModelSpec | None = None, framework: str = ""
 ) -> Group:
     """The sweep: one row per value (baseline first), exposed terms as % of the step, costs
-    when priced, then the conclusions (whatif.conclusions) that read those same numbers."""
+    when priced, then the conclusions (`conclusions`) that read those same numbers."""
     rows = [r.baseline, *r.points]
     who = r.model if model is None else f"{model.name} ({params_text(model)})"
     plans_for = f", plans for {framework}" if framework else ""
     title = Text(
         f"whatif {r.parameter}: {who} on {r.cluster} ({r.num_gpus} GPUs){plans_for}", style="bold"
     )
-    plans = _table("value", "layout", "tok/s/GPU", "MFU", "step s", "vs base", right_from=2)
+    plans = compact_table("value", "layout", "tok/s/GPU", "MFU", "step s", "vs base", right_from=2)
     for p in rows:
         e = p.best
         plans.add_row(
@@ -54,7 +61,7 @@ def render_whatif(
     cols = [COLUMN[t] for t in terms]
     if "dp_comm" in terms:
         cols.insert(terms.index("dp_comm") + 1, "DP wire")
-    comm = _table("value", *cols, "bubble")
+    comm = compact_table("value", *cols, "bubble")
     for p in rows:
         e = p.best
         cells = []
@@ -67,12 +74,12 @@ def render_whatif(
     if r.hbm_gib is not None:
         parts.append(Text(defaults_text(r.hbm_gib, r.baseline.best.usable_memory_gib), style="dim"))
     parts += [
-        _titled("Best plan at each value", plans),
+        titled("Best plan at each value", plans),
         Text(LAYOUT_LEGEND, style="dim"),
-        _titled("Exposed time, % of the step (comm: exposed only; DP wire: see below)", comm),
+        titled("Exposed time, % of the step (comm: exposed only; DP wire: see below)", comm),
     ]
     if r.baseline.cost_per_m_tokens is not None:
-        costs = _table("value", "$/M tokens", "train days", "train $")
+        costs = compact_table("value", "$/M tokens", "train days", "train $")
         for p in rows:
             costs.add_row(
                 _label(p),
@@ -80,14 +87,14 @@ def render_whatif(
                 "-" if p.train_days is None else f"{p.train_days:,.1f}",
                 "-" if p.train_cost is None else f"{p.train_cost:,.0f}",
             )
-        parts.append(_titled("Cost", costs))
+        parts.append(titled("Cost", costs))
         if any(p.network_capex_usd_per_gpu or p.network_power_w_per_gpu for p in rows):
-            parts.append(_titled("Scale-out network per GPU (bill of materials)", _bom(rows)))
+            parts.append(titled("Scale-out network per GPU (bill of materials)", _bom(rows)))
             if r.baseline.network_capex_usd_per_gpu_hour is None:
                 note = "not in $/M tokens: add --amortization-years to price capex and energy"
                 parts.append(Text(note, style="dim"))
     parts.append(Text("Conclusions", style="bold"))
-    parts += [Text(f"- {c}") for c in r.conclusions]
+    parts += [Text(f"- {c}") for c in conclusions(r)]
     return Group(*parts)
 
 
@@ -100,7 +107,7 @@ def _bom(rows: list[WhatIfPoint]) -> object:
         cols.append("capex $/h")
     if any(p.train_network_energy_usd is not None for p in rows):
         cols.append("energy $ (run)")
-    table = _table(*cols)
+    table = compact_table(*cols)
     for p in rows:
         cells = [
             _label(p),
@@ -116,3 +123,123 @@ def _bom(rows: list[WhatIfPoint]) -> object:
             cells.append("-" if run is None else f"{run:,.0f}")
         table.add_row(*cells)
     return table
+
+
+# ------------------------------------------------------------------------------------ conclusions
+
+
+def conclusions(r: WhatIfResult) -> list[str]:
+    """What the rows show, in words, and nothing else (issue 20): which plan each value picked,
+    where each exposed term stops being exposed (and whether the plan changed there), and when
+    the parameter cannot matter."""
+    ordered = ordered_points(list(r.points))
+    out = _plan_changes(r.baseline, ordered)
+    out += _hidden_terms(r, ordered)
+    if r.varied_tiers and r.parameter != "nvlink-domain":
+        first = min(r.tier_names.index(t) for t in r.varied_tiers)
+        reach = [r.tier_names.index(t) for t in r.crossed_tiers if t is not None]
+        if not reach or max(reach) < first:
+            out.append(
+                f"Warning: no group of any plan here crosses the {', '.join(r.varied_tiers)} "
+                f"tier, so {r.parameter} cannot change these step times (use more GPUs or a "
+                "layout whose groups span it)."
+            )
+    if len({round(p.best.step_time_s, 9) for p in [r.baseline, *ordered]}) == 1:
+        out.append("Every row has the same step time.")
+    if r.baseline_slice is not None:
+        out.append(f"The baseline is the preset's torus as the job fills it: {r.baseline_slice}.")
+    return out
+
+
+def value_text(value: float | str) -> str:
+    return value if isinstance(value, str) else f"{value:g}"
+
+
+def _plan_changes(baseline: WhatIfPoint, ordered: list[WhatIfPoint]) -> list[str]:
+    """Which plan each value picked: every change named against the previous row."""
+    prev_key, prev_layout = plan_key(baseline.best), compact_layout(baseline.best)
+    changes = []
+    for p in ordered:
+        key = plan_key(p.best)
+        if key != prev_key:
+            now = compact_layout(p.best)
+            what = f"{prev_layout} -> {now}" if now != prev_layout else f"{now}, new placement"
+            changes.append(f"At {value_text(p.value)} the plan changes: {what}.")
+        prev_key, prev_layout = key, compact_layout(p.best)
+    if changes:
+        return changes
+    return [f"Every value keeps the baseline plan ({compact_layout(baseline.best)})."]
+
+
+def _hidden_terms(r: WhatIfResult, ordered: list[WhatIfPoint]) -> list[str]:
+    """Where each term exposed at the first value stops being exposed, and why."""
+    out = []
+    for term, value in r.hidden_from.items():
+        label = term.split("_")[0].upper()
+        col = f"{label} wire" if term == "dp_comm" else label
+        if value is None:
+            last = ordered[-1]
+            share = exposed_share(last.best, term, r.calibration)
+            out.append(
+                f"{col} stays exposed (> 1% of the step) at every value: {share:.1%} at "
+                f"{value_text(last.value)}."
+            )
+            continue
+        at = next(p for p in ordered if p.value == value)
+        axis = TERM_AXIS[term]
+        degree = getattr(at.best.layout, axis)
+        if degree == 1:
+            why = f"because the plan there has no {label} group ({label}1), not because it hides"
+        else:
+            before = ordered[ordered.index(at) - 1]
+            same = plan_key(before.best) == plan_key(at.best)
+            why = "same plan as the value before" if same else "with a different plan"
+        out.append(f"{col} is <= 1% of the step from {value_text(value)} on ({why}).")
+    if "dp_comm" in r.hidden_from:
+        out.append(
+            "DP wire is the DP collective's exposed wire time; the DP column also holds the "
+            "compute slowed beside the hidden part (SM contention), which no network removes."
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------------ JSON
+
+
+def whatif_dict(r: WhatIfResult) -> dict[str, Any]:
+    """The `whatif --json` object: every row with its plan (CONTRACT.md PLAN) and the
+    conclusions."""
+    return {
+        "parameter": r.parameter,
+        "cluster": r.cluster,
+        "num_gpus": r.num_gpus,
+        "baseline": _point_dict(r.baseline, r.hbm_gib),
+        "points": [_point_dict(p, r.hbm_gib) for p in r.points],
+        "model": r.model,
+        **r.params,
+        "hidden_from": r.hidden_from,
+        "conclusions": conclusions(r),
+    }
+
+
+def _point_dict(p: WhatIfPoint, hbm_gib: float | None = None) -> dict[str, Any]:
+    plan = plan_dict(p.best)
+    if hbm_gib is not None:
+        plan["estimate"]["hbm_gib"] = hbm_gib
+    return {
+        "value": None if is_baseline(p) else p.value,
+        "plan": plan,
+        "tokens_per_s_per_gpu": p.best.tokens_per_s_per_gpu,
+        "mfu": p.best.mfu,
+        "step_time_s": p.best.step_time_s,
+        "breakdown_s": p.best.breakdown_s,
+        "change_vs_baseline": p.change,
+        "cost_per_m_tokens": p.cost_per_m_tokens,
+        "train_days": p.train_days,
+        "train_cost": p.train_cost,
+        "network_capex_usd_per_gpu": p.network_capex_usd_per_gpu,
+        "network_power_w_per_gpu": p.network_power_w_per_gpu,
+        "network_energy_usd_per_gpu_hour": p.network_energy_usd_per_gpu_hour,
+        "network_capex_usd_per_gpu_hour": p.network_capex_usd_per_gpu_hour,
+        "train_network_energy_usd": p.train_network_energy_usd,
+    }

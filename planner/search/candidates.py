@@ -484,7 +484,7 @@ def framework_violations(model: ModelSpec, space: SearchSpace, layout: Layout) -
     """Why the space's framework cannot run `layout` (none without a framework)."""
     if space.framework is None:
         return []
-    return framework.layout_violations(framework.profile(space.framework), model, layout)
+    return framework.profile_violations(framework.profile(space.framework), model, layout)
 
 
 def allowed_orders(model: ModelSpec, space: SearchSpace) -> tuple[tuple[Axis, ...], ...] | None:

@@ -20,7 +20,7 @@ from collections import Counter
 
 from cost_models.errors import InvalidInput, NoFeasiblePlan
 from cost_models.estimate import estimate
-from cost_models.pipeline import chunk_layer_counts, global_batch_seqs
+from cost_models.pipeline import chunk_layer_counts
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions, SolveStats
@@ -46,7 +46,7 @@ def within(best_q: int, tolerance: float) -> int:
 
 def plan_batch(e: Estimate) -> int:
     """The global batch (sequences) a plan was scored with."""
-    return global_batch_seqs(e.num_microbatches, e.layout)
+    return e.global_batch_seqs
 
 
 def rank_key(e: Estimate, batch_max: int | None = None) -> tuple:

@@ -102,7 +102,7 @@ def test_profiles_set_their_dp_sync() -> None:
 
 @pytest.mark.skipif(not (SHARED / "data/published_runs.yaml").exists(), reason="no ../shared")
 def test_record_settings_carry_the_recipe_dispatcher_and_ep_overlap() -> None:
-    # The Megatron-Bridge entries of models_zoo/published_run_settings.yaml reach the priced
+    # The Megatron-Bridge records' `settings:` (published_runs.yaml) reach the priced
     # inputs: Qwen3-235B on H100 (26.04.01) overlaps the all-to-all, DeepSeek-V3 on GB300
     # uses the flex (HybridEP) dispatcher and overlaps it.
     path = SHARED / "data/published_runs.yaml"

@@ -49,8 +49,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 import factories as f
 
 from cost_models.specs import Axis, Layout
-from planner import api
-from planner.export import launch
+import planner
+from planner.export import launch, plan_exports
 from planner.place import ranks
 from planner.types import PlanResult
 
@@ -152,7 +152,7 @@ def fake_world(monkeypatch):
 
 
 def groups_of(result: PlanResult) -> dict[str, list[list[int]]]:
-    return {k: sorted(sorted(g) for g in v) for k, v in result.rank_groups().items()}
+    return {k: sorted(sorted(g) for g in v) for k, v in plan_exports.to_rank_groups(result).items()}
 
 
 def _sorted(groups) -> list[list[int]]:
@@ -175,7 +175,7 @@ def searched(name: str, case: int) -> PlanResult:
     key = (name, case)
     if key not in _searched:
         model, gpus, pins = SEARCHED[case]
-        _searched[key] = api.plan(model, "dgx-h100", num_gpus=gpus, top_k=3, framework=name, **pins)
+        _searched[key] = planner.plan_for(model, "dgx-h100", num_gpus=gpus, top_k=3, framework=name, **pins)
     return _searched[key]
 
 
@@ -201,7 +201,7 @@ def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch) -> N
     monkeypatch.setattr(arguments, "get_device_arch_version", lambda: 9)  # stub: no GPU
     result = result.model_copy(update={"ranked": (result.ranked[index],)})
     lo = result.best.layout
-    args = result.to_megatron_args()
+    args = plan_exports.to_megatron_args(result)
     fake_world(lo.world_size)
     for key, value in launch.megatron_env(result.best).items():
         monkeypatch.setenv(key, value)
@@ -280,7 +280,7 @@ def check_torchtitan(result: PlanResult, index: int, fake_world) -> None:
     result = result.model_copy(update={"ranked": (result.ranked[index],)})
     lo = result.best.layout
     model = result.model
-    tt = result.to_torchtitan()
+    tt = plan_exports.to_torchtitan(result)
     args = tt["release"]["args"]
     if args[1] == "MODULE":
         # A model not in torchtitan's registry: a debug recipe of the same kind carries the
@@ -347,7 +347,7 @@ def check_deepspeed(result: PlanResult, index: int, fake_world) -> None:
 
     result = result.model_copy(update={"ranked": (result.ranked[index],)})
     lo = result.best.layout
-    out = result.to_deepspeed()
+    out = plan_exports.to_deepspeed(result)
     fake_world(lo.world_size)
     topo = PipeModelDataParallelTopology(num_pp=lo.pp, num_mp=lo.tp, num_dp=lo.dp)
 

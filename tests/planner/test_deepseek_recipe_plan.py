@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import models_zoo
+import planner
 from cost_models.errors import InvalidInput
 from cost_models.estimate import estimate
 from cost_models.specs import Layout, Workload
-from planner import api
 from planner.export.launch import deepspeed_config, megatron_args, torchtitan
 from planner.search.candidates import extends_chain, recompute_chain_heads, recompute_choices
 from planner.types import SearchSpace
@@ -52,7 +52,7 @@ def test_free_search_at_least_as_fast_as_published_layout() -> None:
     model, cluster, work, layout = _published()
     published = estimate(model, cluster, work, layout)
     assert published.peak_memory_gib <= 0.9 * cluster.gpu.hbm_gib
-    result = api.plan(
+    result = planner.plan_for(
         model,
         cluster,
         num_gpus=2048,
@@ -134,7 +134,7 @@ def test_megatron_export_of_bf16_moments_uses_real_flags() -> None:
 
 
 def test_megatron_plan_with_bf16_moments_searches_zero1_only() -> None:
-    result = api.plan(
+    result = planner.plan_for(
         "llama3-8b",
         "dgx-h100",
         num_gpus=8,
@@ -144,7 +144,7 @@ def test_megatron_plan_with_bf16_moments_searches_zero1_only() -> None:
     )
     assert {p.layout.zero_stage for p in result.ranked} == {1}
     with pytest.raises(InvalidInput, match="ZeRO-1"):
-        api.plan(
+        planner.plan_for(
             "llama3-8b",
             "dgx-h100",
             num_gpus=8,
@@ -155,7 +155,7 @@ def test_megatron_plan_with_bf16_moments_searches_zero1_only() -> None:
 
 
 def test_report_header_states_the_memory_options() -> None:
-    from planner.report.terminal import memory_options_text
+    from planner.report.text import memory_options_text
 
     work = _published()[2]
     assert memory_options_text(work) == (
@@ -166,7 +166,7 @@ def test_report_header_states_the_memory_options() -> None:
 
 def test_fp8_swiglu_store_needs_a_gated_mlp() -> None:
     with pytest.raises(InvalidInput, match="SwiGLU"):
-        api.plan(
+        planner.plan_for(
             "gpt3-175b",
             "dgx-a100",
             num_gpus=1024,

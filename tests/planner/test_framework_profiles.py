@@ -4,17 +4,19 @@ and every ranked plan exports to it."""
 import factories as f
 import pytest
 
+import planner
 from cost_models import framework
 from cost_models.errors import InvalidInput
 from cost_models.specs import Axis, Layout
 from planner import api
+from planner.export import plan_exports
 from planner.search.candidates import OrderCache, allowed_orders
 from planner.types import SearchSpace
 
 EXPORT = {
-    "megatron": lambda r, i: r.to_megatron_args(i),
-    "torchtitan": lambda r, i: r.to_torchtitan(i),
-    "deepspeed": lambda r, i: r.to_deepspeed(i),
+    "megatron": lambda r, i: plan_exports.to_megatron_args(r, i),
+    "torchtitan": lambda r, i: plan_exports.to_torchtitan(r, i),
+    "deepspeed": lambda r, i: plan_exports.to_deepspeed(r, i),
 }
 
 
@@ -26,13 +28,13 @@ EXPORT = {
 def test_every_ranked_plan_runs_on_its_framework(name, model, gpus, pins):
     if name == "deepspeed" and model.startswith("mixtral"):
         with pytest.raises(InvalidInput, match="mixture-of-experts models are not modelled"):
-            api.plan(model, "dgx-h100", num_gpus=gpus, framework=name, **pins)
+            planner.plan_for(model, "dgx-h100", num_gpus=gpus, framework=name, **pins)
         return
-    result = api.plan(model, "dgx-h100", num_gpus=gpus, top_k=8, framework=name, **pins)
+    result = planner.plan_for(model, "dgx-h100", num_gpus=gpus, top_k=8, framework=name, **pins)
     prof = framework.profile(name)
     assert result.framework == name and result.framework_version == prof.version
     for i, e in enumerate(result.ranked):
-        assert framework.layout_violations(prof, result.model, e.layout) == []
+        assert framework.profile_violations(prof, result.model, e.layout) == []
         EXPORT[name](result, i)  # raises InvalidInput if the framework could not take it
 
 
@@ -65,11 +67,11 @@ def test_allowed_orders_deduplicate_to_an_order_the_framework_builds():
 
 def test_a_pin_the_framework_cannot_run_is_bad_input():
     with pytest.raises(InvalidInput, match="cp \\(2\\): deepspeed runs cp <= 1"):
-        api.plan("llama3-8b", "dgx-h100", num_gpus=16, framework="deepspeed", cp=2)
+        planner.plan_for("llama3-8b", "dgx-h100", num_gpus=16, framework="deepspeed", cp=2)
     with pytest.raises(InvalidInput, match="torchtitan runs ZeRO"):
-        api.plan("llama3-8b", "dgx-h100", num_gpus=16, framework="torchtitan", zero_stages=(1,))
+        planner.plan_for("llama3-8b", "dgx-h100", num_gpus=16, framework="torchtitan", zero_stages=(1,))
     with pytest.raises(InvalidInput, match="framework: unknown 'jax'"):
-        api.plan("llama3-8b", "dgx-h100", num_gpus=16, framework="jax")
+        planner.plan_for("llama3-8b", "dgx-h100", num_gpus=16, framework="jax")
 
 
 def test_hsdp_is_searched_for_torchtitan_and_agrees_with_the_exhaustive_oracle():
@@ -77,19 +79,19 @@ def test_hsdp_is_searched_for_torchtitan_and_agrees_with_the_exhaustive_oracle()
     branch and bound ranks the same plans as scoring every layout."""
     # Every variant its own plan (HSDP variants are in the family of their degrees).
     kw = {"num_gpus": 16, "framework": "torchtitan", "top_k": 6, "top_variants": True}
-    sat = api.plan("llama3-8b", "dgx-h100", **kw)
-    oracle = api.plan("llama3-8b", "dgx-h100", engine="exhaustive", **kw)
+    sat = planner.plan_for("llama3-8b", "dgx-h100", **kw)
+    oracle = planner.plan_for("llama3-8b", "dgx-h100", engine="exhaustive", **kw)
     assert [e.layout for e in sat.ranked] == [e.layout for e in oracle.ranked]
     assert any(e.layout.dp_shard is not None for e in sat.ranked)
     hsdp = next(i for i, e in enumerate(sat.ranked) if e.layout.dp_shard is not None)
     lo = sat.ranked[hsdp].layout
-    par = sat.to_torchtitan(hsdp)["config"]["parallelism"]
+    par = plan_exports.to_torchtitan(sat, hsdp)["config"]["parallelism"]
     assert par["data_parallel_shard_degree"] == lo.dp_shard
     assert par["data_parallel_replicate_degree"] * lo.dp_shard == lo.dp
     with pytest.raises(InvalidInput, match="hybrid sharding is torchtitan's"):
-        sat.to_megatron_args(hsdp)
+        plan_exports.to_megatron_args(sat, hsdp)
     # Megatron's space has no HSDP.
-    mega = api.plan("llama3-8b", "dgx-h100", num_gpus=16, framework="megatron", top_k=6)
+    mega = planner.plan_for("llama3-8b", "dgx-h100", num_gpus=16, framework="megatron", top_k=6)
     assert all(e.layout.dp_shard is None for e in mega.ranked)
 
 

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 from conftest import SHARED
 
+import planner
 from cost_models import topology
 from cost_models.errors import InvalidInput
 from cost_models.pipeline import chunk_layer_counts
 from cost_models.specs import Axis, Layout
 from planner import api
 from planner.cli import main
-from planner.export import launch
+from planner.export import launch, plan_exports
 from planner.place import ranks
 
 MEGATRON_FLAGS = {
@@ -120,7 +121,7 @@ CASES = {
 def test_megatron_flags_exist_and_parse_back(case):
     model, cluster, workload, fields = CASES[case]
     result = f.result_for(model, cluster, workload, Layout(**fields))
-    emitted = result.to_megatron_args()
+    emitted = plan_exports.to_megatron_args(result)
     flags = [a for a in emitted if a.startswith("--")]
     assert set(flags) <= MEGATRON_FLAGS
     assert MEGATRON_SWITCHES <= MEGATRON_FLAGS
@@ -169,21 +170,21 @@ def test_megatron_refuses_orders_it_cannot_build():
     lo = Layout(tp=4, dp=4, order=(Axis.DP, Axis.TP, Axis.CP, Axis.PP))
     result = f.result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
     with pytest.raises(InvalidInput, match="rank order dp-tp-cp-pp"):
-        result.to_megatron_args()
+        plan_exports.to_megatron_args(result)
     with pytest.raises(InvalidInput, match="torchtitan"):
-        result.to_torchtitan()
+        plan_exports.to_torchtitan(result)
 
 
 def test_megatron_uneven_interleaved_stages_use_the_layout_flag():
     # 30 layers in 8 chunks -> 3, 4, 4, 4, 4, 4, 4, 3: not expressible as first/last + vp.
     lo = Layout(tp=4, pp=4, dp=2, vp=2)
     result = f.result_for(f.dense_model(num_layers=30), f.cluster(32), f.workload(64), lo)
-    args = result.to_megatron_args()
+    args = plan_exports.to_megatron_args(result)
     layout = args[args.index("--pipeline-model-parallel-layout") + 1]
     assert [c.count("t") for c in layout.split("|")] == [3, 4, 4, 4, 4, 4, 4, 3]
     assert "--decoder-first-pipeline-num-layers" not in args
     # torchtitan expresses it: 4 layers per stage, the first and last one fewer.
-    par = result.to_torchtitan()["config"]["parallelism"]
+    par = plan_exports.to_torchtitan(result)["config"]["parallelism"]
     assert par["pipeline_parallel_layers_per_stage"] == 4
     assert par["pipeline_parallel_first_stage_less_layers"] == 1
     assert par["pipeline_parallel_last_stage_less_layers"] == 1
@@ -202,7 +203,7 @@ def test_interleaving_needs_microbatches_divisible_by_pp():
     bad = result.best.model_copy(update={"num_microbatches": 3})
     edited = result.model_copy(update={"ranked": (bad,)})
     with pytest.raises(InvalidInput, match=rule):
-        edited.to_megatron_args()
+        plan_exports.to_megatron_args(edited)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -214,9 +215,9 @@ def test_torchtitan_names_only_known_fields_and_degrees_multiply(case):
     uneven = lo.pp > 1 and len(set(chunks[1:-1])) > 1  # only first/last may hold fewer
     if lo.order != launch.TORCHTITAN_ORDER or workload.precision != "bf16" or uneven:
         with pytest.raises(InvalidInput, match="cannot export to torchtitan"):
-            result.to_torchtitan()
+            plan_exports.to_torchtitan(result)
         return
-    tt = result.to_torchtitan()
+    tt = plan_exports.to_torchtitan(result)
     # Booleans are tyro flags: --section.field / --section.no_field.
     names = [a[2:].replace(".no_", ".") for a in tt["overrides"] if a.startswith("--")]
     assert names and set(names) <= TORCHTITAN_FIELDS
@@ -261,9 +262,9 @@ def test_deepspeed_batch_identity(case):
     unsupported = lo.vp > 1 or lo.cp > 1 or lo.ep > 1 or lo.order != launch.TORCHTITAN_ORDER
     if workload.precision in ("fp8", "mxfp8") or (lo.pp > 1 and lo.zero_stage >= 2) or unsupported:
         with pytest.raises(InvalidInput, match="cannot export to deepspeed"):
-            result.to_deepspeed_config()
+            plan_exports.to_deepspeed_config(result)
         return
-    ds = json.loads(json.dumps(result.to_deepspeed_config()))
+    ds = json.loads(json.dumps(plan_exports.to_deepspeed_config(result)))
     micro, acc = ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]
     assert ds["train_batch_size"] == micro * acc * lo.dp == workload.global_batch_seqs
     assert ds["zero_optimization"]["stage"] == lo.zero_stage
@@ -273,7 +274,7 @@ def test_deepspeed_refuses_zero2_with_pipeline():
     lo = Layout(tp=4, pp=2, dp=2, zero_stage=2)
     result = f.result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
     with pytest.raises(InvalidInput, match=r"ZeRO-2 with pp \(2\)"):
-        result.to_deepspeed_config()
+        plan_exports.to_deepspeed_config(result)
 
 
 @pytest.mark.parametrize("order", ORDERS, ids=lambda o: "-".join(a.value for a in o))
@@ -321,17 +322,17 @@ def test_tp_groups_inside_one_nvlink_domain_when_the_plan_says_so(order, inside)
     nvlink = cluster.tiers[0]
     plan_says_inside = result.best.placement["tp"][nvlink.name] == lo.tp
     assert plan_says_inside == inside
-    domains = {frozenset(r // nvlink.domain_size for r in g) for g in result.rank_groups()["tp"]}
+    domains = {frozenset(r // nvlink.domain_size for r in g) for g in plan_exports.to_rank_groups(result)["tp"]}
     assert all(len(d) == 1 for d in domains) == inside
 
 
 def test_plan_result_methods_on_a_searched_plan():
-    result = api.plan(f.moe_model(), f.cluster(16), f.workload(global_batch=32), tp=2, ep=4)
+    result = f.plan(f.moe_model(), f.cluster(16), f.workload(global_batch=32), tp=2, ep=4)
     lo = result.best.layout
-    mesh = result.device_mesh()
+    mesh = plan_exports.to_device_mesh(result)
     assert int(np.prod(mesh["mesh_shape"])) == 16
     assert mesh["mesh_dim_names"] == [a.value for a in reversed(lo.order)]
-    assert "--expert-model-parallel-size" in result.to_megatron_args()
+    assert "--expert-model-parallel-size" in plan_exports.to_megatron_args(result)
 
 
 def test_cli_emit(capsys):
@@ -376,11 +377,11 @@ def test_compact_rule_matches_the_rank_map(order):
 def test_torchtitan_expert_parallel_rule():
     """torchtitan (etp = 1) borrows EP from cp*tp and dp_shard: ep % (cp*tp) == 0."""
     model, cluster, workload = f.moe_model(), f.cluster(16), f.workload(global_batch=32)
-    ok = f.result_for(model, cluster, workload, Layout(tp=2, dp=8, ep=4)).to_torchtitan()
+    ok = plan_exports.to_torchtitan(f.result_for(model, cluster, workload, Layout(tp=2, dp=8, ep=4)))
     assert ok["config"]["parallelism"]["expert_parallel_degree"] == 4
     odd = f.result_for(model, cluster, workload, Layout(tp=4, dp=4, ep=2))
     with pytest.raises(InvalidInput, match=r"ep \(2\) must be a multiple of cp\*tp \(1\*4\)"):
-        odd.to_torchtitan()
+        plan_exports.to_torchtitan(odd)
 
 
 @pytest.mark.parametrize(
@@ -389,22 +390,22 @@ def test_torchtitan_expert_parallel_rule():
 )
 def test_every_ranked_plan_exports_or_refuses_with_the_rule(model, gpus, pins):
     """Across searched plans: an export either names only real options or raises InvalidInput."""
-    result = api.plan(model, "dgx-h100", num_gpus=gpus, top_k=8, **pins)
+    result = planner.plan_for(model, "dgx-h100", num_gpus=gpus, top_k=8, **pins)
     exported = 0
     for i, e in enumerate(result.ranked):
         try:
-            flags = {a for a in result.to_megatron_args(i) if a.startswith("--")}
+            flags = {a for a in plan_exports.to_megatron_args(result, i) if a.startswith("--")}
             assert flags <= MEGATRON_FLAGS
             exported += 1
         except InvalidInput as err:
             assert str(err).startswith("cannot export to megatron: ")
         try:
-            tt = result.to_torchtitan(i)
+            tt = plan_exports.to_torchtitan(result, i)
             names = {a[2:].replace(".no_", ".") for a in tt["overrides"] if a.startswith("--")}
             assert names <= TORCHTITAN_FIELDS
         except InvalidInput as err:
             assert str(err).startswith("cannot export to torchtitan: ")
-        groups = result.rank_groups(i)
+        groups = plan_exports.to_rank_groups(result, i)
         for axis in ("tp", "cp", "dp", "pp", "ep"):
             assert sorted(r for g in groups[axis] for r in g) == list(range(gpus))
         assert e.layout.world_size == gpus
@@ -414,10 +415,10 @@ def test_every_ranked_plan_exports_or_refuses_with_the_rule(model, gpus, pins):
 def test_rank_map_rows_agree_with_rank_groups():
     lo = Layout(tp=2, cp=2, dp=2, pp=2, order=(Axis.CP, Axis.TP, Axis.PP, Axis.DP))
     result = f.result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
-    rows = result.rank_map()
+    rows = plan_exports.to_rank_map(result)
     assert [r["rank"] for r in rows] == list(range(16))
     assert all((r["node"], r["gpu"]) == divmod(r["rank"], 8) for r in rows)
-    for axis, groups in result.rank_groups().items():
+    for axis, groups in plan_exports.to_rank_groups(result).items():
         if axis not in rows[0]:
             continue  # dp_cp and the expert kinds vary several coordinates
         for g in groups:
@@ -428,7 +429,7 @@ def test_rank_map_rows_agree_with_rank_groups():
                 for r in g
             }
             assert len(others) == 1 or axis == "ep"
-    assert len(result.rank_map(max_nodes=1)) == 8
+    assert len(plan_exports.to_rank_map(result, max_nodes=1)) == 8
 
 
 def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
@@ -441,17 +442,17 @@ def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
         return base.model_copy(update={"ranked": (e,)})
 
     # Only the ends differ: Megatron's first/last flags spread the rest evenly (9 and 9).
-    args = with_split((6, 9, 9, 8)).to_megatron_args()
+    args = plan_exports.to_megatron_args(with_split((6, 9, 9, 8)))
     first = args[args.index("--decoder-first-pipeline-num-layers") + 1]
     last = args[args.index("--decoder-last-pipeline-num-layers") + 1]
     assert (first, last) == ("6", "8")
     # Middle stages differ too: only the explicit layout expresses it.
     result = with_split((6, 9, 10, 7))
-    args = result.to_megatron_args()
+    args = plan_exports.to_megatron_args(result)
     layout = args[args.index("--pipeline-model-parallel-layout") + 1]
     assert [c.count("t") for c in layout.split("|")] == [6, 9, 10, 7]
     with pytest.raises(InvalidInput, match="pipeline_parallel_layers_per_stage"):
-        result.to_torchtitan()
+        plan_exports.to_torchtitan(result)
 
 
 @pytest.mark.parametrize(
@@ -478,7 +479,7 @@ def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
 def test_megatron_recompute_flags(fields, expected) -> None:
     lo = Layout(tp=2, pp=2, dp=2, sequence_parallel=True, **fields)
     result = f.result_for(f.dense_model(), f.cluster(8), f.workload(global_batch=16), lo)
-    args = result.to_megatron_args()
+    args = plan_exports.to_megatron_args(result)
     start = args.index("--recompute-granularity")
     assert args[start : start + len(expected)] == expected
     assert {a for a in expected if a.startswith("--")} <= MEGATRON_FLAGS

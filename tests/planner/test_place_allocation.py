@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import models_zoo
+import planner
 from cost_models import uplink
 from cost_models.errors import InvalidInput
 from cost_models.estimate import estimate
@@ -574,7 +575,7 @@ def test_split_blocks_with_uplink_steps_never_price_below_the_map():
     would cost less than staying in one (the DP table rises with the pod piece at step 0). The
     pod piece k may not sit below every used piece unless the level above sets it, so CP-SAT's
     objective is the map's price, not the 1.26 ms cheaper value of a piece it does not have."""
-    p = api.plan_on_allocation(
+    p = planner.plan_on_allocation_for(
         "llama3.1-70b",
         "llama3-roce-24k",
         topology=str(EXAMPLE / "topology.conf"),

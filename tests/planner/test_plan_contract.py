@@ -133,18 +133,18 @@ def test_plan_human_report(capsys):
 
 
 def test_plan_honours_pins():
-    result = planner.plan("llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, tp=8, top_k=3)
+    result = planner.plan_for("llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, tp=8, top_k=3)
     assert all(e.layout.tp == 8 for e in result.ranked)
 
 
 def test_plan_is_deterministic():
-    a = planner.plan("llama3-8b", "dgx-h100", num_gpus=16, global_batch=64)
-    b = planner.plan("llama3-8b", "dgx-h100", num_gpus=16, global_batch=64)
+    a = planner.plan_for("llama3-8b", "dgx-h100", num_gpus=16, global_batch=64)
+    b = planner.plan_for("llama3-8b", "dgx-h100", num_gpus=16, global_batch=64)
     assert a.ranked == b.ranked
 
 
 def test_plan_returns_legal_fitting_layouts():
-    result = planner.plan("mixtral-8x7b", "dgx-h100", num_gpus=32, global_batch=256, top_k=5)
+    result = planner.plan_for("mixtral-8x7b", "dgx-h100", num_gpus=32, global_batch=256, top_k=5)
     for e in result.ranked:
         assert layout_violations(result.model, result.cluster, result.workload, e.layout) == []
         assert e.peak_memory_gib <= result.usable_memory_gib
@@ -152,7 +152,7 @@ def test_plan_returns_legal_fitting_layouts():
 
 def test_unknown_library_constraint():
     with pytest.raises(planner.InvalidInput, match="unknown constraint.*max_tpp"):
-        planner.plan("llama3-8b", "dgx-h100", num_gpus=8, max_tpp=2)
+        planner.plan_for("llama3-8b", "dgx-h100", num_gpus=8, max_tpp=2)
 
 
 def test_estimate_json(capsys):
@@ -201,7 +201,7 @@ def test_contract_clusters_load_and_plan_small(name):
     cluster = load_cluster(name)
     assert cluster.name and cluster.tiers[0].domain_size == cluster.gpu.nvlink_domain_size
     sized = load_cluster(name, num_gpus=cluster.gpu.nvlink_domain_size)
-    result = planner.plan("llama3-8b", sized, global_batch=32, top_k=1)
+    result = planner.plan_for("llama3-8b", sized, global_batch=32, top_k=1)
     assert result.best.fits_in_memory
 
 

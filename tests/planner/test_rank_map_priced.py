@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import planner
 from cost_models import rankmap, topology
-from planner import api
+from planner.export import plan_exports
 
 
 def test_qwen3_moe_plans_are_priced_from_their_emitted_groups():
-    result = api.plan(
+    result = planner.plan_for(
         "qwen3-30b-a3b",
         "dgx-h100",
         num_gpus=64,
@@ -20,7 +21,7 @@ def test_qwen3_moe_plans_are_priced_from_their_emitted_groups():
     domains = rankmap.tier_domains(result.cluster)
     orders = {e.layout.order for e in result.ranked}
     for i, e in enumerate(result.ranked):
-        groups = result.rank_groups(i)
+        groups = plan_exports.to_rank_groups(result, i)
         priced = topology.spans(result.cluster, e.layout)
         for kind in ("tp", "cp", "dp", "pp", "dp_cp", "ep", "etp", "edp"):
             assert priced[kind] == rankmap.span_of_groups(groups[kind], domains), (i, kind)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from planner import api
+import planner
 from planner.report import findings
 from planner.search.candidates import family_key
 
 
 def test_llama2_7b_on_8_h100_recommends_dp8_and_shows_the_faster_pipeline():
-    result = api.plan("llama2-7b", "dgx-h100", num_gpus=8, global_batch=128)
+    result = planner.plan_for("llama2-7b", "dgx-h100", num_gpus=8, global_batch=128)
     lo = result.best.layout
     assert (lo.tp, lo.pp, lo.dp, lo.cp, lo.vp) == (1, 1, 8, 1, 1)
     fastest = result.ranked[result.fastest_index]
@@ -19,12 +19,12 @@ def test_llama2_7b_on_8_h100_recommends_dp8_and_shows_the_faster_pipeline():
     first = findings.runner_ups(result)[0]
     assert first.fastest and first.reason.startswith(f"fastest, {gain:.2%} faster")
     # Tolerance 0: the fastest leads.
-    fast = api.plan("llama2-7b", "dgx-h100", num_gpus=8, global_batch=128, simplicity_tolerance=0)
+    fast = planner.plan_for("llama2-7b", "dgx-h100", num_gpus=8, global_batch=128, simplicity_tolerance=0)
     assert fast.best.layout == fastest.layout and fast.fastest_index == 0
 
 
 def test_runner_ups_differ_in_degrees_vp_micro_batch_or_recompute():
-    result = api.plan("llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, top_k=5)
+    result = planner.plan_for("llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, top_k=5)
     keys = [family_key(e.layout) for e in result.ranked]
     assert len(result.ranked) == 5 and len(set(keys)) == 5
     # ZeRO-2 with more than one micro-batch is priced as ZeRO-1: collapsed and listed.
@@ -35,7 +35,7 @@ def test_runner_ups_differ_in_degrees_vp_micro_batch_or_recompute():
     for r in findings.runner_ups(result):
         assert r.fastest or r.binding_delta_s > findings.REAL_DIFFERENCE_S
     # --top-variants: the near variants of the best (its ZeRO-2 twin among them).
-    variants = api.plan(
+    variants = planner.plan_for(
         "llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, top_k=5, top_variants=True
     )
     assert len({family_key(e.layout) for e in variants.ranked}) < 5

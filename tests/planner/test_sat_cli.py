@@ -3,8 +3,9 @@
 import factories
 import pytest
 
+import planner
 from cost_models.errors import InvalidInput
-from planner import api, cli
+from planner import cli
 from planner.types import SearchSpace, SolverOptions
 
 ARGV = [
@@ -44,11 +45,12 @@ def test_unset_flags_keep_library_defaults():
 
 def test_max_nodes_caps_the_gpu_count():
     model, cluster = factories.dense_model(num_layers=8), factories.cluster(64)
-    work = factories.workload(global_batch=16)
-    r = api.plan(model, cluster, work, max_nodes=2, tp=8, top_k=1, micro_batches=(1,))
+    r = planner.plan_for(
+        model, cluster, global_batch=16, max_nodes=2, tp=8, top_k=1, micro_batches=(1,)
+    )
     assert r.cluster.num_gpus == 16
     with pytest.raises(InvalidInput, match="max_nodes"):
-        api.plan(model, cluster, work, num_gpus=32, max_nodes=2)
+        planner.plan_for(model, cluster, num_gpus=32, max_nodes=2)
 
 
 def test_pinned_axis_that_cannot_hold_says_why():
@@ -56,4 +58,4 @@ def test_pinned_axis_that_cannot_hold_says_why():
 
     model, cluster = factories.dense_model(num_attention_heads=8), factories.cluster(16)
     with pytest.raises(NoFeasiblePlan, match="tp .* must divide num_attention_heads"):
-        api.plan(model, cluster, factories.workload(), tp=16, pp=1)
+        factories.plan(model, cluster, factories.workload(), tp=16, pp=1)

@@ -13,7 +13,7 @@ from cost_models.errors import NoFeasiblePlan
 from cost_models.estimate import estimate
 from cost_models.pipeline import chunk_layer_counts
 from cost_models.specs import Layout, Workload
-from planner import api
+from planner.export import plan_exports
 from planner.report import plan_dict
 from planner.search import exhaustive
 from planner.search import solve as sat
@@ -202,11 +202,11 @@ def test_even_split_oom_fits_with_the_cp_sat_split():
 
 def test_exported_layout_matches_the_split():
     model, cluster, work, _lo, _even, space = _deep_pipeline_case()
-    result = api.plan(model, cluster, work, **space.model_dump(), top_k=1, deterministic=True)
+    result = factories.plan(model, cluster, work, **space.model_dump(), top_k=1, deterministic=True)
     split = result.best.layers_per_stage
     assert split is not None and len(split) == 8
     assert plan_dict(result.best)["layout"]["layers_per_stage"] == list(split)  # in --json
-    args = result.to_megatron_args()
+    args = plan_exports.to_megatron_args(result)
     if "--pipeline-model-parallel-layout" in args:
         layout = args[args.index("--pipeline-model-parallel-layout") + 1]
         assert [c.count("t") for c in layout.split("|")] == list(split)

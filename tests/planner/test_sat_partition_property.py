@@ -9,9 +9,9 @@ import random
 import pytest
 from test_sat_property import _instance, check_against_oracle
 
+import planner
 from cost_models.errors import InvalidInput
 from cost_models.pipeline import chunk_layer_counts
-from planner import api
 from planner.cli import main
 from planner.types import SearchSpace, SolverOptions
 
@@ -72,7 +72,7 @@ def test_search_split_cp_sat_equals_oracle_on_random_instances():
 
 def test_search_split_refuses_a_global_batch_range():
     with pytest.raises(InvalidInput, match="stage_split"):
-        api.plan("llama3.1-8b", "dgx-h100", num_gpus=8, global_batch=(8, 64), stage_split="search")
+        planner.plan_for("llama3.1-8b", "dgx-h100", num_gpus=8, global_batch=(8, 64), stage_split="search")
 
 
 PLAN = ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--json"]

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import planner
 from planner import api
 from planner.calibrate.stability import default_ranges, stability
 from planner.cli import main
@@ -39,13 +40,14 @@ def test_sweeping_inter_node_efficiency_reports_the_takeover(capsys):
 
 
 def test_narrow_ranges_are_stable():
-    r = api.plan("llama3-8b", "dgx-h100", num_gpus=64, global_batch=128, top_k=1)
+    r = planner.plan_for("llama3-8b", "dgx-h100", num_gpus=64, global_batch=128, top_k=1)
     narrow = {
         k: (0.99 * (lo + hi) / 2, 1.01 * (lo + hi) / 2)
         for k, (lo, hi) in default_ranges(r.cluster).items()
     }
     narrow["inter_node_efficiency"] = (0.895, 0.9)  # around the preset's 0.9
-    s = stability(r, lambda c: api.plan(r.model, c, r.workload, top_k=1), narrow)
+    space, options = planner.search_inputs(top_k=1)
+    s = stability(r, lambda c: api.plan(r.model, c, r.workload, space, options), narrow)
     assert s["stable"] and s["line"].startswith("stable:")
     assert all(c["same"] for c in s["checks"])
 

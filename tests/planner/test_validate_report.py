@@ -11,7 +11,8 @@ import yaml
 from rich.console import Console
 from test_report import assert_readable, check_snapshot
 
-from planner.validate import render_validation, validate_record
+from planner.report.validation import render_validation
+from planner.validate import validate_record
 
 RUNS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "published_runs.yaml"
 PICK = (

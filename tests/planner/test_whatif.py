@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 import models_zoo
+import planner
 from cost_models.calibration import calibration_for
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster
-from planner import api, cli, whatif
+from planner import cli, whatif
+from planner.report import plot
 
 SMALL = {"seq_len": 8192, "global_batch": 16}
 
@@ -36,11 +38,11 @@ def two_sites(num_gpus: int = 64, site: int = 32) -> Cluster:
 
 def test_four_to_one_is_no_faster_and_moves_dp_under_one_leaf() -> None:
     pins = {"tp": 8, "pp": 2, "dp": 4}
-    flat_plans = api.plan(
+    flat_plans = planner.plan_for(
         "llama3-8b", fat_tree(1), **SMALL, **pins, top_k=3, top_variants=True
     ).ranked  # rank orders are variants of one plan: list them
     flat = flat_plans[0]
-    tapered = api.plan("llama3-8b", fat_tree(4), **SMALL, **pins).best
+    tapered = planner.plan_for("llama3-8b", fat_tree(4), **SMALL, **pins).best
     assert tapered.step_time_s >= flat.step_time_s
     # 1:1: a DP group straddling leaves is as fast, to the search's 1 us tie quantum (the spine
     # costs nothing extra); the tie-break then prefers the canonical order.
@@ -62,7 +64,7 @@ def test_four_to_one_is_no_faster_and_moves_dp_under_one_leaf() -> None:
     ],
 )
 def test_two_sites_keep_tp_cp_ep_inside_one_site(model: str, pins: dict[str, int]) -> None:
-    best = api.plan(
+    best = planner.plan_for(
         model,
         two_sites(),
         seq_len=8192,
@@ -161,7 +163,7 @@ LLAMA_405B_16K = {
 def test_llama31_405b_on_16k_h100_keeps_tp_inside_nvlink() -> None:
     # Needs interleaving with the embedding/loss-accounted split (126 layers = 128 - 2 at pp 16);
     # without it the bubble pushed the search to TP16 across the ToR (planner/candidates._vps).
-    best = api.plan("llama3.1-405b", "llama3-roce-24k", **LLAMA_405B_16K).best
+    best = planner.plan_for("llama3.1-405b", "llama3-roce-24k", **LLAMA_405B_16K).best
     assert best.layout.tp == 8
     assert best.placement["tp"]["nvlink"] == best.layout.tp
 
@@ -179,8 +181,8 @@ def test_llama31_405b_tp_inside_nvlink_beats_tp_across_the_tor() -> None:
         "sequence_parallel": True,
     }
     across = {"tp": 16, "pp": 4, "dp": 256, "sequence_parallel": True}
-    inside = api.estimate("llama3.1-405b", "llama3-roce-24k", meta, **common)
-    crossing = api.estimate("llama3.1-405b", "llama3-roce-24k", across, **common)
+    inside = planner.estimate_for("llama3.1-405b", "llama3-roce-24k", meta, **common)
+    crossing = planner.estimate_for("llama3.1-405b", "llama3-roce-24k", across, **common)
     assert inside.placement["tp"]["nvlink"] == 8
     assert crossing.placement["tp"]["tor"] == 2
     assert inside.step_time_s < crossing.step_time_s
@@ -193,14 +195,14 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch: pytest.MonkeyPatc
     r = whatif.WhatIfResult("nic-gbps", "c", 8, None, (), {})  # type: ignore[arg-type]
     hint = r"pip install 'planner-placement\[plot\]' \(from a checkout: pip install '\.\[plot\]'\)"
     with pytest.raises(InvalidInput, match=hint):
-        whatif.save_plot(r, "out.png")
+        plot.save_plot(r, "out.png")
 
 
 def test_plot_writes_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     r = whatif.whatif("llama3-8b", fat_tree(1), "nic-gbps", [100, 400], tp=8, pp=1, **SMALL)
     out = tmp_path / "nic.png"
-    whatif.save_plot(r, str(out))
+    plot.save_plot(r, str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

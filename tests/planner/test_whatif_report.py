@@ -15,7 +15,8 @@ from test_whatif import SMALL, fat_tree
 from cost_models.calibration import calibration_for, calibration_for_cluster
 from cost_models.specs import Layout
 from planner import api, cli, whatif
-from planner.report.whatif_view import render_whatif
+from planner.report import plot
+from planner.report.whatif_view import conclusions, render_whatif
 
 
 def fixed_sweep() -> whatif.WhatIfResult:
@@ -37,17 +38,16 @@ def fixed_sweep() -> whatif.WhatIfResult:
     baseline = point(base, math.nan)
     cal = calibration_for_cluster(f.cluster(32))
     hidden = whatif.hidden_from(points, cal)
-    words = whatif.conclusions("nic-gbps", baseline, points, hidden, cal, ["ib"], ["nvlink", "ib"],
-                               ["nvlink", "ib"])  # fmt: skip
     return whatif.WhatIfResult(
         "nic-gbps", "test", 32, baseline, tuple(points), hidden, model="dense-test",
-        conclusions=tuple(words),
+        calibration=cal, varied_tiers=("ib",), crossed_tiers=("nvlink", "ib"),
+        tier_names=("nvlink", "ib"),
     )  # fmt: skip
 
 
 def test_conclusions_name_plan_changes_and_why_a_term_vanished():
     r = fixed_sweep()
-    text = "\n".join(r.conclusions)
+    text = "\n".join(conclusions(r))
     assert "At 100 the plan changes: TP8 PP1 DP4 mb1 Z1 -> TP1 PP1 DP32 mb1 Z1." in text
     assert r.hidden_from["tp_comm"] == 100
     assert "TP is <= 1% of the step from 100 on (because the plan there has no TP group" in text
@@ -62,7 +62,7 @@ def test_whatif_snapshot(width):
     text = buf.getvalue()
     check_snapshot(f"whatif_{width}.txt", text)
     assert_readable(text, width)
-    for sentence in fixed_sweep().conclusions:  # every conclusion printed whole (wrapped)
+    for sentence in conclusions(fixed_sweep()):  # every conclusion printed whole (wrapped)
         assert " ".join(sentence.split()) in " ".join(text.split())
 
 
@@ -90,7 +90,7 @@ def test_plot_has_two_axes_legend_title_and_baseline(tmp_path, monkeypatch):
     monkeypatch.setattr(plt, "close", figures.append)
     r = whatif.whatif("llama3-8b", fat_tree(1), "nic-gbps", [100, 400], tp=8, pp=1, **SMALL)
     out = tmp_path / "nic.png"
-    whatif.save_plot(r, str(out))
+    plot.save_plot(r, str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (fig,) = figures
     ax = fig.axes[0]
@@ -110,6 +110,6 @@ def test_plot_of_slice_shapes_labels_each_shape(tmp_path, monkeypatch):
         global_batch=512, tp=1, pp=1, ep=128,
     )  # fmt: skip
     out = tmp_path / "shape.png"
-    whatif.save_plot(r, str(out))
+    plot.save_plot(r, str(out))
     (fig,) = figures
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["8x8x8", "4x4x32"]

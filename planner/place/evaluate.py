@@ -1,0 +1,140 @@
+"""The placement model's objective and feasibility recomputed from counts alone, without the
+solver (cpsat-primer's validation.py): every CP-SAT answer, hint and oracle entry is checked or
+priced here, and tests compare the solver's objective with it."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from cost_models import uplink
+
+from .counted import UnitModel
+from .units import level_counts
+
+
+def q_index(um: UnitModel, qs: Sequence[int]) -> int:
+    """Index of the steps qs in um.q_grid (mixed radix, the first tier slowest)."""
+    out = 0
+    for q in qs:
+        out = out * (uplink.UPLINK_STEPS + 1) + int(q)
+    return out
+
+
+def dp_cost(um: UnitModel, key: tuple[int, ...], qs: Sequence[int]) -> int:
+    return um.class_cost[um.dp_class[key]][q_index(um, qs)]
+
+
+def objective_us(um: UnitModel, counts: list[list[int]], *, full_uplinks: bool = False) -> int:
+    """The model's objective for given counts (the oracle and the hint use it); with
+    `full_uplinks` every uplink step at its top (solve(full_uplinks=True)'s objective)."""
+    ks, balanced, lone = summary(um, counts)
+    pp_level = next((lv for lv, b in enumerate(balanced) if b), len(um.levels))
+    if um.layout.pp == 1:
+        pp_level = len(um.levels)
+    qs = uplink_qs(um, counts)
+    pp_q = q_index(um, pipe_qs(um, counts)) if um.pipe else 0
+    if full_uplinks:
+        qs, pp_q = um.q_grid[-1], len(um.pp_table[0]) - 1
+    return dp_cost(um, dp_choice(um, ks, lone, qs), qs) + um.pp_table[pp_level][pp_q]
+
+
+def pipe_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
+    """The pipeline window's step of each uplink tier: in domain d, chunk c of every stage lies
+    in d for c in the intersection of the stages' chunk ranges there (build_map), so the PP
+    groups inside d are its length I_d, and U x (units in d - pp x I_d) GPUs send upward, plus
+    the split blocks spanning d (their TP / CP / EP groups leave it)."""
+    pp, u = um.layout.pp, um.unit_gpus
+    prefix = [
+        list(itertools.accumulate((row[j] for j in um.chunk_order), initial=0)) for row in counts
+    ]
+    out = []
+    for lv, ports, split in zip(um.uplink_levels, um.uplink_ports, um.uplink_split, strict=True):
+        q = 0
+        for i, (a, b) in enumerate(um.domain_span[lv]):
+            inside = max(0, min(p[b] for p in prefix) - max(p[a] for p in prefix))
+            units = sum(p[b] - p[a] for p in prefix)
+            q = max(q, uplink.uplink_step(u * (units - pp * inside) + split[i], ports[i]))
+        out.append(q)
+    return tuple(out)
+
+
+def uplink_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
+    """The step of each uplink tier for given counts: per domain of its level, the GPUs of
+    stages not wholly inside it (whole units, plus the parts of split blocks spanning it) over
+    the job's GPUs under it, rounded up (cost_models.uplink.uplink_step); the busiest domain."""
+    out = []
+    d = um.units_per_stage
+    for lv, ports, split in zip(um.uplink_levels, um.uplink_ports, um.uplink_split, strict=True):
+        y = level_counts(um, counts, lv)
+        q = 0
+        for i, p in enumerate(ports):
+            col = [row[i] for row in y]
+            leaving = um.unit_gpus * (sum(col) - d * sum(v == d for v in col)) + split[i]
+            q = max(q, uplink.uplink_step(leaving, p))
+        out.append(q)
+    return tuple(out)
+
+
+def summary(
+    um: UnitModel, counts: list[list[int]]
+) -> tuple[list[int | None], list[bool], list[int]]:
+    """Smallest used piece per level (None: none), balance per level, lone flag per crossing
+    level."""
+    ks, balanced, lone = [], [], []
+    first = len(um.leaf_hosts) - um.split_blocks
+    for lv in range(len(um.levels)):
+        y = level_counts(um, counts, lv)
+        ks.append(min((v for row in y for v in row if v > 0), default=None))
+        balanced.append(all(row == y[0] for row in y) and not um.crossing[lv])
+        if um.crossing[lv]:
+            # some stage's split block has a part in a domain holding none of its whole blocks
+            lone.append(
+                int(
+                    any(
+                        counts[s][first + i] and y[s][d] == 0
+                        for s in range(len(counts))
+                        for i, doms in enumerate(um.split_touch[lv])
+                        for d in doms
+                    )
+                )
+            )
+    return ks, balanced, lone
+
+
+def dp_choice(
+    um: UnitModel, ks: list[int | None], lone: list[int], qs: Sequence[int] = ()
+) -> tuple[int, ...]:
+    """The table's key at the smallest pieces and lone flags; a level with no whole block in
+    any of its domains (only split blocks) leaves its k free, as in the CP-SAT model."""
+    # A pod holding only a split block of a stage can make its piece there smaller than at the
+    # leaves; the leaf piece is then no larger either (the nesting CP-SAT's table imposes).
+    ks = list(ks)
+    for lv in range(len(ks) - 2, -1, -1):
+        if ks[lv] is not None and ks[lv + 1] is not None:
+            ks[lv] = min(ks[lv], ks[lv + 1])
+    if None not in ks:
+        return (*ks, *lone)
+    want = [*ks, *lone]
+    return min(
+        (c for c in um.dp_class if all(k is None or a == k for a, k in zip(c, want, strict=True))),
+        key=lambda c: (dp_cost(um, c, qs), c),
+    )
+
+
+def infeasibility(um: UnitModel, counts: list[list[int]]) -> str | None:
+    """Why counts are not a placement of the layout (None: they are): every stage has its D
+    units, no leaf holds more units than its capacity, counts are non-negative integers."""
+    pp, d = um.layout.pp, um.units_per_stage
+    if len(counts) != pp or any(len(row) != len(um.capacity) for row in counts):
+        return f"counts are not {pp} stages x {len(um.capacity)} leaves"
+    for s, row in enumerate(counts):
+        if any(not isinstance(v, int) or v < 0 for v in row):
+            return f"stage {s}: a count is not a non-negative integer"
+        if sum(row) != d:
+            return f"stage {s} has {sum(row)} units, needs {d}"
+    for j, cap in enumerate(um.capacity):
+        used = sum(row[j] for row in counts)
+        if used > cap:
+            return f"leaf {j} holds {used} units, has room for {cap}"
+    return None

@@ -1,0 +1,282 @@
+"""The placement model's cost tables, in integer microseconds, priced with cost_models.estimate
+on the spans a map with given counts has (planner/place/pricing.py reads the same spans off the
+map it builds).
+
+- DP table: the smallest piece k_L of the DP, DP x CP and expert-DP groups at every model level
+  (and, per level a split block spans, whether some stage's split block there is "lone": a part
+  in a domain holding none of its whole blocks) sets those kinds' spans; keys with the same
+  spans share a class, and a class's cost is listed at every combination of the gradient
+  window's uplink steps (q_grid).
+- PP table: the lowest level whose domains hold whole PP groups (len(levels): none), at every
+  combination of the pipeline window's uplink steps, as a delta to the reference step.
+The DP and PP terms are separate terms of the step sum (estimate's breakdown), so the objective
+is their sum.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from cost_models import uplink
+from cost_models.estimate import estimate
+from cost_models.specs import Cluster, ModelSpec, Workload
+
+from .allocation import Allocation
+from .counts import greedy_counts
+from .pricing import PIPELINE_KINDS, group_keys, nest, placed_pieces, uplink_steps
+from .units import Shape, build_map, k_values
+
+US = 1e6  # objective unit: microseconds
+GRADIENT = ("dp", "dp_cp", "edp")
+
+
+@dataclass
+class Tables:
+    """Costs of the counted model (the objective's lookup tables)."""
+
+    # (k_0, k_1, ..., lone flag of each crossing level) -> step (pp at the top) in us at the
+    # uplink steps q (cost_models.uplink): dp_table[key] = class_cost[dp_class[key]][q index]
+    dp_class: dict[tuple[int, ...], int]
+    class_cost: list[list[int]]  # class -> q grid index -> us
+    q_grid: list[tuple[int, ...]]  # every combination of the uplink tiers' steps
+    # lowest balanced level (len(levels): none) -> pipeline-window q grid index -> delta in us
+    pp_table: list[list[int]]
+    uplink_fixed: dict[int, int]  # tapered tiers whose step no count changes (nodes, one domain)
+    pipe_fixed: dict[int, int]  # the same for the pipeline window
+
+
+class _Spans:
+    """Spans of every kind for a table key (pieces per level, lone flags) and a PP level, on
+    the spans of the base map (the scheduler's order packed into leaves)."""
+
+    def __init__(self, model: ModelSpec, cluster: Cluster, alloc: Allocation, shape: Shape):
+        lo = shape.layout
+        self.shape, self.tiers = shape, len(cluster.tiers)
+        self.base_map = build_map(shape, greedy_counts(shape))
+        moe = model.moe is not None
+        self.raw = placed_pieces(alloc, lo, self.base_map, moe=moe)
+        self.base = {kind: nest(p) for kind, p in self.raw.items()}
+        self.per_unit = {
+            "dp": shape.unit_gpus // (lo.tp * lo.cp),
+            "dp_cp": shape.unit_gpus // lo.tp,
+            "edp": shape.unit_gpus // (lo.etp * lo.ep),
+        }
+        keys = group_keys(lo, moe=moe)
+        first = len(shape.leaf_hosts) - shape.split_blocks
+        self.split_ranks = [
+            np.flatnonzero(np.isin(self.base_map, shape.leaf_hosts[p]))
+            for p in range(first, len(shape.leaf_hosts))
+        ]
+        self.parts = {
+            (kind, t): self._split_piece(alloc, keys, kind, t)
+            for kind in self.per_unit
+            if kind in self.base
+            for t in range(self.tiers)
+        }
+        self.cross = [lv for lv in range(len(shape.levels)) if shape.crossing[lv]]
+        self.memo: dict[tuple, dict[str, list[int]]] = {}
+
+    def _split_piece(self, alloc: Allocation, keys: dict, kind: str, t: int) -> int | None:
+        """Split blocks: at a tier whose domains a split block spans, a group's piece in a
+        domain holding part of one is at least that part (its whole blocks there only add), so
+        the kind's piece is taken as min(k x u, the smallest part of any split block) there: a
+        lower bound on the map's piece, hence an upper bound on its step where the table falls
+        as pieces grow (exact where no block is split). The parts depend on the blocks' fixed
+        hosts only, not on the stage that takes them."""
+        shape, base_map = self.shape, self.base_map
+        lv = shape.level_of_tier[t]
+        if lv is None or not shape.crossing[lv] or not self.split_ranks:
+            return None
+        dom = alloc.domains[t]
+        out = None
+        for ranks in self.split_ranks:
+            key = keys[kind][ranks]
+            pair = key * (int(dom.max()) + 1) + dom[base_map[ranks]]
+            low = int(np.unique(pair, return_counts=True)[1].min())
+            out = low if out is None else min(out, low)
+        return out
+
+    def _gradient_span(self, kind: str, ks: tuple[int, ...], lone: dict[int, int]) -> list[int]:
+        shape, whole = self.shape, self.base[kind][-1]
+        span = []
+        for t in range(self.tiers):
+            lv = shape.level_of_tier[t]
+            if t == self.tiers - 1:
+                span.append(whole)
+            elif lv is not None:
+                part = self.parts[kind, t] if lone.get(lv) else None
+                piece = ks[lv] * self.per_unit[kind]
+                span.append(min(whole, piece, whole if part is None else part))
+            elif t == 0:
+                span.append(self.raw[kind][0])
+            else:
+                span.append(whole)
+        return nest(span)
+
+    def _pp_span(self, pp_level: int) -> list[int]:
+        """Groups inside the domains of level L reach its lowest tier; groups balanced nowhere
+        reach the first tier above every level (one domain holds them all)."""
+        shape, pp = self.shape, self.shape.layout.pp
+        mapped = [t for t in range(self.tiers) if shape.level_of_tier[t] is not None]
+        level_tiers = [
+            min(t for t in mapped if shape.level_of_tier[t] == lv)
+            for lv in range(len(shape.levels))
+            if lv in shape.level_of_tier
+        ]
+        above = max(mapped) + 1 if mapped else shape.lowest_tier
+        top = level_tiers[pp_level] if pp_level < len(level_tiers) else above
+        out = [1 if t < top else pp for t in range(self.tiers)]
+        out[-1] = pp
+        return out
+
+    def spans_for(self, key: tuple[int, ...], pp_level: int) -> dict[str, list[int]]:
+        n = len(self.shape.levels)
+        ks, lone = key[:n], dict(zip(self.cross, key[n:], strict=True))
+        out = dict(self.base)
+        for kind in self.per_unit:
+            if kind in self.base:
+                out[kind] = self._gradient_span(kind, ks, lone)
+        if self.shape.layout.pp > 1:
+            out["pp"] = self._pp_span(pp_level)
+        return out
+
+    def key(self, ks: tuple[int, ...], pp_level: int) -> tuple:
+        """Many piece combinations nest to the same spans (whole factors per tier): one key."""
+        spans = self.spans_for(ks, pp_level)
+        key = tuple(tuple(spans[k]) for k in sorted(spans))
+        self.memo.setdefault(key, spans)
+        return key
+
+
+class _Steps:
+    """Step time in us of a spans key at given uplink steps, priced once per distinct input."""
+
+    def __init__(self, model, cluster, workload, shape: Shape, spans: _Spans, fixed, pipe_fixed):
+        self.args = (model, cluster, workload, shape.layout)
+        self.cluster, self.shape, self.spans = cluster, shape, spans
+        self.fixed, self.pipe_fixed = fixed, pipe_fixed
+        self.q_top = tuple([uplink.UPLINK_STEPS] * len(shape.uplink_tiers))
+        self.grad_kinds = [k for k in GRADIENT if k in spans.base]
+        self.pipe_kinds = [k for k in PIPELINE_KINDS if k in spans.base]
+        self.memo: dict[tuple, int] = {}
+
+    def _fill(self, spans, fixed, vary, q_of, kinds, norm) -> dict[int, int]:
+        steps = dict(fixed)
+        if vary:
+            for j, q in zip(self.shape.uplink_tiers, q_of, strict=True):
+                steps[j] = q
+                # q matters only where a group of the window crosses tier j, above 1 / o
+                crosses = any(spans[k][j] > spans[k][j - 1] for k in kinds)
+                o = self.cluster.tiers[j].oversubscription
+                norm.append(uplink.effective_oversubscription(o, q) if crosses else None)
+        return steps
+
+    def us(self, key: tuple, qs: tuple[int, ...], pqs: tuple[int, ...] | None = None) -> int:
+        spans = self.spans.memo[key]
+        if pqs is None:  # the DP table: the pipeline window at its reference (every q at top)
+            pqs = self.q_top if self.shape.pipe else ()
+        norm: list[float | None] = []
+        steps = self._fill(spans, self.fixed, True, qs, self.grad_kinds, norm)
+        pipe = self._fill(spans, self.pipe_fixed, self.shape.pipe, pqs, self.pipe_kinds, norm)
+        mkey = (key, tuple(norm))
+        if mkey not in self.memo:
+            e = estimate(
+                *self.args, spans=spans, uplink_steps=steps, pipeline_uplink_steps=pipe
+            )
+            self.memo[mkey] = round(e.step_time_s * US)
+        return self.memo[mkey]
+
+
+def _dp_classes(
+    shape: Shape, spans: _Spans
+) -> tuple[dict[tuple[int, ...], int], list[frozenset]]:
+    """A key's class: the spans of it and of every key with fewer lone flags (a lone part never
+    prices below none: the entry is the largest of them, at every q). Only keys whose pieces
+    nest (k_L <= k_L+1) are listed."""
+    n = len(shape.levels)
+    flags = list(itertools.product((0, 1), repeat=len(spans.cross)))
+    sig_of: dict[tuple[int, ...], frozenset] = {}
+    class_index: dict[frozenset, int] = {}
+    dp_class: dict[tuple[int, ...], int] = {}
+    for ks in itertools.product(*(k_values(shape, lv) for lv in range(n))):
+        if all(a <= b for a, b in itertools.pairwise(ks)):  # pieces nest
+            for f in flags:  # fewer flags first
+                sig = {spans.key((*ks, *f), n)}
+                for i in range(len(f)):
+                    if f[i]:
+                        sig |= sig_of[(*ks, *f[:i], 0, *f[i + 1 :])]
+                sig_of[(*ks, *f)] = frozenset(sig)
+                dp_class[(*ks, *f)] = class_index.setdefault(frozenset(sig), len(class_index))
+    return dp_class, list(class_index)
+
+
+def build_tables(
+    model: ModelSpec, cluster: Cluster, workload: Workload, alloc: Allocation, shape: Shape
+) -> Tables:
+    """Price the DP and PP tables of the counted model."""
+    lo, moe, n = shape.layout, model.moe is not None, len(shape.levels)
+    spans = _Spans(model, cluster, alloc, shape)
+    # Uplink steps: the tiers whose step the counts set take every q of the grid; the others
+    # (switches that are nodes, or one domain) keep the base map's step.
+    fixed = uplink_steps(cluster, alloc, lo, spans.base_map, moe=moe)
+    fixed = {j: q for j, q in fixed.items() if j not in shape.uplink_tiers}
+    pipe = uplink_steps(cluster, alloc, lo, spans.base_map, moe=moe, kinds=PIPELINE_KINDS)
+    pipe = {j: q for j, q in pipe.items() if not (shape.pipe and j in shape.uplink_tiers)}
+    steps = _Steps(model, cluster, workload, shape, spans, fixed, pipe)
+    q_grid = list(
+        itertools.product(range(uplink.UPLINK_STEPS + 1), repeat=len(shape.uplink_tiers))
+    )
+    dp_class, sigs = _dp_classes(shape, spans)
+    class_cost = [[max(steps.us(key, qs) for key in sig) for qs in q_grid] for sig in sigs]
+    top_ks = tuple(shape.units_per_stage for _ in range(n)) + (0,) * len(spans.cross)
+    zero = (0,) * len(shape.uplink_tiers)
+    top_key = spans.key(top_ks, n)
+    ref = steps.us(top_key, zero)
+    pp_grid = q_grid if shape.pipe else [()]
+    pp_table = [
+        [steps.us(spans.key(top_ks, lv), zero, g) - ref for g in pp_grid] for lv in range(n)
+    ] + [[steps.us(top_key, zero, g) - ref for g in pp_grid]]
+    return Tables(
+        dp_class=dp_class,
+        class_cost=class_cost,
+        q_grid=q_grid,
+        pp_table=pp_table,
+        uplink_fixed=fixed,
+        pipe_fixed=pipe,
+    )
+
+
+def dp_monotone(shape: Shape, tables: Tables) -> bool:
+    """The DP table never rises when one level's smallest piece grows (to its next value), at
+    every uplink step."""
+    values = [k_values(shape, lv) for lv in range(len(shape.levels))]
+    n = len(values)
+    for ks, c in tables.dp_class.items():
+        for lv, k in enumerate(ks[:n]):
+            i = values[lv].index(k)
+            if i + 1 < len(values[lv]):
+                up = (*ks[:lv], values[lv][i + 1], *ks[lv + 1 :])
+                cu = tables.dp_class.get(up)
+                if cu is not None and cu != c and any(
+                    a > b
+                    for a, b in zip(tables.class_cost[cu], tables.class_cost[c], strict=True)
+                ):
+                    return False
+    return True
+
+
+def q_monotone(shape: Shape, tables: Tables) -> bool:
+    """Every class's cost, and every PP level's, never falls as one tier's uplink step grows
+    (more senders)."""
+    radix = uplink.UPLINK_STEPS + 1
+    for costs in [*tables.class_cost, *(tables.pp_table if shape.pipe else [])]:
+        for g, qs in enumerate(tables.q_grid):
+            for t, q in enumerate(qs):
+                if q < uplink.UPLINK_STEPS:
+                    up = g + radix ** (len(qs) - 1 - t)
+                    if costs[up] < costs[g]:
+                        return False
+    return True

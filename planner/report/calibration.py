@@ -1,0 +1,42 @@
+"""`planner calibrate` and `planner presets --constants` as a reader sees them: what each fit
+found and how well it reproduces the measurements; where each constant comes from. Lines with
+rich markup (free text escaped); nothing here prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+
+
+def calibration_lines(cluster_name: str, rep: dict[str, Any]) -> list[str]:
+    """The calibrated cluster file written, then each fitted constant, each nccl-tests file's
+    tier and residual, and the measured steps' errors (planner.calibrate.calibrate's report)."""
+    lines = [f"[bold]calibrated[/bold] {escape(cluster_name)} -> {escape(rep['out'])}"]
+    for f in rep["fits"]:
+        default = "" if f["default"] is None else f" (was {f['default']:.4g})"
+        lines.append(
+            f"  {f['constant']} = {f['value']:.4g}{default}; {f['points']} points, max residual"
+            f" {f['max_residual_pct']:.2f}%; from {escape(f['source'])}"
+        )
+    for row in rep.get("nccl", []):
+        lines.append(
+            f"  {escape(row['file'])}: {row['collective']} on {row['ranks']} ranks /"
+            f" {row['nodes']} nodes -> tier {row['tier']}; bus bandwidth reproduced within"
+            f" {row['max_busbw_error_pct']:.2f}%"
+        )
+    if "steps" in rep:
+        s = rep["steps"]
+        lines.append(
+            f"  steps: max |error| {s['max_abs_error_pct']:.1f}%, leave-one-out"
+            f" {s['max_abs_leave_one_out_pct']:.1f}%"
+        )
+    return lines
+
+
+def constants_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per constant: name, value, basis (datasheet, measured, assumption), why."""
+    return [
+        f"{r['constant']:<34} {r['value']!s:>10}  {r['basis']:<10} {escape(str(r['why']))}"
+        for r in rows
+    ]

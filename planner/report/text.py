@@ -1,0 +1,271 @@
+"""Plain-text pieces every view shares (terminal, Markdown, HTML, whatif): the layout in words and
+in one compact cell, table cells, header and summary lines, and the labels of the step's terms.
+No rich here: terminal.py wraps these in tables; markdown.py and html.py print them as they are."""
+
+from __future__ import annotations
+
+from cost_models.params import total_params
+from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
+
+from ..types import PlanResult
+
+RANK_MAP_NODES = 2  # nodes shown in full; a compact rule covers the rest
+
+
+MEMORY_ROWS_EACH_END = 3  # stages shown at each end of a deep pipeline (plus the peak stage)
+
+
+TERM_LABELS = {
+    "compute": "compute",
+    "recompute": "recompute",
+    "tp_comm": "TP comm",
+    "cp_comm": "CP comm",
+    "ep_comm": "EP all-to-all",
+    "pp_comm": "PP p2p",
+    "dp_comm": "DP grad/param",
+    "bubble": "pipeline bubble",
+    "optimizer": "optimizer step",
+}
+
+
+RECOMPUTE_SHORT = {"none": "", "selective": "sel", "full": "full"}
+
+
+LAYOUT_LEGEND = (
+    "layout: degrees (CP/EP/VP shown when > 1), mb micro-batch size, sel/full recompute (none "
+    "when absent), Z ZeRO stage, o: rank order when not tp-cp-dp-pp (first letters, innermost "
+    "first); sequence parallel whenever TP > 1 unless noSP; GiB: peak memory per GPU"
+)
+
+
+MEMORY_HEADER = ("stage", "weights", "grads", "optim", "activ", "buffers", "total", "use")
+
+
+MODULE_SHORT = {
+    "core_attn": "attn",
+    "layernorm": "ln",
+    "mlp": "mlp",
+    "moe_act": "act",
+    "moe": "moe",
+    "shared_experts": "shx",
+    "mla_up_proj": "up",
+}
+
+
+def model_params(model: ModelSpec) -> dict[str, int]:
+    """Total parameters and those one token touches (equal for a dense model)."""
+    return {
+        "params_total": total_params(model),
+        "params_active": total_params(model, active_only=True),
+    }
+
+
+def params_text(model: ModelSpec) -> str:
+    """'70.6B params' or '671.0B params, 37.5B active'."""
+    p = model_params(model)
+    text = f"{_count(p['params_total'])} params"
+    if p["params_active"] != p["params_total"]:
+        text += f", {_count(p['params_active'])} active"
+    return text
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e12:.2f}T" if n >= 1e12 else f"{n / 1e9:.1f}B" if n >= 1e8 else f"{n / 1e6:.0f}M"
+
+
+def recompute_words(lo: Layout) -> str:
+    """recompute mode, with Megatron modules / full-recompute method when set."""
+    if lo.recompute == "selective" and lo.recompute_modules is not None:
+        return "selective:" + "+".join(lo.recompute_modules)
+    if lo.recompute == "full" and lo.recompute_method is not None:
+        return f"full:{lo.recompute_method}{lo.recompute_num_layers or 1}"
+    return lo.recompute
+
+
+def recompute_short(lo: Layout) -> str:
+    """RECOMPUTE_SHORT, with Megatron modules (sel:attn+ln+mlp) or block recompute (full:b2)."""
+    if lo.recompute == "selective" and lo.recompute_modules is not None:
+        return "sel:" + "+".join(MODULE_SHORT.get(m, m) for m in lo.recompute_modules)
+    if lo.recompute == "full" and lo.recompute_method == "block":
+        return f"full:b{lo.recompute_num_layers}"
+    if lo.recompute == "full" and (lo.recompute_num_layers or 1) > 1:
+        return f"full:u{lo.recompute_num_layers}"
+    return RECOMPUTE_SHORT[lo.recompute]
+
+
+def layout_line(e: Estimate) -> str:
+    lo = e.layout
+    parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}", f"CP{lo.cp}"]
+    if lo.ep > 1:
+        parts.append(f"EP{lo.ep}")
+    if lo.etp > 1:
+        parts.append(f"ETP{lo.etp}")
+    if lo.vp > 1:
+        parts.append(f"VP{lo.vp}")
+    extras = [
+        f"micro-batch {lo.micro_batch} x {e.num_microbatches}",
+        f"recompute {recompute_words(lo)}",
+        f"ZeRO-{lo.zero_stage}",
+        "SP" if lo.sequence_parallel else "no SP",
+    ]
+    if lo.dp_shard is not None:
+        extras.append(f"HSDP {lo.replicate_dp}x{lo.dp_shard}")
+    if lo.pp_schedule == "dualpipe":
+        extras.append("DualPipe")
+    if lo.ep_overlap:
+        extras.append("EP all-to-all overlapped")
+    if lo.order != Layout.model_fields["order"].default:
+        extras.append("order " + "-".join(a.value for a in lo.order))
+    return " ".join(parts) + "  |  " + ", ".join(extras)
+
+
+def compact_layout(e: Estimate) -> str:
+    """The layout in one short cell, e.g. 'TP8 PP4 DP2 VP5 mb1 sel Z1' (LAYOUT_LEGEND)."""
+    lo = e.layout
+    parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}"]
+    parts += [f"CP{lo.cp}"] * (lo.cp > 1) + [f"EP{lo.ep}"] * (lo.ep > 1)
+    parts += [f"ETP{lo.etp}"] * (lo.etp > 1) + [f"VP{lo.vp}"] * (lo.vp > 1)
+    if lo.dp_shard is not None:  # hybrid sharded DP: replicas x shard group
+        parts.append(f"HSDP{lo.replicate_dp}x{lo.dp_shard}")
+    parts.append(f"mb{lo.micro_batch}")
+    rc = recompute_short(lo)
+    parts += [rc] * bool(rc)
+    parts.append(f"Z{lo.zero_stage}")
+    if lo.sequence_parallel != (lo.tp > 1):
+        parts.append("SP" if lo.sequence_parallel else "noSP")
+    if lo.order != Layout.model_fields["order"].default:  # plans can differ only in placement
+        parts.append("o:" + "".join(a.value[0] for a in lo.order))
+    return " ".join(parts)
+
+
+def memory_rows(stages: tuple[StageMemory, ...]) -> list[StageMemory | None]:
+    """The stages a memory table shows: all up to 2*MEMORY_ROWS_EACH_END + 1, else both ends
+    and the peak stage, with None where stages are skipped (an ellipsis row)."""
+    n = len(stages)
+    if n <= 2 * MEMORY_ROWS_EACH_END + 1:
+        return list(stages)
+    peak = max(range(n), key=lambda i: stages[i].total_gib)
+    keep = sorted(
+        set(range(MEMORY_ROWS_EACH_END)) | set(range(n - MEMORY_ROWS_EACH_END, n)) | {peak}
+    )
+    out: list[StageMemory | None] = []
+    for prev, i in zip([-1, *keep], keep, strict=False):
+        if i != prev + 1:
+            out.append(None)
+        out.append(stages[i])
+    return out
+
+
+def memory_title(usable_gib: float, hbm_gib: float | None) -> str:
+    what = "Memory per GPU by pipeline stage, GiB"
+    if hbm_gib is None or abs(hbm_gib - usable_gib) < 0.05:
+        return f"{what} (usable {usable_gib:.1f})"
+    headroom = 1 - usable_gib / hbm_gib
+    return f"{what} (usable {usable_gib:.1f} = {hbm_gib:.0f} HBM - {headroom:.0%} headroom)"
+
+
+def stage_memory_cells(s: StageMemory, usable_gib: float) -> list[str]:
+    """One pipeline stage's memory cells (terminal and Markdown tables)."""
+    return [
+        str(s.stage),
+        f"{s.weights_gib:.1f}",
+        f"{s.gradients_gib:.1f}",
+        f"{s.optimizer_gib:.1f}",
+        f"{s.activations_gib:.1f}",
+        f"{s.buffers_gib + s.reserve_gib:.1f}",
+        f"{s.total_gib:.1f}",
+        f"{s.total_gib / usable_gib:.0%}",
+    ]
+
+
+def rank_cells(i: int, e: Estimate, best: Estimate) -> list[str]:
+    """One ranked plan's cells (terminal and Markdown tables)."""
+    return [
+        str(i),
+        compact_layout(e),
+        f"{e.tokens_per_s_per_gpu:,.1f}",
+        f"{e.mfu:.1%}",
+        f"{e.step_time_s:,.3f}",
+        f"{e.peak_memory_gib:.1f}",
+        f"{vs_best(e, best):+.1%}",
+    ]
+
+
+def vs_best(e: Estimate, best: Estimate) -> float:
+    """Time per sequence against the best (the step time when both have the same batch)."""
+    if e.global_batch_seqs == best.global_batch_seqs:
+        return e.step_time_s / best.step_time_s - 1
+    return (e.step_time_s / e.global_batch_seqs) / (best.step_time_s / best.global_batch_seqs) - 1
+
+
+def memory_options_text(workload: Workload) -> str:
+    """The workload's non-default memory options (Workload.optimizer_moments, ...), as
+    ", a, b" to append to a header; "" when none is set."""
+    parts = []
+    if workload.optimizer_moments != "fp32":
+        parts.append(f"{workload.optimizer_moments} Adam moments")
+    if workload.activation_func_fp8_input_store:
+        parts.append("fp8 SwiGLU inputs")
+    if workload.attention_output_store != "separate":
+        parts.append(f"{workload.attention_output_store.upper()} attention output")
+    return "".join(", " + p for p in parts)
+
+
+def header_text(cluster: Cluster, workload: Workload, model: ModelSpec) -> str:
+    return (
+        f"{model.name} ({params_text(model)}) on {cluster.num_gpus} x {cluster.gpu.name} "
+        f"({cluster.name}), seq {workload.seq_len}, global batch {workload.global_batch_seqs} "
+        f"seqs, {workload.precision}{memory_options_text(workload)}"
+    )
+
+
+def defaults_text(hbm_gib: float, usable_gib: float) -> str:
+    """The defaults plan, estimate and whatif share, stated in every report."""
+    headroom = 1 - usable_gib / hbm_gib
+    return (
+        f"Defaults: sequence parallel whenever TP > 1; fit judged against {usable_gib:.1f} GiB "
+        f"usable = {hbm_gib:.0f} GiB HBM - {headroom:.0%} headroom"
+    )
+
+
+def solver_line(result: PlanResult) -> str:
+    """Status, objective, bound, gap, time and counts of the search in one line."""
+    s = result.solver
+
+    unit = " s/sequence" if s.objective_unit == "s_per_sequence" else " s"
+
+    def secs(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.4g}{unit}" if unit != " s" else f"{v:.4f} s"
+
+    gap = "n/a" if s.gap is None else f"{s.gap:.2%}"
+    seed = getattr(s, "seed", None)
+    seed_text = "" if seed is None else f", seed {seed}"
+    return (
+        f"engine {s.engine}, status {s.status}, objective {secs(s.objective)}, bound "
+        f"{secs(s.best_bound)}, gap {gap}{seed_text}, {s.wall_time_s:.2f} s wall; "
+        f"{s.num_candidates} candidates, {s.num_scored} scored, {s.num_feasible} fit in memory"
+    )
+
+
+def summary_text(result: PlanResult) -> str:
+    best = result.best
+    target = f" for {result.framework_version}" if result.framework else ""
+    text = (
+        f"Best{target}: {layout_line(best)}\n{best.tokens_per_s_per_gpu:,.1f} tokens/s/GPU, MFU "
+        f"{best.mfu:.1%}, step {best.step_time_s:,.3f} s, peak memory "
+        f"{best.peak_memory_gib:.1f} GiB of {result.usable_memory_gib:.1f} GiB usable"
+    )
+    batch_range = getattr(result, "global_batch_range", None)
+    if batch_range is not None:  # each plan has its own batch; ranked by tokens/s
+        batches = ", ".join(str(e.global_batch_seqs) for e in result.ranked)
+        text += (
+            f"\nglobal batch range [{batch_range[0]}, {batch_range[1]}] seqs, ranked by tokens/s;"
+            f" batch of each ranked plan: {batches}"
+        )
+    return text
+
+
+def rejection_lines(result: PlanResult) -> list[str]:
+    top = sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
+    return [f"{n:>7} x {reason}" for reason, n in top]
+

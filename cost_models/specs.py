@@ -345,7 +345,9 @@ class NetworkSpec(InputSpec):
     """What the network is built from: the bill of materials (planner.network_bom) prices it and
     the technology sets its behaviour under load (cost_models.comm.technology_factor)."""
 
-    technology: Technology = "infiniband"
+    technology: Technology | None = Field(
+        None, description="scale-out technology; null: InfiniBand-like, as the tiers are calibrated"
+    )
     switch: str | None = Field(
         None, description="scale-out switch model in the price list; null: by technology and speed"
     )

@@ -317,12 +317,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_plan(sub: Any) -> None:
-    p = sub.add_parser("plan", help="search for the best layout and placement")
+def _add_plan_inputs(p: argparse.ArgumentParser) -> None:
+    """The workload, layout and search flags of `plan`, one definition shared with `whatif`
+    (whatif's baseline is `plan`'s best for the same flags)."""
     _add_common(p)
     _add_framework(p, allow_none=True)
     _add_global_batch(p)
     _add_search(p)
+
+
+def _plan_keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """convenience.plan_for's keywords for the flags _add_plan_inputs defines."""
+    return {
+        "num_gpus": args.gpus,
+        "global_batch": _plan_global_batch(args),
+        "seq_len": args.seq_len,
+        "precision": args.precision,
+        "moe_dispatcher": args.moe_dispatcher,
+        "framework": _framework(args),
+        "workload_fields": _workload_fields(args),
+        **search_kwargs(args),
+    }
+
+
+def _add_plan(sub: Any) -> None:
+    p = sub.add_parser("plan", help="search for the best layout and placement")
+    _add_plan_inputs(p)
 
     _add_report_flags(p)
     _add_allocation(p)
@@ -478,18 +498,7 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     if args.topology or args.hosts or args.nodelist or args.exclude or args.out_dir:
         return _cmd_plan_allocation(args, out)
-    result = convenience.plan_for(
-        args.model,
-        args.cluster,
-        num_gpus=args.gpus,
-        global_batch=_plan_global_batch(args),
-        seq_len=args.seq_len,
-        precision=args.precision,
-        moe_dispatcher=args.moe_dispatcher,
-        framework=_framework(args),
-        workload_fields=_workload_fields(args),
-        **search_kwargs(args),
-    )
+    result = convenience.plan_for(args.model, args.cluster, **_plan_keywords(args))
     if args.stability or args.stability_range:
         _render_plan(args, result, out, _plan_stability(args, result))
     else:
@@ -720,9 +729,7 @@ def _presets_constants(args: argparse.Namespace, out: Console) -> int:
 
 def _add_whatif(sub: Any) -> None:
     w = sub.add_parser("whatif", help="vary one network parameter and re-plan at each value")
-    _add_common(w)
-    _add_framework(w)
-    w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
+    _add_plan_inputs(w)
     w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
     w.add_argument(
         "--values",
@@ -731,10 +738,6 @@ def _add_whatif(sub: Any) -> None:
         "fabric: rail-only",
     )
     w.add_argument("--tier", help="the one tier --vary oversubscription tapers (by name)")
-    for axis in ("tp", "pp", "dp", "cp", "ep"):
-        w.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
-    w.add_argument("--time-limit", type=_positive_float, default=60.0, help="per plan, seconds")
-    _add_headroom(w)
     w.add_argument("--gpu-hour-price", type=_positive_float, help="$ per GPU-hour (no network)")
     w.add_argument("--network-cost-share", type=float, default=0.0, help="network share of cost")
     w.add_argument("--token-budget", type=_positive_float, help="tokens to train (time and cost)")
@@ -772,7 +775,6 @@ MAX_WHATIF_VALUES = 32
 
 
 def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
-    pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
     if args.plot:
         plot.pyplot(args.plot)  # fail before the plans if the extra is missing
     r = whatif.whatif(
@@ -780,31 +782,26 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         args.cluster,
         args.vary,
         _parse_values(args.values, args.vary),
-        num_gpus=args.gpus,
         gpu_hour_price=args.gpu_hour_price,
         network_cost_share=args.network_cost_share,
         token_budget=args.token_budget,
         tier=args.tier,
         network_prices=args.network_prices,
         amortization_years=args.amortization_years,
-        global_batch=args.global_batch,
-        seq_len=args.seq_len,
-        precision=args.precision,
-        time_limit_s=args.time_limit,
-        memory_headroom=args.memory_headroom,
-        framework=_framework(args),
-        **pins,
+        **_plan_keywords(args),
     )
     if args.plot:
         plot.save_plot(r, args.plot)
-    prof = framework_profile(_framework(args))
+    name = _framework(args)
+    prof = None if name is None else framework_profile(name)  # --framework none
     if args.json:
         payload = whatif_dict(r)
-        payload["framework"] = {"name": prof.name, "version": prof.version}
+        payload["framework"] = None if prof is None else {"name": prof.name, "version": prof.version}
         _emit_json(payload)
         return EXIT_OK
     cluster = models_zoo.load_cluster(args.cluster, args.gpus)
-    out.print(render_whatif(r, cluster, models_zoo.load_model(args.model), prof.version))
+    version = "none (no framework's rules)" if prof is None else prof.version
+    out.print(render_whatif(r, cluster, models_zoo.load_model(args.model), version))
     return EXIT_OK
 
 

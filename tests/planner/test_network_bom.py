@@ -209,3 +209,41 @@ def test_rail_only_versus_fat_tree_is_one_command(capsys) -> None:
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
     assert "rail-only" in text and "bill of materials" in text
+
+
+def _baseline_equals_plan(argv: list[str], capsys) -> tuple[dict, dict]:
+    from planner import cli
+
+    assert cli.main(["plan", *argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["best"]
+    assert cli.main(["whatif", *argv, "--vary", "nic-gbps", "--values", "800", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    return plan, out
+
+
+def test_whatif_takes_plans_flags_and_its_baseline_is_plans_best(capsys) -> None:
+    """One argparse definition for plan and whatif (issue 33): the search and memory flags of
+    plan reach whatif's plans, so its baseline is plan's best."""
+    argv = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    argv += ["--global-batch", "32", "--zero", "1", "--recompute", "selective", "--max-tp", "4"]
+    argv += ["--optimizer-moments", "bf16", "--framework", "none"]
+    plan, out = _baseline_equals_plan(argv, capsys)
+    base = out["baseline"]
+    assert base["plan"]["layout"] == plan["layout"] and base["plan"]["layout"]["tp"] <= 4
+    assert base["tokens_per_s_per_gpu"] == pytest.approx(plan["estimate"]["tokens_per_s_per_gpu"])
+    assert out["framework"] is None
+
+
+@pytest.mark.slow
+def test_whatif_runs_deepseek_v3s_own_setup(capsys) -> None:
+    """DeepSeek-V3's recipe (DualPipe, DeepEP, bf16 moments, EP overlap, no framework's rules)
+    on 2,048 H800: whatif's baseline is plan's best (1,718.6 tokens/s/GPU measured)."""
+    argv = ["--model", "deepseek-v3", "--cluster", "h800", "--gpus", "2048", "--precision", "fp8"]
+    argv += ["--global-batch", "15360", "--framework", "none", "--pp-schedules", "1f1b"]
+    argv += ["dualpipe", "--ep-overlap", "--moe-dispatcher", "deepep", "--optimizer-moments"]
+    argv += ["bf16", "--activation-func-fp8-input-store", "--attention-output-store", "e5m6"]
+    plan, out = _baseline_equals_plan(argv, capsys)
+    base = out["baseline"]
+    assert base["plan"]["layout"]["pp_schedule"] == "dualpipe"
+    got, want = base["tokens_per_s_per_gpu"], plan["estimate"]["tokens_per_s_per_gpu"]
+    assert got == pytest.approx(want, rel=0.01)

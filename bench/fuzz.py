@@ -236,6 +236,8 @@ class Case:
         if self.argv[0] == "whatif" and "--values" in self.argv:
             text = self.argv[self.argv.index("--values") + 1]
             plans = 1 + len([v for v in text.split(",") if v.strip()])
+        if "--topology" in self.argv:  # the search, then the placement solves (their share)
+            plans = 2
         return plans * (limit + HARD_MARGIN_S) + SLACK_S
 
 
@@ -243,8 +245,120 @@ def _limit(rng: random.Random) -> list[str]:
     return ["--time-limit", rng.choice(["0.001", "0.3", "1", "2"])]
 
 
+ALLOC_CLUSTERS = ["dgx-h100", "llama3-roce-24k", "gb200-nvl72", "gb200-nvl72-superpod"]
+
+
+def _host_names(rng: random.Random) -> tuple[list[list[str]], str]:
+    """Hosts n001.. grouped in leaves (or racks) of random sizes; the prefix for hostlists."""
+    leaves, k = [], 1
+    for _ in range(rng.randint(1, 6)):
+        size = rng.choice([1, 2, 2, 4, 18])
+        leaves.append([f"n{k + j:03d}" for j in range(size)])
+        k += size
+    return leaves, "n"
+
+
+def _hostlist(hosts: list[str]) -> str:
+    import hostlist
+
+    return hostlist.collect_hostlist(hosts)
+
+
+def _topology_file(rng: random.Random, leaves: list[list[str]]) -> tuple[str, bytes, list[str]]:
+    """A topology in one of the formats users have (tree / block topology.conf, Slurm's
+    topology.yaml with tree, block and flat entries, the product's levels YAML); the names a
+    --topology-name may pick."""
+    fmt = rng.choice(["tree", "block", "slurm_yaml", "slurm_yaml", "levels"])
+    pods, i = [], 0
+    while i < len(leaves):  # consecutive leaves under one pod switch each
+        step = rng.randint(1, 3)
+        pods.append(list(range(i, min(i + step, len(leaves)))))
+        i += step
+    if fmt == "tree":
+        lines = [f"SwitchName=leaf{i} Nodes={_hostlist(hs)}" for i, hs in enumerate(leaves)]
+        lines += [f"SwitchName=pod{i} Switches={_hostlist([f'leaf{j}' for j in p])}"
+                  for i, p in enumerate(pods) if p and rng.random() < 0.8]
+        return "topology.conf", ("\n".join(lines) + "\n").encode(), []
+    sizes = rng.choice([[], [len(leaves[0])], [len(leaves[0]), 2 * len(leaves[0])], [3, 6], [2, 5]])
+    if fmt == "block":
+        lines = []
+        for i, hs in enumerate(leaves):
+            lines += [f"# block{i + 1:03d}=NVL{i}"]
+            lines += [f"BlockName=block{i + 1:03d} Nodes={_hostlist(hs)}"]
+        if sizes:
+            lines.append("BlockSizes=" + ",".join(map(str, sizes)))
+        return "topology.conf", ("\n".join(lines) + "\n").encode(), []
+    if fmt == "levels":
+        data: Any = {"levels": [{f"l{i}": _hostlist(hs) for i, hs in enumerate(leaves)}]}
+        return "topology.yaml", yaml.safe_dump(data).encode(), []
+    switches = [{"switch": f"leaf{i}", "nodes": _hostlist(h)} for i, h in enumerate(leaves)]
+    tree = {"switches": switches}
+    tree["switches"] += [{"switch": f"pod{i}", "children": _hostlist([f"leaf{j}" for j in p])}
+                         for i, p in enumerate(pods) if p]
+    blocks: dict[str, Any] = {"blocks": [{"block": f"b{i}", "nodes": _hostlist(hs)}
+                                         for i, hs in enumerate(leaves)]}
+    if sizes:
+        blocks["block_sizes"] = sizes
+    entries = [{"topology": "t-tree", "tree": tree}, {"topology": "t-block", "block": blocks},
+               {"topology": "t-flat", "flat": True}]
+    rng.shuffle(entries)
+    entries = entries[: rng.randint(1, 3)]
+    if rng.random() < 0.5:
+        rng.choice(entries)["cluster_default"] = True
+    if rng.random() < 0.15:
+        entries = _mutate(rng, entries, rng.randint(1, 2))
+    names = [str(e["topology"]) for e in entries if isinstance(e, dict) and "topology" in e]
+    return "topology.yaml", yaml.safe_dump(entries, sort_keys=False).encode(), names
+
+
+def _allocation_case(rng: random.Random) -> Case:
+    """plan on an allocation: --topology in any format, --hosts (with slots=) or --nodelist,
+    --exclude, sometimes a corrupted line."""
+    leaves, _ = _host_names(rng)
+    hosts = [h for hs in leaves for h in hs]
+    name, raw, names = _topology_file(rng, leaves)
+    if rng.random() < 0.1:
+        lines = raw.decode().splitlines()
+        i = rng.randrange(len(lines))
+        lines[i] = rng.choice(["", lines[i] * 2, lines[i][: len(lines[i]) // 2], "Nodes=n[1-",
+                               "BlockSizes=0", "SwitchName=leaf0 Nodes=n001", "- topology: x"])
+        raw = ("\n".join(lines) + "\n").encode()
+    cluster = rng.choice(ALLOC_CLUSTERS)
+    gpn = 4 if cluster.startswith("gb200") else 8
+    argv = ["plan", "--model", rng.choice(["llama3-8b", "mixtral-8x7b", "mcore-gpt-1.7b"]),
+            "--cluster", cluster, "--topology", name, "--time-limit", rng.choice(["0.3", "1"])]
+    argv += ["--global-batch", rng.choice(["8", "16", "64", "7"])]
+    files = {name: raw}
+    picked = rng.sample(hosts, rng.randint(1, len(hosts)))
+    bad = rng.random() < 0.25  # one wrong thing in the host input, else a valid allocation
+    if rng.random() < 0.6:
+        lines = [h + (f" slots={gpn}" if rng.random() < 0.4 else "") for h in picked]
+        if bad:
+            i = rng.randrange(len(lines))
+            wrong = [f" slots={gpn // 2}", f" slots={gpn * 2}", " slots=x"]
+            lines[i] = picked[i] + rng.choice(wrong)
+            lines.append(rng.choice(["n999", picked[0], "# comment", "bad host line", ""]))
+        files["hosts"] = ("\n".join(lines) + "\n").encode()
+        argv += ["--hosts", "hosts"]
+    else:
+        argv += ["--nodelist", rng.choice(["n[001-", "x9", "n999"]) if bad else _hostlist(picked)]
+    if rng.random() < 0.4:
+        drained = rng.sample(hosts, rng.randint(1, max(1, len(hosts) // 3)))
+        argv += ["--exclude", _hostlist(drained)]
+    if names and rng.random() < 0.3:
+        argv += ["--topology-name", rng.choice(names) if rng.random() < 0.9 else "nope"]
+    for extra in rng.sample([["--place-top", "1"], ["--gpus", "8"], ["--pp", "2"], ["--markdown"],
+                             ["--out-dir", "run"], ["--json"], ["--json"]], rng.randint(0, 2)):
+        argv += extra
+    return Case("allocation", argv, files)
+
+
 def make_case(rng: random.Random) -> Case:
-    kind = rng.choice(["flags", "model_file", "hf", "cluster_file", "graph", "validate", "corrupt"])
+    kind = rng.choice(
+        ["flags", "model_file", "hf", "cluster_file", "graph", "validate", "corrupt", "allocation"]
+    )
+    if kind == "allocation":
+        return _allocation_case(rng)
     model, cluster = rng.choice(MODELS), rng.choice(CLUSTERS)
     gpus = ["--gpus", rng.choice(["8", "16", "64", "256", "1024", "1000", "1000000"])]
     files: dict[str, bytes] = {}
@@ -350,7 +464,9 @@ def make_case(rng: random.Random) -> Case:
     return Case(kind, argv, files)
 
 
-_WALL = re.compile(r'"wall_time_s": [0-9.e+-]+|\bin [0-9.]+ ?s\b|[0-9.]+ s wall')
+_WALL = re.compile(
+    r'"wall_time_s": [0-9.e+-]+|\bin [0-9.]+ ?s\b|[0-9.]+ s wall|gap [0-9.]+%, [0-9.]+ s'
+)
 
 
 @dataclass
@@ -425,13 +541,16 @@ def problems(case: Case, first: Outcome, second: Outcome | None) -> list[str]:
     return found
 
 
-def fuzz(cases: int, seed: int, show: bool = False, every: int = DETERMINISM_EVERY) -> dict:
+def fuzz(
+    cases: int, seed: int, show: bool = False, every: int = DETERMINISM_EVERY, kind: str = ""
+) -> dict:
+    """`kind` "allocation": only plans on an allocation (--topology / --hosts / --nodelist)."""
     rng = random.Random(seed)
     counts = {"traceback": 0, "exit": 0, "time": 0, "nondeterministic": 0}
     failures = []
     codes: dict[str, int] = {}
     for n in range(cases):
-        case = make_case(rng)
+        case = _allocation_case(rng) if kind == "allocation" else make_case(rng)
         with tempfile.TemporaryDirectory() as tmp:
             first = run_case(case, Path(tmp))
             second = run_case(case, Path(tmp)) if every and n % every == 0 else None
@@ -469,9 +588,12 @@ def cli() -> None:
         default=DETERMINISM_EVERY,
         help="re-run every N-th case to check determinism (0: never)",
     )
+    parser.add_argument(
+        "--kind", choices=("", "allocation"), default="", help="allocation: only allocation plans"
+    )
     args = parser.parse_args()
     start = time.perf_counter()
-    result = fuzz(args.cases, args.seed, args.show, args.determinism_every)
+    result = fuzz(args.cases, args.seed, args.show, args.determinism_every, args.kind)
     print(
         f"({time.perf_counter() - start:.0f} s wall, seed {args.seed}, exit codes {result['codes']})"
     )

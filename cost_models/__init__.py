@@ -32,7 +32,9 @@ __all__ = [
     "Workload",
 ]
 
-from .estimate import estimate, model_flops_per_token
+from .compute import model_flops_per_token
+from .estimate import estimate
+from .pricer import Pricer
 from .rules import layout_violations
 
-__all__ += ["estimate", "layout_violations", "model_flops_per_token"]
+__all__ += ["Pricer", "estimate", "layout_violations", "model_flops_per_token"]

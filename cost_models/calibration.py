@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from .specs import CalibrationValues, Cluster, Generation
+from .specs import CalibrationValues, Cluster, Generation, GpuSpec
+from .units import GB
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,12 @@ CALIBRATION_BASIS: dict[Generation, tuple[str, ...]] = {
 }
 """GPU ids whose published runs (../shared/data/published_runs.yaml) FITTED_CONSTANTS were
 fitted on, per generation; an empty tuple means the generation's values are assumptions."""
+
+
+def hbm_bytes_per_s(gpu: GpuSpec, cal: GenerationCalibration) -> float:
+    """Achieved HBM bytes/s of streaming kernels (elementwise, optimizer, CP merges): the
+    datasheet GB/s times the generation's hbm_efficiency. The one place it is written."""
+    return gpu.hbm_bandwidth_gb_per_s * GB * cal.hbm_efficiency
 
 
 def calibration_for(generation: Generation) -> GenerationCalibration:

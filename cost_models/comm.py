@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from .specs import LinkTier
+from .units import GB, US
 
 
 def ring_factor(n: int, kind: str) -> float:
@@ -48,7 +49,7 @@ press release, Oct 2024): untuned ECMP RoCE = 0.60 / 0.95 of the others."""
 
 def effective_bandwidth_bytes_per_s(tier: LinkTier) -> float:
     load = TECHNOLOGY_LOAD_FACTOR[tier.technology]
-    return tier.bandwidth_gb_per_s * 1e9 * tier.efficiency * load / tier.oversubscription
+    return tier.bandwidth_gb_per_s * GB * tier.efficiency * load / tier.oversubscription
 
 
 # NCCL's tuner (src/graph/tuning.cc, ncclTopoTuneModel), as constants:
@@ -85,9 +86,9 @@ Arm), x3 for Simple ("Inter-node rings still have to launch nsteps * net overhea
 def step_latency_s(tier: LinkTier, algo: str, proto: int, *, net: bool) -> float:
     """One step of `algo` (ring / tree) on `tier` under protocol PROTOCOLS[proto]."""
     if proto == 2:
-        return tier.latency_us * 1e-6
+        return tier.latency_us * US
     hw = HW_LATENCY_US[("net" if net else "nvlink", algo)]
-    return max(hw[proto], tier.latency_us - (hw[2] - hw[proto])) * 1e-6
+    return max(hw[proto], tier.latency_us - (hw[2] - hw[proto])) * US
 
 
 def phase_s(
@@ -217,7 +218,7 @@ def _flat_ring_tier_s(
             steps = n // inner - (1 if j == spanned[-1] else n // span[j])
             lat = step_latency_s(tier, "ring", p, net=j > 0)
             if j == 0 and multi_node:
-                lat = max(lat, NET_OVERHEAD_US[p] * 1e-6)
+                lat = max(lat, NET_OVERHEAD_US[p] * US)
             bw = PROTOCOL_BUS_FACTOR["ring"][p] * fabric_bandwidth_bytes_per_s(tier, f)
             out[j] = ring_factor(f, kind) * share_bytes / inner / bw + repeat * steps * lat
             inner = span[j]

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration
+from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, hbm_bytes_per_s
 from .params import mlp_matrices
 from .specs import GpuSpec, Layout, ModelSpec, Workload
+from .units import TFLOPS
 
 BF16_BYTES = 2
 FP8_CAST_BYTES_PER_ELEMENT = {False: 3, True: 5}
@@ -93,7 +94,7 @@ def gemm_time_s(gemms: list[Gemm], gpu: GpuSpec, cal: GenerationCalibration, fp8
         if g.flops <= 0:  # an empty GEMM (unknown vocabulary) costs nothing
             continue
         use_fp8 = fp8 and g.fp8_capable and gpu.peak_fp8_tflops is not None
-        peak = (gpu.peak_fp8_tflops if use_fp8 else gpu.peak_bf16_tflops) * 1e12
+        peak = (gpu.peak_fp8_tflops if use_fp8 else gpu.peak_bf16_tflops) * TFLOPS
         imbalance = MOE_LOAD_IMBALANCE if g.grouped else 1.0
         total += imbalance * g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
     return total
@@ -246,7 +247,7 @@ def layer_time(
         assert model.ffn_hidden_size is not None
         gemms += mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
     attn_flops = attention_core_flops(model, workload, layout)
-    hbm_bytes_per_s = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
+    hbm_s = hbm_bytes_per_s(gpu, cal)
     elem_bytes = (
         _elementwise_elements(model, layout, t, is_moe, workload.fused_elementwise) * BF16_BYTES
     )
@@ -255,7 +256,7 @@ def layer_time(
             sum(g.m * g.k * g.count for g in gemms if g.fp8_capable)
             * FP8_CAST_BYTES_PER_ELEMENT[workload.fp8_dynamic_scaling]
         )
-    elementwise_s = elem_bytes / hbm_bytes_per_s
+    elementwise_s = elem_bytes / hbm_s
     module_s = _recompute_module_s(model, gpu, cal, workload, layout, t, is_moe, attn_flops)
     selective_s = None
     if workload.selective_recompute == "every_other_matmul" and not is_moe:
@@ -265,7 +266,7 @@ def layer_time(
     return LayerTime(
         gemm_s=gemm_time_s(gemms, gpu, cal, fp8),
         attention_s=attn_flops
-        / (gpu.peak_bf16_tflops * 1e12 * attention_efficiency(cal, workload)),
+        / (gpu.peak_bf16_tflops * TFLOPS * attention_efficiency(cal, workload)),
         elementwise_s=elementwise_s,
         selective_s=selective_s,
         module_s=module_s,
@@ -294,7 +295,7 @@ def _recompute_module_s(
     sequence-parallel all-gather) are not repeated here.
     """
     fp8 = workload.precision in ("fp8", "mxfp8")
-    hbm = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
+    hbm = hbm_bytes_per_s(gpu, cal)
     fused = workload.fused_elementwise
     tp = layout.tp
     h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
@@ -304,7 +305,8 @@ def _recompute_module_s(
         return elements * t * BF16_BYTES / hbm
 
     out = {
-        "core_attn": attn_flops / (gpu.peak_bf16_tflops * 1e12 * attention_efficiency(cal, workload)),
+        "core_attn": attn_flops
+        / (gpu.peak_bf16_tflops * TFLOPS * attention_efficiency(cal, workload)),
         "layernorm": elem_s(2 * NORM_ELEMS[fused] * h_local),
     }
     if model.mla is not None:
@@ -368,7 +370,25 @@ def lm_head_time(
     return LayerTime(
         gemm_s=gemm_time_s(gemms, gpu, cal, fp8=False),
         attention_s=0.0,
-        elementwise_s=ce_bytes / (gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency),
+        elementwise_s=ce_bytes / hbm_bytes_per_s(gpu, cal),
         overhead_s=cal.kernel_overhead_s,
         model_flops=sum(g.flops for g in gemms),
     )
+
+
+def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """Forward FLOPs per token (PaLM App. B convention, causal attention), all layers + LM head."""
+    one = Layout()
+    attn = sum(g.flops for g in attention_gemms(model, 1, 1))
+    mla = model.mla
+    d_qk = model.attn_head_dim if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    d_v = model.attn_head_dim if mla is None else mla.v_head_dim
+    attn += seq_len * model.num_attention_heads * (d_qk + d_v)
+    total = (model.vocab_size or 0) * model.hidden_size * 2.0
+    if model.num_dense_layers:
+        assert model.ffn_hidden_size is not None
+        dense_mlp = sum(g.flops for g in mlp_gemms(model, 1, model.ffn_hidden_size, 1))
+        total += model.num_dense_layers * (attn + dense_mlp)
+    if model.num_moe_layers:
+        total += model.num_moe_layers * (attn + sum(g.flops for g in moe_gemms(model, 1, one)))
+    return total

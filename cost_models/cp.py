@@ -24,10 +24,11 @@ Two implementations, chosen by `Workload.cp_attention`:
 
 from __future__ import annotations
 
-from . import comm, topology
-from .calibration import GenerationCalibration, overlap_slowdown_s
+from .calibration import GenerationCalibration, hbm_bytes_per_s, overlap_slowdown_s
+from .comm import collective_time_s, p2p_time_s
 from .compute import LayerTime, tokens_per_gpu
 from .specs import Cluster, Layout, ModelSpec, Workload
+from .topology import outermost_tier
 
 BF16_BYTES = 2
 FP32_BYTES = 4
@@ -71,7 +72,7 @@ def _fused_ring_s(
         / layout.tp
         * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
     )
-    step_s = comm.p2p_time_s(t * kv_width * BF16_BYTES, topology.outermost_tier(cluster, cp_span))
+    step_s = p2p_time_s(t * kv_width * BF16_BYTES, outermost_tier(cluster, cp_span))
     hidden_fraction = (layout.cp - 1) / layout.cp  # all but the local chunk overlap
     fwd, bwd = (layout.cp - 1) * step_s, 2 * (layout.cp - 1) * step_s
     exposed = max(0.0, fwd - lt.attention_s * hidden_fraction)
@@ -95,13 +96,11 @@ def torch_ring_s(
     d_qk, d_v = _head_dims(model)
     heads = model.num_attention_heads / layout.tp  # K/V expanded to the query heads
     kv_chunk_bytes = t * heads * (d_qk + d_v) * BF16_BYTES
-    gather_s = comm.collective_time_s("all_gather", c * kv_chunk_bytes, cp_span, cluster.tiers)
-    hbm_bytes_per_s = cluster.gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
+    gather_s = collective_time_s("all_gather", c * kv_chunk_bytes, cp_span, cluster.tiers)
+    hbm_s = hbm_bytes_per_s(cluster.gpu, cal)
     step0_s = lt.attention_s / c  # the local causal step, all the gather can hide behind
     bwd_step_s = BACKWARD_ATTENTION_FACTOR * step0_s
-    hop_s = comm.p2p_time_s(
-        t * heads * (d_qk + d_v) * FP32_BYTES, topology.outermost_tier(cluster, cp_span)
-    )
+    hop_s = p2p_time_s(t * heads * (d_qk + d_v) * FP32_BYTES, outermost_tier(cluster, cp_span))
     fwd_comm_s = max(0.0, gather_s - step0_s)
     bwd_comm_s = max(0.0, gather_s - bwd_step_s) + (c - 2) * max(0.0, hop_s - bwd_step_s)
     bwd_comm_s += hop_s  # the last hop back to the owner has no later step to hide behind
@@ -111,8 +110,8 @@ def torch_ring_s(
         + DKV_BYTES_PER_ELEMENT * (d_qk + d_v)
         + KV_SEND_BYTES_PER_ELEMENT * (d_qk + d_v)
     )
-    fwd_mem_s = (c - 1) * t * heads * fwd_bytes / hbm_bytes_per_s
-    bwd_mem_s = (c - 1) * t * heads * bwd_bytes / hbm_bytes_per_s
+    fwd_mem_s = (c - 1) * t * heads * fwd_bytes / hbm_s
+    bwd_mem_s = (c - 1) * t * heads * bwd_bytes / hbm_s
     recomputes_attention = layout.recompute == "full" or (
         layout.recompute == "selective" and workload.selective_recompute == "attention"
     )

@@ -440,7 +440,9 @@ def ep_overlap_precision_ok(precision: str) -> bool:
     return precision in ("bf16", "fp16", "fp8")
 
 
-def ep_overlap_violations(p: FrameworkProfile, layout: Layout, precision: str = "bf16") -> list[str]:
+def ep_overlap_violations(
+    p: FrameworkProfile, layout: Layout, precision: str = "bf16"
+) -> list[str]:
     """Why `p` cannot overlap the MoE all-to-all on `layout`: Megatron-LM's own asserts on
     overlap_moe_expert_parallel_comm (megatron/core/transformer/transformer_config.py
     __post_init__): expert parallelism, virtual stages when pp > 1, no full recomputation, no

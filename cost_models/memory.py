@@ -16,11 +16,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import params as P
 from .compute import tokens_per_gpu
+from .params import (
+    attention_params,
+    dense_mlp_params,
+    embedding_params,
+    expert_params,
+    lm_head_params,
+    mlp_matrices,
+)
 from .specs import Layout, ModelSpec, Workload
+from .units import GIB  # noqa: F401 (re-exported: byte counts here are read in GiB)
 
-GIB = 2.0**30
 BF16_BYTES = 2
 FP32_BYTES = 4
 CUDA_CONTEXT_GIB = 0.75
@@ -45,25 +52,25 @@ def stage_params(
     model: ModelSpec, layout: Layout, num_dense: int, num_moe: int, stage: int
 ) -> StageParams:
     """Parameters of a stage with num_dense dense and num_moe MoE layers (plus embedding/head)."""
-    attn = P.attention_params(model) / layout.tp
+    attn = attention_params(model) / layout.tp
     dense = expert = largest = 0.0
     if num_dense:
-        layer = attn + P.dense_mlp_params(model) / layout.tp
+        layer = attn + dense_mlp_params(model) / layout.tp
         dense += num_dense * layer
         largest = layer
     if num_moe:
         moe = model.moe
         assert moe is not None
-        routed = moe.num_experts * P.expert_params(model) / (layout.ep * layout.etp)
-        shared = moe.num_shared_experts * P.expert_params(model) / layout.tp
+        routed = moe.num_experts * expert_params(model) / (layout.ep * layout.etp)
+        shared = moe.num_shared_experts * expert_params(model) / layout.tp
         non_expert = attn + shared + model.hidden_size * moe.num_experts
         dense += num_moe * non_expert
         expert += num_moe * routed
         largest = max(largest, non_expert + routed)
     if stage == 0:
-        dense += P.embedding_params(model) / layout.tp
+        dense += embedding_params(model) / layout.tp
     if stage == layout.pp - 1:
-        head = P.lm_head_params(model)
+        head = lm_head_params(model)
         if model.tied_embeddings and layout.pp > 1:
             head += (model.vocab_size or 0) * model.hidden_size  # its own copy, grads tied
         dense += head / layout.tp
@@ -221,15 +228,11 @@ def _attention_tensors(
             )
         )
         if g != BF16_BYTES:
-            out.append(
-                ActivationTensor("attn_out_fp8", attn_out, g, "projection wgrad (fp8 copy)")
-            )
+            out.append(ActivationTensor("attn_out_fp8", attn_out, g, "projection wgrad (fp8 copy)"))
     if "core_attn" not in modules:
         # FlashAttention keeps the row log-sum-exp [b, heads, s] in fp32 (Dao 2023 Alg. 1);
         # core_attn checkpointing keeps only Q, K, V and reruns the kernel forward.
-        out.append(
-            ActivationTensor("softmax_lse", nh / tp, FP32_BYTES, "flash-attention backward")
-        )
+        out.append(ActivationTensor("softmax_lse", nh / tp, FP32_BYTES, "flash-attention backward"))
     if model.hidden_dropout:
         out.append(ActivationTensor("attn_dropout_mask", h_local, MASK_BYTES, "dropout backward"))
     return out
@@ -248,7 +251,7 @@ def _mlp_tensors(
     tp = layout.tp
     g = gemm_input_bytes(workload)
     a = swiglu_input_bytes(model, workload)
-    mats = P.mlp_matrices(model)
+    mats = mlp_matrices(model)
     out = [ActivationTensor("mlp_norm_in", h_local, BF16_BYTES, "pre-MLP norm backward")]
     if "layernorm" not in modules:
         out.append(ActivationTensor("mlp_norm_out", h_local, g, "fc1 / router wgrad"))
@@ -364,12 +367,8 @@ def _every_other_matmul_tensors(
         ActivationTensor("wq_out", q, BF16_BYTES, "recomputed rotary / SDPA backward"),
         ActivationTensor("wv_out", v, BF16_BYTES, "SDPA backward"),
         ActivationTensor("sdpa_out", q, BF16_BYTES, "SDPA backward, wo wgrad"),
-        ActivationTensor(
-            "sdpa_lse", model.num_attention_heads / tp, FP32_BYTES, "SDPA backward"
-        ),
-        ActivationTensor(
-            "w1_out", model.ffn_hidden_size / tp, BF16_BYTES, "activation backward"
-        ),
+        ActivationTensor("sdpa_lse", model.num_attention_heads / tp, FP32_BYTES, "SDPA backward"),
+        ActivationTensor("w1_out", model.ffn_hidden_size / tp, BF16_BYTES, "activation backward"),
         # partial sums before the reduce-scatter when tp > 1
         ActivationTensor("w2_out", model.hidden_size, BF16_BYTES, "recomputed residual"),
     ]

@@ -7,8 +7,8 @@ planner records them as rejection reasons. Rules follow Megatron-Core's own chec
 
 from __future__ import annotations
 
-from . import rankmap
 from .pipeline import num_microbatches
+from .rankmap import expert_pp_mismatch
 from .specs import Cluster, Layout, ModelSpec, Workload
 
 
@@ -16,8 +16,18 @@ def layout_violations(
     model: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout
 ) -> list[str]:
     """Every rule the layout breaks, as messages naming the values (empty when legal)."""
+    return [
+        *_degree_rules(model, cluster, layout),
+        *_batch_rules(workload, layout),
+        *_recompute_rules(model, layout),
+        *_schedule_rules(workload, layout),
+        *_moe_rules(model, layout),
+    ]
+
+
+def _degree_rules(model: ModelSpec, cluster: Cluster, lo: Layout) -> list[str]:
+    """The degrees against the GPU count and the model's dimensions."""
     out: list[str] = []
-    lo = layout
     if lo.world_size != cluster.num_gpus:
         out.append(
             f"tp*pp*dp*cp ({lo.tp}*{lo.pp}*{lo.dp}*{lo.cp} = {lo.world_size}) must equal the "
@@ -34,6 +44,12 @@ def layout_violations(
         out.append(f"pp*vp ({lo.pp}*{lo.vp}) must not exceed num_layers ({model.num_layers})")
     if lo.vp > 1 and lo.pp == 1:
         out.append(f"vp ({lo.vp}) > 1 needs pp > 1 (interleaving splits pipeline stages)")
+    return out
+
+
+def _batch_rules(workload: Workload, lo: Layout) -> list[str]:
+    """The global batch against micro-batches and DP; the sequence against CP and TP."""
+    out: list[str] = []
     if workload.global_batch_seqs % (lo.micro_batch * lo.dp):
         out.append(
             f"global batch ({workload.global_batch_seqs}) must be a multiple of "
@@ -52,6 +68,12 @@ def layout_violations(
         out.append(f"seq_len ({workload.seq_len}) must be divisible by 2*cp ({2 * lo.cp})")
     if lo.sequence_parallel and (workload.seq_len // lo.cp) % lo.tp:
         out.append(f"seq_len/cp ({workload.seq_len // lo.cp}) must be divisible by tp ({lo.tp})")
+    return out
+
+
+def _recompute_rules(model: ModelSpec, lo: Layout) -> list[str]:
+    """Selective recompute modules the model has."""
+    out: list[str] = []
     modules = lo.recompute_modules if lo.recompute == "selective" else None
     if modules and "mla_up_proj" in modules and model.mla is None:
         # TransformerConfig.__post_init__: "mla_up_proj in recompute_modules is only supported
@@ -59,6 +81,12 @@ def layout_violations(
         out.append("recompute module mla_up_proj needs multi-latent attention")
     if modules and "moe_act" in modules and model.moe is None:
         out.append("recompute module moe_act needs a mixture-of-experts model")
+    return out
+
+
+def _schedule_rules(workload: Workload, lo: Layout) -> list[str]:
+    """DualPipe and Megatron's MoE all-to-all overlap."""
+    out: list[str] = []
     m = workload.global_batch_seqs // (lo.micro_batch * lo.dp)
     if lo.pp_schedule == "dualpipe":
         # deepseek-ai/DualPipe dualpipe.py DualPipe.step: `assert num_ranks % 2 == 0` and
@@ -67,11 +95,11 @@ def layout_violations(
         if lo.pp < 2 or lo.pp % 2:
             out.append(f"dualpipe needs an even pp >= 2 (got {lo.pp})")
         if lo.vp > 1:
-            out.append(f"dualpipe runs one stage per rank and direction: vp must be 1 (got {lo.vp})")
-        if m % 2 or m < 2 * lo.pp:
             out.append(
-                f"dualpipe needs an even num_microbatches >= 2*pp ({m}, pp {lo.pp})"
+                f"dualpipe runs one stage per rank and direction: vp must be 1 (got {lo.vp})"
             )
+        if m % 2 or m < 2 * lo.pp:
+            out.append(f"dualpipe needs an even num_microbatches >= 2*pp ({m}, pp {lo.pp})")
     if lo.ep_overlap:
         # Megatron-LM TransformerConfig.__post_init__ (overlap_moe_expert_parallel_comm): expert
         # parallelism, virtual pipeline stages when pp > 1. (Its "no full recompute" assert is
@@ -82,6 +110,12 @@ def layout_violations(
             out.append("ep_overlap with pp > 1 needs virtual pipeline stages (vp > 1)")
         if lo.pp_schedule == "dualpipe":
             out.append("ep_overlap is Megatron's 1F1B overlap; dualpipe overlaps on its own")
+    return out
+
+
+def _moe_rules(model: ModelSpec, lo: Layout) -> list[str]:
+    """Expert parallelism against the model's experts and the dense grid."""
+    out: list[str] = []
     moe = model.moe
     if moe is None:
         if lo.ep > 1:
@@ -97,7 +131,7 @@ def layout_violations(
             out.append(f"etp*ep ({lo.etp}*{lo.ep}) must divide tp*dp*cp ({lo.tp * lo.dp * lo.cp})")
         if lo.tp % lo.etp:
             out.append(f"etp ({lo.etp}) must divide tp ({lo.tp})")
-        mismatch = rankmap.expert_pp_mismatch(lo)
+        mismatch = expert_pp_mismatch(lo)
         if mismatch is not None:
             out.append(mismatch)
         if moe.expert_ffn_hidden_size % lo.etp:

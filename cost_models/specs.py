@@ -71,7 +71,13 @@ RecomputeModule = Literal[
 recompute_modules, megatron/core/transformer/transformer_config.py; the gdn_*, gdp_* and mhc
 choices belong to model kinds the product does not describe)."""
 RECOMPUTE_MODULES: tuple[str, ...] = (
-    "core_attn", "layernorm", "mlp", "moe_act", "moe", "shared_experts", "mla_up_proj"
+    "core_attn",
+    "layernorm",
+    "mlp",
+    "moe_act",
+    "moe",
+    "shared_experts",
+    "mla_up_proj",
 )
 Generation = Literal["ampere", "hopper", "blackwell", "cdna3", "cdna4"]
 """NVIDIA A100 / H100-H200 / B200-B300; AMD MI300X-MI325X (CDNA 3), MI350X-MI355X (CDNA 4)."""
@@ -143,7 +149,9 @@ class ModelSpec(InputSpec):
     num_kv_heads: PositiveInt | None = Field(
         None, le=MAX_HEADS, description="null: same as attention heads"
     )
-    head_dim: PositiveInt | None = Field(None, le=MAX_WIDTH, description="null: hidden_size / heads")
+    head_dim: PositiveInt | None = Field(
+        None, le=MAX_WIDTH, description="null: hidden_size / heads"
+    )
     vocab_size: PositiveInt | None = Field(
         le=MAX_VOCAB, description="null: unknown, embeddings not counted"
     )
@@ -152,7 +160,9 @@ class ModelSpec(InputSpec):
     moe: MoESpec | None = None
     tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
     max_position_embeddings: PositiveInt | None = Field(
-        None, le=MAX_TOKENS, description="rows of a learned absolute position table (GPT-2/3); null: rotary/ALiBi"
+        None,
+        le=MAX_TOKENS,
+        description="rows of a learned absolute position table (GPT-2/3); null: rotary/ALiBi",
     )
     seq_len: PositiveInt | None = Field(
         None, le=MAX_TOKENS, description="default training sequence length"
@@ -260,7 +270,10 @@ class LinkTier(InputSpec):
         0.8, ge=MIN_EFFICIENCY, le=1, description="achievable bus bandwidth fraction"
     )
     oversubscription: float = Field(
-        1.0, ge=1, le=MAX_OVERSUBSCRIPTION, description="bandwidth divisor for traffic through this tier (4 = 4:1 taper)"
+        1.0,
+        ge=1,
+        le=MAX_OVERSUBSCRIPTION,
+        description="bandwidth divisor for traffic through this tier (4 = 4:1 taper)",
     )
     kind: TierKind = Field(
         "switch", description="link type; selects the traffic-pattern rules in cost_models.comm"
@@ -272,7 +285,9 @@ class LinkTier(InputSpec):
         " traffic to a peer on another rail is forwarded over NVLink first",
     )
     dim_size: PositiveInt | None = Field(
-        None, le=MAX_GPUS, description="torus tiers: ring length of this dimension (wrap-around link)"
+        None,
+        le=MAX_GPUS,
+        description="torus tiers: ring length of this dimension (wrap-around link)",
     )
     nvls: bool = Field(
         False,
@@ -534,7 +549,9 @@ class Layout(InputSpec):
     ep: PositiveInt = Field(
         1, le=MAX_GPUS, description="expert parallel degree; etp*ep divides tp*dp*cp"
     )
-    etp: PositiveInt = Field(1, le=MAX_GPUS, description="expert tensor parallel degree, divides tp")
+    etp: PositiveInt = Field(
+        1, le=MAX_GPUS, description="expert tensor parallel degree, divides tp"
+    )
     vp: PositiveInt = Field(
         1, le=MAX_LAYERS, description="virtual (interleaved) stages per pipeline rank"
     )

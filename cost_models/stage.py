@@ -10,19 +10,19 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from . import comm
-from .calibration import (
-    MOE_LOAD_IMBALANCE,
-    GenerationCalibration,
-    calibration_for_cluster,
-    overlap_slowdown_s,
+from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, overlap_slowdown_s
+from .comm import (
+    collective_tier_s,
+    collective_time_s,
+    moe_tier_copies,
+    tier_loads_busy_s,
+    tier_loads_time_s,
 )
 from .compute import LayerTime, attention_gemms, gemm_time_s, mlp_gemms, tokens_per_gpu
 from .cp import cp_layer_s
 from .memory import (
     ALLOCATOR_OVERHEAD,
     CUDA_CONTEXT_GIB,
-    GIB,
     StageParams,
     buffer_bytes,
     kept_outputs_bytes,
@@ -30,7 +30,9 @@ from .memory import (
     moment_bytes,
 )
 from .pipeline import inflight_chunks
-from .specs import Cluster, Layout, ModelSpec, StageMemory, Workload
+from .specs import Cluster, Layout, LinkTier, ModelSpec, StageMemory, Workload
+from .terms import Flow
+from .units import GIB
 
 BF16_BYTES = 2
 GRAD_REDUCE_BYTES = 4  # fp32 gradient reduction (Megatron under bf16; torchtitan reduce_dtype)
@@ -48,8 +50,8 @@ class LayerCost:
     ep_s: float
     tp_total_s: float = 0.0  # link-busy TP seconds, overlapped or not
     ep_total_s: float = 0.0  # link-busy EP seconds, overlapped or not
-    tier_busy_s: dict[str, tuple[float, ...]] | None = None
-    """Per flow ("tp", "cp", "ep"), the seconds it keeps each tier (cluster.tiers order) busy."""
+    tier_busy_s: dict[Flow, tuple[float, ...]] | None = None
+    """Per layer flow (TP, CP, EP), the seconds it keeps each tier (cluster.tiers order) busy."""
 
     @property
     def total_s(self) -> float:
@@ -59,6 +61,7 @@ class LayerCost:
 def layer_cost(
     model: ModelSpec,
     cluster: Cluster,
+    cal: GenerationCalibration,
     workload: Workload,
     layout: Layout,
     lt: LayerTime,
@@ -66,62 +69,22 @@ def layer_cost(
     *,
     is_moe: bool,
 ) -> LayerCost:
-    tiers = cluster.tiers
-    t = tokens_per_gpu(workload, layout)
-    h = model.hidden_size
+    """One layer's cost on the groups of `span` (cost_models.rankmap spans): its compute and
+    recompute (`lt`), the TP collectives (_tp_layer_s), the CP K/V exchange (cost_models/cp.py)
+    and the EP all-to-alls (_ep_layer_s). `cal` is calibration_for_cluster(cluster)."""
+    n_tiers = len(cluster.tiers)
     recompute_s = lt.recompute_s(layout.recompute, layout.selective_modules)
-    # TP: one all-reduce (or RS + AG under sequence parallelism: same bytes) per block per pass.
-    blocks = 1 if (is_moe and layout.etp == 1) else 2
-    passes = 3 if layout.recompute == "full" else 2
-    tp_s = (
-        blocks
-        * passes
-        * comm.collective_time_s("all_reduce", t * h * BF16_BYTES, span["tp"], tiers)
-    )
-    tp_total_s = tp_s
-    n_tiers = len(tiers)
-    busy = {"tp": (0.0,) * n_tiers, "cp": (0.0,) * n_tiers, "ep": (0.0,) * n_tiers}
-    if tp_s > 0:
-        per = comm.collective_tier_s("all_reduce", t * h * BF16_BYTES, span["tp"], tiers)
-        busy["tp"] = tuple(blocks * passes * x for x in per)
-    if layout.tp_comm_overlap and tp_s > 0:
-        per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
-        cal = calibration_for_cluster(cluster)
-        tp_s = sum(
-            overlapped_tp_s(per_collective_s, layout.tp, g * mult, cal.comm_sm_fraction)
-            for g in tp_partner_gemm_s(model, cluster, workload, layout, lt, blocks)
-            for mult in (1, 2) + ((1,) if passes == 3 else ())  # fwd, bwd (dgrad+wgrad), recompute
-        )
+    tp_s, tp_total_s, tp_busy = _tp_layer_s(model, cluster, cal, workload, layout, lt, span, is_moe)
     # CP: K/V exchange beside the attention steps (cost_models/cp.py, per implementation).
-    cp_exposed, cp_total = cp_layer_s(
-        model, cluster, calibration_for_cluster(cluster), workload, layout, lt, span["cp"]
-    )
+    cp_exposed, cp_total = cp_layer_s(model, cluster, cal, workload, layout, lt, span["cp"])
+    cp_busy = (0.0,) * n_tiers
     if cp_total > 0:
         # The K/V ring's hops are paced by its slowest link: charged to the outermost tier crossed.
         outer = _outermost_index(span["cp"])
-        busy["cp"] = tuple(cp_total if j == outer else 0.0 for j in range(n_tiers))
-    # EP: dispatch + combine all-to-all per pass (forward, backward, and the recompute forward).
-    ep_s = ep_total_s = 0.0
-    if is_moe and layout.ep > 1:
-        # A recomputed MoE module (Megatron recompute_modules "moe") dispatches again.
-        ep_passes = passes + (layout.recompute == "selective" and "moe" in layout.selective_modules)
-        dispatch_s, combine_s, ep_busy = ep_exchange_s(
-            model, cluster, workload, layout, span["ep"]
-        )
-        ep_total_s = ep_passes * (dispatch_s + combine_s)
-        busy["ep"] = tuple(ep_passes * x for x in ep_busy)
-        ep_s = ep_total_s
-        if layout.pp_schedule == "dualpipe" or layout.ep_overlap:
-            # DualPipe (DeepSeek-V3 sec. 3.2.1) pairs the forward chunk of one micro-batch with the
-            # backward chunk of another, Megatron's --overlap-moe-expert-parallel-comm does the same
-            # in the 1F1B steady state: each all-to-all hides behind the other micro-batch's
-            # compute of this layer, the excess stays exposed, and the hidden part slows that
-            # compute by the SMs the communication kernels take (calibration.overlap_slowdown_s).
-            window_s = lt.forward_s + lt.backward_s + recompute_s
-            hidden_s = min(ep_total_s, window_s)
-            ep_s = ep_total_s - hidden_s + overlap_slowdown_s(
-                hidden_s, calibration_for_cluster(cluster)
-            )
+        cp_busy = tuple(cp_total if j == outer else 0.0 for j in range(n_tiers))
+    ep_s, ep_total_s, ep_busy = _ep_layer_s(
+        model, cluster, cal, workload, layout, lt, span, is_moe, recompute_s
+    )
     return LayerCost(
         lt.forward_s + lt.backward_s,
         recompute_s,
@@ -131,8 +94,74 @@ def layer_cost(
         ep_s,
         tp_total_s,
         ep_total_s,
-        busy,
+        {Flow.TP: tp_busy, Flow.CP: cp_busy, Flow.EP: ep_busy},
     )
+
+
+def _tp_layer_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    lt: LayerTime,
+    span: Mapping[str, Sequence[int]],
+    is_moe: bool,
+) -> tuple[float, float, tuple[float, ...]]:
+    """(exposed, link-busy, busy per tier) TP seconds of one layer and micro-batch."""
+    tiers = cluster.tiers
+    payload = tokens_per_gpu(workload, layout) * model.hidden_size * BF16_BYTES
+    # TP: one all-reduce (or RS + AG under sequence parallelism: same bytes) per block per pass.
+    blocks = 1 if (is_moe and layout.etp == 1) else 2
+    passes = 3 if layout.recompute == "full" else 2
+    tp_s = blocks * passes * collective_time_s("all_reduce", payload, span["tp"], tiers)
+    busy = (0.0,) * len(tiers)
+    if tp_s <= 0:
+        return tp_s, tp_s, busy
+    per = collective_tier_s("all_reduce", payload, span["tp"], tiers)
+    busy = tuple(blocks * passes * x for x in per)
+    if not layout.tp_comm_overlap:
+        return tp_s, tp_s, busy
+    per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
+    exposed = sum(
+        overlapped_tp_s(per_collective_s, layout.tp, g * mult, cal.comm_sm_fraction)
+        for g in tp_partner_gemm_s(model, cluster, cal, workload, layout, lt, blocks)
+        for mult in (1, 2) + ((1,) if passes == 3 else ())  # fwd, bwd (dgrad+wgrad), recompute
+    )
+    return exposed, tp_s, busy
+
+
+def _ep_layer_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    lt: LayerTime,
+    span: Mapping[str, Sequence[int]],
+    is_moe: bool,
+    recompute_s: float,
+) -> tuple[float, float, tuple[float, ...]]:
+    """(exposed, link-busy, busy per tier) EP seconds of one layer and micro-batch: dispatch +
+    combine all-to-all per pass (forward, backward, and the recompute forward)."""
+    if not (is_moe and layout.ep > 1):
+        return 0.0, 0.0, (0.0,) * len(cluster.tiers)
+    passes = 3 if layout.recompute == "full" else 2
+    # A recomputed MoE module (Megatron recompute_modules "moe") dispatches again.
+    ep_passes = passes + (layout.recompute == "selective" and "moe" in layout.selective_modules)
+    dispatch_s, combine_s, ep_busy = ep_exchange_s(model, cluster, workload, layout, span["ep"])
+    ep_total_s = ep_passes * (dispatch_s + combine_s)
+    busy = tuple(ep_passes * x for x in ep_busy)
+    if layout.pp_schedule != "dualpipe" and not layout.ep_overlap:
+        return ep_total_s, ep_total_s, busy
+    # DualPipe (DeepSeek-V3 sec. 3.2.1) pairs the forward chunk of one micro-batch with the
+    # backward chunk of another, Megatron's --overlap-moe-expert-parallel-comm does the same in
+    # the 1F1B steady state: each all-to-all hides behind the other micro-batch's compute of this
+    # layer, the excess stays exposed, and the hidden part slows that compute by the SMs the
+    # communication kernels take (calibration.overlap_slowdown_s).
+    window_s = lt.forward_s + lt.backward_s + recompute_s
+    hidden_s = min(ep_total_s, window_s)
+    return ep_total_s - hidden_s + overlap_slowdown_s(hidden_s, cal), ep_total_s, busy
 
 
 def _outermost_index(span: list[int]) -> int:
@@ -169,7 +198,7 @@ def ep_exchange_s(
     assert moe is not None
     tokens = tokens_per_gpu(workload, layout) / layout.tp * MOE_LOAD_IMBALANCE
     deepep = workload.moe_dispatcher == "deepep"
-    copies = comm.moe_tier_copies(
+    copies = moe_tier_copies(
         list(ep_span),
         moe.top_k,
         moe.num_experts,
@@ -183,11 +212,11 @@ def ep_exchange_s(
     combine_bytes = h * BF16_BYTES
 
     loads = [tokens * c * (dispatch_bytes + combine_bytes) for c in copies]
-    busy = comm.tier_loads_busy_s(loads, list(ep_span), cluster.tiers)
+    busy = tier_loads_busy_s(loads, list(ep_span), cluster.tiers)
 
     def exchange_s(bytes_per_copy: float) -> float:
         loads = [tokens * c * bytes_per_copy for c in copies]
-        return comm.tier_loads_time_s(loads, list(ep_span), cluster.tiers)
+        return tier_loads_time_s(loads, list(ep_span), cluster.tiers)
 
     return exchange_s(dispatch_bytes), exchange_s(combine_bytes), busy
 
@@ -214,6 +243,7 @@ def overlapped_tp_s(
 def tp_partner_gemm_s(
     model: ModelSpec,
     cluster: Cluster,
+    cal: GenerationCalibration,
     workload: Workload,
     layout: Layout,
     lt: LayerTime,
@@ -225,7 +255,6 @@ def tp_partner_gemm_s(
     reduce-scatter; MLP block: all-gather -> up(+gate) projection, down projection ->
     reduce-scatter. MoE layers with etp > 1 split their GEMM time evenly between the two.
     """
-    cal = calibration_for_cluster(cluster)
     fp8 = workload.precision in ("fp8", "mxfp8")
     t = tokens_per_gpu(workload, layout)
     attn = attention_gemms(model, t, layout.tp)
@@ -360,21 +389,9 @@ def dp_tier_times_s(
         )
 
     if layout.dp_shard is not None and layout.zero_stage >= 1:
-        # HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it): reduce-scatter
-        # inside the shard group, all-reduce of the shard across the replicas, all-gather
-        # inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
         dense = copies * sp.dense
-        shard_n = layout.shard_dp * layout.cp
-        n = buckets(dense, span["dp_shard"][-1])
-        rs = comm.collective_tier_s(
-            "reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers, n
-        )
-        ar = comm.collective_tier_s(
-            "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span["dp_replicate"], tiers, n
-        )
-        grads = [x + y for x, y in zip(rs, ar, strict=True)]
-        gather = comm.collective_tier_s(
-            "all_gather", dense * BF16_BYTES, span["dp_shard"], tiers, n
+        grads, gather = _hsdp_tier_s(
+            tiers, layout, dense, span, buckets(dense, span["dp_shard"][-1])
         )
         parts: list[tuple[float, str]] = []
     else:
@@ -386,16 +403,36 @@ def dp_tier_times_s(
         if params <= 0:
             continue
         n = buckets(params, span[group][-1])
-        g = comm.collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers, n)
+        g = collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers, n)
         grads = [x + y for x, y in zip(grads, g, strict=True)]
         if layout.zero_stage >= 1:
-            a = comm.collective_tier_s("all_gather", params * BF16_BYTES, span[group], tiers, n)
+            a = collective_tier_s("all_gather", params * BF16_BYTES, span[group], tiers, n)
             gather = [x + y for x, y in zip(gather, a, strict=True)]
     if sync_every > 1:
         wan = [t.kind == "wan" for t in tiers]
         grads = [x / sync_every if w else x for x, w in zip(grads, wan, strict=True)]
         gather = [x / sync_every if w else x for x, w in zip(gather, wan, strict=True)]
     return grads, gather
+
+
+def _hsdp_tier_s(
+    tiers: Sequence[LinkTier],
+    layout: Layout,
+    dense: float,
+    span: Mapping[str, Sequence[int]],
+    n: int,
+) -> tuple[list[float], list[float]]:
+    """(gradient reduction, parameter gather) seconds by tier of `dense` parameters under HSDP
+    (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it) in `n` buckets:
+    reduce-scatter inside the shard group, all-reduce of the shard across the replicas,
+    all-gather inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
+    shard_n = layout.shard_dp * layout.cp
+    rs = collective_tier_s("reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers, n)
+    ar = collective_tier_s(
+        "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span["dp_replicate"], tiers, n
+    )
+    grads = [x + y for x, y in zip(rs, ar, strict=True)]
+    return grads, collective_tier_s("all_gather", dense * BF16_BYTES, span["dp_shard"], tiers, n)
 
 
 def stage_dp_s(

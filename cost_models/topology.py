@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from . import rankmap
+from .rankmap import decoder_dims, expert_dims, strides
+from .rankmap import spans as rank_spans
+from .rankmap import tier_domains as rank_tier_domains
 from .specs import Axis, Cluster, Layout, LinkTier
 
 
 def axis_strides(layout: Layout, order: tuple[Axis, ...] | None = None) -> dict[str, int]:
     """Rank stride of every axis (and of EP, in Megatron's expert grid) under the layout's order
     (or `order`), read from the grids of cost_models.rankmap."""
-    out = rankmap.strides(rankmap.decoder_dims(layout, order))
-    out["ep"] = rankmap.strides(rankmap.expert_dims(layout, order))["ep"]
+    out = strides(decoder_dims(layout, order))
+    out["ep"] = strides(expert_dims(layout, order))["ep"]
     return out
 
 
@@ -30,7 +32,7 @@ def axis_degrees(layout: Layout) -> dict[str, int]:
 
 def tier_domains(cluster: Cluster) -> list[int]:
     """GPUs in one domain of each tier, capped at the cluster size."""
-    return list(rankmap.tier_domains(cluster))
+    return list(rank_tier_domains(cluster))
 
 
 def spans(
@@ -43,7 +45,7 @@ def spans(
     """Span of every group kind the launchers build (cost_models.rankmap.spans): tp, cp, dp, pp,
     the DP x CP gradient group `dp_cp`, ep, and for an MoE model (`moe`) expert-TP `etp` and
     expert-DP `edp`. `order` replaces the layout's own."""
-    return rankmap.spans(cluster, layout, order, moe=moe)
+    return rank_spans(cluster, layout, order, moe=moe)
 
 
 def placement(

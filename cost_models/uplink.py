@@ -39,11 +39,13 @@ UPLINK_STEPS = 4
 """Resolution of the sending share: q / UPLINK_STEPS, q = 0..UPLINK_STEPS."""
 
 
-def uplink_step(sending_gpus: int, port_gpus: int) -> int:
-    """ceil(UPLINK_STEPS x c / P) in integers (the share of a switch's ports sending upward)."""
+def uplink_step(sending_gpus: int, port_gpus: int, max_step: int = UPLINK_STEPS) -> int:
+    """ceil(UPLINK_STEPS x c / P) in integers (the share of a switch's ports sending upward),
+    at most `max_step` (above UPLINK_STEPS where other jobs' traffic takes part of the uplink:
+    P is then the ports' share left to the job, planner/place/traffic.py)."""
     if sending_gpus <= 0 or port_gpus <= 0:
         return 0
-    return min(UPLINK_STEPS, -(-UPLINK_STEPS * sending_gpus // port_gpus))
+    return min(max_step, -(-UPLINK_STEPS * sending_gpus // port_gpus))
 
 
 def effective_oversubscription(oversubscription: float, step: int) -> float:
@@ -61,7 +63,7 @@ def shared_tiers(
     out = list(tiers)
     for j, q in steps.items():
         o = out[j].oversubscription
-        if o > 1:
+        if o > 1 or q > UPLINK_STEPS:  # a 1:1 tier tapers only past its full share
             out[j] = out[j].model_copy(
                 update={"oversubscription": effective_oversubscription(o, q)}
             )

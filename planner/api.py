@@ -11,14 +11,20 @@ from typing import Any
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
 from cost_models.errors import InvalidInput, NoFeasiblePlan
-from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 from models_zoo.inputs import validated
 
 from .place.allocation import Allocation
 from .place.joint import PlacedPlan, export_name, place_layout
 from .search import exhaustive, recommend
 from .search import solve as sat_solve
-from .search.candidates import OrderCache, allowed_orders, framework_space
+from .search.candidates import (
+    ALL_ORDERS,
+    CANONICAL_ORDER,
+    OrderCache,
+    allowed_orders,
+    framework_space,
+)
 from .types import PlanResult, SearchSpace, SolverOptions
 
 DEFAULT_SEQ_LEN = 4096
@@ -244,7 +250,9 @@ def plan_on_allocation(
     bounds each placement solve; `place_decompose` adds the pods-first warm start
     (planner/place/decompose.py). `place_export` writes each layout's exact CP-SAT placement
     model to that file (a debug aid: CpModel.export_to_file; the i-th of several layouts to
-    NAME-i.SUFFIX). Returns a PlacedPlan.
+    NAME-i.SUFFIX). Only rank orders the framework launches for a plan are compared
+    (planner/place/pricing.launchable_orders); a plan whose placement fails anyway is dropped
+    with its reason (NoFeasiblePlan when none is left). Returns a PlacedPlan.
     """
     if options.top_k < place_top:
         options = options.model_copy(update={"top_k": place_top})
@@ -253,27 +261,64 @@ def plan_on_allocation(
     extra = _whole_node_plan(model, cluster, workload, space, options, shortlist)
     if extra is not None:
         shortlist.append((extra.best, extra.plan_workload(0)))
-    placements = [
-        place_layout(
-            result.model,
-            result.cluster,
-            work,
-            e,
-            allocation,
-            # the search's time limit bounds the placement solves together (each its share)
-            time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
-            deterministic=options.deterministic,
-            seed=options.seed,
-            decompose=place_decompose,
-            export_path=export_name(place_export, i, len(shortlist)),
-        )
-        for i, (e, work) in enumerate(shortlist)
-    ]
-    placements.sort(key=lambda p: p.placed.step_time_s)
-    ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)
-    placed_result = result.model_copy(update={"ranked": ranked})
+    orders = _placement_orders(model, space)
+    placements, unplaced = [], []
+    for i, (e, work) in enumerate(shortlist):
+        try:
+            placements.append(
+                place_layout(
+                    result.model,
+                    result.cluster,
+                    work,
+                    e,
+                    allocation,
+                    # the search's time limit bounds the placement solves together (each its share)
+                    time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
+                    deterministic=options.deterministic,
+                    seed=options.seed,
+                    decompose=place_decompose,
+                    export_path=export_name(place_export, i, len(shortlist)),
+                    orders=orders,
+                )
+            )
+        except InvalidInput as exc:  # the plan is not offered as placeable; the reason kept
+            lo = e.layout
+            unplaced.append(f"TP{lo.tp} PP{lo.pp} DP{lo.dp} CP{lo.cp} EP{lo.ep}: {exc}")
+    if not placements:
+        raise NoFeasiblePlan("no shortlisted plan can be placed: " + "; ".join(unplaced))
+    placed_result = _ranked_by_placement(result, shortlist, placements, place_top)
     return PlacedPlan(
         result=placed_result, ideal=result, placements=placements, allocation=allocation
+    )
+
+
+def _placement_orders(model: ModelSpec, space: SearchSpace) -> tuple[tuple[Axis, ...], ...]:
+    """The rank orders the placement may use: those the search may offer (the framework's
+    launcher orders within SearchSpace.rank_orders; only the canonical one without order
+    search); the placement keeps, per plan, those the launcher builds for it
+    (planner/place/pricing.launchable_orders)."""
+    if not space.search_order:
+        return (CANONICAL_ORDER,)
+    return allowed_orders(model, space) or ALL_ORDERS
+
+
+def _ranked_by_placement(
+    result: PlanResult, shortlist: list, placements: list, place_top: int
+) -> PlanResult:
+    """The plans re-ranked by the placed step time (`placements` sorted in place), so #1 is the
+    fastest; a plan keeps the other ZeRO stages priced like it (the placement moves no bytes
+    between them) but not the other rank orders (the placed map fixes its own order)."""
+    placements.sort(key=lambda p: p.placed.step_time_s)
+    ranked = tuple(judge_fit(p.placed, result.usable_memory_gib) for p in placements)
+    shortlisted = [id(e) for e, _ in shortlist]
+    same = []
+    for p in placements:
+        i = shortlisted.index(id(p.ideal))
+        searched = i < min(place_top, len(result.equivalents))  # not the one-node-block extra
+        alike = result.equivalents[i] if searched else ()
+        same.append(tuple(lo for lo in alike if lo.order == p.ideal.layout.order))
+    return result.model_copy(
+        update={"ranked": ranked, "fastest_index": 0, "equivalents": tuple(same)}
     )
 
 

@@ -25,9 +25,11 @@ from cost_models.specs import RECOMPUTE_MODULES
 
 from . import DISTRIBUTION, __version__, api, convenience, network_bom, report, whatif
 from .export.plan_exports import emit_text
+from .place.allocation import Allocation, load_allocation, read_line, read_summary
 from .report import plot
 from .report.bill_view import render_bill
 from .report.calibration import calibration_lines, constants_lines
+from .report.placed import PlacedView, placed_view
 from .report.validation import render_validation, validation_markdown
 from .report.whatif_view import render_whatif, whatif_dict
 from .types import PlanResult
@@ -443,7 +445,16 @@ def _emit_json(payload: Any) -> None:
 
 def _add_allocation(p: argparse.ArgumentParser) -> None:
     """Placement on the allocation a job really gets (CONTRACT.md, docs/cli.md)."""
-    p.add_argument("--topology", help="Slurm topology.conf (tree or block format) or YAML")
+    p.add_argument(
+        "--topology",
+        help="Slurm topology.conf (tree or block format), Slurm topology.yaml (tree, block, flat)"
+        " or the product's levels YAML",
+    )
+    p.add_argument(
+        "--topology-name",
+        help="which topology of a topology.yaml (the partition's Topology=; default: the first"
+        " with cluster_default: true, else the first)",
+    )
     hosts = p.add_mutually_exclusive_group()
     hosts.add_argument("--hosts", help="hostfile of the allocation (one host per line, slots=N)")
     hosts.add_argument("--nodelist", help="Slurm hostlist of the allocation, e.g. gpu[001-064]")
@@ -456,6 +467,12 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
+    )
+    p.add_argument(
+        "--other-traffic",
+        metavar="FILE",
+        help="YAML/JSON `uplinks: {SWITCH: SHARE}`: the share (0-0.75) of each named switch's "
+        "uplink other jobs' traffic takes; the placement prices and avoids it",
     )
     p.add_argument(
         "--export-placement-model",
@@ -496,7 +513,8 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
-    if args.topology or args.hosts or args.nodelist or args.exclude or args.out_dir:
+    allocation_flags = (args.topology, args.topology_name, args.hosts, args.nodelist, args.exclude)
+    if any(allocation_flags) or args.out_dir:
         return _cmd_plan_allocation(args, out)
     result = convenience.plan_for(args.model, args.cluster, **_plan_keywords(args))
     if args.stability or args.stability_range:
@@ -507,8 +525,6 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
-    from .place.joint import allocation_dict, write_handoff
-
     if not args.topology or not (args.hosts or args.nodelist):
         raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
     if args.global_batch_range is not None:
@@ -518,22 +534,46 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
             "plan: --optimizer-moments, --activation-func-fp8-input-store and "
             "--attention-output-store are not supported with an allocation"
         )
-    placed = convenience.plan_on_allocation_for(
-        args.model,
-        args.cluster,
-        topology=args.topology,
+    alloc = load_allocation(
+        models_zoo.load_cluster(args.cluster),
+        args.topology,
         hosts_file=args.hosts,
         nodelist=args.nodelist,
         exclude=args.exclude,
+        topology_name=args.topology_name,
+    )
+    try:
+        placed = _place(args, alloc)
+    except NoFeasiblePlan as exc:  # exit 1: say what was read (hosts kept, dropped, GPUs)
+        for line in read_summary(alloc):
+            exc.add_note(line)
+        raise
+    except InvalidInput as exc:  # exit 2 stays one line: what was read, in brackets
+        exc.args = (f"{exc} [{read_line(alloc)}]",)
+        raise
+    return _report_placed(args, out, placed)
+
+
+def _place(args: argparse.Namespace, alloc: Allocation) -> Any:
+    return convenience.plan_on_allocation_for(
+        args.model,
+        args.cluster,
+        topology=alloc,
         num_gpus=args.gpus,
         global_batch=args.global_batch,
         seq_len=args.seq_len,
         precision=args.precision,
         place_top=args.place_top,
         place_export=args.export_placement_model,
+        other_traffic=args.other_traffic,
         framework=_framework(args),
         **search_kwargs(args),
     )
+
+
+def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
+    from .place.joint import allocation_dict, node_hosts, write_handoff
+
     result, best, alloc = placed.result, placed.best, placed.allocation
     if args.out_dir:
         exports, skipped = {}, []
@@ -549,15 +589,14 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
             except InvalidInput as exc:  # a launcher that cannot express the plan
                 skipped.append(f"{name}: {exc}")
         written = write_handoff(args.out_dir, result.cluster, alloc, best, exports)
-    if args.json and not args.emit:
-        payload = report.result_dict(result)
-        payload["allocation"] = allocation_dict(result.cluster, alloc, best)
-        _emit_json(payload)
+    # One placed view in every format: the JSON `allocation` object (CONTRACT.md) and the
+    # placed rank map, groups and Allocation section of the text reports.
+    hostfile = node_hosts(result.cluster, alloc, best.host_of_rank)
+    view = placed_view(result.cluster, placed, hostfile)
+    json_allocation = allocation_dict(result.cluster, alloc, best)
+    _render_plan(args, result, out, placed=view, allocation=json_allocation)
+    if args.emit or args.markdown or args.json:
         return EXIT_OK
-    _render_plan(args, result, out)
-    if args.emit or args.markdown:
-        return EXIT_OK
-    out.print(report.render_allocation(result.cluster, placed), soft_wrap=True)
     if args.out_dir:
         out.print("wrote " + ", ".join(str(p) for p in written), soft_wrap=True)
         for line in skipped:
@@ -607,14 +646,18 @@ def _render_plan(
     result: PlanResult,
     out: Console,
     stable: dict[str, Any] | None = None,
+    placed: PlacedView | None = None,
+    allocation: dict[str, Any] | None = None,
 ) -> None:
     """Write the plan in the requested format; exports are checked before anything is written.
-    `stable`: the --stability check, added to the JSON as `stability` and printed as a line."""
+    `stable`: the --stability check, added to the JSON as `stability` and printed as a line;
+    `placed` / `allocation`: a plan on an allocation, its placed view in the text formats and its
+    `allocation` object in the JSON."""
     if args.emit:
         text = emit_text(args.emit, result, args.json)
     if args.html:
         try:
-            Path(args.html).write_text(report.render_html(result), encoding="utf-8")
+            Path(args.html).write_text(report.render_html(result, placed), encoding="utf-8")
         except OSError as exc:
             raise InvalidInput(f"--html: cannot write {args.html}: {exc.strerror}") from None
     if args.emit:
@@ -623,13 +666,15 @@ def _render_plan(
         payload = report.result_dict(result)
         if stable is not None:
             payload["stability"] = stable
+        if allocation is not None:
+            payload["allocation"] = allocation
         _emit_json(payload)
     elif args.markdown:
-        sys.stdout.write(report.render_markdown(result))
+        sys.stdout.write(report.render_markdown(result, placed))
         if stable is not None:
             sys.stdout.write(f"\n**Ranking stability:** {stable['line']}\n")
     else:
-        out.print(report.render_plan(result))
+        out.print(report.render_plan(result, placed))
         if stable is not None:
             out.print(f"[bold]ranking[/bold] {escape(stable['line'])}")  # free text: wraps
 
@@ -919,6 +964,8 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         err.print(f"[red]no feasible plan:[/red] {escape(str(exc))}", soft_wrap=True)
+        for note in getattr(exc, "__notes__", []):  # e.g. the allocation that was read
+            err.print(escape(note), soft_wrap=True)
         return EXIT_INFEASIBLE
     except (PlannerError, ValidationError) as exc:
         if debug:

@@ -21,6 +21,7 @@ from models_zoo.inputs import validated
 from . import api
 from .place.allocation import Allocation, load_allocation
 from .place.joint import PlacedPlan
+from .place.traffic import load_other_traffic
 from .types import PlanResult, SearchSpace, SolverOptions
 
 
@@ -164,24 +165,35 @@ def plan_on_allocation_for(
     hosts_file: str | None = None,
     nodelist: str | None = None,
     exclude: str | None = None,
+    topology_name: str | None = None,
     num_gpus: int | None = None,
     place_top: int = 3,
     place_time_limit_s: float | None = None,
     place_decompose: bool = False,
     place_export: str | None = None,
+    other_traffic: str | None = None,
     **keywords: Any,
 ) -> PlacedPlan:
-    """api.plan_on_allocation from names: `topology` a Slurm topology.conf or YAML (or an
-    Allocation already loaded), the hosts from `hosts_file` or `nodelist` less `exclude`;
+    """api.plan_on_allocation from names: `topology` a Slurm topology.conf or topology.yaml
+    (`topology_name` picks one of its topologies) or the levels YAML (or an Allocation already
+    loaded), the hosts from `hosts_file` or `nodelist` less `exclude`;
     num_gpus defaults to every healthy GPU of the allocation; other keywords as plan_for
-    (top_k defaults to place_top)."""
+    (top_k defaults to place_top). `other_traffic`: a file naming switch uplinks other jobs
+    load (planner/place/traffic.py)."""
     base = models_zoo.load_cluster(cluster)
     if isinstance(topology, Allocation):  # already loaded (bench/place_scaling.py, tests)
         alloc = topology
     else:
         alloc = load_allocation(
-            base, topology, hosts_file=hosts_file, nodelist=nodelist, exclude=exclude
+            base,
+            topology,
+            hosts_file=hosts_file,
+            nodelist=nodelist,
+            exclude=exclude,
+            topology_name=topology_name,
         )
+    if other_traffic is not None:
+        alloc = load_other_traffic(other_traffic, base, alloc)
     have = len(alloc.hosts) * base.gpus_per_node
     if num_gpus is not None and num_gpus > have:
         raise InvalidInput(

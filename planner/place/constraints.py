@@ -170,12 +170,12 @@ def add_uplink_steps(v: PlacementVars) -> list[Any]:
     stage wholly inside i (full) sends nothing upward. The objective grows with q
     (tables.q_monotone), so q sits at the busiest domain's rounded share."""
     m, um, x = v.sat_model, v.um, v.x
-    q_steps = uplink.UPLINK_STEPS
+    q_steps = uplink.UPLINK_STEPS * um.uplink_scale
     pp, d, u = um.layout.pp, um.units_per_stage, um.unit_gpus
     hint_q = uplink_qs(um, v.hint)
     out = []
     for t, (j, lv) in enumerate(zip(um.uplink_tiers, um.uplink_levels, strict=True)):
-        q = v.hint_with(m.new_int_var(0, q_steps, f"q{j}"), hint_q[t])
+        q = v.hint_with(m.new_int_var(0, um.uplink_max[t], f"q{j}"), hint_q[t])
         hy = level_counts(um, v.hint, lv)
         for i, dom in enumerate(um.levels[lv]):
             units = sum(x[s][leaf] for s in range(pp) for leaf in dom)
@@ -216,13 +216,13 @@ def add_pipe_steps(v: PlacementVars) -> list[Any]:
     counts the PP groups inside; then UPLINK_STEPS x (U x (units - pp x I) + split GPUs) <=
     ports x q."""
     m, um = v.sat_model, v.um
-    q_steps = uplink.UPLINK_STEPS
+    q_steps = uplink.UPLINK_STEPS * um.uplink_scale
     pp, d, u = um.layout.pp, um.units_per_stage, um.unit_gpus
     pref, hp = _prefix_counts(v)
     out = []
     hint_q = pipe_qs(um, v.hint)
     for t, (j, lv) in enumerate(zip(um.uplink_tiers, um.uplink_levels, strict=True)):
-        q = v.hint_with(m.new_int_var(0, q_steps, f"qp{j}"), hint_q[t])
+        q = v.hint_with(m.new_int_var(0, um.uplink_max[t], f"qp{j}"), hint_q[t])
         for i, (a, b) in enumerate(um.domain_span[lv]):
             lo_end = m.new_int_var(0, d, f"me{j}_{i}")
             hi_start = m.new_int_var(0, d, f"ms{j}_{i}")

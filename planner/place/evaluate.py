@@ -16,8 +16,8 @@ from .units import level_counts
 def q_index(um: UnitModel, qs: Sequence[int]) -> int:
     """Index of the steps qs in um.q_grid (mixed radix, the first tier slowest)."""
     out = 0
-    for q in qs:
-        out = out * (uplink.UPLINK_STEPS + 1) + int(q)
+    for q, top in zip(qs, um.uplink_max, strict=True):
+        out = out * (top + 1) + int(q)
     return out
 
 
@@ -49,12 +49,14 @@ def pipe_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
         list(itertools.accumulate((row[j] for j in um.chunk_order), initial=0)) for row in counts
     ]
     out = []
-    for lv, ports, split in zip(um.uplink_levels, um.uplink_ports, um.uplink_split, strict=True):
+    for t, lv in enumerate(um.uplink_levels):
+        ports, split, top = um.uplink_ports[t], um.uplink_split[t], um.uplink_max[t]
         q = 0
         for i, (a, b) in enumerate(um.domain_span[lv]):
             inside = max(0, min(p[b] for p in prefix) - max(p[a] for p in prefix))
             units = sum(p[b] - p[a] for p in prefix)
-            q = max(q, uplink.uplink_step(u * (units - pp * inside) + split[i], ports[i]))
+            leaving = u * (units - pp * inside) + split[i]
+            q = max(q, uplink.uplink_step(um.uplink_scale * leaving, ports[i], top))
         out.append(q)
     return tuple(out)
 
@@ -65,13 +67,14 @@ def uplink_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
     the job's GPUs under it, rounded up (cost_models.uplink.uplink_step); the busiest domain."""
     out = []
     d = um.units_per_stage
-    for lv, ports, split in zip(um.uplink_levels, um.uplink_ports, um.uplink_split, strict=True):
+    for t, lv in enumerate(um.uplink_levels):
+        ports, split, top = um.uplink_ports[t], um.uplink_split[t], um.uplink_max[t]
         y = level_counts(um, counts, lv)
         q = 0
         for i, p in enumerate(ports):
             col = [row[i] for row in y]
             leaving = um.unit_gpus * (sum(col) - d * sum(v == d for v in col)) + split[i]
-            q = max(q, uplink.uplink_step(leaving, p))
+            q = max(q, uplink.uplink_step(um.uplink_scale * leaving, p, top))
         out.append(q)
     return tuple(out)
 

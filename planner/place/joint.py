@@ -2,9 +2,10 @@
 placed step time (issue 17, CONTRACT.md "Placement on an allocation").
 
 For every shortlisted layout three rank -> host maps are priced exactly (pricing.py): the
-scheduler's order (hosts as given, the plan's own rank order), the best of the 24 rank orders
-on that host order, and CP-SAT's placement (model.py; on 32 leaves or more first without the
-uplink steps, then exactly; `decompose` adds the pods-first warm start of decompose.py). The
+scheduler's order (hosts as given, the plan's own rank order), the best of the rank orders the
+framework launches for the plan on that host order, and CP-SAT's placement (model.py; on 32
+leaves or more first without the uplink steps, then exactly; `decompose` adds the pods-first
+warm start of decompose.py). The
 plan keeps the cheapest, so the placement is never worse than either baseline; which one won is
 reported.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,12 +23,12 @@ import numpy as np
 
 from cost_models import rankmap
 from cost_models.errors import InvalidInput
-from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
+from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 
 from . import model as sat
 from .allocation import Allocation
 from .decompose import warm_start
-from .pricing import Baselines, baselines, crossings, host_order_map, price
+from .pricing import Baselines, baselines, crossings, host_order_map, launchable_orders, price
 
 
 @dataclass
@@ -43,6 +45,7 @@ class Placement:
     crossings: dict[str, dict[str, object]]
     note: str = ""  # why CP-SAT did not run (UNSUPPORTED)
     scheduler_crossings: dict[str, dict[str, object]] | None = None
+    workload: Workload | None = None  # the plan's workload the maps were priced with
 
 
 UNSUPPORTED = {
@@ -66,17 +69,25 @@ def place_layout(
     seed: int = 0,
     decompose: bool = False,
     export_path: str | Path | None = None,
+    orders: Sequence[tuple[Axis, ...]] | None = None,
 ) -> Placement:
     """The cheapest of the scheduler's order, the best rank order and CP-SAT's placement
-    (ties: CP-SAT first). `export_path` writes the exact placement model there (model.solve)."""
+    (ties: CP-SAT first), over the rank orders the framework launches for this plan (`orders`,
+    None: all 24; pricing.launchable_orders). `export_path` writes the exact placement model
+    there (model.solve)."""
     layout = ideal.layout
-    base = baselines(model, cluster, workload, layout, alloc)
+    base = baselines(model, cluster, workload, layout, alloc, orders)
     options: list[tuple[float, int, str, Estimate, np.ndarray | None]] = [
         (base.scheduler.step_time_s, 2, "scheduler_order", base.scheduler, None),
         (base.best_order.step_time_s, 1, "best_rank_order", base.best_order, None),
     ]
     note, solver = "", dict(UNSUPPORTED)
     try:
+        if sat.CANONICAL not in launchable_orders(model, layout, orders):
+            raise sat.Unplaceable(
+                f"rank order {'-'.join(a.value for a in sat.CANONICAL)}, which the placement "
+                "numbers ranks in, is not one the framework launches for this plan"
+            )
         um = sat.unit_model(model, cluster, workload, layout, alloc)
     except sat.Unplaceable as exc:
         um, note = None, str(exc)
@@ -113,6 +124,7 @@ def place_layout(
         crossings=crossings(cluster, alloc, est.layout, hosts, moe=moe),
         note=note,
         scheduler_crossings=crossings(cluster, alloc, layout, host_order_map(cluster, layout)),
+        workload=workload,
     )
 
 

@@ -53,7 +53,8 @@ is the cheapest of: the scheduler's order packed stage by stage into leaves, a b
 (pods, then leaves), and the baselines' own maps read as counts (joint.py), so CP-SAT starts at
 the better baseline. Deterministic mode: one worker, fixed seed, a deterministic-time limit;
 probing is off (it spent the time limit at 16,384 GPUs). The result carries CP-SAT's status,
-objective, bound, gap and wall time; out of time before any solution (UNKNOWN) the hint is returned with CP-SAT's bound.
+objective, bound, gap and wall time; out of time before any solution (UNKNOWN) the hint is
+returned with CP-SAT's bound.
 """
 
 

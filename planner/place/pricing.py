@@ -30,6 +30,7 @@ from cost_models import rankmap, uplink
 from cost_models.estimate import estimate
 from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 
+from . import traffic
 from .allocation import Allocation
 
 KINDS = ("tp", "cp", "dp", "pp", "dp_cp", "ep", "etp", "edp")
@@ -168,18 +169,26 @@ def uplink_steps(
 ) -> dict[int, int]:
     """Tapered tier j -> the largest step over the switches of tier j-1 (cost_models.uplink):
     UPLINK_STEPS x (GPUs under it with a group of `kinds` that leaves it) / (the job's GPUs
-    under it), rounded up (kinds: GRADIENT_KINDS or PIPELINE_KINDS, the two windows)."""
+    under it), rounded up (kinds: GRADIENT_KINDS or PIPELINE_KINDS, the two windows); where
+    other jobs' traffic takes part of a switch's uplink, over the ports' share left to the job
+    (planner/place/traffic.py)."""
     rows = group_rows(layout, moe=moe)
     gpn = cluster.gpus_per_node
+    k = traffic.scale(alloc)
     out = {}
-    for j in uplink.tapered_tiers(cluster):
+    for j in traffic.shared_tiers(cluster, alloc):
         host_dom = alloc.domains[j - 1]
         dom = host_dom[host_of_rank]
         leaving = gradient_leavers(rows, dom, kinds)
         sending = np.bincount(dom[leaving], minlength=int(host_dom.max()) + 1)
         ports = gpn * np.bincount(host_dom, minlength=int(host_dom.max()) + 1)
+        ports = traffic.effective_ports(alloc, j, ports)
+        top = traffic.max_step(alloc, j)
         out[j] = max(
-            (uplink.uplink_step(int(c), int(p)) for c, p in zip(sending, ports, strict=True)),
+            (
+                uplink.uplink_step(k * int(c), int(p), top)
+                for c, p in zip(sending, ports, strict=True)
+            ),
             default=0,
         )
     return out
@@ -225,10 +234,21 @@ def host_order_map(cluster: Cluster, layout: Layout) -> np.ndarray:
 @dataclass
 class Baselines:
     """Step times with the hosts in the scheduler's order: the plan's own order and the best of
-    the 24 rank orders on that host order."""
+    the launchable rank orders on that host order."""
 
     scheduler: Estimate
     best_order: Estimate
+
+
+def launchable_orders(
+    model: ModelSpec, layout: Layout, orders: Sequence[tuple[Axis, ...]] | None = None
+) -> list[tuple[Axis, ...]]:
+    """The rank orders of `orders` (None: all 24) a launcher builds for this plan: for an MoE
+    model only those whose dense and expert grids give the same PP groups
+    (cost_models.rankmap.expert_pp_mismatch, Megatron-Core's initialize_model_parallel assert)."""
+    pool = itertools.permutations(tuple(Axis)) if orders is None else orders
+    moe = model.moe is not None
+    return [o for o in pool if not (moe and rankmap.expert_pp_mismatch(layout, o) is not None)]
 
 
 def baselines(
@@ -237,11 +257,14 @@ def baselines(
     workload: Workload,
     layout: Layout,
     alloc: Allocation,
+    orders: Sequence[tuple[Axis, ...]] | None = None,
 ) -> Baselines:
+    """The plan's own order and the best of the launchable `orders` (launchable_orders) on the
+    scheduler's host order."""
     hosts = host_order_map(cluster, layout)
     own = price(model, cluster, workload, layout, alloc, hosts)
     best = own
-    for order in itertools.permutations(tuple(Axis)):
+    for order in launchable_orders(model, layout, orders):
         lo = layout.model_copy(update={"order": order})
         e = price(model, cluster, workload, lo, alloc, hosts)
         if e.step_time_s < best.step_time_s - 1e-12:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cost_models import uplink
-from cost_models.estimate import estimate
+from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, ModelSpec, Workload
 
 from .allocation import Allocation
@@ -155,10 +155,10 @@ class _Steps:
     """Step time in us of a spans key at given uplink steps, priced once per distinct input."""
 
     def __init__(self, model, cluster, workload, shape: Shape, spans: _Spans, fixed, pipe_fixed):
-        self.args = (model, cluster, workload, shape.layout)
+        self.pricer, self.layout = Pricer(model, cluster, workload), shape.layout  # one per table
         self.cluster, self.shape, self.spans = cluster, shape, spans
         self.fixed, self.pipe_fixed = fixed, pipe_fixed
-        self.q_top = tuple([uplink.UPLINK_STEPS] * len(shape.uplink_tiers))
+        self.q_top = tuple(shape.uplink_max)
         self.grad_kinds = [k for k in GRADIENT if k in spans.base]
         self.pipe_kinds = [k for k in PIPELINE_KINDS if k in spans.base]
         self.memo: dict[tuple, int] = {}
@@ -183,8 +183,8 @@ class _Steps:
         pipe = self._fill(spans, self.pipe_fixed, self.shape.pipe, pqs, self.pipe_kinds, norm)
         mkey = (key, tuple(norm))
         if mkey not in self.memo:
-            e = estimate(
-                *self.args, spans=spans, uplink_steps=steps, pipeline_uplink_steps=pipe
+            e = self.pricer.estimate(
+                self.layout, spans=spans, uplink_steps=steps, pipeline_uplink_steps=pipe
             )
             self.memo[mkey] = round(e.step_time_s * US)
         return self.memo[mkey]
@@ -226,9 +226,7 @@ def build_tables(
     pipe = uplink_steps(cluster, alloc, lo, spans.base_map, moe=moe, kinds=PIPELINE_KINDS)
     pipe = {j: q for j, q in pipe.items() if not (shape.pipe and j in shape.uplink_tiers)}
     steps = _Steps(model, cluster, workload, shape, spans, fixed, pipe)
-    q_grid = list(
-        itertools.product(range(uplink.UPLINK_STEPS + 1), repeat=len(shape.uplink_tiers))
-    )
+    q_grid = list(itertools.product(*(range(top + 1) for top in shape.uplink_max)))
     dp_class, sigs = _dp_classes(shape, spans)
     class_cost = [[max(steps.us(key, qs) for key in sig) for qs in q_grid] for sig in sigs]
     top_ks = tuple(shape.units_per_stage for _ in range(n)) + (0,) * len(spans.cross)
@@ -271,12 +269,13 @@ def dp_monotone(shape: Shape, tables: Tables) -> bool:
 def q_monotone(shape: Shape, tables: Tables) -> bool:
     """Every class's cost, and every PP level's, never falls as one tier's uplink step grows
     (more senders)."""
-    radix = uplink.UPLINK_STEPS + 1
+    tops = shape.uplink_max
+    # mixed radix, the first tier slowest: one step up on tier t moves the index by the
+    # product of the later tiers' radices
+    stride = [int(np.prod([top + 1 for top in tops[t + 1 :]])) for t in range(len(tops))]
     for costs in [*tables.class_cost, *(tables.pp_table if shape.pipe else [])]:
         for g, qs in enumerate(tables.q_grid):
             for t, q in enumerate(qs):
-                if q < uplink.UPLINK_STEPS:
-                    up = g + radix ** (len(qs) - 1 - t)
-                    if costs[up] < costs[g]:
-                        return False
+                if q < tops[t] and costs[g + stride[t]] < costs[g]:
+                    return False
     return True

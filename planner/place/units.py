@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cost_models import uplink
 from cost_models.errors import InvalidInput
 from cost_models.specs import Axis, Cluster, Layout
 
+from . import traffic
 from .allocation import Allocation
 
 CANONICAL = (Axis.TP, Axis.CP, Axis.DP, Axis.PP)
@@ -48,8 +48,10 @@ class Shape:
     # blocks that span that level's domains, per domain (always used, always leaving).
     uplink_tiers: list[int]
     uplink_levels: list[int]
-    uplink_ports: list[list[int]]
+    uplink_ports: list[list[int]]  # in uplink_scale units: x the share other jobs leave
     uplink_split: list[list[int]]
+    uplink_max: list[int]  # the largest step of each (UPLINK_STEPS unless other jobs load it)
+    uplink_scale: int  # senders count uplink_scale x against the ports (1: no other traffic)
     # The pipeline window (PP sends, TP / CP / EP exchanges) on the same uplink tiers where
     # pp > 1: chunk order of build_map, and per level and domain its leaves' positions [lo, hi).
     pipe: bool
@@ -181,10 +183,12 @@ class _Uplinks:
     levels: list[int]
     ports: list[list[int]]
     split: list[list[int]]
+    max_step: list[int]
 
 
 def _uplinks(
     cluster: Cluster,
+    alloc: Allocation,
     level_of_tier: list[int | None],
     levels: list[list[list[int]]],
     leaf_hosts: list[list[int]],
@@ -192,11 +196,12 @@ def _uplinks(
     n_leaves: int,
 ) -> _Uplinks:
     """Uplink sharing (cost_models.uplink): a tapered tier j's switches are the domains of tier
-    j-1; where those are a model level, the step q_j follows the counts."""
+    j-1; where those are a model level, the step q_j follows the counts. Other jobs' traffic
+    (traffic.py) scales each switch's ports by the share it leaves the job."""
     gpn = cluster.gpus_per_node
     leaf_of = {h: i for i, hs in enumerate(leaf_hosts[:n_leaves]) for h in hs}
-    out = _Uplinks([], [], [], [])
-    for j in uplink.tapered_tiers(cluster):
+    out = _Uplinks([], [], [], [], [])
+    for j in traffic.shared_tiers(cluster, alloc):
         lv = level_of_tier[j - 1]
         if lv is None:
             continue  # nodes or one domain: the base map's step (tables.py)
@@ -207,10 +212,15 @@ def _uplinks(
             if touch[lv][b]:  # spans this level's domains: its GPUs leave them
                 for h in hs:
                     split[dom_of_leaf[leaf_of[h]]] += gpn
+        ports = [gpn * sum(len(leaf_hosts[i]) for i in r) for r in real]
+        # the tier-(j-1) switch of each domain: the one above its first host
+        switch = [int(alloc.domains[j - 1][leaf_hosts[r[0]][0]]) if r else 0 for r in real]
+        full = traffic.effective_ports(alloc, j, np.zeros(len(alloc.names[j - 1]), np.int64) + 1)
         out.tiers.append(j)
         out.levels.append(lv)
-        out.ports.append([gpn * sum(len(leaf_hosts[i]) for i in r) for r in real])
+        out.ports.append([p * int(full[w]) for p, w in zip(ports, switch, strict=True)])
         out.split.append(split)
+        out.max_step.append(traffic.max_step(alloc, j))
     return out
 
 
@@ -263,7 +273,7 @@ def build_shape(cluster: Cluster, layout: Layout, alloc: Allocation) -> Shape:
             leaf_hosts.append(hosts)
             capacity.append(1)
     levels, touch = _levels(partitions, leaf_hosts, n_leaves)
-    up = _uplinks(cluster, level_of_tier, levels, leaf_hosts, touch, n_leaves)
+    up = _uplinks(cluster, alloc, level_of_tier, levels, leaf_hosts, touch, n_leaves)
     order = leaf_order(levels, len(leaf_hosts))
     shape = Shape(
         layout=lo,
@@ -282,6 +292,8 @@ def build_shape(cluster: Cluster, layout: Layout, alloc: Allocation) -> Shape:
         uplink_levels=up.levels,
         uplink_ports=up.ports,
         uplink_split=up.split,
+        uplink_max=up.max_step,
+        uplink_scale=traffic.scale(alloc),
         pipe=lo.pp > 1 and bool(up.tiers),
         chunk_order=order,
         domain_span=_domain_spans(levels, order),
@@ -300,10 +312,12 @@ def level_counts(shape: Shape, counts: list[list[int]], level: int) -> list[list
 
 
 def k_values(shape: Shape, level: int) -> list[int]:
-    """Possible smallest pieces at a level: 1..min(D, the largest domain's capacity), and D."""
+    """Possible smallest pieces at a level: 1..min(D, the largest domain's capacity), and D;
+    just D where no domain holds a whole block (every unit a split block: k is then free, and
+    the lone flags price the split blocks' parts)."""
     cap = max(sum(shape.capacity[i] for i in dom) for dom in shape.levels[level])
     d = shape.units_per_stage
-    return sorted(set(range(1, min(d, cap) + 1)) | ({d} if cap >= d else set()))
+    return sorted(set(range(1, min(d, cap) + 1)) | ({d} if cap >= d or cap == 0 else set()))
 
 
 def build_map(shape: Shape, counts: list[list[int]]) -> np.ndarray:

@@ -6,10 +6,10 @@ findings.py  warnings and why each runner-up loses, shared by all plan views
 terminal.py  rich renderables of a plan and an estimate
 markdown.py, html.py   the plan report as Markdown / one offline HTML page
 dicts.py     the JSON objects of CONTRACT.md (plan, estimate)
-allocation.py, whatif_view.py, validation.py, calibration.py, plot.py   the other commands' views
+placed.py    the placed view of a plan on an allocation (cells every plan view prints)
+whatif_view.py, validation.py, calibration.py, plot.py   the other commands' views
 """
 
-from .allocation import render_allocation
 from .dicts import estimate_dict, plan_dict, result_dict
 from .html import render_html
 from .markdown import render_markdown
@@ -18,7 +18,6 @@ from .terminal import render_estimate, render_plan
 __all__ = [
     "estimate_dict",
     "plan_dict",
-    "render_allocation",
     "render_estimate",
     "render_html",
     "render_markdown",

@@ -14,6 +14,7 @@ from cost_models.specs import Cluster, Estimate
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
+from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
@@ -218,6 +219,45 @@ def _grid(e: Estimate, cluster: Cluster) -> str:
     return f'<p class="sub">{legend}</p><div class="grid">{"".join(boxes)}</div>'
 
 
+def _ideal_map(best: Estimate, cluster: Cluster) -> list[str]:
+    return [
+        "<h2>Rank map</h2>",
+        (
+            f'<p class="sub">Layout {_e(layout_line(best))}; order '
+            f"{_e('-'.join(a.value for a in best.layout.order))} (innermost first).</p>"
+        ),
+        _grid(best, cluster),
+        f"<p>All ranks: <code>{_e(ranks.compact_rule(cluster, best.layout))}</code></p>",
+        "<h2>Groups: GPUs of one group inside one domain of each tier</h2>",
+        _groups(best, cluster),
+    ]
+
+
+def placed_html(view: PlacedView) -> list[str]:
+    """The placed rank map, the groups on the placed map and the Allocation section."""
+
+    def table(header: list[str], rows: list[list[str]], left: set[int]) -> str:
+        cells = [[_e(c) for c in row] for row in rows]
+        return _table([_e(h) for h in header], cells, left, [""] * len(rows))
+
+    n = len(view.group_header)
+    dropped = "".join(f"<li>dropped {_e(d)}</li>" for d in view.dropped)
+    return [
+        "<h2>Rank map (placed)</h2>",
+        f'<p class="sub">{_e(view.rank_title)}.</p>',
+        table(view.rank_header, view.rank_rows, {1}),
+        f"<p><code>{_e(view.rank_rule)}</code></p>",
+        "<h2>Groups on the placed map: GPUs of one group inside one domain of each tier</h2>",
+        table(view.group_header, view.group_rows, {0, n - 3, n - 2, n - 1}),
+        "<h2>Allocation</h2>",
+        f"<p>{_e(view.title)}</p>" + (f"<ul>{dropped}</ul>" if dropped else ""),
+        table(view.step_header, view.step_rows, {0}),
+        f"<p>{_e(view.solver)}</p>",
+        f"<p>{_e(view.hosts_line)}</p>",
+        f"<p>{_e(view.saved)}</p>",
+    ]
+
+
 def _ranking(result: PlanResult) -> str:
     best = result.best
     rows = [[*map(_e, rank_cells(1, best, best)), "-"]]
@@ -233,7 +273,9 @@ def _ranking(result: PlanResult) -> str:
     )
 
 
-def render_html(result: PlanResult) -> str:
+def render_html(result: PlanResult, placed: PlacedView | None = None) -> str:
+    """The report page; with `placed` the rank map and groups are the placed map's and the
+    Allocation section follows them (the terminal report's placed view)."""
     best, cluster = result.best, result.cluster
     hbm = cluster.gpu.hbm_gib
     summary = _e(summary_text(result)).replace("\n", "<br>")
@@ -263,20 +305,12 @@ def render_html(result: PlanResult) -> str:
         _breakdown(best),
         f"<h2>{_e(memory_title(result.usable_memory_gib, hbm))}</h2>",
         _memory(best, result.usable_memory_gib, hbm),
-        "<h2>Rank map</h2>",
-        (
-            f'<p class="sub">Layout {_e(layout_line(best))}; order '
-            f"{_e('-'.join(a.value for a in best.layout.order))} (innermost first).</p>"
-        ),
-        _grid(best, cluster),
-        f"<p>All ranks: <code>{_e(ranks.compact_rule(cluster, best.layout))}</code></p>",
-        "<h2>Groups: GPUs of one group inside one domain of each tier</h2>",
-        _groups(best, cluster),
+        *(_ideal_map(best, cluster) if placed is None else placed_html(placed)),
         "<h2>Placement: factor of each axis per tier</h2>",
         _placement(best, cluster),
         "<h2>Ranked plans</h2>",
         _ranking(result),
-        "<h2>Search</h2>",
+        f"<h2>{_e(search_title(placed))}</h2>",
         f"<p>{_e(solver_line(result))}</p>",
     ]
     if result.rejections:

@@ -8,6 +8,7 @@ from cost_models.specs import Estimate
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
+from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
@@ -50,7 +51,9 @@ def _batch_range_lines(result: PlanResult) -> list[str]:
     ]
 
 
-def render_markdown(result: PlanResult) -> str:
+def render_markdown(result: PlanResult, placed: PlacedView | None = None) -> str:
+    """The plan report; with `placed` the rank map and groups are the placed map's and the
+    Allocation section follows them (the terminal report's placed view)."""
     best, cluster, w = result.best, result.cluster, result.workload
     lines = [
         f"# Placement plan: {result.model.name} on {cluster.num_gpus} x {cluster.gpu.name}",
@@ -90,7 +93,7 @@ def render_markdown(result: PlanResult) -> str:
         if axis != "ep" or best.layout.ep > 1
     ]
     lines += _table(["axis", *tiers], rows, set(range(1, len(tiers) + 1)))
-    lines += _rank_map(result)
+    lines += _rank_map(result) if placed is None else placed_markdown(placed)
     lines += ["## Ranked plans", ""]
     rows = [[*rank_cells(1, best, best), "-"]]
     for r in findings.runner_ups(result):
@@ -104,7 +107,7 @@ def render_markdown(result: PlanResult) -> str:
     warns = findings.warnings(result)
     if warns:
         lines += ["## Warnings", "", *(f"- {x}" for x in warns), ""]
-    lines += ["## Search", "", solver_line(result), ""]
+    lines += [f"## {search_title(placed)}", "", solver_line(result), ""]
     if result.rejections:
         top = sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
         lines += ["Rejected candidates:", "", *(f"- {n} x {reason}" for reason, n in top), ""]
@@ -152,3 +155,19 @@ def _rank_map(result: PlanResult) -> list[str]:
         )
     header = ["axis", "degree", "rank stride", *tiers, "slowest tier crossed"]
     return lines + _table(header, rows, set(range(1, len(header))))
+
+
+def placed_markdown(view: PlacedView) -> list[str]:
+    """The placed rank map, the groups on the placed map and the Allocation section."""
+    lines = ["## Rank map (placed)", "", view.rank_title + ":", ""]
+    lines += _table(view.rank_header, view.rank_rows, {0, 2, *range(3, len(view.rank_header))})
+    lines += [view.rank_rule, ""]
+    lines += ["## Groups on the placed map", ""]
+    lines += ["GPUs of one group inside one domain of each tier:", ""]
+    last = len(view.group_header) - 3
+    lines += _table(view.group_header, view.group_rows, set(range(1, last)))
+    lines += ["## Allocation", "", view.title, ""]
+    if view.dropped:
+        lines += [*(f"- dropped {d}" for d in view.dropped), ""]
+    lines += _table(view.step_header, view.step_rows, {1, 2})
+    return lines + [view.solver, "", view.hosts_line, "", view.saved, ""]

@@ -20,6 +20,7 @@ from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
+from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
     MEMORY_HEADER,
@@ -220,9 +221,15 @@ def render_links(e: Estimate) -> Table:
     return table
 
 
-def render_plan(result: PlanResult) -> RenderableType:
+def render_plan(result: PlanResult, placed: PlacedView | None = None) -> RenderableType:
+    """The plan report; with `placed` (a plan on an allocation) the rank map and groups are the
+    placed map's and the Allocation section follows them."""
     best = result.best
-    stats = Panel(solver_line(result), title="Search", title_align="left")
+    stats = Panel(solver_line(result), title=search_title(placed), title_align="left")
+    if placed is None:
+        maps: list[RenderableType] = [render_rank_map(best, result.cluster)]
+    else:
+        maps = [render_placed_map(placed), render_allocation_section(placed)]
     parts: list[RenderableType] = [
         render_header(result.cluster, result.workload, result.model),
         Text(defaults_text(result.cluster.gpu.hbm_gib, result.usable_memory_gib), style="dim"),
@@ -230,7 +237,7 @@ def render_plan(result: PlanResult) -> RenderableType:
         render_breakdown(best),
         render_memory(best, result.usable_memory_gib, result.cluster.gpu.hbm_gib),
         render_placement(best, result.cluster),
-        render_rank_map(best, result.cluster),
+        *maps,
         render_ranking(result),
     ]
     warn = render_warnings(result)
@@ -242,3 +249,47 @@ def render_plan(result: PlanResult) -> RenderableType:
         parts.append(Panel(body, title="Rejected candidates", title_align="left"))
     return Group(*parts)
 
+
+
+# ----------------------------------------------------------------------------------- allocation
+
+
+def render_placed_map(view: PlacedView) -> Group:
+    """The placed rank map (hosts named) and the groups on the placed map: every tier's span
+    where the table fits the width, else the slowest tier crossed and the counts alone."""
+    table = compact_table(*view.rank_header, right_from=0)
+    table.columns[1].justify = "left"
+    for row in view.rank_rows:
+        table.add_row(*row)
+    wide = compact_table(*view.group_header)
+    narrow = compact_table(*(view.group_header[i] for i in view.narrow_columns))
+    for row in view.group_rows:
+        wide.add_row(*row)
+        narrow.add_row(*(row[i] for i in view.narrow_columns))
+    for t in (wide, narrow):
+        for col in t.columns[-3:]:
+            col.justify = "left"
+    return Group(
+        titled(view.rank_title, table),
+        Text(view.rank_rule),
+        titled(
+            "Groups on the placed map: GPUs of one group inside one domain of each tier",
+            Responsive(wide, narrow),
+        ),
+    )
+
+
+def render_allocation_section(view: PlacedView) -> Group:
+    """Hosts read and dropped, the step time of each map, the solver and the placed hostfile."""
+    steps = compact_table(*view.step_header)
+    for row in view.step_rows:
+        steps.add_row(*row)
+    lines = [Text(f"  dropped {d}") for d in view.dropped]
+    return Group(
+        Text(view.title, style="bold"),
+        *lines,
+        steps,
+        Text(view.solver),
+        Text(view.hosts_line),
+        Text(view.saved),
+    )

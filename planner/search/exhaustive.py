@@ -17,10 +17,11 @@ import itertools
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from cost_models.errors import InvalidInput, NoFeasiblePlan
-from cost_models.estimate import estimate
 from cost_models.pipeline import chunk_layer_counts
+from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions, SolveStats
@@ -109,9 +110,15 @@ def search(
     usable = usable_memory_gib(cluster, space)
     feasible: list[Estimate] = []
     smallest: Estimate | None = None
-    works = {workload.global_batch_seqs: workload}
-    # stage_split "search" (fixed batch only: SearchSpace refuses it with a range).
-    search_split = space.stage_split == "search"
+    pricers = {workload.global_batch_seqs: Pricer(model, cluster, workload)}
+
+    def pricer_at(batch: int) -> Pricer:
+        found = pricers.get(batch)
+        if found is None:
+            w = workload.model_copy(update={"global_batch_seqs": batch})
+            found = pricers[batch] = Pricer(model, cluster, w)
+        return found
+
     stopped = False
     for num_tried, layout in enumerate(layouts):
         now = time.perf_counter()
@@ -120,44 +127,16 @@ def search(
             rejected[TIMED_OUT] += len(layouts) - num_tried
             layouts = layouts[:num_tried]
             break
-        # Fixed batch: one estimate. Range: the largest legal batch that fits (candidates.
-        # largest_fitting says why that is the layout's best); `tried` keeps every estimate made.
-        tried: dict[int, Estimate] = {}
-
-        def fits(batch: int, layout=layout, tried=tried) -> bool:
-            w = works.get(batch)
-            if w is None:
-                w = works[batch] = workload.model_copy(update={"global_batch_seqs": batch})
-            e = tried[batch] = estimate(model, cluster, w, layout)
-            return e.peak_memory_gib <= usable
-
-        batches = batch_choices(
-            workload, space, layout.micro_batch, layout.dp, layout.pp, layout.vp
-        )
-        chosen, last = largest_fitting(batches, fits)
-        e = tried[batches[last] if chosen is None else chosen]
-        if chosen is None and search_split and layout.pp > 1:
-            found = brute_force_split(model, cluster, workload, layout, usable)
-            if found is not None:
-                e, chosen = found, batches[0]
-        if chosen is not None:
+        e, fits = _score(layout, pricer_at, workload, space, usable)
+        if fits:
             feasible.append(e)
         else:
             rejected["peak memory above usable HBM"] += 1
             if smallest is None or e.peak_memory_gib < smallest.peak_memory_gib:
                 smallest = e
-    if not feasible and stopped:
-        msg = nothing_scored(options.time_limit_s)
-        if smallest is not None:  # some were scored, none fits: say how close the best came
-            msg = (
-                f"no plan that fits found within the time limit ({options.time_limit_s:g} s + "
-                f"{HARD_MARGIN_S:g} s margin; {len(layouts)} of {len(layouts) + rejected[TIMED_OUT]}"
-                f" legal layouts scored): "
-                f"{why_none(cluster, space, usable, len(layouts), smallest, rejected)}"
-            )
-        raise NoFeasiblePlan(msg)
     if not feasible:
-        raise NoFeasiblePlan(why_none(cluster, space, usable, len(layouts), smallest, rejected))
+        why = why_none(cluster, space, usable, len(layouts), smallest, rejected)
+        raise NoFeasiblePlan(_none_fits(why, stopped, options, layouts, smallest, rejected))
     batch_max = space.batch_max
     ranked = select_families(feasible, options, batch_max)
     best = objective_s(ranked[0], space)
@@ -174,6 +153,56 @@ def search(
         objective_unit=space.objective_unit,
     )
     return ranked, stats, dict(rejected)
+
+
+def _score(
+    layout: Layout,
+    pricer_at: Callable[[int], Pricer],
+    workload: Workload,
+    space: SearchSpace,
+    usable: float,
+) -> tuple[Estimate, bool]:
+    """(estimate, whether it fits) of a layout: with a fixed batch its one estimate; with a
+    range the largest legal batch that fits (candidates.largest_fitting says why that is the
+    layout's best), else the last batch tried; with stage_split "search" (fixed batch only:
+    SearchSpace refuses it with a range) a layout out of memory on the even split is scored on
+    its best split that fits (brute_force_split)."""
+    tried: dict[int, Estimate] = {}
+
+    def fits(batch: int) -> bool:
+        e = tried[batch] = pricer_at(batch).estimate(layout)
+        return e.peak_memory_gib <= usable
+
+    batches = batch_choices(workload, space, layout.micro_batch, layout.dp, layout.pp, layout.vp)
+    chosen, last = largest_fitting(batches, fits)
+    e = tried[batches[last] if chosen is None else chosen]
+    if chosen is None and space.stage_split == "search" and layout.pp > 1:
+        p = pricer_at(batches[0])
+        found = brute_force_split(p.model, p.cluster, workload, layout, usable)
+        if found is not None:
+            return found, True
+    return e, chosen is not None
+
+
+def _none_fits(
+    why: str,
+    stopped: bool,
+    options: SolverOptions,
+    layouts: list[Layout],
+    smallest: Estimate | None,
+    rejected: Counter[str],
+) -> str:
+    """Why no plan was found: why_none's reasons, or, stopped by the time limit, that."""
+    if not stopped:
+        return why
+    if smallest is None:
+        return nothing_scored(options.time_limit_s)
+    # some were scored, none fits: say how close the best came
+    return (
+        f"no plan that fits found within the time limit ({options.time_limit_s:g} s + "
+        f"{HARD_MARGIN_S:g} s margin; {len(layouts)} of {len(layouts) + rejected[TIMED_OUT]}"
+        f" legal layouts scored): {why}"
+    )
 
 
 MAX_SPLITS = 20_000  # compositions the oracle scores per layout before refusing
@@ -204,8 +233,9 @@ def brute_force_split(
         )
     even = chunk_layer_counts(model.num_layers, chunks)  # the cost model's even split
     best, best_key = None, None
+    pricer = Pricer(model, cluster, workload)
     for split in compositions(model.num_layers, chunks):
-        e = estimate(model, cluster, workload, layout, layers_per_stage=split)
+        e = pricer.estimate(layout, layers_per_stage=split)
         if e.peak_memory_gib > usable:
             continue
         deviation = sum(abs(n - m) for n, m in zip(split, even, strict=True))

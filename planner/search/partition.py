@@ -47,12 +47,11 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from cost_models import topology
-from cost_models.pipeline import chunk_layer_counts, num_microbatches, stage_layers
+from cost_models.bounds import SAFETY
+from cost_models.pipeline import chunk_layer_counts, num_microbatches
+from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
-from cost_models.stage import recomputed_layers, stage_dp_s, stage_optimizer_s
 
-from .bounds import SAFETY, StepLowerBound
 from .partition_caps import MemoryCaps, _key
 from .scale import MAX_EXACT
 
@@ -94,11 +93,9 @@ class PartitionSolver(MemoryCaps):
         cluster: Cluster,
         workload: Workload,
         usable_gib: float,
-        bound: StepLowerBound | None = None,
+        bound: Pricer | None = None,
     ) -> None:
-        super().__init__(
-            model, workload, usable_gib, bound or StepLowerBound(model, cluster, workload)
-        )
+        super().__init__(model, workload, usable_gib, bound or Pricer(model, cluster, workload))
         self.cluster = cluster
         self._cache: dict[tuple, Split | None] = {}
         self.num_solves = 0  # CP-SAT models solved
@@ -114,11 +111,7 @@ class PartitionSolver(MemoryCaps):
 
     def counts(self, lo: Layout, split: Split | None) -> list[tuple[int, int]]:
         """(dense, MoE) layers per pipeline rank under `split` (None: the even split)."""
-        k = self.first_moe()
-        return [
-            (sum(1 for i in s if i < k), sum(1 for i in s if i >= k))
-            for s in stage_layers(self.model, lo, split)
-        ]
+        return self.bound.stage_counts(lo, split)
 
     def free_step_s(self, lo: Layout) -> float:
         """A lower bound on estimate()'s step time for `lo` under ANY split, order, ZeRO stage.
@@ -151,9 +144,7 @@ class PartitionSolver(MemoryCaps):
         return self._cache[key]
 
     def _span(self, lo: Layout, span: Mapping[str, Sequence[int]] | None) -> Mapping:
-        if span is None:
-            span = topology.spans(self.cluster, lo, moe=self.model.moe is not None)
-        return span
+        return self.bound.spans(lo) if span is None else span
 
     def is_unproved(self, lo: Layout, span: Mapping[str, Sequence[int]] | None = None) -> bool:
         """Whether the CP-SAT model of `lo` on `span` stopped at its work limit before a proof."""
@@ -163,123 +154,138 @@ class PartitionSolver(MemoryCaps):
         self, lo: Layout, span: Mapping[str, Sequence[int]], rank: int, n_dense: int, n_moe: int
     ) -> tuple[float, float, float]:
         """(stage seconds per micro-batch, exposed DP seconds, optimizer seconds) of pipeline
-        rank `rank` holding these layers on `span`: the three per-stage terms estimate() takes
-        (the first as per_stage's sum, the last two as maxima over stages), from the same
-        functions (stage.layer_cost via bounds, stage_dp_s, stage_optimizer_s)."""
-        costs = self.bound.placement_layer_costs_s(lo, span)
-        t_dense, t_moe, head = costs.full[0], costs.full[1], costs.head_s
-        if costs.plain is not None:  # block recompute: some layers recompute (recomputed_layers)
-            xd, xm = recomputed_layers(lo, (n_dense, n_moe))
-            stage_s = (
-                xd * t_dense
-                + (n_dense - xd) * costs.plain[0]
-                + xm * t_moe
-                + (n_moe - xm) * costs.plain[1]
-            )
-        else:
-            stage_s = n_dense * t_dense + n_moe * t_moe
-        last = rank == lo.pp - 1
-        if last:
-            stage_s += head
-        dense, moe, head_t = self.bound._layer_times(lo)
-        compute_s = 0.0  # forward + backward, as estimate() sums it for the DP overlap
-        if n_dense and dense is not None:
-            compute_s += n_dense * (dense.forward_s + dense.backward_s)
-        if n_moe and moe is not None:
-            compute_s += n_moe * (moe.forward_s + moe.backward_s)
-        if last:
-            compute_s += head_t.forward_s + head_t.backward_s
-        sp = self.bound._stage_params(lo, (n_dense, n_moe), rank)
-        m = num_microbatches(self.workload.global_batch_seqs, lo)
-        w = self.workload
-        dp_s, _ = stage_dp_s(
-            self.cluster,
-            self.bound.cal,
-            lo,
-            sp,
-            compute_s,
-            m,
-            span,
-            w.dp_bucket_elements,
-            w.cross_site_sync_every,
-            stage=rank,
-            dp_sync=w.dp_sync,
-        )
-        return stage_s, dp_s, stage_optimizer_s(lo, sp, self.bound.hbm_bytes_per_s, w)
+        rank `rank` holding these layers on `span`: the Pricer's (Pricer.rank_terms_s)."""
+        return self.bound.rank_terms_s(lo, span, rank, n_dense, n_moe)
 
     def _solve(self, lo: Layout, span: Mapping[str, Sequence[int]]) -> Split | None:
         caps = self._prepared(lo)
         if caps is None:
             return None
         self.num_solves += 1
-        model = self.model
-        p, v, L = lo.pp, lo.vp, model.num_layers
-        C = p * v
+        tables_s = self._rank_tables_s(lo, span, caps)
+        unit_s, weight = self._unit_s(lo, tables_s)
+        cm = cp_model.CpModel()
+        split = self._split_vars(cm, lo, caps)
+        step, tabulated = self._step_expr(cm, lo, span, split, tables_s, unit_s)
+        cm.minimize(step * weight + sum(split.dev))
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = SEED
+        # A deterministic work limit (not wall time, so the answer repeats): deep interleaved
+        # pipelines (pp*vp ~ 100 chunks) can otherwise take seconds to prove optimality; past
+        # it the best split found is used (table.py keeps its bound open, counted).
+        solver.parameters.max_deterministic_time = TABLE_LIMIT if tabulated else DETERMINISTIC_LIMIT
+        status = solver.solve(cm)
+        self.results.append(SatResult.of(solver, status, unit_s / (lo.vp * weight)))
+        if status == cp_model.INFEASIBLE:
+            return None
+        if status != cp_model.OPTIMAL:
+            self.num_unproved += 1
+            self.unproved.add((_key(lo), _span_key(span)))
+        if status != cp_model.FEASIBLE and status != cp_model.OPTIMAL:
+            # No split found within the limit: treat as not fitting (counted, never silent).
+            return None
+        if split.totals is not None:
+            totals = [int(solver.value(x)) for x in split.totals]
+            return _spread(totals, chunk_layer_counts(self.model.num_layers, lo.pp * lo.vp), lo.pp)
+        return tuple(int(solver.value(x)) for x in split.chunks)
+
+    def _rank_tables_s(
+        self, lo: Layout, span: Mapping[str, Sequence[int]], caps: list[list[int]]
+    ) -> list[tuple[list[float], list[float], list[float]]]:
+        """Per rank, (stage, DP, optimizer) seconds of every (dense, MoE) count it may hold,
+        indexed nd * (MoE layers + 1) + nm (0 where the count is not allowed).
+
+        Why per placement and tabulated: the split changes every per-stage term estimate() sums,
+        not only compute. The exposed TP/CP/EP traffic is per layer on the placement's spans (at
+        tp 8 cp 2 it is large beside a layer's compute, so the split balancing compute alone was
+        25% slower than the best one: 2-4-5-1 instead of 2-4-4-2, found by the exhaustive
+        oracle), block recompute is not linear in the counts, and the exposed DP traffic is a
+        max(0, .) of the stage's parameters against its compute. Each rank's (stage, DP,
+        optimizer) seconds are therefore evaluated with the cost model's own functions for every
+        (dense, MoE) count it may hold (rank_terms_s) and read through element constraints: the
+        model optimizes estimate()'s step exactly, up to the placement-independent p2p term and
+        the rounding to integer units."""
+        p, v, L = lo.pp, lo.vp, self.model.num_layers
         k = self.first_moe()  # layers [0, k) are dense
-        n_moe_total = L - k
-        m = num_microbatches(self.workload.global_batch_seqs, lo)
-        # Why per placement and tabulated: the split changes every per-stage term estimate()
-        # sums, not only compute. The exposed TP/CP/EP traffic is per layer on the placement's
-        # spans (at tp 8 cp 2 it is large beside a layer's compute, so the split balancing compute
-        # alone was 25% slower than the best one: 2-4-5-1 instead of 2-4-4-2, found by the
-        # exhaustive oracle), block recompute is not linear in the counts, and the exposed DP
-        # traffic is a max(0, .) of the stage's parameters against its compute. Each rank's
-        # (stage, DP, optimizer) seconds are therefore evaluated with the cost model's own
-        # functions for every (dense, MoE) count it may hold (rank_terms_s) and read through
-        # element constraints: the model optimizes estimate()'s step exactly, up to the
-        # placement-independent p2p term and the rounding to integer units.
-        d_lo, d_hi = 0, k
-        width = n_moe_total + 1  # index = nd * width + nm
+        width = L - k + 1
+        one_kind = k == 0 or L - k == 0
 
         def allowed(r: int, nd: int, nm: int) -> bool:
+            if nd + nm < 1 or nd + nm > L - (p * v - v):
+                return False
             if one_kind:
                 return nd + nm <= caps[r][0]
             cap = caps[r][nd]
             return cap >= 0 and nm <= cap
 
-        one_kind = n_moe_total == 0 or k == 0
-        tables_s: list[tuple[list[float], list[float], list[float]]] = []
+        tables_s = []
         for r in range(p):
             ts, ds, os_ = [], [], []
-            for nd in range(d_lo, d_hi + 1):
+            for nd in range(k + 1):
                 for nm in range(width):
-                    if nd + nm < 1 or nd + nm > L - (C - v) or not allowed(r, nd, nm):
-                        ts.append(0.0), ds.append(0.0), os_.append(0.0)
-                        continue
-                    t, d, o = self.rank_terms_s(lo, span, r, nd, nm)
+                    t, d, o = (0.0, 0.0, 0.0)
+                    if allowed(r, nd, nm):
+                        t, d, o = self.rank_terms_s(lo, span, r, nd, nm)
                     ts.append(t), ds.append(d), os_.append(o)
             tables_s.append((ts, ds, os_))
-        t_cap_s = max(max(x[0]) for x in tables_s)
-        d_cap_s = max(max(x[1]) for x in tables_s)
-        o_cap_s = max(max(x[2]) for x in tables_s)
+        return tables_s
+
+    def _unit_s(self, lo: Layout, tables_s: list) -> tuple[float, int]:
+        """(seconds per integer unit, the tie-break weight): the worst step fits in MAX_EXACT / 4
+        units times the weight, which is above any tie-break sum so one time unit outweighs it."""
+        p, v, L = lo.pp, lo.vp, self.model.num_layers
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
+        t_cap_s, d_cap_s, o_cap_s = (max(max(x[i]) for x in tables_s) for i in range(3))
         worst_s = v * m * t_cap_s + p * t_cap_s + v * (d_cap_s + o_cap_s)
         weight = 2 * L + 1  # > any tie-break sum, so one time unit outweighs it
-        unit_s = max(worst_s * weight / (MAX_EXACT / 4), 1e-12)
+        return max(worst_s * weight / (MAX_EXACT / 4), 1e-12), weight
+
+    def _split_vars(self, cm: cp_model.CpModel, lo: Layout, caps: list[list[int]]) -> _SplitVars:
+        """The split's variables: layers per chunk (or per rank with one layer kind), (dense,
+        MoE) layers per rank within the memory caps, and the tie-break terms."""
+        p, v, L = lo.pp, lo.vp, self.model.num_layers
+        k = self.first_moe()
+        even = chunk_layer_counts(L, p * v)
+        if k and L - k:
+            n, nd, nm, dev = self._chunk_model(cm, lo, caps, even)
+            return _SplitVars(n, None, nd, nm, dev)
+        # One layer kind: time, DP, optimizer and memory read only the per-rank totals N_r, and
+        # the tie-break's best chunk split of a rank has sum_c |n_c - even_c| = |N_r - E_r|
+        # (_spread), so p variables replace the pp*vp chunks with the same optimum.
+        top = L - (p - 1) * v
+        tot = [cm.new_int_var(v, min(caps[r][0], top), f"N{r}") for r in range(p)]
+        cm.add(sum(tot) == L)
+        dev = []
+        for r in range(p):
+            a = cm.new_int_var(0, L, f"a{r}")
+            cm.add_abs_equality(a, tot[r] - sum(even[c] for c in range(r, p * v, p)))
+            dev.append(a)
+        nd = list(tot) if k else [0] * p
+        nm = [0] * p if k else list(tot)
+        return _SplitVars([], tot, nd, nm, dev)
+
+    def _step_expr(
+        self,
+        cm: cp_model.CpModel,
+        lo: Layout,
+        span: Mapping[str, Sequence[int]],
+        split: _SplitVars,
+        tables_s: list,
+        unit_s: float,
+    ) -> tuple[cp_model.LinearExprT, bool]:
+        """(estimate()'s step in units, scaled by vp: v m T_max + sum T - T_max + v (D_max +
+        O_max); whether a term is read through element constraints)."""
+        p, v, L = lo.pp, lo.vp, self.model.num_layers
+        k = self.first_moe()
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
+        nd, nm, width = split.nd, split.nm, L - k + 1
 
         def q(seconds: float) -> int:
             return round(seconds / unit_s)
 
-        cm = cp_model.CpModel()
-        even = chunk_layer_counts(L, C)
-        if one_kind:
-            # One layer kind: time, DP, optimizer and memory read only the per-rank totals N_r,
-            # and the tie-break's best chunk split of a rank has sum_c |n_c - even_c| =
-            # |N_r - E_r| (_spread), so p variables replace the pp*vp chunks with the same optimum.
-            top = L - (p - 1) * v
-            tot = [cm.new_int_var(v, min(caps[r][0], top), f"N{r}") for r in range(p)]
-            cm.add(sum(tot) == L)
-            nd = list(tot) if k else [0] * p
-            nm = [0] * p if k else list(tot)
-            dev = []
-            for r in range(p):
-                a = cm.new_int_var(0, L, f"a{r}")
-                cm.add_abs_equality(a, tot[r] - sum(even[c] for c in range(r, C, p)))
-                dev.append(a)
-        else:
-            n, nd, nm, dev = self._chunk_model(cm, lo, caps, even)
-        t, d, o = [], [], []
-        t_top, d_top, o_top = q(t_cap_s) + 1, q(d_cap_s) + 1, q(o_cap_s) + 1
-        costs = self.bound.placement_layer_costs_s(lo, span)
+        t_top, d_top, o_top = (q(max(max(x[i]) for x in tables_s)) + 1 for i in range(3))
+        costs = self.bound.layer_totals(lo, span)
         # Without block recompute the stage time is linear in the counts: kept linear, so splits
         # of equal time (the same layers moved between ranks) stay equal after the rounding to
         # units and the tie-break, not rounding noise, orders them.
@@ -292,7 +298,10 @@ class PartitionSolver(MemoryCaps):
         # every term tabulated).
         o0 = [self.rank_terms_s(lo, span, r, 0, 0)[2] for r in range(p)]  # embedding / head
         o_dense = self.rank_terms_s(lo, span, 0, 1, 0)[2] - o0[0] if k else 0.0
-        o_moe = self.rank_terms_s(lo, span, 0, 0, 1)[2] - o0[0] if n_moe_total else 0.0
+        o_moe = self.rank_terms_s(lo, span, 0, 0, 1)[2] - o0[0] if L - k else 0.0
+        t: list = []
+        d: list = []
+        o: list = []
         tables = [] if linear else [(0, t_top, t)]
         if any(any(x[1]) for x in tables_s):
             tables.append((1, d_top, d))
@@ -302,7 +311,7 @@ class PartitionSolver(MemoryCaps):
             o.append(q(o0[r]) + nd[r] * q(o_dense) + nm[r] * q(o_moe))
             if not tables:
                 continue
-            idx = cm.new_int_var(0, (d_hi + 1) * width - 1, f"i{r}")
+            idx = cm.new_int_var(0, (k + 1) * width - 1, f"i{r}")
             cm.add(idx == nd[r] * width + nm[r])
             for tab, top, out in tables:
                 x = cm.new_int_var(0, top, f"x{tab}_{r}")
@@ -316,28 +325,7 @@ class PartitionSolver(MemoryCaps):
         cm.add_max_equality(t_max, t)
         cm.add_max_equality(d_max, d)
         cm.add_max_equality(o_max, o)
-        step = v * m * t_max + sum(t) - t_max + v * (d_max + o_max)
-        cm.minimize(step * weight + sum(dev))
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = 1
-        solver.parameters.random_seed = SEED
-        # A deterministic work limit (not wall time, so the answer repeats): deep interleaved
-        # pipelines (pp*vp ~ 100 chunks) can otherwise take seconds to prove optimality; past
-        # it the best split found is used (table.py keeps its bound open, counted).
-        solver.parameters.max_deterministic_time = TABLE_LIMIT if tables else DETERMINISTIC_LIMIT
-        status = solver.solve(cm)
-        self.results.append(SatResult.of(solver, status, unit_s / (v * weight)))
-        if status == cp_model.INFEASIBLE:
-            return None
-        if status != cp_model.OPTIMAL:
-            self.num_unproved += 1
-            self.unproved.add((_key(lo), _span_key(span)))
-        if status != cp_model.FEASIBLE and status != cp_model.OPTIMAL:
-            # No split found within the limit: treat as not fitting (counted, never silent).
-            return None
-        if one_kind:
-            return _spread([int(solver.value(x)) for x in tot], even, p)
-        return tuple(int(solver.value(x)) for x in n)
+        return v * m * t_max + sum(t) - t_max + v * (d_max + o_max), bool(tables)
 
     def _chunk_model(
         self, cm: cp_model.CpModel, lo: Layout, caps: list[list[int]], even: list[int]
@@ -384,6 +372,18 @@ class PartitionSolver(MemoryCaps):
             cm.add_abs_equality(a, n[c] - even[c])
             dev.append(a)
         return n, nd, nm, dev
+
+
+@dataclass(frozen=True)
+class _SplitVars:
+    """The CP-SAT variables of a split: layers per chunk (empty with one layer kind), or per
+    rank (`totals`, one layer kind only); (dense, MoE) layers per rank; tie-break terms."""
+
+    chunks: list
+    totals: list | None
+    nd: list
+    nm: list
+    dev: list
 
 
 def _span_key(span: Mapping[str, Sequence[int]]) -> tuple:

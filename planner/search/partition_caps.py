@@ -4,12 +4,11 @@ memory is non-decreasing in each layer count."""
 
 from __future__ import annotations
 
-from cost_models.memory import layer_activation_bytes, state_bytes
+from cost_models.memory import state_bytes
 from cost_models.pipeline import num_microbatches
+from cost_models.pricer import Pricer
 from cost_models.specs import Layout, ModelSpec, Workload
 from cost_models.stage import stage_memory
-
-from .bounds import StepLowerBound
 
 
 def _key(lo: Layout) -> tuple:
@@ -36,10 +35,9 @@ class MemoryCaps:
     """Memory caps per layout shape, cached; PartitionSolver builds its model on them."""
 
     def __init__(
-        self, model: ModelSpec, workload: Workload, usable_gib: float, bound: StepLowerBound
+        self, model: ModelSpec, workload: Workload, usable_gib: float, bound: Pricer
     ) -> None:
         self.model, self.workload, self.usable_gib, self.bound = model, workload, usable_gib, bound
-        self._acts: dict[tuple, dict[tuple[bool, str], float]] = {}
         self._memo: dict[tuple, float] = {}  # stage memory of the shape being prepared
         self._prepared_caps: dict[tuple, list[list[int]] | None] = {}
         self.num_prepared = 0  # shapes whose memory caps were computed
@@ -52,20 +50,12 @@ class MemoryCaps:
         """estimate()'s memory of pipeline rank `rank` holding these layers (same functions)."""
         model, w = self.model, self.workload
         m = num_microbatches(w.global_batch_seqs, lo)
-        key = _key(lo)
-        acts = self._acts.get(key)
-        if acts is None:
-            kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
-            acts = self._acts[key] = {
-                (k, rc): layer_activation_bytes(model, w, lo, is_moe=k, recompute=rc)
-                for k in kinds
-                for rc in {lo.recompute, "none"}
-            }
-        memo_key = (key, rank, n_dense, n_moe)
+        memo_key = (_key(lo), rank, n_dense, n_moe)
         found = self._memo.get(memo_key)
         if found is not None:
             return found
-        sp = self.bound._stage_params(lo, (n_dense, n_moe), rank)  # cached across shapes
+        acts = self.bound.activations_per_mb(lo)
+        sp = self.bound.stage_params(lo, (n_dense, n_moe), rank)  # cached across shapes
         weights, grads, optim = state_bytes(sp, lo, m, w)
         stage = stage_memory(model, w, lo, rank, (n_dense, n_moe), acts, m, weights, grads, optim)
         self._memo[memo_key] = stage.total_gib

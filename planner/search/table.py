@@ -192,22 +192,7 @@ class BranchAndBound:
         # Recompute settings tried per base (Layout updates; candidates.recompute_choices).
         self.choices = [recompute_choices(model, workload, space, b) for b in self.bases]
         self.queued: set[tuple[int, int]] = set()  # (base, choice) successors already queued
-        # (ZeRO stage, dp_shard) pairs per base: the space's ZeRO stages, and HSDP shard sizes
-        # for a framework that has HSDP (candidates.sharding_variants).
-        # A (ZeRO, dp_shard) the framework cannot run on a base is rejected here, once per
-        # recompute x order it stands for (recompute does not change the framework's rules).
-        self.variants: list[list[tuple[int, int | None]]] = []
-        for b, base in enumerate(self.bases):
-            kept = []
-            for zero, shard in sharding_variants(space, base):
-                lo = base.model_copy(update={"zero_stage": zero, "dp_shard": shard})
-                problems = framework_violations(model, space, lo)
-                if problems:
-                    n = len(self.choices[b]) * len(self.base_orders[b])
-                    self.table.rejected[reason_key(problems[0])] += n
-                else:
-                    kept.append((zero, shard))
-            self.variants.append(kept)
+        self.variants = [self._sharding_variants(b) for b in range(len(self.bases))]
         self.base_spans: dict[int, list[dict[str, tuple[int, ...]]]] = {}  # per base, per order
         # (base, recompute) -> placement bounds (quanta, DP and optimizer left out) per order.
         self.placement_q: dict[tuple[int, int], list[int]] = {}
@@ -217,6 +202,22 @@ class BranchAndBound:
         self.top = _TopFamilies(top_k, tolerance)  # the k best families' times in quanta
         self.heap: list[Entry] = []
         self.cutoff: int | None = None  # entries above it are never queued
+
+    def _sharding_variants(self, b: int) -> list[tuple[int, int | None]]:
+        """(ZeRO stage, dp_shard) pairs of base b: the space's ZeRO stages, and HSDP shard sizes
+        for a framework that has HSDP (candidates.sharding_variants). A pair the framework
+        cannot run on the base is rejected here, once per recompute x order it stands for
+        (recompute does not change the framework's rules)."""
+        base, kept = self.bases[b], []
+        for zero, shard in sharding_variants(self.space, base):
+            lo = base.model_copy(update={"zero_stage": zero, "dp_shard": shard})
+            problems = framework_violations(self.model, self.space, lo)
+            if problems:
+                n = len(self.choices[b]) * len(self.base_orders[b])
+                self.table.rejected[reason_key(problems[0])] += n
+            else:
+                kept.append((zero, shard))
+        return kept
 
     # ------------------------------------------------------------------------------ the loop
 
@@ -400,9 +401,8 @@ class BranchAndBound:
         lo = fit.layout
         if order != CANONICAL_ORDER:
             lo = lo.model_copy(update={"order": order})
-        work = self.bound_at(fit.batch).workload
         split = fit.splits.get(e.order)  # None: the even split
-        scored = estimate(self.model, self.cluster, work, lo, layers_per_stage=split)
+        scored = self.bound_at(fit.batch).estimate(lo, layers_per_stage=split)
         self.table.num_scored += 1
         self.table.estimates.append(scored)
         self.top.add(self.family(lo), self._quanta(scored.step_time_s, fit.batch))

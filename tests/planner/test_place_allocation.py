@@ -99,8 +99,10 @@ def test_allocation_nodelist_exclude_slots_and_errors(tmp_path):
     assert alloc.hosts == ["n0", "n2", "n3"] and alloc.excluded == {"n1": "drained (--exclude)"}
     assert alloc.domains[1].tolist() == [0, 1, 1] and alloc.names[1] == ["leaf0", "leaf1"]
     hosts = _write(tmp_path, "hosts", "n3 slots=8\nn0 slots=6\n")
-    alloc = A.load_allocation(cluster, topo, hosts_file=hosts)
-    assert alloc.hosts == ["n3"] and "slots=6" in alloc.excluded["n0"]
+    with pytest.raises(InvalidInput, match="n0 slots=6 is a partial node"):
+        A.load_allocation(cluster, topo, hosts_file=hosts)  # never dropped silently
+    alloc = A.load_allocation(cluster, topo, hosts_file=hosts, exclude="n0")
+    assert alloc.hosts == ["n3"] and alloc.excluded == {"n0": "drained (--exclude)"}
     with pytest.raises(InvalidInput, match="n9 of the allocation is under no switch"):
         A.load_allocation(cluster, topo, nodelist="n[0,9]")
     alloc = A.load_allocation(cluster, topo, nodelist="n[0-1]", exclude="n[1,7]")
@@ -122,7 +124,7 @@ def test_block_format_and_yaml(tmp_path):
     )
     topo = A.parse_topology(path)
     assert topo.kind == "block" and topo.levels[0]["n2"] == "b2"
-    assert len(set(topo.levels[1].values())) == 1
+    assert topo.block_sizes == [2, 4] and len(topo.levels) == 1  # sizes: scheduling, not tiers
     gb = models_zoo.load_cluster("gb200-nvl72-superpod")
     alloc = A.load_allocation(gb, topo, nodelist="n[0-3]")
     assert alloc.level_tiers[0] == 0  # NVL72 blocks are NVLink domains
@@ -403,8 +405,8 @@ def test_nodelist_terminal_report(tmp_path, capsys):
             "64", "--topology", topo, "--nodelist", "n[0-5]", "--exclude", "n[2,5]", "--pp", "2"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "Allocation: 4 healthy hosts (32 GPUs)" in out and "excluded n2" in out
-    assert "placed map | scheduler's order" in out
+    assert "Allocation: 4 hosts kept x 8 GPUs = 32 GPUs" in out and "dropped n2" in out
+    assert "slowest tier crossed" in out and "scheduler's order" in out
     ranged = [a for a in argv if a not in ("--global-batch", "64")]
     assert main([*ranged, "--global-batch-range", "32", "64"]) == 2
     assert "not supported with an allocation" in capsys.readouterr().err

@@ -1,0 +1,505 @@
+"""The Pricer: the one place where a training step is priced.
+
+Built once per (model, cluster, workload), it owns the calibration, the HBM rate, and caches of
+the per-layer and per-stage pieces, and composes them into a step (`estimate`). The planner's
+lower bounds (cost_models/bounds.py, mixed in) and stage partition read the same pieces, so a
+bound and the step it bounds share every formula and every float.
+
+A step, per micro-batch and pipeline stage: layer compute (forward, backward, recompute) plus the
+in-layer collectives on the critical path (TP, CP beyond what attention hides, EP all-to-alls);
+the pipeline schedule turns stage times into a step; DP gradient / parameter traffic overlaps
+with the backward (forward) of the last (first) micro-batch and only the excess is exposed; the
+optimizer step is memory-bound; a link tier busier than the step stretches it. Derivations:
+docs/cost_model.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .bounds import StepBounds
+from .calibration import calibration_for_cluster, hbm_bytes_per_s
+from .comm import p2p_time_s
+from .compute import LayerTime, layer_time, lm_head_time, model_flops_per_token, tokens_per_gpu
+from .errors import InvalidInput
+from .memory import StageParams, layer_activation_bytes, memory_validated, stage_params, state_bytes
+from .pipeline import dualpipe_bubble_s, num_microbatches, schedule_time_s, stage_layers
+from .rules import layout_violations
+from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
+from .stage import BF16_BYTES, LayerCost, layer_cost, recomputed_layers
+from .stage import stage_dp_s as _stage_dp_s
+from .stage import stage_dp_tier_s as _stage_dp_tier_s
+from .stage import stage_memory as _stage_memory
+from .stage import stage_optimizer_s as _stage_optimizer_s
+from .terms import LAYER_FLOWS, LAYER_TERMS, ByKind, Flow, StageTerms, Term, layout_key
+from .topology import outermost_tier, placement
+from .topology import spans as group_spans
+from .units import TFLOPS
+from .uplink import shared_cluster
+
+Span = Mapping[str, Sequence[int]]
+Counts = tuple[int, int]  # (dense, MoE) layers of one pipeline rank
+
+# Cache keys. Each names the Layout fields a cached piece does NOT read, next to the function
+# that reads the rest; tests/cost_models/test_pricer.py changes each left-out field and checks
+# the piece does not move.
+NOT_IN_LAYER_COST = ("order", "zero_stage", "pp", "dp", "vp")
+"""stage.layer_cost (and compute.layer_time) read neither pp, dp, vp, the ZeRO stage nor the
+order; of the spans only TP, CP and EP."""
+NOT_IN_STAGE_PARAMS = ("order", "zero_stage", "recompute", "micro_batch")
+"""memory.stage_params reads the degrees and the stage position only."""
+NOT_IN_ACTIVATIONS = ("order", "zero_stage")
+"""memory.layer_activation_bytes does not read the ZeRO stage or the order."""
+
+
+_layer_key = layout_key(NOT_IN_LAYER_COST)
+_params_key = layout_key(NOT_IN_STAGE_PARAMS)
+_acts_key = layout_key(NOT_IN_ACTIVATIONS)
+
+
+def without_block_recompute(lo: Layout) -> Layout:
+    """`lo` with no recompute: the layers block recompute leaves alone run as this."""
+    return lo.model_copy(
+        update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
+    )
+
+
+def is_block_recompute(lo: Layout) -> bool:
+    return lo.recompute == "full" and lo.recompute_method == "block"
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTimes:
+    """Per-layer compute of one layout: each layer kind's LayerTime and the LM head's."""
+
+    layers: ByKind[LayerTime]
+    head: LayerTime
+    head_s: float
+    """The LM head's forward + backward seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class StageTail:
+    """The per-step terms the stages' DP traffic, optimizer and memory give (estimate's tail):
+    maxima over stages, the DP link-busy seconds per tier of the stage that moves the most."""
+
+    dp_exposed_s: float
+    dp_total_s: float
+    dp_tiers_s: list[float]
+    optimizer_s: float
+    memory: tuple[StageMemory, ...]
+
+
+class Pricer(StepBounds):
+    """Prices layouts of one (model, cluster, workload); see the module docstring."""
+
+    def __init__(self, model: ModelSpec, cluster: Cluster, workload: Workload) -> None:
+        self.model, self.cluster, self.workload = model, cluster, workload
+        self.cal = calibration_for_cluster(cluster)
+        self.hbm_bytes_per_s = hbm_bytes_per_s(cluster.gpu, self.cal)
+        self._times: dict[tuple, LayerTimes] = {}
+        self._costs: dict[tuple, ByKind[LayerCost]] = {}
+        self._counts: dict[tuple[int, int], list[Counts]] = {}
+        self._params: dict[tuple, StageParams] = {}
+        self._acts: dict[tuple, dict[tuple[bool, str], float]] = {}
+        self._flops_per_token: float | None = None
+        super().__init__()
+
+    # ------------------------------------------------------------------------- per layer
+
+    def layer_times(self, lo: Layout) -> LayerTimes:
+        """compute.layer_time of each layer kind the model has and compute.lm_head_time. They
+        read tokens per GPU (micro_batch, cp), tp, ep, etp and sequence parallelism only."""
+        key = (lo.tp, lo.cp, lo.micro_batch, lo.ep, lo.etp, lo.sequence_parallel)
+        found = self._times.get(key)
+        if found is None:
+            m, gpu, cal, w = self.model, self.cluster.gpu, self.cal, self.workload
+            dense = layer_time(m, gpu, cal, w, lo, is_moe=False) if m.num_dense_layers else None
+            moe = layer_time(m, gpu, cal, w, lo, is_moe=True) if m.num_moe_layers else None
+            head = lm_head_time(m, gpu, cal, w, lo)
+            head_s = head.forward_s + head.backward_s
+            found = self._times[key] = LayerTimes(ByKind(dense, moe), head, head_s)
+        return found
+
+    def layer_costs(
+        self, lo: Layout, span: Span, cluster: Cluster | None = None, layer_key: tuple = ()
+    ) -> ByKind[LayerCost]:
+        """stage.layer_cost of each layer kind on `span` (per micro-batch, one GPU); `cluster`
+        replaces the Pricer's (the pipeline window's shared uplinks, cost_models/uplink.py).
+        `layer_key` is layer_key(lo) when the caller has it."""
+        cl = self.cluster if cluster is None else cluster
+        key = (
+            layer_key or self.layer_key(lo),
+            tuple(span["tp"]),
+            tuple(span["cp"]),
+            tuple(span["ep"]),
+            None if cl is self.cluster else cl.tiers,
+        )
+        found = self._costs.get(key)
+        if found is None:
+            times = self.layer_times(lo).layers
+            m, cal, w = self.model, self.cal, self.workload
+
+            def cost(t: LayerTime | None, is_moe: bool) -> LayerCost | None:
+                if t is None:
+                    return None
+                return layer_cost(m, cl, cal, w, lo, t, span, is_moe=is_moe)
+
+            found = self._costs[key] = ByKind(cost(times.dense, False), cost(times.moe, True))
+        return found
+
+    @staticmethod
+    def layer_key(lo: Layout) -> tuple:
+        """What of `lo` the per-layer cost reads (the fields but NOT_IN_LAYER_COST)."""
+        return _layer_key(lo)
+
+    # ------------------------------------------------------------------------- per stage
+
+    def stage_counts(self, lo: Layout, split: tuple[int, ...] | None = None) -> list[Counts]:
+        """(dense, MoE) layers per pipeline rank under `split` (layers per chunk; None: even)."""
+        key = (lo.pp, lo.vp)
+        found = self._counts.get(key) if split is None else None
+        if found is None:
+            k = self.model.num_dense_layers  # layers [0, k) are dense
+            found = [
+                (sum(1 for i in s if i < k), sum(1 for i in s if i >= k))
+                for s in stage_layers(self.model, lo, split)
+            ]
+            if split is None:
+                self._counts[key] = found
+        return found
+
+    def stage_params(self, lo: Layout, counts: Counts, r: int) -> StageParams:
+        """memory.stage_params of rank `r` holding `counts` layers."""
+        key = (_params_key(lo), counts, r)
+        found = self._params.get(key)
+        if found is None:
+            found = self._params[key] = stage_params(self.model, lo, counts[0], counts[1], r)
+        return found
+
+    def stage_compute_s(self, lo: Layout, counts: Counts, last: bool) -> float:
+        """Forward + backward seconds per micro-batch of a stage holding `counts` layers (the LM
+        head too on the last): what its DP traffic overlaps with."""
+        times = self.layer_times(lo)
+        compute_s = 0.0
+        for t, n in ((times.layers.dense, counts[0]), (times.layers.moe, counts[1])):
+            if n and t is not None:
+                compute_s += n * (t.forward_s + t.backward_s)
+        if last:
+            compute_s += times.head_s
+        return compute_s
+
+    def stage_dp_s(
+        self,
+        lo: Layout,
+        sp: StageParams,
+        compute_s: float,
+        span: Span,
+        r: int,
+        cluster: Cluster | None = None,
+    ) -> tuple[float, float]:
+        """(exposed, link-busy) DP seconds per step of rank `r` (stage.stage_dp_s with the
+        workload's bucket size, cross-site sync interval and DP framework)."""
+        w = self.workload
+        return _stage_dp_s(
+            self.cluster if cluster is None else cluster,
+            self.cal,
+            lo,
+            sp,
+            compute_s,
+            num_microbatches(w.global_batch_seqs, lo),
+            span,
+            w.dp_bucket_elements,
+            w.cross_site_sync_every,
+            stage=r,
+            dp_sync=w.dp_sync,
+        )
+
+    def stage_dp_tier_s(
+        self, lo: Layout, sp: StageParams, span: Span, r: int, cluster: Cluster | None = None
+    ) -> list[float]:
+        """stage_dp_s's link-busy seconds per step by tier (stage.stage_dp_tier_s)."""
+        w = self.workload
+        return _stage_dp_tier_s(
+            self.cluster if cluster is None else cluster,
+            lo,
+            sp,
+            num_microbatches(w.global_batch_seqs, lo),
+            span,
+            w.dp_bucket_elements,
+            w.cross_site_sync_every,
+            stage=r,
+            dp_sync=w.dp_sync,
+        )
+
+    def stage_optimizer_s(self, lo: Layout, sp: StageParams) -> float:
+        """Optimizer-step seconds of one stage (stage.stage_optimizer_s, memory-bound Adam)."""
+        return _stage_optimizer_s(lo, sp, self.hbm_bytes_per_s, self.workload)
+
+    def activations_per_mb(self, lo: Layout) -> dict[tuple[bool, str], float]:
+        """memory.layer_activation_bytes per (is_moe, recompute mode) for the layout's own mode
+        and none."""
+        key = _acts_key(lo)
+        found = self._acts.get(key)
+        if found is None:
+            model, w = self.model, self.workload
+            kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
+            found = self._acts[key] = {
+                (k, rc): layer_activation_bytes(model, w, lo, is_moe=k, recompute=rc)
+                for k in kinds
+                for rc in {lo.recompute, "none"}
+            }
+        return found
+
+    def stage_memory(
+        self,
+        lo: Layout,
+        r: int,
+        all_counts: list[Counts],
+        acts: dict[tuple[bool, str], float] | None = None,
+    ) -> StageMemory:
+        """Memory of rank `r` (stage.stage_memory); under DualPipe it also holds stage
+        pp - 1 - r (memory.state_bytes, stage.stage_memory). `acts` is activations_per_mb(lo)
+        when the caller has it."""
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
+        counts = all_counts[r]
+        sp = self.stage_params(lo, counts, r)
+        mirror = msp = None
+        if lo.pp_schedule == "dualpipe":
+            mr = len(all_counts) - 1 - r
+            mirror = all_counts[mr]
+            msp = self.stage_params(lo, mirror, mr)
+        weights, grads, optim = state_bytes(sp, lo, m, self.workload, msp)
+        acts = self.activations_per_mb(lo) if acts is None else acts
+        return _stage_memory(
+            self.model, self.workload, lo, r, counts, acts, m, weights, grads, optim, mirror=mirror
+        )
+
+    def rank_terms_s(
+        self, lo: Layout, span: Span, rank: int, n_dense: int, n_moe: int
+    ) -> tuple[float, float, float]:
+        """(stage seconds per micro-batch, exposed DP seconds, optimizer seconds) of pipeline
+        rank `rank` holding these layers on `span`: the three per-stage terms estimate() takes
+        (the first as the stage's time, the last two as maxima over stages); the CP-SAT stage
+        partition tabulates them (planner/search/partition.py)."""
+        counts = (n_dense, n_moe)
+        last = rank == lo.pp - 1
+        stage_s = self.layer_totals(lo, span).stage_s(lo, counts)
+        if last:
+            stage_s += self.layer_times(lo).head_s
+        sp = self.stage_params(lo, counts, rank)
+        dp_s, _ = self.stage_dp_s(lo, sp, self.stage_compute_s(lo, counts, last), span, rank)
+        return stage_s, dp_s, self.stage_optimizer_s(lo, sp)
+
+    # ------------------------------------------------------------------------- the step
+
+    def estimate(
+        self,
+        layout: Layout,
+        *,
+        layers_per_stage: tuple[int, ...] | None = None,
+        spans: Span | None = None,
+        uplink_steps: Mapping[int, int] | None = None,
+        pipeline_uplink_steps: Mapping[int, int] | None = None,
+    ) -> Estimate:
+        """Score one layout (cost_models.estimate.estimate documents the arguments). Raises
+        InvalidInput (naming the rule) if the layout is illegal."""
+        problems = layout_violations(self.model, self.cluster, self.workload, layout)
+        if problems:
+            raise InvalidInput("; ".join(problems))
+        m = num_microbatches(self.workload.global_batch_seqs, layout)
+        span = self.spans(layout, spans)
+        pipe_cluster = shared_cluster(self.cluster, pipeline_uplink_steps)
+        counts = self.stage_counts(layout, layers_per_stage)
+        per_stage = self.stage_terms(layout, counts, span, pipe_cluster)
+        crit, bubble_s = self._critical_stage(layout, per_stage, m)
+        p2p_s = p2p_time_s(self._pp_payload(layout), outermost_tier(pipe_cluster, span["pp"]))
+        tail = self._stage_tail(
+            layout, counts, per_stage, span, shared_cluster(self.cluster, uplink_steps)
+        )
+        breakdown = {t: m * crit.exposed_s(t) for t in LAYER_TERMS}
+        breakdown[Term.PP_COMM] = 2 * (layout.pp - 1) * p2p_s
+        breakdown[Term.DP_COMM] = tail.dp_exposed_s
+        breakdown[Term.BUBBLE] = bubble_s
+        breakdown[Term.OPTIMIZER] = tail.optimizer_s
+        comm_total = {f: m * crit.total_s(f) for f in LAYER_FLOWS}
+        comm_total[Flow.PP] = 2 * m * layout.vp * p2p_s if layout.pp > 1 else 0.0
+        comm_total[Flow.DP] = tail.dp_total_s
+        tier_busy = self._tier_busy_s(crit, m, comm_total[Flow.PP], span["pp"], tail.dp_tiers_s)
+        step_s = _with_link_capacity(breakdown, tier_busy)
+        return self._result(
+            layout, m, step_s, breakdown, comm_total, tier_busy, tail, span, layers_per_stage
+        )
+
+    def spans(self, lo: Layout, override: Span | None = None) -> dict[str, Sequence[int]]:
+        """topology.spans of the layout's rank order, with the kinds `override` names replaced
+        (a placement's explicit rank -> host map, cost_models.rankmap.spans)."""
+        span = group_spans(self.cluster, lo, moe=self.model.moe is not None)
+        if override is not None:
+            span = {**span, **{k: tuple(v) for k, v in override.items()}}
+        return span
+
+    def stage_terms(
+        self, lo: Layout, counts: list[Counts], span: Span, cluster: Cluster | None = None
+    ) -> list[StageTerms]:
+        """Per-stage, per-micro-batch seconds by term: each layer's stage.layer_cost (the layers
+        block recompute leaves alone at their cost without it, stage.recomputed_layers), the LM
+        head's compute on the last stage."""
+        costs = self.layer_costs(lo, span, cluster)
+        plain = costs
+        if is_block_recompute(lo):
+            plain = self.layer_costs(without_block_recompute(lo), span, cluster)
+        head_s = self.layer_times(lo).head_s
+        out = []
+        for r, (n_dense, n_moe) in enumerate(counts):
+            terms = StageTerms()
+            redo = recomputed_layers(lo, (n_dense, n_moe))
+            for k, n, x in ((False, n_dense, redo[0]), (True, n_moe, redo[1])):
+                cost = costs.moe if k else costs.dense
+                if not n or cost is None:
+                    continue
+                # forward + backward do not depend on the recompute (same float for every layer)
+                terms.compute_s += n * cost.compute_s
+                for w, c in ((x, cost), (n - x, plain.moe if k else plain.dense)):
+                    if w:
+                        _add_layers(terms, w, c)
+            if r == lo.pp - 1:
+                terms.compute_s += head_s
+            out.append(terms)
+        return out
+
+    def _critical_stage(
+        self, lo: Layout, per_stage: list[StageTerms], m: int
+    ) -> tuple[StageTerms, float]:
+        """(the terms of the stage that sets the steady state, the fill/drain bubble seconds)."""
+        stage_s = [t.time_s for t in per_stage]
+        _steady_s, bubble_s, crit = schedule_time_s(stage_s, m, lo.vp)
+        if lo.pp_schedule != "dualpipe":
+            return per_stage[crit], bubble_s
+        # Rank r runs stage r for half the micro-batches and stage pp-1-r for the other half
+        # (DualPipe's two directions), so its steady state is the mean of the pair; the slowest
+        # pair sets the step.
+        p = lo.pp
+        pair = max(range(p // 2), key=lambda r: (stage_s[r] + stage_s[p - 1 - r], -r))
+        terms = per_stage[pair].mean(per_stage[p - 1 - pair])
+        pair_s = (stage_s[pair] + stage_s[p - 1 - pair]) / 2
+        return terms, dualpipe_bubble_s(p, pair_s, terms.compute_s, terms.recompute_s)
+
+    def _pp_payload(self, lo: Layout) -> float:
+        """Bytes one stage boundary sends per micro-batch and direction: activations forward,
+        their gradients backward (bf16, split by TP)."""
+        t = tokens_per_gpu(self.workload, lo)
+        return t * self.model.hidden_size * BF16_BYTES / lo.tp
+
+    def _stage_tail(
+        self,
+        lo: Layout,
+        counts: list[Counts],
+        per_stage: list[StageTerms],
+        span: Span,
+        dp_cluster: Cluster,
+    ) -> StageTail:
+        """DP and optimizer stage by stage (the slowest stage sets the tail of the step), and
+        every stage's memory."""
+        dp_exposed = dp_total = opt_s = 0.0
+        dp_tiers = [0.0] * len(self.cluster.tiers)
+        memory = []
+        acts = self.activations_per_mb(lo)
+        for r, c in enumerate(counts):
+            sp = self.stage_params(lo, c, r)
+            exposed, total = self.stage_dp_s(lo, sp, per_stage[r].compute_s, span, r, dp_cluster)
+            if total > dp_total:
+                dp_tiers = self.stage_dp_tier_s(lo, sp, span, r, dp_cluster)
+            dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
+            opt_s = max(opt_s, self.stage_optimizer_s(lo, sp))
+            memory.append(self.stage_memory(lo, r, counts, acts))
+        return StageTail(dp_exposed, dp_total, dp_tiers, opt_s, tuple(memory))
+
+    def _tier_busy_s(
+        self, crit: StageTerms, m: int, pp_total_s: float, pp_span: Sequence[int], dp: list[float]
+    ) -> dict[str, dict[Flow, float]]:
+        """Seconds per step each tier is busy, by flow, for the slowest stage's GPUs: every flow
+        that crosses the tier in the step (TP, CP, EP per micro-batch; PP sends on the outermost
+        tier the pipeline crosses; DP gradient and parameter traffic of the stage with the
+        most)."""
+        out: dict[str, dict[Flow, float]] = {}
+        pp_tier = outermost_tier(self.cluster, pp_span)
+        for j, tier in enumerate(self.cluster.tiers):
+            flows = {f: m * crit.busy_s(f, j) for f in LAYER_FLOWS}
+            flows[Flow.PP] = pp_total_s if tier is pp_tier else 0.0
+            flows[Flow.DP] = dp[j]
+            out[tier.name if tier.name not in out else f"{tier.name}#{j}"] = flows
+        return out
+
+    def _result(
+        self,
+        layout: Layout,
+        m: int,
+        step_s: float,
+        breakdown: dict[Term, float],
+        comm_total: dict[Flow, float],
+        tier_busy: dict[str, dict[Flow, float]],
+        tail: StageTail,
+        span: Span,
+        layers_per_stage: tuple[int, ...] | None,
+    ) -> Estimate:
+        """The Estimate, with the typed terms written as CONTRACT.md's keys."""
+        w, gpu, n = self.workload, self.cluster.gpu, self.cluster.num_gpus
+        tokens = w.global_batch_seqs * w.seq_len
+        peak_tflops = gpu.peak_bf16_tflops
+        if w.precision in ("fp8", "mxfp8") and gpu.peak_fp8_tflops is not None:
+            peak_tflops = gpu.peak_fp8_tflops
+        if self._flops_per_token is None:
+            self._flops_per_token = model_flops_per_token(self.model, w.seq_len)
+        mfu = 3 * self._flops_per_token * tokens / (step_s * n * peak_tflops * TFLOPS)
+        peak_gib = max(s.total_gib for s in tail.memory)
+        return Estimate(
+            layout=layout,
+            num_microbatches=m,
+            step_time_s=step_s,
+            tokens_per_s_per_gpu=tokens / step_s / n,
+            mfu=mfu,
+            peak_memory_gib=peak_gib,
+            usable_memory_gib=gpu.hbm_gib,
+            fits_in_memory=peak_gib <= gpu.hbm_gib,
+            memory_validated=memory_validated(self.model, w, layout),
+            breakdown_s={t.value: breakdown[t] for t in Term},
+            comm_total_s={f.value: v for f, v in comm_total.items()},
+            tier_busy_s={k: sum(v.values()) for k, v in tier_busy.items()},
+            stage_memory=tail.memory,
+            placement=placement(self.cluster, layout, span),
+            layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
+        )
+
+
+def _add_layers(terms: StageTerms, w: float, c: LayerCost) -> None:
+    """Add `w` layers of cost `c` (without their forward + backward) to a stage's terms."""
+    terms.recompute_s += w * c.recompute_s
+    terms.tp_s += w * c.tp_s
+    terms.cp_s += w * c.cp_exposed_s
+    terms.cp_total_s += w * c.cp_total_s
+    terms.tp_total_s += w * c.tp_total_s
+    terms.ep_s += w * c.ep_s
+    terms.ep_total_s += w * c.ep_total_s
+    for flow, per_tier in (c.tier_busy_s or {}).items():
+        acc = terms.busy.setdefault(flow, [0.0] * len(per_tier))
+        for j, x in enumerate(per_tier):
+            acc[j] += w * x
+
+
+def _with_link_capacity(
+    breakdown: dict[Term, float], tier_busy: dict[str, dict[Flow, float]]
+) -> float:
+    """The step time, with links as capacities: a tier cannot be busy longer than the step.
+    Flows overlapped with compute are hidden only as far as their tier has time left; beyond
+    that the step waits for the link, charged to the flow that loads the saturated tier most
+    (`breakdown` is updated)."""
+    step_s = sum(breakdown[t] for t in Term)
+    _tier, flows = max(tier_busy.items(), key=lambda kv: sum(kv[1].values()))
+    excess = sum(flows.values()) - step_s
+    if excess > 0:
+        flow = max(flows, key=lambda f: flows[f])
+        breakdown[flow.term] += excess
+        step_s = sum(breakdown[t] for t in Term)
+    return step_s

@@ -117,11 +117,57 @@ class MoESpec(InputSpec):
         "(DeepSeek-V3 report arXiv 2412.19437 sec. 2.1.2: M = 4); null: unrestricted",
     )
 
+    # Router (HF config keys in models_zoo/hf.py HF_KEYS); none changes a shape or FLOP count
+    # beyond the router matrix already counted, but each changes the model the launcher builds.
+    router_score_function: Literal["softmax", "sigmoid"] = Field(
+        "softmax", description="expert scores: softmax (Mixtral, Qwen) or sigmoid (DeepSeek-V3)"
+    )
+    router_pre_softmax: bool = Field(
+        False,
+        description="softmax over all experts before top-k, weights not renormalised (HF "
+        "norm_topk_prob false: Qwen2-MoE, DeepSeek-V2); false: top-k first, then normalised",
+    )
+    router_topk_scaling_factor: PositiveFloat | None = Field(
+        None, le=1e6, description="routed weights scaled by this (DeepSeek-V3 routed_scaling_factor)"
+    )
+    router_expert_bias: bool = Field(
+        False, description="aux-loss-free balancing bias on the scores (DeepSeek-V3)"
+    )
+    router_num_groups: PositiveInt | None = Field(
+        None, le=MAX_HEADS, description="group-limited routing: expert groups (n_group)"
+    )
+    router_group_topk: PositiveInt | None = Field(
+        None, le=MAX_HEADS, description="groups each token may pick (topk_group)"
+    )
+    shared_expert_gate: bool = Field(
+        False, description="sigmoid gate on the shared expert's output (Qwen2-MoE)"
+    )
+
     @model_validator(mode="after")
     def _top_k_within_experts(self) -> Self:
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k ({self.top_k}) must be <= num_experts ({self.num_experts})")
         return self
+
+
+class RopeScaling(InputSpec):
+    """Rotary frequency scaling of a long-context model (HF config.json `rope_scaling`): Llama 3.1's
+    `llama3` rule (transformers modeling_rope_utils._compute_llama3_parameters) or YaRN (Peng et
+    al. 2023, arXiv 2309.00071; DeepSeek-V3, gpt-oss). It changes no shape or FLOP count: the
+    launcher must set it to build the model that was planned."""
+
+    type: Literal["llama3", "yarn", "linear", "dynamic", "longrope"] = Field(
+        description="HF rope_type; linear, dynamic and longrope (Phi-3) are kept so an export "
+        "can refuse them by name"
+    )
+    factor: PositiveFloat = Field(1.0, le=1e6)
+    original_max_position_embeddings: PositiveInt | None = Field(None, le=MAX_TOKENS)
+    low_freq_factor: PositiveFloat | None = Field(None, le=1e6, description="llama3 only")
+    high_freq_factor: PositiveFloat | None = Field(None, le=1e6, description="llama3 only")
+    beta_fast: PositiveFloat | None = Field(None, le=1e6, description="yarn only")
+    beta_slow: PositiveFloat | None = Field(None, le=1e6, description="yarn only")
+    mscale: float | None = Field(None, ge=0, le=1e6, description="yarn only")
+    mscale_all_dim: float | None = Field(None, ge=0, le=1e6, description="yarn only")
 
 
 class MLASpec(InputSpec):
@@ -170,6 +216,41 @@ class ModelSpec(InputSpec):
     published_params_b: PositiveFloat | None = Field(
         None, le=1e7, description="total parameters stated by the source, in billions"
     )
+    # What the launcher must set to build this model (issue 26). None of these changes the cost
+    # model's FLOPs or memory, except the norm and bias parameters (under 0.1 %, cost_models/
+    # params.py), and sliding-window attention, priced as full attention (an upper bound).
+    normalization: Literal["rmsnorm", "layernorm"] = Field(
+        "rmsnorm", description="RMSNorm (Llama, Qwen, DeepSeek) or LayerNorm (GPT-3, BLOOM, MPT)"
+    )
+    norm_eps: PositiveFloat = Field(1e-5, le=1.0, description="HF rms_norm_eps / layer_norm_eps")
+    activation: Literal["silu", "gelu", "gelu_tanh", "squared_relu"] | None = Field(
+        None,
+        description="MLP activation (gated: act(gate) * up); null: silu when gated (SwiGLU), "
+        "gelu otherwise",
+    )
+    linear_bias: bool = Field(False, description="biases on every linear layer (GPT-2/3, BLOOM)")
+    qkv_bias: bool = Field(False, description="biases on the Q, K, V projections only (Qwen2)")
+    qk_norm: bool = Field(False, description="RMSNorm on each head's query and key (Qwen3)")
+    position_embedding: Literal["rope", "learned", "alibi"] | None = Field(
+        None, description="null: learned when max_position_embeddings is set, else rope"
+    )
+    rotary_base: PositiveFloat = Field(10000.0, le=1e12, description="HF rope_theta")
+    rotary_percent: float = Field(
+        1.0, gt=0, le=1, description="share of each head's dims rotated (Nemotron-4: 0.5)"
+    )
+    rope_scaling: RopeScaling | None = None
+    sliding_window: PositiveInt | None = Field(
+        None, le=MAX_TOKENS, description="tokens each query attends to in windowed layers"
+    )
+    full_attention_every: PositiveInt | None = Field(
+        None,
+        le=MAX_LAYERS,
+        description="with sliding_window: every Nth layer attends to everything (N-1 windowed "
+        "layers, then one full: gpt-oss and Gemma 2 N=2); null: every layer windowed",
+    )
+    attention_sinks: bool = Field(
+        False, description="a learned per-head sink logit in the softmax (gpt-oss)"
+    )
     hidden_dropout: bool = Field(
         False,
         description="dropout on the residual branches (Megatron --hidden-dropout > 0, its "
@@ -210,6 +291,16 @@ class ModelSpec(InputSpec):
                 f"num_layers ({self.num_layers})"
             )
         return self
+
+    @property
+    def mlp_activation(self) -> str:
+        return self.activation or ("silu" if self.gated_mlp else "gelu")
+
+    @property
+    def position_embedding_kind(self) -> str:
+        if self.position_embedding is not None:
+            return self.position_embedding
+        return "learned" if self.max_position_embeddings is not None else "rope"
 
     @property
     def kv_heads(self) -> int:

@@ -82,7 +82,114 @@ def _moe(data: dict[str, Any]) -> dict[str, Any] | None:
         "expert_ffn_hidden_size": expert_ffn,
         "num_shared_experts": shared,
         "first_k_dense_layers": first_dense,
+        **_router(data),
     }
+
+
+def _router(data: dict[str, Any]) -> dict[str, Any]:
+    """Router settings: DeepseekV3TopkRouter (sigmoid scores, e_score_correction_bias when
+    topk_method is noaux_tc, group-limited top-k, routed_scaling_factor); norm_topk_prob false
+    (Qwen2-MoE, DeepSeek-V2: softmax over all experts, weights not renormalised); Qwen2-MoE's
+    shared_expert_gate. Defaults are the config classes' own."""
+    model_type = data.get("model_type")
+    out: dict[str, Any] = {}
+    if data.get("scoring_func", "softmax") == "sigmoid":
+        out["router_score_function"] = "sigmoid"
+    norm_default = model_type not in ("qwen2_moe", "deepseek_v2")
+    if out.get("router_score_function") != "sigmoid" and not data.get(
+        "norm_topk_prob", norm_default
+    ):
+        out["router_pre_softmax"] = True
+    scale = data.get("routed_scaling_factor")
+    if scale and scale != 1.0:
+        out["router_topk_scaling_factor"] = scale
+    if data.get("topk_method") == "noaux_tc":
+        out["router_expert_bias"] = True
+    if (data.get("n_group") or 1) > 1:
+        out["router_num_groups"] = data["n_group"]
+        out["router_group_topk"] = data.get("topk_group")
+    if model_type == "qwen2_moe":
+        out["shared_expert_gate"] = True  # Qwen2MoeSparseMoeBlock.shared_expert_gate
+    return out
+
+
+# Transformers' attention modules that put biases on q/k/v only (Qwen2Attention: bias=True).
+QKV_BIAS_TYPES = {"qwen2", "qwen2_moe"}
+# Per-head q/k RMSNorm (Qwen3Attention q_norm/k_norm, Gemma3Attention).
+QK_NORM_TYPES = {"qwen3", "qwen3_moe", "gemma3_text"}
+
+
+def _attention_fields(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Biases, q/k norm, sinks and sliding window (transformers' *Attention modules)."""
+    model_type = data.get("model_type")
+    out: dict[str, Any] = {
+        "qkv_bias": model_type in QKV_BIAS_TYPES,
+        "qk_norm": model_type in QK_NORM_TYPES,
+    }
+    if model_type == "gpt_oss":
+        # GptOssAttention: biased q/k/v/o and sinks; GptOssExperts: biased experts.
+        out.update(linear_bias=True, attention_sinks=True)
+    elif data.get("attention_bias") or data.get("mlp_bias"):
+        raise InvalidInput(
+            f"{where}: attention_bias / mlp_bias (biases on some linear layers only) is not "
+            "modelled: the planner's models have biases everywhere (linear_bias) or on q/k/v only"
+        )
+    out.update(_sliding_window(data, where))
+    return out
+
+
+def _sliding_window(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """sliding_window and which layers use it: every layer (Mistral, Phi-3), or a pattern of N-1
+    windowed layers then one full (layer_types of gpt-oss / Gemma 3; Gemma 2 alternates)."""
+    window = data.get("sliding_window")
+    if not window or (data.get("model_type") in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+                      and not data.get("use_sliding_window")):
+        return {}
+    types = data.get("layer_types")
+    if data.get("model_type") == "gemma2" and not types:
+        types = ["sliding_attention" if i % 2 == 0 else "full_attention"
+                 for i in range(data["num_hidden_layers"])]
+    if data.get("model_type") == "gemma3_text" and not types:
+        n = data.get("sliding_window_pattern") or 6
+        types = ["full_attention" if (i + 1) % n == 0 else "sliding_attention"
+                 for i in range(data["num_hidden_layers"])]
+    if not types or all(t == "sliding_attention" for t in types):
+        return {"sliding_window": window}
+    every = types.index("full_attention") + 1 if "full_attention" in types else 0
+    expected = ["full_attention" if (i + 1) % every == 0 else "sliding_attention"
+                for i in range(len(types))] if every else []
+    if types != expected:
+        raise InvalidInput(
+            f"{where}: layer_types: only N-1 sliding-window layers then one full layer, "
+            "repeated, is modelled"
+        )
+    return {"sliding_window": window, "full_attention_every": every}
+
+
+def _rope_fields(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """rope_theta, partial rotary and rope_scaling (transformers modeling_rope_utils)."""
+    out: dict[str, Any] = {}
+    theta = data.get("rope_theta")
+    if theta is None and isinstance(data.get("rope_parameters"), dict):
+        theta = data["rope_parameters"].get("rope_theta")
+    if theta is not None:
+        out["rotary_base"] = theta
+    if data.get("partial_rotary_factor"):
+        out["rotary_percent"] = data["partial_rotary_factor"]
+    scaling = data.get("rope_scaling")
+    if isinstance(scaling, dict):
+        kind = scaling.get("rope_type") or scaling.get("type")
+        if kind not in (None, "default"):
+            keys = ("factor", "original_max_position_embeddings", "low_freq_factor",
+                    "high_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim")
+            out["rope_scaling"] = {"type": kind} | {
+                k: scaling[k] for k in keys if scaling.get(k) is not None
+            }
+            if kind == "yarn" and "original_max_position_embeddings" not in out["rope_scaling"]:
+                original = data.get("original_max_position_embeddings")
+                if original:
+                    out["rope_scaling"]["original_max_position_embeddings"] = original
+    return out
 
 
 def _model_name(data: dict[str, Any], where: str) -> str:
@@ -174,8 +281,16 @@ def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> Mo
         "mla": mla,
         "moe": moe,
         "tied_embeddings": bool(data.get("tie_word_embeddings", arch.tied_by_default)),
+        "norm_eps": data.get("rms_norm_eps") or data.get("layer_norm_eps") or 1e-6,
+        **_attention_fields(data, where),
+        **_rope_fields(data, where),
         "source": f"{where} (Hugging Face config, {arch.family})",
     }
+    act = data.get("hidden_activation") or data.get("hidden_act") or "silu"
+    if act in ("gelu_pytorch_tanh", "gelu_new"):
+        fields["activation"] = "gelu_tanh"
+    elif act == "gelu":
+        fields["activation"] = "gelu"
     if mla is not None:
         fields["head_dim"] = None  # MLA head dims live in the mla block
     try:
@@ -198,6 +313,14 @@ HF_KEYS = {
     "moe.expert_ffn_hidden_size": "moe_intermediate_size",
     "moe.num_shared_experts": "n_shared_experts",
     "moe.first_k_dense_layers": "first_k_dense_replace",
+    "moe.router_topk_scaling_factor": "routed_scaling_factor",
+    "moe.router_num_groups": "n_group",
+    "moe.router_group_topk": "topk_group",
+    "norm_eps": "rms_norm_eps",
+    "rotary_base": "rope_theta",
+    "rotary_percent": "partial_rotary_factor",
+    "sliding_window": "sliding_window",
+    **{f"rope_scaling.{k}": f"rope_scaling.{k}" for k in ("type", "factor")},
     **{f"mla.{k}": k for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim")},
     **{f"mla.{k}": k for k in ("qk_rope_head_dim", "v_head_dim")},
 }

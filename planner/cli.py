@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
@@ -293,8 +294,14 @@ def _add_report_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--emit",
         choices=EMIT_TARGETS,
-        help="print the best plan for a launcher: Megatron-LM args, torchtitan overrides + "
-        "TOML, DeepSpeed JSON, device-mesh shape, or the rank list of every group (JSON)",
+        help="print the best plan for a launcher: Megatron-LM args, torchtitan args, DeepSpeed "
+        "JSON (its launcher arguments on stderr), device-mesh shape, or every group's ranks",
+    )
+    p.add_argument(
+        "--framework-version",
+        metavar="VERSION",
+        help="the release the --emit export is written for (megatron 0.19.2; torchtitan 0.3.0 "
+        "or main; deepspeed 0.19.8); default: the tested release, named in the header",
     )
 
 
@@ -316,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bill(sub)
     _add_calibration(sub)
     _add_presets(sub)
+    _add_emit(sub)
     return parser
 
 
@@ -466,7 +474,9 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
         help="layouts shortlisted under ideal placement and placed on the allocation",
     )
     p.add_argument(
-        "--out-dir", help="write the hand-off: SLURM_HOSTFILE, node ranks, rank map, exports"
+        "--out-dir",
+        help="write the hand-off (any plan): plan.json, ranks.json, each framework's argument "
+        "files, launch.sh; with an allocation also hostfile (SLURM_HOSTFILE) and node ranks",
     )
     p.add_argument(
         "--other-traffic",
@@ -514,14 +524,48 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     allocation_flags = (args.topology, args.topology_name, args.hosts, args.nodelist, args.exclude)
-    if any(allocation_flags) or args.out_dir:
+    if any(allocation_flags):
         return _cmd_plan_allocation(args, out)
     result = convenience.plan_for(args.model, args.cluster, **_plan_keywords(args))
     if args.stability or args.stability_range:
         _render_plan(args, result, out, _plan_stability(args, result))
     else:
         _render_plan(args, result, out)
+    if args.out_dir:
+        _write_out_dir(args, out, result, report.result_dict(result), {})
     return EXIT_OK
+
+
+def _write_out_dir(
+    args: argparse.Namespace,
+    out: Console,
+    result: PlanResult,
+    plan_json: dict[str, Any],
+    allocation_files: dict[str, str],
+) -> None:
+    """The hand-off directory (CONTRACT.md "Hand-off files"); what was written and what a
+    framework cannot express follow the report, or go to stderr when stdout is JSON or an
+    export."""
+    out_dir = args.out_dir
+    from .export.handoff import handoff_files
+
+    files, skipped = handoff_files(result, plan_json, allocation=bool(allocation_files))
+    files.update(allocation_files)
+    folder = Path(out_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+        (folder / "launch.sh").chmod(0o755)
+    except OSError as exc:
+        raise InvalidInput(f"--out-dir: cannot write {out_dir}: {exc.strerror}") from None
+    lines = [f"wrote {out_dir}: {', '.join(sorted(files))}"]
+    lines += [f"not written: {line}" for line in skipped]
+    for line in lines:
+        if args.json or args.emit:
+            sys.stderr.write(line + "\n")
+        else:  # free text: wraps at the terminal's width like the report above it
+            out.print(Text(line))
 
 
 def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
@@ -572,35 +616,20 @@ def _place(args: argparse.Namespace, alloc: Allocation) -> Any:
 
 
 def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
-    from .place.joint import allocation_dict, node_hosts, write_handoff
+    from .place.joint import allocation_dict, handoff_allocation_files, node_hosts
 
     result, best, alloc = placed.result, placed.best, placed.allocation
-    if args.out_dir:
-        exports, skipped = {}, []
-        for name, target, as_json in (
-            ("megatron_args.txt", "megatron", False),
-            ("torchtitan.toml", "torchtitan", False),
-            ("deepspeed.json", "deepspeed", True),
-            ("mesh.json", "mesh", True),
-            ("groups.json", "ranks", True),
-        ):
-            try:
-                exports[name] = emit_text(target, result, as_json)
-            except InvalidInput as exc:  # a launcher that cannot express the plan
-                skipped.append(f"{name}: {exc}")
-        written = write_handoff(args.out_dir, result.cluster, alloc, best, exports)
     # One placed view in every format: the JSON `allocation` object (CONTRACT.md) and the
     # placed rank map, groups and Allocation section of the text reports.
     hostfile = node_hosts(result.cluster, alloc, best.host_of_rank)
     view = placed_view(result.cluster, placed, hostfile)
     json_allocation = allocation_dict(result.cluster, alloc, best)
     _render_plan(args, result, out, placed=view, allocation=json_allocation)
-    if args.emit or args.markdown or args.json:
-        return EXIT_OK
     if args.out_dir:
-        out.print("wrote " + ", ".join(str(p) for p in written), soft_wrap=True)
-        for line in skipped:
-            out.print(f"not written: {escape(line)}", soft_wrap=True)
+        payload = report.result_dict(result)
+        payload["allocation"] = json_allocation
+        files = handoff_allocation_files(result.cluster, alloc, best)
+        _write_out_dir(args, out, result, payload, files)
     return EXIT_OK
 
 
@@ -654,7 +683,9 @@ def _render_plan(
     `placed` / `allocation`: a plan on an allocation, its placed view in the text formats and its
     `allocation` object in the JSON."""
     if args.emit:
-        text = emit_text(args.emit, result, args.json)
+        text, note = emit_text(args.emit, result, args.json, args.framework_version)
+    elif args.framework_version:
+        raise InvalidInput("--framework-version: goes with --emit megatron|torchtitan|deepspeed")
     if args.html:
         try:
             Path(args.html).write_text(report.render_html(result, placed), encoding="utf-8")
@@ -662,6 +693,7 @@ def _render_plan(
             raise InvalidInput(f"--html: cannot write {args.html}: {exc.strerror}") from None
     if args.emit:
         sys.stdout.write(text)
+        sys.stderr.write(note)
     elif args.json:
         payload = report.result_dict(result)
         if stable is not None:
@@ -936,8 +968,34 @@ def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
+def _add_emit(sub: Any) -> None:
+    e = sub.add_parser("emit", help="re-emit a saved plan (plan.json of --out-dir) for a launcher")
+    e.add_argument("--from", dest="source", required=True, metavar="PLAN_JSON")
+    e.add_argument("--emit", choices=EMIT_TARGETS, required=True)
+    e.add_argument("--framework-version", metavar="VERSION")
+    e.add_argument("--json", action="store_true")
+
+
+def _cmd_emit(args: argparse.Namespace, out: Console) -> int:
+    """The saved plan's export, without searching again."""
+    from .export.handoff import load_saved_plan
+
+    try:
+        data = json.loads(Path(args.source).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInput(f"--from: cannot read {args.source}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"--from: {args.source}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    result = load_saved_plan(data, args.source)
+    text, note = emit_text(args.emit, result, args.json, args.framework_version)
+    sys.stdout.write(text)
+    sys.stderr.write(note)
+    return EXIT_OK
+
+
 COMMANDS = {
     "bill": _cmd_bill,
+    "emit": _cmd_emit,
     "calibrate": _cmd_calibrate,
     "measure": _cmd_measure,
     "whatif": _cmd_whatif,

@@ -115,21 +115,7 @@ def _vary_cluster(
         for i in hit:
             tiers[i] = _set(tiers[i], bandwidth_gb_per_s=value / 8)
     elif parameter == "oversubscription":
-        if value < 1:
-            raise InvalidInput(f"--values: oversubscription must be >= 1 (got {value})")
-        scale_out = [i for i in idx if tiers[i].kind in SCALE_OUT_KINDS and i > 0]
-        if tier is not None:
-            hit = [i for i in idx if tiers[i].name == tier]
-            if not hit:
-                names = ", ".join(t.name for t in tiers)
-                raise InvalidInput(f"--tier: cluster {cluster.name} has no tier {tier!r} ({names})")
-        else:
-            above = scale_out[1:]  # the leaf itself is non-blocking; the taper sits above it
-            # Keep tiers the preset builds non-blocking (Llama 3's 3,072-GPU pods) as they are.
-            tapered = [i for i in above if tiers[i].oversubscription > 1]
-            hit = tapered or above
-        _need(hit, cluster, "tier above the leaf (try dgx-h100-superpod)", parameter)
-        for i in hit:
+        for i in _tapered_tiers(cluster, value, tier):
             tiers[i] = _set(tiers[i], oversubscription=value)
     elif parameter in ("wan-latency-ms", "wan-gbps"):
         hit = [i for i in idx if tiers[i].kind == "wan"]
@@ -164,6 +150,28 @@ def _vary_cluster(
         tiers, data = _with_nvlink_domain(cluster, tiers, data, int(value), value)
     data["tiers"] = [t.model_dump() for t in tiers]
     return models_zoo.load_cluster(Cluster.model_validate(data))
+
+
+def _tapered_tiers(cluster: Cluster, value: float, tier: str | None) -> list[int]:
+    """The tiers `--vary oversubscription` tapers: the one --tier names, else those above the
+    leaf the preset already tapers, else all above the leaf."""
+    if value < 1:
+        raise InvalidInput(f"--values: oversubscription must be >= 1 (got {value})")
+    tiers = cluster.tiers
+    idx = range(len(tiers))
+    scale_out = [i for i in idx if tiers[i].kind in SCALE_OUT_KINDS and i > 0]
+    if tier is not None:
+        hit = [i for i in idx if tiers[i].name == tier]
+        if not hit:
+            names = ", ".join(t.name for t in tiers)
+            raise InvalidInput(f"--tier: cluster {cluster.name} has no tier {tier!r} ({names})")
+    else:
+        above = scale_out[1:]  # the leaf itself is non-blocking; the taper sits above it
+        # Keep tiers the preset builds non-blocking (Llama 3's 3,072-GPU pods) as they are.
+        tapered = [i for i in above if tiers[i].oversubscription > 1]
+        hit = tapered or above
+    _need(hit, cluster, "tier above the leaf (try dgx-h100-superpod)", "oversubscription")
+    return hit
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

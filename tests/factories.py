@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from cost_models.specs import Cluster, GpuSpec, Layout, LinkTier, ModelSpec, Workload
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+from cost_models.calibration import GenerationCalibration
+from cost_models.specs import Cluster, Estimate, GpuSpec, Layout, LinkTier, ModelSpec, Workload
 
 H100 = GpuSpec(
     id="test-h100",
@@ -127,3 +133,44 @@ def plan(model, cluster, workload, **constraints):
     from planner import api, search_inputs
 
     return api.plan(model, cluster, workload, *search_inputs(**constraints))
+
+
+FROZEN = Path(__file__).parent / "planner" / "snapshots" / "estimates"
+"""Estimates fixed on disk for the report snapshots: a physics change moves none of them."""
+
+
+def frozen(name: str, compute) -> Estimate:
+    """The Estimate stored as NAME.json (what `compute()`, the cost model, gave when it was
+    frozen), so a report snapshot tests the rendering, not today's cost model.
+    UPDATE_ESTIMATES=1 stores `compute()` afresh (then review the snapshots it moves:
+    UPDATE_SNAPSHOTS=1)."""
+    path = FROZEN / f"{name}.json"
+    if os.environ.get("UPDATE_ESTIMATES") == "1":
+        FROZEN.mkdir(parents=True, exist_ok=True)
+        path.write_text(compute().model_dump_json(indent=1) + "\n")
+    assert path.exists(), f"missing frozen estimate {name}: run with UPDATE_ESTIMATES=1"
+    return Estimate.model_validate_json(path.read_text())
+
+
+def frozen_estimate(name: str, model, cluster, layout: Layout, workload) -> Estimate:
+    """planner.api.estimate of the layout, as frozen in NAME.json (`frozen`)."""
+    from planner import api
+
+    e = frozen(name, lambda: api.estimate(model, cluster, layout, workload))
+    assert e.layout.tp == layout.tp and e.layout.pp == layout.pp and e.layout.dp == layout.dp, (
+        f"{name}.json was frozen for another layout"
+    )
+    return e
+
+
+def frozen_calibration(name: str, cluster) -> GenerationCalibration:
+    """The cluster's GPU-generation calibration as frozen in NAME.json (see frozen_estimate)."""
+    path = FROZEN / f"{name}.json"
+    if os.environ.get("UPDATE_ESTIMATES") == "1":
+        from cost_models.calibration import calibration_for_cluster
+
+        cal = dataclasses.asdict(calibration_for_cluster(cluster))
+        FROZEN.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cal, indent=1) + "\n")
+    assert path.exists(), f"missing frozen calibration {name}: run with UPDATE_ESTIMATES=1"
+    return GenerationCalibration(**json.loads(path.read_text()))

@@ -102,15 +102,88 @@ def _collective(path: str, program: str | None, lineno: int) -> str:
     )
 
 
+def _read_lines(path: str | Path) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError as err:
+        raise InvalidInput(f"{path}: cannot read file ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path}: not a text file (nccl-tests output expected)") from None
+
+
+def _data_row(fields: list[str], per_iteration: bool, p: str, i: int) -> Row | None:
+    """One message size's row (None for size or time 0): the mean of the out-of-place and
+    in-place bodies; a body with wrong results is refused."""
+    # size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong,
+    # then a timestamp with -T; with per-iteration timing (-I 1) each body has 4 more
+    # columns (i_min i_max i_p99 i_cv%).
+    if len(fields) not in ROW_FIELDS or not fields[0].isdigit():
+        raise InvalidInput(
+            f"{p}:{i}: expected 'size count type redop root' and 4 columns for "
+            f"out-of-place and for in-place, got {len(fields)} fields"
+        )
+    size = int(fields[0])
+    if per_iteration and len(fields) >= 21:
+        bodies = [fields[5:9], fields[13:17]]
+    elif len(fields) >= 13:
+        bodies = [fields[5:9], fields[9:13]]
+    else:  # in-place only (trace replay prints no out-of-place body)
+        bodies = [fields[5:9]]
+    vals = [
+        [_number(b[j], p, i, name) for j, name in enumerate(("time", "algbw", "busbw"))]
+        for b in bodies
+    ]
+    for b in bodies:
+        if b[3] not in ("0", "N/A"):
+            raise InvalidInput(f"{p}:{i}: #wrong is {b[3]}: this run gave wrong results")
+    time_us = sum(v[0] for v in vals) / len(vals)
+    algbw = sum(v[1] for v in vals) / len(vals)
+    busbw = sum(v[2] for v in vals) / len(vals)
+    return Row(i, size, time_us, algbw, busbw) if size > 0 and time_us > 0 else None
+
+
+def _rank_line(
+    m: re.Match[str], ranks: dict[int, str], hosts: list[str], gpus: set[str], p: str, i: int
+) -> None:
+    """Record a '#  Rank N ... on HOST device D [..] GPU' line; one GPU type per run."""
+    rank, host, gpu = int(m.group(1)), m.group(4), m.group(6)
+    if rank in ranks:
+        raise InvalidInput(f"{p}:{i}: rank {rank} listed twice")
+    ranks[rank] = host
+    if host not in hosts:
+        hosts.append(host)
+    gpus.add(gpu)
+    if len(gpus) > 1:
+        raise InvalidInput(
+            f"{p}:{i}: mixed GPU types in one run ({', '.join(sorted(gpus))}); calibrate "
+            "one GPU type at a time"
+        )
+
+
+def _check_complete(
+    p: str, end: int, header_line: int, ranks: dict[int, str], avg: float | None, n_rows: int
+) -> None:
+    """A whole run: header, rank lines 0..n-1, the average line, at least two sizes."""
+    if not header_line:
+        raise InvalidInput(f"{p}:1: no '# nThread ... nGpus ...' header: not nccl-tests output")
+    if not ranks:
+        raise InvalidInput(
+            f"{p}:{header_line}: no '#  Rank N Group G Pid P on HOST device D' lines"
+        )
+    if sorted(ranks) != list(range(len(ranks))):
+        raise InvalidInput(f"{p}:{end}: rank lines are not 0..{len(ranks) - 1}; log cut short?")
+    if avg is None:
+        raise InvalidInput(
+            f"{p}:{end}: log cut short (no '# Avg bus bandwidth' line after the last row)"
+        )
+    if n_rows < 2:
+        raise InvalidInput(f"{p}:{end}: {n_rows} message size(s); a fit needs at least 2")
+
+
 def parse_log(path: str | Path) -> NcclLog:
     """One nccl-tests log; raises InvalidInput naming the file and line on anything malformed."""
     p = str(path)
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise InvalidInput(f"{p}: cannot read file ({err.strerror})") from None
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{p}: not a text file (nccl-tests output expected)") from None
+    lines = _read_lines(path)
     program, header_line, ranks, hosts, gpus = None, 0, {}, [], set()
     per_iteration = False
     rows: list[Row] = []
@@ -129,69 +202,19 @@ def parse_log(path: str | Path) -> NcclLog:
                 )
             header_line = i
         elif m := RANK_LINE.match(line):
-            rank, host, gpu = int(m.group(1)), m.group(4), m.group(6)
-            if rank in ranks:
-                raise InvalidInput(f"{p}:{i}: rank {rank} listed twice")
-            ranks[rank] = host
-            if host not in hosts:
-                hosts.append(host)
-            gpus.add(gpu)
-            if len(gpus) > 1:
-                raise InvalidInput(
-                    f"{p}:{i}: mixed GPU types in one run ({', '.join(sorted(gpus))}); calibrate "
-                    "one GPU type at a time"
-                )
+            _rank_line(m, ranks, hosts, gpus, p, i)
         elif m := AVG_BUSBW.match(line):
             avg = _number(m.group(1), p, i, "average bus bandwidth")
         elif line and not line.startswith("#"):
-            fields = line.split()
             if not header_line:
                 raise InvalidInput(
                     f"{p}:{i}: data before the '# nThread ... nGpus ...' header: not nccl-tests "
                     "output"
                 )
-            # size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong,
-            # then a timestamp with -T; with per-iteration timing (-I 1) each body has 4 more
-            # columns (i_min i_max i_p99 i_cv%).
-            if len(fields) not in ROW_FIELDS or not fields[0].isdigit():
-                raise InvalidInput(
-                    f"{p}:{i}: expected 'size count type redop root' and 4 columns for "
-                    f"out-of-place and for in-place, got {len(fields)} fields"
-                )
-            size = int(fields[0])
-            if per_iteration and len(fields) >= 21:
-                bodies = [fields[5:9], fields[13:17]]
-            elif len(fields) >= 13:
-                bodies = [fields[5:9], fields[9:13]]
-            else:  # in-place only (trace replay prints no out-of-place body)
-                bodies = [fields[5:9]]
-            vals = [
-                [_number(b[j], p, i, name) for j, name in enumerate(("time", "algbw", "busbw"))]
-                for b in bodies
-            ]
-            for b in bodies:
-                if b[3] not in ("0", "N/A"):
-                    raise InvalidInput(f"{p}:{i}: #wrong is {b[3]}: this run gave wrong results")
-            time_us = sum(v[0] for v in vals) / len(vals)
-            algbw = sum(v[1] for v in vals) / len(vals)
-            busbw = sum(v[2] for v in vals) / len(vals)
-            if size > 0 and time_us > 0:
-                rows.append(Row(i, size, time_us, algbw, busbw))
-    end = len(lines)
-    if not header_line:
-        raise InvalidInput(f"{p}:1: no '# nThread ... nGpus ...' header: not nccl-tests output")
-    if not ranks:
-        raise InvalidInput(
-            f"{p}:{header_line}: no '#  Rank N Group G Pid P on HOST device D' lines"
-        )
-    if sorted(ranks) != list(range(len(ranks))):
-        raise InvalidInput(f"{p}:{end}: rank lines are not 0..{len(ranks) - 1}; log cut short?")
-    if avg is None:
-        raise InvalidInput(
-            f"{p}:{end}: log cut short (no '# Avg bus bandwidth' line after the last row)"
-        )
-    if len(rows) < 2:
-        raise InvalidInput(f"{p}:{end}: {len(rows)} message size(s); a fit needs at least 2")
+            row = _data_row(line.split(), per_iteration, p, i)
+            if row is not None:
+                rows.append(row)
+    _check_complete(p, len(lines), header_line, ranks, avg, len(rows))
     return NcclLog(
         p,
         _collective(p, program, header_line),

@@ -35,6 +35,14 @@ def _refuse(target: str, rule: str) -> InvalidInput:
     return InvalidInput(f"cannot export to {target}: {rule}")
 
 
+def _num(value: float) -> str:
+    """A number as the parsers take it: integral values as ints (Megatron's --rotary-base is an
+    int argument), others in full precision."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
 def _order_text(e: Estimate) -> str:
     return "-".join(a.value for a in e.layout.order)
 
@@ -59,38 +67,177 @@ def stage_layer_counts(model: ModelSpec, e: Estimate) -> list[int]:
 
 
 def megatron_model_args(model: ModelSpec, workload: Workload) -> list[str]:
-    """The model shape as Megatron-LM arguments (megatron/training/arguments.py)."""
+    """The whole model as Megatron-LM arguments (megatron/training/arguments.py of megatron-core
+    0.19.2): shape, attention variant, MLP, positions, norms, biases, dropout and MoE. A setting
+    with no Megatron flag is refused by name (InvalidInput), never dropped; tests/frameworks
+    builds the model from these arguments alone and compares it with the plan's."""
     args = ["--num-layers", str(model.num_layers), "--hidden-size", str(model.hidden_size)]
     args += ["--num-attention-heads", str(model.num_attention_heads)]
     if model.ffn_hidden_size is not None:
         args += ["--ffn-hidden-size", str(model.ffn_hidden_size)]
-    if model.head_dim is not None:
-        args += ["--kv-channels", str(model.head_dim)]
-    if model.kv_heads != model.num_attention_heads:
-        args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
-    if model.gated_mlp:
-        args.append("--swiglu")
-    if not model.tied_embeddings:
-        args.append("--untie-embeddings-and-output-weights")
-    if model.max_position_embeddings is None:
-        args += ["--position-embedding-type", "rope"]
-    positions = model.max_position_embeddings or workload.seq_len
-    args += ["--max-position-embeddings", str(max(positions, workload.seq_len))]
-    args += ["--seq-length", str(workload.seq_len)]
+    args += _megatron_attention(model)
+    args += _megatron_mlp(model)
+    args += _megatron_positions(model, workload)
+    # Megatron's defaults are LayerNorm, biases on every linear layer and dropout 0.1.
+    norm = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}[model.normalization]
+    args += ["--normalization", norm, "--norm-epsilon", _num(model.norm_eps)]
+    if not model.linear_bias:
+        args.append("--disable-bias-linear")
+    if model.qkv_bias and not model.linear_bias:
+        args.append("--add-qkv-bias")
+    if not model.hidden_dropout:
+        args += ["--attention-dropout", "0.0", "--hidden-dropout", "0.0"]
     if model.vocab_size is not None:
         args += ["--vocab-size", str(model.vocab_size)]
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
     if model.moe is not None:
-        moe = model.moe
-        args += ["--num-experts", str(moe.num_experts), "--moe-router-topk", str(moe.top_k)]
-        args += ["--moe-ffn-hidden-size", str(moe.expert_ffn_hidden_size)]
-        if moe.num_shared_experts:
-            shared = moe.num_shared_experts * moe.expert_ffn_hidden_size
-            args += ["--moe-shared-expert-intermediate-size", str(shared)]
-        if moe.first_k_dense_layers:
-            k, n = moe.first_k_dense_layers, model.num_layers
-            args += ["--moe-layer-freq", f"[0]*{k}+[1]*{n - k}"]
+        args += _megatron_moe(model, workload)
+    return args
+
+
+def _megatron_attention(model: ModelSpec) -> list[str]:
+    """GQA, MLA dimensions, q/k norm, sliding window (TransformerConfig / MLATransformerConfig)."""
+    if model.attention_sinks:
+        raise _refuse(
+            "megatron",
+            "attention_sinks (gpt-oss's learned sink logits, with its clamped SwiGLU and biased "
+            "experts) are not exported to Megatron-LM here",
+        )
+    args: list[str] = []
     if model.mla is not None:
+        mla = model.mla
         args.append("--multi-latent-attention")
+        if mla.q_lora_rank is not None:
+            args += ["--q-lora-rank", str(mla.q_lora_rank)]
+        args += ["--kv-lora-rank", str(mla.kv_lora_rank)]
+        args += ["--qk-head-dim", str(mla.qk_nope_head_dim)]
+        args += ["--qk-pos-emb-head-dim", str(mla.qk_rope_head_dim)]
+        args += ["--v-head-dim", str(mla.v_head_dim)]
+        # MLA's RMSNorms on the compressed q and kv (DeepSeek-V3 q_a_layernorm, kv_a_layernorm)
+        # are Megatron's qk_layernorm (MLASelfAttention q_layernorm / kv_layernorm).
+        args.append("--qk-layernorm")
+    else:
+        args += ["--kv-channels", str(model.attn_head_dim)]
+        if model.kv_heads != model.num_attention_heads:
+            args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
+        if model.qk_norm:
+            args.append("--qk-layernorm")
+    if model.sliding_window is not None:
+        # HF's sliding_window counts the query itself: flash-attn window (W-1, 0) for causal
+        # attention (transformers modeling_flash_attention_utils: sliding_window - 1).
+        args += ["--window-size", f"{model.sliding_window - 1},0"]
+        if model.full_attention_every is not None:
+            args += ["--window-attn-skip-freq", str(model.full_attention_every)]
+    return args
+
+
+def _megatron_mlp(model: ModelSpec) -> list[str]:
+    """Activation (megatron/training/arguments.py: --swiglu, --squared-relu, --openai-gelu;
+    GeLU is the default)."""
+    act = model.mlp_activation
+    if model.gated_mlp:
+        if act != "silu":
+            raise _refuse("megatron", f"gated {act} MLP (e.g. Gemma's GeGLU) has no Megatron-LM flag")
+        return ["--swiglu"]
+    flags = {"gelu": [], "gelu_tanh": ["--openai-gelu"], "squared_relu": ["--squared-relu"]}
+    if act not in flags:
+        raise _refuse("megatron", f"non-gated {act} MLP has no Megatron-LM flag")
+    return flags[act]
+
+
+def _megatron_positions(model: ModelSpec, workload: Workload) -> list[str]:
+    """Position embedding, rotary base / share / scaling; the sequence and position lengths."""
+    kind = model.position_embedding_kind
+    positions = max(model.max_position_embeddings or workload.seq_len, workload.seq_len)
+    args = ["--seq-length", str(workload.seq_len), "--max-position-embeddings", str(positions)]
+    if kind == "alibi":
+        raise _refuse("megatron", "ALiBi position biases (BLOOM, MPT) have no Megatron-LM option")
+    if kind == "learned":
+        return args + ["--position-embedding-type", "learned_absolute"]
+    args += ["--position-embedding-type", "rope", "--rotary-base", _num(model.rotary_base)]
+    if model.rotary_percent != 1.0:
+        args += ["--rotary-percent", _num(model.rotary_percent)]
+    return args + _megatron_rope_scaling(model)
+
+
+# MLATransformerConfig's YaRN fields that have no flag (megatron/core/transformer/
+# transformer_config.py: original_max_position_embeddings 4096, beta_fast 32, beta_slow 1).
+MLA_YARN_DEFAULTS = {"original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0}
+# RotaryEmbedding._apply_scaling's fixed Llama 3.1 constants (only the factor has a flag).
+LLAMA3_SCALING = {"low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 8192}
+
+
+def _megatron_rope_scaling(model: ModelSpec) -> list[str]:
+    rs = model.rope_scaling
+    if model.mla is not None:  # MLA takes --rope-type (yarn is its default)
+        if rs is None:
+            return ["--rope-type", "rope"]
+        _refuse_unless(rs, "yarn", MLA_YARN_DEFAULTS, "multi-latent attention")
+        args = ["--rope-type", "yarn", "--rotary-scaling-factor", _num(rs.factor)]
+        args += ["--mscale", _num(rs.mscale if rs.mscale is not None else 1.0)]
+        return args + ["--mscale-all-dim", _num(rs.mscale_all_dim or 0.0)]
+    if rs is None:
+        return []
+    if rs.type == "llama3":
+        _refuse_unless(rs, "llama3", LLAMA3_SCALING, "--use-rope-scaling")
+        return ["--use-rope-scaling", "--rope-scaling-factor", _num(rs.factor)]
+    if rs.type != "yarn":
+        raise _refuse("megatron", f"rope_scaling type {rs.type} has no Megatron-LM option")
+    args = ["--position-embedding-type", "yarn", "--rotary-scaling-factor", _num(rs.factor)]
+    for name, flag in (("original_max_position_embeddings", "--yarn-original-max-position-embeddings"),
+                       ("beta_fast", "--yarn-beta-fast"), ("beta_slow", "--yarn-beta-slow"),
+                       ("mscale", "--mscale"), ("mscale_all_dim", "--mscale-all-dim")):
+        value = getattr(rs, name)
+        if value is not None:
+            args += [flag, _num(value)]
+    return args
+
+
+def _refuse_unless(rs: Any, kind: str, fixed: dict[str, float], where: str) -> None:
+    """Megatron fixes some scaling constants; a model with others cannot be expressed."""
+    if rs.type != kind:
+        raise _refuse("megatron", f"rope_scaling type {rs.type} with {where}: only {kind}")
+    for name, value in fixed.items():
+        got = getattr(rs, name)
+        if got is not None and got != value:
+            raise _refuse(
+                "megatron", f"rope_scaling.{name} {got:g}: {where} fixes it at {value:g}"
+            )
+
+
+def _megatron_moe(model: ModelSpec, workload: Workload) -> list[str]:
+    """MoE block, router and the token dispatcher the plan priced."""
+    moe = model.moe
+    assert moe is not None
+    args = ["--num-experts", str(moe.num_experts), "--moe-router-topk", str(moe.top_k)]
+    args += ["--moe-ffn-hidden-size", str(moe.expert_ffn_hidden_size)]
+    if moe.num_shared_experts:
+        shared = moe.num_shared_experts * moe.expert_ffn_hidden_size
+        args += ["--moe-shared-expert-intermediate-size", str(shared)]
+        if moe.shared_expert_gate:
+            args.append("--moe-shared-expert-gate")
+    if moe.first_k_dense_layers:
+        k, n = moe.first_k_dense_layers, model.num_layers
+        args += ["--moe-layer-freq", f"[0]*{k}+[1]*{n - k}"]
+    args += ["--moe-router-score-function", moe.router_score_function]
+    if moe.router_pre_softmax:
+        args.append("--moe-router-pre-softmax")
+    if moe.router_topk_scaling_factor is not None:
+        args += ["--moe-router-topk-scaling-factor", _num(moe.router_topk_scaling_factor)]
+    if moe.router_expert_bias:
+        args.append("--moe-router-enable-expert-bias")
+    if moe.router_num_groups is not None:
+        args += ["--moe-router-num-groups", str(moe.router_num_groups)]
+        args += ["--moe-router-group-topk", str(moe.router_group_topk)]
+    # The cost model prices the experts' GEMMs grouped (one kernel per layer) and the token
+    # exchange as all-to-all (or DeepEP); Megatron's defaults are per-expert GEMMs and allgather.
+    args.append("--moe-grouped-gemm")
+    if workload.moe_dispatcher == "deepep":
+        args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"]
+    else:
+        args += ["--moe-token-dispatcher-type", "alltoall"]
     return args
 
 
@@ -139,9 +286,6 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
     if model.moe is not None:
         args += ["--expert-model-parallel-size", str(lo.ep)]
         args += ["--expert-tensor-parallel-size", str(lo.etp)]
-        if workload.moe_dispatcher == "deepep":
-            args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend"]
-            args.append("deepep")
         if lo.ep_overlap and lo.recompute == "full":
             raise _refuse(
                 "megatron", "--overlap-moe-expert-parallel-comm asserts no full recomputation"
@@ -160,6 +304,14 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         args += ["--recompute-granularity", "selective"]
         if lo.recompute_modules is not None:  # None: Megatron's default, core_attn
             args += ["--recompute-modules", *lo.recompute_modules]
+            delayed = workload.precision == "fp8" and not workload.fp8_dynamic_scaling
+            if delayed and {"moe_act", "layernorm"} & set(lo.recompute_modules):
+                # TransformerConfig.__post_init__ raises on this pair.
+                raise _refuse(
+                    "megatron",
+                    "fp8 delayed scaling with moe_act or layernorm recompute (Megatron-Core: "
+                    "'Delayed scaling does not support moe_act and layernorm recompute')",
+                )
     elif lo.recompute == "full":
         # Full recompute as the memory model prices it (stage.recomputed_layers): uniform groups
         # of recompute_num_layers (default 1), or block: the first N layers of each chunk.
@@ -255,14 +407,34 @@ def _megatron_precision(workload: Workload) -> list[str]:
 
 TORCHTITAN_MODULES = {
     # planner preset name -> (--module, --config) of torchtitan 0.3.0's config registry
-    # (torchtitan/models/<module>/config_registry.py)
+    # (torchtitan/models/<module>/config_registry.py). The model is the recipe's own
+    # (Trainer.Config.model_spec is suppressed from the command line), so only a preset the
+    # recipe builds exactly is listed: torchtitan's llama3 flavors are Llama 3.1 (rope scaling
+    # "llama", factor 8), so Llama 3 8B / 70B (no scaling) have no recipe.
+    # tests/frameworks/test_model_handoff.py builds each recipe's model and compares it.
     "Llama 3 8B": ("llama3", "llama3_8b"),
     "Llama 3 70B": ("llama3", "llama3_70b"),
+    "Llama 3.1 8B": ("llama3", "llama3_8b"),
+    "Llama 3.1 70B": ("llama3", "llama3_70b"),
     "Llama 3.1 405B": ("llama3", "llama3_405b"),
     "DeepSeek-V3": ("deepseek_v3", "deepseek_v3_671b"),
     "Qwen3-30B-A3B": ("qwen3", "qwen3_30b_a3b"),
     "gpt-oss-120b": ("gpt_oss", "gpt_oss_120b"),
 }
+
+
+def torchtitan_recipe(model: ModelSpec) -> tuple[str, str]:
+    """(--module, --config) of the recipe that builds `model`, or a refusal naming what is
+    missing: torchtitan takes the model from the recipe, not from command-line fields."""
+    if model.name not in TORCHTITAN_MODULES:
+        known = ", ".join(sorted(TORCHTITAN_MODULES))
+        raise _refuse(
+            "torchtitan",
+            f"no torchtitan 0.3.0 recipe builds {model.name!r}: the model comes from a "
+            "config_registry function (--module/--config; model_spec is not a command-line "
+            f"field), so a recipe with this model's dimensions is needed (recipes: {known})",
+        )
+    return TORCHTITAN_MODULES[model.name]
 AC_SUBCOMMAND = {
     # Trainer.Config.activation_checkpoint is a union of config classes: tyro selects one by
     # subcommand (torchtitan/distributed/activation_checkpoint.py).

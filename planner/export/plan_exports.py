@@ -10,6 +10,8 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
+from cost_models.errors import InvalidInput
+
 from ..place import ranks
 from ..types import PlanResult
 from . import launch
@@ -60,28 +62,74 @@ EXPORTS: dict[str, Callable[[PlanResult, int], Any]] = {
 """`plan --emit TARGET` -> the export it prints."""
 
 
-def emit_text(target: str, result: PlanResult, as_json: bool) -> str:
-    """What `plan --emit TARGET` prints for the best plan; with as_json every target is JSON
-    (--json prints only JSON). Raises InvalidInput when the launcher cannot express the plan."""
-    payload: Any = EXPORTS[target](result, 0)
-    if target == "megatron" and not as_json:
-        env = launch.megatron_env(result.ranked[0])
-        line = " ".join(f"{k}={v}" for k, v in env.items())
-        return (
-            f"# {launch.MEGATRON_VERSION}: pretrain_gpt.py arguments"
-            + (f"; environment: {line}" if line else "")
-            + f"\n{shlex.join(payload)}\n"
+def to_megatron(result: PlanResult, index: int = 0) -> dict:
+    """{"version", "env": the environment the launch needs, "args": pretrain_gpt.py arguments}."""
+    return {
+        "version": launch.MEGATRON_VERSION,
+        "env": launch.megatron_env(result.ranked[index]),
+        "args": to_megatron_args(result, index),
+    }
+
+
+# --framework-version: the releases each export is written for (the first is the default, the
+# tested release: tests/frameworks).
+FRAMEWORK_VERSIONS = {
+    "megatron": ("0.19.2",),
+    "torchtitan": ("0.3.0", "main"),
+    "deepspeed": ("0.19.8",),
+}
+
+
+def check_version(target: str, version: str | None) -> str:
+    known = FRAMEWORK_VERSIONS.get(target)
+    if known is None:
+        if version is not None:
+            raise InvalidInput(f"--framework-version: --emit {target} is not a framework export")
+        return ""
+    if version is None:
+        return known[0]
+    if version not in known:
+        raise InvalidInput(
+            f"--framework-version: {target} exports are written for {', '.join(known)} "
+            f"(got {version!r})"
         )
-    if target == "torchtitan" and not as_json:
-        release = payload["release"]
-        return (
-            f"# {release['version']}: torchtitan.train arguments\n{shlex.join(release['args'])}\n"
-            f"# {payload['main_version']}: torchtitan.train arguments\n"
-            f"{shlex.join(payload['main_args'])}\n"
+    return version
+
+
+def emit_text(
+    target: str, result: PlanResult, as_json: bool, version: str | None = None
+) -> tuple[str, str]:
+    """(stdout, stderr) of `plan --emit TARGET` for the best plan, one framework version
+    (`version`, default the tested release). With as_json every target is JSON (--json prints
+    only JSON); DeepSpeed's config is JSON on stdout, its header and launcher arguments on
+    stderr. Raises InvalidInput when the launcher cannot express the plan."""
+    version = check_version(target, version)
+    if target == "megatron":
+        payload = to_megatron(result)
+        line = " ".join(f"{k}={v}" for k, v in payload["env"].items())
+        header = f"# {launch.MEGATRON_VERSION}: pretrain_gpt.py arguments" + (
+            f"; environment: {line}" if line else ""
         )
-    if target == "deepspeed" and not as_json:
-        return (
-            f"# {payload['version']}\n# ds_config.json\n{json.dumps(payload['config'], indent=2)}"
-            f"\n# pretrain_gpt.py arguments\n{shlex.join(payload['launch_args'])}\n"
+        if as_json:
+            return json.dumps(payload["args"], indent=2) + "\n", ""
+        return f"{header}\n{shlex.join(payload['args'])}\n", ""
+    if target == "torchtitan":
+        tt = to_torchtitan(result)
+        if as_json:
+            return json.dumps(tt, indent=2) + "\n", ""
+        name, args = (
+            (tt["release"]["version"], tt["release"]["args"])
+            if version != "main"
+            else (tt["main_version"], tt["main_args"])
         )
-    return json.dumps(payload, indent=2) + "\n"
+        return f"# {name}: torchtitan.train arguments\n{shlex.join(args)}\n", ""
+    if target == "deepspeed":
+        ds = to_deepspeed(result)
+        if as_json:
+            return json.dumps(ds, indent=2) + "\n", ""
+        err = (
+            f"# {ds['version']}: stdout is ds_config.json; Megatron-DeepSpeed pretrain_gpt.py "
+            f"arguments:\n{shlex.join(ds['launch_args'])}\n"
+        )
+        return json.dumps(ds["config"], indent=2) + "\n", err
+    return json.dumps(EXPORTS[target](result, 0), indent=2) + "\n", ""

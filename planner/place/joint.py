@@ -255,29 +255,16 @@ def allocation_dict(cluster: Cluster, alloc: Allocation, p: Placement) -> dict[s
     }
 
 
-def write_handoff(
-    out_dir: str | Path, cluster: Cluster, alloc: Allocation, p: Placement, exports: dict[str, str]
-) -> list[Path]:
-    """SLURM_HOSTFILE (one host per rank), node ranks for torchrun, rank -> (host, GPU) JSON and
-    the launcher exports of the placed layout; returns the files written."""
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        nodes = node_hosts(cluster, alloc, p.host_of_rank)
-        files = {
-            "hostfile": "".join(f"{h}\n" for h in nodes for _ in range(cluster.gpus_per_node)),
-            "nodes.txt": "".join(f"{h}\n" for h in nodes),
-            "node_ranks.txt": "".join(f"{h} {i}\n" for i, h in enumerate(nodes)),
-            "ranks.json": json.dumps(allocation_dict(cluster, alloc, p)["ranks"], indent=1) + "\n",
-            **exports,
-        }
-        written = []
-        for name, text in files.items():
-            (out / name).write_text(text, encoding="utf-8")
-            written.append(out / name)
-    except OSError as exc:
-        raise InvalidInput(f"--out-dir: cannot write {out_dir}: {exc.strerror}") from None
-    return written
+def handoff_allocation_files(cluster: Cluster, alloc: Allocation, p: Placement) -> dict[str, str]:
+    """The allocation's part of the hand-off: SLURM_HOSTFILE (one host per rank, `hostfile`),
+    each used host once in node-rank order, node ranks for torchrun, and rank -> (host, GPU)."""
+    nodes = node_hosts(cluster, alloc, p.host_of_rank)
+    return {
+        "hostfile": "".join(f"{h}\n" for h in nodes for _ in range(cluster.gpus_per_node)),
+        "nodes.txt": "".join(f"{h}\n" for h in nodes),
+        "node_ranks.txt": "".join(f"{h} {i}\n" for i, h in enumerate(nodes)),
+        "rank_hosts.json": json.dumps(allocation_dict(cluster, alloc, p)["ranks"], indent=1) + "\n",
+    }
 
 
 def layout_of(p: Placement) -> Layout:

@@ -56,7 +56,7 @@ def render_whatif(
             f"{e.step_time_s:,.3f}",
             "-" if p is r.baseline else f"{p.change:+.1%}",
         )
-    cal = calibration_for_cluster(cluster)
+    cal = r.calibration if r.calibration is not None else calibration_for_cluster(cluster)
     terms = [t for t in COMM_TERMS if any(p.best.breakdown_s.get(t, 0) > 0 for p in rows)]
     cols = [COLUMN[t] for t in terms]
     if "dp_comm" in terms:

@@ -317,7 +317,15 @@ def recompute_choices(
         and workload.selective_recompute == "attention"
     )
     per_chunk = model.num_layers // (base.pp * base.vp)
-    choices = _recompute_choices(model, space.recompute, megatron, per_chunk)
+    # TransformerConfig.__post_init__ (megatron-core 0.19.2): "Delayed scaling does not support
+    # moe_act and layernorm recompute for fp8" (the Megatron export writes --fp8-recipe delayed
+    # unless workload.fp8_dynamic_scaling). A framework rule: applied when searching for Megatron.
+    fp8_delayed = (
+        space.framework == "megatron"
+        and workload.precision == "fp8"
+        and not workload.fp8_dynamic_scaling
+    )
+    choices = _recompute_choices(model, space.recompute, megatron, per_chunk, fp8_delayed)
     if base.ep_overlap and space.framework is not None:
         # Megatron asserts no full recomputation and no `moe` module with the all-to-all overlap
         # (framework.ep_overlap_violations); those choices are not runnable on this base.
@@ -369,7 +377,7 @@ def recompute_chain_heads(choices: list[dict[str, Any]]) -> list[int]:
 
 @functools.lru_cache(maxsize=256)
 def _recompute_choices(
-    model: ModelSpec, modes: tuple[str, ...], megatron: bool, per_chunk: int
+    model: ModelSpec, modes: tuple[str, ...], megatron: bool, per_chunk: int, fp8_delayed: bool
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for mode in modes:
@@ -378,10 +386,10 @@ def _recompute_choices(
         if not megatron:
             continue
         if mode == "selective":
-            light = ["layernorm"]
+            light = [] if fp8_delayed else ["layernorm"]
             heavy = []
             if model.num_moe_layers:
-                light.append("moe_act")
+                light += [] if fp8_delayed else ["moe_act"]
                 if model.moe is not None and model.moe.num_shared_experts:
                     heavy.append("shared_experts")
             if model.mla is not None:
@@ -392,6 +400,8 @@ def _recompute_choices(
             # light keeps the attention core (no attention FLOPs rerun): DeepSeek-V3 recomputes
             # only its norms, MLA up-projections and SwiGLU outputs (report sec. 3.3.3, 3.2.3)
             for modules in (light, cheap, cheap + heavy):
+                if not modules or modules == ["core_attn"]:
+                    continue  # nothing, or Megatron's default (the plain selective choice)
                 update = {**_NO_KNOBS, "recompute": mode, "recompute_modules": tuple(modules)}
                 if update not in out:
                     out.append(update)

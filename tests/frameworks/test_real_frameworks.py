@@ -48,8 +48,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import factories as f
 
-from cost_models.specs import Axis, Layout
 import planner
+from cost_models.specs import Axis, Layout
 from planner.export import launch, plan_exports
 from planner.place import ranks
 from planner.types import PlanResult

@@ -81,7 +81,7 @@ def test_estimate_defaults_match_plan(capsys):
 def test_estimate_snapshot(width):
     model, cluster, work = f.dense_model(), f.cluster(32), f.workload(global_batch=64)
     lo = api.layout_with_defaults({"tp": 4, "pp": 2, "dp": 4, "vp": 4, "micro_batch": 2})
-    e = api.estimate(model, cluster, lo, work)
+    e = f.frozen_estimate("estimate_view", model, cluster, lo, work)
     buf = io.StringIO()
     Console(width=width, color_system=None, file=buf).print(
         report.render_estimate(e, cluster, work, model)

@@ -45,6 +45,19 @@ MEGATRON_SWITCHES = {
     "--untie-embeddings-and-output-weights",
     "--multi-latent-attention",
     "--tp-comm-overlap",
+    "--disable-bias-linear",
+    "--add-qkv-bias",
+    "--qk-layernorm",
+    "--openai-gelu",
+    "--squared-relu",
+    "--use-rope-scaling",
+    "--moe-grouped-gemm",
+    "--moe-router-pre-softmax",
+    "--moe-router-enable-expert-bias",
+    "--moe-shared-expert-gate",
+    "--overlap-moe-expert-parallel-comm",
+    "--delay-wgrad-compute",
+    "--use-precision-aware-optimizer",
 }
 ORDERS = list(permutations(Axis))
 

@@ -292,7 +292,7 @@ def test_handoff_files_use_every_gpu_once_and_rebuild_the_priced_groups(tmp_path
     from_json = np.array([alloc.hosts.index(r["host"]) for r in a["ranks"]])
     assert (from_file == from_json).all()
     assert node_hosts(cluster, alloc, from_file) == a["hostfile"]
-    groups = json.loads((out / "groups.json").read_text())
+    groups = json.loads((out / "ranks.json").read_text())
     assert groups == rank_groups(layout, moe=False)  # llama3-8b is dense
     assert pricing.group_lists(layout, moe=False) == groups
     spec = models_zoo.load_model("llama3-8b")

@@ -52,7 +52,8 @@ def formats(tmp_path_factory) -> dict[str, str]:
     out = {"json": _run([*ARGV, "--json", "--html", str(page)])}
     out["html"] = page.read_text(encoding="utf-8")
     out["markdown"] = _run([*ARGV, "--markdown"])
-    out["terminal80"] = _run(ARGV, 80)
+    handoff = tmp_path_factory.mktemp("handoff")  # its "wrote ..." line wraps at 80 too
+    out["terminal80"] = _run([*ARGV, "--out-dir", str(handoff)], 80)
     out["terminal120"] = _run(ARGV, 120)
     return out
 
@@ -135,6 +136,7 @@ def test_terminal_lines_fit_the_width(formats, width):
     lines = formats[f"terminal{width}"].splitlines()
     assert max(len(line) for line in lines) <= width
     assert any(line.startswith("Allocation: 16 hosts kept") for line in lines)
+    assert width == 120 or any(line.startswith("wrote ") for line in lines)
 
 
 def test_ranking_follows_the_placed_step_times(formats):

@@ -1,8 +1,10 @@
 """The placement report: snapshots (fixed width, no colour) for a dense and an MoE plan, warnings,
 runner-up binding terms, Markdown, and an HTML page that needs no network.
 
-The cost model is recalibrated in parallel, so the numbers in the snapshots move: regenerate them
-with `UPDATE_SNAPSHOTS=1 python -m pytest tests/planner/test_report.py` and review the diff.
+The snapshots are built from estimates frozen on disk (snapshots/estimates/*.json,
+factories.frozen_estimate), so a change to the cost model's physics moves none of them; a change
+to the rendering does: regenerate with `UPDATE_SNAPSHOTS=1 python -m pytest ...` and review the
+diff (`UPDATE_ESTIMATES=1` re-prices the frozen estimates with today's cost model).
 """
 
 import io
@@ -16,7 +18,7 @@ from factories import result_for
 from rich.console import Console
 
 from cost_models.specs import Axis, Layout
-from planner import api, report
+from planner import report
 from planner.cli import main
 from planner.report import findings
 from planner.report.markdown import render_markdown
@@ -27,11 +29,14 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 FETCHES = re.compile(r"https?://|<script|<link|@import|url\(|src=", re.IGNORECASE)
 
 
-def fixed_plan(model, cluster, workload, layouts: list[Layout]) -> PlanResult:
-    """A PlanResult from fixed layouts and fixed search statistics: the snapshot depends on the
-    cost model only, not on the search engine (which another helper is replacing)."""
+def fixed_plan(name: str, model, cluster, workload, layouts: list[Layout]) -> PlanResult:
+    """A PlanResult from frozen estimates of fixed layouts and fixed search statistics: the
+    snapshot depends on neither the cost model nor the search engine."""
     ranked = sorted(
-        (api.estimate(model, cluster, lo, workload) for lo in layouts),
+        (
+            f.frozen_estimate(f"{name}_{i}", model, cluster, lo, workload)
+            for i, lo in enumerate(layouts)
+        ),
         key=lambda e: e.step_time_s,
     )
     best = ranked[0].step_time_s
@@ -64,7 +69,7 @@ def dense_plan() -> PlanResult:
         Layout(tp=2, pp=4, dp=4, micro_batch=1, recompute="selective"),
         Layout(tp=4, dp=8, micro_batch=1, recompute="full", zero_stage=3),
     ]
-    return fixed_plan(f.dense_model(), f.cluster(32), f.workload(global_batch=64), layouts)
+    return fixed_plan("dense", f.dense_model(), f.cluster(32), f.workload(global_batch=64), layouts)
 
 
 def moe_plan() -> PlanResult:
@@ -74,7 +79,7 @@ def moe_plan() -> PlanResult:
         Layout(tp=4, dp=4, ep=4, micro_batch=1, sequence_parallel=True),
         Layout(tp=2, pp=2, dp=4, ep=8, micro_batch=1, recompute="selective"),
     ]
-    return fixed_plan(f.moe_model(), f.cluster(16), f.workload(global_batch=32), layouts)
+    return fixed_plan("moe", f.moe_model(), f.cluster(16), f.workload(global_batch=32), layouts)
 
 
 def rendered(result: PlanResult, width: int = 100) -> str:
@@ -105,7 +110,7 @@ def deep_plan() -> PlanResult:
     """16 pipeline stages: the memory table skips the middle stages with an ellipsis row."""
     model = f.dense_model().model_copy(update={"num_layers": 32})
     layouts = [Layout(tp=2, pp=16, micro_batch=1, sequence_parallel=True)]
-    return fixed_plan(model, f.cluster(32), f.workload(global_batch=64), layouts)
+    return fixed_plan("deep", model, f.cluster(32), f.workload(global_batch=64), layouts)
 
 
 @pytest.mark.parametrize("width", [80, 120])

@@ -12,9 +12,9 @@ from rich.console import Console
 from test_report import assert_readable, check_snapshot
 from test_whatif import SMALL, fat_tree
 
-from cost_models.calibration import calibration_for, calibration_for_cluster
+from cost_models.calibration import calibration_for
 from cost_models.specs import Layout
-from planner import api, cli, whatif
+from planner import cli, whatif
 from planner.report import plot
 from planner.report.whatif_view import conclusions, render_whatif
 
@@ -26,7 +26,9 @@ def fixed_sweep() -> whatif.WhatIfResult:
     tp8 = Layout(tp=8, dp=4, sequence_parallel=True)
     tp1 = Layout(tp=1, dp=32, zero_stage=1)
     estimates = {
-        (value, lo.tp): api.estimate(model, f.cluster(32, ib_gb_per_s=value), lo, work)
+        (value, lo.tp): f.frozen_estimate(
+            f"whatif_{value}_tp{lo.tp}", model, f.cluster(32, ib_gb_per_s=value), lo, work
+        )
         for value, lo in [(25, tp8), (50, tp8), (100, tp1), (400, tp1)]
     }
     base = estimates[(50, 8)]
@@ -36,7 +38,7 @@ def fixed_sweep() -> whatif.WhatIfResult:
 
     points = [point(estimates[(v, t)], v) for v, t in [(25, 8), (100, 1), (400, 1)]]
     baseline = point(base, math.nan)
-    cal = calibration_for_cluster(f.cluster(32))
+    cal = f.frozen_calibration("whatif_calibration", f.cluster(32))
     hidden = whatif.hidden_from(points, cal)
     return whatif.WhatIfResult(
         "nic-gbps", "test", 32, baseline, tuple(points), hidden, model="dense-test",

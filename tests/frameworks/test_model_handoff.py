@@ -1,0 +1,346 @@
+"""The hand-off builds the planned model (issue 26): the real frameworks read the exported
+arguments alone (plus a tokenizer and a data source, nothing from the preset) and build the
+model the plan priced.
+
+- Megatron-LM (megatron-core 0.19.2): `parse_args` + `validate_args` of pretrain_gpt.py's parser on
+  `result.to_megatron_args()`, then `core_transformer_config_from_args` (TransformerConfig's own
+  checks), then Megatron's own GPTModel built on the meta device from that config (with the
+  parallel degrees set to 1: the whole model on one rank): every shape field equal to the plan's
+  model, and the parameter count equal to cost_models.params.total_params within 0.1 %.
+- torchtitan 0.3.0: ConfigManager on the exported command line, then the recipe's own model
+  (model_spec.model) built on the meta device: shape fields and parameter count likewise.
+- DeepSpeed 0.19.8: DeepSpeedConfig on the exported ds_config.json (test_real_frameworks.py).
+
+Cases (each the top 3 plans searched for the framework): dense GQA, Qwen2's QKV bias (an HF
+config), MoE (Mixtral, Qwen3), MLA + MoE (DeepSeek-V3's default plan on 2,048 H800, fp8), a
+sliding window (an HF Mistral config), long-context CP, FSDP (ZeRO-3), uneven PP.
+
+Stubs (a CPU-only environment; each stands for the GPU machine the launch runs on):
+- torch.cuda.current_device / device_count / get_device_capability: an 8-GPU Hopper node
+  (validate_args reads the capability for --moe-grouped-gemm).
+- megatron...transformer_config.is_te_min_version: Transformer Engine 2.8 (TransformerConfig
+  checks TE's version for fp8 MoE and grouped GEMM; TE is not installed here).
+- `--no-rope-fusion` is added to the launch arguments: the fused RoPE kernel is TE's.
+- The meta-device count model: implementation switches without parameters are turned off (TE
+  fusions, the all-to-all dispatcher's CUDA stream, grouped GEMM kernels), and MLA's core
+  attention (TE-only, no parameters) is an IdentityOp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("megatron.core", reason="real frameworks not installed (.ci/run)")
+pytest.importorskip("torchtitan", reason="real frameworks not installed (.ci/run)")
+
+import torch
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from cost_models.errors import InvalidInput
+from cost_models.params import total_params
+from models_zoo.hf import model_from_hf_config
+from planner import api
+from planner.export import launch
+from planner.types import PlanResult
+
+# HF config.json excerpts (the keys models_zoo.hf reads), as published on the Hub.
+QWEN25_7B = {  # https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json
+    "_name_or_path": "Qwen/Qwen2.5-7B",
+    "model_type": "qwen2",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": False,
+    "use_sliding_window": False,
+    "sliding_window": 131072,
+    "vocab_size": 152064,
+}
+MISTRAL_7B = {  # https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json
+    "_name_or_path": "mistralai/Mistral-7B-v0.1",
+    "model_type": "mistral",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 10000.0,
+    "sliding_window": 4096,
+    "tie_word_embeddings": False,
+    "vocab_size": 32000,
+}
+
+# name -> (model, cluster, api.plan keyword arguments)
+CASES = {
+    "dense-gqa": ("llama3.1-8b", "dgx-h100", {"num_gpus": 16}),
+    "qwen2-qkv-bias": (QWEN25_7B, "dgx-h100", {"num_gpus": 16}),
+    "mixtral": ("mixtral-8x7b", "dgx-h100", {"num_gpus": 32, "tp": 2}),
+    "qwen3-moe": ("qwen3-30b-a3b", "dgx-h100", {"num_gpus": 16}),
+    "deepseek-v3": (
+        "deepseek-v3",
+        "h800",
+        {"num_gpus": 2048, "global_batch": 15360, "seq_len": 4096, "precision": "fp8"},
+    ),
+    "sliding-window": (MISTRAL_7B, "dgx-h100", {"num_gpus": 16}),
+    "long-context-cp": (
+        "llama3.1-8b",
+        "dgx-h100",
+        {"num_gpus": 64, "seq_len": 131072, "global_batch": 16, "cp": 8},
+    ),
+    "fsdp": ("llama3-8b", "dgx-h100", {"num_gpus": 16, "zero_stages": (3,)}),
+    "uneven-pp": ("llama3-8b", "dgx-h100", {"num_gpus": 48, "pp": 3, "tp": 2}),
+}
+_plans: dict = {}
+
+
+def planned(case: str, framework: str) -> PlanResult:
+    key = (case, framework)
+    if key not in _plans:
+        model, cluster, kwargs = CASES[case]
+        if isinstance(model, dict):
+            model = model_from_hf_config(model, f"{model['_name_or_path']}/config.json")
+        _plans[key] = api.plan(model, cluster, top_k=3, framework=framework, **kwargs)
+    return _plans[key]
+
+
+@pytest.fixture
+def fake_world(monkeypatch):
+    def start(world_size: int) -> None:
+        monkeypatch.setenv("WORLD_SIZE", str(world_size))
+        monkeypatch.setenv("RANK", "0")
+        monkeypatch.setenv("LOCAL_RANK", "0")
+        monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+
+    yield start
+    if dist.is_initialized():
+        from megatron.core import parallel_state
+
+        parallel_state.destroy_model_parallel()
+        dist.destroy_process_group()
+
+
+# ------------------------------------------------------------------------------------ Megatron
+
+
+def megatron_config(args: list[str], env: dict[str, str], monkeypatch):
+    """pretrain_gpt.py's parser, validate_args and TransformerConfig on the export alone."""
+    from packaging.version import Version
+
+    import megatron.core.transformer.transformer_config as tc
+    from megatron.training import arguments
+    from megatron.training.argument_utils import core_transformer_config_from_args
+
+    monkeypatch.setattr(arguments, "get_device_arch_version", lambda: 9)  # stub: Hopper
+    te = Version("2.8.0")  # stub: the Transformer Engine of a GPU deployment
+    monkeypatch.setattr(tc, "is_te_min_version", lambda v, check_equality=True: te >= Version(v))
+    monkeypatch.setattr(tc, "get_te_version", lambda: te)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    # Required by pretrain_gpt.py but not part of the plan: a tokenizer and data source.
+    extra = ["--tokenizer-type", "NullTokenizer", "--mock-data", "--lr", "1e-4"]
+    extra += ["--train-iters", "10", "--no-rope-fusion"]
+    monkeypatch.setattr(sys, "argv", ["pretrain_gpt.py", *args, *extra])
+    ns = arguments.parse_args()
+    arguments.validate_args(ns)
+    return ns, core_transformer_config_from_args(ns)
+
+
+# Switches of the count model that hold no parameters (kernels, streams, schedules).
+COUNT_ONLY = dict(
+    tensor_model_parallel_size=1,
+    pipeline_model_parallel_size=1,
+    context_parallel_size=1,
+    expert_model_parallel_size=1,
+    expert_tensor_parallel_size=1,
+    sequence_parallel=False,
+    virtual_pipeline_model_parallel_size=None,
+    pipeline_model_parallel_layout=None,
+    num_layers_in_first_pipeline_stage=None,
+    num_layers_in_last_pipeline_stage=None,
+    fp8=None,
+    fp8_recipe=None,
+    tp_comm_overlap=False,
+    use_cpu_initialization=True,
+    perform_initialization=False,
+    persist_layer_norm=False,
+    gradient_accumulation_fusion=False,
+    bias_activation_fusion=False,
+    masked_softmax_fusion=False,
+    apply_rope_fusion=False,
+    bias_dropout_fusion=False,
+    moe_grouped_gemm=False,
+    moe_permute_fusion=False,
+    moe_router_fusion=False,
+    recompute_granularity=None,
+    recompute_modules=None,
+    recompute_method=None,
+    recompute_num_layers=None,
+    overlap_moe_expert_parallel_comm=False,
+    delay_wgrad_compute=False,
+    moe_token_dispatcher_type="allgather",
+    moe_shared_expert_overlap=False,
+)
+_counts: dict = {}
+
+
+def megatron_param_count(ns, cfg, monkeypatch) -> int:
+    """Megatron's own GPTModel (the whole model on one rank) built on the meta device."""
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+    from megatron.core.transformer.identity_op import IdentityOp
+    from megatron.training.vocab_utils import calculate_padded_vocab_size
+
+    one = dataclasses.replace(cfg, **{k: v for k, v in COUNT_ONLY.items() if hasattr(cfg, k)})
+    key = repr(one)
+    if key in _counts:
+        return _counts[key]
+    parallel_state.destroy_model_parallel()
+    parallel_state.initialize_model_parallel(1, 1, create_gloo_process_groups=False)
+    spec = get_gpt_decoder_block_spec(one, use_transformer_engine=False)
+    if one.multi_latent_attention:  # TE's attention kernel, no parameters
+        for layer in spec.layer_specs:
+            layer.submodules.self_attention.submodules.core_attention = IdentityOp
+    vocab = calculate_padded_vocab_size(ns.vocab_size, ns.make_vocab_size_divisible_by, 1, False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: "meta")
+    with torch.device("meta"):
+        model = GPTModel(
+            one,
+            spec,
+            vocab_size=vocab,
+            max_sequence_length=ns.max_position_embeddings,
+            share_embeddings_and_output_weights=not ns.untie_embeddings_and_output_weights,
+            position_embedding_type=ns.position_embedding_type,
+            rotary_base=ns.rotary_base,
+            rotary_percent=ns.rotary_percent,
+            rope_scaling=ns.use_rope_scaling,
+            rope_scaling_factor=ns.rope_scaling_factor,
+        )
+    _counts[key] = sum(p.numel() for p in model.parameters())
+    return _counts[key]
+
+
+def check_megatron_model(result: PlanResult, ns, cfg) -> None:
+    """Every shape field of the plan's model in Megatron's config."""
+    m, w = result.model, result.workload
+    assert (cfg.num_layers, cfg.hidden_size) == (m.num_layers, m.hidden_size)
+    assert cfg.num_attention_heads == m.num_attention_heads
+    assert ns.seq_length == w.seq_len and ns.vocab_size == m.vocab_size
+    assert ns.untie_embeddings_and_output_weights == (not m.tied_embeddings)
+    assert cfg.normalization == {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}[m.normalization]
+    assert cfg.layernorm_epsilon == m.norm_eps
+    assert cfg.add_bias_linear == m.linear_bias
+    assert cfg.add_qkv_bias == (m.qkv_bias or m.linear_bias)
+    assert cfg.gated_linear_unit == m.gated_mlp
+    assert cfg.hidden_dropout == (0.1 if m.hidden_dropout else 0.0)
+    if m.ffn_hidden_size is not None:
+        assert cfg.ffn_hidden_size == m.ffn_hidden_size
+    if m.mla is None:
+        assert cfg.num_query_groups == m.kv_heads and cfg.kv_channels == m.attn_head_dim
+        assert cfg.qk_layernorm == m.qk_norm
+        assert ns.position_embedding_type == {"rope": "rope", "learned": "learned_absolute"}[
+            m.position_embedding_kind
+        ]
+    else:
+        mla = m.mla
+        assert cfg.multi_latent_attention and cfg.qk_layernorm
+        assert (cfg.q_lora_rank, cfg.kv_lora_rank) == (mla.q_lora_rank, mla.kv_lora_rank)
+        assert (cfg.qk_head_dim, cfg.qk_pos_emb_head_dim) == (
+            mla.qk_nope_head_dim,
+            mla.qk_rope_head_dim,
+        )
+        assert cfg.v_head_dim == mla.v_head_dim
+        if m.rope_scaling is not None:
+            assert cfg.rope_type == "yarn" and cfg.rotary_scaling_factor == m.rope_scaling.factor
+    if m.position_embedding_kind == "rope":
+        assert ns.rotary_base == m.rotary_base and ns.rotary_percent == m.rotary_percent
+    if m.rope_scaling is not None and m.rope_scaling.type == "llama3":
+        assert ns.use_rope_scaling and ns.rope_scaling_factor == m.rope_scaling.factor
+    if m.sliding_window is not None:
+        assert tuple(cfg.window_size) == (m.sliding_window - 1, 0)
+    else:
+        assert cfg.window_size is None
+    if m.moe is not None:
+        check_megatron_moe(result, cfg)
+
+
+def check_megatron_moe(result: PlanResult, cfg) -> None:
+    m, moe = result.model, result.model.moe
+    assert (cfg.num_moe_experts, cfg.moe_router_topk) == (moe.num_experts, moe.top_k)
+    assert cfg.moe_ffn_hidden_size == moe.expert_ffn_hidden_size
+    shared = moe.num_shared_experts * moe.expert_ffn_hidden_size or None
+    assert cfg.moe_shared_expert_intermediate_size == shared
+    freq = cfg.moe_layer_freq
+    layers = freq if isinstance(freq, list) else [1] * m.num_layers
+    assert layers == [0] * moe.first_k_dense_layers + [1] * m.num_moe_layers
+    assert cfg.moe_router_score_function == moe.router_score_function
+    assert cfg.moe_router_pre_softmax == moe.router_pre_softmax
+    assert cfg.moe_router_topk_scaling_factor == moe.router_topk_scaling_factor
+    assert cfg.moe_router_enable_expert_bias == moe.router_expert_bias
+    assert cfg.moe_router_num_groups == moe.router_num_groups
+    assert cfg.moe_router_group_topk == moe.router_group_topk
+    assert cfg.moe_grouped_gemm
+    priced = {"alltoall": "alltoall", "deepep": "flex"}[result.workload.moe_dispatcher]
+    assert cfg.moe_token_dispatcher_type == priced
+
+
+@pytest.mark.parametrize("index", range(3))
+@pytest.mark.parametrize("case", list(CASES))
+def test_megatron_builds_the_planned_model(case, index, fake_world, monkeypatch):
+    result = planned(case, "megatron")
+    if index >= len(result.ranked):
+        pytest.skip(f"{case}: the search returned {len(result.ranked)} plans")
+    result = result.model_copy(update={"ranked": (result.ranked[index],), "fastest_index": 0})
+    args = result.to_megatron_args()
+    fake_world(result.best.layout.world_size)
+    ns, cfg = megatron_config(args, launch.megatron_env(result.best), monkeypatch)
+    assert cfg.tensor_model_parallel_size == result.best.layout.tp
+    check_megatron_model(result, ns, cfg)
+    count = megatron_param_count(ns, cfg, monkeypatch)
+    planned_count = total_params(result.model)
+    assert abs(count / planned_count - 1) <= 1e-3, (count, planned_count)
+
+
+def test_deepseek_default_plan_is_accepted_with_its_recompute(fake_world, monkeypatch):
+    """The issue's failing command: the default plan (top 1) builds, recompute included."""
+    result = planned("deepseek-v3", "megatron")
+    result = result.model_copy(update={"ranked": (result.ranked[0],), "fastest_index": 0})
+    fake_world(result.best.layout.world_size)
+    _, cfg = megatron_config(result.to_megatron_args(), {}, monkeypatch)
+    lo = result.best.layout
+    if lo.recompute == "selective" and lo.recompute_modules is not None:
+        assert list(cfg.recompute_modules) == list(lo.recompute_modules)
+
+
+def test_megatron_refuses_what_it_cannot_express():
+    bloom = planned_model("bloom-176b")
+    with pytest.raises(InvalidInput, match="ALiBi"):
+        launch.megatron_model_args(bloom, _workload())
+
+
+def planned_model(name: str):
+    import models_zoo
+
+    return models_zoo.load_model(name)
+
+
+def _workload():
+    from cost_models.specs import Workload
+
+    return Workload(seq_len=2048, global_batch_seqs=64)

@@ -1,0 +1,61 @@
+"""`plan ... --out-dir` without an allocation (issue 26): every hand-off file, arguments-only
+argument files, a launch.sh bash accepts, and `planner emit --from plan.json` re-emitting the saved
+plan exactly as `plan --emit` printed it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+
+from planner.cli import main
+
+BASE = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "2"]
+
+
+def test_out_dir_without_allocation_writes_the_handoff(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main([*BASE, "--out-dir", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    json.loads(captured.out)  # stdout stays pure JSON
+    names = {p.name for p in out.iterdir()}
+    assert {"plan.json", "ranks.json", "megatron_args.txt", "megatron_env.sh", "launch.sh"} <= names
+    lines = (out / "megatron_args.txt").read_text().splitlines()
+    assert all(line.startswith("--") for line in lines)  # no comments, one flag per line
+    args = (out / "megatron_args.txt").read_text().split()
+    assert args[args.index("--tensor-model-parallel-size") + 1] == "2"
+    assert "--normalization" in args and "--rotary-base" in args
+    assert subprocess.run(["bash", "-n", str(out / "launch.sh")]).returncode == 0
+    if "ds_config.json" in names:
+        json.loads((out / "ds_config.json").read_text())
+    for line in captured.err.splitlines():
+        assert line.startswith(("wrote ", "not written: "))
+    # Re-emit from the saved plan without searching: the same text as plan --emit.
+    assert main([*BASE, "--emit", "megatron"]) == 0
+    direct = capsys.readouterr().out
+    assert main(["emit", "--from", str(out / "plan.json"), "--emit", "megatron"]) == 0
+    assert capsys.readouterr().out == direct
+    assert shlex.split(direct.splitlines()[1]) == args
+
+
+def test_emit_deepspeed_stdout_is_json_and_one_torchtitan_version(capsys):
+    base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    base += ["--framework", "deepspeed"]
+    assert main([*base, "--emit", "deepspeed"]) == 0
+    captured = capsys.readouterr()
+    assert "train_batch_size" in json.loads(captured.out)
+    assert "--tensor-model-parallel-size" in captured.err
+    tt = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    tt += ["--framework", "torchtitan", "--emit", "torchtitan"]
+    assert main(tt) == 0
+    text = capsys.readouterr().out
+    assert text.count("torchtitan.train arguments") == 1 and "0.3.0" in text
+    assert main([*tt, "--framework-version", "9.9"]) == 2
+    assert "--framework-version" in capsys.readouterr().err
+
+
+def test_emit_from_a_file_without_a_saved_plan_is_exit_2(tmp_path, capsys):
+    bad = tmp_path / "plan.json"
+    bad.write_text("{}")
+    assert main(["emit", "--from", str(bad), "--emit", "megatron"]) == 2
+    assert "plan_result" in capsys.readouterr().err

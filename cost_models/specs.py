@@ -478,6 +478,13 @@ class Cluster(InputSpec):
     tiers: tuple[LinkTier, ...] = Field(min_length=1, max_length=16)
     source: str = ""
     network: NetworkSpec = NetworkSpec()
+    storage_gb_per_s: float | None = Field(
+        None,
+        ge=MIN_GB_PER_S,
+        le=MAX_GB_PER_S * 10,
+        description="aggregate checkpoint storage bandwidth, 1e9 bytes/s (cost_models.goodput); "
+        "null: the goodput model's default (Llama 3's Tectonic, 2 TB/s sustained)",
+    )
     calibration: ClusterCalibration | None = Field(
         None, description="measured overrides (planner calibrate); null: generation defaults"
     )

@@ -11,9 +11,11 @@ from typing import Any
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
 from cost_models.errors import InvalidInput, NoFeasiblePlan
+from cost_models.goodput import Reliability
 from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 from models_zoo.inputs import validated
 
+from . import goodput_plan
 from .place.allocation import Allocation
 from .place.joint import PlacedPlan, export_name, place_layout
 from .search import exhaustive, recommend
@@ -151,6 +153,7 @@ def plan(
     workload: Workload,
     space: SearchSpace,
     options: SolverOptions,
+    reliability: Reliability | None = None,
 ) -> PlanResult:
     """Best layouts for `model` on `cluster` (all its GPUs), ranked by step time.
 
@@ -159,6 +162,9 @@ def plan(
     `global_batch_range`, lets each plan take its own global batch (plans then rank by time per
     sequence and `Estimate.global_batch_seqs` gives each plan's batch; `workload`'s own batch is
     replaced by the range's MAX). `options` says how the search runs (engine, top_k, time limit).
+    With `reliability` (cost_models.goodput inputs) each ranked plan gains its goodput figures
+    (PlanResult.goodput); `options.objective == "goodput"` ranks by goodput tokens/s/GPU
+    (reliability's defaults when None), proved by planner/search/goodput_rank.py's bound.
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
     space = framework_space(model, space)
@@ -172,12 +178,24 @@ def plan(
         workload = _framework.profile(space.framework).workload(workload)
     space = _moments_space(space, workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
-    ranked, stats, rejections = engine.search(model, cluster, workload, space, options)
     usable = exhaustive.usable_memory_gib(cluster, space)
-    ranked = [judge_fit(e, usable) for e in ranked]
-    # The simplest plan within the simplicity tolerance of the fastest leads; then what else
-    # each ranked plan is priced exactly like (planner/search/recommend.py).
-    ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
+    if options.objective == "goodput":
+        rel = reliability or Reliability()
+        found = goodput_plan.search_by_goodput(engine, model, cluster, workload, space, options, rel)
+        ranked = [judge_fit(e, usable) for e in found.ranked]
+        stats, rejections, figures = found.stats, found.rejections, tuple(found.figures)
+        fastest = max(range(len(ranked)), key=lambda i: (ranked[i].tokens_per_s_per_gpu, -i))
+    else:
+        ranked, stats, rejections = engine.search(model, cluster, workload, space, options)
+        ranked = [judge_fit(e, usable) for e in ranked]
+        # The simplest plan within the simplicity tolerance of the fastest leads; then what
+        # else each ranked plan is priced exactly like (planner/search/recommend.py).
+        ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
+        figures = ()
+        if reliability is not None:
+            figures = tuple(
+                goodput_plan.score(model, cluster, workload, e, reliability) for e in ranked
+            )
     orders = OrderCache(
         cluster, space.search_order, allowed_orders(model, space), moe=model.moe is not None
     )
@@ -199,6 +217,7 @@ def plan(
         fastest_index=fastest,
         simplicity_tolerance=options.simplicity_tolerance,
         framework=space.framework,
+        goodput=figures,
     )
 
 

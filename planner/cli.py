@@ -22,14 +22,28 @@ import models_zoo
 from cost_models.errors import InvalidInput, NoFeasiblePlan, PlannerError, describe_validation_error
 from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
+from cost_models.goodput import Reliability
 from cost_models.specs import RECOMPUTE_MODULES
 
-from . import DISTRIBUTION, __version__, api, convenience, network_bom, report, whatif
+from . import (
+    DISTRIBUTION,
+    __version__,
+    api,
+    convenience,
+    goodput_plan,
+    network_bom,
+    report,
+    whatif,
+    whatif_goodput,
+)
 from .export.plan_exports import emit_text
+from .goodput_plan import OBJECTIVES
 from .place.allocation import Allocation, load_allocation, read_line, read_summary
+from .reliability import load_reliability
 from .report import plot
 from .report.bill_view import render_bill
 from .report.calibration import calibration_lines, constants_lines
+from .report.goodput_view import goodput_dict, goodput_line
 from .report.placed import PlacedView, placed_view
 from .report.validation import render_validation, validation_markdown
 from .report.whatif_view import render_whatif, whatif_dict
@@ -262,6 +276,7 @@ SEARCH_FLAGS = {
     "engine": "engine",
     "deterministic": "deterministic",
     "seed": "seed",
+    "objective": "objective",
 }
 
 
@@ -303,6 +318,35 @@ def _add_report_flags(p: argparse.ArgumentParser) -> None:
         help="the release the --emit export is written for (megatron 0.19.2; torchtitan 0.3.0 "
         "or main; deepspeed 0.19.8); default: the tested release, named in the header",
     )
+
+
+def _add_goodput(p: argparse.ArgumentParser, *, objective: bool) -> None:
+    """Goodput flags (docs/goodput.md): figures, their inputs, and (plan) the ranking objective."""
+    p.add_argument(
+        "--goodput",
+        action="store_true",
+        help="add each plan's goodput: interruptions/day, checkpoint interval and write time, "
+        "restart time, ETTR, goodput tokens/s/GPU (failures, checkpoints, stragglers)",
+    )
+    p.add_argument(
+        "--reliability",
+        metavar="FILE",
+        help="YAML/JSON overriding the goodput model's failure rates, checkpoint, restart, "
+        "spare and straggler inputs (implies --goodput)",
+    )
+    if objective:
+        p.add_argument(
+            "--objective",
+            choices=OBJECTIVES,
+            default="step_time",
+            help="rank by step time (default) or by goodput tokens/s/GPU (implies --goodput)",
+        )
+
+
+def _reliability(args: argparse.Namespace) -> Reliability | None:
+    """The goodput inputs when goodput was asked for (None: no goodput figures)."""
+    wanted = args.goodput or args.reliability or getattr(args, "objective", "") == "goodput"
+    return load_reliability(args.reliability) if wanted else None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -355,6 +399,7 @@ def _add_plan(sub: Any) -> None:
     _add_plan_inputs(p)
 
     _add_report_flags(p)
+    _add_goodput(p, objective=True)
     _add_allocation(p)
     p.add_argument(
         "--stability",
@@ -422,6 +467,7 @@ def _add_estimate(sub: Any) -> None:
         help="MoE token exchange: per-expert all-to-all, or DeepEP (per-node, NVLink forwarding)",
     )
     _add_memory_options(e)
+    _add_goodput(e, objective=False)
 
 
 def _add_validate(sub: Any) -> None:
@@ -526,7 +572,9 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     allocation_flags = (args.topology, args.topology_name, args.hosts, args.nodelist, args.exclude)
     if any(allocation_flags):
         return _cmd_plan_allocation(args, out)
-    result = convenience.plan_for(args.model, args.cluster, **_plan_keywords(args))
+    result = convenience.plan_for(
+        args.model, args.cluster, reliability=_reliability(args), **_plan_keywords(args)
+    )
     if args.stability or args.stability_range:
         _render_plan(args, result, out, _plan_stability(args, result))
     else:
@@ -573,6 +621,11 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         raise InvalidInput("plan: an allocation needs --topology FILE and --hosts or --nodelist")
     if args.global_batch_range is not None:
         raise InvalidInput("plan: --global-batch-range is not supported with an allocation")
+    if _reliability(args) is not None:
+        raise InvalidInput(
+            "plan: --goodput, --reliability and --objective goodput are not supported with an "
+            "allocation (plan without one, then place the chosen plan)"
+        )
     if _workload_fields(args):
         raise InvalidInput(
             "plan: --optimizer-moments, --activation-func-fp8-input-store and "
@@ -749,14 +802,20 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     e = api.estimate(
         model, cluster, layout, workload, framework=name, memory_headroom=args.memory_headroom
     )
+    rel = _reliability(args)
+    good = None if rel is None else goodput_plan.score(model, cluster, workload, e, rel)
     if args.json:
         payload = report.estimate_dict(e, model, cluster.gpu.hbm_gib)
         prof = framework_profile(name)
         payload["framework"] = {"name": prof.name, "version": prof.version}
         payload["framework_violations"] = api.framework_violations(model, layout, name)
+        if good is not None:
+            payload["goodput"] = goodput_dict(good)
         _emit_json(payload)
     else:
         out.print(report.render_estimate(e, cluster, workload, model))
+        if good is not None:
+            out.print(goodput_line(good), soft_wrap=True)
     return EXIT_OK
 
 
@@ -807,7 +866,17 @@ def _presets_constants(args: argparse.Namespace, out: Console) -> int:
 def _add_whatif(sub: Any) -> None:
     w = sub.add_parser("whatif", help="vary one network parameter and re-plan at each value")
     _add_plan_inputs(w)
-    w.add_argument("--vary", required=True, choices=tuple(whatif.PARAMETERS), help="parameter")
+    w.add_argument(
+        "--vary",
+        required=True,
+        choices=(*whatif.PARAMETERS, *whatif_goodput.PARAMETERS),
+        help="parameter (mtbf, storage-gb-per-s, spares: re-plan by goodput, docs/goodput.md)",
+    )
+    w.add_argument(
+        "--reliability",
+        metavar="FILE",
+        help="goodput inputs of a reliability sweep (mtbf, storage-gb-per-s, spares)",
+    )
     w.add_argument(
         "--values",
         required=True,
@@ -854,7 +923,24 @@ MAX_WHATIF_VALUES = 32
 def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     if args.plot:
         plot.pyplot(args.plot)  # fail before the plans if the extra is missing
-    r = whatif.whatif(
+    sweep: Any = whatif.whatif
+    network: dict[str, Any] = {
+        "tier": args.tier,
+        "network_prices": args.network_prices,
+        "amortization_years": args.amortization_years,
+    }
+    if args.vary in whatif_goodput.PARAMETERS:
+        if any(v is not None for v in network.values()):
+            raise InvalidInput(
+                f"--vary {args.vary}: --tier, --network-prices and --amortization-years apply to "
+                "network sweeps"
+            )
+        sweep, network = whatif_goodput.whatif_reliability, {
+            "reliability": load_reliability(args.reliability)
+        }
+    elif args.reliability:
+        raise InvalidInput(f"--reliability applies to --vary {', '.join(whatif_goodput.PARAMETERS)}")
+    r = sweep(
         args.model,
         args.cluster,
         args.vary,
@@ -862,9 +948,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         gpu_hour_price=args.gpu_hour_price,
         network_cost_share=args.network_cost_share,
         token_budget=args.token_budget,
-        tier=args.tier,
-        network_prices=args.network_prices,
-        amortization_years=args.amortization_years,
+        **network,
         **_plan_keywords(args),
     )
     if args.plot:

@@ -120,12 +120,14 @@ def plan_for(model: str | ModelSpec, cluster: str | Cluster, **keywords: Any) ->
     tokens; `(MIN, MAX)` lets each plan take its own batch in the range and rank by tokens/s),
     seq_len, precision, moe_dispatcher, workload_fields (further Workload fields, e.g.
     optimizer_moments="bf16"), max_nodes (caps the GPU count at that many whole nodes),
-    framework (megatron, the default; torchtitan; deepspeed; None: no restriction), and the
-    SearchSpace / SolverOptions fields (`search_inputs`).
+    framework (megatron, the default; torchtitan; deepspeed; None: no restriction), the
+    SearchSpace / SolverOptions fields (`search_inputs`; objective="goodput" ranks by goodput),
+    and reliability (cost_models.goodput.Reliability: adds each plan's goodput figures).
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
+    reliability = keywords.pop("reliability", None)
     i = plan_inputs(model, cluster, **keywords)
-    return api.plan(i.model, i.cluster, i.workload, i.space, i.options)
+    return api.plan(i.model, i.cluster, i.workload, i.space, i.options, reliability)
 
 
 def estimate_for(

@@ -14,6 +14,7 @@ from pydantic import (
 )
 
 from cost_models.framework import profile
+from cost_models.goodput import Goodput
 from cost_models.specs import (
     MAX_GPUS,
     MAX_LAYERS,
@@ -184,6 +185,11 @@ class SolverOptions(InputSpec):
         "(fewer parallel axes, no interleaving, no CP, lower ZeRO); 0: always the fastest",
     )
     time_limit_s: PositiveFloat = Field(60.0, le=1e6, description="seconds, whole search")
+    objective: Literal["step_time", "goodput"] = Field(
+        "step_time",
+        description="rank by step time (per sequence with a batch range) or by goodput "
+        "tokens/s/GPU (cost_models.goodput; planner/search/goodput_rank.py proves the ranking)",
+    )
     deterministic: bool = True
     seed: NonNegativeInt = Field(0, le=2**31 - 1, description="CP-SAT random_seed (an int32)")
 
@@ -202,10 +208,13 @@ class SolveStats(Spec):
     num_candidates: int = Field(description="layouts enumerated before filtering")
     num_scored: int = Field(description="layouts scored by the cost model")
     num_feasible: int = Field(description="layouts that fit in memory")
-    objective_unit: Literal["step_time_s", "s_per_sequence"] = Field(
-        "step_time_s",
-        description="unit of objective and best_bound: step time (fixed global batch) or seconds "
-        "per sequence (global batch range)",
+    objective_unit: Literal["step_time_s", "s_per_sequence", "goodput_tokens_per_s_per_gpu"] = (
+        Field(
+            "step_time_s",
+            description="unit of objective and best_bound: step time (fixed global batch), "
+            "seconds per sequence (global batch range), or goodput tokens/s/GPU (--objective "
+            "goodput; higher is better, planner/search/goodput_rank.py)",
+        )
     )
     num_partition_models: int = Field(
         0, description="stage-partition CP-SAT models solved (stage_split search)"
@@ -246,6 +255,11 @@ class PlanResult(Spec):
         None,
         description="the framework the plans are for (cost_models.framework profile); None: "
         "a search without framework restriction",
+    )
+    goodput: tuple[Goodput, ...] = Field(
+        (),
+        description="per ranked plan, its goodput figures (plan --goodput, --objective goodput; "
+        "cost_models.goodput); empty without",
     )
 
     @property

@@ -27,6 +27,7 @@ from cost_models.calibration import (
     overlap_slowdown_s,
 )
 from cost_models.errors import InvalidInput, describe_validation_error
+from cost_models.goodput import Goodput
 from cost_models.params import total_params
 from cost_models.specs import Cluster, Estimate, LinkTier, ModelSpec, Technology
 
@@ -314,6 +315,9 @@ class WhatIfPoint:
     """Capital cost / amortisation hours (None without --amortization-years)."""
     train_network_energy_usd: float | None = None
     """The network's electricity over the whole run (needs --token-budget and a price)."""
+    goodput: Goodput | None = None
+    """The plan's goodput figures in a reliability sweep (planner/whatif_goodput.py), where
+    `change` and the costs are on goodput tokens; None in a network sweep."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from cost_models.specs import Estimate, ModelSpec
 
 from ..types import PlanResult
 from . import findings
+from .goodput_view import goodput_dict
 from .text import model_params
 
 LAYOUT_KEYS = (
@@ -87,6 +88,8 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
         plan["equivalent_layouts"] = [
             {"zero_stage": lo.zero_stage, "order": [a.value for a in lo.order]} for lo in same
         ]
+    for plan, g in zip(ranked, result.goodput, strict=False):
+        plan["goodput"] = goodput_dict(g)
     return {
         "best": ranked[0],
         "warnings": findings.warnings(result),

@@ -14,6 +14,7 @@ from cost_models.specs import Cluster, Estimate
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
+from .goodput_view import goodput_html, goodput_line
 from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
@@ -273,6 +274,14 @@ def _ranking(result: PlanResult) -> str:
     )
 
 
+def _goodput(result: PlanResult) -> list[str]:
+    """The best plan's goodput breakdown and a line per ranked plan (--goodput)."""
+    if not result.goodput:
+        return []
+    items = "".join(f"<li>{_e(goodput_line(g))}</li>" for g in result.goodput)
+    return [goodput_html(result.goodput[0]), f"<ol>{items}</ol>"]
+
+
 def render_html(result: PlanResult, placed: PlacedView | None = None) -> str:
     """The report page; with `placed` the rank map and groups are the placed map's and the
     Allocation section follows them (the terminal report's placed view)."""
@@ -310,6 +319,7 @@ def render_html(result: PlanResult, placed: PlacedView | None = None) -> str:
         _placement(best, cluster),
         "<h2>Ranked plans</h2>",
         _ranking(result),
+        *_goodput(result),
         f"<h2>{_e(search_title(placed))}</h2>",
         f"<p>{_e(solver_line(result))}</p>",
     ]

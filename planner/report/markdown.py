@@ -8,6 +8,7 @@ from cost_models.specs import Estimate
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
+from .goodput_view import goodput_line
 from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
@@ -104,6 +105,9 @@ def render_markdown(result: PlanResult, placed: PlacedView | None = None) -> str
     if notes:
         lines += [*(f"- {x}" for x in notes), ""]
     lines += [LAYOUT_LEGEND + ".", ""]
+    if result.goodput:
+        lines += ["## Goodput", "", *(f"{i}. {goodput_line(g)}" for i, g in
+                                      enumerate(result.goodput, start=1)), ""]
     warns = findings.warnings(result)
     if warns:
         lines += ["## Warnings", "", *(f"- {x}" for x in warns), ""]

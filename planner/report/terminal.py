@@ -20,6 +20,7 @@ from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 from ..place import ranks
 from ..types import PlanResult
 from . import findings
+from .goodput_view import goodput_line
 from .placed import PlacedView, search_title
 from .text import (
     LAYOUT_LEGEND,
@@ -240,6 +241,9 @@ def render_plan(result: PlanResult, placed: PlacedView | None = None) -> Rendera
         *maps,
         render_ranking(result),
     ]
+    if result.goodput:
+        lines = [f"#{i} {goodput_line(g)}" for i, g in enumerate(result.goodput, start=1)]
+        parts.append(Panel("\n".join(lines), title="Goodput (docs/goodput.md)", title_align="left"))
     warn = render_warnings(result)
     if warn is not None:
         parts.append(warn)

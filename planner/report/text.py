@@ -233,6 +233,8 @@ def solver_line(result: PlanResult) -> str:
     s = result.solver
 
     unit = " s/sequence" if s.objective_unit == "s_per_sequence" else " s"
+    if s.objective_unit == "goodput_tokens_per_s_per_gpu":
+        unit = " goodput tokens/s/GPU"
 
     def secs(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.4g}{unit}" if unit != " s" else f"{v:.4f} s"

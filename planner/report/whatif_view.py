@@ -22,6 +22,7 @@ from ..whatif import (
     plan_key,
 )
 from .dicts import plan_dict
+from .goodput_view import goodput_dict, goodput_line
 from .terminal import compact_table, titled
 from .text import LAYOUT_LEGEND, compact_layout, defaults_text, params_text
 
@@ -93,9 +94,16 @@ def render_whatif(
             if r.baseline.network_capex_usd_per_gpu_hour is None:
                 note = "not in $/M tokens: add --amortization-years to price capex and energy"
                 parts.append(Text(note, style="dim"))
+    if r.baseline.goodput is not None:  # a reliability sweep: vs base and costs are on goodput
+        lines = [f"{_label(p)}: {goodput_line(p.goodput)}" for p in rows if p.goodput]
+        parts.append(titled_text("Goodput at each value (vs base and $ on kept tokens)", lines))
     parts.append(Text("Conclusions", style="bold"))
     parts += [Text(f"- {c}") for c in conclusions(r)]
     return Group(*parts)
+
+
+def titled_text(title: str, lines: list[str]) -> Group:
+    return Group(Text(title, style="bold"), *(Text(x) for x in lines))
 
 
 def _bom(rows: list[WhatIfPoint]) -> object:
@@ -242,4 +250,5 @@ def _point_dict(p: WhatIfPoint, hbm_gib: float | None = None) -> dict[str, Any]:
         "network_energy_usd_per_gpu_hour": p.network_energy_usd_per_gpu_hour,
         "network_capex_usd_per_gpu_hour": p.network_capex_usd_per_gpu_hour,
         "train_network_energy_usd": p.train_network_energy_usd,
+        **({} if p.goodput is None else {"goodput": goodput_dict(p.goodput)}),
     }

@@ -1,0 +1,56 @@
+"""Goodput in plan() and estimate(): score ranked plans, or search by goodput (--objective goodput).
+
+Thin glue between the search (planner/search) and the pure model (cost_models.goodput); the
+proof rule of the goodput ranking is in planner/search/goodput_rank.py.
+"""
+
+from __future__ import annotations
+
+import time
+from cost_models import goodput as _goodput
+from cost_models.goodput import Goodput, Reliability
+from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
+
+from .search.goodput_rank import GoodputRanking, rank_by_goodput
+from .types import SearchSpace, SolverOptions
+
+OBJECTIVES = ("step_time", "goodput")
+"""SolverOptions.objective's choices (the CLI's --objective)."""
+
+
+def plan_workload(workload: Workload, e: Estimate) -> Workload:
+    """The workload a plan was scored with (its own global batch under a batch range)."""
+    return workload.model_copy(update={"global_batch_seqs": e.global_batch_seqs})
+
+
+def score(
+    model: ModelSpec, cluster: Cluster, workload: Workload, e: Estimate, rel: Reliability
+) -> Goodput:
+    return _goodput.goodput(model, cluster, plan_workload(workload, e), e, rel)
+
+
+def search_by_goodput(
+    engine,
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    options: SolverOptions,
+    rel: Reliability,
+) -> GoodputRanking:
+    """The engine's throughput search, every plan ranked on its own (top_variants), re-ranked by
+    goodput with the admissible bound of cost_models.goodput.ettr_upper_bound."""
+    deadline = time.perf_counter() + options.time_limit_s
+
+    def search(k: int):
+        left = max(1e-3, deadline - time.perf_counter())
+        opts = options.model_copy(update={"top_k": k, "top_variants": True, "time_limit_s": left})
+        return engine.search(model, cluster, workload, space, opts)
+
+    return rank_by_goodput(
+        search,
+        lambda e: score(model, cluster, workload, e, rel),
+        _goodput.ettr_upper_bound(rel, cluster),
+        options.top_k,
+        deadline,
+    )

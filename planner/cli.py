@@ -284,7 +284,7 @@ def search_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The plan() keywords the given search flags ask for (unset flags keep library defaults)."""
     out: dict[str, Any] = {}
     for dest, key in SEARCH_FLAGS.items():
-        value = getattr(args, dest)
+        value = getattr(args, dest, None)  # whatif has no --objective (goodput sweeps set it)
         if value is None:
             continue
         if dest == "no_order_search":

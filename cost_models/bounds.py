@@ -35,8 +35,9 @@ from typing import Any
 from .comm import p2p_time_s
 from .compute import LayerTime
 from .pipeline import num_microbatches
+from .rankmap import DP_GROUPS, LAYER_GROUPS, Group
 from .specs import Layout
-from .stage import recomputed_layers
+from .stage import is_block_recompute, recomputed_layers, without_block_recompute
 from .terms import layout_key
 from .topology import outermost_tier
 
@@ -97,7 +98,7 @@ class StepBounds:
         its layers recompute, stage.recomputed_layers): a per-layer lower bound."""
         times = self.layer_times(lo)
         rc = lo.recompute if recompute is None else recompute
-        if recompute is None and rc == "full" and lo.recompute_method == "block":
+        if recompute is None and is_block_recompute(lo):
             rc = "none"
         mods = lo.selective_modules if modules is None else modules
 
@@ -118,7 +119,7 @@ class StepBounds:
                 lo, recompute = lo.model_copy(update=recompute), None
             else:
                 modules, recompute = recompute["recompute_modules"], recompute["recompute"]
-        if recompute is None and lo.recompute == "full" and lo.recompute_method == "block":
+        if recompute is None and is_block_recompute(lo):
             # Block recompute on the even split: recomputed layers at full cost, the rest plain.
             full_d, full_m, _ = self.compute_s(lo, "full")
             plain_d, plain_m, _ = self.compute_s(lo, "none")
@@ -170,7 +171,7 @@ class StepBounds:
                 )
             pp_s = 0.0
             if lo.pp > 1:
-                pp_span = tuple(span["pp"])
+                pp_span = tuple(span[Group.PP])
                 pp_s = p2p.get(pp_span)
                 if pp_s is None:
                     tier = outermost_tier(self.cluster, pp_span)
@@ -195,10 +196,7 @@ class StepBounds:
         value, and any subset of stages would still give a lower bound."""
         key = (
             _dp_key(lo),
-            tuple(span["dp_cp"]),
-            tuple(span.get("edp", ())),
-            tuple(span.get("dp_shard", ())),
-            tuple(span.get("dp_replicate", ())),
+            *(tuple(span.get(g, ())) for g in DP_GROUPS),
         )
         found = self._dp.get(key)
         if found is not None:
@@ -244,11 +242,9 @@ class StepBounds:
 
     def _layer_keys(self, lo: Layout) -> tuple[tuple, Layout | None, tuple]:
         """(layer_key of lo, lo without block recompute or None, its layer_key or ())."""
-        if not (lo.recompute == "full" and lo.recompute_method == "block"):
+        if not is_block_recompute(lo):
             return self.layer_key(lo), None, ()
-        plain = lo.model_copy(
-            update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
-        )
+        plain = without_block_recompute(lo)
         return self.layer_key(lo), plain, self.layer_key(plain)
 
     def _totals_s(
@@ -256,7 +252,8 @@ class StepBounds:
     ) -> tuple[tuple[float, float], tuple[float, float] | None]:
         """((dense, MoE) layer seconds, the same without block recompute or None) on `span`."""
         layer_key, plain_lo, plain_key = keys
-        groups = (tuple(span["tp"]), tuple(span["cp"]), tuple(span["ep"]))
+        tp, cp, ep = LAYER_GROUPS  # (bound once: an Enum attribute lookup is slow here)
+        groups = (tuple(span[tp]), tuple(span[cp]), tuple(span[ep]))
         full = self._totals.get((layer_key, *groups))
         if full is None:
             costs = self.layer_costs(lo, span, None, layer_key)
@@ -290,11 +287,15 @@ class StepBounds:
         if plain is not None and any_split:
             cd, cm = plain  # no layer costs less than without recompute: a bound for any split
             plain = None
+        # LayerTotals.stage_s, inlined (this runs for every shape and placement popped)
         if plain is None:
-            stage = [nd * cd + nm * cm for nd, nm in counts]  # LayerTotals.stage_s, inlined
+            stage = [nd * cd + nm * cm for nd, nm in counts]
         else:
-            totals = LayerTotals((cd, cm), plain, head_s)
-            stage = [totals.stage_s(lo, c) for c in counts]
+            pd, pm = plain
+            stage = []
+            for nd, nm in counts:
+                xd, xm = recomputed_layers(lo, (nd, nm))
+                stage.append(xd * cd + (nd - xd) * pd + xm * cm + (nm - xm) * pm)
         stage[-1] += head_s
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         if any_split:

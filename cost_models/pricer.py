@@ -15,6 +15,7 @@ docs/cost_model.md.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,9 +26,18 @@ from .compute import LayerTime, layer_time, lm_head_time, model_flops_per_token,
 from .errors import InvalidInput
 from .memory import StageParams, layer_activation_bytes, memory_validated, stage_params, state_bytes
 from .pipeline import dualpipe_bubble_s, num_microbatches, schedule_time_s, stage_layers
+from .rankmap import LAYER_GROUPS, Group
 from .rules import layout_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
-from .stage import BF16_BYTES, LayerCost, layer_cost, recomputed_layers
+from .stage import (
+    BF16_BYTES,
+    LayerActivations,
+    LayerCost,
+    is_block_recompute,
+    layer_cost,
+    recomputed_layers,
+    without_block_recompute,
+)
 from .stage import stage_dp_s as _stage_dp_s
 from .stage import stage_dp_tier_s as _stage_dp_tier_s
 from .stage import stage_memory as _stage_memory
@@ -44,6 +54,8 @@ Counts = tuple[int, int]  # (dense, MoE) layers of one pipeline rank
 # Cache keys. Each names the Layout fields a cached piece does NOT read, next to the function
 # that reads the rest; tests/cost_models/test_pricer.py changes each left-out field and checks
 # the piece does not move.
+LAYER_TIME_READS = ("tp", "cp", "micro_batch", "ep", "etp", "sequence_parallel")
+"""The Layout fields compute.layer_time and lm_head_time read (tokens per GPU and the splits)."""
 NOT_IN_LAYER_COST = ("order", "zero_stage", "pp", "dp", "vp")
 """stage.layer_cost (and compute.layer_time) read neither pp, dp, vp, the ZeRO stage nor the
 order; of the spans only TP, CP and EP."""
@@ -53,20 +65,10 @@ NOT_IN_ACTIVATIONS = ("order", "zero_stage")
 """memory.layer_activation_bytes does not read the ZeRO stage or the order."""
 
 
+_times_key = operator.attrgetter(*LAYER_TIME_READS)
 _layer_key = layout_key(NOT_IN_LAYER_COST)
 _params_key = layout_key(NOT_IN_STAGE_PARAMS)
 _acts_key = layout_key(NOT_IN_ACTIVATIONS)
-
-
-def without_block_recompute(lo: Layout) -> Layout:
-    """`lo` with no recompute: the layers block recompute leaves alone run as this."""
-    return lo.model_copy(
-        update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
-    )
-
-
-def is_block_recompute(lo: Layout) -> bool:
-    return lo.recompute == "full" and lo.recompute_method == "block"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,16 +104,16 @@ class Pricer(StepBounds):
         self._costs: dict[tuple, ByKind[LayerCost]] = {}
         self._counts: dict[tuple[int, int], list[Counts]] = {}
         self._params: dict[tuple, StageParams] = {}
-        self._acts: dict[tuple, dict[tuple[bool, str], float]] = {}
+        self._acts: dict[tuple, LayerActivations] = {}
         self._flops_per_token: float | None = None
         super().__init__()
 
     # ------------------------------------------------------------------------- per layer
 
     def layer_times(self, lo: Layout) -> LayerTimes:
-        """compute.layer_time of each layer kind the model has and compute.lm_head_time. They
-        read tokens per GPU (micro_batch, cp), tp, ep, etp and sequence parallelism only."""
-        key = (lo.tp, lo.cp, lo.micro_batch, lo.ep, lo.etp, lo.sequence_parallel)
+        """compute.layer_time of each layer kind the model has and compute.lm_head_time (they
+        read the LAYER_TIME_READS fields only)."""
+        key = _times_key(lo)
         found = self._times.get(key)
         if found is None:
             m, gpu, cal, w = self.model, self.cluster.gpu, self.cal, self.workload
@@ -129,11 +131,12 @@ class Pricer(StepBounds):
         replaces the Pricer's (the pipeline window's shared uplinks, cost_models/uplink.py).
         `layer_key` is layer_key(lo) when the caller has it."""
         cl = self.cluster if cluster is None else cluster
+        tp, cp, ep = LAYER_GROUPS  # (bound once: an Enum attribute lookup is slow here)
         key = (
             layer_key or self.layer_key(lo),
-            tuple(span["tp"]),
-            tuple(span["cp"]),
-            tuple(span["ep"]),
+            tuple(span[tp]),
+            tuple(span[cp]),
+            tuple(span[ep]),
             None if cl is self.cluster else cl.tiers,
         )
         found = self._costs.get(key)
@@ -237,19 +240,27 @@ class Pricer(StepBounds):
         """Optimizer-step seconds of one stage (stage.stage_optimizer_s, memory-bound Adam)."""
         return _stage_optimizer_s(lo, sp, self.hbm_bytes_per_s, self.workload)
 
-    def activations_per_mb(self, lo: Layout) -> dict[tuple[bool, str], float]:
-        """memory.layer_activation_bytes per (is_moe, recompute mode) for the layout's own mode
-        and none."""
+    def activations_per_mb(self, lo: Layout) -> LayerActivations:
+        """memory.layer_activation_bytes of each layer kind, under the layout's own recompute
+        mode and without recompute (stage.LayerActivations)."""
         key = _acts_key(lo)
         found = self._acts.get(key)
         if found is None:
             model, w = self.model, self.workload
-            kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
-            found = self._acts[key] = {
-                (k, rc): layer_activation_bytes(model, w, lo, is_moe=k, recompute=rc)
-                for k in kinds
-                for rc in {lo.recompute, "none"}
-            }
+
+            def per_kind(rc: str) -> ByKind[float]:
+                return ByKind(
+                    layer_activation_bytes(model, w, lo, is_moe=False, recompute=rc)
+                    if model.num_dense_layers
+                    else None,
+                    layer_activation_bytes(model, w, lo, is_moe=True, recompute=rc)
+                    if model.num_moe_layers
+                    else None,
+                )
+
+            none = per_kind("none")
+            own = none if lo.recompute == "none" else per_kind(lo.recompute)
+            found = self._acts[key] = LayerActivations(own, none)
         return found
 
     def stage_memory(
@@ -257,7 +268,7 @@ class Pricer(StepBounds):
         lo: Layout,
         r: int,
         all_counts: list[Counts],
-        acts: dict[tuple[bool, str], float] | None = None,
+        acts: LayerActivations | None = None,
     ) -> StageMemory:
         """Memory of rank `r` (stage.stage_memory); under DualPipe it also holds stage
         pp - 1 - r (memory.state_bytes, stage.stage_memory). `acts` is activations_per_mb(lo)
@@ -314,7 +325,7 @@ class Pricer(StepBounds):
         counts = self.stage_counts(layout, layers_per_stage)
         per_stage = self.stage_terms(layout, counts, span, pipe_cluster)
         crit, bubble_s = self._critical_stage(layout, per_stage, m)
-        p2p_s = p2p_time_s(self._pp_payload(layout), outermost_tier(pipe_cluster, span["pp"]))
+        p2p_s = p2p_time_s(self._pp_payload(layout), outermost_tier(pipe_cluster, span[Group.PP]))
         tail = self._stage_tail(
             layout, counts, per_stage, span, shared_cluster(self.cluster, uplink_steps)
         )
@@ -326,7 +337,7 @@ class Pricer(StepBounds):
         comm_total = {f: m * crit.total_s(f) for f in LAYER_FLOWS}
         comm_total[Flow.PP] = 2 * m * layout.vp * p2p_s if layout.pp > 1 else 0.0
         comm_total[Flow.DP] = tail.dp_total_s
-        tier_busy = self._tier_busy_s(crit, m, comm_total[Flow.PP], span["pp"], tail.dp_tiers_s)
+        tier_busy = self._tier_busy_s(crit, m, comm_total[Flow.PP], span[Group.PP], tail.dp_tiers_s)
         step_s = _with_link_capacity(breakdown, tier_busy)
         return self._result(
             layout, m, step_s, breakdown, comm_total, tier_busy, tail, span, layers_per_stage

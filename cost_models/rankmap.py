@@ -31,23 +31,46 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
+from enum import StrEnum
 
 from .specs import Axis, Cluster, Layout
 
 Dims = tuple[tuple[str, int], ...]  # (axis name, size) per grid dimension, innermost first
 
+
+class Group(StrEnum):
+    """The kinds of process group the launchers build (the keys of `rank_groups` and `spans`).
+    A StrEnum: its members are the strings "tp", "dp_cp", ..., so maps keyed by either agree."""
+
+    TP = "tp"
+    CP = "cp"
+    DP = "dp"
+    PP = "pp"
+    DP_CP = "dp_cp"  # the gradient group: DP x CP (Megatron's data-parallel-with-CP group)
+    EP = "ep"
+    ETP = "etp"  # expert tensor parallel (MoE parallel folding)
+    EDP = "edp"  # expert data parallel
+    DP_SHARD = "dp_shard"  # HSDP's shard group
+    DP_REPLICATE = "dp_replicate"  # HSDP's replicas
+
+
+LAYER_GROUPS = (Group.TP, Group.CP, Group.EP)
+"""The groups one layer's collectives run on: stage.layer_cost reads these spans only."""
+DP_GROUPS = (Group.DP_CP, Group.EDP, Group.DP_SHARD, Group.DP_REPLICATE)
+"""The groups the DP gradient and parameter traffic may run on (stage.dp_tier_times_s)."""
+
 # Group kind -> (grid, the grid dimensions its members vary).
 DECODER_KINDS = {
-    "tp": ("tp",),
-    "cp": ("cp",),
-    "dp": ("dp",),
-    "pp": ("pp",),
-    "dp_cp": ("dp", "cp"),
+    Group.TP: ("tp",),
+    Group.CP: ("cp",),
+    Group.DP: ("dp",),
+    Group.PP: ("pp",),
+    Group.DP_CP: ("dp", "cp"),
 }
-EXPERT_KINDS = {"ep": ("ep",), "etp": ("tp",), "edp": ("dp",)}
+EXPERT_KINDS = {Group.EP: ("ep",), Group.ETP: ("tp",), Group.EDP: ("dp",)}
 # HSDP (Layout.dp_shard, torchtitan): dp splits into the inner shard part and the outer replicas,
 # as torchtitan's mesh (pp, dp_replicate, dp_shard, cp, tp) nests them.
-HSDP_KINDS = {"dp_shard": ("dp_shard", "cp"), "dp_replicate": ("dp_rep",)}
+HSDP_KINDS = {Group.DP_SHARD: ("dp_shard", "cp"), Group.DP_REPLICATE: ("dp_rep",)}
 
 
 def hsdp_dims(layout: Layout, order: tuple[Axis, ...] | None = None) -> Dims:

@@ -1,7 +1,7 @@
-"""The public per-stage API of the cost model: one layer's cost, one stage's DP and optimizer time,
-one stage's memory. `estimate()` composes a step from these, and the planner's bounds and stage
-partition call the same functions, so a bound and the estimate it bounds share every formula.
-Derivations: docs/cost_model.md.
+"""The per-layer and per-stage formulas of the cost model: one layer's cost, one stage's DP and
+optimizer time, one stage's memory. cost_models.pricer.Pricer composes a step from these and is
+their one caller in the step (the planner's bounds and stage partition ask the Pricer), so a
+bound and the estimate it bounds share every formula. Derivations: docs/cost_model.md.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from .memory import (
     moment_bytes,
 )
 from .pipeline import inflight_chunks
+from .rankmap import Group
 from .specs import Cluster, Layout, LinkTier, ModelSpec, StageMemory, Workload
-from .terms import Flow
+from .terms import ByKind, Flow
 from .units import GIB
 
 BF16_BYTES = 2
@@ -76,11 +77,11 @@ def layer_cost(
     recompute_s = lt.recompute_s(layout.recompute, layout.selective_modules)
     tp_s, tp_total_s, tp_busy = _tp_layer_s(model, cluster, cal, workload, layout, lt, span, is_moe)
     # CP: K/V exchange beside the attention steps (cost_models/cp.py, per implementation).
-    cp_exposed, cp_total = cp_layer_s(model, cluster, cal, workload, layout, lt, span["cp"])
+    cp_exposed, cp_total = cp_layer_s(model, cluster, cal, workload, layout, lt, span[Group.CP])
     cp_busy = (0.0,) * n_tiers
     if cp_total > 0:
         # The K/V ring's hops are paced by its slowest link: charged to the outermost tier crossed.
-        outer = _outermost_index(span["cp"])
+        outer = _outermost_index(span[Group.CP])
         cp_busy = tuple(cp_total if j == outer else 0.0 for j in range(n_tiers))
     ep_s, ep_total_s, ep_busy = _ep_layer_s(
         model, cluster, cal, workload, layout, lt, span, is_moe, recompute_s
@@ -114,11 +115,11 @@ def _tp_layer_s(
     # TP: one all-reduce (or RS + AG under sequence parallelism: same bytes) per block per pass.
     blocks = 1 if (is_moe and layout.etp == 1) else 2
     passes = 3 if layout.recompute == "full" else 2
-    tp_s = blocks * passes * collective_time_s("all_reduce", payload, span["tp"], tiers)
+    tp_s = blocks * passes * collective_time_s("all_reduce", payload, span[Group.TP], tiers)
     busy = (0.0,) * len(tiers)
     if tp_s <= 0:
         return tp_s, tp_s, busy
-    per = collective_tier_s("all_reduce", payload, span["tp"], tiers)
+    per = collective_tier_s("all_reduce", payload, span[Group.TP], tiers)
     busy = tuple(blocks * passes * x for x in per)
     if not layout.tp_comm_overlap:
         return tp_s, tp_s, busy
@@ -149,7 +150,7 @@ def _ep_layer_s(
     passes = 3 if layout.recompute == "full" else 2
     # A recomputed MoE module (Megatron recompute_modules "moe") dispatches again.
     ep_passes = passes + (layout.recompute == "selective" and "moe" in layout.selective_modules)
-    dispatch_s, combine_s, ep_busy = ep_exchange_s(model, cluster, workload, layout, span["ep"])
+    dispatch_s, combine_s, ep_busy = ep_exchange_s(model, cluster, workload, layout, span[Group.EP])
     ep_total_s = ep_passes * (dispatch_s + combine_s)
     busy = tuple(ep_passes * x for x in ep_busy)
     if layout.pp_schedule != "dualpipe" and not layout.ep_overlap:
@@ -391,13 +392,13 @@ def dp_tier_times_s(
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         dense = copies * sp.dense
         grads, gather = _hsdp_tier_s(
-            tiers, layout, dense, span, buckets(dense, span["dp_shard"][-1])
+            tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1])
         )
-        parts: list[tuple[float, str]] = []
+        parts: list[tuple[float, Group]] = []
     else:
-        parts = [(copies * sp.dense, "dp_cp")]
-        if sp.expert > 0 and "edp" in span:
-            parts.append((copies * sp.expert, "edp"))
+        parts = [(copies * sp.dense, Group.DP_CP)]
+        if sp.expert > 0 and Group.EDP in span:
+            parts.append((copies * sp.expert, Group.EDP))
     kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
     for params, group in parts:
         if params <= 0:
@@ -427,12 +428,16 @@ def _hsdp_tier_s(
     reduce-scatter inside the shard group, all-reduce of the shard across the replicas,
     all-gather inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
     shard_n = layout.shard_dp * layout.cp
-    rs = collective_tier_s("reduce_scatter", dense * GRAD_REDUCE_BYTES, span["dp_shard"], tiers, n)
+    rs = collective_tier_s(
+        "reduce_scatter", dense * GRAD_REDUCE_BYTES, span[Group.DP_SHARD], tiers, n
+    )
     ar = collective_tier_s(
-        "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span["dp_replicate"], tiers, n
+        "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span[Group.DP_REPLICATE], tiers, n
     )
     grads = [x + y for x, y in zip(rs, ar, strict=True)]
-    return grads, collective_tier_s("all_gather", dense * BF16_BYTES, span["dp_shard"], tiers, n)
+    return grads, collective_tier_s(
+        "all_gather", dense * BF16_BYTES, span[Group.DP_SHARD], tiers, n
+    )
 
 
 def stage_dp_s(
@@ -508,6 +513,18 @@ def stage_optimizer_s(
     return (sp.dense + sp.expert) / shard * per_param / hbm_bytes_per_s
 
 
+def is_block_recompute(lo: Layout) -> bool:
+    """Full recompute of only the first recompute_num_layers layers per model chunk."""
+    return lo.recompute == "full" and lo.recompute_method == "block"
+
+
+def without_block_recompute(lo: Layout) -> Layout:
+    """`lo` with no recompute: the layers block recompute leaves alone run as this."""
+    return lo.model_copy(
+        update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
+    )
+
+
 def recomputed_layers(layout: Layout, counts: tuple[int, int]) -> tuple[float, float]:
     """(dense, MoE) layers of a pipeline rank that run the layout's recompute.
 
@@ -531,7 +548,7 @@ def stage_memory(
     layout: Layout,
     r: int,
     counts: tuple[int, int],
-    acts_per_mb: dict[tuple[bool, str], float],
+    layer_acts: LayerActivations,
     m: int,
     weights: float,
     grads: float,
@@ -548,10 +565,10 @@ def stage_memory(
     both run the loss of one direction."""
     if layout.pp_schedule == "dualpipe":
         return _dualpipe_stage_memory(
-            model, workload, layout, r, counts, mirror or counts, acts_per_mb, weights, grads, optim
+            model, workload, layout, r, counts, mirror or counts, layer_acts, weights, grads, optim
         )
     kinds = [(False, counts[0]), (True, counts[1])]
-    per_mb = _per_microbatch_bytes(layout, counts, acts_per_mb)
+    per_mb = _per_microbatch_bytes(layout, counts, layer_acts)
     acts = per_mb * inflight_chunks(layout, r, m)
     if layout.recompute == "full" and sum(counts):
         # Backward of a checkpoint rebuilds its layers' full activations for one micro-batch:
@@ -561,23 +578,33 @@ def stage_memory(
         if layout.recompute_method == "uniform" and layout.recompute_num_layers:
             group = min(layout.recompute_num_layers, sum(counts))
             # one input per group instead of per layer
-            per_layer_in = max(acts_per_mb[(k, "full")] for k, n in kinds if n)
+            per_layer_in = max(layer_acts.own.of(k) for k, n in kinds if n)  # own: full
             acts -= (1 - 1 / group) * sum(counts) * per_layer_in * inflight_chunks(layout, r, m)
-        acts += group * max(acts_per_mb[(k, "none")] for k, n in kinds if n)
+        acts += group * max(layer_acts.none.of(k) for k, n in kinds if n)
     if r == layout.pp - 1:
         acts += logits_bytes(model, workload, layout)
         acts += kept_outputs_bytes(model, workload, layout, m)
     return _with_buffers(model, workload, layout, r, acts, weights, grads, optim)
 
 
+@dataclass(frozen=True, slots=True)
+class LayerActivations:
+    """Activation bytes one micro-batch leaves per layer of each kind (memory.
+    layer_activation_bytes): under the layout's own recompute mode, and without recompute (the
+    layers block recompute leaves alone; a checkpoint's rebuild in backward)."""
+
+    own: ByKind[float]
+    none: ByKind[float]
+
+
 def _per_microbatch_bytes(
-    layout: Layout, counts: tuple[int, int], acts_per_mb: dict[tuple[bool, str], float]
+    layout: Layout, counts: tuple[int, int], layer_acts: LayerActivations
 ) -> float:
     """Activation bytes one micro-batch leaves on a stage of `counts` layers."""
     kinds = [(False, counts[0]), (True, counts[1])]
     redo = recomputed_layers(layout, counts)
     return sum(
-        x * acts_per_mb[(k, layout.recompute)] + (n - x) * acts_per_mb[(k, "none")]
+        x * layer_acts.own.of(k) + (n - x) * layer_acts.none.of(k)
         for (k, n), x in zip(kinds, redo, strict=True)
         if n
     )
@@ -590,7 +617,7 @@ def _dualpipe_stage_memory(
     r: int,
     counts: tuple[int, int],
     mirror: tuple[int, int],
-    acts_per_mb: dict[tuple[bool, str], float],
+    layer_acts: LayerActivations,
     weights: float,
     grads: float,
     optim: float,
@@ -600,16 +627,16 @@ def _dualpipe_stage_memory(
     p = layout.pp
     early, late = (counts, mirror) if r < p - 1 - r else (mirror, counts)
     held = ((early, p), (late, 1))
-    acts = sum(_per_microbatch_bytes(layout, c, acts_per_mb) * n for c, n in held)
+    acts = sum(_per_microbatch_bytes(layout, c, layer_acts) * n for c, n in held)
     present = [k for k, i in ((False, 0), (True, 1)) if counts[i] or mirror[i]]
     if layout.recompute == "full" and present:
         # as stage_memory: one checkpoint group rebuilt at a time (rules.py: vp 1 under DualPipe)
         group = 1
         if layout.recompute_method == "uniform" and layout.recompute_num_layers:
             group = min(layout.recompute_num_layers, max(sum(counts), sum(mirror)))
-            per_layer_in = max(acts_per_mb[(k, "full")] for k in present)
+            per_layer_in = max(layer_acts.own.of(k) for k in present)  # own: full
             acts -= sum((1 - 1 / group) * sum(c) * per_layer_in * n for c, n in held)
-        acts += group * max(acts_per_mb[(k, "none")] for k in present)
+        acts += group * max(layer_acts.none.of(k) for k in present)
     if r in (0, p - 1):
         acts += logits_bytes(model, workload, layout)
     return _with_buffers(model, workload, layout, r, acts, weights, grads, optim)

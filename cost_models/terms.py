@@ -58,6 +58,9 @@ class ByKind(Generic[T]):
     dense: T | None
     moe: T | None
 
+    def of(self, is_moe: bool) -> T | None:
+        return self.moe if is_moe else self.dense
+
     def items(self) -> list[tuple[bool, T]]:
         """(is_moe, value) of the kinds present, dense first."""
         return [(k, v) for k, v in ((False, self.dense), (True, self.moe)) if v is not None]

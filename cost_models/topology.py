@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .rankmap import decoder_dims, expert_dims, strides
+from .rankmap import Group, decoder_dims, expert_dims, strides
 from .rankmap import spans as rank_spans
 from .rankmap import tier_domains as rank_tier_domains
 from .specs import Axis, Cluster, Layout, LinkTier
+
+# Group kinds that are not one parallel axis (gradient, expert and HSDP groups).
+_NOT_AXES = (Group.DP_CP, Group.EDP, Group.ETP, Group.DP_SHARD, Group.DP_REPLICATE)
 
 
 def axis_strides(layout: Layout, order: tuple[Axis, ...] | None = None) -> dict[str, int]:
@@ -55,7 +58,7 @@ def placement(
     `span` (spans of the layout, or an override) saves recomputing them."""
     out: dict[str, dict[str, int]] = {}
     for axis, group in (spans(cluster, layout) if span is None else span).items():
-        if axis in ("dp_cp", "edp", "etp", "dp_shard", "dp_replicate"):
+        if axis in _NOT_AXES:
             continue
         factors, inner = {}, 1
         for tier, n in zip(cluster.tiers, group, strict=True):

@@ -55,3 +55,27 @@ def test_readme_800g_answer_matches_its_command(capsys):
     assert f"from {watts[0]:.0f} W to {watts[1]:.0f} W" in text
     cost = [p["cost_per_m_tokens"] for p in (p400, p800)]
     assert f"${cost[0]:.3f} at 400G and ${cost[1]:.3f} at 800G" in text
+
+
+def test_readme_goodput_answer_matches_its_command(capsys):
+    """The goodput question's figures are what its own command prints (issue 30)."""
+    import json
+
+    from planner.cli import main
+
+    text = " ".join(README.split())
+    cmd = re.search(r"`(planner estimate --model llama3\.1-405b [^`]*--goodput --json)`", text)
+    assert main(cmd.group(1).split()[1:]) == 0
+    out = json.loads(capsys.readouterr().out)
+    g = out["goodput"]
+    answer = text[cmd.end() : text.index("docs/goodput.md", cmd.end())]
+    figures = [float(x) for x in re.findall(r"(\d+\.\d+)", answer)]
+    assert figures == [
+        round(g["interruptions_per_day"], 2),
+        round(g["checkpoint_write_s"], 2),
+        round(g["checkpoint_interval_s"], 1),
+        round(g["restart_s"], 1),
+        round(g["ettr"], 3),
+        round(out["tokens_per_s_per_gpu"], 1),
+        round(g["goodput_tokens_per_s_per_gpu"], 1),
+    ]

@@ -22,7 +22,7 @@ from ..whatif import (
     plan_key,
 )
 from .dicts import plan_dict
-from .goodput_view import goodput_dict, goodput_line
+from .goodput_view import goodput_conclusions, goodput_dict, goodput_line
 from .terminal import compact_table, titled
 from .text import LAYOUT_LEGEND, compact_layout, defaults_text, params_text
 
@@ -96,10 +96,19 @@ def render_whatif(
                 parts.append(Text(note, style="dim"))
     if r.baseline.goodput is not None:  # a reliability sweep: vs base and costs are on goodput
         lines = [f"{_label(p)}: {goodput_line(p.goodput)}" for p in rows if p.goodput]
+        lines += reliability_conclusions(r)
         parts.append(titled_text("Goodput at each value (vs base and $ on kept tokens)", lines))
     parts.append(Text("Conclusions", style="bold"))
     parts += [Text(f"- {c}") for c in conclusions(r)]
     return Group(*parts)
+
+
+def reliability_conclusions(r: WhatIfResult) -> list[str]:
+    """A reliability sweep's verdict (goodput_view.goodput_conclusions); [] for a network one."""
+    rows = [r.baseline, *r.points]
+    if any(p.goodput is None for p in rows):
+        return []
+    return goodput_conclusions([(_label(p), p.goodput, p.cost_per_m_tokens) for p in rows])
 
 
 def titled_text(title: str, lines: list[str]) -> Group:
@@ -226,7 +235,7 @@ def whatif_dict(r: WhatIfResult) -> dict[str, Any]:
         "model": r.model,
         **r.params,
         "hidden_from": r.hidden_from,
-        "conclusions": conclusions(r),
+        "conclusions": conclusions(r) + reliability_conclusions(r),
     }
 
 

@@ -14,6 +14,7 @@ from cost_models import stage as st
 from cost_models.bounds import NOT_IN_DP
 from cost_models.estimate import estimate
 from cost_models.pricer import (
+    LAYER_TIME_READS,
     NOT_IN_ACTIVATIONS,
     NOT_IN_LAYER_COST,
     NOT_IN_STAGE_PARAMS,
@@ -96,13 +97,25 @@ def test_bounds_never_above_the_step_on_random_layouts_and_splits():
 
 # Another value for each Layout field (model_copy does not validate: pieces are priced as is).
 OTHER = {
-    "order": ("pp", "dp", "cp", "tp"),
-    "zero_stage": 3,
+    "tp": 4,
     "pp": 4,
     "dp": 8,
+    "cp": 4,
+    "ep": 4,
+    "etp": 2,
     "vp": 2,
-    "recompute": "full",
     "micro_batch": 2,
+    "recompute": "full",
+    "zero_stage": 3,
+    "sequence_parallel": True,
+    "order": ("pp", "dp", "cp", "tp"),
+    "tp_comm_overlap": True,
+    "recompute_modules": ("core_attn", "mlp"),
+    "recompute_method": "uniform",
+    "recompute_num_layers": 2,
+    "dp_shard": 2,
+    "pp_schedule": "dualpipe",
+    "ep_overlap": True,
 }
 
 
@@ -110,6 +123,14 @@ def _other(lo: Layout, field: str) -> Layout:
     value = OTHER[field]
     assert getattr(lo, field) != value
     return lo.model_copy(update={field: value})
+
+
+@pytest.mark.parametrize("field", sorted(set(Layout.model_fields) - set(LAYER_TIME_READS)))
+def test_layer_time_key_holds_every_field_it_reads(field):
+    for model, cluster, work in _cases():
+        lo = Layout(tp=2, pp=2, dp=4, cp=2, ep=2 if model.moe else 1, recompute="selective")
+        a = Pricer(model, cluster, work).layer_times(lo)
+        assert a == Pricer(model, cluster, work).layer_times(_other(lo, field))
 
 
 @pytest.mark.parametrize("field", NOT_IN_LAYER_COST)

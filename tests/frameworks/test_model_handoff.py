@@ -3,7 +3,7 @@ arguments alone (plus a tokenizer and a data source, nothing from the preset) an
 model the plan priced.
 
 - Megatron-LM (megatron-core 0.19.2): `parse_args` + `validate_args` of pretrain_gpt.py's parser on
-  `result.to_megatron_args()`, then `core_transformer_config_from_args` (TransformerConfig's own
+  `plan_exports.to_megatron_args(result)`, then `core_transformer_config_from_args` (TransformerConfig's own
   checks), then Megatron's own GPTModel built on the meta device from that config (with the
   parallel degrees set to 1: the whole model on one rank): every shape field equal to the plan's
   model, and the parameter count equal to cost_models.params.total_params within 0.1 %.
@@ -47,8 +47,8 @@ sys.path.insert(0, str(ROOT))
 from cost_models.errors import InvalidInput
 from cost_models.params import total_params
 from models_zoo.hf import model_from_hf_config
-from planner import api
-from planner.export import launch
+from planner import convenience
+from planner.export import launch, plan_exports
 from planner.types import PlanResult
 
 # HF config.json excerpts (the keys models_zoo.hf reads), as published on the Hub.
@@ -111,7 +111,7 @@ def planned(case: str, framework: str) -> PlanResult:
         model, cluster, kwargs = CASES[case]
         if isinstance(model, dict):
             model = model_from_hf_config(model, f"{model['_name_or_path']}/config.json")
-        _plans[key] = api.plan(model, cluster, top_k=3, framework=framework, **kwargs)
+        _plans[key] = convenience.plan_for(model, cluster, top_k=3, framework=framework, **kwargs)
     return _plans[key]
 
 
@@ -307,7 +307,7 @@ def test_megatron_builds_the_planned_model(case, index, fake_world, monkeypatch)
     if index >= len(result.ranked):
         pytest.skip(f"{case}: the search returned {len(result.ranked)} plans")
     result = result.model_copy(update={"ranked": (result.ranked[index],), "fastest_index": 0})
-    args = result.to_megatron_args()
+    args = plan_exports.to_megatron_args(result)
     fake_world(result.best.layout.world_size)
     ns, cfg = megatron_config(args, launch.megatron_env(result.best), monkeypatch)
     assert cfg.tensor_model_parallel_size == result.best.layout.tp
@@ -322,7 +322,8 @@ def test_deepseek_default_plan_is_accepted_with_its_recompute(fake_world, monkey
     result = planned("deepseek-v3", "megatron")
     result = result.model_copy(update={"ranked": (result.ranked[0],), "fastest_index": 0})
     fake_world(result.best.layout.world_size)
-    _, cfg = megatron_config(result.to_megatron_args(), {}, monkeypatch)
+    env = launch.megatron_env(result.best)
+    _, cfg = megatron_config(plan_exports.to_megatron_args(result), env, monkeypatch)
     lo = result.best.layout
     if lo.recompute == "selective" and lo.recompute_modules is not None:
         assert list(cfg.recompute_modules) == list(lo.recompute_modules)

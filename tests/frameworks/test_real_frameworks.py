@@ -139,6 +139,8 @@ def fake_world(monkeypatch):
         monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
         # Stub: no GPU here; Megatron reads the current device for its NCCL options.
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        # Stub: Hopper (validate_args checks the capability for --moe-grouped-gemm).
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
         monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
         dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
         worlds.append(world_size)

@@ -14,6 +14,7 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
@@ -41,6 +42,7 @@ def test_generated_cli_cases_hold_the_contract(tmp_path_factory, case_seed):
     assert fuzz.problems(case, first, second) == [], (case.argv, first.err, first.traceback)
 
 
+@pytest.mark.slow
 def test_fixed_seed_profile_summary_line():
     result = fuzz.fuzz(40, seed=0, every=5)
     assert fuzz.summary(result) == (

@@ -30,6 +30,7 @@ def _deviation(e) -> int | None:
     return sum(abs(n - m) for n, m in zip(split, even, strict=True))
 
 
+@pytest.mark.slow
 def test_search_split_cp_sat_equals_oracle_on_random_instances():
     rng = random.Random(20261124)
     options_for = {k: SolverOptions(top_k=k, deterministic=True) for k in (1, 3)}

@@ -50,6 +50,7 @@ def test_bounds_below_estimate_with_new_schedules(dispatcher: str) -> None:
         assert bound.peak_memory_gib(lo) == e.peak_memory_gib, lo
 
 
+@pytest.mark.slow
 def test_pruned_table_contains_exhaustive_top_k_with_new_schedules() -> None:
     model, cluster, work = _case("deepep")
     space = SPACE.model_copy(update={"search_order": False, "zero_stages": (1,)})

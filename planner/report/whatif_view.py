@@ -24,7 +24,7 @@ from ..whatif import (
 from .dicts import plan_dict
 from .goodput_view import goodput_conclusions, goodput_dict, goodput_line
 from .terminal import compact_table, titled
-from .text import LAYOUT_LEGEND, compact_layout, defaults_text, params_text
+from .text import TERM_LABELS, LAYOUT_KEY, compact_layout, defaults_text, params_text
 
 COLUMN = {"tp_comm": "TP", "cp_comm": "CP", "ep_comm": "EP", "pp_comm": "PP", "dp_comm": "DP"}
 
@@ -44,7 +44,8 @@ def render_whatif(
     who = r.model if model is None else f"{model.name} ({params_text(model)})"
     plans_for = f", plans for {framework}" if framework else ""
     title = Text(
-        f"whatif {r.parameter}: {who} on {r.cluster} ({r.num_gpus} GPUs){plans_for}", style="bold"
+        f"whatif {r.parameter}: {who} on {r.cluster} ({r.num_gpus:,} GPUs){plans_for}",
+        style="bold",
     )
     plans = compact_table("value", "layout", "tok/s/GPU", "MFU", "step s", "vs base", right_from=2)
     for p in rows:
@@ -76,7 +77,7 @@ def render_whatif(
         parts.append(Text(defaults_text(r.hbm_gib, r.baseline.best.usable_memory_gib), style="dim"))
     parts += [
         titled("Best plan at each value", plans),
-        Text(LAYOUT_LEGEND, style="dim"),
+        Text(LAYOUT_KEY, style="dim"),
         titled("Exposed time, % of the step (comm: exposed only; DP wire: see below)", comm),
     ]
     if r.baseline.cost_per_m_tokens is not None:
@@ -165,6 +166,47 @@ def conclusions(r: WhatIfResult) -> list[str]:
         out.append("Every row has the same step time.")
     if r.baseline_slice is not None:
         out.append(f"The baseline is the preset's torus as the job fills it: {r.baseline_slice}.")
+    if r.point_tiers:
+        tiers = {id(p): t for p, t in zip(r.points, r.point_tiers, strict=True)}
+        out += against_trend([(p, tiers[id(p)]) for p in ordered])
+    return out
+
+
+AGAINST_TREND_SHARE = 0.001
+"""A step between adjacent values is explained when throughput moves against the sweep's overall
+trend by more than this share (0.1 %; smaller moves are rounding-level)."""
+
+
+def against_trend(steps: list[tuple[WhatIfPoint, dict[str, str | None]]]) -> list[str]:
+    """Issue 28: every step of a numeric sweep that moves against its overall trend (a bigger
+    NVLink domain that is slower), explained by the breakdown term that moved most and the axes
+    whose groups now cross another tier. `steps`: (point, axis -> slowest tier crossed) in
+    value order."""
+    if len(steps) < 3 or any(isinstance(p.value, str) for p, _ in steps):
+        return []
+    trend = steps[-1][0].best.tokens_per_s_per_gpu - steps[0][0].best.tokens_per_s_per_gpu
+    out = []
+    for (a, tiers_a), (b, tiers_b) in zip(steps, steps[1:], strict=False):
+        change = b.best.tokens_per_s_per_gpu / a.best.tokens_per_s_per_gpu - 1
+        if trend == 0 or abs(change) <= AGAINST_TREND_SHARE or (change > 0) == (trend > 0):
+            continue
+        da, db = a.best.breakdown_s, b.best.breakdown_s
+        moved = max(sorted(set(da) | set(db)), key=lambda t: abs(db.get(t, 0.0) - da.get(t, 0.0)))
+        delta = db.get(moved, 0.0) - da.get(moved, 0.0)
+        crossed = [
+            f"{axis.upper()} groups cross {tiers_b[axis] or 'no tier'} (at {value_text(a.value)}: "
+            f"{tiers_a.get(axis) or 'no tier'})"
+            for axis in tiers_b
+            if tiers_b[axis] != tiers_a.get(axis)
+        ]
+        why = "; ".join(crossed) if crossed else "no group crosses another tier"
+        if plan_key(a.best) != plan_key(b.best):
+            why += f" (plan {a.best.layout.label} -> {b.best.layout.label})"
+        out.append(
+            f"From {value_text(a.value)} to {value_text(b.value)} throughput moves "
+            f"{change:+.1%}, against the trend: {TERM_LABELS.get(moved, moved)} {delta:+.3f} s; "
+            f"{why}."
+        )
     return out
 
 

@@ -135,14 +135,14 @@ def test_prices_override_file(tmp_path) -> None:
 def test_bill_cli_json_follows_the_contract(capsys) -> None:
     from planner import cli
 
-    assert cli.main(["bill", "--cluster", "gb200-nvl72-superpod", "--gpus", "1152", "--json"]) == 0
+    assert cli.main(["bill", "--cluster", "gb200-nvl72-superpod", "--gpus", "576", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"gpus", "tiers", "capex_usd_per_gpu", "power_w_per_gpu"}
     keys = {"name", "kind", "switch_model", "radix", "port_gb_per_s", "layers", "switches"}
     keys |= {"switch_ports", "links", "transceivers", "nics", "capex_usd", "power_w", "sources"}
     assert all(set(t) == keys for t in out["tiers"])
-    assert out["tiers"][0]["kind"] == "scale_up" and out["tiers"][0]["switches"] == 144
-    total = sum(t["capex_usd"] for t in out["tiers"]) / 1152
+    assert out["tiers"][0]["kind"] == "scale_up" and out["tiers"][0]["switches"] == 72
+    total = sum(t["capex_usd"] for t in out["tiers"]) / 576
     assert out["capex_usd_per_gpu"] == pytest.approx(total)
     assert cli.main(["bill", "--cluster", "dgx-h100", "--gpus", "16"]) == 0
     assert "qm9700" in capsys.readouterr().out

@@ -475,6 +475,58 @@ class NetworkSpec(InputSpec):
     )
 
 
+# ------------------------------------------------------------------ kernel tables (issue 32)
+# Measured per-shape kernel times (../shared/data/kernels/README.md formats), carried inline by a
+# cluster file; models_zoo reads the CSV folder a cluster names by path; cost_models.kernels
+# looks them up. Rows are compact tuples so a calibrated cluster file stays readable.
+
+KernelDtype = Literal["bf16", "fp8"]
+GemmLayout = Literal["TN", "NN", "NT"]
+GemmRow = tuple[PositiveFloat, PositiveFloat, PositiveFloat, KernelDtype, GemmLayout, PositiveFloat]
+"""(m, n, k, dtype, layout, time_ms): C[m,n] = A[m,k] B[k,n]; TN forward, NN data grad, NT
+weight grad of a Linear."""
+AttentionRow = tuple[
+    PositiveInt,  # batch
+    PositiveInt,  # seq
+    PositiveInt,  # heads
+    PositiveInt,  # kv_heads
+    PositiveInt,  # head_dim (query / key)
+    PositiveInt,  # v_head_dim
+    bool,  # causal
+    NonNegativeInt,  # window (0: full attention)
+    Literal["fused", "fa2"],  # kernel
+    PositiveFloat,  # time_ms: one forward + backward call
+    NonNegativeFloat,  # forward_ms (0: not measured)
+]
+GroupedGemmRow = tuple[
+    PositiveInt, PositiveFloat, PositiveFloat, PositiveFloat, KernelDtype, PositiveFloat
+]
+"""(experts, rows_per_expert, n, k, dtype, time_ms): one grouped GEMM over `experts` matrices."""
+MemoryBoundRow = tuple[str, PositiveFloat, PositiveFloat]
+"""(op, bytes, time_ms): bytes counts each tensor read and written once."""
+
+
+class KernelTables(InputSpec):
+    """Measured kernel times of one GPU (cost_models.kernels looks them up; docs/calibration.md)."""
+
+    source: str = Field(description="where the rows were measured (folder, tool, date)")
+    gemm: tuple[GemmRow, ...] = ()
+    attention: tuple[AttentionRow, ...] = ()
+    grouped_gemm: tuple[GroupedGemmRow, ...] = ()
+    memory_bound: tuple[MemoryBoundRow, ...] = ()
+
+    @model_validator(mode="after")
+    def _some_rows(self) -> Self:
+        if not (self.gemm or self.attention or self.grouped_gemm or self.memory_bound):
+            raise ValueError(
+                "kernel tables hold no rows (give gemm, attention, grouped_gemm or memory_bound)"
+            )
+        for row in self.attention:
+            if row[2] % row[3]:
+                raise ValueError(f"attention row {list(row)}: heads must be a multiple of kv_heads")
+        return self
+
+
 MAX_SCALE_OUT_GB_PER_S = 200.0
 """Fastest scale-out bandwidth per GPU that exists: 1.6 Tb/s (two 800 Gb/s ConnectX-8 ports per
 GPU on GB300 NVL72, NVIDIA GB300 NVL72 datasheet) = 200 GB/s. A scale-out tier above it is
@@ -523,6 +575,11 @@ class Cluster(InputSpec):
     )
     calibration: ClusterCalibration | None = Field(
         None, description="measured overrides (planner calibrate); null: generation defaults"
+    )
+    kernels: KernelTables | None = Field(
+        None,
+        description="measured per-shape kernel times (issue 32); null: the generation's "
+        "efficiency curves price every kernel",
     )
     max_gpus: PositiveInt | None = Field(
         None,
@@ -899,6 +956,11 @@ class Estimate(Spec):
         False,
         description="a measured run covers this configuration's memory accounting (framework "
         "x recompute mode x interleaving x MoE; cost_models.memory.memory_validated)",
+    )
+    kernels: dict | None = Field(
+        None,
+        description="the cluster's kernel table and, per compute term, how many look-ups were "
+        "measured / interpolated / extrapolated (cost_models.kernels); None: no table",
     )
     layers_per_stage: tuple[int, ...] | None = Field(
         None,

@@ -18,6 +18,7 @@ from cost_models.specs import Cluster, GpuSpec, ModelSpec
 
 from .hf import is_hf_config, model_from_hf_config
 from .inputs import read_data_file, validated
+from .kernel_tables import resolve_kernels
 
 __all__ = [
     "list_presets",
@@ -152,6 +153,7 @@ def load_cluster(name_or_path: str | Cluster, num_gpus: int | None = None) -> Cl
         data = dict(data)
         if isinstance(data.get("gpu"), str):
             data["gpu"] = load_gpu(data["gpu"]).model_dump()
+        data = resolve_kernels(data, path.parent if path.is_file() else None, where)
         if "graph" in data and "tiers" not in data:
             # A custom fabric: reduce the graph to tiers before any cost runs.
             from .fabric_graph import graph_from_data, tiers_from_graph

@@ -1046,6 +1046,13 @@ def _add_calibration(sub: Any) -> None:
     c.add_argument("--gemm", metavar="CSV", help="GEMM sweep: m,n,k,dtype,tflops")
     c.add_argument("--attention", metavar="CSV", help="attention sweep (docs/calibration.md)")
     c.add_argument("--steps", metavar="YAML", help="measured steps of your own runs")
+    c.add_argument(
+        "--kernels",
+        metavar="DIR",
+        help="kernel tables: gemm.csv, attention.csv, grouped_gemm.csv, memory_bound.csv",
+    )
+    c.add_argument("--grouped-gemm", metavar="CSV", help="grouped GEMM table (one file)")
+    c.add_argument("--memory-bound", metavar="CSV", help="memory-bound ops table (one file)")
     c.add_argument("--out", required=True, metavar="FILE", help="cluster file (YAML) to write")
     c.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
     c.add_argument("--json", action="store_true")
@@ -1068,6 +1075,9 @@ def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
         attention=args.attention,
         steps_file=args.steps,
         name=args.name,
+        kernels=args.kernels,
+        grouped_gemm=args.grouped_gemm,
+        memory_bound=args.memory_bound,
     )
     cal.write_cluster_file(cluster, args.out)
     rep["out"] = args.out

@@ -36,10 +36,14 @@ def to_megatron_args(result: PlanResult, index: int = 0) -> list[str]:
     return launch.megatron_args(result.model, result.plan_workload(index), result.ranked[index])
 
 
-def to_torchtitan(result: PlanResult, index: int = 0) -> dict:
+def to_torchtitan(
+    result: PlanResult, index: int = 0, recipe: tuple[str, str] | None = None
+) -> dict:
     """{"config": {section: {field: value}}, "overrides": [...], "toml": str, ...}."""
     runs_on(result, "torchtitan")
-    return launch.torchtitan(result.model, result.plan_workload(index), result.ranked[index])
+    return launch.torchtitan(
+        result.model, result.plan_workload(index), result.ranked[index], recipe
+    )
 
 
 def to_deepspeed_config(result: PlanResult, index: int = 0) -> dict:

@@ -48,6 +48,9 @@ def render_whatif(
         style="bold",
     )
     plans = compact_table("value", "layout", "tok/s/GPU", "MFU", "step s", "vs base", right_from=2)
+    # The layout cell wraps (at its spaces) where 80 columns cannot hold the row, so no number
+    # and no value is cut (issue 28: "baseli…", "42.…").
+    plans.columns[1].no_wrap = False
     for p in rows:
         e = p.best
         plans.add_row(

@@ -65,3 +65,21 @@ def test_whatif_snapshot(width):
     assert_readable(text, width)
     for sentence in conclusions(fixed_sweep()):  # every conclusion printed whole (wrapped)
         assert " ".join(sentence.split()) in " ".join(text.split())
+
+
+def test_a_long_layout_wraps_instead_of_cutting_cells():
+    """Issue 28: at 80 columns with costs, cells were cut ("baseli…", MFU "42.…")."""
+    import dataclasses
+
+    from cost_models.specs import Axis
+
+    r = fixed_sweep()
+    long = Layout(tp=4, pp=4, dp=32, cp=2, vp=5, sequence_parallel=True,
+                  order=(Axis.TP, Axis.CP, Axis.PP, Axis.DP))  # fmt: skip
+    widen = lambda p: dataclasses.replace(p, best=p.best.model_copy(update={"layout": long}))  # noqa: E731
+    r = dataclasses.replace(r, baseline=widen(r.baseline), points=tuple(map(widen, r.points)))
+    buf = io.StringIO()
+    Console(width=80, color_system=None, file=buf).print(render_whatif(r, f.cluster(32)))
+    text = buf.getvalue()
+    assert_readable(text, 80)
+    assert "baseline" in text and "o:tcpd" in text

@@ -2,12 +2,13 @@
 
 Every case is a command line plus the files it names (model YAML/JSON, Hugging Face config.json,
 cluster YAML/JSON in the tier and the networkx fabric-graph form, validate data files, corrupt
-bytes), drawn from a seeded random.Random, so a case number always means the same case. Each case
+bytes, and `calibrate`'s inputs: nccl-tests logs, GEMM and attention CSVs, a steps YAML), drawn from a seeded random.Random, so a case number always means the same case. Each case
 runs `planner.cli.main(argv)` in a scratch folder and is checked for:
 
 * traceback: an exception escaped main (the CLI must turn every error into an exit code);
 * bad exit code: anything but 0, 1 (no feasible plan), 2 (bad input); or exit 2 with a message
-  that is not exactly one line; or --json with exit 0 and stdout that does not parse;
+  that is not exactly one line; or --json with exit 0 and stdout that does not parse, or with
+  exit 1 / 2 and no `{"error": ...}` object on stdout (docs/contract.md);
 * over time: wall time above the command's own limit (--time-limit per plan; whatif runs one
   plan per value plus the baseline) + the search's HARD_MARGIN_S + SLACK_S of process overhead;
 * nondeterministic: a second run (every DETERMINISM_EVERY-th case) prints something else, once
@@ -353,12 +354,115 @@ def _allocation_case(rng: random.Random) -> Case:
     return Case("allocation", argv, files)
 
 
+NCCL_COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "sendrecv"]
+GEMM_ROWS = [(512, 512, 512), (2048, 2048, 2048), (8192, 8192, 8192), (4096, 28672, 8192)]
+STEPS_RUN = {
+    "name": "run-a",
+    "model": "llama3-8b",
+    "num_gpus": 64,
+    "seq_len": 4096,
+    "global_batch": 128,
+    "layout": {"tp": 2, "pp": 1, "dp": 32, "cp": 1, "micro_batch": 1},
+    "measured_step_time_s": 4.2,
+}
+
+
+def _nccl_log(rng: random.Random) -> bytes:
+    """An nccl-tests log in the tools' own format (tests/planner/calibration_fixtures.py),
+    with some lines dropped, duplicated or given wild numbers."""
+    from tests.planner.calibration_fixtures import nccl_log_text
+
+    collective = rng.choice(NCCL_COLLECTIVES)
+    ranks = rng.choice([2, 8, 16, 64])
+    times = [(2**k, rng.choice([5.0, 50.0, 500.0]) * (1 + k / 10)) for k in range(10, 30, 3)]
+    text = nccl_log_text(collective, times, ranks=ranks, gpus_per_node=8)
+    lines = text.splitlines()
+    for _ in range(rng.randint(0, 3)):
+        i = rng.randrange(len(lines))
+        action = rng.choice(["drop", "dup", "wild", "cut"])
+        if action == "drop":
+            del lines[i]
+        elif action == "dup":
+            lines.insert(i, lines[i])
+        elif action == "wild":
+            parts = lines[i].split()
+            if parts:
+                parts[rng.randrange(len(parts))] = rng.choice(WILD) or "x"
+            lines[i] = "  ".join(parts)
+        else:
+            lines = lines[:i]
+            break
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _csv(rng: random.Random, header: list[str], rows: list[list[Any]]) -> bytes:
+    """A CSV with, sometimes, a wild cell, a missing or extra column, or no header."""
+    head = list(header)
+    body = [list(map(str, r)) for r in rows]
+    for _ in range(rng.randint(0, 3)):
+        action = rng.choice(["wild", "short", "extra", "nohead", "empty"])
+        if action == "wild" and body:
+            row = rng.choice(body)
+            row[rng.randrange(len(row))] = rng.choice(WILD)
+        elif action == "short" and body:
+            rng.choice(body).pop()
+        elif action == "extra":
+            head.append("note")
+            for r in body:
+                r.append("x")
+        elif action == "nohead":
+            head = []
+        else:
+            body = []
+    lines = ([",".join(head)] if head else []) + [",".join(r) for r in body]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _calibrate_case(rng: random.Random) -> Case:
+    """`planner calibrate` on nccl-tests logs, GEMM / attention CSVs and a steps YAML."""
+    files: dict[str, bytes] = {}
+    argv = ["calibrate", "--cluster", rng.choice(["dgx-h100", "dgx-h100", "dgx-b200"])]
+    inputs = rng.sample(["nccl", "gemm", "attention", "steps"], rng.randint(1, 3))
+    if "nccl" in inputs:
+        names = [f"nccl{i}.txt" for i in range(rng.randint(1, 2))]
+        for name in names:
+            files[name] = _nccl_log(rng)
+        argv += ["--nccl-tests", *names]
+    if "gemm" in inputs:
+        dtype = rng.choice(["bf16", "fp8"])
+        rows = [[m, n, k, dtype, rng.choice(["400", "650", "900"])] for m, n, k in GEMM_ROWS]
+        files["gemm.csv"] = _csv(rng, ["m", "n", "k", "dtype", "tflops"], rows)
+        argv += ["--gemm", "gemm.csv"]
+    if "attention" in inputs:
+        header = ["batch", "seq", "heads", "kv_heads", "head_dim", "causal", "dtype", "tflops"]
+        rows = [[b, s, 32, 8, 128, "true", "bf16", rng.choice(["300", "450"])]
+                for b, s in ((8, 1024), (2, 4096), (1, 8192))]  # fmt: skip
+        files["attn.csv"] = _csv(rng, header, rows)
+        argv += ["--attention", "attn.csv"]
+    if "steps" in inputs:
+        runs = [
+            _mutate(rng, {**STEPS_RUN, "name": f"run-{i}", "global_batch": 64 * (i + 1)},
+                    rng.randint(0, 2))
+            for i in range(rng.randint(1, 3))
+        ]  # fmt: skip
+        files["steps.yaml"] = _dump(rng, runs, "steps.yaml")
+        argv += ["--steps", "steps.yaml"]
+    if rng.random() < 0.2:  # one input's bytes broken
+        name = rng.choice(sorted(files))
+        files[name] = _corrupt(rng, files[name])
+    argv += ["--out", "out.yaml"] + (["--json"] if rng.random() < 0.5 else [])
+    return Case("calibrate", argv, files)
+
+
 def make_case(rng: random.Random) -> Case:
     kind = rng.choice(
-        ["flags", "model_file", "hf", "cluster_file", "graph", "validate", "corrupt", "allocation"]
-    )
+        ["flags", "model_file", "hf", "cluster_file", "graph", "validate", "corrupt", "allocation",
+         "calibrate"]
+    )  # fmt: skip
     if kind == "allocation":
         return _allocation_case(rng)
+    if kind == "calibrate":
+        return _calibrate_case(rng)
     model, cluster = rng.choice(MODELS), rng.choice(CLUSTERS)
     gpus = ["--gpus", rng.choice(["8", "16", "64", "256", "1024", "1000", "1000000"])]
     files: dict[str, bytes] = {}
@@ -519,6 +623,13 @@ def problems(case: Case, first: Outcome, second: Outcome | None) -> list[str]:
             json.loads(first.out)
         except ValueError:
             found.append("exit: --json output does not parse")
+    if first.code in (1, 2) and "--json" in case.argv and case.argv[0] != "presets":
+        # docs/contract.md "Errors with --json": one error object on stdout (issue 28)
+        try:
+            error = json.loads(first.out)["error"]
+            assert error["exit_code"] == first.code and error["message"]
+        except (ValueError, KeyError, TypeError, AssertionError):
+            found.append("exit: --json error without its error object on stdout")
     budget = case.budget_s()
     if budget is not None and first.wall_s > budget:
         found.append(f"time: {first.wall_s:.1f} s > {budget:.1f} s")
@@ -544,13 +655,15 @@ def problems(case: Case, first: Outcome, second: Outcome | None) -> list[str]:
 def fuzz(
     cases: int, seed: int, show: bool = False, every: int = DETERMINISM_EVERY, kind: str = ""
 ) -> dict:
-    """`kind` "allocation": only plans on an allocation (--topology / --hosts / --nodelist)."""
+    """`kind` "allocation": only plans on an allocation (--topology / --hosts / --nodelist);
+    "calibrate": only `planner calibrate` on generated measurement files."""
     rng = random.Random(seed)
     counts = {"traceback": 0, "exit": 0, "time": 0, "nondeterministic": 0}
     failures = []
     codes: dict[str, int] = {}
     for n in range(cases):
-        case = _allocation_case(rng) if kind == "allocation" else make_case(rng)
+        special = {"allocation": _allocation_case, "calibrate": _calibrate_case}
+        case = special[kind](rng) if kind in special else make_case(rng)
         with tempfile.TemporaryDirectory() as tmp:
             first = run_case(case, Path(tmp))
             second = run_case(case, Path(tmp)) if every and n % every == 0 else None
@@ -589,7 +702,10 @@ def cli() -> None:
         help="re-run every N-th case to check determinism (0: never)",
     )
     parser.add_argument(
-        "--kind", choices=("", "allocation"), default="", help="allocation: only allocation plans"
+        "--kind",
+        choices=("", "allocation", "calibrate"),
+        default="",
+        help="allocation: only allocation plans; calibrate: only calibrate inputs",
     )
     args = parser.parse_args()
     start = time.perf_counter()

@@ -31,6 +31,7 @@ from cost_models.specs import Cluster, LinkTier
 from models_zoo import load_gpu
 from planner.convenience import plan_on_allocation_for
 from planner.place.allocation import Allocation, synthetic
+from planner.place.joint import place_layout
 
 NODES_PER_LEAF, LEAVES_PER_POD, GPN = 32, 16, 8
 LIMITS = {1024: 10.0, 16384: 2.5, 131072: 10.0}  # CP-SAT per layout; deterministic time is half
@@ -111,6 +112,14 @@ def main() -> None:
         default=None,
         help="largest CP tried (1: TP x CP blocks of one node, which CP-SAT places whole)",
     )
+    parser.add_argument(
+        "--solver-seeds",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="CP-SAT seeds: the first places every layout, the others re-place the best layout "
+        "(the spread of its placed step across seeds)",
+    )
     args = parser.parse_args()
     print(f"model {args.model}, global batch {args.global_batch}, seed {args.seed}")
     for n in args.sizes:
@@ -126,6 +135,7 @@ def main() -> None:
             place_top=args.place_top,
             place_time_limit_s=args.time_limit or LIMITS.get(n, 30.0),
             place_decompose=args.decompose,
+            seed=args.solver_seeds[0],
             **({"max_cp": args.max_cp} if args.max_cp else {}),
             **({"max_tp": args.max_tp} if args.max_tp else {}),
         )
@@ -162,6 +172,35 @@ def main() -> None:
             )
         target = f" (target {TARGETS[n]:.0f} s)" if n in TARGETS else ""
         print(f"  whole plan + placement of {args.place_top} layout(s): {wall:.1f} s wall{target}")
+        if len(args.solver_seeds) > 1:
+            _seed_spread(args, placed, p, n)
+
+
+def _seed_spread(args: argparse.Namespace, placed, p, n: int) -> None:
+    """The best layout re-placed with each further CP-SAT seed (deterministic mode)."""
+    steps = {args.solver_seeds[0]: p.placed.step_time_s}
+    for seed in args.solver_seeds[1:]:
+        again = place_layout(
+            placed.ideal.model,
+            placed.ideal.cluster,
+            p.workload,
+            p.ideal,
+            placed.allocation,
+            time_limit_s=args.time_limit or LIMITS.get(n, 30.0),
+            seed=seed,
+            decompose=args.decompose,
+        )
+        steps[seed] = again.placed.step_time_s
+        s = again.solver
+        print(
+            f"  seed {seed}: placed {again.placed.step_time_s:.4f} s ({again.source}, solver"
+            f" {s['status']}, gap {100 * (s['gap'] or 0):.3f}%, {s['wall_time_s']:.2f} s)"
+        )
+    lo, hi = min(steps.values()), max(steps.values())
+    print(
+        f"  seeds {', '.join(map(str, steps))}: placed {lo:.4f}-{hi:.4f} s,"
+        f" spread {100 * (hi / lo - 1):.2f}%"
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,10 @@ def run(
     time_limit_s: float,
     stage_split: str = "even",
     repeat: int = 3,
+    cluster_file: str | None = None,
 ) -> str:
     label, m, c, n, gb, seq = CASES[index]
+    c = cluster_file or c  # e.g. a cluster carrying kernel tables (planner calibrate --kernels)
     model = models_zoo.load_model(m)
     cluster = models_zoo.load_cluster(c, n)
     workload = api.make_workload(model, seq_len=seq, global_batch=gb)
@@ -120,6 +122,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=600.0)
     ap.add_argument("--stage-split", choices=("even", "search"), default="even")
     ap.add_argument("--repeat", type=int, default=3, help="plans per case; the median is shown")
+    ap.add_argument("--cluster-file", help="cluster YAML replacing each case's preset")
     args = ap.parse_args()
     print(
         "| model | cluster | GPUs | batch x seq | space (layouts x placements) | scored "
@@ -134,6 +137,7 @@ def main() -> None:
             args.time_limit,
             args.stage_split,
             args.repeat,
+            args.cluster_file,
         )
         print(row, flush=True)
 

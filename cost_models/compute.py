@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, hbm_bytes_per_s
+from .kernels import KernelBook
 from .params import mlp_matrices
 from .specs import GpuSpec, Layout, ModelSpec, Workload
 from .units import TFLOPS
@@ -53,6 +54,9 @@ class LayerTime:
     model_flops: float  # forward FLOPs counted for MFU (GEMMs + causal attention)
     selective_s: float | None = None  # torchtitan op-level selective recompute seconds
     module_s: tuple[tuple[str, float], ...] = ()  # forward seconds per Megatron recompute module
+    gemm_backward_s: float | None = None  # measured (kernel tables); None: 2x forward
+    attention_backward_s: float | None = None  # measured (kernel tables); None: 2.5x forward
+    lookups: tuple[tuple[str, str], ...] = ()  # (term, kernels.STATUSES) per table look-up
 
     @property
     def forward_s(self) -> float:
@@ -60,7 +64,11 @@ class LayerTime:
 
     @property
     def backward_s(self) -> float:
-        return 2 * self.gemm_s + 2.5 * self.attention_s + 2 * self.elementwise_s + self.overhead_s
+        gemm = 2 * self.gemm_s if self.gemm_backward_s is None else self.gemm_backward_s
+        attn = 2.5 * self.attention_s
+        if self.attention_backward_s is not None:
+            attn = self.attention_backward_s
+        return gemm + attn + 2 * self.elementwise_s + self.overhead_s
 
     def recompute_s(self, recompute: str, modules: tuple[str, ...] = ("core_attn",)) -> float:
         """Extra forward work in backward: full reruns the layer; selective reruns the Megatron
@@ -88,7 +96,17 @@ def gemm_efficiency(g: Gemm, cal: GenerationCalibration, fp8: bool) -> float:
     return ceiling * shape
 
 
-def gemm_time_s(gemms: list[Gemm], gpu: GpuSpec, cal: GenerationCalibration, fp8: bool) -> float:
+def gemm_time_s(
+    gemms: list[Gemm],
+    gpu: GpuSpec,
+    cal: GenerationCalibration,
+    fp8: bool,
+    book: KernelBook | None = None,
+) -> float:
+    """Forward seconds of `gemms`: from the kernel tables where `book` is given, else the
+    efficiency curve."""
+    if book is not None:
+        return gemm_passes_s(gemms, gpu, cal, fp8, book)[0]
     total = 0.0
     for g in gemms:
         if g.flops <= 0:  # an empty GEMM (unknown vocabulary) costs nothing
@@ -98,6 +116,43 @@ def gemm_time_s(gemms: list[Gemm], gpu: GpuSpec, cal: GenerationCalibration, fp8
         imbalance = MOE_LOAD_IMBALANCE if g.grouped else 1.0
         total += imbalance * g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
     return total
+
+
+def _gemm_passes(g: Gemm) -> tuple[tuple[str, float, float, float], ...]:
+    """A Linear's three GEMMs as cuBLAS runs them (layout, m, n, k): forward Y = X W^T (TN),
+    data gradient dX = dY W (NN), weight gradient dW = dY^T X (NT)."""
+    return (("TN", g.m, g.n, g.k), ("NN", g.m, g.k, g.n), ("NT", g.n, g.k, g.m))
+
+
+def gemm_passes_s(
+    gemms: list[Gemm], gpu: GpuSpec, cal: GenerationCalibration, fp8: bool, book: KernelBook
+) -> tuple[float, float, tuple[tuple[str, str], ...]]:
+    """(forward, backward seconds, look-up statuses) of `gemms`, each pass from the kernel
+    tables; a shape outside them runs at the efficiency curve's speed (the same for every pass,
+    which is the curve's 2x-forward backward)."""
+    fwd = bwd = 0.0
+    looks: list[tuple[str, str]] = []
+    for g in gemms:
+        if g.flops <= 0:
+            continue
+        use_fp8 = fp8 and g.fp8_capable and gpu.peak_fp8_tflops is not None
+        peak = (gpu.peak_fp8_tflops if use_fp8 else gpu.peak_bf16_tflops) * TFLOPS
+        curve_s = g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
+        dtype = "fp8" if use_fp8 else "bf16"
+        for i, (layout, m, n, k) in enumerate(_gemm_passes(g)):
+            if g.grouped:  # the busiest EP rank's rows set the time
+                found, status = book.grouped_gemm_s(g.count, m, n, k, dtype)
+                term, seconds = "grouped_gemm", curve_s if found is None else found
+                seconds *= MOE_LOAD_IMBALANCE
+            else:
+                found, status = book.gemm_s(m, n, k, dtype, layout)
+                term, seconds = "gemm", curve_s if found is None else found * g.count
+            looks.append((term, status))
+            if i == 0:
+                fwd += seconds
+            else:
+                bwd += seconds
+    return fwd, bwd, tuple(looks)
 
 
 def attention_efficiency(cal: GenerationCalibration, workload: Workload) -> float:
@@ -236,8 +291,10 @@ def layer_time(
     layout: Layout,
     *,
     is_moe: bool,
+    book: KernelBook | None = None,
 ) -> LayerTime:
-    """Forward time of one micro-batch through one (dense or MoE) layer on one GPU."""
+    """Forward time of one micro-batch through one (dense or MoE) layer on one GPU; with `book`
+    (the cluster's kernel tables) its GEMMs and attention, both passes, are looked up."""
     t = tokens_per_gpu(workload, layout)
     fp8 = workload.precision in ("fp8", "mxfp8")
     gemms = attention_gemms(model, t, layout.tp)
@@ -257,22 +314,69 @@ def layer_time(
             * FP8_CAST_BYTES_PER_ELEMENT[workload.fp8_dynamic_scaling]
         )
     elementwise_s = elem_bytes / hbm_s
-    module_s = _recompute_module_s(model, gpu, cal, workload, layout, t, is_moe, attn_flops)
+    attn_s, attn_bwd_s, attn_looks = attention_times(model, gpu, cal, workload, layout, book)
+    module_s = _recompute_module_s(model, gpu, cal, workload, layout, is_moe, attn_s, book)
     selective_s = None
     if workload.selective_recompute == "every_other_matmul" and not is_moe:
-        selective_s = (
-            gemm_time_s(recomputed_matmuls(model, t, layout.tp), gpu, cal, fp8) + elementwise_s
-        )
+        matmuls = recomputed_matmuls(model, t, layout.tp)
+        selective_s = gemm_time_s(matmuls, gpu, cal, fp8, book) + elementwise_s
+    gemm_bwd_s, gemm_looks = None, ()
+    if book is None:
+        gemm_s = gemm_time_s(gemms, gpu, cal, fp8)
+    else:
+        gemm_s, gemm_bwd_s, gemm_looks = gemm_passes_s(gemms, gpu, cal, fp8, book)
     return LayerTime(
-        gemm_s=gemm_time_s(gemms, gpu, cal, fp8),
-        attention_s=attn_flops
-        / (gpu.peak_bf16_tflops * TFLOPS * attention_efficiency(cal, workload)),
+        gemm_s=gemm_s,
+        attention_s=attn_s,
         elementwise_s=elementwise_s,
         selective_s=selective_s,
         module_s=module_s,
         overhead_s=cal.kernel_overhead_s + (_moe_overhead_s(model, layout, cal) if is_moe else 0.0),
         model_flops=sum(g.flops for g in gemms) + attn_flops,
+        gemm_backward_s=gemm_bwd_s,
+        attention_backward_s=attn_bwd_s,
+        lookups=gemm_looks + attn_looks,
     )
+
+
+def attention_times(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    book: KernelBook | None,
+) -> tuple[float, float | None, tuple[tuple[str, str], ...]]:
+    """(forward, backward or None for the model's 2.5x, look-ups) of the attention core of one
+    layer and micro-batch on one GPU. From the tables: their seconds per FLOP at the call's
+    shape (micro-batch, full sequence, this TP rank's query and KV heads) times this rank's
+    FLOPs (a CP rank does 1/cp of the call's work). Sliding windows are priced as full attention
+    here as in the curve (ModelSpec.sliding_window)."""
+    flops = attention_core_flops(model, workload, layout)
+    curve_s = flops / (gpu.peak_bf16_tflops * TFLOPS * attention_efficiency(cal, workload))
+    if book is None:
+        return curve_s, None, ()
+    mla = model.mla
+    d_qk = model.attn_head_dim if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    d_v = model.attn_head_dim if mla is None else mla.v_head_dim
+    heads = model.num_attention_heads / layout.tp
+    kv = heads if mla is not None else _local_kv_heads(model, layout.tp)
+    found, status = book.attention_s_per_flop(
+        layout.micro_batch,
+        workload.seq_len,
+        heads,
+        kv,
+        d_qk,
+        d_v,
+        causal=True,
+        window=0,
+        kernel=workload.attention_kernel,
+    )
+    looks = (("attention", status),)
+    if found is None:
+        return curve_s, None, looks
+    total, fwd = found
+    return fwd * flops, (total - fwd) * flops, looks
 
 
 def _recompute_module_s(
@@ -281,9 +385,9 @@ def _recompute_module_s(
     cal: GenerationCalibration,
     workload: Workload,
     layout: Layout,
-    t: float,
     is_moe: bool,
-    attn_flops: float,
+    attn_s: float,
+    book: KernelBook | None = None,
 ) -> tuple[tuple[str, float], ...]:
     """Forward seconds of each Megatron `--recompute-modules` choice in one layer: what its
     checkpoint reruns in backward (TransformerConfig.recompute_modules docstring).
@@ -295,6 +399,7 @@ def _recompute_module_s(
     sequence-parallel all-gather) are not repeated here.
     """
     fp8 = workload.precision in ("fp8", "mxfp8")
+    t = tokens_per_gpu(workload, layout)
     hbm = hbm_bytes_per_s(gpu, cal)
     fused = workload.fused_elementwise
     tp = layout.tp
@@ -305,8 +410,7 @@ def _recompute_module_s(
         return elements * t * BF16_BYTES / hbm
 
     out = {
-        "core_attn": attn_flops
-        / (gpu.peak_bf16_tflops * TFLOPS * attention_efficiency(cal, workload)),
+        "core_attn": attn_s,
         "layernorm": elem_s(2 * NORM_ELEMS[fused] * h_local),
     }
     if model.mla is not None:
@@ -317,11 +421,11 @@ def _recompute_module_s(
             if g.k in (mla.q_lora_rank, mla.kv_lora_rank) and g.n != model.hidden_size
         ]
         rope = ROTARY_ELEMS[fused] * model.num_attention_heads / tp * 2 * mla.qk_rope_head_dim
-        out["mla_up_proj"] = gemm_time_s(ups, gpu, cal, fp8) + elem_s(rope)
+        out["mla_up_proj"] = gemm_time_s(ups, gpu, cal, fp8, book) + elem_s(rope)
     if not is_moe:
         assert model.ffn_hidden_size is not None
         ffn = model.ffn_hidden_size
-        mlp = gemm_time_s(mlp_gemms(model, t, ffn, tp), gpu, cal, fp8)
+        mlp = gemm_time_s(mlp_gemms(model, t, ffn, tp), gpu, cal, fp8, book)
         out["mlp"] = mlp + elem_s(act_rw * ffn / tp)
     else:
         moe = model.moe
@@ -332,10 +436,11 @@ def _recompute_module_s(
         shared = 0.0
         if moe.num_shared_experts:
             fs = moe.num_shared_experts * fe
-            shared = gemm_time_s(mlp_gemms(model, t, fs, tp), gpu, cal, fp8)
+            shared = gemm_time_s(mlp_gemms(model, t, fs, tp), gpu, cal, fp8, book)
             shared += elem_s(act_rw * fs / tp)
             out["shared_experts"] = shared
-        routed = gemm_time_s(moe_gemms(model, t, layout), gpu, cal, fp8)  # includes shared GEMMs
+        # includes the shared experts' GEMMs
+        routed = gemm_time_s(moe_gemms(model, t, layout), gpu, cal, fp8, book)
         out["moe"] = routed + out["moe_act"] + (shared and elem_s(act_rw * fs / tp))
     return tuple(out.items())
 
@@ -359,7 +464,12 @@ def recomputed_matmuls(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
 
 
 def lm_head_time(
-    model: ModelSpec, gpu: GpuSpec, cal: GenerationCalibration, workload: Workload, layout: Layout
+    model: ModelSpec,
+    gpu: GpuSpec,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    book: KernelBook | None = None,
 ) -> LayerTime:
     """Output projection and the fp32 cross-entropy over the vocabulary shard (last stage)."""
     t = tokens_per_gpu(workload, layout)
@@ -367,12 +477,19 @@ def lm_head_time(
     gemms = [Gemm(t, vocab / layout.tp, model.hidden_size, fp8_capable=False)]
     # Cross-entropy in fp32 over the logits: read bf16 logits, softmax, write fp32 grad (~3 passes).
     ce_bytes = t * vocab / layout.tp * (BF16_BYTES + 4 + 4)
+    gemm_bwd_s, looks = None, ()
+    if book is None:
+        gemm_s = gemm_time_s(gemms, gpu, cal, fp8=False)
+    else:
+        gemm_s, gemm_bwd_s, looks = gemm_passes_s(gemms, gpu, cal, False, book)
     return LayerTime(
-        gemm_s=gemm_time_s(gemms, gpu, cal, fp8=False),
+        gemm_s=gemm_s,
         attention_s=0.0,
         elementwise_s=ce_bytes / hbm_bytes_per_s(gpu, cal),
         overhead_s=cal.kernel_overhead_s,
         model_flops=sum(g.flops for g in gemms),
+        gemm_backward_s=gemm_bwd_s,
+        lookups=looks,
     )
 
 

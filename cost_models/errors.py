@@ -14,7 +14,12 @@ class InvalidInput(PlannerError, ValueError):
 
 
 class NoFeasiblePlan(PlannerError):
-    """No layout fits; the message says why (exit 1)."""
+    """No layout fits; the message says why (exit 1). `reasons`: the separate reasons the
+    message joins (default: the message itself), for `--json`'s error object."""
+
+    def __init__(self, message: str = "", reasons: tuple[str, ...] | list[str] = ()) -> None:
+        super().__init__(message)
+        self.reasons = tuple(reasons) or (message,)
 
 
 def describe_validation_error(

@@ -105,11 +105,13 @@ def state_bytes(
     DualPipe: the rank also holds the mirror stage pp - 1 - r (`mirror`; None: a copy of `sp`).
     """
     moments = moment_bytes(workload)
-    dense_shard = layout.shard_dp * layout.cp  # HSDP: only the shard group (Layout.dp_shard)
-    expert_shard = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
+    dense_shard, expert_shard = shard_groups(layout)
     sharded = sp.dense / dense_shard + sp.expert / expert_shard
     full = sp.dense + sp.expert
-    z = layout.zero_stage
+    # With every shard group one GPU nothing is sharded: the framework keeps the unsharded
+    # states of ZeRO-0 (bf16 weights, fp32 gradients, fp32 master + moments; issue 28: ZeRO-3
+    # at DP 1 was charged 16 B/param against 18, a saving with nothing sharded).
+    z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
     if z == 3:
         # fp32 sharded params double as master weights; gather buffers hold <= 2 layers in bf16.
         gather = min(2, sp.num_layers) * sp.largest_layer * BF16_BYTES
@@ -128,6 +130,21 @@ def state_bytes(
         sharded_other = other.dense / dense_shard + other.expert / expert_shard
         grads += 4 * (sharded_other if z == 2 and num_microbatches == 1 else full_other)
     return weights, grads, optimizer
+
+
+def shard_groups(layout: Layout) -> tuple[int, int]:
+    """(dense, expert) ZeRO shard group sizes: non-expert states over the DP shard group x CP
+    (HSDP: only Layout.dp_shard), expert states over the expert-DP group dp*cp*tp / (ep*etp)."""
+    dense = layout.shard_dp * layout.cp
+    expert = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
+    return dense, expert
+
+
+def nothing_to_shard(layout: Layout, moe: bool) -> bool:
+    """Every ZeRO shard group is one GPU (the expert group counts only for an MoE model): any
+    ZeRO stage is ZeRO-0."""
+    dense, expert = shard_groups(layout)
+    return dense == 1 and (expert == 1 or not moe)
 
 
 @dataclass(frozen=True, slots=True)

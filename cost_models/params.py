@@ -77,11 +77,21 @@ def layer_params(model: ModelSpec, layer: int, *, active_only: bool = False) -> 
 
 
 def total_params(model: ModelSpec, *, active_only: bool = False) -> int:
-    """Whole-model parameter count (active_only: what one token touches, as MoE papers report)."""
+    """Whole-model parameter count.
+
+    active_only (MoE models; a dense model's active count is its total): the weights one
+    token's forward multiplies, as the DeepSeek and gpt-oss model cards count them: the top_k
+    routed and the shared experts, not the input embedding table (a lookup, no matmul; the
+    output head counts). DeepSeek-V2-Lite 2.45B (card 2.4B), DeepSeek-V3 36.6B (card 37B),
+    gpt-oss-120b 5.13B (card 5.1B). Mistral and Qwen count the input embedding in theirs
+    (Mixtral 8x7B card 12.9B, here 12.7B)."""
+    if active_only and model.moe is None:
+        active_only = False
+    lookup = embedding_params(model) if active_only else 0
     dense = model.num_dense_layers * layer_params(model, 0, active_only=active_only)
     moe = 0
     if model.num_moe_layers:
         moe = model.num_moe_layers * layer_params(
             model, model.num_layers - 1, active_only=active_only
         )
-    return embedding_params(model) + dense + moe + lm_head_params(model)
+    return embedding_params(model) - lookup + dense + moe + lm_head_params(model)

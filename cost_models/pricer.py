@@ -24,6 +24,7 @@ from .calibration import calibration_for_cluster, hbm_bytes_per_s
 from .comm import p2p_time_s
 from .compute import LayerTime, layer_time, lm_head_time, model_flops_per_token, tokens_per_gpu
 from .errors import InvalidInput
+from .kernels import STATUSES, KernelBook
 from .memory import StageParams, layer_activation_bytes, memory_validated, stage_params, state_bytes
 from .pipeline import dualpipe_bubble_s, num_microbatches, schedule_time_s, stage_layers
 from .rankmap import LAYER_GROUPS, Group
@@ -100,6 +101,9 @@ class Pricer(StepBounds):
         self.model, self.cluster, self.workload = model, cluster, workload
         self.cal = calibration_for_cluster(cluster)
         self.hbm_bytes_per_s = hbm_bytes_per_s(cluster.gpu, self.cal)
+        # The cluster's measured kernel tables price GEMMs and attention where they cover the
+        # shape (cost_models.kernels); without them every kernel runs on the efficiency curves.
+        self.book = None if cluster.kernels is None else KernelBook(cluster.kernels)
         self._times: dict[tuple, LayerTimes] = {}
         self._costs: dict[tuple, ByKind[LayerCost]] = {}
         self._counts: dict[tuple[int, int], list[Counts]] = {}
@@ -116,10 +120,13 @@ class Pricer(StepBounds):
         key = _times_key(lo)
         found = self._times.get(key)
         if found is None:
-            m, gpu, cal, w = self.model, self.cluster.gpu, self.cal, self.workload
-            dense = layer_time(m, gpu, cal, w, lo, is_moe=False) if m.num_dense_layers else None
-            moe = layer_time(m, gpu, cal, w, lo, is_moe=True) if m.num_moe_layers else None
-            head = lm_head_time(m, gpu, cal, w, lo)
+            m, gpu, cal, w, book = self.model, self.cluster.gpu, self.cal, self.workload, self.book
+            dense = moe = None
+            if m.num_dense_layers:
+                dense = layer_time(m, gpu, cal, w, lo, is_moe=False, book=book)
+            if m.num_moe_layers:
+                moe = layer_time(m, gpu, cal, w, lo, is_moe=True, book=book)
+            head = lm_head_time(m, gpu, cal, w, lo, book)
             head_s = head.forward_s + head.backward_s
             found = self._times[key] = LayerTimes(ByKind(dense, moe), head, head_s)
         return found
@@ -481,7 +488,22 @@ class Pricer(StepBounds):
             stage_memory=tail.memory,
             placement=placement(self.cluster, layout, span),
             layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
+            kernels=self._kernel_report(layout),
         )
+
+    def _kernel_report(self, lo: Layout) -> dict | None:
+        """The kernel table's name and, per compute term, how many of its look-ups for this
+        layout's layers and LM head were measured / interpolated / extrapolated (priced on the
+        curve); None without a table."""
+        if self.book is None:
+            return None
+        times = self.layer_times(lo)
+        terms: dict[str, dict[str, int]] = {}
+        for t in (times.layers.dense, times.layers.moe, times.head):
+            for term, status in () if t is None else t.lookups:
+                counts = terms.setdefault(term, dict.fromkeys(STATUSES, 0))
+                counts[status] += 1
+        return {"table": self.book.source, "terms": terms}
 
 
 def _add_layers(terms: StageTerms, w: float, c: LayerCost) -> None:

@@ -334,6 +334,13 @@ class GpuSpec(InputSpec):
     nvlink_domain_size: PositiveInt = Field(
         le=MAX_GPUS, description="GPUs in the NVLink domain of its system"
     )
+    frameworks: tuple[str, ...] | None = Field(
+        None,
+        max_length=16,
+        description="the modelled training frameworks (cost_models.framework) that run on this "
+        "accelerator; null: all of them (PyTorch on CUDA / ROCm); () : none (a TPU: plans carry "
+        "no framework claim and the framework exports refuse them)",
+    )
     source: str = ""
 
 
@@ -432,6 +439,87 @@ class ClusterCalibration(InputSpec):
     date: str = ""
 
 
+# ------------------------------------------------------------------ kernel tables (issue 32)
+# Measured per-shape kernel times (../shared/data/kernels/README.md formats), carried inline by a
+# cluster file; models_zoo reads the CSV folder a cluster names by path; cost_models.kernels
+# looks them up. Rows are compact tuples so a calibrated cluster file stays readable.
+
+KernelDtype = Literal["bf16", "fp8"]
+GemmLayout = Literal["TN", "NN", "NT"]
+GemmRow = tuple[PositiveFloat, PositiveFloat, PositiveFloat, KernelDtype, GemmLayout, PositiveFloat]
+"""(m, n, k, dtype, layout, time_ms): C[m,n] = A[m,k] B[k,n]; TN forward, NN data grad, NT
+weight grad of a Linear."""
+AttentionRow = tuple[
+    PositiveInt,  # batch
+    PositiveInt,  # seq
+    PositiveInt,  # heads
+    PositiveInt,  # kv_heads
+    PositiveInt,  # head_dim (query / key)
+    PositiveInt,  # v_head_dim
+    bool,  # causal
+    NonNegativeInt,  # window (0: full attention)
+    Literal["fused", "fa2"],  # kernel
+    PositiveFloat,  # time_ms: one forward + backward call
+    NonNegativeFloat,  # forward_ms (0: not measured)
+]
+GroupedGemmRow = tuple[
+    PositiveInt, PositiveFloat, PositiveFloat, PositiveFloat, KernelDtype, PositiveFloat
+]
+"""(experts, rows_per_expert, n, k, dtype, time_ms): one grouped GEMM over `experts` matrices."""
+MemoryBoundRow = tuple[str, PositiveFloat, PositiveFloat]
+"""(op, bytes, time_ms): bytes counts each tensor read and written once."""
+
+
+class KernelTables(InputSpec):
+    """Measured kernel times of one GPU (cost_models.kernels looks them up; docs/calibration.md)."""
+
+    source: str = Field(description="where the rows were measured (folder, tool, date)")
+    gemm: tuple[GemmRow, ...] = ()
+    attention: tuple[AttentionRow, ...] = ()
+    grouped_gemm: tuple[GroupedGemmRow, ...] = ()
+    memory_bound: tuple[MemoryBoundRow, ...] = ()
+
+    @model_validator(mode="after")
+    def _some_rows(self) -> Self:
+        if not (self.gemm or self.attention or self.grouped_gemm or self.memory_bound):
+            raise ValueError(
+                "kernel tables hold no rows (give gemm, attention, grouped_gemm or memory_bound)"
+            )
+        for row in self.attention:
+            if row[2] % row[3]:
+                raise ValueError(f"attention row {list(row)}: heads must be a multiple of kv_heads")
+        return self
+
+
+MAX_SCALE_OUT_GB_PER_S = 200.0
+"""Fastest scale-out bandwidth per GPU that exists: 1.6 Tb/s (two 800 Gb/s ConnectX-8 ports per
+GPU on GB300 NVL72, NVIDIA GB300 NVL72 datasheet) = 200 GB/s. A scale-out tier above it is
+almost always a Gb/s figure (NIC line rates are quoted in Gb/s) typed as GB/s."""
+
+
+def _check_tier_sense(index: int, tier: LinkTier, gpus_per_node: int) -> None:
+    """Plausibility of one tier (issue 28): a domain is whole nodes (or a part of one node),
+    and a scale-out tier (after the first, not NVLink, not a torus) is at most
+    MAX_SCALE_OUT_GB_PER_S per GPU. Messages name the tier, the numbers and the rule."""
+    where = f"tiers.{index} ({tier.name})"
+    size = tier.domain_size
+    if size is not None and size % gpus_per_node and gpus_per_node % size:
+        raise ValueError(
+            f"{where}: domain_size {size} is not whole nodes: with gpus_per_node "
+            f"{gpus_per_node} a domain is a multiple of {gpus_per_node} ({gpus_per_node}, "
+            f"{2 * gpus_per_node}, ...) or a divisor of {gpus_per_node}"
+        )
+    scale_out = index > 0 and tier.kind not in ("nvlink", "torus")
+    if scale_out and tier.bandwidth_gb_per_s > MAX_SCALE_OUT_GB_PER_S:
+        bw = tier.bandwidth_gb_per_s
+        raise ValueError(
+            f"{where}: bandwidth_gb_per_s {bw:g} GB/s per GPU ({bw * 8 / 1000:g} Tb/s) is above "
+            f"the fastest scale-out NIC bandwidth per GPU that exists ({MAX_SCALE_OUT_GB_PER_S:g}"
+            f" GB/s = 1.6 Tb/s); did you mean {bw:g} Gb/s = {bw / 8:g} GB/s? (an NVLink or "
+            "torus tier: set kind nvlink / torus)"
+        )
+
+
 class Cluster(InputSpec):
     """A sized cluster: the GPU, the node, and the link tiers from the NVLink domain outwards."""
 
@@ -451,6 +539,17 @@ class Cluster(InputSpec):
     calibration: ClusterCalibration | None = Field(
         None, description="measured overrides (planner calibrate); null: generation defaults"
     )
+    kernels: KernelTables | None = Field(
+        None,
+        description="measured per-shape kernel times (issue 32); null: the generation's "
+        "efficiency curves price every kernel",
+    )
+    max_gpus: PositiveInt | None = Field(
+        None,
+        le=MAX_GPUS,
+        description="largest size this fabric description stands for (--gpus above it is "
+        "refused, models_zoo.load_cluster); null: num_gpus",
+    )
 
     @model_validator(mode="after")
     def _tiers_nest(self) -> Self:
@@ -467,6 +566,12 @@ class Cluster(InputSpec):
             raise ValueError(
                 f"num_gpus ({self.num_gpus}) must be whole nodes: a multiple of gpus_per_node "
                 f"({self.gpus_per_node})"
+            )
+        for i, tier in enumerate(self.tiers):
+            _check_tier_sense(i, tier, self.gpus_per_node)
+        if self.max_gpus is not None and self.max_gpus < self.num_gpus:
+            raise ValueError(
+                f"max_gpus ({self.max_gpus:,}) is below num_gpus ({self.num_gpus:,})"
             )
         return self
 
@@ -644,6 +749,15 @@ class Layout(InputSpec):
         "--delay-wgrad-compute)",
     )
 
+    @property
+    def label(self) -> str:
+        """The layout in one short line, e.g. 'TP8 PP4 DP2 VP5 mb1 sel Z1' (the ranked-plans
+        cell of every report; legend in planner/report/terminal.LAYOUT_LEGEND)."""
+        return layout_label(self)
+
+    def __str__(self) -> str:
+        return self.label
+
     @model_validator(mode="after")
     def _order_is_permutation(self) -> Self:
         if sorted(self.order) != sorted(Axis):
@@ -697,6 +811,48 @@ class Layout(InputSpec):
 # -------------------------------------------------------------------------------------- results
 
 
+RECOMPUTE_SHORT = {"none": "", "selective": "sel", "full": "full"}
+MODULE_SHORT = {
+    "core_attn": "attn",
+    "layernorm": "ln",
+    "mlp": "mlp",
+    "moe_act": "act",
+    "moe": "moe",
+    "shared_experts": "shx",
+    "mla_up_proj": "up",
+}
+
+
+def recompute_label(lo: Layout) -> str:
+    """RECOMPUTE_SHORT, with Megatron modules (sel:attn+ln+mlp) or block recompute (full:b2)."""
+    if lo.recompute == "selective" and lo.recompute_modules is not None:
+        return "sel:" + "+".join(MODULE_SHORT.get(m, m) for m in lo.recompute_modules)
+    if lo.recompute == "full" and lo.recompute_method == "block":
+        return f"full:b{lo.recompute_num_layers}"
+    if lo.recompute == "full" and (lo.recompute_num_layers or 1) > 1:
+        return f"full:u{lo.recompute_num_layers}"
+    return RECOMPUTE_SHORT[lo.recompute]
+
+
+def layout_label(lo: Layout) -> str:
+    """Layout.label: degrees (CP/EP/ETP/VP when > 1), HSDP, micro-batch, recompute, ZeRO, SP
+    when not the default (on whenever TP > 1), rank order when not tp-cp-dp-pp."""
+    parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}"]
+    parts += [f"CP{lo.cp}"] * (lo.cp > 1) + [f"EP{lo.ep}"] * (lo.ep > 1)
+    parts += [f"ETP{lo.etp}"] * (lo.etp > 1) + [f"VP{lo.vp}"] * (lo.vp > 1)
+    if lo.dp_shard is not None:  # hybrid sharded DP: replicas x shard group
+        parts.append(f"HSDP{lo.replicate_dp}x{lo.dp_shard}")
+    parts.append(f"mb{lo.micro_batch}")
+    rc = recompute_label(lo)
+    parts += [rc] * bool(rc)
+    parts.append(f"Z{lo.zero_stage}")
+    if lo.sequence_parallel != (lo.tp > 1):
+        parts.append("SP" if lo.sequence_parallel else "noSP")
+    if lo.order != Layout.model_fields["order"].default:  # plans can differ only in placement
+        parts.append("o:" + "".join(a.value[0] for a in lo.order))
+    return " ".join(parts)
+
+
 class StageMemory(Spec):
     """Bytes per GPU on one pipeline stage, in GiB."""
 
@@ -744,6 +900,11 @@ class Estimate(Spec):
         False,
         description="a measured run covers this configuration's memory accounting (framework "
         "x recompute mode x interleaving x MoE; cost_models.memory.memory_validated)",
+    )
+    kernels: dict | None = Field(
+        None,
+        description="the cluster's kernel table and, per compute term, how many look-ups were "
+        "measured / interpolated / extrapolated (cost_models.kernels); None: no table",
     )
     layers_per_stage: tuple[int, ...] | None = Field(
         None,

@@ -26,6 +26,7 @@ from .search.candidates import (
     OrderCache,
     allowed_orders,
     framework_space,
+    search_rule_violations,
 )
 from .types import PlanResult, SearchSpace, SolverOptions
 
@@ -129,6 +130,32 @@ def layout_with_defaults(layout: Layout | dict[str, Any]) -> Layout:
     return validated(Layout, fields, "layout")
 
 
+AUTO_FRAMEWORK = "auto"
+"""The conveniences' default framework (planner/convenience.py): what default_framework picks."""
+
+
+def default_framework(cluster: Cluster) -> str | None:
+    """The framework a plan is for when none is named: the default (megatron), or none where
+    the accelerator runs none of the modelled frameworks (GpuSpec.frameworks: a TPU)."""
+    runs = cluster.gpu.frameworks
+    if runs is None or _framework.DEFAULT_FRAMEWORK in runs:
+        return _framework.DEFAULT_FRAMEWORK
+    return runs[0] if runs else None
+
+
+def check_framework_runs(cluster: Cluster, framework: str | None) -> None:
+    """InvalidInput when `framework` does not run on the cluster's accelerator (issue 28: no
+    Megatron arguments for TPU chips)."""
+    runs = cluster.gpu.frameworks
+    if framework is None or runs is None or framework in runs:
+        return
+    can = ", ".join(runs) if runs else "none of the modelled frameworks"
+    raise InvalidInput(
+        f"framework {framework}: {cluster.gpu.name} runs {can} (gpu field frameworks); plan "
+        "with --framework none and export the device mesh (--emit mesh)"
+    )
+
+
 def _check_pins(cluster: Cluster, space: SearchSpace) -> None:
     """A pinned degree that can never divide the GPU count is bad input (exit 2), not an
     infeasible search (exit 1): no layout of any kind has tp*pp*dp*cp = num_gpus with it.
@@ -167,6 +194,7 @@ def plan(
     (reliability's defaults when None), proved by planner/search/goodput_rank.py's bound.
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
+    check_framework_runs(cluster, space.framework)
     space = framework_space(model, space)
     _check_pins(cluster, space)
     batch_range = space.global_batch_range
@@ -190,7 +218,9 @@ def plan(
         ranked = [judge_fit(e, usable) for e in ranked]
         # The simplest plan within the simplicity tolerance of the fastest leads; then what
         # else each ranked plan is priced exactly like (planner/search/recommend.py).
-        ranked, fastest = recommend.recommend(ranked, options, space.batch_max)
+        ranked, fastest = recommend.recommend(
+            ranked, options, space.batch_max, cluster, workload
+        )
         figures = ()
         if reliability is not None:
             figures = tuple(
@@ -240,6 +270,10 @@ def estimate(
         raise InvalidInput(f"memory_headroom: must be in [0, 1) (got {memory_headroom!r})")
     check_precision(cluster, workload)
     check_memory_options(model, workload)
+    check_framework_runs(cluster, framework)
+    problems = search_rule_violations(model, layout)
+    if problems:  # every rule plan applies (issue 28)
+        raise InvalidInput("; ".join(problems))
     if framework is not None:
         prof = _framework.profile(framework)
         workload, layout = prof.workload(workload), prof.layout(layout)
@@ -280,7 +314,29 @@ def plan_on_allocation(
     extra = _whole_node_plan(model, cluster, workload, space, options, shortlist)
     if extra is not None:
         shortlist.append((extra.best, extra.plan_workload(0)))
-    orders = _placement_orders(model, space)
+    placements = _place_shortlist(
+        result, shortlist, allocation, _placement_orders(model, space), options,
+        time_limit_s=place_time_limit_s, decompose=place_decompose, export=place_export,
+    )  # fmt: skip
+    placed_result = _ranked_by_placement(result, shortlist, placements, place_top)
+    return PlacedPlan(
+        result=placed_result, ideal=result, placements=placements, allocation=allocation
+    )
+
+
+def _place_shortlist(
+    result: PlanResult,
+    shortlist: list[tuple[Estimate, Workload]],
+    allocation: Allocation,
+    orders: tuple[tuple[Axis, ...], ...],
+    options: SolverOptions,
+    *,
+    time_limit_s: float | None,
+    decompose: bool,
+    export: str | None,
+) -> list:
+    """Each shortlisted plan placed (joint.place_layout); a plan whose placement fails is not
+    offered as placeable, and NoFeasiblePlan names why when none is left."""
     placements, unplaced = [], []
     for i, (e, work) in enumerate(shortlist):
         try:
@@ -292,11 +348,11 @@ def plan_on_allocation(
                     e,
                     allocation,
                     # the search's time limit bounds the placement solves together (each its share)
-                    time_limit_s=place_time_limit_s or options.time_limit_s / len(shortlist),
+                    time_limit_s=time_limit_s or options.time_limit_s / len(shortlist),
                     deterministic=options.deterministic,
                     seed=options.seed,
-                    decompose=place_decompose,
-                    export_path=export_name(place_export, i, len(shortlist)),
+                    decompose=decompose,
+                    export_path=export_name(export, i, len(shortlist)),
                     orders=orders,
                 )
             )
@@ -305,10 +361,7 @@ def plan_on_allocation(
             unplaced.append(f"TP{lo.tp} PP{lo.pp} DP{lo.dp} CP{lo.cp} EP{lo.ep}: {exc}")
     if not placements:
         raise NoFeasiblePlan("no shortlisted plan can be placed: " + "; ".join(unplaced))
-    placed_result = _ranked_by_placement(result, shortlist, placements, place_top)
-    return PlacedPlan(
-        result=placed_result, ideal=result, placements=placements, allocation=allocation
-    )
+    return placements
 
 
 def _placement_orders(model: ModelSpec, space: SearchSpace) -> tuple[tuple[Axis, ...], ...]:

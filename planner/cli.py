@@ -7,14 +7,21 @@ field and the rule). With --json only JSON goes to stdout; messages go to stderr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import re
 import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
@@ -40,6 +47,7 @@ from .goodput_plan import OBJECTIVES
 from .place.allocation import Allocation, load_allocation, read_line, read_summary
 from .reliability import load_reliability
 from .report import plot
+from .report.findings import plan_warnings
 from .report.calibration import calibration_lines, constants_lines
 from .report.goodput_view import goodput_dict, goodput_line
 from .report.placed import PlacedView, placed_view
@@ -89,7 +97,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=_positive_int, help="number of GPUs of the cluster to use")
     p.add_argument("--seq-len", type=_positive_int, help="training sequence length")
     p.add_argument("--precision", choices=("bf16", "fp8"), help="training precision")
-    p.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
+    p.add_argument("--json", action="store_true", help="print JSON only (docs/contract.md)")
 
 
 def _add_framework(p: argparse.ArgumentParser, *, allow_none: bool = False) -> None:
@@ -116,7 +124,10 @@ def _framework(args: argparse.Namespace) -> str | None:
     if args.framework:
         return args.framework
     emit = getattr(args, "emit", None)
-    return emit if emit in FRAMEWORKS else DEFAULT_FRAMEWORK
+    if emit in FRAMEWORKS:
+        return emit
+    # the default: megatron, or none on an accelerator that runs no modelled framework (a TPU)
+    return api.AUTO_FRAMEWORK
 
 
 def _add_global_batch(p: argparse.ArgumentParser) -> None:
@@ -475,7 +486,7 @@ def _emit_json(payload: Any) -> None:
 
 
 def _add_allocation(p: argparse.ArgumentParser) -> None:
-    """Placement on the allocation a job really gets (CONTRACT.md, docs/cli.md)."""
+    """Placement on the allocation a job really gets (docs/contract.md, docs/cli.md)."""
     p.add_argument(
         "--topology",
         help="Slurm topology.conf (tree or block format), Slurm topology.yaml (tree, block, flat)"
@@ -545,11 +556,58 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
 
+PROGRESS_AFTER_S = 2.0
+"""A search or sweep still running after this long gets a progress line on stderr (issue 28)."""
+
+
+class _Elapsed:
+    """A line rich re-renders on every refresh: what runs and for how long."""
+
+    def __init__(self, what: str) -> None:
+        self.what, self.start = what, time.perf_counter()
+
+    def __rich__(self) -> str:
+        return f"[dim]{escape(self.what)}: {time.perf_counter() - self.start:,.0f} s[/dim]"
+
+
+@contextlib.contextmanager
+def _progress(what: str) -> Iterator[None]:
+    """A transient progress line on stderr for work that runs past PROGRESS_AFTER_S; only on a
+    terminal (never in a pipe, so never mixed into --json stdout or a log)."""
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        yield
+        return
+    live = Live(_Elapsed(what), console=err, transient=True, refresh_per_second=2)
+    timer = threading.Timer(PROGRESS_AFTER_S, live.start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        live.stop()
+
+
 def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
     allocation_flags = (args.topology, args.topology_name, args.hosts, args.nodelist, args.exclude)
     if any(allocation_flags):
         return _cmd_plan_allocation(args, out)
-    result = convenience.plan_for(
+    with _progress("searching"):
+        result = _plan_for(args)
+    if args.stability or args.stability_range:
+        with _progress("re-planning under perturbed constants (--stability)"):
+            stable = _plan_stability(args, result)
+        _render_plan(args, result, out, stable)
+    else:
+        _render_plan(args, result, out)
+    if args.out_dir:
+        _write_out_dir(args, out, result, report.result_dict(result), {})
+    return EXIT_OK
+
+
+def _plan_for(args: argparse.Namespace) -> PlanResult:
+    return convenience.plan_for(
         args.model,
         args.cluster,
         num_gpus=args.gpus,
@@ -562,13 +620,6 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
         reliability=_reliability(args),
         **search_kwargs(args),
     )
-    if args.stability or args.stability_range:
-        _render_plan(args, result, out, _plan_stability(args, result))
-    else:
-        _render_plan(args, result, out)
-    if args.out_dir:
-        _write_out_dir(args, out, result, report.result_dict(result), {})
-    return EXIT_OK
 
 
 def _write_out_dir(
@@ -627,7 +678,8 @@ def _cmd_plan_allocation(args: argparse.Namespace, out: Console) -> int:
         topology_name=args.topology_name,
     )
     try:
-        placed = _place(args, alloc)
+        with _progress("searching and placing on the allocation"):
+            placed = _place(args, alloc)
     except NoFeasiblePlan as exc:  # exit 1: say what was read (hosts kept, dropped, GPUs)
         for line in read_summary(alloc):
             exc.add_note(line)
@@ -786,21 +838,26 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         **_workload_fields(args),
     )
     name = _framework(args)
+    if name == api.AUTO_FRAMEWORK:
+        name = api.default_framework(cluster)
     e = api.estimate(
         model, cluster, layout, workload, framework=name, memory_headroom=args.memory_headroom
     )
     rel = _reliability(args)
     good = None if rel is None else goodput_plan.score(model, cluster, workload, e, rel)
+    cannot = [] if name is None else api.framework_violations(model, layout, name)
     if args.json:
         payload = report.estimate_dict(e, model, cluster.gpu.hbm_gib)
-        prof = framework_profile(name)
-        payload["framework"] = {"name": prof.name, "version": prof.version}
-        payload["framework_violations"] = api.framework_violations(model, layout, name)
+        prof = framework_profile(name) if name else None
+        payload["framework"] = prof and {"name": prof.name, "version": prof.version}
+        payload["framework_violations"] = cannot
+        payload["warnings"] = plan_warnings(cluster, e)
         if good is not None:
             payload["goodput"] = goodput_dict(good)
         _emit_json(payload)
     else:
-        out.print(report.render_estimate(e, cluster, workload, model))
+        words = [f"{name} cannot run this layout: {v}" for v in cannot]
+        out.print(report.render_estimate(e, cluster, workload, model, words))
         if good is not None:
             out.print(goodput_line(good), soft_wrap=True)
     return EXIT_OK
@@ -821,12 +878,12 @@ def _cmd_presets(args: argparse.Namespace, out: Console) -> int:
     if args.constants:
         return _presets_constants(args, out)
     kinds = [args.kind] if args.kind else ["models", "gpus", "clusters"]
-    listing = {k: models_zoo.list_presets(k) for k in kinds}
+    listing = {k: models_zoo.preset_summaries(k) for k in kinds}
     if args.json:
         _emit_json(listing[args.kind] if args.kind else listing)
     else:
-        for kind, names in listing.items():
-            out.print(f"[bold]{kind}[/bold]: " + ", ".join(names))
+        for kind, rows in listing.items():
+            out.print(report.presets_table(kind, rows))
     return EXIT_OK
 
 
@@ -917,6 +974,12 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
     pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
     if args.plot:
         plot.pyplot(args.plot)  # fail before the plans if the extra is missing
+    with _progress(f"re-planning at each value of {args.vary}"):
+        r = _whatif_for(args, pins)
+    return _render_whatif(args, r, out)
+
+
+def _whatif_for(args: argparse.Namespace, pins: dict[str, int]) -> Any:
     sweep: Any = whatif.whatif
     network: dict[str, Any] = {
         "tier": args.tier,
@@ -934,7 +997,7 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         }
     elif args.reliability:
         raise InvalidInput(f"--reliability applies to --vary {', '.join(whatif_goodput.PARAMETERS)}")
-    r = sweep(
+    return sweep(
         args.model,
         args.cluster,
         args.vary,
@@ -952,16 +1015,23 @@ def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
         framework=_framework(args),
         **pins,
     )
+
+
+def _render_whatif(args: argparse.Namespace, r: Any, out: Console) -> int:
     if args.plot:
         plot.save_plot(r, args.plot)
-    prof = framework_profile(_framework(args))
+    cluster = models_zoo.load_cluster(args.cluster, args.gpus)
+    name = _framework(args)
+    if name == api.AUTO_FRAMEWORK:
+        name = api.default_framework(cluster)
+    prof = framework_profile(name) if name else None  # None: no framework claim (a TPU)
     if args.json:
         payload = whatif_dict(r)
-        payload["framework"] = {"name": prof.name, "version": prof.version}
+        payload["framework"] = prof and {"name": prof.name, "version": prof.version}
         _emit_json(payload)
         return EXIT_OK
-    cluster = models_zoo.load_cluster(args.cluster, args.gpus)
-    out.print(render_whatif(r, cluster, models_zoo.load_model(args.model), prof.version))
+    version = prof.version if prof else ""
+    out.print(render_whatif(r, cluster, models_zoo.load_model(args.model), version))
     return EXIT_OK
 
 
@@ -977,6 +1047,13 @@ def _add_calibration(sub: Any) -> None:
     c.add_argument("--gemm", metavar="CSV", help="GEMM sweep: m,n,k,dtype,tflops")
     c.add_argument("--attention", metavar="CSV", help="attention sweep (docs/calibration.md)")
     c.add_argument("--steps", metavar="YAML", help="measured steps of your own runs")
+    c.add_argument(
+        "--kernels",
+        metavar="DIR",
+        help="kernel tables: gemm.csv, attention.csv, grouped_gemm.csv, memory_bound.csv",
+    )
+    c.add_argument("--grouped-gemm", metavar="CSV", help="grouped GEMM table (one file)")
+    c.add_argument("--memory-bound", metavar="CSV", help="memory-bound ops table (one file)")
     c.add_argument("--out", required=True, metavar="FILE", help="cluster file (YAML) to write")
     c.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
     c.add_argument("--json", action="store_true")
@@ -999,6 +1076,9 @@ def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
         attention=args.attention,
         steps_file=args.steps,
         name=args.name,
+        kernels=args.kernels,
+        grouped_gemm=args.grouped_gemm,
+        memory_bound=args.memory_bound,
     )
     cal.write_cluster_file(cluster, args.out)
     rep["out"] = args.out
@@ -1068,9 +1148,13 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
     err = Console(stderr=True, highlight=False)
+    # --debug anywhere (before or after the subcommand; issue 28): the traceback of a bad input
+    # or "no feasible plan" goes to stderr above its one line; the exit code stays 2 / 1.
     debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
+    as_json = "--json" in argv
     if not argv:  # bare `planner`: the help, not a usage error
         build_parser().print_help()
         return EXIT_OK
@@ -1081,14 +1165,39 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except NoFeasiblePlan as exc:
         if debug:
-            raise
+            traceback.print_exc()
         err.print(f"[red]no feasible plan:[/red] {escape(str(exc))}", soft_wrap=True)
-        for note in getattr(exc, "__notes__", []):  # e.g. the allocation that was read
+        notes = list(getattr(exc, "__notes__", []))  # e.g. the allocation that was read
+        for note in notes:
             err.print(escape(note), soft_wrap=True)
+        if as_json:
+            _emit_error(EXIT_INFEASIBLE, str(exc), reasons=[*exc.reasons, *notes])
         return EXIT_INFEASIBLE
     except (PlannerError, ValidationError) as exc:
         if debug:
-            raise
+            traceback.print_exc()
         msg = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
         err.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True)
+        if as_json:
+            _emit_error(EXIT_BAD_INPUT, msg)
         return EXIT_BAD_INPUT
+
+
+_FIELD = re.compile(r"^(--[\w-]+|[^\s:]+\.(?:json|ya?ml|csv|txt|log|conf)(?::\d+)?|[\w./-]+:\d+)")
+
+
+def _error_field(message: str) -> str | None:
+    """The flag or file(:line) a one-line message starts with ('--gpus 4,096: ...',
+    'cluster.yaml: tiers.1 ...', 'topology.conf:12: ...'), when it names one."""
+    if message.startswith("file not found: "):
+        return message.removeprefix("file not found: ")
+    m = _FIELD.match(message) or re.search(r"\bargument (--[\w-]+)", message)
+    return m.group(1) if m else None
+
+
+def _emit_error(code: int, message: str, reasons: list[str] | None = None) -> None:
+    """docs/contract.md "Errors with --json": one object on stdout (the line is on stderr)."""
+    error: dict[str, Any] = {"exit_code": code, "message": message, "field": _error_field(message)}
+    if reasons is not None:
+        error["reasons"] = reasons
+    sys.stdout.write(json.dumps({"error": error}, indent=2) + "\n")

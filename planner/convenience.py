@@ -83,7 +83,7 @@ def plan_inputs(
     precision: str | None = None,
     max_nodes: int | None = None,
     moe_dispatcher: str | None = None,
-    framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    framework: str | None = api.AUTO_FRAMEWORK,
     workload_fields: dict[str, Any] | None = None,
     **constraints: Any,
 ) -> PlanInputs:
@@ -99,6 +99,8 @@ def plan_inputs(
         num_gpus = _gpus_within(cluster, num_gpus, max_nodes)
     spec = models_zoo.load_model(model)
     sized = models_zoo.load_cluster(cluster, num_gpus)
+    if framework == api.AUTO_FRAMEWORK:  # megatron, or none on a TPU (api.default_framework)
+        framework = api.default_framework(sized)
     space, options = search_inputs(framework, **constraints)
     if space.global_batch_range is not None:
         global_batch = space.global_batch_range[1]  # the search takes each plan's batch
@@ -120,7 +122,8 @@ def plan_for(model: str | ModelSpec, cluster: str | Cluster, **keywords: Any) ->
     tokens; `(MIN, MAX)` lets each plan take its own batch in the range and rank by tokens/s),
     seq_len, precision, moe_dispatcher, workload_fields (further Workload fields, e.g.
     optimizer_moments="bf16"), max_nodes (caps the GPU count at that many whole nodes),
-    framework (megatron, the default; torchtitan; deepspeed; None: no restriction), the
+    framework ("auto", the default: megatron, or None on an accelerator that runs no modelled
+    framework, a TPU; torchtitan; deepspeed; None: no restriction), the
     SearchSpace / SolverOptions fields (`search_inputs`; objective="goodput" ranks by goodput),
     and reliability (cost_models.goodput.Reliability: adds each plan's goodput figures).
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
@@ -139,7 +142,7 @@ def estimate_for(
     global_batch: int | None = None,
     seq_len: int | None = None,
     precision: str | None = None,
-    framework: str | None = _framework.DEFAULT_FRAMEWORK,
+    framework: str | None = api.AUTO_FRAMEWORK,
     memory_headroom: float = api.DEFAULT_MEMORY_HEADROOM,
 ) -> Estimate:
     """Score one layout (a Layout, or a dict of its fields: sequence parallelism on whenever
@@ -149,6 +152,8 @@ def estimate_for(
     workload = api.make_workload(
         spec, seq_len=seq_len, global_batch=global_batch, precision=precision
     )
+    if framework == api.AUTO_FRAMEWORK:
+        framework = api.default_framework(sized)
     return api.estimate(
         spec,
         sized,

@@ -11,6 +11,7 @@ from cost_models import goodput as _goodput
 from cost_models.goodput import Goodput, Reliability
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
+from .search.candidates import family_key, plan_key
 from .search.goodput_rank import GoodputRanking, rank_by_goodput
 from .types import SearchSpace, SolverOptions
 
@@ -53,4 +54,5 @@ def search_by_goodput(
         _goodput.ettr_upper_bound(rel, cluster),
         options.top_k,
         deadline,
+        plan_key if options.top_variants else family_key,
     )

@@ -322,6 +322,8 @@ class WhatIfResult:
     """The cluster's tiers, innermost first."""
     baseline_slice: str | None = None
     """slice-shape: the torus slice the baseline job fills (slice_of)."""
+    point_tiers: tuple[dict[str, str | None], ...] = ()
+    """Per point (in `points` order): the slowest tier each axis's groups cross there."""
 
 
 def _costs(
@@ -479,6 +481,9 @@ def whatif(
         crossed_tiers=tuple(crossed),
         tier_names=tuple(t.name for t in base_cluster.tiers),
         baseline_slice=slice_of(base_cluster) if parameter == "slice-shape" else None,
+        point_tiers=tuple(
+            ranks.group_tiers(c, p.best.layout) for c, p in zip(varied, points, strict=True)
+        ),
     )
 
 

@@ -15,7 +15,8 @@ def test_readme_opens_with_install_and_test_commands():
 def test_readme_python_example_runs(capsys):
     block = re.search(r"```python\n(.*?)```", README, re.DOTALL).group(1)
     exec(compile(block, "README.md", "exec"), {})  # noqa: S102 -- running the README is the test
-    assert "tp=" in capsys.readouterr().out
+    # str(layout) is its short label (Layout.label, issue 28), not a pydantic repr
+    assert re.match(r"TP\d+ PP\d+ DP\d+ ", capsys.readouterr().out)
 
 
 def test_readme_estimate_agrees_with_plan_for_the_same_layout():
@@ -55,3 +56,48 @@ def test_readme_800g_answer_matches_its_command(capsys):
     assert f"from {watts[0]:.0f} W to {watts[1]:.0f} W" in text
     cost = [p["cost_per_m_tokens"] for p in (p400, p800)]
     assert f"${cost[0]:.3f} at 400G and ${cost[1]:.3f} at 800G" in text
+
+
+def test_readme_goodput_answer_matches_its_command(capsys):
+    """The goodput question's figures are what its own command prints (issue 30)."""
+    import json
+
+    from planner.cli import main
+
+    text = " ".join(README.split())
+    cmd = re.search(r"`(planner estimate --model llama3\.1-405b [^`]*--goodput --json)`", text)
+    assert main(cmd.group(1).split()[1:]) == 0
+    out = json.loads(capsys.readouterr().out)
+    g = out["goodput"]
+    answer = text[cmd.end() : text.index("docs/goodput.md", cmd.end())]
+    figures = [float(x) for x in re.findall(r"(\d+\.\d+)", answer)]
+    assert figures == [
+        round(g["interruptions_per_day"], 2),
+        round(g["checkpoint_write_s"], 2),
+        round(g["checkpoint_interval_s"], 1),
+        round(g["restart_s"], 1),
+        round(g["ettr"], 3),
+        round(out["tokens_per_s_per_gpu"], 1),
+        round(g["goodput_tokens_per_s_per_gpu"], 1),
+    ]
+
+
+def test_readme_placement_example_figures_match_its_command(capsys):
+    """The shipped placement example's step times are what the README's second `plan` command
+    prints (issue 27: the best rank order among the orders Megatron launches)."""
+    import json
+
+    from planner.cli import main
+
+    text = " ".join(README.split())
+    start = text.index("planner plan --model llama3.1-70b --cluster llama3-roce-24k")
+    cmd = text[start : text.index("--out-dir", start)].replace("\\", " ").split()
+    assert main([*cmd[1:], "--json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["allocation"]["step_time_s"]
+    para = text[text.index("on the shipped example the step is") :]
+    figures = [float(x) for x in re.findall(r"(\d+\.\d+) s", para)[:2]]
+    assert figures == [
+        round(steps["scheduler_order"], 2),
+        round(steps["placed"], 2),
+    ]
+    assert round(steps["best_rank_order"], 2) == figures[0]  # "and with the best rank order"

@@ -17,7 +17,15 @@ import yaml
 import models_zoo
 from cost_models.calibration import calibration_for_cluster
 from cost_models.errors import InvalidInput
-from cost_models.specs import CalibrationValues, Cluster, ClusterCalibration, FitRecord
+from cost_models.kernels import table_residuals
+from cost_models.specs import (
+    CalibrationValues,
+    Cluster,
+    ClusterCalibration,
+    FitRecord,
+    KernelTables,
+)
+from models_zoo.kernel_tables import FILES, read_kernel_files
 
 from . import compute_fit, nccl, steps
 
@@ -158,6 +166,41 @@ def _attention(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
     return _with(cluster, values, fits)
 
 
+def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict) -> Cluster:
+    """The measured tables themselves go into the cluster (Cluster.kernels): the cost model
+    looks every covered shape up instead of fitting a curve to it (issue 32). Kinds not given
+    keep the cluster's own tables, if it had any."""
+    data = read_kernel_files(files, source)
+    if cluster.kernels is not None:
+        old = cluster.kernels.model_dump()
+        data = {**{k: old[k] for k in FILES if k not in files}, **data}
+    tables = KernelTables.model_validate(data)
+    report["kernels"] = {"source": source, "tables": table_residuals(tables)}
+    return cluster.model_copy(update={"kernels": tables})
+
+
+def kernel_files(
+    kernels: str | None, grouped_gemm: str | None, memory_bound: str | None
+) -> tuple[dict[str, Path], str]:
+    """Table kind -> CSV of `--kernels DIR` (each file optional) and the per-file flags, which
+    replace the folder's file of their kind; and the source the tables are named by."""
+    files: dict[str, Path] = {}
+    if kernels is not None:
+        folder = Path(kernels)
+        if not folder.is_dir():
+            raise InvalidInput(f"--kernels: {kernels} is not a folder")
+        files = {k: folder / f"{k}.csv" for k in FILES if (folder / f"{k}.csv").is_file()}
+        if not files:
+            raise InvalidInput(
+                f"--kernels: {kernels} holds none of {', '.join(f + '.csv' for f in FILES)}"
+            )
+    for kind, path in (("grouped_gemm", grouped_gemm), ("memory_bound", memory_bound)):
+        if path is not None:
+            files[kind] = Path(path)
+    source = kernels or ", ".join(str(p) for p in files.values())
+    return files, source
+
+
 def _steps(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
     result = steps.fit_steps(path, cluster)
     report["steps"] = result
@@ -192,15 +235,21 @@ def calibrate(
     attention: str | None = None,
     steps_file: str | None = None,
     name: str | None = None,
+    kernels: str | None = None,
+    grouped_gemm: str | None = None,
+    memory_bound: str | None = None,
 ) -> tuple[Cluster, dict[str, Any]]:
     """The calibrated cluster and a report of every fit (what `planner calibrate --json` prints).
 
-    Order: network tiers innermost first, then GEMM, then attention, then the step factors on
+    Order: network tiers innermost first, then GEMM, then attention, then the kernel tables
+    (--kernels, --grouped-gemm, --memory-bound: stored, not fitted), then the step factors on
     top of everything the microbenchmarks set."""
     base = models_zoo.load_cluster(cluster)
-    if not (nccl_tests or gemm or attention or steps_file):
+    tables = kernels or grouped_gemm or memory_bound
+    if not (nccl_tests or gemm or attention or steps_file or tables):
         raise InvalidInput(
-            "calibrate: give at least one of --nccl-tests, --gemm, --attention, --steps"
+            "calibrate: give at least one of --nccl-tests, --gemm, --attention, --kernels, "
+            "--grouped-gemm, --memory-bound, --steps"
         )
     report: dict[str, Any] = {}
     out = base
@@ -210,6 +259,9 @@ def calibrate(
         out = _gemm(out, gemm, report)
     if attention:
         out = _attention(out, attention, report)
+    if tables:
+        files, source = kernel_files(kernels, grouped_gemm, memory_bound)
+        out = _kernels(out, files, source, report)
     if steps_file:
         out = _steps(out, steps_file, report)
     out = out.model_copy(update={"name": name or f"{base.name}-calibrated"})
@@ -221,12 +273,16 @@ def calibrate(
 
 def cluster_yaml(cluster: Cluster) -> str:
     """The cluster file text: plain YAML that load_cluster reads back to an equal Cluster."""
-    data = cluster.model_dump(mode="json")
+    data = cluster.model_dump(mode="json", exclude={"kernels"})
     header = (
         "# Written by `planner calibrate`: calibration.fits lists each fitted constant with the\n"
         "# measurement it came from and its largest residual (docs/calibration.md).\n"
     )
-    return header + yaml.safe_dump(data, sort_keys=False, width=100)
+    text = header + yaml.safe_dump(data, sort_keys=False, width=100)
+    if cluster.kernels is not None:  # one flow-style line per measured row
+        tables = {"kernels": cluster.kernels.model_dump(mode="json")}
+        text += yaml.safe_dump(tables, sort_keys=False, width=100, default_flow_style=None)
+    return text
 
 
 def write_cluster_file(cluster: Cluster, path: str) -> None:

@@ -26,7 +26,7 @@ def run_sweep(what: str, out: str, *, device: str = "cuda", tiny: bool = False) 
         import torch
     except ImportError:
         raise InvalidInput(
-            f"measure {what}: needs torch (pip install 'planner[measure]')"
+            f"measure {what}: needs torch (pip install 'planner-placement[measure]')"
         ) from None
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
         raise InvalidInput(

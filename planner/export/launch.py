@@ -412,20 +412,34 @@ TORCHTITAN_MODULES = {
     # recipe builds exactly is listed: torchtitan's llama3 flavors are Llama 3.1 (rope scaling
     # "llama", factor 8), so Llama 3 8B / 70B (no scaling) have no recipe.
     # tests/frameworks/test_model_handoff.py builds each recipe's model and compares it.
-    "Llama 3 8B": ("llama3", "llama3_8b"),
-    "Llama 3 70B": ("llama3", "llama3_70b"),
     "Llama 3.1 8B": ("llama3", "llama3_8b"),
     "Llama 3.1 70B": ("llama3", "llama3_70b"),
-    "Llama 3.1 405B": ("llama3", "llama3_405b"),
-    "DeepSeek-V3": ("deepseek_v3", "deepseek_v3_671b"),
     "Qwen3-30B-A3B": ("qwen3", "qwen3_30b_a3b"),
     "gpt-oss-120b": ("gpt_oss", "gpt_oss_120b"),
+}
+
+
+# Recipes that build a near relative of a preset, and the difference (read from the recipes'
+# model configs; tests/frameworks/test_model_handoff.py): refused with this reason.
+TORCHTITAN_NEAR = {
+    "Llama 3 8B": "llama3_8b is Llama 3.1 8B: it applies rope scaling 'llama' (factor 8), "
+    "Llama 3 8B has none",
+    "Llama 3 70B": "llama3_70b is Llama 3.1 70B: it applies rope scaling 'llama' (factor 8), "
+    "Llama 3 70B has none",
+    "Llama 3.1 405B": "llama3_405b trains with Float8LinearConverter (float8 linears), not the "
+    "bf16 the export writes",
+    "DeepSeek-V3": "deepseek_v3_671b uses RMSNorm eps 1e-5; DeepSeek-V3's config.json has 1e-6",
 }
 
 
 def torchtitan_recipe(model: ModelSpec) -> tuple[str, str]:
     """(--module, --config) of the recipe that builds `model`, or a refusal naming what is
     missing: torchtitan takes the model from the recipe, not from command-line fields."""
+    if model.name in TORCHTITAN_NEAR:
+        raise _refuse(
+            "torchtitan", f"no torchtitan 0.3.0 recipe builds {model.name!r}: "
+            f"{TORCHTITAN_NEAR[model.name]} (the model is the recipe's, not a command-line field)"
+        )
     if model.name not in TORCHTITAN_MODULES:
         known = ", ".join(sorted(TORCHTITAN_MODULES))
         raise _refuse(
@@ -530,13 +544,17 @@ def _compile(lo: Any) -> dict[str, Any]:
     return {"enable": True, "enable_async_tensor_parallel": bool(lo.tp_comm_overlap)}
 
 
-def torchtitan_release_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str]:
+def torchtitan_release_args(
+    model: ModelSpec, workload: Workload, e: Estimate, recipe: tuple[str, str] | None = None
+) -> list[str]:
     """torchtitan 0.3.0 command line: --module/--config, then tyro overrides (booleans as flags
     --x / --no_x, the batch as local_batch_size / global_batch_size / seq_len, activation
     checkpointing as a subcommand last)."""
     lo = e.layout
     par = torchtitan_parallelism(model, workload, e)
-    module, config = TORCHTITAN_MODULES.get(model.name, ("MODULE", "CONFIG"))
+    # recipe: a (--module, --config) the caller vouches for (tests run synthetic models' parallel
+    # settings on a debug recipe); otherwise the one that builds this model, or a refusal.
+    module, config = recipe or torchtitan_recipe(model)
     args = ["--module", module, "--config", config]
     # PP: one step runs local_batch_size / pipeline_parallel_microbatch_size micro-batches;
     # without PP, local_batch_size is the micro-batch and global / (local * dp) the accumulation.
@@ -592,11 +610,13 @@ def _toml_value(value: Any) -> str:
     return str(value)
 
 
-def torchtitan(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, Any]:
+def torchtitan(
+    model: ModelSpec, workload: Workload, e: Estimate, recipe: tuple[str, str] | None = None
+) -> dict[str, Any]:
     """torchtitan hand-off: the 0.3.0 release command line, and main's config / overrides /
     TOML (main-only batch fields)."""
     config = torchtitan_config(model, workload, e)
-    release = torchtitan_release_args(model, workload, e)
+    release = torchtitan_release_args(model, workload, e, recipe)
     overrides = torchtitan_overrides(config) + [AC_SUBCOMMAND[e.layout.recompute]]
     return {
         "release": {"version": TORCHTITAN_RELEASE, "args": release},
@@ -727,26 +747,48 @@ def deepspeed_launch_args(model: ModelSpec, workload: Workload, e: Estimate) -> 
 
 
 def megatron_deepspeed_model_args(model: ModelSpec, workload: Workload) -> list[str]:
-    """The model shape in Megatron-DeepSpeed's own flag names (deepspeedai/Megatron-DeepSpeed
-    megatron/arguments.py _add_network_size_args: GQA as --num-key-value-heads, rotary as
-    --use-rotary-position-embeddings; dense models only, the profile has no EP)."""
+    """The whole (dense) model in Megatron-DeepSpeed's own flag names (deepspeedai/Megatron-
+    DeepSpeed megatron/arguments.py _add_network_size_args: GQA as --num-key-value-heads, rotary
+    as --use-rotary-position-embeddings with --rotary-position-embeddings-theta, and
+    --no-position-embedding, else it adds a learned position table too; --normalization
+    layernorm|rmsnorm, --layernorm-epsilon). What it has no flag for is refused by name."""
+    missing = [
+        name
+        for name, present in (
+            ("qkv_bias", model.qkv_bias and not model.linear_bias),
+            ("qk_norm", model.qk_norm),
+            ("rope_scaling", model.rope_scaling is not None),
+            ("sliding_window", model.sliding_window is not None),
+            ("attention_sinks", model.attention_sinks),
+            ("ALiBi", model.position_embedding_kind == "alibi"),
+            ("gated non-SiLU MLP", model.gated_mlp and model.mlp_activation != "silu"),
+        )
+        if present
+    ]
+    if missing:
+        raise _refuse("deepspeed", f"Megatron-DeepSpeed has no flag for {', '.join(missing)}")
     args = ["--num-layers", str(model.num_layers), "--hidden-size", str(model.hidden_size)]
     args += ["--num-attention-heads", str(model.num_attention_heads)]
     if model.ffn_hidden_size is not None:
         args += ["--ffn-hidden-size", str(model.ffn_hidden_size)]
-    if model.head_dim is not None:
-        args += ["--kv-channels", str(model.head_dim)]
+    args += ["--kv-channels", str(model.attn_head_dim)]
     if model.kv_heads != model.num_attention_heads:
         args += ["--num-key-value-heads", str(model.kv_heads)]
-    if model.gated_mlp:
-        args.append("--swiglu")
+    args += _megatron_mlp(model)
     if not model.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
-    if model.max_position_embeddings is None:
-        args.append("--use-rotary-position-embeddings")
-    positions = model.max_position_embeddings or workload.seq_len
-    args += ["--max-position-embeddings", str(max(positions, workload.seq_len))]
-    args += ["--seq-length", str(workload.seq_len)]
+    positions = max(model.max_position_embeddings or workload.seq_len, workload.seq_len)
+    args += ["--max-position-embeddings", str(positions), "--seq-length", str(workload.seq_len)]
+    if model.position_embedding_kind == "rope":
+        args += ["--use-rotary-position-embeddings", "--no-position-embedding"]
+        args += ["--rotary-position-embeddings-theta", _num(model.rotary_base)]
+        if model.rotary_percent != 1.0:
+            args += ["--rotary-percent", _num(model.rotary_percent)]
+    args += ["--normalization", model.normalization, "--layernorm-epsilon", _num(model.norm_eps)]
+    if not model.linear_bias:
+        args.append("--disable-bias-linear")
+    if not model.hidden_dropout:
+        args += ["--attention-dropout", "0.0", "--hidden-dropout", "0.0"]
     if model.vocab_size is not None:
         args += ["--vocab-size", str(model.vocab_size)]
     return args

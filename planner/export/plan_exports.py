@@ -6,6 +6,7 @@ Functions of the result, which stays a value (planner/types.py)."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable
 from typing import Any
@@ -17,23 +18,43 @@ from ..types import PlanResult
 from . import launch
 
 
+def runs_on(result: PlanResult, framework: str) -> None:
+    """InvalidInput when the plan's accelerator runs no `framework` (GpuSpec.frameworks; issue
+    28: no Megatron arguments for TPU chips): every framework export checks it first."""
+    runs = result.cluster.gpu.frameworks
+    if runs is not None and framework not in runs:
+        can = ", ".join(runs) if runs else "none of the modelled frameworks"
+        raise InvalidInput(
+            f"--emit {framework}: {result.cluster.gpu.name} runs {can} (gpu field frameworks); "
+            "export the device mesh (--emit mesh)"
+        )
+
+
 def to_megatron_args(result: PlanResult, index: int = 0) -> list[str]:
     """pretrain_gpt.py arguments (megatron-core 0.19)."""
+    runs_on(result, "megatron")
     return launch.megatron_args(result.model, result.plan_workload(index), result.ranked[index])
 
 
-def to_torchtitan(result: PlanResult, index: int = 0) -> dict:
+def to_torchtitan(
+    result: PlanResult, index: int = 0, recipe: tuple[str, str] | None = None
+) -> dict:
     """{"config": {section: {field: value}}, "overrides": [...], "toml": str, ...}."""
-    return launch.torchtitan(result.model, result.plan_workload(index), result.ranked[index])
+    runs_on(result, "torchtitan")
+    return launch.torchtitan(
+        result.model, result.plan_workload(index), result.ranked[index], recipe
+    )
 
 
 def to_deepspeed_config(result: PlanResult, index: int = 0) -> dict:
     """The DeepSpeed JSON (ds_config.json) alone."""
+    runs_on(result, "deepspeed")
     return launch.deepspeed_config(result.plan_workload(index), result.ranked[index], result.model)
 
 
 def to_deepspeed(result: PlanResult, index: int = 0) -> dict:
     """{"version", "config": DeepSpeed JSON, "launch_args": Megatron-DeepSpeed arguments}."""
+    runs_on(result, "deepspeed")
     return launch.deepspeed(result.model, result.plan_workload(index), result.ranked[index])
 
 
@@ -132,4 +153,16 @@ def emit_text(
             f"arguments:\n{shlex.join(ds['launch_args'])}\n"
         )
         return json.dumps(ds["config"], indent=2) + "\n", err
+    if target == "ranks":
+        return _compact_json(EXPORTS[target](result, 0)) + "\n", ""
     return json.dumps(EXPORTS[target](result, 0), indent=2) + "\n", ""
+
+
+_NUMBER_LIST = re.compile(r"\[\s*((?:-?\d+,\s*)*-?\d+)\s*\]")
+
+
+def _compact_json(payload: Any) -> str:
+    """Indented JSON with every list of numbers on one line (issue 28: `--emit ranks` was one
+    integer per line, 10,350 lines at 1,024 GPUs); the same JSON value."""
+    text = json.dumps(payload, indent=2)
+    return _NUMBER_LIST.sub(lambda m: f"[{', '.join(m.group(1).replace(',', ' ').split())}]", text)

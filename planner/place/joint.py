@@ -81,16 +81,8 @@ def place_layout(
         (base.scheduler.step_time_s, 2, "scheduler_order", base.scheduler, None),
         (base.best_order.step_time_s, 1, "best_rank_order", base.best_order, None),
     ]
-    note, solver = "", dict(UNSUPPORTED)
-    try:
-        if sat.CANONICAL not in launchable_orders(model, layout, orders):
-            raise sat.Unplaceable(
-                f"rank order {'-'.join(a.value for a in sat.CANONICAL)}, which the placement "
-                "numbers ranks in, is not one the framework launches for this plan"
-            )
-        um = sat.unit_model(model, cluster, workload, layout, alloc)
-    except sat.Unplaceable as exc:
-        um, note = None, str(exc)
+    solver = dict(UNSUPPORTED)
+    um, note = _counted(model, cluster, workload, layout, alloc, orders)
     if um is not None:
         sol = _solve(
             model,
@@ -126,6 +118,26 @@ def place_layout(
         scheduler_crossings=crossings(cluster, alloc, layout, host_order_map(cluster, layout)),
         workload=workload,
     )
+
+
+def _counted(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    layout: Layout,
+    alloc: Allocation,
+    orders: Sequence[tuple[Axis, ...]] | None,
+) -> tuple[sat.UnitModel | None, str]:
+    """The placement model of the layout, or None and why CP-SAT cannot place it."""
+    if sat.CANONICAL not in launchable_orders(model, layout, orders):
+        return None, (
+            f"rank order {'-'.join(a.value for a in sat.CANONICAL)}, which the placement "
+            "numbers ranks in, is not one the framework launches for this plan"
+        )
+    try:
+        return sat.unit_model(model, cluster, workload, layout, alloc), ""
+    except sat.Unplaceable as exc:
+        return None, str(exc)
 
 
 def _solver_dict(sol: sat.Solution) -> dict[str, Any]:
@@ -179,12 +191,13 @@ def _solve(
     if um.uplink_tiers and len(um.leaf_hosts) - um.split_blocks >= sat.LARGE_LEAVES:
         # Large allocations: the model without the uplink steps (every uplink at its full
         # taper) searches far faster; its counts seed the exact model, which reports its own
-        # status, bound and gap. The exact model gets a quarter of the time, or half where
-        # it is large (at 131,072 GPUs, 16 x 1,087 counts, a quarter of 10 s ended UNKNOWN
-        # with no bound). 16,384 GPUs (TP8 PP16 DP64 CP2), 2 s: 7.16 s placed with 3/4 +
-        # 1/4, 7.27 s with halves, 7.70 s the exact model alone.
+        # status, bound and gap. The exact model gets a tenth of the time, or half where it is
+        # large (at 131,072 GPUs, 16 x 1,087 counts, a quarter of 10 s ended UNKNOWN with no
+        # bound). 16,384 GPUs (bench/place_scaling.py, TP8 PP8 DP128 CP2, 2.5 s, CP-SAT seeds
+        # 0-4): 6.468-6.610 s placed with 9/10 + 1/10, 6.468-6.811 s with 3/4 + 1/4; seeds 0, 3, 4
+        # 6.58-7.40 s with halves; at 97/100 the exact model found no solution of its own.
         large = um.layout.pp * len(um.leaf_hosts) > sat.LARGE_COUNTS
-        share = 1 / 2 if large else 3 / 4
+        share = 1 / 2 if large else 9 / 10
         first = sat.solve(
             um,
             time_limit_s=rest * share,

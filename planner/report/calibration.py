@@ -25,6 +25,16 @@ def calibration_lines(cluster_name: str, rep: dict[str, Any]) -> list[str]:
             f" {row['nodes']} nodes -> tier {row['tier']}; bus bandwidth reproduced within"
             f" {row['max_busbw_error_pct']:.2f}%"
         )
+    if "kernels" in rep:
+        k = rep["kernels"]
+        lines.append(f"  kernel tables from {escape(k['source'])} (looked up, not fitted):")
+        for kind, r in k["tables"].items():
+            lines.append(
+                f"  {kind}: {r['rows']} rows reproduced with max residual"
+                f" {r['max_residual_pct']:.2f}%, median residual {r['median_residual_pct']:.2f}%;"
+                f" each left out and interpolated from the rest ({r['loo_rows']} rows): max"
+                f" {r['loo_max_pct']:.1f}%, median {r['loo_median_pct']:.1f}%"
+            )
     if "steps" in rep:
         s = rep["steps"]
         lines.append(

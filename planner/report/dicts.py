@@ -68,6 +68,8 @@ def estimate_dict(
         },
         "stage_memory_gib": [{**s.model_dump(), "total_gib": s.total_gib} for s in e.stage_memory],
     }
+    if e.kernels is not None:  # the cluster's kernel tables (issue 32)
+        out["kernels"] = e.kernels
     if model is not None:
         out["model"] = {"name": model.name, **model_params(model)}
     return out

@@ -5,6 +5,8 @@ Shared by the rich, Markdown and HTML reports; nothing here renders or prints.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from cost_models import topology
@@ -96,6 +98,8 @@ def ranking_notes(result: PlanResult) -> list[str]:
             f"#1 is the simplest plan within {result.simplicity_tolerance:.1%} of the fastest "
             f"(#{result.fastest_index + 1}); --simplicity-tolerance 0 ranks by speed alone"
         )
+    # One line per distinct list of twins (issue 28: not five identical lines under a ranking).
+    by_twins: dict[str, list[int]] = {}
     for i, (e, same) in enumerate(zip(result.ranked, result.equivalents, strict=False), 1):
         if not same:
             continue
@@ -105,7 +109,13 @@ def ranking_notes(result: PlanResult) -> list[str]:
                 names.append(f"ZeRO-{lo.zero_stage}")
             if lo.order != e.layout.order:
                 names.append("order " + "-".join(a.value for a in lo.order))
-        out.append(f"#{i} is priced the same as: {', '.join(names)} (kept the simplest)")
+        by_twins.setdefault(", ".join(names), []).append(i)
+    for names, plans in by_twins.items():
+        if len(plans) == 1:
+            out.append(f"#{plans[0]} is priced the same as: {names} (kept the simplest)")
+        else:
+            which = ", ".join(f"#{i}" for i in plans)
+            out.append(f"{which} are each priced the same as: {names} (kept the simplest)")
     return out
 
 
@@ -145,9 +155,8 @@ def plan_warnings(cluster: Cluster, e: Estimate) -> list[str]:
     hbm = cluster.gpu.hbm_gib
     if not e.memory_validated:
         out.append(
-            "memory figure not validated: no measured run covers this framework x recompute x "
-            "interleaving x MoE configuration (cost_models.memory.MEASURED_MEMORY_CONFIGS): "
-            "leave HBM spare beyond the peak"
+            "memory figure not validated: no measured run covers this combination of "
+            "framework, recompute mode, interleaving and MoE; leave HBM spare beyond the peak"
         )
     headroom = (hbm - e.peak_memory_gib) / hbm
     if headroom < HEADROOM_WARN_SHARE:
@@ -171,7 +180,13 @@ def solver_warnings(result: PlanResult) -> list[str]:
             f"{s.num_unproved_partitions} of {s.num_partition_models} stage-partition models "
             f"stopped at their work limit before a proof: their layouts' splits may not be the best"
         )
-    if s.status != "PROVED" and not out:
+    if s.status == "STOPPED" and s.best_bound is not None and not out:
+        out.append(
+            f"search stopped before proving the ranking: the smallest bound left open "
+            f"({s.best_bound:.4g}) is not below #1's ({s.objective:.4g}), so no unscored plan "
+            "beats #1, but the plans below it are ranked among those scored only"
+        )
+    elif s.status != "PROVED" and not out:
         out.append(f"search status {s.status}: the best plan is not proven optimal")
     return out
 
@@ -180,8 +195,53 @@ def warnings(result: PlanResult) -> list[str]:
     return (
         plan_warnings(result.cluster, result.best)
         + workload_warnings(result)
+        + batch_hints(result)
         + solver_warnings(result)
     )
+
+
+def _odd_part(n: int) -> int:
+    while n % 2 == 0:
+        n //= 2
+    return n
+
+
+def batch_hints(result: PlanResult) -> list[str]:
+    """Issue 28: say when the global batch, not the hardware, shapes the plan, and name a batch
+    that would not. (1) Fewer sequences than NVLink domains: a model replica cannot stay inside
+    one domain even at micro-batch 1, so TP/CP/PP groups must cross the scale-out network.
+    (2) An odd factor of the GPU count the batch lacks (576 GPUs, batch 512: 9) must be taken by
+    TP, PP or CP however small the model; the smallest multiple of the factor x the shared
+    power of two at or above the batch lets DP take it."""
+    if result.global_batch_range is not None:
+        return []  # each plan picked its own batch
+    n, batch = result.cluster.num_gpus, result.workload.global_batch_seqs
+    domain = result.cluster.tiers[0].domain_size or n
+    out = []
+    if domain < n and batch < n // domain:
+        out.append(
+            f"global batch {batch:,} sequences is fewer than the {n // domain:,} NVLink "
+            f"domains of {n:,} GPUs: every model replica must span more than one domain; a "
+            f"batch of at least {n // domain:,} sequences (one per domain), or {n:,} (one per "
+            "GPU), lets data parallelism use the GPUs instead"
+        )
+    shared = math.gcd(batch, n)
+    odd = _odd_part(n // shared)
+    if odd > 1:
+        step = odd * shared
+        better = -(-batch // step) * step
+        lo = result.best.layout
+        where = ", ".join(
+            f"{a.upper()}{d}" for a, d in (("tp", lo.tp), ("pp", lo.pp), ("cp", lo.cp))
+            if d % odd == 0 or math.gcd(d, odd) > 1
+        )  # fmt: skip
+        here = f" ({where} here)" if where else ""
+        out.append(
+            f"global batch {batch:,} and {n:,} GPUs share only a factor {shared:,}: the "
+            f"remaining odd factor {odd} must be taken by TP, PP or CP{here}; a global batch "
+            f"that is a multiple of {step:,} (e.g. {better:,}) lets data parallelism take it"
+        )
+    return out
 
 
 def workload_warnings(result: PlanResult) -> list[str]:

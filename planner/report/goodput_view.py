@@ -82,3 +82,22 @@ def goodput_html(g: Goodput) -> str:
         "<h2>Goodput</h2><p class=\"sub\">Failures, checkpoints and stragglers "
         "(docs/goodput.md).</p><table>" + body + "</table>"
     )
+
+
+def goodput_conclusions(labelled: list[tuple[str, Goodput, float | None]]) -> list[str]:
+    """What a reliability sweep says: the value with the cheapest kept token (with a price),
+    else the most goodput, against the baseline (the first row). Rows: (label, figures, $/M)."""
+    base_label, base, base_cost = labelled[0]
+    if base_cost is not None:
+        label, g, cost = min(labelled, key=lambda t: (t[2], -t[1].goodput_tokens_per_s_per_gpu))
+        if label == base_label:
+            return [f"No value beats the baseline's ${base_cost:.3f} per million kept tokens."]
+        return [
+            f"Cheapest per kept token: {label} at ${cost:.3f}/M (baseline ${base_cost:.3f}/M), "
+            f"ETTR {g.ettr:.1%} vs {base.ettr:.1%}."
+        ]
+    label, g, _ = max(labelled, key=lambda t: t[1].goodput_tokens_per_s_per_gpu)
+    return [
+        f"Most goodput: {label} at {g.goodput_tokens_per_s_per_gpu:,.1f} tokens/s/GPU (baseline "
+        f"{base.goodput_tokens_per_s_per_gpu:,.1f}), ETTR {g.ettr:.1%} vs {base.ettr:.1%}."
+    ]

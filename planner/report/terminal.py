@@ -8,6 +8,8 @@ wide for the console falls back to a narrower form (`Responsive`) instead of cut
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.panel import Panel
@@ -15,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cost_models import topology
-from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
+from cost_models.specs import MAX_GPUS, Cluster, Estimate, ModelSpec, Workload
 
 from ..place import ranks
 from ..types import PlanResult
@@ -170,10 +172,14 @@ def render_group_tiers(e: Estimate, cluster: Cluster) -> Group:
 
 
 def render_warnings(result: PlanResult) -> RenderableType | None:
-    found = findings.warnings(result)
+    panel = _warning_panel(findings.warnings(result))
+    return panel[0] if panel else None
+
+
+def _warning_panel(found: list[str]) -> list[RenderableType]:
     if not found:
-        return None
-    return Panel("\n".join(f"! {w}" for w in found), title="Warnings", title_align="left")
+        return []
+    return [Panel("\n".join(f"! {w}" for w in found), title="Warnings", title_align="left")]
 
 
 def render_placement(e: Estimate, cluster: Cluster) -> Group:
@@ -190,7 +196,15 @@ def render_header(cluster: Cluster, workload: Workload, model: ModelSpec) -> Tex
     return Text(header_text(cluster, workload, model), style="bold")
 
 
-def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model: ModelSpec) -> Group:
+def render_estimate(
+    e: Estimate,
+    cluster: Cluster,
+    workload: Workload,
+    model: ModelSpec,
+    violations: list[str] | None = None,
+) -> Group:
+    """`planner estimate`'s report; its warnings are plan's (findings.plan_warnings) plus what
+    the framework cannot run (`violations`)."""
     verdict = "fits" if e.fits_in_memory else "DOES NOT FIT"
     hbm = cluster.gpu.hbm_gib
     summary = Text(
@@ -207,6 +221,7 @@ def render_estimate(e: Estimate, cluster: Cluster, workload: Workload, model: Mo
         render_memory(e, e.usable_memory_gib, hbm),
         render_placement(e, cluster),
         render_rank_map(e, cluster),
+        *_warning_panel(findings.plan_warnings(cluster, e) + list(violations or [])),
     )
 
 
@@ -297,3 +312,33 @@ def render_allocation_section(view: PlacedView) -> Group:
         Text(view.hosts_line),
         Text(view.saved),
     )
+
+
+def presets_table(kind: str, rows: list[dict[str, Any]]) -> RenderableType:
+    """`planner presets KIND`: one row per preset with its key specs (issue 28)."""
+    if kind == "clusters":
+        table = compact_table("cluster", "GPU", "GPUs", "up to", "NVLink", "scale-out", right_from=2)
+        for r in rows:
+            fabric = "\n".join(f"{t['tier']} {t['gb_per_s']:g}" for t in r["fabric"][1:])
+            most = "any" if r["max_gpus"] >= MAX_GPUS else f"{r['max_gpus']:,}"
+            table.add_row(r["name"], r["gpu"], f"{r['num_gpus']:,}", most,
+                          str(r["nvlink_domain"]), fabric)  # fmt: skip
+        table.columns[-1].justify = "left"  # one tier per line
+        table.padding = (0, 1, 0, 0)  # one space between columns: 80 columns hold every cell
+        title = "clusters (scale-out: tier and GB/s per GPU; up to: the most --gpus, any: up to "
+        title += f"{MAX_GPUS:,})"
+    elif kind == "models":
+        table = compact_table("preset", "params", "active", "layers", "hidden", "experts")
+        for r in rows:
+            table.add_row(r["name"], f"{r['params_total'] / 1e9:,.1f}B",
+                          f"{r['params_active'] / 1e9:,.1f}B", str(r["num_layers"]),
+                          f"{r['hidden_size']:,}", str(r["num_experts"] or "-"))  # fmt: skip
+        title = "models (active: the weights one token's forward multiplies)"
+    else:
+        table = compact_table("gpu", "bf16 TFLOPs", "fp8 TFLOPs", "HBM GiB", "NVLink GB/s")
+        for r in rows:
+            fp8 = "-" if r["peak_fp8_tflops"] is None else f"{r['peak_fp8_tflops']:,.0f}"
+            table.add_row(r["name"], f"{r['peak_bf16_tflops']:,.0f}", fp8, f"{r['hbm_gib']:g}",
+                          f"{r['nvlink_gb_per_s']:g}")  # fmt: skip
+        title = "gpus"
+    return titled(title, table)

@@ -5,7 +5,15 @@ No rich here: terminal.py wraps these in tables; markdown.py and html.py print t
 from __future__ import annotations
 
 from cost_models.params import total_params
-from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
+from cost_models.specs import (
+    Cluster,
+    Estimate,
+    Layout,
+    ModelSpec,
+    StageMemory,
+    Workload,
+    recompute_label,
+)
 
 from ..types import PlanResult
 
@@ -28,28 +36,16 @@ TERM_LABELS = {
 }
 
 
-RECOMPUTE_SHORT = {"none": "", "selective": "sel", "full": "full"}
-
-
-LAYOUT_LEGEND = (
+LAYOUT_KEY = (
     "layout: degrees (CP/EP/VP shown when > 1), mb micro-batch size, sel/full recompute (none "
     "when absent), Z ZeRO stage, o: rank order when not tp-cp-dp-pp (first letters, innermost "
-    "first); sequence parallel whenever TP > 1 unless noSP; GiB: peak memory per GPU"
+    "first); sequence parallel whenever TP > 1 unless noSP"
 )
+"""The layout cell's key (Layout.label), for tables without a memory column (whatif)."""
+LAYOUT_LEGEND = LAYOUT_KEY + "; GiB: peak memory per GPU"
 
 
 MEMORY_HEADER = ("stage", "weights", "grads", "optim", "activ", "buffers", "total", "use")
-
-
-MODULE_SHORT = {
-    "core_attn": "attn",
-    "layernorm": "ln",
-    "mlp": "mlp",
-    "moe_act": "act",
-    "moe": "moe",
-    "shared_experts": "shx",
-    "mla_up_proj": "up",
-}
 
 
 def model_params(model: ModelSpec) -> dict[str, int]:
@@ -83,14 +79,8 @@ def recompute_words(lo: Layout) -> str:
 
 
 def recompute_short(lo: Layout) -> str:
-    """RECOMPUTE_SHORT, with Megatron modules (sel:attn+ln+mlp) or block recompute (full:b2)."""
-    if lo.recompute == "selective" and lo.recompute_modules is not None:
-        return "sel:" + "+".join(MODULE_SHORT.get(m, m) for m in lo.recompute_modules)
-    if lo.recompute == "full" and lo.recompute_method == "block":
-        return f"full:b{lo.recompute_num_layers}"
-    if lo.recompute == "full" and (lo.recompute_num_layers or 1) > 1:
-        return f"full:u{lo.recompute_num_layers}"
-    return RECOMPUTE_SHORT[lo.recompute]
+    """The recompute part of Layout.label: sel:attn+ln+mlp, full:b2, ... (cost_models.specs)."""
+    return recompute_label(lo)
 
 
 def layout_line(e: Estimate) -> str:
@@ -120,22 +110,9 @@ def layout_line(e: Estimate) -> str:
 
 
 def compact_layout(e: Estimate) -> str:
-    """The layout in one short cell, e.g. 'TP8 PP4 DP2 VP5 mb1 sel Z1' (LAYOUT_LEGEND)."""
-    lo = e.layout
-    parts = [f"TP{lo.tp}", f"PP{lo.pp}", f"DP{lo.dp}"]
-    parts += [f"CP{lo.cp}"] * (lo.cp > 1) + [f"EP{lo.ep}"] * (lo.ep > 1)
-    parts += [f"ETP{lo.etp}"] * (lo.etp > 1) + [f"VP{lo.vp}"] * (lo.vp > 1)
-    if lo.dp_shard is not None:  # hybrid sharded DP: replicas x shard group
-        parts.append(f"HSDP{lo.replicate_dp}x{lo.dp_shard}")
-    parts.append(f"mb{lo.micro_batch}")
-    rc = recompute_short(lo)
-    parts += [rc] * bool(rc)
-    parts.append(f"Z{lo.zero_stage}")
-    if lo.sequence_parallel != (lo.tp > 1):
-        parts.append("SP" if lo.sequence_parallel else "noSP")
-    if lo.order != Layout.model_fields["order"].default:  # plans can differ only in placement
-        parts.append("o:" + "".join(a.value[0] for a in lo.order))
-    return " ".join(parts)
+    """The layout in one short cell, e.g. 'TP8 PP4 DP2 VP5 mb1 sel Z1' (Layout.label;
+    LAYOUT_LEGEND)."""
+    return e.layout.label
 
 
 def memory_rows(stages: tuple[StageMemory, ...]) -> list[StageMemory | None]:
@@ -213,9 +190,10 @@ def memory_options_text(workload: Workload) -> str:
 
 def header_text(cluster: Cluster, workload: Workload, model: ModelSpec) -> str:
     return (
-        f"{model.name} ({params_text(model)}) on {cluster.num_gpus} x {cluster.gpu.name} "
-        f"({cluster.name}), seq {workload.seq_len}, global batch {workload.global_batch_seqs} "
-        f"seqs, {workload.precision}{memory_options_text(workload)}"
+        f"{model.name} ({params_text(model)}) on {cluster.num_gpus:,} x {cluster.gpu.name} "
+        f"({cluster.name}), seq {workload.seq_len:,}, global batch "
+        f"{workload.global_batch_seqs:,} seqs, {workload.precision}"
+        f"{memory_options_text(workload)}"
     )
 
 
@@ -240,12 +218,16 @@ def solver_line(result: PlanResult) -> str:
         return "n/a" if v is None else f"{v:.4g}{unit}" if unit != " s" else f"{v:.4f} s"
 
     gap = "n/a" if s.gap is None else f"{s.gap:.2%}"
+    if s.status == "STOPPED" and s.gap is not None and s.gap == 0:
+        gap = "0 for #1 only (the ranking below it is not proved)"
     seed = getattr(s, "seed", None)
     seed_text = "" if seed is None else f", seed {seed}"
+    bound = "open bound" if s.status == "STOPPED" else "bound"
     return (
-        f"engine {s.engine}, status {s.status}, objective {secs(s.objective)}, bound "
+        f"engine {s.engine}, status {s.status}, objective {secs(s.objective)}, {bound} "
         f"{secs(s.best_bound)}, gap {gap}{seed_text}, {s.wall_time_s:.2f} s wall; "
-        f"{s.num_candidates} candidates, {s.num_scored} scored, {s.num_feasible} fit in memory"
+        f"{s.num_candidates:,} candidates, {s.num_scored:,} scored, {s.num_feasible:,} fit in "
+        "memory"
     )
 
 

@@ -22,9 +22,9 @@ from ..whatif import (
     plan_key,
 )
 from .dicts import plan_dict
-from .goodput_view import goodput_dict, goodput_line
+from .goodput_view import goodput_conclusions, goodput_dict, goodput_line
 from .terminal import compact_table, titled
-from .text import LAYOUT_LEGEND, compact_layout, defaults_text, params_text
+from .text import TERM_LABELS, LAYOUT_KEY, compact_layout, defaults_text, params_text
 
 COLUMN = {"tp_comm": "TP", "cp_comm": "CP", "ep_comm": "EP", "pp_comm": "PP", "dp_comm": "DP"}
 
@@ -44,9 +44,13 @@ def render_whatif(
     who = r.model if model is None else f"{model.name} ({params_text(model)})"
     plans_for = f", plans for {framework}" if framework else ""
     title = Text(
-        f"whatif {r.parameter}: {who} on {r.cluster} ({r.num_gpus} GPUs){plans_for}", style="bold"
+        f"whatif {r.parameter}: {who} on {r.cluster} ({r.num_gpus:,} GPUs){plans_for}",
+        style="bold",
     )
     plans = compact_table("value", "layout", "tok/s/GPU", "MFU", "step s", "vs base", right_from=2)
+    # The layout cell wraps (at its spaces) where 80 columns cannot hold the row, so no number
+    # and no value is cut (issue 28: "baseli…", "42.…").
+    plans.columns[1].no_wrap = False
     for p in rows:
         e = p.best
         plans.add_row(
@@ -76,7 +80,7 @@ def render_whatif(
         parts.append(Text(defaults_text(r.hbm_gib, r.baseline.best.usable_memory_gib), style="dim"))
     parts += [
         titled("Best plan at each value", plans),
-        Text(LAYOUT_LEGEND, style="dim"),
+        Text(LAYOUT_KEY, style="dim"),
         titled("Exposed time, % of the step (comm: exposed only; DP wire: see below)", comm),
     ]
     if r.baseline.cost_per_m_tokens is not None:
@@ -96,10 +100,19 @@ def render_whatif(
                 parts.append(Text(note, style="dim"))
     if r.baseline.goodput is not None:  # a reliability sweep: vs base and costs are on goodput
         lines = [f"{_label(p)}: {goodput_line(p.goodput)}" for p in rows if p.goodput]
+        lines += reliability_conclusions(r)
         parts.append(titled_text("Goodput at each value (vs base and $ on kept tokens)", lines))
     parts.append(Text("Conclusions", style="bold"))
     parts += [Text(f"- {c}") for c in conclusions(r)]
     return Group(*parts)
+
+
+def reliability_conclusions(r: WhatIfResult) -> list[str]:
+    """A reliability sweep's verdict (goodput_view.goodput_conclusions); [] for a network one."""
+    rows = [r.baseline, *r.points]
+    if any(p.goodput is None for p in rows):
+        return []
+    return goodput_conclusions([(_label(p), p.goodput, p.cost_per_m_tokens) for p in rows])
 
 
 def titled_text(title: str, lines: list[str]) -> Group:
@@ -156,6 +169,47 @@ def conclusions(r: WhatIfResult) -> list[str]:
         out.append("Every row has the same step time.")
     if r.baseline_slice is not None:
         out.append(f"The baseline is the preset's torus as the job fills it: {r.baseline_slice}.")
+    if r.point_tiers:
+        tiers = {id(p): t for p, t in zip(r.points, r.point_tiers, strict=True)}
+        out += against_trend([(p, tiers[id(p)]) for p in ordered])
+    return out
+
+
+AGAINST_TREND_SHARE = 0.001
+"""A step between adjacent values is explained when throughput moves against the sweep's overall
+trend by more than this share (0.1 %; smaller moves are rounding-level)."""
+
+
+def against_trend(steps: list[tuple[WhatIfPoint, dict[str, str | None]]]) -> list[str]:
+    """Issue 28: every step of a numeric sweep that moves against its overall trend (a bigger
+    NVLink domain that is slower), explained by the breakdown term that moved most and the axes
+    whose groups now cross another tier. `steps`: (point, axis -> slowest tier crossed) in
+    value order."""
+    if len(steps) < 3 or any(isinstance(p.value, str) for p, _ in steps):
+        return []
+    trend = steps[-1][0].best.tokens_per_s_per_gpu - steps[0][0].best.tokens_per_s_per_gpu
+    out = []
+    for (a, tiers_a), (b, tiers_b) in zip(steps, steps[1:], strict=False):
+        change = b.best.tokens_per_s_per_gpu / a.best.tokens_per_s_per_gpu - 1
+        if trend == 0 or abs(change) <= AGAINST_TREND_SHARE or (change > 0) == (trend > 0):
+            continue
+        da, db = a.best.breakdown_s, b.best.breakdown_s
+        moved = max(sorted(set(da) | set(db)), key=lambda t: abs(db.get(t, 0.0) - da.get(t, 0.0)))
+        delta = db.get(moved, 0.0) - da.get(moved, 0.0)
+        crossed = [
+            f"{axis.upper()} groups cross {tiers_b[axis] or 'no tier'} (at {value_text(a.value)}: "
+            f"{tiers_a.get(axis) or 'no tier'})"
+            for axis in tiers_b
+            if tiers_b[axis] != tiers_a.get(axis)
+        ]
+        why = "; ".join(crossed) if crossed else "no group crosses another tier"
+        if plan_key(a.best) != plan_key(b.best):
+            why += f" (plan {a.best.layout.label} -> {b.best.layout.label})"
+        out.append(
+            f"From {value_text(a.value)} to {value_text(b.value)} throughput moves "
+            f"{change:+.1%}, against the trend: {TERM_LABELS.get(moved, moved)} {delta:+.3f} s; "
+            f"{why}."
+        )
     return out
 
 
@@ -226,7 +280,7 @@ def whatif_dict(r: WhatIfResult) -> dict[str, Any]:
         "model": r.model,
         **r.params,
         "hidden_from": r.hidden_from,
-        "conclusions": conclusions(r),
+        "conclusions": conclusions(r) + reliability_conclusions(r),
     }
 
 

@@ -19,7 +19,8 @@ from typing import Any
 from cost_models import framework, rankmap, topology
 from cost_models.errors import InvalidInput
 from cost_models.rules import layout_violations
-from cost_models.specs import Axis, Cluster, Layout, ModelSpec, Workload
+from cost_models.memory import nothing_to_shard
+from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace
 
@@ -97,20 +98,38 @@ def degree_tuples(
                 yield tp, pp, cp, dp
 
 
+def vp_splits(model: ModelSpec, pp: int, vp: int) -> bool:
+    """Whether pp*vp chunks split the model's layers into whole chunks of equal size, where the
+    embedding and the LM head may each count as one layer (Megatron --account-for-embedding/
+    loss-in-pipeline-split): the first and last chunks then hold one layer fewer, as
+    pipeline.chunk_layer_counts splits them. Llama 3 405B (126 layers = 128 - 2) trained at pp
+    16 with interleaving this way (Llama 3 paper sec. 3.3.2); an equal-chunks rule alone
+    (num_layers % (pp * vp) == 0) excludes it."""
+    return pp * vp <= model.num_layers and any(
+        (model.num_layers + extra) % (pp * vp) == 0 for extra in (0, 1, 2)
+    )
+
+
+def search_rule_violations(model: ModelSpec, layout: Layout) -> list[str]:
+    """The rules the search's candidate generator applies beyond cost_models.rules, as
+    messages: what `planner estimate` must refuse too (issue 28)."""
+    lo = layout
+    too_many = lo.pp * lo.vp > model.num_layers  # cost_models.rules says that one
+    if lo.vp > 1 and lo.pp > 1 and not too_many and not vp_splits(model, lo.pp, lo.vp):
+        per_rank = model.num_layers / lo.pp
+        return [
+            f"vp ({lo.vp}): {model.num_layers} layers over pp ({lo.pp}) are {per_rank:g} per "
+            f"rank, which do not split into {lo.vp} equal chunks (num_layers, or num_layers + 1 "
+            f"or + 2 with the embedding and LM head counted, must be a multiple of pp*vp = "
+            f"{lo.pp * lo.vp})"
+        ]
+    return []
+
+
 def _vps(model: ModelSpec, pp: int, space: SearchSpace) -> list[int]:
-    # Interleaving needs whole chunks of equal size, where the embedding and the LM head may each
-    # count as one layer (Megatron --account-for-embedding/loss-in-pipeline-split): the first
-    # and last chunks then hold one layer fewer, as pipeline.chunk_layer_counts splits them.
-    # Llama 3 405B (126 layers = 128 - 2) trained at pp 16 with interleaving this way (Llama 3
-    # paper sec. 3.3.2); an equal-chunks rule alone (num_layers % (pp * vp) == 0) excludes it.
     if pp == 1:
         return [1]
-    return [1] + [
-        v
-        for v in range(2, space.max_vp + 1)
-        if pp * v <= model.num_layers
-        and any((model.num_layers + extra) % (pp * v) == 0 for extra in (0, 1, 2))
-    ]
+    return [1] + [v for v in range(2, space.max_vp + 1) if vp_splits(model, pp, v)]
 
 
 def _eps(model: ModelSpec, tp: int, dp: int, cp: int, space: SearchSpace) -> list[int]:
@@ -433,7 +452,7 @@ def legal_shapes(
     shapes = []
     for base in bases:
         for choice in recompute_choices(model, workload, space, base):
-            for zero, shard in sharding_variants(space, base):
+            for zero, shard in sharding_variants(space, base, model.moe is not None):
                 update = {**choice, "zero_stage": zero, "dp_shard": shard}
                 shape = base.model_copy(update=update)
                 problems = framework_violations(model, space, shape)
@@ -444,14 +463,21 @@ def legal_shapes(
     return shapes, rejected
 
 
-def sharding_variants(space: SearchSpace, base: Layout) -> list[tuple[int, int | None]]:
+def sharding_variants(
+    space: SearchSpace, base: Layout, moe: bool
+) -> list[tuple[int, int | None]]:
     """(ZeRO stage, dp_shard) pairs the search tries for a base: every ZeRO stage of the space,
     and for a framework with HSDP (torchtitan) the hybrid shard sizes too
     (cost_models.framework.shard_choices)."""
     prof = None if space.framework is None else framework.profile(space.framework)
+    stages = space.zero_stages
+    if nothing_to_shard(base, moe):
+        # Every shard group is one GPU: a higher stage shards nothing, so only the lowest
+        # stage the space allows is a plan (issue 28: no "DP1 ZeRO-3" recommendations).
+        stages = (min(stages),)
     return [
         (zero, shard)
-        for zero in space.zero_stages
+        for zero in stages
         for shard in framework.shard_choices(prof, base.model_copy(update={"zero_stage": zero}))
     ]
 
@@ -646,10 +672,33 @@ def plan_key(layout: Layout) -> tuple:
     return (*family_key(layout), layout.zero_stage, layout.dp_shard, layout.order)
 
 
-def complexity(layout: Layout) -> tuple[int, ...]:
-    """How complex a plan is to run, for the simplicity tolerance (less first): parallel axes
-    in use, interleaving, context parallelism, ZeRO stage. Plans equal in all four are equally
-    simple (VP 4 is not simpler than VP 5): the faster of them is recommended."""
-    lo = layout
-    axes = sum(d > 1 for d in (lo.tp, lo.pp, lo.dp, lo.cp, lo.ep))
-    return (axes, int(lo.vp > 1), int(lo.cp > 1), lo.zero_stage)
+SHORT_SEQ_FOR_CP = 16_384
+"""Below this sequence length context parallelism is a cost to justify, not an expectation:
+Llama 3 trained at 8k without CP and used CP 16 only for its 128k stage (Llama 3 paper sec.
+3.3.2); Megatron-LM's CP guide targets long context (docs context_parallel.rst)."""
+
+
+def complexity(e: Estimate, seq_len: int, first_tier: str) -> tuple[int, ...]:
+    """How complex a plan is to run, for the simplicity tolerance (less first), in this order
+    (docs/search.md#recommendation):
+    1. model-parallel axes (TP, PP, CP, EP) whose group leaves the first tier (the NVLink
+       domain): each is a cross-node collective or P2P stream to tune and debug (DP is every
+       plan's baseline axis and does not count);
+    2. CP at a short sequence (below SHORT_SEQ_FOR_CP);
+    3. activation recompute (none < selective < full);
+    4. a higher ZeRO stage;
+    5. interleaving (VP > 1);
+    6. model-parallel axes in use in total.
+    Plans equal in all six are equally simple (VP 4 is not simpler than VP 5): the faster one
+    is recommended."""
+    lo = e.layout
+    degrees = {"tp": lo.tp, "pp": lo.pp, "cp": lo.cp, "ep": lo.ep}
+    crossing = sum(
+        any(f > 1 for tier, f in e.placement.get(axis, {}).items() if tier != first_tier)
+        for axis, d in degrees.items()
+        if d > 1
+    )
+    short_cp = int(lo.cp > 1 and seq_len < SHORT_SEQ_FOR_CP)
+    recompute = ("none", "selective", "full").index(lo.recompute)
+    in_use = sum(d > 1 for d in degrees.values())
+    return (crossing, short_cp, recompute, lo.zero_stage, int(lo.vp > 1), in_use)

@@ -70,15 +70,15 @@ def unranked_bound(ranked: list[Estimate], stats: SolveStats, k: int, upper: flo
     return bound
 
 
-def distinct(scored: list, top_k: int) -> list:
-    """The first top_k plans that differ in more than rank order (rank-order variants price the
-    same checkpoint and restart; the best of them stands for all). Keeping fewer than the
-    search ranked only makes the proof's k-th goodput smaller, so the rule stays sound."""
+def distinct(scored: list, top_k: int, family: Callable = family_key) -> list:
+    """The best-goodput plan of each of the first top_k families (candidates.family_key: ZeRO
+    stages and rank orders are variants of one plan, as in the step-time ranking; plan_key with
+    top_variants). Keeping fewer than the search ranked only makes the proof's k-th goodput
+    smaller, so the rule stays sound."""
     seen: set[tuple] = set()
     out = []
     for t in scored:
-        lo = t[2].layout
-        key = (*family_key(lo), lo.zero_stage, lo.dp_shard)
+        key = family(t[2].layout)
         if key not in seen:
             seen.add(key)
             out.append(t)
@@ -91,6 +91,7 @@ def rank_by_goodput(
     upper: float,
     top_k: int,
     deadline: float,
+    family: Callable = family_key,
 ) -> GoodputRanking:
     """Re-rank the throughput search's top-K by goodput, growing K until the rule proves it."""
     start = time.perf_counter()
@@ -102,7 +103,7 @@ def rank_by_goodput(
             key=lambda t: (-t[0].goodput_tokens_per_s_per_gpu, t[1]),
         )
         bound = unranked_bound(ranked, stats, k, upper)
-        kept = distinct(scored, top_k)
+        kept = distinct(scored, top_k, family)
         kth = kept[-1][0].goodput_tokens_per_s_per_gpu
         proved = stats.status == "PROVED" and bound <= kth
         if proved or k >= MAX_K or time.perf_counter() > deadline:
@@ -120,5 +121,5 @@ def rank_by_goodput(
             "wall_time_s": time.perf_counter() - start,
         }
     )
-    kept = distinct(scored, top_k)
+    kept = distinct(scored, top_k, family)
     return GoodputRanking([t[2] for t in kept], [t[0] for t in kept], final, rejections)

@@ -4,8 +4,9 @@ fastest, and the variants the cost model cannot tell apart from each ranked plan
 Rules (docs/search.md#recommendation):
 * Among plans whose time (per sequence with a batch range) is within
   SolverOptions.simplicity_tolerance of the fastest, recommend the least complex
-  (candidates.complexity: fewer parallel axes, no interleaving, no CP, lower ZeRO stage); the
-  fastest stays in the list beside it, so the user sees what the complexity would buy.
+  (candidates.complexity: fewer model-parallel axes leaving the NVLink domain, then no CP at a
+  short sequence, no recompute, lower ZeRO stage, no interleaving, fewer model-parallel axes);
+  the fastest stays in the list beside it, so the user sees what the complexity would buy.
 * Equivalents of a plan: the same plan under another ZeRO stage the space allows, or another
   allowed rank order, whose estimate is identical (step time and peak memory): e.g. ZeRO-2 with
   more than one micro-batch keeps whole gradients, exactly ZeRO-1's cost (memory.state_bytes).
@@ -15,6 +16,7 @@ Rules (docs/search.md#recommendation):
 from __future__ import annotations
 
 from cost_models.errors import InvalidInput
+from cost_models.memory import nothing_to_shard
 from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
@@ -24,7 +26,11 @@ from .exhaustive import plan_batch, rank_key, within
 
 
 def recommend(
-    ranked: list[Estimate], options: SolverOptions, batch_max: int | None
+    ranked: list[Estimate],
+    options: SolverOptions,
+    batch_max: int | None,
+    cluster: Cluster,
+    workload: Workload,
 ) -> tuple[list[Estimate], int]:
     """(plans with the recommended one first, index of the fastest plan in that list).
 
@@ -34,7 +40,11 @@ def recommend(
     fastest = ranked[0]
     limit = within(rank_key(fastest, batch_max)[0], options.simplicity_tolerance)
     near = [e for e in ranked if rank_key(e, batch_max)[0] <= limit]
-    chosen = min(near, key=lambda e: (complexity(e.layout), rank_key(e, batch_max)))
+    first = cluster.tiers[0].name
+    chosen = min(
+        near,
+        key=lambda e: (complexity(e, workload.seq_len, first), rank_key(e, batch_max)),
+    )
     out = [chosen, *(e for e in ranked if e is not chosen)]
     keep = options.top_k if chosen is fastest else max(2, options.top_k)
     return out[:keep], out.index(fastest)
@@ -54,8 +64,8 @@ def equivalents(
     pricer = Pricer(model, cluster, work)  # the twins share every per-layer piece
     out: list[Layout] = []
     for zero in space.zero_stages:
-        if zero == lo.zero_stage:
-            continue
+        if zero == lo.zero_stage or nothing_to_shard(lo, model.moe is not None):
+            continue  # a stage with nothing to shard is no alternative (sharding_variants)
         twin_layout = lo.model_copy(update={"zero_stage": zero})
         if framework_violations(model, space, twin_layout):
             continue  # a twin the space's framework cannot run (cost_models.framework)

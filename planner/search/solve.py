@@ -7,7 +7,8 @@ Certificate (SolveStats.status, docs/search.md#certificate):
   PROVED      nothing left unexplored can beat the k-th plan: best_bound == objective, gap 0.
   STOPPED     cut short by the time limit, or a stage-partition CP-SAT model (stage_split
               "search") stopped at its work limit before a proof: best_bound is the smallest
-              bound left open (never above the objective), gap = (objective - bound) / objective.
+              bound left open (above the objective when #1 is proved but not the ranking below it),
+              gap = max(0, objective - bound) / objective.
   INFEASIBLE  proved that nothing fits: NoFeasiblePlan is raised (the CLI exits 1).
 """
 
@@ -63,7 +64,9 @@ def search(
     open_bounds = [b for b in (table.open_bound_s, table.unproved_bound_s) if b is not None]
     status, bound = PROVED, objective
     if open_bounds:
-        status, bound = STOPPED, min(objective, *open_bounds)
+        # The real smallest open bound, also when it is above the objective (then nothing
+        # unscored beats #1, but the ranking below it is not proved; issue 28).
+        status, bound = STOPPED, min(open_bounds)
     gap = max(0.0, (objective - bound) / objective) if objective > 0 else 0.0
     stats = SolveStats(
         engine="branch-and-bound",

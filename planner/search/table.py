@@ -209,7 +209,7 @@ class BranchAndBound:
         cannot run on the base is rejected here, once per recompute x order it stands for
         (recompute does not change the framework's rules)."""
         base, kept = self.bases[b], []
-        for zero, shard in sharding_variants(self.space, base):
+        for zero, shard in sharding_variants(self.space, base, self.model.moe is not None):
             lo = base.model_copy(update={"zero_stage": zero, "dp_shard": shard})
             problems = framework_violations(self.model, self.space, lo)
             if problems:

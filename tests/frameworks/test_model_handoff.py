@@ -345,3 +345,138 @@ def _workload():
     from cost_models.specs import Workload
 
     return Workload(seq_len=2048, global_batch_seqs=64)
+
+
+# ---------------------------------------------------------------------------------- torchtitan
+
+# The presets a torchtitan 0.3.0 recipe builds (launch.TORCHTITAN_MODULES, by preset name).
+TITAN_PRESETS = ["llama3.1-8b", "llama3.1-70b", "qwen3-30b-a3b", "gpt-oss-120b"]
+ROPE_SCALING = {None: "none", "llama3": "llama", "yarn": "yarn"}
+
+
+def _configs(node, seen=None):
+    """Every dataclass config under `node` (torchtitan's nested Module.Config tree)."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if dataclasses.is_dataclass(node):
+        yield node
+        for f in dataclasses.fields(node):
+            yield from _configs(getattr(node, f.name), seen)
+    elif isinstance(node, (list, tuple)):
+        for item in node:
+            yield from _configs(item, seen)
+
+
+def _first(cfg, field: str):
+    return next(getattr(c, field) for c in _configs(cfg) if getattr(c, field, None) is not None)
+
+
+_titan_counts: dict = {}
+
+
+def titan_model(args: list[str]):
+    """The recipe's model config (ConfigManager on the exported command line) and the parameter
+    count of torchtitan's own model built from it on the meta device."""
+    from torchtitan.config.manager import ConfigManager
+
+    job = ConfigManager().parse_args(args)
+    cfg = job.model_spec.model
+    key = tuple(args[:4])
+    if key not in _titan_counts:
+        with torch.device("meta"):
+            _titan_counts[key] = sum(p.numel() for p in cfg.build().parameters())
+    return cfg, _titan_counts[key]
+
+
+def check_titan_model(model, cfg, count: int) -> None:
+    assert (cfg.dim, cfg.vocab_size, len(cfg.layers)) == (
+        model.hidden_size,
+        model.vocab_size,
+        model.num_layers,
+    )
+    assert bool(getattr(cfg, "enable_weight_tying", False)) == model.tied_embeddings
+    assert _first(cfg, "n_heads") == model.num_attention_heads
+    if model.mla is None:
+        assert _first(cfg, "n_kv_heads") == model.kv_heads
+    else:
+        assert (_first(cfg, "q_lora_rank"), _first(cfg, "kv_lora_rank")) == (
+            model.mla.q_lora_rank,
+            model.mla.kv_lora_rank,
+        )
+    assert _first(cfg, "theta") == model.rotary_base
+    scaling = model.rope_scaling.type if model.rope_scaling else None
+    assert _first(cfg, "scaling") == ROPE_SCALING[scaling]
+    assert _first(cfg, "eps") == model.norm_eps
+    if model.moe is not None:
+        assert _first(cfg, "num_experts") == model.moe.num_experts
+    assert abs(count / total_params(model) - 1) <= 1e-3, (count, total_params(model))
+
+
+@pytest.mark.parametrize("preset", TITAN_PRESETS)
+def test_torchtitan_recipe_builds_the_preset(preset):
+    import models_zoo
+
+    model = models_zoo.load_model(preset)
+    module, config = launch.torchtitan_recipe(model)
+    cfg, count = titan_model(["--module", module, "--config", config])
+    check_titan_model(model, cfg, count)
+
+
+TITAN_CASES = ["dense-gqa", "qwen3-moe", "long-context-cp"]
+
+
+@pytest.mark.parametrize("index", range(3))
+@pytest.mark.parametrize("case", TITAN_CASES)
+def test_torchtitan_builds_the_planned_model(case, index, fake_world):
+    result = planned(case, "torchtitan")
+    if index >= len(result.ranked):
+        pytest.skip(f"{case}: the search returned {len(result.ranked)} plans")
+    args = plan_exports.to_torchtitan(result, index)["release"]["args"]
+    fake_world(result.ranked[index].layout.world_size)
+    cfg, count = titan_model(args)
+    check_titan_model(result.model, cfg, count)
+
+
+@pytest.mark.parametrize("case", ["qwen2-qkv-bias", "mixtral", "sliding-window"])
+def test_torchtitan_refuses_models_no_recipe_builds(case):
+    result = planned(case, "megatron")
+    with pytest.raises(InvalidInput, match="no torchtitan 0.3.0 recipe builds"):
+        plan_exports.to_torchtitan(result)
+
+
+# ----------------------------------------------------------------------------------- DeepSpeed
+
+
+@pytest.mark.parametrize("case", ["fsdp", "uneven-pp"])
+def test_deepspeed_reads_the_handoff_ds_config(case, tmp_path, fake_world):
+    """ds_config.json of the hand-off directory, as the file the launcher passes."""
+    import json
+
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    from planner.export.handoff import handoff_files
+
+    result = planned(case, "deepspeed")
+    files, skipped = handoff_files(result, {})
+    assert "ds_config.json" in files, skipped
+    path = tmp_path / "ds_config.json"
+    path.write_text(files["ds_config.json"])
+    lo = result.best.layout
+    fake_world(lo.world_size)
+
+    class Mpu:  # the DP size Megatron-DeepSpeed's mpu reports
+        def get_data_parallel_world_size(self):
+            return lo.dp
+
+        def get_sequence_parallel_world_size(self):
+            return 1
+
+    import deepspeed.comm as ds_comm
+
+    ds_comm.init_distributed(dist_backend="fake", auto_mpi_discovery=False)
+    cfg = DeepSpeedConfig(str(path), mpu=Mpu())
+    assert cfg.train_batch_size == result.workload.global_batch_seqs
+    assert cfg.zero_optimization_stage == lo.zero_stage
+    assert json.loads(files["ds_config.json"])["train_micro_batch_size_per_gpu"] == lo.micro_batch

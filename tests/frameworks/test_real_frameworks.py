@@ -177,6 +177,8 @@ def searched(name: str, case: int) -> PlanResult:
     key = (name, case)
     if key not in _searched:
         model, gpus, pins = SEARCHED[case]
+        if name == "torchtitan":  # its llama3 recipes are Llama 3.1 (same shapes, rope scaling)
+            model = model.replace("llama3-", "llama3.1-")
         _searched[key] = planner.plan_for(model, "dgx-h100", num_gpus=gpus, top_k=3, framework=name, **pins)
     return _searched[key]
 
@@ -282,14 +284,14 @@ def check_torchtitan(result: PlanResult, index: int, fake_world) -> None:
     result = result.model_copy(update={"ranked": (result.ranked[index],)})
     lo = result.best.layout
     model = result.model
-    tt = plan_exports.to_torchtitan(result)
-    args = tt["release"]["args"]
-    if args[1] == "MODULE":
-        # A model not in torchtitan's registry: a debug recipe of the same kind carries the
-        # parallel settings (the model shape is not what is checked here).
-        module = "deepseek_v3" if model.moe is not None else "llama3"
-        config = "deepseek_v3_debugmodel" if model.moe is not None else "llama3_debugmodel"
-        args = ["--module", module, "--config", config, *args[4:]]
+    recipe = None
+    if model.name not in launch.TORCHTITAN_MODULES:
+        # A model no torchtitan recipe builds (the export refuses it): a debug recipe of the
+        # same kind carries the parallel settings (the model shape is not what is checked here;
+        # test_model_handoff.py checks the recipes' models).
+        moe = model.moe is not None
+        recipe = ("deepseek_v3", "deepseek_v3_debugmodel") if moe else ("llama3", "llama3_debugmodel")
+    args = plan_exports.to_torchtitan(result, 0, recipe)["release"]["args"]
     fake_world(lo.world_size)
     job = ConfigManager().parse_args(args)
     par = job.parallelism

@@ -10,7 +10,7 @@ import json
 import factories as f
 import pytest
 from rich.console import Console
-from test_report import assert_readable, check_snapshot
+from snapshot import assert_readable, check_snapshot
 
 from cost_models.specs import Layout
 from planner import DISTRIBUTION, __version__, api, report

@@ -13,9 +13,22 @@ from planner.export import plan_exports
 from planner.search.candidates import OrderCache, allowed_orders
 from planner.types import SearchSpace
 
+# Synthetic test models have no torchtitan recipe (the export refuses them): their parallel
+# settings ride on a debug recipe of the same kind, named explicitly.
+DEBUG_RECIPES = {
+    "dense-test": ("llama3", "llama3_debugmodel"),
+    "moe-test": ("deepseek_v3", "deepseek_v3_debugmodel"),
+    "Mixtral 8x7B": ("deepseek_v3", "deepseek_v3_debugmodel"),  # torchtitan has no Mixtral
+}
+
+
+def titan(result, index=0):
+    return plan_exports.to_torchtitan(result, index, DEBUG_RECIPES.get(result.model.name))
+
+
 EXPORT = {
     "megatron": lambda r, i: plan_exports.to_megatron_args(r, i),
-    "torchtitan": lambda r, i: plan_exports.to_torchtitan(r, i),
+    "torchtitan": lambda r, i: titan(r, i),
     "deepspeed": lambda r, i: plan_exports.to_deepspeed(r, i),
 }
 
@@ -30,6 +43,8 @@ def test_every_ranked_plan_runs_on_its_framework(name, model, gpus, pins):
         with pytest.raises(InvalidInput, match="mixture-of-experts models are not modelled"):
             planner.plan_for(model, "dgx-h100", num_gpus=gpus, framework=name, **pins)
         return
+    if name == "torchtitan":  # its llama3 recipes are Llama 3.1 (same shapes, rope scaling)
+        model = model.replace("llama3-", "llama3.1-")
     result = planner.plan_for(model, "dgx-h100", num_gpus=gpus, top_k=8, framework=name, **pins)
     prof = framework.profile(name)
     assert result.framework == name and result.framework_version == prof.version
@@ -40,8 +55,8 @@ def test_every_ranked_plan_runs_on_its_framework(name, model, gpus, pins):
 
 def test_profile_physics_apply_unless_the_workload_sets_them():
     work = f.workload(global_batch=32)
-    titan = framework.TORCHTITAN.workload(work)
-    assert titan.attention_kernel == "fa2" and titan.pp_keeps_outputs
+    tt_work = framework.TORCHTITAN.workload(work)
+    assert tt_work.attention_kernel == "fa2" and tt_work.pp_keeps_outputs
     pinned = type(work).model_validate({**work.model_dump(), "attention_kernel": "fused"})
     assert framework.TORCHTITAN.workload(pinned).attention_kernel == "fused"
     assert framework.MEGATRON.workload(work) == work  # Megatron's are the field defaults
@@ -79,13 +94,13 @@ def test_hsdp_is_searched_for_torchtitan_and_agrees_with_the_exhaustive_oracle()
     branch and bound ranks the same plans as scoring every layout."""
     # Every variant its own plan (HSDP variants are in the family of their degrees).
     kw = {"num_gpus": 16, "framework": "torchtitan", "top_k": 6, "top_variants": True}
-    sat = planner.plan_for("llama3-8b", "dgx-h100", **kw)
-    oracle = planner.plan_for("llama3-8b", "dgx-h100", engine="exhaustive", **kw)
+    sat = planner.plan_for("llama3.1-8b", "dgx-h100", **kw)
+    oracle = planner.plan_for("llama3.1-8b", "dgx-h100", engine="exhaustive", **kw)
     assert [e.layout for e in sat.ranked] == [e.layout for e in oracle.ranked]
     assert any(e.layout.dp_shard is not None for e in sat.ranked)
     hsdp = next(i for i, e in enumerate(sat.ranked) if e.layout.dp_shard is not None)
     lo = sat.ranked[hsdp].layout
-    par = plan_exports.to_torchtitan(sat, hsdp)["config"]["parallelism"]
+    par = titan(sat, hsdp)["config"]["parallelism"]
     assert par["data_parallel_shard_degree"] == lo.dp_shard
     assert par["data_parallel_replicate_degree"] * lo.dp_shard == lo.dp
     with pytest.raises(InvalidInput, match="hybrid sharding is torchtitan's"):

@@ -260,3 +260,22 @@ def test_vary_mtbf_scales_every_rate():
     twice = G.interruptions(vary_reliability(G.Reliability(), "mtbf", 2.0), c)
     assert twice.unexpected_per_day == pytest.approx(base.unexpected_per_day / 2)
     assert twice.planned_per_day == base.planned_per_day  # maintenance is not a failure
+
+
+def test_reliability_sweep_conclusion_names_the_cheapest_kept_token():
+    from planner.report.goodput_view import goodput_conclusions
+
+    def g(good, ettr):
+        return G.Goodput.model_construct(goodput_tokens_per_s_per_gpu=good, ettr=ettr)
+
+    rows = [("baseline", g(100.0, 0.90), 0.50), ("2", g(110.0, 0.99), 0.45), ("4", g(111.0, 0.995), 0.47)]
+    assert goodput_conclusions(rows) == [
+        "Cheapest per kept token: 2 at $0.450/M (baseline $0.500/M), ETTR 99.0% vs 90.0%."
+    ]
+    assert goodput_conclusions(rows[:1]) == [
+        "No value beats the baseline's $0.500 per million kept tokens."
+    ]
+    unpriced = [(label, x, None) for label, x, _ in rows]
+    assert goodput_conclusions(unpriced) == [
+        "Most goodput: 4 at 111.0 tokens/s/GPU (baseline 100.0), ETTR 99.5% vs 90.0%."
+    ]

@@ -45,7 +45,7 @@ def test_emit_deepspeed_stdout_is_json_and_one_torchtitan_version(capsys):
     captured = capsys.readouterr()
     assert "train_batch_size" in json.loads(captured.out)
     assert "--tensor-model-parallel-size" in captured.err
-    tt = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    tt = ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16"]
     tt += ["--framework", "torchtitan", "--emit", "torchtitan"]
     assert main(tt) == 0
     text = capsys.readouterr().out
@@ -59,3 +59,10 @@ def test_emit_from_a_file_without_a_saved_plan_is_exit_2(tmp_path, capsys):
     bad.write_text("{}")
     assert main(["emit", "--from", str(bad), "--emit", "megatron"]) == 2
     assert "plan_result" in capsys.readouterr().err
+
+
+def test_torchtitan_refuses_a_model_no_recipe_builds(capsys):
+    base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    assert main([*base, "--framework", "torchtitan", "--emit", "torchtitan"]) == 2
+    err = capsys.readouterr().err
+    assert "no torchtitan 0.3.0 recipe builds 'Llama 3 8B'" in err and "Traceback" not in err

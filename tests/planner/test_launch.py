@@ -22,6 +22,18 @@ from planner.cli import main
 from planner.export import launch, plan_exports
 from planner.place import ranks
 
+# Synthetic test models have no torchtitan recipe (the export refuses them): their parallel
+# settings ride on a debug recipe of the same kind, named explicitly.
+DEBUG_RECIPES = {
+    "dense-test": ("llama3", "llama3_debugmodel"),
+    "moe-test": ("deepseek_v3", "deepseek_v3_debugmodel"),
+}
+
+
+def titan(result, index=0):
+    return plan_exports.to_torchtitan(result, index, DEBUG_RECIPES.get(result.model.name))
+
+
 MEGATRON_FLAGS = {
     line.strip()
     for line in (SHARED / "data" / "megatron_lm_flags.txt").read_text().splitlines()
@@ -185,7 +197,7 @@ def test_megatron_refuses_orders_it_cannot_build():
     with pytest.raises(InvalidInput, match="rank order dp-tp-cp-pp"):
         plan_exports.to_megatron_args(result)
     with pytest.raises(InvalidInput, match="torchtitan"):
-        plan_exports.to_torchtitan(result)
+        titan(result)
 
 
 def test_megatron_uneven_interleaved_stages_use_the_layout_flag():
@@ -197,7 +209,7 @@ def test_megatron_uneven_interleaved_stages_use_the_layout_flag():
     assert [c.count("t") for c in layout.split("|")] == [3, 4, 4, 4, 4, 4, 4, 3]
     assert "--decoder-first-pipeline-num-layers" not in args
     # torchtitan expresses it: 4 layers per stage, the first and last one fewer.
-    par = plan_exports.to_torchtitan(result)["config"]["parallelism"]
+    par = titan(result)["config"]["parallelism"]
     assert par["pipeline_parallel_layers_per_stage"] == 4
     assert par["pipeline_parallel_first_stage_less_layers"] == 1
     assert par["pipeline_parallel_last_stage_less_layers"] == 1
@@ -228,9 +240,9 @@ def test_torchtitan_names_only_known_fields_and_degrees_multiply(case):
     uneven = lo.pp > 1 and len(set(chunks[1:-1])) > 1  # only first/last may hold fewer
     if lo.order != launch.TORCHTITAN_ORDER or workload.precision != "bf16" or uneven:
         with pytest.raises(InvalidInput, match="cannot export to torchtitan"):
-            plan_exports.to_torchtitan(result)
+            titan(result)
         return
-    tt = plan_exports.to_torchtitan(result)
+    tt = titan(result)
     # Booleans are tyro flags: --section.field / --section.no_field.
     names = [a[2:].replace(".no_", ".") for a in tt["overrides"] if a.startswith("--")]
     assert names and set(names) <= TORCHTITAN_FIELDS
@@ -255,10 +267,10 @@ def test_torchtitan_names_only_known_fields_and_degrees_multiply(case):
         per_stage = par["pipeline_parallel_layers_per_stage"]
         stages = -(-(model.num_layers + extra) // per_stage)
         assert stages == lo.pp * lo.vp
-        titan = [per_stage] * stages
-        titan[0] -= par["pipeline_parallel_first_stage_less_layers"]
-        titan[-1] -= par["pipeline_parallel_last_stage_less_layers"]
-        assert titan == chunks  # the split the cost model scored
+        stages_titan = [per_stage] * stages
+        stages_titan[0] -= par["pipeline_parallel_first_stage_less_layers"]
+        stages_titan[-1] -= par["pipeline_parallel_last_stage_less_layers"]
+        assert stages_titan == chunks  # the split the cost model scored
         assert par["pipeline_parallel_schedule"] == ("Interleaved1F1B" if lo.vp > 1 else "1F1B")
     assert toml["training"]["num_tokens_per_train_step"] == (
         workload.global_batch_seqs * workload.seq_len
@@ -361,7 +373,8 @@ def test_cli_emit(capsys):
     # --json keeps stdout pure JSON for every target.
     assert main([*base, "--tp", "4", "--pp", "2", "--emit", "megatron", "--json"]) == 0
     assert "--tensor-model-parallel-size" in json.loads(capsys.readouterr().out)
-    assert main([*base, "--tp", "4", "--emit", "torchtitan", "--json"]) == 0
+    titan_base = [*base[:2], "llama3.1-8b", *base[3:]]  # torchtitan's llama3_8b recipe
+    assert main([*titan_base, "--tp", "4", "--emit", "torchtitan", "--json"]) == 0
     tt = json.loads(capsys.readouterr().out)
     assert tt["config"]["parallelism"]["tensor_parallel_degree"] == 4
 
@@ -390,11 +403,11 @@ def test_compact_rule_matches_the_rank_map(order):
 def test_torchtitan_expert_parallel_rule():
     """torchtitan (etp = 1) borrows EP from cp*tp and dp_shard: ep % (cp*tp) == 0."""
     model, cluster, workload = f.moe_model(), f.cluster(16), f.workload(global_batch=32)
-    ok = plan_exports.to_torchtitan(f.result_for(model, cluster, workload, Layout(tp=2, dp=8, ep=4)))
+    ok = titan(f.result_for(model, cluster, workload, Layout(tp=2, dp=8, ep=4)))
     assert ok["config"]["parallelism"]["expert_parallel_degree"] == 4
     odd = f.result_for(model, cluster, workload, Layout(tp=4, dp=4, ep=2))
     with pytest.raises(InvalidInput, match=r"ep \(2\) must be a multiple of cp\*tp \(1\*4\)"):
-        plan_exports.to_torchtitan(odd)
+        titan(odd)
 
 
 @pytest.mark.parametrize(
@@ -413,7 +426,7 @@ def test_every_ranked_plan_exports_or_refuses_with_the_rule(model, gpus, pins):
         except InvalidInput as err:
             assert str(err).startswith("cannot export to megatron: ")
         try:
-            tt = plan_exports.to_torchtitan(result, i)
+            tt = titan(result, i)
             names = {a[2:].replace(".no_", ".") for a in tt["overrides"] if a.startswith("--")}
             assert names <= TORCHTITAN_FIELDS
         except InvalidInput as err:
@@ -465,7 +478,7 @@ def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
     layout = args[args.index("--pipeline-model-parallel-layout") + 1]
     assert [c.count("t") for c in layout.split("|")] == [6, 9, 10, 7]
     with pytest.raises(InvalidInput, match="pipeline_parallel_layers_per_stage"):
-        plan_exports.to_torchtitan(result)
+        titan(result)
 
 
 @pytest.mark.parametrize(

@@ -187,8 +187,8 @@ def test_estimate_json(capsys):
 
 
 def test_presets_models_json_lists_contract_models(capsys):
-    names = cli_json(["presets", "models", "--json"], capsys)
-    assert set(CONTRACT_MODELS) <= set(names)
+    rows = cli_json(["presets", "models", "--json"], capsys)  # one object per preset (issue 28)
+    assert set(CONTRACT_MODELS) <= {r["name"] for r in rows}
 
 
 @pytest.mark.parametrize("gpu", CONTRACT_GPUS)

@@ -8,23 +8,20 @@ diff (`UPDATE_ESTIMATES=1` re-prices the frozen estimates with today's cost mode
 """
 
 import io
-import os
 import re
-from pathlib import Path
 
 import factories as f
 import pytest
 from factories import result_for
 from rich.console import Console
+from snapshot import assert_readable, check_snapshot
 
 from cost_models.specs import Axis, Layout
 from planner import report
-from planner.cli import main
 from planner.report import findings
 from planner.report.markdown import render_markdown
 from planner.types import PlanResult, SolveStats
 
-SNAPSHOTS = Path(__file__).parent / "snapshots"
 # Everything the page could fetch: scripts, stylesheets, imports, remote URLs.
 FETCHES = re.compile(r"https?://|<script|<link|@import|url\(|src=", re.IGNORECASE)
 
@@ -86,24 +83,6 @@ def rendered(result: PlanResult, width: int = 100) -> str:
     buf = io.StringIO()
     Console(width=width, color_system=None, file=buf).print(report.render_plan(result))
     return buf.getvalue()
-
-
-def check_snapshot(name: str, text: str) -> None:
-    path = SNAPSHOTS / name
-    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"missing snapshot {name}: run with UPDATE_SNAPSHOTS=1"
-    assert text == path.read_text()
-
-
-def assert_readable(text: str, width: int) -> None:
-    """Issue 20: nothing wider than the console, and no cell cut short: the only "…" allowed is
-    a memory table's ellipsis row (every cell "…")."""
-    assert max(len(line) for line in text.splitlines()) <= width
-    for line in text.splitlines():
-        if "…" in line:
-            assert set(line.split()) == {"…"}, f"cut cell: {line!r}"
 
 
 def deep_plan() -> PlanResult:
@@ -208,7 +187,19 @@ def test_warnings_tp_off_nvlink_bubble_headroom_and_gap():
     assert any("< 0.01% gap" in w for w in findings.warnings(tiny))  # never "0.00% gap"
 
 
-def test_html_is_one_self_contained_file(tmp_path, capsys):
+def test_json_adds_warnings_and_binding_terms_to_the_contract_shape():
+    lo = Layout(tp=4, dp=4, pp=2, order=(Axis.DP, Axis.CP, Axis.TP, Axis.PP))
+    payload = report.result_dict(result_for(f.dense_model(), f.cluster(32), f.workload(32), lo))
+    assert {"best", "ranked", "solver"} <= set(payload)
+    assert {"status", "wall_time_s", "objective", "best_bound", "gap"} <= set(payload["solver"])
+    assert any("TP groups" in w for w in payload["warnings"])
+    plans = dense_plan()
+    ranked = report.result_dict(plans)["ranked"]
+    assert "loses_on" not in ranked[0]
+    assert all(set(p["loses_on"]) == {"term", "delta_s"} for p in ranked[1:])
+
+
+def test_html_is_one_self_contained_file():
     page = report.render_html(moe_plan())
     assert page.startswith("<!DOCTYPE html>") and "<style>" in page
     assert FETCHES.search(page) is None
@@ -221,36 +212,3 @@ def test_html_is_one_self_contained_file(tmp_path, capsys):
     for heading in ("Step time breakdown", "Rank map", "Ranked plans", "Search"):
         assert f"<h2>{heading}</h2>" in page
     assert "slowest tier crossed" in page and "loses on" in page
-    out = tmp_path / "plan.html"
-    base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "4"]
-    assert main([*base, "--html", str(out)]) == 0
-    written = out.read_text()
-    assert "Rank map" in written and "Llama 3 8B" in written
-    assert FETCHES.search(written) is None
-    assert "Rank map" in capsys.readouterr().out  # the terminal report still prints
-
-
-def test_cli_markdown(capsys):
-    base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "4"]
-    assert main([*base, "--markdown"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("# Placement plan: Llama 3 8B")
-    assert "## Rank map" in out and "| rank | node | gpu |" in out
-
-
-def test_cli_html_unwritable_is_exit_2(capsys, tmp_path):
-    base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "4"]
-    assert main([*base, "--html", str(tmp_path / "missing" / "x.html")]) == 2
-    assert "--html: cannot write" in capsys.readouterr().err
-
-
-def test_json_adds_warnings_and_binding_terms_to_the_contract_shape():
-    lo = Layout(tp=4, dp=4, pp=2, order=(Axis.DP, Axis.CP, Axis.TP, Axis.PP))
-    payload = report.result_dict(result_for(f.dense_model(), f.cluster(32), f.workload(32), lo))
-    assert {"best", "ranked", "solver"} <= set(payload)
-    assert {"status", "wall_time_s", "objective", "best_bound", "gap"} <= set(payload["solver"])
-    assert any("TP groups" in w for w in payload["warnings"])
-    plans = dense_plan()
-    ranked = report.result_dict(plans)["ranked"]
-    assert "loses_on" not in ranked[0]
-    assert all(set(p["loses_on"]) == {"term", "delta_s"} for p in ranked[1:])

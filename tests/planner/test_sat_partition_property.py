@@ -4,6 +4,8 @@ and its refusal with a global batch range."""
 
 from __future__ import annotations
 
+import json
+
 import random
 
 import pytest
@@ -82,7 +84,8 @@ PLAN = ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8"
 def test_stage_split_flag_through_the_cli(capsys):
     code = main([*PLAN, "--global-batch-range", "8", "64", "--stage-split", "search"])
     out, err = capsys.readouterr()
-    assert code == 2 and out == "" and "stage_split" in err and "Traceback" not in err
+    assert code == 2 and "stage_split" in err and "Traceback" not in err
+    assert json.loads(out)["error"]["exit_code"] == 2  # --json: the error object on stdout
     assert main([*PLAN, "--global-batch", "64", "--stage-split", "search", "--top", "1"]) == 0
     searched = capsys.readouterr().out
     assert main([*PLAN, "--global-batch", "64", "--top", "1"]) == 0

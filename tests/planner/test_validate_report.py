@@ -11,7 +11,7 @@ import factories as f
 import pytest
 import yaml
 from rich.console import Console
-from test_report import assert_readable, check_snapshot
+from snapshot import assert_readable, check_snapshot
 
 from planner.report.validation import render_validation
 from planner.validate import validate_record

@@ -176,7 +176,7 @@ def test_llama31_405b_tp_inside_nvlink_beats_tp_across_the_tor() -> None:
         "tp": 8,
         "pp": 16,
         "dp": 128,
-        "vp": 7,
+        "vp": 4,  # 126 + 2 (embedding, LM head) = 128 = 16 x 4 x 2 (candidates.vp_splits)
         "recompute": "selective",
         "sequence_parallel": True,
     }
@@ -253,3 +253,55 @@ def test_ici_bandwidth_is_a_parameter() -> None:
 
     c = vary_cluster(models_zoo.load_cluster("tpu-v5p-4096"), "ici-gb-per-s", 200)
     assert [t.bandwidth_gb_per_s for t in c.tiers if t.kind == "torus"] == [200, 200, 200]
+
+
+# The whatif view on real sweeps (moved from test_whatif_report.py: they run the search).
+
+
+def test_hidden_from_is_judged_on_the_numbers_the_rows_print():
+    values = [25, 100, 400, 1600]
+    r = whatif.whatif("llama3-8b", fat_tree(1), "nic-gbps", values, tp=8, pp=1, **SMALL)
+    cal = calibration_for("hopper")
+    for term, value in r.hidden_from.items():
+        shown = {p.value: round(100 * whatif.exposed_share(p.best, term, cal), 1) for p in r.points}
+        if value is not None:  # the printed share (one decimal, %) is <= 1 from there on
+            assert all(s <= 1.0 for v, s in shown.items() if v >= value), (term, shown)
+
+
+def test_two_sites_at_256_gpus_warn_that_the_wan_cannot_matter(capsys):
+    argv = ["whatif", "--model", "llama3-8b", "--cluster", "two-dc-h100", "--gpus", "256"]
+    argv += ["--vary", "wan-gbps", "--values", "100,400", "--global-batch", "256"]
+    assert cli.main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no group of any plan here crosses the wan tier, so wan-gbps cannot change" in out
+
+
+def test_plot_has_two_axes_legend_title_and_baseline(tmp_path, monkeypatch):
+    plt = pytest.importorskip("matplotlib.pyplot")
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    r = whatif.whatif("llama3-8b", fat_tree(1), "nic-gbps", [100, 400], tp=8, pp=1, **SMALL)
+    out = tmp_path / "nic.png"
+    plot.save_plot(r, str(out))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (fig,) = figures
+    ax = fig.axes[0]
+    assert "Llama 3 8B" in ax.get_title() and "(64 GPUs)" in ax.get_title()
+    assert ax.get_ylabel() == "tokens/s/GPU" and ax.get_legend() is not None
+    assert any(c.get_ylabel() == "MFU %" for c in ax.child_axes)  # the second y-axis
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(label.startswith("baseline") for label in labels)
+
+
+def test_plot_of_slice_shapes_labels_each_shape(tmp_path, monkeypatch):
+    plt = pytest.importorskip("matplotlib.pyplot")
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    r = whatif.whatif(
+        "qwen3-30b-a3b", "tpu-v5p-4096", "slice-shape", ["8x8x8", "4x4x32"], num_gpus=512,
+        global_batch=512, tp=1, pp=1, ep=128,
+    )  # fmt: skip
+    out = tmp_path / "shape.png"
+    plot.save_plot(r, str(out))
+    (fig,) = figures
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["8x8x8", "4x4x32"]

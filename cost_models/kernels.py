@@ -1,0 +1,257 @@
+"""Measured kernel tables as the compute model's data (issue 32; docs/calibration.md#kernel-tables).
+
+A cluster may carry per-shape kernel times measured on its GPU (Cluster.kernels, the formats of
+../shared/data/kernels/README.md). A look-up answers a time and how it got it:
+
+- measured: the shape is a row of the table (the mean of its rows if it was measured twice);
+- interpolated: the shape lies inside the box the table's shapes span on every dimension that
+  matters (log m, n, k for a GEMM); the answer is the inverse-square-distance weighted mean of
+  log(seconds per FLOP) over its nearest measured neighbours in log-shape space, so a shape
+  between two measured ones runs at a throughput between theirs;
+- extrapolated: outside that box the table says nothing, and the caller prices the kernel with
+  the generation's efficiency curve (cost_models.compute), as without a table.
+
+Seconds per FLOP (per byte for memory-bound ops) is what is interpolated: it varies slowly with
+shape, where time itself grows with every dimension. Pure numpy, no I/O; the book caches every
+answer per shape, and the Pricer builds one book per cluster (cost_models.pricer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .specs import KernelTables
+
+MEASURED, INTERPOLATED, EXTRAPOLATED = "measured", "interpolated", "extrapolated"
+STATUSES = (MEASURED, INTERPOLATED, EXTRAPOLATED)
+NEIGHBOURS = 4
+"""Measured shapes an interpolation averages over (the nearest in log-shape space)."""
+EXACT = 1e-9
+"""Log-space distance below which a shape is the measured one (float noise of int shapes)."""
+ATTENTION_FLOPS_FWD_BWD = 3.5
+"""Backward = 2.5x forward FLOPs (FlashAttention-2 recomputes the scores), as the model counts."""
+
+Lookup = tuple[float | None, str]
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """One kernel family's rows: log shape features, log seconds per unit of work."""
+
+    features: np.ndarray  # (rows, dims)
+    values: np.ndarray  # (rows, outputs)
+
+    def lookup(self, query: tuple[float, ...]) -> tuple[np.ndarray | None, str]:
+        q = np.log(np.asarray(query, dtype=float))
+        dist = np.sqrt(((self.features - q) ** 2).sum(axis=1))
+        hits = dist < EXACT
+        if hits.any():
+            return self.values[hits].mean(axis=0), MEASURED
+        lo, hi = self.features.min(axis=0), self.features.max(axis=0)
+        if ((q < lo - EXACT) | (q > hi + EXACT)).any():
+            return None, EXTRAPOLATED
+        near = np.argsort(dist, kind="stable")[:NEIGHBOURS]
+        weights = 1.0 / dist[near] ** 2
+        return (weights[:, None] * self.values[near]).sum(axis=0) / weights.sum(), INTERPOLATED
+
+
+def _grid(features: list[tuple[float, ...]], values: list[tuple[float, ...]]) -> _Grid:
+    return _Grid(np.log(np.asarray(features, dtype=float)), np.log(np.asarray(values, dtype=float)))
+
+
+def _group(rows: list[tuple], key, feats, vals) -> dict:
+    out: dict = {}
+    for r in rows:
+        out.setdefault(key(r), ([], []))
+        out[key(r)][0].append(feats(r))
+        out[key(r)][1].append(vals(r))
+    return {k: _grid(f, v) for k, (f, v) in out.items()}
+
+
+def attention_fwd_flops(
+    batch: float, seq: float, heads: float, d_qk: float, d_v: float, causal: bool
+) -> float:
+    """Forward FLOPs of one attention call: QK^T and PV, half the score matrix when causal
+    (the convention of cost_models.compute.attention_core_flops)."""
+    return 2.0 * batch * seq * seq * heads * (d_qk + d_v) / (2 if causal else 1)
+
+
+def _attention_values(r: tuple) -> tuple[float, float]:
+    b, s, h, _kv, dqk, dv, causal, _w, _kern, time_ms, fwd_ms = r
+    flops = attention_fwd_flops(b, s, h, dqk, dv, causal)
+    total = time_ms * 1e-3 / flops
+    # A row without its forward alone splits like the model: forward 1 / 3.5 of the call.
+    fwd = fwd_ms * 1e-3 / flops if fwd_ms > 0 else total / ATTENTION_FLOPS_FWD_BWD
+    return total, fwd
+
+
+def _attention_features(b: float, s: float, h: float, kv: float, dqk: float, dv: float):
+    """What attention speed depends on: sequence, parallel work (batch x heads), the GQA group
+    and the head dims."""
+    return (s, b * h, h / kv, dqk, dv)
+
+
+@dataclass
+class KernelBook:
+    """Look-ups into one cluster's kernel tables, cached per shape (module docstring)."""
+
+    tables: KernelTables
+    _gemm: dict = field(init=False)
+    _grouped: dict = field(init=False)
+    _attention: dict = field(init=False)
+    _memory: dict = field(init=False)
+    _cache: dict = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        t = self.tables
+        self._gemm = _group(
+            list(t.gemm),
+            lambda r: (r[3], r[4]),
+            lambda r: r[:3],
+            lambda r: (r[5] * 1e-3 / (2.0 * r[0] * r[1] * r[2]),),
+        )
+        self._grouped = _group(
+            list(t.grouped_gemm),
+            lambda r: r[4],
+            lambda r: r[:4],
+            lambda r: (r[5] * 1e-3 / (2.0 * r[0] * r[1] * r[2] * r[3]),),
+        )
+        self._attention = _group(
+            list(t.attention),
+            lambda r: (r[8], r[6], r[7]),
+            lambda r: _attention_features(*r[:6]),
+            _attention_values,
+        )
+        self._memory = _group(
+            list(t.memory_bound),
+            lambda r: r[0],
+            lambda r: (r[1],),
+            lambda r: (r[2] * 1e-3 / r[1],),
+        )
+
+    @property
+    def source(self) -> str:
+        return self.tables.source
+
+    def _cached(self, key: tuple, grid: _Grid | None, query: tuple) -> tuple[tuple | None, str]:
+        found = self._cache.get(key)
+        if found is None:
+            if grid is None:
+                found = (None, EXTRAPOLATED)
+            else:
+                vals, status = grid.lookup(query)
+                found = (None if vals is None else tuple(np.exp(vals).tolist()), status)
+            self._cache[key] = found
+        return found
+
+    def gemm_s(self, m: float, n: float, k: float, dtype: str, layout: str) -> Lookup:
+        """Seconds of one GEMM C[m,n] = A[m,k] B[k,n] in `layout` (TN forward, NN data grad, NT
+        weight grad). fp8 rows measured only as TN (Hopper's fp8 GEMMs run TN alone; Transformer
+        Engine transposes the fp8 copies) stand for every layout."""
+        if (dtype, layout) not in self._gemm and dtype == "fp8":
+            layout = "TN"
+        key = ("gemm", m, n, k, dtype, layout)
+        per_flop, status = self._cached(key, self._gemm.get((dtype, layout)), (m, n, k))
+        return (None if per_flop is None else per_flop[0] * 2.0 * m * n * k), status
+
+    def grouped_gemm_s(self, experts: float, rows: float, n: float, k: float, dtype: str) -> Lookup:
+        """Seconds of one grouped GEMM: `experts` GEMMs of [rows, k] x [k, n]."""
+        key = ("grouped", experts, rows, n, k, dtype)
+        per_flop, status = self._cached(key, self._grouped.get(dtype), (experts, rows, n, k))
+        flops = 2.0 * experts * rows * n * k
+        return (None if per_flop is None else per_flop[0] * flops), status
+
+    def attention_s_per_flop(
+        self,
+        batch: float,
+        seq: float,
+        heads: float,
+        kv_heads: float,
+        d_qk: float,
+        d_v: float,
+        *,
+        causal: bool,
+        window: int,
+        kernel: str,
+    ) -> tuple[tuple[float, float] | None, str]:
+        """(forward + backward, forward) seconds per forward FLOP (attention_fwd_flops) of one
+        attention call of this shape."""
+        key = ("attention", batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kernel)
+        grid = self._attention.get((kernel, causal, window))
+        query = _attention_features(batch, seq, heads, kv_heads, d_qk, d_v)
+        found, status = self._cached(key, grid, query)
+        return (None if found is None else (found[0], found[1])), status
+
+    def memory_bound_s(self, op: str, nbytes: float) -> Lookup:
+        """Seconds a memory-bound op takes to move `nbytes` (its measured bandwidth at that size)."""
+        per_byte, status = self._cached(("memory", op, nbytes), self._memory.get(op), (nbytes,))
+        return (None if per_byte is None else per_byte[0] * nbytes), status
+
+
+def worst(statuses) -> str:
+    """The least measured of some look-ups' statuses (how a term built from them was priced)."""
+    return max(statuses, key=STATUSES.index, default=MEASURED)
+
+
+def _leave_one_out(grid: _Grid) -> list[float]:
+    """|interpolated / measured - 1| of each row the others' box still covers, priced by the
+    other rows alone: how well the table predicts a shape it lacks."""
+    out = []
+    n = len(grid.features)
+    for i in range(n):
+        keep = np.arange(n) != i
+        if keep.sum() < 2:
+            continue
+        vals, _status = _Grid(grid.features[keep], grid.values[keep]).lookup(
+            tuple(np.exp(grid.features[i]).tolist())
+        )
+        if vals is not None:
+            out.append(abs(float(np.exp(vals[0] - grid.values[i][0])) - 1.0))
+    return out
+
+
+def _reproduce(book: KernelBook, kind: str, row: tuple) -> float:
+    """Seconds the book answers for a table row's own shape."""
+    if kind == "gemm":
+        return book.gemm_s(*row[:5])[0] or 0.0
+    if kind == "grouped_gemm":
+        return book.grouped_gemm_s(*row[:5])[0] or 0.0
+    if kind == "memory_bound":
+        return book.memory_bound_s(row[0], row[1])[0] or 0.0
+    b, s, h, kv, dqk, dv, causal, window, kernel = row[:9]
+    found, _ = book.attention_s_per_flop(
+        b, s, h, kv, dqk, dv, causal=causal, window=window, kernel=kernel
+    )
+    return 0.0 if found is None else found[0] * attention_fwd_flops(b, s, h, dqk, dv, causal)
+
+
+def table_residuals(tables: KernelTables) -> dict[str, dict[str, float]]:
+    """Per table kind: how closely the look-up reproduces each measured row (max / median
+    |looked up / measured - 1| in %), and the same with each row left out (leave-one-out over
+    the rows whose shape the others still span; `loo_rows` of them)."""
+    book = KernelBook(tables)
+    grids = {
+        "gemm": book._gemm,
+        "grouped_gemm": book._grouped,
+        "attention": book._attention,
+        "memory_bound": book._memory,
+    }
+    time_col = {"gemm": 5, "grouped_gemm": 5, "attention": 9, "memory_bound": 2}
+    out = {}
+    for kind, grid in grids.items():
+        rows = getattr(tables, kind)
+        if not rows:
+            continue
+        res = [abs(_reproduce(book, kind, r) / (r[time_col[kind]] * 1e-3) - 1.0) for r in rows]
+        loo = [x for g in grid.values() for x in _leave_one_out(g)]
+        out[kind] = {
+            "rows": len(rows),
+            "max_residual_pct": 100 * max(res),
+            "median_residual_pct": 100 * float(np.median(res)),
+            "loo_rows": len(loo),
+            "loo_max_pct": 100 * max(loo, default=0.0),
+            "loo_median_pct": 100 * float(np.median(loo)) if loo else 0.0,
+        }
+    return out

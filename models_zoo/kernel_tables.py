@@ -1,0 +1,174 @@
+"""Read measured kernel tables (CSV, ../shared/data/kernels/README.md formats) into the rows of
+cost_models.specs.KernelTables (issue 32).
+
+A folder holds `gemm.csv`, `attention.csv`, `grouped_gemm.csv`, `memory_bound.csv`, each
+optional; a cluster file names one with `kernels: {path: DIR}` (relative to the cluster file),
+and `planner calibrate --kernels DIR` copies its rows into the calibrated cluster. Every bad value
+is one line naming the file, its line and the rule.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+from cost_models.errors import InvalidInput
+
+from .inputs import decode_text
+
+FILES = ("gemm", "attention", "grouped_gemm", "memory_bound")
+REQUIRED = {
+    "gemm": ("m", "n", "k", "dtype", "time_ms"),
+    "attention": ("batch", "seq", "heads", "kv_heads", "head_dim", "causal", "dtype", "time_ms"),
+    "grouped_gemm": ("experts", "rows_per_expert", "n", "k", "dtype", "time_ms"),
+    "memory_bound": ("op", "bytes", "time_ms"),
+}
+
+
+def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Data rows as {column: text, "_line": n}; a missing column or ragged row is refused."""
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise InvalidInput(f"{path}: cannot read file ({err.strerror})") from None
+    reader = csv.DictReader(decode_text(raw, str(path)).splitlines())
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InvalidInput(
+            f"{path}:1: header lacks {', '.join(missing)} (needs {','.join(required)})"
+        )
+    rows = []
+    for i, rec in enumerate(reader, 2):
+        if None in rec:
+            raise InvalidInput(f"{path}:{i}: more fields than the header has")
+        row = {k.strip(): (v or "").strip() for k, v in rec.items() if k is not None}
+        if any(row.values()):
+            rows.append({**row, "_line": i})
+    return rows
+
+
+def number(row: dict[str, Any], key: str, path: Path, *, zero_ok: bool = False) -> float:
+    """A finite number > 0 (>= 0 with zero_ok) from `row[key]`, or one line naming the cell."""
+    text = row.get(key, "")
+    try:
+        value = float(text)
+    except ValueError:
+        raise InvalidInput(f"{path}:{row['_line']}: {key} {text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        rule = ">= 0" if zero_ok else "> 0"
+        raise InvalidInput(
+            f"{path}:{row['_line']}: {key} must be a finite number {rule} (got {text!r})"
+        )
+    return int(value) if value.is_integer() else value
+
+
+def _choice(row: dict[str, Any], key: str, path: Path, allowed: tuple[str, ...], default: str):
+    value = (row.get(key) or default).strip()
+    value = value.upper() if key == "layout" else value.lower()
+    if value not in allowed:
+        raise InvalidInput(
+            f"{path}:{row['_line']}: {key} must be one of {', '.join(allowed)} (got {value!r})"
+        )
+    return value
+
+
+def gemm_rows(path: Path) -> list[list]:
+    out = []
+    for r in read_csv_rows(path, REQUIRED["gemm"]):
+        m, n, k = (number(r, c, path) for c in ("m", "n", "k"))
+        dtype = _choice(r, "dtype", path, ("bf16", "fp8"), "bf16")
+        layout = _choice(r, "layout", path, ("TN", "NN", "NT"), "TN")
+        out.append([m, n, k, dtype, layout, number(r, "time_ms", path)])
+    return out
+
+
+def attention_rows(path: Path) -> list[list]:
+    out = []
+    for r in read_csv_rows(path, REQUIRED["attention"]):
+        b, s, h, kv, d = (
+            number(r, c, path) for c in ("batch", "seq", "heads", "kv_heads", "head_dim")
+        )
+        dv = number(r, "v_head_dim", path) if r.get("v_head_dim") else d
+        if h % kv:
+            raise InvalidInput(
+                f"{path}:{r['_line']}: heads ({h}) must be a multiple of kv_heads ({kv})"
+            )
+        causal = _choice(r, "causal", path, ("true", "false", "1", "0"), "true") in ("true", "1")
+        _choice(r, "dtype", path, ("bf16",), "bf16")
+        window = number(r, "window", path, zero_ok=True) if r.get("window") else 0
+        kernel = _choice(r, "kernel", path, ("fused", "fa2"), "fused")
+        fwd = number(r, "forward_ms", path) if r.get("forward_ms") else 0
+        out.append([b, s, h, kv, d, dv, causal, window, kernel, number(r, "time_ms", path), fwd])
+    return out
+
+
+def grouped_gemm_rows(path: Path) -> list[list]:
+    out = []
+    for r in read_csv_rows(path, REQUIRED["grouped_gemm"]):
+        e, rows, n, k = (number(r, c, path) for c in ("experts", "rows_per_expert", "n", "k"))
+        dtype = _choice(r, "dtype", path, ("bf16", "fp8"), "bf16")
+        out.append([e, rows, n, k, dtype, number(r, "time_ms", path)])
+    return out
+
+
+def memory_bound_rows(path: Path) -> list[list]:
+    out = []
+    for r in read_csv_rows(path, REQUIRED["memory_bound"]):
+        if not r.get("op"):
+            raise InvalidInput(f"{path}:{r['_line']}: op is empty")
+        out.append([r["op"].lower(), number(r, "bytes", path), number(r, "time_ms", path)])
+    return out
+
+
+READERS = {
+    "gemm": gemm_rows,
+    "attention": attention_rows,
+    "grouped_gemm": grouped_gemm_rows,
+    "memory_bound": memory_bound_rows,
+}
+
+
+def read_kernel_files(files: dict[str, Path], source: str) -> dict[str, Any]:
+    """KernelTables data from one CSV per table kind (`files`: kind -> path)."""
+    data: dict[str, Any] = {"source": source}
+    for kind, path in files.items():
+        rows = READERS[kind](path)
+        if not rows:
+            raise InvalidInput(f"{path}:1: no data rows")
+        data[kind] = rows
+    return data
+
+
+def read_kernel_dir(folder: Path, where: str) -> dict[str, Any]:
+    """KernelTables data from a folder (each of FILES optional, at least one present)."""
+    if not folder.is_dir():
+        raise InvalidInput(f"{where}: kernel tables folder {folder} does not exist")
+    files = {kind: folder / f"{kind}.csv" for kind in FILES if (folder / f"{kind}.csv").is_file()}
+    if not files:
+        raise InvalidInput(
+            f"{where}: {folder} holds none of {', '.join(f + '.csv' for f in FILES)}"
+        )
+    return read_kernel_files(files, str(folder))
+
+
+def resolve_kernels(data: dict[str, Any], base: Path | None, where: str) -> dict[str, Any]:
+    """`data` with `kernels: {path: DIR}` replaced by the folder's rows (DIR relative to the
+    cluster file's folder); inline rows pass through to validation."""
+    kern = data.get("kernels")
+    if not isinstance(kern, dict) or "path" not in kern:
+        return data
+    extra = sorted(set(kern) - {"path", "source"})
+    if extra or not isinstance(kern["path"], str):
+        raise InvalidInput(
+            f"{where}: kernels: give either {{path: DIR}} or inline rows (source, gemm, "
+            f"attention, grouped_gemm, memory_bound), not {', '.join(extra) or 'a non-text path'}"
+        )
+    folder = Path(kern["path"])
+    if base is not None and not folder.is_absolute():
+        folder = base / folder
+    tables = read_kernel_dir(folder, f"{where}: kernels.path")
+    tables["source"] = kern.get("source") or kern["path"]
+    return {**data, "kernels": tables}

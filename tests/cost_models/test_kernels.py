@@ -1,0 +1,139 @@
+"""Kernel tables as the compute model's data (issue 32): the look-up rule on hand-built tables,
+and the Pricer pricing a layer's GEMM passes and attention from them, on the curve where the
+table does not reach."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from factories import cluster, dense_model, layout, workload
+
+from cost_models.calibration import calibration_for
+from cost_models.compute import attention_core_flops, attention_gemms, layer_time, mlp_gemms
+from cost_models.kernels import (
+    EXTRAPOLATED,
+    INTERPOLATED,
+    MEASURED,
+    KernelBook,
+    attention_fwd_flops,
+)
+from cost_models.pricer import Pricer
+from cost_models.specs import KernelTables
+
+
+def _book(**rows) -> KernelBook:
+    return KernelBook(KernelTables(source="hand-built", **rows))
+
+
+def test_exact_hit_returns_the_measured_time_and_duplicates_average():
+    book = _book(
+        gemm=[
+            (1024, 1024, 1024, "bf16", "TN", 1.0),
+            (1024, 1024, 1024, "bf16", "TN", 3.0),
+            (4096, 4096, 4096, "bf16", "TN", 40.0),
+        ]
+    )
+    seconds, status = book.gemm_s(1024, 1024, 1024, "bf16", "TN")
+    assert status == MEASURED
+    # the two rows' log mean: sqrt(1 * 3) ms
+    assert seconds == pytest.approx(math.sqrt(3.0) * 1e-3, rel=1e-12)
+
+
+def test_between_two_shapes_the_time_per_flop_is_their_log_mean():
+    book = _book(
+        gemm=[(1024, 1024, 1024, "bf16", "NN", 1.0), (4096, 4096, 4096, "bf16", "NN", 40.0)]
+    )
+    seconds, status = book.gemm_s(2048, 2048, 2048, "bf16", "NN")
+    assert status == INTERPOLATED
+    per_flop_a = 1e-3 / (2 * 1024**3)
+    per_flop_b = 40e-3 / (2 * 4096**3)
+    # equidistant in log-shape space from both: equal weights on log(seconds per FLOP)
+    expected = math.sqrt(per_flop_a * per_flop_b) * 2 * 2048**3
+    assert seconds == pytest.approx(expected, rel=1e-12)
+
+
+def test_outside_the_tables_box_is_extrapolated_and_other_layouts_are_absent():
+    book = _book(
+        gemm=[(1024, 1024, 1024, "bf16", "TN", 1.0), (4096, 4096, 4096, "bf16", "TN", 40.0)]
+    )
+    assert book.gemm_s(8192, 2048, 2048, "bf16", "TN") == (None, EXTRAPOLATED)
+    assert book.gemm_s(2048, 2048, 2048, "bf16", "NT") == (None, EXTRAPOLATED)
+    # fp8 rows measured as TN stand for every layout (Hopper runs fp8 GEMMs TN only)
+    fp8 = _book(gemm=[(1024, 1024, 1024, "fp8", "TN", 0.5)])
+    assert fp8.gemm_s(1024, 1024, 1024, "fp8", "NT") == (pytest.approx(0.5e-3), MEASURED)
+
+
+def test_attention_seconds_per_flop_split_forward_and_backward():
+    row = (2, 8192, 8, 2, 128, 128, True, 0, "fused", 10.0, 3.0)
+    book = _book(attention=[row])
+    found, status = book.attention_s_per_flop(
+        2, 8192, 8, 2, 128, 128, causal=True, window=0, kernel="fused"
+    )
+    flops = attention_fwd_flops(2, 8192, 8, 128, 128, True)
+    assert status == MEASURED
+    assert found == (pytest.approx(10e-3 / flops), pytest.approx(3e-3 / flops))
+    assert book.attention_s_per_flop(
+        2, 8192, 8, 2, 128, 128, causal=True, window=0, kernel="fa2"
+    ) == (None, EXTRAPOLATED)
+
+
+def _table_for(model, wl, lo, ms_per_pass: tuple[float, float, float]) -> KernelTables:
+    """Rows for exactly the layer's GEMMs (every pass at a fixed time) and its attention call."""
+    t = lo.micro_batch * wl.seq_len / lo.cp
+    gemms = attention_gemms(model, t, lo.tp) + mlp_gemms(model, t, model.ffn_hidden_size, lo.tp)
+    rows = []
+    for g in gemms:
+        for (layout_, m, n, k), ms in zip(
+            (("TN", g.m, g.n, g.k), ("NN", g.m, g.k, g.n), ("NT", g.n, g.k, g.m)),
+            ms_per_pass,
+            strict=True,
+        ):
+            rows.append((m, n, k, "bf16", layout_, ms))
+    heads, kv = model.num_attention_heads // lo.tp, max(model.kv_heads, lo.tp) // lo.tp
+    d = model.attn_head_dim
+    attn = (lo.micro_batch, wl.seq_len, heads, kv, d, d, True, 0, "fused", 7.0, 2.0)
+    return KernelTables(source="hand-built", gemm=rows, attention=[attn]), len(gemms)
+
+
+def test_the_pricer_takes_every_pass_from_the_table():
+    model, wl, lo = dense_model(), workload(), layout(tp=2, pp=1, dp=32)
+    tables, n_gemms = _table_for(model, wl, lo, (1.0, 2.0, 3.0))
+    cl = cluster().model_copy(update={"kernels": tables})
+    t = Pricer(model, cl, wl).layer_times(lo).layers.dense
+    assert t.gemm_s == pytest.approx(n_gemms * 1e-3)
+    assert t.gemm_backward_s == pytest.approx(n_gemms * (2e-3 + 3e-3))
+    # attention: this rank's FLOPs at the measured seconds per FLOP (here: the whole call)
+    flops = attention_core_flops(model, wl, lo)
+    d = model.attn_head_dim
+    assert flops == pytest.approx(attention_fwd_flops(1, wl.seq_len, 16, d, d, True))
+    assert t.attention_s == pytest.approx(2e-3)
+    assert t.attention_backward_s == pytest.approx(5e-3)
+    assert t.backward_s == pytest.approx(
+        5 * n_gemms * 1e-3 + 5e-3 + 2 * t.elementwise_s + t.overhead_s
+    )
+    est = Pricer(model, cl, wl).estimate(lo)
+    assert est.kernels["table"] == "hand-built"
+    assert est.kernels["terms"]["attention"] == {MEASURED: 1, INTERPOLATED: 0, EXTRAPOLATED: 0}
+    # the LM head's GEMMs are not in this table: priced on the curve, and said so
+    assert est.kernels["terms"]["gemm"][EXTRAPOLATED] == 3
+
+
+def test_shapes_outside_the_table_run_on_the_curve_exactly():
+    model, wl, lo = dense_model(), workload(), layout(tp=1, pp=1, dp=64)
+    far = KernelTables(source="far", gemm=[(16, 16, 16, "bf16", "TN", 1.0)])
+    cl = cluster()
+    plain = layer_time(model, cl.gpu, calibration_for("hopper"), wl, lo, is_moe=False)
+    t = Pricer(model, cl.model_copy(update={"kernels": far}), wl).layer_times(lo).layers.dense
+    assert t.gemm_s == pytest.approx(plain.gemm_s, rel=1e-12)
+    assert t.gemm_backward_s == pytest.approx(2 * plain.gemm_s, rel=1e-12)
+    assert t.attention_s == plain.attention_s and t.attention_backward_s is None
+    assert set(t.lookups) == {("gemm", EXTRAPOLATED), ("attention", EXTRAPOLATED)}
+
+
+def test_without_tables_nothing_is_looked_up():
+    model, wl, lo = dense_model(), workload(), layout(tp=1, pp=1, dp=64)
+    pricer = Pricer(model, cluster(), wl)
+    t = pricer.layer_times(lo).layers.dense
+    assert pricer.book is None and t.lookups == () and t.gemm_backward_s is None
+    assert pricer.estimate(lo).kernels is None

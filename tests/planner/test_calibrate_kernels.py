@@ -1,0 +1,155 @@
+"""`planner calibrate --kernels DIR` (issue 32): the measured H100 tables go into the calibrated
+cluster as data, and the written cluster file reproduces every measured shape within 3 %."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SHARED
+
+import models_zoo
+from cost_models.kernels import KernelBook, attention_fwd_flops
+from cost_models.specs import Cluster
+from models_zoo.inputs import validated
+from models_zoo.kernel_tables import resolve_kernels
+from planner.cli import main
+
+H100_TABLES = SHARED / "data" / "kernels" / "h100-sxm-80gb"
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("kern") / "h100.yaml"
+    code = main(
+        ["calibrate", "--cluster", "dgx-h100", "--kernels", str(H100_TABLES), "--out", str(out)]
+    )
+    assert code == 0
+    return out
+
+
+def _residuals(book: KernelBook, tables) -> list[float]:
+    res = [abs(book.gemm_s(*r[:5])[0] / (r[5] * 1e-3) - 1) for r in tables.gemm]
+    res += [abs(book.grouped_gemm_s(*r[:5])[0] / (r[5] * 1e-3) - 1) for r in tables.grouped_gemm]
+    res += [
+        abs(book.memory_bound_s(r[0], r[1])[0] / (r[2] * 1e-3) - 1) for r in tables.memory_bound
+    ]
+    for b, s, h, kv, dqk, dv, causal, window, kernel, ms, _fwd in tables.attention:
+        per_flop, _ = book.attention_s_per_flop(
+            b, s, h, kv, dqk, dv, causal=causal, window=window, kernel=kernel
+        )
+        res.append(
+            abs(per_flop[0] * attention_fwd_flops(b, s, h, dqk, dv, causal) / (ms * 1e-3) - 1)
+        )
+    return res
+
+
+def test_every_measured_shape_is_reproduced_within_3_percent(calibrated):
+    cl = models_zoo.load_cluster(str(calibrated))
+    assert cl.kernels is not None and cl.kernels.source == str(H100_TABLES)
+    # the shared folder's own rows, read independently of the calibrated copy
+    src = models_zoo.load_cluster("dgx-h100").model_dump()
+    src["kernels"] = {"path": str(H100_TABLES)}
+    measured = validated(Cluster, resolve_kernels(src, None, "t"), "t").kernels
+    assert len(measured.gemm) == 1681 and len(measured.attention) == 122
+    assert max(_residuals(KernelBook(cl.kernels), measured)) <= 0.03
+    # the table calibration stores data, not the two-constant curve fit
+    assert cl.calibration is None or not any(
+        f.constant.startswith("gemm_") for f in cl.calibration.fits
+    )
+
+
+def test_calibrate_prints_the_residual_per_table(tmp_path, capsys):
+    out = tmp_path / "c.yaml"
+    args = ["calibrate", "--cluster", "dgx-h100", "--kernels", str(H100_TABLES), "--out", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    for kind in ("gemm", "attention", "grouped_gemm", "memory_bound"):
+        assert f"{kind}: " in text and "residual" in text
+    assert main([*args, "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["kernels"]["tables"]["gemm"]["rows"] == 1681
+    assert rep["kernels"]["tables"]["gemm"]["max_residual_pct"] <= 3
+
+
+def test_estimate_names_the_table_and_the_lookups(calibrated, capsys):
+    args = [
+        "estimate",
+        "--model",
+        "llama3-70b",
+        "--cluster",
+        str(calibrated),
+        "--gpus",
+        "64",
+        "--global-batch",
+        "512",
+        "--seq-len",
+        "8192",
+        "--tp",
+        "4",
+        "--pp",
+        "4",
+        "--dp",
+        "2",
+        "--cp",
+        "2",
+        "--json",
+    ]
+    assert main(args) == 0
+    kern = json.loads(capsys.readouterr().out)["kernels"]
+    assert kern["table"] == str(H100_TABLES)
+    assert set(kern["terms"]) == {"gemm", "attention"}
+    assert sum(kern["terms"]["gemm"].values()) == 15  # QKV, out, FC1, FC2, LM head x 3 passes
+
+
+def test_cluster_file_names_a_folder_relative_to_itself(tmp_path, capsys):
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    (folder / "gemm.csv").write_text("m,n,k,dtype,layout,time_ms\n1024,1024,1024,bf16,TN,0.01\n")
+    data = models_zoo.load_cluster("dgx-h100").model_dump(mode="json")
+    data["kernels"] = {"path": "tables"}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    cl = models_zoo.load_cluster(str(path))
+    assert cl.kernels.source == "tables" and cl.kernels.gemm[0][5] == 0.01
+    (folder / "gemm.csv").write_text("m,n,k,dtype,layout,time_ms\n1024,1024,1024,bf16,XY,0.01\n")
+    code = main(
+        [
+            "estimate",
+            "--model",
+            "llama3-8b",
+            "--cluster",
+            str(path),
+            "--global-batch",
+            "8",
+            "--tp",
+            "1",
+            "--pp",
+            "1",
+            "--dp",
+            "8",
+            "--json",
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "gemm.csv:2" in err and "layout" in err and "\n" not in err
+
+
+def test_bad_table_file_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "gg.csv"
+    bad.write_text("experts,rows_per_expert,n,k,dtype,time_ms\n8,128,4096,7168,bf16,-1\n")
+    code = main(
+        [
+            "calibrate",
+            "--cluster",
+            "dgx-h100",
+            "--grouped-gemm",
+            str(bad),
+            "--out",
+            str(tmp_path / "o.yaml"),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "gg.csv:2" in err and "time_ms" in err and len(err.splitlines()) == 1

@@ -31,6 +31,10 @@ TORCHTITAN_MAIN = "torchtitan main (b5bcd76, 2026-08-21)"
 DEEPSPEED_VERSION = "DeepSpeed 0.19.8 (+ Megatron-DeepSpeed launcher arguments)"
 
 
+# A layout rule broken by a plan searched for another framework: say how to get one that runs.
+_SEARCH_FOR = " (this plan was not searched for {0}: plan with --framework {0})"
+
+
 def _refuse(target: str, rule: str) -> InvalidInput:
     return InvalidInput(f"cannot export to {target}: {rule}")
 
@@ -468,7 +472,7 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
         framework.TORCHTITAN, model, checked, chunk_counts(model, e) if lo.pp > 1 else None
     )
     if problems:
-        raise _refuse("torchtitan", problems[0])
+        raise _refuse("torchtitan", problems[0] + _SEARCH_FOR.format("torchtitan"))
     if workload.precision != "bf16":
         # float8 is a model converter of the recipe (Float8LinearConverter in the --config
         # function, e.g. llama3_debugmodel_float8), not a command-line field.
@@ -698,7 +702,7 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
     if model is not None:
         problems = framework.profile_violations(framework.DEEPSPEED, model, lo)
         if problems:
-            raise _refuse("deepspeed", problems[0])
+            raise _refuse("deepspeed", problems[0] + _SEARCH_FOR.format("deepspeed"))
     accumulation = e.num_microbatches
     if lo.micro_batch * accumulation * lo.dp != workload.global_batch_seqs:
         raise _refuse(

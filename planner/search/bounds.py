@@ -1,5 +1,6 @@
 """The branch and bound's lower bounds are the Pricer's (cost_models/bounds.py, with the proof of
-their admissibility): this module names them as the search uses them."""
+their admissibility; planner/search/table.py calls them there). `StepLowerBound` keeps the names
+the search's oracle and brute-force tests were written against."""
 
 from __future__ import annotations
 

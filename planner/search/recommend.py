@@ -16,8 +16,8 @@ Rules (docs/search.md#recommendation):
 from __future__ import annotations
 
 from cost_models.errors import InvalidInput
-from cost_models.estimate import estimate
 from cost_models.memory import nothing_to_shard
+from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions
@@ -61,6 +61,7 @@ def equivalents(
     """Other allowed ZeRO stages and rank orders of `e`'s layout priced exactly like it."""
     lo = e.layout
     work = workload.model_copy(update={"global_batch_seqs": plan_batch(e)})
+    pricer = Pricer(model, cluster, work)  # the twins share every per-layer piece
     out: list[Layout] = []
     for zero in space.zero_stages:
         if zero == lo.zero_stage or nothing_to_shard(lo, model.moe is not None):
@@ -69,7 +70,7 @@ def equivalents(
         if framework_violations(model, space, twin_layout):
             continue  # a twin the space's framework cannot run (cost_models.framework)
         try:
-            twin = estimate(model, cluster, work, twin_layout, layers_per_stage=e.layers_per_stage)
+            twin = pricer.estimate(twin_layout, layers_per_stage=e.layers_per_stage)
         except InvalidInput:
             continue
         if (twin.step_time_s, twin.peak_memory_gib) == (e.step_time_s, e.peak_memory_gib):

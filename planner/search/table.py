@@ -31,10 +31,10 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from cost_models.estimate import estimate
+from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace
-from .bounds import StepLowerBound
 from .candidates import (
     CANONICAL_ORDER,
     HARD_MARGIN_S,
@@ -284,7 +284,7 @@ class BranchAndBound:
         base, choice, b0 = self.bases[b], self.choices[b][ri], self.batches[b][0]
         if self._any_split(base):
             return self._quanta(self.parts.free_step_s(base.model_copy(update=choice)), b0)
-        return self._quanta(self.bound_at(b0).step_s(base, choice), b0)
+        return self._quanta(self.bound_at(b0).step_bound_s(base, choice), b0)
 
     # ----------------------------------------------------------------------- one per node kind
 
@@ -385,7 +385,7 @@ class BranchAndBound:
             span = self.base_spans[e.base][e.order]
             if fit.layout.dp_shard is not None:  # HSDP: the DP term reads its own groups' spans
                 span = self.orders.spans(fit.layout, self.base_orders[e.base][e.order])
-            full = self.bound_at(fit.batch).placement_step_s(fit.layout, span, with_dp=True)
+            full = self.bound_at(fit.batch).placement_bound_s(fit.layout, span, with_dp=True)
             q = max(e.bound_q, self._quanta(full, fit.batch))
             if q > e.bound_q:
                 self._push(e._replace(bound_q=q, kind=Kind.PLACEMENT_DP))
@@ -489,19 +489,20 @@ def _seconds(bound_q: int, batch_max: int | None) -> float:
 
 
 class _PerBatch:
-    """One StepLowerBound (and its workload) per global batch; a fixed batch has just one."""
+    """One Pricer (and its workload) per global batch; a fixed batch has just one. It prices
+    the bounds, the memory checks and the scored plans of that batch from one set of caches."""
 
     def __init__(self, model: ModelSpec, cluster: Cluster, workload: Workload) -> None:
         self.model, self.cluster, self.workload = model, cluster, workload
-        self._bounds: dict[int, StepLowerBound] = {}
+        self._bounds: dict[int, Pricer] = {}
 
-    def __call__(self, batch: int) -> StepLowerBound:
+    def __call__(self, batch: int) -> Pricer:
         found = self._bounds.get(batch)
         if found is None:
             w = self.workload
             if batch != w.global_batch_seqs:
                 w = w.model_copy(update={"global_batch_seqs": batch})
-            found = self._bounds[batch] = StepLowerBound(self.model, self.cluster, w)
+            found = self._bounds[batch] = Pricer(self.model, self.cluster, w)
         return found
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from .specs import LinkTier
-from .units import GB
+from .units import GB, US
 
 
 def ring_factor(n: int, kind: str) -> float:
@@ -31,11 +31,28 @@ def ring_factor(n: int, kind: str) -> float:
     raise ValueError(f"unknown collective {kind!r}")
 
 
+TECHNOLOGY_LOAD_FACTOR: dict[str | None, float] = {
+    None: 1.0,
+    "infiniband": 1.0,
+    "roce": 1.0,
+    "spectrum-x": 1.0,
+    "roce-untuned": 0.60 / 0.95,
+}
+"""Bandwidth a scale-out technology keeps under many large AI flows, relative to the calibrated
+(InfiniBand, adaptive routing) efficiency. InfiniBand's adaptive routing spreads flows over the
+equal-cost uplinks; Meta's tuned RoCE (SIGCOMM'24, "RDMA over Ethernet for Distributed AI
+Training at Meta Scale": enhanced ECMP with QP scaling and collective-aware routing) runs its
+24K-GPU jobs as fast as its InfiniBand cluster; Spectrum-X keeps ~95 % effective throughput
+where standard Ethernet's ECMP hashing collides flows down to ~60 % (NVIDIA, xAI Colossus
+press release, Oct 2024): untuned ECMP RoCE = 0.60 / 0.95 of the others."""
+
+
 def effective_bandwidth_bytes_per_s(tier: LinkTier) -> float:
-    return tier.bandwidth_gb_per_s * GB * tier.efficiency / tier.oversubscription
+    load = TECHNOLOGY_LOAD_FACTOR[tier.technology]
+    return tier.bandwidth_gb_per_s * GB * tier.efficiency * load / tier.oversubscription
 
 
-# NCCL's tuner (src/graph/tuning.cc, ncclTopoTuneModel), Simple protocol, as constants:
+# NCCL's tuner (src/graph/tuning.cc, ncclTopoTuneModel), as constants:
 TREE_BUS_FACTOR = 0.92
 """Tree all-reduce bus bandwidth / ring's ("busBw * .92"); its algorithm bandwidth is half the
 bus bandwidth ("ratio *= .5"), so a tree moves 2 / 0.92 bytes per payload byte."""
@@ -44,19 +61,60 @@ PAT_BUS_FACTOR = 0.75
 legal only with one GPU per node (ncclPatEnable: nNodes == nRanks)."""
 PAT_LINEAR_LATENCY_S = 2.8e-6
 """PAT latency: log2(nodes) x inter-node latency / 3.5 + nRanks x 2.8 us ("Still a linear part")."""
+PROTOCOLS = ("ll", "ll128", "simple")
+HW_LATENCY_US: dict[tuple[str, str], tuple[float, float, float]] = {
+    ("nvlink", "ring"): (0.6, 1.9, 3.4),
+    ("net", "ring"): (2.7, 4.0, 14.0),
+    ("nvlink", "tree"): (0.6, 1.25, 4.0),
+    ("net", "tree"): (5.0, 8.5, 14.0),
+}
+"""Per-step latency (us) of LL, LL128 and Simple: tuning.cc ncclTunerConstantsDefaults
+hwLatencies (NVLINK and NET rows, Tree and Ring). The tiers' latency_us is the Simple step; a
+lighter protocol saves NCCL's Simple - LL(128) difference per step, never going below NCCL's
+own LL(128) figure (so a WAN's milliseconds of flight stay)."""
+PROTOCOL_BUS_FACTOR: dict[str, tuple[float, float, float]] = {
+    "ring": (0.5, 0.92, 1.0),
+    "tree": (1 / 3.8, 120 / 128, 1.0),
+}
+"""Bus bandwidth of LL, LL128, Simple / Simple's: ring LL "busBw * .5", LL128 "busBw * 0.92";
+tree LL "busBw * 1.0 / 3.8", LL128 "120.0 / 128.0" (tuning.cc, "Various model refinements")."""
+NET_OVERHEAD_US = (1.0, 1.0, 3.0)
+"""Floor of an intra-node step of a ring that crosses nodes: getNetOverhead() = 1 us (x86 Intel,
+Arm), x3 for Simple ("Inter-node rings still have to launch nsteps * net overhead")."""
 
 
-def phase_s(kind: str, share_bytes: float, f: int, tier: LinkTier, *, one_per_node: bool) -> float:
+def step_latency_s(tier: LinkTier, algo: str, proto: int, *, net: bool) -> float:
+    """One step of `algo` (ring / tree) on `tier` under protocol PROTOCOLS[proto]."""
+    if proto == 2:
+        return tier.latency_us * US
+    hw = HW_LATENCY_US[("net" if net else "nvlink", algo)]
+    return max(hw[proto], tier.latency_us - (hw[2] - hw[proto])) * US
+
+
+def phase_s(
+    kind: str,
+    share_bytes: float,
+    f: int,
+    tier: LinkTier,
+    *,
+    one_per_node: bool,
+    net: bool = True,
+    ring: bool = True,
+) -> float:
     """One collective phase over f members of `tier` on share_bytes per GPU: the cheapest of the
-    algorithms NCCL may pick there (tier.algorithms restricts them), per message size.
+    algorithms and protocols NCCL may pick there (tier.algorithms restricts them), per size.
 
-    Latency alpha = tier.latency_us per step. NCCL tuning.cc: ring takes 2(f-1) steps for an
-    all-reduce and f-1 for all-gather / reduce-scatter (nsteps), so its latency grows with the
-    ranks; tree all-reduce 2 log2(f) levels at 2 / 0.92 bytes per byte; PAT (one GPU per node)
-    log2(f) alpha / 3.5 + f x 2.8 us at 0.75 of the bandwidth. In-switch reduction -- NVLS on an
-    NVSwitch tier with `nvls`, SHARP on a switch tier with `sharp` -- sends each byte up once and
-    receives the result once: an all-reduce moves the payload once instead of 2(f-1)/f times, in
-    one step up and one down (NVLS all-gather / reduce-scatter: ring bytes, one step).
+    Latency alpha = tier.latency_us per Simple step (step_latency_s for LL / LL128). NCCL
+    tuning.cc: ring takes 2(f-1) steps for an all-reduce and f-1 for all-gather /
+    reduce-scatter (nsteps); tree all-reduce 2 log2(f) levels at 2 / 0.92 bytes per byte; PAT
+    (one GPU per node) log2(f) alpha / 3.5 + f x 2.8 us at 0.75 of the bandwidth. In-switch
+    reduction -- NVLS on an NVSwitch tier with `nvls`, SHARP on a switch tier with `sharp` --
+    sends each byte up once and receives the result once (all-reduce: the payload once instead
+    of 2(f-1)/f times, one step up and one down); all-gather / reduce-scatter move ring bytes in
+    one step (NCCL >= 2.20 CollNet / SHARP 3.5.2 offload them, tuning.cc: CollNetDirect for
+    ncclFuncAllGather / ncclFuncReduceScatter). `ring=False` leaves the ring out (the flat ring
+    across tiers is priced by collective_tier_s). `net`: the tier is a network tier (NCCL's NET
+    latencies), not the NVLink domain.
     """
     if f <= 1:
         return 0.0
@@ -70,20 +128,31 @@ def phase_s(kind: str, share_bytes: float, f: int, tier: LinkTier, *, one_per_no
             out.append(seconds)
 
     steps = 2 * (f - 1) if kind == "all_reduce" else f - 1
-    ring_s = ring_factor(f, kind) * share_bytes / bw + steps * a
-    offer("ring", ring_s)
+    rf = ring_factor(f, kind)
+    ring_s = min(
+        rf * share_bytes / (PROTOCOL_BUS_FACTOR["ring"][p] * bw)
+        + steps * step_latency_s(tier, "ring", p, net=net)
+        for p in range(3)
+    )
+    if ring:
+        offer("ring", ring_s)
     levels = math.ceil(math.log2(f))
     if kind == "all_reduce":
-        offer("tree", 2 * share_bytes / (TREE_BUS_FACTOR * bw) + 2 * levels * a)
+        for p in range(3):
+            bus = TREE_BUS_FACTOR * PROTOCOL_BUS_FACTOR["tree"][p] * bw
+            lat = 2 * levels * step_latency_s(tier, "tree", p, net=net)
+            offer("tree", 2 * share_bytes / bus + lat)
     elif one_per_node:
         pat_lat = levels * a / 3.5 + f * PAT_LINEAR_LATENCY_S
-        offer("pat", ring_factor(f, kind) * share_bytes / (PAT_BUS_FACTOR * bw) + pat_lat)
+        offer("pat", rf * share_bytes / (PAT_BUS_FACTOR * bw) + pat_lat)
+    payload = share_bytes if kind == "all_reduce" else rf * share_bytes
     if tier.nvls:
-        payload = share_bytes if kind == "all_reduce" else ring_factor(f, kind) * share_bytes
         offer("nvls", payload / bw + 2 * a)
-    if tier.sharp and kind == "all_reduce":
-        offer("sharp", share_bytes / bw + 2 * a)
-    return min(out) if out else ring_s  # nothing legal allowed: NCCL falls back to ring
+    if tier.sharp:
+        offer("sharp", payload / bw + 2 * a)
+    if out:
+        return min(out)
+    return ring_s if ring else math.inf  # nothing legal allowed: NCCL falls back to ring
 
 
 def collective_time_s(
@@ -104,12 +173,70 @@ def collective_tier_s(
     tiers: tuple[LinkTier, ...],
     buckets: int = 1,
 ) -> list[float]:
-    """collective_time_s split by tier: the seconds each tier's phase keeps that tier busy.
+    """collective_time_s split by tier: the seconds each tier keeps busy.
 
     At tier j the group has f_j = n_j / n_(j-1) members per inner domain; each GPU moves its
-    share S / n_(j-1) over that tier (phase_s). `buckets`: the payload goes as that many equal
+    share S / n_(j-1) over that tier. `buckets`: the payload goes as that many equal
     collectives (gradient buckets), each paying its own latency and choosing its algorithm by
-    its own size. PAT is legal where the phase has one GPU per node (no inner members)."""
+    its own size. Two ways, the cheaper taken per bucket as NCCL's tuner does:
+
+    - NCCL's ring is one flat ring over all n ranks (tuning.cc: nsteps = n - 1, of which
+      nNodes - 1 inter-node; 2x for all-reduce): a ring step at tier j is paid once per
+      (j-1)-domain the ring leaves, n / n_(j-1) - n / n_j steps (the outermost tier crossed
+      n / n_(j-1) - 1), so an all-gather over 2,048 nodes of 8 GPUs pays 14,336 NVLink steps
+      (at least the 1 us network overhead each) and 2,047 network steps, one protocol (LL,
+      LL128, Simple) for the whole ring (flat_ring_tier_s);
+    - the other algorithms (tree, PAT, NVLS, SHARP) phase by phase (phase_s without the ring;
+      the phase inside the NVLink domain may ring, as NCCL's tree chains and CollNet do).
+    Torus tiers keep the per-dimension phases (rings along each dimension, not NCCL)."""
+    if any(t.kind == "torus" for t in tiers):
+        return _per_phase_tier_s(kind, payload_bytes, span, tiers, buckets, ring=True)
+    share = payload_bytes / buckets
+    ring = _flat_ring_tier_s(kind, share, span, tiers)
+    other = _per_phase_tier_s(kind, share, span, tiers, 1, ring=False)
+    best = ring if sum(ring) <= sum(other) else other
+    return [buckets * x for x in best]
+
+
+def _flat_ring_tier_s(
+    kind: str, share_bytes: float, span: list[int], tiers: tuple[LinkTier, ...]
+) -> list[float]:
+    """The flat ring's seconds per tier, under the cheapest protocol for the whole ring."""
+    n = span[-1]
+    spanned = [j for j in range(len(tiers)) if span[j] > (span[j - 1] if j else 1)]
+    if n <= 1 or not spanned:
+        return [0.0] * len(tiers)
+    if any(tiers[j].algorithms is not None and "ring" not in tiers[j].algorithms for j in spanned):
+        return [math.inf] * len(tiers)
+    multi_node = span[0] < n
+    repeat = 2 if kind == "all_reduce" else 1
+    best: list[float] | None = None
+    for p in range(3):
+        out, inner = [0.0] * len(tiers), 1
+        for j in spanned:
+            f, tier = span[j] // inner, tiers[j]
+            steps = n // inner - (1 if j == spanned[-1] else n // span[j])
+            lat = step_latency_s(tier, "ring", p, net=j > 0)
+            if j == 0 and multi_node:
+                lat = max(lat, NET_OVERHEAD_US[p] * US)
+            bw = PROTOCOL_BUS_FACTOR["ring"][p] * fabric_bandwidth_bytes_per_s(tier, f)
+            out[j] = ring_factor(f, kind) * share_bytes / inner / bw + repeat * steps * lat
+            inner = span[j]
+        if best is None or sum(out) < sum(best):
+            best = out
+    assert best is not None
+    return best
+
+
+def _per_phase_tier_s(
+    kind: str,
+    payload_bytes: float,
+    span: list[int],
+    tiers: tuple[LinkTier, ...],
+    buckets: int,
+    *,
+    ring: bool,
+) -> list[float]:
     out, inner = [0.0] * len(tiers), 1
     torus_dims = _torus_dims_spanned(span, tiers)
     for j, (tier, n) in enumerate(zip(tiers, span, strict=True)):
@@ -123,7 +250,11 @@ def collective_tier_s(
                 # sec. 2: collectives use all six links; Sack & Gropp 2015, multi-dimensional
                 # all-reduce). Each part still pays every phase's latency.
                 share /= torus_dims
-            out[j] += buckets * phase_s(kind, share, f, tier, one_per_node=inner == 1 and j > 0)
+            t = phase_s(
+                kind, share, f, tier, one_per_node=inner == 1 and j > 0, net=j > 0,
+                ring=ring or j == 0,
+            )
+            out[j] += buckets * t
         inner = max(inner, n)
     return out
 

@@ -82,7 +82,13 @@ RECOMPUTE_MODULES: tuple[str, ...] = (
 Generation = Literal["ampere", "hopper", "blackwell", "cdna3", "cdna4"]
 """NVIDIA A100 / H100-H200 / B200-B300; AMD MI300X-MI325X (CDNA 3), MI350X-MI355X (CDNA 4)."""
 CollectiveAlgorithm = Literal["ring", "tree", "pat", "nvls", "sharp"]
+Technology = Literal["infiniband", "roce", "roce-untuned", "spectrum-x"]
+"""Scale-out fabric technology (docs/networks.md "Technologies"): InfiniBand with adaptive
+routing; RoCE tuned as Meta runs it (SIGCOMM'24); RoCE on plain ECMP hashing; NVIDIA Spectrum-X
+(Spectrum-4 switches with BlueField-3 / ConnectX-8 SuperNICs, adaptive routing)."""
 TierKind = Literal["nvlink", "switch", "rail", "plane", "dragonfly", "torus", "wan"]
+SCALE_OUT_KINDS = ("switch", "rail", "plane", "dragonfly")
+"""Tier kinds that are a switched scale-out network (priced by planner.network_bom)."""
 """How a tier's links behave (docs/networks.md): `switch` a (possibly oversubscribed) switched
 tier; `rail`/`plane` rail-optimized or multi-plane scale-out (cross-rail traffic forwarded over
 NVLink); `dragonfly` global links between groups; `torus` one dimension of a torus; `wan` a
@@ -387,12 +393,21 @@ class LinkTier(InputSpec):
         "third-generation NVSwitch and later)",
     )
     sharp: bool = Field(
-        False, description="switches with in-network reduction (InfiniBand SHARP / NCCL CollNet)"
+        False,
+        description="switches with in-network reduction (InfiniBand SHARP / NCCL CollNet): "
+        "all-reduce, and with NCCL >= 2.20 and SHARP 3.5.2 reduce-scatter and all-gather "
+        "(NVIDIA SHARP Rev 3.5.2 LTS release notes)",
     )
     algorithms: tuple[CollectiveAlgorithm, ...] | None = Field(
         None,
         description="collective algorithms NCCL may use on this tier (NCCL_ALGO); null: every "
         "legal one, the cheapest per message size as NCCL's tuner picks",
+    )
+    technology: Technology | None = Field(
+        None,
+        description="scale-out technology whose behaviour under load this tier has "
+        "(cost_models.comm.TECHNOLOGY_LOAD_FACTOR); null: as calibrated. Filled from the "
+        "cluster's network.technology on its scale-out tiers",
     )
 
 
@@ -437,6 +452,27 @@ class ClusterCalibration(InputSpec):
     values: CalibrationValues = CalibrationValues()
     fits: tuple[FitRecord, ...] = ()
     date: str = ""
+
+
+class NetworkSpec(InputSpec):
+    """What the network is built from: the bill of materials (planner.network_bom) prices it and
+    the technology sets its behaviour under load (cost_models.comm.technology_factor)."""
+
+    technology: Technology | None = Field(
+        None, description="scale-out technology; null: InfiniBand-like, as the tiers are calibrated"
+    )
+    switch: str | None = Field(
+        None, description="scale-out switch model in the price list; null: by technology and speed"
+    )
+    nic: str | None = Field(None, description="NIC model in the price list; null: by technology")
+    scale_up: str | None = Field(
+        None,
+        description="scale-up fabric component in the price list (NVLink switch tray, HGX "
+        "baseboard NVSwitches, a switchless mesh); null: by the NVLink domain's size",
+    )
+    endpoint_link: Literal["optic", "aoc", "dac"] = Field(
+        "optic", description="NIC-to-leaf cable: transceivers + fibre, active optical, or copper"
+    )
 
 
 # ------------------------------------------------------------------ kernel tables (issue 32)
@@ -529,6 +565,7 @@ class Cluster(InputSpec):
     num_gpus: PositiveInt = Field(le=MAX_GPUS)
     tiers: tuple[LinkTier, ...] = Field(min_length=1, max_length=16)
     source: str = ""
+    network: NetworkSpec = NetworkSpec()
     storage_gb_per_s: float | None = Field(
         None,
         ge=MIN_GB_PER_S,
@@ -550,6 +587,25 @@ class Cluster(InputSpec):
         description="largest size this fabric description stands for (--gpus above it is "
         "refused, models_zoo.load_cluster); null: num_gpus",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _technology_on_tiers(cls, data: object) -> object:
+        """network.technology is the scale-out tiers' technology unless a tier names its own."""
+        if not isinstance(data, dict) or not isinstance(data.get("network"), dict):
+            return data
+        tech = data["network"].get("technology")
+        tiers = data.get("tiers")
+        if tech is None or not isinstance(tiers, (list, tuple)):
+            return data
+        out = [
+            {**t, "technology": tech}
+            if isinstance(t, dict) and t.get("kind", "switch") in SCALE_OUT_KINDS and j > 0
+            and t.get("technology") is None
+            else t
+            for j, t in enumerate(tiers)
+        ]
+        return {**data, "tiers": out}
 
     @model_validator(mode="after")
     def _tiers_nest(self) -> Self:

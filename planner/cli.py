@@ -38,6 +38,7 @@ from . import (
     api,
     convenience,
     goodput_plan,
+    network_bom,
     report,
     whatif,
     whatif_goodput,
@@ -47,6 +48,7 @@ from .goodput_plan import OBJECTIVES
 from .place.allocation import Allocation, load_allocation, read_line, read_summary
 from .reliability import load_reliability
 from .report import plot
+from .report.bill_view import render_bill
 from .report.findings import plan_warnings
 from .report.calibration import calibration_lines, constants_lines
 from .report.goodput_view import goodput_dict, goodput_line
@@ -293,7 +295,7 @@ def search_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The plan() keywords the given search flags ask for (unset flags keep library defaults)."""
     out: dict[str, Any] = {}
     for dest, key in SEARCH_FLAGS.items():
-        value = getattr(args, dest)
+        value = getattr(args, dest, None)  # whatif has no --objective (goodput sweeps set it)
         if value is None:
             continue
         if dest == "no_order_search":
@@ -373,18 +375,39 @@ def build_parser() -> argparse.ArgumentParser:
     _add_estimate(sub)
     _add_validate(sub)
     _add_whatif(sub)
+    _add_bill(sub)
     _add_calibration(sub)
     _add_presets(sub)
     _add_emit(sub)
     return parser
 
 
-def _add_plan(sub: Any) -> None:
-    p = sub.add_parser("plan", help="search for the best layout and placement")
+def _add_plan_inputs(p: argparse.ArgumentParser) -> None:
+    """The workload, layout and search flags of `plan`, one definition shared with `whatif`
+    (whatif's baseline is `plan`'s best for the same flags)."""
     _add_common(p)
     _add_framework(p, allow_none=True)
     _add_global_batch(p)
     _add_search(p)
+
+
+def _plan_keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """convenience.plan_for's keywords for the flags _add_plan_inputs defines."""
+    return {
+        "num_gpus": args.gpus,
+        "global_batch": _plan_global_batch(args),
+        "seq_len": args.seq_len,
+        "precision": args.precision,
+        "moe_dispatcher": args.moe_dispatcher,
+        "framework": _framework(args),
+        "workload_fields": _workload_fields(args),
+        **search_kwargs(args),
+    }
+
+
+def _add_plan(sub: Any) -> None:
+    p = sub.add_parser("plan", help="search for the best layout and placement")
+    _add_plan_inputs(p)
 
     _add_report_flags(p)
     _add_goodput(p, objective=True)
@@ -608,17 +631,7 @@ def _cmd_plan(args: argparse.Namespace, out: Console) -> int:
 
 def _plan_for(args: argparse.Namespace) -> PlanResult:
     return convenience.plan_for(
-        args.model,
-        args.cluster,
-        num_gpus=args.gpus,
-        global_batch=_plan_global_batch(args),
-        seq_len=args.seq_len,
-        precision=args.precision,
-        moe_dispatcher=args.moe_dispatcher,
-        framework=_framework(args),
-        workload_fields=_workload_fields(args),
-        reliability=_reliability(args),
-        **search_kwargs(args),
+        args.model, args.cluster, reliability=_reliability(args), **_plan_keywords(args)
     )
 
 
@@ -909,9 +922,7 @@ def _presets_constants(args: argparse.Namespace, out: Console) -> int:
 
 def _add_whatif(sub: Any) -> None:
     w = sub.add_parser("whatif", help="vary one network parameter and re-plan at each value")
-    _add_common(w)
-    _add_framework(w)
-    w.add_argument("--global-batch", type=_positive_int, help="global batch in sequences")
+    _add_plan_inputs(w)
     w.add_argument(
         "--vary",
         required=True,
@@ -930,10 +941,6 @@ def _add_whatif(sub: Any) -> None:
         "fabric: rail-only",
     )
     w.add_argument("--tier", help="the one tier --vary oversubscription tapers (by name)")
-    for axis in ("tp", "pp", "dp", "cp", "ep"):
-        w.add_argument(f"--{axis}", type=_positive_int, help=f"pin the {axis.upper()} degree")
-    w.add_argument("--time-limit", type=_positive_float, default=60.0, help="per plan, seconds")
-    _add_headroom(w)
     w.add_argument("--gpu-hour-price", type=_positive_float, help="$ per GPU-hour (no network)")
     w.add_argument("--network-cost-share", type=float, default=0.0, help="network share of cost")
     w.add_argument("--token-budget", type=_positive_float, help="tokens to train (time and cost)")
@@ -971,15 +978,14 @@ MAX_WHATIF_VALUES = 32
 
 
 def _cmd_whatif(args: argparse.Namespace, out: Console) -> int:
-    pins = {a: getattr(args, a) for a in ("tp", "pp", "dp", "cp", "ep") if getattr(args, a)}
     if args.plot:
         plot.pyplot(args.plot)  # fail before the plans if the extra is missing
     with _progress(f"re-planning at each value of {args.vary}"):
-        r = _whatif_for(args, pins)
+        r = _whatif_for(args)
     return _render_whatif(args, r, out)
 
 
-def _whatif_for(args: argparse.Namespace, pins: dict[str, int]) -> Any:
+def _whatif_for(args: argparse.Namespace) -> Any:
     sweep: Any = whatif.whatif
     network: dict[str, Any] = {
         "tier": args.tier,
@@ -1002,18 +1008,11 @@ def _whatif_for(args: argparse.Namespace, pins: dict[str, int]) -> Any:
         args.cluster,
         args.vary,
         _parse_values(args.values, args.vary),
-        num_gpus=args.gpus,
         gpu_hour_price=args.gpu_hour_price,
         network_cost_share=args.network_cost_share,
         token_budget=args.token_budget,
         **network,
-        global_batch=args.global_batch,
-        seq_len=args.seq_len,
-        precision=args.precision,
-        time_limit_s=args.time_limit,
-        memory_headroom=args.memory_headroom,
-        framework=_framework(args),
-        **pins,
+        **_plan_keywords(args),
     )
 
 
@@ -1110,6 +1109,27 @@ def _cmd_measure(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------------------ bill
+
+
+def _add_bill(sub: Any) -> None:
+    b = sub.add_parser("bill", help="the network's bill of materials at N GPUs")
+    b.add_argument("--cluster", required=True, help="preset name or cluster YAML/JSON")
+    b.add_argument("--gpus", type=_positive_int, help="GPUs (default: the cluster's own size)")
+    b.add_argument("--prices", help="YAML/JSON overriding any component's usd / w, pue, $/kWh")
+    b.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
+
+
+def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
+    cluster = models_zoo.load_cluster(args.cluster, args.gpus)
+    result = network_bom.bill(cluster, network_bom.load_prices(args.prices))
+    if args.json:
+        _emit_json(network_bom.bill_dict(result))
+        return EXIT_OK
+    out.print(render_bill(result, cluster.name), soft_wrap=True)
+    return EXIT_OK
+
+
 def _add_emit(sub: Any) -> None:
     e = sub.add_parser("emit", help="re-emit a saved plan (plan.json of --out-dir) for a launcher")
     e.add_argument("--from", dest="source", required=True, metavar="PLAN_JSON")
@@ -1136,6 +1156,7 @@ def _cmd_emit(args: argparse.Namespace, out: Console) -> int:
 
 
 COMMANDS = {
+    "bill": _cmd_bill,
     "emit": _cmd_emit,
     "calibrate": _cmd_calibrate,
     "measure": _cmd_measure,

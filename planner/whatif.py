@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
@@ -29,7 +29,7 @@ from cost_models.calibration import (
 from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.goodput import Goodput
 from cost_models.params import total_params
-from cost_models.specs import Cluster, Estimate, LinkTier, ModelSpec
+from cost_models.specs import Cluster, Estimate, LinkTier, ModelSpec, Technology
 
 from . import api, network_bom
 from .convenience import plan_inputs
@@ -49,8 +49,10 @@ PARAMETERS = {
     "(the product must equal the job's chips)",
     "fabric": "rail-only: keep the rail switches, drop every tier above them (Wang et al., "
     "arXiv 2307.12169); the baseline is the preset's fat-tree",
+    "technology": "scale-out technology: infiniband, roce (tuned), roce-untuned (ECMP), "
+    "spectrum-x; its behaviour under load and its switches and NICs in the bill",
 }
-CATEGORICAL = ("slice-shape", "fabric")
+CATEGORICAL = ("slice-shape", "fabric", "technology")
 """Parameters whose --values are words or shapes, kept in the order given, not numbers."""
 FABRICS = ("rail-only",)
 SHAPE_EXAMPLE = "16x16x16"
@@ -90,6 +92,8 @@ def _vary_cluster(
         raise InvalidInput(
             f"--vary: unknown parameter {parameter!r}; known: {', '.join(PARAMETERS)}"
         )
+    if parameter == "technology":
+        return _with_technology(cluster, str(value))
     if parameter in CATEGORICAL:
         data = cluster.model_dump()
         tiers = (
@@ -237,6 +241,24 @@ def slice_of(cluster: Cluster) -> str:
         inner = max(inner, domain)
     shape = "x".join(map(str, dims))
     return shape if dims == rings else f"{shape} (rings {'x'.join(map(str, rings))})"
+
+
+def _with_technology(cluster: Cluster, value: str) -> Cluster:
+    """The same tiers built from another technology: its behaviour under load on every
+    scale-out tier (comm.TECHNOLOGY_LOAD_FACTOR) and, in the bill, its switches and NICs (the
+    cluster's own models give way to the technology's defaults)."""
+    known = get_args(Technology)
+    if value not in known:
+        raise InvalidInput(f"--values: technology must be one of {', '.join(known)} (got {value!r})")
+    data = cluster.model_dump()
+    data["network"] = {**data["network"], "technology": value, "switch": None, "nic": None}
+    # SHARP is InfiniBand's in-network reduction (Quantum switches); Ethernet has none.
+    ib = value == "infiniband"
+    data["tiers"] = [
+        {**t, "technology": None, "sharp": t["sharp"] and (ib or j == 0)}
+        for j, t in enumerate(data["tiers"])
+    ]
+    return models_zoo.load_cluster(Cluster.model_validate(data))
 
 
 def _with_fabric(cluster: Cluster, value: str) -> list[LinkTier]:
@@ -433,6 +455,14 @@ def whatif(
         raise InvalidInput("--values: give at least one value")
     if not 0 <= network_cost_share < 1:
         raise InvalidInput(f"--network-cost-share: must be in [0, 1) (got {network_cost_share})")
+    if amortization_years is not None and not amortization_years > 0:
+        raise InvalidInput(f"--amortization-years: must be > 0 (got {amortization_years})")
+    if amortization_years is not None and network_cost_share:
+        # The share marks the GPU-hour price up for the network; the amortised bill adds the
+        # network itself: together they count it twice.
+        raise InvalidInput(
+            "--network-cost-share and --amortization-years both price the network: give one"
+        )
     base_cluster = models_zoo.load_cluster(cluster, num_gpus)
     spec = models_zoo.load_model(model)
     if tier is not None and parameter != "oversubscription":
@@ -444,8 +474,6 @@ def whatif(
         return api.plan(spec, c, inputs.workload, inputs.space, inputs.options).best
 
     base = best(base_cluster)
-    if amortization_years is not None and not amortization_years > 0:
-        raise InvalidInput(f"--amortization-years: must be > 0 (got {amortization_years})")
     pricing = _Pricing(
         network_bom.load_prices(network_prices),
         base_cluster.num_gpus,

@@ -39,15 +39,17 @@ def two_sites(num_gpus: int = 64, site: int = 32) -> Cluster:
 def test_four_to_one_is_no_faster_and_moves_dp_under_one_leaf() -> None:
     pins = {"tp": 8, "pp": 2, "dp": 4}
     flat_plans = planner.plan_for(
-        "llama3-8b", fat_tree(1), **SMALL, **pins, top_k=3, top_variants=True
+        "llama3-8b", fat_tree(1), **SMALL, **pins, top_k=5, top_variants=True
     ).ranked  # rank orders are variants of one plan: list them
     flat = flat_plans[0]
     tapered = planner.plan_for("llama3-8b", fat_tree(4), **SMALL, **pins).best
     assert tapered.step_time_s >= flat.step_time_s
-    # 1:1: a DP group straddling leaves is as fast, to the search's 1 us tie quantum (the spine
-    # costs nothing extra); the tie-break then prefers the canonical order.
+    # 1:1: a DP group straddling leaves moves the same bytes at the same rate; NCCL's flat ring
+    # only takes one of its steps over the spine's longer latency instead of a leaf's, so the
+    # straddling order is within 0.2 % of the best.
     assert any(
-        e.placement["dp"]["spine"] == 2 and abs(e.step_time_s - flat.step_time_s) < 1e-6
+        e.placement["dp"]["spine"] == 2
+        and e.step_time_s - flat.step_time_s < 2e-3 * flat.step_time_s
         for e in flat_plans
     )
     # 4:1: the gradient all-reduce is the heavy group; the planner puts all of DP in one leaf

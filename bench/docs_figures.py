@@ -2,7 +2,8 @@
 
 A generated block sits between `<!-- generated: NAME -->` and `<!-- end generated -->`; NAME
 picks the function below that writes it. `python bench/docs_figures.py` rewrites every block in
-place; `--check` exits 1 naming each stale block (tests/test_docs_figures.py runs the check, so a
+place; `--check` exits 1 naming each stale block
+(tests/integration/test_docs_figures.py runs the check, so a
 figure in a block cannot go stale: change the code, rerun this script, commit both).
 
 Blocks are built from the code's own data (schemas, presets): cheap and deterministic.

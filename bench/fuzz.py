@@ -18,7 +18,7 @@ runs `planner.cli.main(argv)` in a scratch folder and is checked for:
     python bench/fuzz.py --cases 2000           # fixed seed 0; prints the summary line last
     python bench/fuzz.py --cases 200 --seed 7 --show   # print each failing case
 
-tests/planner/test_fuzz_cli.py runs a small fixed-seed profile of the same generator under
+tests/integration/cli/test_fuzz_cli.py runs a small fixed-seed profile of the same generator under
 hypothesis in the default suite.
 """
 
@@ -368,9 +368,9 @@ STEPS_RUN = {
 
 
 def _nccl_log(rng: random.Random) -> bytes:
-    """An nccl-tests log in the tools' own format (tests/planner/calibration_fixtures.py),
+    """An nccl-tests log in the tools' own format (tests/integration/cli/calibration_fixtures.py),
     with some lines dropped, duplicated or given wild numbers."""
-    from tests.planner.calibration_fixtures import nccl_log_text
+    from tests.integration.cli.calibration_fixtures import nccl_log_text
 
     collective = rng.choice(NCCL_COLLECTIVES)
     ranks = rng.choice([2, 8, 16, 64])

@@ -9,8 +9,9 @@ t_crit the slowest stage (cost_models/pipeline.py, schedule_time_s). Dropping th
 terms gives per-stage times c_r <= t_r, and f(t) = m * max(t) + (sum(t) - max(t)) / vp is
 non-decreasing in every t_r when m >= 1 >= 1/vp, so f(c) <= f(t) <= step time. c_r needs only
 the per-layer compute, which does not depend on the order, ZeRO stage or the network, so one
-bound (`step_bound_s`) serves every placement of a shape. tests/planner/test_sat_bounds.py and
-tests/cost_models/test_pricer.py check bound <= estimate on random layouts.
+bound (`step_bound_s`) serves every placement of a shape.
+tests/integration/search/test_sat_bounds.py and
+tests/unit/cost_models/test_pricer.py check bound <= estimate on random layouts.
 
 `placement_bound_s` is the tighter bound for one placement: the same schedule with the full t_r
 (the cost model's own per-layer cost on that placement's spans) plus the pipeline p2p term; it

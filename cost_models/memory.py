@@ -493,7 +493,7 @@ MEASURED_MEMORY_CONFIGS: frozenset[tuple[str, str, bool, bool]] = frozenset(
 )
 """Configurations (memory_config) that a run with a measured peak memory in
 ../shared/data/published_runs.yaml covers, each within 10 % (docs/accuracy.md);
-tests/cost_models/test_activation_tensors.py re-derives this set from the data file."""
+tests/unit/cost_models/test_activation_tensors.py re-derives this set from the data file."""
 
 
 def memory_validated(model: ModelSpec, workload: Workload, layout: Layout) -> bool:

@@ -53,7 +53,7 @@ Span = Mapping[str, Sequence[int]]
 Counts = tuple[int, int]  # (dense, MoE) layers of one pipeline rank
 
 # Cache keys. Each names the Layout fields a cached piece does NOT read, next to the function
-# that reads the rest; tests/cost_models/test_pricer.py changes each left-out field and checks
+# that reads the rest; tests/unit/cost_models/test_pricer.py changes each left-out field and checks
 # the piece does not move.
 LAYER_TIME_READS = ("tp", "cp", "micro_batch", "ep", "etp", "sequence_parallel")
 """The Layout fields compute.layer_time and lm_head_time read (tokens per GPU and the splits)."""

@@ -172,7 +172,7 @@ def _add_headroom(p: argparse.ArgumentParser) -> None:
 
 def _add_search(p: argparse.ArgumentParser) -> None:
     """Search constraints and solver options of `plan`; each maps to one SearchSpace/SolverOptions
-    field (SEARCH_FLAGS, tested in tests/planner/test_sat_cli.py)."""
+    field (SEARCH_FLAGS, tested in tests/integration/search/test_sat_cli.py)."""
     _add_ranking(p)
     p.add_argument("--max-nodes", type=_positive_int, help="use at most this many nodes")
     for axis in ("tp", "pp", "dp", "cp", "ep"):

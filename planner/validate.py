@@ -272,7 +272,8 @@ Framework = Literal[
     "megatron", "torchtitan", "deepspeed", "megatron-deepspeed", "llm-foundry", "other"
 ]
 """published_runs.yaml header: the training software that produced the run (the keys of
-cost_models.framework.RECORD_FRAMEWORKS, which tests/planner/test_fuzz_regressions.py checks)."""
+cost_models.framework.RECORD_FRAMEWORKS, which
+tests/integration/cli/test_fuzz_regressions.py checks)."""
 _Text = Annotated[str, Field(max_length=10_000)]
 
 

@@ -135,7 +135,7 @@ def plan(model, cluster, workload, **constraints):
     return api.plan(model, cluster, workload, *search_inputs(**constraints))
 
 
-FROZEN = Path(__file__).parent / "planner" / "snapshots" / "estimates"
+FROZEN = Path(__file__).parent / "unit" / "planner" / "snapshots" / "estimates"
 """Estimates fixed on disk for the report snapshots: a physics change moves none of them."""
 
 

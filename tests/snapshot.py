@@ -4,7 +4,7 @@ UPDATE_SNAPSHOTS=1 rewrites them (review the diff)."""
 import os
 from pathlib import Path
 
-SNAPSHOTS = Path(__file__).parent / "planner" / "snapshots"
+SNAPSHOTS = Path(__file__).parent / "unit" / "planner" / "snapshots"
 
 
 def check_snapshot(name: str, text: str) -> None:

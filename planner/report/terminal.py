@@ -1,6 +1,6 @@
 """PlanResult / Estimate -> rich renderables. Nothing here prints.
 
-Every table reads at 80 and at 120 columns (issue 20; snapshots in tests/planner/snapshots):
+Every table reads at 80 and at 120 columns (issue 20; snapshots in tests/unit/planner/snapshots):
 short headers, compact layout cells (`text.compact_layout`), titles as their own lines (a rich
 table title wraps to the table's width), and only free text (reasons, warnings) wraps. A table too
 wide for the console falls back to a narrower form (`Responsive`) instead of cutting cells.

@@ -211,7 +211,8 @@ def largest_fitting(batches: Sequence[int], fits) -> tuple[int | None, int]:
     non-decreasing in m (in-flight micro-batches min(p - r, m) and the interleaved warm-up
     min(chunks, m*v), pipeline.inflight_chunks; ZeRO-2 keeps unsharded gradients once m > 1,
     memory.state_bytes), so the batches that fit are a suffix of the descending list and the best
-    is the first that fits: found by bisection. tests/planner/test_sat_batch_range.py checks both
+    is the first that fits: found by bisection.
+    tests/integration/search/test_sat_batch_range.py checks both
     claims against estimate() at every batch of small ranges.
     """
     if fits(batches[0]):

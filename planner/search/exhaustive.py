@@ -5,7 +5,7 @@ against (same candidates, same objective, same tie-break), and as the engine for
 shares only the candidate enumeration with the engine (candidates.py: what is legal), never the
 search: no bounds, no pruning, no CP-SAT. With a global batch range every layout is scored at
 the largest legal batch that fits (candidates.largest_fitting, checked against every batch in
-tests/planner/test_sat_batch_range.py) and plans sort by time per sequence. With
+tests/integration/search/test_sat_batch_range.py) and plans sort by time per sequence. With
 SearchSpace.stage_split "search" a pp > 1 layout out of memory with the even split is scored on
 the best split that fits, found by scoring every composition of the layers into pp x vp chunks
 (`brute_force_split`), where the engine solves a CP-SAT model (planner/search/partition.py).

@@ -34,8 +34,8 @@ Model, for one layout on one placement (memory does not depend on the order, tim
 
 Why per placement: the split that balances compute alone can lose to another by far once the
 per-layer traffic is counted (tp 8 cp 2, hidden 1024: 2-4-5-1 balanced compute against the LM head,
-2-4-4-2 was 25% faster; the exhaustive oracle found it, tests/planner/
-test_sat_partition_property.py). The memory caps do not depend on the placement and are shared
+2-4-4-2 was 25% faster; the exhaustive oracle found it,
+tests/integration/search/test_sat_partition_property.py). The memory caps do not depend on the placement and are shared
 by the placements of a shape. It is used, with SearchSpace.stage_split "search", where the even
 split is out of memory (planner/search/table.py, planner/search/exhaustive.py).
 """
@@ -121,7 +121,8 @@ class PartitionSolver(MemoryCaps):
         f(t) = (m - 1/vp) * max(t) + sum(t) / vp is non-decreasing in every t_r (m >= 1 >= 1/vp),
         so the step is >= f(c). Whatever the split, sum_r c_r = S is the same (every layer and
         the LM head once) and max_r c_r >= S / pp, so f(c) >= (m - 1/vp) * S / pp + S / vp.
-        Shaved by SAFETY against float summation order; tests/planner/test_sat_partition.py
+        Shaved by SAFETY against float summation order;
+        tests/integration/search/test_sat_partition.py
         checks it against every composition of small instances.
         """
         t_dense, t_moe, t_head = self.layer_s(lo)

@@ -256,7 +256,7 @@ def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch) -> N
 # ---------------------------------------------------------------------------------- torchtitan
 
 # bf16 optimizer moments are Megatron's precision-aware optimizer; the other exports refuse them
-# (tests/planner/test_deepseek_recipe_plan.py).
+# (tests/integration/search/test_deepseek_recipe_plan.py).
 TITAN_PLANS = [
     n
     for n in PLANS

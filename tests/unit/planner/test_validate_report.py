@@ -16,7 +16,7 @@ from snapshot import assert_readable, check_snapshot
 from planner.report.validation import render_validation
 from planner.validate import validate_record
 
-RUNS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "published_runs.yaml"
+RUNS = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "published_runs.yaml"
 PICK = (
     "mbridge-25.11-gb200-llama3-70b",  # 402 GiB predicted on 184 GiB GPUs: say so
     "torchtitan-202412-h100-llama31-405b-512gpu-interleaved-1f1b",  # the longest id

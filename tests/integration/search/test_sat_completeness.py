@@ -9,7 +9,7 @@ import yaml
 
 from planner.search.completeness import check_record
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "published_runs.yaml"
+DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "published_runs.yaml"
 
 
 def _small_records() -> list[dict]:

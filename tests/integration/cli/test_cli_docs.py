@@ -12,7 +12,7 @@ from pathlib import Path
 
 from planner.cli import build_parser
 
-DOCS = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+DOCS = (Path(__file__).resolve().parents[3] / "docs" / "cli.md").read_text()
 
 
 def sections() -> dict[str, str]:

@@ -4,7 +4,7 @@ import cycles among modules; docs/architecture.md lists exactly the imports betw
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = {
     "cost_models": {"planner", "models_zoo", "ortools", "rich", "yaml", "networkx"},
     "models_zoo": {"planner", "ortools", "rich"},
@@ -45,7 +45,7 @@ def test_every_python_package_is_shipped():
     # `pip install .` (planner.search once did exactly that).
     import tomllib
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     listed = set(
         tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     )

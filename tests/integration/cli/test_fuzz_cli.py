@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-_PATH = Path(__file__).resolve().parents[2] / "bench" / "fuzz.py"
+_PATH = Path(__file__).resolve().parents[3] / "bench" / "fuzz.py"
 _spec = importlib.util.spec_from_file_location("bench_fuzz", _PATH)
 fuzz = importlib.util.module_from_spec(_spec)
 sys.modules["bench_fuzz"] = fuzz

@@ -10,7 +10,7 @@ import yaml
 from cost_models.memory import MEASURED_MEMORY_CONFIGS, memory_config
 from planner.validate import record_inputs
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "published_runs.yaml"
+DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "published_runs.yaml"
 
 
 def test_measured_memory_configs_are_the_records_with_a_measured_peak() -> None:

@@ -203,7 +203,7 @@ def _imports(path: Path, package: str) -> set[str]:
 
 
 def test_cost_models_has_no_import_cycle():
-    root = Path(__file__).resolve().parents[2] / "cost_models"
+    root = Path(__file__).resolve().parents[3] / "cost_models"
     graph = {
         ("cost_models" if p.stem == "__init__" else f"cost_models.{p.stem}"): _imports(
             p, "cost_models"

@@ -146,7 +146,8 @@ def test_found_by_the_property_run(case_seed):
 @pytest.mark.slow
 @pytest.mark.skipif(
     not os.environ.get("PLANNER_SLOW"),
-    reason="80 random cases, minutes: PLANNER_SLOW=1 pytest tests/planner/test_place_property.py",
+    reason="80 random cases, minutes: "
+    "PLANNER_SLOW=1 pytest tests/integration/place/test_place_property.py",
 )
 @seed(27)
 @settings(

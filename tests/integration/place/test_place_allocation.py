@@ -23,7 +23,7 @@ from planner.place import oracle, pricing
 from planner.place.joint import node_hosts, place_layout
 from planner.place.ranks import rank_groups
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "allocation"
+EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "allocation"
 
 
 def _write(tmp_path: Path, name: str, text: str) -> str:

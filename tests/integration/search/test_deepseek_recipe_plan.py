@@ -100,7 +100,7 @@ def test_light_selective_set_starts_its_own_chain() -> None:
 
 
 def test_megatron_export_of_bf16_moments_uses_real_flags() -> None:
-    flags_file = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+    flags_file = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
     known = {
         line.split()[0]
         for line in (flags_file / "megatron_lm_flags.txt").read_text().splitlines()

@@ -71,7 +71,7 @@ def test_megatron_export_names_the_real_overlap_and_dispatcher_flags() -> None:
     from cost_models.errors import InvalidInput
     from planner.export.launch import megatron_args
 
-    flags_file = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+    flags_file = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
     known = {
         line.split()[0]
         for line in (flags_file / "megatron_lm_flags.txt").read_text().splitlines()

@@ -20,7 +20,7 @@ from cost_models.specs import Axis
 from planner import api
 from planner.cli import main
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "allocation"
+EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "allocation"
 ARGV = [
     "plan", "--model", "llama3.1-70b", "--cluster", "llama3-roce-24k", "--global-batch", "64",
     "--topology", str(EXAMPLE / "topology.conf"), "--hosts", str(EXAMPLE / "hostfile"),

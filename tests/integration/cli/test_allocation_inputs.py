@@ -13,7 +13,7 @@ from cost_models.errors import InvalidInput
 from planner.cli import main
 from planner.place import allocation as A
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "allocation"
+EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "allocation"
 ROCE = "llama3-roce-24k"  # tiers: nvlink (8), tor (16), pod (3,072), aggregation
 NVL72 = "gb200-nvl72-superpod"  # tiers: nvlink (72), rail-leaf (576), spine; 4 GPUs per node
 

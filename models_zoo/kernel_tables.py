@@ -15,20 +15,27 @@ from pathlib import Path
 from typing import Any
 
 from cost_models.errors import InvalidInput
+from cost_models.kernels import ATTENTION_FLOPS_FWD_BWD, attention_fwd_flops
 
 from .inputs import decode_text
 
 FILES = ("gemm", "attention", "grouped_gemm", "memory_bound")
 REQUIRED = {
-    "gemm": ("m", "n", "k", "dtype", "time_ms"),
-    "attention": ("batch", "seq", "heads", "kv_heads", "head_dim", "causal", "dtype", "time_ms"),
+    "gemm": ("m", "n", "k", "dtype"),
+    "attention": ("batch", "seq", "heads", "kv_heads", "head_dim", "causal", "dtype"),
     "grouped_gemm": ("experts", "rows_per_expert", "n", "k", "dtype", "time_ms"),
     "memory_bound": ("op", "bytes", "time_ms"),
 }
+TIME_COLUMNS = {"gemm": ("time_ms", "tflops"), "attention": ("time_ms", "tflops")}
+"""CONTRACT.md "Calibration": a GEMM or attention row gives its time or its rate (time wins)."""
+LAYOUTS = ("TN", "NN", "NT")
 
 
-def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Data rows as {column: text, "_line": n}; a missing column or ragged row is refused."""
+def read_csv_rows(
+    path: Path, required: tuple[str, ...], one_of: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """Data rows as {column: text, "_line": n}; a missing column or ragged row is refused,
+    extra columns are ignored."""
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -40,6 +47,8 @@ def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]
         raise InvalidInput(
             f"{path}:1: header lacks {', '.join(missing)} (needs {','.join(required)})"
         )
+    if one_of and not any(c in header for c in one_of):
+        raise InvalidInput(f"{path}:1: header needs one of {', '.join(one_of)}")
     rows = []
     for i, rec in enumerate(reader, 2):
         if None in rec:
@@ -75,19 +84,35 @@ def _choice(row: dict[str, Any], key: str, path: Path, allowed: tuple[str, ...],
     return value
 
 
+def _time_ms(r: dict[str, Any], path: Path, flops: float) -> float:
+    """The row's time_ms, or the time its `tflops` means for `flops` FLOPs."""
+    if r.get("time_ms") or not r.get("tflops"):
+        return number(r, "time_ms", path)
+    return flops / (number(r, "tflops", path) * 1e12) * 1e3
+
+
 def gemm_rows(path: Path) -> list[list]:
+    """One row per (shape, layout); a row without a layout stands for all three passes of a
+    Linear (CONTRACT.md), stored once per layout for bf16 (fp8 TN rows already stand for every
+    layout: cost_models.kernels.KernelBook.gemm_s)."""
     out = []
-    for r in read_csv_rows(path, REQUIRED["gemm"]):
+    for r in read_csv_rows(path, REQUIRED["gemm"], TIME_COLUMNS["gemm"]):
         m, n, k = (number(r, c, path) for c in ("m", "n", "k"))
         dtype = _choice(r, "dtype", path, ("bf16", "fp8"), "bf16")
-        layout = _choice(r, "layout", path, ("TN", "NN", "NT"), "TN")
-        out.append([m, n, k, dtype, layout, number(r, "time_ms", path)])
+        time_ms = _time_ms(r, path, 2.0 * m * n * k)
+        if r.get("layout"):
+            layouts = (_choice(r, "layout", path, LAYOUTS, "TN"),)
+        else:
+            layouts = LAYOUTS if dtype == "bf16" else ("TN",)
+        out.extend([m, n, k, dtype, lay, time_ms] for lay in layouts)
     return out
 
 
 def attention_rows(path: Path) -> list[list]:
+    """`tflops` counts forward + backward as the model does: ATTENTION_FLOPS_FWD_BWD x
+    attention_fwd_flops (FlashAttention's benchmark convention)."""
     out = []
-    for r in read_csv_rows(path, REQUIRED["attention"]):
+    for r in read_csv_rows(path, REQUIRED["attention"], TIME_COLUMNS["attention"]):
         b, s, h, kv, d = (
             number(r, c, path) for c in ("batch", "seq", "heads", "kv_heads", "head_dim")
         )
@@ -101,7 +126,8 @@ def attention_rows(path: Path) -> list[list]:
         window = number(r, "window", path, zero_ok=True) if r.get("window") else 0
         kernel = _choice(r, "kernel", path, ("fused", "fa2"), "fused")
         fwd = number(r, "forward_ms", path) if r.get("forward_ms") else 0
-        out.append([b, s, h, kv, d, dv, causal, window, kernel, number(r, "time_ms", path), fwd])
+        flops = ATTENTION_FLOPS_FWD_BWD * attention_fwd_flops(b, s, h, d, dv, causal)
+        out.append([b, s, h, kv, d, dv, causal, window, kernel, _time_ms(r, path, flops), fwd])
     return out
 
 

@@ -101,7 +101,7 @@ def _gemm(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
     base = calibration_for_cluster(cluster)
     values: dict[str, float] = {}
     fits = []
-    gemm_fits = compute_fit.fit_gemm(path, cluster)
+    gemm_fits, skipped = compute_fit.fit_gemm(path, cluster)
     for f in gemm_fits:
         eff_key = f"gemm_efficiency_{f.dtype}"
         half_key = "gemm_half_dim" if f.dtype == "bf16" else "gemm_half_dim_fp8"
@@ -118,11 +118,13 @@ def _gemm(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
                     source=path,
                     points=f.points,
                     max_residual_pct=f.max_residual_pct,
-                    note=f"{f.dtype} GEMM TFLOP/s / {f.peak_tflops:g} peak vs "
-                    "ceiling x prod d/(d+half_dim)",
+                    note=f"fallback curve: {f.dtype} GEMM TFLOP/s / {f.peak_tflops:g} peak "
+                    f"vs ceiling x prod d/(d+half_dim), {f.launch_bound} launch-bound rows "
+                    f"(< {compute_fit.LAUNCH_BOUND_S * 1e6:g} us) left out",
                 )
             )
     report["gemm"] = [f.__dict__ for f in gemm_fits]
+    report.setdefault("fallback_skipped", []).extend(f"{path}: GEMM {x}" for x in skipped)
     return _with(cluster, values, fits)
 
 
@@ -143,7 +145,8 @@ def _attention(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
                 source=path,
                 points=f.points,
                 max_residual_pct=f.max_residual_pct,
-                note="fused attention fwd+bwd / bf16 peak (geometric mean)",
+                note="fallback curve: fused attention fwd+bwd / bf16 peak (geometric mean), "
+                f"{f.launch_bound} launch-bound rows left out",
             )
         )
     if "fa2" in found:
@@ -158,7 +161,8 @@ def _attention(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
                 source=path,
                 points=f.points,
                 max_residual_pct=f.max_residual_pct,
-                note=f"FA2 fwd+bwd efficiency {f.efficiency:.3f} / fused {fused:.3f}"
+                note=f"fallback curve: FA2 fwd+bwd efficiency {f.efficiency:.3f} / fused "
+                f"{fused:.3f}"
                 + ("" if "fused" in found else " (generation default)"),
             )
         )
@@ -180,10 +184,11 @@ def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict
 
 
 def kernel_files(
-    kernels: str | None, grouped_gemm: str | None, memory_bound: str | None
+    kernels: str | None, per_file: dict[str, str | None]
 ) -> tuple[dict[str, Path], str]:
-    """Table kind -> CSV of `--kernels DIR` (each file optional) and the per-file flags, which
-    replace the folder's file of their kind; and the source the tables are named by."""
+    """Table kind -> CSV of `--kernels DIR` (each file optional) and the per-file flags
+    (`per_file`: kind -> path, e.g. --gemm, --grouped-gemm), which replace the folder's file of
+    their kind; and the source the tables are named by."""
     files: dict[str, Path] = {}
     if kernels is not None:
         folder = Path(kernels)
@@ -194,7 +199,7 @@ def kernel_files(
             raise InvalidInput(
                 f"--kernels: {kernels} holds none of {', '.join(f + '.csv' for f in FILES)}"
             )
-    for kind, path in (("grouped_gemm", grouped_gemm), ("memory_bound", memory_bound)):
+    for kind, path in per_file.items():
         if path is not None:
             files[kind] = Path(path)
     source = kernels or ", ".join(str(p) for p in files.values())
@@ -241,11 +246,18 @@ def calibrate(
 ) -> tuple[Cluster, dict[str, Any]]:
     """The calibrated cluster and a report of every fit (what `planner calibrate --json` prints).
 
-    Order: network tiers innermost first, then GEMM, then attention, then the kernel tables
-    (--kernels, --grouped-gemm, --memory-bound: stored, not fitted), then the step factors on
-    top of everything the microbenchmarks set."""
+    Order: network tiers innermost first, then the GEMM and attention fallback curves (fitted
+    on --gemm / --attention), then the kernel tables (--kernels and every per-file flag, --gemm
+    and --attention included: stored and looked up, not fitted), then the step factors on top
+    of everything the microbenchmarks set."""
     base = models_zoo.load_cluster(cluster)
-    tables = kernels or grouped_gemm or memory_bound
+    per_file = {
+        "gemm": gemm,
+        "attention": attention,
+        "grouped_gemm": grouped_gemm,
+        "memory_bound": memory_bound,
+    }
+    tables = kernels or any(per_file.values())
     if not (nccl_tests or gemm or attention or steps_file or tables):
         raise InvalidInput(
             "calibrate: give at least one of --nccl-tests, --gemm, --attention, --kernels, "
@@ -260,7 +272,7 @@ def calibrate(
     if attention:
         out = _attention(out, attention, report)
     if tables:
-        files, source = kernel_files(kernels, grouped_gemm, memory_bound)
+        files, source = kernel_files(kernels, per_file)
         out = _kernels(out, files, source, report)
     if steps_file:
         out = _steps(out, steps_file, report)

@@ -9,6 +9,11 @@ size. Attention (``batch,seq,heads,kv_heads,head_dim,causal,dtype`` and ``time_m
 ``tflops``, optional ``kernel`` fused|fa2): the model has one constant per kernel class
 (cost_models.compute.attention_efficiency), fitted as the geometric mean of achieved / bf16 peak;
 its per-row residuals show how far the sweep's shapes are from one constant.
+
+Both curves are only the fallback for shapes outside the measured table (`planner calibrate`
+stores the rows themselves, planner.calibrate._kernels; issue 32), and are fitted only on rows
+that take at least LAUNCH_BOUND_S: below that a kernel's time is launch overhead and tail, not
+throughput, and a toy shape must never set the large-GEMM ceiling.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from .sweep import attention_flops
 
 DTYPES = ("bf16", "fp8")
 HALF_DIM_RANGE = (0.0, 4096.0)
+LAUNCH_BOUND_S = 20e-6
+"""Rows faster than this are launch-bound and left out of the curve fits: a kernel launch plus
+its wave tail costs ~5-10 us on Hopper (CUDA launch latency; the shared H100 sweep's smallest
+GEMMs run 5-15 us at 10-40 % of peak), so 20 us keeps that overhead under about half the time."""
 
 
 def _read_csv(path: str, required: tuple[str, ...], one_of: tuple[str, ...]) -> list[dict]:
@@ -77,6 +86,10 @@ class GemmPoint:
     dtype: str
     tflops: float
 
+    @property
+    def seconds(self) -> float:
+        return 2.0 * self.m * self.n * self.k / (self.tflops * 1e12)
+
 
 def read_gemm_csv(path: str) -> list[GemmPoint]:
     points = []
@@ -107,6 +120,7 @@ class GemmFit:
     points: int
     max_residual_pct: float
     peak_tflops: float
+    launch_bound: int  # rows under LAUNCH_BOUND_S, left out of the fit
 
 
 def _ceiling_for(points: list[GemmPoint], peak: float, half: float) -> tuple[float, float]:
@@ -116,39 +130,53 @@ def _ceiling_for(points: list[GemmPoint], peak: float, half: float) -> tuple[flo
     return math.exp(c), sum((v - c) ** 2 for v in logs)
 
 
-def fit_gemm(path: str, cluster: Cluster) -> list[GemmFit]:
-    """One fit per dtype present in the sweep."""
+def fit_gemm(path: str, cluster: Cluster) -> tuple[list[GemmFit], list[str]]:
+    """One fit per dtype present in the sweep, on its rows that are not launch-bound; and a
+    line for each dtype left at the generation's constants (fewer than 3 such shapes)."""
     points = read_gemm_csv(path)
-    gpu = cluster.gpu
-    fits = []
+    fits, skipped = [], []
     for dtype in DTYPES:
         pts = [p for p in points if p.dtype == dtype]
         if not pts:
             continue
-        last = pts[-1].line
-        if len({(p.m, p.n, p.k) for p in pts}) < 3:
-            raise InvalidInput(
-                f"{path}:{last}: {dtype} sweep has {len(pts)} point(s) on "
-                f"{len({(p.m, p.n, p.k) for p in pts})} shape(s); the fit needs 3 or more shapes"
+        peak = _check_gemm_points(path, pts, dtype, cluster)
+        slow = [p for p in pts if p.seconds >= LAUNCH_BOUND_S]
+        if len({(p.m, p.n, p.k) for p in slow}) < 3:
+            skipped.append(
+                f"{dtype}: {len(slow)} row(s) take >= {LAUNCH_BOUND_S * 1e6:g} us, the fit needs "
+                "3 shapes or more: generation constants kept"
             )
-        peak = gpu.peak_bf16_tflops if dtype == "bf16" else gpu.peak_fp8_tflops
-        if peak is None:
-            raise InvalidInput(f"{path}:{pts[0].line}: fp8 rows but {gpu.id} has no fp8 peak")
-        for p in pts:
-            if p.tflops > peak * 1.02:
-                raise InvalidInput(
-                    f"{path}:{p.line}: {p.tflops:g} TFLOP/s is above the {gpu.id} {dtype} dense "
-                    f"peak ({peak:g}): wrong GPU in --cluster, or a sparse / wrong-unit number"
-                )
-        half = _best_half_dim(pts, peak)
-        ceiling, _ = _ceiling_for(pts, peak, half)
+            continue
+        half = _best_half_dim(slow, peak)
+        ceiling, _ = _ceiling_for(slow, peak, half)
         # A roll-off extrapolated past peak is capped there; the residual shows what it costs.
         ceiling = min(ceiling, 1.0)
-        resid = max(abs(ceiling * shape_factor(p, half) * peak - p.tflops) / p.tflops for p in pts)
-        fits.append(GemmFit(dtype, ceiling, half, len(pts), 100 * resid, peak))
-    if not fits:
-        raise InvalidInput(f"{path}:1: no bf16 or fp8 rows")
-    return fits
+        resid = max(abs(ceiling * shape_factor(p, half) * peak - p.tflops) / p.tflops for p in slow)
+        fits.append(
+            GemmFit(dtype, ceiling, half, len(slow), 100 * resid, peak, len(pts) - len(slow))
+        )
+    return fits, skipped
+
+
+def _check_gemm_points(path: str, pts: list[GemmPoint], dtype: str, cluster: Cluster) -> float:
+    """The dtype's dense peak, after refusing a sweep too small to fit or above the peak."""
+    gpu = cluster.gpu
+    shapes = len({(p.m, p.n, p.k) for p in pts})
+    if shapes < 3:
+        raise InvalidInput(
+            f"{path}:{pts[-1].line}: {dtype} sweep has {len(pts)} point(s) on {shapes} shape(s); "
+            "the fit needs 3 or more shapes"
+        )
+    peak = gpu.peak_bf16_tflops if dtype == "bf16" else gpu.peak_fp8_tflops
+    if peak is None:
+        raise InvalidInput(f"{path}:{pts[0].line}: fp8 rows but {gpu.id} has no fp8 peak")
+    for p in pts:
+        if p.tflops > peak * 1.02:
+            raise InvalidInput(
+                f"{path}:{p.line}: {p.tflops:g} TFLOP/s is above the {gpu.id} {dtype} dense "
+                f"peak ({peak:g}): wrong GPU in --cluster, or a sparse / wrong-unit number"
+            )
+    return peak
 
 
 def _best_half_dim(pts: list[GemmPoint], peak: float) -> float:
@@ -173,6 +201,7 @@ class AttentionFit:
     efficiency: float
     points: int
     max_residual_pct: float
+    launch_bound: int  # rows under LAUNCH_BOUND_S, left out of the fit
 
 
 def fit_attention(path: str, cluster: Cluster) -> list[AttentionFit]:
@@ -205,20 +234,28 @@ def fit_attention(path: str, cluster: Cluster) -> list[AttentionFit]:
             tflops = _positive(row, "tflops", path)
         if tflops > peak * 1.02:
             raise InvalidInput(f"{path}:{line}: {tflops:g} TFLOP/s is above the bf16 peak {peak:g}")
-        by_kernel.setdefault(kernel, []).append((line, tflops / peak))
+        by_kernel.setdefault(kernel, []).append((line, tflops / peak, flops / (tflops * 1e12)))
+    return _attention_fits(path, by_kernel)
+
+
+def _attention_fits(path: str, by_kernel: dict[str, list[tuple]]) -> list[AttentionFit]:
+    """Geometric mean efficiency per kernel over its rows that are not launch-bound."""
     fits = []
     for kernel in ("fused", "fa2"):
-        effs = by_kernel.get(kernel, [])
-        if not effs:
+        rows = by_kernel.get(kernel, [])
+        if not rows:
             continue
-        if len(effs) < 2:
+        if len(rows) < 2:
             raise InvalidInput(
-                f"{path}:{effs[0][0]}: one {kernel} attention point; the fit needs 2 or more"
+                f"{path}:{rows[0][0]}: one {kernel} attention point; the fit needs 2 or more"
             )
-        eff = math.exp(sum(math.log(e) for _, e in effs) / len(effs))
-        resid = max(abs(eff - e) / e for _, e in effs)
-        fits.append(AttentionFit(kernel, eff, len(effs), 100 * resid))
-    if not fits:
+        effs = [e for _, e, seconds in rows if seconds >= LAUNCH_BOUND_S]
+        if len(effs) < 2:
+            continue  # the generation constant stays (calibrate reports no fit for it)
+        eff = math.exp(sum(math.log(e) for e in effs) / len(effs))
+        resid = max(abs(eff - e) / e for e in effs)
+        fits.append(AttentionFit(kernel, eff, len(effs), 100 * resid, len(rows) - len(effs)))
+    if not by_kernel:
         raise InvalidInput(f"{path}:1: no data rows")
     return fits
 

@@ -10,21 +10,11 @@ from rich.markup import escape
 
 
 def calibration_lines(cluster_name: str, rep: dict[str, Any]) -> list[str]:
-    """The calibrated cluster file written, then each fitted constant, each nccl-tests file's
-    tier and residual, and the measured steps' errors (planner.calibrate.calibrate's report)."""
+    """The calibrated cluster file written; then one "residual" line per stored kernel table
+    (its rows looked up through the written cluster); then each fitted constant (the GEMM and
+    attention curves labelled as the fallback outside the tables), each nccl-tests file's tier
+    and residual, and the measured steps' errors (planner.calibrate.calibrate's report)."""
     lines = [f"[bold]calibrated[/bold] {escape(cluster_name)} -> {escape(rep['out'])}"]
-    for f in rep["fits"]:
-        default = "" if f["default"] is None else f" (was {f['default']:.4g})"
-        lines.append(
-            f"  {f['constant']} = {f['value']:.4g}{default}; {f['points']} points, max residual"
-            f" {f['max_residual_pct']:.2f}%; from {escape(f['source'])}"
-        )
-    for row in rep.get("nccl", []):
-        lines.append(
-            f"  {escape(row['file'])}: {row['collective']} on {row['ranks']} ranks /"
-            f" {row['nodes']} nodes -> tier {row['tier']}; bus bandwidth reproduced within"
-            f" {row['max_busbw_error_pct']:.2f}%"
-        )
     if "kernels" in rep:
         k = rep["kernels"]
         lines.append(f"  kernel tables from {escape(k['source'])} (looked up, not fitted):")
@@ -35,6 +25,21 @@ def calibration_lines(cluster_name: str, rep: dict[str, Any]) -> list[str]:
                 f" each left out and interpolated from the rest ({r['loo_rows']} rows): max"
                 f" {r['loo_max_pct']:.1f}%, median {r['loo_median_pct']:.1f}%"
             )
+    for f in rep["fits"]:
+        default = "" if f["default"] is None else f" (was {f['default']:.4g})"
+        label = "fallback curve " if f["note"].startswith("fallback curve") else ""
+        lines.append(
+            f"  {label}{f['constant']} = {f['value']:.4g}{default}; {f['points']} points, max"
+            f" residual {f['max_residual_pct']:.2f}%; from {escape(f['source'])}"
+        )
+    for text in rep.get("fallback_skipped", []):
+        lines.append(f"  fallback curve not fitted: {escape(text)}")
+    for row in rep.get("nccl", []):
+        lines.append(
+            f"  {escape(row['file'])}: {row['collective']} on {row['ranks']} ranks /"
+            f" {row['nodes']} nodes -> tier {row['tier']}; bus bandwidth reproduced within"
+            f" {row['max_busbw_error_pct']:.2f}%"
+        )
     if "steps" in rep:
         s = rep["steps"]
         lines.append(

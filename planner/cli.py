@@ -1043,8 +1043,12 @@ def _add_calibration(sub: Any) -> None:
         "--cluster", required=True, help="preset name or cluster YAML/JSON to start from"
     )
     c.add_argument("--nccl-tests", nargs="+", metavar="FILE", help="nccl-tests output files")
-    c.add_argument("--gemm", metavar="CSV", help="GEMM sweep: m,n,k,dtype,tflops")
-    c.add_argument("--attention", metavar="CSV", help="attention sweep (docs/calibration.md)")
+    c.add_argument(
+        "--gemm", metavar="CSV", help="GEMM table m,n,k,dtype,tflops|time_ms (stored + curve fit)"
+    )
+    c.add_argument(
+        "--attention", metavar="CSV", help="attention table (stored + curve fit; docs/calibration.md)"
+    )
     c.add_argument("--steps", metavar="YAML", help="measured steps of your own runs")
     c.add_argument(
         "--kernels",

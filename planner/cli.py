@@ -1047,7 +1047,7 @@ def _add_calibration(sub: Any) -> None:
         "--gemm", metavar="CSV", help="GEMM table m,n,k,dtype,tflops|time_ms (stored + curve fit)"
     )
     c.add_argument(
-        "--attention", metavar="CSV", help="attention table (stored + curve fit; docs/calibration.md)"
+        "--attention", metavar="CSV", help="attention table (stored + curve fit)"
     )
     c.add_argument("--steps", metavar="YAML", help="measured steps of your own runs")
     c.add_argument(

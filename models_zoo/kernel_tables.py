@@ -168,16 +168,22 @@ def read_kernel_files(files: dict[str, Path], source: str) -> dict[str, Any]:
     return data
 
 
-def read_kernel_dir(folder: Path, where: str) -> dict[str, Any]:
-    """KernelTables data from a folder (each of FILES optional, at least one present)."""
+def kernel_dir_files(folder: Path, where: str) -> dict[str, Path]:
+    """Table kind -> CSV of a kernel-tables folder (each of FILES optional, at least one
+    present); `where` names the field or flag that gave the folder."""
     if not folder.is_dir():
-        raise InvalidInput(f"{where}: kernel tables folder {folder} does not exist")
+        raise InvalidInput(f"{where}: {folder} is not a folder of kernel tables")
     files = {kind: folder / f"{kind}.csv" for kind in FILES if (folder / f"{kind}.csv").is_file()}
     if not files:
         raise InvalidInput(
             f"{where}: {folder} holds none of {', '.join(f + '.csv' for f in FILES)}"
         )
-    return read_kernel_files(files, str(folder))
+    return files
+
+
+def read_kernel_dir(folder: Path, where: str) -> dict[str, Any]:
+    """KernelTables data from a folder (kernel_dir_files)."""
+    return read_kernel_files(kernel_dir_files(folder, where), str(folder))
 
 
 def resolve_kernels(data: dict[str, Any], base: Path | None, where: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from cost_models.specs import (
     FitRecord,
     KernelTables,
 )
-from models_zoo.kernel_tables import FILES, read_kernel_files
+from models_zoo.kernel_tables import FILES, kernel_dir_files, read_kernel_files
 
 from . import compute_fit, nccl, steps
 
@@ -191,14 +191,7 @@ def kernel_files(
     their kind; and the source the tables are named by."""
     files: dict[str, Path] = {}
     if kernels is not None:
-        folder = Path(kernels)
-        if not folder.is_dir():
-            raise InvalidInput(f"--kernels: {kernels} is not a folder")
-        files = {k: folder / f"{k}.csv" for k in FILES if (folder / f"{k}.csv").is_file()}
-        if not files:
-            raise InvalidInput(
-                f"--kernels: {kernels} holds none of {', '.join(f + '.csv' for f in FILES)}"
-            )
+        files = kernel_dir_files(Path(kernels), "--kernels")
     for kind, path in per_file.items():
         if path is not None:
             files[kind] = Path(path)

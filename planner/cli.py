@@ -721,7 +721,9 @@ def _place(args: argparse.Namespace, alloc: Allocation) -> Any:
 
 
 def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
-    from .place.joint import allocation_dict, handoff_allocation_files, node_hosts
+    from .export.handoff import allocation_files
+    from .place.joint import node_hosts
+    from .report.dicts import allocation_dict
 
     result, best, alloc = placed.result, placed.best, placed.allocation
     # One placed view in every format: the JSON `allocation` object (CONTRACT.md) and the
@@ -733,7 +735,7 @@ def _report_placed(args: argparse.Namespace, out: Console, placed: Any) -> int:
     if args.out_dir:
         payload = report.result_dict(result)
         payload["allocation"] = json_allocation
-        files = handoff_allocation_files(result.cluster, alloc, best)
+        files = allocation_files(result.cluster, alloc, best)
         _write_out_dir(args, out, result, payload, files)
     return EXIT_OK
 
@@ -765,9 +767,9 @@ def _plan_stability(args: argparse.Namespace, result: PlanResult) -> dict[str, A
     kwargs["top_k"] = 1
     if result.global_batch_range is not None:  # each re-plan picks its own batch again
         kwargs["global_batch_range"] = result.global_batch_range
-    # The framework default (megatron) as before this was typed, not --framework: the result's
-    # workload already carries the framework's physics.
-    space, options = convenience.search_inputs(**kwargs)
+    # The plan's own framework (its rank orders, ZeRO stages, recompute modes, caps): each re-plan
+    # searches the space the plan was found in, only the constants move.
+    space, options = convenience.search_inputs(result.framework, **kwargs)
 
     def replan(cluster: Any) -> PlanResult:
         return api.plan(result.model, cluster, result.workload, space, options)

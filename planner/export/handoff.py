@@ -10,7 +10,10 @@ import json
 from typing import Any
 
 from cost_models.errors import InvalidInput
+from cost_models.specs import Cluster
 
+from ..place.allocation import Allocation
+from ..place.joint import Placement, node_hosts, rank_hosts
 from ..types import PlanResult
 from . import launch, plan_exports
 
@@ -186,3 +189,15 @@ def load_saved_plan(data: Any, where: str) -> PlanResult:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         raise InvalidInput(f"{where}: plan_result.{loc}: {first['msg']}") from None
+
+
+def allocation_files(cluster: Cluster, alloc: Allocation, p: Placement) -> dict[str, str]:
+    """The allocation's part of the hand-off: SLURM_HOSTFILE (one host per rank, `hostfile`),
+    each used host once in node-rank order, node ranks for torchrun, and rank -> (host, GPU)."""
+    nodes = node_hosts(cluster, alloc, p.host_of_rank)
+    return {
+        "hostfile": "".join(f"{h}\n" for h in nodes for _ in range(cluster.gpus_per_node)),
+        "nodes.txt": "".join(f"{h}\n" for h in nodes),
+        "node_ranks.txt": "".join(f"{h} {i}\n" for i, h in enumerate(nodes)),
+        "rank_hosts.json": json.dumps(rank_hosts(cluster, alloc, p), indent=1) + "\n",
+    }

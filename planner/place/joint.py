@@ -12,7 +12,6 @@ reported.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -250,34 +249,13 @@ def node_hosts(cluster: Cluster, alloc: Allocation, host_of_rank: np.ndarray) ->
     return [alloc.hosts[int(h)] for h in per_node[:, 0]]
 
 
-def allocation_dict(cluster: Cluster, alloc: Allocation, p: Placement) -> dict[str, Any]:
-    """The `allocation` object of `plan --json` (CONTRACT.md)."""
+def rank_hosts(cluster: Cluster, alloc: Allocation, p: Placement) -> list[dict[str, Any]]:
+    """Rank -> host and local GPU of a placed map (what `rank_hosts.json` and the JSON hold)."""
     gpn = cluster.gpus_per_node
-    return {
-        "hostfile": node_hosts(cluster, alloc, p.host_of_rank),
-        "ranks": [
-            {"rank": r, "host": alloc.hosts[int(h)], "local_gpu": r % gpn}
-            for r, h in enumerate(p.host_of_rank.tolist())
-        ],
-        "step_time_s": {
-            "scheduler_order": p.scheduler.step_time_s,
-            "best_rank_order": p.best_order.step_time_s,
-            "placed": p.placed.step_time_s,
-        },
-        "solver": p.solver,
-    }
-
-
-def handoff_allocation_files(cluster: Cluster, alloc: Allocation, p: Placement) -> dict[str, str]:
-    """The allocation's part of the hand-off: SLURM_HOSTFILE (one host per rank, `hostfile`),
-    each used host once in node-rank order, node ranks for torchrun, and rank -> (host, GPU)."""
-    nodes = node_hosts(cluster, alloc, p.host_of_rank)
-    return {
-        "hostfile": "".join(f"{h}\n" for h in nodes for _ in range(cluster.gpus_per_node)),
-        "nodes.txt": "".join(f"{h}\n" for h in nodes),
-        "node_ranks.txt": "".join(f"{h} {i}\n" for i, h in enumerate(nodes)),
-        "rank_hosts.json": json.dumps(allocation_dict(cluster, alloc, p)["ranks"], indent=1) + "\n",
-    }
+    return [
+        {"rank": r, "host": alloc.hosts[int(h)], "local_gpu": r % gpn}
+        for r, h in enumerate(p.host_of_rank.tolist())
+    ]
 
 
 def layout_of(p: Placement) -> Layout:

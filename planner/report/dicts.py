@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cost_models.specs import Estimate, ModelSpec
+from cost_models.specs import Cluster, Estimate, ModelSpec
 
+from ..place.allocation import Allocation
+from ..place.joint import Placement, node_hosts, rank_hosts
 from ..types import PlanResult
 from . import findings
 from .goodput_view import goodput_dict
@@ -111,3 +113,17 @@ def result_dict(result: PlanResult) -> dict[str, Any]:
         },
     }
 
+
+
+def allocation_dict(cluster: Cluster, alloc: Allocation, p: Placement) -> dict[str, Any]:
+    """The `allocation` object of `plan --json` (docs/contract.md "Placement on an allocation")."""
+    return {
+        "hostfile": node_hosts(cluster, alloc, p.host_of_rank),
+        "ranks": rank_hosts(cluster, alloc, p),
+        "step_time_s": {
+            "scheduler_order": p.scheduler.step_time_s,
+            "best_rank_order": p.best_order.step_time_s,
+            "placed": p.placed.step_time_s,
+        },
+        "solver": p.solver,
+    }

@@ -68,3 +68,20 @@ def test_calibrated_ranges_come_from_the_fit(tmp_path):
     assert lo == pytest.approx(0.6 * 0.97, rel=1e-3)  # exact fixture: the 3 % floor applies
     assert hi == pytest.approx(0.6 * 1.03, rel=1e-3)
     assert default_ranges(cluster)["attention_efficiency"] == (0.35, 0.70)  # not measured
+
+
+def test_each_replan_searches_the_plans_own_framework(capsys, monkeypatch):
+    """Issue 28: --stability re-planned with Megatron's rules whatever --framework said; every
+    re-plan now searches the plan's own framework space (its orders, ZeRO stages, recompute)."""
+    seen = []
+    plan = api.plan
+
+    def recording(model, cluster, workload, space, options, *rest, **keywords):
+        seen.append(space.framework)
+        return plan(model, cluster, workload, space, options, *rest, **keywords)
+
+    monkeypatch.setattr(api, "plan", recording)
+    narrow = "inter_node_efficiency=0.85:0.9"
+    assert main([*ARGS, "--framework", "torchtitan", "--stability-range", narrow]) == 0
+    assert json.loads(capsys.readouterr().out)["stability"]["checks"]
+    assert len(seen) >= 3 and set(seen) == {"torchtitan"}, seen

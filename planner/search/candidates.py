@@ -684,7 +684,9 @@ def complexity(e: Estimate, seq_len: int, first_tier: str) -> tuple[int, ...]:
     (docs/search.md#recommendation):
     1. model-parallel axes (TP, PP, CP, EP) whose group leaves the first tier (the NVLink
        domain): each is a cross-node collective or P2P stream to tune and debug (DP is every
-       plan's baseline axis and does not count);
+       plan's baseline axis and does not count, nor is CP from SHORT_SEQ_FOR_CP on: splitting a
+       long sequence over nodes is what CP is for, Llama 3's 128k stage ran CP 16 across
+       nodes; counting it made a plan with recompute win over an equally fast one without);
     2. CP at a short sequence (below SHORT_SEQ_FOR_CP);
     3. activation recompute (none < selective < full);
     4. a higher ZeRO stage;
@@ -697,7 +699,7 @@ def complexity(e: Estimate, seq_len: int, first_tier: str) -> tuple[int, ...]:
     crossing = sum(
         any(f > 1 for tier, f in e.placement.get(axis, {}).items() if tier != first_tier)
         for axis, d in degrees.items()
-        if d > 1
+        if d > 1 and not (axis == "cp" and seq_len >= SHORT_SEQ_FOR_CP)
     )
     short_cp = int(lo.cp > 1 and seq_len < SHORT_SEQ_FOR_CP)
     recompute = ("none", "selective", "full").index(lo.recompute)

@@ -142,6 +142,13 @@ def test_simplicity_order_is_explicit():
     full = _fake(layout(tp=8, dp=128, recompute="full"), 9.98, {"tp": {nv: 8}})
     assert _order(cp2, full) is full
     assert _order(cp2, full, seq_len=131072) is cp2
+    # ... nor, at a long sequence, is a CP group that leaves the node (rule 1 skips it there).
+    cp4_ib = _fake(layout(tp=4, pp=4, dp=2, cp=4, vp=5), 9.9,
+                   {"tp": {nv: 4}, "cp": {nv: 2, ib: 2}, "pp": {nv: 1, ib: 4}})
+    cp2_sel = _fake(layout(tp=4, pp=8, dp=2, cp=2, vp=5, recompute="selective"), 9.98,
+                    {"tp": {nv: 4}, "cp": {nv: 2}, "pp": {nv: 1, ib: 8}})  # fmt: skip
+    assert _order(cp4_ib, cp2_sel, seq_len=16384) is cp4_ib
+    assert _order(cp4_ib, cp2_sel, seq_len=8192) is cp2_sel
     # 3. no recompute before a lower ZeRO stage; 4. lower ZeRO before no interleaving.
     sel = _fake(layout(tp=8, dp=128, recompute="selective"), 9.9, {"tp": {nv: 8}})
     z3 = _fake(layout(tp=8, dp=128, zero_stage=3), 9.98, {"tp": {nv: 8}})
@@ -164,6 +171,25 @@ def test_llama31_405b_on_1024_h100_recommends_dp2_cp4_over_dp1_cp8():
     for e in result.ranked[1:]:
         if e.step_time_s < result.best.step_time_s:
             assert candidates.complexity(e, 8192, first) > key
+
+
+@pytest.mark.parametrize(
+    ("cluster_name", "seq_len", "framework", "recompute"),
+    [("dgx-h100", 16384, "megatron", "none"), ("dgx-b200", 131072, "torchtitan", "selective")],
+)
+def test_llama31_70b_on_128_gpus_recommends_less_recompute(
+    cluster_name, seq_len, framework, recompute
+):
+    """Issue 28: Llama 3.1 70B on 128 GPUs recommended a recompute plan (selective on H100 at
+    16k; full + FSDP on B200 at 128k) over one with less recompute 0.6-0.8 % faster, because the
+    faster plan's CP group left the node. At these lengths CP across nodes is no complexity, so
+    the faster plan with less recompute is recommended."""
+    result = convenience.plan_for(
+        "llama3.1-70b", cluster_name, num_gpus=128, seq_len=seq_len, framework=framework, top_k=5
+    )
+    assert result.fastest_index == 0, result.ranked[result.fastest_index].layout.label
+    assert result.best.layout.recompute == recompute, result.best.layout.label
+    assert result.best.layout.cp > 1  # the CP group that leaves the node no longer counts
 
 
 def test_active_parameters_exclude_the_input_embedding(tmp_path):

@@ -1,25 +1,45 @@
 """Regenerate the generated blocks of README.md and docs/*.md, or check that they are current.
 
 A generated block sits between `<!-- generated: NAME -->` and `<!-- end generated -->`; NAME
-picks the function below that writes it. `python bench/docs_figures.py` rewrites every block in
-place; `--check` exits 1 naming each stale block
-(tests/integration/test_docs_figures.py runs the check, so a
-figure in a block cannot go stale: change the code, rerun this script, commit both).
+picks the Figure below that writes it. `python bench/docs_figures.py` rewrites every block in
+place; `--check` exits 1 naming each stale block (tests/integration/test_docs_figures.py runs the
+check, so a figure in a block cannot go stale: change the code, rerun this script, commit both).
 
-Blocks are built from the code's own data (schemas, presets): cheap and deterministic.
+Every figure a command prints that README.md or docs/ quotes is in a block (the list of what is
+where, and how each is checked: /work/notes or docs/architecture.md's "Docs" section). Three kinds:
+
+* fast (the default suite regenerates them): schemas and presets, the accuracy tables
+  (`planner validate` on the shared runs, ~1.5 s), and the tables rendered from a committed
+  measurement record (bench/results/*.json: wall times cannot be regenerated, so the timing runs
+  write a record, the block is rendered from it, and a slow test re-runs the deterministic part);
+* slow (`-m slow`, or `--slow` here): blocks that run the CLI for seconds each (the stability,
+  calibration, placement and simplicity examples);
+* records re-checked (`-m slow`): bench/results/plan_scaling.json re-planned, its deterministic
+  fields (space, scored, status, gap, objective, best plan) compared.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
+import os
 import re
+import shlex
+import statistics
+import subprocess
 import sys
+import tempfile
 import types
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT))
 
 import models_zoo  # noqa: E402
@@ -95,49 +115,476 @@ def model_presets() -> str:
     return "\n".join(head + rows)
 
 
-GENERATORS = {
-    "model-schema": model_schema,
-    "cluster-presets": cluster_presets,
-    "model-presets": model_presets,
+def plan_scaling() -> str:
+    """README "Performance": bench/plan_scaling.py's record (bench/results/plan_scaling.json)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import plan_scaling as bench  # noqa: PLC0415 -- a script beside this one
+
+    record = json.loads((RESULTS / "plan_scaling.json").read_text())
+    load = ", ".join(f"{x:.1f}" for x in record["load_average"])
+    rows = [bench.markdown_row(r) for r in record["rows"]]
+    return "\n".join(
+        [
+            f"Recorded by `{record['command']}` on revision {record['revision']}, "
+            f"{record['cpus']} cores, load average {load} (1, 5, 15 min) at the end"
+            + (f"; {record['note']}" if record["note"] else "")
+            + ":",
+            "",
+            bench.HEADER,
+            *rows,
+        ]
+    )
+
+
+@functools.cache
+def _validation_rows() -> tuple[Any, ...]:
+    from planner.validate import validate_file  # noqa: PLC0415
+
+    return tuple(validate_file(str(SHARED / "data" / "published_runs.yaml")))
+
+
+def accuracy() -> str:
+    """docs/accuracy.md: `planner validate --markdown`'s tables (its title and note stay text)."""
+    from planner.report.validation import validation_markdown  # noqa: PLC0415
+
+    text = validation_markdown(list(_validation_rows()), "published_runs.yaml")
+    return text[text.index("| group |") :].rstrip("\n")
+
+
+def _pct(values: list[float], q: float) -> float:
+    from planner.validate import percentile  # noqa: PLC0415
+
+    return percentile(sorted(values), q)
+
+
+def accuracy_summary() -> str:
+    """One sentence of the tokens/s accuracy (all, dense, MoE), for the pages that quote it."""
+    rows = [r for r in _validation_rows() if r.tokens_error_pct is not None]
+    errs = {
+        "all": [abs(r.tokens_error_pct) for r in rows],
+        "dense": [abs(r.tokens_error_pct) for r in rows if r.params_active == r.params_total],
+        "MoE": [abs(r.tokens_error_pct) for r in rows if r.params_active != r.params_total],
+    }
+    a = errs["all"]
+    parts = [
+        f"{k} {len(v)}: median {statistics.median(v):.1f} %, P90 {_pct(v, 0.9):.1f} %"
+        for k, v in errs.items()
+        if k != "all"
+    ]
+    return (
+        f"`planner validate` on the shared runs ({len(a)} records): median "
+        f"{statistics.median(a):.1f} %, P90 {_pct(a, 0.9):.1f} %, max {max(a):.1f} % absolute "
+        f"tokens/s error ({'; '.join(parts)}). " + memory_summary()
+    )
+
+
+def memory_summary() -> str:
+    """The peak-memory accuracy in one sentence: records with a measured peak."""
+    rows = sorted(
+        (r for r in _validation_rows() if r.memory_error_pct is not None),
+        key=lambda r: abs(r.memory_error_pct),
+    )
+    errs = [abs(r.memory_error_pct) for r in rows]
+    return (
+        f"Peak memory ({len(rows)} records give one): median absolute error "
+        f"{statistics.median(errs):.1f} %, {sum(e <= 10 for e in errs)} of {len(rows)} within "
+        f"10 %, worst {rows[-1].memory_error_pct:+.2f} % ({rows[-1].id})."
+    )
+
+
+def _cli(args: str, columns: int = 100, cwd: Path = ROOT) -> str:
+    """What `planner ARGS` prints (stdout), at a fixed terminal width, lines right-stripped."""
+    env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": str(ROOT)}
+    env.pop("NO_COLOR", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "planner", *shlex.split(args)],
+        capture_output=True, text=True, env=env, cwd=cwd, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"planner {args}: exit {done.returncode}: {done.stderr.strip()}")
+    return "\n".join(line.rstrip() for line in done.stdout.splitlines())
+
+
+def stability_example() -> str:
+    """docs/calibration.md: `plan --stability` on the documented ranges and on a wide one."""
+    base = "plan --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 128 --top 1"
+    wide = "--stability-range inter_node_efficiency=0.05:1"
+    out = []
+    for cmd, shown in ((f"{base} --stability", f"{base} --stability"), (f"{base} {wide}", f"plan ... {wide}")):
+        stable = json.loads(_cli(cmd + " --json"))["stability"]["line"]
+        out += [f"$ planner {shown}", f"ranking {stable}"]  # as the terminal report prints it
+    return "```text\n" + "\n".join(out) + "\n```"
+
+
+def input_limits() -> str:
+    """README "Reliability": the file-reading limits and the bounds on every input number, from
+    the constants that enforce them (models_zoo/inputs.py, cost_models/specs.py, candidates)."""
+    from cost_models import specs as sp  # noqa: PLC0415
+    from models_zoo import inputs  # noqa: PLC0415
+    from planner.search.candidates import HARD_MARGIN_S  # noqa: PLC0415
+
+    return f"""- Every file is read as bytes (at most {inputs.MAX_FILE_BYTES // 2**20} MiB), decoded as UTF-8 (a BOM is accepted; a bad byte is
+  reported with its line and column) and parsed with the safe YAML loader or `json`, nested at most
+  {inputs.MAX_DEPTH} levels and at most {inputs.MAX_NODES:,} values once YAML aliases are expanded; JSON `NaN`/`Infinity`
+  are refused (`models_zoo/inputs.py`: `read_data_file`, `one_line`, `validated`, which the
+  placement and calibration inputs reuse).
+- Every input is a pydantic schema with `extra="forbid"`: model, HF config (its known keys;
+  the rest of an HF config is ignored), cluster, fabric graph (`models_zoo/fabric_graph.py`:
+  `FabricGraph`), validate records (`planner/validate.py`: `RunRecord`, the fields of
+  `published_runs.yaml` incl. `framework`), search space and solver options.
+- No NaN or infinity in any input float, and every number is bounded (`cost_models/specs.py`):
+  GPUs per cluster, parallel degree or domain <= {sp.MAX_GPUS:,}; layers <= {sp.MAX_LAYERS:,}; widths <= {sp.MAX_WIDTH:,};
+  heads and experts <= {sp.MAX_HEADS:,}; vocabulary <= {sp.MAX_VOCAB:,}, sequence length and global batch <= {sp.MAX_TOKENS:,};
+  bandwidths {sp.MIN_GB_PER_S:g}-{sp.MAX_GB_PER_S:,.0f} GB/s; latency <= {sp.MAX_LATENCY_US / 1e6:g} s; efficiency {sp.MIN_EFFICIENCY:g}-1; oversubscription 1-{sp.MAX_OVERSUBSCRIPTION:,.0f}.
+  CLI numbers and `whatif --values` must be finite; a non-finite step time is refused
+  (`planner/search/scale.py`: `time_to_quanta`), and the search's integer keys are Python ints.
+- `--time-limit` holds: the search stops at the limit once a plan is scored, and at the limit +
+  {HARD_MARGIN_S:g} s (`HARD_MARGIN_S`, candidate enumeration and the first scored plan included) in any case,
+  answering "nothing scored within the time limit" (exit 1). The exhaustive engine honours it too
+  (status `STOPPED`). Enumeration is O(sqrt n) per divisor list. `whatif` runs one plan per value
+  plus the baseline, each with the limit."""
+
+
+def fuzz_record() -> str:
+    """README "Reliability": bench/fuzz.py's recorded runs (bench/results/fuzz.json), summed."""
+    runs = json.loads((RESULTS / "fuzz.json").read_text())
+    total = {k: sum(r["counts"][k] for r in runs) for k in runs[0]["counts"]}
+    codes: dict[str, int] = {}
+    for r in runs:
+        for code, n in r["codes"].items():
+            codes[code] = codes.get(code, 0) + n
+    cases = sum(r["cases"] for r in runs)
+    seeds = ", ".join(str(r["seed"]) for r in runs)
+    revisions = ", ".join(sorted({r["revision"] for r in runs}))
+    loads = [r["load_average"][0] for r in runs]
+    lines = [f"- `{r['command']}`: `{r['summary']}` ({r['wall_s']:,.0f} s wall)" for r in runs]
+    return "\n".join(
+        [
+            f"{cases:,} cases in {len(runs)} run(s) (seeds {seeds}; revision {revisions}; "
+            f"{sum(r['wall_s'] for r in runs):,.0f} s wall on the shared 2-core machine, load "
+            f"{min(loads):.1f}-{max(loads):.1f}): {total['traceback']} tracebacks, "
+            f"{total['exit']} bad exit codes, {total['time']} over time, "
+            f"{total['nondeterministic']} nondeterministic; exit codes "
+            + ", ".join(f"{c}: {n:,}" for c, n in sorted(codes.items()))
+            + ".",
+            "",
+            *lines,
+        ]
+    )
+
+
+SIMPLICITY_CASES = [
+    # (model, cluster, GPUs, keywords of plan_for)
+    ("llama2-7b", "dgx-h100", 8, {"global_batch": 128}),
+    ("llama3.1-405b", "dgx-h100", 1024, {"seq_len": 8192}),
+    ("llama3.1-70b", "dgx-h100", 128, {"seq_len": 16384}),
+    ("llama3.1-70b", "dgx-b200", 128, {"seq_len": 131072, "framework": "torchtitan"}),
+]
+
+
+def simplicity_examples() -> str:
+    """docs/search.md: what the simplicity order recommends on the documented cases (plan_for
+    with the default tolerance, top 5), against the fastest plan."""
+    import models_zoo  # noqa: PLC0415
+    from planner import convenience  # noqa: PLC0415
+
+    lines = []
+    for model, cluster, gpus, kw in SIMPLICITY_CASES:
+        r = convenience.plan_for(model, cluster, num_gpus=gpus, top_k=5, **kw)
+        best, fastest = r.best, r.ranked[r.fastest_index]
+        name = models_zoo.load_model(model).name
+        what = ", ".join(
+            [f"batch {r.workload.global_batch_seqs:,}", f"seq {r.workload.seq_len:,}"]
+            + ([f"--framework {kw['framework']}"] if "framework" in kw else [])
+        )
+        head = f"  * {name} on {gpus:,} {r.cluster.gpu.name} ({what}): {best.layout.label}"
+        if r.fastest_index == 0:
+            others = [e for e in r.ranked[1:] if e.step_time_s <= best.step_time_s * 1.01]
+            tail = " is recommended and is the fastest" + (
+                "; within 1 %: " + ", ".join(
+                    f"{e.layout.label} ({e.step_time_s / best.step_time_s - 1:+.2%})"
+                    for e in others
+                )
+                if others
+                else ""
+            )
+        else:
+            gain = best.step_time_s / fastest.step_time_s - 1
+            tail = f" is recommended; {fastest.layout.label} is {gain:.2%} faster"
+        lines.append(head + tail + ".")
+    return "\n".join(lines)
+
+
+def _b200_calibration_files(folder: Path) -> list[str]:
+    """The synthetic B200 measurements of the calibration example: nccl-tests logs of a system
+    whose NVLink runs at 0.74 efficiency / 4.5 us and IB at 0.8 / 11 us, and a GEMM sweep at half
+    the generation's ceiling (tests/integration/cli/calibration_fixtures.py writes them)."""
+    sys.path.insert(0, str(ROOT / "tests" / "integration" / "cli"))
+    import models_zoo  # noqa: PLC0415
+    from calibration_fixtures import GEMM_SHAPES, gemm_csv, write_nccl_log  # noqa: PLC0415
+    from cost_models.calibration import calibration_for  # noqa: PLC0415
+
+    b200 = models_zoo.load_cluster("dgx-b200", 16)
+    tiers = [
+        t.model_copy(update={"efficiency": e, "latency_us": lat})
+        for t, e, lat in zip(b200.tiers, (0.74, 0.8), (4.5, 11.0), strict=False)
+    ]
+    truth = b200.model_copy(update={"tiers": (*tiers, *b200.tiers[2:])})
+    name = "NVIDIA B200"  # what nvidia-smi names the GPU in the logs' device lines
+    write_nccl_log(folder / "nccl_nvlink_all_reduce.txt", truth, "all_reduce", 8, gpu_name=name)
+    write_nccl_log(folder / "nccl_ib_all_reduce.txt", truth, "all_reduce", 16, gpu_name=name)
+    default = calibration_for("blackwell")
+    gemm_csv(
+        folder / "gemm.csv", b200.gpu.peak_bf16_tflops, default.gemm_efficiency_bf16 / 2,
+        default.gemm_half_dim, "bf16", GEMM_SHAPES,
+    )  # fmt: skip
+    return ["nccl_nvlink_all_reduce.txt", "nccl_ib_all_reduce.txt", "gemm.csv"]
+
+
+def calibration_example() -> str:
+    """docs/calibration.md: `planner calibrate` on the synthetic B200 files, then Llama 3 70B
+    estimated on the preset and on the calibrated file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        nvlink, ib, gemm = _b200_calibration_files(folder)
+        cmd = f"calibrate --cluster dgx-b200 --nccl-tests {nvlink} {ib} --gemm {gemm} --out my-b200.yaml"
+        printed = _cli(cmd, columns=200, cwd=folder)
+        est = (
+            "estimate --model llama3-70b --gpus 64 --global-batch 128 --seq-len 8192 "
+            "--tp 4 --pp 2 --dp 8 --json --cluster "
+        )
+        rows = []
+        for label, cluster in (
+            ("`dgx-b200` (defaults)", "dgx-b200"),
+            ("calibrated file (`my-b200.yaml`)", str(folder / "my-b200.yaml")),
+        ):
+            e = json.loads(_cli(est + cluster, cwd=folder))
+            rows.append(
+                (label, e["step_time_s"], e["tokens_per_s_per_gpu"], e["mfu"])
+            )
+    shown = cmd.replace(" --gemm", " \\\n      --gemm")
+    table = [
+        "| cluster | step s | tokens/s/GPU | MFU |",
+        "|---|---:|---:|---:|",
+        *(f"| {lab} | {t:.3f} | {tok:,.1f} | {mfu:.1%} |" for lab, t, tok, mfu in rows),
+    ]
+    ratio = rows[1][1] / rows[0][1]
+    return "\n".join(
+        [
+            "```text",
+            f"$ planner {shown}",
+            printed,
+            "```",
+            "",
+            "Llama 3 70B on 64 of these GPUs, TP4 PP2 DP8, seq 8192, global batch 128 (`planner "
+            "estimate`), on the preset and on the calibrated file:",
+            "",
+            *table,
+            "",
+            f"The step is {ratio:.2f}x longer with the calibrated file.",
+        ]
+    )
+
+
+PLACEMENT_ARGS = (
+    "plan --model llama3.1-70b --cluster llama3-roce-24k --global-batch 64 "
+    "--topology docs/examples/allocation/topology.conf "
+    "--hosts docs/examples/allocation/hostfile --exclude gpu010"
+)
+
+
+def placement_example() -> str:
+    """docs/cli.md: the shipped allocation example, free and pinned to --pp 2 (step times of each
+    map from --json), and the groups and Allocation sections of the --pp 2 report at 80 columns
+    (CP-SAT's wall time shown as "-": it is the only figure that differs run to run)."""
+    steps = {}
+    for pin in ("", " --pp 2"):
+        out = json.loads(_cli(PLACEMENT_ARGS + pin + " --json"))
+        lo = out["best"]["layout"]
+        label = " ".join(
+            f"{a.upper()}{lo[a]}" for a in ("tp", "pp", "dp", "cp", "ep") if lo[a] > 1
+        )
+        steps[pin] = (label, out["allocation"]["step_time_s"])
+    text = _cli(PLACEMENT_ARGS + " --pp 2", columns=80)
+    lines = text.splitlines()
+    a = next(i for i, x in enumerate(lines) if x.startswith("Groups on the placed map"))
+    b = next(i for i, x in enumerate(lines) if x.startswith("saved vs the scheduler"))
+    b += 1 + (b + 1 < len(lines) and lines[b + 1].startswith(("+", " ")) and not lines[b + 1].startswith("Ranked"))
+    shown = re.sub(r"gap (\d+\.\d+)%, \d+\.\d+ s\s*\nwall", r"gap \1%, - s wall", "\n".join(lines[a:b]))
+    shown = re.sub(r"gap (\d+\.\d+)%, \d+\.\d+ s wall", r"gap \1%, - s wall", shown)
+    (free, s0), (pinned, s2) = steps[""], steps[" --pp 2"]
+    return "\n".join(
+        [
+            f"Free, the best plan is {free} (placed by CP-SAT: {s0['placed']:.3f} s; "
+            f"{s0['scheduler_order']:.3f} s in the scheduler's order, {s0['best_rank_order']:.3f} s "
+            f"with the best rank order). Pinned to `--pp 2` it is {pinned}: "
+            f"{s2['scheduler_order']:.3f} s in the scheduler's order, "
+            f"{s2['best_rank_order']:.3f} s with the best rank order Megatron launches, "
+            f"{s2['placed']:.3f} s placed by CP-SAT. The groups and the Allocation section of the "
+            "`--pp 2` report at 80 columns:",
+            "",
+            "```",
+            shown,
+            "```",
+        ]
+    )
+
+
+EXCLUSIONS = {
+    "micro_batch": "micro-batch not in {1, 2, 4, 8}",
+    "sequence": "sequence parallelism off with tp > 1 (the space always turns it on)",
+    "peak": "peak memory above HBM minus the 10 % headroom",
+    "vp": "interleaving above max_vp 8",
 }
 
 
-def render(text: str, where: str) -> str:
-    """`text` with every generated block rewritten; unknown block names are an error."""
+def search_completeness() -> str:
+    """docs/search.md: every shared record planned with its GPUs, batch and sequence length,
+    its own layout against the best plan (bench/search_completeness.py; minutes)."""
+    import yaml  # noqa: PLC0415
+
+    from planner.search.completeness import check_record  # noqa: PLC0415
+
+    records = yaml.safe_load((SHARED / "data" / "published_runs.yaml").read_text())
+    rows = [check_record(r) for r in records]
+    inside = [r for r in rows if r.excluded_by is None and r.ratio is not None]
+    ratios = sorted(r.ratio for r in inside)
+    why: dict[str, int] = {}
+    for r in rows:
+        if r.excluded_by is not None:
+            key = EXCLUSIONS.get(re.split(r"[ _]", r.excluded_by)[0], r.excluded_by)
+            why[key] = why.get(key, 0) + 1
+    table = [
+        "| record | GPUs | own layout tok/s/GPU | best tok/s/GPU | own/best | excluded by |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    num = lambda v: f"{v:.0f}" if v else "-"  # noqa: E731
+    for r in rows:
+        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}"
+        table.append(
+            f"| {r.id} | {r.num_gpus:,} | {num(r.record_tokens_per_s_per_gpu)} | "
+            f"{num(r.best_tokens_per_s_per_gpu)} | {ratio} | "
+            f"{(r.excluded_by or '').replace('|', '/')[:90]} |"
+        )
+    at_least = sum(x <= 1.0 + 5e-3 for x in ratios)
+    summary = (
+        f"{len(rows)} records: **{len(inside)} records' layouts lie in the space and for "
+        f"{at_least} of them the planner's best is at least as fast** (own/best median "
+        f"{statistics.median(ratios):.2f}, minimum {ratios[0]:.2f}, maximum {ratios[-1]:.2f}). "
+        f"{len(rows) - len(inside)} are outside the space by a documented constraint: "
+        + "; ".join(f"{k} ({n})" for k, n in sorted(why.items(), key=lambda kv: -kv[1]))
+        + "."
+    )
+    return "\n".join([summary, "", *table])
+
+
+@dataclass(frozen=True)
+class Figure:
+    make: Callable[[], str]
+    slow: bool = False  # seconds of CLI runs: regenerated by the slow test (`-m slow`), not the default suite
+
+
+GENERATORS: dict[str, Figure] = {
+    "model-schema": Figure(model_schema),
+    "cluster-presets": Figure(cluster_presets),
+    "model-presets": Figure(model_presets),
+    "plan-scaling": Figure(plan_scaling),
+    "input-limits": Figure(input_limits),
+    "fuzz-record": Figure(fuzz_record),
+    "accuracy": Figure(accuracy),
+    "accuracy-summary": Figure(accuracy_summary),
+    "memory-summary": Figure(memory_summary),
+    "stability-example": Figure(stability_example, slow=True),
+    "simplicity-examples": Figure(simplicity_examples, slow=True),
+    "calibration-example": Figure(calibration_example, slow=True),
+    "placement-example": Figure(placement_example, slow=True),
+    "search-completeness": Figure(search_completeness, slow=True),
+}
+
+REQUIRED = {
+    "README.md": {"plan-scaling", "input-limits", "fuzz-record"},
+    "docs/contract.md": {"model-schema", "cluster-presets", "model-presets"},
+    "docs/accuracy.md": {"accuracy", "memory-summary"},
+    "docs/cost_model.md": {"accuracy-summary"},
+    "docs/calibration.md": {"stability-example", "calibration-example"},
+    "docs/search.md": {"simplicity-examples", "search-completeness"},
+    "docs/cli.md": {"placement-example"},
+}
+"""Blocks each page must keep: a page rewritten by hand that loses its markers fails the test."""
+
+
+def selected(slow: bool | None = None, only: list[str] | None = None) -> set[str]:
+    """Block names of one speed (slow None: both), or the named ones."""
+    if only:
+        unknown = set(only) - set(GENERATORS)
+        if unknown:
+            raise SystemExit(f"unknown generated block(s): {', '.join(sorted(unknown))}")
+        return set(only)
+    return {n for n, f in GENERATORS.items() if slow is None or f.slow == slow}
+
+
+def render(text: str, where: str, names: set[str] | None = None) -> str:
+    """`text` with its generated blocks rewritten (those in `names`; None: all); unknown block
+    names are an error."""
 
     def one(m: re.Match[str]) -> str:
         name = m.group("name")
         if name not in GENERATORS:
             raise SystemExit(f"{where}: unknown generated block {name!r}")
-        return f"{m.group(1)}{GENERATORS[name]()}\n{m.group(4)}"
+        if names is not None and name not in names:
+            return m.group(0)
+        return f"{m.group(1)}{GENERATORS[name].make()}\n{m.group(4)}"
 
     return BLOCK.sub(one, text)
 
 
-def stale(paths: list[Path] = DOCS) -> list[str]:
-    """The `file: block` names whose text differs from what the code generates now."""
+def stale(paths: list[Path] = DOCS, slow: bool | None = False) -> list[str]:
+    """The `file: block` names whose text differs from what the code generates now (the fast
+    blocks by default; slow=True the slow ones, None all)."""
+    names = selected(slow)
     out = []
     for path in paths:
         text = path.read_text()
         for m in BLOCK.finditer(text):
-            if render(m.group(0), path.name) != m.group(0):
+            if render(m.group(0), path.name, names) != m.group(0):
                 shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
                 out.append(f"{shown}: {m.group('name')}")
+    return out
+
+
+def missing_blocks() -> list[str]:
+    """Required blocks a page no longer has."""
+    out = []
+    for name, blocks in REQUIRED.items():
+        found = set(re.findall(r"<!-- generated: ([\w-]+) -->", (ROOT / name).read_text()))
+        out += [f"{name}: {b}" for b in sorted(blocks - found)]
     return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a block is stale")
+    speed = parser.add_mutually_exclusive_group()
+    speed.add_argument("--fast", action="store_true", help="only the fast blocks")
+    speed.add_argument("--slow", action="store_true", help="only the slow blocks")
+    speed.add_argument("--only", nargs="+", metavar="NAME", help="only these blocks")
     args = parser.parse_args()
+    slow = True if args.slow else False if args.fast else None
+    names = selected(slow, args.only)
     if args.check:
-        old = stale()
+        old = [
+            f"{p.relative_to(ROOT)}: {m.group('name')}"
+            for p in DOCS
+            for m in BLOCK.finditer(p.read_text())
+            if m.group("name") in names and render(m.group(0), p.name, names) != m.group(0)
+        ]
+        old += [f"{m} (block missing)" for m in missing_blocks()]
         for name in old:
             print(f"stale generated block: {name} (run python bench/docs_figures.py)")
         return 1 if old else 0
     for path in DOCS:
         text = path.read_text()
-        new = render(text, path.name)
+        new = render(text, path.name, names)
         if new != text:
             path.write_text(new)
             print(f"rewrote {path.relative_to(ROOT)}")

@@ -31,6 +31,7 @@ import json
 import os
 import random
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -707,13 +708,45 @@ def cli() -> None:
         default="",
         help="allocation: only allocation plans; calibrate: only calibrate inputs",
     )
+    parser.add_argument(
+        "--record",
+        metavar="JSON",
+        help="append this run (counts, exit codes, wall time, revision, load) to a JSON list: "
+        "bench/results/fuzz.json is what README.md#reliability quotes (bench/docs_figures.py)",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     result = fuzz(args.cases, args.seed, args.show, args.determinism_every, args.kind)
-    print(
-        f"({time.perf_counter() - start:.0f} s wall, seed {args.seed}, exit codes {result['codes']})"
-    )
+    wall_s = time.perf_counter() - start
+    print(f"({wall_s:.0f} s wall, seed {args.seed}, exit codes {result['codes']})")
     print(summary(result))
+    if args.record:
+        _record(Path(args.record), args, result, wall_s)
+
+
+def _record(path: Path, args: argparse.Namespace, result: dict, wall_s: float) -> None:
+    try:
+        revision = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        revision = "unknown"
+    runs = json.loads(path.read_text()) if path.exists() else []
+    runs.append(
+        {
+            "command": "python bench/fuzz.py " + " ".join(sys.argv[1:]),
+            "revision": revision,
+            "cases": result["cases"],
+            "seed": args.seed,
+            "kind": args.kind or "all",
+            "counts": {k: result[k] for k in ("traceback", "exit", "time", "nondeterministic")},
+            "codes": result["codes"],
+            "wall_s": round(wall_s, 1),
+            "load_average": list(os.getloadavg()),
+            "summary": summary(result),
+        }
+    )
+    path.write_text(json.dumps(runs, indent=1) + "\n")
 
 
 if __name__ == "__main__":

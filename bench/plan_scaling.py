@@ -15,8 +15,14 @@ only where --oracle-max-gpus and --oracle-max-space allow (it scores every layou
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import models_zoo
 from cost_models.errors import NoFeasiblePlan
@@ -34,7 +40,7 @@ CASES = [
 ]
 
 
-def run(
+def measure(
     index: int,
     oracle_max_gpus: int,
     oracle_max_space: int,
@@ -42,7 +48,9 @@ def run(
     stage_split: str = "even",
     repeat: int = 3,
     cluster_file: str | None = None,
-) -> str:
+) -> dict[str, Any]:
+    """One case planned `repeat` times: its deterministic result (space, scored, status, gap,
+    objective, best plan) and the wall and CPU times (median and range)."""
     label, m, c, n, gb, seq = CASES[index]
     c = cluster_file or c  # e.g. a cluster carrying kernel tables (planner calibrate --kernels)
     model = models_zoo.load_model(m)
@@ -50,7 +58,7 @@ def run(
     workload = api.make_workload(model, seq_len=seq, global_batch=gb)
 
     def plan_once():
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             found = api.plan(
                 model,
@@ -65,52 +73,81 @@ def run(
             )
         except NoFeasiblePlan:
             found = None
-        return time.perf_counter() - start, found
+        return time.perf_counter() - start, time.process_time() - cpu, found
 
     # The 2-core machine is noisy: plan `repeat` times in this process (deterministic, so the
-    # same result each time) and report the median wall time with the range.
+    # same result each time) and report the median wall and CPU time with the range.
     runs = [plan_once() for _ in range(repeat)]
-    walls = sorted(w for w, _ in runs)
-    result = runs[-1][1]
-    wall = statistics.median(walls)
-    spread = f" ({walls[0]:.2f}-{walls[-1]:.2f})" if repeat > 1 else ""
-    if result is not None:
-        s = result.solver
-        status, gap, space = s.status, f"{s.gap:.0%}", s.num_candidates
-        scored, best = s.num_scored, result.best
-        objective = s.objective  # the fastest plan's (best may be a simpler one within 1 %)
-        lo = best.layout
-        plan = f"tp{lo.tp} pp{lo.pp} dp{lo.dp} cp{lo.cp} ep{lo.ep} vp{lo.vp} mb{lo.micro_batch}"
-    else:
-        status, gap, space, scored, objective, plan = (
-            "INFEASIBLE (proved)",
-            "-",
-            "?",
-            "?",
-            None,
-            "-",
-        )
-    oracle = "skipped (> 5 min)"
+    walls, cpus = sorted(r[0] for r in runs), sorted(r[1] for r in runs)
+    result = runs[-1][2]
+    row: dict[str, Any] = {
+        "case": index, "label": label, "model": m, "cluster": c, "gpus": n,
+        "global_batch": gb, "seq_len": seq, "stage_split": stage_split, "repeat": repeat,
+        "wall_s": [round(t, 3) for t in (statistics.median(walls), walls[0], walls[-1])],
+        "cpu_s": [round(t, 3) for t in (statistics.median(cpus), cpus[0], cpus[-1])],
+    }  # fmt: skip
+    row.update(deterministic_fields(result))
+    row["oracle"] = "skipped"
     # The oracle scores every layout x placement (~0.6 ms each): beyond ~300k it passes 5 min.
-    if n <= oracle_max_gpus and (not isinstance(space, int) or space <= oracle_max_space):
+    space = row["space"]
+    if n <= oracle_max_gpus and (space is None or space <= oracle_max_space):
         t0 = time.perf_counter()
         try:
             o = api.plan(
                 model,
                 cluster,
                 workload,
-                *search_inputs(engine="exhaustive", top_k=1, stage_split=stage_split),
+                *search_inputs(
+                    engine="exhaustive",
+                    top_k=1,
+                    time_limit_s=time_limit_s,
+                    stage_split=stage_split,
+                ),
             )
-            agree = "agrees" if o.solver.objective == objective else "DISAGREES"
+            if o.solver.status == "STOPPED":  # its time limit: it proves nothing either way
+                agree = "stopped at the time limit"
+            else:
+                agree = "agrees" if o.solver.objective == row["objective_s"] else "DISAGREES"
         except NoFeasiblePlan:
-            agree = "agrees" if objective is None else "DISAGREES"
-        oracle = f"{time.perf_counter() - t0:.1f} s, {agree}"
+            agree = "agrees" if row["objective_s"] is None else "DISAGREES"
+        row["oracle"] = f"{time.perf_counter() - t0:.1f} s, {agree}"
+    return row
+
+
+def deterministic_fields(result: Any) -> dict[str, Any]:
+    """What repeats run to run (the slow docs test re-plans and compares these)."""
+    if result is None:
+        return {"status": "INFEASIBLE", "space": None, "scored": None, "gap": None,
+                "objective_s": None, "best": None}  # fmt: skip
+    s = result.solver
+    return {
+        "status": s.status,
+        "space": s.num_candidates,
+        "scored": s.num_scored,
+        "gap": s.gap,
+        "objective_s": s.objective,  # the fastest plan's (best may be a simpler one within 1 %)
+        "best": result.best.layout.label,
+    }
+
+
+HEADER = (
+    "| model | cluster | GPUs | batch x seq | space (layouts x placements) | scored | status | gap "
+    "| wall s, median (range) | CPU s, median | best plan | oracle |\n"
+    "|---|---|---:|---|---:|---:|---|---:|---:|---:|---|---|"
+)
+
+
+def markdown_row(r: dict[str, Any]) -> str:
+    wall, cpu = r["wall_s"], r["cpu_s"]
+    spread = f" ({wall[1]:.2f}-{wall[2]:.2f})" if r["repeat"] > 1 else ""
+    num = lambda v: "-" if v is None else f"{v:,}"  # noqa: E731
+    status = "INFEASIBLE (proved)" if r["status"] == "INFEASIBLE" else r["status"]
+    gap = "-" if r["gap"] is None else f"{r['gap']:.0%}"
+    oracle = "skipped (> 5 min)" if r["oracle"] == "skipped" else r["oracle"]
     return (
-        f"| {label} | {c} | {n:,} | {gb:,}x{seq} | {space:,} | {scored:,} | {status} | {gap} "
-        f"| {wall:.2f}{spread} | {plan} | {oracle} |"
-        if isinstance(space, int)
-        else f"| {label} | {c} | {n:,} | {gb:,}x{seq} | ? | ? | {status} | {gap} | {wall:.2f}{spread} "
-        f"| {plan} | {oracle} |"
+        f"| {r['label']} | {r['cluster']} | {r['gpus']:,} | {r['global_batch']:,}x{r['seq_len']} "
+        f"| {num(r['space'])} | {num(r['scored'])} | {status} | {gap} | {wall[0]:.2f}{spread} "
+        f"| {cpu[0]:.2f} | {r['best'] or '-'} | {oracle} |"
     )
 
 
@@ -123,14 +160,18 @@ def main() -> None:
     ap.add_argument("--stage-split", choices=("even", "search"), default="even")
     ap.add_argument("--repeat", type=int, default=3, help="plans per case; the median is shown")
     ap.add_argument("--cluster-file", help="cluster YAML replacing each case's preset")
-    args = ap.parse_args()
-    print(
-        "| model | cluster | GPUs | batch x seq | space (layouts x placements) | scored "
-        "| status | gap | wall s, median (range) | best plan | oracle |"
+    ap.add_argument(
+        "--record",
+        metavar="JSON",
+        help="also write the rows with the run's conditions (bench/results/plan_scaling.json is "
+        "what the README table is generated from: bench/docs_figures.py)",
     )
-    print("|---|---|---:|---|---:|---:|---|---:|---:|---|---|")
+    ap.add_argument("--note", default="", help="the run's conditions, kept in the record")
+    args = ap.parse_args()
+    print(HEADER)
+    rows = []
     for i in args.only if args.only is not None else range(len(CASES)):
-        row = run(
+        row = measure(
             i,
             args.oracle_max_gpus,
             args.oracle_max_space,
@@ -139,7 +180,28 @@ def main() -> None:
             args.repeat,
             args.cluster_file,
         )
-        print(row, flush=True)
+        rows.append(row)
+        print(markdown_row(row), flush=True)
+    if args.record:
+        record = {
+            "command": "python bench/plan_scaling.py " + " ".join(sys.argv[1:]),
+            "revision": _revision(),
+            "load_average": list(os.getloadavg()),
+            "cpus": os.cpu_count(),
+            "note": args.note,
+            "rows": rows,
+        }
+        Path(args.record).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def _revision() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +21,11 @@ def _script():
 
 
 def test_generated_blocks_are_current():
+    """The fast blocks (schemas, presets, input limits, the accuracy tables from `planner
+    validate`, the tables rendered from the committed measurement records) equal what the code
+    generates now, and no page lost a block it must keep."""
     figures = _script()
+    assert figures.missing_blocks() == [], "a page lost its generated-block markers"
     assert figures.stale() == [], "run python bench/docs_figures.py and commit the docs"
     text = (ROOT / "docs/contract.md").read_text()
     assert {"model-schema", "cluster-presets", "model-presets"} <= set(
@@ -26,11 +33,50 @@ def test_generated_blocks_are_current():
     )
 
 
+@pytest.mark.slow
+def test_slow_generated_blocks_are_current():
+    """The examples that run the CLI for seconds each (stability, calibration, placement,
+    simplicity order) print what the docs show."""
+    figures = _script()
+    assert figures.stale(slow=True) == [], "run python bench/docs_figures.py --slow"
+
+
+@pytest.mark.slow
+def test_plan_scaling_record_repeats():
+    """README "Performance" is rendered from bench/results/plan_scaling.json: re-plan each case
+    once and compare what repeats run to run (the wall and CPU times cannot)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import plan_scaling
+
+    record = json.loads((ROOT / "bench/results/plan_scaling.json").read_text())
+    for row in record["rows"]:
+        again = plan_scaling.measure(row["case"], 0, 0, 600.0, row["stage_split"], repeat=1)
+        fields = plan_scaling.deterministic_fields(None).keys()
+        assert {k: again[k] for k in fields} == {k: row[k] for k in fields}, (
+            f"case {row['case']}: rerun `{record['command']}`"
+        )
+
+
 def test_a_stale_block_is_caught(tmp_path):
     figures = _script()
     doc = tmp_path / "x.md"
     doc.write_text("<!-- generated: model-schema -->\n| old |\n<!-- end generated -->\n")
     assert figures.stale([doc]) and figures.stale([doc])[0].endswith("x.md: model-schema")
+    slow = tmp_path / "y.md"
+    slow.write_text("<!-- generated: stability-example -->\nold\n<!-- end generated -->\n")
+    assert figures.stale([slow]) == []  # a slow block is the slow test's
+    assert figures.stale([slow], slow=True)[0].endswith("y.md: stability-example")
+
+
+def test_every_block_name_has_a_generator():
+    figures = _script()
+    for path in figures.DOCS:
+        for name in re.findall(r"<!-- generated: ([\w-]+) -->", path.read_text()):
+            assert name in figures.GENERATORS, f"{path.name}: {name}"
+    for page, names in figures.REQUIRED.items():
+        assert names <= set(figures.GENERATORS), page
 
 
 def test_docs_do_not_point_outside_the_repository():
@@ -51,3 +97,26 @@ def test_install_commands_name_the_distribution():
     for text in texts:
         for extra in re.findall(r"pip install '([\w.-]+)\[", text):
             assert extra in (".", name), extra
+
+
+def test_goodput_derivation_quotes_its_command(capsys):
+    """docs/goodput.md derives the Llama 3 405B record's goodput by hand; its bold results and
+    the step time it uses are what the command it names prints."""
+    from planner.cli import main
+
+    text = (ROOT / "docs/goodput.md").read_text()
+    section = text[text.index("### Llama 3 405B, 16,384 H100") : text.index("### ByteDance")]
+    flat = " ".join(section.split())
+    cmd = re.search(r"`(planner estimate --model llama3\.1-405b [^`]*--goodput)`", flat).group(1)
+    assert main([*cmd.split()[1:], "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    g = out["goodput"]
+    bold = [float(x) for x in re.findall(r"\*\*([\d.]+)(?: per day| s)?\*\*", section)]
+    assert bold == [
+        round(g["interruptions_per_day"], 2),
+        round(g["checkpoint_write_s"], 2),
+        round(g["checkpoint_interval_s"], 1),
+        round(g["restart_s"], 1),
+        round(g["ettr"], 3),
+    ]
+    assert f"steps of {out['step_time_s']:.3f} s" in flat

@@ -101,3 +101,17 @@ def test_readme_placement_example_figures_match_its_command(capsys):
         round(steps["placed"], 2),
     ]
     assert round(steps["best_rank_order"], 2) == figures[0]  # "and with the best rank order"
+
+
+def test_readme_defaults_and_test_counts_are_the_codes():
+    """The defaults and test sizes the README states are the code's (issue 28: every figure)."""
+    from planner.types import SolverOptions
+
+    text = " ".join(README.split())
+    options = SolverOptions()
+    assert f"`--time-limit` (default {options.time_limit_s:.0f} s)" in text
+    assert f"`--simplicity-tolerance` ({100 * options.simplicity_tolerance:.0f} %)" in text
+    fuzz_test = (Path(__file__).parent / "cli" / "test_fuzz_cli.py").read_text()
+    examples = re.search(r"max_examples=(\d+)", fuzz_test).group(1)
+    summary = re.search(r"fuzz\.fuzz\((\d+), seed=0", fuzz_test).group(1)
+    assert f"({examples} generated cases in the default suite, the {summary}-case summary" in text

@@ -2,9 +2,10 @@
 
 An entry is named by the SHA-256 of a salt and the point's key (`key(point)`, a string that must
 capture everything the result depends on apart from the code). The salt covers the evaluating
-function's name and the code and data it can reach: the bytes of every `.py` and `.json` file of
-cost_models/, models_zoo/ and planner/ (the version lives in one), so any change to the model,
-the presets or the search starts a fresh set of entries instead of serving stale results.
+function's name and the code and data it can reach: the bytes of every `.py`, `.json` and `.csv`
+file of cost_models/, models_zoo/ and planner/ (the version lives in one; the shipped kernel
+tables are CSV), so any change to the model, the presets or the search starts a fresh set of
+entries instead of serving stale results.
 
 Writes are atomic (a temporary file in the same folder, then os.replace), so a killed run never
 leaves half an entry under a real name; an entry that cannot be read back (truncated, garbage,
@@ -28,7 +29,7 @@ from typing import Any
 from cost_models.errors import InvalidInput
 
 CODE_PACKAGES = ("cost_models", "models_zoo", "planner")
-CODE_SUFFIXES = (".py", ".json")
+CODE_SUFFIXES = (".py", ".json", ".csv")  # code, presets, shipped kernel tables
 ENTRY_SUFFIX = ".pkl"
 
 

@@ -126,9 +126,7 @@ def plan_scaling() -> str:
     return "\n".join(
         [
             f"Recorded by `{record['command']}` on revision {record['revision']}, "
-            f"{record['cpus']} cores, load average {load} (1, 5, 15 min) at the end"
-            + (f"; {record['note']}" if record["note"] else "")
-            + ":",
+            f"{record['cpus']} cores, load average {load} (1, 5, 15 min) at the end:",
             "",
             bench.HEADER,
             *rows,
@@ -452,7 +450,7 @@ def search_completeness() -> str:
     why: dict[str, int] = {}
     for r in rows:
         if r.excluded_by is not None:
-            key = EXCLUSIONS.get(re.split(r"[ _]", r.excluded_by)[0], r.excluded_by)
+            key = EXCLUSIONS.get(r.excluded_by.split()[0], r.excluded_by)
             why[key] = why.get(key, 0) + 1
     table = [
         "| record | GPUs | own layout tok/s/GPU | best tok/s/GPU | own/best | excluded by |",

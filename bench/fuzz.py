@@ -31,6 +31,7 @@ import json
 import os
 import random
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -455,7 +456,59 @@ def _calibrate_case(rng: random.Random) -> Case:
     return Case("calibrate", argv, files)
 
 
+DESIGN_MIX = [
+    {"model": "llama3-8b", "global_batch": 32, "seq_len": 2048, "precision": "bf16", "share": 0.5},
+    {"model": "llama3-8b", "global_batch": 64, "seq_len": 1024, "precision": "fp8", "share": 0.5},
+]
+DESIGN_SPACE = {
+    "leaf_gpus": 16, "technology": ["infiniband"], "nic_gbps": [400], "fabric": ["rail-optimised"],
+    "oversubscription": [1],
+}  # fmt: skip
+
+
+def _design_case(rng: random.Random) -> Case:
+    """`planner design` (issue 29) on a workload mix and a design-space file: small enough that a
+    valid case searches in seconds (two 8B jobs, 32 GPUs, one or two designs), then mutated
+    (wrong types, unknown fields, shares that do not sum to 1, absurd sizes, broken bytes)."""
+    mix = [dict(e) for e in DESIGN_MIX[: rng.randint(1, 2)]]
+    if len(mix) == 1:
+        mix[0]["share"] = 1.0
+    space = dict(DESIGN_SPACE)
+    if rng.random() < 0.3:
+        space["nic_gbps"] = [rng.choice([100, 200, 400, 800, 1600, 3, 0])]
+    if rng.random() < 0.2:
+        space["scale_up"] = [rng.choice([8, 72, 3])]
+    files = {
+        "mix.yaml": _dump(rng, _mutate(rng, mix, rng.choice([0, 1, 1, 2])), "mix.yaml"),
+        "designs.yaml": _dump(rng, _mutate(rng, space, rng.choice([0, 1, 1, 2])), "designs.yaml"),
+    }
+    if rng.random() < 0.1:
+        name = rng.choice(sorted(files))
+        files[name] = _corrupt(rng, files[name])
+    argv = ["design", "--workload", "mix.yaml", "--gpu", rng.choice(["h100-sxm-80gb", "b200", "x"])]
+    argv += ["--gpus", rng.choice(["32", "32", "16", "0", "7", "1000000"]), "--workers", "1"]
+    if rng.random() < 0.8:
+        argv += ["--designs", "designs.yaml"]
+    if rng.random() < 0.2:
+        argv += [rng.choice(["--network-budget", "--min-throughput", "--gpu-hour-price",
+                             "--amortization-years"]), rng.choice(WILD + ["5000", "2.5"])]  # fmt: skip
+    if rng.random() < 0.5:
+        argv.append("--json")
+    return Case("design", argv, files)
+
+
+def _has_design() -> bool:
+    """`planner design` exists (issue 29 lands it); before, the fuzzer leaves the kind out."""
+    from planner import cli as planner_cli
+
+    return hasattr(planner_cli, "_cmd_design")
+
+
 def make_case(rng: random.Random) -> Case:
+    # One case in 20 is `planner design` (a valid one runs plan searches for seconds: a kind of
+    # its own would dominate the run's time), once the command exists.
+    if rng.random() < 0.05 and _has_design():
+        return _design_case(rng)
     kind = rng.choice(
         ["flags", "model_file", "hf", "cluster_file", "graph", "validate", "corrupt", "allocation",
          "calibrate"]
@@ -663,7 +716,11 @@ def fuzz(
     failures = []
     codes: dict[str, int] = {}
     for n in range(cases):
-        special = {"allocation": _allocation_case, "calibrate": _calibrate_case}
+        special = {
+            "allocation": _allocation_case,
+            "calibrate": _calibrate_case,
+            "design": _design_case,
+        }
         case = special[kind](rng) if kind in special else make_case(rng)
         with tempfile.TemporaryDirectory() as tmp:
             first = run_case(case, Path(tmp))
@@ -704,9 +761,10 @@ def cli() -> None:
     )
     parser.add_argument(
         "--kind",
-        choices=("", "allocation", "calibrate"),
+        choices=("", "allocation", "calibrate", "design"),
         default="",
-        help="allocation: only allocation plans; calibrate: only calibrate inputs",
+        help="allocation: only allocation plans; calibrate: only calibrate inputs; design: only "
+        "planner design on workload-mix and design-space files",
     )
     parser.add_argument(
         "--record",
@@ -734,7 +792,7 @@ def _record(path: Path, args: argparse.Namespace, result: dict, wall_s: float) -
     runs = json.loads(path.read_text()) if path.exists() else []
     runs.append(
         {
-            "command": "python bench/fuzz.py " + " ".join(sys.argv[1:]),
+            "command": "python bench/fuzz.py " + shlex.join(sys.argv[1:]),
             "revision": revision,
             "cases": result["cases"],
             "seed": args.seed,

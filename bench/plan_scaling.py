@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -184,7 +185,7 @@ def main() -> None:
         print(markdown_row(row), flush=True)
     if args.record:
         record = {
-            "command": "python bench/plan_scaling.py " + " ".join(sys.argv[1:]),
+            "command": "python bench/plan_scaling.py " + shlex.join(sys.argv[1:]),
             "revision": _revision(),
             "load_average": list(os.getloadavg()),
             "cpus": os.cpu_count(),

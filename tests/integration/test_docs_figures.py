@@ -120,3 +120,34 @@ def test_goodput_derivation_quotes_its_command(capsys):
         round(g["ettr"], 3),
     ]
     assert f"steps of {out['step_time_s']:.3f} s" in flat
+
+
+def _doc_value(cell: str, unit_s: bool) -> float | None:
+    cell = cell.strip()
+    m = re.fullmatch(r"([\d.]+)( us| ms)?", cell)
+    if m is None:
+        return None
+    scale = {" us": 1e-6, " ms": 1e-3, None: 1.0}[m.group(2)]
+    return float(m.group(1)) * (scale if unit_s else 1.0)
+
+
+def test_cost_model_calibration_table_quotes_the_constants():
+    """docs/cost_model.md "Calibration": each generation's value in the table is the one in
+    cost_models/calibration.py (the physics helpers change them; the table must follow)."""
+    from cost_models import calibration
+
+    text = (ROOT / "docs/cost_model.md").read_text()
+    table = text[text.index("| constant | ampere | hopper | blackwell |") :].split("\n\n")[0]
+    checked = 0
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        name = cells[0].strip("`")
+        for gen, cell in zip(("ampere", "hopper", "blackwell"), cells[1:4], strict=True):
+            c = calibration.calibration_for(gen)
+            code = getattr(c, name, getattr(calibration, name, None))
+            shown = _doc_value(cell, name.endswith("_s"))
+            if code is None or shown is None:
+                continue
+            assert shown == pytest.approx(code, rel=1e-9), f"{name} ({gen}): doc {cell}, code {code}"
+            checked += 1
+    assert checked >= 30

@@ -163,3 +163,17 @@ def test_sustained_rate_caps_burst_bf16_gemms_only():
     # the rows themselves are still reproduced as measured (the cap is a separate step)
     res = table_residuals(KernelTables(source="t", sustained_bf16_tflops=cap_tflops, **rows))
     assert res["gemm"]["max_residual_pct"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_tp_overlap_partner_gemms_come_from_the_table():
+    from cost_models.stage import tp_partner_gemm_s
+
+    model, wl = dense_model(), workload()
+    lo = layout(tp=2, pp=1, dp=32, sequence_parallel=True, tp_comm_overlap=True)
+    tables, _ = _table_for(model, wl, lo, (1.0, 2.0, 3.0))  # every forward GEMM 1 ms
+    cl = cluster().model_copy(update={"kernels": tables})
+    p = Pricer(model, cl, wl)
+    lt = p.layer_times(lo).layers.dense
+    partners = tp_partner_gemm_s(model, cl, p.cal, wl, lo, lt, 2, p.book)
+    # QKV, proj, FC1 (gate + up as one GEMM), FC2: 1 ms each
+    assert partners == pytest.approx([1e-3] * 4)

@@ -256,7 +256,7 @@ def builtin_tables(gpu_id: str, where: str) -> dict[str, Any]:
 def _read_builtin_cached(folder: str, source: str) -> tuple[tuple[str, Any], ...]:
     data = read_kernel_dir(BUILTIN_ROOT / folder, f"models_zoo/kernels/{folder}")
     data["source"] = source
-    return tuple((k, tuple(tuple(r) for r in v) if k != "source" else v) for k, v in data.items())
+    return tuple((k, tuple(tuple(r) for r in v) if k in FILES else v) for k, v in data.items())
 
 
 def _builtin_id(kern: Any, data: dict[str, Any], where: str) -> str | None:

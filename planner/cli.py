@@ -49,9 +49,9 @@ from .place.allocation import Allocation, load_allocation, read_line, read_summa
 from .reliability import load_reliability
 from .report import plot
 from .report.bill_view import render_bill
+from .report.calibration import calibration_lines, constants_lines
 from .report.design_view import design_dict, render_design, render_design_html, save_frontier_plot
 from .report.findings import plan_warnings
-from .report.calibration import calibration_lines, constants_lines
 from .report.goodput_view import goodput_dict, goodput_line
 from .report.placed import PlacedView, placed_view
 from .report.validation import render_validation, validation_markdown

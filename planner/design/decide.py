@@ -25,7 +25,8 @@ class Decision:
     axes: tuple[str, ...]
     """The axes whose groups cross that tier in the plan."""
     term: str | None
-    """The exposed comm term of those axes that costs most (None: nothing crossing it is exposed)."""
+    """The exposed comm term of those axes that costs most (None: nothing crossing it is
+    exposed)."""
     exposed_s: float
     share: float
     """exposed_s / step time."""
@@ -59,13 +60,13 @@ def decide(d: Design, cluster: Cluster, plan: Estimate) -> Decision:
     index = {t.name: i for i, t in enumerate(cluster.tiers)}
     crossed = ranks.group_tiers(cluster, plan.layout)
     axes = tuple(
-        a for a, t in crossed.items() if t is not None and index[t] >= j and getattr(plan.layout, a) > 1
+        a
+        for a, t in crossed.items()
+        if t is not None and index[t] >= j and getattr(plan.layout, a) > 1
     )
     exposed = {AXIS_TERM[a]: plan.breakdown_s.get(AXIS_TERM[a], 0.0) for a in axes}
     term = max(exposed, key=lambda t: (exposed[t], t), default=None)
     seconds = exposed.get(term, 0.0) if term else 0.0
     if term is not None and seconds <= 0:
         term = None
-    return Decision(
-        cluster.tiers[j].name, how, axes, term, seconds, seconds / plan.step_time_s
-    )
+    return Decision(cluster.tiers[j].name, how, axes, term, seconds, seconds / plan.step_time_s)

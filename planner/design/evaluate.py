@@ -1,43 +1,21 @@
 """One design point: the best plan of one workload on one design's cluster. Points are plain
-JSON data (the cluster and the model inline, the search options, a fingerprint of the code that
-prices them), so any backend can ship them and a disk cache can key them by their content
-(planner/design/backends.py); `evaluate_point` is the module-level function the backends map.
-Nothing here prints.
+JSON data (the cluster and the model inline, the search options), so any backend can ship them
+and a disk cache can key them by their content (planner/design/backends.py); `evaluate_point`
+is the module-level function the backends map. Nothing here prints.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from cost_models.errors import NoFeasiblePlan
 from cost_models.specs import Cluster, Estimate, ModelSpec
 
-from .. import __version__
 from ..convenience import plan_for
 
-ROOT = Path(__file__).resolve().parents[2]
-PRICED_BY = ("cost_models", "planner/search", "planner/api.py", "planner/convenience.py", "planner/types.py")
-"""The code a point's result depends on: a change to any of it changes every point's key."""
 SEARCH = {"top_k": 1, "time_limit_s": 60.0}
 """Each point needs only the best plan; the search's own default time limit."""
-
-
-@cache
-def code_fingerprint() -> str:
-    """sha256 of the sources that price a plan, so a cached result never outlives the physics."""
-    h = hashlib.sha256(__version__.encode())
-    for rel in PRICED_BY:
-        path = ROOT / rel
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-        for f in files:
-            if f.is_file():
-                h.update(str(f.relative_to(ROOT)).encode())
-                h.update(f.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def make_point(cluster: Cluster, model: ModelSpec, workload: dict[str, Any]) -> dict[str, Any]:
@@ -47,12 +25,12 @@ def make_point(cluster: Cluster, model: ModelSpec, workload: dict[str, Any]) -> 
         "model": model.model_dump(mode="json"),
         "workload": {k: v for k, v in workload.items() if k != "model"},
         "search": dict(SEARCH),
-        "code": code_fingerprint(),
     }
 
 
 def point_key(point: dict[str, Any]) -> str:
-    """The point's content as canonical JSON (the cache hashes it)."""
+    """The point's content as canonical JSON (the cache hashes it with a salt of the code:
+    planner/design/cache.py)."""
     return json.dumps(point, sort_keys=True, separators=(",", ":"))
 
 

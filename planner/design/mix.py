@@ -75,7 +75,9 @@ def _entry(path: str, i: int, item: Any) -> MixEntry:
         raise InvalidInput(f"{where}: unknown field {unknown[0]!r}; known: {known}")
     missing = [k for k in FIELDS if k not in item]
     if missing:
-        raise InvalidInput(f"{where}: missing field {missing[0]!r} (each entry needs {', '.join(FIELDS)})")
+        raise InvalidInput(
+            f"{where}: missing field {missing[0]!r} (each entry needs {', '.join(FIELDS)})"
+        )
     model = item["model"]
     if not isinstance(model, str) or not model.strip():
         raise InvalidInput(f"{where}: model must be a preset name or a model file (got {model!r})")
@@ -85,7 +87,9 @@ def _entry(path: str, i: int, item: Any) -> MixEntry:
         raise InvalidInput(f"{where}: model: {err}") from None
     precision = item["precision"]
     if precision not in PRECISIONS:
-        raise InvalidInput(f"{where}: precision must be one of {', '.join(PRECISIONS)} (got {precision!r})")
+        raise InvalidInput(
+            f"{where}: precision must be one of {', '.join(PRECISIONS)} (got {precision!r})"
+        )
     share = item["share"]
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share):
         raise InvalidInput(f"{where}: share must be a number in (0, 1] (got {share!r})")

@@ -39,9 +39,7 @@ class Costs:
         if not self.gpu_hour_usd >= 0:
             raise InvalidInput(f"--gpu-hour-price: must be >= 0 (got {self.gpu_hour_usd})")
         if not self.amortization_years > 0:
-            raise InvalidInput(
-                f"--amortization-years: must be > 0 (got {self.amortization_years})"
-            )
+            raise InvalidInput(f"--amortization-years: must be > 0 (got {self.amortization_years})")
 
     def network_usd_per_gpu_hour(self, bill: Bill) -> float:
         """The network's capital over its amortisation hours, plus its energy, per GPU-hour."""

@@ -108,8 +108,10 @@ class DesignResult:
 
 def _beats(c: Candidate, c_tokens: float, b: Candidate, b_bound: float) -> bool:
     """c rules b out: no dearer, at least b's bound, and strictly better somewhere or first."""
-    return c.no_dearer(b) and c_tokens >= b_bound and (
-        c.capex < b.capex or c_tokens > b_bound or c.index < b.index
+    return (
+        c.no_dearer(b)
+        and c_tokens >= b_bound
+        and (c.capex < b.capex or c_tokens > b_bound or c.index < b.index)
     )
 
 
@@ -136,7 +138,11 @@ def dominated(cands: list[Candidate]) -> tuple[list[Candidate], list[Skipped]]:
 def _bound(b: Candidate, done: dict[int, Evaluated]) -> float:
     """The most throughput b can have: the least of the evaluated designs at least as fast."""
     return min(
-        (e.tokens_per_s_per_gpu for e in done.values() if at_least_as_fast(e.candidate.design, b.design)),
+        (
+            e.tokens_per_s_per_gpu
+            for e in done.values()
+            if at_least_as_fast(e.candidate.design, b.design)
+        ),
         default=math.inf,
     )
 
@@ -179,7 +185,9 @@ def _evaluate(
             out.append(Skipped(c, "infeasible", bad[0].model_name, reason=bad[1]["error"]))
             continue
         plans = tuple(estimate_of(r) for r in mine)
-        tokens = math.fsum(e.share * p.tokens_per_s_per_gpu for e, p in zip(mix, plans, strict=True))
+        tokens = math.fsum(
+            e.share * p.tokens_per_s_per_gpu for e, p in zip(mix, plans, strict=True)
+        )
         out.append(
             Evaluated(
                 c, plans, tuple(r["solver"]["status"] for r in mine), tokens,
@@ -312,7 +320,11 @@ def search_designs(
     done, skipped = _search(cands, mix, costs, run, prune)
     evaluated = [done[c.index] for c in cands if c.index in done]
     if not evaluated:
-        reasons = [f"{s.candidate.design.name}: {s.by}: {s.reason}" for s in skipped if s.rule == "infeasible"]
+        reasons = [
+            f"{s.candidate.design.name}: {s.by}: {s.reason}"
+            for s in skipped
+            if s.rule == "infeasible"
+        ]
         raise NoFeasiblePlan("no design has a plan for every workload of the mix", reasons[:10])
     front = frontier(evaluated)
     best = best_design(evaluated, network_budget_usd_per_gpu, min_tokens_per_s_per_gpu)
@@ -345,9 +357,14 @@ def _constraint_reasons(
     fastest = max(e.tokens_per_s_per_gpu for e in evaluated)
     out = []
     if budget is not None:
-        out.append(f"--network-budget {budget:,.0f}: the cheapest design costs ${cheapest:,.0f} per GPU")
+        out.append(
+            f"--network-budget {budget:,.0f}: the cheapest design costs ${cheapest:,.0f} per GPU"
+        )
     if min_tokens is not None:
-        out.append(f"--min-throughput {min_tokens:,.1f}: the fastest design reaches {fastest:,.1f} tokens/s/GPU")
+        out.append(
+            f"--min-throughput {min_tokens:,.1f}: the fastest design reaches "
+            f"{fastest:,.1f} tokens/s/GPU"
+        )
     return out
 
 

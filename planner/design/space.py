@@ -178,14 +178,20 @@ def _tier(name: str, domain: int | None, gbps: float, latency: float, **extra: A
 def _scale_out(d: Design, per_node: int) -> list[dict[str, Any]]:
     sharp = {"sharp": d.technology == "infiniband"}  # InfiniBand SHARP (Quantum switches)
     if d.fabric == "rail-only":
-        return [_tier("rail", None, d.nic_gbps, LATENCY_US["leaf"], kind="rail", rails=per_node, **sharp)]
+        return [
+            _tier(
+                "rail", None, d.nic_gbps, LATENCY_US["leaf"], kind="rail", rails=per_node, **sharp
+            )
+        ]
     kind, rails = {
         "rail-optimised": ("rail", per_node),
         "fat-tree": ("switch", 1),
         "multi-plane": ("plane", d.planes),
     }[d.fabric]
     upper = "plane" if d.fabric == "multi-plane" else "switch"
-    tiers = [_tier("leaf", d.leaf_gpus, d.nic_gbps, LATENCY_US["leaf"], kind=kind, rails=rails, **sharp)]
+    tiers = [
+        _tier("leaf", d.leaf_gpus, d.nic_gbps, LATENCY_US["leaf"], kind=kind, rails=rails, **sharp)
+    ]
     names = ["spine"] if d.pod_gpus is None else ["spine", "core"]
     domains = [None] if d.pod_gpus is None else [d.pod_gpus, None]
     for name, domain, taper in zip(names, domains, d.oversubscription, strict=True):
@@ -274,7 +280,9 @@ def _whole(path: str, key: str, v: Any, allowed: tuple[int, ...] | None = None) 
 def _taper(path: str, v: Any) -> tuple[float, ...]:
     items = v if isinstance(v, list) else [v]
     if not 1 <= len(items) <= 2:
-        raise InvalidInput(f"{path}: oversubscription entries are a number or [leaf, pod] (got {v!r})")
+        raise InvalidInput(
+            f"{path}: oversubscription entries are a number or [leaf, pod] (got {v!r})"
+        )
     for x in items:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not 1 <= x <= 64:
             raise InvalidInput(f"{path}: oversubscription must be numbers in [1, 64] (got {x!r})")
@@ -306,11 +314,15 @@ def _apply(path: str, data: Any, space: Space, gpu: GpuSpec) -> Space:
         if key == "technology":
             bad = [t for t in items if t not in techs]
             if bad:
-                raise InvalidInput(f"{path}: technology must be one of {', '.join(techs)} (got {bad[0]!r})")
+                raise InvalidInput(
+                    f"{path}: technology must be one of {', '.join(techs)} (got {bad[0]!r})"
+                )
         elif key == "fabric":
             bad = [f for f in items if f not in FABRICS]
             if bad:
-                raise InvalidInput(f"{path}: fabric must be one of {', '.join(FABRICS)} (got {bad[0]!r})")
+                raise InvalidInput(
+                    f"{path}: fabric must be one of {', '.join(FABRICS)} (got {bad[0]!r})"
+                )
         elif key == "nic_gbps":
             items = [_whole(path, key, v, NIC_GBPS) for v in items]
         elif key == "oversubscription":
@@ -341,7 +353,9 @@ def _check(path: str, space: Space, gpu: GpuSpec, num_gpus: int) -> None:
             )
     for planes in space.planes:
         if "multi-plane" in space.fabric and per_node % planes:
-            raise InvalidInput(f"{path}: planes must divide the {per_node} GPUs of a node (got {planes})")
+            raise InvalidInput(
+                f"{path}: planes must divide the {per_node} GPUs of a node (got {planes})"
+            )
     leaf = space.leaf_gpus
     for domain in space.scale_up:
         if leaf is not None and (leaf % domain or leaf == domain):
@@ -351,7 +365,9 @@ def _check(path: str, space: Space, gpu: GpuSpec, num_gpus: int) -> None:
         unit = leaf or default_leaf_gpus(gpu, domain)
         for pod in space.pod_gpus:
             if pod is not None and (pod <= unit or pod % unit):
-                raise InvalidInput(f"{path}: pod_gpus ({pod}) must be a multiple of leaf_gpus ({unit}) above it")
+                raise InvalidInput(
+                    f"{path}: pod_gpus ({pod}) must be a multiple of leaf_gpus ({unit}) above it"
+                )
     tiers = {1 + (pod is not None) for pod in space.pod_gpus}
     for taper in space.oversubscription:
         if len(taper) not in tiers:

@@ -67,16 +67,12 @@ def design_dict(r: DesignResult) -> dict[str, Any]:
         "best": r.best,
         "gpu": r.gpu,
         "num_gpus": r.num_gpus,
-        "workloads": [
-            {**m.as_point(), "name": m.label, "share": m.share} for m in r.mix
-        ],
+        "workloads": [{**m.as_point(), "name": m.label, "share": m.share} for m in r.mix],
         "constraints": {
             "network_budget_usd_per_gpu": r.network_budget_usd_per_gpu,
             "min_tokens_per_s_per_gpu": r.min_tokens_per_s_per_gpu,
         },
-        "per_budget": [
-            {"network_budget_usd_per_gpu": b, "design": i} for b, i in r.per_budget
-        ],
+        "per_budget": [{"network_budget_usd_per_gpu": b, "design": i} for b, i in r.per_budget],
         "assumptions": r.costs.assumptions(),
         "search": {
             "designs": r.total,
@@ -144,7 +140,12 @@ def _budget_table(r: DesignResult) -> Any:
     t = compact_table("budget $/GPU", "best design", "tok/s/GPU", "$/M tok", right_from=2)
     for budget, i in r.per_budget:
         e = r.designs[i]
-        t.add_row(f"<= {budget:,.0f}", e.candidate.design.name, f"{e.tokens_per_s_per_gpu:,.1f}", f"{e.usd_per_m_tokens:.4f}")
+        t.add_row(
+            f"<= {budget:,.0f}",
+            e.candidate.design.name,
+            f"{e.tokens_per_s_per_gpu:,.1f}",
+            f"{e.usd_per_m_tokens:.4f}",
+        )
     return titled("Best design per network budget", t)
 
 
@@ -170,7 +171,13 @@ def _best_table(r: DesignResult) -> Any:
     t.columns[4].no_wrap = False
     t.columns[4].justify = "left"
     for m, p, d in zip(r.mix, e.plans, decisions(e), strict=True):
-        t.add_row(m.label, compact_layout(p), f"{p.tokens_per_s_per_gpu:,.1f}", f"{p.mfu:.1%}", _decision_text(d))
+        t.add_row(
+            m.label,
+            compact_layout(p),
+            f"{p.tokens_per_s_per_gpu:,.1f}",
+            f"{p.mfu:.1%}",
+            _decision_text(d),
+        )
     c = e.candidate
     title = (
         f"Best: {c.design.name}: ${c.capex:,.0f} of network per GPU, "
@@ -180,7 +187,12 @@ def _best_table(r: DesignResult) -> Any:
 
 
 def _assumption_lines(r: DesignResult) -> list[Text]:
-    out = [Text("Cost assumptions (--gpu-hour-price, --amortization-years, --network-prices):", style="dim")]
+    out = [
+        Text(
+            "Cost assumptions (--gpu-hour-price, --amortization-years, --network-prices):",
+            style="dim",
+        )
+    ]
     for key, a in r.costs.assumptions().items():
         out.append(Text(f"  {key} = {a['value']:g}: {a['source']}", style="dim"))
     return out
@@ -214,9 +226,22 @@ def _figure(r: DesignResult, plt: Any) -> Any:
     fy = [ys[i] for i in r.frontier]
     ax.plot(fx, fy, marker="o", color="tab:blue", label="frontier")
     for i in r.frontier:
-        ax.annotate(r.designs[i].candidate.design.name, (xs[i], ys[i]), textcoords="offset points", xytext=(4, -10), fontsize=6)
+        ax.annotate(
+            r.designs[i].candidate.design.name,
+            (xs[i], ys[i]),
+            textcoords="offset points",
+            xytext=(4, -10),
+            fontsize=6,
+        )
     if r.best is not None:
-        ax.scatter([xs[r.best]], [ys[r.best]], s=120, facecolors="none", edgecolors="tab:red", label="best $/M tokens")
+        ax.scatter(
+            [xs[r.best]],
+            [ys[r.best]],
+            s=120,
+            facecolors="none",
+            edgecolors="tab:red",
+            label="best $/M tokens",
+        )
     ax.set_xlabel("network capital per GPU, $")
     ax.set_ylabel("tokens/s/GPU (share-weighted)")
     mix = ", ".join(m.label for m in r.mix)
@@ -256,11 +281,13 @@ def render_design_html(r: DesignResult, plt: Any | None) -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>planner design</title><style>"
         "body{font-family:system-ui,sans-serif;max-width:1100px;margin:24px auto;padding:0 16px}"
-        "table{border-collapse:collapse;font-size:13px}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
+        "table{border-collapse:collapse;font-size:13px}"
+        "td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
         "tr.front{background:#eef4fb}tr.best{background:#fde2c8}</style></head><body>"
         f"<h1>Network design</h1><p>{head}</p>{chart}"
         "<h2>Evaluated designs (frontier shaded, best in orange)</h2><table><tr><th>design</th>"
-        "<th>net $/GPU</th><th>W/GPU</th><th>tok/s/GPU</th><th>$/M tokens</th><th>plans; what decides</th></tr>"
+        "<th>net $/GPU</th><th>W/GPU</th><th>tok/s/GPU</th><th>$/M tokens</th>"
+        "<th>plans; what decides</th></tr>"
         + "".join(rows)
         + f"</table><p>{notes}</p></body></html>\n"
     )

@@ -23,7 +23,17 @@ def _files(tmp_path, mix=MIX, space=SPACE):
     w, d = tmp_path / "mix.yaml", tmp_path / "designs.yaml"
     w.write_text(mix)
     d.write_text(space)
-    return ["design", "--workload", str(w), "--gpu", "h100-sxm-80gb", "--gpus", "32", "--designs", str(d)]
+    return [
+        "design",
+        "--workload",
+        str(w),
+        "--gpu",
+        "h100-sxm-80gb",
+        "--gpus",
+        "32",
+        "--designs",
+        str(d),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -49,7 +59,20 @@ def test_bad_input_exit_2_one_line(tmp_path, capsys, mix, space, extra, words) -
 
 
 def test_missing_workload_file(tmp_path, capsys) -> None:
-    assert main(["design", "--workload", str(tmp_path / "none.yaml"), "--gpu", "h100-sxm-80gb", "--gpus", "64"]) == 2
+    assert (
+        main(
+            [
+                "design",
+                "--workload",
+                str(tmp_path / "none.yaml"),
+                "--gpu",
+                "h100-sxm-80gb",
+                "--gpus",
+                "64",
+            ]
+        )
+        == 2
+    )
     assert "--workload: file not found" in capsys.readouterr().err
 
 
@@ -61,8 +84,12 @@ def test_design_json_contract_and_determinism(tmp_path, capsys) -> None:
     assert set(data) >= {"designs", "frontier", "best"}
     for d in data["designs"]:
         assert set(d) >= {
-            "cluster", "network_capex_usd_per_gpu", "network_power_w_per_gpu",
-            "tokens_per_s_per_gpu", "usd_per_m_tokens", "plans",
+            "cluster",
+            "network_capex_usd_per_gpu",
+            "network_power_w_per_gpu",
+            "tokens_per_s_per_gpu",
+            "usd_per_m_tokens",
+            "plans",
         }
         assert len(d["plans"]) == 2 and {"layout", "estimate"} <= set(d["plans"][0])
         assert d["cluster"]["num_gpus"] == 32

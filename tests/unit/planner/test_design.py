@@ -82,10 +82,14 @@ def test_cluster_of_a_design_carries_its_choices() -> None:
     three = cluster_for(Design("fat-tree", "roce", 400, (1.0, 4.0), 1, 8, 256, 2048), H100, 4096)
     assert [t.domain_size for t in three.tiers] == [8, 256, 2048, None]
     assert three.tiers[3].oversubscription == 4
-    nvl = cluster_for(Design("rail-optimised", "infiniband", 400, (1.0,), 1, 72, 576, None), GB200, 1152)
+    nvl = cluster_for(
+        Design("rail-optimised", "infiniband", 400, (1.0,), 1, 72, 576, None), GB200, 1152
+    )
     assert nvl.gpus_per_node == 4 and nvl.tiers[0].domain_size == 72
     # the bill prices the NVL72 scale-up fabric above the 8-GPU one
-    nvl8 = cluster_for(Design("rail-optimised", "infiniband", 400, (1.0,), 1, 8, 576, None), GB200, 1152)
+    nvl8 = cluster_for(
+        Design("rail-optimised", "infiniband", 400, (1.0,), 1, 8, 576, None), GB200, 1152
+    )
     assert network_bom.bill(nvl).capex_usd_per_gpu > network_bom.bill(nvl8).capex_usd_per_gpu
 
 
@@ -101,8 +105,12 @@ def test_at_least_as_fast_is_the_bandwidth_order() -> None:
     for f in faster:
         assert at_least_as_fast(f, base)
     assert not at_least_as_fast(base, faster[0])
-    assert not at_least_as_fast(Design("rail-optimised", "roce-untuned", 800, (1.0,), 1, 8, 256, None), base)
-    assert not at_least_as_fast(Design("fat-tree", "infiniband", 800, (1.0,), 1, 8, 256, None), base)
+    assert not at_least_as_fast(
+        Design("rail-optimised", "roce-untuned", 800, (1.0,), 1, 8, 256, None), base
+    )
+    assert not at_least_as_fast(
+        Design("fat-tree", "infiniband", 800, (1.0,), 1, 8, 256, None), base
+    )
 
 
 @pytest.mark.parametrize(
@@ -185,7 +193,9 @@ def test_pruned_search_equals_full_search(monkeypatch, tmp_path) -> None:
         front = S.frontier(ev)
         for budget, floor in itertools.product((None, 6000.0, 9000.0), (None, 700.0)):
             b = S.best_design(ev, budget, floor)
-            results.setdefault((budget, floor), []).append(None if b is None else ev[b].candidate.index)
+            results.setdefault((budget, floor), []).append(
+                None if b is None else ev[b].candidate.index
+            )
         results.setdefault("front", []).append([ev[i].candidate.index for i in front])
         results.setdefault("budget", []).append(
             [(x, ev[i].candidate.index) for x, i in S._per_budget(ev, front, None)]

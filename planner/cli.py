@@ -1061,7 +1061,7 @@ def _add_calibration(sub: Any) -> None:
     c.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
     c.add_argument("--json", action="store_true")
     m = sub.add_parser(
-        "measure", help="measure a model's kernels here; GEMM / attention sweeps; nccl-tests commands"
+        "measure", help="measure a model's kernels here; GEMM/attention sweeps; nccl-tests lines"
     )
     m.add_argument("what", choices=("kernels", "gemm", "attention", "nccl"))
     m.add_argument("--out", metavar="CSV", help="CSV to write (gemm, attention)")
@@ -1171,10 +1171,11 @@ def _measure_kernels(args: argparse.Namespace, out: Console) -> int:
         cps=args.cp,
         eps=args.ep,
     )
-    counts = ", ".join(f"{k} {len(doc[k])}" for k in ("gemm", "grouped_gemm", "attention", "memory_bound"))
+    kinds = ("gemm", "grouped_gemm", "attention", "memory_bound")
+    counts = ", ".join(f"{k} {len(doc[k])}" for k in kinds)
     if args.shapes_only:
         measure.write_shapes(doc, args.shapes_only)
-        out.print(f"{counts} shapes -> {escape(args.shapes_only)}")
+        out.print(f"{counts} shapes -> {escape(args.shapes_only)}", soft_wrap=True)
         if not args.out_dir:
             return EXIT_OK
     meta = measure.run_kernels(
@@ -1188,7 +1189,8 @@ def _measure_kernels(args: argparse.Namespace, out: Console) -> int:
     rows = ", ".join(f"{k} {n}" for k, n in meta["rows"].items())
     out.print(
         f"{rows} rows -> {escape(args.out_dir)} ({escape(meta['device'])}, {meta['wall_s']} s; "
-        f"{len(meta['skipped'])} skipped, {meta['not_measured_budget']} over budget)"
+        f"{len(meta['skipped'])} skipped, {meta['not_measured_budget']} over budget)",
+        soft_wrap=True,
     )
     return EXIT_OK
 

@@ -43,7 +43,6 @@ import csv
 import datetime
 import json
 import math
-import os
 import random
 import subprocess
 import sys
@@ -318,7 +317,8 @@ def _memory_call(torch: Any, dev: str, op: str, tokens: int, width: int, top_k: 
 def run_memory(torch: Any, dev: str, timed: Callable, row: tuple) -> list:
     op, tokens, width, dtype, nbytes, top_k = row
     seconds = timed(_memory_call(torch, dev, op, tokens, width, top_k))
-    return [op, tokens, width, dtype, nbytes, f"{seconds * 1e3:.5f}", f"{nbytes / seconds / 1e9:.1f}"]
+    rate = f"{nbytes / seconds / 1e9:.1f}"
+    return [op, tokens, width, dtype, nbytes, f"{seconds * 1e3:.5f}", rate]
 
 
 class SkipShape(Exception):
@@ -383,7 +383,8 @@ class Sheets:
 
     def write(self, kind: str, row: list) -> None:
         if kind not in self.writers:
-            f = open(self.out_dir / f"{kind}.csv", "w", newline="", encoding="utf-8")  # noqa: SIM115
+            path = self.out_dir / f"{kind}.csv"
+            f = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115 (held open)
             self.files[kind], self.writers[kind] = f, csv.writer(f, lineterminator="\n")
             self.writers[kind].writerow(COLUMNS[kind])
         self.writers[kind].writerow(row)
@@ -447,7 +448,8 @@ def measure(
         except SkipShape as exc:
             skipped.append({"kind": kind, "row": list(row), "reason": str(exc)})
         except (RuntimeError, ValueError, NotImplementedError) as exc:  # no kernel here
-            reason = f"{exc.__class__.__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+            first = (str(exc).splitlines() or [""])[0][:160]
+            reason = f"{exc.__class__.__name__}: {first}"
             skipped.append({"kind": kind, "row": list(row), "reason": reason})
         if on_gpu and i % 50 == 49:
             torch.cuda.empty_cache()

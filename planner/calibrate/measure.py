@@ -146,7 +146,9 @@ def _torch(what: str, device: str) -> Any:
     try:
         kind = torch.device(device).type
     except RuntimeError:
-        raise InvalidInput(f"--device: {device!r} is not a torch device (cuda, cuda:1, cpu)") from None
+        raise InvalidInput(
+            f"--device: {device!r} is not a torch device (cuda, cuda:1, cpu)"
+        ) from None
     if kind == "cuda" and not torch.cuda.is_available():
         raise InvalidInput(
             f"measure {what}: no CUDA device here (use --device cpu for a smoke test)"

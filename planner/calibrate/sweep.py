@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["kernels"]:
         try:
             from . import kernel_sweep
-        except ImportError:  # run as a script: this file's folder is on sys.path
+        except ImportError:  # run as a script (python3 planner/calibrate/sweep.py)
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
             import kernel_sweep  # type: ignore[no-redef]
         return kernel_sweep.main(argv[1:])
 

@@ -80,8 +80,14 @@ class Layer(torch.nn.Module):
 
     def __init__(self, h, nh, kv, hd, ffn, experts, topk, tp, dev, dtype):
         super().__init__()
-        self.nh, self.kv, self.hd, self.topk, self.experts = nh // tp, max(kv // tp, 1), hd, topk, experts
-        p = lambda *s: torch.nn.Parameter(torch.randn(*s, device=dev, dtype=dtype) * 0.02)  # noqa: E731
+        self.nh, self.kv, self.hd, self.topk, self.experts = (
+            nh // tp,
+            max(kv // tp, 1),
+            hd,
+            topk,
+            experts,
+        )
+        p = lambda *s: torch.nn.Parameter(torch.randn(*s, device=dev, dtype=dtype) * 0.02)
         self.n1, self.n2 = p(h), p(h)
         self.wqkv = p((self.nh + 2 * self.kv) * hd, h)
         self.wo = p(h, self.nh * hd)
@@ -95,7 +101,9 @@ class Layer(torch.nn.Module):
             self.w2 = p(h, ffn // tp)
 
     def attention(self, x, s):
-        q, k, v = F.linear(x, self.wqkv).split([self.nh * self.hd, self.kv * self.hd, self.kv * self.hd], -1)
+        q, k, v = F.linear(x, self.wqkv).split(
+            [self.nh * self.hd, self.kv * self.hd, self.kv * self.hd], -1
+        )
         b = x.shape[0] // s
         q = q.view(b, s, self.nh, self.hd).transpose(1, 2)
         k = k.view(b, s, self.kv, self.hd).transpose(1, 2)
@@ -148,8 +156,14 @@ def launch_rows(dev, timer) -> list[dict]:
     rows = []
     for mode, fn in (("eager", eager), ("cuda_graph", g.replay)):
         gpu_s, host_s, _ = timer(fn, 0.05)
-        rows.append({"mode": mode, "kernels": n, "us_per_kernel_host": round(host_s / n * 1e6, 3),
-                     "us_per_kernel_gpu": round(gpu_s / n * 1e6, 3)})
+        rows.append(
+            {
+                "mode": mode,
+                "kernels": n,
+                "us_per_kernel_host": round(host_s / n * 1e6, 3),
+                "us_per_kernel_gpu": round(gpu_s / n * 1e6, 3),
+            }
+        )
     return rows
 
 
@@ -166,13 +180,34 @@ def layer_row(name, cfg, tp, shape, dev, dtype, timer, min_s, graphs) -> list[di
         y = layer(x, seq)
         y.backward(dy)
 
-    base = {"model": name, "tp": tp, "batch": mb, "seq": seq, "tokens": tokens, "hidden": h, "heads": nh, "kv_heads": kv,
-            "head_dim": hd, "ffn": ffn, "experts": experts, "top_k": topk, "dtype": str(dtype).split(".")[-1]}
+    base = {
+        "model": name,
+        "tp": tp,
+        "batch": mb,
+        "seq": seq,
+        "tokens": tokens,
+        "hidden": h,
+        "heads": nh,
+        "kv_heads": kv,
+        "head_dim": hd,
+        "ffn": ffn,
+        "experts": experts,
+        "top_k": topk,
+        "dtype": str(dtype).split(".")[-1],
+    }
     rows = []
     gpu_s, host_s, reps = timer(step, min_s)
-    fwd_gpu, fwd_host, _ = timer(lambda: layer(x, seq), min_s / 2)
-    rows.append({**base, "mode": "eager", "fwd_bwd_ms": round(gpu_s * 1e3, 4),
-                 "fwd_bwd_host_ms": round(host_s * 1e3, 4), "fwd_ms": round(fwd_gpu * 1e3, 4), "reps": reps})
+    fwd_gpu, _, _ = timer(lambda: layer(x, seq), min_s / 2)
+    rows.append(
+        {
+            **base,
+            "mode": "eager",
+            "fwd_bwd_ms": round(gpu_s * 1e3, 4),
+            "fwd_bwd_host_ms": round(host_s * 1e3, 4),
+            "fwd_ms": round(fwd_gpu * 1e3, 4),
+            "reps": reps,
+        }
+    )
     if graphs and not experts and dev.type == "cuda":
         try:
             graphed = torch.cuda.make_graphed_callables(_Wrap(layer, seq), (x,))
@@ -181,11 +216,27 @@ def layer_row(name, cfg, tp, shape, dev, dtype, timer, min_s, graphs) -> list[di
                 graphed(x).backward(dy)
 
             gpu_s, host_s, reps = timer(gstep, min_s)
-            rows.append({**base, "mode": "cuda_graph", "fwd_bwd_ms": round(gpu_s * 1e3, 4),
-                         "fwd_bwd_host_ms": round(host_s * 1e3, 4), "fwd_ms": "", "reps": reps})
-        except Exception as err:  # a graph capture that fails is reported, not fatal
-            rows.append({**base, "mode": f"cuda_graph_failed:{type(err).__name__}", "fwd_bwd_ms": "",
-                         "fwd_bwd_host_ms": "", "fwd_ms": "", "reps": 0})
+            rows.append(
+                {
+                    **base,
+                    "mode": "cuda_graph",
+                    "fwd_bwd_ms": round(gpu_s * 1e3, 4),
+                    "fwd_bwd_host_ms": round(host_s * 1e3, 4),
+                    "fwd_ms": "",
+                    "reps": reps,
+                }
+            )
+        except Exception as err:  # noqa: BLE001 -- a failed capture is reported, not fatal
+            rows.append(
+                {
+                    **base,
+                    "mode": f"cuda_graph_failed:{type(err).__name__}",
+                    "fwd_bwd_ms": "",
+                    "fwd_bwd_host_ms": "",
+                    "fwd_ms": "",
+                    "reps": 0,
+                }
+            )
     return rows
 
 
@@ -214,7 +265,9 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--min-ms", type=float, default=20.0)
-    ap.add_argument("--budget-s", type=float, default=150.0, help="stop starting new cases after this")
+    ap.add_argument(
+        "--budget-s", type=float, default=150.0, help="stop starting new cases after this"
+    )
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     dev = torch.device(a.device)
@@ -249,10 +302,21 @@ def main() -> None:
                     rows += layer_row(name, cfg, tp, tok, dev, dtype, timer, a.min_ms / 1e3, True)
             else:
                 rows += layer_row(name, cfg, tp, tok, dev, dtype, timer, a.min_ms / 1e3, False)
-        except Exception as err:
-            rows.append({"model": name, "tp": tp, "batch": tok[0], "seq": tok[1], "mode": f"failed:{type(err).__name__}:{err}"[:200]})
+        except Exception as err:  # noqa: BLE001 -- one failed case must not end the run
+            rows.append(
+                {
+                    "model": name,
+                    "tp": tp,
+                    "batch": tok[0],
+                    "seq": tok[1],
+                    "mode": f"failed:{type(err).__name__}:{err}"[:200],
+                }
+            )
         write(os.path.join(a.out, "layers.csv"), rows)
-        print(f"[{time.time() - t0:6.1f}s] {name} tp{tp} {tok}: {rows[-1].get('mode')} {rows[-1].get('fwd_bwd_ms')}", flush=True)
+        print(
+            f"[{time.time() - t0:6.1f}s] {name} tp{tp} {tok}: {rows[-1].get('mode')} {rows[-1].get('fwd_bwd_ms')}",
+            flush=True,
+        )
         if cuda:
             torch.cuda.empty_cache()
 

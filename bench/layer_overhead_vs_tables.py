@@ -43,13 +43,20 @@ def table_sum_ms(book: KernelBook, r: dict) -> tuple[float, str]:
             t, st = book.gemm_s(mm, nn, kk, "bf16", layout)
             statuses.append(st)
             total += t if t is not None else float("nan")
-    per_flop, st = book.attention_s_per_flop(b, s, nh_r, kv_r, hd, hd, causal=True, window=0, kernel="fused")
+    per_flop, st = book.attention_s_per_flop(
+        b, s, nh_r, kv_r, hd, hd, causal=True, window=0, kernel="fused"
+    )
     statuses.append(st)
     flops = 2.0 * b * s * s * nh_r * 2 * hd / 2  # attention_fwd_flops, causal
     total += per_flop[0] * flops if per_flop else float("nan")
     act = m * h * BYTES
-    for op, nbytes in (("rmsnorm", 2 * act), ("rmsnorm", 2 * act), ("add", 3 * act), ("add", 3 * act),
-                       ("swiglu", 3 * m * (ffn // tp) * BYTES)):
+    for op, nbytes in (
+        ("rmsnorm", 2 * act),
+        ("rmsnorm", 2 * act),
+        ("add", 3 * act),
+        ("add", 3 * act),
+        ("swiglu", 3 * m * (ffn // tp) * BYTES),
+    ):
         t, st = book.memory_bound_s(op, nbytes)
         statuses.append(st)
         t = t if t is not None else float("nan")
@@ -62,7 +69,9 @@ def main() -> None:
     layers, kdir = Path(sys.argv[1]), Path(sys.argv[2])
     book = KernelBook(KernelTables(**read_kernel_dir(kdir, str(kdir))))
     rows = [r for r in csv.DictReader(layers.open()) if r.get("fwd_bwd_ms") and r["experts"] == "0"]
-    print(f"{'model':12} {'tp':>2} {'b x seq':>8} {'mode':10} {'measured ms':>11} {'tables ms':>9} {'gap':>7} {'host ms':>8}  look-up")
+    print(
+        f"{'model':12} {'tp':>2} {'b x seq':>8} {'mode':10} {'measured ms':>11} {'tables ms':>9} {'gap':>7} {'host ms':>8}  look-up"
+    )
     gaps: dict[str, list[float]] = {}
     for r in sorted(rows, key=lambda r: (r["model"], int(r["tp"]), int(r["seq"]), r["mode"])):
         s, st = table_sum_ms(book, r)
@@ -70,9 +79,13 @@ def main() -> None:
         gap = meas / s - 1
         if st != "extrapolated":  # a gap against an extrapolated kernel says nothing
             gaps.setdefault(r["mode"], []).append(gap)
-        print(f"{r['model']:12} {r['tp']:>2} {r['batch'] + ' x ' + r['seq']:>8} {r['mode']:10} {meas:11.3f} {s:9.3f} {gap:+7.1%} {float(r['fwd_bwd_host_ms']):8.3f}  {st}")
+        print(
+            f"{r['model']:12} {r['tp']:>2} {r['batch'] + ' x ' + r['seq']:>8} {r['mode']:10} {meas:11.3f} {s:9.3f} {gap:+7.1%} {float(r['fwd_bwd_host_ms']):8.3f}  {st}"
+        )
     for mode, g in gaps.items():
-        print(f"{mode}: median gap {statistics.median(g):+.1%} over {len(g)} layers (min {min(g):+.1%}, max {max(g):+.1%})")
+        print(
+            f"{mode}: median gap {statistics.median(g):+.1%} over {len(g)} layers (min {min(g):+.1%}, max {max(g):+.1%})"
+        )
 
 
 if __name__ == "__main__":

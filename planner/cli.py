@@ -1063,13 +1063,52 @@ def _add_calibration(sub: Any) -> None:
     c.add_argument("--out", required=True, metavar="FILE", help="cluster file (YAML) to write")
     c.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
     c.add_argument("--json", action="store_true")
-    m = sub.add_parser("measure", help="run GEMM / attention sweeps here; nccl-tests commands")
-    m.add_argument("what", choices=("gemm", "attention", "nccl"))
+    m = sub.add_parser(
+        "measure", help="measure a model's kernels here; GEMM/attention sweeps; nccl-tests lines"
+    )
+    m.add_argument("what", choices=("kernels", "gemm", "attention", "nccl"))
     m.add_argument("--out", metavar="CSV", help="CSV to write (gemm, attention)")
     m.add_argument("--device", default="cuda", help="torch device (default cuda)")
     m.add_argument("--tiny", action="store_true", help="a few small shapes (a smoke test)")
-    m.add_argument("--cluster", help="nccl: the cluster whose tiers to cover")
+    m.add_argument("--cluster", help="kernels: the cluster priced; nccl: the tiers to cover")
     m.add_argument("--dry-run", action="store_true", help="nccl: print the commands only")
+    _add_measure_kernels(m)
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated positive whole numbers (`1,2,4,8`)."""
+    parse = _positive(int, "comma-separated whole numbers")
+    return tuple(parse(x.strip()) for x in text.split(","))
+
+
+def _dtype_list(text: str) -> tuple[str, ...]:
+    out = tuple(x.strip().lower() for x in text.split(","))
+    bad = [x for x in out if x not in ("bf16", "fp8")]
+    if bad or not out:
+        raise argparse.ArgumentTypeError(f"must be bf16, fp8 or bf16,fp8 (got {text!r})")
+    return out
+
+
+def _add_measure_kernels(m: argparse.ArgumentParser) -> None:
+    m.add_argument("--model", help="kernels: the model whose look-ups to measure")
+    m.add_argument("--out-dir", metavar="DIR", help="kernels: folder of kernel tables to write")
+    m.add_argument(
+        "--shapes-only",
+        metavar="FILE",
+        help="kernels: write the shapes as JSON, measure nothing (for planner/calibrate/sweep.py)",
+    )
+    m.add_argument("--tp", type=_int_list, default=(1, 2, 4, 8), help="kernels: TP degrees")
+    m.add_argument("--dtypes", type=_dtype_list, default=("bf16", "fp8"), help="bf16,fp8")
+    m.add_argument("--seq-len", type=_positive_int, help="kernels: default the model's own")
+    m.add_argument(
+        "--micro-batches", type=_int_list, default=(1, 2, 4, 8), help="kernels: micro-batch sizes"
+    )
+    m.add_argument("--cp", type=_int_list, default=(1, 2, 4, 8), help="kernels: CP degrees")
+    m.add_argument(
+        "--ep", type=_int_list, default=(1, 2, 4, 8, 16, 32, 64), help="kernels: EP degrees (MoE)"
+    )
+    m.add_argument("--min-time-ms", type=_positive_float, default=10.0, help="timed per shape")
+    m.add_argument("--budget-s", type=_positive_float, help="kernels: stop after this long")
 
 
 def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
@@ -1109,10 +1148,53 @@ def _cmd_measure(args: argparse.Namespace, out: Console) -> int:
             )
         sys.stdout.write(measure.nccl_commands_text(models_zoo.load_cluster(args.cluster)))
         return EXIT_OK
+    if args.what == "kernels":
+        return _measure_kernels(args, out)
     if not args.out:
         raise InvalidInput(f"measure {args.what}: --out CSV is required")
     n, where = measure.run_sweep(args.what, args.out, device=args.device, tiny=args.tiny)
     out.print(f"{n} rows -> {escape(args.out)} ({escape(where)})")
+    return EXIT_OK
+
+
+def _measure_kernels(args: argparse.Namespace, out: Console) -> int:
+    from .calibrate import measure
+
+    if not args.model or not args.cluster:
+        raise InvalidInput("measure kernels: --model and --cluster are required")
+    if not (args.out_dir or args.shapes_only):
+        raise InvalidInput("measure kernels: --out-dir DIR (or --shapes-only FILE) is required")
+    doc = measure.shapes_document(
+        args.model,
+        args.cluster,
+        seq_len=args.seq_len,
+        tps=args.tp,
+        dtypes=args.dtypes,
+        micro_batches=args.micro_batches,
+        cps=args.cp,
+        eps=args.ep,
+    )
+    kinds = ("gemm", "grouped_gemm", "attention", "memory_bound")
+    counts = ", ".join(f"{k} {len(doc[k])}" for k in kinds)
+    if args.shapes_only:
+        measure.write_shapes(doc, args.shapes_only)
+        out.print(f"{counts} shapes -> {escape(args.shapes_only)}", soft_wrap=True)
+        if not args.out_dir:
+            return EXIT_OK
+    meta = measure.run_kernels(
+        doc,
+        args.out_dir,
+        device=args.device,
+        tiny=args.tiny,
+        min_time_ms=args.min_time_ms,
+        budget_s=args.budget_s,
+    )
+    rows = ", ".join(f"{k} {n}" for k, n in meta["rows"].items())
+    out.print(
+        f"{rows} rows -> {escape(args.out_dir)} ({escape(meta['device'])}, {meta['wall_s']} s; "
+        f"{len(meta['skipped'])} skipped, {meta['not_measured_budget']} over budget)",
+        soft_wrap=True,
+    )
     return EXIT_OK
 
 

@@ -476,6 +476,89 @@ def search_completeness() -> str:
     return "\n".join([summary, "", *table])
 
 
+def kernel_tables_loo() -> str:
+    """docs/calibration.md "Shipped tables": bench/kernel_tables.py's leave-one-out table."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import kernel_tables  # noqa: PLC0415 -- a script beside this one
+
+    return "\n".join(kernel_tables.loo_table())
+
+
+@functools.cache
+def _h100_calibrated(folder: str) -> str:
+    """`planner calibrate --cluster dgx-h100 --kernels builtin --out h100.yaml`'s output."""
+    return _cli("calibrate --cluster dgx-h100 --kernels builtin --out h100.yaml", 400, Path(folder))
+
+
+_H100_DIR = tempfile.mkdtemp(prefix="docs-figures-")
+
+
+def kernel_residuals() -> str:
+    """docs/calibration.md "Residuals": each stored H100 table's rows through the written file's
+    look-up, and each row left out and interpolated from the rest (calibrate's own lines)."""
+    lines = [x.strip() for x in _h100_calibrated(_H100_DIR).splitlines()]
+    pat = re.compile(
+        r"(\w+): (\d+) rows reproduced with max residual ([\d.]+)%.*?\((\d+) rows\): max "
+        r"([\d.]+)%, median ([\d.]+)%"
+    )
+    rows = [m.groups() for m in map(pat.match, lines) if m]
+    worst = max(float(r[2]) for r in rows)
+    kinds = "; ".join(
+        f"{kind.replace('_', ' ')} median {med} %, max {mx} % ({int(n):,} of {int(total):,} rows)"
+        for kind, total, _, n, mx, med in rows
+    )
+    return (
+        f"every measured row is reproduced through the written cluster file's look-up with max "
+        f"residual {worst:.2f} % (tests/integration/cli/test_calibrate_kernels.py checks <= 3 %). "
+        "Left out one at a time and interpolated from the other rows (how well the table predicts "
+        f"a shape it lacks; rows outside the others' box are not counted): {kinds}."
+    )
+
+
+def h100_tables_accuracy() -> str:
+    """docs/calibration.md "On the shared runs": the H100 records priced with the calibrated
+    file's measured tables against the built-in preset (`planner validate` both ways)."""
+    from planner.validate import validate_file  # noqa: PLC0415
+
+    _h100_calibrated(_H100_DIR)
+    data = str(SHARED / "data" / "published_runs.yaml")
+    both = [validate_file(data), validate_file(data, cluster_file=str(Path(_H100_DIR) / "h100.yaml"))]
+    pairs = [
+        (a, b) for a, b in zip(*both, strict=True)
+        if a.gpu == "h100-sxm-80gb" and a.tokens_error_pct is not None and b.tokens_error_pct is not None
+    ]  # fmt: skip
+
+    def stats(rows: list[Any]) -> tuple[float, float, float]:
+        errs = [r.tokens_error_pct for r in rows]
+        absd = [abs(e) for e in errs]
+        return statistics.median(absd), _pct(absd, 0.9), statistics.median(errs)
+
+    groups = {
+        "all": pairs,
+        "dense": [p for p in pairs if p[0].params_active == p[0].params_total],
+        "MoE": [p for p in pairs if p[0].params_active != p[0].params_total],
+    }
+    pre, tab = stats([a for a, _ in pairs]), stats([b for _, b in pairs])
+    out = [
+        f"| H100 records ({len(pairs)}) | median abs error | P90 abs error | signed median |",
+        "|---|---:|---:|---:|",
+        f"| built-in preset | {pre[0]:.1f} % | {pre[1]:.1f} % | {pre[2]:+.1f} % |",
+        f"| measured tables (`--kernels builtin`) | {tab[0]:.1f} % | {tab[1]:.1f} % | {tab[2]:+.1f} % |",
+    ]
+    for name in ("dense", "MoE"):
+        g = groups[name]
+        a, b = stats([x for x, _ in g]), stats([y for _, y in g])
+        out.append(
+            f"| {name} ({len(g)}): preset / tables | {a[0]:.1f} % / {b[0]:.1f} % | | "
+            f"{a[2]:+.1f} % / {b[2]:+.1f} % |"
+        )
+    top = sorted(groups["dense"], key=lambda p: -p[1].tokens_error_pct)[:3]
+    out += ["", "Largest dense errors with the tables: " + ", ".join(
+        f"{b.id} {b.tokens_error_pct:+.0f} %" for _, b in top
+    ) + "."]  # fmt: skip
+    return "\n".join(out)
+
+
 @dataclass(frozen=True)
 class Figure:
     make: Callable[[], str]
@@ -489,6 +572,9 @@ GENERATORS: dict[str, Figure] = {
     "plan-scaling": Figure(plan_scaling),
     "input-limits": Figure(input_limits),
     "fuzz-record": Figure(fuzz_record),
+    "kernel-tables-loo": Figure(kernel_tables_loo),
+    "kernel-residuals": Figure(kernel_residuals, slow=True),
+    "h100-tables-accuracy": Figure(h100_tables_accuracy, slow=True),
     "accuracy": Figure(accuracy),
     "accuracy-summary": Figure(accuracy_summary),
     "memory-summary": Figure(memory_summary),
@@ -504,7 +590,10 @@ REQUIRED = {
     "docs/contract.md": {"model-schema", "cluster-presets", "model-presets"},
     "docs/accuracy.md": {"accuracy", "memory-summary"},
     "docs/cost_model.md": {"accuracy-summary"},
-    "docs/calibration.md": {"stability-example", "calibration-example"},
+    "docs/calibration.md": {
+        "stability-example", "calibration-example", "kernel-tables-loo", "kernel-residuals",
+        "h100-tables-accuracy",
+    },
     "docs/search.md": {"simplicity-examples", "search-completeness"},
     "docs/cli.md": {"placement-example"},
 }

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -13,9 +15,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@functools.cache
 def _script():
     spec = importlib.util.spec_from_file_location("docs_figures", ROOT / "bench/docs_figures.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules["docs_figures"] = module  # its dataclass looks its module up
     spec.loader.exec_module(module)
     return module
 
@@ -45,8 +49,6 @@ def test_slow_generated_blocks_are_current():
 def test_plan_scaling_record_repeats():
     """README "Performance" is rendered from bench/results/plan_scaling.json: re-plan each case
     once and compare what repeats run to run (the wall and CPU times cannot)."""
-    import sys
-
     sys.path.insert(0, str(ROOT / "bench"))
     import plan_scaling
 
@@ -151,3 +153,16 @@ def test_cost_model_calibration_table_quotes_the_constants():
             assert shown == pytest.approx(code, rel=1e-9), f"{name} ({gen}): doc {cell}, code {code}"
             checked += 1
     assert checked >= 30
+
+
+def test_accuracy_notes_quote_each_records_error():
+    """docs/accuracy.md's hand-written notes name records with their error in bold
+    (`**id (+71 %)**`): each is the record's error now, to the digits shown."""
+    figures = _script()
+    rows = {r.id: r for r in figures._validation_rows()}
+    text = (ROOT / "docs/accuracy.md").read_text()
+    quoted = re.findall(r"\*\*([\w.-]+) \(([+-][\d.]+) %\)\*\*", text)
+    assert quoted
+    for rid, shown in quoted:
+        digits = len(shown.split(".")[1]) if "." in shown else 0
+        assert f"{rows[rid].tokens_error_pct:+.{digits}f}" == shown, rid

@@ -186,6 +186,8 @@ def _merged_tables(cluster: Cluster, data: dict[str, Any]) -> KernelTables:
         data = {**{k: old[k] for k in kept}, **data}
         if kept and old["basis"] == "assumption":
             data["basis"] = "assumption"
+        if "sustained_bf16_tflops" not in data:
+            data["sustained_bf16_tflops"] = old["sustained_bf16_tflops"]
     return KernelTables.model_validate(data)
 
 
@@ -194,7 +196,11 @@ def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict
     looks every covered shape up instead of fitting a curve to it (issue 32). Kinds not given
     keep the cluster's own tables, if it had any."""
     tables = _merged_tables(cluster, read_kernel_files(files, source))
-    report["kernels"] = {"source": source, "tables": table_residuals(tables)}
+    report["kernels"] = {
+        "source": source,
+        "tables": table_residuals(tables),
+        "sustained_bf16_tflops": tables.sustained_bf16_tflops,
+    }
     return cluster.model_copy(update={"kernels": tables})
 
 

@@ -27,7 +27,11 @@ from cost_models.kernel_shapes import kernel_shapes, tp_ok
 from cost_models.specs import Cluster
 
 from ..api import make_workload
+from ..types import SearchSpace
 from . import kernel_sweep, sweep
+
+SEARCH_MICRO_BATCHES: tuple[int, ...] = SearchSpace.model_fields["micro_batches"].default
+"""The micro-batch sizes the search tries by default: the token counts measure covers."""
 
 TESTS = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")
 SIZES = "-b 1K -e 8G -f 2 -g 1"
@@ -62,7 +66,7 @@ def shapes_document(
     seq_len: int | None = None,
     tps: Sequence[int] = (1, 2, 4, 8),
     dtypes: Sequence[str] = ("bf16", "fp8"),
-    micro_batches: Sequence[int] = (1, 2, 4, 8),
+    micro_batches: Sequence[int] = SEARCH_MICRO_BATCHES,
     cps: Sequence[int] = (1, 2, 4, 8),
     eps: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
 ) -> dict[str, Any]:

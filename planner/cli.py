@@ -1110,6 +1110,11 @@ def _add_measure_kernels(m: argparse.ArgumentParser) -> None:
     )
     m.add_argument("--min-time-ms", type=_positive_float, default=10.0, help="timed per shape")
     m.add_argument("--budget-s", type=_positive_float, help="kernels: stop after this long")
+    m.add_argument(
+        "--sustained-s",
+        type=_positive_float,
+        help="kernels: then this long of 8192^3 GEMMs in 2-s windows (sustained.csv)",
+    )
 
 
 def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
@@ -1189,6 +1194,7 @@ def _measure_kernels(args: argparse.Namespace, out: Console) -> int:
         tiny=args.tiny,
         min_time_ms=args.min_time_ms,
         budget_s=args.budget_s,
+        sustained_s=args.sustained_s or 0.0,
     )
     rows = ", ".join(f"{k} {n}" for k, n in meta["rows"].items())
     out.print(

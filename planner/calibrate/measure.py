@@ -119,6 +119,7 @@ def run_kernels(
     tiny: bool = False,
     min_time_ms: float = 10.0,
     budget_s: float | None = None,
+    sustained_s: float = 0.0,
 ) -> dict[str, Any]:
     """Measure a shapes document into `out_dir` (kernel_sweep.measure); its metadata."""
     _torch("kernels", device)
@@ -133,6 +134,7 @@ def run_kernels(
         return kernel_sweep.measure(
             shapes, out_dir, device=device, min_time_s=min_time_ms / 1e3,
             warm_s=0.0 if tiny else 2.0, budget_s=budget_s,
+            sustained_s=0.0 if tiny else sustained_s,
         )  # fmt: skip
     except OSError as err:
         raise InvalidInput(f"--out-dir: cannot write {out_dir}: {err.strerror}") from None

@@ -49,8 +49,9 @@ from .place.allocation import Allocation, load_allocation, read_line, read_summa
 from .reliability import load_reliability
 from .report import plot
 from .report.bill_view import render_bill
-from .report.findings import plan_warnings
 from .report.calibration import calibration_lines, constants_lines
+from .report.design_view import design_dict, render_design, render_design_html, save_frontier_plot
+from .report.findings import plan_warnings
 from .report.goodput_view import goodput_dict, goodput_line
 from .report.placed import PlacedView, placed_view
 from .report.validation import render_validation, validation_markdown
@@ -376,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_validate(sub)
     _add_whatif(sub)
     _add_bill(sub)
+    _add_design(sub)
     _add_calibration(sub)
     _add_presets(sub)
     _add_emit(sub)
@@ -1226,6 +1228,84 @@ def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------------------------- design
+
+
+def _add_design(sub: Any) -> None:
+    d = sub.add_parser("design", help="search network designs for a workload mix (issue 29)")
+    d.add_argument("--workload", required=True, metavar="FILE", help="YAML list of {model, "
+                   "global_batch, seq_len, precision, share}")  # fmt: skip
+    d.add_argument("--gpu", required=True, help="GPU id (planner presets gpus)")
+    d.add_argument("--gpus", required=True, type=_positive_int, help="GPUs in the fleet")
+    d.add_argument("--designs", metavar="FILE", help="YAML narrowing or widening the design space")
+    d.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="where the plan searches run: a local process pool or Ray")  # fmt: skip
+    d.add_argument("--workers", type=_positive_int, help="local processes (default: all cores)")
+    d.add_argument("--cache-dir", metavar="DIR", help="reuse and store each design point's result")
+    d.add_argument("--network-budget", type=_positive_float, metavar="USD",
+                   help="most network capital per GPU the best design may cost")  # fmt: skip
+    d.add_argument("--min-throughput", type=_positive_float, metavar="TOKENS",
+                   help="least share-weighted tokens/s/GPU the best design must reach")  # fmt: skip
+    d.add_argument("--gpu-hour-price", type=_positive_float, help="$ per GPU-hour without network")
+    d.add_argument("--amortization-years", type=_positive_float, help="years the network's "
+                   "capital is spread over")  # fmt: skip
+    d.add_argument("--network-prices", metavar="FILE", help="YAML/JSON overriding component prices")
+    d.add_argument("--no-prune", action="store_true", help="evaluate every design (slow; checks)")
+    d.add_argument("--html", metavar="FILE", help="write the report and frontier chart as HTML")
+    d.add_argument("--plot", metavar="FILE", help="write the frontier chart (PNG or SVG)")
+    d.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
+
+
+def _cmd_design(args: argparse.Namespace, out: Console) -> int:
+    from .design import mix, pricing, search
+
+    plt = plot.pyplot(args.plot) if args.plot else None  # fail before the search
+    html_plt = _html_pyplot() if args.html else None
+    costs = pricing.Costs(
+        args.gpu_hour_price or pricing.DEFAULT_GPU_HOUR_USD,
+        args.amortization_years or pricing.DEFAULT_AMORTIZATION_YEARS,
+        network_bom.load_prices(args.network_prices),
+    )
+    result = search.search_designs(
+        mix.load_mix(args.workload),
+        models_zoo.load_gpu(args.gpu),
+        args.gpus,
+        costs,
+        designs_file=args.designs,
+        network_budget_usd_per_gpu=args.network_budget,
+        min_tokens_per_s_per_gpu=args.min_throughput,
+        prune=not args.no_prune,
+        backend=args.backend,
+        workers=args.workers,
+        cache_dir=args.cache_dir,
+        progress=not args.json,
+    )
+    if plt is not None:
+        save_frontier_plot(result, args.plot, plt)
+    if args.html:
+        _write_text(args.html, render_design_html(result, html_plt))
+    if args.json:
+        _emit_json(design_dict(result))
+        return EXIT_OK
+    out.print(render_design(result))
+    return EXIT_OK
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"--html: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _html_pyplot() -> Any:
+    """matplotlib for the HTML page's chart, or None (the page is written without it)."""
+    try:
+        return plot.pyplot("chart.png")
+    except InvalidInput:
+        return None
+
+
 def _add_emit(sub: Any) -> None:
     e = sub.add_parser("emit", help="re-emit a saved plan (plan.json of --out-dir) for a launcher")
     e.add_argument("--from", dest="source", required=True, metavar="PLAN_JSON")
@@ -1253,6 +1333,7 @@ def _cmd_emit(args: argparse.Namespace, out: Console) -> int:
 
 COMMANDS = {
     "bill": _cmd_bill,
+    "design": _cmd_design,
     "emit": _cmd_emit,
     "calibrate": _cmd_calibrate,
     "measure": _cmd_measure,

@@ -11,6 +11,15 @@ A cluster may carry per-shape kernel times measured on its GPU (Cluster.kernels,
 - extrapolated: outside that box the table says nothing, and the caller prices the kernel with
   the generation's efficiency curve (cost_models.compute), as without a table.
 
+Sustained clocks: a table measured in short bursts (a few ms per shape) runs the largest GEMMs at
+clocks the GPU cannot hold under its power cap for a whole training run. Where the tables carry
+the sustained rate (KernelTables.sustained_bf16_tflops, minutes of back-to-back GEMMs:
+../shared/data/kernels/README.md sustained.csv, H100 at its 700 W cap holds 688 TFLOP/s on the
+8192^3 square that bursts at 740-761), every bf16 GEMM and grouped-GEMM look-up is capped at it:
+a shape slower than the cap draws less power and keeps its measured time (the README's Llama 3
+70B TP8 layer mix holds 690 TFLOP/s sustained, above the 663 its table rows give). fp8 has no
+sustained measurement and is not capped.
+
 Seconds per FLOP (per byte for memory-bound ops) is what is interpolated: it varies slowly with
 shape, where time itself grows with every dimension. Pure numpy, no I/O; the book caches every
 answer per shape, and the Pricer builds one book per cluster (cost_models.pricer).
@@ -102,10 +111,13 @@ class KernelBook:
     _grouped: dict = field(init=False)
     _attention: dict = field(init=False)
     _memory: dict = field(init=False)
+    _min_s_per_flop: dict = field(init=False)
     _cache: dict = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         t = self.tables
+        cap = t.sustained_bf16_tflops
+        self._min_s_per_flop = {"bf16": 0.0 if cap is None else 1.0 / (cap * 1e12)}
         self._gemm = _group(
             list(t.gemm),
             lambda r: (r[3], r[4]),
@@ -154,14 +166,20 @@ class KernelBook:
             layout = "TN"
         key = ("gemm", m, n, k, dtype, layout)
         per_flop, status = self._cached(key, self._gemm.get((dtype, layout)), (m, n, k))
-        return (None if per_flop is None else per_flop[0] * 2.0 * m * n * k), status
+        return self._sustained(per_flop, dtype, 2.0 * m * n * k), status
+
+    def _sustained(self, per_flop: tuple | None, dtype: str, flops: float) -> float | None:
+        """Seconds of `flops` at the looked-up seconds per FLOP, no faster than the sustained
+        rate under the power cap (module docstring)."""
+        if per_flop is None:
+            return None
+        return max(per_flop[0], self._min_s_per_flop.get(dtype, 0.0)) * flops
 
     def grouped_gemm_s(self, experts: float, rows: float, n: float, k: float, dtype: str) -> Lookup:
         """Seconds of one grouped GEMM: `experts` GEMMs of [rows, k] x [k, n]."""
         key = ("grouped", experts, rows, n, k, dtype)
         per_flop, status = self._cached(key, self._grouped.get(dtype), (experts, rows, n, k))
-        flops = 2.0 * experts * rows * n * k
-        return (None if per_flop is None else per_flop[0] * flops), status
+        return self._sustained(per_flop, dtype, 2.0 * experts * rows * n * k), status
 
     def attention_s_per_flop(
         self,
@@ -196,8 +214,8 @@ def worst(statuses) -> str:
 
 
 def _leave_one_out(grid: _Grid) -> list[float]:
-    """|interpolated / measured - 1| of each row the others' box still covers, priced by the
-    other rows alone: how well the table predicts a shape it lacks."""
+    """interpolated / measured - 1 of each row the others' box still covers, priced by the
+    other rows alone: how well the table predicts a shape it lacks (signed)."""
     out = []
     n = len(grid.features)
     for i in range(n):
@@ -208,8 +226,24 @@ def _leave_one_out(grid: _Grid) -> list[float]:
             tuple(np.exp(grid.features[i]).tolist())
         )
         if vals is not None:
-            out.append(abs(float(np.exp(vals[0] - grid.values[i][0])) - 1.0))
+            out.append(float(np.exp(vals[0] - grid.values[i][0])) - 1.0)
     return out
+
+
+def leave_one_out_errors(tables: KernelTables) -> dict[str, dict[tuple, list[float]]]:
+    """Per table kind and per group of rows looked up together (GEMM: (dtype, layout);
+    grouped GEMM: dtype; attention: (kernel, causal, window); memory-bound: op): each covered
+    row's signed leave-one-out error (_leave_one_out)."""
+    book = KernelBook(tables)
+    grids = {
+        "gemm": book._gemm,
+        "grouped_gemm": book._grouped,
+        "attention": book._attention,
+        "memory_bound": book._memory,
+    }
+    return {
+        kind: {key: _leave_one_out(g) for key, g in grid.items()} for kind, grid in grids.items()
+    }
 
 
 def _reproduce(book: KernelBook, kind: str, row: tuple) -> float:
@@ -230,22 +264,17 @@ def _reproduce(book: KernelBook, kind: str, row: tuple) -> float:
 def table_residuals(tables: KernelTables) -> dict[str, dict[str, float]]:
     """Per table kind: how closely the look-up reproduces each measured row (max / median
     |looked up / measured - 1| in %), and the same with each row left out (leave-one-out over
-    the rows whose shape the others still span; `loo_rows` of them)."""
-    book = KernelBook(tables)
-    grids = {
-        "gemm": book._gemm,
-        "grouped_gemm": book._grouped,
-        "attention": book._attention,
-        "memory_bound": book._memory,
-    }
+    the rows whose shape the others still span; `loo_rows` of them). The rows as measured: the
+    sustained-clock cap is a separate step (module docstring)."""
+    book = KernelBook(tables.model_copy(update={"sustained_bf16_tflops": None}))
     time_col = {"gemm": 5, "grouped_gemm": 5, "attention": 9, "memory_bound": 2}
     out = {}
-    for kind, grid in grids.items():
+    for kind, groups in leave_one_out_errors(tables).items():
         rows = getattr(tables, kind)
         if not rows:
             continue
         res = [abs(_reproduce(book, kind, r) / (r[time_col[kind]] * 1e-3) - 1.0) for r in rows]
-        loo = [x for g in grid.values() for x in _leave_one_out(g)]
+        loo = [abs(x) for errs in groups.values() for x in errs]
         out[kind] = {
             "rows": len(rows),
             "max_residual_pct": 100 * max(res),

@@ -514,6 +514,13 @@ class KernelTables(InputSpec):
     attention: tuple[AttentionRow, ...] = ()
     grouped_gemm: tuple[GroupedGemmRow, ...] = ()
     memory_bound: tuple[MemoryBoundRow, ...] = ()
+    sustained_bf16_tflops: PositiveFloat | None = Field(
+        None,
+        le=MAX_TFLOPS,
+        description="bf16 GEMM TFLOP/s the GPU holds for minutes under its power cap (a folder's "
+        "sustained.csv, measure_sustained.py); the short-burst rows above it are capped to it "
+        "(cost_models.kernels); null: not measured, rows used as measured",
+    )
 
     @model_validator(mode="after")
     def _some_rows(self) -> Self:
@@ -578,8 +585,9 @@ class Cluster(InputSpec):
     )
     kernels: KernelTables | None = Field(
         None,
-        description="measured per-shape kernel times (issue 32); null: the generation's "
-        "efficiency curves price every kernel",
+        description="measured per-shape kernel times (issue 32); in a cluster file also "
+        "builtin, {builtin: GPU_ID} (tables shipped in models_zoo/kernels) or {path: DIR}; null: "
+        "the generation's efficiency curves price every kernel",
     )
     max_gpus: PositiveInt | None = Field(
         None,

@@ -5,11 +5,18 @@ A folder holds `gemm.csv`, `attention.csv`, `grouped_gemm.csv`, `memory_bound.cs
 optional; a cluster file names one with `kernels: {path: DIR}` (relative to the cluster file),
 and `planner calibrate --kernels DIR` copies its rows into the calibrated cluster. Every bad value
 is one line naming the file, its line and the rule.
+
+Tables measured by this project ship with the package (models_zoo/kernels/, README there, indexed
+per GPU preset in index.json): `kernels: builtin` takes the shipped tables of the cluster's own
+GPU, `kernels: {builtin: GPU_ID}` those of a named GPU, `calibrate --kernels builtin` the same as
+a flag. They are byte-identical copies of ../shared/data/kernels, read by the same readers.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -19,6 +26,9 @@ from cost_models.kernels import ATTENTION_FLOPS_FWD_BWD, attention_fwd_flops
 
 from .inputs import decode_text
 
+BUILTIN_ROOT = Path(__file__).parent / "kernels"
+"""Shipped kernel tables: one folder per GPU preset id, index.json says which exist and why."""
+BUILTIN = "builtin"
 FILES = ("gemm", "attention", "grouped_gemm", "memory_bound")
 REQUIRED = {
     "gemm": ("m", "n", "k", "dtype"),
@@ -149,6 +159,24 @@ def memory_bound_rows(path: Path) -> list[list]:
     return out
 
 
+SUSTAINED = "sustained"
+"""measure_sustained.py's file (../shared/data/kernels/README.md): optional beside the tables."""
+
+
+def sustained_tflops(path: Path) -> float:
+    """The bf16 GEMM rate a GPU holds under its power cap: the median TFLOP/s of every 2-second
+    window of sustained.csv after each workload's first (the first holds the ramp from idle
+    clocks down to the cap)."""
+    windows: dict[str, list[float]] = {}
+    for r in read_csv_rows(path, ("workload", "tflops")):
+        windows.setdefault(r["workload"], []).append(number(r, "tflops", path))
+    steady = sorted(x for w in windows.values() for x in w[1:])
+    if not steady:
+        raise InvalidInput(f"{path}:1: no steady windows (needs >= 2 rows per workload)")
+    mid = len(steady) // 2
+    return steady[mid] if len(steady) % 2 else (steady[mid - 1] + steady[mid]) / 2
+
+
 READERS = {
     "gemm": gemm_rows,
     "attention": attention_rows,
@@ -161,6 +189,9 @@ def read_kernel_files(files: dict[str, Path], source: str) -> dict[str, Any]:
     """KernelTables data from one CSV per table kind (`files`: kind -> path)."""
     data: dict[str, Any] = {"source": source}
     for kind, path in files.items():
+        if kind == SUSTAINED:
+            data["sustained_bf16_tflops"] = sustained_tflops(path)
+            continue
         rows = READERS[kind](path)
         if not rows:
             raise InvalidInput(f"{path}:1: no data rows")
@@ -170,7 +201,8 @@ def read_kernel_files(files: dict[str, Path], source: str) -> dict[str, Any]:
 
 def kernel_dir_files(folder: Path, where: str) -> dict[str, Path]:
     """Table kind -> CSV of a kernel-tables folder (each of FILES optional, at least one
-    present); `where` names the field or flag that gave the folder."""
+    present, and SUSTAINED where the folder has it); `where` names the field or flag that gave
+    the folder."""
     if not folder.is_dir():
         raise InvalidInput(f"{where}: {folder} is not a folder of kernel tables")
     files = {kind: folder / f"{kind}.csv" for kind in FILES if (folder / f"{kind}.csv").is_file()}
@@ -178,6 +210,8 @@ def kernel_dir_files(folder: Path, where: str) -> dict[str, Path]:
         raise InvalidInput(
             f"{where}: {folder} holds none of {', '.join(f + '.csv' for f in FILES)}"
         )
+    if (folder / f"{SUSTAINED}.csv").is_file():
+        files[SUSTAINED] = folder / f"{SUSTAINED}.csv"
     return files
 
 
@@ -186,10 +220,71 @@ def read_kernel_dir(folder: Path, where: str) -> dict[str, Any]:
     return read_kernel_files(kernel_dir_files(folder, where), str(folder))
 
 
+@functools.cache
+def builtin_index() -> dict[str, dict[str, Any]]:
+    """GPU preset id -> what models_zoo/kernels/index.json says about its shipped tables
+    (`folder` null where none were found: `note` says what was looked for)."""
+    return json.loads((BUILTIN_ROOT / "index.json").read_text())["gpus"]
+
+
+def builtin_source(gpu_id: str) -> str:
+    """How a shipped table names itself in a cluster (Cluster.kernels.source, estimate --json)."""
+    entry = builtin_index()[gpu_id]
+    return f"builtin {gpu_id}: {entry['measured_by']}, {entry['date']} ({entry['source']})"
+
+
+def builtin_folder(gpu_id: str, where: str) -> Path:
+    """The folder of the tables shipped for `gpu_id`, or one line saying which GPUs have them."""
+    entry = builtin_index().get(gpu_id)
+    if entry is None or not entry.get("folder"):
+        have = ", ".join(g for g, e in sorted(builtin_index().items()) if e.get("folder"))
+        raise InvalidInput(
+            f"{where}: no built-in kernel tables for GPU {gpu_id!r} (models_zoo/kernels/"
+            f"index.json says why); built-in: {have}"
+        )
+    return BUILTIN_ROOT / entry["folder"]
+
+
+def builtin_tables(gpu_id: str, where: str) -> dict[str, Any]:
+    """KernelTables data of the tables shipped for `gpu_id`. Read once per process: the files
+    are package data and never change."""
+    folder = builtin_folder(gpu_id, where)
+    return dict(_read_builtin_cached(folder.name, builtin_source(gpu_id)))
+
+
+@functools.cache
+def _read_builtin_cached(folder: str, source: str) -> tuple[tuple[str, Any], ...]:
+    data = read_kernel_dir(BUILTIN_ROOT / folder, f"models_zoo/kernels/{folder}")
+    data["source"] = source
+    return tuple((k, tuple(tuple(r) for r in v) if k in FILES else v) for k, v in data.items())
+
+
+def _builtin_id(kern: Any, data: dict[str, Any], where: str) -> str | None:
+    """The GPU id whose shipped tables `kernels:` asks for (None: not a built-in request)."""
+    if kern == BUILTIN:
+        gpu = data.get("gpu")
+        gpu_id = gpu.get("id") if isinstance(gpu, dict) else getattr(gpu, "id", None)
+        if not isinstance(gpu_id, str):
+            raise InvalidInput(f"{where}: kernels: builtin needs the cluster's gpu to have an id")
+        return gpu_id
+    if isinstance(kern, dict) and BUILTIN in kern:
+        if set(kern) != {BUILTIN} or not isinstance(kern[BUILTIN], str):
+            raise InvalidInput(
+                f"{where}: kernels: give {{builtin: GPU_ID}} alone (GPU_ID a text id such as "
+                "h100-sxm-80gb), or builtin, or {path: DIR}, or inline rows"
+            )
+        return kern[BUILTIN]
+    return None
+
+
 def resolve_kernels(data: dict[str, Any], base: Path | None, where: str) -> dict[str, Any]:
     """`data` with `kernels: {path: DIR}` replaced by the folder's rows (DIR relative to the
-    cluster file's folder); inline rows pass through to validation."""
+    cluster file's folder) and `kernels: builtin` / `{builtin: GPU_ID}` by the shipped tables;
+    inline rows pass through to validation."""
     kern = data.get("kernels")
+    gpu_id = _builtin_id(kern, data, where)
+    if gpu_id is not None:
+        return {**data, "kernels": builtin_tables(gpu_id, f"{where}: kernels")}
     if not isinstance(kern, dict) or "path" not in kern:
         return data
     extra = sorted(set(kern) - {"path", "source"})

@@ -131,7 +131,6 @@ def main() -> None:
     args = parser.parse_args()
     print(f"model {args.model}, global batch {args.global_batch}, seed {args.seed}")
     rows = []
-    load_before = os.getloadavg()
     for n in args.sizes:
         cluster = fat_tree(n)
         alloc, drained = allocation(cluster, n, args.seed + n)
@@ -192,7 +191,7 @@ def main() -> None:
             "command": "python bench/place_scaling.py " + " ".join(sys.argv[1:]),
             "revision": _revision(),
             "cpus": os.cpu_count(),
-            "load_average": [round(x, 2) for x in (*load_before, *os.getloadavg())],
+            "load_average": [round(x, 2) for x in os.getloadavg()],  # at the end
             "model": args.model,
             "global_batch": args.global_batch,
             "allocation_seed": args.seed,

@@ -494,7 +494,7 @@ AttentionRow = tuple[
     PositiveInt,  # v_head_dim
     bool,  # causal
     NonNegativeInt,  # window (0: full attention)
-    Literal["fused", "fa2"],  # kernel
+    Literal["fused", "fa2", "flex"],  # kernel (flex: FlexAttention, window rows' kernel)
     PositiveFloat,  # time_ms: one forward + backward call
     NonNegativeFloat,  # forward_ms (0: not measured)
 ]

@@ -25,7 +25,7 @@ from cost_models.specs import (
     FitRecord,
     KernelTables,
 )
-from models_zoo.kernel_tables import FILES, kernel_dir_files, read_kernel_files
+from models_zoo.kernel_tables import TABLE_OF, TABLES, kernel_dir_files, read_kernel_files
 
 from . import compute_fit, nccl, steps
 
@@ -177,7 +177,8 @@ def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict
     data = read_kernel_files(files, source)
     if cluster.kernels is not None:
         old = cluster.kernels.model_dump()
-        data = {**{k: old[k] for k in FILES if k not in files}, **data}
+        given = {TABLE_OF.get(k, k) for k in files}
+        data = {**{k: old[k] for k in TABLES if k not in given}, **data}
     tables = KernelTables.model_validate(data)
     report["kernels"] = {"source": source, "tables": table_residuals(tables)}
     return cluster.model_copy(update={"kernels": tables})

@@ -39,7 +39,10 @@ def _residuals(book: KernelBook, tables) -> list[float]:
             b, s, h, kv, dqk, dv, causal=causal, window=window, kernel=kernel
         )
         res.append(
-            abs(per_flop[0] * attention_fwd_flops(b, s, h, dqk, dv, causal) / (ms * 1e-3) - 1)
+            abs(
+                per_flop[0] * attention_fwd_flops(b, s, h, dqk, dv, causal, window) / (ms * 1e-3)
+                - 1
+            )
         )
     return res
 
@@ -51,7 +54,9 @@ def test_every_measured_shape_is_reproduced_within_3_percent(calibrated):
     src = models_zoo.load_cluster("dgx-h100").model_dump()
     src["kernels"] = {"path": str(H100_TABLES)}
     measured = validated(Cluster, resolve_kernels(src, None, "t"), "t").kernels
-    assert len(measured.gemm) == 1681 and len(measured.attention) == 122
+    # attention.csv's 122 rows and attention_window.csv's 15 (FlexAttention, 4 full, 11 windowed)
+    assert len(measured.gemm) == 1681 and len(measured.attention) == 122 + 15
+    assert sum(1 for r in measured.attention if r[7]) == 11
     assert max(_residuals(KernelBook(cl.kernels), measured)) <= 0.03
     # the table calibration stores data, not the two-constant curve fit
     assert cl.calibration is None or not any(

@@ -642,3 +642,48 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
         total += model.num_moe_layers * (attn + scores + moe_mlp)
         total -= n_win * scores * (1.0 - ratio)
     return total
+
+
+def attention_report(
+    model: ModelSpec, workload: Workload, layout: Layout, book: KernelBook | None
+) -> dict | None:
+    """How sliding-window attention was priced (Estimate.attention; None without a window):
+    the window, the windowed and full layers (0-based, windowed_layers), and the windowed
+    layers' time over full attention's with where it came from: `kernel_table` (the table's
+    window rows of `kernel`, the look-up `status`) or `flop_ratio` (no window rows span this
+    sequence and window: the same speed per FLOP as full attention)."""
+    if model.sliding_window is None:
+        return None
+    windowed = windowed_layers(model)
+    out: dict = {
+        "sliding_window": model.sliding_window,
+        "full_attention_every": model.full_attention_every,
+        "windowed_layers": list(windowed),
+        "full_layers": [i for i in range(model.num_layers) if i not in set(windowed)],
+    }
+    window = effective_window(model, workload)
+    if not window:
+        out["priced_as"] = f"full causal attention: the window spans seq_len {workload.seq_len}"
+        return out
+    flop_ratio = attention_core_flops(model, workload, layout, window) / attention_core_flops(
+        model, workload, layout
+    )
+    found, status, kernel = (None, EXTRAPOLATED, None)
+    if book is not None:
+        found, status, kernel = book.window_ratio(
+            workload.seq_len, window, workload.attention_kernel
+        )
+    out["flop_ratio"] = flop_ratio
+    if found is None:
+        out.update(priced_as="flop_ratio", forward_ratio=flop_ratio, backward_ratio=flop_ratio)
+        if book is not None:
+            out["status"] = status
+        return out
+    out.update(
+        priced_as="kernel_table",
+        kernel=kernel,
+        status=status,
+        forward_ratio=found[0],
+        backward_ratio=found[1],
+    )
+    return out

@@ -266,8 +266,8 @@ def worst(statuses) -> str:
 
 
 def _leave_one_out(grid: _Grid) -> list[float]:
-    """|interpolated / measured - 1| of each row the others' box still covers, priced by the
-    other rows alone: how well the table predicts a shape it lacks."""
+    """interpolated / measured - 1 of each row the others' box still covers, priced by the
+    other rows alone: how well the table predicts a shape it lacks (signed)."""
     out = []
     n = len(grid.features)
     for i in range(n):
@@ -278,8 +278,24 @@ def _leave_one_out(grid: _Grid) -> list[float]:
             tuple(np.exp(grid.features[i]).tolist())
         )
         if vals is not None:
-            out.append(abs(float(np.exp(vals[0] - grid.values[i][0])) - 1.0))
+            out.append(float(np.exp(vals[0] - grid.values[i][0])) - 1.0)
     return out
+
+
+def leave_one_out_errors(tables: KernelTables) -> dict[str, dict[tuple, list[float]]]:
+    """Per table kind and per group of rows looked up together (GEMM: (dtype, layout);
+    grouped GEMM: dtype; attention: (kernel, causal, window); memory-bound: op): each covered
+    row's signed leave-one-out error (_leave_one_out)."""
+    book = KernelBook(tables)
+    grids = {
+        "gemm": book._gemm,
+        "grouped_gemm": book._grouped,
+        "attention": book._attention,
+        "memory_bound": book._memory,
+    }
+    return {
+        kind: {key: _leave_one_out(g) for key, g in grid.items()} for kind, grid in grids.items()
+    }
 
 
 def _reproduce(book: KernelBook, kind: str, row: tuple) -> float:
@@ -303,20 +319,14 @@ def table_residuals(tables: KernelTables) -> dict[str, dict[str, float]]:
     |looked up / measured - 1| in %), and the same with each row left out (leave-one-out over
     the rows whose shape the others still span; `loo_rows` of them)."""
     book = KernelBook(tables)
-    grids = {
-        "gemm": book._gemm,
-        "grouped_gemm": book._grouped,
-        "attention": book._attention,
-        "memory_bound": book._memory,
-    }
     time_col = {"gemm": 5, "grouped_gemm": 5, "attention": 9, "memory_bound": 2}
     out = {}
-    for kind, grid in grids.items():
+    for kind, groups in leave_one_out_errors(tables).items():
         rows = getattr(tables, kind)
         if not rows:
             continue
         res = [abs(_reproduce(book, kind, r) / (r[time_col[kind]] * 1e-3) - 1.0) for r in rows]
-        loo = [x for g in grid.values() for x in _leave_one_out(g)]
+        loo = [abs(x) for errs in groups.values() for x in errs]
         out[kind] = {
             "rows": len(rows),
             "max_residual_pct": 100 * max(res),

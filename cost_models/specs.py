@@ -579,8 +579,9 @@ class Cluster(InputSpec):
     )
     kernels: KernelTables | None = Field(
         None,
-        description="measured per-shape kernel times (issue 32); null: the generation's "
-        "efficiency curves price every kernel",
+        description="measured per-shape kernel times (issue 32); in a cluster file also "
+        "builtin, {builtin: GPU_ID} (tables shipped in models_zoo/kernels) or {path: DIR}; null: "
+        "the generation's efficiency curves price every kernel",
     )
     max_gpus: PositiveInt | None = Field(
         None,

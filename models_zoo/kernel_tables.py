@@ -5,11 +5,18 @@ A folder holds `gemm.csv`, `attention.csv`, `grouped_gemm.csv`, `memory_bound.cs
 optional; a cluster file names one with `kernels: {path: DIR}` (relative to the cluster file),
 and `planner calibrate --kernels DIR` copies its rows into the calibrated cluster. Every bad value
 is one line naming the file, its line and the rule.
+
+Tables measured by this project ship with the package (models_zoo/kernels/, README there, indexed
+per GPU preset in index.json): `kernels: builtin` takes the shipped tables of the cluster's own
+GPU, `kernels: {builtin: GPU_ID}` those of a named GPU, `calibrate --kernels builtin` the same as
+a flag. They are byte-identical copies of ../shared/data/kernels, read by the same readers.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,9 @@ ATTENTION_KERNELS = ("fused", "fa2", "flex")
 """cuDNN fused attention, FlashAttention-2, FlexAttention (compiled; torchtitan's kernel for
 windowed models): the `kernel` column of an attention row."""
 
+BUILTIN_ROOT = Path(__file__).parent / "kernels"
+"""Shipped kernel tables: one folder per GPU preset id, index.json says which exist and why."""
+BUILTIN = "builtin"
 TABLES = ("gemm", "attention", "grouped_gemm", "memory_bound")
 """The tables of cost_models.specs.KernelTables."""
 FILES = (*TABLES, "attention_window")
@@ -199,10 +209,71 @@ def read_kernel_dir(folder: Path, where: str) -> dict[str, Any]:
     return read_kernel_files(kernel_dir_files(folder, where), str(folder))
 
 
+@functools.cache
+def builtin_index() -> dict[str, dict[str, Any]]:
+    """GPU preset id -> what models_zoo/kernels/index.json says about its shipped tables
+    (`folder` null where none were found: `note` says what was looked for)."""
+    return json.loads((BUILTIN_ROOT / "index.json").read_text())["gpus"]
+
+
+def builtin_source(gpu_id: str) -> str:
+    """How a shipped table names itself in a cluster (Cluster.kernels.source, estimate --json)."""
+    entry = builtin_index()[gpu_id]
+    return f"builtin {gpu_id}: {entry['measured_by']}, {entry['date']} ({entry['source']})"
+
+
+def builtin_folder(gpu_id: str, where: str) -> Path:
+    """The folder of the tables shipped for `gpu_id`, or one line saying which GPUs have them."""
+    entry = builtin_index().get(gpu_id)
+    if entry is None or not entry.get("folder"):
+        have = ", ".join(g for g, e in sorted(builtin_index().items()) if e.get("folder"))
+        raise InvalidInput(
+            f"{where}: no built-in kernel tables for GPU {gpu_id!r} (models_zoo/kernels/"
+            f"index.json says why); built-in: {have}"
+        )
+    return BUILTIN_ROOT / entry["folder"]
+
+
+def builtin_tables(gpu_id: str, where: str) -> dict[str, Any]:
+    """KernelTables data of the tables shipped for `gpu_id`. Read once per process: the files
+    are package data and never change."""
+    folder = builtin_folder(gpu_id, where)
+    return dict(_read_builtin_cached(folder.name, builtin_source(gpu_id)))
+
+
+@functools.cache
+def _read_builtin_cached(folder: str, source: str) -> tuple[tuple[str, Any], ...]:
+    data = read_kernel_dir(BUILTIN_ROOT / folder, f"models_zoo/kernels/{folder}")
+    data["source"] = source
+    return tuple((k, tuple(tuple(r) for r in v) if k != "source" else v) for k, v in data.items())
+
+
+def _builtin_id(kern: Any, data: dict[str, Any], where: str) -> str | None:
+    """The GPU id whose shipped tables `kernels:` asks for (None: not a built-in request)."""
+    if kern == BUILTIN:
+        gpu = data.get("gpu")
+        gpu_id = gpu.get("id") if isinstance(gpu, dict) else getattr(gpu, "id", None)
+        if not isinstance(gpu_id, str):
+            raise InvalidInput(f"{where}: kernels: builtin needs the cluster's gpu to have an id")
+        return gpu_id
+    if isinstance(kern, dict) and BUILTIN in kern:
+        if set(kern) != {BUILTIN} or not isinstance(kern[BUILTIN], str):
+            raise InvalidInput(
+                f"{where}: kernels: give {{builtin: GPU_ID}} alone (GPU_ID a text id such as "
+                "h100-sxm-80gb), or builtin, or {path: DIR}, or inline rows"
+            )
+        return kern[BUILTIN]
+    return None
+
+
 def resolve_kernels(data: dict[str, Any], base: Path | None, where: str) -> dict[str, Any]:
     """`data` with `kernels: {path: DIR}` replaced by the folder's rows (DIR relative to the
-    cluster file's folder); inline rows pass through to validation."""
+    cluster file's folder) and `kernels: builtin` / `{builtin: GPU_ID}` by the shipped tables;
+    inline rows pass through to validation."""
     kern = data.get("kernels")
+    gpu_id = _builtin_id(kern, data, where)
+    if gpu_id is not None:
+        return {**data, "kernels": builtin_tables(gpu_id, f"{where}: kernels")}
     if not isinstance(kern, dict) or "path" not in kern:
         return data
     extra = sorted(set(kern) - {"path", "source"})

@@ -14,6 +14,8 @@ from cost_models.calibration import (
 )
 from cost_models.specs import Cluster, GpuSpec
 
+from .kernel_tables import builtin_index, builtin_source
+
 DATASHEET_FIELDS = (
     "peak_bf16_tflops",
     "peak_fp8_tflops",
@@ -50,7 +52,51 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
                 "why": "set from microbenchmarks and the literature (docs/cost_model.md)",
             }
         )
+    rows.append(shipped_tables_row(gpu.id))
     return rows
+
+
+def shipped_tables_row(gpu_id: str) -> dict[str, Any]:
+    """Whether kernel tables measured on this GPU ship with the package (models_zoo/kernels):
+    measured (by whom, when, where), or none found, so efficiency curves price its kernels."""
+    entry = builtin_index().get(gpu_id)
+    if entry is not None and entry.get("folder"):
+        return {
+            "constant": "kernel_tables",
+            "value": entry["folder"],
+            "basis": "measured",
+            "why": f"{builtin_source(gpu_id)}; used where a cluster says kernels: builtin",
+        }
+    note = entry["note"] if entry else "not in models_zoo/kernels/index.json"
+    return {
+        "constant": "kernel_tables",
+        "value": None,
+        "basis": "assumption",
+        "why": f"none shipped: {note}; efficiency curves price every kernel",
+    }
+
+
+def _cluster_tables_row(cluster: Cluster) -> dict[str, Any]:
+    """The kernel tables this cluster prices with (Cluster.kernels), if any."""
+    k = cluster.kernels
+    if k is None:
+        return {
+            "constant": "kernels",
+            "value": None,
+            "basis": "assumption",
+            "why": "no kernel tables: efficiency curves price every kernel",
+        }
+    counts = ", ".join(
+        f"{len(getattr(k, kind))} {kind}"
+        for kind in ("gemm", "attention", "grouped_gemm", "memory_bound")
+        if getattr(k, kind)
+    )
+    return {
+        "constant": "kernels",
+        "value": "tables",
+        "basis": "measured",
+        "why": f"{counts} rows measured: {k.source}; shapes outside them on the curves",
+    }
 
 
 def cluster_constants(cluster: Cluster) -> list[dict[str, Any]]:
@@ -89,6 +135,7 @@ def cluster_constants(cluster: Cluster) -> list[dict[str, Any]]:
                 "why": f"fitted on {rec.source}",
             }
         rows.append(row)
+    rows.append(_cluster_tables_row(cluster))
     listed = {r["constant"] for r in rows}
     for key, rec in fitted.items():
         if key not in listed:

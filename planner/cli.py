@@ -1053,7 +1053,8 @@ def _add_calibration(sub: Any) -> None:
     c.add_argument(
         "--kernels",
         metavar="DIR",
-        help="kernel tables: gemm.csv, attention.csv, grouped_gemm.csv, memory_bound.csv",
+        help="kernel tables: gemm.csv, attention.csv, grouped_gemm.csv, memory_bound.csv; "
+        "'builtin': the tables shipped for the cluster's GPU",
     )
     c.add_argument("--grouped-gemm", metavar="CSV", help="grouped GEMM table (one file)")
     c.add_argument("--memory-bound", metavar="CSV", help="memory-bound ops table (one file)")

@@ -25,7 +25,15 @@ from cost_models.specs import (
     FitRecord,
     KernelTables,
 )
-from models_zoo.kernel_tables import TABLE_OF, TABLES, kernel_dir_files, read_kernel_files
+from models_zoo.kernel_tables import (
+    BUILTIN,
+    TABLE_OF,
+    TABLES,
+    builtin_folder,
+    builtin_source,
+    kernel_dir_files,
+    read_kernel_files,
+)
 
 from . import compute_fit, nccl, steps
 
@@ -185,19 +193,23 @@ def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict
 
 
 def kernel_files(
-    kernels: str | None, per_file: dict[str, str | None]
+    kernels: str | None, per_file: dict[str, str | None], gpu_id: str = ""
 ) -> tuple[dict[str, Path], str]:
-    """Table kind -> CSV of `--kernels DIR` (each file optional) and the per-file flags
-    (`per_file`: kind -> path, e.g. --gemm, --grouped-gemm), which replace the folder's file of
-    their kind; and the source the tables are named by."""
+    """Table kind -> CSV of `--kernels DIR` (each file optional; `builtin`: the tables shipped
+    for `gpu_id`, models_zoo/kernels) and the per-file flags (`per_file`: kind -> path, e.g.
+    --gemm, --grouped-gemm), which replace the folder's file of their kind; and the source the
+    tables are named by."""
     files: dict[str, Path] = {}
-    if kernels is not None:
+    source = kernels
+    if kernels == BUILTIN:
+        folder = builtin_folder(gpu_id, "--kernels builtin")
+        files, source = kernel_dir_files(folder, "--kernels builtin"), builtin_source(gpu_id)
+    elif kernels is not None:
         files = kernel_dir_files(Path(kernels), "--kernels")
     for kind, path in per_file.items():
         if path is not None:
             files[kind] = Path(path)
-    source = kernels or ", ".join(str(p) for p in files.values())
-    return files, source
+    return files, source or ", ".join(str(p) for p in files.values())
 
 
 def _steps(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
@@ -266,7 +278,7 @@ def calibrate(
     if attention:
         out = _attention(out, attention, report)
     if tables:
-        files, source = kernel_files(kernels, per_file)
+        files, source = kernel_files(kernels, per_file, base.gpu.id)
         out = _kernels(out, files, source, report)
     if steps_file:
         out = _steps(out, steps_file, report)

@@ -1,0 +1,83 @@
+"""`planner calibrate --kernels` on the measured H100 and H200 folders, and `--kernels builtin`
+(issue 32): the written cluster's tables, looked up through the Pricer's KernelBook, give back
+every measured GEMM, attention, grouped GEMM and memory-bound row within 3 %. The expected
+times are read here from the CSV files with the csv module, not through the package's readers."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+
+import models_zoo
+from cost_models.kernels import attention_fwd_flops
+from cost_models.pricer import Pricer
+from planner.api import make_workload
+from planner.cli import main
+
+MEASURED = SHARED / "data" / "kernels"
+PRESET = {"h100-sxm-80gb": "dgx-h100", "h200-sxm-141gb": "dgx-h200"}
+
+
+def _rows(folder: Path, name: str) -> list[dict[str, str]]:
+    with open(folder / name, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _lookups(book, folder: Path) -> list[tuple[str, float, float]]:
+    """(kind, looked-up seconds, measured seconds) for every row of the folder's four tables."""
+    out = []
+    for r in _rows(folder, "gemm.csv"):
+        m, n, k = (float(r[c]) for c in "mnk")
+        out.append(("gemm", book.gemm_s(m, n, k, r["dtype"], r["layout"])[0], float(r["time_ms"])))
+    for r in _rows(folder, "grouped_gemm.csv"):
+        e, rows, n, k = (float(r[c]) for c in ("experts", "rows_per_expert", "n", "k"))
+        got = book.grouped_gemm_s(e, rows, n, k, r["dtype"])[0]
+        out.append(("grouped", got, float(r["time_ms"])))
+    for r in _rows(folder, "memory_bound.csv"):
+        got = book.memory_bound_s(r["op"], float(r["bytes"]))[0]
+        out.append(("memory", got, float(r["time_ms"])))
+    for r in _rows(folder, "attention.csv"):
+        b, s, h, kv, d, dv = (
+            int(r[c]) for c in ("batch", "seq", "heads", "kv_heads", "head_dim", "v_head_dim")
+        )
+        causal = r["causal"] == "true"
+        per_flop, _ = book.attention_s_per_flop(
+            b, s, h, kv, d, dv, causal=causal, window=0, kernel=r["kernel"]
+        )
+        flops = attention_fwd_flops(b, s, h, d, dv, causal)
+        out.append(("attention", per_flop[0] * flops, float(r["time_ms"])))
+        out.append(("attention_fwd", per_flop[1] * flops, float(r["forward_ms"])))
+    return [(kind, got, ms * 1e-3) for kind, got, ms in out]
+
+
+def _book(cluster_file: Path):
+    cluster = models_zoo.load_cluster(str(cluster_file))
+    model = models_zoo.load_model("llama3-8b")
+    return Pricer(model, cluster, make_workload(model, global_batch=8)).book
+
+
+@pytest.mark.skipif(not MEASURED.is_dir(), reason="../shared/data/kernels not present")
+@pytest.mark.parametrize("gpu", sorted(PRESET))
+@pytest.mark.parametrize("how", ["folder", "builtin"])
+def test_calibrated_cluster_reproduces_every_measured_row_within_3_percent(gpu, how, tmp_path):
+    out = tmp_path / "cal.yaml"
+    kernels = str(MEASURED / gpu) if how == "folder" else "builtin"
+    args = ["calibrate", "--cluster", PRESET[gpu], "--kernels", kernels, "--out", str(out)]
+    assert main(args) == 0
+    found = _lookups(_book(out), MEASURED / gpu)
+    kinds = {kind for kind, _, _ in found}
+    assert kinds == {"gemm", "grouped", "memory", "attention", "attention_fwd"}
+    assert len(found) == 1681 + 88 + 30 + 2 * 122
+    worst = max(found, key=lambda x: abs(x[1] / x[2] - 1))
+    assert abs(worst[1] / worst[2] - 1) <= 0.03, worst
+
+
+def test_builtin_on_a_gpu_without_tables_is_one_line(tmp_path, capsys):
+    args = ["calibrate", "--cluster", "dgx-b200", "--kernels", "builtin"]
+    assert main([*args, "--out", str(tmp_path / "o.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--kernels builtin: no built-in kernel tables for GPU 'b200'" in err
+    assert len(err.splitlines()) == 1

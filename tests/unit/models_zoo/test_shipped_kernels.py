@@ -1,0 +1,118 @@
+"""Kernel tables shipped as package data (models_zoo/kernels, issue 32): byte-identical to the
+measured folders of ../shared/data/kernels, indexed for every GPU preset, reachable from a
+cluster file as `kernels: builtin` / `{builtin: GPU_ID}`, and marked in `presets --constants`."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+
+import models_zoo
+from cost_models.errors import InvalidInput
+from cost_models.specs import Cluster
+from models_zoo.inputs import validated
+from models_zoo.kernel_tables import BUILTIN_ROOT, builtin_index, resolve_kernels
+from models_zoo.provenance import cluster_constants, gpu_constants
+from planner.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+MEASURED = SHARED / "data" / "kernels"
+SHIPPED = ("h100-sxm-80gb", "h200-sxm-141gb")
+
+
+def test_every_gpu_preset_says_whether_tables_ship_and_why():
+    index = builtin_index()
+    assert sorted(index) == models_zoo.list_presets("gpus")
+    for gpu, entry in index.items():
+        if entry["folder"]:
+            assert entry["basis"] == "measured" and entry["measured_by"] and entry["date"]
+            assert (BUILTIN_ROOT / entry["folder"] / "gemm.csv").is_file()
+        else:
+            assert entry["basis"] == "none" and entry["note"], gpu
+    assert sorted(g for g, e in index.items() if e["folder"]) == list(SHIPPED)
+
+
+@pytest.mark.skipif(not MEASURED.is_dir(), reason="../shared/data/kernels not present")
+@pytest.mark.parametrize("gpu", SHIPPED)
+def test_shipped_files_are_byte_identical_to_the_measured_folder(gpu):
+    measured = sorted(p.name for p in (MEASURED / gpu).glob("*.csv"))
+    shipped = sorted(p.name for p in (BUILTIN_ROOT / gpu).glob("*.csv"))
+    assert shipped == measured
+    for name in measured:
+        assert (BUILTIN_ROOT / gpu / name).read_bytes() == (MEASURED / gpu / name).read_bytes()
+
+
+def test_package_data_globs_cover_every_shipped_file():
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["models_zoo"]
+    files = [p.relative_to(ROOT / "models_zoo").as_posix() for p in BUILTIN_ROOT.rglob("*")]
+    files = [f for f in files if (ROOT / "models_zoo" / f).is_file()]
+    assert len(files) >= 13
+    for f in files:
+        assert any(fnmatch.fnmatch(f, g) for g in globs), f
+
+
+def _cluster(kernels, preset="dgx-h100") -> Cluster:
+    data = models_zoo.load_cluster(preset).model_dump()
+    data["kernels"] = kernels
+    return validated(Cluster, resolve_kernels(data, None, "c.yaml"), "c.yaml")
+
+
+@pytest.mark.skipif(not MEASURED.is_dir(), reason="../shared/data/kernels not present")
+def test_builtin_gives_the_rows_of_the_measured_folder():
+    own = _cluster("builtin").kernels
+    named = _cluster({"builtin": "h100-sxm-80gb"}).kernels
+    by_path = _cluster({"path": str(MEASURED / "h100-sxm-80gb")}).kernels
+    for kind in ("gemm", "attention", "grouped_gemm", "memory_bound"):
+        assert getattr(own, kind) == getattr(named, kind) == getattr(by_path, kind)
+    assert own.source.startswith("builtin h100-sxm-80gb") and "2026-11-26" in own.source
+    h200 = _cluster("builtin", "dgx-h200").kernels
+    assert h200.gemm != own.gemm and h200.source.startswith("builtin h200-sxm-141gb")
+
+
+@pytest.mark.parametrize(
+    ("kernels", "preset", "words"),
+    [
+        ("builtin", "dgx-b200", ("no built-in kernel tables for GPU 'b200'", "h100-sxm-80gb")),
+        ({"builtin": "nope"}, "dgx-h100", ("GPU 'nope'", "built-in: h100-sxm-80gb")),
+        ({"builtin": "h100-sxm-80gb", "path": "x"}, "dgx-h100", ("{builtin: GPU_ID} alone",)),
+    ],
+)
+def test_bad_builtin_requests_are_one_line(kernels, preset, words):
+    with pytest.raises(InvalidInput) as err:
+        _cluster(kernels, preset)
+    msg = str(err.value)
+    assert msg.startswith("c.yaml: kernels") and "\n" not in msg
+    for w in words:
+        assert w in msg
+
+
+def test_a_cluster_file_says_builtin_and_estimate_names_the_table(tmp_path, capsys):
+    data = json.loads((ROOT / "models_zoo" / "clusters" / "dgx-h100.json").read_text())
+    data["kernels"] = "builtin"
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    args = ["estimate", "--model", "llama3-8b", "--cluster", str(path), "--gpus", "8"]
+    args += ["--global-batch", "64", "--seq-len", "8192", "--tp", "2", "--pp", "1", "--dp", "4"]
+    assert main([*args, "--json"]) == 0
+    kern = json.loads(capsys.readouterr().out)["kernels"]
+    assert kern["table"].startswith("builtin h100-sxm-80gb")
+    assert kern["terms"]["gemm"]["measured"] + kern["terms"]["gemm"]["interpolated"] > 0
+
+
+def test_constants_mark_the_shipped_tables():
+    h100 = {r["constant"]: r for r in gpu_constants(models_zoo.load_gpu("h100-sxm-80gb"))}
+    b200 = {r["constant"]: r for r in gpu_constants(models_zoo.load_gpu("b200"))}
+    assert h100["kernel_tables"]["basis"] == "measured"
+    assert "../shared/data/kernels/h100-sxm-80gb" in h100["kernel_tables"]["why"]
+    assert b200["kernel_tables"]["basis"] == "assumption" and b200["kernel_tables"]["value"] is None
+    plain = {r["constant"]: r for r in cluster_constants(models_zoo.load_cluster("dgx-a100"))}
+    assert plain["kernels"]["basis"] == "assumption"
+    tabled = {r["constant"]: r for r in cluster_constants(_cluster("builtin"))}
+    assert tabled["kernels"]["basis"] == "measured" and "1681 gemm" in tabled["kernels"]["why"]

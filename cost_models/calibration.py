@@ -51,6 +51,20 @@ class GenerationCalibration:
         """Share of the SMs a concurrently running NCCL kernel takes from an overlapped kernel."""
         return COMM_KERNEL_SMS / self.sm_count
 
+    @property
+    def tp_ring_sm_fraction(self) -> float:
+        """Share of the SMs a TP-overlap all-gather chunk takes (UB_RING_EXCHANGE_SMS)."""
+        return UB_RING_EXCHANGE_SMS / self.sm_count
+
+
+UB_RING_EXCHANGE_SMS = 1
+"""SMs a Transformer Engine userbuffers ring-exchange all-gather takes from its partner GEMM: the
+chunks move as peer-to-peer copies (copy engines), one SM for the flags (TE RingExchangeOverlapCfg
+num_sm default 1; NeMo nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py: qkv_fprop,
+fc1_fprop, proj_dgrad, fc2_dgrad `ring_exchange` in every H100 config). The reduce-scatter side
+(proj_fprop, fc2_fprop `pipeline`, qkv_wgrad `bulk`) reduces on SMs: num_sm 24 in the same files,
+COMM_KERNEL_SMS. PyTorch async TP (torchtitan) also moves its chunks by copy engine (symmetric
+memory); its reduce-scatter's reduction is assumed to take SMs like TE's."""
 
 COMM_KERNEL_SMS = 24
 """Thread blocks (one per channel, each pinned to an SM) an NCCL collective kernel occupies while

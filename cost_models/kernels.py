@@ -11,6 +11,15 @@ A cluster may carry per-shape kernel times measured on its GPU (Cluster.kernels,
 - extrapolated: outside that box the table says nothing, and the caller prices the kernel with
   the generation's efficiency curve (cost_models.compute), as without a table.
 
+Sustained clocks: a table measured in short bursts (a few ms per shape) runs the largest GEMMs at
+clocks the GPU cannot hold under its power cap for a whole training run. Where the tables carry
+the sustained rate (KernelTables.sustained_bf16_tflops, minutes of back-to-back GEMMs:
+../shared/data/kernels/README.md sustained.csv, H100 at its 700 W cap holds 688 TFLOP/s on the
+8192^3 square that bursts at 740-761), every bf16 GEMM and grouped-GEMM look-up is capped at it:
+a shape slower than the cap draws less power and keeps its measured time (the README's Llama 3
+70B TP8 layer mix holds 690 TFLOP/s sustained, above the 663 its table rows give). fp8 has no
+sustained measurement and is not capped.
+
 Seconds per FLOP (per byte for memory-bound ops) is what is interpolated: it varies slowly with
 shape, where time itself grows with every dimension. Pure numpy, no I/O; the book caches every
 answer per shape, and the Pricer builds one book per cluster (cost_models.pricer).
@@ -129,10 +138,13 @@ class KernelBook:
     _attention: dict = field(init=False)
     _memory: dict = field(init=False)
     _window: dict = field(init=False)
+    _min_s_per_flop: dict = field(init=False)
     _cache: dict = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         t = self.tables
+        cap = t.sustained_bf16_tflops
+        self._min_s_per_flop = {"bf16": 0.0 if cap is None else 1.0 / (cap * 1e12)}
         self._gemm = _group(
             list(t.gemm),
             lambda r: (r[3], r[4]),
@@ -182,14 +194,20 @@ class KernelBook:
             layout = "TN"
         key = ("gemm", m, n, k, dtype, layout)
         per_flop, status = self._cached(key, self._gemm.get((dtype, layout)), (m, n, k))
-        return (None if per_flop is None else per_flop[0] * 2.0 * m * n * k), status
+        return self._sustained(per_flop, dtype, 2.0 * m * n * k), status
+
+    def _sustained(self, per_flop: tuple | None, dtype: str, flops: float) -> float | None:
+        """Seconds of `flops` at the looked-up seconds per FLOP, no faster than the sustained
+        rate under the power cap (module docstring)."""
+        if per_flop is None:
+            return None
+        return max(per_flop[0], self._min_s_per_flop.get(dtype, 0.0)) * flops
 
     def grouped_gemm_s(self, experts: float, rows: float, n: float, k: float, dtype: str) -> Lookup:
         """Seconds of one grouped GEMM: `experts` GEMMs of [rows, k] x [k, n]."""
         key = ("grouped", experts, rows, n, k, dtype)
         per_flop, status = self._cached(key, self._grouped.get(dtype), (experts, rows, n, k))
-        flops = 2.0 * experts * rows * n * k
-        return (None if per_flop is None else per_flop[0] * flops), status
+        return self._sustained(per_flop, dtype, 2.0 * experts * rows * n * k), status
 
     def attention_s_per_flop(
         self,
@@ -317,8 +335,9 @@ def _reproduce(book: KernelBook, kind: str, row: tuple) -> float:
 def table_residuals(tables: KernelTables) -> dict[str, dict[str, float]]:
     """Per table kind: how closely the look-up reproduces each measured row (max / median
     |looked up / measured - 1| in %), and the same with each row left out (leave-one-out over
-    the rows whose shape the others still span; `loo_rows` of them)."""
-    book = KernelBook(tables)
+    the rows whose shape the others still span; `loo_rows` of them). The rows as measured: the
+    sustained-clock cap is a separate step (module docstring)."""
+    book = KernelBook(tables.model_copy(update={"sustained_bf16_tflops": None}))
     time_col = {"gemm": 5, "grouped_gemm": 5, "attention": 9, "memory_bound": 2}
     out = {}
     for kind, groups in leave_one_out_errors(tables).items():

@@ -161,7 +161,7 @@ class Pricer(StepBounds):
             def cost(t: LayerTime | None, is_moe: bool) -> LayerCost | None:
                 if t is None:
                     return None
-                return layer_cost(m, cl, cal, w, lo, t, span, is_moe=is_moe)
+                return layer_cost(m, cl, cal, w, lo, t, span, is_moe=is_moe, book=self.book)
 
             found = self._costs[key] = ByKind(cost(times.dense, False), cost(times.moe, True))
         return found

@@ -515,6 +515,13 @@ class KernelTables(InputSpec):
     attention: tuple[AttentionRow, ...] = ()
     grouped_gemm: tuple[GroupedGemmRow, ...] = ()
     memory_bound: tuple[MemoryBoundRow, ...] = ()
+    sustained_bf16_tflops: PositiveFloat | None = Field(
+        None,
+        le=MAX_TFLOPS,
+        description="bf16 GEMM TFLOP/s the GPU holds for minutes under its power cap (a folder's "
+        "sustained.csv, measure_sustained.py); the short-burst rows above it are capped to it "
+        "(cost_models.kernels); null: not measured, rows used as measured",
+    )
 
     @model_validator(mode="after")
     def _some_rows(self) -> Self:

@@ -20,6 +20,7 @@ from .comm import (
 )
 from .compute import LayerTime, attention_gemms, gemm_time_s, mlp_gemms, tokens_per_gpu
 from .cp import cp_layer_s
+from .kernels import KernelBook
 from .memory import (
     ALLOCATOR_OVERHEAD,
     CUDA_CONTEXT_GIB,
@@ -69,13 +70,17 @@ def layer_cost(
     span: Mapping[str, Sequence[int]],
     *,
     is_moe: bool,
+    book: KernelBook | None = None,
 ) -> LayerCost:
     """One layer's cost on the groups of `span` (cost_models.rankmap spans): its compute and
     recompute (`lt`), the TP collectives (_tp_layer_s), the CP K/V exchange (cost_models/cp.py)
-    and the EP all-to-alls (_ep_layer_s). `cal` is calibration_for_cluster(cluster)."""
+    and the EP all-to-alls (_ep_layer_s). `cal` is calibration_for_cluster(cluster); `book` the
+    cluster's kernel tables (the TP-overlap partner GEMMs are looked up in them)."""
     n_tiers = len(cluster.tiers)
     recompute_s = lt.recompute_s(layout.recompute, layout.selective_modules)
-    tp_s, tp_total_s, tp_busy = _tp_layer_s(model, cluster, cal, workload, layout, lt, span, is_moe)
+    tp_s, tp_total_s, tp_busy = _tp_layer_s(
+        model, cluster, cal, workload, layout, lt, span, is_moe, book
+    )
     # CP: K/V exchange beside the attention steps (cost_models/cp.py, per implementation).
     cp_exposed, cp_total = cp_layer_s(model, cluster, cal, workload, layout, lt, span[Group.CP])
     cp_busy = (0.0,) * n_tiers
@@ -108,8 +113,13 @@ def _tp_layer_s(
     lt: LayerTime,
     span: Mapping[str, Sequence[int]],
     is_moe: bool,
+    book: KernelBook | None = None,
 ) -> tuple[float, float, tuple[float, ...]]:
-    """(exposed, link-busy, busy per tier) TP seconds of one layer and micro-batch."""
+    """(exposed, link-busy, busy per tier) TP seconds of one layer and micro-batch. Under TP
+    overlap each collective hides behind its partner GEMM (overlapped_tp_s): the all-gathers
+    before QKV and FC1 (forward) and the reduce-scatters after the projection and FC2, with the
+    roles swapped in backward; an all-gather chunk takes one SM, a reduce-scatter chunk
+    COMM_KERNEL_SMS (calibration.UB_RING_EXCHANGE_SMS)."""
     tiers = cluster.tiers
     payload = tokens_per_gpu(workload, layout) * model.hidden_size * BF16_BYTES
     # TP: one all-reduce (or RS + AG under sequence parallelism: same bytes) per block per pass.
@@ -124,11 +134,14 @@ def _tp_layer_s(
     if not layout.tp_comm_overlap:
         return tp_s, tp_s, busy
     per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
-    exposed = sum(
-        overlapped_tp_s(per_collective_s, layout.tp, g * mult, cal.comm_sm_fraction)
-        for g in tp_partner_gemm_s(model, cluster, cal, workload, layout, lt, blocks)
-        for mult in (1, 2) + ((1,) if passes == 3 else ())  # fwd, bwd (dgrad+wgrad), recompute
-    )
+    ring, reduce = cal.tp_ring_sm_fraction, cal.comm_sm_fraction
+    exposed = 0.0
+    partners = tp_partner_gemm_s(model, cluster, cal, workload, layout, lt, blocks, book)
+    for i, g in enumerate(partners):
+        gathers = i % 2 == 0  # QKV / FC1 take an all-gather in forward, proj / FC2 scatter
+        for mult, forward in ((1, True), (2, False)) + (((1, True),) if passes == 3 else ()):
+            f = ring if gathers == forward else reduce  # fwd, bwd (dgrad+wgrad), recompute
+            exposed += overlapped_tp_s(per_collective_s, layout.tp, g * mult, f)
     return exposed, tp_s, busy
 
 
@@ -249,8 +262,10 @@ def tp_partner_gemm_s(
     layout: Layout,
     lt: LayerTime,
     blocks: int,
+    book: KernelBook | None = None,
 ) -> list[float]:
-    """Forward seconds of the GEMM paired with each TP collective of a layer, in layer order.
+    """Forward seconds of the GEMM paired with each TP collective of a layer, in layer order
+    (from the kernel tables where `book` is given, as the layer's own GEMMs).
 
     Attention block: all-gather -> QKV (and MLA down/up) projections, output projection ->
     reduce-scatter; MLP block: all-gather -> up(+gate) projection, down projection ->
@@ -259,13 +274,13 @@ def tp_partner_gemm_s(
     fp8 = workload.precision in ("fp8", "mxfp8")
     t = tokens_per_gpu(workload, layout)
     attn = attention_gemms(model, t, layout.tp)
-    ag_s = gemm_time_s(attn[:-1], cluster.gpu, cal, fp8)
-    rs_s = gemm_time_s(attn[-1:], cluster.gpu, cal, fp8)
+    ag_s = gemm_time_s(attn[:-1], cluster.gpu, cal, fp8, book)
+    rs_s = gemm_time_s(attn[-1:], cluster.gpu, cal, fp8, book)
     partners = [ag_s, rs_s]
     if blocks == 2:
         if model.ffn_hidden_size is not None and model.moe is None:
             up, down = mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
-            partners += [gemm_time_s([g], cluster.gpu, cal, fp8) for g in (up, down)]
+            partners += [gemm_time_s([g], cluster.gpu, cal, fp8, book) for g in (up, down)]
         else:
             partners += [max(0.0, lt.gemm_s - ag_s - rs_s) / 2] * 2
     return partners

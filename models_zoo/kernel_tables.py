@@ -170,6 +170,24 @@ def memory_bound_rows(path: Path) -> list[list]:
     return out
 
 
+SUSTAINED = "sustained"
+"""measure_sustained.py's file (../shared/data/kernels/README.md): optional beside the tables."""
+
+
+def sustained_tflops(path: Path) -> float:
+    """The bf16 GEMM rate a GPU holds under its power cap: the median TFLOP/s of every 2-second
+    window of sustained.csv after each workload's first (the first holds the ramp from idle
+    clocks down to the cap)."""
+    windows: dict[str, list[float]] = {}
+    for r in read_csv_rows(path, ("workload", "tflops")):
+        windows.setdefault(r["workload"], []).append(number(r, "tflops", path))
+    steady = sorted(x for w in windows.values() for x in w[1:])
+    if not steady:
+        raise InvalidInput(f"{path}:1: no steady windows (needs >= 2 rows per workload)")
+    mid = len(steady) // 2
+    return steady[mid] if len(steady) % 2 else (steady[mid - 1] + steady[mid]) / 2
+
+
 READERS = {
     "gemm": gemm_rows,
     "attention": attention_rows,
@@ -183,6 +201,9 @@ def read_kernel_files(files: dict[str, Path], source: str) -> dict[str, Any]:
     """KernelTables data from one CSV per table kind (`files`: kind -> path)."""
     data: dict[str, Any] = {"source": source}
     for kind, path in files.items():
+        if kind == SUSTAINED:
+            data["sustained_bf16_tflops"] = sustained_tflops(path)
+            continue
         rows = READERS[kind](path)
         if not rows:
             raise InvalidInput(f"{path}:1: no data rows")
@@ -193,7 +214,8 @@ def read_kernel_files(files: dict[str, Path], source: str) -> dict[str, Any]:
 
 def kernel_dir_files(folder: Path, where: str) -> dict[str, Path]:
     """Table kind -> CSV of a kernel-tables folder (each of FILES optional, at least one
-    present); `where` names the field or flag that gave the folder."""
+    present, and SUSTAINED where the folder has it); `where` names the field or flag that gave
+    the folder."""
     if not folder.is_dir():
         raise InvalidInput(f"{where}: {folder} is not a folder of kernel tables")
     files = {kind: folder / f"{kind}.csv" for kind in FILES if (folder / f"{kind}.csv").is_file()}
@@ -201,6 +223,8 @@ def kernel_dir_files(folder: Path, where: str) -> dict[str, Path]:
         raise InvalidInput(
             f"{where}: {folder} holds none of {', '.join(f + '.csv' for f in FILES)}"
         )
+    if (folder / f"{SUSTAINED}.csv").is_file():
+        files[SUSTAINED] = folder / f"{SUSTAINED}.csv"
     return files
 
 
@@ -245,7 +269,7 @@ def builtin_tables(gpu_id: str, where: str) -> dict[str, Any]:
 def _read_builtin_cached(folder: str, source: str) -> tuple[tuple[str, Any], ...]:
     data = read_kernel_dir(BUILTIN_ROOT / folder, f"models_zoo/kernels/{folder}")
     data["source"] = source
-    return tuple((k, tuple(tuple(r) for r in v) if k != "source" else v) for k, v in data.items())
+    return tuple((k, tuple(tuple(r) for r in v) if k in FILES else v) for k, v in data.items())
 
 
 def _builtin_id(kern: Any, data: dict[str, Any], where: str) -> str | None:

@@ -187,8 +187,14 @@ def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict
         old = cluster.kernels.model_dump()
         given = {TABLE_OF.get(k, k) for k in files}
         data = {**{k: old[k] for k in TABLES if k not in given}, **data}
+        if "sustained_bf16_tflops" not in data:
+            data["sustained_bf16_tflops"] = old["sustained_bf16_tflops"]
     tables = KernelTables.model_validate(data)
-    report["kernels"] = {"source": source, "tables": table_residuals(tables)}
+    report["kernels"] = {
+        "source": source,
+        "tables": table_residuals(tables),
+        "sustained_bf16_tflops": tables.sustained_bf16_tflops,
+    }
     return cluster.model_copy(update={"kernels": tables})
 
 

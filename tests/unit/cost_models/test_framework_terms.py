@@ -230,3 +230,32 @@ def test_validate_marks_torchtitan_pipelines_as_keeping_outputs():
     _, _, titan, _ = record_inputs(_record("x", "", "torchtitan"))
     _, _, mcore, _ = record_inputs(_record("torchtitan", "", "megatron"))
     assert titan.pp_keeps_outputs and not mcore.pp_keeps_outputs
+
+
+def test_tp_overlap_all_gathers_take_one_sm_reduce_scatters_24():
+    # TE userbuffers (NeMo tp_overlap_configs): ring-exchange all-gathers 1 SM, pipelined
+    # reduce-scatters 24 SMs. Partners in layer order QKV (AG fwd), proj (RS fwd), FC1 (AG fwd),
+    # FC2 (RS fwd); backward (2x the forward GEMM) swaps the roles.
+    from cost_models.pricer import Pricer
+    from cost_models.stage import _tp_layer_s, tp_partner_gemm_s
+
+    model, cl = dense_model(), cluster(8)
+    w, lo = workload(), layout(tp=8, sequence_parallel=True, tp_comm_overlap=True)
+    p = Pricer(model, cl, w)
+    lt = p.layer_times(lo).layers.dense
+    span = p.spans(lo)
+    exposed, total, _ = _tp_layer_s(model, cl, p.cal, w, lo, lt, span, False)
+    per = total / 8  # 2 blocks x 2 passes x (RS + AG)
+    ring, rs = 1 / 132, 24 / 132
+    partners = tp_partner_gemm_s(model, cl, p.cal, w, lo, lt, 2)
+    by_hand = sum(
+        overlapped_tp_s(per, 8, g, ring if i % 2 == 0 else rs)
+        + overlapped_tp_s(per, 8, 2 * g, rs if i % 2 == 0 else ring)
+        for i, g in enumerate(partners)
+    )
+    assert exposed == pytest.approx(by_hand, rel=1e-12)
+    # fewer SMs taken than the old uniform 24-SM charge
+    uniform = sum(
+        overlapped_tp_s(per, 8, g, rs) + overlapped_tp_s(per, 8, 2 * g, rs) for g in partners
+    )
+    assert exposed < uniform

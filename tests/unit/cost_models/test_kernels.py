@@ -17,6 +17,7 @@ from cost_models.kernels import (
     MEASURED,
     KernelBook,
     attention_fwd_flops,
+    table_residuals,
 )
 from cost_models.pricer import Pricer
 from cost_models.specs import KernelTables
@@ -137,3 +138,42 @@ def test_without_tables_nothing_is_looked_up():
     t = pricer.layer_times(lo).layers.dense
     assert pricer.book is None and t.lookups == () and t.gemm_backward_s is None
     assert pricer.estimate(lo).kernels is None
+
+
+def test_sustained_rate_caps_burst_bf16_gemms_only():
+    # 4096^3 bf16 in 0.1 ms = 1,374 TFLOP/s burst; a 687.2 TFLOP/s sustained cap doubles it.
+    flops = 2.0 * 4096**3
+    rows = dict(
+        gemm=[
+            (4096, 4096, 4096, "bf16", "TN", 0.1),
+            (4096, 4096, 4096, "fp8", "TN", 0.1),
+            (256, 256, 256, "bf16", "TN", 0.01),  # 3.4 TFLOP/s: below the cap, untouched
+        ],
+        grouped_gemm=[(8, 512, 4096, 4096, "bf16", 0.1)],
+    )
+    cap_tflops = flops / 0.2e-3 / 1e12
+    book = KernelBook(KernelTables(source="t", sustained_bf16_tflops=cap_tflops, **rows))
+    assert book.gemm_s(4096, 4096, 4096, "bf16", "TN")[0] == pytest.approx(0.2e-3, rel=1e-12)
+    assert book.gemm_s(4096, 4096, 4096, "fp8", "TN")[0] == pytest.approx(0.1e-3, rel=1e-12)
+    assert book.gemm_s(256, 256, 256, "bf16", "TN")[0] == pytest.approx(0.01e-3, rel=1e-12)
+    grouped = 2.0 * 8 * 512 * 4096 * 4096  # 2,749 TFLOP/s in 0.1 ms -> capped
+    assert book.grouped_gemm_s(8, 512, 4096, 4096, "bf16")[0] == pytest.approx(
+        grouped / (cap_tflops * 1e12), rel=1e-12
+    )
+    # the rows themselves are still reproduced as measured (the cap is a separate step)
+    res = table_residuals(KernelTables(source="t", sustained_bf16_tflops=cap_tflops, **rows))
+    assert res["gemm"]["max_residual_pct"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_tp_overlap_partner_gemms_come_from_the_table():
+    from cost_models.stage import tp_partner_gemm_s
+
+    model, wl = dense_model(), workload()
+    lo = layout(tp=2, pp=1, dp=32, sequence_parallel=True, tp_comm_overlap=True)
+    tables, _ = _table_for(model, wl, lo, (1.0, 2.0, 3.0))  # every forward GEMM 1 ms
+    cl = cluster().model_copy(update={"kernels": tables})
+    p = Pricer(model, cl, wl)
+    lt = p.layer_times(lo).layers.dense
+    partners = tp_partner_gemm_s(model, cl, p.cal, wl, lo, lt, 2, p.book)
+    # QKV, proj, FC1 (gate + up as one GEMM), FC2: 1 ms each
+    assert partners == pytest.approx([1e-3] * 4)

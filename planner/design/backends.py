@@ -14,8 +14,8 @@ traceback.
 
 Ray is optional (`pip install '.[ray]'`) and imported only on that path. `ray.init` connects to
 RAY_ADDRESS when it is set (shipping this checkout's three packages to the cluster, so it runs
-the same code), else starts a local Ray with `workers` CPUs; a Ray already initialised by the
-caller is used as it is.
+the same code), else starts a local Ray with `workers` CPUs. A Ray already initialised (by the
+caller or an earlier call) is used as it is and left running.
 """
 
 from __future__ import annotations
@@ -263,10 +263,12 @@ def _import_ray() -> Any:
     return ray
 
 
-def _start_ray(ray: Any, workers: int | None) -> bool:
-    """Initialise Ray unless the caller already has; True when this call started it."""
+def _start_ray(ray: Any, workers: int | None) -> None:
+    """Initialise Ray unless it already is (by the caller, or by an earlier evaluate call: a
+    search calls evaluate once per wave of points and must not pay Ray's start, ~8 s, each
+    time). Ray shuts itself down when the process exits."""
     if ray.is_initialized():
-        return False
+        return
     address = os.environ.get("RAY_ADDRESS") or None
     options: dict[str, Any] = {
         "log_to_driver": False,  # worker output would land on our stdout (--json: only JSON)
@@ -274,6 +276,8 @@ def _start_ray(ray: Any, workers: int | None) -> bool:
         "logging_level": logging.WARNING,
     }
     if address is None:
+        # "local": a new local Ray even when `ray start` left one running on this machine
+        # (address=None would join that one, and refuse num_cpus).
         options["num_cpus"] = workers
     else:
         import importlib
@@ -281,24 +285,19 @@ def _start_ray(ray: Any, workers: int | None) -> bool:
         modules = [importlib.import_module(name) for name in CODE_PACKAGES]
         options["runtime_env"] = {"py_modules": modules}
     try:
-        ray.init(address=address, **options)
+        ray.init(address=address or "local", **options)
     except Exception as err:
         where = f"RAY_ADDRESS={address}" if address else "a local Ray"
         reason = " ".join(str(err).split())[:300]
         raise InvalidInput(f"--backend ray: cannot start or reach {where}: {reason}") from None
-    return True
 
 
 def _run_ray(
     fn: Callable[[Any], Any], points: list[Any], todo: list[int], workers: int | None, done: Done
 ) -> None:
     ray = _import_ray()
-    started = _start_ray(ray, workers)
-    try:
-        _ray_tasks(ray, fn, points, todo, done)
-    finally:
-        if started:
-            ray.shutdown()
+    _start_ray(ray, workers)
+    _ray_tasks(ray, fn, points, todo, done)
 
 
 def _ray_tasks(

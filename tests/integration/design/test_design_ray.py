@@ -26,21 +26,27 @@ def _with_tests_on_path() -> str:
     return os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH")) if p)
 
 
-def test_evaluate_starts_and_stops_its_own_local_ray(monkeypatch):
+def test_evaluate_starts_a_local_ray_once(monkeypatch):
     # Runs first (file order), before the module's shared Ray exists: evaluate() starts a local
-    # Ray with `workers` CPUs, uses it and shuts it down again.
+    # Ray with `workers` CPUs and keeps it for the next call (a design search calls evaluate
+    # once per wave of points).
     assert not ray.is_initialized()
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("PYTHONPATH", _with_tests_on_path())
     points = list(range(6))
-    out = evaluate(points, design_fns.square, backend="ray", workers=2, progress=False)
-    assert out == evaluate(points, design_fns.square, workers=1)
-    assert not ray.is_initialized()
+    try:
+        out = evaluate(points, design_fns.square, backend="ray", workers=2, progress=False)
+        assert out == evaluate(points, design_fns.square, workers=1)
+        assert ray.is_initialized() and ray.cluster_resources()["CPU"] == 2
+        assert evaluate(points[::-1], design_fns.square, backend="ray") == out[::-1]
+    finally:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
 def local_ray():
     ray.init(
+        address="local",  # a fresh local Ray, whatever `ray start` may have left running
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,

@@ -456,13 +456,25 @@ def windowed_attention_times(
     if book is None:
         return full_fwd_s * flop_ratio, full_bwd_s * flop_ratio, ()
     found, status, _kernel = book.window_ratio(
-        workload.seq_len, window, workload.attention_kernel
+        *attention_call(model, workload, layout), window=window, kernel=workload.attention_kernel
     )
     looks = (("attention_window", status),)
     if found is None:
         return full_fwd_s * flop_ratio, full_bwd_s * flop_ratio, looks
     fwd, bwd = found
     return full_fwd_s * fwd, full_bwd_s * bwd, looks
+
+
+def attention_call(
+    model: ModelSpec, workload: Workload, layout: Layout
+) -> tuple[int, int, float, float, int, int]:
+    """(batch, seq, heads, KV heads, d_qk, d_v) of one TP rank's attention call: the
+    micro-batch over the full sequence (a CP rank does 1/cp of that call's work), this rank's
+    query heads and KV heads (MLA runs as multi-head attention after its up-projections)."""
+    d_qk, d_v = head_dims(model)
+    heads = model.num_attention_heads / layout.tp
+    kv = heads if model.mla is not None else _local_kv_heads(model, layout.tp)
+    return layout.micro_batch, workload.seq_len, heads, kv, d_qk, d_v
 
 
 def attention_times(
@@ -482,16 +494,8 @@ def attention_times(
     curve_s = flops / (gpu.peak_bf16_tflops * TFLOPS * attention_efficiency(cal, workload))
     if book is None:
         return curve_s, None, ()
-    d_qk, d_v = head_dims(model)
-    heads = model.num_attention_heads / layout.tp
-    kv = heads if model.mla is not None else _local_kv_heads(model, layout.tp)
     found, status = book.attention_s_per_flop(
-        layout.micro_batch,
-        workload.seq_len,
-        heads,
-        kv,
-        d_qk,
-        d_v,
+        *attention_call(model, workload, layout),
         causal=True,
         window=0,
         kernel=workload.attention_kernel,
@@ -671,7 +675,9 @@ def attention_report(
     found, status, kernel = (None, EXTRAPOLATED, None)
     if book is not None:
         found, status, kernel = book.window_ratio(
-            workload.seq_len, window, workload.attention_kernel
+            *attention_call(model, workload, layout),
+            window=window,
+            kernel=workload.attention_kernel,
         )
     out["flop_ratio"] = flop_ratio
     if found is None:

@@ -231,10 +231,21 @@ class KernelBook:
         return (None if found is None else (found[0], found[1])), status
 
     def window_ratio(
-        self, seq: float, window: int, kernel: str, *, causal: bool = True
+        self,
+        batch: float,
+        seq: float,
+        heads: float,
+        kv_heads: float,
+        d_qk: float,
+        d_v: float,
+        *,
+        window: int,
+        kernel: str,
+        causal: bool = True,
     ) -> tuple[tuple[float, float] | None, str, str | None]:
-        """(forward, backward) time of a sliding-window attention call over the same call
-        with full (causal) attention, at `seq` tokens and a `window`-token window: the
+        """(forward, backward) time of a sliding-window attention call of this shape over the
+        same call with full (causal) attention, looked up at (`seq`, `window`) (the ratio's
+        dims; the rest of the shape is what `planner measure` records to measure): the
         measured saving (_window_grids), the status of its look-up, and the kernel whose rows
         gave it. The workload's own kernel's window rows when the table has them, else another
         kernel's (the shared H100 table measures windows with FlexAttention only); (None,

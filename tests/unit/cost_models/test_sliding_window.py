@@ -109,7 +109,9 @@ def test_table_prices_windowed_layers_at_the_measured_saving(window_book):
     # forward), window 1024 3.22396 ms (0.80154 forward).
     fwd_ratio = 0.80154 / 2.70442
     bwd_ratio = (3.22396 - 0.80154) / (10.24848 - 2.70442)
-    found, status, kernel = window_book.window_ratio(8192, 1024, "fused")
+    found, status, kernel = window_book.window_ratio(
+        2, 8192, 32, 8, 128, 128, window=1024, kernel="fused"
+    )
     assert (status, kernel) == (MEASURED, "flex")
     assert found == pytest.approx((fwd_ratio, bwd_ratio), rel=1e-12)
     m = dense_model(sliding_window=1024)
@@ -126,7 +128,8 @@ def test_table_prices_windowed_layers_at_the_measured_saving(window_book):
 
 
 def test_table_outside_its_windows_falls_back_to_the_flop_ratio(window_book):
-    found, status, _ = window_book.window_ratio(2048, 128, "fused")  # below the 4K-32K rows
+    # below the 4K-32K rows
+    found, status, _ = window_book.window_ratio(8, 2048, 32, 8, 128, 128, window=128, kernel="fa2")
     assert found is None and status == "extrapolated"
     m = dense_model(sliding_window=128)
     w = workload(seq_len=2048)
@@ -175,3 +178,12 @@ def test_mla_rotary_rotates_the_rope_dims_and_one_shared_key():
     v3 = dense_model(num_attention_heads=128, num_kv_heads=None, hidden_size=7168, mla=True)
     assert rotary_heads(v3, 4) == (33, 64)
     assert rotary_heads(dense_model(), 4) == (8 + 2, 128)  # 32 / 4 query + 8 / 4 KV heads
+
+
+def test_measure_lists_the_windowed_call_beside_the_full_one():
+    from cost_models.kernel_shapes import kernel_shapes
+
+    m = dense_model(sliding_window=1024, full_attention_every=2)
+    ks = kernel_shapes(m, cluster(num_gpus=8), seq_len=8192, tps=(1,), micro_batches=(2,), cps=(1,))
+    windows = {row[7] for row in ks.attention}
+    assert windows == {0, 1024}  # the saving is the windowed call over the full call

@@ -27,7 +27,7 @@ from cost_models.specs import (
 )
 from models_zoo.kernel_tables import (
     BUILTIN,
-    FILES,
+    TABLES,
     builtin_folder,
     builtin_source,
     kernel_dir_files,
@@ -182,7 +182,7 @@ def _merged_tables(cluster: Cluster, data: dict[str, Any]) -> KernelTables:
     is an assumption if any kind kept or given is."""
     if cluster.kernels is not None:
         old = cluster.kernels.model_dump()
-        kept = [k for k in FILES if k not in data and old[k]]
+        kept = [k for k in TABLES if k not in data and old[k]]
         data = {**{k: old[k] for k in kept}, **data}
         if kept and old["basis"] == "assumption":
             data["basis"] = "assumption"

@@ -13,8 +13,9 @@ Prints two Markdown tables (docs/calibration.md quotes them):
    tables' run-to-run spread per shape from ../shared/data/kernels/README.md (bf16 GEMM median
    1.1 %, P90 3.3 %; fp8 2.8 %, P90 8.5 %; measured for GEMMs only). Interpolating between
    measured shapes is as good as the table where its error is near that spread.
-3. The H100 table looking up the H200's shapes (same silicon, other memory): how far a table
-   measured on a sibling GPU is from the GPU's own.
+3. The H100 table (its rows as measured, without the sustained-rate cap) looking up the H200's
+   shapes (same silicon, other memory): how far a table measured on a sibling GPU is from the
+   GPU's own.
 4. With --calculon FILE (a Calculon system file of an H100, e.g. its systems/h100_80g_nvl8.json):
    the file imported by `calibrate --system-file` (planner/calibrate/system_file.py), looked up
    at the measured H100 table's GEMM shapes, against Calculon's own step rule (how faithfully the
@@ -141,7 +142,10 @@ def _group_size(tables: KernelTables, kind: str, key) -> int:
 
 def cross_gpu_table() -> list[str]:
     """The H100 table looking up the H200 rows' shapes."""
-    h100 = KernelBook(KernelTables.model_validate(builtin_tables("h100-sxm-80gb", "h100")))
+    # the rows as measured: without the H100's sustained-rate cap (sustained.csv), which the
+    # H200 folder does not have
+    raw = {**builtin_tables("h100-sxm-80gb", "h100"), "sustained_bf16_tflops": None}
+    h100 = KernelBook(KernelTables.model_validate(raw))
     h200 = KernelTables.model_validate(builtin_tables("h200-sxm-141gb", "h200"))
     groups: dict[str, list[float]] = {}
     for r in h200.gemm:

@@ -5,8 +5,9 @@ picks the Figure below that writes it. `python bench/docs_figures.py` rewrites e
 place; `--check` exits 1 naming each stale block (tests/integration/test_docs_figures.py runs the
 check, so a figure in a block cannot go stale: change the code, rerun this script, commit both).
 
-Every figure a command prints that README.md or docs/ quotes is in a block (the list of what is
-where, and how each is checked: /work/notes or docs/architecture.md's "Docs" section). Three kinds:
+Every figure a command prints that README.md or docs/ quotes is in a block or checked by a test
+of tests/integration/test_docs_figures.py / test_readme.py (REQUIRED below lists the blocks each
+page must keep). Three kinds:
 
 * fast (the default suite regenerates them): schemas and presets, the accuracy tables
   (`planner validate` on the shared runs, ~1.5 s), and the tables rendered from a committed
@@ -208,7 +209,8 @@ def stability_example() -> str:
     base = "plan --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 128 --top 1"
     wide = "--stability-range inter_node_efficiency=0.05:1"
     out = []
-    for cmd, shown in ((f"{base} --stability", f"{base} --stability"), (f"{base} {wide}", f"plan ... {wide}")):
+    runs = ((f"{base} --stability", f"{base} --stability"), (f"{base} {wide}", f"plan ... {wide}"))
+    for cmd, shown in runs:
         stable = json.loads(_cli(cmd + " --json"))["stability"]["line"]
         out += [f"$ planner {shown}", f"ranking {stable}"]  # as the terminal report prints it
     return "```text\n" + "\n".join(out) + "\n```"
@@ -345,7 +347,10 @@ def calibration_example() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         nvlink, ib, gemm = _b200_calibration_files(folder)
-        cmd = f"calibrate --cluster dgx-b200 --nccl-tests {nvlink} {ib} --gemm {gemm} --out my-b200.yaml"
+        cmd = (
+            f"calibrate --cluster dgx-b200 --nccl-tests {nvlink} {ib} --gemm {gemm} "
+            "--out my-b200.yaml"
+        )
         printed = _cli(cmd, columns=200, cwd=folder)
         est = (
             "estimate --model llama3-70b --gpus 64 --global-batch 128 --seq-len 8192 "
@@ -407,14 +412,17 @@ def placement_example() -> str:
     lines = text.splitlines()
     a = next(i for i, x in enumerate(lines) if x.startswith("Groups on the placed map"))
     b = next(i for i, x in enumerate(lines) if x.startswith("saved vs the scheduler"))
-    b += 1 + (b + 1 < len(lines) and lines[b + 1].startswith(("+", " ")) and not lines[b + 1].startswith("Ranked"))
-    shown = re.sub(r"gap (\d+\.\d+)%, \d+\.\d+ s\s*\nwall", r"gap \1%, - s wall", "\n".join(lines[a:b]))
+    wrapped = b + 1 < len(lines) and lines[b + 1].startswith(("+", " "))
+    b += 1 + wrapped  # the "saved vs" line may wrap once at 80 columns
+    shown = "\n".join(lines[a:b])
+    shown = re.sub(r"gap (\d+\.\d+)%, \d+\.\d+ s\s*\nwall", r"gap \1%, - s wall", shown)
     shown = re.sub(r"gap (\d+\.\d+)%, \d+\.\d+ s wall", r"gap \1%, - s wall", shown)
     (free, s0), (pinned, s2) = steps[""], steps[" --pp 2"]
     return "\n".join(
         [
             f"Free, the best plan is {free} (placed by CP-SAT: {s0['placed']:.3f} s; "
-            f"{s0['scheduler_order']:.3f} s in the scheduler's order, {s0['best_rank_order']:.3f} s "
+            f"{s0['scheduler_order']:.3f} s in the scheduler's order, "
+            f"{s0['best_rank_order']:.3f} s "
             f"with the best rank order). Pinned to `--pp 2` it is {pinned}: "
             f"{s2['scheduler_order']:.3f} s in the scheduler's order, "
             f"{s2['best_rank_order']:.3f} s with the best rank order Megatron launches, "
@@ -522,10 +530,13 @@ def h100_tables_accuracy() -> str:
 
     _h100_calibrated(_H100_DIR)
     data = str(SHARED / "data" / "published_runs.yaml")
-    both = [validate_file(data), validate_file(data, cluster_file=str(Path(_H100_DIR) / "h100.yaml"))]
+    calibrated = str(Path(_H100_DIR) / "h100.yaml")
+    both = [validate_file(data), validate_file(data, cluster_file=calibrated)]
     pairs = [
         (a, b) for a, b in zip(*both, strict=True)
-        if a.gpu == "h100-sxm-80gb" and a.tokens_error_pct is not None and b.tokens_error_pct is not None
+        if a.gpu == "h100-sxm-80gb"
+        and a.tokens_error_pct is not None
+        and b.tokens_error_pct is not None
     ]  # fmt: skip
 
     def stats(rows: list[Any]) -> tuple[float, float, float]:
@@ -543,7 +554,8 @@ def h100_tables_accuracy() -> str:
         f"| H100 records ({len(pairs)}) | median abs error | P90 abs error | signed median |",
         "|---|---:|---:|---:|",
         f"| built-in preset | {pre[0]:.1f} % | {pre[1]:.1f} % | {pre[2]:+.1f} % |",
-        f"| measured tables (`--kernels builtin`) | {tab[0]:.1f} % | {tab[1]:.1f} % | {tab[2]:+.1f} % |",
+        f"| measured tables (`--kernels builtin`) | {tab[0]:.1f} % | {tab[1]:.1f} % | "
+        f"{tab[2]:+.1f} % |",
     ]
     for name in ("dense", "MoE"):
         g = groups[name]
@@ -562,7 +574,8 @@ def h100_tables_accuracy() -> str:
 @dataclass(frozen=True)
 class Figure:
     make: Callable[[], str]
-    slow: bool = False  # seconds of CLI runs: regenerated by the slow test (`-m slow`), not the default suite
+    slow: bool = False
+    """Seconds of CLI runs: regenerated by the slow test (`-m slow`), not the default suite."""
 
 
 GENERATORS: dict[str, Figure] = {

@@ -783,8 +783,10 @@ def cli() -> None:
 
 
 def _record(path: Path, args: argparse.Namespace, result: dict, wall_s: float) -> None:
+    # PLANNER_REVISION: the revision of a frozen copy (an exported tree has no git)
+    revision = os.environ.get("PLANNER_REVISION", "")
     try:
-        revision = subprocess.run(
+        revision = revision or subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):

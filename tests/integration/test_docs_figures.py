@@ -150,7 +150,7 @@ def test_cost_model_calibration_table_quotes_the_constants():
             shown = _doc_value(cell, name.endswith("_s"))
             if code is None or shown is None:
                 continue
-            assert shown == pytest.approx(code, rel=1e-9), f"{name} ({gen}): doc {cell}, code {code}"
+            assert shown == pytest.approx(code, rel=1e-9), f"{name} ({gen}): {cell} vs {code}"
             checked += 1
     assert checked >= 30
 

@@ -355,18 +355,33 @@ def _elementwise_elements(
     return per_token * t
 
 
-def _moe_overhead_s(model: ModelSpec, layout: Layout, cal: GenerationCalibration) -> float:
-    """Host-side cost of one MoE layer per pass: fixed routing bookkeeping plus per-expert GEMMs.
+def layer_overhead_s(
+    model: ModelSpec, layout: Layout, cal: GenerationCalibration, workload: Workload, is_moe: bool
+) -> float:
+    """Host-side cost of one layer per pass: the launch cost per layer (kernel_overhead_s), and
+    in a MoE layer its fixed routing bookkeeping plus per-expert GEMMs.
 
     The dropless all-to-all dispatcher synchronises the host on the per-expert token counts in
     every MoE layer and pass, so the kernels launched after it are launch-bound: Transformer
     Engine's GroupedLinear quantizes and launches a GEMM per local expert (fc1 and fc2; forward 2,
     backward 4 GEMMs: 3 per pass on average).
+
+    Workload.cuda_graphs: per-layer CUDA graphs (Megatron --cuda-graph-impl transformer_engine,
+    --cuda-graph-modules attn mlp for a dense layer, attn moe_router moe_preprocess for a dropless
+    MoE layer: Megatron-Bridge's CUDA-graphs guide) replay the attention block, the dense MLP and
+    the router and dispatch preprocessing without launching their kernels one by one, so the
+    per-layer launch cost and the MoE routing bookkeeping go; the expert GEMMs after the
+    dispatcher's host sync have data-dependent shapes, stay outside the graph and keep theirs.
     """
-    moe = model.moe
-    assert moe is not None
-    local_experts = moe.num_experts / layout.ep
-    return cal.moe_layer_overhead_s + 3 * local_experts * cal.expert_gemm_overhead_s
+    graphed = workload.cuda_graphs
+    out = 0.0 if graphed else cal.kernel_overhead_s
+    if is_moe:
+        moe = model.moe
+        assert moe is not None
+        local_experts = moe.num_experts / layout.ep
+        out += 0.0 if graphed else cal.moe_layer_overhead_s
+        out += 3 * local_experts * cal.expert_gemm_overhead_s
+    return out
 
 
 def layer_time(
@@ -414,7 +429,7 @@ def layer_time(
         elementwise_s=elementwise_s,
         selective_s=selective_s,
         module_s=module_s,
-        overhead_s=cal.kernel_overhead_s + (_moe_overhead_s(model, layout, cal) if is_moe else 0.0),
+        overhead_s=layer_overhead_s(model, layout, cal, workload, is_moe),
         model_flops=sum(g.flops for g in gemms) + attn_flops,
         gemm_backward_s=gemm_bwd_s,
         attention_backward_s=attn_bwd_s,

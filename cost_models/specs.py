@@ -688,6 +688,14 @@ class Workload(InputSpec):
         "'blockwise' (1x128 / 128x128 tiles, DeepSeek-V3 style); null: tensorwise when "
         "fp8_dynamic_scaling, else delayed. mxfp8 and nvfp4 are precisions of their own",
     )
+    cuda_graphs: bool = Field(
+        False,
+        description="per-layer CUDA graphs replay the attention block, dense MLP and MoE router "
+        "/ dispatch preprocessing (Megatron --cuda-graph-impl transformer_engine "
+        "--cuda-graph-modules attn mlp | attn moe_router moe_preprocess): no per-layer launch "
+        "cost, no MoE routing bookkeeping; expert GEMMs still launch one by one "
+        "(cost_models.compute.layer_overhead_s)",
+    )
     attention_kernel: Literal["fused", "fa2"] = Field(
         "fused",
         description="attention kernel class: the generation's fused kernel (Transformer Engine "

@@ -305,6 +305,11 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         args.append("--sequence-parallel")
     if lo.tp_comm_overlap and lo.tp > 1:
         args.append("--tp-comm-overlap")
+    if workload.cuda_graphs:
+        # Per-layer TE graphs as the cost model prices them (compute.layer_overhead_s); the
+        # dropless MoE scope of Megatron-Bridge's CUDA-graphs guide.
+        graphed = ["attn", "moe_router", "moe_preprocess"] if model.moe else ["attn", "mlp"]
+        args += ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-modules", *graphed]
     if lo.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
         if lo.recompute_modules is not None:  # None: Megatron's default, core_attn

@@ -71,6 +71,8 @@ MEGATRON_SWITCHES = {
     "--delay-wgrad-compute",
     "--use-precision-aware-optimizer",
 }
+MEGATRON_LISTS = {"--recompute-modules", "--cuda-graph-modules"}
+"""Flags that take one or more values (nargs='+' in megatron/training/arguments.py)."""
 ORDERS = list(permutations(Axis))
 
 
@@ -84,7 +86,7 @@ def megatron_parser(emitted: list[str]) -> argparse.ArgumentParser:
     valued = {a for a in emitted if a.startswith("--")} - MEGATRON_SWITCHES
     valued |= {"--num-virtual-stages-per-pipeline-rank", "--pipeline-model-parallel-layout"}
     for flag in sorted(MEGATRON_FLAGS & valued):
-        parser.add_argument(flag)
+        parser.add_argument(flag, nargs="+" if flag in MEGATRON_LISTS else None)
     return parser
 
 
@@ -144,6 +146,12 @@ CASES = {
         f.cluster(16),
         f.workload(global_batch=32, precision="fp8", fp8_recipe="blockwise"),
         {"tp": 4, "dp": 4},
+    ),
+    "moe-ep-cuda-graphs": (
+        f.moe_model(),
+        f.cluster(16),
+        f.workload(global_batch=32, cuda_graphs=True),
+        {"tp": 2, "dp": 8, "ep": 4},
     ),
     "moe-ep": (
         f.moe_model(),
@@ -209,6 +217,11 @@ def test_megatron_flags_exist_and_parse_back(case):
         assert ns.fp8_recipe == ("tensorwise" if workload.fp8_dynamic_scaling else "delayed")
     if workload.precision == "nvfp4":
         assert (ns.fp4_format, ns.fp4_recipe) == ("e2m1", "nvfp4")
+    if workload.cuda_graphs:
+        assert ns.cuda_graph_impl == "transformer_engine"
+        assert [str(m) for m in ns.cuda_graph_modules] == (
+            ["attn", "moe_router", "moe_preprocess"] if model.moe else ["attn", "mlp"]
+        )
     if workload.precision == "mxfp8":
         assert (ns.fp8_format, ns.fp8_recipe) == ("e4m3", "mxfp8")
 

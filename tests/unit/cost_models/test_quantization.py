@@ -88,3 +88,19 @@ def test_nvfp4_runs_at_the_fp4_peak_and_is_refused_without_it():
     # peak fp4 = 2 x peak fp8 of this GPU, same curve: the GEMMs take half the time
     assert fp4.gemm_s == pytest.approx(fp8.gemm_s / 2, rel=1e-9)
     assert cluster().gpu.peak_fp4_tflops is None
+
+
+def test_cuda_graphs_remove_launch_and_routing_overhead_not_expert_launches():
+    from factories import moe_model
+
+    from cost_models.compute import layer_overhead_s
+
+    cal = calibration_for("hopper")
+    model, lo = moe_model(), layout(ep=4)
+    local = model.moe.num_experts / 4
+    eager = layer_overhead_s(model, lo, cal, workload(), is_moe=True)
+    graphed = layer_overhead_s(model, lo, cal, workload(cuda_graphs=True), is_moe=True)
+    experts = 3 * local * cal.expert_gemm_overhead_s
+    assert eager == pytest.approx(cal.kernel_overhead_s + cal.moe_layer_overhead_s + experts)
+    assert graphed == pytest.approx(experts)
+    assert layer_overhead_s(model, lo, cal, workload(cuda_graphs=True), is_moe=False) == 0.0

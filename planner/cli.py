@@ -49,8 +49,9 @@ from .place.allocation import Allocation, load_allocation, read_line, read_summa
 from .reliability import load_reliability
 from .report import plot
 from .report.bill_view import render_bill
-from .report.findings import plan_warnings
 from .report.calibration import calibration_lines, constants_lines
+from .report.design_view import design_dict, render_design, render_design_html, save_frontier_plot
+from .report.findings import plan_warnings
 from .report.goodput_view import goodput_dict, goodput_line
 from .report.placed import PlacedView, placed_view
 from .report.validation import render_validation, validation_markdown
@@ -380,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_validate(sub)
     _add_whatif(sub)
     _add_bill(sub)
+    _add_design(sub)
     _add_calibration(sub)
     _add_presets(sub)
     _add_emit(sub)
@@ -1065,13 +1067,52 @@ def _add_calibration(sub: Any) -> None:
     c.add_argument("--out", required=True, metavar="FILE", help="cluster file (YAML) to write")
     c.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
     c.add_argument("--json", action="store_true")
-    m = sub.add_parser("measure", help="run GEMM / attention sweeps here; nccl-tests commands")
-    m.add_argument("what", choices=("gemm", "attention", "nccl"))
+    m = sub.add_parser(
+        "measure", help="measure a model's kernels here; GEMM/attention sweeps; nccl-tests lines"
+    )
+    m.add_argument("what", choices=("kernels", "gemm", "attention", "nccl"))
     m.add_argument("--out", metavar="CSV", help="CSV to write (gemm, attention)")
     m.add_argument("--device", default="cuda", help="torch device (default cuda)")
     m.add_argument("--tiny", action="store_true", help="a few small shapes (a smoke test)")
-    m.add_argument("--cluster", help="nccl: the cluster whose tiers to cover")
+    m.add_argument("--cluster", help="kernels: the cluster priced; nccl: the tiers to cover")
     m.add_argument("--dry-run", action="store_true", help="nccl: print the commands only")
+    _add_measure_kernels(m)
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated positive whole numbers (`1,2,4,8`)."""
+    parse = _positive(int, "comma-separated whole numbers")
+    return tuple(parse(x.strip()) for x in text.split(","))
+
+
+def _dtype_list(text: str) -> tuple[str, ...]:
+    out = tuple(x.strip().lower() for x in text.split(","))
+    bad = [x for x in out if x not in ("bf16", "fp8")]
+    if bad or not out:
+        raise argparse.ArgumentTypeError(f"must be bf16, fp8 or bf16,fp8 (got {text!r})")
+    return out
+
+
+def _add_measure_kernels(m: argparse.ArgumentParser) -> None:
+    m.add_argument("--model", help="kernels: the model whose look-ups to measure")
+    m.add_argument("--out-dir", metavar="DIR", help="kernels: folder of kernel tables to write")
+    m.add_argument(
+        "--shapes-only",
+        metavar="FILE",
+        help="kernels: write the shapes as JSON, measure nothing (for planner/calibrate/sweep.py)",
+    )
+    m.add_argument("--tp", type=_int_list, default=(1, 2, 4, 8), help="kernels: TP degrees")
+    m.add_argument("--dtypes", type=_dtype_list, default=("bf16", "fp8"), help="bf16,fp8")
+    m.add_argument("--seq-len", type=_positive_int, help="kernels: default the model's own")
+    m.add_argument(
+        "--micro-batches", type=_int_list, default=(1, 2, 4, 8), help="kernels: micro-batch sizes"
+    )
+    m.add_argument("--cp", type=_int_list, default=(1, 2, 4, 8), help="kernels: CP degrees")
+    m.add_argument(
+        "--ep", type=_int_list, default=(1, 2, 4, 8, 16, 32, 64), help="kernels: EP degrees (MoE)"
+    )
+    m.add_argument("--min-time-ms", type=_positive_float, default=10.0, help="timed per shape")
+    m.add_argument("--budget-s", type=_positive_float, help="kernels: stop after this long")
 
 
 def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
@@ -1111,10 +1152,53 @@ def _cmd_measure(args: argparse.Namespace, out: Console) -> int:
             )
         sys.stdout.write(measure.nccl_commands_text(models_zoo.load_cluster(args.cluster)))
         return EXIT_OK
+    if args.what == "kernels":
+        return _measure_kernels(args, out)
     if not args.out:
         raise InvalidInput(f"measure {args.what}: --out CSV is required")
     n, where = measure.run_sweep(args.what, args.out, device=args.device, tiny=args.tiny)
     out.print(f"{n} rows -> {escape(args.out)} ({escape(where)})")
+    return EXIT_OK
+
+
+def _measure_kernels(args: argparse.Namespace, out: Console) -> int:
+    from .calibrate import measure
+
+    if not args.model or not args.cluster:
+        raise InvalidInput("measure kernels: --model and --cluster are required")
+    if not (args.out_dir or args.shapes_only):
+        raise InvalidInput("measure kernels: --out-dir DIR (or --shapes-only FILE) is required")
+    doc = measure.shapes_document(
+        args.model,
+        args.cluster,
+        seq_len=args.seq_len,
+        tps=args.tp,
+        dtypes=args.dtypes,
+        micro_batches=args.micro_batches,
+        cps=args.cp,
+        eps=args.ep,
+    )
+    kinds = ("gemm", "grouped_gemm", "attention", "memory_bound")
+    counts = ", ".join(f"{k} {len(doc[k])}" for k in kinds)
+    if args.shapes_only:
+        measure.write_shapes(doc, args.shapes_only)
+        out.print(f"{counts} shapes -> {escape(args.shapes_only)}", soft_wrap=True)
+        if not args.out_dir:
+            return EXIT_OK
+    meta = measure.run_kernels(
+        doc,
+        args.out_dir,
+        device=args.device,
+        tiny=args.tiny,
+        min_time_ms=args.min_time_ms,
+        budget_s=args.budget_s,
+    )
+    rows = ", ".join(f"{k} {n}" for k, n in meta["rows"].items())
+    out.print(
+        f"{rows} rows -> {escape(args.out_dir)} ({escape(meta['device'])}, {meta['wall_s']} s; "
+        f"{len(meta['skipped'])} skipped, {meta['not_measured_budget']} over budget)",
+        soft_wrap=True,
+    )
     return EXIT_OK
 
 
@@ -1137,6 +1221,84 @@ def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
         return EXIT_OK
     out.print(render_bill(result, cluster.name), soft_wrap=True)
     return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------- design
+
+
+def _add_design(sub: Any) -> None:
+    d = sub.add_parser("design", help="search network designs for a workload mix (issue 29)")
+    d.add_argument("--workload", required=True, metavar="FILE", help="YAML list of {model, "
+                   "global_batch, seq_len, precision, share}")  # fmt: skip
+    d.add_argument("--gpu", required=True, help="GPU id (planner presets gpus)")
+    d.add_argument("--gpus", required=True, type=_positive_int, help="GPUs in the fleet")
+    d.add_argument("--designs", metavar="FILE", help="YAML narrowing or widening the design space")
+    d.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="where the plan searches run: a local process pool or Ray")  # fmt: skip
+    d.add_argument("--workers", type=_positive_int, help="local processes (default: all cores)")
+    d.add_argument("--cache-dir", metavar="DIR", help="reuse and store each design point's result")
+    d.add_argument("--network-budget", type=_positive_float, metavar="USD",
+                   help="most network capital per GPU the best design may cost")  # fmt: skip
+    d.add_argument("--min-throughput", type=_positive_float, metavar="TOKENS",
+                   help="least share-weighted tokens/s/GPU the best design must reach")  # fmt: skip
+    d.add_argument("--gpu-hour-price", type=_positive_float, help="$ per GPU-hour without network")
+    d.add_argument("--amortization-years", type=_positive_float, help="years the network's "
+                   "capital is spread over")  # fmt: skip
+    d.add_argument("--network-prices", metavar="FILE", help="YAML/JSON overriding component prices")
+    d.add_argument("--no-prune", action="store_true", help="evaluate every design (slow; checks)")
+    d.add_argument("--html", metavar="FILE", help="write the report and frontier chart as HTML")
+    d.add_argument("--plot", metavar="FILE", help="write the frontier chart (PNG or SVG)")
+    d.add_argument("--json", action="store_true", help="print JSON only (CONTRACT.md)")
+
+
+def _cmd_design(args: argparse.Namespace, out: Console) -> int:
+    from .design import mix, pricing, search
+
+    plt = plot.pyplot(args.plot) if args.plot else None  # fail before the search
+    html_plt = _html_pyplot() if args.html else None
+    costs = pricing.Costs(
+        args.gpu_hour_price or pricing.DEFAULT_GPU_HOUR_USD,
+        args.amortization_years or pricing.DEFAULT_AMORTIZATION_YEARS,
+        network_bom.load_prices(args.network_prices),
+    )
+    result = search.search_designs(
+        mix.load_mix(args.workload),
+        models_zoo.load_gpu(args.gpu),
+        args.gpus,
+        costs,
+        designs_file=args.designs,
+        network_budget_usd_per_gpu=args.network_budget,
+        min_tokens_per_s_per_gpu=args.min_throughput,
+        prune=not args.no_prune,
+        backend=args.backend,
+        workers=args.workers,
+        cache_dir=args.cache_dir,
+        progress=not args.json,
+    )
+    if plt is not None:
+        save_frontier_plot(result, args.plot, plt)
+    if args.html:
+        _write_text(args.html, render_design_html(result, html_plt))
+    if args.json:
+        _emit_json(design_dict(result))
+        return EXIT_OK
+    out.print(render_design(result))
+    return EXIT_OK
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"--html: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _html_pyplot() -> Any:
+    """matplotlib for the HTML page's chart, or None (the page is written without it)."""
+    try:
+        return plot.pyplot("chart.png")
+    except InvalidInput:
+        return None
 
 
 def _add_emit(sub: Any) -> None:
@@ -1166,6 +1328,7 @@ def _cmd_emit(args: argparse.Namespace, out: Console) -> int:
 
 COMMANDS = {
     "bill": _cmd_bill,
+    "design": _cmd_design,
     "emit": _cmd_emit,
     "calibrate": _cmd_calibrate,
     "measure": _cmd_measure,

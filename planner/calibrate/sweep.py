@@ -240,11 +240,21 @@ def device_description(device: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Script entry: `sweep.py {gemm,attention} --out CSV [--device D] [--tiny]`."""
+    """Script entry: `sweep.py {gemm,attention} --out CSV [--device D] [--tiny]`, or
+    `sweep.py kernels --shapes FILE.json --out-dir DIR` (kernel_sweep.main)."""
     import argparse
 
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["kernels"]:
+        try:
+            from . import kernel_sweep
+        except ImportError:  # run as a script (python3 planner/calibrate/sweep.py)
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            import kernel_sweep  # type: ignore[no-redef]
+        return kernel_sweep.main(argv[1:])
+
     p = argparse.ArgumentParser(prog="sweep.py")
-    p.add_argument("what", choices=("gemm", "attention"))
+    p.add_argument("what", choices=("gemm", "attention", "kernels"))
     p.add_argument("--out", required=True)
     p.add_argument("--device", default="cuda")
     p.add_argument("--tiny", action="store_true")

@@ -14,8 +14,8 @@ traceback.
 
 Ray is optional (`pip install '.[ray]'`) and imported only on that path. `ray.init` connects to
 RAY_ADDRESS when it is set (shipping this checkout's three packages to the cluster, so it runs
-the same code), else starts a local Ray with `workers` CPUs; a Ray already initialised by the
-caller is used as it is.
+the same code), else starts a local Ray with `workers` CPUs. A Ray already initialised (by the
+caller or an earlier call) is used as it is and left running.
 """
 
 from __future__ import annotations
@@ -263,17 +263,21 @@ def _import_ray() -> Any:
     return ray
 
 
-def _start_ray(ray: Any, workers: int | None) -> bool:
-    """Initialise Ray unless the caller already has; True when this call started it."""
+def _start_ray(ray: Any, workers: int | None) -> None:
+    """Initialise Ray unless it already is (by the caller, or by an earlier evaluate call: a
+    search calls evaluate once per wave of points and must not pay Ray's start, ~8 s, each
+    time). Ray shuts itself down when the process exits."""
     if ray.is_initialized():
-        return False
+        return
     address = os.environ.get("RAY_ADDRESS") or None
     options: dict[str, Any] = {
         "log_to_driver": False,  # worker output would land on our stdout (--json: only JSON)
         "include_dashboard": False,
-        "logging_level": logging.WARNING,
+        "logging_level": logging.ERROR,  # stderr keeps to the progress bar and real errors
     }
     if address is None:
+        # "local": a new local Ray even when `ray start` left one running on this machine
+        # (address=None would join that one, and refuse num_cpus).
         options["num_cpus"] = workers
     else:
         import importlib
@@ -281,24 +285,19 @@ def _start_ray(ray: Any, workers: int | None) -> bool:
         modules = [importlib.import_module(name) for name in CODE_PACKAGES]
         options["runtime_env"] = {"py_modules": modules}
     try:
-        ray.init(address=address, **options)
+        ray.init(address=address or "local", **options)
     except Exception as err:
         where = f"RAY_ADDRESS={address}" if address else "a local Ray"
         reason = " ".join(str(err).split())[:300]
         raise InvalidInput(f"--backend ray: cannot start or reach {where}: {reason}") from None
-    return True
 
 
 def _run_ray(
     fn: Callable[[Any], Any], points: list[Any], todo: list[int], workers: int | None, done: Done
 ) -> None:
     ray = _import_ray()
-    started = _start_ray(ray, workers)
-    try:
-        _ray_tasks(ray, fn, points, todo, done)
-    finally:
-        if started:
-            ray.shutdown()
+    _start_ray(ray, workers)
+    _ray_tasks(ray, fn, points, todo, done)
 
 
 def _ray_tasks(
@@ -316,7 +315,7 @@ def _ray_tasks(
                 more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
                 ready += more
             for ref in sorted(ready, key=refs.__getitem__):
-                _settle(refs[ref], ray.get(ref), failure, done)
+                _settle(refs[ref], _ray_get(ray, ref), failure, done)
             if failure.index is not None:
                 for ref in [r for r in pending if failure.beyond(refs[r])]:
                     ray.cancel(ref)
@@ -326,6 +325,20 @@ def _ray_tasks(
             ray.cancel(ref)
         raise
     failure.raise_if_any(points)
+
+
+def _ray_get(ray: Any, ref: Any) -> Outcome:
+    """The task's outcome. A task Ray itself could not run (the function or a module it needs
+    cannot be imported on the workers, a worker died) is a failure of that point like any other
+    (the first in input order is raised), with what to check."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayError as err:
+        hint = (
+            "Ray could not run it: can its workers import the planner, its dependencies and "
+            "the evaluated function's module?"
+        )
+        return False, err, hint
 
 
 # -------------------------------------------------------------------------------- progress

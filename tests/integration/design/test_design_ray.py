@@ -26,21 +26,27 @@ def _with_tests_on_path() -> str:
     return os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH")) if p)
 
 
-def test_evaluate_starts_and_stops_its_own_local_ray(monkeypatch):
+def test_evaluate_starts_a_local_ray_once(monkeypatch):
     # Runs first (file order), before the module's shared Ray exists: evaluate() starts a local
-    # Ray with `workers` CPUs, uses it and shuts it down again.
+    # Ray with `workers` CPUs and keeps it for the next call (a design search calls evaluate
+    # once per wave of points).
     assert not ray.is_initialized()
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("PYTHONPATH", _with_tests_on_path())
     points = list(range(6))
-    out = evaluate(points, design_fns.square, backend="ray", workers=2, progress=False)
-    assert out == evaluate(points, design_fns.square, workers=1)
-    assert not ray.is_initialized()
+    try:
+        out = evaluate(points, design_fns.square, backend="ray", workers=2, progress=False)
+        assert out == evaluate(points, design_fns.square, workers=1)
+        assert ray.is_initialized() and ray.cluster_resources()["CPU"] == 2
+        assert evaluate(points[::-1], design_fns.square, backend="ray") == out[::-1]
+    finally:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
 def local_ray():
     ray.init(
+        address="local",  # a fresh local Ray, whatever `ray start` may have left running
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
@@ -81,3 +87,16 @@ def test_ray_and_pool_share_the_cache(local_ray, tmp_path, monkeypatch):
     assert len(list(cache.rglob("*.pkl"))) == 3
     monkeypatch.setitem(sys.modules, "ray", None)  # no Ray now: all must come from the cache
     assert evaluate([3, 2, 1], design_fns.square, backend="ray", cache_dir=cache) == by_ray[::-1]
+
+
+def test_a_function_ray_workers_cannot_import_names_the_point(local_ray, tmp_path, monkeypatch):
+    # A module only the driver can import (as when a cluster lacks the planner): Ray's own
+    # error, with a note naming the point and what to check.
+    (tmp_path / "driver_only_fns.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import driver_only_fns
+
+    with pytest.raises(ray.exceptions.RayError) as err:
+        evaluate([1, 2], driver_only_fns.double, backend="ray")
+    notes = "\n".join(err.value.__notes__)
+    assert "design point 0 (1) failed" in notes and "Ray could not run it" in notes

@@ -1,0 +1,278 @@
+"""The kernel shapes a model's pricing looks up: what `planner measure kernels` measures (issue 32).
+
+The shapes are not listed a second time here. `lookups` runs the Pricer's own per-layer pricing
+(Pricer.layer_times: compute.layer_time for each layer kind and compute.lm_head_time) with a
+ShapeRecorder in place of the cluster's KernelBook: the recorder answers every look-up "not in the
+table" (so pricing falls back to the curves and carries on) and keeps its arguments. The shapes
+measured are therefore exactly the shapes priced, in the same floats, and a change to the layer
+map (a new GEMM, another attention variant, a memory-bound op looked up) moves both at once.
+
+`kernel_shapes` takes the union over the layouts and workload variants the search can price for
+a model at the given TP degrees, micro-batches and CP degrees (tokens per GPU = micro_batch *
+seq_len / cp), and turns the look-ups into rows to measure in the table formats of
+../shared/data/kernels/README.md: a GEMM look-up is one row of its (m, n, k, layout); an fp8 GEMM
+is measured as TN whatever the pass (Hopper runs fp8 GEMMs TN only; KernelBook.gemm_s reads the TN
+rows for every fp8 pass); attention is one call of the looked-up (batch, seq, heads, kv heads, head
+dims, causal, window, kernel). The memory-bound ops (which the Pricer prices from HBM bandwidth,
+not yet from the table) are listed from the same per-layer widths: copy, residual add and the
+model's norm over the hidden size, its MLP activation over the FFN shard, MoE permute / unpermute
+over the routed rows.
+
+Pure: no torch, no I/O. The rows are plain tuples, ready for JSON (planner.calibrate.measure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .kernels import EXTRAPOLATED
+from .pricer import Pricer
+from .specs import Cluster, Layout, ModelSpec, Workload
+
+BF16_BYTES = 2
+
+GemmKey = tuple[float, float, float, str, str]  # m, n, k, dtype, layout
+GroupedKey = tuple[float, float, float, float, str]  # experts, rows_per_expert, n, k, dtype
+AttentionKey = tuple[float, float, float, float, float, float, bool, int, str]
+# batch, seq, heads, kv_heads, head_dim, v_head_dim, causal, window, kernel
+MemoryKey = tuple[str, float]  # op, bytes
+
+
+@dataclass
+class ShapeRecorder:
+    """A stand-in for cost_models.kernels.KernelBook that answers every look-up with "not in the
+    table" (None, extrapolated) and keeps what was asked."""
+
+    source: str = "shape recorder"
+    gemm: set[GemmKey] = field(default_factory=set)
+    grouped_gemm: set[GroupedKey] = field(default_factory=set)
+    attention: set[AttentionKey] = field(default_factory=set)
+    memory_bound: set[MemoryKey] = field(default_factory=set)
+
+    def gemm_s(self, m: float, n: float, k: float, dtype: str, layout: str):
+        self.gemm.add((m, n, k, dtype, layout))
+        return None, EXTRAPOLATED
+
+    def grouped_gemm_s(self, experts: float, rows: float, n: float, k: float, dtype: str):
+        self.grouped_gemm.add((experts, rows, n, k, dtype))
+        return None, EXTRAPOLATED
+
+    def attention_s_per_flop(
+        self,
+        batch: float,
+        seq: float,
+        heads: float,
+        kv_heads: float,
+        d_qk: float,
+        d_v: float,
+        *,
+        causal: bool,
+        window: int,
+        kernel: str,
+    ):
+        self.attention.add((batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kernel))
+        return None, EXTRAPOLATED
+
+    def memory_bound_s(self, op: str, nbytes: float):
+        self.memory_bound.add((op, nbytes))
+        return None, EXTRAPOLATED
+
+
+def lookups(
+    model: ModelSpec,
+    cluster: Cluster,
+    workloads: Iterable[Workload],
+    layouts: Iterable[Layout],
+    recorder: ShapeRecorder | None = None,
+) -> ShapeRecorder:
+    """Every kernel look-up the Pricer's per-layer pricing makes for these workloads x layouts."""
+    rec = ShapeRecorder() if recorder is None else recorder
+    layouts = list(layouts)
+    for w in workloads:
+        pricer = Pricer(model, cluster, w)
+        pricer.book = rec  # type: ignore[assignment]  # duck-typed KernelBook (class docstring)
+        for lo in layouts:
+            pricer.layer_times(lo)
+    return rec
+
+
+def tp_ok(model: ModelSpec, tp: int) -> bool:
+    """Whether TP `tp` splits the model's heads and FFN (cost_models.rules._degree_rules)."""
+    kv = model.kv_heads
+    ffn_ok = model.ffn_hidden_size is None or model.ffn_hidden_size % tp == 0
+    return model.num_attention_heads % tp == 0 and (kv % tp == 0 or tp % kv == 0) and ffn_ok
+
+
+def expert_degrees(model: ModelSpec, eps: Sequence[int]) -> list[int]:
+    """The EP degrees of `eps` that split the experts (1 for a dense model)."""
+    if model.moe is None:
+        return [1]
+    return [e for e in eps if model.moe.num_experts % e == 0]
+
+
+def measured_layouts(
+    model: ModelSpec,
+    seq_len: int,
+    tps: Sequence[int],
+    micro_batches: Sequence[int],
+    cps: Sequence[int],
+    eps: Sequence[int] = (1,),
+) -> list[Layout]:
+    """One layout per (tp, cp, micro_batch, ep) the model allows: what compute.layer_time reads
+    (Pricer.LAYER_TIME_READS; dp = ep so that EP is carved from DP, etp 1 as the search uses)."""
+    out = []
+    for tp in tps:
+        if not tp_ok(model, tp):
+            continue
+        for cp in cps:
+            if cp > 1 and seq_len % (2 * cp):
+                continue
+            for mb in micro_batches:
+                for ep in expert_degrees(model, eps):
+                    out.append(Layout(tp=tp, cp=cp, dp=ep, ep=ep, micro_batch=mb))
+    return out
+
+
+def workload_variants(
+    seq_len: int, dtypes: Sequence[str], kernels: Sequence[str] = ("fused", "fa2")
+) -> list[Workload]:
+    """The workload settings that change a look-up: precision (bf16 / fp8 GEMMs), the attention
+    kernel class, and torchtitan's every-other-matmul selective recompute (its own matmuls)."""
+    return [
+        Workload(
+            seq_len=seq_len,
+            global_batch_seqs=1,
+            precision=dtype,
+            attention_kernel=kernel,
+            selective_recompute=selective,
+        )
+        for dtype in dtypes
+        for kernel in kernels
+        for selective in ("attention", "every_other_matmul")
+    ]
+
+
+def _int(x: float) -> int:
+    """A looked-up dimension as the integer a kernel is run with (shapes are whole elements;
+    a fractional mean, e.g. rows per expert, is measured at its nearest whole size)."""
+    return max(1, round(x))
+
+
+def gemm_rows(rec: ShapeRecorder) -> list[tuple[int, int, int, str, str]]:
+    """(m, n, k, dtype, layout) to measure: every GEMM look-up; fp8 as TN (module docstring)."""
+    rows = {
+        (_int(m), _int(n), _int(k), dtype, "TN" if dtype == "fp8" else layout)
+        for m, n, k, dtype, layout in rec.gemm
+    }
+    return sorted(rows)
+
+
+def grouped_rows(rec: ShapeRecorder) -> list[tuple[int, int, int, int, str]]:
+    """(experts, rows_per_expert, n, k, dtype) to measure."""
+    return sorted({(_int(e), _int(r), _int(n), _int(k), d) for e, r, n, k, d in rec.grouped_gemm})
+
+
+def attention_rows(rec: ShapeRecorder) -> list[tuple]:
+    """(batch, seq, heads, kv_heads, head_dim, v_head_dim, causal, window, kernel) to measure."""
+    return sorted(
+        {
+            (_int(b), _int(s), _int(h), _int(kv), _int(dqk), _int(dv), bool(c), int(w), kern)
+            for b, s, h, kv, dqk, dv, c, w, kern in rec.attention
+        }
+    )
+
+
+def activation_op(model: ModelSpec) -> str:
+    """The MLP activation as a measured op: gated silu = swiglu, gated GELU = geglu, ungated
+    GELU = gelu (tanh), squared ReLU (Nemotron) = squared_relu."""
+    act = model.activation or ("silu" if model.gated_mlp else "gelu")
+    if model.gated_mlp:
+        return "swiglu" if act == "silu" else "geglu" if act.startswith("gelu") else f"{act}_glu"
+    return "gelu" if act.startswith("gelu") else act
+
+
+MEMORY_BYTES_PER_ELEMENT = {
+    "copy": 2 * BF16_BYTES,  # read + write
+    "add": 3 * BF16_BYTES,  # two reads + write
+    "rmsnorm": 2 * BF16_BYTES,
+    "layernorm": 2 * BF16_BYTES,
+    "swiglu": 3 * BF16_BYTES,  # gate and up read, product written: per output element
+    "geglu": 3 * BF16_BYTES,
+    "gelu": 2 * BF16_BYTES,
+    "squared_relu": 2 * BF16_BYTES,
+    "moe_permute": 2 * BF16_BYTES,  # gather: read a source row, write it (per routed element)
+    "moe_unpermute": 3 * BF16_BYTES,  # scatter-add: read routed row, read + write destination
+}
+"""Bytes per (tokens x width) element each op moves, each tensor read or written once (the
+convention of ../shared/data/kernels/memory_bound.csv and moe_ops.csv)."""
+
+
+def memory_rows(
+    model: ModelSpec, tokens: Iterable[int], tps: Sequence[int]
+) -> list[tuple[str, int, int, str, int, int]]:
+    """(op, tokens, width, dtype, bytes, top_k) of the memory-bound ops of one layer: copy, add
+    and the norm over [tokens, hidden]; the activation over [tokens, ffn / tp] (dense FFN, or
+    the expert FFN over the routed rows); MoE permute / unpermute over [tokens * top_k, hidden]
+    (top_k sizes the unpermute's destination). Tokens are the per-GPU token counts."""
+    h = model.hidden_size
+    act = activation_op(model)
+    rows: set[tuple[str, int, int, str, int, int]] = set()
+
+    def add(op: str, t: int, width: int, top_k: int = 1) -> None:
+        rows.add((op, t, width, "bf16", t * width * MEMORY_BYTES_PER_ELEMENT[op], top_k))
+
+    for t in sorted(set(tokens)):
+        for op in ("copy", "add", model.normalization):
+            add(op, t, h)
+        for tp in tps:
+            if not tp_ok(model, tp):
+                continue
+            if model.ffn_hidden_size is not None:
+                add(act, t, _int(model.ffn_hidden_size / tp))
+            if model.moe is not None:
+                k = model.moe.top_k
+                add(act, _int(t * k / tp), model.moe.expert_ffn_hidden_size)
+        if model.moe is not None:
+            k = model.moe.top_k
+            add("moe_permute", t * k, h, k)
+            add("moe_unpermute", t * k, h, k)
+    return sorted(rows)
+
+
+@dataclass(frozen=True)
+class KernelShapes:
+    """The rows `planner measure kernels` measures for one model (module docstring)."""
+
+    gemm: list[tuple[int, int, int, str, str]]
+    grouped_gemm: list[tuple[int, int, int, int, str]]
+    attention: list[tuple]
+    memory_bound: list[tuple[str, int, int, str, int, int]]
+    tokens: list[int]
+    """The per-GPU token counts (micro_batch * seq_len / cp) the GEMMs and ops were taken at."""
+
+
+def kernel_shapes(
+    model: ModelSpec,
+    cluster: Cluster,
+    *,
+    seq_len: int,
+    tps: Sequence[int] = (1, 2, 4, 8),
+    dtypes: Sequence[str] = ("bf16", "fp8"),
+    micro_batches: Sequence[int] = (1, 2, 4, 8),
+    cps: Sequence[int] = (1, 2, 4, 8),
+    eps: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+    kernels: Sequence[str] = ("fused", "fa2"),
+) -> KernelShapes:
+    """The kernel rows the model's pricing looks up on `cluster` at these degrees (`lookups`),
+    plus its memory-bound ops at the same token counts."""
+    layouts = measured_layouts(model, seq_len, tps, micro_batches, cps, eps)
+    rec = lookups(model, cluster, workload_variants(seq_len, dtypes, kernels), layouts)
+    tokens = sorted({_int(lo.micro_batch * seq_len / lo.cp) for lo in layouts})
+    return KernelShapes(
+        gemm=gemm_rows(rec),
+        grouped_gemm=grouped_rows(rec),
+        attention=attention_rows(rec),
+        memory_bound=memory_rows(model, tokens, [lo.tp for lo in layouts]),
+        tokens=tokens,
+    )

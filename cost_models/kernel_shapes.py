@@ -75,6 +75,24 @@ class ShapeRecorder:
         self.attention.add((batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kernel))
         return None, EXTRAPOLATED
 
+    def window_ratio(
+        self,
+        batch: float,
+        seq: float,
+        heads: float,
+        kv_heads: float,
+        d_qk: float,
+        d_v: float,
+        *,
+        window: int,
+        kernel: str,
+        causal: bool = True,
+    ):
+        # a windowed layer's saving is its windowed call over the full call of the same shape
+        # and kernel (KernelBook.window_ratio): the full call is recorded by attention_s_per_flop
+        self.attention.add((batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kernel))
+        return None, EXTRAPOLATED, None
+
     def memory_bound_s(self, op: str, nbytes: float):
         self.memory_bound.add((op, nbytes))
         return None, EXTRAPOLATED

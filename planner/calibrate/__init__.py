@@ -27,7 +27,8 @@ from cost_models.specs import (
 )
 from models_zoo.kernel_tables import (
     BUILTIN,
-    FILES,
+    TABLE_OF,
+    TABLES,
     builtin_folder,
     builtin_source,
     kernel_dir_files,
@@ -184,7 +185,8 @@ def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict
     data = read_kernel_files(files, source)
     if cluster.kernels is not None:
         old = cluster.kernels.model_dump()
-        data = {**{k: old[k] for k in FILES if k not in files}, **data}
+        given = {TABLE_OF.get(k, k) for k in files}
+        data = {**{k: old[k] for k in TABLES if k not in given}, **data}
         if "sustained_bf16_tflops" not in data:
             data["sustained_bf16_tflops"] = old["sustained_bf16_tflops"]
     tables = KernelTables.model_validate(data)

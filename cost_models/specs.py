@@ -519,6 +519,11 @@ class KernelTables(InputSpec):
     """Measured kernel times of one GPU (cost_models.kernels looks them up; docs/calibration.md)."""
 
     source: str = Field(description="where the rows were measured (folder, tool, date)")
+    basis: Literal["measured", "assumption"] = Field(
+        "measured",
+        description="measured: timed on the GPU; assumption: someone's settings imported as "
+        "rows (a peer simulator's system file, planner calibrate --system-file)",
+    )
     gemm: tuple[GemmRow, ...] = ()
     attention: tuple[AttentionRow, ...] = ()
     grouped_gemm: tuple[GroupedGemmRow, ...] = ()

@@ -1064,6 +1064,11 @@ def _add_calibration(sub: Any) -> None:
     )
     c.add_argument("--grouped-gemm", metavar="CSV", help="grouped GEMM table (one file)")
     c.add_argument("--memory-bound", metavar="CSV", help="memory-bound ops table (one file)")
+    c.add_argument(
+        "--system-file",
+        metavar="JSON",
+        help="a peer simulator's system file (Calculon systems/*.json): GEMM and memory tables",
+    )
     c.add_argument("--out", required=True, metavar="FILE", help="cluster file (YAML) to write")
     c.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
     c.add_argument("--json", action="store_true")
@@ -1136,6 +1141,7 @@ def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
         kernels=args.kernels,
         grouped_gemm=args.grouped_gemm,
         memory_bound=args.memory_bound,
+        system_file=args.system_file,
     )
     cal.write_cluster_file(cluster, args.out)
     rep["out"] = args.out

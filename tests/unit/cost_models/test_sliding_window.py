@@ -187,3 +187,23 @@ def test_measure_lists_the_windowed_call_beside_the_full_one():
     ks = kernel_shapes(m, cluster(num_gpus=8), seq_len=8192, tps=(1,), micro_batches=(2,), cps=(1,))
     windows = {row[7] for row in ks.attention}
     assert windows == {0, 1024}  # the saving is the windowed call over the full call
+
+
+@pytest.mark.parametrize(
+    ("framework", "expected"),
+    [
+        ("deepspeed", "deepspeed has no option for sliding-window attention (4096 tokens on 32 of"),
+        ("torchtitan", "torchtitan builds sliding-window attention (4096 tokens on 32 of 32 layers)"),
+        ("megatron", None),
+        (None, None),
+    ],
+)
+def test_the_plan_says_when_its_framework_cannot_launch_the_window(framework, expected):
+    from factories import result_for
+
+    from planner.report.findings import attention_warnings
+
+    m = dense_model(sliding_window=4096)
+    r = result_for(m, cluster(num_gpus=8), workload(seq_len=8192), Layout(tp=8))
+    said = attention_warnings(r.model_copy(update={"framework": framework}))
+    assert said == [] if expected is None else said[0].startswith(expected)

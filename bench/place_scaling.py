@@ -13,14 +13,21 @@ the bench prints the placed step time with the scheduler's order, the best rank 
 CP-SAT (every map priced with its uplink sharing, cost_models/uplink.py), the solver's status,
 bound, gap and wall time (on 32 leaves or more: both phases, planner/place/joint.py), and the
 whole placement's wall time. `--decompose` adds the pods-first warm start
-(planner/place/decompose.py).
+(planner/place/decompose.py). `--solver-seeds 0 1 2` re-places the best layout with each
+further CP-SAT seed and prints the spread of the placed step.
+`--record FILE` also writes the figures as JSON (step times, gain, solver status / bound / gap,
+seed spread, wall and CPU seconds, the revision and the load average), and `render(record)`
+turns such a record into the Markdown table the docs quote (bench/docs_figures.py).
 Timings are wall-clock on whatever machine runs it (noisy on a shared 2-core box).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -120,13 +127,15 @@ def main() -> None:
         help="CP-SAT seeds: the first places every layout, the others re-place the best layout "
         "(the spread of its placed step across seeds)",
     )
+    parser.add_argument("--record", default=None, help="write the figures as JSON to this file")
     args = parser.parse_args()
     print(f"model {args.model}, global batch {args.global_batch}, seed {args.seed}")
+    rows = []
     for n in args.sizes:
         cluster = fat_tree(n)
         alloc, drained = allocation(cluster, n, args.seed + n)
         leaves = len(set(alloc.names[1]))
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         placed = plan_on_allocation_for(
             args.model,
             cluster,
@@ -139,7 +148,7 @@ def main() -> None:
             **({"max_cp": args.max_cp} if args.max_cp else {}),
             **({"max_tp": args.max_tp} if args.max_tp else {}),
         )
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         p = placed.best
         s = p.solver
         lo = p.placed.layout
@@ -171,12 +180,97 @@ def main() -> None:
                 f" {other.solver['wall_time_s']:.2f} s)"
             )
         target = f" (target {TARGETS[n]:.0f} s)" if n in TARGETS else ""
-        print(f"  whole plan + placement of {args.place_top} layout(s): {wall:.1f} s wall{target}")
-        if len(args.solver_seeds) > 1:
-            _seed_spread(args, placed, p, n)
+        print(
+            f"  whole plan + placement of {args.place_top} layout(s): {wall:.1f} s wall"
+            f" ({cpu:.1f} s CPU){target}"
+        )
+        steps = _seed_spread(args, placed, p, n) if len(args.solver_seeds) > 1 else None
+        rows.append(_row(n, alloc, drained, leaves, p, gain, wall, cpu, steps))
+    if args.record:
+        record = {
+            "command": "python bench/place_scaling.py " + " ".join(sys.argv[1:]),
+            "revision": _revision(),
+            "cpus": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],  # at the end
+            "model": args.model,
+            "global_batch": args.global_batch,
+            "allocation_seed": args.seed,
+            "rows": rows,
+        }
+        Path(args.record).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
-def _seed_spread(args: argparse.Namespace, placed, p, n: int) -> None:
+def _row(n, alloc, drained, leaves, p, gain, wall, cpu, steps) -> dict:
+    lo = p.placed.layout
+    row = {
+        "gpus": n,
+        "hosts": len(alloc.hosts),
+        "leaves": leaves,
+        "drained": drained,
+        "layout": {"tp": lo.tp, "pp": lo.pp, "dp": lo.dp, "cp": lo.cp},
+        "unit_nodes": max(1, lo.tp * lo.cp // GPN),
+        "ideal_s": p.ideal.step_time_s,
+        "scheduler_s": p.scheduler.step_time_s,
+        "best_order_s": p.best_order.step_time_s,
+        "placed_s": p.placed.step_time_s,
+        "source": p.source,
+        "gain_pct": 100 * gain,
+        "solver": p.solver,
+        "time_limit_s": LIMITS.get(n, 30.0),
+        "wall_s": wall,
+        "cpu_s": cpu,
+    }
+    if steps:
+        lo_s, hi_s = min(steps.values()), max(steps.values())
+        row["seeds"] = {str(k): v for k, v in steps.items()}
+        row["seed_spread_pct"] = 100 * (hi_s / lo_s - 1)
+    return row
+
+
+def _revision() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def render(record: dict) -> str:
+    """The record as the docs' Markdown table (one row per size)."""
+    head = [
+        "| GPUs | layout placed | scheduler's order | best rank order | placement | solver |"
+        " CP-SAT seeds | wall (CPU) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    out = []
+    for r in record["rows"]:
+        lo, s = r["layout"], r["solver"]
+        blocks = f" ({r['unit_nodes']}-node blocks)" if r["unit_nodes"] > 1 else ""
+        layout = f"TP{lo['tp']} PP{lo['pp']} DP{lo['dp']}"
+        layout += f" CP{lo['cp']}" if lo["cp"] > 1 else ""
+        gain = "tie" if r["gain_pct"] < 0.005 else f"-{r['gain_pct']:.2f} %"
+        solver = s["status"]
+        if s.get("gap") is not None:
+            solver += f", gap {100 * s['gap']:.1f} %, {s['wall_time_s']:.1f} s"
+        seeds = "-"
+        if "seeds" in r:
+            vals = list(r["seeds"].values())
+            names = ", ".join(r["seeds"])
+            seeds = f"{names}: {min(vals):.3f}-{max(vals):.3f} s ({r['seed_spread_pct']:.1f} %)"
+            if max(vals) == min(vals):
+                seeds = f"{names}: {vals[0]:.3f} s (0 %)"
+        out.append(
+            f"| {r['gpus']:,} | {layout}{blocks} | {r['scheduler_s']:.3f} s |"
+            f" {r['best_order_s']:.3f} s | {r['placed_s']:.3f} s ({gain}) | {solver} | {seeds} |"
+            f" {r['wall_s']:.1f} s ({r['cpu_s']:.1f} s) |"
+        )
+    return "\n".join(head + out)
+
+
+def _seed_spread(args: argparse.Namespace, placed, p, n: int) -> dict[int, float]:
     """The best layout re-placed with each further CP-SAT seed (deterministic mode)."""
     steps = {args.solver_seeds[0]: p.placed.step_time_s}
     for seed in args.solver_seeds[1:]:
@@ -201,6 +295,7 @@ def _seed_spread(args: argparse.Namespace, placed, p, n: int) -> None:
         f"  seeds {', '.join(map(str, steps))}: placed {lo:.4f}-{hi:.4f} s,"
         f" spread {100 * (hi / lo - 1):.2f}%"
     )
+    return steps
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The kernel shapes a model's pricing looks up: what `planner measure kernels` measures (issue 32).
 
 The shapes are not listed a second time here. `lookups` runs the Pricer's own per-layer pricing
-(Pricer.layer_times: compute.layer_time for each layer kind and compute.lm_head_time) with a
+(Pricer.layer_times: compute.layer_time for each layer kind and compute.lm_head_time;
+Pricer.layer_costs: stage.layer_cost, whose TP-overlap partner GEMMs look up too) with a
 ShapeRecorder in place of the cluster's KernelBook: the recorder answers every look-up "not in the
 table" (so pricing falls back to the curves and carries on) and keeps its arguments. The shapes
 measured are therefore exactly the shapes priced, in the same floats, and a change to the layer
@@ -74,6 +75,24 @@ class ShapeRecorder:
         self.attention.add((batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kernel))
         return None, EXTRAPOLATED
 
+    def window_ratio(
+        self,
+        batch: float,
+        seq: float,
+        heads: float,
+        kv_heads: float,
+        d_qk: float,
+        d_v: float,
+        *,
+        window: int,
+        kernel: str,
+        causal: bool = True,
+    ):
+        # a windowed layer's saving is its windowed call over the full call of the same shape
+        # and kernel (KernelBook.window_ratio): the full call is recorded by attention_s_per_flop
+        self.attention.add((batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kernel))
+        return None, EXTRAPOLATED, None
+
     def memory_bound_s(self, op: str, nbytes: float):
         self.memory_bound.add((op, nbytes))
         return None, EXTRAPOLATED
@@ -86,7 +105,9 @@ def lookups(
     layouts: Iterable[Layout],
     recorder: ShapeRecorder | None = None,
 ) -> ShapeRecorder:
-    """Every kernel look-up the Pricer's per-layer pricing makes for these workloads x layouts."""
+    """Every kernel look-up the Pricer's per-layer pricing makes for these workloads x layouts:
+    the layer and LM-head compute (Pricer.layer_times) and the per-layer costs (Pricer.layer_costs:
+    the TP-overlap partner GEMMs, stage.tp_partner_gemm_s, with and without the overlap)."""
     rec = ShapeRecorder() if recorder is None else recorder
     layouts = list(layouts)
     for w in workloads:
@@ -94,6 +115,12 @@ def lookups(
         pricer.book = rec  # type: ignore[assignment]  # duck-typed KernelBook (class docstring)
         for lo in layouts:
             pricer.layer_times(lo)
+            variants = [lo]
+            if lo.tp > 1:
+                over = {"tp_comm_overlap": True, "sequence_parallel": True}
+                variants.append(lo.model_copy(update=over))
+            for v in variants:
+                pricer.layer_costs(v, pricer.spans(v))
     return rec
 
 

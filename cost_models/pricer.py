@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from .bounds import StepBounds
 from .calibration import calibration_for_cluster, hbm_bytes_per_s
 from .comm import p2p_time_s
-from .compute import LayerTime, layer_time, lm_head_time, model_flops_per_token, tokens_per_gpu
+from .compute import (
+    LayerTime,
+    attention_report,
+    layer_time,
+    lm_head_time,
+    model_flops_per_token,
+    tokens_per_gpu,
+)
 from .errors import InvalidInput
 from .kernels import STATUSES, KernelBook
 from .memory import StageParams, layer_activation_bytes, memory_validated, stage_params, state_bytes
@@ -489,6 +496,7 @@ class Pricer(StepBounds):
             placement=placement(self.cluster, layout, span),
             layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
             kernels=self._kernel_report(layout),
+            attention=attention_report(self.model, w, layout, self.book),
         )
 
     def _kernel_report(self, lo: Layout) -> dict | None:

@@ -218,7 +218,8 @@ class ModelSpec(InputSpec):
     )
     # What the launcher must set to build this model (issue 26). None of these changes the cost
     # model's FLOPs or memory, except the norm and bias parameters (under 0.1 %, cost_models/
-    # params.py), and sliding-window attention, priced as full attention (an upper bound).
+    # params.py), and sliding-window attention: its layers' attention FLOPs and time
+    # (cost_models/compute.py layer_attention; flash-attention memory is O(s) either way).
     normalization: Literal["rmsnorm", "layernorm"] = Field(
         "rmsnorm", description="RMSNorm (Llama, Qwen, DeepSeek) or LayerNorm (GPT-3, BLOOM, MPT)"
     )
@@ -494,7 +495,7 @@ AttentionRow = tuple[
     PositiveInt,  # v_head_dim
     bool,  # causal
     NonNegativeInt,  # window (0: full attention)
-    Literal["fused", "fa2"],  # kernel
+    Literal["fused", "fa2", "flex"],  # kernel (flex: FlexAttention, window rows' kernel)
     PositiveFloat,  # time_ms: one forward + backward call
     NonNegativeFloat,  # forward_ms (0: not measured)
 ]
@@ -510,6 +511,11 @@ class KernelTables(InputSpec):
     """Measured kernel times of one GPU (cost_models.kernels looks them up; docs/calibration.md)."""
 
     source: str = Field(description="where the rows were measured (folder, tool, date)")
+    basis: Literal["measured", "assumption"] = Field(
+        "measured",
+        description="measured: timed on the GPU; assumption: someone's settings imported as "
+        "rows (a peer simulator's system file, planner calibrate --system-file)",
+    )
     gemm: tuple[GemmRow, ...] = ()
     attention: tuple[AttentionRow, ...] = ()
     grouped_gemm: tuple[GroupedGemmRow, ...] = ()
@@ -969,6 +975,12 @@ class Estimate(Spec):
         None,
         description="the cluster's kernel table and, per compute term, how many look-ups were "
         "measured / interpolated / extrapolated (cost_models.kernels); None: no table",
+    )
+    attention: dict | None = Field(
+        None,
+        description="sliding-window attention as priced: the window, which layers use it, and "
+        "where the windowed layers' time came from (kernel table row or FLOP ratio; "
+        "cost_models.compute.attention_report); None: every layer full attention",
     )
     layers_per_stage: tuple[int, ...] | None = Field(
         None,

@@ -343,6 +343,55 @@ def _warm(torch: Any, dev: str, seconds: float, on_gpu: bool) -> float | None:
     return 2 * 8192**3 / seconds_per / 1e12
 
 
+SUSTAINED_COLUMNS = (
+    "workload", "t_s", "tflops", "sm_clock_mhz", "power_w", "temp_c", "throttle_reasons",
+)  # fmt: skip
+"""../shared/data/kernels/sustained.csv (measure_sustained.py)."""
+SMI_QUERY = "clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"
+
+
+def _smi(query: str) -> list[str]:
+    """One nvidia-smi query of the first GPU, or blanks where it cannot run."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=False,
+        ).stdout  # fmt: skip
+        return [x.strip() for x in out.strip().splitlines()[0].split(",")]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return [""] * len(query.split(","))
+
+
+def sustained(torch: Any, dev: str, seconds: float, out: Path) -> int:
+    """Back-to-back 8192^3 bf16 GEMMs for `seconds`, one sustained.csv row per 2-second window
+    with the SM clock, power, temperature and throttle reasons nvidia-smi reads at its end (the
+    method of ../shared/data/kernels/measure_sustained.py, its square-8192 workload): the rate the
+    GPU holds under its power cap, which `calibrate` caps bf16 GEMM look-ups at."""
+    call = _gemm_call(torch, dev, 8192, 8192, 8192, "bf16", "TN")
+    flops, rows, t0 = 2 * 8192**3, 0, time.time()
+    with open(out / "sustained.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(SUSTAINED_COLUMNS)
+        while time.time() - t0 < seconds:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            reps, stop = 0, time.time() + 2.0
+            start.record()
+            while time.time() < stop:
+                call()
+                reps += 1
+                if reps % 20 == 0:
+                    torch.cuda.synchronize()
+            end.record()
+            end.synchronize()
+            tflops = flops * reps / (start.elapsed_time(end) / 1e3) / 1e12
+            t_s = f"{time.time() - t0:.1f}"
+            w.writerow(["square-8192", t_s, f"{tflops:.1f}", *_smi(SMI_QUERY)])
+            f.flush()
+            rows += 1
+    return rows
+
+
 def device_info(torch: Any, dev: str) -> dict[str, Any]:
     """What the README table of ../shared/data/kernels names: device, driver, software."""
     info: dict[str, Any] = {
@@ -422,10 +471,12 @@ def measure(
     warm_s: float = 2.0,
     seed: int = 0,
     budget_s: float | None = None,
+    sustained_s: float = 0.0,
     log: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
-    """Measure every row of `shapes` (read_shapes) into `out_dir`; returns the metadata written
-    to metadata.json (module docstring: method)."""
+    """Measure every row of `shapes` (read_shapes) into `out_dir`, then (on a GPU, when
+    `sustained_s` > 0) the sustained bf16 GEMM rate; returns the metadata written to
+    metadata.json (module docstring: method)."""
     import torch
 
     out = Path(out_dir)
@@ -456,6 +507,12 @@ def measure(
         if i % 100 == 99:
             log(f"{i + 1} of {len(jobs)} shapes, {time.time() - t0:.0f} s")
     sheets.close()
+    windows: int | str = 0
+    if on_gpu and sustained_s > 0:
+        try:
+            windows = sustained(torch, device, sustained_s, out)
+        except (RuntimeError, OSError) as exc:  # the tables above are written already
+            windows = f"failed: {exc.__class__.__name__}: {str(exc)[:160]}"
     meta = {
         **device_info(torch, device),
         "reference_8192_bf16_tflops": None if reference is None else round(reference, 1),
@@ -466,6 +523,7 @@ def measure(
         "rows": sheets.rows,
         "asked": {k: len(shapes[k]) for k in KINDS},
         "not_measured_budget": left,
+        "sustained_windows": windows,
         "skipped": skipped,
         "notes": notes,
         "wall_s": round(time.time() - t0, 1),
@@ -504,7 +562,10 @@ def write_metadata(out: Path, meta: dict[str, Any]) -> None:
         "Rows: " + ", ".join(f"{k} {n} of {meta['asked'][k]}" for k, n in meta["rows"].items())
         + f"; skipped {len(meta['skipped'])} (metadata.json says why); "
         f"{meta['not_measured_budget']} left unmeasured by the time budget. "
-        f"Wall time {meta['wall_s']} s.",
+        f"Wall time {meta['wall_s']} s."
+        + (f" Then {meta['sustained_windows']} 2-second windows of back-to-back 8192^3 bf16 "
+           "GEMMs (sustained.csv: the rate under the power cap)."
+           if isinstance(meta["sustained_windows"], int) and meta["sustained_windows"] else ""),
         "",
         "Use: `planner calibrate --cluster C --kernels THIS_FOLDER --out calibrated.yaml`.",
     ]  # fmt: skip
@@ -523,6 +584,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-time-ms", type=float, default=10.0)
     p.add_argument("--warm-s", type=float, default=2.0)
     p.add_argument("--budget-s", type=float, help="stop measuring after this many seconds")
+    p.add_argument(
+        "--sustained-s", type=float, default=0.0,
+        help="then this many seconds of 8192^3 GEMMs in 2-s windows (sustained.csv; GPU only)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     shapes = read_shapes(a.shapes)
@@ -531,6 +596,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = measure(
         shapes, a.out_dir, device=a.device, min_time_s=a.min_time_ms / 1e3,
         warm_s=0.0 if a.tiny else a.warm_s, seed=a.seed, budget_s=a.budget_s,
+        sustained_s=0.0 if a.tiny else a.sustained_s,
         log=lambda s: sys.stderr.write(s + "\n"),
     )  # fmt: skip
     rows = ", ".join(f"{k} {n}" for k, n in meta["rows"].items())

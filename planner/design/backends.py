@@ -273,7 +273,7 @@ def _start_ray(ray: Any, workers: int | None) -> None:
     options: dict[str, Any] = {
         "log_to_driver": False,  # worker output would land on our stdout (--json: only JSON)
         "include_dashboard": False,
-        "logging_level": logging.WARNING,
+        "logging_level": logging.ERROR,  # stderr keeps to the progress bar and real errors
     }
     if address is None:
         # "local": a new local Ray even when `ray start` left one running on this machine
@@ -315,7 +315,7 @@ def _ray_tasks(
                 more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
                 ready += more
             for ref in sorted(ready, key=refs.__getitem__):
-                _settle(refs[ref], ray.get(ref), failure, done)
+                _settle(refs[ref], _ray_get(ray, ref), failure, done)
             if failure.index is not None:
                 for ref in [r for r in pending if failure.beyond(refs[r])]:
                     ray.cancel(ref)
@@ -325,6 +325,20 @@ def _ray_tasks(
             ray.cancel(ref)
         raise
     failure.raise_if_any(points)
+
+
+def _ray_get(ray: Any, ref: Any) -> Outcome:
+    """The task's outcome. A task Ray itself could not run (the function or a module it needs
+    cannot be imported on the workers, a worker died) is a failure of that point like any other
+    (the first in input order is raised), with what to check."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayError as err:
+        hint = (
+            "Ray could not run it: can its workers import the planner, its dependencies and "
+            "the evaluated function's module?"
+        )
+        return False, err, hint
 
 
 # -------------------------------------------------------------------------------- progress

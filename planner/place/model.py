@@ -71,6 +71,7 @@ from ortools.sat.python import cp_model
 from cost_models.errors import InvalidInput
 
 from . import constraints as cons
+from .bound import lower_bound_us
 from .counted import UnitModel, unit_model
 from .counts import best_fit_counts, greedy_counts, host_order_counts
 from .evaluate import dp_choice, dp_cost, infeasibility, objective_us, pipe_qs, q_index
@@ -210,6 +211,7 @@ def solve(
     fixed_top: list[list[int]] | None = None,
     full_uplinks: bool = False,
     export_path: str | Path | None = None,
+    known_bound_us: int = 0,
 ) -> Solution:
     """CP-SAT over the counts; status, objective, bound and gap are CP-SAT's own. The hint is
     the cheapest of the greedy packing and `hints` (counts, e.g. of the better baseline).
@@ -218,9 +220,15 @@ def solve(
     only. `full_uplinks` prices every uplink at its full taper (no q variables: the objective is
     an upper bound of the map's price, re-priced here), a warm start. `export_path` writes the
     model (with its hint) there before solving (CpModel.export_to_file: a .txt name gives the
-    text format, any other the binary proto), so a slow placement can be handed on as a file."""
+    text format, any other the binary proto), so a slow placement can be handed on as a file.
+    The reported bound is the best of CP-SAT's, the counting bound (bound.py) and
+    `known_bound_us` (a bound proved elsewhere, relax.py); where the hint already meets it the
+    hint is returned as OPTIMAL without searching (not with fixed_top or an export)."""
     start = time.perf_counter()
     hint = _hint(um, hints, full_uplinks)
+    proved = max(known_bound_us, lower_bound_us(um))
+    if fixed_top is None and export_path is None and objective_us(um, hint) <= proved:
+        return _proved(um, hint, start)
     v = build(um, hint, fixed_top=fixed_top, full_uplinks=full_uplinks)
     if export_path is not None and not v.sat_model.export_to_file(str(export_path)):
         raise InvalidInput(f"--export-placement-model: cannot write {export_path}")
@@ -242,12 +250,28 @@ def solve(
         raise InvalidInput(f"placement: CP-SAT found no assignment ({name})")
     why = infeasibility(um, counts)
     assert why is None, f"placement model returned infeasible counts: {why}"  # a model bug
-    bound = min(solver.best_objective_bound, obj)
+    bound = min(max(solver.best_objective_bound, proved), obj)
     return Solution(
         status=name,
         objective_us=obj,
         bound_us=bound,
         gap=max(0.0, (obj - bound) / obj) if obj else 0.0,
+        wall_time_s=time.perf_counter() - start,
+        counts=counts,
+        host_of_rank=build_map(um, counts),
+    )
+
+
+def _proved(um: UnitModel, counts: list[list[int]], start: float) -> Solution:
+    """Counts whose objective meets a proven lower bound: optimal, no search needed."""
+    why = infeasibility(um, counts)
+    assert why is None, f"placement hint is infeasible: {why}"  # a model bug
+    obj = objective_us(um, counts)
+    return Solution(
+        status="OPTIMAL",
+        objective_us=obj,
+        bound_us=obj,
+        gap=0.0,
         wall_time_s=time.perf_counter() - start,
         counts=counts,
         host_of_rank=build_map(um, counts),

@@ -87,3 +87,16 @@ def test_ray_and_pool_share_the_cache(local_ray, tmp_path, monkeypatch):
     assert len(list(cache.rglob("*.pkl"))) == 3
     monkeypatch.setitem(sys.modules, "ray", None)  # no Ray now: all must come from the cache
     assert evaluate([3, 2, 1], design_fns.square, backend="ray", cache_dir=cache) == by_ray[::-1]
+
+
+def test_a_function_ray_workers_cannot_import_names_the_point(local_ray, tmp_path, monkeypatch):
+    # A module only the driver can import (as when a cluster lacks the planner): Ray's own
+    # error, with a note naming the point and what to check.
+    (tmp_path / "driver_only_fns.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import driver_only_fns
+
+    with pytest.raises(ray.exceptions.RayError) as err:
+        evaluate([1, 2], driver_only_fns.double, backend="ray")
+    notes = "\n".join(err.value.__notes__)
+    assert "design point 0 (1) failed" in notes and "Ray could not run it" in notes

@@ -85,6 +85,9 @@ def test_every_lookup_of_an_estimate_is_a_measured_row_and_every_row_is_looked_u
                     for mb in MBS:
                         lo = Layout(tp=tp, cp=cp, dp=ep, ep=ep, micro_batch=mb, pp=1)
                         pricer.estimate(lo)
+                        if tp > 1:  # TP-overlap partner GEMMs (stage.tp_partner_gemm_s)
+                            over = {"tp_comm_overlap": True, "sequence_parallel": True}
+                            pricer.estimate(lo.model_copy(update=over))
     statuses = {}
     for key, status in SpyBook.seen:
         statuses.setdefault(_row_of(key), set()).add(status)

@@ -523,54 +523,6 @@ def kernel_residuals() -> str:
     )
 
 
-def h100_tables_accuracy() -> str:
-    """docs/calibration.md "On the shared runs": the H100 records priced with the calibrated
-    file's measured tables against the built-in preset (`planner validate` both ways)."""
-    from planner.validate import validate_file  # noqa: PLC0415
-
-    _h100_calibrated(_H100_DIR)
-    data = str(SHARED / "data" / "published_runs.yaml")
-    calibrated = str(Path(_H100_DIR) / "h100.yaml")
-    both = [validate_file(data), validate_file(data, cluster_file=calibrated)]
-    pairs = [
-        (a, b) for a, b in zip(*both, strict=True)
-        if a.gpu == "h100-sxm-80gb"
-        and a.tokens_error_pct is not None
-        and b.tokens_error_pct is not None
-    ]  # fmt: skip
-
-    def stats(rows: list[Any]) -> tuple[float, float, float]:
-        errs = [r.tokens_error_pct for r in rows]
-        absd = [abs(e) for e in errs]
-        return statistics.median(absd), _pct(absd, 0.9), statistics.median(errs)
-
-    groups = {
-        "all": pairs,
-        "dense": [p for p in pairs if p[0].params_active == p[0].params_total],
-        "MoE": [p for p in pairs if p[0].params_active != p[0].params_total],
-    }
-    pre, tab = stats([a for a, _ in pairs]), stats([b for _, b in pairs])
-    out = [
-        f"| H100 records ({len(pairs)}) | median abs error | P90 abs error | signed median |",
-        "|---|---:|---:|---:|",
-        f"| built-in preset | {pre[0]:.1f} % | {pre[1]:.1f} % | {pre[2]:+.1f} % |",
-        f"| measured tables (`--kernels builtin`) | {tab[0]:.1f} % | {tab[1]:.1f} % | "
-        f"{tab[2]:+.1f} % |",
-    ]
-    for name in ("dense", "MoE"):
-        g = groups[name]
-        a, b = stats([x for x, _ in g]), stats([y for _, y in g])
-        out.append(
-            f"| {name} ({len(g)}): preset / tables | {a[0]:.1f} % / {b[0]:.1f} % | | "
-            f"{a[2]:+.1f} % / {b[2]:+.1f} % |"
-        )
-    top = sorted(groups["dense"], key=lambda p: -p[1].tokens_error_pct)[:3]
-    out += ["", "Largest dense errors with the tables: " + ", ".join(
-        f"{b.id} {b.tokens_error_pct:+.0f} %" for _, b in top
-    ) + "."]  # fmt: skip
-    return "\n".join(out)
-
-
 @dataclass(frozen=True)
 class Figure:
     make: Callable[[], str]
@@ -587,7 +539,6 @@ GENERATORS: dict[str, Figure] = {
     "fuzz-record": Figure(fuzz_record),
     "kernel-tables-loo": Figure(kernel_tables_loo),
     "kernel-residuals": Figure(kernel_residuals, slow=True),
-    "h100-tables-accuracy": Figure(h100_tables_accuracy, slow=True),
     "accuracy": Figure(accuracy),
     "accuracy-summary": Figure(accuracy_summary),
     "memory-summary": Figure(memory_summary),
@@ -605,7 +556,6 @@ REQUIRED = {
     "docs/cost_model.md": {"accuracy-summary"},
     "docs/calibration.md": {
         "stability-example", "calibration-example", "kernel-tables-loo", "kernel-residuals",
-        "h100-tables-accuracy",
     },
     "docs/search.md": {"simplicity-examples", "search-completeness"},
     "docs/cli.md": {"placement-example"},

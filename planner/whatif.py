@@ -329,6 +329,9 @@ class WhatIfResult:
     points: tuple[WhatIfPoint, ...]
     hidden_from: dict[str, float | None]
     """comm term -> first swept value from which it stays <= 1% of the step (None: never)."""
+    stopped: tuple[bool, ...] = ()
+    """Per search, the baseline first, then each value: the time limit cut it (STOPPED), so that
+    row is the best plan found, not a proved best."""
     model: str = ""
     params: dict[str, int] = field(default_factory=dict)
     """params_total and params_active of the model."""
@@ -470,8 +473,12 @@ def whatif(
     varied = [vary_cluster(base_cluster, parameter, v, tier) for v in values]  # bad input fails first
     inputs = plan_inputs(spec, base_cluster, **plan_args)
 
+    stopped: list[bool] = []  # per search, baseline first: cut by the time limit (STOPPED)
+
     def best(c: Cluster) -> Estimate:
-        return api.plan(spec, c, inputs.workload, inputs.space, inputs.options).best
+        found = api.plan(spec, c, inputs.workload, inputs.space, inputs.options)
+        stopped.append(found.solver.status == "STOPPED")
+        return found.best
 
     base = best(base_cluster)
     pricing = _Pricing(
@@ -497,6 +504,7 @@ def whatif(
         num_gpus=base_cluster.num_gpus,
         baseline=baseline,
         points=tuple(points),
+        stopped=tuple(stopped),
         hidden_from=hidden_from(points, cal),
         model=spec.name,
         params={

@@ -172,6 +172,13 @@ def conclusions(r: WhatIfResult) -> list[str]:
     if r.point_tiers:
         tiers = {id(p): t for p, t in zip(r.points, r.point_tiers, strict=True)}
         out += against_trend([(p, tiers[id(p)]) for p in ordered])
+    cut = [_label(p) for p, s in zip([r.baseline, *r.points], r.stopped, strict=False) if s]
+    if cut:
+        out.append(
+            f"Warning: the search at {', '.join(cut)} was not proved within the time limit "
+            "(STOPPED): that row is the best plan found, not the best; comparisons with it can "
+            "move from run to run (raise --time-limit)."
+        )
     return out
 
 

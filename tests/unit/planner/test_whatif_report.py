@@ -83,3 +83,15 @@ def test_a_long_layout_wraps_instead_of_cutting_cells():
     text = buf.getvalue()
     assert_readable(text, 80)
     assert "baseline" in text and "o:tcpd" in text
+
+
+def test_a_search_cut_by_the_time_limit_is_named():
+    """Issue 28 (found by the fuzzer): a whatif whose searches the time limit cut showed rows
+    that moved run to run without a word; now the conclusions name the rows that are STOPPED."""
+    import dataclasses
+
+    r = fixed_sweep()
+    assert not any("time limit" in c for c in conclusions(r))
+    cut = dataclasses.replace(r, stopped=(True, False, False, True))
+    line = [c for c in conclusions(cut) if "time limit" in c]
+    assert line and line[0].startswith("Warning: the search at baseline, 400 was not proved")

@@ -55,6 +55,7 @@ class Gemm:
     count: float = 1.0
     fp8_capable: bool = True  # routers and heads stay in bf16 under fp8 recipes
     grouped: bool = False  # expert grouped GEMM: slower tiles, and the busiest rank sets the time
+    imbalance: float = 1.0  # grouped: busiest EP rank's rows / mean (moe_imbalance)
 
     @property
     def flops(self) -> float:
@@ -136,8 +137,7 @@ def gemm_time_s(
             continue
         use_fp8 = fp8 and g.fp8_capable and gpu.peak_fp8_tflops is not None
         peak = (gpu.peak_fp8_tflops if use_fp8 else gpu.peak_bf16_tflops) * TFLOPS
-        imbalance = MOE_LOAD_IMBALANCE if g.grouped else 1.0
-        total += imbalance * g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
+        total += g.imbalance * g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
     return total
 
 
@@ -166,7 +166,7 @@ def gemm_passes_s(
             if g.grouped:  # the busiest EP rank's rows set the time
                 found, status = book.grouped_gemm_s(g.count, m, n, k, dtype)
                 term, seconds = "grouped_gemm", curve_s if found is None else found
-                seconds *= MOE_LOAD_IMBALANCE
+                seconds *= g.imbalance
             else:
                 found, status = book.gemm_s(m, n, k, dtype, layout)
                 term, seconds = "gemm", curve_s if found is None else found * g.count
@@ -341,8 +341,18 @@ def mlp_gemms(model: ModelSpec, t: float, ffn: float, tp: int) -> list[Gemm]:
     return [Gemm(t, up_width, h), Gemm(t, h, ffn / tp)]
 
 
-def moe_gemms(model: ModelSpec, t: float, layout: Layout) -> list[Gemm]:
-    """Router, local routed experts (grouped GEMM) and shared experts on one GPU."""
+def moe_imbalance(workload: Workload) -> float:
+    """Busiest EP rank's routed tokens / mean: MOE_LOAD_IMBALANCE with auxiliary-loss balancing;
+    1.0 under Workload.moe_force_balance (Megatron --moe-router-force-load-balancing: random
+    router logits spread tokens evenly, a benchmarking mode)."""
+    return 1.0 if workload.moe_force_balance else MOE_LOAD_IMBALANCE
+
+
+def moe_gemms(
+    model: ModelSpec, t: float, layout: Layout, imbalance: float = MOE_LOAD_IMBALANCE
+) -> list[Gemm]:
+    """Router, local routed experts (grouped GEMM; the busiest rank's `imbalance`) and shared
+    experts on one GPU."""
     moe = model.moe
     assert moe is not None
     h, fe = model.hidden_size, moe.expert_ffn_hidden_size
@@ -353,8 +363,8 @@ def moe_gemms(model: ModelSpec, t: float, layout: Layout) -> list[Gemm]:
     up_width = (mlp_matrices(model) - 1) * fe / layout.etp
     gemms = [
         Gemm(t / layout.tp, moe.num_experts, h, fp8_capable=False),
-        Gemm(rows_per_expert, up_width, h, count=local_experts, grouped=True),
-        Gemm(rows_per_expert, h, fe / layout.etp, count=local_experts, grouped=True),
+        Gemm(rows_per_expert, up_width, h, local_experts, grouped=True, imbalance=imbalance),
+        Gemm(rows_per_expert, h, fe / layout.etp, local_experts, grouped=True, imbalance=imbalance),
     ]
     if moe.num_shared_experts:
         gemms += mlp_gemms(model, t, moe.num_shared_experts * fe, layout.tp)
@@ -452,7 +462,7 @@ def layer_time(
     ggpu, gbook = gemm_hardware(gpu, workload, book)
     gemms = attention_gemms(model, t, layout.tp)
     if is_moe:
-        gemms += moe_gemms(model, t, layout)
+        gemms += moe_gemms(model, t, layout, moe_imbalance(workload))
     else:
         assert model.ffn_hidden_size is not None
         gemms += mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
@@ -668,7 +678,8 @@ def _recompute_module_s(
             shared += elem_s(act_rw * fs / tp)
             out["shared_experts"] = shared
         # includes the shared experts' GEMMs
-        routed = gemm_time_s(moe_gemms(model, t, layout), gpu, cal, fp8, book)
+        routed = moe_gemms(model, t, layout, moe_imbalance(workload))
+        routed = gemm_time_s(routed, gpu, cal, fp8, book)
         out["moe"] = routed + out["moe_act"] + (shared and elem_s(act_rw * fs / tp))
     return tuple(out.items())
 

@@ -700,6 +700,12 @@ class Workload(InputSpec):
         "'blockwise' (1x128 / 128x128 tiles, DeepSeek-V3 style); null: tensorwise when "
         "fp8_dynamic_scaling, else delayed. mxfp8 and nvfp4 are precisions of their own",
     )
+    moe_force_balance: bool = Field(
+        False,
+        description="MoE routing forced even (Megatron --moe-router-force-load-balancing: random "
+        "router logits, a benchmarking mode NVIDIA's published MoE performance tables use): the "
+        "busiest EP rank carries the mean load (compute.moe_imbalance 1.0 instead of 1.15)",
+    )
     cuda_graphs: bool = Field(
         False,
         description="per-layer CUDA graphs replay the attention block, dense MLP and MoE router "

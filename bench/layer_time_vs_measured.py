@@ -7,7 +7,8 @@ backward_s of the dense, or MoE, layer: every GEMM pass, attention, the memory-b
 per-layer overheads the model adds), on one or more clusters: the preset (the efficiency curve)
 and a cluster calibrated from kernel tables, e.g.
 
-    planner calibrate --cluster dgx-h100 --kernels ../shared/data/kernels/h100-sxm-80gb --out h100.yaml
+    planner calibrate --cluster dgx-h100 \
+        --kernels ../shared/data/kernels/h100-sxm-80gb --out h100.yaml
     python bench/layer_time_vs_measured.py bench/results/h100-2026-11-26/layers/layers.csv \
         dgx-h100 h100.yaml
 

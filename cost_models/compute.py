@@ -16,15 +16,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, hbm_bytes_per_s
+from .errors import InvalidInput
 from .kernels import EXTRAPOLATED, KernelBook, attended_keys
 from .params import mlp_matrices
-from .specs import GpuSpec, Layout, ModelSpec, Workload
+from .specs import LOW_PRECISION, GpuSpec, Layout, ModelSpec, Workload
 from .units import TFLOPS
 
 BF16_BYTES = 2
-FP8_CAST_BYTES_PER_ELEMENT = {False: 3, True: 5}
-"""Bytes per cast element: delayed scaling reads bf16 (2 B) and writes fp8 (1 B); dynamic
-(current-tensor) scaling first reads the tensor once more for its amax (+2 B)."""
+QUANT_BYTES_PER_ELEMENT = {
+    "delayed": 2 + 1 + 1,
+    "tensorwise": 2 + 2 + 1 + 1,
+    "blockwise": 2 + 1 + 1 + 2 * 4 / 128,
+    "mxfp8": 2 + 1 + 1 + 2 * 1 / 32,
+    "nvfp4": 2 + 2 + 0.5 + 0.5 + 2 * 1 / 16,
+}
+"""HBM bytes per element to quantize one GEMM operand of a recipe (docs/cost_model.md, FP8 and
+FP4 recipes). Every recipe reads the bf16 tensor (2 B) and writes a row-wise copy for this pass
+and a column-wise (transposed) copy for the GEMM of the other pass (Hopper's fp8 tensor cores
+run TN only; MX / NVFP4 scale blocks run along one axis), 1 B each in fp8, 0.5 B in fp4:
+- delayed: the scale comes from the amax history; the cast kernel records the new amax itself
+  (Transformer Engine cast_transpose): 4 B;
+- tensorwise (current scaling: TE Float8CurrentScaling, torchao tensorwise / rowwise): the
+  current amax is a separate pass over the tensor before the cast: +2 B;
+- blockwise (TE Float8BlockScaling, DeepSeek-V3 1x128 tiles): tile scales computed in the cast
+  kernel, one fp32 scale per 128 elements per copy;
+- mxfp8 (OCP MX: E8M0 scale per 32 elements, TE MXFP8BlockScaling): per copy 1/32 B of scales;
+- nvfp4 (NVFP4: E4M3 scale per 16 elements plus an fp32 per-tensor scale from the global amax,
+  TE NVFP4BlockScaling; NVIDIA, arXiv 2509.25149): amax pass +2 B, fp4 copies 0.5 B each."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +75,14 @@ class LayerTime:
     gemm_backward_s: float | None = None  # measured (kernel tables); None: 2x forward
     attention_backward_s: float | None = None  # measured (kernel tables); None: 2.5x forward
     lookups: tuple[tuple[str, str], ...] = ()  # (term, kernels.STATUSES) per table look-up
+    quantize_s: float = 0.0  # forward GEMM inputs quantized (QUANT_BYTES_PER_ELEMENT)
+    quantize_backward_s: float = 0.0  # output gradients quantized for dgrad / wgrad
 
     @property
     def forward_s(self) -> float:
-        return self.gemm_s + self.attention_s + self.elementwise_s + self.overhead_s
+        return (
+            self.gemm_s + self.attention_s + self.elementwise_s + self.overhead_s + self.quantize_s
+        )
 
     @property
     def backward_s(self) -> float:
@@ -68,7 +90,8 @@ class LayerTime:
         attn = 2.5 * self.attention_s
         if self.attention_backward_s is not None:
             attn = self.attention_backward_s
-        return gemm + attn + 2 * self.elementwise_s + self.overhead_s
+        quant = self.quantize_backward_s
+        return gemm + attn + 2 * self.elementwise_s + self.overhead_s + quant
 
     def recompute_s(self, recompute: str, modules: tuple[str, ...] = ("core_attn",)) -> float:
         """Extra forward work in backward: full reruns the layer; selective reruns the Megatron
@@ -159,6 +182,69 @@ def attention_efficiency(cal: GenerationCalibration, workload: Workload) -> floa
     """Achieved / bf16 peak of the attention kernel the workload runs (fwd + bwd)."""
     speed = cal.fa2_attention_speed if workload.attention_kernel == "fa2" else 1.0
     return cal.attention_efficiency * speed
+
+
+def quant_recipe(workload: Workload) -> str | None:
+    """The quantization recipe of the workload's GEMMs (QUANT_BYTES_PER_ELEMENT keys), None in
+    bf16 / fp16: mxfp8 and nvfp4 are their own; fp8 takes Workload.fp8_recipe, else tensorwise
+    under fp8_dynamic_scaling, else delayed (Megatron's default)."""
+    if workload.precision in ("mxfp8", "nvfp4"):
+        return workload.precision
+    if workload.precision != "fp8":
+        return None
+    return workload.fp8_recipe or ("tensorwise" if workload.fp8_dynamic_scaling else "delayed")
+
+
+def gemm_hardware(
+    gpu: GpuSpec, workload: Workload, book: KernelBook | None
+) -> tuple[GpuSpec, KernelBook | None]:
+    """(GPU, kernel tables) the GEMMs of `workload` are priced with: under nvfp4 the
+    low-precision peak is the NVFP4 one (the fp8 efficiency curve applied to it, an assumption:
+    no fp4 GEMM has been measured here) and no fp8 table row stands for an fp4 GEMM."""
+    if workload.precision != "nvfp4":
+        return gpu, book
+    if gpu.peak_fp4_tflops is None:
+        raise InvalidInput(
+            f"precision: nvfp4 needs NVFP4 tensor cores (Blackwell: B200, GB200, B300, GB300); "
+            f"{gpu.name} has none (peak_fp4_tflops is null)"
+        )
+    return _fp4_view(gpu), None
+
+
+_FP4_VIEWS: dict[GpuSpec, GpuSpec] = {}
+
+
+def _fp4_view(gpu: GpuSpec) -> GpuSpec:
+    found = _FP4_VIEWS.get(gpu)
+    if found is None:
+        found = _FP4_VIEWS[gpu] = gpu.model_copy(update={"peak_fp8_tflops": gpu.peak_fp4_tflops})
+    return found
+
+
+def saves_quantized_inputs(workload: Workload) -> bool:
+    """Whether backward finds the quantized copies of the forward GEMM inputs saved: Transformer
+    Engine saves them (te/pytorch/module/linear.py `inputmat`); torchao's Float8Linear saves the
+    bf16 input and quantizes it again in backward (torchao/float8/float8_linear.py,
+    `save_for_backward(input_hp, weight_hp_t)`). The Megatron-class selective-recompute policy
+    marks Transformer Engine frameworks (cost_models.framework profiles), as memory.py reads it."""
+    return workload.selective_recompute == "attention"
+
+
+def quantize_s(gemms: list[Gemm], workload: Workload, hbm_s: float) -> tuple[float, float]:
+    """(forward, backward) seconds quantizing the fp8 / fp4 GEMMs' operands for one micro-batch:
+    each forward input [m, k] and each output gradient [m, n] once (and the input again in
+    backward where its quantized copies are not saved: saves_quantized_inputs), at the recipe's
+    bytes per element (QUANT_BYTES_PER_ELEMENT), as memory-bound HBM traffic. Weights are
+    quantized once per step, not per micro-batch (Transformer Engine's is_first_microbatch
+    caching), and are left out."""
+    recipe = quant_recipe(workload)
+    if recipe is None:
+        return 0.0, 0.0
+    per = QUANT_BYTES_PER_ELEMENT[recipe] / hbm_s
+    low = [g for g in gemms if g.fp8_capable]
+    inputs = sum(g.m * g.k * g.count for g in low) * per
+    grads = sum(g.m * g.n * g.count for g in low) * per
+    return inputs, grads + (0.0 if saves_quantized_inputs(workload) else inputs)
 
 
 def tokens_per_gpu(workload: Workload, layout: Layout) -> float:
@@ -411,18 +497,33 @@ def memory_ops_s(ops: list[MemoryOp], t: float, hbm_s: float, book: KernelBook |
     return total
 
 
-def _moe_overhead_s(model: ModelSpec, layout: Layout, cal: GenerationCalibration) -> float:
-    """Host-side cost of one MoE layer per pass: fixed routing bookkeeping plus per-expert GEMMs.
+def layer_overhead_s(
+    model: ModelSpec, layout: Layout, cal: GenerationCalibration, workload: Workload, is_moe: bool
+) -> float:
+    """Host-side cost of one layer per pass: the launch cost per layer (kernel_overhead_s), and
+    in a MoE layer its fixed routing bookkeeping plus per-expert GEMMs.
 
     The dropless all-to-all dispatcher synchronises the host on the per-expert token counts in
     every MoE layer and pass, so the kernels launched after it are launch-bound: Transformer
     Engine's GroupedLinear quantizes and launches a GEMM per local expert (fc1 and fc2; forward 2,
     backward 4 GEMMs: 3 per pass on average).
+
+    Workload.cuda_graphs: per-layer CUDA graphs (Megatron --cuda-graph-impl transformer_engine,
+    --cuda-graph-modules attn mlp for a dense layer, attn moe_router moe_preprocess for a dropless
+    MoE layer: Megatron-Bridge's CUDA-graphs guide) replay the attention block, the dense MLP and
+    the router and dispatch preprocessing without launching their kernels one by one, so the
+    per-layer launch cost and the MoE routing bookkeeping go; the expert GEMMs after the
+    dispatcher's host sync have data-dependent shapes, stay outside the graph and keep theirs.
     """
-    moe = model.moe
-    assert moe is not None
-    local_experts = moe.num_experts / layout.ep
-    return cal.moe_layer_overhead_s + 3 * local_experts * cal.expert_gemm_overhead_s
+    graphed = workload.cuda_graphs
+    out = 0.0 if graphed else cal.kernel_overhead_s
+    if is_moe:
+        moe = model.moe
+        assert moe is not None
+        local_experts = moe.num_experts / layout.ep
+        out += 0.0 if graphed else cal.moe_layer_overhead_s
+        out += 3 * local_experts * cal.expert_gemm_overhead_s
+    return out
 
 
 def layer_time(
@@ -438,7 +539,8 @@ def layer_time(
     """Forward time of one micro-batch through one (dense or MoE) layer on one GPU; with `book`
     (the cluster's kernel tables) its GEMMs and attention, both passes, are looked up."""
     t = tokens_per_gpu(workload, layout)
-    fp8 = workload.precision in ("fp8", "mxfp8")
+    fp8 = workload.precision in LOW_PRECISION
+    ggpu, gbook = gemm_hardware(gpu, workload, book)
     gemms = attention_gemms(model, t, layout.tp)
     if is_moe:
         gemms += moe_gemms(model, t, layout)
@@ -453,35 +555,33 @@ def layer_time(
     elem_bytes = _elementwise_elements(model, layout, t, is_moe, fused) * BF16_BYTES
     if table_elements:  # the ops the kernel tables priced leave the HBM constant
         elem_bytes -= table_elements * BF16_BYTES
-    if fp8:  # each fp8 GEMM input is cast from bf16 first (Transformer Engine recipes)
-        elem_bytes += (
-            sum(g.m * g.k * g.count for g in gemms if g.fp8_capable)
-            * FP8_CAST_BYTES_PER_ELEMENT[workload.fp8_dynamic_scaling]
-        )
     elementwise_s = elem_bytes / hbm_s + table_s
+    quant_s, quant_bwd_s = quantize_s(gemms, workload, hbm_s)
     attn = layer_attention(model, gpu, cal, workload, layout, book, is_moe)
     attn_s, attn_bwd_s, attn_looks, attn_flops = attn
-    module_s = _recompute_module_s(model, gpu, cal, workload, layout, is_moe, attn_s, book)
+    module_s = _recompute_module_s(model, ggpu, cal, workload, layout, is_moe, attn_s, gbook)
     selective_s = None
     if workload.selective_recompute == "every_other_matmul" and not is_moe:
         matmuls = recomputed_matmuls(model, t, layout.tp)
-        selective_s = gemm_time_s(matmuls, gpu, cal, fp8, book) + elementwise_s
+        selective_s = gemm_time_s(matmuls, ggpu, cal, fp8, gbook) + elementwise_s
     gemm_bwd_s, gemm_looks = None, ()
-    if book is None:
-        gemm_s = gemm_time_s(gemms, gpu, cal, fp8)
+    if gbook is None:
+        gemm_s = gemm_time_s(gemms, ggpu, cal, fp8)
     else:
-        gemm_s, gemm_bwd_s, gemm_looks = gemm_passes_s(gemms, gpu, cal, fp8, book)
+        gemm_s, gemm_bwd_s, gemm_looks = gemm_passes_s(gemms, ggpu, cal, fp8, gbook)
     return LayerTime(
         gemm_s=gemm_s,
         attention_s=attn_s,
         elementwise_s=elementwise_s,
         selective_s=selective_s,
         module_s=module_s,
-        overhead_s=cal.kernel_overhead_s + (_moe_overhead_s(model, layout, cal) if is_moe else 0.0),
+        overhead_s=layer_overhead_s(model, layout, cal, workload, is_moe),
         model_flops=sum(g.flops for g in gemms) + attn_flops,
         gemm_backward_s=gemm_bwd_s,
         attention_backward_s=attn_bwd_s,
         lookups=gemm_looks + attn_looks + mem_looks,
+        quantize_s=quant_s,
+        quantize_backward_s=quant_bwd_s,
     )
 
 
@@ -621,7 +721,7 @@ def _recompute_module_s(
     the MLA up-projection GEMMs and rotary. Collectives inside a rerun module (the MLP's
     sequence-parallel all-gather) are not repeated here.
     """
-    fp8 = workload.precision in ("fp8", "mxfp8")
+    fp8 = workload.precision in LOW_PRECISION
     t = tokens_per_gpu(workload, layout)
     hbm = hbm_bytes_per_s(gpu, cal)
     fused = workload.fused_elementwise

@@ -475,6 +475,8 @@ class Pricer(StepBounds):
         peak_tflops = gpu.peak_bf16_tflops
         if w.precision in ("fp8", "mxfp8") and gpu.peak_fp8_tflops is not None:
             peak_tflops = gpu.peak_fp8_tflops
+        if w.precision == "nvfp4" and gpu.peak_fp4_tflops is not None:
+            peak_tflops = gpu.peak_fp4_tflops
         if self._flops_per_token is None:
             self._flops_per_token = model_flops_per_token(self.model, w.seq_len)
         mfu = 3 * self._flops_per_token * tokens / (step_s * n * peak_tflops * TFLOPS)

@@ -19,6 +19,7 @@ from .kernel_tables import builtin_index, builtin_source
 DATASHEET_FIELDS = (
     "peak_bf16_tflops",
     "peak_fp8_tflops",
+    "peak_fp4_tflops",
     "hbm_gib",
     "hbm_bandwidth_gb_per_s",
     "nvlink_gb_per_s",

@@ -99,7 +99,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", required=True, help="preset name or cluster YAML/JSON")
     p.add_argument("--gpus", type=_positive_int, help="number of GPUs of the cluster to use")
     p.add_argument("--seq-len", type=_positive_int, help="training sequence length")
-    p.add_argument("--precision", choices=("bf16", "fp8"), help="training precision")
+    p.add_argument(
+        "--precision",
+        choices=("bf16", "fp8", "mxfp8", "nvfp4"),
+        help="training precision (mxfp8, nvfp4: Blackwell only)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON only (docs/contract.md)")
 
 

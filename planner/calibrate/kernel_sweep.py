@@ -30,8 +30,12 @@ repeated where a backend refuses it; the metadata counts those); the forward alo
 forward + backward (torch.autograd.grad, no gradient accumulation). Memory-bound ops on bf16
 [tokens, width] tensors: copy, add, RMSNorm, LayerNorm, SwiGLU / GeGLU (unfused act(x) * y),
 tanh-GELU, squared ReLU, MoE permute (index_select of the routed rows) and unpermute
-(index_add_ back to the tokens). A shape a kernel cannot run (a backend without that head
-size, a sliding window SDPA has no kernel for) is skipped and listed, never approximated.
+(index_add_ back to the tokens). Sliding-window cases (window > 0; torch SDPA has no windowed
+kernel) go to attention_window.csv in the format of the shared one: the windowed call and, once
+per shape, the full causal call, both through FlexAttention (compiled, the kernel torchtitan runs
+for windowed models), whose ratio is the window's saving. A shape a kernel cannot run (a backend
+without that head size, FlexAttention's backward on a CPU) is skipped and listed, never
+approximated.
 
 On CPU (`--device cpu`, a smoke test of this path) the same code runs with wall-clock timing and
 SDPA's math path for every attention kernel; its rows say nothing about a GPU.
@@ -63,6 +67,10 @@ COLUMNS = {
         "experts", "rows_per_expert", "n", "k", "dtype", "time_ms", "tflops", "dense_time_ms",
     ),
     "memory_bound": ("op", "tokens", "width", "dtype", "bytes", "time_ms", "gb_per_s"),
+    "attention_window": (
+        "batch", "seq", "heads", "kv_heads", "head_dim", "causal", "dtype", "kernel", "window",
+        "time_ms", "forward_ms",
+    ),
 }  # fmt: skip
 """The column order of ../shared/data/kernels/*.csv."""
 MAX_REPS = 1 << 20
@@ -273,15 +281,70 @@ def _attention_calls(torch: Any, dev: str, row: tuple, notes: dict):
 
 
 def run_attention(torch: Any, dev: str, timed: Callable, row: tuple, notes: dict) -> list:
-    b, s, h, kv, dqk, dv, causal, window, kern = row
-    if window:
-        raise SkipShape(f"sliding window {window}: torch SDPA has no {kern} kernel for it")
+    b, s, h, kv, dqk, dv, causal, _window, kern = row
     with _sdpa_context(torch, torch.device(dev).type == "cuda", kern):
         fwd, both = _attention_calls(torch, dev, row, notes)
         fwd_s = timed(fwd)
         total_s = timed(both)
     return [b, s, h, kv, dqk, dv, "true" if causal else "false", "bf16", kern,
             f"{total_s * 1e3:.5f}", f"{fwd_s * 1e3:.5f}"]  # fmt: skip
+
+
+_FLEX: dict[str, Any] = {}
+"""The compiled FlexAttention of this process (one compile; torch caches per shape)."""
+
+
+def _flex_calls(torch: Any, dev: str, row: tuple, window: int):
+    """(forward, forward + backward) of FlexAttention on this case with a causal mask, and a
+    sliding window of `window` keys (query i sees keys (i - window, i]) where window > 0."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    b, s, h, kv, dqk, dv, _causal, _w, _kern = row
+    on_gpu = torch.device(dev).type == "cuda"
+    if "flex" not in _FLEX:  # compiled on a GPU, as torchtitan runs it; eager elsewhere
+        _FLEX["flex"] = torch.compile(flex_attention, dynamic=False) if on_gpu else flex_attention
+    flex = _FLEX["flex"]
+    if window:
+        def mask(_b, _h, q_idx, kv_idx):
+            return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
+    else:
+        def mask(_b, _h, q_idx, kv_idx):
+            return q_idx >= kv_idx
+    block = create_block_mask(mask, B=None, H=None, Q_LEN=s, KV_LEN=s, device=dev)
+    dt = torch.bfloat16
+
+    def t(heads: int, d: int):
+        return torch.randn(b, heads, s, d, device=dev, dtype=dt, requires_grad=True)
+
+    q, k, v = t(h, dqk), t(kv, dqk), t(kv, dv)
+    grad = torch.randn(b, h, s, dv, device=dev, dtype=dt)
+
+    def fwd():
+        return flex(q, k, v, block_mask=block, enable_gqa=kv != h)
+
+    def both():
+        return torch.autograd.grad(fwd(), (q, k, v), grad)
+
+    return fwd, both
+
+
+def run_window(torch: Any, dev: str, timed: Callable, row: tuple, full_done: set) -> list:
+    """attention_window.csv rows (../shared/data/kernels format) of a sliding-window case: the
+    windowed call and, once per shape, the full causal call, both through FlexAttention (torch
+    SDPA has no windowed kernel; the saving is the ratio of the two, which is what the cost
+    model reads from these rows)."""
+    b, s, h, kv, dqk, dv, causal, window, _kern = row
+    if not causal or dqk != dv:
+        raise SkipShape(f"sliding window {window}: measured causal with equal head dims only")
+    out = []
+    shape = (b, s, h, kv, dqk)
+    for w in ([0] if shape not in full_done else []) + [window]:
+        fwd, both = _flex_calls(torch, dev, row, w)
+        fwd_s, total_s = timed(fwd), timed(both)
+        out.append([b, s, h, kv, dqk, "true", "bf16", "flex", w or "",
+                    f"{total_s * 1e3:.5f}", f"{fwd_s * 1e3:.5f}"])  # fmt: skip
+    full_done.add(shape)
+    return out
 
 
 def _memory_call(torch: Any, dev: str, op: str, tokens: int, width: int, top_k: int):
@@ -428,7 +491,7 @@ class Sheets:
 
     def __init__(self, out_dir: Path) -> None:
         self.out_dir, self.files, self.writers = out_dir, {}, {}
-        self.rows = dict.fromkeys(KINDS, 0)
+        self.rows = dict.fromkeys(COLUMNS, 0)
 
     def write(self, kind: str, row: list) -> None:
         if kind not in self.writers:
@@ -451,14 +514,19 @@ def _jobs(shapes: dict[str, Any], seed: int) -> list[tuple[str, tuple]]:
     return jobs
 
 
-def _run_job(torch: Any, dev: str, timed: Callable, kind: str, row: tuple, notes: dict) -> list:
+def _run_job(
+    torch: Any, dev: str, timed: Callable, kind: str, row: tuple, notes: dict, full_done: set
+) -> list[tuple[str, list]]:
+    """(table, row) pairs a job writes: one row, or a windowed case's attention_window rows."""
     if kind == "gemm":
-        return run_gemm(torch, dev, timed, row)
+        return [(kind, run_gemm(torch, dev, timed, row))]
     if kind == "grouped_gemm":
-        return run_grouped(torch, dev, timed, row)
+        return [(kind, run_grouped(torch, dev, timed, row))]
+    if kind == "attention" and row[7]:
+        return [("attention_window", r) for r in run_window(torch, dev, timed, row, full_done)]
     if kind == "attention":
-        return run_attention(torch, dev, timed, row, notes)
-    return run_memory(torch, dev, timed, row)
+        return [(kind, run_attention(torch, dev, timed, row, notes))]
+    return [(kind, run_memory(torch, dev, timed, row))]
 
 
 def measure(
@@ -488,6 +556,7 @@ def measure(
     reference = _warm(torch, device, warm_s, on_gpu)
     timed = make_timer(device, min_time_s, warmup)
     sheets, notes, skipped, left = Sheets(out), {}, [], 0
+    full_done: set[tuple] = set()  # shapes whose full-attention FlexAttention row is written
     jobs = _jobs(shapes, seed)
     for i, (kind, row) in enumerate(jobs):
         if budget_s is not None and time.time() - t0 > budget_s:
@@ -495,7 +564,8 @@ def measure(
             log(f"budget of {budget_s:g} s spent: {left} shapes not measured")
             break
         try:
-            sheets.write(kind, _run_job(torch, device, timed, kind, row, notes))
+            for table, written in _run_job(torch, device, timed, kind, row, notes, full_done):
+                sheets.write(table, written)
         except SkipShape as exc:
             skipped.append({"kind": kind, "row": list(row), "reason": str(exc)})
         except (RuntimeError, ValueError, NotImplementedError) as exc:  # no kernel here
@@ -559,7 +629,8 @@ def write_metadata(out: Path, meta: dict[str, Any]) -> None:
         "Formats: ../shared/data/kernels/README.md (planner/calibrate/kernel_sweep.py says how "
         "each kernel is called).",
         "",
-        "Rows: " + ", ".join(f"{k} {n} of {meta['asked'][k]}" for k, n in meta["rows"].items())
+        "Rows: " + ", ".join(f"{k} {meta['rows'][k]} of {n}" for k, n in meta["asked"].items())
+        + f", attention_window {meta['rows']['attention_window']} (FlexAttention)"
         + f"; skipped {len(meta['skipped'])} (metadata.json says why); "
         f"{meta['not_measured_budget']} left unmeasured by the time budget. "
         f"Wall time {meta['wall_s']} s."

@@ -230,6 +230,12 @@ def solve_top(um: UnitModel, *, time_limit_s: float, seed: int = 0) -> Top | Non
     # Probing at level 1 (not the default 2): on 16,384 GPUs in bench/place_scaling.py level 1
     # proved the relaxation optimal in 0.25 deterministic seconds, level 2 not in 0.5.
     p.cp_model_probing_level = 1
+    # No cuts: CP-SAT's deterministic clock undercounts its LP cut rounds (the runner-up
+    # layout at 131,072 GPUs, TP8 PP8 DP2048, spent 64 wall seconds on 3 deterministic ones
+    # with cuts, 8-30 without, on the loaded box); 16,384 GPUs then proves the relaxation
+    # optimal at CP-SAT seeds 0-4 in 0.42-0.69 of its 1.5 s (prefix-count variables instead of
+    # the prefix sums proved it at only 3 of those 5 seeds).
+    p.cut_level = 0
     status = solver.solve(v.m)
     spent = 2 * solver.response_proto.deterministic_time  # in the limit's units
     bound = solver.best_objective_bound

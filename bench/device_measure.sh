@@ -5,17 +5,21 @@
 # shapes files in bench/kernel_shapes/ (bench/kernel_shapes/make.sh writes them). Needs python3
 # and torch only. From the repository root:
 #
-#   sh bench/device_measure.sh OUT_DIR [BUDGET_S]
+#   sh bench/device_measure.sh OUT_DIR [BUDGET_S] [SUSTAINED_S]
 #
 # OUT_DIR receives gemm.csv, attention.csv, memory_bound.csv, metadata.json, README.md (the
 # formats of ../shared/data/kernels; `planner calibrate --kernels OUT_DIR` reads them) and
-# nvidia-smi.txt. BUDGET_S (default 240) caps the measuring time: the shapes run in one shuffled
-# order, so a run cut short is an even sample (metadata.json counts what was left).
+# nvidia-smi.txt. BUDGET_S (default 210) caps the measuring time: the shapes run in one shuffled
+# order, so a run cut short is an even sample (metadata.json counts what was left). Then
+# SUSTAINED_S (default 30) seconds of 8192^3 bf16 GEMMs in 2-s windows write sustained.csv (the
+# rate under the power cap, which calibrate caps bf16 GEMM look-ups at). Expected wall time:
+# ~2-4 min measuring (estimated ~90 s of kernel work) + 30 s + start-up; at most ~4.5 min.
 set -eu
-OUT="${1:?usage: sh bench/device_measure.sh OUT_DIR [BUDGET_S]}"
-BUDGET="${2:-240}"
+OUT="${1:?usage: sh bench/device_measure.sh OUT_DIR [BUDGET_S] [SUSTAINED_S]}"
+BUDGET="${2:-210}"
+SUSTAINED="${3:-30}"
 mkdir -p "$OUT"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 python3 planner/calibrate/sweep.py kernels \
   --shapes bench/kernel_shapes/llama3-8b.dgx-h100.json bench/kernel_shapes/llama3-70b.dgx-h100.json \
-  --out-dir "$OUT" --budget-s "$BUDGET"
+  --out-dir "$OUT" --budget-s "$BUDGET" --sustained-s "$SUSTAINED"

@@ -13,22 +13,31 @@ Prints two Markdown tables (docs/calibration.md quotes them):
    tables' run-to-run spread per shape from ../shared/data/kernels/README.md (bf16 GEMM median
    1.1 %, P90 3.3 %; fp8 2.8 %, P90 8.5 %; measured for GEMMs only). Interpolating between
    measured shapes is as good as the table where its error is near that spread.
-3. The H100 table looking up the H200's shapes (same silicon, other memory): how far a table
-   measured on a sibling GPU is from the GPU's own.
+3. The H100 table (its rows as measured, without the sustained-rate cap) looking up the H200's
+   shapes (same silicon, other memory): how far a table measured on a sibling GPU is from the
+   GPU's own.
+4. With --calculon FILE (a Calculon system file of an H100, e.g. its systems/h100_80g_nvl8.json):
+   the file imported by `calibrate --system-file` (planner/calibrate/system_file.py), looked up
+   at the measured H100 table's GEMM shapes, against Calculon's own step rule (how faithfully the
+   import follows it) and against the measured times (how far the file's settings are from an
+   H100).
 
-    python bench/kernel_tables.py [--measured ../shared/data/kernels]
+    python bench/kernel_tables.py [--measured ../shared/data/kernels] [--calculon FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import statistics
 from pathlib import Path
 
 from cost_models.kernels import KernelBook, attention_fwd_flops, leave_one_out_errors
 from cost_models.specs import KernelTables
+from models_zoo import load_gpu
 from models_zoo.kernel_tables import BUILTIN_ROOT, builtin_index, builtin_tables
+from planner.calibrate.system_file import efficiency_at, read_system_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SPREAD = {"bf16": "1.1 / 3.3", "fp8": "2.8 / 8.5"}
@@ -133,7 +142,10 @@ def _group_size(tables: KernelTables, kind: str, key) -> int:
 
 def cross_gpu_table() -> list[str]:
     """The H100 table looking up the H200 rows' shapes."""
-    h100 = KernelBook(KernelTables.model_validate(builtin_tables("h100-sxm-80gb", "h100")))
+    # the rows as measured: without the H100's sustained-rate cap (sustained.csv), which the
+    # H200 folder does not have
+    raw = {**builtin_tables("h100-sxm-80gb", "h100"), "sustained_bf16_tflops": None}
+    h100 = KernelBook(KernelTables.model_validate(raw))
     h200 = KernelTables.model_validate(builtin_tables("h200-sxm-141gb", "h200"))
     groups: dict[str, list[float]] = {}
     for r in h200.gemm:
@@ -163,9 +175,47 @@ def cross_gpu_table() -> list[str]:
     return lines
 
 
+def calculon_table(path: Path) -> list[str]:
+    """Calculon's file imported, at the measured H100 GEMM shapes (module docstring, 4)."""
+    data, _rep = read_system_file(str(path), load_gpu("h100-sxm-80gb"))
+    book = KernelBook(KernelTables.model_validate(data))
+    raw = json.loads(path.read_text())["matrix"]
+    lines = [
+        "| dtype | shapes | looked up | vs Calculon's rule: median / P90 / max abs | same, > 2x "
+        "from a step edge | time vs measured H100: signed median / median abs |",
+        "|---|---:|---:|---|---|---|",
+    ]
+    measured = KernelTables.model_validate(builtin_tables("h100-sxm-80gb", "h100"))
+    for dtype, key in (("bf16", "float16"), ("fp8", "float8")):
+        if key not in raw:
+            continue
+        steps = [tuple(x) for x in raw[key]["gflops_efficiency"]]
+        edges = [t * 1e9 for t, _ in steps if t > 0]
+        rule, far, vs_measured = [], [], []
+        rows = [r for r in measured.gemm if r[3] == dtype]
+        for m, n, k, _dt, layout, ms in rows:
+            flops = 2.0 * m * n * k
+            got = book.gemm_s(m, n, k, dtype, layout)[0]
+            if got is None:
+                continue
+            calc = flops / (raw[key]["tflops"] * 1e12 * efficiency_at(steps, flops / 1e9))
+            rule.append(abs(got / calc - 1))
+            if all(max(flops / e, e / flops) > 2 for e in edges):
+                far.append(abs(got / calc - 1))
+            vs_measured.append(got / (ms * 1e-3) - 1)
+        lines.append(
+            f"| {dtype} | {len(rows)} | {len(rule)} | {100 * statistics.median(rule):.1f} / "
+            f"{_pct(rule, 0.9):.1f} / {100 * max(rule):.1f} % | {len(far)} shapes, max "
+            f"{100 * max(far, default=0):.2f} % | {100 * statistics.median(vs_measured):+.1f} % / "
+            f"{100 * statistics.median([abs(x) for x in vs_measured]):.1f} % |"
+        )
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--measured", type=Path, default=ROOT.parent / "shared" / "data" / "kernels")
+    ap.add_argument("--calculon", type=Path, help="a Calculon system file of an H100")
     args = ap.parse_args()
     print("Shipped tables vs the measured folder, per shape:\n")
     print("\n".join(identity_table(args.measured)))
@@ -173,6 +223,9 @@ def main() -> None:
     print("\n".join(loo_table()))
     print("\nThe H100 table looking up the H200's measured shapes:\n")
     print("\n".join(cross_gpu_table()))
+    if args.calculon:
+        print(f"\nCalculon's {args.calculon.name} imported, at the measured H100 GEMM shapes:\n")
+        print("\n".join(calculon_table(args.calculon)))
 
 
 if __name__ == "__main__":

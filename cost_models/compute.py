@@ -16,15 +16,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, hbm_bytes_per_s
-from .kernels import KernelBook
+from .errors import InvalidInput
+from .kernels import EXTRAPOLATED, KernelBook, attended_keys
 from .params import mlp_matrices
-from .specs import GpuSpec, Layout, ModelSpec, Workload
+from .specs import LOW_PRECISION, GpuSpec, Layout, ModelSpec, Workload
 from .units import TFLOPS
 
 BF16_BYTES = 2
-FP8_CAST_BYTES_PER_ELEMENT = {False: 3, True: 5}
-"""Bytes per cast element: delayed scaling reads bf16 (2 B) and writes fp8 (1 B); dynamic
-(current-tensor) scaling first reads the tensor once more for its amax (+2 B)."""
+QUANT_BYTES_PER_ELEMENT = {
+    "delayed": 2 + 1 + 1,
+    "tensorwise": 2 + 2 + 1 + 1,
+    "blockwise": 2 + 1 + 1 + 2 * 4 / 128,
+    "mxfp8": 2 + 1 + 1 + 2 * 1 / 32,
+    "nvfp4": 2 + 2 + 0.5 + 0.5 + 2 * 1 / 16,
+}
+"""HBM bytes per element to quantize one GEMM operand of a recipe (docs/cost_model.md, FP8 and
+FP4 recipes). Every recipe reads the bf16 tensor (2 B) and writes a row-wise copy for this pass
+and a column-wise (transposed) copy for the GEMM of the other pass (Hopper's fp8 tensor cores
+run TN only; MX / NVFP4 scale blocks run along one axis), 1 B each in fp8, 0.5 B in fp4:
+- delayed: the scale comes from the amax history; the cast kernel records the new amax itself
+  (Transformer Engine cast_transpose): 4 B;
+- tensorwise (current scaling: TE Float8CurrentScaling, torchao tensorwise / rowwise): the
+  current amax is a separate pass over the tensor before the cast: +2 B;
+- blockwise (TE Float8BlockScaling, DeepSeek-V3 1x128 tiles): tile scales computed in the cast
+  kernel, one fp32 scale per 128 elements per copy;
+- mxfp8 (OCP MX: E8M0 scale per 32 elements, TE MXFP8BlockScaling): per copy 1/32 B of scales;
+- nvfp4 (NVFP4: E4M3 scale per 16 elements plus an fp32 per-tensor scale from the global amax,
+  TE NVFP4BlockScaling; NVIDIA, arXiv 2509.25149): amax pass +2 B, fp4 copies 0.5 B each."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +75,14 @@ class LayerTime:
     gemm_backward_s: float | None = None  # measured (kernel tables); None: 2x forward
     attention_backward_s: float | None = None  # measured (kernel tables); None: 2.5x forward
     lookups: tuple[tuple[str, str], ...] = ()  # (term, kernels.STATUSES) per table look-up
+    quantize_s: float = 0.0  # forward GEMM inputs quantized (QUANT_BYTES_PER_ELEMENT)
+    quantize_backward_s: float = 0.0  # output gradients quantized for dgrad / wgrad
 
     @property
     def forward_s(self) -> float:
-        return self.gemm_s + self.attention_s + self.elementwise_s + self.overhead_s
+        return (
+            self.gemm_s + self.attention_s + self.elementwise_s + self.overhead_s + self.quantize_s
+        )
 
     @property
     def backward_s(self) -> float:
@@ -68,7 +90,8 @@ class LayerTime:
         attn = 2.5 * self.attention_s
         if self.attention_backward_s is not None:
             attn = self.attention_backward_s
-        return gemm + attn + 2 * self.elementwise_s + self.overhead_s
+        quant = self.quantize_backward_s
+        return gemm + attn + 2 * self.elementwise_s + self.overhead_s + quant
 
     def recompute_s(self, recompute: str, modules: tuple[str, ...] = ("core_attn",)) -> float:
         """Extra forward work in backward: full reruns the layer; selective reruns the Megatron
@@ -161,6 +184,69 @@ def attention_efficiency(cal: GenerationCalibration, workload: Workload) -> floa
     return cal.attention_efficiency * speed
 
 
+def quant_recipe(workload: Workload) -> str | None:
+    """The quantization recipe of the workload's GEMMs (QUANT_BYTES_PER_ELEMENT keys), None in
+    bf16 / fp16: mxfp8 and nvfp4 are their own; fp8 takes Workload.fp8_recipe, else tensorwise
+    under fp8_dynamic_scaling, else delayed (Megatron's default)."""
+    if workload.precision in ("mxfp8", "nvfp4"):
+        return workload.precision
+    if workload.precision != "fp8":
+        return None
+    return workload.fp8_recipe or ("tensorwise" if workload.fp8_dynamic_scaling else "delayed")
+
+
+def gemm_hardware(
+    gpu: GpuSpec, workload: Workload, book: KernelBook | None
+) -> tuple[GpuSpec, KernelBook | None]:
+    """(GPU, kernel tables) the GEMMs of `workload` are priced with: under nvfp4 the
+    low-precision peak is the NVFP4 one (the fp8 efficiency curve applied to it, an assumption:
+    no fp4 GEMM has been measured here) and no fp8 table row stands for an fp4 GEMM."""
+    if workload.precision != "nvfp4":
+        return gpu, book
+    if gpu.peak_fp4_tflops is None:
+        raise InvalidInput(
+            f"precision: nvfp4 needs NVFP4 tensor cores (Blackwell: B200, GB200, B300, GB300); "
+            f"{gpu.name} has none (peak_fp4_tflops is null)"
+        )
+    return _fp4_view(gpu), None
+
+
+_FP4_VIEWS: dict[GpuSpec, GpuSpec] = {}
+
+
+def _fp4_view(gpu: GpuSpec) -> GpuSpec:
+    found = _FP4_VIEWS.get(gpu)
+    if found is None:
+        found = _FP4_VIEWS[gpu] = gpu.model_copy(update={"peak_fp8_tflops": gpu.peak_fp4_tflops})
+    return found
+
+
+def saves_quantized_inputs(workload: Workload) -> bool:
+    """Whether backward finds the quantized copies of the forward GEMM inputs saved: Transformer
+    Engine saves them (te/pytorch/module/linear.py `inputmat`); torchao's Float8Linear saves the
+    bf16 input and quantizes it again in backward (torchao/float8/float8_linear.py,
+    `save_for_backward(input_hp, weight_hp_t)`). The Megatron-class selective-recompute policy
+    marks Transformer Engine frameworks (cost_models.framework profiles), as memory.py reads it."""
+    return workload.selective_recompute == "attention"
+
+
+def quantize_s(gemms: list[Gemm], workload: Workload, hbm_s: float) -> tuple[float, float]:
+    """(forward, backward) seconds quantizing the fp8 / fp4 GEMMs' operands for one micro-batch:
+    each forward input [m, k] and each output gradient [m, n] once (and the input again in
+    backward where its quantized copies are not saved: saves_quantized_inputs), at the recipe's
+    bytes per element (QUANT_BYTES_PER_ELEMENT), as memory-bound HBM traffic. Weights are
+    quantized once per step, not per micro-batch (Transformer Engine's is_first_microbatch
+    caching), and are left out."""
+    recipe = quant_recipe(workload)
+    if recipe is None:
+        return 0.0, 0.0
+    per = QUANT_BYTES_PER_ELEMENT[recipe] / hbm_s
+    low = [g for g in gemms if g.fp8_capable]
+    inputs = sum(g.m * g.k * g.count for g in low) * per
+    grads = sum(g.m * g.n * g.count for g in low) * per
+    return inputs, grads + (0.0 if saves_quantized_inputs(workload) else inputs)
+
+
 def tokens_per_gpu(workload: Workload, layout: Layout) -> float:
     """Tokens of one micro-batch held by one CP rank (TP ranks share them)."""
     return layout.micro_batch * workload.seq_len / layout.cp
@@ -193,19 +279,59 @@ def attention_gemms(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
     return gemms
 
 
-def attention_core_flops(model: ModelSpec, workload: Workload, layout: Layout) -> float:
-    """Causal scores + weighted sum per GPU, forward: b * (s/cp) * s * heads/tp * (d_qk + d_v).
-
-    2 FLOPs per MAC times half the s x s score matrix (causal); CP load balancing gives every
-    rank the average share (Megatron / TE head-tail chunking).
-    """
+def head_dims(model: ModelSpec) -> tuple[int, int]:
+    """(query / key, value) head dims: MLA's q/k heads carry the rotary part too (DeepSeek-V3:
+    128 + 64 = 192) and its value heads 128; GQA / MQA heads are one size."""
     mla = model.mla
     if mla is None:
-        d_qk = d_v = model.attn_head_dim
-    else:
-        d_qk, d_v = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim
+        return model.attn_head_dim, model.attn_head_dim
+    return mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim
+
+
+def windowed_layers(model: ModelSpec) -> tuple[int, ...]:
+    """0-based indices of the layers with sliding-window attention (ModelSpec.sliding_window):
+    all of them, or, with full_attention_every N, every layer but each Nth (layer i is full when
+    (i + 1) % N == 0: HF layer_types of gpt-oss, Gemma 2 / 3; Megatron-Core
+    window_attn_skip_freq, whose 1-based layer_number % N == 0 is full)."""
+    if model.sliding_window is None:
+        return ()
+    n = model.full_attention_every
+    return tuple(i for i in range(model.num_layers) if n is None or (i + 1) % n)
+
+
+def effective_window(model: ModelSpec, workload: Workload) -> int:
+    """The window a windowed layer attends over at this sequence length: 0 (none) when the
+    model has no window or the window spans the whole sequence (then it is causal attention)."""
+    w = model.sliding_window
+    return w if w is not None and w < workload.seq_len else 0
+
+
+def windowed_share(model: ModelSpec, workload: Workload, is_moe: bool) -> float:
+    """Share of the dense (layers [0, k)) or MoE (layers [k, L)) layers whose attention is
+    windowed at this sequence length (windowed_layers, effective_window)."""
+    if not effective_window(model, workload):
+        return 0.0
+    k = model.num_dense_layers
+    lo, hi = (k, model.num_layers) if is_moe else (0, k)
+    if hi <= lo:
+        return 0.0
+    return sum(1 for i in windowed_layers(model) if lo <= i < hi) / (hi - lo)
+
+
+def attention_core_flops(
+    model: ModelSpec, workload: Workload, layout: Layout, window: int = 0
+) -> float:
+    """Causal scores + weighted sum per GPU, forward:
+    2 * b * (s/cp) * keys * heads/tp * (d_qk + d_v), keys = kernels.attended_keys (s/2 causal;
+    W - W^2/(2s) under a W-token sliding window).
+
+    2 FLOPs per MAC over the attended query-key pairs; CP load balancing gives every rank the
+    average share (Megatron / TE head-tail chunking).
+    """
+    d_qk, d_v = head_dims(model)
     t = tokens_per_gpu(workload, layout)
-    return t * workload.seq_len * model.num_attention_heads / layout.tp * (d_qk + d_v)
+    keys = attended_keys(workload.seq_len, window)
+    return 2.0 * t * keys * model.num_attention_heads / layout.tp * (d_qk + d_v)
 
 
 def mlp_gemms(model: ModelSpec, t: float, ffn: float, tp: int) -> list[Gemm]:
@@ -244,15 +370,26 @@ ROTARY_ELEMS = {True: 2, False: 10}
 GATED_ACT_ELEMS = {True: 3, False: 5}
 
 
+def rotary_heads(model: ModelSpec, tp: int) -> tuple[float, int]:
+    """(heads, dims per head) rotary embeddings rotate per token on one TP rank: every query
+    and KV head's head_dim (GQA / MQA), or under MLA each query head's qk_rope_head_dim plus the
+    one rotary key shared by all heads (DeepSeek-V2 sec. 2.1.3, decoupled RoPE; Megatron-Core
+    MLASelfAttention rotates q_pos_emb [.., heads, 64] and k_pos_emb [.., 1, 64])."""
+    mla = model.mla
+    if mla is None:
+        return model.num_attention_heads / tp + _local_kv_heads(model, tp), model.attn_head_dim
+    return model.num_attention_heads / tp + 1, mla.qk_rope_head_dim
+
+
 def _elementwise_elements(
     model: ModelSpec, layout: Layout, t: float, is_moe: bool, fused: bool = True
 ) -> float:
     """Elements read + written per forward by memory-bound ops (norms, residuals, rotary, act)."""
     tp = layout.tp
     h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
-    nh, d = model.num_attention_heads, model.attn_head_dim
     per_token = 2 * NORM_ELEMS[fused] * h_local + 6 * h_local  # two norms, two residual adds
-    per_token += ROTARY_ELEMS[fused] * (nh / tp + _local_kv_heads(model, tp)) * d  # q and k
+    rot_heads, rot_dim = rotary_heads(model, tp)
+    per_token += ROTARY_ELEMS[fused] * rot_heads * rot_dim  # q and k
     # SwiGLU reads gate+up, writes one; GELU reads and writes
     act_rw = GATED_ACT_ELEMS[fused] if model.gated_mlp else 2
     if is_moe:
@@ -269,18 +406,33 @@ def _elementwise_elements(
     return per_token * t
 
 
-def _moe_overhead_s(model: ModelSpec, layout: Layout, cal: GenerationCalibration) -> float:
-    """Host-side cost of one MoE layer per pass: fixed routing bookkeeping plus per-expert GEMMs.
+def layer_overhead_s(
+    model: ModelSpec, layout: Layout, cal: GenerationCalibration, workload: Workload, is_moe: bool
+) -> float:
+    """Host-side cost of one layer per pass: the launch cost per layer (kernel_overhead_s), and
+    in a MoE layer its fixed routing bookkeeping plus per-expert GEMMs.
 
     The dropless all-to-all dispatcher synchronises the host on the per-expert token counts in
     every MoE layer and pass, so the kernels launched after it are launch-bound: Transformer
     Engine's GroupedLinear quantizes and launches a GEMM per local expert (fc1 and fc2; forward 2,
     backward 4 GEMMs: 3 per pass on average).
+
+    Workload.cuda_graphs: per-layer CUDA graphs (Megatron --cuda-graph-impl transformer_engine,
+    --cuda-graph-modules attn mlp for a dense layer, attn moe_router moe_preprocess for a dropless
+    MoE layer: Megatron-Bridge's CUDA-graphs guide) replay the attention block, the dense MLP and
+    the router and dispatch preprocessing without launching their kernels one by one, so the
+    per-layer launch cost and the MoE routing bookkeeping go; the expert GEMMs after the
+    dispatcher's host sync have data-dependent shapes, stay outside the graph and keep theirs.
     """
-    moe = model.moe
-    assert moe is not None
-    local_experts = moe.num_experts / layout.ep
-    return cal.moe_layer_overhead_s + 3 * local_experts * cal.expert_gemm_overhead_s
+    graphed = workload.cuda_graphs
+    out = 0.0 if graphed else cal.kernel_overhead_s
+    if is_moe:
+        moe = model.moe
+        assert moe is not None
+        local_experts = moe.num_experts / layout.ep
+        out += 0.0 if graphed else cal.moe_layer_overhead_s
+        out += 3 * local_experts * cal.expert_gemm_overhead_s
+    return out
 
 
 def layer_time(
@@ -296,47 +448,133 @@ def layer_time(
     """Forward time of one micro-batch through one (dense or MoE) layer on one GPU; with `book`
     (the cluster's kernel tables) its GEMMs and attention, both passes, are looked up."""
     t = tokens_per_gpu(workload, layout)
-    fp8 = workload.precision in ("fp8", "mxfp8")
+    fp8 = workload.precision in LOW_PRECISION
+    ggpu, gbook = gemm_hardware(gpu, workload, book)
     gemms = attention_gemms(model, t, layout.tp)
     if is_moe:
         gemms += moe_gemms(model, t, layout)
     else:
         assert model.ffn_hidden_size is not None
         gemms += mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
-    attn_flops = attention_core_flops(model, workload, layout)
     hbm_s = hbm_bytes_per_s(gpu, cal)
     elem_bytes = (
         _elementwise_elements(model, layout, t, is_moe, workload.fused_elementwise) * BF16_BYTES
     )
-    if fp8:  # each fp8 GEMM input is cast from bf16 first (Transformer Engine recipes)
-        elem_bytes += (
-            sum(g.m * g.k * g.count for g in gemms if g.fp8_capable)
-            * FP8_CAST_BYTES_PER_ELEMENT[workload.fp8_dynamic_scaling]
-        )
     elementwise_s = elem_bytes / hbm_s
-    attn_s, attn_bwd_s, attn_looks = attention_times(model, gpu, cal, workload, layout, book)
-    module_s = _recompute_module_s(model, gpu, cal, workload, layout, is_moe, attn_s, book)
+    quant_s, quant_bwd_s = quantize_s(gemms, workload, hbm_s)
+    attn = layer_attention(model, gpu, cal, workload, layout, book, is_moe)
+    attn_s, attn_bwd_s, attn_looks, attn_flops = attn
+    module_s = _recompute_module_s(model, ggpu, cal, workload, layout, is_moe, attn_s, gbook)
     selective_s = None
     if workload.selective_recompute == "every_other_matmul" and not is_moe:
         matmuls = recomputed_matmuls(model, t, layout.tp)
-        selective_s = gemm_time_s(matmuls, gpu, cal, fp8, book) + elementwise_s
+        selective_s = gemm_time_s(matmuls, ggpu, cal, fp8, gbook) + elementwise_s
     gemm_bwd_s, gemm_looks = None, ()
-    if book is None:
-        gemm_s = gemm_time_s(gemms, gpu, cal, fp8)
+    if gbook is None:
+        gemm_s = gemm_time_s(gemms, ggpu, cal, fp8)
     else:
-        gemm_s, gemm_bwd_s, gemm_looks = gemm_passes_s(gemms, gpu, cal, fp8, book)
+        gemm_s, gemm_bwd_s, gemm_looks = gemm_passes_s(gemms, ggpu, cal, fp8, gbook)
     return LayerTime(
         gemm_s=gemm_s,
         attention_s=attn_s,
         elementwise_s=elementwise_s,
         selective_s=selective_s,
         module_s=module_s,
-        overhead_s=cal.kernel_overhead_s + (_moe_overhead_s(model, layout, cal) if is_moe else 0.0),
+        overhead_s=layer_overhead_s(model, layout, cal, workload, is_moe),
         model_flops=sum(g.flops for g in gemms) + attn_flops,
         gemm_backward_s=gemm_bwd_s,
         attention_backward_s=attn_bwd_s,
         lookups=gemm_looks + attn_looks,
+        quantize_s=quant_s,
+        quantize_backward_s=quant_bwd_s,
     )
+
+
+def layer_attention(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    book: KernelBook | None,
+    is_moe: bool,
+) -> tuple[float, float | None, tuple[tuple[str, str], ...], float]:
+    """(forward, backward or None for the model's 2.5x, look-ups, forward FLOPs) of the
+    attention core of one layer of this kind (dense / MoE), averaged over its layers' mix of
+    full and sliding-window attention (windowed_share): the model's layer pattern is priced
+    exactly over the whole model, and a pipeline stage gets the model's mean share of windowed
+    layers (with full_attention_every N a stage's own share differs from it by at most one
+    layer in its count). Windowed layers take the full layer's time times the window's measured
+    saving (windowed_attention_times)."""
+    fwd, bwd, looks = attention_times(model, gpu, cal, workload, layout, book)
+    flops = attention_core_flops(model, workload, layout)
+    share = windowed_share(model, workload, is_moe)
+    if not share:
+        return fwd, bwd, looks, flops
+    window = effective_window(model, workload)
+    w_fwd, w_bwd, w_looks = windowed_attention_times(
+        model, workload, layout, book, window, fwd, ATTENTION_BACKWARD * fwd if bwd is None else bwd
+    )
+    w_flops = attention_core_flops(model, workload, layout, window)
+    mix_bwd = None
+    if bwd is not None:
+        mix_bwd = (1 - share) * bwd + share * w_bwd
+    elif book is not None and w_looks and w_looks[0][1] != EXTRAPOLATED:
+        mix_bwd = (1 - share) * ATTENTION_BACKWARD * fwd + share * w_bwd
+    return (
+        (1 - share) * fwd + share * w_fwd,
+        mix_bwd,
+        looks + w_looks,
+        (1 - share) * flops + share * w_flops,
+    )
+
+
+ATTENTION_BACKWARD = 2.5
+"""Flash-attention backward / forward time without a measured backward (LayerTime.backward_s)."""
+
+
+def windowed_attention_times(
+    model: ModelSpec,
+    workload: Workload,
+    layout: Layout,
+    book: KernelBook | None,
+    window: int,
+    full_fwd_s: float,
+    full_bwd_s: float,
+) -> tuple[float, float, tuple[tuple[str, str], ...]]:
+    """(forward, backward, look-ups) of one sliding-window layer's attention core: the full
+    (causal) layer's seconds times the saving of a `window`-token window at this sequence
+    length. The saving is the kernel table's measured ratio of windowed to full time where its
+    window rows span (seq, window) (kernels.KernelBook.window_ratio: FlexAttention on the shared
+    H100 table, 0.25 of full at 4K tokens and a 128 window, where the FLOP ratio is 0.06: the
+    kernel computes whole tiles and keeps its per-row work), else the FLOP ratio
+    (attention_core_flops, the roofline / efficiency curve's same speed per FLOP). The FLOP
+    ratio is optimistic for windows of a few tiles; the look-up says `extrapolated` then."""
+    flop_ratio = attention_core_flops(model, workload, layout, window) / attention_core_flops(
+        model, workload, layout
+    )
+    if book is None:
+        return full_fwd_s * flop_ratio, full_bwd_s * flop_ratio, ()
+    found, status, _kernel = book.window_ratio(
+        *attention_call(model, workload, layout), window=window, kernel=workload.attention_kernel
+    )
+    looks = (("attention_window", status),)
+    if found is None:
+        return full_fwd_s * flop_ratio, full_bwd_s * flop_ratio, looks
+    fwd, bwd = found
+    return full_fwd_s * fwd, full_bwd_s * bwd, looks
+
+
+def attention_call(
+    model: ModelSpec, workload: Workload, layout: Layout
+) -> tuple[int, int, float, float, int, int]:
+    """(batch, seq, heads, KV heads, d_qk, d_v) of one TP rank's attention call: the
+    micro-batch over the full sequence (a CP rank does 1/cp of that call's work), this rank's
+    query heads and KV heads (MLA runs as multi-head attention after its up-projections)."""
+    d_qk, d_v = head_dims(model)
+    heads = model.num_attention_heads / layout.tp
+    kv = heads if model.mla is not None else _local_kv_heads(model, layout.tp)
+    return layout.micro_batch, workload.seq_len, heads, kv, d_qk, d_v
 
 
 def attention_times(
@@ -347,27 +585,17 @@ def attention_times(
     layout: Layout,
     book: KernelBook | None,
 ) -> tuple[float, float | None, tuple[tuple[str, str], ...]]:
-    """(forward, backward or None for the model's 2.5x, look-ups) of the attention core of one
-    layer and micro-batch on one GPU. From the tables: their seconds per FLOP at the call's
-    shape (micro-batch, full sequence, this TP rank's query and KV heads) times this rank's
-    FLOPs (a CP rank does 1/cp of the call's work). Sliding windows are priced as full attention
-    here as in the curve (ModelSpec.sliding_window)."""
+    """(forward, backward or None for the model's 2.5x, look-ups) of the full (causal)
+    attention core of one layer and micro-batch on one GPU. From the tables: their seconds per
+    FLOP at the call's shape (micro-batch, full sequence, this TP rank's query and KV heads)
+    times this rank's FLOPs (a CP rank does 1/cp of the call's work). Sliding-window layers
+    scale this (layer_attention)."""
     flops = attention_core_flops(model, workload, layout)
     curve_s = flops / (gpu.peak_bf16_tflops * TFLOPS * attention_efficiency(cal, workload))
     if book is None:
         return curve_s, None, ()
-    mla = model.mla
-    d_qk = model.attn_head_dim if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim
-    d_v = model.attn_head_dim if mla is None else mla.v_head_dim
-    heads = model.num_attention_heads / layout.tp
-    kv = heads if mla is not None else _local_kv_heads(model, layout.tp)
     found, status = book.attention_s_per_flop(
-        layout.micro_batch,
-        workload.seq_len,
-        heads,
-        kv,
-        d_qk,
-        d_v,
+        *attention_call(model, workload, layout),
         causal=True,
         window=0,
         kernel=workload.attention_kernel,
@@ -398,7 +626,7 @@ def _recompute_module_s(
     the MLA up-projection GEMMs and rotary. Collectives inside a rerun module (the MLP's
     sequence-parallel all-gather) are not repeated here.
     """
-    fp8 = workload.precision in ("fp8", "mxfp8")
+    fp8 = workload.precision in LOW_PRECISION
     t = tokens_per_gpu(workload, layout)
     hbm = hbm_bytes_per_s(gpu, cal)
     fused = workload.fused_elementwise
@@ -494,18 +722,74 @@ def lm_head_time(
 
 
 def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
-    """Forward FLOPs per token (PaLM App. B convention, causal attention), all layers + LM head."""
+    """Forward FLOPs per token (PaLM App. B convention, causal attention), all layers + LM head;
+    sliding-window layers count the pairs their window attends (kernels.attended_keys)."""
     one = Layout()
     attn = sum(g.flops for g in attention_gemms(model, 1, 1))
-    mla = model.mla
-    d_qk = model.attn_head_dim if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim
-    d_v = model.attn_head_dim if mla is None else mla.v_head_dim
-    attn += seq_len * model.num_attention_heads * (d_qk + d_v)
+    d_qk, d_v = head_dims(model)
+    scores = seq_len * model.num_attention_heads * (d_qk + d_v)
+    window = model.sliding_window if model.sliding_window and model.sliding_window < seq_len else 0
+    # forward FLOPs of a windowed layer's scores over a full (causal) one's
+    ratio = attended_keys(seq_len, window) / attended_keys(seq_len) if window else 1.0
+    windowed = set(windowed_layers(model)) if window else set()
+    k = model.num_dense_layers
     total = (model.vocab_size or 0) * model.hidden_size * 2.0
     if model.num_dense_layers:
         assert model.ffn_hidden_size is not None
         dense_mlp = sum(g.flops for g in mlp_gemms(model, 1, model.ffn_hidden_size, 1))
-        total += model.num_dense_layers * (attn + dense_mlp)
+        n_win = sum(1 for i in windowed if i < k)
+        total += model.num_dense_layers * (attn + scores + dense_mlp)
+        total -= n_win * scores * (1.0 - ratio)
     if model.num_moe_layers:
-        total += model.num_moe_layers * (attn + sum(g.flops for g in moe_gemms(model, 1, one)))
+        moe_mlp = sum(g.flops for g in moe_gemms(model, 1, one))
+        n_win = sum(1 for i in windowed if i >= k)
+        total += model.num_moe_layers * (attn + scores + moe_mlp)
+        total -= n_win * scores * (1.0 - ratio)
     return total
+
+
+def attention_report(
+    model: ModelSpec, workload: Workload, layout: Layout, book: KernelBook | None
+) -> dict | None:
+    """How sliding-window attention was priced (Estimate.attention; None without a window):
+    the window, the windowed and full layers (0-based, windowed_layers), and the windowed
+    layers' time over full attention's with where it came from: `kernel_table` (the table's
+    window rows of `kernel`, the look-up `status`) or `flop_ratio` (no window rows span this
+    sequence and window: the same speed per FLOP as full attention)."""
+    if model.sliding_window is None:
+        return None
+    windowed = windowed_layers(model)
+    out: dict = {
+        "sliding_window": model.sliding_window,
+        "full_attention_every": model.full_attention_every,
+        "windowed_layers": list(windowed),
+        "full_layers": [i for i in range(model.num_layers) if i not in set(windowed)],
+    }
+    window = effective_window(model, workload)
+    if not window:
+        out["priced_as"] = f"full causal attention: the window spans seq_len {workload.seq_len}"
+        return out
+    flop_ratio = attention_core_flops(model, workload, layout, window) / attention_core_flops(
+        model, workload, layout
+    )
+    found, status, kernel = (None, EXTRAPOLATED, None)
+    if book is not None:
+        found, status, kernel = book.window_ratio(
+            *attention_call(model, workload, layout),
+            window=window,
+            kernel=workload.attention_kernel,
+        )
+    out["flop_ratio"] = flop_ratio
+    if found is None:
+        out.update(priced_as="flop_ratio", forward_ratio=flop_ratio, backward_ratio=flop_ratio)
+        if book is not None:
+            out["status"] = status
+        return out
+    out.update(
+        priced_as="kernel_table",
+        kernel=kernel,
+        status=status,
+        forward_ratio=found[0],
+        backward_ratio=found[1],
+    )
+    return out

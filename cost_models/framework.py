@@ -80,6 +80,9 @@ class FrameworkProfile:
     ep_overlap: bool = False
     """Whether it overlaps the MoE all-to-all with another micro-batch (Layout.ep_overlap):
     Megatron-LM --overlap-moe-expert-parallel-comm (megatron/core/model_parallel_config.py)."""
+    sliding_window: str = ""
+    """How the launcher takes sliding-window layers (ModelSpec.sliding_window), with its source;
+    "": it has no option for them (the plan is priced with the window, the export refuses)."""
 
     def orders_for(self, model: ModelSpec) -> tuple[tuple[Axis, ...], ...]:
         return self.moe_rank_orders if model.moe is not None else self.rank_orders
@@ -266,6 +269,11 @@ MEGATRON = FrameworkProfile(
         False, "megatron/core/model_parallel_config.py tp_comm_overlap: bool = False"
     ),
     ep_overlap=True,
+    sliding_window=(
+        "any model: --window-size W-1,0 and --window-attn-skip-freq N (one full layer after N-1 "
+        "windowed) or a per-layer list (megatron/training/arguments.py moe_freq_type; "
+        "megatron/core/transformer/utils.py is_layer_window_attention)"
+    ),
 )
 
 TORCHTITAN = FrameworkProfile(
@@ -296,6 +304,10 @@ TORCHTITAN = FrameworkProfile(
     limits_source=(
         "HSDP: data_parallel_replicate_degree x data_parallel_shard_degree "
         "(torchtitan/distributed/parallel_dims.py), FSDP2 over a 2-D mesh"
+    ),
+    sliding_window=(
+        "only as the model of a recipe that has it (torchtitan/models/gpt_oss: a 128-token "
+        "window on even layers); the model is the recipe's, not a command-line field"
     ),
 )
 

@@ -1,7 +1,8 @@
 """The kernel shapes a model's pricing looks up: what `planner measure kernels` measures (issue 32).
 
 The shapes are not listed a second time here. `lookups` runs the Pricer's own per-layer pricing
-(Pricer.layer_times: compute.layer_time for each layer kind and compute.lm_head_time) with a
+(Pricer.layer_times: compute.layer_time for each layer kind and compute.lm_head_time;
+Pricer.layer_costs: stage.layer_cost, whose TP-overlap partner GEMMs look up too) with a
 ShapeRecorder in place of the cluster's KernelBook: the recorder answers every look-up "not in the
 table" (so pricing falls back to the curves and carries on) and keeps its arguments. The shapes
 measured are therefore exactly the shapes priced, in the same floats, and a change to the layer
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 
 from .kernels import EXTRAPOLATED
 from .pricer import Pricer
+from .rules import layout_violations
 from .specs import Cluster, Layout, ModelSpec, Workload
 
 BF16_BYTES = 2
@@ -74,6 +76,24 @@ class ShapeRecorder:
         self.attention.add((batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kernel))
         return None, EXTRAPOLATED
 
+    def window_ratio(
+        self,
+        batch: float,
+        seq: float,
+        heads: float,
+        kv_heads: float,
+        d_qk: float,
+        d_v: float,
+        *,
+        window: int,
+        kernel: str,
+        causal: bool = True,
+    ):
+        # a windowed layer's saving is its windowed call over the full call of the same shape
+        # and kernel (KernelBook.window_ratio): the full call is recorded by attention_s_per_flop
+        self.attention.add((batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kernel))
+        return None, EXTRAPOLATED, None
+
     def memory_bound_s(self, op: str, nbytes: float):
         self.memory_bound.add((op, nbytes))
         return None, EXTRAPOLATED
@@ -86,7 +106,9 @@ def lookups(
     layouts: Iterable[Layout],
     recorder: ShapeRecorder | None = None,
 ) -> ShapeRecorder:
-    """Every kernel look-up the Pricer's per-layer pricing makes for these workloads x layouts."""
+    """Every kernel look-up the Pricer's per-layer pricing makes for these workloads x layouts:
+    the layer and LM-head compute (Pricer.layer_times) and the per-layer costs (Pricer.layer_costs:
+    the TP-overlap partner GEMMs, stage.tp_partner_gemm_s, with and without the overlap)."""
     rec = ShapeRecorder() if recorder is None else recorder
     layouts = list(layouts)
     for w in workloads:
@@ -94,11 +116,18 @@ def lookups(
         pricer.book = rec  # type: ignore[assignment]  # duck-typed KernelBook (class docstring)
         for lo in layouts:
             pricer.layer_times(lo)
+            variants = [lo]
+            if lo.tp > 1:
+                over = {"tp_comm_overlap": True, "sequence_parallel": True}
+                variants.append(lo.model_copy(update=over))
+            for v in variants:
+                pricer.layer_costs(v, pricer.spans(v))
     return rec
 
 
 def tp_ok(model: ModelSpec, tp: int) -> bool:
-    """Whether TP `tp` splits the model's heads and FFN (cost_models.rules._degree_rules)."""
+    """Whether TP `tp` splits the model's heads and FFN (cost_models.rules._degree_rules; the
+    CLI's message when no --tp value does; `legal` applies the rules themselves)."""
     kv = model.kv_heads
     ffn_ok = model.ffn_hidden_size is None or model.ffn_hidden_size % tp == 0
     return model.num_attention_heads % tp == 0 and (kv % tp == 0 or tp % kv == 0) and ffn_ok
@@ -111,26 +140,40 @@ def expert_degrees(model: ModelSpec, eps: Sequence[int]) -> list[int]:
     return [e for e in eps if model.moe.num_experts % e == 0]
 
 
+def legal(model: ModelSpec, cluster: Cluster, seq_len: int, lo: Layout) -> bool:
+    """Whether cost_models.rules lets `lo` run the model on a cluster of its size under some
+    framework: either CP implementation (TE's fused ring refuses sliding windows, PyTorch's
+    ring takes them), a global batch of one micro-batch per DP rank."""
+    sized = cluster.model_copy(update={"num_gpus": lo.world_size})
+    batch = lo.micro_batch * lo.dp
+    return any(
+        not layout_violations(
+            model, sized, Workload(seq_len=seq_len, global_batch_seqs=batch, cp_attention=c), lo
+        )
+        for c in ("fused_ring", "torch_ring")
+    )
+
+
 def measured_layouts(
     model: ModelSpec,
+    cluster: Cluster,
     seq_len: int,
     tps: Sequence[int],
     micro_batches: Sequence[int],
     cps: Sequence[int],
     eps: Sequence[int] = (1,),
 ) -> list[Layout]:
-    """One layout per (tp, cp, micro_batch, ep) the model allows: what compute.layer_time reads
-    (Pricer.LAYER_TIME_READS; dp = ep so that EP is carved from DP, etp 1 as the search uses)."""
+    """One layout per (tp, cp, micro_batch, ep) the rules allow (`legal`): what
+    compute.layer_time reads (Pricer.LAYER_TIME_READS; dp = ep so that EP is carved from DP,
+    etp 1 as the search uses)."""
     out = []
     for tp in tps:
-        if not tp_ok(model, tp):
-            continue
         for cp in cps:
-            if cp > 1 and seq_len % (2 * cp):
-                continue
             for mb in micro_batches:
                 for ep in expert_degrees(model, eps):
-                    out.append(Layout(tp=tp, cp=cp, dp=ep, ep=ep, micro_batch=mb))
+                    lo = Layout(tp=tp, cp=cp, dp=ep, ep=ep, micro_batch=mb)
+                    if legal(model, cluster, seq_len, lo):
+                        out.append(lo)
     return out
 
 
@@ -266,7 +309,7 @@ def kernel_shapes(
 ) -> KernelShapes:
     """The kernel rows the model's pricing looks up on `cluster` at these degrees (`lookups`),
     plus its memory-bound ops at the same token counts."""
-    layouts = measured_layouts(model, seq_len, tps, micro_batches, cps, eps)
+    layouts = measured_layouts(model, cluster, seq_len, tps, micro_batches, cps, eps)
     rec = lookups(model, cluster, workload_variants(seq_len, dtypes, kernels), layouts)
     tokens = sorted({_int(lo.micro_batch * seq_len / lo.cp) for lo in layouts})
     return KernelShapes(

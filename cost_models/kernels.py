@@ -79,17 +79,43 @@ def _group(rows: list[tuple], key, feats, vals) -> dict:
     return {k: _grid(f, v) for k, (f, v) in out.items()}
 
 
+def attended_keys(seq: float, window: float = 0, causal: bool = True) -> float:
+    """Mean keys per query of one attention call over `seq` tokens.
+
+    Full: seq. Causal: query i sees keys [0, i], seq / 2 on average (half the score matrix,
+    the PaLM App. B convention). Causal sliding window of W tokens (query i sees keys
+    (i - W, i], Mistral 7B sec. 2, Jiang et al. 2023, arXiv 2310.06825; HF `sliding_window`,
+    FlexAttention mask `q - kv < W`): min(i, W) keys, whose mean over the sequence is
+    (1 / seq) * integral_0^seq min(x, W) dx = W - W^2 / (2 seq) for W < seq, and seq / 2 (plain
+    causal) for W >= seq. The continuous form keeps the causal convention's seq / 2 at W = seq;
+    the discrete count, sum_i min(i + 1, W) = seq W - W (W - 1) / 2, differs by W / 2 keys in
+    the whole sequence.
+    """
+    if not causal:
+        return seq
+    if window and window < seq:
+        return window - window * window / (2.0 * seq)
+    return seq / 2.0
+
+
 def attention_fwd_flops(
-    batch: float, seq: float, heads: float, d_qk: float, d_v: float, causal: bool
+    batch: float,
+    seq: float,
+    heads: float,
+    d_qk: float,
+    d_v: float,
+    causal: bool,
+    window: float = 0,
 ) -> float:
-    """Forward FLOPs of one attention call: QK^T and PV, half the score matrix when causal
-    (the convention of cost_models.compute.attention_core_flops)."""
-    return 2.0 * batch * seq * seq * heads * (d_qk + d_v) / (2 if causal else 1)
+    """Forward FLOPs of one attention call: QK^T (2 d_qk) and PV (2 d_v) per query-key pair,
+    over attended_keys pairs per query (the convention of cost_models.compute.
+    attention_core_flops); `window` > 0: a causal sliding window of that many tokens."""
+    return 2.0 * batch * seq * attended_keys(seq, window, causal) * heads * (d_qk + d_v)
 
 
 def _attention_values(r: tuple) -> tuple[float, float]:
-    b, s, h, _kv, dqk, dv, causal, _w, _kern, time_ms, fwd_ms = r
-    flops = attention_fwd_flops(b, s, h, dqk, dv, causal)
+    b, s, h, _kv, dqk, dv, causal, window, _kern, time_ms, fwd_ms = r
+    flops = attention_fwd_flops(b, s, h, dqk, dv, causal, window)
     total = time_ms * 1e-3 / flops
     # A row without its forward alone splits like the model: forward 1 / 3.5 of the call.
     fwd = fwd_ms * 1e-3 / flops if fwd_ms > 0 else total / ATTENTION_FLOPS_FWD_BWD
@@ -111,6 +137,7 @@ class KernelBook:
     _grouped: dict = field(init=False)
     _attention: dict = field(init=False)
     _memory: dict = field(init=False)
+    _window: dict = field(init=False)
     _min_s_per_flop: dict = field(init=False)
     _cache: dict = field(init=False, default_factory=dict)
 
@@ -142,6 +169,7 @@ class KernelBook:
             lambda r: (r[1],),
             lambda r: (r[2] * 1e-3 / r[1],),
         )
+        self._window = _window_grids(t.attention)
 
     @property
     def source(self) -> str:
@@ -202,10 +230,63 @@ class KernelBook:
         found, status = self._cached(key, grid, query)
         return (None if found is None else (found[0], found[1])), status
 
+    def window_ratio(
+        self,
+        batch: float,
+        seq: float,
+        heads: float,
+        kv_heads: float,
+        d_qk: float,
+        d_v: float,
+        *,
+        window: int,
+        kernel: str,
+        causal: bool = True,
+    ) -> tuple[tuple[float, float] | None, str, str | None]:
+        """(forward, backward) time of a sliding-window attention call of this shape over the
+        same call with full (causal) attention, looked up at (`seq`, `window`) (the ratio's
+        dims; the rest of the shape is what `planner measure` records to measure): the
+        measured saving (_window_grids), the status of its look-up, and the kernel whose rows
+        gave it. The workload's own kernel's window rows when the table has them, else another
+        kernel's (the shared H100 table measures windows with FlexAttention only); (None,
+        extrapolated, None) when no kernel's rows span this (seq, window)."""
+        kernels = sorted(k for k, c in self._window if c == causal)
+        order = [kernel] if kernel in kernels else []
+        order += [k for k in kernels if k != kernel]
+        status = EXTRAPOLATED
+        for kern in order:
+            key = ("window", seq, window, kern, causal)
+            found, status = self._cached(key, self._window[(kern, causal)], (seq, window))
+            if found is not None:
+                return (found[0], found[1]), status, kern
+        return None, status, None
+
     def memory_bound_s(self, op: str, nbytes: float) -> Lookup:
         """Seconds a memory-bound op takes to move `nbytes` (its measured bandwidth at that size)."""
         per_byte, status = self._cached(("memory", op, nbytes), self._memory.get(op), (nbytes,))
         return (None if per_byte is None else per_byte[0] * nbytes), status
+
+
+def _window_grids(rows) -> dict:
+    """(kernel, causal) -> grid over (seq, window) of log(windowed / full time) of the
+    forward and of the backward: each windowed row over the full-attention row of the same kernel and
+    shape (batch, seq, heads, KV heads, head dims). A ratio of one kernel's own times carries
+    the saving the window brings (tiles skipped) without that kernel's absolute speed, so it
+    applies to another kernel's full-attention time; it depends on seq and window, the shape
+    being the same in numerator and denominator."""
+    full = {(r[8], r[6], *r[:6]): r for r in rows if not r[7]}
+    pairs: dict = {}
+    for r in rows:
+        base = full.get((r[8], r[6], *r[:6])) if r[7] else None
+        if base is None or r[7] >= r[1]:  # no full row to compare, or the window spans it all
+            continue
+        fwd = bwd = r[9] / base[9]  # without forward times: one ratio for both passes
+        if 0 < r[10] < r[9] and 0 < base[10] < base[9]:
+            fwd, bwd = r[10] / base[10], (r[9] - r[10]) / (base[9] - base[10])
+        feats, vals = pairs.setdefault((r[8], r[6]), ([], []))
+        feats.append((r[1], r[7]))
+        vals.append((fwd, bwd))
+    return {k: _grid(f, v) for k, (f, v) in pairs.items()}
 
 
 def worst(statuses) -> str:
@@ -258,7 +339,8 @@ def _reproduce(book: KernelBook, kind: str, row: tuple) -> float:
     found, _ = book.attention_s_per_flop(
         b, s, h, kv, dqk, dv, causal=causal, window=window, kernel=kernel
     )
-    return 0.0 if found is None else found[0] * attention_fwd_flops(b, s, h, dqk, dv, causal)
+    flops = attention_fwd_flops(b, s, h, dqk, dv, causal, window)
+    return 0.0 if found is None else found[0] * flops
 
 
 def table_residuals(tables: KernelTables) -> dict[str, dict[str, float]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .compute import tokens_per_gpu
+from .compute import saves_quantized_inputs, tokens_per_gpu
 from .params import (
     attention_params,
     dense_mlp_params,
@@ -25,7 +25,7 @@ from .params import (
     lm_head_params,
     mlp_matrices,
 )
-from .specs import Layout, ModelSpec, Workload
+from .specs import LOW_PRECISION, Layout, ModelSpec, Workload
 from .units import GIB  # noqa: F401 (re-exported: byte counts here are read in GiB)
 
 BF16_BYTES = 2
@@ -175,8 +175,8 @@ def gemm_input_bytes(workload: Workload) -> float:
     Float8Linear saves the high-precision input and re-casts it in backward
     (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args: `save_for_backward(input_hp,
     weight_hp_t)`), so it stays bf16."""
-    te = workload.selective_recompute == "attention"
-    return 1.0 if te and workload.precision in ("fp8", "mxfp8") else BF16_BYTES
+    te = saves_quantized_inputs(workload)
+    return 1.0 if te and workload.precision in LOW_PRECISION else BF16_BYTES
 
 
 E5M6_BYTES = 12 / 8
@@ -454,7 +454,7 @@ def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
         rows = t * model.moe.top_k / layout.tp
         # dispatch and combine staging; DeepEP dispatches in fp8 when training in fp8 and
         # combines in bf16 (DeepSeek-V3 report sec. 3.3.2; as stage.ep_exchange_s prices it)
-        fp8 = workload.moe_dispatcher == "deepep" and workload.precision in ("fp8", "mxfp8")
+        fp8 = workload.moe_dispatcher == "deepep" and workload.precision in LOW_PRECISION
         total += rows * model.hidden_size * ((1 if fp8 else BF16_BYTES) + BF16_BYTES)
     return total
 

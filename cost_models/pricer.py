@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from .bounds import StepBounds
 from .calibration import calibration_for_cluster, hbm_bytes_per_s
 from .comm import p2p_time_s
-from .compute import LayerTime, layer_time, lm_head_time, model_flops_per_token, tokens_per_gpu
+from .compute import (
+    LayerTime,
+    attention_report,
+    layer_time,
+    lm_head_time,
+    model_flops_per_token,
+    tokens_per_gpu,
+)
 from .errors import InvalidInput
 from .kernels import STATUSES, KernelBook
 from .memory import StageParams, layer_activation_bytes, memory_validated, stage_params, state_bytes
@@ -468,6 +475,8 @@ class Pricer(StepBounds):
         peak_tflops = gpu.peak_bf16_tflops
         if w.precision in ("fp8", "mxfp8") and gpu.peak_fp8_tflops is not None:
             peak_tflops = gpu.peak_fp8_tflops
+        if w.precision == "nvfp4" and gpu.peak_fp4_tflops is not None:
+            peak_tflops = gpu.peak_fp4_tflops
         if self._flops_per_token is None:
             self._flops_per_token = model_flops_per_token(self.model, w.seq_len)
         mfu = 3 * self._flops_per_token * tokens / (step_s * n * peak_tflops * TFLOPS)
@@ -489,6 +498,7 @@ class Pricer(StepBounds):
             placement=placement(self.cluster, layout, span),
             layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
             kernels=self._kernel_report(layout),
+            attention=attention_report(self.model, w, layout, self.book),
         )
 
     def _kernel_report(self, lo: Layout) -> dict | None:

@@ -22,6 +22,7 @@ def layout_violations(
         *_recompute_rules(model, layout),
         *_schedule_rules(workload, layout),
         *_moe_rules(model, layout),
+        *_attention_rules(model, workload, layout),
     ]
 
 
@@ -139,3 +140,18 @@ def _moe_rules(model: ModelSpec, lo: Layout) -> list[str]:
                 f"etp ({lo.etp}) must divide expert_ffn_hidden_size ({moe.expert_ffn_hidden_size})"
             )
     return out
+
+
+def _attention_rules(model: ModelSpec, workload: Workload, lo: Layout) -> list[str]:
+    """Context parallelism against the model's attention variant."""
+    if lo.cp > 1 and model.sliding_window is not None and workload.cp_attention == "fused_ring":
+        # Transformer Engine attn_forward_func_with_cp (transformer_engine/pytorch/attention/
+        # dot_product_attention/context_parallel.py) asserts that a sliding window runs only
+        # with cp_comm_type "a2a" (or "all_gather" without the fused kernel): its p2p K/V ring,
+        # the CP the Megatron profile prices (Workload.cp_attention), refuses windows.
+        return [
+            f"cp ({lo.cp}) > 1 with sliding-window attention (window {model.sliding_window}): "
+            "Transformer Engine's p2p context parallelism (the fused ring priced here) refuses "
+            "windows; its a2a CP, which takes them, is not modelled"
+        ]
+    return []

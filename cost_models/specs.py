@@ -62,7 +62,12 @@ class Axis(StrEnum):
     PP = "pp"
 
 
-Precision = Literal["bf16", "fp16", "fp8", "mxfp8"]
+Precision = Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"]
+LOW_PRECISION = ("fp8", "mxfp8", "nvfp4")
+"""Precisions whose GEMMs run on quantized inputs (Transformer Engine recipes): fp8 (Hopper and
+later; recipe Workload.fp8_recipe), mxfp8 (MX block scaling, Blackwell / CDNA4), nvfp4 (NVFP4
+block scaling, Blackwell). Non-GEMM math stays bf16."""
+Fp8Recipe = Literal["delayed", "tensorwise", "blockwise"]
 Recompute = Literal["none", "selective", "full"]
 RecomputeModule = Literal[
     "core_attn", "layernorm", "mlp", "moe_act", "moe", "shared_experts", "mla_up_proj"
@@ -218,7 +223,8 @@ class ModelSpec(InputSpec):
     )
     # What the launcher must set to build this model (issue 26). None of these changes the cost
     # model's FLOPs or memory, except the norm and bias parameters (under 0.1 %, cost_models/
-    # params.py), and sliding-window attention, priced as full attention (an upper bound).
+    # params.py), and sliding-window attention: its layers' attention FLOPs and time
+    # (cost_models/compute.py layer_attention; flash-attention memory is O(s) either way).
     normalization: Literal["rmsnorm", "layernorm"] = Field(
         "rmsnorm", description="RMSNorm (Llama, Qwen, DeepSeek) or LayerNorm (GPT-3, BLOOM, MPT)"
     )
@@ -333,6 +339,9 @@ class GpuSpec(InputSpec):
     )
     peak_fp8_tflops: PositiveFloat | None = Field(
         le=MAX_TFLOPS, description="dense fp8 peak; null: no fp8"
+    )
+    peak_fp4_tflops: PositiveFloat | None = Field(
+        None, le=MAX_TFLOPS, description="dense NVFP4 peak; null: no NVFP4 tensor cores"
     )
     hbm_gib: PositiveFloat = Field(le=MAX_GIB)
     hbm_bandwidth_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S)
@@ -494,7 +503,7 @@ AttentionRow = tuple[
     PositiveInt,  # v_head_dim
     bool,  # causal
     NonNegativeInt,  # window (0: full attention)
-    Literal["fused", "fa2"],  # kernel
+    Literal["fused", "fa2", "flex"],  # kernel (flex: FlexAttention, window rows' kernel)
     PositiveFloat,  # time_ms: one forward + backward call
     NonNegativeFloat,  # forward_ms (0: not measured)
 ]
@@ -510,6 +519,11 @@ class KernelTables(InputSpec):
     """Measured kernel times of one GPU (cost_models.kernels looks them up; docs/calibration.md)."""
 
     source: str = Field(description="where the rows were measured (folder, tool, date)")
+    basis: Literal["measured", "assumption"] = Field(
+        "measured",
+        description="measured: timed on the GPU; assumption: someone's settings imported as "
+        "rows (a peer simulator's system file, planner calibrate --system-file)",
+    )
     gemm: tuple[GemmRow, ...] = ()
     attention: tuple[AttentionRow, ...] = ()
     grouped_gemm: tuple[GroupedGemmRow, ...] = ()
@@ -672,6 +686,21 @@ class Workload(InputSpec):
         False,
         description="fp8 scales from the current tensor's amax (torchao tensorwise, TE current "
         "scaling): one extra read per cast; False for delayed scaling from amax history",
+    )
+    fp8_recipe: Fp8Recipe | None = Field(
+        None,
+        description="fp8 scaling recipe (Megatron-Core --fp8-recipe, TransformerConfig."
+        "fp8_recipe): 'delayed' (amax history), 'tensorwise' (current per-tensor scaling), "
+        "'blockwise' (1x128 / 128x128 tiles, DeepSeek-V3 style); null: tensorwise when "
+        "fp8_dynamic_scaling, else delayed. mxfp8 and nvfp4 are precisions of their own",
+    )
+    cuda_graphs: bool = Field(
+        False,
+        description="per-layer CUDA graphs replay the attention block, dense MLP and MoE router "
+        "/ dispatch preprocessing (Megatron --cuda-graph-impl transformer_engine "
+        "--cuda-graph-modules attn mlp | attn moe_router moe_preprocess): no per-layer launch "
+        "cost, no MoE routing bookkeeping; expert GEMMs still launch one by one "
+        "(cost_models.compute.layer_overhead_s)",
     )
     attention_kernel: Literal["fused", "fa2"] = Field(
         "fused",
@@ -969,6 +998,12 @@ class Estimate(Spec):
         None,
         description="the cluster's kernel table and, per compute term, how many look-ups were "
         "measured / interpolated / extrapolated (cost_models.kernels); None: no table",
+    )
+    attention: dict | None = Field(
+        None,
+        description="sliding-window attention as priced: the window, which layers use it, and "
+        "where the windowed layers' time came from (kernel table row or FLOP ratio; "
+        "cost_models.compute.attention_report); None: every layer full attention",
     )
     layers_per_stage: tuple[int, ...] | None = Field(
         None,

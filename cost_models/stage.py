@@ -18,7 +18,14 @@ from .comm import (
     tier_loads_busy_s,
     tier_loads_time_s,
 )
-from .compute import LayerTime, attention_gemms, gemm_time_s, mlp_gemms, tokens_per_gpu
+from .compute import (
+    LayerTime,
+    attention_gemms,
+    gemm_hardware,
+    gemm_time_s,
+    mlp_gemms,
+    tokens_per_gpu,
+)
 from .cp import cp_layer_s
 from .kernels import KernelBook
 from .memory import (
@@ -32,7 +39,7 @@ from .memory import (
 )
 from .pipeline import inflight_chunks
 from .rankmap import Group
-from .specs import Cluster, Layout, LinkTier, ModelSpec, StageMemory, Workload
+from .specs import LOW_PRECISION, Cluster, Layout, LinkTier, ModelSpec, StageMemory, Workload
 from .terms import ByKind, Flow
 from .units import GIB
 
@@ -221,7 +228,7 @@ def ep_exchange_s(
         tiers=cluster.tiers,
     )
     h = model.hidden_size
-    fp8 = deepep and workload.precision in ("fp8", "mxfp8")
+    fp8 = deepep and workload.precision in LOW_PRECISION
     dispatch_bytes = h * (1 + FP8_SCALE_BYTES_PER_ELEMENT) if fp8 else h * BF16_BYTES
     combine_bytes = h * BF16_BYTES
 
@@ -271,16 +278,17 @@ def tp_partner_gemm_s(
     reduce-scatter; MLP block: all-gather -> up(+gate) projection, down projection ->
     reduce-scatter. MoE layers with etp > 1 split their GEMM time evenly between the two.
     """
-    fp8 = workload.precision in ("fp8", "mxfp8")
+    fp8 = workload.precision in LOW_PRECISION
+    gpu, book = gemm_hardware(cluster.gpu, workload, book)
     t = tokens_per_gpu(workload, layout)
     attn = attention_gemms(model, t, layout.tp)
-    ag_s = gemm_time_s(attn[:-1], cluster.gpu, cal, fp8, book)
-    rs_s = gemm_time_s(attn[-1:], cluster.gpu, cal, fp8, book)
+    ag_s = gemm_time_s(attn[:-1], gpu, cal, fp8, book)
+    rs_s = gemm_time_s(attn[-1:], gpu, cal, fp8, book)
     partners = [ag_s, rs_s]
     if blocks == 2:
         if model.ffn_hidden_size is not None and model.moe is None:
             up, down = mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
-            partners += [gemm_time_s([g], cluster.gpu, cal, fp8, book) for g in (up, down)]
+            partners += [gemm_time_s([g], gpu, cal, fp8, book) for g in (up, down)]
         else:
             partners += [max(0.0, lt.gemm_s - ag_s - rs_s) / 2] * 2
     return partners

@@ -138,30 +138,55 @@ def _attention_fields(data: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+QWEN_SWA_TYPES = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+"""Configs whose sliding window is on only with use_sliding_window, on the layers from
+max_window_layers up (transformers Qwen2Config: layer_types = "sliding_attention" if
+sliding_window is not None and i >= max_window_layers)."""
+
+
+def _layer_types(data: dict[str, Any]) -> list[Any] | None:
+    """Each layer's attention as transformers' config builds it: `layer_types` when the file
+    lists it, else the model type's default rule (Gemma2Config: sliding when (i + 1) % 2;
+    Gemma3TextConfig: sliding when (i + 1) % sliding_window_pattern, default 6; Qwen2Config:
+    sliding from max_window_layers up, default 28); None: every layer alike."""
+    types = data.get("layer_types")
+    if types:
+        return list(types)
+    model_type, n = data.get("model_type"), data.get("num_hidden_layers") or 0
+    if model_type == "gemma2":
+        every = 2
+    elif model_type == "gemma3_text":
+        every = data.get("sliding_window_pattern") or 6
+    elif model_type in QWEN_SWA_TYPES:
+        first = data.get("max_window_layers", 28)
+        return ["sliding_attention" if i >= first else "full_attention" for i in range(n)]
+    else:
+        return None
+    return ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n)]
+
+
 def _sliding_window(data: dict[str, Any], where: str) -> dict[str, Any]:
-    """sliding_window and which layers use it: every layer (Mistral, Phi-3), or a pattern of N-1
-    windowed layers then one full (layer_types of gpt-oss / Gemma 3; Gemma 2 alternates)."""
+    """sliding_window and which layers use it (_layer_types): every layer (Mistral v0.1,
+    Phi-3), none, or N-1 windowed layers then one full, repeated (gpt-oss and Gemma 2: N = 2;
+    Gemma 3: N = 6), as ModelSpec.full_attention_every."""
     window = data.get("sliding_window")
-    if not window or (data.get("model_type") in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+    if not window or (data.get("model_type") in QWEN_SWA_TYPES
                       and not data.get("use_sliding_window")):
         return {}
-    types = data.get("layer_types")
-    if data.get("model_type") == "gemma2" and not types:
-        types = ["sliding_attention" if i % 2 == 0 else "full_attention"
-                 for i in range(data["num_hidden_layers"])]
-    if data.get("model_type") == "gemma3_text" and not types:
-        n = data.get("sliding_window_pattern") or 6
-        types = ["full_attention" if (i + 1) % n == 0 else "sliding_attention"
-                 for i in range(data["num_hidden_layers"])]
+    types = _layer_types(data)
     if not types or all(t == "sliding_attention" for t in types):
         return {"sliding_window": window}
-    every = types.index("full_attention") + 1 if "full_attention" in types else 0
+    if "sliding_attention" not in types:
+        return {}
+    every = types.index("full_attention") + 1
     expected = ["full_attention" if (i + 1) % every == 0 else "sliding_attention"
-                for i in range(len(types))] if every else []
+                for i in range(len(types))]
     if types != expected:
         raise InvalidInput(
-            f"{where}: layer_types: only N-1 sliding-window layers then one full layer, "
-            "repeated, is modelled"
+            f"{where}: layer_types (or max_window_layers): only every layer windowed, or N-1 "
+            "sliding-window layers then one full layer, repeated, is modelled (got "
+            f"{types.count('sliding_attention')} sliding and {types.count('full_attention')} "
+            "full layers in another order)"
         )
     return {"sliding_window": window, "full_attention_every": every}
 

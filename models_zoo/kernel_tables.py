@@ -26,10 +26,19 @@ from cost_models.kernels import ATTENTION_FLOPS_FWD_BWD, attention_fwd_flops
 
 from .inputs import decode_text
 
+ATTENTION_KERNELS = ("fused", "fa2", "flex")
+"""cuDNN fused attention, FlashAttention-2, FlexAttention (compiled; torchtitan's kernel for
+windowed models): the `kernel` column of an attention row."""
+
 BUILTIN_ROOT = Path(__file__).parent / "kernels"
 """Shipped kernel tables: one folder per GPU preset id, index.json says which exist and why."""
 BUILTIN = "builtin"
-FILES = ("gemm", "attention", "grouped_gemm", "memory_bound")
+TABLES = ("gemm", "attention", "grouped_gemm", "memory_bound")
+"""The tables of cost_models.specs.KernelTables."""
+FILES = (*TABLES, "attention_window")
+TABLE_OF = {"attention_window": "attention"}
+"""A file whose rows join another kind's table: attention_window.csv (sliding-window and full
+attention through one kernel, ../shared/data/kernels/README.md) holds attention rows."""
 REQUIRED = {
     "gemm": ("m", "n", "k", "dtype"),
     "attention": ("batch", "seq", "heads", "kv_heads", "head_dim", "causal", "dtype"),
@@ -134,9 +143,11 @@ def attention_rows(path: Path) -> list[list]:
         causal = _choice(r, "causal", path, ("true", "false", "1", "0"), "true") in ("true", "1")
         _choice(r, "dtype", path, ("bf16",), "bf16")
         window = number(r, "window", path, zero_ok=True) if r.get("window") else 0
-        kernel = _choice(r, "kernel", path, ("fused", "fa2"), "fused")
+        if window and not causal:
+            raise InvalidInput(f"{path}:{r['_line']}: a window needs causal attention")
+        kernel = _choice(r, "kernel", path, ATTENTION_KERNELS, "fused")
         fwd = number(r, "forward_ms", path) if r.get("forward_ms") else 0
-        flops = ATTENTION_FLOPS_FWD_BWD * attention_fwd_flops(b, s, h, d, dv, causal)
+        flops = ATTENTION_FLOPS_FWD_BWD * attention_fwd_flops(b, s, h, d, dv, causal, window)
         out.append([b, s, h, kv, d, dv, causal, window, kernel, _time_ms(r, path, flops), fwd])
     return out
 
@@ -180,6 +191,7 @@ def sustained_tflops(path: Path) -> float:
 READERS = {
     "gemm": gemm_rows,
     "attention": attention_rows,
+    "attention_window": attention_rows,
     "grouped_gemm": grouped_gemm_rows,
     "memory_bound": memory_bound_rows,
 }
@@ -195,7 +207,8 @@ def read_kernel_files(files: dict[str, Path], source: str) -> dict[str, Any]:
         rows = READERS[kind](path)
         if not rows:
             raise InvalidInput(f"{path}:1: no data rows")
-        data[kind] = rows
+        table = TABLE_OF.get(kind, kind)
+        data[table] = data.get(table, []) + rows
     return data
 
 

@@ -19,6 +19,7 @@ from .kernel_tables import builtin_index, builtin_source
 DATASHEET_FIELDS = (
     "peak_bf16_tflops",
     "peak_fp8_tflops",
+    "peak_fp4_tflops",
     "hbm_gib",
     "hbm_bandwidth_gb_per_s",
     "nvlink_gb_per_s",
@@ -91,11 +92,12 @@ def _cluster_tables_row(cluster: Cluster) -> dict[str, Any]:
         for kind in ("gemm", "attention", "grouped_gemm", "memory_bound")
         if getattr(k, kind)
     )
+    verb = "measured" if k.basis == "measured" else "assumed (imported settings)"
     return {
         "constant": "kernels",
         "value": "tables",
-        "basis": "measured",
-        "why": f"{counts} rows measured: {k.source}; shapes outside them on the curves",
+        "basis": k.basis,
+        "why": f"{counts} rows {verb}: {k.source}; shapes outside them on the curves",
     }
 
 

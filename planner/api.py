@@ -84,12 +84,20 @@ def check_precision(cluster: Cluster, workload: Workload) -> None:
     """Refuse a precision the GPU cannot run: fp8 needs FP8 tensor cores (Hopper and later; the
     GPU spec's peak_fp8_tflops), mxfp8 needs tensor cores with block-scaled MX formats: NVIDIA
     Blackwell (architecture technical brief; Transformer Engine's MXFP8BlockScaling recipe) or
-    AMD CDNA4 (MI355X: MXFP8/MXFP6/MXFP4 in the CDNA4 ISA)."""
+    AMD CDNA4 (MI355X: MXFP8/MXFP6/MXFP4 in the CDNA4 ISA); nvfp4 needs NVIDIA Blackwell's NVFP4
+    tensor cores (GpuSpec.peak_fp4_tflops; CDNA4's MXFP4 is another format)."""
     gpu = cluster.gpu
     if workload.precision == "fp8" and gpu.peak_fp8_tflops is None:
         raise InvalidInput(
             f"precision: fp8 needs FP8 tensor cores, which {gpu.name} ({gpu.generation}) lacks "
             "(peak_fp8_tflops is null); use bf16"
+        )
+    if workload.precision == "nvfp4" and (
+        gpu.generation != "blackwell" or gpu.peak_fp4_tflops is None
+    ):
+        raise InvalidInput(
+            f"precision: nvfp4 needs NVFP4 tensor cores (NVIDIA Blackwell: B200, GB200, B300, "
+            f"GB300); {gpu.name} is {gpu.generation}"
         )
     if workload.precision == "mxfp8" and gpu.generation not in MX_GENERATIONS:
         raise InvalidInput(

@@ -56,7 +56,7 @@ from .report.goodput_view import goodput_dict, goodput_line
 from .report.placed import PlacedView, placed_view
 from .report.validation import render_validation, validation_markdown
 from .report.whatif_view import render_whatif, whatif_dict
-from .types import PlanResult
+from .types import PlanResult, SearchSpace
 from .validate import validate_file
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
@@ -99,7 +99,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", required=True, help="preset name or cluster YAML/JSON")
     p.add_argument("--gpus", type=_positive_int, help="number of GPUs of the cluster to use")
     p.add_argument("--seq-len", type=_positive_int, help="training sequence length")
-    p.add_argument("--precision", choices=("bf16", "fp8"), help="training precision")
+    p.add_argument(
+        "--precision",
+        choices=("bf16", "fp8", "mxfp8", "nvfp4"),
+        help="training precision (mxfp8, nvfp4: Blackwell only)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON only (docs/contract.md)")
 
 
@@ -1060,6 +1064,11 @@ def _add_calibration(sub: Any) -> None:
     )
     c.add_argument("--grouped-gemm", metavar="CSV", help="grouped GEMM table (one file)")
     c.add_argument("--memory-bound", metavar="CSV", help="memory-bound ops table (one file)")
+    c.add_argument(
+        "--system-file",
+        metavar="JSON",
+        help="a peer simulator's system file (Calculon systems/*.json): GEMM and memory tables",
+    )
     c.add_argument("--out", required=True, metavar="FILE", help="cluster file (YAML) to write")
     c.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
     c.add_argument("--json", action="store_true")
@@ -1101,7 +1110,10 @@ def _add_measure_kernels(m: argparse.ArgumentParser) -> None:
     m.add_argument("--dtypes", type=_dtype_list, default=("bf16", "fp8"), help="bf16,fp8")
     m.add_argument("--seq-len", type=_positive_int, help="kernels: default the model's own")
     m.add_argument(
-        "--micro-batches", type=_int_list, default=(1, 2, 4, 8), help="kernels: micro-batch sizes"
+        "--micro-batches",
+        type=_int_list,
+        default=SearchSpace.model_fields["micro_batches"].default,
+        help="kernels: micro-batch sizes (default: the search's)",
     )
     m.add_argument("--cp", type=_int_list, default=(1, 2, 4, 8), help="kernels: CP degrees")
     m.add_argument(
@@ -1109,6 +1121,11 @@ def _add_measure_kernels(m: argparse.ArgumentParser) -> None:
     )
     m.add_argument("--min-time-ms", type=_positive_float, default=10.0, help="timed per shape")
     m.add_argument("--budget-s", type=_positive_float, help="kernels: stop after this long")
+    m.add_argument(
+        "--sustained-s",
+        type=_positive_float,
+        help="kernels: then this long of 8192^3 GEMMs in 2-s windows (sustained.csv)",
+    )
 
 
 def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
@@ -1124,6 +1141,7 @@ def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
         kernels=args.kernels,
         grouped_gemm=args.grouped_gemm,
         memory_bound=args.memory_bound,
+        system_file=args.system_file,
     )
     cal.write_cluster_file(cluster, args.out)
     rep["out"] = args.out
@@ -1188,6 +1206,7 @@ def _measure_kernels(args: argparse.Namespace, out: Console) -> int:
         tiny=args.tiny,
         min_time_ms=args.min_time_ms,
         budget_s=args.budget_s,
+        sustained_s=args.sustained_s or 0.0,
     )
     rows = ", ".join(f"{k} {n}" for k, n in meta["rows"].items())
     out.print(

@@ -56,12 +56,21 @@ MEMORY_SETTINGS = frozenset(
     {"optimizer_moments", "activation_func_fp8_input_store", "attention_output_store"}
 )
 """Workload fields that change what a run keeps in memory (cost_models/specs.py Workload)."""
+COMPUTE_SETTINGS = frozenset({"fp8_recipe", "cuda_graphs"})
+"""Workload fields of a run's compute recipe that no framework profile sets (issue 32): the fp8
+scaling recipe (Megatron --fp8-recipe delayed / tensorwise / blockwise) and per-layer CUDA
+graphs (Megatron --cuda-graph-impl transformer_engine)."""
 RECORD_SETTINGS = (
-    frozenset(PHYSICS_FIELDS) | {"tp_comm_overlap", "vp"} | NETWORK_SETTINGS | MEMORY_SETTINGS
+    frozenset(PHYSICS_FIELDS)
+    | {"tp_comm_overlap", "vp"}
+    | NETWORK_SETTINGS
+    | MEMORY_SETTINGS
+    | COMPUTE_SETTINGS
 )
 """Keys of a record's explicit `settings` mapping: Workload physics fields, the layout's
 tp_comm_overlap, and vp (a stated interleaved schedule the layout leaves null),
-NETWORK_SETTINGS and MEMORY_SETTINGS (the shared data file's `settings:` field)."""
+NETWORK_SETTINGS, MEMORY_SETTINGS and COMPUTE_SETTINGS (the shared data file's `settings:`
+field)."""
 
 SYSTEM_FOR_GPU = {
     "a100-sxm-40gb": "dgx-a100",
@@ -221,7 +230,8 @@ def record_inputs(
     lay = {k: (v if v is not None else FILL_RULES.get(k)) for k, v in record["layout"].items()}
     profile = record_profile(record.get("framework") or "other")
     settings = record_settings(record)
-    physics = {k: v for k, v in settings.items() if k in PHYSICS_FIELDS or k in MEMORY_SETTINGS}
+    own = MEMORY_SETTINGS | COMPUTE_SETTINGS
+    physics = {k: v for k, v in settings.items() if k in PHYSICS_FIELDS or k in own}
     if "moe_dispatcher" in settings:
         physics["moe_dispatcher"] = settings["moe_dispatcher"]
     if model.moe is not None and "max_nodes_per_token" in settings:

@@ -27,14 +27,14 @@ from cost_models.specs import (
 )
 from models_zoo.kernel_tables import (
     BUILTIN,
-    FILES,
+    TABLES,
     builtin_folder,
     builtin_source,
     kernel_dir_files,
     read_kernel_files,
 )
 
-from . import compute_fit, nccl, steps
+from . import compute_fit, nccl, steps, system_file
 
 __all__ = ["calibrate", "cluster_yaml", "write_cluster_file"]
 
@@ -177,22 +177,40 @@ def _attention(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
     return _with(cluster, values, fits)
 
 
+def _merged_tables(cluster: Cluster, data: dict[str, Any]) -> KernelTables:
+    """`data`'s kinds over the cluster's own tables (kinds `data` lacks are kept); the result
+    is an assumption if any kind kept or given is."""
+    if cluster.kernels is not None:
+        old = cluster.kernels.model_dump()
+        kept = [k for k in TABLES if k not in data and old[k]]
+        data = {**{k: old[k] for k in kept}, **data}
+        if kept and old["basis"] == "assumption":
+            data["basis"] = "assumption"
+        if "sustained_bf16_tflops" not in data:
+            data["sustained_bf16_tflops"] = old["sustained_bf16_tflops"]
+    return KernelTables.model_validate(data)
+
+
 def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict) -> Cluster:
     """The measured tables themselves go into the cluster (Cluster.kernels): the cost model
     looks every covered shape up instead of fitting a curve to it (issue 32). Kinds not given
     keep the cluster's own tables, if it had any."""
-    data = read_kernel_files(files, source)
-    if cluster.kernels is not None:
-        old = cluster.kernels.model_dump()
-        data = {**{k: old[k] for k in FILES if k not in files}, **data}
-        if "sustained_bf16_tflops" not in data:
-            data["sustained_bf16_tflops"] = old["sustained_bf16_tflops"]
-    tables = KernelTables.model_validate(data)
+    tables = _merged_tables(cluster, read_kernel_files(files, source))
     report["kernels"] = {
         "source": source,
         "tables": table_residuals(tables),
         "sustained_bf16_tflops": tables.sustained_bf16_tflops,
     }
+    return cluster.model_copy(update={"kernels": tables})
+
+
+def _system_file(cluster: Cluster, path: str, report: dict) -> Cluster:
+    """A peer simulator's system file (Calculon) as GEMM and memory-bound tables, marked as an
+    assumption (planner/calibrate/system_file.py)."""
+    data, rep = system_file.read_system_file(path, cluster.gpu)
+    tables = _merged_tables(cluster, data)
+    report["system_file"] = rep
+    report["kernels"] = {"source": data["source"], "tables": table_residuals(tables)}
     return cluster.model_copy(update={"kernels": tables})
 
 
@@ -253,13 +271,15 @@ def calibrate(
     kernels: str | None = None,
     grouped_gemm: str | None = None,
     memory_bound: str | None = None,
+    system_file: str | None = None,
 ) -> tuple[Cluster, dict[str, Any]]:
     """The calibrated cluster and a report of every fit (what `planner calibrate --json` prints).
 
     Order: network tiers innermost first, then the GEMM and attention fallback curves (fitted
-    on --gemm / --attention), then the kernel tables (--kernels and every per-file flag, --gemm
-    and --attention included: stored and looked up, not fitted), then the step factors on top
-    of everything the microbenchmarks set."""
+    on --gemm / --attention), then a peer simulator's system file (--system-file: its GEMM and
+    memory tables), then the kernel tables (--kernels and every per-file flag, --gemm and
+    --attention included: stored and looked up, not fitted; a measured kind replaces the
+    system file's), then the step factors on top of everything the microbenchmarks set."""
     base = models_zoo.load_cluster(cluster)
     per_file = {
         "gemm": gemm,
@@ -268,10 +288,10 @@ def calibrate(
         "memory_bound": memory_bound,
     }
     tables = kernels or any(per_file.values())
-    if not (nccl_tests or gemm or attention or steps_file or tables):
+    if not (nccl_tests or gemm or attention or steps_file or tables or system_file):
         raise InvalidInput(
             "calibrate: give at least one of --nccl-tests, --gemm, --attention, --kernels, "
-            "--grouped-gemm, --memory-bound, --steps"
+            "--grouped-gemm, --memory-bound, --system-file, --steps"
         )
     report: dict[str, Any] = {}
     out = base
@@ -281,6 +301,8 @@ def calibrate(
         out = _gemm(out, gemm, report)
     if attention:
         out = _attention(out, attention, report)
+    if system_file:
+        out = _system_file(out, system_file, report)
     if tables:
         files, source = kernel_files(kernels, per_file, base.gpu.id)
         out = _kernels(out, files, source, report)

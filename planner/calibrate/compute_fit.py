@@ -225,8 +225,16 @@ def fit_attention(path: str, cluster: Cluster) -> list[AttentionFit]:
         if row["dtype"].lower() != "bf16":
             raise InvalidInput(f"{path}:{line}: attention dtype must be bf16 (the model's kernel)")
         kernel = (row.get("kernel") or "fused").lower()
-        if kernel not in ("fused", "fa2"):
-            raise InvalidInput(f"{path}:{line}: kernel must be fused or fa2 (got {kernel!r})")
+        if kernel not in ("fused", "fa2", "flex"):
+            raise InvalidInput(
+                f"{path}:{line}: kernel must be fused, fa2 or flex (got {kernel!r})"
+            )
+        if kernel == "flex" or (row.get("window") or "0").strip() not in ("", "0"):
+            # FlexAttention and sliding-window rows are table rows only (their windowed / full
+            # ratio prices windowed layers, cost_models.kernels.KernelBook.window_ratio): the
+            # curve's constants are full attention of the fused and FA2 kernels.
+            by_kernel.setdefault("table_only", [])
+            continue
         flops = attention_flops(b, s, h, d, causal in ("true", "1"))
         if row.get("time_ms"):
             tflops = flops / (_positive(row, "time_ms", path) * 1e-3) / 1e12

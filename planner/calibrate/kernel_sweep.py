@@ -30,8 +30,12 @@ repeated where a backend refuses it; the metadata counts those); the forward alo
 forward + backward (torch.autograd.grad, no gradient accumulation). Memory-bound ops on bf16
 [tokens, width] tensors: copy, add, RMSNorm, LayerNorm, SwiGLU / GeGLU (unfused act(x) * y),
 tanh-GELU, squared ReLU, MoE permute (index_select of the routed rows) and unpermute
-(index_add_ back to the tokens). A shape a kernel cannot run (a backend without that head
-size, a sliding window SDPA has no kernel for) is skipped and listed, never approximated.
+(index_add_ back to the tokens). Sliding-window cases (window > 0; torch SDPA has no windowed
+kernel) go to attention_window.csv in the format of the shared one: the windowed call and, once
+per shape, the full causal call, both through FlexAttention (compiled, the kernel torchtitan runs
+for windowed models), whose ratio is the window's saving. A shape a kernel cannot run (a backend
+without that head size, FlexAttention's backward on a CPU) is skipped and listed, never
+approximated.
 
 On CPU (`--device cpu`, a smoke test of this path) the same code runs with wall-clock timing and
 SDPA's math path for every attention kernel; its rows say nothing about a GPU.
@@ -63,6 +67,10 @@ COLUMNS = {
         "experts", "rows_per_expert", "n", "k", "dtype", "time_ms", "tflops", "dense_time_ms",
     ),
     "memory_bound": ("op", "tokens", "width", "dtype", "bytes", "time_ms", "gb_per_s"),
+    "attention_window": (
+        "batch", "seq", "heads", "kv_heads", "head_dim", "causal", "dtype", "kernel", "window",
+        "time_ms", "forward_ms",
+    ),
 }  # fmt: skip
 """The column order of ../shared/data/kernels/*.csv."""
 MAX_REPS = 1 << 20
@@ -273,15 +281,70 @@ def _attention_calls(torch: Any, dev: str, row: tuple, notes: dict):
 
 
 def run_attention(torch: Any, dev: str, timed: Callable, row: tuple, notes: dict) -> list:
-    b, s, h, kv, dqk, dv, causal, window, kern = row
-    if window:
-        raise SkipShape(f"sliding window {window}: torch SDPA has no {kern} kernel for it")
+    b, s, h, kv, dqk, dv, causal, _window, kern = row
     with _sdpa_context(torch, torch.device(dev).type == "cuda", kern):
         fwd, both = _attention_calls(torch, dev, row, notes)
         fwd_s = timed(fwd)
         total_s = timed(both)
     return [b, s, h, kv, dqk, dv, "true" if causal else "false", "bf16", kern,
             f"{total_s * 1e3:.5f}", f"{fwd_s * 1e3:.5f}"]  # fmt: skip
+
+
+_FLEX: dict[str, Any] = {}
+"""The compiled FlexAttention of this process (one compile; torch caches per shape)."""
+
+
+def _flex_calls(torch: Any, dev: str, row: tuple, window: int):
+    """(forward, forward + backward) of FlexAttention on this case with a causal mask, and a
+    sliding window of `window` keys (query i sees keys (i - window, i]) where window > 0."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    b, s, h, kv, dqk, dv, _causal, _w, _kern = row
+    on_gpu = torch.device(dev).type == "cuda"
+    if "flex" not in _FLEX:  # compiled on a GPU, as torchtitan runs it; eager elsewhere
+        _FLEX["flex"] = torch.compile(flex_attention, dynamic=False) if on_gpu else flex_attention
+    flex = _FLEX["flex"]
+    if window:
+        def mask(_b, _h, q_idx, kv_idx):
+            return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
+    else:
+        def mask(_b, _h, q_idx, kv_idx):
+            return q_idx >= kv_idx
+    block = create_block_mask(mask, B=None, H=None, Q_LEN=s, KV_LEN=s, device=dev)
+    dt = torch.bfloat16
+
+    def t(heads: int, d: int):
+        return torch.randn(b, heads, s, d, device=dev, dtype=dt, requires_grad=True)
+
+    q, k, v = t(h, dqk), t(kv, dqk), t(kv, dv)
+    grad = torch.randn(b, h, s, dv, device=dev, dtype=dt)
+
+    def fwd():
+        return flex(q, k, v, block_mask=block, enable_gqa=kv != h)
+
+    def both():
+        return torch.autograd.grad(fwd(), (q, k, v), grad)
+
+    return fwd, both
+
+
+def run_window(torch: Any, dev: str, timed: Callable, row: tuple, full_done: set) -> list:
+    """attention_window.csv rows (../shared/data/kernels format) of a sliding-window case: the
+    windowed call and, once per shape, the full causal call, both through FlexAttention (torch
+    SDPA has no windowed kernel; the saving is the ratio of the two, which is what the cost
+    model reads from these rows)."""
+    b, s, h, kv, dqk, dv, causal, window, _kern = row
+    if not causal or dqk != dv:
+        raise SkipShape(f"sliding window {window}: measured causal with equal head dims only")
+    out = []
+    shape = (b, s, h, kv, dqk)
+    for w in ([0] if shape not in full_done else []) + [window]:
+        fwd, both = _flex_calls(torch, dev, row, w)
+        fwd_s, total_s = timed(fwd), timed(both)
+        out.append([b, s, h, kv, dqk, "true", "bf16", "flex", w or "",
+                    f"{total_s * 1e3:.5f}", f"{fwd_s * 1e3:.5f}"])  # fmt: skip
+    full_done.add(shape)
+    return out
 
 
 def _memory_call(torch: Any, dev: str, op: str, tokens: int, width: int, top_k: int):
@@ -343,6 +406,55 @@ def _warm(torch: Any, dev: str, seconds: float, on_gpu: bool) -> float | None:
     return 2 * 8192**3 / seconds_per / 1e12
 
 
+SUSTAINED_COLUMNS = (
+    "workload", "t_s", "tflops", "sm_clock_mhz", "power_w", "temp_c", "throttle_reasons",
+)  # fmt: skip
+"""../shared/data/kernels/sustained.csv (measure_sustained.py)."""
+SMI_QUERY = "clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"
+
+
+def _smi(query: str) -> list[str]:
+    """One nvidia-smi query of the first GPU, or blanks where it cannot run."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=False,
+        ).stdout  # fmt: skip
+        return [x.strip() for x in out.strip().splitlines()[0].split(",")]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return [""] * len(query.split(","))
+
+
+def sustained(torch: Any, dev: str, seconds: float, out: Path) -> int:
+    """Back-to-back 8192^3 bf16 GEMMs for `seconds`, one sustained.csv row per 2-second window
+    with the SM clock, power, temperature and throttle reasons nvidia-smi reads at its end (the
+    method of ../shared/data/kernels/measure_sustained.py, its square-8192 workload): the rate the
+    GPU holds under its power cap, which `calibrate` caps bf16 GEMM look-ups at."""
+    call = _gemm_call(torch, dev, 8192, 8192, 8192, "bf16", "TN")
+    flops, rows, t0 = 2 * 8192**3, 0, time.time()
+    with open(out / "sustained.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(SUSTAINED_COLUMNS)
+        while time.time() - t0 < seconds:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            reps, stop = 0, time.time() + 2.0
+            start.record()
+            while time.time() < stop:
+                call()
+                reps += 1
+                if reps % 20 == 0:
+                    torch.cuda.synchronize()
+            end.record()
+            end.synchronize()
+            tflops = flops * reps / (start.elapsed_time(end) / 1e3) / 1e12
+            t_s = f"{time.time() - t0:.1f}"
+            w.writerow(["square-8192", t_s, f"{tflops:.1f}", *_smi(SMI_QUERY)])
+            f.flush()
+            rows += 1
+    return rows
+
+
 def device_info(torch: Any, dev: str) -> dict[str, Any]:
     """What the README table of ../shared/data/kernels names: device, driver, software."""
     info: dict[str, Any] = {
@@ -379,7 +491,7 @@ class Sheets:
 
     def __init__(self, out_dir: Path) -> None:
         self.out_dir, self.files, self.writers = out_dir, {}, {}
-        self.rows = dict.fromkeys(KINDS, 0)
+        self.rows = dict.fromkeys(COLUMNS, 0)
 
     def write(self, kind: str, row: list) -> None:
         if kind not in self.writers:
@@ -402,14 +514,19 @@ def _jobs(shapes: dict[str, Any], seed: int) -> list[tuple[str, tuple]]:
     return jobs
 
 
-def _run_job(torch: Any, dev: str, timed: Callable, kind: str, row: tuple, notes: dict) -> list:
+def _run_job(
+    torch: Any, dev: str, timed: Callable, kind: str, row: tuple, notes: dict, full_done: set
+) -> list[tuple[str, list]]:
+    """(table, row) pairs a job writes: one row, or a windowed case's attention_window rows."""
     if kind == "gemm":
-        return run_gemm(torch, dev, timed, row)
+        return [(kind, run_gemm(torch, dev, timed, row))]
     if kind == "grouped_gemm":
-        return run_grouped(torch, dev, timed, row)
+        return [(kind, run_grouped(torch, dev, timed, row))]
+    if kind == "attention" and row[7]:
+        return [("attention_window", r) for r in run_window(torch, dev, timed, row, full_done)]
     if kind == "attention":
-        return run_attention(torch, dev, timed, row, notes)
-    return run_memory(torch, dev, timed, row)
+        return [(kind, run_attention(torch, dev, timed, row, notes))]
+    return [(kind, run_memory(torch, dev, timed, row))]
 
 
 def measure(
@@ -422,10 +539,12 @@ def measure(
     warm_s: float = 2.0,
     seed: int = 0,
     budget_s: float | None = None,
+    sustained_s: float = 0.0,
     log: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
-    """Measure every row of `shapes` (read_shapes) into `out_dir`; returns the metadata written
-    to metadata.json (module docstring: method)."""
+    """Measure every row of `shapes` (read_shapes) into `out_dir`, then (on a GPU, when
+    `sustained_s` > 0) the sustained bf16 GEMM rate; returns the metadata written to
+    metadata.json (module docstring: method)."""
     import torch
 
     out = Path(out_dir)
@@ -437,6 +556,7 @@ def measure(
     reference = _warm(torch, device, warm_s, on_gpu)
     timed = make_timer(device, min_time_s, warmup)
     sheets, notes, skipped, left = Sheets(out), {}, [], 0
+    full_done: set[tuple] = set()  # shapes whose full-attention FlexAttention row is written
     jobs = _jobs(shapes, seed)
     for i, (kind, row) in enumerate(jobs):
         if budget_s is not None and time.time() - t0 > budget_s:
@@ -444,7 +564,8 @@ def measure(
             log(f"budget of {budget_s:g} s spent: {left} shapes not measured")
             break
         try:
-            sheets.write(kind, _run_job(torch, device, timed, kind, row, notes))
+            for table, written in _run_job(torch, device, timed, kind, row, notes, full_done):
+                sheets.write(table, written)
         except SkipShape as exc:
             skipped.append({"kind": kind, "row": list(row), "reason": str(exc)})
         except (RuntimeError, ValueError, NotImplementedError) as exc:  # no kernel here
@@ -456,6 +577,12 @@ def measure(
         if i % 100 == 99:
             log(f"{i + 1} of {len(jobs)} shapes, {time.time() - t0:.0f} s")
     sheets.close()
+    windows: int | str = 0
+    if on_gpu and sustained_s > 0:
+        try:
+            windows = sustained(torch, device, sustained_s, out)
+        except (RuntimeError, OSError) as exc:  # the tables above are written already
+            windows = f"failed: {exc.__class__.__name__}: {str(exc)[:160]}"
     meta = {
         **device_info(torch, device),
         "reference_8192_bf16_tflops": None if reference is None else round(reference, 1),
@@ -466,6 +593,7 @@ def measure(
         "rows": sheets.rows,
         "asked": {k: len(shapes[k]) for k in KINDS},
         "not_measured_budget": left,
+        "sustained_windows": windows,
         "skipped": skipped,
         "notes": notes,
         "wall_s": round(time.time() - t0, 1),
@@ -501,10 +629,14 @@ def write_metadata(out: Path, meta: dict[str, Any]) -> None:
         "Formats: ../shared/data/kernels/README.md (planner/calibrate/kernel_sweep.py says how "
         "each kernel is called).",
         "",
-        "Rows: " + ", ".join(f"{k} {n} of {meta['asked'][k]}" for k, n in meta["rows"].items())
+        "Rows: " + ", ".join(f"{k} {meta['rows'][k]} of {n}" for k, n in meta["asked"].items())
+        + f", attention_window {meta['rows']['attention_window']} (FlexAttention)"
         + f"; skipped {len(meta['skipped'])} (metadata.json says why); "
         f"{meta['not_measured_budget']} left unmeasured by the time budget. "
-        f"Wall time {meta['wall_s']} s.",
+        f"Wall time {meta['wall_s']} s."
+        + (f" Then {meta['sustained_windows']} 2-second windows of back-to-back 8192^3 bf16 "
+           "GEMMs (sustained.csv: the rate under the power cap)."
+           if isinstance(meta["sustained_windows"], int) and meta["sustained_windows"] else ""),
         "",
         "Use: `planner calibrate --cluster C --kernels THIS_FOLDER --out calibrated.yaml`.",
     ]  # fmt: skip
@@ -523,6 +655,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-time-ms", type=float, default=10.0)
     p.add_argument("--warm-s", type=float, default=2.0)
     p.add_argument("--budget-s", type=float, help="stop measuring after this many seconds")
+    p.add_argument(
+        "--sustained-s", type=float, default=0.0,
+        help="then this many seconds of 8192^3 GEMMs in 2-s windows (sustained.csv; GPU only)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     shapes = read_shapes(a.shapes)
@@ -531,6 +667,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = measure(
         shapes, a.out_dir, device=a.device, min_time_s=a.min_time_ms / 1e3,
         warm_s=0.0 if a.tiny else a.warm_s, seed=a.seed, budget_s=a.budget_s,
+        sustained_s=0.0 if a.tiny else a.sustained_s,
         log=lambda s: sys.stderr.write(s + "\n"),
     )  # fmt: skip
     rows = ", ".join(f"{k} {n}" for k, n in meta["rows"].items())

@@ -27,7 +27,11 @@ from cost_models.kernel_shapes import kernel_shapes, tp_ok
 from cost_models.specs import Cluster
 
 from ..api import make_workload
+from ..types import SearchSpace
 from . import kernel_sweep, sweep
+
+SEARCH_MICRO_BATCHES: tuple[int, ...] = SearchSpace.model_fields["micro_batches"].default
+"""The micro-batch sizes the search tries by default: the token counts measure covers."""
 
 TESTS = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")
 SIZES = "-b 1K -e 8G -f 2 -g 1"
@@ -62,7 +66,7 @@ def shapes_document(
     seq_len: int | None = None,
     tps: Sequence[int] = (1, 2, 4, 8),
     dtypes: Sequence[str] = ("bf16", "fp8"),
-    micro_batches: Sequence[int] = (1, 2, 4, 8),
+    micro_batches: Sequence[int] = SEARCH_MICRO_BATCHES,
     cps: Sequence[int] = (1, 2, 4, 8),
     eps: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
 ) -> dict[str, Any]:
@@ -115,6 +119,7 @@ def run_kernels(
     tiny: bool = False,
     min_time_ms: float = 10.0,
     budget_s: float | None = None,
+    sustained_s: float = 0.0,
 ) -> dict[str, Any]:
     """Measure a shapes document into `out_dir` (kernel_sweep.measure); its metadata."""
     _torch("kernels", device)
@@ -129,6 +134,7 @@ def run_kernels(
         return kernel_sweep.measure(
             shapes, out_dir, device=device, min_time_s=min_time_ms / 1e3,
             warm_s=0.0 if tiny else 2.0, budget_s=budget_s,
+            sustained_s=0.0 if tiny else sustained_s,
         )  # fmt: skip
     except OSError as err:
         raise InvalidInput(f"--out-dir: cannot write {out_dir}: {err.strerror}") from None

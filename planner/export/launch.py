@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from cost_models import framework
+from cost_models.compute import quant_recipe
 from cost_models.errors import InvalidInput
 from cost_models.pipeline import chunk_layer_counts, stage_layers
 from cost_models.specs import Axis, Estimate, Layout, ModelSpec, Workload
@@ -304,11 +305,16 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         args.append("--sequence-parallel")
     if lo.tp_comm_overlap and lo.tp > 1:
         args.append("--tp-comm-overlap")
+    if workload.cuda_graphs:
+        # Per-layer TE graphs as the cost model prices them (compute.layer_overhead_s); the
+        # dropless MoE scope of Megatron-Bridge's CUDA-graphs guide.
+        graphed = ["attn", "moe_router", "moe_preprocess"] if model.moe else ["attn", "mlp"]
+        args += ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-modules", *graphed]
     if lo.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
         if lo.recompute_modules is not None:  # None: Megatron's default, core_attn
             args += ["--recompute-modules", *lo.recompute_modules]
-            delayed = workload.precision == "fp8" and not workload.fp8_dynamic_scaling
+            delayed = quant_recipe(workload) == "delayed"
             if delayed and {"moe_act", "layernorm"} & set(lo.recompute_modules):
                 # TransformerConfig.__post_init__ raises on this pair.
                 raise _refuse(
@@ -397,12 +403,17 @@ def _megatron_precision(workload: Workload) -> list[str]:
         return ["--fp16"]
     if workload.precision == "fp8":
         # Transformer Engine fp8 GEMMs with bf16 master weights and non-GEMM math; scales from
-        # the current tensor (tensorwise) or from the amax history (delayed, Megatron's default).
-        recipe = "tensorwise" if workload.fp8_dynamic_scaling else "delayed"
-        return ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", recipe]
+        # the current tensor (tensorwise), the amax history (delayed, Megatron's default) or
+        # 1x128 / 128x128 tiles (blockwise: e4m3 only, TransformerConfig.__post_init__).
+        recipe = quant_recipe(workload)
+        fmt = "e4m3" if recipe == "blockwise" else "hybrid"
+        return ["--bf16", "--fp8-format", fmt, "--fp8-recipe", str(recipe)]
     if workload.precision == "mxfp8":
         # Blackwell MX block scaling: e4m3 with the mxfp8 recipe (Transformer Engine).
         return ["--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"]
+    if workload.precision == "nvfp4":
+        # NVFP4 block scaling (TransformerConfig.fp4 'e2m1', fp4_recipe 'nvfp4'; TE >= 2.7).
+        return ["--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]
     raise _refuse("megatron", f"precision {workload.precision} has no Megatron-LM flag here")
 
 

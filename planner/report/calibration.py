@@ -15,6 +15,14 @@ def calibration_lines(cluster_name: str, rep: dict[str, Any]) -> list[str]:
     attention curves labelled as the fallback outside the tables), each nccl-tests file's tier
     and residual, and the measured steps' errors (planner.calibrate.calibrate's report)."""
     lines = [f"[bold]calibrated[/bold] {escape(cluster_name)} -> {escape(rep['out'])}"]
+    if "system_file" in rep:
+        sf = rep["system_file"]
+        lines.append(
+            f"  system file {escape(sf['file'])} ({sf['format']}; its settings imported as"
+            " tables, basis assumption):"
+        )
+        lines += [f"  imported {escape(x)}" for x in sf["imported"]]
+        lines += [f"  not imported {escape(x)}" for x in sf["not_imported"]]
     if "kernels" in rep:
         k = rep["kernels"]
         lines.append(f"  kernel tables from {escape(k['source'])} (looked up, not fitted):")

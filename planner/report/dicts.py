@@ -70,6 +70,8 @@ def estimate_dict(
     }
     if e.kernels is not None:  # the cluster's kernel tables (issue 32)
         out["kernels"] = e.kernels
+    if e.attention is not None:  # sliding-window attention as priced (issue 32)
+        out["attention"] = e.attention
     if model is not None:
         out["model"] = {"name": model.name, **model_params(model)}
     return out

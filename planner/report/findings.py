@@ -9,7 +9,8 @@ import math
 
 from dataclasses import dataclass
 
-from cost_models import topology
+from cost_models import framework, topology
+from cost_models.compute import windowed_layers
 from cost_models.specs import Cluster, Estimate
 
 from ..types import PlanResult
@@ -191,10 +192,28 @@ def solver_warnings(result: PlanResult) -> list[str]:
     return out
 
 
+def attention_warnings(result: PlanResult) -> list[str]:
+    """What the plan's framework can do with the model's sliding-window layers
+    (FrameworkProfile.sliding_window): nothing (the export refuses), or only through a recipe."""
+    m = result.model
+    if m.sliding_window is None or result.framework is None:
+        return []
+    p = framework.profile(result.framework)
+    layers = len(windowed_layers(m))
+    what = f"sliding-window attention ({m.sliding_window} tokens on {layers} of {m.num_layers} layers)"
+    if not p.sliding_window:
+        return [f"{p.name} has no option for {what}: the plan is priced with the window, the "
+                f"{p.name} export refuses the model"]
+    if p.name == "torchtitan":
+        return [f"{p.name} builds {what} {p.sliding_window}: the export refuses other models"]
+    return []
+
+
 def warnings(result: PlanResult) -> list[str]:
     return (
         plan_warnings(result.cluster, result.best)
         + workload_warnings(result)
+        + attention_warnings(result)
         + batch_hints(result)
         + solver_warnings(result)
     )

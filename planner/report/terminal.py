@@ -29,6 +29,7 @@ from .text import (
     MEMORY_HEADER,
     RANK_MAP_NODES,
     TERM_LABELS,
+    attention_text,
     defaults_text,
     header_text,
     layout_line,
@@ -212,10 +213,12 @@ def render_estimate(
         f"step {e.step_time_s:,.3f} s, peak memory {e.peak_memory_gib:.1f} GiB of "
         f"{e.usable_memory_gib:.1f} GiB usable ({verdict})"
     )
+    attention = attention_text(e)
     return Group(
         render_header(cluster, workload, model),
         Text(defaults_text(hbm, e.usable_memory_gib), style="dim"),
         summary,
+        *([Text(attention)] if attention else []),
         render_breakdown(e),
         render_links(e),
         render_memory(e, e.usable_memory_gib, hbm),

@@ -253,3 +253,41 @@ def rejection_lines(result: PlanResult) -> list[str]:
     top = sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
     return [f"{n:>7} x {reason}" for reason, n in top]
 
+
+
+def _layer_list(layers: list[int], limit: int = 6) -> str:
+    shown = ", ".join(str(i) for i in layers[:limit])
+    return shown + (", ..." if len(layers) > limit else "")
+
+
+def attention_text(e: Estimate) -> str | None:
+    """One line on sliding-window attention as priced (Estimate.attention): which layers are
+    windowed, the window, and where the windowed layers' time came from; None without one."""
+    a = e.attention
+    if a is None:
+        return None
+    win, full = a["windowed_layers"], a["full_layers"]
+    line = f"Attention: sliding window of {a['sliding_window']:,} tokens on {len(win)} of "
+    line += f"{len(win) + len(full)} layers"
+    if full:
+        line += f" (full attention on layers {_layer_list(full)}, 0-based)"
+    if a.get("priced_as") == "kernel_table":
+        line += (
+            f"; windowed layers take {a['forward_ratio']:.2f}x (forward) / "
+            f"{a['backward_ratio']:.2f}x (backward) of full attention's time, {a['status']} "
+            f"from the kernel table's {a['kernel']} window rows (FLOP ratio "
+            f"{a['flop_ratio']:.2f})"
+        )
+    elif a.get("priced_as") == "flop_ratio":
+        why = (
+            "no kernel-table window rows span this sequence and window: extrapolated"
+            if "status" in a
+            else "the cluster has no kernel tables"
+        )
+        line += (
+            f"; windowed layers priced at their FLOP ratio {a['flop_ratio']:.2f}x of full "
+            f"attention ({why}; measured kernels save less than their FLOPs at small windows)"
+        )
+    else:
+        line += f"; {a['priced_as']}"
+    return line

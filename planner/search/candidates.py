@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cost_models import framework, rankmap, topology
+from cost_models.compute import quant_recipe
 from cost_models.errors import InvalidInput
 from cost_models.rules import layout_violations
 from cost_models.memory import nothing_to_shard
@@ -339,12 +340,8 @@ def recompute_choices(
     per_chunk = model.num_layers // (base.pp * base.vp)
     # TransformerConfig.__post_init__ (megatron-core 0.19.2): "Delayed scaling does not support
     # moe_act and layernorm recompute for fp8" (the Megatron export writes --fp8-recipe delayed
-    # unless workload.fp8_dynamic_scaling). A framework rule: applied when searching for Megatron.
-    fp8_delayed = (
-        space.framework == "megatron"
-        and workload.precision == "fp8"
-        and not workload.fp8_dynamic_scaling
-    )
+    # for that recipe, cost_models.compute.quant_recipe). A framework rule: applied when searching for Megatron.
+    fp8_delayed = space.framework == "megatron" and quant_recipe(workload) == "delayed"
     choices = _recompute_choices(model, space.recompute, megatron, per_chunk, fp8_delayed)
     if base.ep_overlap and space.framework is not None:
         # Megatron asserts no full recomputation and no `moe` module with the all-to-all overlap

@@ -101,3 +101,17 @@ def test_cli_path_writes_a_folder_calibrate_reads_and_toy_rows_price_no_real_gem
     terms = with_toys.kernels["terms"]
     assert all(c["measured"] == c["interpolated"] == 0 for c in terms.values()), terms
     assert with_toys.step_time_s == pytest.approx(plain.step_time_s, rel=1e-12)
+
+
+def test_windowed_cases_go_to_flex_attention_and_are_never_approximated(tmp_path):
+    from planner.calibrate import kernel_sweep
+
+    full = [1, 64, 4, 1, 16, 16, True, 0, "fused"]
+    shapes = {"gemm": [], "grouped_gemm": [], "memory_bound": [], "sources": [],
+              "attention": [tuple(full), tuple(full[:7] + [16, "fused"])]}  # fmt: skip
+    meta = kernel_sweep.measure(shapes, tmp_path, device="cpu", min_time_s=1e-3, warm_s=0)
+    assert meta["rows"]["attention"] == 1  # SDPA, the full case
+    # FlexAttention has no backward on a CPU: the windowed case is listed as skipped, with why
+    (skip,) = meta["skipped"]
+    assert skip["row"][7] == 16 and "FlexAttention" in skip["reason"]
+    assert not (tmp_path / "attention_window.csv").exists()

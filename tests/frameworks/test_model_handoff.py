@@ -44,6 +44,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from cost_models.compute import windowed_layers
 from cost_models.errors import InvalidInput
 from cost_models.params import total_params
 from models_zoo.hf import model_from_hf_config
@@ -81,6 +82,13 @@ MISTRAL_7B = {  # https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/con
     "tie_word_embeddings": False,
     "vocab_size": 32000,
 }
+# Mistral 7B with a local / global pattern: three sliding-window layers, then one full, as HF
+# `layer_types` lists it (the field gpt-oss and Gemma 3 configs carry); Megatron builds it as
+# --window-attn-skip-freq 4.
+MISTRAL_LOCAL_GLOBAL = {
+    **MISTRAL_7B,
+    "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(32)],
+}
 
 # name -> (model, cluster, api.plan keyword arguments)
 CASES = {
@@ -94,6 +102,7 @@ CASES = {
         {"num_gpus": 2048, "global_batch": 15360, "seq_len": 4096, "precision": "fp8"},
     ),
     "sliding-window": (MISTRAL_7B, "dgx-h100", {"num_gpus": 16}),
+    "local-global": (MISTRAL_LOCAL_GLOBAL, "dgx-h100", {"num_gpus": 16}),
     "long-context-cp": (
         "llama3.1-8b",
         "dgx-h100",
@@ -276,6 +285,15 @@ def check_megatron_model(result: PlanResult, ns, cfg) -> None:
         assert tuple(cfg.window_size) == (m.sliding_window - 1, 0)
     else:
         assert cfg.window_size is None
+    # the layers Megatron windows (its own per-layer rule, 1-based) are the ones priced windowed
+    from megatron.core.transformer.utils import is_layer_window_attention
+
+    megatron_windowed = [
+        i
+        for i in range(m.num_layers)
+        if is_layer_window_attention(cfg.window_size, cfg.window_attn_skip_freq, i + 1)
+    ]
+    assert megatron_windowed == list(windowed_layers(m))
     if m.moe is not None:
         check_megatron_moe(result, cfg)
 
@@ -411,6 +429,13 @@ def check_titan_model(model, cfg, count: int) -> None:
     assert _first(cfg, "eps") == model.norm_eps
     if model.moe is not None:
         assert _first(cfg, "num_experts") == model.moe.num_experts
+    # each layer's window (torchtitan gpt_oss: sliding_window_size per layer) is the priced one
+    windows = [
+        next((c.sliding_window_size for c in _configs(layer) if hasattr(c, "sliding_window_size")), None)
+        for layer in cfg.layers
+    ]
+    windowed = set(windowed_layers(model))
+    assert windows == [model.sliding_window if i in windowed else None for i in range(len(windows))]
     assert abs(count / total_params(model) - 1) <= 1e-3, (count, total_params(model))
 
 
@@ -439,7 +464,7 @@ def test_torchtitan_builds_the_planned_model(case, index, fake_world):
     check_titan_model(result.model, cfg, count)
 
 
-@pytest.mark.parametrize("case", ["qwen2-qkv-bias", "mixtral", "sliding-window"])
+@pytest.mark.parametrize("case", ["qwen2-qkv-bias", "mixtral", "sliding-window", "local-global"])
 def test_torchtitan_refuses_models_no_recipe_builds(case):
     result = planned(case, "megatron")
     with pytest.raises(InvalidInput, match="no torchtitan 0.3.0 recipe builds"):

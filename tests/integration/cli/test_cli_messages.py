@@ -36,6 +36,16 @@ def test_fp8_on_a100_is_bad_input(command, capsys):
     assert "precision: fp8 needs FP8 tensor cores, which NVIDIA A100" in err
 
 
+@pytest.mark.parametrize("precision", ["mxfp8", "nvfp4"])
+def test_block_scaled_precisions_on_hopper_are_one_line(precision, capsys):
+    argv = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8"]
+    argv += ["--global-batch", "16", "--precision", precision, "--tp", "8", "--pp", "1", "--dp", "1"]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert f"precision: {precision} needs" in err and "hopper" in err
+
+
 def test_version_and_bare_planner(capsys):
     code, out, _ = run(["--version"], capsys)
     assert code == 0 and out.strip() == f"planner {__version__} ({DISTRIBUTION})"

@@ -71,6 +71,8 @@ MEGATRON_SWITCHES = {
     "--delay-wgrad-compute",
     "--use-precision-aware-optimizer",
 }
+MEGATRON_LISTS = {"--recompute-modules", "--cuda-graph-modules"}
+"""Flags that take one or more values (nargs='+' in megatron/training/arguments.py)."""
 ORDERS = list(permutations(Axis))
 
 
@@ -84,7 +86,7 @@ def megatron_parser(emitted: list[str]) -> argparse.ArgumentParser:
     valued = {a for a in emitted if a.startswith("--")} - MEGATRON_SWITCHES
     valued |= {"--num-virtual-stages-per-pipeline-rank", "--pipeline-model-parallel-layout"}
     for flag in sorted(MEGATRON_FLAGS & valued):
-        parser.add_argument(flag)
+        parser.add_argument(flag, nargs="+" if flag in MEGATRON_LISTS else None)
     return parser
 
 
@@ -126,6 +128,30 @@ CASES = {
         ),
         f.workload(global_batch=32, precision="mxfp8"),
         {"tp": 4, "dp": 4},
+    ),
+    "dense-nvfp4": (  # NVFP4 needs Blackwell NVFP4 tensor cores (api.check_precision)
+        f.dense_model(),
+        f.cluster(16).model_copy(
+            update={
+                "gpu": f.H100.model_copy(
+                    update={"generation": "blackwell", "peak_fp4_tflops": 4 * 1978.9}
+                )
+            }
+        ),
+        f.workload(global_batch=32, precision="nvfp4"),
+        {"tp": 4, "dp": 4},
+    ),
+    "dense-fp8-blockwise": (
+        f.dense_model(),
+        f.cluster(16),
+        f.workload(global_batch=32, precision="fp8", fp8_recipe="blockwise"),
+        {"tp": 4, "dp": 4},
+    ),
+    "moe-ep-cuda-graphs": (
+        f.moe_model(),
+        f.cluster(16),
+        f.workload(global_batch=32, cuda_graphs=True),
+        {"tp": 2, "dp": 8, "ep": 4},
     ),
     "moe-ep": (
         f.moe_model(),
@@ -183,10 +209,19 @@ def test_megatron_flags_exist_and_parse_back(case):
         # Megatron spreads the remaining layers evenly over the middle stages.
         middle, rest = divmod(model.num_layers - first - last, lo.pp - 2)
         assert rest == 0 and [first, *[middle] * (lo.pp - 2), last] == counts
-    assert ns.bf16 == (workload.precision in ("bf16", "fp8", "mxfp8"))
-    if workload.precision == "fp8":
+    assert ns.bf16 == (workload.precision in ("bf16", "fp8", "mxfp8", "nvfp4"))
+    if workload.precision == "fp8" and workload.fp8_recipe == "blockwise":
+        assert (ns.fp8_format, ns.fp8_recipe) == ("e4m3", "blockwise")
+    elif workload.precision == "fp8":
         assert ns.fp8_format == "hybrid"
         assert ns.fp8_recipe == ("tensorwise" if workload.fp8_dynamic_scaling else "delayed")
+    if workload.precision == "nvfp4":
+        assert (ns.fp4_format, ns.fp4_recipe) == ("e2m1", "nvfp4")
+    if workload.cuda_graphs:
+        assert ns.cuda_graph_impl == "transformer_engine"
+        assert [str(m) for m in ns.cuda_graph_modules] == (
+            ["attn", "moe_router", "moe_preprocess"] if model.moe else ["attn", "mlp"]
+        )
     if workload.precision == "mxfp8":
         assert (ns.fp8_format, ns.fp8_recipe) == ("e4m3", "mxfp8")
 
@@ -285,7 +320,7 @@ def test_deepspeed_batch_identity(case):
     # DeepSpeed's PipelineEngine: no interleaving, ZeRO < 2 with PP; its topology builds
     # tp-dp-pp only; ring CP and MoE expert groups are not DeepSpeed's (cost_models.framework).
     unsupported = lo.vp > 1 or lo.cp > 1 or lo.ep > 1 or lo.order != launch.TORCHTITAN_ORDER
-    if workload.precision in ("fp8", "mxfp8") or (lo.pp > 1 and lo.zero_stage >= 2) or unsupported:
+    if workload.precision in ("fp8", "mxfp8", "nvfp4") or (lo.pp > 1 and lo.zero_stage >= 2) or unsupported:
         with pytest.raises(InvalidInput, match="cannot export to deepspeed"):
             plan_exports.to_deepspeed_config(result)
         return

@@ -152,9 +152,16 @@ def test_fp8_dynamic_scaling_adds_one_amax_read_per_cast_element():
     gemms = attention_gemms(model, t, 1) + mlp_gemms(model, t, model.ffn_hidden_size, 1)
     cast_elements = sum(g.m * g.k for g in gemms)  # 4096 * (4096 + 4096 + 4096 + 14336)
     assert cast_elements == 4096 * 26624
-    extra_s = 2 * cast_elements / (gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency)
-    assert dynamic.elementwise_s - delayed.elementwise_s == pytest.approx(extra_s)
+    hbm = gpu.hbm_bandwidth_gb_per_s * 1e9 * cal.hbm_efficiency
+    assert dynamic.quantize_s - delayed.quantize_s == pytest.approx(2 * cast_elements / hbm)
+    # backward quantizes the output gradients [m, n]: 4096 * (6144 + 4096 + 28672 + 4096)
+    grad_elements = sum(g.m * g.n for g in gemms)
+    assert grad_elements == 4096 * 43008
+    assert dynamic.quantize_backward_s - delayed.quantize_backward_s == pytest.approx(
+        2 * grad_elements / hbm
+    )
     assert dynamic.gemm_s == delayed.gemm_s
+    assert dynamic.elementwise_s == delayed.elementwise_s
 
 
 def test_op_level_selective_recompute_by_hand():
@@ -188,14 +195,16 @@ def test_op_level_selective_keeps_recompute_monotone():
 def test_moe_overhead_per_local_expert_by_hand():
     from factories import moe_model
 
-    from cost_models.compute import _moe_overhead_s
+    from cost_models.compute import layer_overhead_s
 
     hopper = calibration_for("hopper")
-    # 16 experts over EP 4: 4 local experts x 3 GEMMs per pass x 32 us, plus the fixed 200 us.
-    got = _moe_overhead_s(moe_model(), layout(dp=8, ep=4), hopper)
-    assert got == pytest.approx(200e-6 + 3 * 4 * 32e-6)
+    w = workload()
+    # 16 experts over EP 4: 4 local experts x 3 GEMMs per pass x 32 us, plus the fixed 200 us
+    # and the per-layer 5 us.
+    got = layer_overhead_s(moe_model(), layout(dp=8, ep=4), hopper, w, True)
+    assert got == pytest.approx(5e-6 + 200e-6 + 3 * 4 * 32e-6)
     # More EP, fewer local experts, less host time.
-    assert _moe_overhead_s(moe_model(), layout(dp=8, ep=8), hopper) < got
+    assert layer_overhead_s(moe_model(), layout(dp=8, ep=8), hopper, w, True) < got
 
 
 def test_last_stage_kept_outputs_by_hand():

@@ -19,9 +19,18 @@ from cost_models.kernels import EXTRAPOLATED, MEASURED, KernelBook
 from cost_models.pricer import Pricer
 from cost_models.specs import KernelTables, Layout
 
-SEQ = {"llama3-8b": 8192, "deepseek-v3": 4096, "mixtral-8x7b": 4096}
+SEQ = {"llama3-8b": 8192, "deepseek-v3": 4096, "mixtral-8x7b": 4096, "llama3-8b-swa": 8192}
 TPS, MBS, CPS = (1, 2, 4, 8), (1, 2), (1, 2)
-EPS = {"llama3-8b": (1,), "deepseek-v3": (8, 32), "mixtral-8x7b": (1, 2, 8)}
+EPS = {"llama3-8b": (1,), "deepseek-v3": (8, 32), "mixtral-8x7b": (1, 2, 8), "llama3-8b-swa": (1,)}
+
+
+def _model(name: str):
+    """A preset; `-swa`: with a 2,048-token sliding window on every layer (the windowed
+    attention look-ups, KernelBook.window_ratio)."""
+    if name.endswith("-swa"):
+        base = models_zoo.load_model(name.removesuffix("-swa"))
+        return base.model_copy(update={"sliding_window": 2048})
+    return models_zoo.load_model(name)
 
 
 class SpyBook(KernelBook):
@@ -58,6 +67,9 @@ def _row_of(key: tuple) -> tuple:
     if kind == "attention":
         b, s, h, kv, dqk, dv, causal, window, kern = dims
         return kind, (int(b), int(s), int(h), int(kv), int(dqk), int(dv), causal, window, kern)
+    if kind == "window":  # KernelBook.window_ratio: the saving looked up at (seq, window)
+        s, window, kern, causal = dims
+        return kind, (int(s), window, kern, causal)
     return "memory", tuple(dims)
 
 
@@ -65,7 +77,7 @@ def _row_of(key: tuple) -> tuple:
 def test_every_lookup_of_an_estimate_is_a_measured_row_and_every_row_is_looked_up(
     name, monkeypatch
 ):
-    model = models_zoo.load_model(name)
+    model = _model(name)
     seq = SEQ[name]
     base = models_zoo.load_cluster("dgx-h100")
     ks = kernel_shapes(
@@ -73,8 +85,10 @@ def test_every_lookup_of_an_estimate_is_a_measured_row_and_every_row_is_looked_u
     )
     monkeypatch.setattr("cost_models.pricer.KernelBook", SpyBook)
     SpyBook.seen = []
+    # PyTorch's CP ring takes sliding windows (TE's fused ring does not: cost_models.rules)
+    ring = "torch_ring" if model.sliding_window else "fused_ring"
     for w in workload_variants(seq, ("bf16", "fp8")):
-        w = w.model_copy(update={"global_batch_seqs": 64})
+        w = w.model_copy(update={"global_batch_seqs": 64, "cp_attention": ring})
         for tp in TPS:
             for cp in CPS:
                 for ep in EPS[name]:
@@ -85,17 +99,22 @@ def test_every_lookup_of_an_estimate_is_a_measured_row_and_every_row_is_looked_u
                     for mb in MBS:
                         lo = Layout(tp=tp, cp=cp, dp=ep, ep=ep, micro_batch=mb, pp=1)
                         pricer.estimate(lo)
+                        if tp > 1:  # TP-overlap partner GEMMs (stage.tp_partner_gemm_s)
+                            over = {"tp_comm_overlap": True, "sequence_parallel": True}
+                            pricer.estimate(lo.model_copy(update=over))
     statuses = {}
     for key, status in SpyBook.seen:
         statuses.setdefault(_row_of(key), set()).add(status)
     not_measured = {k: s for k, s in statuses.items() if s != {MEASURED}}
     assert not not_measured, f"{len(not_measured)} look-ups not measured: {list(not_measured)[:5]}"
     emitted = {("gemm", r) for r in ks.gemm} | {("grouped_gemm", r) for r in ks.grouped_gemm}
-    emitted |= {("attention", r) for r in ks.attention}
+    emitted |= {("attention", r) for r in ks.attention if not r[7]}
+    emitted |= {("window", (r[1], r[7], r[8], r[6])) for r in ks.attention if r[7]}
     looked_up = {k for k in statuses if k[0] != "memory"}
     assert emitted == looked_up  # nothing missing, and no shape nobody asks for
     assert ks.attention and ks.gemm
     assert bool(ks.grouped_gemm) == (model.moe is not None)
+    assert any(r[7] for r in ks.attention) == (model.sliding_window is not None)
 
 
 def test_fp8_passes_are_measured_as_tn_and_routers_and_heads_stay_bf16():

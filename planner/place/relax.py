@@ -11,12 +11,12 @@ balanced limit where PP groups are balanced at or below L), lone_L >= the forced
 
 Why a relaxation: any counts x the whole model accepts give Y = x's units per pod, z = x's
 split blocks, and x's own summary (evaluate.summary, dp_choice, uplink_qs, pipe_qs), which
-satisfy every constraint here (bound.py's steps 1-4 for the lower levels; the top level's
-constraints are the whole model's on the same sums; dp_choice's nested k_T is the smallest
-used top piece), at x's objective. So the optimum here, and CP-SAT's bound on it, is at most
-the whole model's optimum. This needs the monotone encodings (k <= every used piece, balanced
-=> equal counts): where the tables do not fall as pieces grow or as PP groups move inward,
-the whole model ties k and balance exactly (model.build) and no relaxation is claimed here.
+satisfy every constraint here, each written in the direction x's own values satisfy it (k_T <=
+every used top piece, balanced => equal counts, lone >= a lone part, step >= the senders'
+share; bound.py's steps 1-4 for the lower levels), at x's objective. So the optimum here, and
+CP-SAT's bound on it, is at most the whole model's optimum, whether or not the tables fall as
+pieces grow (the one-way encodings only widen the relaxation). Its solution may take a piece or
+a balance it does not have; the fill is priced exactly (evaluate.objective_us) before use.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def thinned_tier(d: Design, cluster: Cluster) -> tuple[int, str]:
     """(tier index, how) of the tier design `d` saves on."""
     last = len(cluster.tiers) - 1
     if d.fabric == "rail-only":
-        return last, "rail-only (no spine: cross-rail traffic over NVLink)"
+        return last, "rail-only: no spine, cross-rail traffic over NVLink"
     tapered = [i for i, o in enumerate(d.oversubscription) if o > 1]
     if tapered:
         j = tapered[-1]

@@ -148,17 +148,37 @@ def _with_bytes(row: tuple) -> tuple:
 # ------------------------------------------------------------------------------- timing
 
 
+HOST_S_PER_CALL = 15e-6
+"""The host time of one call from Python the hold covers (a kernel launch costs ~6 us of host time
+on the project's H100: bench/results/h100-2026-11-26/layers/launch.csv): the GPU is held this
+long per call before a timed window, at most MAX_HOLD_S (past the launch queue's depth the
+kernels already queued keep the GPU busy while the host adds more)."""
+MAX_HOLD_S = 0.03
+SLEEP_CYCLES_PER_S = 2.0e9
+"""torch.cuda._sleep counts GPU clock cycles; at most ~2 GHz on the GPUs here, so a hold of
+cycles / 2e9 s lasts at least that long."""
+
+
 def make_timer(device: str, min_time_s: float, warmup: int) -> Callable[[Callable], float]:
     """Mean seconds of fn() over back-to-back calls filling at least min_time_s, after `warmup`
-    calls: CUDA events on a GPU, the wall clock (after a synchronize) elsewhere."""
+    calls: CUDA events on a GPU, the wall clock elsewhere.
+
+    On a GPU the stream is first held by a sleep kernel (torch.cuda._sleep) for about the time
+    the host needs to launch the window's calls, so the calls queue up behind it and the events
+    time the kernels back to back, not Python's launch rate: a kernel of a few microseconds
+    would otherwise be timed at the host's pace (what the cost model's launch-overhead term
+    prices separately), and vary with the host's load."""
     import torch
 
     on_gpu = torch.device(device).type == "cuda"
+    hold = getattr(torch.cuda, "_sleep", None)
 
     def window(fn: Callable, reps: int) -> float:
         if on_gpu:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
+            if hold is not None:
+                hold(int(min(reps * HOST_S_PER_CALL, MAX_HOLD_S) * SLEEP_CYCLES_PER_S))
             start.record()
             for _ in range(reps):
                 fn()

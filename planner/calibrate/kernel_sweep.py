@@ -348,22 +348,25 @@ def _flex_calls(torch: Any, dev: str, row: tuple, window: int):
     return fwd, both
 
 
-def run_window(torch: Any, dev: str, timed: Callable, row: tuple, full_done: set) -> list:
+def run_window(torch: Any, dev: str, timed: Callable, row: tuple, done: set) -> list:
     """attention_window.csv rows (../shared/data/kernels format) of a sliding-window case: the
-    windowed call and, once per shape, the full causal call, both through FlexAttention (torch
+    windowed call and the full causal call of the same shape, both through FlexAttention (torch
     SDPA has no windowed kernel; the saving is the ratio of the two, which is what the cost
-    model reads from these rows)."""
+    model reads from these rows), each once per run (`done`: the cases of either attention
+    kernel label run the same FlexAttention call)."""
     b, s, h, kv, dqk, dv, causal, window, _kern = row
     if not causal or dqk != dv:
         raise SkipShape(f"sliding window {window}: measured causal with equal head dims only")
     out = []
     shape = (b, s, h, kv, dqk)
-    for w in ([0] if shape not in full_done else []) + [window]:
+    for w in (0, window):
+        if (shape, w) in done:
+            continue
         fwd, both = _flex_calls(torch, dev, row, w)
         fwd_s, total_s = timed(fwd), timed(both)
         out.append([b, s, h, kv, dqk, "true", "bf16", "flex", w or "",
                     f"{total_s * 1e3:.5f}", f"{fwd_s * 1e3:.5f}"])  # fmt: skip
-    full_done.add(shape)
+        done.add((shape, w))
     return out
 
 
@@ -576,7 +579,7 @@ def measure(
     reference = _warm(torch, device, warm_s, on_gpu)
     timed = make_timer(device, min_time_s, warmup)
     sheets, notes, skipped, left = Sheets(out), {}, [], 0
-    full_done: set[tuple] = set()  # shapes whose full-attention FlexAttention row is written
+    full_done: set[tuple] = set()  # (shape, window) FlexAttention rows written
     jobs = _jobs(shapes, seed)
     for i, (kind, row) in enumerate(jobs):
         if budget_s is not None and time.time() - t0 > budget_s:

@@ -17,8 +17,9 @@ the sustained rate (KernelTables.sustained_bf16_tflops, minutes of back-to-back 
 ../shared/data/kernels/README.md sustained.csv, H100 at its 700 W cap holds 688 TFLOP/s on the
 8192^3 square that bursts at 740-761), every bf16 GEMM and grouped-GEMM look-up is capped at it:
 a shape slower than the cap draws less power and keeps its measured time (the README's Llama 3
-70B TP8 layer mix holds 690 TFLOP/s sustained, above the 663 its table rows give). fp8 has no
-sustained measurement and is not capped.
+70B TP8 layer mix holds 690 TFLOP/s sustained, above the 663 its table rows give). fp8 GEMMs are
+capped the same way where the tables carry KernelTables.sustained_fp8_tflops
+(bench/measure_sustained_fp8.py); the shared H100 folder has no fp8 run, so they are not.
 
 Seconds per FLOP (per byte for memory-bound ops) is what is interpolated: it varies slowly with
 shape, where time itself grows with every dimension. Pure numpy, no I/O; the book caches every
@@ -143,8 +144,8 @@ class KernelBook:
 
     def __post_init__(self) -> None:
         t = self.tables
-        cap = t.sustained_bf16_tflops
-        self._min_s_per_flop = {"bf16": 0.0 if cap is None else 1.0 / (cap * 1e12)}
+        caps = {"bf16": t.sustained_bf16_tflops, "fp8": t.sustained_fp8_tflops}
+        self._min_s_per_flop = {k: 0.0 if c is None else 1.0 / (c * 1e12) for k, c in caps.items()}
         self._gemm = _group(
             list(t.gemm),
             lambda r: (r[3], r[4]),
@@ -348,7 +349,8 @@ def table_residuals(tables: KernelTables) -> dict[str, dict[str, float]]:
     |looked up / measured - 1| in %), and the same with each row left out (leave-one-out over
     the rows whose shape the others still span; `loo_rows` of them). The rows as measured: the
     sustained-clock cap is a separate step (module docstring)."""
-    book = KernelBook(tables.model_copy(update={"sustained_bf16_tflops": None}))
+    burst = {"sustained_bf16_tflops": None, "sustained_fp8_tflops": None}
+    book = KernelBook(tables.model_copy(update=burst))
     time_col = {"gemm": 5, "grouped_gemm": 5, "attention": 9, "memory_bound": 2}
     out = {}
     for kind, groups in leave_one_out_errors(tables).items():

@@ -535,6 +535,12 @@ class KernelTables(InputSpec):
         "sustained.csv, measure_sustained.py); the short-burst rows above it are capped to it "
         "(cost_models.kernels); null: not measured, rows used as measured",
     )
+    sustained_fp8_tflops: PositiveFloat | None = Field(
+        None,
+        le=MAX_TFLOPS,
+        description="the same for fp8 GEMMs (a folder's sustained_fp8.csv, "
+        "bench/measure_sustained_fp8.py); null: not measured, fp8 rows used as measured",
+    )
 
     @model_validator(mode="after")
     def _some_rows(self) -> Self:

@@ -170,13 +170,14 @@ def memory_bound_rows(path: Path) -> list[list]:
     return out
 
 
-SUSTAINED = "sustained"
-"""measure_sustained.py's file (../shared/data/kernels/README.md): optional beside the tables."""
+SUSTAINED = {"sustained": "bf16", "sustained_fp8": "fp8"}
+"""measure_sustained.py's file (../shared/data/kernels/README.md) and bench/
+measure_sustained_fp8.py's, each optional beside the tables: file stem -> GEMM dtype."""
 
 
 def sustained_tflops(path: Path) -> float:
-    """The bf16 GEMM rate a GPU holds under its power cap: the median TFLOP/s of every 2-second
-    window of sustained.csv after each workload's first (the first holds the ramp from idle
+    """The GEMM rate a GPU holds under its power cap: the median TFLOP/s of every 2-second
+    window of a sustained CSV after each workload's first (the first holds the ramp from idle
     clocks down to the cap)."""
     windows: dict[str, list[float]] = {}
     for r in read_csv_rows(path, ("workload", "tflops")):
@@ -201,8 +202,8 @@ def read_kernel_files(files: dict[str, Path], source: str) -> dict[str, Any]:
     """KernelTables data from one CSV per table kind (`files`: kind -> path)."""
     data: dict[str, Any] = {"source": source}
     for kind, path in files.items():
-        if kind == SUSTAINED:
-            data["sustained_bf16_tflops"] = sustained_tflops(path)
+        if kind in SUSTAINED:
+            data[f"sustained_{SUSTAINED[kind]}_tflops"] = sustained_tflops(path)
             continue
         rows = READERS[kind](path)
         if not rows:
@@ -223,8 +224,9 @@ def kernel_dir_files(folder: Path, where: str) -> dict[str, Path]:
         raise InvalidInput(
             f"{where}: {folder} holds none of {', '.join(f + '.csv' for f in FILES)}"
         )
-    if (folder / f"{SUSTAINED}.csv").is_file():
-        files[SUSTAINED] = folder / f"{SUSTAINED}.csv"
+    for stem in SUSTAINED:
+        if (folder / f"{stem}.csv").is_file():
+            files[stem] = folder / f"{stem}.csv"
     return files
 
 

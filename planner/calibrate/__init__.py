@@ -186,8 +186,8 @@ def _merged_tables(cluster: Cluster, data: dict[str, Any]) -> KernelTables:
         data = {**{k: old[k] for k in kept}, **data}
         if kept and old["basis"] == "assumption":
             data["basis"] = "assumption"
-        if "sustained_bf16_tflops" not in data:
-            data["sustained_bf16_tflops"] = old["sustained_bf16_tflops"]
+        for key in ("sustained_bf16_tflops", "sustained_fp8_tflops"):
+            data.setdefault(key, old[key])
     return KernelTables.model_validate(data)
 
 
@@ -200,6 +200,7 @@ def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict
         "source": source,
         "tables": table_residuals(tables),
         "sustained_bf16_tflops": tables.sustained_bf16_tflops,
+        "sustained_fp8_tflops": tables.sustained_fp8_tflops,
     }
     return cluster.model_copy(update={"kernels": tables})
 

@@ -33,11 +33,13 @@ def calibration_lines(cluster_name: str, rep: dict[str, Any]) -> list[str]:
                 f" each left out and interpolated from the rest ({r['loo_rows']} rows): max"
                 f" {r['loo_max_pct']:.1f}%, median {r['loo_median_pct']:.1f}%"
             )
-        if k.get("sustained_bf16_tflops") is not None:
-            lines.append(
-                f"  sustained: bf16 GEMMs capped at {k['sustained_bf16_tflops']:.0f} TFLOP/s"
-                " (held under the power cap, sustained.csv)"
-            )
+        for dtype, name in (("bf16", "sustained.csv"), ("fp8", "sustained_fp8.csv")):
+            cap = k.get(f"sustained_{dtype}_tflops")
+            if cap is not None:
+                lines.append(
+                    f"  sustained: {dtype} GEMMs capped at {cap:.0f} TFLOP/s"
+                    f" (held under the power cap, {name})"
+                )
     for f in rep["fits"]:
         default = "" if f["default"] is None else f" (was {f['default']:.4g})"
         label = "fallback curve " if f["note"].startswith("fallback curve") else ""

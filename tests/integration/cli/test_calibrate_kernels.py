@@ -174,3 +174,25 @@ def test_bad_table_file_is_one_line(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert "gg.csv:2" in err and "time_ms" in err and len(err.splitlines()) == 1
+
+
+def test_sustained_files_of_a_folder_set_both_caps(tmp_path, capsys):
+    folder = tmp_path / "k"
+    folder.mkdir()
+    (folder / "gemm.csv").write_text("m,n,k,dtype,layout,time_ms\n4096,4096,4096,bf16,TN,0.2\n")
+    # first window of each workload is the ramp and left out: medians 700 (bf16) and 1200 (fp8)
+    (folder / "sustained.csv").write_text(
+        "workload,t_s,tflops\nsq,2,900\nsq,4,700\nsq,6,690\nsq,8,710\n"
+    )
+    (folder / "sustained_fp8.csv").write_text(
+        "workload,dtype,t_s,tflops\nsq,fp8,2,1500\nsq,fp8,4,1200\nmix,fp8,2,1400\nmix,fp8,4,1200\n"
+    )
+    out = tmp_path / "c.yaml"
+    args = ["calibrate", "--cluster", "dgx-h100", "--kernels", str(folder), "--out", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "sustained: bf16 GEMMs capped at 700 TFLOP/s" in text
+    want = "sustained: fp8 GEMMs capped at 1200 TFLOP/s (held under the power cap, sustained_fp8"
+    assert want in text
+    cl = models_zoo.load_cluster(str(out))
+    assert (cl.kernels.sustained_bf16_tflops, cl.kernels.sustained_fp8_tflops) == (700.0, 1200.0)

@@ -177,3 +177,14 @@ def test_tp_overlap_partner_gemms_come_from_the_table():
     partners = tp_partner_gemm_s(model, cl, p.cal, wl, lo, lt, 2, p.book)
     # QKV, proj, FC1 (gate + up as one GEMM), FC2: 1 ms each
     assert partners == pytest.approx([1e-3] * 4)
+
+
+def test_sustained_fp8_rate_caps_fp8_rows_when_measured():
+    flops = 2.0 * 4096**3
+    rows = dict(gemm=[(4096, 4096, 4096, "fp8", "TN", 0.1), (4096, 4096, 4096, "bf16", "TN", 0.1)])
+    cap = flops / 0.25e-3 / 1e12  # 549.8 TFLOP/s: the 0.1 ms burst is held to 0.25 ms
+    book = KernelBook(KernelTables(source="t", sustained_fp8_tflops=cap, **rows))
+    assert book.gemm_s(4096, 4096, 4096, "fp8", "TN")[0] == pytest.approx(0.25e-3, rel=1e-12)
+    # any layout of an fp8 GEMM is its TN row, capped the same
+    assert book.gemm_s(4096, 4096, 4096, "fp8", "NN")[0] == pytest.approx(0.25e-3, rel=1e-12)
+    assert book.gemm_s(4096, 4096, 4096, "bf16", "TN")[0] == pytest.approx(0.1e-3, rel=1e-12)

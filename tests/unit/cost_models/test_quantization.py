@@ -45,7 +45,9 @@ def test_quantize_seconds_by_hand():
     assert bwd == pytest.approx(200_000 * 4 / 1e9)
     # torchao (torchtitan's op-level recompute policy marks it) re-quantizes the saved bf16
     # input in backward: the input's bytes once more
-    tt = workload(precision="fp8", fp8_dynamic_scaling=True, selective_recompute="every_other_matmul")
+    tt = workload(
+        precision="fp8", fp8_dynamic_scaling=True, selective_recompute="every_other_matmul"
+    )
     fwd, bwd = quantize_s(gemms, tt, 1e9)
     assert fwd == pytest.approx(300_000 * 6 / 1e9)
     assert bwd == pytest.approx((200_000 + 300_000) * 6 / 1e9)

@@ -95,10 +95,31 @@ def model_presets() -> str:
     return "\n".join(head + rows)
 
 
+def place_scaling() -> str:
+    """docs/cli.md "Scale": bench/place_scaling.py's record (bench/results/place_scaling.json,
+    written by its --record; timings cannot be regenerated, so the block renders the record)."""
+    import json  # noqa: PLC0415
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import place_scaling as bench  # noqa: PLC0415 -- a script beside this one
+
+    record = json.loads((ROOT / "bench" / "results" / "place_scaling.json").read_text())
+    load = ", ".join(f"{x:.1f}" for x in record["load_average"])
+    return "\n".join(
+        [
+            f"Recorded by `{record['command']}` on revision {record['revision']}, "
+            f"{record['cpus']} cores, load average {load} (1, 5, 15 min) at the end:",
+            "",
+            bench.render(record),
+        ]
+    )
+
+
 GENERATORS = {
     "model-schema": model_schema,
     "cluster-presets": cluster_presets,
     "model-presets": model_presets,
+    "place-scaling": place_scaling,
 }
 
 

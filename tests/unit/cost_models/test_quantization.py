@@ -106,3 +106,28 @@ def test_cuda_graphs_remove_launch_and_routing_overhead_not_expert_launches():
     assert eager == pytest.approx(cal.kernel_overhead_s + cal.moe_layer_overhead_s + experts)
     assert graphed == pytest.approx(experts)
     assert layer_overhead_s(model, lo, cal, workload(cuda_graphs=True), is_moe=False) == 0.0
+
+
+def test_grouped_expert_gemms_launch_once_per_projection_not_per_expert():
+    from factories import moe_model
+
+    from cost_models.compute import layer_overhead_s
+    from cost_models.framework import profile
+
+    cal = calibration_for("hopper")
+    model, lo = moe_model(), layout(ep=2)
+    local = model.moe.num_experts / 2
+    fixed = cal.kernel_overhead_s + cal.moe_layer_overhead_s
+    per_expert = layer_overhead_s(model, lo, cal, workload(), is_moe=True)
+    grouped = layer_overhead_s(
+        model, lo, cal, workload(expert_gemm_launch="grouped"), is_moe=True
+    )
+    # 3 GEMM launches per pass on average (forward 2-3, backward twice as many), each one
+    # host launch: per local expert under Transformer Engine, once under torch._grouped_mm
+    assert per_expert == pytest.approx(fixed + 3 * local * cal.expert_gemm_overhead_s)
+    assert grouped == pytest.approx(fixed + 3 * cal.expert_gemm_overhead_s)
+    # the framework profiles say which (with their source)
+    assert profile("torchtitan").workload(workload()).expert_gemm_launch == "grouped"
+    assert profile("megatron").workload(workload()).expert_gemm_launch == "per_expert"
+    stated = workload(expert_gemm_launch="per_expert")
+    assert profile("torchtitan").workload(stated).expert_gemm_launch == "per_expert"

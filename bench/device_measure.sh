@@ -11,13 +11,14 @@
 # formats of ../shared/data/kernels; `planner calibrate --kernels OUT_DIR` reads them) and
 # nvidia-smi.txt. BUDGET_S (default 210) caps the measuring time: the shapes run in one shuffled
 # order, so a run cut short is an even sample (metadata.json counts what was left). Then
-# SUSTAINED_S (default 30) seconds of 8192^3 bf16 GEMMs in 2-s windows write sustained.csv (the
-# rate under the power cap, which calibrate caps bf16 GEMM look-ups at). Expected wall time:
-# ~2-4 min measuring (estimated ~90 s of kernel work) + 30 s + start-up; at most ~4.5 min.
+# SUSTAINED_S (default 20) seconds each of 8192^3 bf16 and fp8 GEMMs in 2-s windows write
+# sustained.csv and sustained_fp8.csv (the rates under the power cap, which calibrate caps GEMM
+# look-ups at). Expected wall time: ~1.5-3 min measuring (the first H100 run took 71 s without
+# the launch hold, which adds up to ~30 ms per small shape) + 40 s + start-up; at most ~4.5 min.
 set -eu
 OUT="${1:?usage: sh bench/device_measure.sh OUT_DIR [BUDGET_S] [SUSTAINED_S]}"
 BUDGET="${2:-210}"
-SUSTAINED="${3:-30}"
+SUSTAINED="${3:-20}"
 mkdir -p "$OUT"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 python3 planner/calibrate/sweep.py kernels \

@@ -135,6 +135,24 @@ def plan_scaling() -> str:
     )
 
 
+def place_scaling() -> str:
+    """docs/cli.md "Scale": bench/place_scaling.py's record (bench/results/place_scaling.json,
+    written by its --record; timings cannot be regenerated, so the block renders the record)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import place_scaling as bench  # noqa: PLC0415 -- a script beside this one
+
+    record = json.loads((RESULTS / "place_scaling.json").read_text())
+    load = ", ".join(f"{x:.1f}" for x in record["load_average"])
+    return "\n".join(
+        [
+            f"Recorded by `{record['command']}` on revision {record['revision']}, "
+            f"{record['cpus']} cores, load average {load} (1, 5, 15 min) at the end:",
+            "",
+            bench.render(record),
+        ]
+    )
+
+
 @functools.cache
 def _validation_rows() -> tuple[Any, ...]:
     from planner.validate import validate_file  # noqa: PLC0415
@@ -535,6 +553,7 @@ GENERATORS: dict[str, Figure] = {
     "cluster-presets": Figure(cluster_presets),
     "model-presets": Figure(model_presets),
     "plan-scaling": Figure(plan_scaling),
+    "place-scaling": Figure(place_scaling),
     "input-limits": Figure(input_limits),
     "fuzz-record": Figure(fuzz_record),
     "kernel-tables-loo": Figure(kernel_tables_loo),
@@ -558,7 +577,7 @@ REQUIRED = {
         "stability-example", "calibration-example", "kernel-tables-loo", "kernel-residuals",
     },
     "docs/search.md": {"simplicity-examples", "search-completeness"},
-    "docs/cli.md": {"placement-example"},
+    "docs/cli.md": {"placement-example", "place-scaling"},
 }
 """Blocks each page must keep: a page rewritten by hand that loses its markers fails the test."""
 

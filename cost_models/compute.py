@@ -55,6 +55,7 @@ class Gemm:
     count: float = 1.0
     fp8_capable: bool = True  # routers and heads stay in bf16 under fp8 recipes
     grouped: bool = False  # expert grouped GEMM: slower tiles, and the busiest rank sets the time
+    imbalance: float = 1.0  # grouped: busiest EP rank's rows / mean (moe_imbalance)
 
     @property
     def flops(self) -> float:
@@ -136,8 +137,7 @@ def gemm_time_s(
             continue
         use_fp8 = fp8 and g.fp8_capable and gpu.peak_fp8_tflops is not None
         peak = (gpu.peak_fp8_tflops if use_fp8 else gpu.peak_bf16_tflops) * TFLOPS
-        imbalance = MOE_LOAD_IMBALANCE if g.grouped else 1.0
-        total += imbalance * g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
+        total += g.imbalance * g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
     return total
 
 
@@ -166,7 +166,7 @@ def gemm_passes_s(
             if g.grouped:  # the busiest EP rank's rows set the time
                 found, status = book.grouped_gemm_s(g.count, m, n, k, dtype)
                 term, seconds = "grouped_gemm", curve_s if found is None else found
-                seconds *= MOE_LOAD_IMBALANCE
+                seconds *= g.imbalance
             else:
                 found, status = book.gemm_s(m, n, k, dtype, layout)
                 term, seconds = "gemm", curve_s if found is None else found * g.count
@@ -341,8 +341,18 @@ def mlp_gemms(model: ModelSpec, t: float, ffn: float, tp: int) -> list[Gemm]:
     return [Gemm(t, up_width, h), Gemm(t, h, ffn / tp)]
 
 
-def moe_gemms(model: ModelSpec, t: float, layout: Layout) -> list[Gemm]:
-    """Router, local routed experts (grouped GEMM) and shared experts on one GPU."""
+def moe_imbalance(workload: Workload) -> float:
+    """Busiest EP rank's routed tokens / mean: MOE_LOAD_IMBALANCE with auxiliary-loss balancing;
+    1.0 under Workload.moe_force_balance (Megatron --moe-router-force-load-balancing: random
+    router logits spread tokens evenly, a benchmarking mode)."""
+    return 1.0 if workload.moe_force_balance else MOE_LOAD_IMBALANCE
+
+
+def moe_gemms(
+    model: ModelSpec, t: float, layout: Layout, imbalance: float = MOE_LOAD_IMBALANCE
+) -> list[Gemm]:
+    """Router, local routed experts (grouped GEMM; the busiest rank's `imbalance`) and shared
+    experts on one GPU."""
     moe = model.moe
     assert moe is not None
     h, fe = model.hidden_size, moe.expert_ffn_hidden_size
@@ -353,8 +363,8 @@ def moe_gemms(model: ModelSpec, t: float, layout: Layout) -> list[Gemm]:
     up_width = (mlp_matrices(model) - 1) * fe / layout.etp
     gemms = [
         Gemm(t / layout.tp, moe.num_experts, h, fp8_capable=False),
-        Gemm(rows_per_expert, up_width, h, count=local_experts, grouped=True),
-        Gemm(rows_per_expert, h, fe / layout.etp, count=local_experts, grouped=True),
+        Gemm(rows_per_expert, up_width, h, local_experts, grouped=True, imbalance=imbalance),
+        Gemm(rows_per_expert, h, fe / layout.etp, local_experts, grouped=True, imbalance=imbalance),
     ]
     if moe.num_shared_experts:
         gemms += mlp_gemms(model, t, moe.num_shared_experts * fe, layout.tp)
@@ -379,6 +389,67 @@ def rotary_heads(model: ModelSpec, tp: int) -> tuple[float, int]:
     if mla is None:
         return model.num_attention_heads / tp + _local_kv_heads(model, tp), model.attn_head_dim
     return model.num_attention_heads / tp + 1, mla.qk_rope_head_dim
+
+
+def activation_op(model: ModelSpec) -> str:
+    """The MLP activation as a measured op: gated silu = swiglu, gated GELU = geglu, ungated
+    GELU = gelu (tanh), squared ReLU (Nemotron) = squared_relu."""
+    act = model.activation or ("silu" if model.gated_mlp else "gelu")
+    if model.gated_mlp:
+        return "swiglu" if act == "silu" else "geglu" if act.startswith("gelu") else f"{act}_glu"
+    return "gelu" if act.startswith("gelu") else act
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOp:
+    """One kind of memory-bound op in a layer's forward: `elements` (bf16 elements read + written
+    per token, all calls, as the model counts them), `calls` per layer and, where a kernel table
+    may price it, its table `op` and the elements per token of one call in the table's
+    convention (each tensor read and written once: memory_bound.csv `bytes`)."""
+
+    elements: float
+    op: str | None = None
+    calls: int = 1
+    table_elements: float = 0.0
+
+
+def _memory_ops(
+    model: ModelSpec, layout: Layout, is_moe: bool, fused: bool = True
+) -> list[MemoryOp]:
+    """The memory-bound ops of one layer a kernel table may price, in this order: the norms, the
+    residual adds, the activation (dense: the MLP's; MoE: the routed experts', then the shared
+    experts' if any). Their `elements` are the terms of _elementwise_elements, which also counts
+    rotary and the MoE permute copies (no table row: HBM constant).
+
+    Table ops: a fused norm is the table's norm row (eager torchtitan chains of cast / pow /
+    mean / mul are not a measured op: HBM constant); the residual adds the `add` row; the
+    activation its `activation_op` row whether fused or not (the shared tables' SwiGLU is the
+    eager silu(x) * y, what `planner measure` times too; a fused kernel moves the same tensors
+    once and is not slower)."""
+    tp = layout.tp
+    h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
+    norm = model.normalization if fused else None
+    ops = [
+        MemoryOp(2 * NORM_ELEMS[fused] * h_local, norm, 2, NORM_ELEMS[True] * h_local),
+        MemoryOp(6 * h_local, "add", 2, 3 * h_local),  # two residual adds
+    ]
+    act_rw = GATED_ACT_ELEMS[fused] if model.gated_mlp else 2
+    act_table = GATED_ACT_ELEMS[True] if model.gated_mlp else 2  # the row's convention
+    act = activation_op(model)
+    if is_moe:
+        moe = model.moe
+        assert moe is not None
+        rows, fe = moe.top_k * layout.etp / tp, moe.expert_ffn_hidden_size
+        routed = rows * act_table * fe / layout.etp
+        ops.append(MemoryOp(rows * act_rw * fe / layout.etp, act, 1, routed))
+        if moe.num_shared_experts:
+            fs = moe.num_shared_experts * fe
+            ops.append(MemoryOp(act_rw * fs / tp, act, 1, act_table * fs / tp))
+    else:
+        assert model.ffn_hidden_size is not None
+        ffn = model.ffn_hidden_size
+        ops.append(MemoryOp(act_rw * ffn / tp, act, 1, act_table * ffn / tp))
+    return ops
 
 
 def _elementwise_elements(
@@ -406,6 +477,36 @@ def _elementwise_elements(
     return per_token * t
 
 
+def table_memory_s(
+    ops: list[MemoryOp], t: float, book: KernelBook | None
+) -> tuple[float, float, tuple[tuple[str, str], ...]]:
+    """(seconds, elements, look-ups) of those of `ops` over `t` tokens that the cluster's kernel
+    tables price: each at its measured time for the call's size (KernelBook.memory_bound_s: a
+    size outside the measured ones holds the nearest row's bandwidth, `extrapolated`);
+    `elements` are theirs, which the caller no longer prices at the HBM constant."""
+    seconds = elements = 0.0
+    looks: list[tuple[str, str]] = []
+    for o in ops:
+        if book is None or o.op is None:
+            continue
+        found, status = book.memory_bound_s(o.op, o.table_elements * t * BF16_BYTES)
+        looks.append(("memory_bound", status))
+        if found is not None:
+            seconds += o.calls * found
+            elements += o.elements * t
+    return seconds, elements, tuple(looks)
+
+
+def memory_ops_s(ops: list[MemoryOp], t: float, hbm_s: float, book: KernelBook | None) -> float:
+    """Seconds of `ops` over `t` tokens: from the kernel tables where they price an op
+    (table_memory_s), the rest as bytes over the generation's HBM bandwidth."""
+    total = 0.0
+    for o in ops:
+        seconds, elements, _looks = table_memory_s([o], t, book)
+        total += seconds if elements else o.elements * t * BF16_BYTES / hbm_s
+    return total
+
+
 def layer_overhead_s(
     model: ModelSpec, layout: Layout, cal: GenerationCalibration, workload: Workload, is_moe: bool
 ) -> float:
@@ -423,15 +524,21 @@ def layer_overhead_s(
     the router and dispatch preprocessing without launching their kernels one by one, so the
     per-layer launch cost and the MoE routing bookkeeping go; the expert GEMMs after the
     dispatcher's host sync have data-dependent shapes, stay outside the graph and keep theirs.
+
+    Workload.expert_gemm_launch "grouped" (torchtitan: torch._grouped_mm, one kernel per
+    projection for all local experts, token offsets on the device): 3 launches per pass in all,
+    not 3 per local expert.
     """
     graphed = workload.cuda_graphs
     out = 0.0 if graphed else cal.kernel_overhead_s
     if is_moe:
         moe = model.moe
         assert moe is not None
-        local_experts = moe.num_experts / layout.ep
+        # Workload.expert_gemm_launch: one launch per local expert, or one grouped kernel
+        per_expert = workload.expert_gemm_launch == "per_expert"
+        launches = moe.num_experts / layout.ep if per_expert else 1
         out += 0.0 if graphed else cal.moe_layer_overhead_s
-        out += 3 * local_experts * cal.expert_gemm_overhead_s
+        out += 3 * launches * cal.expert_gemm_overhead_s
     return out
 
 
@@ -452,15 +559,19 @@ def layer_time(
     ggpu, gbook = gemm_hardware(gpu, workload, book)
     gemms = attention_gemms(model, t, layout.tp)
     if is_moe:
-        gemms += moe_gemms(model, t, layout)
+        gemms += moe_gemms(model, t, layout, moe_imbalance(workload))
     else:
         assert model.ffn_hidden_size is not None
         gemms += mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
     hbm_s = hbm_bytes_per_s(gpu, cal)
-    elem_bytes = (
-        _elementwise_elements(model, layout, t, is_moe, workload.fused_elementwise) * BF16_BYTES
+    fused = workload.fused_elementwise
+    table_s, table_elements, mem_looks = table_memory_s(
+        _memory_ops(model, layout, is_moe, fused), t, book
     )
-    elementwise_s = elem_bytes / hbm_s
+    elem_bytes = _elementwise_elements(model, layout, t, is_moe, fused) * BF16_BYTES
+    if table_elements:  # the ops the kernel tables priced leave the HBM constant
+        elem_bytes -= table_elements * BF16_BYTES
+    elementwise_s = elem_bytes / hbm_s + table_s
     quant_s, quant_bwd_s = quantize_s(gemms, workload, hbm_s)
     attn = layer_attention(model, gpu, cal, workload, layout, book, is_moe)
     attn_s, attn_bwd_s, attn_looks, attn_flops = attn
@@ -484,7 +595,7 @@ def layer_time(
         model_flops=sum(g.flops for g in gemms) + attn_flops,
         gemm_backward_s=gemm_bwd_s,
         attention_backward_s=attn_bwd_s,
-        lookups=gemm_looks + attn_looks,
+        lookups=gemm_looks + attn_looks + mem_looks,
         quantize_s=quant_s,
         quantize_backward_s=quant_bwd_s,
     )
@@ -631,16 +742,13 @@ def _recompute_module_s(
     hbm = hbm_bytes_per_s(gpu, cal)
     fused = workload.fused_elementwise
     tp = layout.tp
-    h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
-    act_rw = GATED_ACT_ELEMS[fused] if model.gated_mlp else 2
+    # _memory_ops order: norms, adds, then dense: act; MoE: routed act, shared act
+    ops = _memory_ops(model, layout, is_moe, fused)
 
-    def elem_s(elements: float) -> float:
-        return elements * t * BF16_BYTES / hbm
+    def elem_s(*picked: MemoryOp) -> float:
+        return memory_ops_s(list(picked), t, hbm, book)
 
-    out = {
-        "core_attn": attn_s,
-        "layernorm": elem_s(2 * NORM_ELEMS[fused] * h_local),
-    }
+    out = {"core_attn": attn_s, "layernorm": elem_s(ops[0])}
     if model.mla is not None:
         mla = model.mla
         ups = [
@@ -649,27 +757,26 @@ def _recompute_module_s(
             if g.k in (mla.q_lora_rank, mla.kv_lora_rank) and g.n != model.hidden_size
         ]
         rope = ROTARY_ELEMS[fused] * model.num_attention_heads / tp * 2 * mla.qk_rope_head_dim
-        out["mla_up_proj"] = gemm_time_s(ups, gpu, cal, fp8, book) + elem_s(rope)
+        out["mla_up_proj"] = gemm_time_s(ups, gpu, cal, fp8, book) + elem_s(MemoryOp(rope))
     if not is_moe:
         assert model.ffn_hidden_size is not None
         ffn = model.ffn_hidden_size
         mlp = gemm_time_s(mlp_gemms(model, t, ffn, tp), gpu, cal, fp8, book)
-        out["mlp"] = mlp + elem_s(act_rw * ffn / tp)
+        out["mlp"] = mlp + elem_s(ops[2])
     else:
         moe = model.moe
         assert moe is not None
-        rows = moe.top_k * layout.etp / tp
-        fe = moe.expert_ffn_hidden_size
-        out["moe_act"] = elem_s(rows * act_rw * fe / layout.etp)
+        out["moe_act"] = elem_s(ops[2])
         shared = 0.0
         if moe.num_shared_experts:
-            fs = moe.num_shared_experts * fe
+            fs = moe.num_shared_experts * moe.expert_ffn_hidden_size
             shared = gemm_time_s(mlp_gemms(model, t, fs, tp), gpu, cal, fp8, book)
-            shared += elem_s(act_rw * fs / tp)
+            shared += elem_s(ops[3])
             out["shared_experts"] = shared
         # includes the shared experts' GEMMs
-        routed = gemm_time_s(moe_gemms(model, t, layout), gpu, cal, fp8, book)
-        out["moe"] = routed + out["moe_act"] + (shared and elem_s(act_rw * fs / tp))
+        routed = moe_gemms(model, t, layout, moe_imbalance(workload))
+        routed = gemm_time_s(routed, gpu, cal, fp8, book)
+        out["moe"] = routed + out["moe_act"] + (shared and elem_s(ops[3]))
     return tuple(out.items())
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .compute import activation_op
 from .kernels import EXTRAPOLATED
 from .pricer import Pricer
 from .rules import layout_violations
@@ -226,15 +227,6 @@ def attention_rows(rec: ShapeRecorder) -> list[tuple]:
     )
 
 
-def activation_op(model: ModelSpec) -> str:
-    """The MLP activation as a measured op: gated silu = swiglu, gated GELU = geglu, ungated
-    GELU = gelu (tanh), squared ReLU (Nemotron) = squared_relu."""
-    act = model.activation or ("silu" if model.gated_mlp else "gelu")
-    if model.gated_mlp:
-        return "swiglu" if act == "silu" else "geglu" if act.startswith("gelu") else f"{act}_glu"
-    return "gelu" if act.startswith("gelu") else act
-
-
 MEMORY_BYTES_PER_ELEMENT = {
     "copy": 2 * BF16_BYTES,  # read + write
     "add": 3 * BF16_BYTES,  # two reads + write
@@ -255,8 +247,9 @@ def memory_rows(
     model: ModelSpec, tokens: Iterable[int], tps: Sequence[int]
 ) -> list[tuple[str, int, int, str, int, int]]:
     """(op, tokens, width, dtype, bytes, top_k) of the memory-bound ops of one layer: copy, add
-    and the norm over [tokens, hidden]; the activation over [tokens, ffn / tp] (dense FFN, or
-    the expert FFN over the routed rows); MoE permute / unpermute over [tokens * top_k, hidden]
+    and the norm over [tokens, hidden] (and [tokens / tp, hidden], a sequence-parallel rank's
+    share); the activation over [tokens, ffn / tp] (dense FFN, shared experts, or the expert FFN
+    over the routed rows); MoE permute / unpermute over [tokens * top_k, hidden]
     (top_k sizes the unpermute's destination). Tokens are the per-GPU token counts."""
     h = model.hidden_size
     act = activation_op(model)
@@ -271,11 +264,17 @@ def memory_rows(
         for tp in tps:
             if not tp_ok(model, tp):
                 continue
+            if tp > 1:  # sequence parallel: each rank's norms and adds over its t / tp tokens
+                for op in ("add", model.normalization):
+                    add(op, _int(t / tp), h)
             if model.ffn_hidden_size is not None:
                 add(act, t, _int(model.ffn_hidden_size / tp))
             if model.moe is not None:
                 k = model.moe.top_k
                 add(act, _int(t * k / tp), model.moe.expert_ffn_hidden_size)
+                if model.moe.num_shared_experts:  # shared experts: one FFN over every token
+                    shared = model.moe.num_shared_experts * model.moe.expert_ffn_hidden_size
+                    add(act, t, _int(shared / tp))
         if model.moe is not None:
             k = model.moe.top_k
             add("moe_permute", t * k, h, k)

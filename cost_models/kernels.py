@@ -263,8 +263,19 @@ class KernelBook:
         return None, status, None
 
     def memory_bound_s(self, op: str, nbytes: float) -> Lookup:
-        """Seconds a memory-bound op takes to move `nbytes` (its measured bandwidth at that size)."""
-        per_byte, status = self._cached(("memory", op, nbytes), self._memory.get(op), (nbytes,))
+        """Seconds a memory-bound op takes to move `nbytes` (its measured bandwidth at that size).
+
+        Outside the sizes measured for `op` the nearest measured size's bandwidth holds
+        (`extrapolated`): a streaming kernel's bandwidth does not rise at smaller sizes (launch
+        and tail effects only lower it) and is flat above ~100 MB (the shared H100 rows: RMSNorm
+        1,829-2,068 GB/s over 134 MB - 1.1 GB), so holding it is the measured figure nearest to
+        the truth; (None, extrapolated) only when the table has no row of `op`."""
+        grid = self._memory.get(op)
+        per_byte, status = self._cached(("memory", op, nbytes), grid, (nbytes,))
+        if per_byte is None and grid is not None:
+            lo, hi = np.exp(grid.features.min()), np.exp(grid.features.max())
+            held = float(min(max(nbytes, lo), hi))
+            per_byte, _ = self._cached(("memory", op, held), grid, (held,))
         return (None if per_byte is None else per_byte[0] * nbytes), status
 
 

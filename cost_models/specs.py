@@ -700,6 +700,12 @@ class Workload(InputSpec):
         "'blockwise' (1x128 / 128x128 tiles, DeepSeek-V3 style); null: tensorwise when "
         "fp8_dynamic_scaling, else delayed. mxfp8 and nvfp4 are precisions of their own",
     )
+    moe_force_balance: bool = Field(
+        False,
+        description="MoE routing forced even (Megatron --moe-router-force-load-balancing: random "
+        "router logits, a benchmarking mode NVIDIA's published MoE performance tables use): the "
+        "busiest EP rank carries the mean load (compute.moe_imbalance 1.0 instead of 1.15)",
+    )
     cuda_graphs: bool = Field(
         False,
         description="per-layer CUDA graphs replay the attention block, dense MLP and MoE router "
@@ -707,6 +713,14 @@ class Workload(InputSpec):
         "--cuda-graph-modules attn mlp | attn moe_router moe_preprocess): no per-layer launch "
         "cost, no MoE routing bookkeeping; expert GEMMs still launch one by one "
         "(cost_models.compute.layer_overhead_s)",
+    )
+    expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
+        "per_expert",
+        description="how the expert FFN's GEMMs launch: one GEMM per local expert (Transformer "
+        "Engine GroupedLinear, Megatron --moe-grouped-gemm: general_grouped_gemm over num_gemms "
+        "= local experts, each launched from the host after the dispatcher's sync) or one "
+        "grouped kernel for all local experts (torch._grouped_mm: torchtitan "
+        "models/common/moe.py GroupedExperts); cost_models.compute.layer_overhead_s",
     )
     attention_kernel: Literal["fused", "fa2"] = Field(
         "fused",

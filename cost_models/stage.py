@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, overlap_slowdown_s
+from .calibration import GenerationCalibration, overlap_slowdown_s
 from .comm import (
     collective_tier_s,
     collective_time_s,
@@ -24,6 +24,7 @@ from .compute import (
     gemm_hardware,
     gemm_time_s,
     mlp_gemms,
+    moe_imbalance,
     tokens_per_gpu,
 )
 from .cp import cp_layer_s
@@ -213,11 +214,11 @@ def ep_exchange_s(
     stays bf16 (DeepSeek-V3 sec. 3.3.2; DeepEP README: "FP8 dispatching, and BF16 combining").
     In backward the roles swap (the gradient before the down projection is dispatched in fp8,
     the combine gradient in bf16), so one fp8 and one bf16 exchange per pass either way. The
-    busiest rank sets the pace (MOE_LOAD_IMBALANCE).
+    busiest rank sets the pace (compute.moe_imbalance).
     """
     moe = model.moe
     assert moe is not None
-    tokens = tokens_per_gpu(workload, layout) / layout.tp * MOE_LOAD_IMBALANCE
+    tokens = tokens_per_gpu(workload, layout) / layout.tp * moe_imbalance(workload)
     deepep = workload.moe_dispatcher == "deepep"
     copies = moe_tier_copies(
         list(ep_span),

@@ -1126,7 +1126,7 @@ def _add_measure_kernels(m: argparse.ArgumentParser) -> None:
     m.add_argument(
         "--sustained-s",
         type=_positive_float,
-        help="kernels: then this long of 8192^3 GEMMs in 2-s windows (sustained.csv)",
+        help="kernels: then this long each of 8192^3 bf16 and fp8 GEMMs (sustained*.csv)",
     )
 
 

@@ -348,22 +348,25 @@ def _flex_calls(torch: Any, dev: str, row: tuple, window: int):
     return fwd, both
 
 
-def run_window(torch: Any, dev: str, timed: Callable, row: tuple, full_done: set) -> list:
+def run_window(torch: Any, dev: str, timed: Callable, row: tuple, done: set) -> list:
     """attention_window.csv rows (../shared/data/kernels format) of a sliding-window case: the
-    windowed call and, once per shape, the full causal call, both through FlexAttention (torch
+    windowed call and the full causal call of the same shape, both through FlexAttention (torch
     SDPA has no windowed kernel; the saving is the ratio of the two, which is what the cost
-    model reads from these rows)."""
+    model reads from these rows), each once per run (`done`: the cases of either attention
+    kernel label run the same FlexAttention call)."""
     b, s, h, kv, dqk, dv, causal, window, _kern = row
     if not causal or dqk != dv:
         raise SkipShape(f"sliding window {window}: measured causal with equal head dims only")
     out = []
     shape = (b, s, h, kv, dqk)
-    for w in ([0] if shape not in full_done else []) + [window]:
+    for w in (0, window):
+        if (shape, w) in done:
+            continue
         fwd, both = _flex_calls(torch, dev, row, w)
         fwd_s, total_s = timed(fwd), timed(both)
         out.append([b, s, h, kv, dqk, "true", "bf16", "flex", w or "",
                     f"{total_s * 1e3:.5f}", f"{fwd_s * 1e3:.5f}"])  # fmt: skip
-    full_done.add(shape)
+        done.add((shape, w))
     return out
 
 
@@ -445,17 +448,23 @@ def _smi(query: str) -> list[str]:
         return [""] * len(query.split(","))
 
 
-def sustained(torch: Any, dev: str, seconds: float, out: Path) -> int:
-    """Back-to-back 8192^3 bf16 GEMMs for `seconds`, one sustained.csv row per 2-second window
-    with the SM clock, power, temperature and throttle reasons nvidia-smi reads at its end (the
-    method of ../shared/data/kernels/measure_sustained.py, its square-8192 workload): the rate the
-    GPU holds under its power cap, which `calibrate` caps bf16 GEMM look-ups at."""
-    call = _gemm_call(torch, dev, 8192, 8192, 8192, "bf16", "TN")
+SUSTAINED_FILES = {"bf16": "sustained.csv", "fp8": "sustained_fp8.csv"}
+"""What models_zoo.kernel_tables reads as the bf16 / fp8 sustained rates."""
+
+
+def sustained(torch: Any, dev: str, seconds: float, out: Path, dtype: str = "bf16") -> int:
+    """Back-to-back 8192^3 GEMMs of `dtype` for `seconds`, one row per 2-second window with the
+    SM clock, power, temperature and throttle reasons nvidia-smi reads at its end (the method of
+    ../shared/data/kernels/measure_sustained.py and bench/measure_sustained_fp8.py, their
+    square-8192 workload), in SUSTAINED_FILES[dtype]: the rate the GPU holds under its power
+    cap, which `calibrate` caps that dtype's GEMM look-ups at."""
+    call = _gemm_call(torch, dev, 8192, 8192, 8192, dtype, "TN")
+    call()  # a GPU without this GEMM fails here, before its file exists
     flops, rows, t0 = 2 * 8192**3, 0, time.time()
-    with open(out / "sustained.csv", "w", newline="", encoding="utf-8") as f:
+    with open(out / SUSTAINED_FILES[dtype], "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(SUSTAINED_COLUMNS)
-        while time.time() - t0 < seconds:
+        while time.time() - t0 < seconds or rows < 2:  # the reader skips the first window
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             reps, stop = 0, time.time() + 2.0
@@ -576,7 +585,7 @@ def measure(
     reference = _warm(torch, device, warm_s, on_gpu)
     timed = make_timer(device, min_time_s, warmup)
     sheets, notes, skipped, left = Sheets(out), {}, [], 0
-    full_done: set[tuple] = set()  # shapes whose full-attention FlexAttention row is written
+    full_done: set[tuple] = set()  # (shape, window) FlexAttention rows written
     jobs = _jobs(shapes, seed)
     for i, (kind, row) in enumerate(jobs):
         if budget_s is not None and time.time() - t0 > budget_s:
@@ -597,12 +606,12 @@ def measure(
         if i % 100 == 99:
             log(f"{i + 1} of {len(jobs)} shapes, {time.time() - t0:.0f} s")
     sheets.close()
-    windows: int | str = 0
-    if on_gpu and sustained_s > 0:
+    windows: dict[str, int | str] = {}
+    for dtype in ("bf16", "fp8") if on_gpu and sustained_s > 0 else ():
         try:
-            windows = sustained(torch, device, sustained_s, out)
+            windows[dtype] = sustained(torch, device, sustained_s, out, dtype)
         except (RuntimeError, OSError) as exc:  # the tables above are written already
-            windows = f"failed: {exc.__class__.__name__}: {str(exc)[:160]}"
+            windows[dtype] = f"failed: {exc.__class__.__name__}: {str(exc)[:160]}"
     meta = {
         **device_info(torch, device),
         "reference_8192_bf16_tflops": None if reference is None else round(reference, 1),
@@ -654,9 +663,11 @@ def write_metadata(out: Path, meta: dict[str, Any]) -> None:
         + f"; skipped {len(meta['skipped'])} (metadata.json says why); "
         f"{meta['not_measured_budget']} left unmeasured by the time budget. "
         f"Wall time {meta['wall_s']} s."
-        + (f" Then {meta['sustained_windows']} 2-second windows of back-to-back 8192^3 bf16 "
-           "GEMMs (sustained.csv: the rate under the power cap)."
-           if isinstance(meta["sustained_windows"], int) and meta["sustained_windows"] else ""),
+        + "".join(
+            f" Then {n} 2-second windows of back-to-back 8192^3 {d} GEMMs "
+            f"({SUSTAINED_FILES[d]}: the rate under the power cap)."
+            for d, n in meta["sustained_windows"].items() if isinstance(n, int)
+        ),
         "",
         "Use: `planner calibrate --cluster C --kernels THIS_FOLDER --out calibrated.yaml`.",
     ]  # fmt: skip
@@ -677,7 +688,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, help="stop measuring after this many seconds")
     p.add_argument(
         "--sustained-s", type=float, default=0.0,
-        help="then this many seconds of 8192^3 GEMMs in 2-s windows (sustained.csv; GPU only)",
+        help="then this many seconds each of 8192^3 bf16 and fp8 GEMMs in 2-s windows "
+        "(sustained.csv, sustained_fp8.csv; GPU only)",
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)

@@ -305,6 +305,8 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         args.append("--sequence-parallel")
     if lo.tp_comm_overlap and lo.tp > 1:
         args.append("--tp-comm-overlap")
+    if workload.moe_force_balance and model.moe is not None:
+        args.append("--moe-router-force-load-balancing")  # a benchmarking mode, as priced
     if workload.cuda_graphs:
         # Per-layer TE graphs as the cost model prices them (compute.layer_overhead_s); the
         # dropless MoE scope of Megatron-Bridge's CUDA-graphs guide.

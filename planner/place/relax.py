@@ -11,12 +11,12 @@ balanced limit where PP groups are balanced at or below L), lone_L >= the forced
 
 Why a relaxation: any counts x the whole model accepts give Y = x's units per pod, z = x's
 split blocks, and x's own summary (evaluate.summary, dp_choice, uplink_qs, pipe_qs), which
-satisfy every constraint here (bound.py's steps 1-4 for the lower levels; the top level's
-constraints are the whole model's on the same sums; dp_choice's nested k_T is the smallest
-used top piece), at x's objective. So the optimum here, and CP-SAT's bound on it, is at most
-the whole model's optimum. This needs the monotone encodings (k <= every used piece, balanced
-=> equal counts): where the tables do not fall as pieces grow or as PP groups move inward,
-the whole model ties k and balance exactly (model.build) and no relaxation is claimed here.
+satisfy every constraint here, each written in the direction x's own values satisfy it (k_T <=
+every used top piece, balanced => equal counts, lone >= a lone part, step >= the senders'
+share; bound.py's steps 1-4 for the lower levels), at x's objective. So the optimum here, and
+CP-SAT's bound on it, is at most the whole model's optimum, whether or not the tables fall as
+pieces grow (the one-way encodings only widen the relaxation). Its solution may take a piece or
+a balance it does not have; the fill is priced exactly (evaluate.objective_us) before use.
 """
 
 from __future__ import annotations
@@ -230,6 +230,12 @@ def solve_top(um: UnitModel, *, time_limit_s: float, seed: int = 0) -> Top | Non
     # Probing at level 1 (not the default 2): on 16,384 GPUs in bench/place_scaling.py level 1
     # proved the relaxation optimal in 0.25 deterministic seconds, level 2 not in 0.5.
     p.cp_model_probing_level = 1
+    # No cuts: CP-SAT's deterministic clock undercounts its LP cut rounds (the runner-up
+    # layout at 131,072 GPUs, TP8 PP8 DP2048, spent 64 wall seconds on 3 deterministic ones
+    # with cuts, 8-30 without, on the loaded box); 16,384 GPUs then proves the relaxation
+    # optimal at CP-SAT seeds 0-4 in 0.42-0.69 of its 1.5 s (prefix-count variables instead of
+    # the prefix sums proved it at only 3 of those 5 seeds).
+    p.cut_level = 0
     status = solver.solve(v.m)
     spent = 2 * solver.response_proto.deterministic_time  # in the limit's units
     bound = solver.best_objective_bound

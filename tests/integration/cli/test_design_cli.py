@@ -137,3 +137,14 @@ def test_terminal_report_reads_at_80_columns(tmp_path, capsys, monkeypatch) -> N
     assert "Frontier" in text and "Best design per network budget" in text and "…" not in text
     assert max(len(line) for line in text.splitlines()) <= 80
     assert out_png.stat().st_size > 0 and "<table>" in out_html.read_text()
+
+
+@pytest.mark.slow
+def test_ray_backend_prints_the_local_json(tmp_path, capsys) -> None:
+    """CONTRACT.md: `--backend ray` gives identical output (a local Ray, 2 workers)."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
+    args = [*_files(tmp_path), "--json"]
+    assert main([*args, "--workers", "2"]) == 0
+    local = capsys.readouterr().out
+    assert main([*args, "--backend", "ray", "--workers", "2"]) == 0
+    assert capsys.readouterr().out == local

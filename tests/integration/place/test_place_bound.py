@@ -167,3 +167,29 @@ def test_a_fill_that_meets_the_bound_ends_the_search_as_optimal():
     if s["gap"] == 0.0:
         assert s["status"] == "OPTIMAL"
     assert p.placed.step_time_s <= min(p.scheduler.step_time_s, p.best_order.step_time_s)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(12))
+def test_large_random_allocations_through_the_top_phase(seed):
+    """32-48 uneven leaves in 2-3 pods behind 3:1 / 7:1, 5 % drained, one- and two-node blocks,
+    pp 1-4 (the top-level phase runs): placed <= both baselines, counting bound <= reported
+    bound <= objective, and the objective is the re-priced map where no block is split."""
+    rng = random.Random(seed)
+    n_leaves = rng.randint(32, 48)
+    leaves = [i for i in range(n_leaves) for _ in range(rng.randint(1, 4))]
+    drained = [i for i in range(len(leaves)) if rng.random() < 0.05]
+    tp, cp = rng.choice([(8, 1), (8, 2), (16, 1), (4, 1)])
+    pp = rng.choice([1, 2, 3, 4])
+    stage_nodes = (len(leaves) - len(drained) - rng.randint(0, 2)) // pp
+    dp = stage_nodes // max(1, tp * cp // 8) * max(1, 8 // (tp * cp))
+    layout = Layout(tp=tp, cp=cp, pp=pp, dp=dp)
+    pods = [i * rng.randint(2, 3) // n_leaves for i in range(n_leaves)]
+    spec, cluster, wl, alloc = _small(leaves, drained, layout, pods=pods, taper={2: 3.0, 3: 7.0})
+    um = M.unit_model(spec, cluster, wl, layout, alloc)
+    p = place_layout(spec, cluster, wl, estimate(spec, cluster, wl, layout), alloc, time_limit_s=2)
+    s = p.solver
+    assert p.placed.step_time_s <= min(p.scheduler.step_time_s, p.best_order.step_time_s)
+    assert bound.lower_bound_us(um) / 1e6 - 1e-6 <= s["best_bound"] <= s["objective"]
+    if p.source == "cp-sat" and not um.split_blocks:
+        assert abs(p.placed.step_time_s - s["objective"]) <= 2e-6

@@ -70,6 +70,7 @@ MEGATRON_SWITCHES = {
     "--overlap-moe-expert-parallel-comm",
     "--delay-wgrad-compute",
     "--use-precision-aware-optimizer",
+    "--moe-router-force-load-balancing",
 }
 MEGATRON_LISTS = {"--recompute-modules", "--cuda-graph-modules"}
 """Flags that take one or more values (nargs='+' in megatron/training/arguments.py)."""
@@ -150,7 +151,7 @@ CASES = {
     "moe-ep-cuda-graphs": (
         f.moe_model(),
         f.cluster(16),
-        f.workload(global_batch=32, cuda_graphs=True),
+        f.workload(global_batch=32, cuda_graphs=True, moe_force_balance=True),
         {"tp": 2, "dp": 8, "ep": 4},
     ),
     "moe-ep": (
@@ -217,6 +218,7 @@ def test_megatron_flags_exist_and_parse_back(case):
         assert ns.fp8_recipe == ("tensorwise" if workload.fp8_dynamic_scaling else "delayed")
     if workload.precision == "nvfp4":
         assert (ns.fp4_format, ns.fp4_recipe) == ("e2m1", "nvfp4")
+    assert ns.moe_router_force_load_balancing == bool(workload.moe_force_balance and model.moe)
     if workload.cuda_graphs:
         assert ns.cuda_graph_impl == "transformer_engine"
         assert [str(m) for m in ns.cuda_graph_modules] == (

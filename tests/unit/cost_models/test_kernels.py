@@ -9,7 +9,7 @@ import math
 import pytest
 from factories import cluster, dense_model, layout, workload
 
-from cost_models.calibration import calibration_for
+from cost_models.calibration import calibration_for, hbm_bytes_per_s
 from cost_models.compute import attention_core_flops, attention_gemms, layer_time, mlp_gemms
 from cost_models.kernels import (
     EXTRAPOLATED,
@@ -129,7 +129,40 @@ def test_shapes_outside_the_table_run_on_the_curve_exactly():
     assert t.gemm_s == pytest.approx(plain.gemm_s, rel=1e-12)
     assert t.gemm_backward_s == pytest.approx(2 * plain.gemm_s, rel=1e-12)
     assert t.attention_s == plain.attention_s and t.attention_backward_s is None
-    assert set(t.lookups) == {("gemm", EXTRAPOLATED), ("attention", EXTRAPOLATED)}
+    # no memory-bound rows either: norms, adds and activation on the HBM constant
+    assert t.elementwise_s == pytest.approx(plain.elementwise_s, rel=1e-12)
+    assert set(t.lookups) == {
+        ("gemm", EXTRAPOLATED), ("attention", EXTRAPOLATED), ("memory_bound", EXTRAPOLATED)
+    }  # fmt: skip
+
+
+def test_memory_bound_ops_from_the_table_and_held_below_its_smallest_size():
+    # one RMSNorm row: 1 GB in 1 ms (1,000 GB/s); two sizes: 2 GB at 1,000 GB/s, 4 GB at 500
+    book = _book(memory_bound=[("rmsnorm", 1e9, 1.0), ("add", 2e9, 2.0), ("add", 4e9, 8.0)])
+    assert book.memory_bound_s("rmsnorm", 1e9) == (pytest.approx(1e-3), MEASURED)
+    # below and above the measured sizes: the nearest row's bandwidth, said to be extrapolated
+    assert book.memory_bound_s("rmsnorm", 1e6) == (pytest.approx(1e-6), EXTRAPOLATED)
+    assert book.memory_bound_s("add", 1e8) == (pytest.approx(1e-4), EXTRAPOLATED)
+    assert book.memory_bound_s("add", 8e9) == (pytest.approx(16e-3), EXTRAPOLATED)
+    assert book.memory_bound_s("swiglu", 1e9) == (None, EXTRAPOLATED)
+
+
+def test_the_layer_prices_norms_adds_and_activation_from_the_table():
+    # hand count for dense_model (RMSNorm, gated SwiGLU), tp 1, fused elementwise, per forward:
+    # norm calls 2 x (2 h t) elements, add calls 2 x (3 h t), SwiGLU 1 x (3 ffn t); rotary on HBM
+    model, wl, lo = dense_model(), workload(), layout(tp=1, pp=1, dp=64)
+    h, ffn = model.hidden_size, model.ffn_hidden_size
+    t = lo.micro_batch * wl.seq_len
+    rows = [("rmsnorm", 1e6, 1e-3), ("add", 1e6, 0.5e-3), ("swiglu", 1e6, 2e-3)]  # 1, 2, 0.5 TB/s
+    tables = KernelTables(source="hand-built", memory_bound=rows)
+    cl = cluster()
+    plain = layer_time(model, cl.gpu, calibration_for("hopper"), wl, lo, is_moe=False)
+    got = Pricer(model, cl.model_copy(update={"kernels": tables}), wl).layer_times(lo).layers.dense
+    hbm = hbm_bytes_per_s(cl.gpu, calibration_for("hopper"))
+    rotary = plain.elementwise_s - (4 * h + 6 * h + 3 * ffn) * t * 2 / hbm
+    expected = rotary + (4 * h * t * 2) / 1e12 + (6 * h * t * 2) / 2e12 + (3 * ffn * t * 2) / 0.5e12
+    assert got.elementwise_s == pytest.approx(expected, rel=1e-9)
+    assert ("memory_bound", EXTRAPOLATED) in got.lookups  # 1 MB rows: every call is larger
 
 
 def test_without_tables_nothing_is_looked_up():

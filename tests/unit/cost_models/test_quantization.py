@@ -106,3 +106,53 @@ def test_cuda_graphs_remove_launch_and_routing_overhead_not_expert_launches():
     assert eager == pytest.approx(cal.kernel_overhead_s + cal.moe_layer_overhead_s + experts)
     assert graphed == pytest.approx(experts)
     assert layer_overhead_s(model, lo, cal, workload(cuda_graphs=True), is_moe=False) == 0.0
+
+
+def test_forced_balance_routing_prices_the_mean_load():
+    # Megatron --moe-router-force-load-balancing: the busiest rank carries the mean, not 1.15x
+    from factories import moe_model
+
+    from cost_models.compute import moe_gemms, moe_imbalance
+    from cost_models.stage import ep_exchange_s
+
+    assert moe_imbalance(workload()) == 1.15
+    assert moe_imbalance(workload(moe_force_balance=True)) == 1.0
+    model, lo, cl = moe_model(), layout(dp=8, ep=4), cluster(8)
+    cal = calibration_for("hopper")
+    even = layer_time(model, H100, cal, workload(moe_force_balance=True), lo, is_moe=True)
+    aux = layer_time(model, H100, cal, workload(), lo, is_moe=True)
+    grouped = [g for g in moe_gemms(model, 4096, lo) if g.grouped]
+    from cost_models.compute import gemm_time_s
+
+    grouped_s = gemm_time_s(grouped, H100, cal, False)  # at 1.15
+    assert aux.gemm_s - even.gemm_s == pytest.approx(grouped_s * (1 - 1 / 1.15), rel=1e-9)
+    span = [4]  # EP 4 inside the NVLink tier
+    d_aux, c_aux, _ = ep_exchange_s(model, cl, workload(), lo, span + [4])
+    d_even, c_even, _ = ep_exchange_s(model, cl, workload(moe_force_balance=True), lo, span + [4])
+    # the bytes shrink by 1.15, the per-message latency does not
+    assert d_aux / 1.15 < d_even < d_aux and c_aux / 1.15 < c_even < c_aux
+
+
+def test_grouped_expert_gemms_launch_once_per_projection_not_per_expert():
+    from factories import moe_model
+
+    from cost_models.compute import layer_overhead_s
+    from cost_models.framework import profile
+
+    cal = calibration_for("hopper")
+    model, lo = moe_model(), layout(ep=2)
+    local = model.moe.num_experts / 2
+    fixed = cal.kernel_overhead_s + cal.moe_layer_overhead_s
+    per_expert = layer_overhead_s(model, lo, cal, workload(), is_moe=True)
+    grouped = layer_overhead_s(
+        model, lo, cal, workload(expert_gemm_launch="grouped"), is_moe=True
+    )
+    # 3 GEMM launches per pass on average (forward 2-3, backward twice as many), each one
+    # host launch: per local expert under Transformer Engine, once under torch._grouped_mm
+    assert per_expert == pytest.approx(fixed + 3 * local * cal.expert_gemm_overhead_s)
+    assert grouped == pytest.approx(fixed + 3 * cal.expert_gemm_overhead_s)
+    # the framework profiles say which (with their source)
+    assert profile("torchtitan").workload(workload()).expert_gemm_launch == "grouped"
+    assert profile("megatron").workload(workload()).expert_gemm_launch == "per_expert"
+    stated = workload(expert_gemm_launch="per_expert")
+    assert profile("torchtitan").workload(stated).expert_gemm_launch == "per_expert"

@@ -166,3 +166,17 @@ def test_accuracy_notes_quote_each_records_error():
     for rid, shown in quoted:
         digits = len(shown.split(".")[1]) if "." in shown else 0
         assert f"{rows[rid].tokens_error_pct:+.{digits}f}" == shown, rid
+
+
+def test_readme_placement_figures_are_the_records():
+    """README's placement paragraph quotes bench/results/place_scaling.json (rendered into
+    docs/cli.md): every step time and change it names is in the record's table."""
+    figures = _script()
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    start = readme.index("Placement on a fragmented allocation")
+    para = readme[start : readme.index("## Reliability", start)]
+    table = figures.place_scaling()
+    quoted = re.findall(r"(\d+\.\d{3} s|-\d+\.\d+ %)", para)
+    assert quoted
+    for figure in quoted:
+        assert figure in table, figure

@@ -264,31 +264,32 @@ def input_limits() -> str:
 
 
 def fuzz_record() -> str:
-    """README "Reliability": bench/fuzz.py's recorded runs (bench/results/fuzz.json), summed."""
+    """README "Reliability": bench/fuzz.py's recorded runs (bench/results/fuzz.json), summed per
+    revision (a re-run on a later revision is its own group), then each run's summary line."""
     runs = json.loads((RESULTS / "fuzz.json").read_text())
-    total = {k: sum(r["counts"][k] for r in runs) for k in runs[0]["counts"]}
-    codes: dict[str, int] = {}
-    for r in runs:
-        for code, n in r["codes"].items():
-            codes[code] = codes.get(code, 0) + n
-    cases = sum(r["cases"] for r in runs)
-    seeds = ", ".join(str(r["seed"]) for r in runs)
-    revisions = ", ".join(sorted({r["revision"] for r in runs}))
-    loads = [r["load_average"][0] for r in runs]
-    lines = [f"- `{r['command']}`: `{r['summary']}` ({r['wall_s']:,.0f} s wall)" for r in runs]
-    return "\n".join(
-        [
-            f"{cases:,} cases in {len(runs)} run(s) (seeds {seeds}; revision {revisions}; "
-            f"{sum(r['wall_s'] for r in runs):,.0f} s wall on the shared 2-core machine, load "
+    out: list[str] = []
+    for revision in dict.fromkeys(r["revision"] for r in runs):
+        group = [r for r in runs if r["revision"] == revision]
+        total = {k: sum(r["counts"][k] for r in group) for k in group[0]["counts"]}
+        codes: dict[str, int] = {}
+        for r in group:
+            for code, n in r["codes"].items():
+                codes[code] = codes.get(code, 0) + n
+        loads = [r["load_average"][0] for r in group]
+        out += [
+            f"Revision {revision}: {sum(r['cases'] for r in group):,} cases in {len(group)} run(s) "
+            f"(seeds {', '.join(str(r['seed']) for r in group)}; "
+            f"{sum(r['wall_s'] for r in group):,.0f} s wall on the shared 2-core machine, load "
             f"{min(loads):.1f}-{max(loads):.1f}): {total['traceback']} tracebacks, "
             f"{total['exit']} bad exit codes, {total['time']} over time, "
             f"{total['nondeterministic']} nondeterministic; exit codes "
             + ", ".join(f"{c}: {n:,}" for c, n in sorted(codes.items()))
             + ".",
             "",
-            *lines,
+            *(f"- `{r['command']}`: `{r['summary']}` ({r['wall_s']:,.0f} s wall)" for r in group),
+            "",
         ]
-    )
+    return "\n".join(out).rstrip("\n")
 
 
 SIMPLICITY_CASES = [

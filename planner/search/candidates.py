@@ -448,7 +448,11 @@ def legal_shapes(
     (canonical order) that the space's framework runs."""
     bases, rejected = legal_bases(model, cluster, workload, space, deadline)
     shapes = []
-    for base in bases:
+    for i, base in enumerate(bases):
+        # Each base expands into recompute x ZeRO (x HSDP) shapes: on a large MoE space this loop
+        # alone outlived the deadline 5x (issue 28's fuzzer: 16 s past a 1 s limit).
+        if deadline is not None and i % 16 == 0 and time.perf_counter() > deadline:
+            raise DeadlinePassed()
         for choice in recompute_choices(model, workload, space, base):
             for zero, shard in sharding_variants(space, base, model.moe is not None):
                 update = {**choice, "zero_stage": zero, "dp_shard": shard}

@@ -399,3 +399,25 @@ def test_hf_model_type_that_is_not_a_string(tmp_path, capsys, model_type):
     bad_input(
         ["plan", "--model", path, "--cluster", "dgx-h100"], capsys, "model_type: must be a string"
     )
+
+
+def test_shape_expansion_honours_the_deadline(monkeypatch):
+    """Issue 28's 10,000-case fuzz (seed 201, case 911): `plan --model qwen3-30b-a3b --cluster
+    h800 --gpus 1024 --time-limit 1 --engine exhaustive` ran 16 s: the bases were enumerated
+    within the deadline, then their recompute x ZeRO expansion (legal_shapes) never looked at
+    the clock. A deadline already past must stop it."""
+    from planner.search import candidates
+
+    model = models_zoo.load_model("qwen3-30b-a3b")
+    cluster = models_zoo.load_cluster("h800", 64)
+    from planner.api import make_workload
+    from planner.convenience import search_inputs
+
+    workload = make_workload(model, global_batch=64)
+    space, _ = search_inputs(top_k=1)
+    bases, rejected = candidates.legal_bases(model, cluster, workload, space)
+    assert bases
+    # the bases came back in time; the clock passes the deadline before the expansion
+    monkeypatch.setattr(candidates, "legal_bases", lambda *a, **k: (bases, rejected))
+    with pytest.raises(candidates.DeadlinePassed):
+        candidates.legal_shapes(model, cluster, workload, space, deadline=time.perf_counter() - 1)

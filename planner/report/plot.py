@@ -14,6 +14,9 @@ from .whatif_view import value_text
 
 def pyplot(path: str) -> Any:
     """matplotlib.pyplot (Agg), or InvalidInput if the extra is missing or the suffix is wrong."""
+    # The file name is checked first: a wrong suffix is the same mistake with or without the extra.
+    if not path.lower().endswith((".png", ".svg")):
+        raise InvalidInput(f"--plot: file must end in .png or .svg (got {path!r})")
     try:
         import matplotlib
 
@@ -24,8 +27,6 @@ def pyplot(path: str) -> Any:
             "--plot: matplotlib is not installed: pip install matplotlib, or the [plot] extra: "
             f"pip install '{DISTRIBUTION}[plot]' (from a checkout: pip install '.[plot]')"
         ) from None
-    if not path.lower().endswith((".png", ".svg")):
-        raise InvalidInput(f"--plot: file must end in .png or .svg (got {path!r})")
     return plt
 
 

@@ -269,14 +269,26 @@ class KernelBook:
         (`extrapolated`): a streaming kernel's bandwidth does not rise at smaller sizes (launch
         and tail effects only lower it) and is flat above ~100 MB (the shared H100 rows: RMSNorm
         1,829-2,068 GB/s over 134 MB - 1.1 GB), so holding it is the measured figure nearest to
-        the truth; (None, extrapolated) only when the table has no row of `op`."""
+        the truth. Above the largest size it holds only when that size streams from HBM
+        (HBM_STREAMING_BYTES): a smaller row (a toy sweep's, or one served from L2) says nothing
+        about a larger call, which then gets (None, extrapolated) and the generation's HBM
+        figure, as when the table has no row of `op`."""
         grid = self._memory.get(op)
         per_byte, status = self._cached(("memory", op, nbytes), grid, (nbytes,))
         if per_byte is None and grid is not None:
             lo, hi = np.exp(grid.features.min()), np.exp(grid.features.max())
+            if nbytes > hi and hi < HBM_STREAMING_BYTES:
+                return None, status
             held = float(min(max(nbytes, lo), hi))
             per_byte, _ = self._cached(("memory", op, held), grid, (held,))
         return (None if per_byte is None else per_byte[0] * nbytes), status
+
+
+HBM_STREAMING_BYTES = 2**27
+"""128 MiB: twice the largest Hopper L2 (50 MB on H100, 60 MB on H200; NVIDIA H100 whitepaper,
+torch.cuda.get_device_properties on the H200): a memory-bound op moving more than this streams
+from HBM, so its measured bandwidth stands for larger calls too (the shared tables' smallest row
+is exactly this size)."""
 
 
 def _window_grids(rows) -> dict:

@@ -147,13 +147,20 @@ def test_memory_bound_ops_from_the_table_and_held_below_its_smallest_size():
     assert book.memory_bound_s("swiglu", 1e9) == (None, EXTRAPOLATED)
 
 
+def test_rows_below_hbm_streaming_size_never_price_a_larger_call():
+    # a toy sweep's 1 MB row (served from L2) says nothing about a 1 GB call: the HBM figure
+    book = _book(memory_bound=[("rmsnorm", 1e6, 1e-3)])
+    assert book.memory_bound_s("rmsnorm", 1e9) == (None, EXTRAPOLATED)
+    assert book.memory_bound_s("rmsnorm", 1e5) == (pytest.approx(1e-7), EXTRAPOLATED)  # 1 TB/s held below
+
+
 def test_the_layer_prices_norms_adds_and_activation_from_the_table():
     # hand count for dense_model (RMSNorm, gated SwiGLU), tp 1, fused elementwise, per forward:
     # norm calls 2 x (2 h t) elements, add calls 2 x (3 h t), SwiGLU 1 x (3 ffn t); rotary on HBM
     model, wl, lo = dense_model(), workload(), layout(tp=1, pp=1, dp=64)
     h, ffn = model.hidden_size, model.ffn_hidden_size
     t = lo.micro_batch * wl.seq_len
-    rows = [("rmsnorm", 1e6, 1e-3), ("add", 1e6, 0.5e-3), ("swiglu", 1e6, 2e-3)]  # 1, 2, 0.5 TB/s
+    rows = [("rmsnorm", 1e9, 1.0), ("add", 1e9, 0.5), ("swiglu", 1e9, 2.0)]  # 1, 2, 0.5 TB/s
     tables = KernelTables(source="hand-built", memory_bound=rows)
     cl = cluster()
     plain = layer_time(model, cl.gpu, calibration_for("hopper"), wl, lo, is_moe=False)
@@ -162,7 +169,7 @@ def test_the_layer_prices_norms_adds_and_activation_from_the_table():
     rotary = plain.elementwise_s - (4 * h + 6 * h + 3 * ffn) * t * 2 / hbm
     expected = rotary + (4 * h * t * 2) / 1e12 + (6 * h * t * 2) / 2e12 + (3 * ffn * t * 2) / 0.5e12
     assert got.elementwise_s == pytest.approx(expected, rel=1e-9)
-    assert ("memory_bound", EXTRAPOLATED) in got.lookups  # 1 MB rows: every call is larger
+    assert ("memory_bound", EXTRAPOLATED) in got.lookups  # 1 GB rows: every call is smaller
 
 
 def test_without_tables_nothing_is_looked_up():

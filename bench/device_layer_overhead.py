@@ -13,7 +13,7 @@ and how much CUDA graphs take back. This script measures, on the GPU it runs on:
   timed with CUDA events over at least ``--min-ms`` of back-to-back steps and by the host clock.
 
 The shapes' kernels are those of ``../shared/data/kernels`` (same GEMMs, same attention kernel),
-so ``layer time - sum of the table's kernel times`` is the overhead a cost model must add.
+and ``bench/layer_time_vs_measured.py`` compares each layer with the Pricer's time for it.
 Imports only the standard library and torch: ``python3 bench/device_layer_overhead.py --out DIR``.
 ``--device cpu --tiny`` is a smoke test of the code path (no timing meaning).
 """

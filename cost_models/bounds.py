@@ -57,14 +57,17 @@ Counts = tuple[int, int]
 class LayerTotals:
     """(dense, MoE) per-layer seconds per micro-batch as estimate() sums them per stage
     (stage.layer_cost's total: compute, recompute, exposed TP/CP/EP); the same without block
-    recompute (None: no block recompute); the LM head's seconds."""
+    recompute (None: no block recompute); the LM head's seconds (last stage) and the
+    embedding's (first stage)."""
 
     full: tuple[float, float]
     plain: tuple[float, float] | None
     head_s: float
+    embed_s: float = 0.0
 
     def stage_s(self, lo: Layout, counts: Counts) -> float:
-        """Seconds per micro-batch of a stage holding `counts` layers, without the LM head:
+        """Seconds per micro-batch of a stage holding `counts` layers, without the LM head or
+        the embedding:
         under block recompute (stage.recomputed_layers) the recomputed layers at `full`, the
         rest at `plain`, as estimate() sums them."""
         (cd, cm), (nd, nm) = self.full, counts
@@ -93,7 +96,8 @@ class StepBounds:
         recompute: str | None = None,
         modules: tuple[str, ...] | None = None,
     ) -> tuple[float, float, float]:
-        """(dense layer, MoE layer, LM head) compute seconds per micro-batch, recompute included
+        """(dense layer, MoE layer, LM head + embedding) compute seconds per micro-batch,
+        recompute included
         (`recompute` and selective `modules` instead of the layout's own, if given); 0 for a
         layer kind the model lacks. A layout's own block recompute is priced as none (some of
         its layers recompute, stage.recomputed_layers): a per-layer lower bound."""
@@ -108,7 +112,7 @@ class StepBounds:
                 return 0.0
             return t.forward_s + t.backward_s + t.recompute_s(rc, mods)
 
-        return cost(times.layers.dense), cost(times.layers.moe), times.head_s
+        return cost(times.layers.dense), cost(times.layers.moe), times.head_s + times.embed_s
 
     def step_bound_s(self, lo: Layout, recompute: str | dict[str, Any] | None = None) -> float:
         """A value <= estimate(...).step_time_s for `lo` (with `recompute` instead of its own,
@@ -187,7 +191,8 @@ class StepBounds:
         """Per-layer seconds per micro-batch of `lo` on `span` (LayerTotals; the CP-SAT stage
         partition tabulates the stage time of every split with them)."""
         full, plain = self._totals_s(lo, span, self._layer_keys(lo))
-        return LayerTotals(full, plain, self.layer_times(lo).head_s)
+        times = self.layer_times(lo)
+        return LayerTotals(full, plain, times.head_s, times.embed_s)
 
     def dp_optimizer_s(self, lo: Layout, span: Span) -> float:
         """estimate(...)'s dp_comm + optimizer terms for `lo` on `span` (this ZeRO stage), from
@@ -206,7 +211,7 @@ class StepBounds:
         dp_s = opt_s = 0.0
         for r, counts in self._peak_candidates(lo):
             # The stage's forward + backward per micro-batch, summed as estimate() sums it.
-            compute_s = self.stage_compute_s(lo, counts, r == last)
+            compute_s = self.stage_compute_s(lo, counts, r == last, r == 0)
             sp = self.stage_params(lo, counts, r)
             exposed, _ = self.stage_dp_s(lo, sp, compute_s, span, r)
             dp_s = max(dp_s, exposed)
@@ -282,8 +287,9 @@ class StepBounds:
         split `counts` (default even). any_split: sum(t) is the same for every split and
         t_max >= sum(t) / pp, and the schedule is non-decreasing in t_max (m >= 1 >= 1/vp), so
         t_max = sum(t) / pp bounds every split (planner/search/partition.py free_step_s); so do
-        the cheapest N* layers when some rank runs >= N* layers (head time >= 0)."""
-        head_s = self.layer_times(lo).head_s
+        the cheapest N* layers when some rank runs >= N* layers (head and embedding times >= 0).
+        """
+        times = self.layer_times(lo)
         counts = self.stage_counts(lo) if counts is None else counts
         if plain is not None and any_split:
             cd, cm = plain  # no layer costs less than without recompute: a bound for any split
@@ -297,7 +303,8 @@ class StepBounds:
             for nd, nm in counts:
                 xd, xm = recomputed_layers(lo, (nd, nm))
                 stage.append(xd * cd + (nd - xd) * pd + xm * cm + (nm - xm) * pm)
-        stage[-1] += head_s
+        stage[0] += times.embed_s  # in stage_terms' order: embedding, then the head
+        stage[-1] += times.head_s
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         if any_split:
             # Some rank runs N* = min_max_layers layers, d of them dense with d in [N* - (MoE

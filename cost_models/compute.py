@@ -78,6 +78,7 @@ class LayerTime:
     lookups: tuple[tuple[str, str], ...] = ()  # (term, kernels.STATUSES) per table look-up
     quantize_s: float = 0.0  # forward GEMM inputs quantized (QUANT_BYTES_PER_ELEMENT)
     quantize_backward_s: float = 0.0  # output gradients quantized for dgrad / wgrad
+    elementwise_backward_s: float | None = None  # its own backward traffic; None: 2x forward
 
     @property
     def forward_s(self) -> float:
@@ -92,7 +93,9 @@ class LayerTime:
         if self.attention_backward_s is not None:
             attn = self.attention_backward_s
         quant = self.quantize_backward_s
-        return gemm + attn + 2 * self.elementwise_s + self.overhead_s + quant
+        elem = self.elementwise_backward_s
+        elem = 2 * self.elementwise_s if elem is None else elem
+        return gemm + attn + elem + self.overhead_s + quant
 
     def recompute_s(self, recompute: str, modules: tuple[str, ...] = ("core_attn",)) -> float:
         """Extra forward work in backward: full reruns the layer; selective reruns the Megatron
@@ -819,6 +822,54 @@ def lm_head_time(
         model_flops=sum(g.flops for g in gemms),
         gemm_backward_s=gemm_bwd_s,
         lookups=looks,
+    )
+
+
+EMBED_GRAD_BYTES = {"megatron": 2 + 10, "deepspeed": 2 + 10, "fsdp": 2 + 6}
+"""HBM bytes per element of the [vocab / tp, hidden] embedding gradient, per micro-batch, by how
+the framework accumulates gradients (Workload.dp_sync). Every framework here takes the dense
+backward of a non-sparse embedding (torch embedding_dense_backward: the weight gradient is
+zero-filled, 2 B, then the token rows are added into it). Megatron (megatron/core/distributed/
+distributed_data_parallel.py _make_backward_post_hook: `param.main_grad.add_(param.grad.data)`,
+the embedding has no gradient-accumulation fusion) then adds that bf16 gradient into the fp32
+main_grad every micro-batch: read 4 + 2, write 4 = 10 B; DeepSpeed's bf16 optimizer accumulates
+into fp32 gradients the same way. FSDP2 (torchtitan, nn.Embedding(sparse=False)) keeps the
+unsharded bf16 gradient: autograd accumulates micro-batches into .grad (read 2 + 2, write 2), or
+the last one is cast to the fp32 reduce dtype before its reduce-scatter (read 2, write 4): 6 B."""
+
+
+def embedding_time(
+    model: ModelSpec, gpu: GpuSpec, cal: GenerationCalibration, workload: Workload, layout: Layout
+) -> LayerTime:
+    """The input embedding on the first pipeline stage, one micro-batch (memory-bound).
+
+    Forward (megatron/core/tensor_parallel/layers.py VocabParallelEmbedding.forward,
+    models/common/embeddings/language_model_embedding.py): gather the t token rows from the
+    vocabulary shard (read 2 + write 2 B per element of [t, h]); with TP > 1 zero the rows of
+    tokens outside the shard (`output_parallel[input_mask, :] = 0.0`, 2 B); [b, s, h] ->
+    [s, b, h] `.transpose(0, 1).contiguous()` (4 B); a learned position table adds a second
+    gather and the add (4 + 6 B). Backward: the same passes over [t, h] again (the transpose's
+    and mask's gradients, reading the token rows' gradient into the weight gradient), plus the
+    dense [vocab / tp, h] weight gradient at EMBED_GRAD_BYTES. Its TP reduction (all-reduce, or
+    reduce-scatter under sequence parallelism) and the tied-embedding gradient all-reduce
+    between the first and last stages are not priced here."""
+    t = tokens_per_gpu(workload, layout)
+    h, vocab = model.hidden_size, model.vocab_size or 0
+    if not vocab:  # an unknown vocabulary prices no embedding, as the LM head (lm_head_time)
+        return LayerTime(0.0, 0.0, 0.0, 0.0, 0.0)
+    per_token = 4 + 4 + (2 if layout.tp > 1 else 0)
+    if model.position_embedding_kind == "learned":
+        per_token += 4 + 6
+    hbm_s = hbm_bytes_per_s(gpu, cal)
+    forward_s = t * h * per_token / hbm_s
+    grad_s = vocab / layout.tp * h * EMBED_GRAD_BYTES[workload.dp_sync] / hbm_s
+    return LayerTime(
+        gemm_s=0.0,
+        attention_s=0.0,
+        elementwise_s=forward_s,
+        overhead_s=cal.kernel_overhead_s,
+        model_flops=0.0,
+        elementwise_backward_s=forward_s + grad_s,
     )
 
 

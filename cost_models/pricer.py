@@ -26,6 +26,7 @@ from .compute import (
     LayerTime,
     attention_report,
     layer_time,
+    embedding_time,
     lm_head_time,
     model_flops_per_token,
     tokens_per_gpu,
@@ -81,12 +82,16 @@ _acts_key = layout_key(NOT_IN_ACTIVATIONS)
 
 @dataclass(frozen=True, slots=True)
 class LayerTimes:
-    """Per-layer compute of one layout: each layer kind's LayerTime and the LM head's."""
+    """Per-layer compute of one layout: each layer kind's LayerTime, the LM head's (last
+    pipeline stage) and the input embedding's (first stage)."""
 
     layers: ByKind[LayerTime]
     head: LayerTime
     head_s: float
     """The LM head's forward + backward seconds."""
+    embed: LayerTime
+    embed_s: float
+    """The input embedding's forward + backward seconds (compute.embedding_time)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +140,10 @@ class Pricer(StepBounds):
                 moe = layer_time(m, gpu, cal, w, lo, is_moe=True, book=book)
             head = lm_head_time(m, gpu, cal, w, lo, book)
             head_s = head.forward_s + head.backward_s
-            found = self._times[key] = LayerTimes(ByKind(dense, moe), head, head_s)
+            embed = embedding_time(m, gpu, cal, w, lo)
+            found = self._times[key] = LayerTimes(
+                ByKind(dense, moe), head, head_s, embed, embed.forward_s + embed.backward_s
+            )
         return found
 
     def layer_costs(
@@ -195,14 +203,18 @@ class Pricer(StepBounds):
             found = self._params[key] = stage_params(self.model, lo, counts[0], counts[1], r)
         return found
 
-    def stage_compute_s(self, lo: Layout, counts: Counts, last: bool) -> float:
+    def stage_compute_s(
+        self, lo: Layout, counts: Counts, last: bool, first: bool = False
+    ) -> float:
         """Forward + backward seconds per micro-batch of a stage holding `counts` layers (the LM
-        head too on the last): what its DP traffic overlaps with."""
+        head too on the last, the embedding on the first): what its DP traffic overlaps with."""
         times = self.layer_times(lo)
         compute_s = 0.0
         for t, n in ((times.layers.dense, counts[0]), (times.layers.moe, counts[1])):
             if n and t is not None:
                 compute_s += n * (t.forward_s + t.backward_s)
+        if first:  # in stage_terms' order (the same float)
+            compute_s += times.embed_s
         if last:
             compute_s += times.head_s
         return compute_s
@@ -309,12 +321,15 @@ class Pricer(StepBounds):
         (the first as the stage's time, the last two as maxima over stages); the CP-SAT stage
         partition tabulates them (planner/search/partition.py)."""
         counts = (n_dense, n_moe)
-        last = rank == lo.pp - 1
+        last, first = rank == lo.pp - 1, rank == 0
         stage_s = self.layer_totals(lo, span).stage_s(lo, counts)
+        if first:
+            stage_s += self.layer_times(lo).embed_s
         if last:
             stage_s += self.layer_times(lo).head_s
         sp = self.stage_params(lo, counts, rank)
-        dp_s, _ = self.stage_dp_s(lo, sp, self.stage_compute_s(lo, counts, last), span, rank)
+        compute_s = self.stage_compute_s(lo, counts, last, first)
+        dp_s, _ = self.stage_dp_s(lo, sp, compute_s, span, rank)
         return stage_s, dp_s, self.stage_optimizer_s(lo, sp)
 
     # ------------------------------------------------------------------------- the step
@@ -370,12 +385,12 @@ class Pricer(StepBounds):
     ) -> list[StageTerms]:
         """Per-stage, per-micro-batch seconds by term: each layer's stage.layer_cost (the layers
         block recompute leaves alone at their cost without it, stage.recomputed_layers), the LM
-        head's compute on the last stage."""
+        head's compute on the last stage, the embedding's on the first."""
         costs = self.layer_costs(lo, span, cluster)
         plain = costs
         if is_block_recompute(lo):
             plain = self.layer_costs(without_block_recompute(lo), span, cluster)
-        head_s = self.layer_times(lo).head_s
+        times = self.layer_times(lo)
         out = []
         for r, (n_dense, n_moe) in enumerate(counts):
             terms = StageTerms()
@@ -389,8 +404,10 @@ class Pricer(StepBounds):
                 for w, c in ((x, cost), (n - x, plain.moe if k else plain.dense)):
                     if w:
                         _add_layers(terms, w, c)
+            if r == 0:
+                terms.compute_s += times.embed_s
             if r == lo.pp - 1:
-                terms.compute_s += head_s
+                terms.compute_s += times.head_s
             out.append(terms)
         return out
 
@@ -509,7 +526,7 @@ class Pricer(StepBounds):
             return None
         times = self.layer_times(lo)
         terms: dict[str, dict[str, int]] = {}
-        for t in (times.layers.dense, times.layers.moe, times.head):
+        for t in (times.layers.dense, times.layers.moe, times.head, times.embed):
             for term, status in () if t is None else t.lookups:
                 counts = terms.setdefault(term, dict.fromkeys(STATUSES, 0))
                 counts[status] += 1

@@ -16,7 +16,7 @@ Model, for one layout on one placement (memory does not depend on the order, tim
   estimate() are the cost model's own, evaluated for every (dense, MoE) count the rank may hold
   (rank_terms_s) and read through element constraints: T_r, the stage seconds per micro-batch
   (compute, recompute and the exposed TP/CP/EP traffic of each layer, the LM head on the last
-  rank; linear in the counts unless block recompute), D_r the exposed DP seconds and O_r the
+  rank, the embedding on the first; linear in the counts unless block recompute), D_r the exposed DP seconds and O_r the
   optimizer seconds (both maxima over ranks in the step).
   Objective: m * T_max + (sum_r T_r - T_max) / vp + max_r D_r + max_r O_r (AddMaxEquality),
   scaled by vp to stay integral, then a tie-break toward the even split: sum_c |n_c - even_c|,
@@ -106,7 +106,8 @@ class PartitionSolver(MemoryCaps):
     # ------------------------------------------------------------------ cost-model evaluations
 
     def layer_s(self, lo: Layout) -> tuple[float, float, float]:
-        """(dense layer, MoE layer, LM head) compute seconds per micro-batch (bounds.py's)."""
+        """(dense layer, MoE layer, LM head + embedding) compute seconds per micro-batch
+        (bounds.py's)."""
         return self.bound.compute_s(lo)
 
     def counts(self, lo: Layout, split: Split | None) -> list[tuple[int, int]]:
@@ -120,7 +121,7 @@ class PartitionSolver(MemoryCaps):
         t_r >= c_r, c_r the compute of rank r (bounds.py). The schedule
         f(t) = (m - 1/vp) * max(t) + sum(t) / vp is non-decreasing in every t_r (m >= 1 >= 1/vp),
         so the step is >= f(c). Whatever the split, sum_r c_r = S is the same (every layer and
-        the LM head once) and max_r c_r >= S / pp, so f(c) >= (m - 1/vp) * S / pp + S / vp.
+        the LM head and the embedding once) and max_r c_r >= S / pp, so f(c) >= (m - 1/vp) * S / pp + S / vp.
         Shaved by SAFETY against float summation order;
         tests/integration/search/test_sat_partition.py
         checks it against every composition of small instances.
@@ -291,7 +292,7 @@ class PartitionSolver(MemoryCaps):
         # of equal time (the same layers moved between ranks) stay equal after the rounding to
         # units and the tie-break, not rounding noise, orders them.
         linear = costs.plain is None
-        qd, qm, qh = q(costs.full[0]), q(costs.full[1]), q(costs.head_s)
+        qd, qm, qh, qe = (q(x) for x in (*costs.full, costs.head_s, costs.embed_s))
         # The optimizer seconds are affine in the counts (parameters are), so they stay linear
         # too; a DP term that is 0 for every count (no DP group) is left out. Element
         # constraints are kept for what is not linear: they make the model much harder for
@@ -308,7 +309,7 @@ class PartitionSolver(MemoryCaps):
             tables.append((1, d_top, d))
         for r in range(p):
             if linear:
-                t.append(nd[r] * qd + nm[r] * qm + (qh if r == p - 1 else 0))
+                t.append(nd[r] * qd + nm[r] * qm + (qh if r == p - 1 else 0) + (qe if r == 0 else 0))
             o.append(q(o0[r]) + nd[r] * q(o_dense) + nm[r] * q(o_moe))
             if not tables:
                 continue

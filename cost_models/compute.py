@@ -383,6 +383,16 @@ ROTARY_ELEMS = {True: 2, False: 10}
 GATED_ACT_ELEMS = {True: 3, False: 5}
 
 
+FUSED_ACTIVATION_ROW = "add"
+"""The kernel-table row a fused gated activation is priced at: Transformer Engine's SwiGLU /
+GeGLU (transformer_engine/common/activation, the `swiglu` kernel Megatron's TE MLP calls;
+Megatron's bias_swiglu_impl, megatron/core/fusions/fused_bias_swiglu.py) and torch.compile's
+fused silu(x) * y read the gate and up halves once and write the product once, in one kernel:
+the access of an elementwise add (two reads, one write, 6 B per output element in bf16), where
+the tables' `swiglu` row is eager silu(x) * y (two kernels, 10 B: 1.72-1.82 TB/s on the H100
+at the 6 B convention against 2.91-3.05 TB/s for `add`)."""
+
+
 def rotary_heads(model: ModelSpec, tp: int) -> tuple[float, int]:
     """(heads, dims per head) rotary embeddings rotate per token on one TP rank: every query
     and KV head's head_dim (GQA / MQA), or under MLA each query head's qk_rope_head_dim plus the
@@ -421,14 +431,18 @@ def _memory_ops(
 ) -> list[MemoryOp]:
     """The memory-bound ops of one layer a kernel table may price, in this order: the norms, the
     residual adds, the activation (dense: the MLP's; MoE: the routed experts', then the shared
-    experts' if any). Their `elements` are the terms of _elementwise_elements, which also counts
-    rotary and the MoE permute copies (no table row: HBM constant).
+    experts' if any), the rotary embedding. Their `elements` are the terms of
+    _elementwise_elements, which also counts the MoE permute copies (no table row: HBM
+    constant).
 
-    Table ops: a fused norm is the table's norm row (eager torchtitan chains of cast / pow /
-    mean / mul are not a measured op: HBM constant); the residual adds the `add` row; the
-    activation its `activation_op` row whether fused or not (the shared tables' SwiGLU is the
-    eager silu(x) * y, what `planner measure` times too; a fused kernel moves the same tensors
-    once and is not slower)."""
+    Table ops, by what the kernel that runs reads and writes (`fused`: Workload.fused_elementwise,
+    the framework profile's fusion fact): a fused norm is the table's norm row (one kernel, as
+    Transformer Engine's RMSNorm / LayerNorm and F.rms_norm / F.layer_norm; eager torchtitan
+    chains of cast / pow / mean / mul are not a measured op: HBM constant); the residual adds
+    the `add` row. The activation: FUSED_ACTIVATION_ROW when fused, else its `activation_op`
+    row (the shared tables' SwiGLU is the eager silu(x) * y, two kernels). Fused rotary
+    (Transformer Engine fused_rope: one kernel reads q / k and writes them rotated) is the `copy`
+    row; eager rotary (complex fp32 chain) has no row: HBM constant."""
     tp = layout.tp
     h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
     norm = model.normalization if fused else None
@@ -439,6 +453,8 @@ def _memory_ops(
     act_rw = GATED_ACT_ELEMS[fused] if model.gated_mlp else 2
     act_table = GATED_ACT_ELEMS[True] if model.gated_mlp else 2  # the row's convention
     act = activation_op(model)
+    if fused and model.gated_mlp:
+        act = FUSED_ACTIVATION_ROW
     if is_moe:
         moe = model.moe
         assert moe is not None
@@ -452,6 +468,9 @@ def _memory_ops(
         assert model.ffn_hidden_size is not None
         ffn = model.ffn_hidden_size
         ops.append(MemoryOp(act_rw * ffn / tp, act, 1, act_table * ffn / tp))
+    rot_heads, rot_dim = rotary_heads(model, tp)
+    rot = rot_heads * rot_dim
+    ops.append(MemoryOp(ROTARY_ELEMS[fused] * rot, "copy" if fused else None, 1, 2 * rot))
     return ops
 
 

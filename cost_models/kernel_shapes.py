@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .compute import activation_op
+from .compute import FUSED_ACTIVATION_ROW, activation_op, rotary_heads
 from .kernels import EXTRAPOLATED
 from .pricer import Pricer
 from .rules import layout_violations
@@ -249,14 +249,22 @@ def memory_rows(
     """(op, tokens, width, dtype, bytes, top_k) of the memory-bound ops of one layer: copy, add
     and the norm over [tokens, hidden] (and [tokens / tp, hidden], a sequence-parallel rank's
     share); the activation over [tokens, ffn / tp] (dense FFN, shared experts, or the expert FFN
-    over the routed rows); MoE permute / unpermute over [tokens * top_k, hidden]
+    over the routed rows), for a gated one also as the `add` a fused kernel is priced at
+    (compute.FUSED_ACTIVATION_ROW); fused rotary as a `copy` over [tokens, rotated heads x dims
+    per TP rank]; MoE permute / unpermute over [tokens * top_k, hidden]
     (top_k sizes the unpermute's destination). Tokens are the per-GPU token counts."""
     h = model.hidden_size
-    act = activation_op(model)
+    acts = (activation_op(model),)
+    if model.gated_mlp:
+        acts += (FUSED_ACTIVATION_ROW,)
     rows: set[tuple[str, int, int, str, int, int]] = set()
 
     def add(op: str, t: int, width: int, top_k: int = 1) -> None:
         rows.add((op, t, width, "bf16", t * width * MEMORY_BYTES_PER_ELEMENT[op], top_k))
+
+    def add_act(t: int, width: int) -> None:
+        for act in acts:
+            add(act, t, width)
 
     for t in sorted(set(tokens)):
         for op in ("copy", "add", model.normalization):
@@ -267,14 +275,16 @@ def memory_rows(
             if tp > 1:  # sequence parallel: each rank's norms and adds over its t / tp tokens
                 for op in ("add", model.normalization):
                     add(op, _int(t / tp), h)
+            rot_heads, rot_dim = rotary_heads(model, tp)
+            add("copy", t, _int(rot_heads * rot_dim))
             if model.ffn_hidden_size is not None:
-                add(act, t, _int(model.ffn_hidden_size / tp))
+                add_act(t, _int(model.ffn_hidden_size / tp))
             if model.moe is not None:
                 k = model.moe.top_k
-                add(act, _int(t * k / tp), model.moe.expert_ffn_hidden_size)
+                add_act(_int(t * k / tp), model.moe.expert_ffn_hidden_size)
                 if model.moe.num_shared_experts:  # shared experts: one FFN over every token
                     shared = model.moe.num_shared_experts * model.moe.expert_ffn_hidden_size
-                    add(act, t, _int(shared / tp))
+                    add_act(t, _int(shared / tp))
         if model.moe is not None:
             k = model.moe.top_k
             add("moe_permute", t * k, h, k)

@@ -153,6 +153,10 @@ def test_memory_bound_ops_follow_the_model_and_count_each_tensor_once():
         ("copy", 4096, 4096), ("add", 4096, 4096), ("rmsnorm", 4096, 4096),
         ("add", 512, 4096), ("rmsnorm", 512, 4096),  # TP 8 sequence parallel: 4096 / 8 tokens
         ("swiglu", 4096, 14336), ("swiglu", 4096, 1792),
+        # a fused SwiGLU is priced at the add row of its size (compute.FUSED_ACTIVATION_ROW)
+        ("add", 4096, 14336), ("add", 4096, 1792),
+        # fused rotary as a copy: (32 + 8) heads x 128 at TP 1, (4 + 1) x 128 at TP 8
+        ("copy", 4096, 5120), ("copy", 4096, 640),
     }  # fmt: skip
     assert all(b == t * w * MEMORY_BYTES_PER_ELEMENT[op] for op, t, w, _d, b, _k in rows)
     gpt3 = models_zoo.load_model("gpt3-175b")

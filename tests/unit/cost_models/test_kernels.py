@@ -155,21 +155,50 @@ def test_rows_below_hbm_streaming_size_never_price_a_larger_call():
 
 
 def test_the_layer_prices_norms_adds_and_activation_from_the_table():
-    # hand count for dense_model (RMSNorm, gated SwiGLU), tp 1, fused elementwise, per forward:
-    # norm calls 2 x (2 h t) elements, add calls 2 x (3 h t), SwiGLU 1 x (3 ffn t); rotary on HBM
-    model, wl, lo = dense_model(), workload(), layout(tp=1, pp=1, dp=64)
+    # hand count for dense_model (RMSNorm, gated SwiGLU), tp 1, per forward: norm calls
+    # 2 x (2 h t) elements, add calls 2 x (3 h t), SwiGLU 1 x (3 ffn t); rotary on HBM (no copy
+    # row here). Fused (Transformer Engine / torch.compile): SwiGLU is one kernel reading gate
+    # and up once and writing once, an add's access -> the add row; eager silu(x) * y -> the
+    # table's swiglu row (what it measured), its 5 elements per output element at that time.
+    model, lo = dense_model(), layout(tp=1, pp=1, dp=64)
     h, ffn = model.hidden_size, model.ffn_hidden_size
-    t = lo.micro_batch * wl.seq_len
     rows = [("rmsnorm", 1e9, 1.0), ("add", 1e9, 0.5), ("swiglu", 1e9, 2.0)]  # 1, 2, 0.5 TB/s
     tables = KernelTables(source="hand-built", memory_bound=rows)
     cl = cluster()
-    plain = layer_time(model, cl.gpu, calibration_for("hopper"), wl, lo, is_moe=False)
-    got = Pricer(model, cl.model_copy(update={"kernels": tables}), wl).layer_times(lo).layers.dense
     hbm = hbm_bytes_per_s(cl.gpu, calibration_for("hopper"))
-    rotary = plain.elementwise_s - (4 * h + 6 * h + 3 * ffn) * t * 2 / hbm
-    expected = rotary + (4 * h * t * 2) / 1e12 + (6 * h * t * 2) / 2e12 + (3 * ffn * t * 2) / 0.5e12
-    assert got.elementwise_s == pytest.approx(expected, rel=1e-9)
-    assert ("memory_bound", EXTRAPOLATED) in got.lookups  # 1 GB rows: every call is smaller
+    for fused, act_bytes_per_s in ((True, 2e12), (False, 0.5e12)):
+        wl = workload(fused_elementwise=fused)
+        t = lo.micro_batch * wl.seq_len
+        plain = layer_time(model, cl.gpu, calibration_for("hopper"), wl, lo, is_moe=False)
+        pricer = Pricer(model, cl.model_copy(update={"kernels": tables}), wl)
+        got = pricer.layer_times(lo).layers.dense
+        norm, act = (4 * h, 3 * ffn) if fused else (0, 5 * ffn)  # eager norms: no row
+        rest = plain.elementwise_s - (norm + 6 * h + act) * t * 2 / hbm  # rotary (+ eager norms)
+        table = (norm * t * 2) / 1e12 + (6 * h * t * 2) / 2e12
+        table += (3 * ffn * t * 2) / act_bytes_per_s
+        assert got.elementwise_s == pytest.approx(rest + table, rel=1e-9)
+        assert ("memory_bound", EXTRAPOLATED) in got.lookups  # 1 GB rows: every call is smaller
+
+
+def test_fused_rotary_runs_at_the_copy_row_eager_rotary_on_hbm():
+    # rotary over q and k heads: (32 + 8) heads x 128 dims per token at tp 1, read + written
+    # once by a fused kernel (2 elements each): the copy row's access
+    model, lo = dense_model(), layout(tp=1, pp=1, dp=64)
+    rot = (32 + 8) * 128
+    tables = KernelTables(source="hand-built", memory_bound=[("copy", 1e9, 0.25)])  # 4 TB/s
+    cl = cluster()
+    hbm = hbm_bytes_per_s(cl.gpu, calibration_for("hopper"))
+    for fused in (True, False):
+        wl = workload(fused_elementwise=fused)
+        t = lo.micro_batch * wl.seq_len
+        plain = layer_time(model, cl.gpu, calibration_for("hopper"), wl, lo, is_moe=False)
+        got = Pricer(model, cl.model_copy(update={"kernels": tables}), wl).layer_times(lo)
+        got_s = got.layers.dense.elementwise_s
+        if fused:
+            expected = plain.elementwise_s - 2 * rot * t * 2 / hbm + 2 * rot * t * 2 / 4e12
+            assert got_s == pytest.approx(expected, rel=1e-9)
+        else:
+            assert got_s == plain.elementwise_s
 
 
 def test_without_tables_nothing_is_looked_up():

@@ -76,3 +76,16 @@ def test_bounds_stay_below_the_estimate_with_the_embedding():
         with_dp = p.placement_bound_s(lo, with_dp=True)
         assert with_dp <= step_s
         assert with_dp == pytest.approx(step_s, rel=2e-9)
+
+
+def test_default_split_is_megatrons_split_with_the_embedding_and_loss_counted():
+    # megatron-core 0.19.2 transformer_block.py get_num_layers_to_build: with
+    # --account-for-embedding/loss-in-pipeline-split each rank gets (L + 2) / pp layer slots and
+    # the first / last gives one to the embedding / the loss. The export states the split itself
+    # (never these flags, which Megatron refuses beside an explicit layout).
+    from cost_models.pipeline import chunk_layer_counts
+
+    per = (126 + 2) // 16
+    assert chunk_layer_counts(126, 16) == [per - 1] + [per] * 14 + [per - 1]
+    per = (127 + 1) // 16  # the loss counted only: the last chunk is one short
+    assert chunk_layer_counts(127, 16) == [per] * 15 + [per - 1]

@@ -16,8 +16,8 @@ Model, for one layout on one placement (memory does not depend on the order, tim
   estimate() are the cost model's own, evaluated for every (dense, MoE) count the rank may hold
   (rank_terms_s) and read through element constraints: T_r, the stage seconds per micro-batch
   (compute, recompute and the exposed TP/CP/EP traffic of each layer, the LM head on the last
-  rank, the embedding on the first; linear in the counts unless block recompute), D_r the exposed DP seconds and O_r the
-  optimizer seconds (both maxima over ranks in the step).
+  rank, the embedding on the first; linear in the counts unless block recompute), D_r the
+  exposed DP seconds and O_r the optimizer seconds (both maxima over ranks in the step).
   Objective: m * T_max + (sum_r T_r - T_max) / vp + max_r D_r + max_r O_r (AddMaxEquality),
   scaled by vp to stay integral, then a tie-break toward the even split: sum_c |n_c - even_c|,
   weighted below one time unit so it only orders equal times. One worker, fixed seed:
@@ -121,7 +121,8 @@ class PartitionSolver(MemoryCaps):
         t_r >= c_r, c_r the compute of rank r (bounds.py). The schedule
         f(t) = (m - 1/vp) * max(t) + sum(t) / vp is non-decreasing in every t_r (m >= 1 >= 1/vp),
         so the step is >= f(c). Whatever the split, sum_r c_r = S is the same (every layer and
-        the LM head and the embedding once) and max_r c_r >= S / pp, so f(c) >= (m - 1/vp) * S / pp + S / vp.
+        the LM head and the embedding once) and max_r c_r >= S / pp, so
+        f(c) >= (m - 1/vp) * S / pp + S / vp.
         Shaved by SAFETY against float summation order;
         tests/integration/search/test_sat_partition.py
         checks it against every composition of small instances.
@@ -309,7 +310,8 @@ class PartitionSolver(MemoryCaps):
             tables.append((1, d_top, d))
         for r in range(p):
             if linear:
-                t.append(nd[r] * qd + nm[r] * qm + (qh if r == p - 1 else 0) + (qe if r == 0 else 0))
+                ends = (qh if r == p - 1 else 0) + (qe if r == 0 else 0)  # head, embedding
+                t.append(nd[r] * qd + nm[r] * qm + ends)
             o.append(q(o0[r]) + nd[r] * q(o_dense) + nm[r] * q(o_moe))
             if not tables:
                 continue

@@ -349,7 +349,14 @@ def test_cli_numbers_are_checked(capsys, flag, value, needle):
 # ------------------------------------------------------------------------------- time limits
 
 
-def test_6_tiny_time_limit_gives_a_plan_not_an_index_error(capsys):
+def test_6_tiny_time_limit_gives_a_plan_not_an_index_error(capsys, monkeypatch):
+    # The deadline passes before the first plan is scored: the search must return that first
+    # plan (it raised IndexError). The hard margin (2 s of wall time) is widened so that a
+    # loaded machine cannot turn this into "nothing scored within the time limit" (exit 1, a
+    # different, correct answer); the margin itself is tested by the hang tests below.
+    from planner.search import table
+
+    monkeypatch.setattr(table, "HARD_MARGIN_S", 600.0)
     argv = ["plan", "--model", "llama2-7b", "--cluster", "dgx-h100", "--global-batch", "128"]
     code, out, err = run(argv + ["--time-limit", "0.001", "--json"], capsys)
     assert code == 0, err

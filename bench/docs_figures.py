@@ -153,6 +153,22 @@ def place_scaling() -> str:
     )
 
 
+def _design_answer(name: str, facts: str | None = None) -> Callable[[], str]:
+    """docs/networks.md: one `planner design` answer from bench/results/design_answers.json
+    (bench/design_answers.py; minutes of CPU, so the page renders the record): its report, then
+    the figures derived from its JSON."""
+
+    def make() -> str:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import design_answers as bench  # noqa: PLC0415 -- a script beside this one
+
+        record = json.loads((RESULTS / "design_answers.json").read_text())
+        text = bench.text_block(bench._case(record, name))
+        return text + ("" if facts is None else "\n\n" + getattr(bench, facts)(record))
+
+    return make
+
+
 @functools.cache
 def _validation_rows() -> tuple[Any, ...]:
     from planner.validate import validate_file  # noqa: PLC0415
@@ -687,6 +703,11 @@ GENERATORS: dict[str, Figure] = {
     "plan-scaling": Figure(plan_scaling),
     "place-scaling": Figure(place_scaling),
     "input-limits": Figure(input_limits),
+    "design-default": Figure(_design_answer("default", "default_facts")),
+    "design-ib-vs-roce": Figure(_design_answer("ib-vs-roce", "ib_vs_roce_facts")),
+    "design-rail-only": Figure(_design_answer("rail-only", "rail_only_facts")),
+    "design-nic-speed": Figure(_design_answer("nic-speed", "nic_speed_facts")),
+    "design-nvl72": Figure(_design_answer("nvl72", "nvl72_facts")),
     "fuzz-record": Figure(fuzz_record),
     "kernel-tables-loo": Figure(kernel_tables_loo),
     "kernel-residuals": Figure(kernel_residuals, slow=True),
@@ -713,6 +734,10 @@ REQUIRED = {
     },
     "docs/search.md": {"simplicity-examples", "search-completeness"},
     "docs/goodput.md": {"bytedance-goodput"},
+    "docs/networks.md": {
+        "design-default", "design-ib-vs-roce", "design-rail-only", "design-nic-speed",
+        "design-nvl72",
+    },
     "docs/cli.md": {"placement-example", "place-scaling"},
 }
 """Blocks each page must keep: a page rewritten by hand that loses its markers fails the test."""

@@ -1146,11 +1146,11 @@ def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
         system_file=args.system_file,
     )
     cal.write_cluster_file(cluster, args.out)
-    rep["out"] = args.out
+    rep = rep.written_to(args.out)
     if args.json:
-        _emit_json(rep)
+        _emit_json(rep.json_dict())
         return EXIT_OK
-    for line in calibration_lines(cluster.name, rep):
+    for line in calibration_lines(rep):
         out.print(line, soft_wrap=True)
     return EXIT_OK
 

@@ -169,6 +169,180 @@ def _design_answer(name: str, facts: str | None = None) -> Callable[[], str]:
     return make
 
 
+def technology_bills() -> str:
+    """docs/networks.md "InfiniBand, RoCE or Spectrum-X": `planner bill` of the three 16K
+    presets (planner.network_bom.bill; no plan search)."""
+    from planner import network_bom  # noqa: PLC0415
+
+    rows = []
+    for name in ("h100-infiniband", "h100-roce", "h100-spectrum-x"):
+        b = network_bom.bill(models_zoo.load_cluster(name))
+        out = [t for t in b.tiers if t.kind != "scale_up"]
+        rows.append(
+            f"| `{name}` | {' + '.join(f'{t.switches:,}' for t in out)} "
+            f"{' / '.join(dict.fromkeys(f'`{t.switch_model}`' for t in out))} | "
+            f"{' + '.join(str(t.layers) for t in out)} | {b.capex_usd_per_gpu:,.0f} | "
+            f"{b.power_w_per_gpu:.1f} |"
+        )
+    return "\n".join(
+        [
+            "| preset | switches (leaf + spine) | layers | network $ per GPU | W per GPU |",
+            "|---|---|---:|---:|---:|",
+            *rows,
+        ]
+    )
+
+
+TECH_WHATIF_405B = (
+    "whatif --model llama3.1-405b --cluster h100-infiniband --seq-len 8192 --global-batch 2048 "
+    "--vary technology --values roce,roce-untuned,spectrum-x --gpu-hour-price 2.0 "
+    "--amortization-years 4"
+)
+TECH_WHATIF_DSV3 = (
+    "whatif --model deepseek-v3 --cluster h100-infiniband --precision fp8 --global-batch 15360 "
+    "--framework none --pp-schedules 1f1b dualpipe --ep-overlap --moe-dispatcher deepep "
+    "--optimizer-moments bf16 --activation-func-fp8-input-store --attention-output-store e5m6 "
+    "--vary technology --values roce,roce-untuned,spectrum-x --gpu-hour-price 2.0 "
+    "--amortization-years 4"
+)
+TECH_LABELS = {None: "infiniband (SHARP)", "roce": "roce (tuned)", "roce-untuned": "roce-untuned (ECMP)",
+               "spectrum-x": "spectrum-x"}  # fmt: skip
+
+
+def _short_label(lo: dict[str, Any]) -> str:
+    axes = [f"{a.upper()}{lo[a]}" for a in ("tp", "pp", "dp", "cp", "ep", "vp") if lo[a] > 1]
+    return " ".join(axes + (["DualPipe"] if lo.get("pp_schedule") == "dualpipe" else []))
+
+
+def _wrapped_command(args: str) -> str:
+    return f"`planner {args}`"
+
+
+def technology_whatif_405b() -> str:
+    """docs/networks.md: Llama 3.1 405B on the 16K presets' technologies (`planner whatif
+    --vary technology`), its table and what each row costs against InfiniBand."""
+    j = json.loads(_cli(TECH_WHATIF_405B + " --json"))
+    rows = [j["baseline"], *j["points"]]
+    base = rows[0]
+    label0 = _short_label(base["plan"]["layout"])
+    table = ["| technology | best plan | tokens/s/GPU | vs IB | $ per M tokens |",
+             "|---|---|---:|---:|---:|"]  # fmt: skip
+    for r in rows:
+        label = _short_label(r["plan"]["layout"])
+        table.append(
+            f"| {TECH_LABELS[r['value']]} | {label if r is base or label != label0 else 'same'} | "
+            f"{r['tokens_per_s_per_gpu']:,.1f} | "
+            f"{'-' if r is base else format(r['change_vs_baseline'] * 100, '+.1f') + ' %'} | "
+            f"{r['cost_per_m_tokens']:.3f} |"
+        )
+    by = {r["value"]: r for r in rows}
+    ecmp = by["roce-untuned"]
+    moved = sorted(
+        ((k, base["breakdown_s"][k], v) for k, v in ecmp["breakdown_s"].items()
+         if abs(v - base["breakdown_s"][k]) >= 0.01),
+        key=lambda x: -abs(x[2] - x[1]),
+    )  # fmt: skip
+    cost = " and ".join(
+        f"{k} {a:.2f} -> {b:.2f} s" for k, a, b in moved
+    )
+    capex_h, energy_h = base["network_capex_usd_per_gpu_hour"], base["network_energy_usd_per_gpu_hour"]
+    vs = ", ".join(
+        f"{(by[v]['cost_per_m_tokens'] / base['cost_per_m_tokens'] - 1) * 100:+.1f} % on "
+        f"{TECH_LABELS[v]}"
+        for v in ("roce", "spectrum-x", "roce-untuned")
+    )
+    return "\n".join(
+        [
+            f"Llama 3.1 405B, 8K sequences, 2,048 per step (16M tokens): {_wrapped_command(TECH_WHATIF_405B)}:",
+            "",
+            *table,
+            "",
+            f"Untuned ECMP costs {-ecmp['change_vs_baseline'] * 100:.1f} % here; the terms of "
+            f"the step that move against InfiniBand: {cost}. The network adds "
+            f"${capex_h:.2f} of capital (4 years) and ${energy_h:.2f} of energy to each $2.00 "
+            f"GPU-hour on InfiniBand (${base['network_capex_usd_per_gpu']:,.0f} / 35,040 h; "
+            f"{base['network_power_w_per_gpu']:.0f} W x PUE x $/kWh), so against InfiniBand a "
+            f"million tokens costs {vs}.",
+        ]
+    )
+
+
+def technology_whatif_dsv3() -> str:
+    """docs/networks.md: DeepSeek-V3 with its own recipe on the same 16K presets' technologies."""
+    j = json.loads(_cli(TECH_WHATIF_DSV3 + " --json"))
+    by = {r["value"]: r for r in [j["baseline"], *j["points"]]}
+    base = by[None]
+
+    def point(v: str) -> str:
+        r = by[v]
+        same = _short_label(r["plan"]["layout"]) == _short_label(base["plan"]["layout"])
+        return (
+            f"{TECH_LABELS[v]} {r['tokens_per_s_per_gpu']:,.1f} "
+            f"({r['change_vs_baseline'] * 100:+.1f} %, ${r['cost_per_m_tokens']:.3f}"
+            + ("" if same else f"; {_short_label(r['plan']['layout'])}") + ")"
+        )
+
+    ep = (base["breakdown_s"]["ep_comm"], by["roce-untuned"]["breakdown_s"]["ep_comm"])
+    return (
+        f"DeepSeek-V3 with its own recipe on the same 16,384 GPUs ({_wrapped_command(TECH_WHATIF_DSV3)}): "
+        f"{_short_label(base['plan']['layout'])} at {base['tokens_per_s_per_gpu']:,.1f} "
+        f"tokens/s/GPU on InfiniBand (${base['cost_per_m_tokens']:.3f} per M tokens); "
+        + "; ".join(point(v) for v in ("roce", "spectrum-x", "roce-untuned"))
+        + f". The exposed expert all-to-all per step: {ep[0]:.3f} s on InfiniBand, {ep[1]:.3f} s "
+        "on untuned ECMP."
+    )
+
+
+RAIL_ONLY_WHATIF = (
+    "whatif --model llama3-70b --cluster dgx-h100-superpod --gpus 1024 --global-batch 512 "
+    "--vary fabric --values rail-only --gpu-hour-price 2.0 --amortization-years 4"
+)
+
+
+def rail_only_whatif() -> str:
+    """docs/networks.md "Rail-only versus fat-tree": the whatif's two plans and their bills."""
+    j = json.loads(_cli(RAIL_ONLY_WHATIF + " --json"))
+    ft, ro = j["baseline"], j["points"][0]
+    same = _short_label(ft["plan"]["layout"]) == _short_label(ro["plan"]["layout"])
+    plans = (
+        f"both plan {_short_label(ft['plan']['layout'])} at {ft['tokens_per_s_per_gpu']:,.1f} "
+        f"and {ro['tokens_per_s_per_gpu']:,.1f} tokens/s/GPU"
+        if same
+        else f"the fat-tree plans {_short_label(ft['plan']['layout'])} at "
+        f"{ft['tokens_per_s_per_gpu']:,.1f} tokens/s/GPU, rail-only "
+        f"{_short_label(ro['plan']['layout'])} at {ro['tokens_per_s_per_gpu']:,.1f}"
+    )
+    return (
+        f"{_wrapped_command(RAIL_ONLY_WHATIF)}: {plans}; the fat-tree costs "
+        f"${ft['network_capex_usd_per_gpu']:,.0f} of network per GPU "
+        f"({ft['network_power_w_per_gpu']:.1f} W), rail-only ${ro['network_capex_usd_per_gpu']:,.0f} "
+        f"({ro['network_power_w_per_gpu']:.1f} W)."
+    )
+
+
+def design_points() -> str:
+    """docs/search.md: bench/design_points.py's record (bench/results/design_points.json):
+    points per second of each backend on real plan searches."""
+    record = json.loads((RESULTS / "design_points.json").read_text())
+    loads = [r["load_average"] for r in record["runs"]]
+    rows = [
+        f"| {r['backend']} | {r['wall_s']:.1f} s | {r['points'] / r['wall_s']:.2f} |"
+        for r in record["runs"]
+    ]
+    return "\n".join(
+        [
+            f"Recorded by `{record['command']}` on revision {record['revision']} "
+            f"({record['cpus']} cores, 1-minute load average "
+            f"{min(loads):.1f}-{max(loads):.1f} at the end of each run); every backend returned "
+            f"{'identical' if record['identical'] else 'DIFFERENT'} results (the script checks):",
+            "",
+            f"| backend | {len(record['points'])} points | points/s |",
+            "|---|---|---|",
+            *rows,
+        ]
+    )
+
+
 @functools.cache
 def _validation_rows() -> tuple[Any, ...]:
     from planner.validate import validate_file  # noqa: PLC0415
@@ -703,6 +877,11 @@ GENERATORS: dict[str, Figure] = {
     "plan-scaling": Figure(plan_scaling),
     "place-scaling": Figure(place_scaling),
     "input-limits": Figure(input_limits),
+    "design-points": Figure(design_points),
+    "technology-bills": Figure(technology_bills),
+    "rail-only-whatif": Figure(rail_only_whatif, slow=True),
+    "technology-whatif-405b": Figure(technology_whatif_405b, slow=True),
+    "technology-whatif-dsv3": Figure(technology_whatif_dsv3, slow=True),
     "design-default": Figure(_design_answer("default", "default_facts")),
     "design-ib-vs-roce": Figure(_design_answer("ib-vs-roce", "ib_vs_roce_facts")),
     "design-rail-only": Figure(_design_answer("rail-only", "rail_only_facts")),
@@ -732,10 +911,10 @@ REQUIRED = {
         "stability-example", "calibration-example", "kernel-tables-loo", "kernel-residuals",
         "tables-vs-curve",
     },
-    "docs/search.md": {"simplicity-examples", "search-completeness"},
+    "docs/search.md": {"simplicity-examples", "search-completeness", "design-points"},
     "docs/goodput.md": {"bytedance-goodput"},
     "docs/networks.md": {
-        "design-default", "design-ib-vs-roce", "design-rail-only", "design-nic-speed",
+        "technology-bills", "rail-only-whatif", "technology-whatif-405b", "technology-whatif-dsv3", "design-default", "design-ib-vs-roce", "design-rail-only", "design-nic-speed",
         "design-nvl72",
     },
     "docs/cli.md": {"placement-example", "place-scaling"},

@@ -236,3 +236,18 @@ def test_design_answer_blocks_quote_the_recorded_reports():
         block = block[: block.index("<!-- end generated -->")]
         assert f"`planner design {case['args']}`" in block
         assert "Evaluated designs" in block or case["name"] == "default"
+
+
+@pytest.mark.slow
+def test_design_points_record_repeats():
+    """docs/search.md's backend table is rendered from bench/results/design_points.json: its
+    first point's plan search, run again, finds the recorded plan (timings cannot repeat)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import design_points
+
+    record = json.loads((ROOT / "bench/results/design_points.json").read_text())
+    assert record["identical"]
+    point = tuple(record["points"][0])
+    assert design_points.plan_point(point) == record["results"][0], (
+        f"rerun `{record['command']}`"
+    )

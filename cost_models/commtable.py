@@ -35,7 +35,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import comm
+from .comm import all_to_all_time_s, p2p_time_s
+from .comm import collective_tier_s as _model_tier_s
+from .comm import collective_time_s as _model_time_s
 from .kernels import EXTRAPOLATED, INTERPOLATED, MEASURED
 from .specs import Cluster, LinkTier
 
@@ -89,10 +91,10 @@ def model_time_s(op: str, size: float, span: Sequence[int], tiers: tuple[LinkTie
     if span[-1] <= 1:
         return 0.0
     if op == "all_to_all":
-        return comm.all_to_all_time_s(size, list(span), tiers)
+        return all_to_all_time_s(size, list(span), tiers)
     if op == "sendrecv":
-        return comm.p2p_time_s(size, tiers[outer_index(span)])
-    return comm.collective_time_s(op, size, list(span), tiers)
+        return p2p_time_s(size, tiers[outer_index(span)])
+    return _model_time_s(op, size, list(span), tiers)
 
 
 class CollectiveBook:
@@ -215,7 +217,7 @@ def collective_tier_s(
     term: str = "",
 ) -> list[float]:
     """comm.collective_tier_s, each tier's seconds times the table's factor for one bucket."""
-    out = comm.collective_tier_s(kind, payload_bytes, list(span), tiers, buckets)
+    out = _model_tier_s(kind, payload_bytes, list(span), tiers, buckets)
     if book is None or span[-1] <= 1:
         return out
     f = book.factor(kind, span, payload_bytes / buckets, term)
@@ -232,7 +234,7 @@ def collective_time_s(
 ) -> float:
     """comm.collective_time_s with the table's factor."""
     if book is None:
-        return comm.collective_time_s(kind, payload_bytes, list(span), tiers)
+        return _model_time_s(kind, payload_bytes, list(span), tiers)
     return sum(collective_tier_s(kind, payload_bytes, span, tiers, 1, book, term))
 
 
@@ -248,7 +250,7 @@ def p2p_s(
     if span[-1] <= 1:
         return 0.0
     tier = cluster.tiers[outer_index(span)]
-    out = comm.p2p_time_s(payload_bytes, tier)
+    out = p2p_time_s(payload_bytes, tier)
     if book is None or out <= 0:
         return out
     return out * book.factor("sendrecv", pair_span(span), payload_bytes, term)

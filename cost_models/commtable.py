@@ -111,10 +111,11 @@ class CollectiveBook:
             rows.setdefault(key, {}).setdefault(float(size), []).append(math.log(busbw))
         # (op, algorithm, span) -> (log sizes ascending, log busbw): repeats averaged in log
         self._curves = {
-            k: (np.log(sorted(v)), np.array([np.mean(v[s]) for s in sorted(v)]))
+            k: (np.log(sorted(v)), np.array([sum(v[s]) / len(v[s]) for s in sorted(v)]))
             for k, v in rows.items()
         }
         self._cache: dict[tuple, tuple[float, str]] = {}
+        self._groups: dict[tuple, tuple] = {}  # (op, span) -> (algorithm, curve, lo, hi)
         self.seen: list[tuple[str, str]] | None = None
 
     def traced(self) -> CollectiveBook:
@@ -134,6 +135,17 @@ class CollectiveBook:
             self.seen.append((term, found[1]))
         return found[0]
 
+    def hop_factor(self, span: Sequence[int], size: float, term: str = "") -> float:
+        """factor of one send to the next rank of a group of `span`: the sendrecv curve of two
+        ranks across the outermost tier it crosses (pair_span)."""
+        key = ("hop", tuple(span), size)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = self._lookup("sendrecv", pair_span(span), size)
+        if self.seen is not None and term:
+            self.seen.append((term, found[1]))
+        return found[0]
+
     def untabled(self, term: str) -> None:
         """Record a term priced on the model by design (DeepEP: not an NCCL collective)."""
         if self.seen is not None:
@@ -148,14 +160,23 @@ class CollectiveBook:
             return allowed[0]
         return AUTO if AUTO in algos or len(algos) != 1 else algos[0]
 
+    def _group(self, op: str, span: tuple[int, ...]) -> tuple:
+        """(algorithm, the group's own curve or None, the measured groups around it), once per
+        (collective, span): every size of the group reads the same."""
+        found = self._groups.get((op, span))
+        if found is None:
+            algo = self._algorithm(op, outer_index(span))
+            curve = self._curves.get((op, algo, span))
+            lo, hi = (None, None) if curve is not None else self._neighbours(op, algo, span)
+            found = self._groups[(op, span)] = (algo, curve, lo, hi)
+        return found
+
     def _lookup(self, op: str, span: tuple[int, ...], size: float) -> tuple[float, str]:
         if span[-1] <= 1 or size <= 0:
             return 1.0, MEASURED
-        algo = self._algorithm(op, outer_index(span))
-        curve = self._curves.get((op, algo, span))
+        algo, curve, lo, hi = self._group(op, span)
         if curve is not None:
             return self._on_curve(op, span, size, curve)
-        lo, hi = self._neighbours(op, algo, span)
         if lo is None or hi is None:
             return 1.0, EXTRAPOLATED
         f_lo, s_lo = self._on_curve(op, lo, size, self._curves[(op, algo, lo)])
@@ -163,9 +184,6 @@ class CollectiveBook:
         if EXTRAPOLATED in (s_lo, s_hi):
             return 1.0, EXTRAPOLATED
         w = math.log(span[-1] / lo[-1]) / math.log(hi[-1] / lo[-1])
-        model = model_time_s(op, size, span, self.tiers)
-        if model <= 0:
-            return 1.0, EXTRAPOLATED
         return math.exp((1 - w) * math.log(f_lo) + w * math.log(f_hi)), INTERPOLATED
 
     def _on_curve(
@@ -253,4 +271,4 @@ def p2p_s(
     out = p2p_time_s(payload_bytes, tier)
     if book is None or out <= 0:
         return out
-    return out * book.factor("sendrecv", pair_span(span), payload_bytes, term)
+    return out * book.hop_factor(span, payload_bytes, term)

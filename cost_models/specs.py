@@ -343,6 +343,17 @@ class GpuSpec(InputSpec):
     peak_fp4_tflops: PositiveFloat | None = Field(
         None, le=MAX_TFLOPS, description="dense NVFP4 peak; null: no NVFP4 tensor cores"
     )
+    mamf_bf16_tflops: PositiveFloat | None = Field(
+        None,
+        le=MAX_TFLOPS,
+        description="measured Maximum Achievable Matmul FLOPS in bf16 (the best dense matmul "
+        "of a brute-force shape search, sustained clocks under the part's power cap included; "
+        "mamf_source): the large-GEMM efficiency never exceeds it; null: not measured",
+    )
+    mamf_fp8_tflops: PositiveFloat | None = Field(
+        None, le=MAX_TFLOPS, description="the same in fp8 (e4m3); null: not measured"
+    )
+    mamf_source: str = ""
     hbm_gib: PositiveFloat = Field(le=MAX_GIB)
     hbm_bandwidth_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S)
     nvlink_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S, description="per GPU, one direction")
@@ -736,6 +747,14 @@ class Workload(InputSpec):
         "--cuda-graph-modules attn mlp | attn moe_router moe_preprocess): no per-layer launch "
         "cost, no MoE routing bookkeeping; expert GEMMs still launch one by one "
         "(cost_models.compute.layer_overhead_s)",
+    )
+    expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
+        "per_expert",
+        description="how the expert FFN's GEMMs launch: one GEMM per local expert (Transformer "
+        "Engine GroupedLinear, Megatron --moe-grouped-gemm: general_grouped_gemm over num_gemms "
+        "= local experts, each launched from the host after the dispatcher's sync) or one "
+        "grouped kernel for all local experts (torch._grouped_mm: torchtitan "
+        "models/common/moe.py GroupedExperts); cost_models.compute.layer_overhead_s",
     )
     attention_kernel: Literal["fused", "fa2"] = Field(
         "fused",

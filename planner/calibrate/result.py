@@ -14,15 +14,18 @@ from .compute_fit import AttentionFit, GemmFit
 
 @dataclass(frozen=True)
 class NcclFileCheck:
-    """One nccl-tests file: the tier it measured and how closely the fitted tier reproduces its
-    bus bandwidth."""
+    """One nccl-tests file: the tier it measured and how closely the calibrated cluster
+    reproduces its bus bandwidth, with its curves (what every command uses) and on the fitted
+    alpha-beta model alone."""
 
     file: str
     collective: str
+    algorithm: str
     ranks: int
     nodes: int
     tier: str
     max_busbw_error_pct: float
+    model_max_busbw_error_pct: float
 
 
 @dataclass(frozen=True)

@@ -358,7 +358,7 @@ def test_6_tiny_time_limit_gives_a_plan_not_an_index_error(capsys):
 def test_10_stage_split_search_with_no_legal_layout(capsys):
     argv = ["plan", "--model", "mixtral-8x22b", "--cluster", "two-dc-h100", "--gpus", "1000"]
     code, _, err = run(argv + ["--stage-split", "search", "--time-limit", "10"], capsys)
-    assert code == 1 and "no legal layout for 1000 GPUs" in err
+    assert code == 1 and "no legal layout for 1,000 GPUs" in err
 
 
 def test_hang_1_million_gpus_returns_within_the_limit(capsys, tmp_path):

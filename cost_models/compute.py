@@ -13,10 +13,11 @@ Conventions: "forward" is one micro-batch through one layer. Backward GEMMs cost
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, hbm_bytes_per_s
 from .errors import InvalidInput
+from .host import host_time, layer_launches
 from .kernels import EXTRAPOLATED, KernelBook, attended_keys
 from .params import mlp_matrices
 from .specs import LOW_PRECISION, GpuSpec, Layout, ModelSpec, Workload
@@ -78,6 +79,7 @@ class LayerTime:
     lookups: tuple[tuple[str, str], ...] = ()  # (term, kernels.STATUSES) per table look-up
     quantize_s: float = 0.0  # forward GEMM inputs quantized (QUANT_BYTES_PER_ELEMENT)
     quantize_backward_s: float = 0.0  # output gradients quantized for dgrad / wgrad
+    overhead_backward_s: float | None = None  # backward host overhead; None: overhead_s
 
     @property
     def forward_s(self) -> float:
@@ -92,7 +94,8 @@ class LayerTime:
         if self.attention_backward_s is not None:
             attn = self.attention_backward_s
         quant = self.quantize_backward_s
-        return gemm + attn + 2 * self.elementwise_s + self.overhead_s + quant
+        overhead = self.overhead_s if self.overhead_backward_s is None else self.overhead_backward_s
+        return gemm + attn + 2 * self.elementwise_s + overhead + quant
 
     def recompute_s(self, recompute: str, modules: tuple[str, ...] = ("core_attn",)) -> float:
         """Extra forward work in backward: full reruns the layer; selective reruns the Megatron
@@ -524,16 +527,57 @@ def layer_overhead_s(
     the router and dispatch preprocessing without launching their kernels one by one, so the
     per-layer launch cost and the MoE routing bookkeeping go; the expert GEMMs after the
     dispatcher's host sync have data-dependent shapes, stay outside the graph and keep theirs.
+
+    Workload.expert_gemm_launch "grouped" (torchtitan: torch._grouped_mm, one kernel per
+    projection for all local experts, token offsets on the device): 3 launches per pass in all,
+    not 3 per local expert.
     """
     graphed = workload.cuda_graphs
     out = 0.0 if graphed else cal.kernel_overhead_s
     if is_moe:
         moe = model.moe
         assert moe is not None
-        local_experts = moe.num_experts / layout.ep
+        # Workload.expert_gemm_launch: one launch per local expert, or one grouped kernel
+        per_expert = workload.expert_gemm_launch == "per_expert"
+        launches = moe.num_experts / layout.ep if per_expert else 1
         out += 0.0 if graphed else cal.moe_layer_overhead_s
-        out += 3 * local_experts * cal.expert_gemm_overhead_s
+        out += 3 * launches * cal.expert_gemm_overhead_s
     return out
+
+
+def host_floor_s(
+    model: ModelSpec,
+    layout: Layout,
+    workload: Workload,
+    is_moe: bool,
+    gpu_s: tuple[float, float, float],
+    overhead_s: float,
+) -> tuple[float, float]:
+    """(forward, backward) host overhead of one layer per micro-batch, with the host-bound
+    floor (cost_models/host.py): a pass takes at least its kernels' host issue time, so its
+    overhead is at least the issue time beyond its GPU time; after the MoE dispatcher's
+    device-to-host sync the queue is empty, so the forward's overhead is at least the issue
+    time of the kernels launched after the sync beyond their GPU time (the MoE block's).
+    `gpu_s`: forward, backward and MoE-block forward GPU seconds without overhead;
+    `overhead_s`: layer_overhead_s, the calibrated host cost, which the floor never lowers."""
+    launches = layer_launches(model, layout, workload, quant_recipe(workload), is_moe)
+    host = host_time(launches, workload)
+    forward_gpu_s, backward_gpu_s, after_sync_gpu_s = gpu_s
+    forward = max(overhead_s, host.forward_s - forward_gpu_s)
+    if host.after_sync_s:
+        forward = max(forward, host.after_sync_s - after_sync_gpu_s)
+    return forward, max(overhead_s, host.backward_s - backward_gpu_s)
+
+
+def _with_host_floor(
+    model: ModelSpec, layout: Layout, workload: Workload, is_moe: bool, lt: LayerTime
+) -> LayerTime:
+    """`lt` with its overheads raised to the host-bound floor (host_floor_s)."""
+    bare = replace(lt, overhead_s=0.0, overhead_backward_s=0.0)
+    moe_s = dict(lt.module_s).get("moe", 0.0)
+    gpu_s = (bare.forward_s, bare.backward_s, moe_s)
+    fwd, bwd = host_floor_s(model, layout, workload, is_moe, gpu_s, lt.overhead_s)
+    return replace(lt, overhead_s=fwd, overhead_backward_s=bwd)
 
 
 def layer_time(
@@ -579,7 +623,7 @@ def layer_time(
         gemm_s = gemm_time_s(gemms, ggpu, cal, fp8)
     else:
         gemm_s, gemm_bwd_s, gemm_looks = gemm_passes_s(gemms, ggpu, cal, fp8, gbook)
-    return LayerTime(
+    lt = LayerTime(
         gemm_s=gemm_s,
         attention_s=attn_s,
         elementwise_s=elementwise_s,
@@ -593,6 +637,7 @@ def layer_time(
         quantize_s=quant_s,
         quantize_backward_s=quant_bwd_s,
     )
+    return _with_host_floor(model, layout, workload, is_moe, lt)
 
 
 def layer_attention(

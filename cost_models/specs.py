@@ -725,6 +725,28 @@ class Workload(InputSpec):
         "cost, no MoE routing bookkeeping; expert GEMMs still launch one by one "
         "(cost_models.compute.layer_overhead_s)",
     )
+    expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
+        "per_expert",
+        description="how the expert FFN's GEMMs launch: one GEMM per local expert (Transformer "
+        "Engine GroupedLinear, Megatron --moe-grouped-gemm: general_grouped_gemm over num_gemms "
+        "= local experts, each launched from the host after the dispatcher's sync) or one "
+        "grouped kernel for all local experts (torch._grouped_mm: torchtitan "
+        "models/common/moe.py GroupedExperts); cost_models.compute.layer_overhead_s",
+    )
+    host_s_per_kernel: NonNegativeFloat = Field(
+        6.26e-6,
+        description="host seconds to launch one kernel eagerly from the framework's Python "
+        "(measured: bench/results/h100-2026-11-26/layers/launch.csv, 6.26 us per tiny kernel, "
+        "torch 2.11 on one H100 host); a pass takes at least its kernels' issue time "
+        "(cost_models/host.py, compute.host_floor_s)",
+    )
+    moe_host_sync: Literal["every_layer", "expert_parallel", "none"] = Field(
+        "every_layer",
+        description="where the MoE token dispatcher waits on the device for the per-expert "
+        "token counts, draining the launch queue: every MoE layer's forward (Megatron "
+        "MoEAlltoAllTokenDispatcher d2h_event.synchronize), only with EP > 1 (torchtitan "
+        "AllToAllTokenDispatcher), or never; cost_models/host.py",
+    )
     attention_kernel: Literal["fused", "fa2"] = Field(
         "fused",
         description="attention kernel class: the generation's fused kernel (Transformer Engine "

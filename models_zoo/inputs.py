@@ -210,8 +210,11 @@ def unreadable(where: str | Path, err: OSError) -> InvalidInput:
     return InvalidInput(f"{where}: cannot read file ({err.strerror or err})")
 
 
-def read_data_file(path: Path | str) -> Any:
-    """Parse a YAML or JSON file (JSON by a `.json` suffix) within the limits of this module."""
+def read_data_file(path: Path | str, *, as_json: bool | None = None) -> Any:
+    """Parse a YAML or JSON file (JSON by a `.json` suffix, or as `as_json` says) within the
+    limits of this module. Every reader of a user's YAML/JSON file goes through here: a reader of
+    its own (json.loads, yaml.safe_load) lets 3,000 nested brackets escape as a RecursionError
+    and an alias bomb expand without bound."""
     path = Path(path)
     where = str(path)
     try:
@@ -224,7 +227,9 @@ def read_data_file(path: Path | str) -> Any:
     if len(raw) > MAX_FILE_BYTES:
         raise InvalidInput(f"{where}: larger than {MAX_FILE_BYTES // 2**20} MiB (limit)")
     text = decode_text(raw, where)
-    return load_text(text, where, as_json=path.suffix.lower() == ".json")
+    if as_json is None:
+        as_json = path.suffix.lower() == ".json"
+    return load_text(text, where, as_json=as_json)
 
 
 def where_record(where: str, index: int, record: Any) -> str:

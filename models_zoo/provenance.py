@@ -37,7 +37,8 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
     for f in ("mamf_bf16_tflops", "mamf_fp8_tflops"):
         value = getattr(gpu, f)
         if value is not None:
-            rows.append({"constant": f, "value": value, "basis": "measured", "why": gpu.mamf_source})
+            why = gpu.mamf_source
+            rows.append({"constant": f, "value": value, "basis": "measured", "why": why})
     fitted_on = CALIBRATION_BASIS.get(gpu.generation, ())
     cal = generation_for_gpu(gpu)
     for f in FITTED_CONSTANTS:
@@ -48,9 +49,12 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
             why = f"{gpu.generation} value fitted on {', '.join(fitted_on)} runs, none on {gpu.id}"
         else:
             basis, why = "assumption", f"no published {gpu.generation} runs; from public reports"
-        if getattr(cal, f) < getattr(CALIBRATION[gpu.generation], f):
+        if getattr(cal, f) != getattr(CALIBRATION[gpu.generation], f):
             mamf = "mamf_fp8_tflops" if f.endswith("fp8") else "mamf_bf16_tflops"
-            basis, why = "measured", f"{gpu.generation} value held to {mamf} / peak"
+            why = (
+                f"{why}: {getattr(CALIBRATION[gpu.generation], f)} x this part's {mamf} / peak "
+                f"over the generation flagship's (measured), at most {mamf} / peak"
+            )
         rows.append({"constant": f, "value": getattr(cal, f), "basis": basis, "why": why})
     for f in ("gemm_half_dim", "hbm_efficiency", "kernel_overhead_s"):
         rows.append(

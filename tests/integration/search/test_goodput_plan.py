@@ -130,6 +130,8 @@ def test_reliability_file_overrides_part_of_a_component(tmp_path):
         ("checkpoint: sometimes\n", "checkpoint"),
         ("components:\n  gpu: {per_unit_per_day: -1}\n", "components.gpu.per_unit_per_day"),
         ("straggler_factors: [1.0, 0.5]\n", "straggler_factors"),
+        # issue 28 fuzz (seed 401 case 480): a 9.2e18 factor overflowed Daly's e^x (traceback)
+        ("straggler_factors: [9223372036854775808, 1.02]\n", "at most 101"),
         ("storage_gb_per_s: .nan\n", "storage_gb_per_s"),
         ("mtbf: 3\n", "unknown field"),
         ("- 1\n", "expected a mapping"),
@@ -239,6 +241,23 @@ def test_whatif_spares_prices_kept_tokens_and_spare_gpus():
     assert two.change == pytest.approx(
         g.goodput_tokens_per_s_per_gpu / base.goodput.goodput_tokens_per_s_per_gpu - 1
     )
+
+
+def test_whatif_reliability_names_a_search_the_time_limit_cut(monkeypatch):
+    """Issue 28 fuzz (seed 409 case 216): a reliability whatif whose 1 s searches the time limit
+    cut printed other plans on a second run without a word (the network whatif already said
+    STOPPED). The hard margin is widened so that a loaded machine still scores a first plan."""
+    from planner.report.whatif_view import conclusions
+    from planner.search import table
+    from planner.whatif_goodput import whatif_reliability
+
+    monkeypatch.setattr(table, "HARD_MARGIN_S", 600.0)
+    r = whatif_reliability(
+        "llama3-8b", "dgx-h100", "mtbf", [2], num_gpus=64, global_batch=128, time_limit_s=1e-9
+    )
+    assert r.stopped == (True, True)
+    warning = [c for c in conclusions(r) if c.startswith("Warning: the search at baseline, 2 ")]
+    assert warning and "(STOPPED)" in warning[0]
 
 
 @pytest.mark.parametrize(

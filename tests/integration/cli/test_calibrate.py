@@ -66,7 +66,7 @@ def test_nccl_fit_recovers_tiers_and_reproduces_busbw(superpod_logs):
     for fitted, true in zip(cluster.tiers, truth.tiers, strict=True):
         assert fitted.efficiency == pytest.approx(true.efficiency, rel=0.01)
         assert fitted.latency_us == pytest.approx(true.latency_us, rel=0.03)
-    assert {r["tier"] for r in report["nccl"]} == {"nvlink", "rail-leaf", "spine"}
+    assert {r.tier for r in report.nccl} == {"nvlink", "rail-leaf", "spine"}
     # every printed bus bandwidth (>= 1 GB/s, so 3 digits) within 3 %
     for path in paths:
         log = nccl.parse_log(path)
@@ -74,8 +74,8 @@ def test_nccl_fit_recovers_tiers_and_reproduces_busbw(superpod_logs):
             if row.busbw_gb_per_s >= 1.0:
                 pred = nccl.predicted_busbw_gb_per_s(log, cluster, row)
                 assert pred == pytest.approx(row.busbw_gb_per_s, rel=0.03), (path, row.line)
-    assert max(r["max_busbw_error_pct"] for r in report["nccl"]) < 3.0
-    consts = {f["constant"] for f in report["fits"]}
+    assert max(r.max_busbw_error_pct for r in report.nccl) < 3.0
+    consts = {f.constant for f in report.fits}
     assert "tiers.spine.efficiency" in consts and "tiers.nvlink.latency_us" in consts
 
 
@@ -245,10 +245,10 @@ def test_steps_fit_recovers_global_factors_with_leave_one_out(tmp_path):
     truth = scaled_cluster(base, 0.85, 0.8)
     path = _steps_yaml(tmp_path / "steps.yaml", truth, RUNS)
     _, report = calibrate("dgx-h100", steps_file=str(path))
-    s = report["steps"]
+    s = report.steps.json_dict()
     assert s["compute_scale"] == pytest.approx(0.85, rel=0.03)
     assert s["max_abs_error_pct"] < 3 and s["max_abs_leave_one_out_pct"] < 5
-    names = {f["constant"] for f in report["fits"]}
+    names = {f.constant for f in report.fits}
     assert "steps.compute_scale" in names
 
 
@@ -301,6 +301,8 @@ def test_measure_nccl_dry_run_covers_every_tier(capsys):
     for tier, ranks in (("nvlink", 8), ("rail-leaf", 16), ("spine", 512)):
         assert f"# tier {tier}: {ranks} GPUs" in out
     assert "srun -N 2 " in out and "mpirun -np 512 " in out and "all_reduce_perf" in out
+    # one GPU per node (DP beside TP 8) and the two-node PP hop, for the collective curves
+    assert "mpirun -np 2 --map-by ppr:1:node" in out and "_1pn_sendrecv.txt" in out
 
 
 def test_measure_tiny_cpu_sweep(tmp_path, capsys):
@@ -325,7 +327,7 @@ def test_every_nccl_test_kind_fits_the_scale_out_tier(tmp_path, kind):
     cluster, report = calibrate("dgx-h100", nccl_tests=paths)
     assert cluster.tiers[1].efficiency == pytest.approx(0.6, rel=0.01)
     assert cluster.tiers[1].latency_us == pytest.approx(12.0, rel=0.03)
-    assert max(r["max_busbw_error_pct"] for r in report["nccl"]) < 3.0
+    assert max(r.max_busbw_error_pct for r in report.nccl) < 3.0
 
 
 def test_bus_bandwidth_above_line_rate_is_refused(tmp_path, capsys):

@@ -1243,7 +1243,7 @@ def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         _emit_json(network_bom.bill_dict(result))
         return EXIT_OK
-    out.print(render_bill(result, cluster.name), soft_wrap=True)
+    out.print(render_bill(result, cluster.name))
     return EXIT_OK
 
 
@@ -1251,7 +1251,7 @@ def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
 
 
 def _add_design(sub: Any) -> None:
-    d = sub.add_parser("design", help="search network designs for a workload mix (issue 29)")
+    d = sub.add_parser("design", help="search network designs for a workload mix")
     d.add_argument("--workload", required=True, metavar="FILE", help="YAML list of {model, "
                    "global_batch, seq_len, precision, share}")  # fmt: skip
     d.add_argument("--gpu", required=True, help="GPU id (planner presets gpus)")

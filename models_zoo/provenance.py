@@ -101,7 +101,7 @@ def _cluster_tables_row(cluster: Cluster) -> dict[str, Any]:
         }
     counts = ", ".join(
         f"{len(getattr(k, kind))} {kind}"
-        for kind in ("gemm", "attention", "grouped_gemm", "memory_bound")
+        for kind in ("gemm", "attention", "grouped_gemm", "memory_bound", "collectives")
         if getattr(k, kind)
     )
     verb = "measured" if k.basis == "measured" else "assumed (imported settings)"
@@ -109,7 +109,8 @@ def _cluster_tables_row(cluster: Cluster) -> dict[str, Any]:
         "constant": "kernels",
         "value": "tables",
         "basis": k.basis,
-        "why": f"{counts} rows {verb}: {k.source}; shapes outside them on the curves",
+        "why": f"{counts} rows {verb}: {k.source}; shapes outside them on the curves"
+        + ("; collectives outside the curves on the network model" if k.collectives else ""),
     }
 
 

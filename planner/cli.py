@@ -484,6 +484,12 @@ def _add_estimate(sub: Any) -> None:
         default="alltoall",
         help="MoE token exchange: per-expert all-to-all, or DeepEP (per-node, NVLink forwarding)",
     )
+    e.add_argument(
+        "--explain",
+        action="store_true",
+        help="say which kernel / collective table priced each term, and whether each look-up "
+        "was measured, interpolated or extrapolated (--json always carries it as `kernels`)",
+    )
     _add_memory_options(e)
     _add_goodput(e, objective=False)
 
@@ -879,7 +885,7 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         _emit_json(payload)
     else:
         words = [f"{name} cannot run this layout: {v}" for v in cannot]
-        out.print(report.render_estimate(e, cluster, workload, model, words))
+        out.print(report.render_estimate(e, cluster, workload, model, words, args.explain))
         if good is not None:
             out.print(goodput_line(good), soft_wrap=True)
     return EXIT_OK
@@ -1147,11 +1153,11 @@ def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
         system_file=args.system_file,
     )
     cal.write_cluster_file(cluster, args.out)
-    rep["out"] = args.out
+    rep = rep.written_to(args.out)
     if args.json:
-        _emit_json(rep)
+        _emit_json(rep.json_dict())
         return EXIT_OK
-    for line in calibration_lines(cluster.name, rep):
+    for line in calibration_lines(rep):
         out.print(line, soft_wrap=True)
     return EXIT_OK
 
@@ -1237,7 +1243,7 @@ def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         _emit_json(network_bom.bill_dict(result))
         return EXIT_OK
-    out.print(render_bill(result, cluster.name), soft_wrap=True)
+    out.print(render_bill(result, cluster.name))
     return EXIT_OK
 
 
@@ -1245,7 +1251,7 @@ def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
 
 
 def _add_design(sub: Any) -> None:
-    d = sub.add_parser("design", help="search network designs for a workload mix (issue 29)")
+    d = sub.add_parser("design", help="search network designs for a workload mix")
     d.add_argument("--workload", required=True, metavar="FILE", help="YAML list of {model, "
                    "global_batch, seq_len, precision, share}")  # fmt: skip
     d.add_argument("--gpu", required=True, help="GPU id (planner presets gpus)")

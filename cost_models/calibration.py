@@ -177,15 +177,53 @@ def calibration_for(generation: Generation) -> GenerationCalibration:
     return CALIBRATION[generation]
 
 
-def calibration_for_cluster(cluster: Cluster) -> GenerationCalibration:
-    """The constants a cluster's costs use: its generation's, with the cluster file's measured
-    overrides (`calibration.values`, written by `planner calibrate`) where it has them."""
-    if cluster.calibration is None:
-        return CALIBRATION[cluster.gpu.generation]
-    return _with_overrides(cluster.gpu.generation, cluster.calibration.values)
+def mamf_ceilings(gpu: GpuSpec) -> tuple[float | None, float | None]:
+    """(bf16, fp8) measured Maximum Achievable Matmul FLOPS of the part as fractions of its
+    datasheet peaks (GpuSpec.mamf_*; None where not measured)."""
+    bf16 = None if gpu.mamf_bf16_tflops is None else gpu.mamf_bf16_tflops / gpu.peak_bf16_tflops
+    fp8 = None
+    if gpu.mamf_fp8_tflops is not None and gpu.peak_fp8_tflops is not None:
+        fp8 = gpu.mamf_fp8_tflops / gpu.peak_fp8_tflops
+    return bf16, fp8
+
+
+def generation_for_gpu(gpu: GpuSpec) -> GenerationCalibration:
+    """The generation's constants for one part: its large-GEMM ceilings held to the part's
+    measured MAMF (mamf_ceilings). The generation constants are one value for every part of a
+    generation; a part whose best measured matmul reaches a smaller fraction of its datasheet
+    peak (GB200: 1,822 of 2,500 TFLOP/s, 72.9 %, against B200's 77.6 %: its datasheet clock is
+    one it does not sustain under load) cannot run a large GEMM faster than that."""
+    return _capped(CALIBRATION[gpu.generation], *mamf_ceilings(gpu))
 
 
 @lru_cache(maxsize=64)
-def _with_overrides(generation: Generation, values: CalibrationValues) -> GenerationCalibration:
+def _capped(
+    cal: GenerationCalibration, bf16: float | None, fp8: float | None
+) -> GenerationCalibration:
+    if (bf16 is None or bf16 >= cal.gemm_efficiency_bf16) and (
+        fp8 is None or fp8 >= cal.gemm_efficiency_fp8
+    ):
+        return cal
+    return replace(
+        cal,
+        gemm_efficiency_bf16=min(cal.gemm_efficiency_bf16, bf16 or 1.0),
+        gemm_efficiency_fp8=min(cal.gemm_efficiency_fp8, fp8 or 1.0),
+    )
+
+
+def calibration_for_cluster(cluster: Cluster) -> GenerationCalibration:
+    """The constants a cluster's costs use: its GPU's (generation_for_gpu), with the cluster
+    file's measured overrides (`calibration.values`, written by `planner calibrate` from the
+    user's own measurements, which win over the MAMF ceilings) where it has them."""
+    base = generation_for_gpu(cluster.gpu)
+    if cluster.calibration is None:
+        return base
+    return _with_overrides(base, cluster.calibration.values)
+
+
+@lru_cache(maxsize=64)
+def _with_overrides(
+    base: GenerationCalibration, values: CalibrationValues
+) -> GenerationCalibration:
     changes = {k: v for k, v in values.model_dump().items() if v is not None}
-    return replace(CALIBRATION[generation], **changes)
+    return replace(base, **changes)

@@ -343,6 +343,17 @@ class GpuSpec(InputSpec):
     peak_fp4_tflops: PositiveFloat | None = Field(
         None, le=MAX_TFLOPS, description="dense NVFP4 peak; null: no NVFP4 tensor cores"
     )
+    mamf_bf16_tflops: PositiveFloat | None = Field(
+        None,
+        le=MAX_TFLOPS,
+        description="measured Maximum Achievable Matmul FLOPS in bf16 (the best dense matmul "
+        "of a brute-force shape search, sustained clocks under the part's power cap included; "
+        "mamf_source): the large-GEMM efficiency never exceeds it; null: not measured",
+    )
+    mamf_fp8_tflops: PositiveFloat | None = Field(
+        None, le=MAX_TFLOPS, description="the same in fp8 (e4m3); null: not measured"
+    )
+    mamf_source: str = ""
     hbm_gib: PositiveFloat = Field(le=MAX_GIB)
     hbm_bandwidth_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S)
     nvlink_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S, description="per GPU, one direction")

@@ -11,6 +11,7 @@ from cost_models.calibration import (
     CALIBRATION_BASIS,
     FITTED_CONSTANTS,
     calibration_for_cluster,
+    generation_for_gpu,
 )
 from cost_models.specs import Cluster, GpuSpec
 
@@ -33,8 +34,12 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
         {"constant": f, "value": getattr(gpu, f), "basis": "datasheet", "why": gpu.source}
         for f in DATASHEET_FIELDS
     ]
+    for f in ("mamf_bf16_tflops", "mamf_fp8_tflops"):
+        value = getattr(gpu, f)
+        if value is not None:
+            rows.append({"constant": f, "value": value, "basis": "measured", "why": gpu.mamf_source})
     fitted_on = CALIBRATION_BASIS.get(gpu.generation, ())
-    cal = CALIBRATION[gpu.generation]
+    cal = generation_for_gpu(gpu)
     for f in FITTED_CONSTANTS:
         if gpu.id in fitted_on:
             basis, why = "measured", f"fitted on published {', '.join(fitted_on)} runs"
@@ -43,6 +48,9 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
             why = f"{gpu.generation} value fitted on {', '.join(fitted_on)} runs, none on {gpu.id}"
         else:
             basis, why = "assumption", f"no published {gpu.generation} runs; from public reports"
+        if getattr(cal, f) < getattr(CALIBRATION[gpu.generation], f):
+            mamf = "mamf_fp8_tflops" if f.endswith("fp8") else "mamf_bf16_tflops"
+            basis, why = "measured", f"{gpu.generation} value held to {mamf} / peak"
         rows.append({"constant": f, "value": getattr(cal, f), "basis": basis, "why": why})
     for f in ("gemm_half_dim", "hbm_efficiency", "kernel_overhead_s"):
         rows.append(

@@ -1,16 +1,26 @@
 """CLI fuzzer (issue 19): generated command lines and input files, run in-process.
 
-Every case is a command line plus the files it names (model YAML/JSON, Hugging Face config.json,
-cluster YAML/JSON in the tier and the networkx fabric-graph form, validate data files, corrupt
-bytes, and `calibrate`'s inputs: nccl-tests logs, GEMM and attention CSVs, a steps YAML), drawn from a seeded random.Random, so a case number always means the same case. Each case
-runs `planner.cli.main(argv)` in a scratch folder and is checked for:
+Every case is a command line plus the files it names, drawn from a seeded random.Random, so a
+case number always means the same case: plan / estimate / whatif / presets flags (wild values
+too); model YAML/JSON and Hugging Face config.json; cluster YAML/JSON in the tier and the networkx
+fabric-graph form, and cluster files naming kernel tables (`kernels: {path: DIR}`, `builtin`);
+validate data files; corrupt bytes; plans on an allocation (`--topology` as a tree or block
+topology.conf, Slurm's topology.yaml or the levels YAML; `--hosts`, `--nodelist`, `--exclude`);
+`calibrate`'s inputs (nccl-tests logs, GEMM and attention CSVs, a steps YAML, kernel-table
+folders, grouped-GEMM and memory-bound tables, a Calculon system file); `--goodput` /
+`--reliability FILE`; `bill --prices FILE`; `emit --from` a saved plan; and `design`'s workload-mix
+and design-space files. Each case runs `planner.cli.main(argv)` in a scratch folder and is
+checked for:
 
 * traceback: an exception escaped main (the CLI must turn every error into an exit code);
 * bad exit code: anything but 0, 1 (no feasible plan), 2 (bad input); or exit 2 with a message
   that is not exactly one line; or --json with exit 0 and stdout that does not parse, or with
   exit 1 / 2 and no `{"error": ...}` object on stdout (docs/contract.md);
-* over time: wall time above the command's own limit (--time-limit per plan; whatif runs one
-  plan per value plus the baseline) + the search's HARD_MARGIN_S + SLACK_S of process overhead;
+* over time: the command ran past its own budget: its limit (--time-limit per plan; whatif runs
+  one plan per value plus the baseline) + the search's HARD_MARGIN_S + SLACK_S of process
+  overhead. Judged load-independently (tests/load_clock.py): its CPU time (and wall time) past
+  the budget, or its wall time past the budget times the load slowdown measured by a reference
+  loop in this process right before and after it (1 on an idle machine: the plain wall rule);
 * nondeterministic: a second run (every DETERMINISM_EVERY-th case) prints something else, once
   wall times are blanked (a search the deadline stopped -- "not scored before the time limit"
   in its output -- is exempt: it scored what the clock allowed).
@@ -47,10 +57,11 @@ import yaml
 
 from planner.cli import main
 from planner.search.candidates import HARD_MARGIN_S, TIMED_OUT
+from tests.load_clock import Timed, timed
 
 SLACK_S = 3.0
-"""Process overhead allowed beyond the limit + margin: model/cluster loading, rendering, and a
-machine shared with other work (wall times, not CPU times)."""
+"""Process overhead allowed beyond the limit + margin: model/cluster loading, rendering (on an
+idle machine; tests/load_clock.py stretches the wall-time budget by the measured load)."""
 DETERMINISM_EVERY = 4
 MODELS = ["llama3-8b", "mixtral-8x7b", "mcore-gpt-1.7b", "qwen3-30b-a3b", "llama2-7b", "gpt3-175b"]
 CLUSTERS = ["dgx-h100", "dgx-b200", "gb200-nvl72", "two-dc-h100", "tpu-v5p-4096", "h800"]
@@ -350,6 +361,13 @@ def _allocation_case(rng: random.Random) -> Case:
         argv += ["--exclude", _hostlist(drained)]
     if names and rng.random() < 0.3:
         argv += ["--topology-name", rng.choice(names) if rng.random() < 0.9 else "nope"]
+    if rng.random() < 0.2:  # other jobs' uplink load (docs/cli.md --other-traffic)
+        load = {"uplinks": {"leaf0": rng.choice([0.5, 0.75, 0.9]), "pod0": 0.25}}
+        name = rng.choice(["traffic.yaml", "traffic.json"])
+        files[name] = _dump(rng, _mutate(rng, load, rng.choice([0, 1, 2])), name)
+        if rng.random() < 0.1:
+            files[name] = _corrupt(rng, files[name])
+        argv += ["--other-traffic", name]
     for extra in rng.sample([["--place-top", "1"], ["--gpus", "8"], ["--pp", "2"], ["--markdown"],
                              ["--out-dir", "run"], ["--json"], ["--json"]], rng.randint(0, 2)):
         argv += extra
@@ -497,11 +515,226 @@ def _design_case(rng: random.Random) -> Case:
     return Case("design", argv, files)
 
 
+KERNEL_ROOT = Path(__file__).resolve().parents[1] / "models_zoo" / "kernels"
+KERNEL_FILES = ["gemm", "attention", "grouped_gemm", "memory_bound", "attention_window",
+                "sustained"]  # fmt: skip
+
+
+def _table_sample(rng: random.Random, stem: str) -> bytes:
+    """A few rows of a shipped kernel table (models_zoo/kernels/h100-sxm-80gb), in its own
+    columns, sometimes with a wild cell, a missing or extra column, no header or no rows."""
+    lines = (KERNEL_ROOT / "h100-sxm-80gb" / f"{stem}.csv").read_text().splitlines()
+    header, body = lines[0].split(","), [ln.split(",") for ln in lines[1:] if ln]
+    rows = rng.sample(body, min(len(body), rng.randint(1, 12)))
+    if rng.random() < 0.5:  # keep it valid half the time
+        return ("\n".join([lines[0]] + [",".join(r) for r in rows]) + "\n").encode()
+    return _csv(rng, header, rows)
+
+
+SYSTEM_FILE = {  # Calculon's layout (tests/integration/cli/test_calibrate_system_file.py)
+    "matrix": {
+        "float16": {
+            "tflops": 1000, "gflops_efficiency": [[128, 0.9], [16, 0.8], [1, 0.5], [0, 0.1]]
+        },
+        "float8": {"tflops": 2000, "gflops_efficiency": [[128, 0.9], [0, 0.2]]},
+    },
+    "vector": {"float16": {"tflops": 120, "gflops_efficiency": [[0, 0.5]]}},
+    "mem1": {"GiB": 80, "GBps": 3000, "MB_efficiency": [[100, 0.9], [10, 0.7], [0, 0.3]]},
+    "processing_mode": "no_overlap",
+    "networks": [],
+}
+
+
+def _kernel_folder(rng: random.Random, files: dict[str, bytes], folder: str) -> None:
+    """A folder of kernel tables (some of the shipped kinds, sampled and maybe broken)."""
+    for stem in rng.sample(KERNEL_FILES, rng.randint(0, 4)):
+        files[f"{folder}/{stem}.csv"] = _table_sample(rng, stem)
+    if rng.random() < 0.1:
+        files[f"{folder}/notes.txt"] = b"not a table\n"
+    if not any(name.startswith(folder + "/") for name in files):
+        files[f"{folder}/README"] = b"an empty folder of tables\n"  # the folder must exist
+
+
+def _kernels_case(rng: random.Random) -> Case:
+    """`calibrate --kernels DIR|builtin`, `--grouped-gemm`, `--memory-bound`, `--system-file`
+    (kernel table folders and single tables, a peer simulator's system file), then sometimes a
+    plan on the calibrated cluster file."""
+    files: dict[str, bytes] = {}
+    cluster = rng.choice(["dgx-h100", "dgx-h100", "dgx-b200", "h800"])
+    argv = ["calibrate", "--cluster", cluster]
+    inputs = rng.sample(["kernels", "grouped", "memory", "system"], rng.randint(1, 2))
+    if "kernels" in inputs:
+        if rng.random() < 0.2:
+            argv += ["--kernels", rng.choice(["builtin", "builtin", "nope"])]
+        else:
+            _kernel_folder(rng, files, "k")
+            argv += ["--kernels", "k"]
+    if "grouped" in inputs:
+        files["gg.csv"] = _table_sample(rng, "grouped_gemm")
+        argv += ["--grouped-gemm", "gg.csv"]
+    if "memory" in inputs:
+        files["mb.csv"] = _table_sample(rng, "memory_bound")
+        argv += ["--memory-bound", "mb.csv"]
+    if "system" in inputs:
+        files["sys.json"] = _dump(rng, _mutate(rng, SYSTEM_FILE, rng.choice([0, 1, 2])), "s.json")
+        argv += ["--system-file", "sys.json"]
+    if rng.random() < 0.15:
+        name = rng.choice(sorted(files) or ["x"])
+        files[name] = _corrupt(rng, files.get(name, b""))
+    argv += ["--out", "out.yaml"] + (["--json"] if rng.random() < 0.5 else [])
+    return Case("kernels", argv, files)
+
+
+def _kernel_cluster_case(rng: random.Random) -> Case:
+    """A cluster file naming kernel tables (`kernels: {path: DIR}`, `builtin`,
+    `{builtin: GPU}`, broken forms) planned or estimated on."""
+    files: dict[str, bytes] = {}
+    data: dict[str, Any] = json.loads(json.dumps(CLUSTER))
+    form = rng.choice(["path", "path", "builtin", "builtin_gpu", "wild"])
+    if form == "path":
+        _kernel_folder(rng, files, "k")
+        data["kernels"] = {"path": rng.choice(["k", "k", "missing", "c.yaml"])}
+        if rng.random() < 0.2:
+            data["kernels"]["source"] = rng.choice(["my tables", 7])
+    elif form == "builtin":
+        data["kernels"] = "builtin"
+        if rng.random() < 0.3:
+            data["gpu"] = rng.choice(["b200", "h200-sxm-141gb", "a100-sxm-80gb"])
+    elif form == "builtin_gpu":
+        data["kernels"] = {"builtin": rng.choice(["h100-sxm-80gb", "h200-sxm-141gb", "b200", 3])}
+    else:
+        data["kernels"] = _wild_value(rng)
+    if rng.random() < 0.3:
+        data = _mutate(rng, data, 1)
+    name = rng.choice(["c.yaml", "c.json"])
+    files[name] = _dump(rng, data, name)
+    model = rng.choice(["llama3-8b", "mixtral-8x7b", "mcore-gpt-1.7b"])
+    argv = ["plan", "--model", model, "--cluster", name, "--gpus", rng.choice(["8", "16", "64"])]
+    if rng.random() < 0.3:
+        argv = ["estimate", "--model", model, "--cluster", name, "--gpus", "8",
+                "--global-batch", "16", "--tp", "2", "--pp", "1", "--dp", "4"]  # fmt: skip
+    else:
+        argv += _limit(rng) + ["--global-batch", rng.choice(["16", "64"])]
+    if rng.random() < 0.5:
+        argv.append("--json")
+    return Case("kernel_cluster", argv, files)
+
+
+RELIABILITY = {
+    "checkpoint": "async",
+    "storage_gb_per_s": 500.0,
+    "restart_s": 300.0,
+    "mtbf_scale": 1.0,
+    "components": {"gpu": {"per_unit_per_day": 1.0e-4}},
+    "straggler_factors": [1.0, 1.02, 1.05],
+}
+
+
+def _goodput_case(rng: random.Random) -> Case:
+    """plan / estimate with --goodput, --reliability FILE (a mutated reliability file, sometimes
+    with a straggler table), --objective goodput; whatif over the reliability parameters."""
+    files: dict[str, bytes] = {}
+    rel = dict(RELIABILITY)
+    if rng.random() < 0.3:
+        del rel["straggler_factors"]
+        rel["straggler_table"] = "stragglers.csv"
+        rows = [rng.choice(["1.0", "1.1", "0.5", "x", "", "inf"]) for _ in range(rng.randint(0, 5))]
+        head = rng.choice([["factor"], ["gpu,factor"], []])
+        rows = [f"{i},{r}" for i, r in enumerate(rows)] if head == ["gpu,factor"] else rows
+        files["stragglers.csv"] = ("\n".join(head + rows) + "\n").encode()
+    name = rng.choice(["rel.yaml", "rel.json"])
+    files[name] = _dump(rng, _mutate(rng, rel, rng.choice([0, 1, 2])), name)
+    if rng.random() < 0.1:
+        files[name] = _corrupt(rng, files[name])
+    model, cluster = rng.choice(["llama3-8b", "mixtral-8x7b"]), rng.choice(CLUSTERS[:4])
+    command = rng.choice(["plan", "plan", "estimate", "whatif"])
+    argv = [command, "--model", model, "--cluster", cluster, "--gpus", rng.choice(["16", "64"])]
+    if command == "estimate":
+        argv += ["--global-batch", "64", "--tp", "2", "--pp", "1", "--dp", argv[-1][:1]]
+    else:
+        argv += _limit(rng) + ["--global-batch", "64"]
+    if command == "whatif":
+        vary = rng.choice(["mtbf", "storage-gb-per-s", "spares"])
+        values = rng.choice(["1,2", "100,1000", "0,4", "0.5", "inf", "x"])
+        argv += ["--vary", vary, "--values", values]
+    argv += rng.choice(
+        [["--goodput"], ["--reliability", name], ["--goodput", "--reliability", name]]
+    )
+    if command == "plan" and rng.random() < 0.3:
+        argv += ["--objective", rng.choice(["goodput", "step_time"])]
+    if rng.random() < 0.5:
+        argv.append("--json")
+    return Case("goodput", argv, files)
+
+
+PRICES = {"qm9700": {"usd": 40000}, "connectx-7": {"usd": 1800, "w": 24}, "pue": 1.3}
+
+
+def _bill_case(rng: random.Random) -> Case:
+    """`bill` on a preset or cluster file, with a mutated --prices file."""
+    files: dict[str, bytes] = {}
+    argv = ["bill", "--cluster", rng.choice(CLUSTERS + ALLOC_CLUSTERS)]
+    if rng.random() < 0.5:
+        argv += ["--gpus", rng.choice(["8", "64", "1024", "1000", "0", "1000000"])]
+    if rng.random() < 0.6:
+        name = rng.choice(["prices.yaml", "prices.json"])
+        files[name] = _dump(rng, _mutate(rng, PRICES, rng.choice([0, 1, 2])), name)
+        if rng.random() < 0.1:
+            files[name] = _corrupt(rng, files[name])
+        argv += ["--prices", name]
+    if rng.random() < 0.5:
+        argv.append("--json")
+    return Case("bill", argv, files)
+
+
+_SAVED_PLAN: dict[str, Any] = {}
+
+
+def _saved_plan() -> dict[str, Any]:
+    """A real plan.json (`plan --out-dir`), made once per process."""
+    if not _SAVED_PLAN:
+        with tempfile.TemporaryDirectory() as tmp:
+            argv = ["plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "16",
+                    "--global-batch", "64", "--time-limit", "5", "--out-dir", tmp + "/run"]  # fmt: skip
+            quiet = contextlib.redirect_stdout(io.StringIO())
+            with quiet, contextlib.redirect_stderr(io.StringIO()):
+                assert main(argv) == 0, "the saved plan for emit cases did not plan"
+            _SAVED_PLAN.update(json.loads((Path(tmp) / "run" / "plan.json").read_text()))
+    return _SAVED_PLAN
+
+
+def _emit_case(rng: random.Random) -> Case:
+    """`emit --from plan.json` on a saved plan, mutated (wrong types, unknown fields, broken)."""
+    data = _mutate(rng, _saved_plan(), rng.choice([0, 1, 2, 3]))
+    raw = json.dumps(data).encode()
+    if rng.random() < 0.15:
+        raw = _corrupt(rng, raw)
+    argv = ["emit", "--from", rng.choice(["plan.json", "plan.json", "nope.json"])]
+    argv += ["--emit", rng.choice(["megatron", "torchtitan", "deepspeed", "mesh", "ranks"])]
+    if rng.random() < 0.3:
+        argv += ["--framework-version", rng.choice(["0.19", "0.8", "x", "core_r0.19.0"])]
+    if rng.random() < 0.5:
+        argv.append("--json")
+    return Case("emit", argv, {"plan.json": raw})
+
+
 def _has_design() -> bool:
     """`planner design` exists (issue 29 lands it); before, the fuzzer leaves the kind out."""
     from planner import cli as planner_cli
 
     return hasattr(planner_cli, "_cmd_design")
+
+
+SPECIAL = {
+    "allocation": _allocation_case,
+    "calibrate": _calibrate_case,
+    "kernels": _kernels_case,
+    "kernel_cluster": _kernel_cluster_case,
+    "goodput": _goodput_case,
+    "bill": _bill_case,
+    "emit": _emit_case,
+}
+"""Kinds with a generator of their own (`--kind NAME` runs only that kind)."""
 
 
 def make_case(rng: random.Random) -> Case:
@@ -510,13 +743,11 @@ def make_case(rng: random.Random) -> Case:
     if rng.random() < 0.05 and _has_design():
         return _design_case(rng)
     kind = rng.choice(
-        ["flags", "model_file", "hf", "cluster_file", "graph", "validate", "corrupt", "allocation",
-         "calibrate"]
+        ["flags", "flags", "model_file", "hf", "cluster_file", "graph", "validate", "corrupt",
+         "allocation", "calibrate"] + list(SPECIAL)
     )  # fmt: skip
-    if kind == "allocation":
-        return _allocation_case(rng)
-    if kind == "calibrate":
-        return _calibrate_case(rng)
+    if kind in SPECIAL:
+        return SPECIAL[kind](rng)
     model, cluster = rng.choice(MODELS), rng.choice(CLUSTERS)
     gpus = ["--gpus", rng.choice(["8", "16", "64", "256", "1024", "1000", "1000000"])]
     files: dict[str, bytes] = {}
@@ -584,8 +815,24 @@ def make_case(rng: random.Random) -> Case:
             ["--markdown"],
             ["--max-vp", rng.choice(["1", "4", "999999999"])],
             ["--seed", rng.choice(["0", "7", str(2**40)])],
+            ["--framework", rng.choice(["megatron", "torchtitan", "deepspeed", "none"])],
+            ["--pp-schedules", *rng.sample(["1f1b", "dualpipe"], rng.randint(1, 2))],
+            ["--max-nodes", rng.choice(["1", "2", "0", "64"])],
+            [rng.choice(["--dp", "--cp", "--ep", "--pp"]), rng.choice(["1", "2", "4", "8", "3"])],
+            [rng.choice(["--max-tp", "--max-cp", "--max-ep"]), rng.choice(["1", "2", "8"])],
+            ["--simplicity-tolerance", rng.choice(["0", "0.01", "0.5", "2", "-1"])],
+            ["--top-variants"],
+            ["--all-orders"],
+            ["--ep-overlap"],
+            ["--moe-dispatcher", rng.choice(["alltoall", "deepep"])],
+            ["--optimizer-moments", rng.choice(["fp32", "bf16"])],
+            ["--activation-func-fp8-input-store"],
+            ["--attention-output-store", rng.choice(["separate", "e5m6"])],
+            ["--no-deterministic"],
+            ["--framework-version", rng.choice(["0.19", "0.8", "x"])],
+            ["--html", rng.choice(["out.html", "no/such/dir/out.html"])],
         ]
-        for extra in rng.sample(extras, rng.randint(0, 4)):
+        for extra in rng.sample(extras, rng.randint(0, 5)):
             argv += extra
     elif command == "estimate":
         argv += ["--global-batch", rng.choice(["64", "128", "8"])]
@@ -593,6 +840,27 @@ def make_case(rng: random.Random) -> Case:
             argv += [f"--{axis}", rng.choice(["1", "2", "4", "8"])]
         if rng.random() < 0.3:
             argv += ["--vp", rng.choice(["1", "2", "9999"])]
+        extras = [
+            ["--cp", rng.choice(["1", "2", "4"])],
+            ["--ep", rng.choice(["1", "2", "8", "3"])],
+            ["--micro-batch", rng.choice(["1", "2", "4", "3"])],
+            ["--recompute", rng.choice(["none", "selective", "full"])],
+            ["--recompute-modules", *rng.sample(["core_attn", "layernorm", "mlp", "moe_act",
+                                                 "moe", "shared_experts", "mla_up_proj"], 2)],
+            ["--recompute-method", rng.choice(["uniform", "block"])],
+            ["--recompute-num-layers", rng.choice(["1", "2", "0", "999"])],
+            ["--zero", rng.choice(["0", "1", "2", "3"])],
+            [rng.choice(["--sequence-parallel", "--no-sequence-parallel"])],
+            ["--framework", rng.choice(["megatron", "torchtitan", "deepspeed"])],
+            ["--pp-schedule", rng.choice(["1f1b", "dualpipe"])],
+            ["--ep-overlap"],
+            ["--moe-dispatcher", rng.choice(["alltoall", "deepep"])],
+            ["--precision", rng.choice(["bf16", "fp8", "mxfp8", "nvfp4"])],
+            ["--seq-len", rng.choice(["2048", "8192", "3"])],
+            ["--memory-headroom", rng.choice(["0.1", "0.99", "-1"])],
+        ]  # fmt: skip
+        for extra in rng.sample(extras, rng.randint(0, 4)):
+            argv += extra
     else:  # whatif
         vary = rng.choice(
             [
@@ -602,12 +870,19 @@ def make_case(rng: random.Random) -> Case:
                 "wan-latency-ms",
                 "wan-gbps",
                 "planes",
+                "nvlink-gb-per-s",
+                "ici-gb-per-s",
+                "slice-shape",
+                "fabric",
+                "technology",
             ]
         )
-        values = ",".join(
-            rng.choice(["100", "400", "8", "72", "1", "4", "inf", "0", "1e12"])
-            for _ in range(rng.randint(1, 2))
-        )
+        words = {  # the categorical parameters take words (planner/whatif.py CATEGORICAL)
+            "slice-shape": ["16x16x16", "4x4x4", "8x8", "0x4x4", "x"],
+            "fabric": ["rail-only", "rail-optimised", "fat-tree", "x"],
+            "technology": ["infiniband", "roce", "roce-untuned", "x"],
+        }.get(vary, ["100", "400", "8", "72", "1", "4", "inf", "0", "1e12"])
+        values = ",".join(rng.choice(words) for _ in range(rng.randint(1, 2)))
         argv += ["--vary", vary, "--values", values] + _limit(rng)
         argv += ["--global-batch", rng.choice(["64", "256"])]
     if rng.random() < 0.15:  # a wild value for a random numeric flag
@@ -632,29 +907,33 @@ class Outcome:
     code: Any
     out: str
     err: str
-    wall_s: float
+    timing: Timed
     traceback: str | None = None
 
 
 def run_case(case: Case, folder: Path) -> Outcome:
     for name, raw in case.files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)  # kernel-table folders
         (folder / name).write_bytes(raw)
     out, err = io.StringIO(), io.StringIO()
     cwd = os.getcwd()
-    start = time.perf_counter()
-    tb = None
-    try:
-        os.chdir(folder)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code: Any = main(list(case.argv))
-            except SystemExit as exc:  # argparse --help / --version only
-                code = exc.code if isinstance(exc.code, int) else 2
-    except Exception:  # noqa: BLE001 (this is what the fuzzer looks for)
-        code, tb = "traceback", traceback.format_exc()
-    finally:
-        os.chdir(cwd)
-    return Outcome(code, out.getvalue(), err.getvalue(), time.perf_counter() - start, tb)
+
+    def call() -> tuple[Any, str | None]:
+        try:
+            os.chdir(folder)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    return main(list(case.argv)), None
+                except SystemExit as exc:  # argparse --help / --version only
+                    return (exc.code if isinstance(exc.code, int) else 2), None
+        except Exception:  # noqa: BLE001 (this is what the fuzzer looks for)
+            return "traceback", traceback.format_exc()
+        finally:
+            os.chdir(cwd)
+
+    # the load reference only where a budget is judged (it costs ~40 ms a case)
+    (code, tb), timing = timed(call, reference=case.budget_s() is not None)
+    return Outcome(code, out.getvalue(), err.getvalue(), timing, tb)
 
 
 def problems(case: Case, first: Outcome, second: Outcome | None) -> list[str]:
@@ -685,8 +964,8 @@ def problems(case: Case, first: Outcome, second: Outcome | None) -> list[str]:
         except (ValueError, KeyError, TypeError, AssertionError):
             found.append("exit: --json error without its error object on stdout")
     budget = case.budget_s()
-    if budget is not None and first.wall_s > budget:
-        found.append(f"time: {first.wall_s:.1f} s > {budget:.1f} s")
+    if budget is not None and first.timing.over(budget):
+        found.append(f"time: {first.timing.describe(budget)}")
     # A search the deadline stopped scored what the clock allowed: not comparable run to run.
     timed = any(
         TIMED_OUT in o.out + o.err or "within the time limit" in o.out + o.err
@@ -709,18 +988,13 @@ def problems(case: Case, first: Outcome, second: Outcome | None) -> list[str]:
 def fuzz(
     cases: int, seed: int, show: bool = False, every: int = DETERMINISM_EVERY, kind: str = ""
 ) -> dict:
-    """`kind` "allocation": only plans on an allocation (--topology / --hosts / --nodelist);
-    "calibrate": only `planner calibrate` on generated measurement files."""
+    """`kind`: only that kind of case (SPECIAL's names and "design"; "" every kind)."""
     rng = random.Random(seed)
     counts = {"traceback": 0, "exit": 0, "time": 0, "nondeterministic": 0}
     failures = []
     codes: dict[str, int] = {}
     for n in range(cases):
-        special = {
-            "allocation": _allocation_case,
-            "calibrate": _calibrate_case,
-            "design": _design_case,
-        }
+        special = {**SPECIAL, "design": _design_case}
         case = special[kind](rng) if kind in special else make_case(rng)
         with tempfile.TemporaryDirectory() as tmp:
             first = run_case(case, Path(tmp))
@@ -761,10 +1035,13 @@ def cli() -> None:
     )
     parser.add_argument(
         "--kind",
-        choices=("", "allocation", "calibrate", "design"),
+        choices=("", *SPECIAL, "design"),
         default="",
-        help="allocation: only allocation plans; calibrate: only calibrate inputs; design: only "
-        "planner design on workload-mix and design-space files",
+        help="only one kind: allocation (plans on --topology / --hosts / --nodelist), calibrate "
+        "(nccl-tests logs, GEMM / attention CSVs, steps YAML), kernels (calibrate's kernel-table "
+        "folders, single tables, system files), kernel_cluster (cluster files naming kernel "
+        "tables), goodput (--goodput / --reliability FILE), bill (--prices FILE), emit (--from "
+        "a saved plan), design (workload-mix and design-space files)",
     )
     parser.add_argument(
         "--record",

@@ -15,7 +15,9 @@ and a cluster calibrated from kernel tables, e.g.
 Prints per row measured / predicted - 1 (positive: the layer ran slower than priced, the model is
 optimistic) and, per cluster and layer kind, the median and range over the rows. The layout is the
 row's own (TP, micro-batch; DP fills 64 GPUs, EP 1, ZeRO-1): DP and the GPU count do not enter a
-layer's compute time. The measured layers run no TP collectives (one GPU holds one TP rank's
+layer's compute time; the experts launch as one grouped kernel (Workload.expert_gemm_launch
+"grouped"), as the measured MoE layer runs them (torch._grouped_mm). The measured layers run no TP
+collectives (one GPU holds one TP rank's
 shapes), and neither do the Pricer's layer compute times (collectives are priced separately).
 """
 
@@ -36,7 +38,8 @@ GPUS = 64
 def predicted_ms(model_id: str, cluster, tp: int, batch: int, seq: int) -> float:
     """Forward + backward ms of one layer as the Pricer prices it (MoE layer for MoE models)."""
     model = models_zoo.load_model(model_id)
-    workload = Workload(seq_len=seq, global_batch_seqs=GPUS * batch)
+    # the measured MoE layer runs its experts as torch._grouped_mm (bench/device_layer_overhead.py)
+    workload = Workload(seq_len=seq, global_batch_seqs=GPUS * batch, expert_gemm_launch="grouped")
     layout = Layout(tp=tp, dp=GPUS // tp, micro_batch=batch, ep=1, zero_stage=1)
     layers = Pricer(model, cluster, workload).layer_times(layout).layers
     layer = layers.moe if model.num_moe_layers and layers.moe is not None else layers.dense

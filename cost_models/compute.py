@@ -561,15 +561,21 @@ def layer_overhead_s(
     the router and dispatch preprocessing without launching their kernels one by one, so the
     per-layer launch cost and the MoE routing bookkeeping go; the expert GEMMs after the
     dispatcher's host sync have data-dependent shapes, stay outside the graph and keep theirs.
+
+    Workload.expert_gemm_launch "grouped" (torchtitan: torch._grouped_mm, one kernel per
+    projection for all local experts, token offsets on the device): 3 launches per pass in all,
+    not 3 per local expert.
     """
     graphed = workload.cuda_graphs
     out = 0.0 if graphed else cal.kernel_overhead_s
     if is_moe:
         moe = model.moe
         assert moe is not None
-        local_experts = moe.num_experts / layout.ep
+        # Workload.expert_gemm_launch: one launch per local expert, or one grouped kernel
+        per_expert = workload.expert_gemm_launch == "per_expert"
+        launches = moe.num_experts / layout.ep if per_expert else 1
         out += 0.0 if graphed else cal.moe_layer_overhead_s
-        out += 3 * local_experts * cal.expert_gemm_overhead_s
+        out += 3 * launches * cal.expert_gemm_overhead_s
     return out
 
 

@@ -35,6 +35,7 @@ PHYSICS_FIELDS = (
     "cp_attention",
     "pp_keeps_outputs",
     "dp_sync",
+    "expert_gemm_launch",
 )
 """The Workload fields a profile sets (their meaning: cost_models/specs.py Workload)."""
 
@@ -169,6 +170,13 @@ _MEGATRON_PHYSICS = {
         "model chunks > 0; megatron/core/pipeline_parallel/schedules.py launches each chunk's "
         "grad sync after its last backward (align_grad_reduce, training/config/common_config.py)",
     ),
+    "expert_gemm_launch": Setting(
+        "per_expert",
+        "megatron/core/transformer/moe/experts.py TEGroupedMLP on megatron/core/extensions/"
+        "transformer_engine.py TEGroupedLinear (te.pytorch.GroupedLinear): "
+        "transformer_engine/pytorch/module/grouped_linear.py general_grouped_gemm runs num_gemms "
+        "(= local experts) cuBLAS GEMMs over the host-side m_splits",
+    ),
 }
 
 _TORCHTITAN_PHYSICS = {
@@ -217,6 +225,12 @@ _TORCHTITAN_PHYSICS = {
         "fsdp",
         "torchtitan/distributed/fsdp.py apply_fsdp: fully_shard per transformer block, so each "
         "block's gradients are one reduce-scatter (FSDP2 unit)",
+    ),
+    "expert_gemm_launch": Setting(
+        "grouped",
+        "torchtitan/models/common/moe.py GroupedExperts (torchtitan 0.3.0): w1, w3 and w2 each "
+        "one torch._grouped_mm over all local experts with device-side offsets "
+        "(cumsum of num_tokens_per_expert)",
     ),
 }
 

@@ -116,6 +116,11 @@ def default_planned() -> ComponentRate:
     )
 
 
+MAX_STRAGGLER_FACTOR = 101.0
+"""A straggler computes at most 101x the fastest GPU's time (straggler_slowdown <= 100): slower
+than that is a broken GPU, not a straggler."""
+
+
 class Reliability(InputSpec):
     """Failure, checkpoint, restart and straggler inputs of the goodput model, with defaults.
 
@@ -171,7 +176,7 @@ class Reliability(InputSpec):
     )
     straggler_fraction: float = Field(0.0, ge=0, le=1, description="share of GPUs that are slow")
     straggler_slowdown: NonNegativeFloat = Field(
-        0.0, le=100, description="how much slower a slow GPU computes (0.2: 20 % slower)"
+        0.0, le=MAX_STRAGGLER_FACTOR - 1, description="how much slower a slow GPU computes (0.2: 20 % slower)"
     )
     straggler_factors: tuple[float, ...] | None = Field(
         None, min_length=1, max_length=1_048_576, description="a measured table: each GPU's "
@@ -183,6 +188,12 @@ class Reliability(InputSpec):
     def _factors_at_least_one(cls, v: tuple[float, ...] | None) -> tuple[float, ...] | None:
         if v is not None and min(v) < 1:
             raise ValueError("each factor is a time relative to the fastest GPU: >= 1")
+        if v is not None and max(v) > MAX_STRAGGLER_FACTOR:
+            # the same bound as straggler_slowdown's (<= 100: 101x the fastest)
+            raise ValueError(
+                f"each factor is a time relative to the fastest GPU: at most "
+                f"{MAX_STRAGGLER_FACTOR:g} (got {max(v):g})"
+            )
         return v
 
     def storage_bandwidth_gb_per_s(self, cluster: Cluster) -> float:
@@ -341,6 +352,10 @@ def daly_interval_s(delta_s: float, mtbf_s: float) -> float:
     return young_interval_s(delta_s, mtbf_s) * (1 + math.sqrt(x) / 3 + x / 9) - delta_s
 
 
+EXP_SAFE = 700.0
+"""Below this, e^x is a finite float (the largest is e^709.78)."""
+
+
 def daly_ettr(tau_s: float, delta_s: float, restart_s: float, mtbf_s: float) -> float:
     """Share of wall time spent on kept training: Daly (2006)'s complete model, wall time for
     T_s of work, T_w = M e^(R/M) (e^((tau + delta)/M) - 1) T_s / tau, so ETTR = T_s / T_w.
@@ -349,7 +364,15 @@ def daly_ettr(tau_s: float, delta_s: float, restart_s: float, mtbf_s: float) -> 
         return tau_s / (tau_s + delta_s) if tau_s + delta_s > 0 else 1.0
     if tau_s + delta_s <= 0:  # free, continuous checkpoints: only the restarts cost
         return math.exp(-restart_s / mtbf_s)
-    return tau_s / (mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1((tau_s + delta_s) / mtbf_s))
+    x = (tau_s + delta_s) / mtbf_s
+    if x + restart_s / mtbf_s < EXP_SAFE:
+        return tau_s / (mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1(x))
+    # An interval and checkpoint far longer than the MTBF (or a restart far longer): e^x
+    # overflows a float (x > ~709), so the same formula in logs, where ln(e^x - 1) = x +
+    # ln(1 - e^-x); the share underflows towards 0, as it should (the fuzz found the overflow:
+    # a straggler table with a 9.2e18 factor).
+    log_wall = math.log(mtbf_s) + restart_s / mtbf_s + x + math.log1p(-math.exp(-x))
+    return math.exp(math.log(tau_s) - log_wall) if tau_s > 0 else 0.0
 
 
 # ---------------------------------------------------------------------------------- hot spares

@@ -725,6 +725,14 @@ class Workload(InputSpec):
         "cost, no MoE routing bookkeeping; expert GEMMs still launch one by one "
         "(cost_models.compute.layer_overhead_s)",
     )
+    expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
+        "per_expert",
+        description="how the expert FFN's GEMMs launch: one GEMM per local expert (Transformer "
+        "Engine GroupedLinear, Megatron --moe-grouped-gemm: general_grouped_gemm over num_gemms "
+        "= local experts, each launched from the host after the dispatcher's sync) or one "
+        "grouped kernel for all local experts (torch._grouped_mm: torchtitan "
+        "models/common/moe.py GroupedExperts); cost_models.compute.layer_overhead_s",
+    )
     attention_kernel: Literal["fused", "fa2"] = Field(
         "fused",
         description="attention kernel class: the generation's fused kernel (Transformer Engine "

@@ -202,8 +202,11 @@ def load_text(text: str, where: str, *, as_json: bool) -> Any:
             loader.dispose()
 
 
-def read_data_file(path: Path | str) -> Any:
-    """Parse a YAML or JSON file (JSON by a `.json` suffix) within the limits of this module."""
+def read_data_file(path: Path | str, *, as_json: bool | None = None) -> Any:
+    """Parse a YAML or JSON file (JSON by a `.json` suffix, or as `as_json` says) within the
+    limits of this module. Every reader of a user's YAML/JSON file goes through here: a reader of
+    its own (json.loads, yaml.safe_load) lets 3,000 nested brackets escape as a RecursionError
+    and an alias bomb expand without bound."""
     path = Path(path)
     where = str(path)
     try:
@@ -216,7 +219,9 @@ def read_data_file(path: Path | str) -> Any:
     if len(raw) > MAX_FILE_BYTES:
         raise InvalidInput(f"{where}: larger than {MAX_FILE_BYTES // 2**20} MiB (limit)")
     text = decode_text(raw, where)
-    return load_text(text, where, as_json=path.suffix.lower() == ".json")
+    if as_json is None:
+        as_json = path.suffix.lower() == ".json"
+    return load_text(text, where, as_json=as_json)
 
 
 def where_record(where: str, index: int, record: Any) -> str:

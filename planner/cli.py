@@ -31,6 +31,7 @@ from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
 from cost_models.goodput import Reliability
 from cost_models.specs import RECOMPUTE_MODULES
+from models_zoo.inputs import read_data_file
 
 from . import (
     DISTRIBUTION,
@@ -1330,12 +1331,10 @@ def _cmd_emit(args: argparse.Namespace, out: Console) -> int:
     """The saved plan's export, without searching again."""
     from .export.handoff import load_saved_plan
 
-    try:
-        data = json.loads(Path(args.source).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InvalidInput(f"--from: cannot read {args.source}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"--from: {args.source}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    try:  # the shared reader: its limits (depth, size) hold for a saved plan too
+        data = read_data_file(args.source, as_json=True)
+    except InvalidInput as exc:
+        raise InvalidInput(f"--from: {exc}") from None
     result = load_saved_plan(data, args.source)
     text, note = emit_text(args.emit, result, args.json, args.framework_version)
     sys.stdout.write(text)

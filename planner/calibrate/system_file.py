@@ -31,13 +31,13 @@ one line naming the file, the field and the rule.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from cost_models.errors import InvalidInput
 from cost_models.specs import GpuSpec
+from models_zoo.inputs import read_data_file
 
 DTYPES = {"bfloat16": "bf16", "float16": "bf16", "float8": "fp8"}
 """Calculon datatype -> kernel-table dtype (bfloat16 preferred over float16 when both are given)."""
@@ -183,11 +183,9 @@ def read_system_file(path_text: str, gpu: GpuSpec) -> tuple[dict[str, Any], dict
     file, and a report of what was imported and what was not."""
     path = Path(path_text)
     try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise InvalidInput(f"--system-file: cannot read {path} ({err.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InvalidInput(f"{path}: not JSON ({err}); a Calculon system file is JSON") from None
+        data = read_data_file(path, as_json=True)  # JSON whatever its suffix, within the limits
+    except InvalidInput as err:
+        raise InvalidInput(f"--system-file: {err} (a Calculon system file is JSON)") from None
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: expected a JSON object (Calculon system file)")
     report: dict[str, Any] = {"file": str(path), "format": "calculon", "imported": []}

@@ -30,7 +30,6 @@ from .pricing import PIPELINE_KINDS, group_keys, nest, placed_pieces, uplink_ste
 from .units import Shape, build_map, k_values
 
 US = 1e6  # objective unit: microseconds
-GRADIENT = ("dp", "dp_cp", "edp")
 
 
 @dataclass
@@ -159,28 +158,36 @@ class _Steps:
         self.cluster, self.shape, self.spans = cluster, shape, spans
         self.fixed, self.pipe_fixed = fixed, pipe_fixed
         self.q_top = tuple(shape.uplink_max)
-        self.grad_kinds = [k for k in GRADIENT if k in spans.base]
-        self.pipe_kinds = [k for k in PIPELINE_KINDS if k in spans.base]
+        self.full: dict[tuple, dict] = {}
         self.memo: dict[tuple, int] = {}
 
-    def _fill(self, spans, fixed, vary, q_of, kinds, norm) -> dict[int, int]:
+    def _fill(self, spans, fixed, vary, q_of, norm) -> dict[int, int]:
+        """The uplink steps of one window; `norm` gets, per uplink tier, what the price reads
+        of its step (the effective oversubscription), or None where no group crosses it."""
         steps = dict(fixed)
         if vary:
             for j, q in zip(self.shape.uplink_tiers, q_of, strict=True):
                 steps[j] = q
-                # q matters only where a group of the window crosses tier j, above 1 / o
-                crosses = any(spans[k][j] > spans[k][j - 1] for k in kinds)
+                # q matters only where a group crosses tier j (above 1 / o). Every kind the
+                # Pricer prices is checked, not only the window's senders: HSDP's dp_shard and
+                # dp_replicate groups (the Pricer's layout-derived spans) carry the gradient
+                # window's traffic on tiers the dp, dp_cp and edp spans leave alone (the slow
+                # property test's case 118993746, mla-small on torchtitan: entries priced at
+                # q = 0 on the spine were served for q = 4, 1.1 ms below the placed map).
+                crosses = any(s[j] > s[j - 1] for s in spans.values())
                 o = self.cluster.tiers[j].oversubscription
                 norm.append(uplink.effective_oversubscription(o, q) if crosses else None)
         return steps
 
     def us(self, key: tuple, qs: tuple[int, ...], pqs: tuple[int, ...] | None = None) -> int:
         spans = self.spans.memo[key]
+        if key not in self.full:  # every kind the Pricer prices, HSDP's included
+            self.full[key] = self.pricer.spans(self.layout, spans)
         if pqs is None:  # the DP table: the pipeline window at its reference (every q at top)
             pqs = self.q_top if self.shape.pipe else ()
         norm: list[float | None] = []
-        steps = self._fill(spans, self.fixed, True, qs, self.grad_kinds, norm)
-        pipe = self._fill(spans, self.pipe_fixed, self.shape.pipe, pqs, self.pipe_kinds, norm)
+        steps = self._fill(self.full[key], self.fixed, True, qs, norm)
+        pipe = self._fill(self.full[key], self.pipe_fixed, self.shape.pipe, pqs, norm)
         mkey = (key, tuple(norm))
         if mkey not in self.memo:
             e = self.pricer.estimate(

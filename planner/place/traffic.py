@@ -24,16 +24,15 @@ names none of the allocation's switches is an error.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from cost_models import uplink
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster
+from models_zoo.inputs import read_data_file
 
 from .allocation import Allocation
 
@@ -74,15 +73,10 @@ def load_other_traffic(path: str | Path, cluster: Cluster, alloc: Allocation) ->
 
 
 def _read(path: Path) -> dict[str, float]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInput(f"--other-traffic {path}: cannot read ({exc.strerror})") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InvalidInput(f"--other-traffic {path}: not YAML/JSON ({first})") from None
+    try:  # the shared reader and its limits (a reader of its own let deep nesting escape)
+        data = read_data_file(path)
+    except InvalidInput as exc:
+        raise InvalidInput(f"--other-traffic {exc}") from None
     if not isinstance(data, dict) or set(data) != {"uplinks"} or not isinstance(
         data["uplinks"], dict
     ):

@@ -96,7 +96,8 @@ def test_measured_tables_replace_the_imported_kinds(tmp_path):
 @pytest.mark.parametrize(
     ("system", "words"),
     [
-        ("not json", ("not JSON",)),
+        ("not json", ("malformed JSON", "a Calculon system file is JSON")),
+        ("[" * 3000, ("nested more than 64 levels",)),  # was a RecursionError (issue 28 fuzz)
         ({"mem1": {}}, ("matrix: required",)),
         ({"matrix": {"float32": {}}}, ("matrix: has none of float16, bfloat16, float8",)),
         (

@@ -48,3 +48,39 @@ def test_fixed_seed_profile_summary_line():
     assert fuzz.summary(result) == (
         "fuzz: 40 cases, 0 tracebacks, 0 bad exit codes, 0 over time, 0 nondeterministic"
     )
+
+
+@pytest.mark.parametrize(
+    ("wall_s", "cpu_s", "slowdown", "over"),
+    [
+        (10.0, 9.5, 1.0, True),  # idle machine: the plain wall rule
+        (5.9, 5.8, 1.0, False),
+        (20.0, 5.0, 4.0, False),  # starved at load 4: it computed 5 s, waited the rest
+        (20.0, 8.0, 4.0, True),  # computed past the deadline under load (a clock never read)
+        (30.0, 0.1, 4.0, True),  # waited past even the stretched budget (blocked, asleep)
+        (5.0, 12.0, 1.0, False),  # a multi-threaded solver: CPU over wall, wall in budget
+    ],
+)
+def test_over_time_is_judged_by_work_not_load(wall_s, cpu_s, slowdown, over):
+    from tests.load_clock import Timed
+
+    took = Timed(wall_s, cpu_s, slowdown)
+    assert took.over(6.0) is over
+    case = fuzz.Case("flags", ["plan", "--time-limit", "1"])  # budget 1 + 2 + 3 = 6 s
+    outcome = fuzz.Outcome(0, "", "", took)
+    assert any(p.startswith("time:") for p in fuzz.problems(case, outcome, None)) is over
+
+
+def test_the_reference_measures_cpu_and_wall():
+    from tests.load_clock import slowdown, timed
+
+    def spin():
+        acc = 0
+        for i in range(300_000):
+            acc += i * i
+        return acc
+
+    result, took = timed(spin)
+    assert result == sum(i * i for i in range(300_000))
+    assert 0 < took.cpu_s <= took.wall_s * 1.05 and took.slowdown >= 1.0
+    assert slowdown() >= 1.0

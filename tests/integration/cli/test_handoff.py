@@ -8,6 +8,8 @@ import json
 import shlex
 import subprocess
 
+import pytest
+
 from planner.cli import main
 
 BASE = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "2"]
@@ -66,3 +68,20 @@ def test_torchtitan_refuses_a_model_no_recipe_builds(capsys):
     assert main([*base, "--framework", "torchtitan", "--emit", "torchtitan"]) == 2
     err = capsys.readouterr().err
     assert "no torchtitan 0.3.0 recipe builds 'Llama 3 8B'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        ("[" * 3000, "nested more than 64 levels"),  # was a RecursionError (issue 28 fuzz)
+        ("{not json", "malformed JSON"),
+        (None, "cannot read file"),
+    ],
+)
+def test_emit_from_a_broken_file_is_one_line(tmp_path, capsys, raw, words):
+    bad = tmp_path / "plan.json"
+    if raw is not None:
+        bad.write_text(raw)
+    assert main(["emit", "--from", str(bad), "--emit", "megatron"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.count("--from") == 1 and words in err, err

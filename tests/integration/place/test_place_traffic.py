@@ -83,7 +83,8 @@ def test_cli_other_traffic_prices_the_load(tmp_path, capsys):
         ("uplinks:\n  pod1: yes\n", "not a share"),
         ("pod1: 0.5\n", "expected one key, uplinks"),
         ("uplinks:\n  nowhere: 0.5\n", "none of nowhere is a switch"),
-        ("uplinks: [\n", "not YAML/JSON"),
+        ("uplinks: [\n", "malformed YAML"),
+        ("[" * 3000, "nested more than 64 levels"),  # escaped as a RecursionError (issue 28 fuzz)
     ],
 )
 def test_bad_traffic_file_is_one_line_naming_the_file(tmp_path, capsys, text, words):

@@ -130,6 +130,8 @@ def test_reliability_file_overrides_part_of_a_component(tmp_path):
         ("checkpoint: sometimes\n", "checkpoint"),
         ("components:\n  gpu: {per_unit_per_day: -1}\n", "components.gpu.per_unit_per_day"),
         ("straggler_factors: [1.0, 0.5]\n", "straggler_factors"),
+        # issue 28 fuzz (seed 401 case 480): a 9.2e18 factor overflowed Daly's e^x (traceback)
+        ("straggler_factors: [9223372036854775808, 1.02]\n", "at most 101"),
         ("storage_gb_per_s: .nan\n", "storage_gb_per_s"),
         ("mtbf: 3\n", "unknown field"),
         ("- 1\n", "expected a mapping"),

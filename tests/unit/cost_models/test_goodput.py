@@ -27,6 +27,21 @@ def test_young_interval():
     assert G.young_interval_s(60.0, 86_400.0) == pytest.approx(3219.94, abs=0.01)
 
 
+def test_daly_ettr_past_float_range_is_the_same_formula_in_logs():
+    # Issue 28 fuzz: an interval + checkpoint of 1e6 s against a 100 s MTBF made e^x overflow
+    # (OverflowError). The share is tau / (M e^(R/M) (e^x - 1)): about e^-10,000 here, 0.0.
+    assert G.daly_ettr(10, 1e6, 600, 100) == 0.0
+    assert G.daly_ettr(10, 0, 1e6, 100) == 0.0  # a restart far longer than the MTBF
+    # Either side of the switch to logs the two forms agree.
+    m = 100.0
+    for x in (G.EXP_SAFE - 7.0, G.EXP_SAFE - 6.0 - 1e-9):
+        tau, delta = 50.0, x * m - 50.0
+        plain = tau / (m * math.exp(6.0) * math.expm1(x))
+        assert G.daly_ettr(tau, delta, 6.0 * m, m) == pytest.approx(plain, rel=1e-9)
+    above = G.daly_ettr(50.0, (G.EXP_SAFE - 5.0) * m - 50.0, 6.0 * m, m)
+    assert above == pytest.approx(50.0 / (m * math.exp(6.0) * math.expm1(G.EXP_SAFE - 5.0)))
+
+
 def test_daly_ettr_against_first_order_hand_value():
     # tau 3600, delta 60, R 600, M 86400: first order tau/(tau+delta) (1-(tau+delta)/2M)(1-R/M)
     # = 0.98361 x 0.97882 x 0.99306 = 0.95607

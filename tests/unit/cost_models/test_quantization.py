@@ -132,3 +132,27 @@ def test_forced_balance_routing_prices_the_mean_load():
     # the bytes shrink by 1.15, the per-message latency does not
     assert d_aux / 1.15 < d_even < d_aux and c_aux / 1.15 < c_even < c_aux
 
+
+def test_grouped_expert_gemms_launch_once_per_projection_not_per_expert():
+    from factories import moe_model
+
+    from cost_models.compute import layer_overhead_s
+    from cost_models.framework import profile
+
+    cal = calibration_for("hopper")
+    model, lo = moe_model(), layout(ep=2)
+    local = model.moe.num_experts / 2
+    fixed = cal.kernel_overhead_s + cal.moe_layer_overhead_s
+    per_expert = layer_overhead_s(model, lo, cal, workload(), is_moe=True)
+    grouped = layer_overhead_s(
+        model, lo, cal, workload(expert_gemm_launch="grouped"), is_moe=True
+    )
+    # 3 GEMM launches per pass on average (forward 2-3, backward twice as many), each one
+    # host launch: per local expert under Transformer Engine, once under torch._grouped_mm
+    assert per_expert == pytest.approx(fixed + 3 * local * cal.expert_gemm_overhead_s)
+    assert grouped == pytest.approx(fixed + 3 * cal.expert_gemm_overhead_s)
+    # the framework profiles say which (with their source)
+    assert profile("torchtitan").workload(workload()).expert_gemm_launch == "grouped"
+    assert profile("megatron").workload(workload()).expert_gemm_launch == "per_expert"
+    stated = workload(expert_gemm_launch="per_expert")
+    assert profile("torchtitan").workload(stated).expert_gemm_launch == "per_expert"

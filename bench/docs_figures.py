@@ -265,7 +265,8 @@ def input_limits() -> str:
 
 def fuzz_record() -> str:
     """README "Reliability": bench/fuzz.py's recorded runs (bench/results/fuzz.json), summed per
-    revision (a re-run on a later revision is its own group), then each run's summary line."""
+    revision (a re-run on a later revision is its own group), then the summary line of each run
+    that failed (of a one-run group, its line)."""
     runs = json.loads((RESULTS / "fuzz.json").read_text())
     out: list[str] = []
     for revision in dict.fromkeys(r["revision"] for r in runs):
@@ -286,9 +287,15 @@ def fuzz_record() -> str:
             + ", ".join(f"{c}: {n:,}" for c, n in sorted(codes.items()))
             + ".",
             "",
-            *(f"- `{r['command']}`: `{r['summary']}` ({r['wall_s']:,.0f} s wall)" for r in group),
+            *(
+                f"- `{r['command']}`: `{r['summary']}` ({r['wall_s']:,.0f} s wall)"
+                for r in group
+                if any(r["counts"].values()) or len(group) == 1
+            ),
             "",
         ]
+        if out[-2] == "":  # no run of the group failed: the summary says it all
+            out.pop()
     return "\n".join(out).rstrip("\n")
 
 

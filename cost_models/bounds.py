@@ -33,14 +33,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .comm import p2p_time_s
+from .commtable import p2p_s
 from .compute import LayerTime
 from .pipeline import num_microbatches
 from .rankmap import DP_GROUPS, LAYER_GROUPS, Group
 from .specs import Layout
 from .stage import is_block_recompute, recomputed_layers, without_block_recompute
 from .terms import layout_key
-from .topology import outermost_tier
 
 SAFETY = 1 - 1e-9
 NOT_IN_DP = ("order", "recompute")
@@ -175,8 +174,9 @@ class StepBounds:
                 pp_span = tuple(span[Group.PP])
                 pp_s = p2p.get(pp_span)
                 if pp_s is None:
-                    tier = outermost_tier(self.cluster, pp_span)
-                    pp_s = p2p[pp_span] = 2 * (lo.pp - 1) * p2p_time_s(payload, tier)
+                    # the estimate's own PP price (Pricer.estimate), curves included
+                    one = p2p_s(payload, self.cluster, pp_span, self.comm)
+                    pp_s = p2p[pp_span] = 2 * (lo.pp - 1) * one
             if with_dp:
                 out.append((core_s + pp_s + self.dp_optimizer_s(lo, span)) * SAFETY)
             else:

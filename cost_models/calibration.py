@@ -45,6 +45,13 @@ class GenerationCalibration:
     is that kernel, i.e. Ampere)."""
     gemm_half_dim_fp8: float | None = None
     """fp8 GEMM roll-off dimension where a calibration measured one; None: gemm_half_dim."""
+    mamf_bf16_fraction: float | None = None
+    """Measured Maximum Achievable Matmul FLOPS / datasheet peak of the generation's flagship
+    part (the part sm_count names), bf16: the sustained-clock reference a part of the same
+    generation is compared with (generation_for_gpu). Equal to that part's preset mamf_* / peak
+    (tests/unit/cost_models/test_mamf_ceiling.py checks it); None: not measured."""
+    mamf_fp8_fraction: float | None = None
+    """The same in fp8 (e4m3)."""
 
     @property
     def comm_sm_fraction(self) -> float:
@@ -101,6 +108,7 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         grouped_gemm_efficiency=0.73,
         moe_layer_overhead_s=200e-6,
         sm_count=108,
+        mamf_bf16_fraction=271.2 / 312,  # A100 SXM (models_zoo/gpus/a100-sxm-80gb.json)
     ),
     "hopper": GenerationCalibration(
         gemm_efficiency_bf16=0.68,
@@ -113,6 +121,8 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         moe_layer_overhead_s=200e-6,
         sm_count=132,
         fa2_attention_speed=0.6,
+        mamf_bf16_fraction=794.5 / 989.4,  # H100 SXM (models_zoo/gpus/h100-sxm-80gb.json)
+        mamf_fp8_fraction=1402.6 / 1978.9,
     ),
     "blackwell": GenerationCalibration(
         gemm_efficiency_bf16=0.77,
@@ -125,6 +135,8 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         moe_layer_overhead_s=200e-6,
         sm_count=148,
         fa2_attention_speed=0.6,
+        mamf_bf16_fraction=1745.0 / 2250,  # B200 (models_zoo/gpus/b200.json)
+        mamf_fp8_fraction=3432.5 / 4500,
     ),
     # AMD Instinct: no published runs in the project's data, so every efficiency below is an
     # assumption (CALIBRATION_BASIS), set from public microbenchmark reports and to be replaced
@@ -188,27 +200,37 @@ def mamf_ceilings(gpu: GpuSpec) -> tuple[float | None, float | None]:
 
 
 def generation_for_gpu(gpu: GpuSpec) -> GenerationCalibration:
-    """The generation's constants for one part: its large-GEMM ceilings held to the part's
-    measured MAMF (mamf_ceilings). The generation constants are one value for every part of a
-    generation; a part whose best measured matmul reaches a smaller fraction of its datasheet
-    peak (GB200: 1,822 of 2,500 TFLOP/s, 72.9 %, against B200's 77.6 %: its datasheet clock is
-    one it does not sustain under load) cannot run a large GEMM faster than that."""
-    return _capped(CALIBRATION[gpu.generation], *mamf_ceilings(gpu))
+    """The generation's constants for one part: its large-GEMM ceilings scaled by the part's
+    measured MAMF fraction over the generation's flagship's (mamf_*_fraction), and never above
+    the part's own MAMF / peak (mamf_ceilings).
+
+    The generation constants are one value for every part of a generation, but a datasheet peak
+    is the tensor-core rate at the part's boost clock, and the clock a part sustains under its
+    power cap is the part's own: GB200's 2,500 TFLOP/s assumes ~11 % more clock than B200's
+    2,250 on the same 148 SMs, yet its best measured matmul is 72.9 % of that peak against
+    B200's 77.6 %. Tensor-core throughput follows the sustained clock at any utilisation, so
+    every GEMM of the part runs at the generation's fraction times that ratio (GB200: x 0.940),
+    not only the largest ones. A part without a measurement keeps the generation values."""
+    return _for_part(CALIBRATION[gpu.generation], *mamf_ceilings(gpu))
+
+
+def _held(efficiency: float, part: float | None, flagship: float | None) -> float:
+    if part is None:
+        return efficiency
+    if flagship is not None:
+        efficiency *= part / flagship
+    return min(efficiency, part)
 
 
 @lru_cache(maxsize=64)
-def _capped(
+def _for_part(
     cal: GenerationCalibration, bf16: float | None, fp8: float | None
 ) -> GenerationCalibration:
-    if (bf16 is None or bf16 >= cal.gemm_efficiency_bf16) and (
-        fp8 is None or fp8 >= cal.gemm_efficiency_fp8
-    ):
+    held_bf16 = _held(cal.gemm_efficiency_bf16, bf16, cal.mamf_bf16_fraction)
+    held_fp8 = _held(cal.gemm_efficiency_fp8, fp8, cal.mamf_fp8_fraction)
+    if (held_bf16, held_fp8) == (cal.gemm_efficiency_bf16, cal.gemm_efficiency_fp8):
         return cal
-    return replace(
-        cal,
-        gemm_efficiency_bf16=min(cal.gemm_efficiency_bf16, bf16 or 1.0),
-        gemm_efficiency_fp8=min(cal.gemm_efficiency_fp8, fp8 or 1.0),
-    )
+    return replace(cal, gemm_efficiency_bf16=held_bf16, gemm_efficiency_fp8=held_fp8)
 
 
 def calibration_for_cluster(cluster: Cluster) -> GenerationCalibration:

@@ -13,10 +13,11 @@ Conventions: "forward" is one micro-batch through one layer. Backward GEMMs cost
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, hbm_bytes_per_s
 from .errors import InvalidInput
+from .host import host_time, layer_launches
 from .kernels import EXTRAPOLATED, KernelBook, attended_keys
 from .params import mlp_matrices
 from .specs import LOW_PRECISION, GpuSpec, Layout, ModelSpec, Workload
@@ -80,6 +81,7 @@ class LayerTime:
     quantize_backward_s: float = 0.0  # output gradients quantized for dgrad / wgrad
     unpad_s: float = 0.0  # varlen attention's gather / scatter copies (unpad_copies_s), forward
     unpad_backward_s: float = 0.0  # their inverse copies in backward
+    overhead_backward_s: float | None = None  # backward host overhead; None: overhead_s
 
     @property
     def forward_s(self) -> float:
@@ -99,7 +101,8 @@ class LayerTime:
         if self.attention_backward_s is not None:
             attn = self.attention_backward_s
         quant = self.quantize_backward_s + self.unpad_backward_s
-        return gemm + attn + 2 * self.elementwise_s + self.overhead_s + quant
+        overhead = self.overhead_s if self.overhead_backward_s is None else self.overhead_backward_s
+        return gemm + attn + 2 * self.elementwise_s + overhead + quant
 
     def recompute_s(self, recompute: str, modules: tuple[str, ...] = ("core_attn",)) -> float:
         """Extra forward work in backward: full reruns the layer; selective reruns the Megatron
@@ -579,6 +582,41 @@ def layer_overhead_s(
     return out
 
 
+def host_floor_s(
+    model: ModelSpec,
+    layout: Layout,
+    workload: Workload,
+    is_moe: bool,
+    gpu_s: tuple[float, float, float],
+    overhead_s: float,
+) -> tuple[float, float]:
+    """(forward, backward) host overhead of one layer per micro-batch, with the host-bound
+    floor (cost_models/host.py): a pass takes at least its kernels' host issue time, so its
+    overhead is at least the issue time beyond its GPU time; after the MoE dispatcher's
+    device-to-host sync the queue is empty, so the forward's overhead is at least the issue
+    time of the kernels launched after the sync beyond their GPU time (the MoE block's).
+    `gpu_s`: forward, backward and MoE-block forward GPU seconds without overhead;
+    `overhead_s`: layer_overhead_s, the calibrated host cost, which the floor never lowers."""
+    launches = layer_launches(model, layout, workload, quant_recipe(workload), is_moe)
+    host = host_time(launches, workload)
+    forward_gpu_s, backward_gpu_s, after_sync_gpu_s = gpu_s
+    forward = max(overhead_s, host.forward_s - forward_gpu_s)
+    if host.after_sync_s:
+        forward = max(forward, host.after_sync_s - after_sync_gpu_s)
+    return forward, max(overhead_s, host.backward_s - backward_gpu_s)
+
+
+def _with_host_floor(
+    model: ModelSpec, layout: Layout, workload: Workload, is_moe: bool, lt: LayerTime
+) -> LayerTime:
+    """`lt` with its overheads raised to the host-bound floor (host_floor_s)."""
+    bare = replace(lt, overhead_s=0.0, overhead_backward_s=0.0)
+    moe_s = dict(lt.module_s).get("moe", 0.0)
+    gpu_s = (bare.forward_s, bare.backward_s, moe_s)
+    fwd, bwd = host_floor_s(model, layout, workload, is_moe, gpu_s, lt.overhead_s)
+    return replace(lt, overhead_s=fwd, overhead_backward_s=bwd)
+
+
 def layer_time(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -626,7 +664,7 @@ def layer_time(
         gemm_s = gemm_time_s(gemms, ggpu, cal, fp8)
     else:
         gemm_s, gemm_bwd_s, gemm_looks = gemm_passes_s(gemms, ggpu, cal, fp8, gbook)
-    return LayerTime(
+    lt = LayerTime(
         gemm_s=gemm_s,
         attention_s=attn_s,
         elementwise_s=elementwise_s,
@@ -642,6 +680,7 @@ def layer_time(
         unpad_s=unpad_s,
         unpad_backward_s=unpad_bwd_s,
     )
+    return _with_host_floor(model, layout, workload, is_moe, lt)
 
 
 def layer_attention(

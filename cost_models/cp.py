@@ -25,10 +25,9 @@ Two implementations, chosen by `Workload.cp_attention`:
 from __future__ import annotations
 
 from .calibration import GenerationCalibration, hbm_bytes_per_s, overlap_slowdown_s
-from .comm import collective_time_s, p2p_time_s
+from .commtable import CollectiveBook, collective_time_s, p2p_s
 from .compute import LayerTime, tokens_per_gpu
 from .specs import Cluster, Layout, ModelSpec, Workload
-from .topology import outermost_tier
 
 BF16_BYTES = 2
 FP32_BYTES = 4
@@ -63,6 +62,7 @@ def _fused_ring_s(
     t: float,
     lt: LayerTime,
     cp_span: list[int],
+    comm: CollectiveBook | None = None,
 ) -> tuple[float, float]:
     mla = model.mla
     kv_width = (
@@ -72,7 +72,7 @@ def _fused_ring_s(
         / layout.tp
         * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
     )
-    step_s = p2p_time_s(t * kv_width * BF16_BYTES, outermost_tier(cluster, cp_span))
+    step_s = p2p_s(t * kv_width * BF16_BYTES, cluster, cp_span, comm, "cp")
     hidden_fraction = (layout.cp - 1) / layout.cp  # all but the local chunk overlap
     fwd, bwd = (layout.cp - 1) * step_s, 2 * (layout.cp - 1) * step_s
     exposed = max(0.0, fwd - lt.attention_s * hidden_fraction)
@@ -89,6 +89,7 @@ def torch_ring_s(
     layout: Layout,
     lt: LayerTime,
     cp_span: list[int],
+    comm: CollectiveBook | None = None,
 ) -> tuple[float, float]:
     """(exposed, link-busy) seconds of PyTorch's all-gather ring attention for one layer."""
     c = layout.cp
@@ -96,11 +97,13 @@ def torch_ring_s(
     d_qk, d_v = _head_dims(model)
     heads = model.num_attention_heads / layout.tp  # K/V expanded to the query heads
     kv_chunk_bytes = t * heads * (d_qk + d_v) * BF16_BYTES
-    gather_s = collective_time_s("all_gather", c * kv_chunk_bytes, cp_span, cluster.tiers)
+    gather_s = collective_time_s(
+        "all_gather", c * kv_chunk_bytes, cp_span, cluster.tiers, comm, "cp"
+    )
     hbm_s = hbm_bytes_per_s(cluster.gpu, cal)
     step0_s = lt.attention_s / c  # the local causal step, all the gather can hide behind
     bwd_step_s = BACKWARD_ATTENTION_FACTOR * step0_s
-    hop_s = p2p_time_s(t * heads * (d_qk + d_v) * FP32_BYTES, outermost_tier(cluster, cp_span))
+    hop_s = p2p_s(t * heads * (d_qk + d_v) * FP32_BYTES, cluster, cp_span, comm, "cp")
     fwd_comm_s = max(0.0, gather_s - step0_s)
     bwd_comm_s = max(0.0, gather_s - bwd_step_s) + (c - 2) * max(0.0, hop_s - bwd_step_s)
     bwd_comm_s += hop_s  # the last hop back to the owner has no later step to hide behind
@@ -130,11 +133,13 @@ def cp_layer_s(
     layout: Layout,
     lt: LayerTime,
     cp_span: list[int],
+    comm: CollectiveBook | None = None,
 ) -> tuple[float, float]:
-    """(exposed, link-busy) CP seconds of one layer and micro-batch (0 without CP)."""
+    """(exposed, link-busy) CP seconds of one layer and micro-batch (0 without CP); `comm`
+    the cluster's collective curves (cost_models.commtable)."""
     if layout.cp <= 1:
         return 0.0, 0.0
     if workload.cp_attention == "torch_ring":
-        return torch_ring_s(model, cluster, cal, workload, layout, lt, cp_span)
+        return torch_ring_s(model, cluster, cal, workload, layout, lt, cp_span, comm)
     t = tokens_per_gpu(workload, layout)
-    return _fused_ring_s(model, cluster, cal, layout, t, lt, cp_span)
+    return _fused_ring_s(model, cluster, cal, layout, t, lt, cp_span, comm)

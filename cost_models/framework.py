@@ -36,6 +36,8 @@ PHYSICS_FIELDS = (
     "pp_keeps_outputs",
     "dp_sync",
     "expert_gemm_launch",
+    "host_s_per_kernel",
+    "moe_host_sync",
 )
 """The Workload fields a profile sets (their meaning: cost_models/specs.py Workload)."""
 
@@ -177,6 +179,18 @@ _MEGATRON_PHYSICS = {
         "transformer_engine/pytorch/module/grouped_linear.py general_grouped_gemm runs num_gemms "
         "(= local experts) cuBLAS GEMMs over the host-side m_splits",
     ),
+    "host_s_per_kernel": Setting(
+        6.26e-6,
+        "measured: bench/results/h100-2026-11-26/layers/launch.csv (one tiny kernel launched "
+        "eagerly from Python, torch 2.11, one H100 host: 6.26 us of host time)",
+    ),
+    "moe_host_sync": Setting(
+        "every_layer",
+        "megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher."
+        "_maybe_dtoh_and_synchronize: d2h_event.synchronize() at cuda_sync_point "
+        "(before_ep_alltoall with EP or TP > 1, before_finish otherwise) in every MoE forward; "
+        "MoEAllGatherTokenDispatcher .cpu() of tokens_per_expert",
+    ),
 }
 
 _TORCHTITAN_PHYSICS = {
@@ -231,6 +245,17 @@ _TORCHTITAN_PHYSICS = {
         "torchtitan/models/common/moe.py GroupedExperts (torchtitan 0.3.0): w1, w3 and w2 each "
         "one torch._grouped_mm over all local experts with device-side offsets "
         "(cumsum of num_tokens_per_expert)",
+    ),
+    "host_s_per_kernel": Setting(
+        6.26e-6,
+        "measured: bench/results/h100-2026-11-26/layers/launch.csv (one tiny kernel launched "
+        "eagerly from Python, torch 2.11, one H100 host: 6.26 us of host time)",
+    ),
+    "moe_host_sync": Setting(
+        "expert_parallel",
+        "torchtitan/models/common/token_dispatcher.py AllToAllTokenDispatcher: output_splits "
+        ".to(cpu, non_blocking=False) ('this would incur a device-to-host sync') before the "
+        "all-to-all; LocalTokenDispatcher (no EP) keeps the counts on the device",
     ),
 }
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .bounds import StepBounds
 from .calibration import calibration_for_cluster, hbm_bytes_per_s
-from .comm import p2p_time_s
+from .commtable import CollectiveBook, p2p_s
 from .compute import (
     LayerTime,
     attention_report,
@@ -110,7 +110,10 @@ class Pricer(StepBounds):
         self.hbm_bytes_per_s = hbm_bytes_per_s(cluster.gpu, self.cal)
         # The cluster's measured kernel tables price GEMMs and attention where they cover the
         # shape (cost_models.kernels); without them every kernel runs on the efficiency curves.
-        self.book = None if cluster.kernels is None else KernelBook(cluster.kernels)
+        kern = cluster.kernels
+        self.book = KernelBook(kern) if kern is not None and kern.has_compute else None
+        # Measured nccl-tests curves price every collective term they cover (commtable).
+        self.comm = CollectiveBook(cluster) if kern is not None and kern.collectives else None
         self._times: dict[tuple, LayerTimes] = {}
         self._costs: dict[tuple, ByKind[LayerCost]] = {}
         self._counts: dict[tuple[int, int], list[Counts]] = {}
@@ -161,7 +164,9 @@ class Pricer(StepBounds):
             def cost(t: LayerTime | None, is_moe: bool) -> LayerCost | None:
                 if t is None:
                     return None
-                return layer_cost(m, cl, cal, w, lo, t, span, is_moe=is_moe, book=self.book)
+                return layer_cost(
+                    m, cl, cal, w, lo, t, span, is_moe=is_moe, book=self.book, comm=self.comm
+                )
 
             found = self._costs[key] = ByKind(cost(times.dense, False), cost(times.moe, True))
         return found
@@ -215,9 +220,11 @@ class Pricer(StepBounds):
         span: Span,
         r: int,
         cluster: Cluster | None = None,
+        comm: CollectiveBook | None = None,
     ) -> tuple[float, float]:
         """(exposed, link-busy) DP seconds per step of rank `r` (stage.stage_dp_s with the
-        workload's bucket size, cross-site sync interval and DP framework)."""
+        workload's bucket size, cross-site sync interval and DP framework); `comm` replaces
+        the Pricer's collective curves (a traced copy, _comm_report)."""
         w = self.workload
         return _stage_dp_s(
             self.cluster if cluster is None else cluster,
@@ -231,6 +238,7 @@ class Pricer(StepBounds):
             w.cross_site_sync_every,
             stage=r,
             dp_sync=w.dp_sync,
+            comm=self.comm if comm is None else comm,
         )
 
     def stage_dp_tier_s(
@@ -248,6 +256,7 @@ class Pricer(StepBounds):
             w.cross_site_sync_every,
             stage=r,
             dp_sync=w.dp_sync,
+            comm=self.comm,
         )
 
     def stage_optimizer_s(self, lo: Layout, sp: StageParams) -> float:
@@ -339,17 +348,17 @@ class Pricer(StepBounds):
         counts = self.stage_counts(layout, layers_per_stage)
         per_stage = self.stage_terms(layout, counts, span, pipe_cluster)
         crit, bubble_s = self._critical_stage(layout, per_stage, m)
-        p2p_s = p2p_time_s(self._pp_payload(layout), outermost_tier(pipe_cluster, span[Group.PP]))
+        p2p = p2p_s(self._pp_payload(layout), pipe_cluster, span[Group.PP], self.comm)
         tail = self._stage_tail(
             layout, counts, per_stage, span, shared_cluster(self.cluster, uplink_steps)
         )
         breakdown = {t: m * crit.exposed_s(t) for t in LAYER_TERMS}
-        breakdown[Term.PP_COMM] = 2 * (layout.pp - 1) * p2p_s
+        breakdown[Term.PP_COMM] = 2 * (layout.pp - 1) * p2p
         breakdown[Term.DP_COMM] = tail.dp_exposed_s
         breakdown[Term.BUBBLE] = bubble_s
         breakdown[Term.OPTIMIZER] = tail.optimizer_s
         comm_total = {f: m * crit.total_s(f) for f in LAYER_FLOWS}
-        comm_total[Flow.PP] = 2 * m * layout.vp * p2p_s if layout.pp > 1 else 0.0
+        comm_total[Flow.PP] = 2 * m * layout.vp * p2p if layout.pp > 1 else 0.0
         comm_total[Flow.DP] = tail.dp_total_s
         tier_busy = self._tier_busy_s(crit, m, comm_total[Flow.PP], span[Group.PP], tail.dp_tiers_s)
         step_s = _with_link_capacity(breakdown, tier_busy)
@@ -497,23 +506,56 @@ class Pricer(StepBounds):
             stage_memory=tail.memory,
             placement=placement(self.cluster, layout, span),
             layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
-            kernels=self._kernel_report(layout),
+            kernels=self._kernel_report(layout, span, layers_per_stage),
             attention=attention_report(self.model, w, layout, self.book),
         )
 
-    def _kernel_report(self, lo: Layout) -> dict | None:
-        """The kernel table's name and, per compute term, how many of its look-ups for this
-        layout's layers and LM head were measured / interpolated / extrapolated (priced on the
-        curve); None without a table."""
-        if self.book is None:
+    def _kernel_report(
+        self, lo: Layout, span: Span, split: tuple[int, ...] | None = None
+    ) -> dict | None:
+        """The kernel table's name and, per term, how many of its look-ups for this layout were
+        measured / interpolated / extrapolated (priced on the curve or the network model):
+        the compute terms' for its layers and LM head, the collective terms' (tp_comm, cp_comm,
+        ep_comm, dp_comm, pp_comm) where the tables carry collective curves; None without
+        a table."""
+        if self.book is None and self.comm is None:
             return None
-        times = self.layer_times(lo)
         terms: dict[str, dict[str, int]] = {}
-        for t in (times.layers.dense, times.layers.moe, times.head):
-            for term, status in () if t is None else t.lookups:
-                counts = terms.setdefault(term, dict.fromkeys(STATUSES, 0))
-                counts[status] += 1
-        return {"table": self.book.source, "terms": terms}
+
+        def count(term: str, status: str) -> None:
+            terms.setdefault(term, dict.fromkeys(STATUSES, 0))[status] += 1
+
+        if self.book is not None:
+            times = self.layer_times(lo)
+            for t in (times.layers.dense, times.layers.moe, times.head):
+                for term, status in () if t is None else t.lookups:
+                    count(term, status)
+        if self.comm is not None:
+            for term, status in self._comm_lookups(lo, span, split):
+                count(f"{term}_comm", status)
+        kern = self.cluster.kernels
+        assert kern is not None
+        return {"table": kern.source, "terms": terms}
+
+    def _comm_lookups(
+        self, lo: Layout, span: Span, split: tuple[int, ...] | None
+    ) -> list[tuple[str, str]]:
+        """(term, status) of every collective-curve look-up this layout's step makes: its
+        layers' TP / CP / EP terms, each stage's DP term, the PP sends (re-priced on a traced
+        copy of the curves, commtable.CollectiveBook.traced)."""
+        assert self.comm is not None
+        trace = self.comm.traced()
+        m, cl, cal, w = self.model, self.cluster, self.cal, self.workload
+        times = self.layer_times(lo).layers
+        for t, is_moe in ((times.dense, False), (times.moe, True)):
+            if t is not None:
+                layer_cost(m, cl, cal, w, lo, t, span, is_moe=is_moe, book=self.book, comm=trace)
+        for r, c in enumerate(self.stage_counts(lo, split)):
+            self.stage_dp_s(lo, self.stage_params(lo, c, r), 0.0, span, r, comm=trace)
+        if lo.pp > 1:
+            p2p_s(self._pp_payload(lo), cl, span[Group.PP], trace, "pp")
+        assert trace.seen is not None
+        return trace.seen
 
 
 def _add_layers(terms: StageTerms, w: float, c: LayerCost) -> None:

@@ -524,6 +524,13 @@ GroupedGemmRow = tuple[
 """(experts, rows_per_expert, n, k, dtype, time_ms): one grouped GEMM over `experts` matrices."""
 MemoryBoundRow = tuple[str, PositiveFloat, PositiveFloat]
 """(op, bytes, time_ms): bytes counts each tensor read and written once."""
+CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "sendrecv"]
+CollectiveRow = tuple[CollectiveOp, PositiveInt, PositiveInt, PositiveFloat, PositiveFloat, str]
+"""(collective, ranks, nodes, bytes, busbw_gb_per_s, algorithm): one message size of an
+nccl-tests run over `ranks` GPUs on `nodes` whole or equal parts of nodes; bytes is nccl-tests'
+`size` column (the whole buffer: S of its doc/PERFORMANCE.md), busbw its bus bandwidth (algbw x
+2(n-1)/n for all-reduce, (n-1)/n for all-gather / reduce-scatter / all-to-all, 1 for sendrecv);
+algorithm `auto` (NCCL's own choice) or the one NCCL_ALGO forced (ring, tree, ...)."""
 
 
 class KernelTables(InputSpec):
@@ -539,6 +546,11 @@ class KernelTables(InputSpec):
     attention: tuple[AttentionRow, ...] = ()
     grouped_gemm: tuple[GroupedGemmRow, ...] = ()
     memory_bound: tuple[MemoryBoundRow, ...] = ()
+    collectives: tuple[CollectiveRow, ...] = Field(
+        (),
+        description="nccl-tests curves of this cluster's tiers: size -> bus bandwidth per "
+        "collective and group (cost_models.commtable); measured on the cluster, not the GPU",
+    )
     sustained_bf16_tflops: PositiveFloat | None = Field(
         None,
         le=MAX_TFLOPS,
@@ -553,12 +565,23 @@ class KernelTables(InputSpec):
         "bench/measure_sustained_fp8.py); null: not measured, fp8 rows used as measured",
     )
 
+    @property
+    def has_compute(self) -> bool:
+        """Whether any kernel (not collective) rows are given."""
+        return bool(self.gemm or self.attention or self.grouped_gemm or self.memory_bound)
+
     @model_validator(mode="after")
     def _some_rows(self) -> Self:
-        if not (self.gemm or self.attention or self.grouped_gemm or self.memory_bound):
+        if not (self.has_compute or self.collectives):
             raise ValueError(
-                "kernel tables hold no rows (give gemm, attention, grouped_gemm or memory_bound)"
+                "kernel tables hold no rows (give gemm, attention, grouped_gemm, memory_bound or "
+                "collectives)"
             )
+        for c in self.collectives:
+            if c[1] % c[2] or c[1] < 2:
+                raise ValueError(
+                    f"collectives row {list(c)}: ranks must be >= 2 and a multiple of nodes"
+                )
         for row in self.attention:
             if row[2] % row[3]:
                 raise ValueError(f"attention row {list(row)}: heads must be a multiple of kv_heads")
@@ -732,6 +755,20 @@ class Workload(InputSpec):
         "= local experts, each launched from the host after the dispatcher's sync) or one "
         "grouped kernel for all local experts (torch._grouped_mm: torchtitan "
         "models/common/moe.py GroupedExperts); cost_models.compute.layer_overhead_s",
+    )
+    host_s_per_kernel: NonNegativeFloat = Field(
+        6.26e-6,
+        description="host seconds to launch one kernel eagerly from the framework's Python "
+        "(measured: bench/results/h100-2026-11-26/layers/launch.csv, 6.26 us per tiny kernel, "
+        "torch 2.11 on one H100 host); a pass takes at least its kernels' issue time "
+        "(cost_models/host.py, compute.host_floor_s)",
+    )
+    moe_host_sync: Literal["every_layer", "expert_parallel", "none"] = Field(
+        "every_layer",
+        description="where the MoE token dispatcher waits on the device for the per-expert "
+        "token counts, draining the launch queue: every MoE layer's forward (Megatron "
+        "MoEAlltoAllTokenDispatcher d2h_event.synchronize), only with EP > 1 (torchtitan "
+        "AllToAllTokenDispatcher), or never; cost_models/host.py",
     )
     attention_kernel: Literal["fused", "fa2"] = Field(
         "fused",

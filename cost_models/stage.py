@@ -11,13 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .calibration import GenerationCalibration, overlap_slowdown_s
-from .comm import (
-    collective_tier_s,
-    collective_time_s,
-    moe_tier_copies,
-    tier_loads_busy_s,
-    tier_loads_time_s,
-)
+from .comm import moe_tier_copies, tier_loads_busy_s, tier_loads_time_s
+from .commtable import CollectiveBook, collective_tier_s, collective_time_s
 from .compute import (
     LayerTime,
     attention_gemms,
@@ -79,25 +74,29 @@ def layer_cost(
     *,
     is_moe: bool,
     book: KernelBook | None = None,
+    comm: CollectiveBook | None = None,
 ) -> LayerCost:
     """One layer's cost on the groups of `span` (cost_models.rankmap spans): its compute and
     recompute (`lt`), the TP collectives (_tp_layer_s), the CP K/V exchange (cost_models/cp.py)
     and the EP all-to-alls (_ep_layer_s). `cal` is calibration_for_cluster(cluster); `book` the
-    cluster's kernel tables (the TP-overlap partner GEMMs are looked up in them)."""
+    cluster's kernel tables (the TP-overlap partner GEMMs are looked up in them); `comm` its
+    collective curves (cost_models.commtable)."""
     n_tiers = len(cluster.tiers)
     recompute_s = lt.recompute_s(layout.recompute, layout.selective_modules)
     tp_s, tp_total_s, tp_busy = _tp_layer_s(
-        model, cluster, cal, workload, layout, lt, span, is_moe, book
+        model, cluster, cal, workload, layout, lt, span, is_moe, book, comm
     )
     # CP: K/V exchange beside the attention steps (cost_models/cp.py, per implementation).
-    cp_exposed, cp_total = cp_layer_s(model, cluster, cal, workload, layout, lt, span[Group.CP])
+    cp_exposed, cp_total = cp_layer_s(
+        model, cluster, cal, workload, layout, lt, span[Group.CP], comm
+    )
     cp_busy = (0.0,) * n_tiers
     if cp_total > 0:
         # The K/V ring's hops are paced by its slowest link: charged to the outermost tier crossed.
         outer = _outermost_index(span[Group.CP])
         cp_busy = tuple(cp_total if j == outer else 0.0 for j in range(n_tiers))
     ep_s, ep_total_s, ep_busy = _ep_layer_s(
-        model, cluster, cal, workload, layout, lt, span, is_moe, recompute_s
+        model, cluster, cal, workload, layout, lt, span, is_moe, recompute_s, comm
     )
     return LayerCost(
         lt.forward_s + lt.backward_s,
@@ -122,6 +121,7 @@ def _tp_layer_s(
     span: Mapping[str, Sequence[int]],
     is_moe: bool,
     book: KernelBook | None = None,
+    comm: CollectiveBook | None = None,
 ) -> tuple[float, float, tuple[float, ...]]:
     """(exposed, link-busy, busy per tier) TP seconds of one layer and micro-batch. Under TP
     overlap each collective hides behind its partner GEMM (overlapped_tp_s): the all-gathers
@@ -133,11 +133,12 @@ def _tp_layer_s(
     # TP: one all-reduce (or RS + AG under sequence parallelism: same bytes) per block per pass.
     blocks = 1 if (is_moe and layout.etp == 1) else 2
     passes = 3 if layout.recompute == "full" else 2
-    tp_s = blocks * passes * collective_time_s("all_reduce", payload, span[Group.TP], tiers)
+    tp_span = span[Group.TP]
+    tp_s = blocks * passes * collective_time_s("all_reduce", payload, tp_span, tiers, comm, "tp")
     busy = (0.0,) * len(tiers)
     if tp_s <= 0:
         return tp_s, tp_s, busy
-    per = collective_tier_s("all_reduce", payload, span[Group.TP], tiers)
+    per = collective_tier_s("all_reduce", payload, tp_span, tiers, 1, comm)
     busy = tuple(blocks * passes * x for x in per)
     if not layout.tp_comm_overlap:
         return tp_s, tp_s, busy
@@ -163,6 +164,7 @@ def _ep_layer_s(
     span: Mapping[str, Sequence[int]],
     is_moe: bool,
     recompute_s: float,
+    comm: CollectiveBook | None = None,
 ) -> tuple[float, float, tuple[float, ...]]:
     """(exposed, link-busy, busy per tier) EP seconds of one layer and micro-batch: dispatch +
     combine all-to-all per pass (forward, backward, and the recompute forward)."""
@@ -171,7 +173,9 @@ def _ep_layer_s(
     passes = 3 if layout.recompute == "full" else 2
     # A recomputed MoE module (Megatron recompute_modules "moe") dispatches again.
     ep_passes = passes + (layout.recompute == "selective" and "moe" in layout.selective_modules)
-    dispatch_s, combine_s, ep_busy = ep_exchange_s(model, cluster, workload, layout, span[Group.EP])
+    dispatch_s, combine_s, ep_busy = ep_exchange_s(
+        model, cluster, workload, layout, span[Group.EP], comm
+    )
     ep_total_s = ep_passes * (dispatch_s + combine_s)
     busy = tuple(ep_passes * x for x in ep_busy)
     if layout.pp_schedule != "dualpipe" and not layout.ep_overlap:
@@ -204,6 +208,7 @@ def ep_exchange_s(
     workload: Workload,
     layout: Layout,
     ep_span: list[int],
+    comm: CollectiveBook | None = None,
 ) -> tuple[float, float, list[float]]:
     """(dispatch, combine) seconds of one MoE layer's token exchange for one micro-batch and
     pass, and the seconds both keep each tier busy.
@@ -215,6 +220,10 @@ def ep_exchange_s(
     In backward the roles swap (the gradient before the down projection is dispatched in fp8,
     the combine gradient in bf16), so one fp8 and one bf16 exchange per pass either way. The
     busiest rank sets the pace (compute.moe_imbalance).
+
+    With collective curves (`comm`), the per-expert exchange is NCCL's all-to-all of
+    tokens x top_k copies per GPU (nccl-tests alltoall_perf's S) and takes its factor; DeepEP's
+    kernels are not an NCCL collective and stay on the model (cost_models.commtable).
     """
     moe = model.moe
     assert moe is not None
@@ -233,14 +242,28 @@ def ep_exchange_s(
     dispatch_bytes = h * (1 + FP8_SCALE_BYTES_PER_ELEMENT) if fp8 else h * BF16_BYTES
     combine_bytes = h * BF16_BYTES
 
+    def table_factor(bytes_per_copy: float) -> float:
+        if comm is None or ep_span[-1] <= 1:
+            return 1.0
+        if deepep:
+            comm.untabled("ep")
+            return 1.0
+        return comm.factor("all_to_all", ep_span, tokens * moe.top_k * bytes_per_copy, "ep")
+
+    f_dispatch, f_combine = table_factor(dispatch_bytes), table_factor(combine_bytes)
     loads = [tokens * c * (dispatch_bytes + combine_bytes) for c in copies]
     busy = tier_loads_busy_s(loads, list(ep_span), cluster.tiers)
+    if f_dispatch != 1.0 or f_combine != 1.0:
+        share = (dispatch_bytes * f_dispatch + combine_bytes * f_combine) / (
+            dispatch_bytes + combine_bytes
+        )
+        busy = [x * share for x in busy]
 
     def exchange_s(bytes_per_copy: float) -> float:
         loads = [tokens * c * bytes_per_copy for c in copies]
         return tier_loads_time_s(loads, list(ep_span), cluster.tiers)
 
-    return exchange_s(dispatch_bytes), exchange_s(combine_bytes), busy
+    return f_dispatch * exchange_s(dispatch_bytes), f_combine * exchange_s(combine_bytes), busy
 
 
 def overlapped_tp_s(
@@ -388,6 +411,7 @@ def dp_tier_times_s(
     *,
     stage: int = 0,
     dp_sync: str = "megatron",
+    comm: CollectiveBook | None = None,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds per step by tier for one stage's
     parameters, in buckets. DualPipe: a stage's micro-batches are split between its two copies,
@@ -416,7 +440,7 @@ def dp_tier_times_s(
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         dense = copies * sp.dense
         grads, gather = _hsdp_tier_s(
-            tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1])
+            tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1]), comm
         )
         parts: list[tuple[float, Group]] = []
     else:
@@ -428,10 +452,12 @@ def dp_tier_times_s(
         if params <= 0:
             continue
         n = buckets(params, span[group][-1])
-        g = collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers, n)
+        g = collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers, n, comm, "dp")
         grads = [x + y for x, y in zip(grads, g, strict=True)]
         if layout.zero_stage >= 1:
-            a = collective_tier_s("all_gather", params * BF16_BYTES, span[group], tiers, n)
+            a = collective_tier_s(
+                "all_gather", params * BF16_BYTES, span[group], tiers, n, comm, "dp"
+            )
             gather = [x + y for x, y in zip(gather, a, strict=True)]
     if sync_every > 1:
         wan = [t.kind == "wan" for t in tiers]
@@ -446,21 +472,21 @@ def _hsdp_tier_s(
     dense: float,
     span: Mapping[str, Sequence[int]],
     n: int,
+    comm: CollectiveBook | None = None,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds by tier of `dense` parameters under HSDP
     (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it) in `n` buckets:
     reduce-scatter inside the shard group, all-reduce of the shard across the replicas,
     all-gather inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
     shard_n = layout.shard_dp * layout.cp
-    rs = collective_tier_s(
-        "reduce_scatter", dense * GRAD_REDUCE_BYTES, span[Group.DP_SHARD], tiers, n
-    )
+    grad_bytes = dense * GRAD_REDUCE_BYTES
+    rs = collective_tier_s("reduce_scatter", grad_bytes, span[Group.DP_SHARD], tiers, n, comm, "dp")
     ar = collective_tier_s(
-        "all_reduce", dense * GRAD_REDUCE_BYTES / shard_n, span[Group.DP_REPLICATE], tiers, n
+        "all_reduce", grad_bytes / shard_n, span[Group.DP_REPLICATE], tiers, n, comm, "dp"
     )
     grads = [x + y for x, y in zip(rs, ar, strict=True)]
     return grads, collective_tier_s(
-        "all_gather", dense * BF16_BYTES, span[Group.DP_SHARD], tiers, n
+        "all_gather", dense * BF16_BYTES, span[Group.DP_SHARD], tiers, n, comm, "dp"
     )
 
 
@@ -477,12 +503,14 @@ def stage_dp_s(
     *,
     stage: int = 0,
     dp_sync: str = "megatron",
+    comm: CollectiveBook | None = None,
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
     forward + backward per micro-batch; dp_sync is Workload.dp_sync. Also used by the planner's
     step-time lower bound (planner/search/bounds.py) and stage split (partition.py)."""
     grads_t, gather_t = dp_tier_times_s(
-        cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync
+        cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
+        comm=comm,
     )
     grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
@@ -511,10 +539,12 @@ def stage_dp_tier_s(
     *,
     stage: int = 0,
     dp_sync: str = "megatron",
+    comm: CollectiveBook | None = None,
 ) -> list[float]:
     """stage_dp_s's link-busy seconds per step, split by tier."""
     grads, gather = dp_tier_times_s(
-        cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync
+        cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
+        comm=comm,
     )
     if layout.zero_stage == 3:
         return [m * (2 * a + g) for g, a in zip(grads, gather, strict=True)]

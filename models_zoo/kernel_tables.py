@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from cost_models.commtable import busbw_factor
 from cost_models.errors import InvalidInput
 from cost_models.kernels import ATTENTION_FLOPS_FWD_BWD, attention_fwd_flops
 
@@ -33,7 +34,7 @@ windowed models): the `kernel` column of an attention row."""
 BUILTIN_ROOT = Path(__file__).parent / "kernels"
 """Shipped kernel tables: one folder per GPU preset id, index.json says which exist and why."""
 BUILTIN = "builtin"
-TABLES = ("gemm", "attention", "grouped_gemm", "memory_bound")
+TABLES = ("gemm", "attention", "grouped_gemm", "memory_bound", "collectives")
 """The tables of cost_models.specs.KernelTables."""
 FILES = (*TABLES, "attention_window")
 TABLE_OF = {"attention_window": "attention"}
@@ -44,6 +45,7 @@ REQUIRED = {
     "attention": ("batch", "seq", "heads", "kv_heads", "head_dim", "causal", "dtype"),
     "grouped_gemm": ("experts", "rows_per_expert", "n", "k", "dtype", "time_ms"),
     "memory_bound": ("op", "bytes", "time_ms"),
+    "collectives": ("collective", "ranks", "nodes", "bytes"),
 }
 TIME_COLUMNS = {"gemm": ("time_ms", "tflops"), "attention": ("time_ms", "tflops")}
 """CONTRACT.md "Calibration": a GEMM or attention row gives its time or its rate (time wins)."""
@@ -170,6 +172,48 @@ def memory_bound_rows(path: Path) -> list[list]:
     return out
 
 
+COLLECTIVE_NAMES = {
+    "all_reduce": "all_reduce",
+    "allreduce": "all_reduce",
+    "all_gather": "all_gather",
+    "allgather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "reducescatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+    "all_to_all": "all_to_all",
+    "sendrecv": "sendrecv",
+}
+"""The `collective` column: nccl-tests' program names without `_perf`, or the model's names."""
+
+
+def collective_rows(path: Path) -> list[list]:
+    """`collective,ranks,nodes,bytes` and `busbw_gb_per_s` (nccl-tests' busbw column) or
+    `time_us` (its time; busbw = bytes / time x the nccl-tests factor); optional `algorithm`
+    (empty: auto, NCCL's own choice). cost_models.specs.CollectiveRow."""
+    out = []
+    for r in read_csv_rows(path, REQUIRED["collectives"], ("busbw_gb_per_s", "time_us")):
+        name = r["collective"].lower().removesuffix("_perf")
+        if name not in COLLECTIVE_NAMES:
+            raise InvalidInput(
+                f"{path}:{r['_line']}: collective must be one of "
+                f"{', '.join(sorted(set(COLLECTIVE_NAMES)))} (got {r['collective']!r})"
+            )
+        op = COLLECTIVE_NAMES[name]
+        ranks, nodes, size = (number(r, c, path) for c in ("ranks", "nodes", "bytes"))
+        if not isinstance(ranks, int) or not isinstance(nodes, int) or ranks < 2 or ranks % nodes:
+            raise InvalidInput(
+                f"{path}:{r['_line']}: ranks ({ranks}) must be an integer >= 2 and a multiple of "
+                f"nodes ({nodes})"
+            )
+        if r.get("busbw_gb_per_s"):
+            busbw = number(r, "busbw_gb_per_s", path)
+        else:
+            busbw = size / (number(r, "time_us", path) * 1e-6) / 1e9 * busbw_factor(op, ranks)
+        algo = (r.get("algorithm") or "auto").lower()
+        out.append([op, ranks, nodes, size, busbw, algo])
+    return out
+
+
 SUSTAINED = {"sustained": "bf16", "sustained_fp8": "fp8"}
 """measure_sustained.py's file (../shared/data/kernels/README.md) and bench/
 measure_sustained_fp8.py's, each optional beside the tables: file stem -> GEMM dtype."""
@@ -195,6 +239,7 @@ READERS = {
     "attention_window": attention_rows,
     "grouped_gemm": grouped_gemm_rows,
     "memory_bound": memory_bound_rows,
+    "collectives": collective_rows,
 }
 
 

@@ -37,7 +37,8 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
     for f in ("mamf_bf16_tflops", "mamf_fp8_tflops"):
         value = getattr(gpu, f)
         if value is not None:
-            rows.append({"constant": f, "value": value, "basis": "measured", "why": gpu.mamf_source})
+            why = gpu.mamf_source
+            rows.append({"constant": f, "value": value, "basis": "measured", "why": why})
     fitted_on = CALIBRATION_BASIS.get(gpu.generation, ())
     cal = generation_for_gpu(gpu)
     for f in FITTED_CONSTANTS:
@@ -48,9 +49,12 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
             why = f"{gpu.generation} value fitted on {', '.join(fitted_on)} runs, none on {gpu.id}"
         else:
             basis, why = "assumption", f"no published {gpu.generation} runs; from public reports"
-        if getattr(cal, f) < getattr(CALIBRATION[gpu.generation], f):
+        if getattr(cal, f) != getattr(CALIBRATION[gpu.generation], f):
             mamf = "mamf_fp8_tflops" if f.endswith("fp8") else "mamf_bf16_tflops"
-            basis, why = "measured", f"{gpu.generation} value held to {mamf} / peak"
+            why = (
+                f"{why}: {getattr(CALIBRATION[gpu.generation], f)} x this part's {mamf} / peak "
+                f"over the generation flagship's (measured), at most {mamf} / peak"
+            )
         rows.append({"constant": f, "value": getattr(cal, f), "basis": basis, "why": why})
     for f in ("gemm_half_dim", "hbm_efficiency", "kernel_overhead_s"):
         rows.append(
@@ -97,7 +101,7 @@ def _cluster_tables_row(cluster: Cluster) -> dict[str, Any]:
         }
     counts = ", ".join(
         f"{len(getattr(k, kind))} {kind}"
-        for kind in ("gemm", "attention", "grouped_gemm", "memory_bound")
+        for kind in ("gemm", "attention", "grouped_gemm", "memory_bound", "collectives")
         if getattr(k, kind)
     )
     verb = "measured" if k.basis == "measured" else "assumed (imported settings)"
@@ -105,7 +109,8 @@ def _cluster_tables_row(cluster: Cluster) -> dict[str, Any]:
         "constant": "kernels",
         "value": "tables",
         "basis": k.basis,
-        "why": f"{counts} rows {verb}: {k.source}; shapes outside them on the curves",
+        "why": f"{counts} rows {verb}: {k.source}; shapes outside them on the curves"
+        + ("; collectives outside the curves on the network model" if k.collectives else ""),
     }
 
 

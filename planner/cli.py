@@ -484,6 +484,12 @@ def _add_estimate(sub: Any) -> None:
         default="alltoall",
         help="MoE token exchange: per-expert all-to-all, or DeepEP (per-node, NVLink forwarding)",
     )
+    e.add_argument(
+        "--explain",
+        action="store_true",
+        help="say which kernel / collective table priced each term, and whether each look-up "
+        "was measured, interpolated or extrapolated (--json always carries it as `kernels`)",
+    )
     _add_memory_options(e)
     _add_goodput(e, objective=False)
 
@@ -879,7 +885,7 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         _emit_json(payload)
     else:
         words = [f"{name} cannot run this layout: {v}" for v in cannot]
-        out.print(report.render_estimate(e, cluster, workload, model, words))
+        out.print(report.render_estimate(e, cluster, workload, model, words, args.explain))
         if good is not None:
             out.print(goodput_line(good), soft_wrap=True)
     return EXIT_OK

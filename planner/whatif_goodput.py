@@ -69,8 +69,11 @@ def whatif_reliability(
     sized = models_zoo.load_cluster(cluster, num_gpus)
     inputs = plan_inputs(spec, sized, objective="goodput", **plan_args)
 
+    stopped: list[bool] = []  # per search, baseline first: cut by the time limit (STOPPED)
+
     def point(rel: Reliability, value: float, base: Goodput | None) -> WhatIfPoint:
         r = api.plan(spec, sized, inputs.workload, inputs.space, inputs.options, rel)
+        stopped.append(r.solver.status == "STOPPED")
         e, g = r.ranked[0], r.goodput[0]
         kept = e.model_copy(update={"tokens_per_s_per_gpu": g.goodput_tokens_per_s_per_gpu})
         paid = sized.num_gpus + g.spare_gpus
@@ -89,6 +92,7 @@ def whatif_reliability(
         baseline=baseline,
         points=points,
         hidden_from={},
+        stopped=tuple(stopped),  # the conclusions name a cut search (issue 28 fuzz, seed 409)
         model=spec.name,
         params={
             "params_total": total_params(spec),

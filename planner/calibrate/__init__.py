@@ -17,6 +17,7 @@ import yaml
 import models_zoo
 from cost_models.calibration import calibration_for_cluster
 from cost_models.errors import InvalidInput
+from cost_models.commtable import CollectiveBook
 from cost_models.kernels import table_residuals
 from cost_models.specs import (
     CalibrationValues,
@@ -83,25 +84,44 @@ def _nccl(cluster: Cluster, paths: list[str], report: dict[str, Any]) -> Cluster
                 )
             )
     cluster = _with(cluster, {}, fits)
-    report["nccl"] = [
-        {
-            "file": log.path,
-            "collective": log.collective,
-            "ranks": log.ranks,
-            "nodes": log.num_nodes,
-            "tier": cluster.tiers[nccl.tier_index_for(log, cluster)].name,
-            "max_busbw_error_pct": max(
-                (
-                    abs(nccl.predicted_busbw_gb_per_s(log, cluster, r) / r.busbw_gb_per_s - 1) * 100
-                    for r in log.rows
-                    if r.busbw_gb_per_s >= 1.0  # printed as %6.2f: smaller values lose digits
-                ),
-                default=0.0,
-            ),
-        }
-        for log in logs
-    ]
+    # The measured curves themselves go into the cluster's tables (cost_models.commtable): the
+    # Pricer reads every covered collective off them; the fit above prices the rest.
+    rows = [row for log in logs for row in nccl.table_rows(log)]
+    source = "nccl-tests: " + ", ".join(log.path for log in logs)
+    cluster = cluster.model_copy(
+        update={"kernels": _merged_tables(cluster, {"source": source, "collectives": rows})}
+    )
+    book = CollectiveBook(cluster)
+    report["nccl"] = [_nccl_log_report(log, cluster, book) for log in logs]
     return cluster
+
+
+def _nccl_log_report(log: nccl.NcclLog, cluster: Cluster, book: CollectiveBook) -> dict:
+    """How the calibrated cluster prices one log's rows: with its curves (max_busbw_error_pct,
+    what every command now uses) and on the fitted alpha-beta model alone."""
+
+    def worst(predict) -> float:  # type: ignore[no-untyped-def]
+        return max(
+            (
+                abs(predict(r) / r.busbw_gb_per_s - 1) * 100
+                for r in log.rows
+                if r.busbw_gb_per_s >= 1.0  # printed as %6.2f: smaller values lose digits
+            ),
+            default=0.0,
+        )
+
+    return {
+        "file": log.path,
+        "collective": log.collective,
+        "algorithm": log.algorithm,
+        "ranks": log.ranks,
+        "nodes": log.num_nodes,
+        "tier": cluster.tiers[nccl.tier_index_for(log, cluster)].name,
+        "max_busbw_error_pct": worst(lambda r: nccl.tabled_busbw_gb_per_s(log, cluster, r, book)),
+        "model_max_busbw_error_pct": worst(
+            lambda r: nccl.predicted_busbw_gb_per_s(log, cluster, r)
+        ),
+    }
 
 
 def _gemm(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
@@ -186,6 +206,8 @@ def _merged_tables(cluster: Cluster, data: dict[str, Any]) -> KernelTables:
         data = {**{k: old[k] for k in kept}, **data}
         if kept and old["basis"] == "assumption":
             data["basis"] = "assumption"
+        if kept and old["source"] not in data["source"]:  # both sources stay named
+            data["source"] = f"{data['source']}; {old['source']}"
         for key in ("sustained_bf16_tflops", "sustained_fp8_tflops"):
             data.setdefault(key, old[key])
     return KernelTables.model_validate(data)

@@ -205,4 +205,20 @@ def nccl_commands_text(cluster: Cluster) -> str:
                 f"mpirun -np {ranks} --map-by ppr:{per_node}:node -x NCCL_NVLS_ENABLE=0 "
                 f"./build/{test} {SIZES} > {out}"
             )
+        if nodes > 1:
+            lines += _one_per_node_lines(name, nodes)
     return "\n".join(lines) + "\n"
+
+
+def _one_per_node_lines(name: str, nodes: int) -> list[str]:
+    """The same tier with one GPU per node: the groups a plan spreads one GPU per node (DP
+    beside TP 8, the PP hop of sendrecv over two nodes), which the collective curves look up by
+    that span (cost_models.commtable.group_span)."""
+    lines = ["", f"# tier {name}, one GPU per node: {nodes} GPUs on {nodes} nodes"]
+    for test in (*TESTS, "sendrecv_perf"):
+        out = f"nccl_{name}_1pn_{test.removesuffix('_perf')}.txt"
+        lines.append(
+            f"mpirun -np {nodes} --map-by ppr:1:node -x NCCL_NVLS_ENABLE=0 "
+            f"./build/{test} {SIZES} > {out}"
+        )
+    return lines

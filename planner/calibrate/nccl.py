@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cost_models import comm
+from cost_models import comm, commtable
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster, LinkTier
 
@@ -46,6 +46,9 @@ timestamp; per-iteration timing (-I 1) bodies of 8 columns, with or without the 
 HEADER_LINE = re.compile(r"^#\s+nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)")
 STARTING = re.compile(r"^#\s+Collective test starting:\s+(\S+)")
 AVG_BUSBW = re.compile(r"^#\s+Avg bus bandwidth\s*:\s*(\S+)")
+NCCL_ALGO = re.compile(r"NCCL INFO NCCL_ALGO set by environment to\s+(\S+)")
+"""NCCL's own line under NCCL_DEBUG=INFO when NCCL_ALGO forced the algorithm (src/graph/
+tuning.cc: INFO(NCCL_ENV, "NCCL_ALGO set by environment to %s", algoStr))."""
 PROGRAMS = {
     "all_reduce_perf": "all_reduce",
     "all_gather_perf": "all_gather",
@@ -73,6 +76,8 @@ class NcclLog:
     gpu_name: str
     rows: list[Row] = field(default_factory=list)
     avg_busbw_gb_per_s: float = 0.0
+    algorithm: str = "auto"
+    """NCCL_ALGO as NCCL logged it (lower case), `auto` when the log shows none."""
 
     @property
     def num_nodes(self) -> int:
@@ -188,9 +193,12 @@ def parse_log(path: str | Path) -> NcclLog:
     per_iteration = False
     rows: list[Row] = []
     avg = None
+    algorithm = "auto"
     for i, raw in enumerate(lines, 1):
         line = raw.rstrip()
-        if m := STARTING.match(line):
+        if m := NCCL_ALGO.search(line):
+            algorithm = m.group(1).lower()
+        elif m := STARTING.match(line):
             program = m.group(1)
         elif line.startswith("# Per-Iteration Report"):
             per_iteration = True
@@ -223,6 +231,7 @@ def parse_log(path: str | Path) -> NcclLog:
         next(iter(gpus)),
         rows,
         avg,
+        algorithm,
     )
 
 
@@ -241,26 +250,29 @@ def check_gpu(log: NcclLog, cluster: Cluster) -> None:
 
 
 def tier_index_for(log: NcclLog, cluster: Cluster) -> int:
-    """The tier a run over `ranks` GPUs on `hosts` nodes spans (ranks placed contiguously)."""
+    """The outermost tier a run over `ranks` GPUs on `hosts` nodes spans (the same number of
+    ranks on every host, contiguous hosts: commtable.group_span). One rank per GPU on whole
+    nodes measures what the tiers carry when every GPU sends; fewer per host (mpirun
+    -npernode 1) measures the groups a plan spreads one GPU per node (DP beside TP 8)."""
     per_node = log.ranks / log.num_nodes
-    if log.num_nodes > 1 and per_node != cluster.gpus_per_node:
+    if log.num_nodes > 1 and (per_node != int(per_node) or per_node > cluster.gpus_per_node):
         raise InvalidInput(
             f"{log.path}: {log.ranks} ranks on {log.num_nodes} hosts ({per_node:g} per host) but "
-            f"{cluster.name} has {cluster.gpus_per_node} GPUs per node: run one rank per GPU on "
-            "whole nodes"
+            f"{cluster.name} has {cluster.gpus_per_node} GPUs per node: run the same number of "
+            "ranks on every host, at most one per GPU"
         )
-    for j, tier in enumerate(cluster.tiers):
-        if tier.domain_size is None or tier.domain_size >= log.ranks:
-            return j
-    raise InvalidInput(f"{log.path}: {log.ranks} ranks exceed every tier of {cluster.name}")
+    span = _span(log.ranks, cluster, len(cluster.tiers) - 1, log.num_nodes)
+    if log.ranks > max(span):
+        raise InvalidInput(f"{log.path}: {log.ranks} ranks exceed every tier of {cluster.name}")
+    return commtable.outer_index(span)
 
 
-def _span(ranks: int, cluster: Cluster, j: int) -> list[int]:
-    """Group members within each tier's domain for `ranks` contiguous GPUs, tiers 0..j."""
-    return [
-        min(ranks, t.domain_size) if t.domain_size is not None else ranks
-        for t in cluster.tiers[: j + 1]
-    ]
+def _span(ranks: int, cluster: Cluster, j: int, nodes: int | None = None) -> list[int]:
+    """Group members within each tier's domain for `ranks` GPUs on `nodes` contiguous nodes
+    (None: whole nodes), tiers 0..j (commtable.group_span)."""
+    if nodes is None:
+        nodes = max(1, -(-ranks // cluster.gpus_per_node))
+    return list(commtable.group_span(ranks, nodes, cluster)[: j + 1])
 
 
 def model_time_s(
@@ -302,7 +314,7 @@ def fit_tier(logs: list[NcclLog], cluster: Cluster, j: int) -> TierFit:
     tiers = cluster.tiers[: j + 1]
     rows, targets = [], []
     for log in logs:
-        span = _span(log.ranks, cluster, j)
+        span = _span(log.ranks, cluster, j, log.num_nodes)
         for r in log.rows:
             # t(1/x, y) = c0 + a x + b y: evaluate at x = 1 (eff 1) and x = 2 (eff 0.5).
             c_eff1 = _probe(log, r.size_bytes, tiers, span, 1.0, 0.0)
@@ -324,7 +336,7 @@ def fit_tier(logs: list[NcclLog], cluster: Cluster, j: int) -> TierFit:
         raise InvalidInput(
             f"{where}: tier {tiers[j].name!r}: no positive bandwidth fits these times"
         )
-    points = [(log, r, _span(log.ranks, cluster, j)) for log in logs for r in log.rows]
+    points = [(log, r, _span(log.ranks, cluster, j, log.num_nodes)) for log in logs for r in log.rows]
 
     def residuals(p: np.ndarray) -> np.ndarray:
         """Relative time error per row with the model evaluated as is (no linearisation)."""
@@ -400,15 +412,33 @@ def predicted_busbw_gb_per_s(log: NcclLog, cluster: Cluster, row: Row) -> float:
         row.size_bytes,
         log.ranks,
         cluster.tiers[: j + 1],
-        _span(log.ranks, cluster, j),
+        _span(log.ranks, cluster, j, log.num_nodes),
     )
     return row.size_bytes / t / 1e9 * busbw_factor(log.collective, log.ranks)
 
 
-def busbw_factor(collective: str, ranks: int) -> float:
-    """busbw / algbw as nccl-tests computes it (doc/PERFORMANCE.md; each test's getBw)."""
-    if collective == "all_reduce":
-        return 2.0 * (ranks - 1) / ranks
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (ranks - 1) / ranks
-    return 1.0
+busbw_factor = commtable.busbw_factor
+"""busbw / algbw as nccl-tests computes it (doc/PERFORMANCE.md; each test's GetBw)."""
+
+
+def table_rows(log: NcclLog) -> list[list]:
+    """The log's rows as collective-table rows (cost_models.specs.CollectiveRow): bus bandwidth
+    from the measured time (mean of out-of-place and in-place), not the printed busbw, whose
+    %6.2f keeps no digit for small messages."""
+    f = busbw_factor(log.collective, log.ranks)
+    return [
+        [log.collective, log.ranks, log.num_nodes, r.size_bytes,
+         r.size_bytes / (r.time_us * 1e-6) / 1e9 * f, log.algorithm]
+        for r in log.rows
+    ]
+
+
+def tabled_busbw_gb_per_s(
+    log: NcclLog, cluster: Cluster, row: Row, book: commtable.CollectiveBook
+) -> float:
+    """Bus bandwidth a cluster with collective curves (`book`, built on it) prices one row of
+    a log at: the model's time times the curves' factor (cost_models.commtable)."""
+    span = commtable.group_span(log.ranks, log.num_nodes, cluster)
+    t = commtable.model_time_s(log.collective, row.size_bytes, span, cluster.tiers)
+    t *= book.factor(log.collective, span, row.size_bytes)
+    return row.size_bytes / t / 1e9 * busbw_factor(log.collective, log.ranks)

@@ -31,6 +31,7 @@ from .text import (
     TERM_LABELS,
     attention_text,
     defaults_text,
+    explain_text,
     header_text,
     layout_line,
     memory_rows,
@@ -203,9 +204,10 @@ def render_estimate(
     workload: Workload,
     model: ModelSpec,
     violations: list[str] | None = None,
+    explain: bool = False,
 ) -> Group:
     """`planner estimate`'s report; its warnings are plan's (findings.plan_warnings) plus what
-    the framework cannot run (`violations`)."""
+    the framework cannot run (`violations`); `explain`: which table priced each term."""
     verdict = "fits" if e.fits_in_memory else "DOES NOT FIT"
     hbm = cluster.gpu.hbm_gib
     summary = Text(
@@ -220,6 +222,7 @@ def render_estimate(
         summary,
         *([Text(attention)] if attention else []),
         render_breakdown(e),
+        *([Text(explain_text(e))] if explain else []),
         render_links(e),
         render_memory(e, e.usable_memory_gib, hbm),
         render_placement(e, cluster),

@@ -291,3 +291,26 @@ def attention_text(e: Estimate) -> str | None:
     else:
         line += f"; {a['priced_as']}"
     return line
+
+
+COMM_TERMS = ("tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_comm")
+
+
+def explain_text(e: Estimate) -> str:
+    """`estimate --explain`: which table priced each term, and how (Estimate.kernels: per
+    term, look-ups measured / interpolated / extrapolated; extrapolated ones are priced on the
+    efficiency curves or, for collectives, the network model)."""
+    k = e.kernels
+    if k is None:
+        return (
+            "priced on the model: the cluster has no kernel tables (compute on the efficiency "
+            "curves, collectives on the alpha-beta network model)"
+        )
+    lines = [f"kernel tables: {k['table']}"]
+    for term, counts in k["terms"].items():
+        parts = ", ".join(f"{counts[s]} {s}" for s in ("measured", "interpolated", "extrapolated"))
+        model = "network model" if term in COMM_TERMS else "efficiency curve"
+        lines.append(f"  {term}: {parts} look-ups (extrapolated: priced on the {model})")
+    if not any(t in k["terms"] for t in COMM_TERMS):
+        lines.append("  collectives: no curves in the tables, priced on the network model")
+    return "\n".join(lines)

@@ -366,6 +366,8 @@ def test_measure_nccl_dry_run_covers_every_tier(capsys):
     for tier, ranks in (("nvlink", 8), ("rail-leaf", 16), ("spine", 512)):
         assert f"# tier {tier}: {ranks} GPUs" in out
     assert "srun -N 2 " in out and "mpirun -np 512 " in out and "all_reduce_perf" in out
+    # one GPU per node (DP beside TP 8) and the two-node PP hop, for the collective curves
+    assert "mpirun -np 2 --map-by ppr:1:node" in out and "_1pn_sendrecv.txt" in out
 
 
 def test_measure_tiny_cpu_sweep(tmp_path, capsys):

@@ -243,6 +243,23 @@ def test_whatif_spares_prices_kept_tokens_and_spare_gpus():
     )
 
 
+def test_whatif_reliability_names_a_search_the_time_limit_cut(monkeypatch):
+    """Issue 28 fuzz (seed 409 case 216): a reliability whatif whose 1 s searches the time limit
+    cut printed other plans on a second run without a word (the network whatif already said
+    STOPPED). The hard margin is widened so that a loaded machine still scores a first plan."""
+    from planner.report.whatif_view import conclusions
+    from planner.search import table
+    from planner.whatif_goodput import whatif_reliability
+
+    monkeypatch.setattr(table, "HARD_MARGIN_S", 600.0)
+    r = whatif_reliability(
+        "llama3-8b", "dgx-h100", "mtbf", [2], num_gpus=64, global_batch=128, time_limit_s=1e-9
+    )
+    assert r.stopped == (True, True)
+    warning = [c for c in conclusions(r) if c.startswith("Warning: the search at baseline, 2 ")]
+    assert warning and "(STOPPED)" in warning[0]
+
+
 @pytest.mark.parametrize(
     "parameter, value, needle",
     [("spares", 1.5, "whole numbers"), ("mtbf", 0.0, "> 0"), ("storage-gb-per-s", -1.0, "> 0")],

@@ -10,6 +10,7 @@ from factories import H100, dense_model, layout, workload
 from cost_models.calibration import calibration_for, hbm_bytes_per_s
 from cost_models.compute import layer_time, unpad_copies_s
 from cost_models.framework import MEGATRON, TORCHTITAN, record_profile
+from cost_models.host import UNPAD_KERNELS, layer_launches
 from cost_models.kernels import KernelBook, KernelTables
 
 
@@ -63,3 +64,11 @@ def test_only_llm_foundry_unpads():
     # a field the workload sets wins over the profile
     off = record_profile("llm-foundry").workload(workload(attention_unpad=False))
     assert not off.attention_unpad
+
+
+def test_unpad_copies_are_launches_of_their_own():
+    model, lo = dense_model(), layout()
+    plain = layer_launches(model, lo, workload(), None, is_moe=False)
+    unpad = layer_launches(model, lo, workload(attention_unpad=True), None, is_moe=False)
+    assert UNPAD_KERNELS == (5, 7)  # 3 gathers + zeros + index_put; 3 x (zeros + scatter_) + gather
+    assert unpad.forward - plain.forward == 5 and unpad.backward - plain.backward == 7

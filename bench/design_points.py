@@ -2,6 +2,7 @@
 and on a local Ray, each point a real plan search (the per-point work of `planner design`).
 
     python bench/design_points.py [--workers 2] [--backends serial,local,ray] [--grid small]
+                                  [--record bench/results/design_points.json]
 
 A point is one network variant of a preset cluster (the scale-out bandwidth per GPU set by
 planner.whatif.vary_cluster, as `planner whatif --vary nic-gbps` does) and one model; its
@@ -10,13 +11,18 @@ Every backend must return the same list (checked); the script prints points/s pe
 Ray is timed twice: "cold" (evaluate starts a local Ray with `workers` CPUs, as
 `planner design --backend ray` does without RAY_ADDRESS) and "warm" (the same points again on
 that running Ray, its workers already started).
-The load average is printed too: on a shared machine it moves the figures.
+The load average is printed too: on a shared machine it moves the figures. `--record JSON`
+writes the timings with the command, revision and load (docs/search.md's table is rendered from
+bench/results/design_points.json by bench/docs_figures.py; timings cannot be regenerated).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,10 +54,18 @@ def plan_point(point: tuple[str, int, float]) -> dict:
     }
 
 
+TIMINGS: list[dict] = []
+"""Each timed run: backend label, points, wall seconds, 1-minute load average at its end."""
+
+
 def timed(label: str, points: list, **kwargs) -> tuple[list, float]:
     start = time.perf_counter()
     out = evaluate(points, plan_point, progress=False, **kwargs)
     elapsed = time.perf_counter() - start
+    TIMINGS.append(
+        {"backend": label, "points": len(points), "wall_s": round(elapsed, 2),
+         "load_average": os.getloadavg()[0]}
+    )  # fmt: skip
     print(
         f"{label:<28} {len(points)} points in {elapsed:6.2f} s = {len(points) / elapsed:5.2f} "
         f"points/s   (load average {os.getloadavg()[0]:.1f})",
@@ -67,8 +81,11 @@ def run_ray(points: list, workers: int) -> list[list]:
     # then import planner; warm: the same call again on that running Ray.
     os.environ.pop("RAY_ADDRESS", None)
     try:
-        cold, _ = timed(f"ray cold, {workers} CPUs (start)", points, backend="ray", workers=workers)
-        warm, _ = timed(f"ray warm, {workers} CPUs", points, backend="ray")
+        cold, _ = timed(
+            f"Ray, {workers} CPUs, cold (includes starting a local Ray)", points, backend="ray",
+            workers=workers,
+        )  # fmt: skip
+        warm, _ = timed(f"Ray, {workers} CPUs, warm (Ray already up)", points, backend="ray")
     finally:
         ray.shutdown()
     return [cold, warm]
@@ -80,6 +97,8 @@ def main() -> None:
     parser.add_argument("--backends", default="local,ray,serial")  # serial last: a pool forked
     # from a process that already ran the points would inherit its warm caches
     parser.add_argument("--grid", choices=sorted(GRIDS), default="small")
+    parser.add_argument("--record", metavar="JSON", help="also write the timings and conditions")
+    parser.add_argument("--note", default="", help="the run's conditions, kept in the record")
     args = parser.parse_args()
     models, speeds = GRIDS[args.grid]
     points = [(m, g, s) for m, g in models for s in speeds]
@@ -87,7 +106,7 @@ def main() -> None:
     outputs = []
     for backend in args.backends.split(","):
         if backend == "serial":
-            outputs.append(timed("serial (in-process)", points, workers=1)[0])
+            outputs.append(timed("serial, in-process", points, workers=1)[0])
         elif backend == "local":
             label = f"local pool, {args.workers} workers"
             outputs.append(timed(label, points, workers=args.workers)[0])
@@ -99,6 +118,29 @@ def main() -> None:
     print("identical results across backends:", "yes" if same else "NO")
     if not same:
         sys.exit(1)
+    if args.record:
+        record = {
+            "command": "python bench/design_points.py " + shlex.join(sys.argv[1:]),
+            "revision": os.environ.get("PLANNER_REVISION") or _revision(),
+            "cpus": os.cpu_count(),
+            "note": args.note,
+            "grid": args.grid,
+            "points": [list(p) for p in points],
+            "identical": same,
+            "runs": TIMINGS,
+            "results": outputs[0],
+        }
+        Path(args.record).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def _revision() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
 
 
 if __name__ == "__main__":

@@ -153,6 +153,196 @@ def place_scaling() -> str:
     )
 
 
+def _design_answer(name: str, facts: str | None = None) -> Callable[[], str]:
+    """docs/networks.md: one `planner design` answer from bench/results/design_answers.json
+    (bench/design_answers.py; minutes of CPU, so the page renders the record): its report, then
+    the figures derived from its JSON."""
+
+    def make() -> str:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import design_answers as bench  # noqa: PLC0415 -- a script beside this one
+
+        record = json.loads((RESULTS / "design_answers.json").read_text())
+        text = bench.text_block(bench._case(record, name))
+        return text + ("" if facts is None else "\n\n" + getattr(bench, facts)(record))
+
+    return make
+
+
+def technology_bills() -> str:
+    """docs/networks.md "InfiniBand, RoCE or Spectrum-X": `planner bill` of the three 16K
+    presets (planner.network_bom.bill; no plan search)."""
+    from planner import network_bom  # noqa: PLC0415
+
+    rows = []
+    for name in ("h100-infiniband", "h100-roce", "h100-spectrum-x"):
+        b = network_bom.bill(models_zoo.load_cluster(name))
+        out = [t for t in b.tiers if t.kind != "scale_up"]
+        rows.append(
+            f"| `{name}` | {' + '.join(f'{t.switches:,}' for t in out)} "
+            f"{' / '.join(dict.fromkeys(f'`{t.switch_model}`' for t in out))} | "
+            f"{' + '.join(str(t.layers) for t in out)} | {b.capex_usd_per_gpu:,.0f} | "
+            f"{b.power_w_per_gpu:.1f} |"
+        )
+    return "\n".join(
+        [
+            "| preset | switches (leaf + spine) | layers | network $ per GPU | W per GPU |",
+            "|---|---|---:|---:|---:|",
+            *rows,
+        ]
+    )
+
+
+TECH_WHATIF_405B = (
+    "whatif --model llama3.1-405b --cluster h100-infiniband --seq-len 8192 --global-batch 2048 "
+    "--vary technology --values roce,roce-untuned,spectrum-x --gpu-hour-price 2.0 "
+    "--amortization-years 4"
+)
+TECH_WHATIF_DSV3 = (
+    "whatif --model deepseek-v3 --cluster h100-infiniband --precision fp8 --global-batch 15360 "
+    "--framework none --pp-schedules 1f1b dualpipe --ep-overlap --moe-dispatcher deepep "
+    "--optimizer-moments bf16 --activation-func-fp8-input-store --attention-output-store e5m6 "
+    "--vary technology --values roce,roce-untuned,spectrum-x --gpu-hour-price 2.0 "
+    "--amortization-years 4"
+)
+TECH_LABELS = {None: "infiniband (SHARP)", "roce": "roce (tuned)", "roce-untuned": "roce-untuned (ECMP)",
+               "spectrum-x": "spectrum-x"}  # fmt: skip
+
+
+def _short_label(lo: dict[str, Any]) -> str:
+    axes = [f"{a.upper()}{lo[a]}" for a in ("tp", "pp", "dp", "cp", "ep", "vp") if lo[a] > 1]
+    return " ".join(axes + (["DualPipe"] if lo.get("pp_schedule") == "dualpipe" else []))
+
+
+def _wrapped_command(args: str) -> str:
+    return f"`planner {args}`"
+
+
+def technology_whatif_405b() -> str:
+    """docs/networks.md: Llama 3.1 405B on the 16K presets' technologies (`planner whatif
+    --vary technology`), its table and what each row costs against InfiniBand."""
+    j = json.loads(_cli(TECH_WHATIF_405B + " --json"))
+    rows = [j["baseline"], *j["points"]]
+    base = rows[0]
+    label0 = _short_label(base["plan"]["layout"])
+    table = ["| technology | best plan | tokens/s/GPU | vs IB | $ per M tokens |",
+             "|---|---|---:|---:|---:|"]  # fmt: skip
+    for r in rows:
+        label = _short_label(r["plan"]["layout"])
+        table.append(
+            f"| {TECH_LABELS[r['value']]} | {label if r is base or label != label0 else 'same'} | "
+            f"{r['tokens_per_s_per_gpu']:,.1f} | "
+            f"{'-' if r is base else format(r['change_vs_baseline'] * 100, '+.1f') + ' %'} | "
+            f"{r['cost_per_m_tokens']:.3f} |"
+        )
+    by = {r["value"]: r for r in rows}
+    ecmp = by["roce-untuned"]
+    moved = sorted(
+        ((k, base["breakdown_s"][k], v) for k, v in ecmp["breakdown_s"].items()
+         if abs(v - base["breakdown_s"][k]) >= 0.01),
+        key=lambda x: -abs(x[2] - x[1]),
+    )  # fmt: skip
+    cost = " and ".join(
+        f"{k} {a:.2f} -> {b:.2f} s" for k, a, b in moved
+    )
+    capex_h, energy_h = base["network_capex_usd_per_gpu_hour"], base["network_energy_usd_per_gpu_hour"]
+    vs = ", ".join(
+        f"{(by[v]['cost_per_m_tokens'] / base['cost_per_m_tokens'] - 1) * 100:+.1f} % on "
+        f"{TECH_LABELS[v]}"
+        for v in ("roce", "spectrum-x", "roce-untuned")
+    )
+    return "\n".join(
+        [
+            f"Llama 3.1 405B, 8K sequences, 2,048 per step (16M tokens): {_wrapped_command(TECH_WHATIF_405B)}:",
+            "",
+            *table,
+            "",
+            f"Untuned ECMP costs {-ecmp['change_vs_baseline'] * 100:.1f} % here; the terms of "
+            f"the step that move against InfiniBand: {cost}. The network adds "
+            f"${capex_h:.2f} of capital (4 years) and ${energy_h:.2f} of energy to each $2.00 "
+            f"GPU-hour on InfiniBand (${base['network_capex_usd_per_gpu']:,.0f} / 35,040 h; "
+            f"{base['network_power_w_per_gpu']:.0f} W x PUE x $/kWh), so against InfiniBand a "
+            f"million tokens costs {vs}.",
+        ]
+    )
+
+
+def technology_whatif_dsv3() -> str:
+    """docs/networks.md: DeepSeek-V3 with its own recipe on the same 16K presets' technologies."""
+    j = json.loads(_cli(TECH_WHATIF_DSV3 + " --json"))
+    by = {r["value"]: r for r in [j["baseline"], *j["points"]]}
+    base = by[None]
+
+    def point(v: str) -> str:
+        r = by[v]
+        same = _short_label(r["plan"]["layout"]) == _short_label(base["plan"]["layout"])
+        return (
+            f"{TECH_LABELS[v]} {r['tokens_per_s_per_gpu']:,.1f} "
+            f"({r['change_vs_baseline'] * 100:+.1f} %, ${r['cost_per_m_tokens']:.3f}"
+            + ("" if same else f"; {_short_label(r['plan']['layout'])}") + ")"
+        )
+
+    ep = (base["breakdown_s"]["ep_comm"], by["roce-untuned"]["breakdown_s"]["ep_comm"])
+    return (
+        f"DeepSeek-V3 with its own recipe on the same 16,384 GPUs ({_wrapped_command(TECH_WHATIF_DSV3)}): "
+        f"{_short_label(base['plan']['layout'])} at {base['tokens_per_s_per_gpu']:,.1f} "
+        f"tokens/s/GPU on InfiniBand (${base['cost_per_m_tokens']:.3f} per M tokens); "
+        + "; ".join(point(v) for v in ("roce", "spectrum-x", "roce-untuned"))
+        + f". The exposed expert all-to-all per step: {ep[0]:.3f} s on InfiniBand, {ep[1]:.3f} s "
+        "on untuned ECMP."
+    )
+
+
+RAIL_ONLY_WHATIF = (
+    "whatif --model llama3-70b --cluster dgx-h100-superpod --gpus 1024 --global-batch 512 "
+    "--vary fabric --values rail-only --gpu-hour-price 2.0 --amortization-years 4"
+)
+
+
+def rail_only_whatif() -> str:
+    """docs/networks.md "Rail-only versus fat-tree": the whatif's two plans and their bills."""
+    j = json.loads(_cli(RAIL_ONLY_WHATIF + " --json"))
+    ft, ro = j["baseline"], j["points"][0]
+    same = _short_label(ft["plan"]["layout"]) == _short_label(ro["plan"]["layout"])
+    plans = (
+        f"both plan {_short_label(ft['plan']['layout'])} at {ft['tokens_per_s_per_gpu']:,.1f} "
+        f"and {ro['tokens_per_s_per_gpu']:,.1f} tokens/s/GPU"
+        if same
+        else f"the fat-tree plans {_short_label(ft['plan']['layout'])} at "
+        f"{ft['tokens_per_s_per_gpu']:,.1f} tokens/s/GPU, rail-only "
+        f"{_short_label(ro['plan']['layout'])} at {ro['tokens_per_s_per_gpu']:,.1f}"
+    )
+    return (
+        f"{_wrapped_command(RAIL_ONLY_WHATIF)}: {plans}; the fat-tree costs "
+        f"${ft['network_capex_usd_per_gpu']:,.0f} of network per GPU "
+        f"({ft['network_power_w_per_gpu']:.1f} W), rail-only ${ro['network_capex_usd_per_gpu']:,.0f} "
+        f"({ro['network_power_w_per_gpu']:.1f} W)."
+    )
+
+
+def design_points() -> str:
+    """docs/search.md: bench/design_points.py's record (bench/results/design_points.json):
+    points per second of each backend on real plan searches."""
+    record = json.loads((RESULTS / "design_points.json").read_text())
+    loads = [r["load_average"] for r in record["runs"]]
+    rows = [
+        f"| {r['backend']} | {r['wall_s']:.1f} s | {r['points'] / r['wall_s']:.2f} |"
+        for r in record["runs"]
+    ]
+    return "\n".join(
+        [
+            f"Recorded by `{record['command']}` on revision {record['revision']} "
+            f"({record['cpus']} cores, 1-minute load average "
+            f"{min(loads):.1f}-{max(loads):.1f} at the end of each run); every backend returned "
+            f"{'identical' if record['identical'] else 'DIFFERENT'} results (the script checks):",
+            "",
+            f"| backend | {len(record['points'])} points | points/s |",
+            "|---|---|---|",
+            *rows,
+        ]
+    )
+
+
 @functools.cache
 def _validation_rows() -> tuple[Any, ...]:
     from planner.validate import validate_file  # noqa: PLC0415
@@ -462,6 +652,59 @@ def placement_example() -> str:
     )
 
 
+BYTEDANCE_SETTINGS = [
+    # (table label, Reliability fields): docs/goodput.md's ByteRobust check
+    ("defaults (blocking save to 2 TB/s storage)", {}),
+    ("`checkpoint: in_memory`", {"checkpoint": "in_memory"}),
+    ("`checkpoint: in_memory`, `spare_nodes: 12` (1 %)", {"checkpoint": "in_memory", "spare_nodes": 12}),
+]  # fmt: skip
+BYTEDANCE_RESTART_S = 483  # the relaunch time that brings the last row to the record's 97 %
+
+
+def bytedance_goodput() -> str:
+    """docs/goodput.md "ByteDance ByteRobust": Llama 3 70B on 9,600 H100 of dgx-h100 (the
+    search's best plan), its goodput under each reliability setting (goodput_plan.score, what
+    `--goodput --reliability FILE` prints), and the relaunch time that gives 97 %."""
+    from cost_models.goodput import Reliability  # noqa: PLC0415
+    from planner import convenience  # noqa: PLC0415
+    from planner.goodput_plan import score  # noqa: PLC0415
+
+    model = models_zoo.load_model("llama3-70b")
+    r = convenience.plan_for(model, "dgx-h100", num_gpus=9600, global_batch=1200, seq_len=8192,
+                             top_k=1)  # fmt: skip
+    lo, e = r.best.layout, r.best
+
+    def ettr(**fields: Any) -> Any:
+        return score(model, r.cluster, r.workload, e, Reliability(**fields))
+
+    default = ettr()
+    rows = [f"| {label} | {ettr(**kw).ettr:.3f} |" for label, kw in BYTEDANCE_SETTINGS]
+    last = {**BYTEDANCE_SETTINGS[-1][1], "restart_s": BYTEDANCE_RESTART_S}
+    nodes = r.cluster.num_gpus // r.cluster.gpus_per_node
+    return "\n".join(
+        [
+            "Warm standbys and in-memory checkpoints; the model and restart times are not given, "
+            f"so the check uses Llama 3 70B ({r.workload.seq_len // 1024}K sequences, "
+            f"{r.workload.global_batch_seqs:,} per batch; the search's best plan on "
+            f"{r.cluster.num_gpus:,} H100 of `dgx-h100`: {lo.label}) with the Llama 3 failure "
+            f"rates scaled to {nodes:,} nodes: {default.interruptions_per_day:.2f} interruptions "
+            "per day (`python bench/docs_figures.py --only bytedance-goodput`: `plan_for` and "
+            "`goodput_plan.score`, what `planner plan --goodput --reliability FILE` prints).",
+            "",
+            "| reliability | ETTR |",
+            "|---|---|",
+            *rows,
+            "",
+            f"The model's {ettr(**BYTEDANCE_SETTINGS[-1][1]).ettr * 100:.1f} % against the "
+            "record's 97 % with every other default: the remaining point is the "
+            f"{Reliability().restart_s:.0f} s relaunch, which "
+            "ByteRobust's warm standbys cut (TrainMover, arXiv 2412.12636, reports about 20 s of "
+            "downtime at 1,024 GPUs with standby machines): "
+            f"`restart_s: {BYTEDANCE_RESTART_S}` gives {ettr(**last).ettr * 100:.1f} %.",
+        ]
+    )
+
+
 EXCLUSIONS = {
     "micro_batch": "micro-batch not in {1, 2, 4, 8}",
     "sequence": "sequence parallelism off with tp > 1 (the space always turns it on)",
@@ -549,6 +792,84 @@ def kernel_residuals() -> str:
     )
 
 
+@functools.cache
+def _calibrated_rows(preset: str) -> tuple[Any, ...]:
+    """The shared runs with the records on `preset`'s GPU priced on `planner calibrate --cluster
+    PRESET --kernels builtin` (validate --cluster-file): the shipped measured tables."""
+    from planner.validate import validate_file  # noqa: PLC0415
+
+    folder = Path(_H100_DIR)
+    if preset == "dgx-h100":
+        _h100_calibrated(str(folder))
+    else:
+        _cli(f"calibrate --cluster {preset} --kernels builtin --out {preset}.yaml", 400, folder)
+    out = folder / ("h100.yaml" if preset == "dgx-h100" else f"{preset}.yaml")
+    return tuple(validate_file(str(SHARED / "data" / "published_runs.yaml"), str(out)))
+
+
+TABLE_SWITCH_RULE = (7.0, 5.0)
+"""Issue 32 item 2's rule for pricing the Hopper presets with the tables by default: the 36 H100
+records' median |error| <= 7 % and signed median within +-5 % (docs/calibration.md, Decision)."""
+
+
+def _errs_line(rows: list[Any]) -> str:
+    errs = [r.tokens_error_pct for r in rows if r.tokens_error_pct is not None]
+    if not errs:
+        return "-"
+    a = sorted(abs(e) for e in errs)
+    p90 = f"{_pct(a, 0.9):.1f}" if len(a) >= 10 else "-"  # no P90 of a handful
+    return f"{statistics.median(a):.1f} / {p90} / {statistics.median(errs):+.1f} %"
+
+
+def tables_vs_curve() -> str:
+    """docs/calibration.md "On the shared runs": the presets as shipped against the records of
+    their GPU priced on the shipped tables (`calibrate --kernels builtin`), per group."""
+    preset = list(_validation_rows())
+    tables = {
+        gpu: {r.id: r for r in _calibrated_rows(cluster)}
+        for gpu, cluster in (("h100-sxm-80gb", "dgx-h100"), ("h200-sxm-141gb", "dgx-h200"))
+    }
+    on_tables = [tables[r.gpu][r.id] if r.gpu in tables else r for r in preset]
+
+    def moe(r: Any) -> bool:
+        return r.params_active != r.params_total
+
+    groups = [
+        ("H100, all", lambda r: r.gpu == "h100-sxm-80gb"),
+        ("H100 dense", lambda r: r.gpu == "h100-sxm-80gb" and not moe(r)),
+        ("H100 MoE", lambda r: r.gpu == "h100-sxm-80gb" and moe(r)),
+        ("H200", lambda r: r.gpu == "h200-sxm-141gb"),
+        ("all (other GPUs as the presets price them)", lambda r: True),
+    ]
+    table = [
+        "| records | n | preset as shipped: median / P90 / signed | shipped tables: median / P90 / signed |",
+        "|---|---:|---|---|",
+    ]  # fmt: skip
+    for label, keep in groups:
+        a = [r for r in preset if keep(r) and r.tokens_error_pct is not None]
+        b = [r for r in on_tables if keep(r) and r.tokens_error_pct is not None]
+        table.append(f"| {label} | {len(a)} | {_errs_line(a)} | {_errs_line(b)} |")
+    h100 = [r.tokens_error_pct for r in on_tables
+            if r.gpu == "h100-sxm-80gb" and r.tokens_error_pct is not None]  # fmt: skip
+    med, signed = statistics.median(abs(e) for e in h100), statistics.median(h100)
+    most, bias = TABLE_SWITCH_RULE
+    met = med <= most and abs(signed) <= bias
+    return "\n".join(
+        [
+            *table,
+            "",
+            f"On the shipped tables the {len(h100)} H100 records reach median {med:.1f} % and "
+            f"signed median {signed:+.1f} %: the rule for pricing the Hopper presets with the "
+            f"tables by default (median <= {most:g} %, signed within +-{bias:g} %) is "
+            f"{'met' if met else 'not met'}. (P90 by linear interpolation, as `planner validate` "
+            "computes it; `python bench/docs_figures.py --only tables-vs-curve`: `planner "
+            "calibrate --cluster dgx-h100 --kernels builtin --out h100.yaml`, the same for "
+            "dgx-h200, then `planner validate --data ../shared/data/published_runs.yaml "
+            "--cluster-file h100.yaml` / `h200.yaml` against the presets.)",
+        ]
+    )
+
+
 @dataclass(frozen=True)
 class Figure:
     make: Callable[[], str]
@@ -563,6 +884,16 @@ GENERATORS: dict[str, Figure] = {
     "plan-scaling": Figure(plan_scaling),
     "place-scaling": Figure(place_scaling),
     "input-limits": Figure(input_limits),
+    "design-points": Figure(design_points),
+    "technology-bills": Figure(technology_bills),
+    "rail-only-whatif": Figure(rail_only_whatif, slow=True),
+    "technology-whatif-405b": Figure(technology_whatif_405b, slow=True),
+    "technology-whatif-dsv3": Figure(technology_whatif_dsv3, slow=True),
+    "design-default": Figure(_design_answer("default", "default_facts")),
+    "design-ib-vs-roce": Figure(_design_answer("ib-vs-roce", "ib_vs_roce_facts")),
+    "design-rail-only": Figure(_design_answer("rail-only", "rail_only_facts")),
+    "design-nic-speed": Figure(_design_answer("nic-speed", "nic_speed_facts")),
+    "design-nvl72": Figure(_design_answer("nvl72", "nvl72_facts")),
     "fuzz-record": Figure(fuzz_record),
     "kernel-tables-loo": Figure(kernel_tables_loo),
     "kernel-residuals": Figure(kernel_residuals, slow=True),
@@ -574,6 +905,8 @@ GENERATORS: dict[str, Figure] = {
     "calibration-example": Figure(calibration_example, slow=True),
     "placement-example": Figure(placement_example, slow=True),
     "search-completeness": Figure(search_completeness, slow=True),
+    "bytedance-goodput": Figure(bytedance_goodput, slow=True),
+    "tables-vs-curve": Figure(tables_vs_curve, slow=True),
 }
 
 REQUIRED = {
@@ -583,8 +916,14 @@ REQUIRED = {
     "docs/cost_model.md": {"accuracy-summary"},
     "docs/calibration.md": {
         "stability-example", "calibration-example", "kernel-tables-loo", "kernel-residuals",
+        "tables-vs-curve",
     },
-    "docs/search.md": {"simplicity-examples", "search-completeness"},
+    "docs/search.md": {"simplicity-examples", "search-completeness", "design-points"},
+    "docs/goodput.md": {"bytedance-goodput"},
+    "docs/networks.md": {
+        "technology-bills", "rail-only-whatif", "technology-whatif-405b", "technology-whatif-dsv3", "design-default", "design-ib-vs-roce", "design-rail-only", "design-nic-speed",
+        "design-nvl72",
+    },
     "docs/cli.md": {"placement-example", "place-scaling"},
 }
 """Blocks each page must keep: a page rewritten by hand that loses its markers fails the test."""

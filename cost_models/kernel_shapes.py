@@ -28,10 +28,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .compute import activation_op
-from .kernels import EXTRAPOLATED
+from .kernels import KernelBook
 from .pricer import Pricer
 from .rules import layout_violations
-from .specs import Cluster, Layout, ModelSpec, Workload
+from .specs import Cluster, KernelTables, Layout, ModelSpec, Workload
 
 BF16_BYTES = 2
 
@@ -42,62 +42,35 @@ AttentionKey = tuple[float, float, float, float, float, float, bool, int, str]
 MemoryKey = tuple[str, float]  # op, bytes
 
 
-@dataclass
-class ShapeRecorder:
-    """A stand-in for cost_models.kernels.KernelBook that answers every look-up with "not in the
-    table" (None, extrapolated) and keeps what was asked."""
+RECORDED_AS = {
+    "gemm": "gemm",
+    "grouped": "grouped_gemm",
+    "attention": "attention",
+    "window": "attention",  # a windowed layer's ratio: its windowed call, measured as attention
+    "memory": "memory_bound",
+}
+"""KernelBook's look-up kinds (the first element of its cache keys) -> the recorder's set."""
 
-    source: str = "shape recorder"
+
+@dataclass
+class ShapeRecorder(KernelBook):
+    """A KernelBook without tables that keeps every look-up's shape: each answers "not in the
+    table" (None, extrapolated) through KernelBook's own look-ups, whose cache keys are the
+    shapes (KernelBook._cached). The recorded tuples are the keys without their kind."""
+
+    tables: KernelTables | None = None
     gemm: set[GemmKey] = field(default_factory=set)
     grouped_gemm: set[GroupedKey] = field(default_factory=set)
     attention: set[AttentionKey] = field(default_factory=set)
     memory_bound: set[MemoryKey] = field(default_factory=set)
 
-    def gemm_s(self, m: float, n: float, k: float, dtype: str, layout: str):
-        self.gemm.add((m, n, k, dtype, layout))
-        return None, EXTRAPOLATED
+    @property
+    def source(self) -> str:
+        return "shape recorder"
 
-    def grouped_gemm_s(self, experts: float, rows: float, n: float, k: float, dtype: str):
-        self.grouped_gemm.add((experts, rows, n, k, dtype))
-        return None, EXTRAPOLATED
-
-    def attention_s_per_flop(
-        self,
-        batch: float,
-        seq: float,
-        heads: float,
-        kv_heads: float,
-        d_qk: float,
-        d_v: float,
-        *,
-        causal: bool,
-        window: int,
-        kernel: str,
-    ):
-        self.attention.add((batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kernel))
-        return None, EXTRAPOLATED
-
-    def window_ratio(
-        self,
-        batch: float,
-        seq: float,
-        heads: float,
-        kv_heads: float,
-        d_qk: float,
-        d_v: float,
-        *,
-        window: int,
-        kernel: str,
-        causal: bool = True,
-    ):
-        # a windowed layer's saving is its windowed call over the full call of the same shape
-        # and kernel (KernelBook.window_ratio): the full call is recorded by attention_s_per_flop
-        self.attention.add((batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kernel))
-        return None, EXTRAPOLATED, None
-
-    def memory_bound_s(self, op: str, nbytes: float):
-        self.memory_bound.add((op, nbytes))
-        return None, EXTRAPOLATED
+    def _cached(self, key: tuple, grid, query: tuple) -> tuple[tuple | None, str]:
+        getattr(self, RECORDED_AS[key[0]]).add(key[1:])
+        return super()._cached(key, grid, query)
 
 
 def lookups(
@@ -114,7 +87,7 @@ def lookups(
     layouts = list(layouts)
     for w in workloads:
         pricer = Pricer(model, cluster, w)
-        pricer.book = rec  # type: ignore[assignment]  # duck-typed KernelBook (class docstring)
+        pricer.book = rec
         for lo in layouts:
             pricer.layer_times(lo)
             variants = [lo]

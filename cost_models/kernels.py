@@ -129,11 +129,28 @@ def _attention_features(b: float, s: float, h: float, kv: float, dqk: float, dv:
     return (s, b * h, h / kv, dqk, dv)
 
 
+@dataclass(frozen=True)
+class _NoRows:
+    """The rows of a book without tables (KernelTables refuses to hold none)."""
+
+    gemm: tuple = ()
+    grouped_gemm: tuple = ()
+    attention: tuple = ()
+    memory_bound: tuple = ()
+    sustained_bf16_tflops: None = None
+    sustained_fp8_tflops: None = None
+
+
+_NO_ROWS = _NoRows()
+
+
 @dataclass
 class KernelBook:
-    """Look-ups into one cluster's kernel tables, cached per shape (module docstring)."""
+    """Look-ups into one cluster's kernel tables, cached per shape (module docstring). Every
+    look-up goes through `_cached` with its full shape as the key; without tables (None) every
+    look-up is extrapolated (kernel_shapes.ShapeRecorder records the keys)."""
 
-    tables: KernelTables
+    tables: KernelTables | None
     _gemm: dict = field(init=False)
     _grouped: dict = field(init=False)
     _attention: dict = field(init=False)
@@ -143,7 +160,7 @@ class KernelBook:
     _cache: dict = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        t = self.tables
+        t = _NO_ROWS if self.tables is None else self.tables
         caps = {"bf16": t.sustained_bf16_tflops, "fp8": t.sustained_fp8_tflops}
         self._min_s_per_flop = {k: 0.0 if c is None else 1.0 / (c * 1e12) for k, c in caps.items()}
         self._gemm = _group(
@@ -174,7 +191,7 @@ class KernelBook:
 
     @property
     def source(self) -> str:
-        return self.tables.source
+        return "no kernel tables" if self.tables is None else self.tables.source
 
     def _cached(self, key: tuple, grid: _Grid | None, query: tuple) -> tuple[tuple | None, str]:
         found = self._cache.get(key)
@@ -252,12 +269,11 @@ class KernelBook:
         kernel's (the shared H100 table measures windows with FlexAttention only); (None,
         extrapolated, None) when no kernel's rows span this (seq, window)."""
         kernels = sorted(k for k, c in self._window if c == causal)
-        order = [kernel] if kernel in kernels else []
-        order += [k for k in kernels if k != kernel]
         status = EXTRAPOLATED
-        for kern in order:
-            key = ("window", seq, window, kern, causal)
-            found, status = self._cached(key, self._window[(kern, causal)], (seq, window))
+        for kern in [kernel, *(k for k in kernels if k != kernel)]:
+            key = ("window", batch, seq, heads, kv_heads, d_qk, d_v, causal, window, kern)
+            grid = self._window.get((kern, causal))
+            found, status = self._cached(key, grid, (seq, window))
             if found is not None:
                 return (found[0], found[1]), status, kern
         return None, status, None

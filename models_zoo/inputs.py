@@ -202,6 +202,14 @@ def load_text(text: str, where: str, *, as_json: bool) -> Any:
             loader.dispose()
 
 
+def unreadable(where: str | Path, err: OSError) -> InvalidInput:
+    """The one-line error for a file that cannot be read: "file not found" when it does not
+    exist (the words every command uses), else the system's reason."""
+    if isinstance(err, FileNotFoundError):
+        return InvalidInput(f"{where}: file not found")
+    return InvalidInput(f"{where}: cannot read file ({err.strerror or err})")
+
+
 def read_data_file(path: Path | str, *, as_json: bool | None = None) -> Any:
     """Parse a YAML or JSON file (JSON by a `.json` suffix, or as `as_json` says) within the
     limits of this module. Every reader of a user's YAML/JSON file goes through here: a reader of
@@ -215,7 +223,7 @@ def read_data_file(path: Path | str, *, as_json: bool | None = None) -> Any:
         with path.open("rb") as fh:
             raw = fh.read(MAX_FILE_BYTES + 1)
     except OSError as err:
-        raise InvalidInput(f"{where}: cannot read file ({err.strerror or err})") from None
+        raise unreadable(where, err) from None
     if len(raw) > MAX_FILE_BYTES:
         raise InvalidInput(f"{where}: larger than {MAX_FILE_BYTES // 2**20} MiB (limit)")
     text = decode_text(raw, where)

@@ -25,7 +25,7 @@ from cost_models.commtable import busbw_factor
 from cost_models.errors import InvalidInput
 from cost_models.kernels import ATTENTION_FLOPS_FWD_BWD, attention_fwd_flops
 
-from .inputs import decode_text
+from .inputs import decode_text, unreadable
 
 ATTENTION_KERNELS = ("fused", "fa2", "flex")
 """cuDNN fused attention, FlashAttention-2, FlexAttention (compiled; torchtitan's kernel for
@@ -60,7 +60,7 @@ def read_csv_rows(
     try:
         raw = path.read_bytes()
     except OSError as err:
-        raise InvalidInput(f"{path}: cannot read file ({err.strerror})") from None
+        raise unreadable(path, err) from None
     reader = csv.DictReader(decode_text(raw, str(path)).splitlines())
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [c for c in required if c not in header]

@@ -1153,11 +1153,11 @@ def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
         system_file=args.system_file,
     )
     cal.write_cluster_file(cluster, args.out)
-    rep["out"] = args.out
+    rep = rep.written_to(args.out)
     if args.json:
-        _emit_json(rep)
+        _emit_json(rep.json_dict())
         return EXIT_OK
-    for line in calibration_lines(cluster.name, rep):
+    for line in calibration_lines(rep):
         out.print(line, soft_wrap=True)
     return EXIT_OK
 
@@ -1243,7 +1243,7 @@ def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         _emit_json(network_bom.bill_dict(result))
         return EXIT_OK
-    out.print(render_bill(result, cluster.name), soft_wrap=True)
+    out.print(render_bill(result, cluster.name))
     return EXIT_OK
 
 
@@ -1251,7 +1251,7 @@ def _cmd_bill(args: argparse.Namespace, out: Console) -> int:
 
 
 def _add_design(sub: Any) -> None:
-    d = sub.add_parser("design", help="search network designs for a workload mix (issue 29)")
+    d = sub.add_parser("design", help="search network designs for a workload mix")
     d.add_argument("--workload", required=True, metavar="FILE", help="YAML list of {model, "
                    "global_batch, seq_len, precision, share}")  # fmt: skip
     d.add_argument("--gpu", required=True, help="GPU id (planner presets gpus)")

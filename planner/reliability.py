@@ -18,7 +18,7 @@ from typing import Any
 
 from cost_models.errors import InvalidInput
 from cost_models.goodput import Reliability, default_components
-from models_zoo.inputs import decode_text, read_data_file, validated
+from models_zoo.inputs import decode_text, read_data_file, unreadable, validated
 
 MAX_TABLE_ROWS = 1_048_576
 
@@ -63,7 +63,7 @@ def read_factor_table(base: Path, table: Any, where: str) -> list[float]:
     try:
         text = decode_text(path.read_bytes(), str(path))
     except OSError as err:
-        raise InvalidInput(f"{path}: cannot read file ({err.strerror or err})") from None
+        raise unreadable(path, err) from None
     rows = [r for r in csv.reader(io.StringIO(text)) if r and not r[0].lstrip().startswith("#")]
     column = 0
     if rows and "factor" in [c.strip() for c in rows[0]]:

@@ -8,6 +8,7 @@ its reason in `error`; it never stops the run.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
@@ -104,6 +105,12 @@ class ValidationRow:
     params_active: int | None = None
     filled: tuple[str, ...] = ()
     """Layout fields the record left null and FILL_RULES filled (they drive memory and time)."""
+    workload_key: str | None = None
+    """The job the run trained (model architecture without its name, GPU, sequence length,
+    global batch): runs with the same key and a different layout_key form the pairs of
+    `pair_order`."""
+    layout_key: str | None = None
+    """How the run was laid out: the record's layout (global batch aside), framework, settings."""
 
     @property
     def fit_note(self) -> str | None:
@@ -387,12 +394,28 @@ def validate_record(
             params_total=total_params(model),
             params_active=total_params(model, active_only=True),
             filled=filled,
+            **_pair_keys(checked, model, workload),
         )
     except ValidationError as err:
         return ValidationRow(**row, estimate=None, error=describe_validation_error(err))
     except (PlannerError, KeyError, TypeError, ValueError, ArithmeticError) as err:
         reason = f"missing field {err}" if isinstance(err, KeyError) else str(err)
         return ValidationRow(**row, estimate=None, error=" ".join(reason.split()))
+
+
+def _pair_keys(checked: RunRecord, model: ModelSpec, workload: Workload) -> dict[str, str]:
+    """workload_key and layout_key of a scored record (canonical JSON, so equal means equal)."""
+    arch = model.model_dump(mode="json", exclude={"name", "seq_len"})
+    job = [arch, checked.gpu, workload.seq_len, workload.global_batch_seqs]
+    run = [
+        checked.layout.model_dump(mode="json", exclude={"global_batch_seqs"}),
+        checked.framework,
+        checked.settings,
+    ]
+    return {
+        "workload_key": json.dumps(job, sort_keys=True),
+        "layout_key": json.dumps(run, sort_keys=True),
+    }
 
 
 def validate_file(path: str, cluster_file: str | None = None) -> list[ValidationRow]:
@@ -443,3 +466,53 @@ def error_summary(rows: list[ValidationRow]) -> dict[str, dict[str, dict[str, fl
                 "max_abs_pct": errs[-1],
             }
     return out
+
+
+# ------------------------------------------------------------------------------ layout pair order
+
+
+@dataclass(frozen=True)
+class PairOrder:
+    """How often the model orders two layouts of the same job as the measurements do (issue 32's
+    target: >= 95 %). A pair is two scored records with the same workload_key (model
+    architecture, GPU, sequence length, global batch) and different layout_key, both measured,
+    with different measured tokens/s/GPU (a measured tie has no order to match); it agrees when
+    the predicted tokens/s/GPU order the two the same way (a predicted tie does not agree)."""
+
+    pairs: int
+    agree: int
+    jobs: int
+    """Jobs (workload keys) with at least one pair."""
+    disagree: tuple[tuple[str, str], ...]
+    """Each pair that does not agree: (the record measured faster, the other one)."""
+
+    @property
+    def fraction(self) -> float | None:
+        return self.agree / self.pairs if self.pairs else None
+
+
+def pair_order(rows: list[ValidationRow]) -> PairOrder:
+    """Layout pair order over the scored, measured rows (input order within a job)."""
+    jobs: dict[str, list[ValidationRow]] = defaultdict(list)
+    for r in rows:
+        if r.workload_key is not None and r.tokens_error_pct is not None:
+            jobs[r.workload_key].append(r)
+    pairs = agree = with_pairs = 0
+    disagree: list[tuple[str, str]] = []
+    for runs in jobs.values():
+        found = 0
+        for i, a in enumerate(runs):
+            for b in runs[i + 1 :]:
+                meas = a.measured_tokens_per_s_per_gpu - b.measured_tokens_per_s_per_gpu
+                if a.layout_key == b.layout_key or meas == 0:
+                    continue
+                found += 1
+                pred = a.estimate.tokens_per_s_per_gpu - b.estimate.tokens_per_s_per_gpu
+                if pred * meas > 0:
+                    agree += 1
+                else:
+                    fast, slow = (a, b) if meas > 0 else (b, a)
+                    disagree.append((fast.id, slow.id))
+        pairs += found
+        with_pairs += found > 0
+    return PairOrder(pairs, agree, with_pairs, tuple(disagree))

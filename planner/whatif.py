@@ -9,6 +9,11 @@ price / (1 - share). The share is held fixed across values. With `amortization_y
 scale-out network's own bill of materials (planner.network_bom) enters instead, value by value:
 its capital cost spread over the years plus the electricity it draws (W x PUE x $/kWh).
 `slice-shape` and `fabric` take words, not numbers (CATEGORICAL). docs/networks.md#whatif.
+Every row compares the fastest plan at its value (as `planner design` does): `planner plan`'s
+recommendation, the simplest plan within its simplicity tolerance of the fastest, can be slower
+at a faster network than at a slower one (a simpler plan comes within the tolerance), which
+would show a better network as a loss. The recommendation is kept beside each row
+(WhatIfPoint.recommended) and named in the conclusions.
 """
 
 from __future__ import annotations
@@ -301,6 +306,7 @@ class WhatIfPoint:
     value: float | str
     """The swept value (a number; a word or shape for CATEGORICAL parameters; nan: baseline)."""
     best: Estimate
+    """The fastest plan at this value: what every comparison reads (module docstring)."""
     change: float = field(metadata={"doc": "tokens/s/GPU relative to the baseline, minus 1"})
     cost_per_m_tokens: float | None = None
     train_days: float | None = None
@@ -318,6 +324,9 @@ class WhatIfPoint:
     goodput: Goodput | None = None
     """The plan's goodput figures in a reliability sweep (planner/whatif_goodput.py), where
     `change` and the costs are on goodput tokens; None in a network sweep."""
+    recommended: Estimate | None = None
+    """The simpler plan `planner plan` recommends at this value instead of `best` (within its
+    simplicity tolerance); None where it recommends the fastest."""
 
 
 @dataclass(frozen=True)
@@ -349,6 +358,8 @@ class WhatIfResult:
     """slice-shape: the torus slice the baseline job fills (slice_of)."""
     point_tiers: tuple[dict[str, str | None], ...] = ()
     """Per point (in `points` order): the slowest tier each axis's groups cross there."""
+    simplicity_tolerance: float = 0.0
+    """The tolerance of `planner plan`'s recommendation (WhatIfPoint.recommended)."""
 
 
 def _costs(
@@ -475,12 +486,14 @@ def whatif(
 
     stopped: list[bool] = []  # per search, baseline first: cut by the time limit (STOPPED)
 
-    def best(c: Cluster) -> Estimate:
+    def best(c: Cluster) -> tuple[Estimate, Estimate | None]:
+        """(the fastest plan, the simpler one `plan` recommends instead or None)."""
         found = api.plan(spec, c, inputs.workload, inputs.space, inputs.options)
         stopped.append(found.solver.status == "STOPPED")
-        return found.best
+        fastest = found.ranked[found.fastest_index]
+        return fastest, (None if found.best is fastest else found.best)
 
-    base = best(base_cluster)
+    base, base_recommended = best(base_cluster)
     pricing = _Pricing(
         network_bom.load_prices(network_prices),
         base_cluster.num_gpus,
@@ -490,8 +503,8 @@ def whatif(
         token_budget,
         amortization_years,
     )
-    points = [pricing.point(best(c), v, c) for c, v in zip(varied, values, strict=True)]
-    baseline = pricing.point(base, math.nan, base_cluster)
+    points = [pricing.point(*best(c), v, c) for c, v in zip(varied, values, strict=True)]
+    baseline = pricing.point(base, base_recommended, math.nan, base_cluster)
     cal = calibration_for_cluster(base_cluster)
     crossed = [
         tier
@@ -520,6 +533,7 @@ def whatif(
         point_tiers=tuple(
             ranks.group_tiers(c, p.best.layout) for c, p in zip(varied, points, strict=True)
         ),
+        simplicity_tolerance=inputs.options.simplicity_tolerance,
     )
 
 
@@ -536,7 +550,9 @@ class _Pricing:
     token_budget: float | None
     amortization_years: float | None
 
-    def point(self, e: Estimate, value: float | str, c: Cluster) -> WhatIfPoint:
+    def point(
+        self, e: Estimate, recommended: Estimate | None, value: float | str, c: Cluster
+    ) -> WhatIfPoint:
         capex = network_bom.network_capex_usd_per_gpu(c, self.prices)
         power = network_bom.network_power_w_per_gpu(c, self.prices)
         energy = network_bom.network_energy_usd_per_gpu_hour(c, self.prices)
@@ -566,4 +582,5 @@ class _Pricing:
             network_energy_usd_per_gpu_hour=energy,
             network_capex_usd_per_gpu_hour=capex_hourly,
             train_network_energy_usd=run_energy,
+            recommended=recommended,
         )

@@ -36,8 +36,15 @@ from models_zoo.kernel_tables import (
 )
 
 from . import compute_fit, nccl, steps, system_file
+from .result import (
+    CalibrationReport,
+    KernelTablesCheck,
+    NcclFileCheck,
+    StepsFit,
+    SystemFileImport,
+)
 
-__all__ = ["calibrate", "cluster_yaml", "write_cluster_file"]
+__all__ = ["CalibrationReport", "calibrate", "cluster_yaml", "write_cluster_file"]
 
 
 def _with(cluster: Cluster, values: dict[str, float], fits: list[FitRecord]) -> Cluster:
@@ -48,6 +55,7 @@ def _with(cluster: Cluster, values: dict[str, float], fits: list[FitRecord]) -> 
 
 
 def _nccl(cluster: Cluster, paths: list[str], report: dict[str, Any]) -> Cluster:
+    """Each tier the logs measured, fitted; `report["nccl"]` each file's check."""
     logs = [nccl.parse_log(p) for p in paths]
     gpus = {log.gpu_name for log in logs}
     if len(gpus) > 1:
@@ -92,11 +100,13 @@ def _nccl(cluster: Cluster, paths: list[str], report: dict[str, Any]) -> Cluster
         update={"kernels": _merged_tables(cluster, {"source": source, "collectives": rows})}
     )
     book = CollectiveBook(cluster)
-    report["nccl"] = [_nccl_log_report(log, cluster, book) for log in logs]
+    report["nccl"] = tuple(_nccl_log_report(log, cluster, book) for log in logs)
     return cluster
 
 
-def _nccl_log_report(log: nccl.NcclLog, cluster: Cluster, book: CollectiveBook) -> dict:
+def _nccl_log_report(
+    log: nccl.NcclLog, cluster: Cluster, book: CollectiveBook
+) -> NcclFileCheck:
     """How the calibrated cluster prices one log's rows: with its curves (max_busbw_error_pct,
     what every command now uses) and on the fitted alpha-beta model alone."""
 
@@ -110,18 +120,16 @@ def _nccl_log_report(log: nccl.NcclLog, cluster: Cluster, book: CollectiveBook) 
             default=0.0,
         )
 
-    return {
-        "file": log.path,
-        "collective": log.collective,
-        "algorithm": log.algorithm,
-        "ranks": log.ranks,
-        "nodes": log.num_nodes,
-        "tier": cluster.tiers[nccl.tier_index_for(log, cluster)].name,
-        "max_busbw_error_pct": worst(lambda r: nccl.tabled_busbw_gb_per_s(log, cluster, r, book)),
-        "model_max_busbw_error_pct": worst(
-            lambda r: nccl.predicted_busbw_gb_per_s(log, cluster, r)
-        ),
-    }
+    return NcclFileCheck(
+        file=log.path,
+        collective=log.collective,
+        algorithm=log.algorithm,
+        ranks=log.ranks,
+        nodes=log.num_nodes,
+        tier=cluster.tiers[nccl.tier_index_for(log, cluster)].name,
+        max_busbw_error_pct=worst(lambda r: nccl.tabled_busbw_gb_per_s(log, cluster, r, book)),
+        model_max_busbw_error_pct=worst(lambda r: nccl.predicted_busbw_gb_per_s(log, cluster, r)),
+    )
 
 
 def _gemm(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
@@ -150,8 +158,8 @@ def _gemm(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
                     f"(< {compute_fit.LAUNCH_BOUND_S * 1e6:g} us) left out",
                 )
             )
-    report["gemm"] = [f.__dict__ for f in gemm_fits]
-    report.setdefault("fallback_skipped", []).extend(f"{path}: GEMM {x}" for x in skipped)
+    report["gemm"] = tuple(gemm_fits)
+    report["fallback_skipped"] = tuple(f"{path}: GEMM {x}" for x in skipped)
     return _with(cluster, values, fits)
 
 
@@ -193,7 +201,7 @@ def _attention(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
                 + ("" if "fused" in found else " (generation default)"),
             )
         )
-    report["attention"] = [f.__dict__ for f in found.values()]
+    report["attention"] = tuple(found.values())
     return _with(cluster, values, fits)
 
 
@@ -218,12 +226,12 @@ def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict
     looks every covered shape up instead of fitting a curve to it (issue 32). Kinds not given
     keep the cluster's own tables, if it had any."""
     tables = _merged_tables(cluster, read_kernel_files(files, source))
-    report["kernels"] = {
-        "source": source,
-        "tables": table_residuals(tables),
-        "sustained_bf16_tflops": tables.sustained_bf16_tflops,
-        "sustained_fp8_tflops": tables.sustained_fp8_tflops,
-    }
+    report["kernels"] = KernelTablesCheck.of(
+        source,
+        table_residuals(tables),
+        sustained_bf16_tflops=tables.sustained_bf16_tflops,
+        sustained_fp8_tflops=tables.sustained_fp8_tflops,
+    )
     return cluster.model_copy(update={"kernels": tables})
 
 
@@ -232,8 +240,12 @@ def _system_file(cluster: Cluster, path: str, report: dict) -> Cluster:
     assumption (planner/calibrate/system_file.py)."""
     data, rep = system_file.read_system_file(path, cluster.gpu)
     tables = _merged_tables(cluster, data)
-    report["system_file"] = rep
-    report["kernels"] = {"source": data["source"], "tables": table_residuals(tables)}
+    report["system_file"] = SystemFileImport(
+        rep["file"], rep["format"], tuple(rep["imported"]), tuple(rep["not_imported"])
+    )
+    report["kernels"] = KernelTablesCheck.of(
+        data["source"], table_residuals(tables), sustained_given=False
+    )
     return cluster.model_copy(update={"kernels": tables})
 
 
@@ -259,7 +271,7 @@ def kernel_files(
 
 def _steps(cluster: Cluster, path: str, report: dict[str, Any]) -> Cluster:
     result = steps.fit_steps(path, cluster)
-    report["steps"] = result
+    report["steps"] = StepsFit.of(result)
     scaled = steps.scaled_cluster(cluster, result["compute_scale"], result["network_scale"])
     note = (
         f"leave-one-out max |error| {result['max_abs_leave_one_out_pct']:.1f}% over "
@@ -295,8 +307,9 @@ def calibrate(
     grouped_gemm: str | None = None,
     memory_bound: str | None = None,
     system_file: str | None = None,
-) -> tuple[Cluster, dict[str, Any]]:
-    """The calibrated cluster and a report of every fit (what `planner calibrate --json` prints).
+) -> tuple[Cluster, CalibrationReport]:
+    """The calibrated cluster and a report of every fit (its json_dict() is what `planner
+    calibrate --json` prints).
 
     Order: network tiers innermost first, then the GEMM and attention fallback curves (fitted
     on --gemm / --attention), then a peer simulator's system file (--system-file: its GEMM and
@@ -333,9 +346,8 @@ def calibrate(
         out = _steps(out, steps_file, report)
     out = out.model_copy(update={"name": name or f"{base.name}-calibrated"})
     out = Cluster.model_validate(out.model_dump())  # re-check every bound (efficiency <= 1 ...)
-    report["cluster"] = out.name
-    report["fits"] = [f.model_dump() for f in out.calibration.fits] if out.calibration else []
-    return out, report
+    fits = out.calibration.fits if out.calibration else ()
+    return out, CalibrationReport(cluster=out.name, fits=tuple(fits), **report)
 
 
 def cluster_yaml(cluster: Cluster) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 from cost_models.calibration import calibration_for_cluster
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster
-from models_zoo.inputs import decode_text
+from models_zoo.inputs import decode_text, unreadable
 
 from .sweep import attention_flops
 
@@ -42,7 +42,7 @@ def _read_csv(path: str, required: tuple[str, ...], one_of: tuple[str, ...]) -> 
     try:
         raw = Path(path).read_bytes()
     except OSError as err:
-        raise InvalidInput(f"{path}: cannot read file ({err.strerror})") from None
+        raise unreadable(path, err) from None
     text = decode_text(raw, str(path))  # one-line error naming the bad byte's line (issue 19)
     reader = csv.DictReader(text.splitlines())
     header = [h.strip() for h in (reader.fieldnames or [])]

@@ -31,6 +31,7 @@ import numpy as np
 from cost_models import comm, commtable
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster, LinkTier
+from models_zoo.inputs import unreadable
 
 RANK_LINE = re.compile(
     r"^#\s+Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
@@ -111,7 +112,7 @@ def _read_lines(path: str | Path) -> list[str]:
     try:
         return Path(path).read_text().splitlines()
     except OSError as err:
-        raise InvalidInput(f"{path}: cannot read file ({err.strerror})") from None
+        raise unreadable(path, err) from None
     except UnicodeDecodeError:
         raise InvalidInput(f"{path}: not a text file (nccl-tests output expected)") from None
 

@@ -121,6 +121,7 @@ class _Problem:
     def __init__(self, path: str, cluster: Cluster, runs: list[StepRun]):
         self.cluster = cluster
         self.items = []
+        self._predicted: dict[tuple[int, float, float], float] = {}
         for i, run in enumerate(runs):
             where = f"{path}: run {i + 1} ({run.name})"
             model = _model(run, where)
@@ -139,8 +140,14 @@ class _Problem:
             self.items.append((run, model, sized, workload, _measured_step_s(run, model)))
 
     def predict(self, i: int, cs: float, ns: float) -> float:
-        run, model, sized, workload, _ = self.items[i]
-        return estimate(model, scaled_cluster(sized, cs, ns), workload, run.layout).step_time_s
+        """Run i's step time with the factors; memoised, since every fit (the full one and
+        each leave-one-out) starts from the same grid over the same box."""
+        key = (i, cs, ns)
+        if key not in self._predicted:
+            run, model, sized, workload, _ = self.items[i]
+            scaled = scaled_cluster(sized, cs, ns)
+            self._predicted[key] = estimate(model, scaled, workload, run.layout).step_time_s
+        return self._predicted[key]
 
     def loss(self, idx: list[int], cs: float, ns: float) -> float:
         return sum(math.log(self.predict(i, cs, ns) / self.items[i][4]) ** 2 for i in idx)

@@ -4,6 +4,7 @@ prints."""
 from __future__ import annotations
 
 from rich.console import Group
+from rich.padding import Padding
 from rich.text import Text
 
 from ..network_bom import Bill
@@ -38,5 +39,6 @@ def render_bill(b: Bill, cluster_name: str) -> Group:
         table,
         total,
         Text("sources:", style="bold"),
-        *(Text(f"  {s}") for s in sources),
+        # wrapped at the console's width under a hanging indent, each source its own item
+        *(Padding(Text(s), (0, 0, 0, 2), expand=False) for s in sources),
     )

@@ -8,59 +8,69 @@ from typing import Any
 
 from rich.markup import escape
 
+from ..calibrate.result import CalibrationReport, KernelTablesCheck, SystemFileImport
 
-def calibration_lines(cluster_name: str, rep: dict[str, Any]) -> list[str]:
+
+def calibration_lines(rep: CalibrationReport) -> list[str]:
     """The calibrated cluster file written; then one "residual" line per stored kernel table
     (its rows looked up through the written cluster); then each fitted constant (the GEMM and
     attention curves labelled as the fallback outside the tables), each nccl-tests file's tier
-    and residual, and the measured steps' errors (planner.calibrate.calibrate's report)."""
-    lines = [f"[bold]calibrated[/bold] {escape(cluster_name)} -> {escape(rep['out'])}"]
-    if "system_file" in rep:
-        sf = rep["system_file"]
+    and residual, and the measured steps' errors."""
+    lines = [f"[bold]calibrated[/bold] {escape(rep.cluster)} -> {escape(rep.out or '-')}"]
+    if rep.system_file is not None:
+        lines += _system_file_lines(rep.system_file)
+    if rep.kernels is not None:
+        lines += _kernel_lines(rep.kernels)
+    for f in rep.fits:
+        default = "" if f.default is None else f" (was {f.default:.4g})"
+        label = "fallback curve " if f.note.startswith("fallback curve") else ""
         lines.append(
-            f"  system file {escape(sf['file'])} ({sf['format']}; its settings imported as"
-            " tables, basis assumption):"
+            f"  {label}{f.constant} = {f.value:.4g}{default}; {f.points} points, max"
+            f" residual {f.max_residual_pct:.2f}%; from {escape(f.source)}"
         )
-        lines += [f"  imported {escape(x)}" for x in sf["imported"]]
-        lines += [f"  not imported {escape(x)}" for x in sf["not_imported"]]
-    if "kernels" in rep:
-        k = rep["kernels"]
-        lines.append(f"  kernel tables from {escape(k['source'])} (looked up, not fitted):")
-        for kind, r in k["tables"].items():
-            lines.append(
-                f"  {kind}: {r['rows']} rows reproduced with max residual"
-                f" {r['max_residual_pct']:.2f}%, median residual {r['median_residual_pct']:.2f}%;"
-                f" each left out and interpolated from the rest ({r['loo_rows']} rows): max"
-                f" {r['loo_max_pct']:.1f}%, median {r['loo_median_pct']:.1f}%"
-            )
-        for dtype, name in (("bf16", "sustained.csv"), ("fp8", "sustained_fp8.csv")):
-            cap = k.get(f"sustained_{dtype}_tflops")
-            if cap is not None:
-                lines.append(
-                    f"  sustained: {dtype} GEMMs capped at {cap:.0f} TFLOP/s"
-                    f" (held under the power cap, {name})"
-                )
-    for f in rep["fits"]:
-        default = "" if f["default"] is None else f" (was {f['default']:.4g})"
-        label = "fallback curve " if f["note"].startswith("fallback curve") else ""
-        lines.append(
-            f"  {label}{f['constant']} = {f['value']:.4g}{default}; {f['points']} points, max"
-            f" residual {f['max_residual_pct']:.2f}%; from {escape(f['source'])}"
-        )
-    for text in rep.get("fallback_skipped", []):
+    for text in rep.fallback_skipped or ():
         lines.append(f"  fallback curve not fitted: {escape(text)}")
-    for row in rep.get("nccl", []):
+    for row in rep.nccl or ():
         lines.append(
-            f"  {escape(row['file'])}: {row['collective']} on {row['ranks']} ranks /"
-            f" {row['nodes']} nodes -> tier {row['tier']}; bus bandwidth reproduced within"
-            f" {row['max_busbw_error_pct']:.2f}%"
+            f"  {escape(row.file)}: {row.collective} on {row.ranks} ranks /"
+            f" {row.nodes} nodes -> tier {row.tier}; bus bandwidth reproduced within"
+            f" {row.max_busbw_error_pct:.2f}%"
         )
-    if "steps" in rep:
-        s = rep["steps"]
+    if rep.steps is not None:
         lines.append(
-            f"  steps: max |error| {s['max_abs_error_pct']:.1f}%, leave-one-out"
-            f" {s['max_abs_leave_one_out_pct']:.1f}%"
+            f"  steps: max |error| {rep.steps.max_abs_error_pct:.1f}%, leave-one-out"
+            f" {rep.steps.max_abs_leave_one_out_pct:.1f}%"
         )
+    return lines
+
+
+def _system_file_lines(sf: SystemFileImport) -> list[str]:
+    lines = [
+        f"  system file {escape(sf.file)} ({sf.format}; its settings imported as"
+        " tables, basis assumption):"
+    ]
+    lines += [f"  imported {escape(x)}" for x in sf.imported]
+    return lines + [f"  not imported {escape(x)}" for x in sf.not_imported]
+
+
+def _kernel_lines(k: KernelTablesCheck) -> list[str]:
+    lines = [f"  kernel tables from {escape(k.source)} (looked up, not fitted):"]
+    for kind, r in k.tables.items():
+        lines.append(
+            f"  {kind}: {r.rows} rows reproduced with max residual"
+            f" {r.max_residual_pct:.2f}%, median residual {r.median_residual_pct:.2f}%;"
+            f" each left out and interpolated from the rest ({r.loo_rows} rows): max"
+            f" {r.loo_max_pct:.1f}%, median {r.loo_median_pct:.1f}%"
+        )
+    for dtype, name, cap in (
+        ("bf16", "sustained.csv", k.sustained_bf16_tflops),
+        ("fp8", "sustained_fp8.csv", k.sustained_fp8_tflops),
+    ):
+        if cap is not None:
+            lines.append(
+                f"  sustained: {dtype} GEMMs capped at {cap:.0f} TFLOP/s"
+                f" (held under the power cap, {name})"
+            )
     return lines
 
 

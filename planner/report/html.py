@@ -288,14 +288,14 @@ def render_html(result: PlanResult, placed: PlacedView | None = None) -> str:
     best, cluster = result.best, result.cluster
     hbm = cluster.gpu.hbm_gib
     summary = _e(summary_text(result)).replace("\n", "<br>")
-    title = _e(f"planner: {result.model.name} on {cluster.num_gpus} x {cluster.gpu.name}")
+    title = _e(f"planner: {result.model.name} on {cluster.num_gpus:,} x {cluster.gpu.name}")
     warns = findings.warnings(result)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{title}</title>",
         f"<style>{CSS}</style></head><body>",
-        f"<h1>{_e(result.model.name)} on {cluster.num_gpus} x {_e(cluster.gpu.name)}</h1>",
+        f"<h1>{_e(result.model.name)} on {cluster.num_gpus:,} x {_e(cluster.gpu.name)}</h1>",
         (
             f'<p class="sub">{_e(header_text(cluster, result.workload, result.model))}<br>'
             f"{_e(defaults_text(hbm, result.usable_memory_gib))}</p>"

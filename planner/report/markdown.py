@@ -57,7 +57,7 @@ def render_markdown(result: PlanResult, placed: PlacedView | None = None) -> str
     Allocation section follows them (the terminal report's placed view)."""
     best, cluster, w = result.best, result.cluster, result.workload
     lines = [
-        f"# Placement plan: {result.model.name} on {cluster.num_gpus} x {cluster.gpu.name}",
+        f"# Placement plan: {result.model.name} on {cluster.num_gpus:,} x {cluster.gpu.name}",
         "",
         (
             f"{params_text(result.model)}. Cluster `{cluster.name}`, seq {w.seq_len}, global "
@@ -114,7 +114,7 @@ def render_markdown(result: PlanResult, placed: PlacedView | None = None) -> str
     lines += [f"## {search_title(placed)}", "", solver_line(result), ""]
     if result.rejections:
         top = sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
-        lines += ["Rejected candidates:", "", *(f"- {n} x {reason}" for reason, n in top), ""]
+        lines += ["Rejected candidates:", "", *(f"- {n:,} x {reason}" for reason, n in top), ""]
     return "\n".join(lines)
 
 

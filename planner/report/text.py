@@ -251,7 +251,7 @@ def summary_text(result: PlanResult) -> str:
 
 def rejection_lines(result: PlanResult) -> list[str]:
     top = sorted(result.rejections.items(), key=lambda kv: -kv[1])[:6]
-    return [f"{n:>7} x {reason}" for reason, n in top]
+    return [f"{n:>7,} x {reason}" for reason, n in top]
 
 
 

@@ -11,7 +11,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from ..validate import ValidationRow, error_summary
+from ..validate import PairOrder, ValidationRow, error_summary, pair_order
 
 
 class _RecordTable:
@@ -95,7 +95,25 @@ def render_validation(rows: list[ValidationRow]) -> Group:
         Text("Absolute % error of tokens/s/GPU", style="bold"),
         summary,
         Text(f"{len(rows) - failed}/{len(rows)} records scored"),
+        *(Text(line) for line in pair_order_lines(pair_order(rows))),
     )
+
+
+def pair_order_lines(order: PairOrder, bullet: str = "  ") -> list[str]:
+    """Layout pair order in words, then each pair the model orders the other way round (one
+    line each, after `bullet`)."""
+    if order.fraction is None:
+        return ["Layout pair order: no pairs (no two measured records of one model, GPU, "
+                "sequence length and global batch with different layouts or run settings)"]  # fmt: skip
+    head = (
+        f"Layout pair order: {order.agree} of {order.pairs} pairs ({order.fraction:.1%}) "
+        f"predicted in the measured order (pairs: records of the same model, GPU, sequence "
+        f"length and global batch with different layouts or run settings; {order.jobs} such jobs)"
+    )
+    return [head + (":" if order.disagree else "")] + [
+        f"{bullet}{a} measured faster than {b}, predicted not faster" for a, b in order.disagree
+    ]
+
 
 
 def validation_markdown(rows: list[ValidationRow], data_name: str) -> str:
@@ -115,6 +133,8 @@ def validation_markdown(rows: list[ValidationRow], data_name: str) -> str:
                 f"| {dim}: {key} | {int(s['n'])} | {s['median_abs_pct']:.1f}% | "
                 f"{s['p90_abs_pct']:.1f}% | {s['max_abs_pct']:.1f}% |"
             )
+    order = pair_order_lines(pair_order(rows), bullet="- ")
+    lines += ["", order[0], *([""] + order[1:] if order[1:] else [])]
     lines += [
         "",
         "| record | measured | predicted | error | MFU | peak GiB (pred / meas) | largest terms |",

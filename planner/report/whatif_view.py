@@ -79,7 +79,7 @@ def render_whatif(
     if r.hbm_gib is not None:
         parts.append(Text(defaults_text(r.hbm_gib, r.baseline.best.usable_memory_gib), style="dim"))
     parts += [
-        titled("Best plan at each value", plans),
+        titled("Fastest plan at each value", plans),
         Text(LAYOUT_KEY, style="dim"),
         titled("Exposed time, % of the step (comm: exposed only; DP wire: see below)", comm),
     ]
@@ -155,6 +155,7 @@ def conclusions(r: WhatIfResult) -> list[str]:
     the parameter cannot matter."""
     ordered = ordered_points(list(r.points))
     out = _plan_changes(r.baseline, ordered)
+    out += _recommended(r, [r.baseline, *ordered])
     out += _hidden_terms(r, ordered)
     if r.varied_tiers and r.parameter != "nvlink-domain":
         first = min(r.tier_names.index(t) for t in r.varied_tiers)
@@ -240,6 +241,26 @@ def _plan_changes(baseline: WhatIfPoint, ordered: list[WhatIfPoint]) -> list[str
     return [f"Every value keeps the baseline plan ({compact_layout(baseline.best)})."]
 
 
+def _recommended(r: WhatIfResult, rows: list[WhatIfPoint]) -> list[str]:
+    """Where `planner plan` would recommend a simpler plan than the row's fastest: named once,
+    with why the rows compare the fastest plans (planner/whatif.py docstring)."""
+    simpler = [
+        f"{_label(p)} ({compact_layout(p.recommended)}, "
+        f"{1 - p.recommended.tokens_per_s_per_gpu / p.best.tokens_per_s_per_gpu:.1%} slower)"
+        for p in rows
+        if p.recommended is not None
+    ]
+    if not simpler:
+        return []
+    tolerance = f"{r.simplicity_tolerance * 100:g}%"
+    return [
+        f"`planner plan` would recommend a simpler plan within its {tolerance} "
+        f"simplicity tolerance at {', '.join(simpler)}. Every row is the fastest plan at its "
+        "value, so a better network never shows as slower because a simpler plan came within "
+        "the tolerance."
+    ]
+
+
 def _hidden_terms(r: WhatIfResult, ordered: list[WhatIfPoint]) -> list[str]:
     """Where each term exposed at the first value stops being exposed, and why."""
     out = []
@@ -302,6 +323,7 @@ def _point_dict(p: WhatIfPoint, hbm_gib: float | None = None) -> dict[str, Any]:
         "mfu": p.best.mfu,
         "step_time_s": p.best.step_time_s,
         "breakdown_s": p.best.breakdown_s,
+        "recommended": None if p.recommended is None else plan_dict(p.recommended),
         "change_vs_baseline": p.change,
         "cost_per_m_tokens": p.cost_per_m_tokens,
         "train_days": p.train_days,

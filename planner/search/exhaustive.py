@@ -260,14 +260,14 @@ def why_none(
     rejected: Counter[str],
 ) -> str:
     if smallest is None:
-        top = "; ".join(f"{n} x {reason}" for reason, n in rejected.most_common(4))
+        top = "; ".join(f"{n:,} x {reason}" for reason, n in rejected.most_common(4))
         return (
-            f"no legal layout for {cluster.num_gpus} GPUs: every candidate breaks a rule "
+            f"no legal layout for {cluster.num_gpus:,} GPUs: every candidate breaks a rule "
             f"({top or _empty_space_reason(cluster, space)})"
         )
     lo = smallest.layout
     return (
-        f"no layout fits in memory: the smallest peak any of {num_legal} legal layouts needs is "
+        f"no layout fits in memory: the smallest peak any of {num_legal:,} legal layouts needs is "
         f"{smallest.peak_memory_gib:.1f} GiB per GPU (tp={lo.tp} pp={lo.pp} dp={lo.dp} cp={lo.cp} "
         f"ep={lo.ep} recompute={lo.recompute} zero={lo.zero_stage} micro_batch={lo.micro_batch}) "
         f"but only {usable:.1f} GiB is usable ({cluster.gpu.hbm_gib:.0f} GiB HBM minus "

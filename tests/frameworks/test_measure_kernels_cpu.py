@@ -90,7 +90,7 @@ def test_cli_path_writes_a_folder_calibrate_reads_and_toy_rows_price_no_real_gem
     assert main([*args, "--out-dir", str(out), "--device", "cpu", "--tiny"]) == 0
     _check_folder(out, ("gemm", "attention", "grouped_gemm", "memory_bound"))
     cluster, report = calibrate("dgx-h100", kernels=str(out))
-    assert set(report["kernels"]["tables"]) == {"gemm", "attention", "grouped_gemm", "memory_bound"}
+    assert set(report.kernels.tables) == {"gemm", "attention", "grouped_gemm", "memory_bound"}
     # Toy rows span a toy box: every look-up of the real model falls outside it and is priced
     # by the generation's curve, exactly as without the table.
     model = models_zoo.load_model("mixtral-8x7b")

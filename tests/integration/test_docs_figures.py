@@ -68,6 +68,9 @@ def test_a_stale_block_is_caught(tmp_path):
     assert figures.stale([doc]) and figures.stale([doc])[0].endswith("x.md: model-schema")
     slow = tmp_path / "y.md"
     slow.write_text("<!-- generated: stability-example -->\nold\n<!-- end generated -->\n")
+    # The real generator runs the CLI for seconds (the slow test runs it): the selection of
+    # slow blocks is what is checked here, with a stand-in that answers at once.
+    figures.GENERATORS["stability-example"] = figures.Figure(lambda: "new", slow=True)
     assert figures.stale([slow]) == []  # a slow block is the slow test's
     assert figures.stale([slow], slow=True)[0].endswith("y.md: stability-example")
 
@@ -180,3 +183,74 @@ def test_readme_placement_figures_are_the_records():
     assert quoted
     for figure in quoted:
         assert figure in table, figure
+
+
+def _design_record() -> dict:
+    return json.loads((ROOT / "bench/results/design_answers.json").read_text())
+
+
+def test_design_answers_record_prices_as_the_code_does():
+    """docs/networks.md's `planner design` answers are rendered from bench/results/
+    design_answers.json (minutes of plan searches). What does not need a plan search is re-derived
+    here: every recorded design's network capital, power and cost per GPU-hour from its bill, and
+    its $ per million tokens from its recorded throughput, on this revision's price list."""
+    import shlex
+
+    import models_zoo
+    from planner import network_bom
+    from planner.design import pricing, search
+
+    record = _design_record()
+    assert record["revision"] and record["command"].startswith("python bench/design_answers.py")
+    costs = pricing.Costs(
+        pricing.DEFAULT_GPU_HOUR_USD, pricing.DEFAULT_AMORTIZATION_YEARS,
+        network_bom.load_prices(None),
+    )  # fmt: skip
+    for case in record["cases"]:
+        args = dict(zip(*[iter(shlex.split(case["args"].replace(" --no-prune", "")))] * 2))
+        built = {
+            c.design.name: c
+            for c in search.candidates(
+                models_zoo.load_gpu(args["--gpu"]), int(args["--gpus"]), args.get("--designs"),
+                costs,
+            )
+        }  # fmt: skip
+        assert case["json"]["search"]["designs"] == len(built), case["name"]
+        for d in case["json"]["designs"]:
+            c = built[d["name"]]
+            assert d["network_capex_usd_per_gpu"] == pytest.approx(c.bill.capex_usd_per_gpu)
+            assert d["network_power_w_per_gpu"] == pytest.approx(c.bill.power_w_per_gpu)
+            assert d["network_usd_per_gpu_hour"] == pytest.approx(c.network_usd_per_gpu_hour)
+            assert d["usd_per_m_tokens"] == pytest.approx(
+                costs.usd_per_m_tokens(c.bill, d["tokens_per_s_per_gpu"])
+            ), (case["name"], d["name"])
+            shares = [p["share"] for p in d["plans"]]
+            mixed = sum(s * p["estimate"]["tokens_per_s_per_gpu"]
+                        for s, p in zip(shares, d["plans"], strict=True))  # fmt: skip
+            assert d["tokens_per_s_per_gpu"] == pytest.approx(mixed)
+
+
+def test_design_answer_blocks_quote_the_recorded_reports():
+    """Each docs/networks.md design block holds its case's report as recorded (and the fast
+    block check above keeps them equal to what the record renders)."""
+    text = (ROOT / "docs/networks.md").read_text()
+    for case in _design_record()["cases"]:
+        block = text[text.index(f"<!-- generated: design-{case['name']} -->") :]
+        block = block[: block.index("<!-- end generated -->")]
+        assert f"`planner design {case['args']}`" in block
+        assert "Evaluated designs" in block or case["name"] == "default"
+
+
+@pytest.mark.slow
+def test_design_points_record_repeats():
+    """docs/search.md's backend table is rendered from bench/results/design_points.json: its
+    first point's plan search, run again, finds the recorded plan (timings cannot repeat)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import design_points
+
+    record = json.loads((ROOT / "bench/results/design_points.json").read_text())
+    assert record["identical"]
+    point = tuple(record["points"][0])
+    assert design_points.plan_point(point) == record["results"][0], (
+        f"rerun `{record['command']}`"
+    )

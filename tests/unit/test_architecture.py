@@ -2,6 +2,7 @@
 import cycles among modules; docs/architecture.md lists exactly the imports between rooms."""
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -11,9 +12,16 @@ FORBIDDEN = {
 }
 
 
+@functools.cache
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a file's syntax tree, parsed once for all the tests of this module (they
+    walk the same ~300 files; parsing them per test cost ~10 s of the default suite)."""
+    return tuple(ast.walk(ast.parse(path.read_text())))
+
+
 def imported_roots(path: Path) -> set[str]:
     roots = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             roots |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -33,7 +41,7 @@ def test_only_cli_prints_or_exits():
         for path in (ROOT / package).rglob("*.py"):
             if path.name in ("cli.py", "__main__.py"):
                 continue
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in nodes(path):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                     assert node.func.id not in ("print", "exit"), (
                         f"{path.name} calls {node.func.id}"
@@ -83,7 +91,7 @@ def _imported_modules(module: str, path: Path, known: dict[str, Path]) -> set[st
     then count: a re-export is an edge through the package)."""
     base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in nodes(path):
         targets = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -105,7 +113,8 @@ def _imported_modules(module: str, path: Path, known: dict[str, Path]) -> set[st
     return found
 
 
-def module_graph():
+@functools.cache
+def _module_graph():
     import networkx as nx
 
     known = module_files()
@@ -114,6 +123,11 @@ def module_graph():
     for module, path in known.items():
         graph.add_edges_from((module, t) for t in _imported_modules(module, path, known))
     return graph
+
+
+def module_graph():
+    """The module graph (built once per session; a copy, so no test can change another's)."""
+    return _module_graph().copy()
 
 
 def test_module_graph_sees_every_kind_of_import():
@@ -140,7 +154,7 @@ def test_no_function_over_100_lines():
     long = []
     for top in PACKAGES:
         for path in (ROOT / top).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in nodes(path):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     lines = node.end_lineno - node.lineno + 1
                     if lines > MAX_FUNCTION_LINES:

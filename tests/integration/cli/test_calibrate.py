@@ -22,6 +22,14 @@ from planner.calibrate.steps import scaled_cluster
 from planner.cli import main
 
 
+def run_calibrate(tmp_path: Path, capsys, flag: str, path: Path) -> tuple[int, str]:
+    """`planner calibrate --cluster dgx-h100 FLAG PATH --out TMP/o.yaml`: (exit code, stderr)."""
+    code = main(
+        ["calibrate", "--cluster", "dgx-h100", flag, str(path), "--out", str(tmp_path / "o.yaml")]
+    )
+    return code, capsys.readouterr().err
+
+
 def _truth(name: str, effs: list[float], lats: list[float]):
     c = models_zoo.load_cluster(name)
     tiers = tuple(
@@ -58,7 +66,7 @@ def test_nccl_fit_recovers_tiers_and_reproduces_busbw(superpod_logs):
     for fitted, true in zip(cluster.tiers, truth.tiers, strict=True):
         assert fitted.efficiency == pytest.approx(true.efficiency, rel=0.01)
         assert fitted.latency_us == pytest.approx(true.latency_us, rel=0.03)
-    assert {r["tier"] for r in report["nccl"]} == {"nvlink", "rail-leaf", "spine"}
+    assert {r.tier for r in report.nccl} == {"nvlink", "rail-leaf", "spine"}
     # every printed bus bandwidth (>= 1 GB/s, so 3 digits) within 3 %
     for path in paths:
         log = nccl.parse_log(path)
@@ -66,8 +74,8 @@ def test_nccl_fit_recovers_tiers_and_reproduces_busbw(superpod_logs):
             if row.busbw_gb_per_s >= 1.0:
                 pred = nccl.predicted_busbw_gb_per_s(log, cluster, row)
                 assert pred == pytest.approx(row.busbw_gb_per_s, rel=0.03), (path, row.line)
-    assert max(r["max_busbw_error_pct"] for r in report["nccl"]) < 3.0
-    consts = {f["constant"] for f in report["fits"]}
+    assert max(r.max_busbw_error_pct for r in report.nccl) < 3.0
+    consts = {f.constant for f in report.fits}
     assert "tiers.spine.efficiency" in consts and "tiers.nvlink.latency_us" in consts
 
 
@@ -125,35 +133,24 @@ def test_malformed_nccl_logs_exit_2_naming_file_and_line(tmp_path, capsys, kind,
         text = "\n".join(lines) + "\n"
     path = tmp_path / f"{kind}_all_reduce_perf.txt"
     path.write_text(text)
-    code = main(
-        [
-            "calibrate",
-            "--cluster",
-            "dgx-h100",
-            "--nccl-tests",
-            str(path),
-            "--out",
-            str(tmp_path / "o.yaml"),
-        ]
-    )
-    err = capsys.readouterr().err
+    code, err = run_calibrate(tmp_path, capsys, "--nccl-tests", path)
     assert code == 2
     assert needle in err and f"{path}:" in err.replace("\n", "")
     assert not (tmp_path / "o.yaml").exists()
 
 
+def half_rate_b200_gemms(path: Path, dtype: str) -> Path:
+    """A GEMM sweep of a B200 whose GEMMs reach half of what the generation default assumes."""
+    peak = models_zoo.load_cluster("dgx-b200").gpu.model_dump()[f"peak_{dtype}_tflops"]
+    default = calibration_for("blackwell")
+    eff = getattr(default, f"gemm_efficiency_{dtype}") / 2
+    return gemm_csv(path, peak, eff, default.gemm_half_dim, dtype, GEMM_SHAPES)
+
+
 def test_gemm_fit_reproduces_rates_and_half_peak_b200_predicts_accordingly(tmp_path, capsys):
     b200 = models_zoo.load_cluster("dgx-b200")
     default = calibration_for("blackwell")
-    # A B200 whose GEMMs reach half of what the generation default assumes.
-    csv = gemm_csv(
-        tmp_path / "gemm.csv",
-        b200.gpu.peak_bf16_tflops,
-        default.gemm_efficiency_bf16 / 2,
-        default.gemm_half_dim,
-        "bf16",
-        GEMM_SHAPES,
-    )
+    csv = half_rate_b200_gemms(tmp_path / "gemm.csv", "bf16")
     out = tmp_path / "b200.yaml"
     assert main(["calibrate", "--cluster", "dgx-b200", "--gemm", str(csv), "--out", str(out)]) == 0
     cal = models_zoo.load_cluster(str(out))
@@ -186,18 +183,7 @@ def test_gemm_fit_reproduces_rates_and_half_peak_b200_predicts_accordingly(tmp_p
 def test_gemm_sweep_with_one_point_is_refused(tmp_path, capsys):
     csv = tmp_path / "one.csv"
     csv.write_text("m,n,k,dtype,tflops\n4096,4096,4096,bf16,700\n")
-    code = main(
-        [
-            "calibrate",
-            "--cluster",
-            "dgx-h100",
-            "--gemm",
-            str(csv),
-            "--out",
-            str(tmp_path / "o.yaml"),
-        ]
-    )
-    err = capsys.readouterr().err
+    code, err = run_calibrate(tmp_path, capsys, "--gemm", csv)
     assert code == 2 and f"{csv}:2" in err and "3 or more shapes" in err
 
 
@@ -206,21 +192,8 @@ def test_gemm_rate_above_peak_names_the_line(tmp_path, capsys):
     lines = csv.read_text().splitlines()
     lines[3] = "2048,2048,2048,bf16,5000"
     csv.write_text("\n".join(lines) + "\n")
-    assert (
-        main(
-            [
-                "calibrate",
-                "--cluster",
-                "dgx-h100",
-                "--gemm",
-                str(csv),
-                "--out",
-                str(tmp_path / "o.yaml"),
-            ]
-        )
-        == 2
-    )
-    assert f"{csv}:4" in capsys.readouterr().err
+    code, err = run_calibrate(tmp_path, capsys, "--gemm", csv)
+    assert code == 2 and f"{csv}:4" in err
 
 
 def test_attention_fit(tmp_path):
@@ -272,10 +245,10 @@ def test_steps_fit_recovers_global_factors_with_leave_one_out(tmp_path):
     truth = scaled_cluster(base, 0.85, 0.8)
     path = _steps_yaml(tmp_path / "steps.yaml", truth, RUNS)
     _, report = calibrate("dgx-h100", steps_file=str(path))
-    s = report["steps"]
+    s = report.steps.json_dict()
     assert s["compute_scale"] == pytest.approx(0.85, rel=0.03)
     assert s["max_abs_error_pct"] < 3 and s["max_abs_leave_one_out_pct"] < 5
-    names = {f["constant"] for f in report["fits"]}
+    names = {f.constant for f in report.fits}
     assert "steps.compute_scale" in names
 
 
@@ -286,18 +259,7 @@ def test_steps_fit_refuses_when_a_factor_hits_its_bound(tmp_path, capsys):
     for it in items:  # 3x faster than any physical efficiency allows
         it["measured_step_time_s"] /= 3
     path.write_text(yaml.safe_dump(items))
-    code = main(
-        [
-            "calibrate",
-            "--cluster",
-            "dgx-h100",
-            "--steps",
-            str(path),
-            "--out",
-            str(tmp_path / "o.yaml"),
-        ]
-    )
-    err = capsys.readouterr().err
+    code, err = run_calibrate(tmp_path, capsys, "--steps", path)
     assert code == 2 and "refusing to fit" in err and "upper bound" in err
 
 
@@ -307,18 +269,7 @@ def test_steps_schema_error_is_one_line(tmp_path, capsys):
         "- name: x\n  model: llama3-8b\n  num_gpus: 8\n  global_batch: 8\n"
         "  layout: {tp: 1, dp: 8}\n  measured_step_time_s: 1.0\n  bogus: 1\n"
     )
-    code = main(
-        [
-            "calibrate",
-            "--cluster",
-            "dgx-h100",
-            "--steps",
-            str(path),
-            "--out",
-            str(tmp_path / "o.yaml"),
-        ]
-    )
-    err = capsys.readouterr().err
+    code, err = run_calibrate(tmp_path, capsys, "--steps", path)
     assert code == 2 and "bogus" in err and "run 1" in err
 
 
@@ -329,24 +280,8 @@ def test_validate_cluster_file_prices_matching_records(tmp_path, capsys):
     subset += [r for r in runs if r.get("gpu") == "h100-sxm-80gb"][:3]
     data = tmp_path / "runs.yaml"
     data.write_text(yaml.safe_dump(subset))
-    b200 = models_zoo.load_cluster("dgx-b200")
-    default = calibration_for("blackwell")
-    csv = gemm_csv(
-        tmp_path / "gemm.csv",
-        b200.gpu.peak_bf16_tflops,
-        default.gemm_efficiency_bf16 / 2,
-        default.gemm_half_dim,
-        "bf16",
-        GEMM_SHAPES,
-    )
-    fp8 = gemm_csv(
-        tmp_path / "fp8.csv",
-        b200.gpu.peak_fp8_tflops,
-        default.gemm_efficiency_fp8 / 2,
-        default.gemm_half_dim,
-        "fp8",
-        GEMM_SHAPES,
-    )
+    csv = half_rate_b200_gemms(tmp_path / "gemm.csv", "bf16")
+    fp8 = half_rate_b200_gemms(tmp_path / "fp8.csv", "fp8")
     csv.write_text(csv.read_text() + "".join(fp8.read_text().splitlines(True)[1:]))
     cal_cluster, _ = calibrate("dgx-b200", gemm=str(csv))
     out = tmp_path / "b200.yaml"
@@ -392,7 +327,7 @@ def test_every_nccl_test_kind_fits_the_scale_out_tier(tmp_path, kind):
     cluster, report = calibrate("dgx-h100", nccl_tests=paths)
     assert cluster.tiers[1].efficiency == pytest.approx(0.6, rel=0.01)
     assert cluster.tiers[1].latency_us == pytest.approx(12.0, rel=0.03)
-    assert max(r["max_busbw_error_pct"] for r in report["nccl"]) < 3.0
+    assert max(r.max_busbw_error_pct for r in report.nccl) < 3.0
 
 
 def test_bus_bandwidth_above_line_rate_is_refused(tmp_path, capsys):
@@ -405,18 +340,7 @@ def test_bus_bandwidth_above_line_rate_is_refused(tmp_path, capsys):
         }
     )
     path = write_nccl_log(tmp_path / "nvls_all_reduce.txt", fast, "all_reduce", 8)
-    code = main(
-        [
-            "calibrate",
-            "--cluster",
-            "dgx-h100",
-            "--nccl-tests",
-            str(path),
-            "--out",
-            str(tmp_path / "o.yaml"),
-        ]
-    )
-    err = capsys.readouterr().err
+    code, err = run_calibrate(tmp_path, capsys, "--nccl-tests", path)
     assert code == 2 and "line rate" in err and "NVLS" in err
 
 
@@ -434,16 +358,5 @@ def test_old_rank_line_format_and_gpu_mismatch(tmp_path, capsys):
     path.write_text(text)
     log = nccl.parse_log(path)
     assert log.ranks == 8 and log.gpu_name == "NVIDIA A100-SXM4-80GB"
-    code = main(
-        [
-            "calibrate",
-            "--cluster",
-            "dgx-h100",
-            "--nccl-tests",
-            str(path),
-            "--out",
-            str(tmp_path / "o.yaml"),
-        ]
-    )
-    err = capsys.readouterr().err
+    code, err = run_calibrate(tmp_path, capsys, "--nccl-tests", path)
     assert code == 2 and "A100" in err and "measured on" in err

@@ -80,7 +80,7 @@ def test_contract_formats_without_optional_columns(tmp_path):
     )
     assert status == MEASURED
     assert per_flop[0] == pytest.approx(3.5 / 450e12, rel=1e-9)
-    assert set(rep["kernels"]["tables"]) == {"gemm", "attention"}
+    assert set(rep.kernels.tables) == {"gemm", "attention"}
 
 
 def test_launch_bound_rows_do_not_set_the_fallback_curve(tmp_path):

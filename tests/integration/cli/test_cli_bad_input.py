@@ -8,17 +8,7 @@ import pytest
 
 from planner.cli import main
 
-EST = [
-    "estimate",
-    "--model",
-    "llama3-70b",
-    "--cluster",
-    "dgx-h100",
-    "--gpus",
-    "64",
-    "--global-batch",
-    "128",
-]
+EST = "estimate --model llama3-70b --cluster dgx-h100 --gpus 64 --global-batch 128".split()
 
 
 def run(argv, capsys):
@@ -96,24 +86,9 @@ def test_degrees_do_not_multiply_to_gpu_count(capsys):
 
 
 def test_degree_does_not_divide_heads(capsys):
-    argv = [
-        "estimate",
-        "--model",
-        "llama3-70b",
-        "--cluster",
-        "dgx-h100",
-        "--gpus",
-        "48",
-        "--global-batch",
-        "96",
-        "--tp",
-        "3",
-        "--pp",
-        "1",
-        "--dp",
-        "16",
-    ]
-    code, _, err = run(argv, capsys)
+    argv = "estimate --model llama3-70b --cluster dgx-h100 --gpus 48 --global-batch 96"
+    argv += " --tp 3 --pp 1 --dp 16"
+    code, _, err = run(argv.split(), capsys)
     assert code == 2 and "tp (3) must divide num_attention_heads (64)" in err
 
 
@@ -124,26 +99,9 @@ def test_pp_vp_does_not_divide_layers(capsys):
 
 
 def test_ep_does_not_divide_experts(capsys):
-    argv = [
-        "estimate",
-        "--model",
-        "mixtral-8x7b",
-        "--cluster",
-        "dgx-h100",
-        "--gpus",
-        "16",
-        "--global-batch",
-        "64",
-        "--tp",
-        "1",
-        "--pp",
-        "1",
-        "--dp",
-        "16",
-        "--ep",
-        "16",
-    ]
-    code, _, err = run(argv, capsys)
+    argv = "estimate --model mixtral-8x7b --cluster dgx-h100 --gpus 16 --global-batch 64"
+    argv += " --tp 1 --pp 1 --dp 16 --ep 16"
+    code, _, err = run(argv.split(), capsys)
     assert code == 2 and "ep (16) must divide num_experts (8)" in err
 
 

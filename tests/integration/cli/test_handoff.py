@@ -75,7 +75,7 @@ def test_torchtitan_refuses_a_model_no_recipe_builds(capsys):
     [
         ("[" * 3000, "nested more than 64 levels"),  # was a RecursionError (issue 28 fuzz)
         ("{not json", "malformed JSON"),
-        (None, "cannot read file"),
+        (None, "plan.json: file not found"),
     ],
 )
 def test_emit_from_a_broken_file_is_one_line(tmp_path, capsys, raw, words):

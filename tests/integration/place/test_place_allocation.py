@@ -493,21 +493,31 @@ TAPERED = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("leaves", "drained", "layout", "pods", "taper"), TAPERED)
-def test_uplink_sharing_cpsat_equals_brute_force_and_reprices(leaves, drained, layout, pods, taper):
-    """Uneven leaves behind 3:1 and 7:1 uplinks: CP-SAT's objective equals the optimum of every
-    count matrix priced exactly on its map (uplink steps included), and re-pricing its map
-    reproduces it."""
+def _optimum_equals_brute_force(leaves, drained, layout, pods, taper):
+    """A small case behind tapered uplinks with few micro-batches (DP exposed), no split
+    blocks: CP-SAT proves its optimum, which equals the brute force over every count matrix
+    priced exactly, and its map re-prices to it. Returns ((cluster, allocation), unit model,
+    solution)."""
     spec, cluster, wl, alloc = _small(leaves, drained, layout, pods=pods, taper=taper)
-    wl = api.make_workload(spec, global_batch=2 * layout.dp)  # few micro-batches: DP exposed
+    wl = api.make_workload(spec, global_batch=2 * layout.dp)
     um = M.unit_model(spec, cluster, wl, layout, alloc)
-    assert um.uplink_tiers and um.split_blocks == 0
+    assert um.split_blocks == 0
     sol = M.solve(um, time_limit_s=30)
     assert sol.status == "OPTIMAL"
     best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
     assert abs(sol.objective_us - best_us) <= 2
     repriced = pricing.price(spec, cluster, wl, um.layout, alloc, sol.host_of_rank)
     assert abs(round(repriced.step_time_s * 1e6) - sol.objective_us) <= 2
+    return (cluster, alloc), um, sol
+
+
+@pytest.mark.parametrize(("leaves", "drained", "layout", "pods", "taper"), TAPERED)
+def test_uplink_sharing_cpsat_equals_brute_force_and_reprices(leaves, drained, layout, pods, taper):
+    """Uneven leaves behind 3:1 and 7:1 uplinks: CP-SAT's objective equals the optimum of every
+    count matrix priced exactly on its map (uplink steps included), and re-pricing its map
+    reproduces it."""
+    _, um, sol = _optimum_equals_brute_force(leaves, drained, layout, pods, taper)
+    assert um.uplink_tiers
     assert M.objective_us(um, sol.counts) == sol.objective_us
     qs = M.uplink_qs(um, sol.counts)
     ks, _, lone = M._summary(um, sol.counts)
@@ -552,16 +562,8 @@ def test_pipeline_window_sharing_against_brute_force(leaves, drained, layout, po
     """PP sends share the uplinks too: a leaf whose stages' chunk ranges meet keeps those PP
     groups inside (build_map), and only the rest send upward. CP-SAT's objective equals the
     brute force over every count matrix priced exactly, and its map re-prices to it."""
-    spec, cluster, wl, alloc = _small(leaves, drained, layout, pods=pods, taper=taper)
-    wl = api.make_workload(spec, global_batch=2 * layout.dp)
-    um = M.unit_model(spec, cluster, wl, layout, alloc)
-    assert um.pipe and um.split_blocks == 0
-    sol = M.solve(um, time_limit_s=30)
-    assert sol.status == "OPTIMAL"
-    best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
-    assert abs(sol.objective_us - best_us) <= 2
-    repriced = pricing.price(spec, cluster, wl, um.layout, alloc, sol.host_of_rank)
-    assert abs(round(repriced.step_time_s * 1e6) - sol.objective_us) <= 2
+    (cluster, alloc), um, sol = _optimum_equals_brute_force(leaves, drained, layout, pods, taper)
+    assert um.pipe
     steps = pricing.uplink_steps(
         cluster, alloc, um.layout, sol.host_of_rank, moe=False, kinds=pricing.PIPELINE_KINDS
     )

@@ -96,5 +96,5 @@ def test_bad_traffic_file_is_one_line_naming_the_file(tmp_path, capsys, text, wo
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(InvalidInput, match="cannot read"):
+    with pytest.raises(InvalidInput, match="none.yaml: file not found"):
         traffic._read(tmp_path / "none.yaml")

@@ -68,7 +68,7 @@ def _row_of(key: tuple) -> tuple:
         b, s, h, kv, dqk, dv, causal, window, kern = dims
         return kind, (int(b), int(s), int(h), int(kv), int(dqk), int(dv), causal, window, kern)
     if kind == "window":  # KernelBook.window_ratio: the saving looked up at (seq, window)
-        s, window, kern, causal = dims
+        _b, s, _h, _kv, _dqk, _dv, causal, window, kern = dims
         return kind, (int(s), window, kern, causal)
     return "memory", tuple(dims)
 

@@ -23,8 +23,10 @@ def test_file_size_limit(tmp_path, monkeypatch):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(InvalidInput, match="cannot read file"):
+    with pytest.raises(InvalidInput, match="nope.yaml: file not found"):
         inputs.read_data_file(tmp_path / "nope.yaml")
+    with pytest.raises(InvalidInput, match="cannot read file"):
+        inputs.read_data_file(tmp_path)  # a folder: the system's reason
 
 
 def test_depth_limit_is_exact(tmp_path):

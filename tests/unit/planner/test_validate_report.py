@@ -60,3 +60,93 @@ def test_gb200_llama3_70b_says_it_cannot_fit_as_described():
     assert row.estimate.peak_memory_gib > row.hbm_gib == 184
     assert row.fit_note.startswith("cannot fit as described: predicted peak")
     assert "recompute=none" in row.fit_note  # the record does not state its recompute
+
+
+# ---------------------------------------------------------------- layout pair order (issue 32)
+
+MODEL = {
+    "name": "toy", "num_layers": 8, "hidden_size": 1024, "num_attention_heads": 8,
+    "num_kv_heads": 8, "ffn_hidden_size": 4096, "vocab_size": 32000, "seq_len": 2048,
+}  # fmt: skip
+
+
+def _record(rid, tp, dp, measured, *, batch=64, gpu="h100-sxm-80gb", name="toy", seq=2048):
+    return {
+        "id": rid,
+        "model": {**MODEL, "name": name, "seq_len": seq},
+        "gpu": gpu,
+        "num_gpus": tp * dp,
+        "gpus_per_node": 8,
+        "layout": {"tp": tp, "pp": 1, "dp": dp, "global_batch_seqs": batch},
+        "measured_tokens_per_s_per_gpu": measured,
+    }
+
+
+def _order(records):
+    from planner.validate import pair_order
+
+    return pair_order([validate_record(r) for r in records])
+
+
+def test_pair_order_counts_layout_pairs_of_the_same_job():
+    from planner.validate import validate_record as score
+
+    pred = {tp: score(_record("x", tp, 8 // tp, 1.0)).estimate.tokens_per_s_per_gpu
+            for tp in (1, 2, 4)}  # fmt: skip
+    fast, mid, slow = sorted(pred, key=lambda tp: -pred[tp])
+    # Measured in the predicted order: the three layouts of one job make three agreeing pairs.
+    agree = [_record(f"tp{tp}", tp, 8 // tp, m) for tp, m in ((fast, 300), (mid, 200), (slow, 100))]
+    order = _order(agree)
+    assert (order.pairs, order.agree, order.jobs, order.disagree) == (3, 3, 1, ())
+    assert order.fraction == 1.0
+    # Swap the measured figures of the fastest and slowest: two of three pairs now disagree.
+    swapped = [_record(f"tp{tp}", tp, 8 // tp, m) for tp, m in ((fast, 100), (mid, 200), (slow, 300))]
+    order = _order(swapped)
+    assert (order.pairs, order.agree) == (3, 0)
+    assert set(order.disagree) == {
+        (f"tp{slow}", f"tp{fast}"), (f"tp{mid}", f"tp{fast}"), (f"tp{slow}", f"tp{mid}")
+    }  # fmt: skip
+    mixed = [_record("a", fast, 8 // fast, 100), _record("b", mid, 8 // mid, 200),
+             _record("c", slow, 8 // slow, 50)]  # fmt: skip
+    order = _order(mixed)
+    assert (order.pairs, order.agree, order.disagree) == (3, 2, (("b", "a"),))
+    assert order.fraction == pytest.approx(2 / 3)
+
+
+def test_pair_order_pairs_only_layouts_of_the_same_model_gpu_sequence_and_batch():
+    base = _record("a", 1, 8, 100)
+    others = [
+        _record("name only", 2, 4, 200, name="toy renamed"),  # same architecture: paired
+        _record("batch", 2, 4, 200, batch=128),
+        _record("gpu", 2, 4, 200, gpu="a100-sxm-80gb"),
+        _record("seq", 2, 4, 200, seq=4096),
+        _record("same layout", 1, 8, 120),  # a repeat of the layout: not a pair
+        _record("unmeasured", 4, 2, None),
+        {**_record("unscored", 4, 2, 150), "layout": {"tp": 3, "pp": 1, "dp": 1}},
+        _record("tie", 4, 2, 100),  # measured tie with `a`: no order to match
+    ]
+    order = _order([base, *others])
+    # Pairs: a / name only, name only / same layout, name only / tie, same layout / tie (not
+    # a / same layout: one layout; not a / tie: a measured tie).
+    assert order.pairs == 4
+    assert order.jobs == 1
+    lone = _order([base, others[1], others[2], others[3]])
+    assert (lone.pairs, lone.fraction) == (0, None)
+
+
+def test_pair_order_is_shown_in_text_and_markdown_not_in_json():
+    from planner.report.validation import pair_order_lines, validation_markdown
+    from planner.validate import PairOrder
+
+    rows = [validate_record(r) for r in (_record("a", 1, 8, 100), _record("b", 2, 4, 300))]
+    order = _order([_record("a", 1, 8, 100), _record("b", 2, 4, 300)])
+    buf = io.StringIO()
+    Console(width=200, color_system=None, file=buf).print(render_validation(rows))
+    assert pair_order_lines(order)[0] in buf.getvalue()
+    md = validation_markdown(rows, "runs.yaml")
+    assert pair_order_lines(order, "- ")[0] in md
+    assert "Layout pair order: 0 of 1 pairs" in pair_order_lines(PairOrder(1, 0, 1, (("b", "a"),)))[0]
+    assert pair_order_lines(PairOrder(1, 0, 1, (("b", "a"),)), "- ")[1] == (
+        "- b measured faster than a, predicted not faster"
+    )
+    assert all("pair" not in key for key in rows[0].contract_dict())

@@ -123,11 +123,13 @@ def plan_scaling() -> str:
 
     record = json.loads((RESULTS / "plan_scaling.json").read_text())
     load = ", ".join(f"{x:.1f}" for x in record["load_average"])
+    start = record.get("load_average_start")  # records before issue 28's re-measure lack it
+    at_start = "" if start is None else ", ".join(f"{x:.1f}" for x in start) + " at the start, "
     rows = [bench.markdown_row(r) for r in record["rows"]]
     return "\n".join(
         [
             f"Recorded by `{record['command']}` on revision {record['revision']}, "
-            f"{record['cpus']} cores, load average {load} (1, 5, 15 min) at the end:",
+            f"{record['cpus']} cores, load average (1, 5, 15 min) {at_start}{load} at the end:",
             "",
             bench.HEADER,
             *rows,

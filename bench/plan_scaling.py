@@ -169,6 +169,7 @@ def main() -> None:
     )
     ap.add_argument("--note", default="", help="the run's conditions, kept in the record")
     args = ap.parse_args()
+    load_start = list(os.getloadavg())  # the machine is shared: its load before and after
     print(HEADER)
     rows = []
     for i in args.only if args.only is not None else range(len(CASES)):
@@ -187,6 +188,7 @@ def main() -> None:
         record = {
             "command": "python bench/plan_scaling.py " + shlex.join(sys.argv[1:]),
             "revision": _revision(),
+            "load_average_start": load_start,
             "load_average": list(os.getloadavg()),
             "cpus": os.cpu_count(),
             "note": args.note,

@@ -80,12 +80,19 @@ class LayerTime:
     quantize_s: float = 0.0  # forward GEMM inputs quantized (QUANT_BYTES_PER_ELEMENT)
     quantize_backward_s: float = 0.0  # output gradients quantized for dgrad / wgrad
     elementwise_backward_s: float | None = None  # its own backward traffic; None: 2x forward
+    unpad_s: float = 0.0  # varlen attention's gather / scatter copies (unpad_copies_s), forward
+    unpad_backward_s: float = 0.0  # their inverse copies in backward
     overhead_backward_s: float | None = None  # backward host overhead; None: overhead_s
 
     @property
     def forward_s(self) -> float:
         return (
-            self.gemm_s + self.attention_s + self.elementwise_s + self.overhead_s + self.quantize_s
+            self.gemm_s
+            + self.attention_s
+            + self.elementwise_s
+            + self.overhead_s
+            + self.quantize_s
+            + self.unpad_s
         )
 
     @property
@@ -94,7 +101,7 @@ class LayerTime:
         attn = 2.5 * self.attention_s
         if self.attention_backward_s is not None:
             attn = self.attention_backward_s
-        quant = self.quantize_backward_s
+        quant = self.quantize_backward_s + self.unpad_backward_s
         elem = self.elementwise_backward_s
         elem = 2 * self.elementwise_s if elem is None else elem
         overhead = self.overhead_s if self.overhead_backward_s is None else self.overhead_backward_s
@@ -532,6 +539,36 @@ def memory_ops_s(ops: list[MemoryOp], t: float, hbm_s: float, book: KernelBook |
     return total
 
 
+def unpad_copies_s(
+    model: ModelSpec, layout: Layout, t: float, hbm_s: float, book: KernelBook | None
+) -> tuple[float, float, tuple[tuple[str, str], ...]]:
+    """(forward, backward, look-ups) of the copies a varlen attention kernel adds around itself
+    (Workload.attention_unpad), for one micro-batch of `t` tokens on one TP rank.
+
+    flash-attn's bert_padding helpers, as llm-foundry's MPT flash_attn_fn calls them
+    (llmfoundry/models/layers/attention.py at the commit of the H100 benchmark table, 5e85bd62d;
+    flash_attn/bert_padding.py): unpad_input gathers q, k and v into packed copies
+    (IndexFirstAxis: torch.gather, read + write each), pad_input scatters the output back into a
+    zeroed padded tensor (IndexPutFirstAxis: zeros, then index_put: write + read + write). Their
+    backward scatters the q / k / v gradients into zeroed tensors (zeros + scatter_: 3 element
+    moves each) and gathers the output gradient (read + write). Per token, in elements of the
+    rank's q, k, v and output widths: forward 2(q + k + v) + 3o, backward 3(q + k + v) + 2o.
+    The gathers and scatters are priced as the kernel table's `copy` row (a streaming copy; an
+    indexed one is not faster), the zero fills as HBM writes."""
+    d_qk, d_v = head_dims(model)
+    heads, kv = model.num_attention_heads / layout.tp, _local_kv_heads(model, layout.tp)
+    q, k, v, o = heads * d_qk, kv * d_qk, kv * d_v, heads * d_v
+    moved = [2 * x for x in (q, k, v, o)]  # each a read + a write of one tensor
+
+    def copies(widths: list[float]) -> list[MemoryOp]:
+        return [MemoryOp(w, "copy", 1, w) for w in widths]
+
+    forward = [*copies(moved), MemoryOp(o)]  # + the zeroed output pad_input fills
+    backward = [*copies(moved), MemoryOp(q + k + v)]  # + the zeroed q / k / v gradients
+    _s, _e, looks = table_memory_s(forward + backward, t, book)
+    return memory_ops_s(forward, t, hbm_s, book), memory_ops_s(backward, t, hbm_s, book), looks
+
+
 def layer_overhead_s(
     model: ModelSpec, layout: Layout, cal: GenerationCalibration, workload: Workload, is_moe: bool
 ) -> float:
@@ -633,6 +670,10 @@ def layer_time(
         elem_bytes -= table_elements * BF16_BYTES
     elementwise_s = elem_bytes / hbm_s + table_s
     quant_s, quant_bwd_s = quantize_s(gemms, workload, hbm_s)
+    unpad_s = unpad_bwd_s = 0.0
+    if workload.attention_unpad:
+        unpad_s, unpad_bwd_s, unpad_looks = unpad_copies_s(model, layout, t, hbm_s, book)
+        mem_looks += unpad_looks
     attn = layer_attention(model, gpu, cal, workload, layout, book, is_moe)
     attn_s, attn_bwd_s, attn_looks, attn_flops = attn
     module_s = _recompute_module_s(model, ggpu, cal, workload, layout, is_moe, attn_s, gbook)
@@ -658,6 +699,8 @@ def layer_time(
         lookups=gemm_looks + attn_looks + mem_looks,
         quantize_s=quant_s,
         quantize_backward_s=quant_bwd_s,
+        unpad_s=unpad_s,
+        unpad_backward_s=unpad_bwd_s,
     )
     return _with_host_floor(model, layout, workload, is_moe, lt)
 

@@ -31,6 +31,7 @@ PHYSICS_FIELDS = (
     "selective_recompute",
     "fp8_dynamic_scaling",
     "attention_kernel",
+    "attention_unpad",
     "cp_attention",
     "pp_keeps_outputs",
     "dp_sync",
@@ -148,6 +149,12 @@ _MEGATRON_PHYSICS = {
         "megatron/core/transformer/enums.py AttnBackend.auto: Transformer Engine DotProductAttention"
         " (cuDNN fused attention / FlashAttention-3 on Hopper)",
     ),
+    "attention_unpad": Setting(
+        False,
+        "Transformer Engine attention takes q, k, v in the padded layout "
+        "(megatron/core/extensions/transformer_engine.py TEDotProductAttention qkv_format "
+        "'sbhd'): no unpad copies",
+    ),
     "cp_attention": Setting(
         "fused_ring",
         "Transformer Engine attention with cp_comm_type 'p2p' (K/V ring overlapped with the "
@@ -213,6 +220,11 @@ _TORCHTITAN_PHYSICS = {
         "torchtitan calls torch.nn.functional.scaled_dot_product_attention, whose flash backend "
         "is FlashAttention-2 (cuDNN attention opt-in since PyTorch 2.5.1, pytorch#138522)",
     ),
+    "attention_unpad": Setting(
+        False,
+        "torch.nn.functional.scaled_dot_product_attention on the padded [b, h, s, d] tensors "
+        "(torchtitan/models/common/attention.py): no unpad copies",
+    ),
     "cp_attention": Setting(
         "torch_ring",
         "torch.distributed.tensor.experimental.context_parallel (torchtitan/distributed/"
@@ -268,6 +280,13 @@ _LLM_FOUNDRY_PHYSICS = {
         "fa2",
         "llm-foundry MPT attn_impl 'flash' (llmfoundry/models/layers/attention.py "
         "flash_attn_fn) calls the flash-attn 2 package",
+    ),
+    "attention_unpad": Setting(
+        True,
+        "llmfoundry/models/layers/attention.py flash_attn_fn (commit 5e85bd62d, the H100 "
+        "benchmark table's; the same on main) wraps flash_attn_varlen_func in flash-attn's "
+        "bert_padding: unpad_input / index_first_axis gathers q, k, v and pad_input scatters the "
+        "output back, whether or not the batch has padding",
     ),
     "dp_sync": Setting(
         "fsdp",

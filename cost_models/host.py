@@ -78,14 +78,23 @@ def _linears(n: float, q: int) -> tuple[float, float]:
     return n * (1 + q), n * (2 + q)
 
 
-def _attention_block(model: ModelSpec, layout: Layout, q: int) -> tuple[float, float]:
+UNPAD_KERNELS = (5, 7)
+"""Forward, backward copy kernels of varlen attention's unpad / pad (Workload.attention_unpad,
+compute.unpad_copies_s): forward a gather each for q, k, v, then zeros + index_put for the
+output; backward zeros + scatter_ each for q, k, v and a gather of the output gradient."""
+
+
+def _attention_block(
+    model: ModelSpec, layout: Layout, workload: Workload, q: int
+) -> tuple[float, float]:
     """Norm, QKV, (q / k norms), rotary, fused attention, output projection, residual add; the
-    sequence-parallel all-gather and reduce-scatter with TP."""
+    sequence-parallel all-gather and reduce-scatter with TP; varlen attention's copies."""
     lin_f, lin_b = _linears(2, q)
     qk = 2 if model.qk_norm else 0
     tp_comm = 2 if layout.tp > 1 else 0
-    forward = 1 + qk + 2 + 1 + 1 + lin_f + tp_comm
-    backward = 2 + 2 * qk + 2 + 1 + lin_b + tp_comm
+    unpad_f, unpad_b = UNPAD_KERNELS if workload.attention_unpad else (0, 0)
+    forward = 1 + qk + 2 + 1 + 1 + lin_f + tp_comm + unpad_f
+    backward = 2 + 2 * qk + 2 + 1 + lin_b + tp_comm + unpad_b
     return forward, backward
 
 
@@ -132,7 +141,7 @@ def layer_launches(
     replay from graphs (Megatron --cuda-graph-modules attn mlp | attn moe_router
     moe_preprocess); the experts and everything after the sync stay eager."""
     q = _quantize(workload, recipe)
-    attn_f, attn_b = _attention_block(model, layout, q)
+    attn_f, attn_b = _attention_block(model, layout, workload, q)
     if not is_moe:
         mlp_f, mlp_b = _dense_mlp(model, layout, q)
         return Launches(attn_f + mlp_f, attn_b + mlp_b, attn_f + mlp_f, attn_b + mlp_b, 0.0)

@@ -776,6 +776,14 @@ class Workload(InputSpec):
         "cuDNN / FlashAttention-3 on Hopper) or FlashAttention-2 (PyTorch SDPA's default flash "
         "backend since cuDNN became opt-in in 2.5.1; the flash-attn 2 package)",
     )
+    attention_unpad: bool = Field(
+        False,
+        description="the attention kernel runs on unpadded (varlen) tokens: q, k, v are gathered "
+        "into packed copies before it and its output scattered back into the padded layout, "
+        "with the inverse copies in backward (flash-attn bert_padding unpad_input / pad_input "
+        "around flash_attn_varlen_func: llm-foundry MPT flash_attn_fn); "
+        "cost_models.compute.unpad_copies_s",
+    )
     cp_attention: Literal["fused_ring", "torch_ring"] = Field(
         "fused_ring",
         description="context-parallel attention: Transformer Engine's fused K/V ring (Megatron) "

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from revision import revision as _revision  # bench/revision.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 MIX = "--workload docs/design/mix-405b-dsv3.yaml --gpus 16384"
 CASES: list[tuple[str, str, int]] = [
@@ -289,19 +291,6 @@ def nvl72_facts(record: dict[str, Any]) -> str:
         f"its exposed DP share {_share(n8, 0, 'dp_comm') * 100:.1f} -> "
         f"{_share(n72, 0, 'dp_comm') * 100:.1f} %."
     )
-
-
-def _revision() -> str:
-    if os.environ.get("PLANNER_REVISION"):  # a frozen copy (git archive) names its revision
-        return os.environ["PLANNER_REVISION"]
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, check=True, cwd=ROOT,
-        )  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
 
 
 def main() -> None:

@@ -22,10 +22,11 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from revision import revision as _revision  # bench/revision.py, beside this script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -121,7 +122,7 @@ def main() -> None:
     if args.record:
         record = {
             "command": "python bench/design_points.py " + shlex.join(sys.argv[1:]),
-            "revision": os.environ.get("PLANNER_REVISION") or _revision(),
+            "revision": _revision(),
             "cpus": os.cpu_count(),
             "note": args.note,
             "grid": args.grid,
@@ -131,16 +132,6 @@ def main() -> None:
             "results": outputs[0],
         }
         Path(args.record).write_text(json.dumps(record, indent=1) + "\n")
-
-
-def _revision() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
 
 
 if __name__ == "__main__":

@@ -27,10 +27,11 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from revision import revision as _revision  # bench/revision.py, beside this script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -225,17 +226,6 @@ def _row(n, alloc, drained, leaves, p, gain, wall, cpu, steps) -> dict:
         row["seeds"] = {str(k): v for k, v in steps.items()}
         row["seed_spread_pct"] = 100 * (hi_s / lo_s - 1)
     return row
-
-
-def _revision() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
-            cwd=Path(__file__).resolve().parents[1],
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def render(record: dict) -> str:

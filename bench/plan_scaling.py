@@ -19,11 +19,12 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from revision import revision as _revision  # bench/revision.py, beside this script
 
 import models_zoo
 from cost_models.errors import NoFeasiblePlan
@@ -195,16 +196,6 @@ def main() -> None:
             "rows": rows,
         }
         Path(args.record).write_text(json.dumps(record, indent=1) + "\n")
-
-
-def _revision() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
 
 
 if __name__ == "__main__":

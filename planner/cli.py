@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import math
+import os
 import re
 import sys
 import threading
@@ -61,6 +63,9 @@ from .types import PlanResult, SearchSpace
 from .validate import validate_file
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_STDOUT_CLOSED = 141
+"""128 + SIGPIPE (13): the status a shell reports for a filter whose reader went away
+(`yes | head` -> PIPESTATUS 141), which is what `planner presets | head` ends with."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -1363,6 +1368,39 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `planner` command: exit 0 / 1 / 2 (CONTRACT.md), or 141 when stdout's reader closed
+    the pipe (`planner presets | head`), quietly like any Unix filter."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+class _Stdout(Console):
+    """The report console. rich's own answer to a closed pipe is SystemExit(1), which would read
+    as "no feasible plan" (exit 1, CONTRACT.md): raise the error so `main` ends with 141."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "stdout closed")
+
+
+def _stdout_closed() -> int:
+    """Stop writing to a pipe nobody reads, without a traceback or Python's "Exception ignored"
+    line: stdout is pointed at /dev/null so the interpreter's exit flush of what is still
+    buffered succeeds (the recipe of the Python docs, library/signal.html "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (an in-process caller's)
+        pass
+    return EXIT_STDOUT_CLOSED
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     err = Console(stderr=True, highlight=False)
     # --debug anywhere (before or after the subcommand; issue 28): the traceback of a bad input
@@ -1375,7 +1413,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     try:
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args, Console(highlight=False))
+        return COMMANDS[args.command](args, _Stdout(highlight=False))
     except SystemExit as exc:  # --version and --help print and stop here
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except NoFeasiblePlan as exc:
@@ -1415,4 +1453,8 @@ def _emit_error(code: int, message: str, reasons: list[str] | None = None) -> No
     error: dict[str, Any] = {"exit_code": code, "message": message, "field": _error_field(message)}
     if reasons is not None:
         error["reasons"] = reasons
-    sys.stdout.write(json.dumps({"error": error}, indent=2) + "\n")
+    try:
+        sys.stdout.write(json.dumps({"error": error}, indent=2) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # nobody reads stdout: the error's exit code and stderr line stand
+        _stdout_closed()

@@ -551,7 +551,8 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out-dir",
         help="write the hand-off (any plan): plan.json, ranks.json, each framework's argument "
-        "files, launch.sh; with an allocation also hostfile (SLURM_HOSTFILE) and node ranks",
+        "files, launch.sh; with an allocation also hostfile, node_ranks, SLURM_HOSTFILE and "
+        "rank_hosts.json",
     )
     p.add_argument(
         "--other-traffic",
@@ -1444,8 +1445,25 @@ def _error_field(message: str) -> str | None:
     'cluster.yaml: tiers.1 ...', 'topology.conf:12: ...'), when it names one."""
     if message.startswith("file not found: "):
         return message.removeprefix("file not found: ")
-    m = _FIELD.match(message) or re.search(r"\bargument (--[\w-]+)", message)
+    for start, flag in _MESSAGE_FLAGS:
+        if message.startswith(start):
+            return flag
+    m = (
+        _FIELD.match(message)
+        or re.search(r"\bargument (--[\w-]+)", message)
+        or re.search(r"\barguments are required: (--[\w-]+)", message)  # argparse: the first
+    )
     return m.group(1) if m else None
+
+
+_MESSAGE_FLAGS = (
+    ("unknown model preset ", "--model"),
+    ("unknown cluster preset ", "--cluster"),
+    ("unknown gpu preset ", "--gpu"),
+    ("precision: ", "--precision"),
+)
+"""Messages about a flag's value that do not start with the flag (the readers behind it serve
+files too, where the file name comes first and _FIELD names it)."""
 
 
 def _emit_error(code: int, message: str, reasons: list[str] | None = None) -> None:

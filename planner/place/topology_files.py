@@ -36,6 +36,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Spec
+from models_zoo.inputs import unreadable
 
 
 def expand(expr: str, where: str) -> list[str]:
@@ -49,8 +50,8 @@ def expand(expr: str, where: str) -> list[str]:
 def read_lines(path: str | Path, what: str) -> list[str]:
     try:
         return Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InvalidInput(f"{what}: cannot read {path}: {exc.strerror}") from None
+    except OSError as exc:  # "file not found" in the words every reader uses
+        raise unreadable(f"{what}: {path}", exc) from None
     except UnicodeDecodeError:
         raise InvalidInput(f"{what}: {path} is not UTF-8 text") from None
 

@@ -60,6 +60,10 @@ def test_tree_topology_levels_and_link_speed(tmp_path):
         ("SwitchName=s0 Nodes=n0 garbage\n", 1, "KEY=VALUE"),
         ("SwitchName=s0 Nodes=n0 Speed=1\n", 1, "unknown key"),
         ("SwitchName=s0 Nodes=n0\nSwitchName=s0 Nodes=n1\n", 2, "already defined"),
+        ("SwitchName=s0 Nodes=n[0-1]\nSwitchName=s1 Nodes=n1\n", 2,
+         "node n1 is under two leaf switches (s0, s1)"),
+        ("SwitchName=s0 Nodes=n0\nSwitchName=t0 Switches=s0\nSwitchName=t1 Switches=s0\n", 3,
+         "switch s0 has two parents (t0, t1)"),
     ],
 )
 def test_malformed_topology_exits_2_naming_the_line(tmp_path, capsys, text, line, words):

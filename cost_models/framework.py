@@ -38,6 +38,8 @@ PHYSICS_FIELDS = (
     "expert_gemm_launch",
     "host_s_per_kernel",
     "moe_host_sync",
+    "grad_clip",
+    "fsdp_copies",
 )
 """The Workload fields a profile sets (their meaning: cost_models/specs.py Workload)."""
 
@@ -184,6 +186,20 @@ _MEGATRON_PHYSICS = {
         "measured: bench/results/h100-2026-11-26/layers/launch.csv (one tiny kernel launched "
         "eagerly from Python, torch 2.11, one H100 host: 6.26 us of host time)",
     ),
+    "grad_clip": Setting(
+        "clip",
+        "megatron/training/arguments.py --clip-grad default 1.0; megatron/core/optimizer/"
+        "optimizer.py MixedPrecisionOptimizer.step -> clip_grad_norm: clip_grads.py "
+        "get_grad_norm_fp32 (multi_tensor_l2norm over the fp32 main grads) and "
+        "clip_grad_by_total_norm_fp32 (Transformer Engine's multi_tensor_scale_tensor with the "
+        "clamped coefficient: a scale pass every step)",
+    ),
+    "fsdp_copies": Setting(
+        "none",
+        "DDP and the distributed optimizer communicate the contiguous grad / param buffers in "
+        "place (megatron/core/distributed/param_and_grad_buffer.py); Megatron-FSDP's copies are "
+        "not modelled",
+    ),
     "moe_host_sync": Setting(
         "every_layer",
         "megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher."
@@ -251,6 +267,19 @@ _TORCHTITAN_PHYSICS = {
         "measured: bench/results/h100-2026-11-26/layers/launch.csv (one tiny kernel launched "
         "eagerly from Python, torch 2.11, one H100 host: 6.26 us of host time)",
     ),
+    "grad_clip": Setting(
+        "clip",
+        "torchtitan/trainer.py train_step: dist_utils.clip_grad_norm_(..., training.max_norm, "
+        "foreach=True), max_norm default 1.0 (torchtitan/config/configs.py): torch.nn.utils."
+        "get_total_norm (_foreach_norm) and clip_grads_with_norm_ (_foreach_mul_ by the "
+        "clamped coefficient, every step)",
+    ),
+    "fsdp_copies": Setting(
+        "fsdp2",
+        "torchtitan/distributed/fsdp.py apply_fsdp: fully_shard per block with "
+        "MixedPrecisionPolicy(param_dtype bf16, reduce_dtype fp32); FSDP2's copies around its "
+        "collectives: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py",
+    ),
     "moe_host_sync": Setting(
         "expert_parallel",
         "torchtitan/models/common/token_dispatcher.py AllToAllTokenDispatcher: output_splits "
@@ -269,6 +298,19 @@ _DEEPSPEED_PHYSICS = {
     "dp_sync": Setting(
         "deepspeed",
         "deepspeed/runtime/zero/config.py DeepSpeedZeroConfig reduce_bucket_size = 5e8 elements",
+    ),
+    "grad_clip": Setting(
+        "clip",
+        "deepspeed/runtime/constants.py GRADIENT_CLIPPING_DEFAULT 1.0 (DeepSpeed 0.19); "
+        "deepspeed/runtime/zero/stage_1_and_2.py step: scaled_global_norm every step while "
+        "compute_grad_norm (default True, with gradient_clipping 0 too), then "
+        "unscale_and_clip_grads' mul_ by the combined scale; bf16_optimizer.py step: "
+        "get_global_norm_of_tensors, clip_tensors_by_global_norm",
+    ),
+    "fsdp_copies": Setting(
+        "none",
+        "ZeRO 1 / 2 reduce and gather flat contiguous partitions in place (deepspeed/runtime/"
+        "zero/stage_1_and_2.py); ZeRO-3's gather copies are not modelled",
     ),
 }
 """Megatron-DeepSpeed is a Megatron-LM fork: its kernels are Megatron's. Its flash attention is
@@ -293,6 +335,18 @@ _LLM_FOUNDRY_PHYSICS = {
         "llmfoundry/models/mpt/modeling_mpt.py fsdp_wrap_fn: isinstance(module, MPTBlock), one "
         "PyTorch FSDP unit per transformer block, so each block's gradients are one "
         "reduce-scatter",
+    ),
+    "grad_clip": Setting(
+        "clip",
+        "llm-foundry scripts/train/yamls/pretrain/mpt-*.yaml algorithms.gradient_clipping "
+        "clipping_type norm, clipping_threshold 1.0 (Composer GradientClipping -> FSDP "
+        "clip_grad_norm_: the norm and a scale pass)",
+    ),
+    "fsdp_copies": Setting(
+        "none",
+        "PyTorch FSDP1 FlatParameter: the unsharded parameters are views of the all-gather "
+        "output and the flat gradient is reduce-scattered as it is (no FSDP2 copy-out or "
+        "chunk_cat); its shard cast is not modelled",
     ),
 }
 

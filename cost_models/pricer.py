@@ -50,6 +50,7 @@ from .stage import (
 from .stage import stage_dp_s as _stage_dp_s
 from .stage import stage_dp_tier_s as _stage_dp_tier_s
 from .stage import stage_memory as _stage_memory
+from .stage import fsdp_copies_s as _fsdp_copies_s
 from .stage import stage_optimizer_s as _stage_optimizer_s
 from .terms import LAYER_FLOWS, LAYER_TERMS, ByKind, Flow, StageTerms, Term, layout_key
 from .topology import outermost_tier, placement
@@ -103,6 +104,10 @@ class StageTail:
     dp_total_s: float
     dp_tiers_s: list[float]
     optimizer_s: float
+    """The slowest stage's stage_optimizer_s (optimizer step + FSDP2 copies)."""
+    copies_s: float
+    """That stage's FSDP2 copies (stage_fsdp_copies_s), part of optimizer_s, reported under
+    compute."""
     memory: tuple[StageMemory, ...]
 
 
@@ -272,8 +277,22 @@ class Pricer(StepBounds):
         )
 
     def stage_optimizer_s(self, lo: Layout, sp: StageParams) -> float:
-        """Optimizer-step seconds of one stage (stage.stage_optimizer_s, memory-bound Adam)."""
-        return _stage_optimizer_s(lo, sp, self.hbm_bytes_per_s, self.workload)
+        """The per-step tail of one stage's parameters: the optimizer step
+        (stage.stage_optimizer_s: gradient norm, clipping, memory-bound Adam) plus the FSDP2
+        copies of the step (stage_fsdp_copies_s, which estimate() reports under compute).
+        Both are proportional to the stage's parameters, so the stage partition keeps this
+        affine in the layer counts (planner/search/partition.py)."""
+        opt_s = _stage_optimizer_s(lo, sp, self.hbm_bytes_per_s, self.workload)
+        return opt_s + self.stage_fsdp_copies_s(lo, sp)
+
+    def stage_fsdp_copies_s(self, lo: Layout, sp: StageParams) -> float:
+        """Seconds per step of one stage's FSDP2 parameter / gradient copies (stage.fsdp_copies_s;
+        0 unless Workload.fsdp_copies and ZeRO 2 / 3)."""
+        w = self.workload
+        if w.fsdp_copies == "none" or lo.zero_stage < 2:
+            return 0.0
+        m = num_microbatches(w.global_batch_seqs, lo)
+        return _fsdp_copies_s(lo, sp, m, self.hbm_bytes_per_s, w)
 
     def activations_per_mb(self, lo: Layout) -> LayerActivations:
         """memory.layer_activation_bytes of each layer kind, under the layout's own recompute
@@ -371,7 +390,10 @@ class Pricer(StepBounds):
         breakdown[Term.PP_COMM] = 2 * (layout.pp - 1) * p2p
         breakdown[Term.DP_COMM] = tail.dp_exposed_s
         breakdown[Term.BUBBLE] = bubble_s
-        breakdown[Term.OPTIMIZER] = tail.optimizer_s
+        # The FSDP2 copies run on the compute stream: reported as compute, summed as the
+        # stage's tail (stage_optimizer_s) so that the bounds and the partition see one term.
+        breakdown[Term.COMPUTE] += tail.copies_s
+        breakdown[Term.OPTIMIZER] = tail.optimizer_s - tail.copies_s
         comm_total = {f: m * crit.total_s(f) for f in LAYER_FLOWS}
         comm_total[Flow.PP] = 2 * m * layout.vp * p2p if layout.pp > 1 else 0.0
         comm_total[Flow.DP] = tail.dp_total_s
@@ -453,7 +475,7 @@ class Pricer(StepBounds):
     ) -> StageTail:
         """DP and optimizer stage by stage (the slowest stage sets the tail of the step), and
         every stage's memory."""
-        dp_exposed = dp_total = opt_s = 0.0
+        dp_exposed = dp_total = opt_s = copies_s = 0.0
         dp_tiers = [0.0] * len(self.cluster.tiers)
         memory = []
         acts = self.activations_per_mb(lo)
@@ -463,9 +485,11 @@ class Pricer(StepBounds):
             if total > dp_total:
                 dp_tiers = self.stage_dp_tier_s(lo, sp, span, r, dp_cluster)
             dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
-            opt_s = max(opt_s, self.stage_optimizer_s(lo, sp))
+            tail_s = self.stage_optimizer_s(lo, sp)
+            if tail_s > opt_s:
+                opt_s, copies_s = tail_s, self.stage_fsdp_copies_s(lo, sp)
             memory.append(self.stage_memory(lo, r, counts, acts))
-        return StageTail(dp_exposed, dp_total, dp_tiers, opt_s, tuple(memory))
+        return StageTail(dp_exposed, dp_total, dp_tiers, opt_s, copies_s, tuple(memory))
 
     def _tier_busy_s(
         self, crit: StageTerms, m: int, pp_total_s: float, pp_span: Sequence[int], dp: list[float]

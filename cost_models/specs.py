@@ -784,6 +784,21 @@ class Workload(InputSpec):
         "around flash_attn_varlen_func: llm-foundry MPT flash_attn_fn); "
         "cost_models.compute.unpad_copies_s",
     )
+    grad_clip: Literal["none", "norm", "clip"] = Field(
+        "none",
+        description="gradient-norm passes each optimizer step over the stage's shard of fp32 "
+        "gradients: 'clip' the global L2 norm (read) and the clip scale (read + write), 12 B "
+        "per parameter; 'norm' the norm only, 4 B (DeepSpeed with gradient_clipping 0 still "
+        "computes it); 'none'. Set by the framework profile; "
+        "cost_models.stage.CLIP_BYTES_PER_PARAM",
+    )
+    fsdp_copies: Literal["none", "fsdp2"] = Field(
+        "none",
+        description="the data-parallel framework's parameter and gradient copies around its "
+        "collectives under ZeRO 2 / 3: 'fsdp2' (torch fully_shard, torchtitan): the all-gather "
+        "copy-in cast and copy-out, the reduce-scatter copy-in chunk_cat and the sharded "
+        "gradient accumulation; 'none': not priced. cost_models.stage.fsdp_copies_s",
+    )
     cp_attention: Literal["fused_ring", "torch_ring"] = Field(
         "fused_ring",
         description="context-parallel attention: Transformer Engine's fused K/V ring (Megatron) "

@@ -40,6 +40,7 @@ from .terms import ByKind, Flow
 from .units import GIB
 
 BF16_BYTES = 2
+FP32_BYTES = 4
 GRAD_REDUCE_BYTES = 4  # fp32 gradient reduction (Megatron under bf16; torchtitan reduce_dtype)
 
 
@@ -558,13 +559,71 @@ def optimizer_bytes_per_param(workload: Workload | None = None) -> float:
     return GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + BF16_BYTES
 
 
+CLIP_BYTES_PER_PARAM = {"none": 0, "norm": GRAD_REDUCE_BYTES, "clip": 3 * GRAD_REDUCE_BYTES}
+"""HBM bytes per parameter of the gradient-norm passes (Workload.grad_clip): the global L2 norm
+reads each fp32 gradient once (4 B: Megatron get_grad_norm_fp32 multi_tensor_l2norm, torch
+get_total_norm _foreach_norm, DeepSpeed scaled_global_norm); clipping then scales it in place
+(read + write, 8 B: multi_tensor_scale / _foreach_mul_ / mul_). Measured on one H100 (torch
+clip_grad_norm_ foreach over 2.8e9 fp32 gradients): 12.4 ms, 12 B per parameter at 2.7 TB/s
+(bench/results/h100-2026-11-26/single-gpu-steps/steps/profile_s8b8-seq4096-mb1.json)."""
+
+
+def optimizer_shard(layout: Layout) -> int:
+    """The ranks one stage's optimizer state, and so its fp32 gradients, are sharded over: none
+    under ZeRO-0, else the ZeRO group (shard_dp x cp)."""
+    return 1 if layout.zero_stage == 0 else layout.shard_dp * layout.cp
+
+
 def stage_optimizer_s(
     layout: Layout, sp: StageParams, hbm_bytes_per_s: float, workload: Workload | None = None
 ) -> float:
-    """Optimizer-step seconds of one stage (memory-bound Adam over its shard of parameters)."""
-    shard = 1 if layout.zero_stage == 0 else layout.shard_dp * layout.cp
+    """Optimizer-step seconds of one stage: memory-bound Adam over its shard of parameters,
+    after the gradient-norm and clipping passes over the same shard (CLIP_BYTES_PER_PARAM)."""
     per_param = optimizer_bytes_per_param(workload)
-    return (sp.dense + sp.expert) / shard * per_param / hbm_bytes_per_s
+    if workload is not None:
+        per_param += CLIP_BYTES_PER_PARAM[workload.grad_clip]
+    return (sp.dense + sp.expert) / optimizer_shard(layout) * per_param / hbm_bytes_per_s
+
+
+FSDP2_GATHER_BYTES = (FP32_BYTES + BF16_BYTES, 2 * BF16_BYTES)
+"""(per shard element, per unsharded element) HBM bytes of one FSDP2 all-gather's copies: the
+copy-in casts the fp32 shard into the bf16 all-gather input (read 4 + write 2 B), the copy-out
+splits the bf16 all-gather output into the unsharded parameters (read 2 + write 2 B)."""
+FSDP2_REDUCE_BYTES = (BF16_BYTES + FP32_BYTES, 2 * FP32_BYTES, 3 * FP32_BYTES)
+"""(per unsharded element, per unsharded element on one rank, per shard element) HBM bytes of
+one FSDP2 reduce-scatter's passes: the copy-in chunk_cat of the bf16 gradients into the fp32
+reduce buffer (read 2 + write 4 B); with a one-rank shard group no collective runs and FSDP2
+copies the buffer into the output instead (read 4 + write 4 B); the output is accumulated into
+the sharded fp32 gradient after the first reduction of a step (read 4 + 4, write 4 B)."""
+
+
+def fsdp_copies_s(
+    layout: Layout, sp: StageParams, m: int, hbm_bytes_per_s: float, workload: Workload
+) -> float:
+    """Seconds per step of one stage's FSDP2 parameter and gradient copies (Workload.fsdp_copies
+    'fsdp2', ZeRO 2 / 3): torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py (torch 2.14)
+    foreach_all_gather (copy-in), foreach_all_gather_copy_out (split_with_sizes_copy, on the
+    compute stream in FSDPParamGroup.wait_for_unshard), foreach_reduce
+    (foreach_reduce_scatter_copy_in's chunk_cat, issued on the compute stream before the
+    reduce-scatter stream waits on it; the world-size-1 copy; the accumulation into
+    sharded_param.grad). Counted as stage_dp_s counts the collectives: ZeRO-3 gathers before
+    each forward and backward and reduces after each backward (m micro-batches); ZeRO-2 gathers
+    and reduces once per step (torchtitan with PP: reshard_after_forward False, and the
+    pipelining schedules' no-sync until the last backward). Copy-in and accumulation run on
+    side streams but are priced in series too: they touch 1 / shard of the elements, and on
+    one H100 a step's profiled kernel time was within 1-3 % of the step (s1b-seq4096-mb2 198.1
+    vs 196.2 ms, s8b8-seq4096-mb1 182.4 vs 186.6 ms): no overlap to speak of."""
+    if workload.fsdp_copies != "fsdp2" or layout.zero_stage < 2:
+        return 0.0
+    full = sp.dense + sp.expert
+    shard = optimizer_shard(layout)
+    gathers, reduces = (2 * m, m) if layout.zero_stage == 3 else (1, 1)
+    in_b, out_b = FSDP2_GATHER_BYTES
+    cat_b, one_rank_b, acc_b = FSDP2_REDUCE_BYTES
+    per_gather = full / shard * in_b + full * out_b
+    per_reduce = full * (cat_b + (one_rank_b if shard == 1 else 0))
+    moved = gathers * per_gather + reduces * per_reduce + (reduces - 1) * full / shard * acc_b
+    return moved / hbm_bytes_per_s
 
 
 def is_block_recompute(lo: Layout) -> bool:

@@ -785,11 +785,12 @@ class Workload(InputSpec):
         "cost_models.compute.unpad_copies_s",
     )
     grad_clip: Literal["none", "norm", "clip"] = Field(
-        "none",
+        "clip",
         description="gradient-norm passes each optimizer step over the stage's shard of fp32 "
         "gradients: 'clip' the global L2 norm (read) and the clip scale (read + write), 12 B "
         "per parameter; 'norm' the norm only, 4 B (DeepSpeed with gradient_clipping 0 still "
-        "computes it); 'none'. Set by the framework profile; "
+        "computes it); 'none'. Every framework profile sets 'clip' (the default, as Megatron's "
+        "--clip-grad 1.0); "
         "cost_models.stage.CLIP_BYTES_PER_PARAM",
     )
     fsdp_copies: Literal["none", "fsdp2"] = Field(

@@ -44,7 +44,7 @@ def test_clip_matches_the_measured_single_gpu_pass():
     sp = StageParams(dense=params, expert=0.0, largest_layer=0.0, num_layers=8)
     lo, hbm = Layout(zero_stage=3), 3350e9 * 0.85
     clip_s = stage_optimizer_s(lo, sp, hbm, _w(grad_clip="clip")) - stage_optimizer_s(
-        lo, sp, hbm, _w()
+        lo, sp, hbm, _w(grad_clip="none")
     )
     assert clip_s == pytest.approx(params * 12 / hbm)
     assert clip_s == pytest.approx(12.4e-3, rel=0.06)
@@ -91,7 +91,8 @@ def test_fsdp2_copies_match_the_measured_single_gpu_step():
 
 def test_profiles_switch_the_terms():
     base = _w()
-    assert (base.grad_clip, base.fsdp_copies) == ("none", "none")
+    # the defaults are Megatron's, as for every physics field
+    assert (base.grad_clip, base.fsdp_copies) == ("clip", "none")
     for prof, clip, copies in (
         (MEGATRON, "clip", "none"),
         (TORCHTITAN, "clip", "fsdp2"),
@@ -111,7 +112,7 @@ def test_estimate_reports_copies_as_compute_and_clip_as_optimizer():
     optimizer term; the step grows by exactly both."""
     model, cl = dense_model(num_layers=8), cluster(8)
     lo = Layout(dp=8, zero_stage=3)
-    plain = workload(seq_len=4096, global_batch=32)
+    plain = workload(seq_len=4096, global_batch=32, grad_clip="none")
     both = plain.model_copy(update={"grad_clip": "clip", "fsdp_copies": "fsdp2"})
     a, b = Pricer(model, cl, plain), Pricer(model, cl, both)
     ea, eb = a.estimate(lo), b.estimate(lo)

@@ -33,7 +33,14 @@ from .compute import (
 )
 from .errors import InvalidInput
 from .kernels import STATUSES, KernelBook
-from .memory import StageParams, layer_activation_bytes, memory_validated, stage_params, state_bytes
+from .memory import (
+    StageParams,
+    buffer_bytes,
+    layer_activation_bytes,
+    memory_validated,
+    stage_params,
+    state_bytes,
+)
 from .pipeline import dualpipe_bubble_s, num_microbatches, schedule_time_s, stage_layers
 from .rankmap import LAYER_GROUPS, Group
 from .rules import layout_violations
@@ -44,12 +51,13 @@ from .stage import (
     LayerCost,
     is_block_recompute,
     layer_cost,
+    memory_of_stage,
     recomputed_layers,
+    stage_activation_bytes,
     without_block_recompute,
 )
 from .stage import stage_dp_s as _stage_dp_s
 from .stage import stage_dp_tier_s as _stage_dp_tier_s
-from .stage import stage_memory as _stage_memory
 from .stage import stage_optimizer_s as _stage_optimizer_s
 from .terms import LAYER_FLOWS, LAYER_TERMS, ByKind, Flow, StageTerms, Term, layout_key
 from .topology import outermost_tier, placement
@@ -124,6 +132,7 @@ class Pricer(StepBounds):
         self._counts: dict[tuple[int, int], list[Counts]] = {}
         self._params: dict[tuple, StageParams] = {}
         self._acts: dict[tuple, LayerActivations] = {}
+        self._stage_bytes: dict[tuple, tuple[float, float]] = {}  # stage_memory's (acts, buffers)
         self._flops_per_token: float | None = None
         super().__init__()
 
@@ -178,6 +187,11 @@ class Pricer(StepBounds):
 
             found = self._costs[key] = ByKind(cost(times.dense, False), cost(times.moe, True))
         return found
+
+    @staticmethod
+    def times_key(lo: Layout) -> tuple:
+        """What of `lo` layer_times reads (the LAYER_TIME_READS fields)."""
+        return _times_key(lo)
 
     @staticmethod
     def layer_key(lo: Layout) -> tuple:
@@ -317,10 +331,18 @@ class Pricer(StepBounds):
             mirror = all_counts[mr]
             msp = self.stage_params(lo, mirror, mr)
         weights, grads, optim = state_bytes(sp, lo, m, self.workload, msp)
-        acts = self.activations_per_mb(lo) if acts is None else acts
-        return _stage_memory(
-            self.model, self.workload, lo, r, counts, acts, m, weights, grads, optim, mirror=mirror
-        )
+        # Activations and buffers read neither the ZeRO stage nor the order (NOT_IN_ACTIVATIONS;
+        # memory.buffer_bytes reads the degrees): the search checks several ZeRO stages of a
+        # shape, each at the same bytes.
+        key = (_acts_key(lo), r, counts, mirror)
+        found = self._stage_bytes.get(key)
+        if found is None:
+            acts = self.activations_per_mb(lo) if acts is None else acts
+            found = self._stage_bytes[key] = (
+                stage_activation_bytes(self.model, self.workload, lo, r, counts, acts, m, mirror),
+                buffer_bytes(self.model, self.workload, lo),
+            )
+        return memory_of_stage(r, *found, weights, grads, optim)
 
     def rank_terms_s(
         self, lo: Layout, span: Span, rank: int, n_dense: int, n_moe: int

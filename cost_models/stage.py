@@ -574,8 +574,8 @@ def is_block_recompute(lo: Layout) -> bool:
 
 def without_block_recompute(lo: Layout) -> Layout:
     """`lo` with no recompute: the layers block recompute leaves alone run as this."""
-    return lo.model_copy(
-        update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
+    return lo.with_update(
+        {"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
     )
 
 
@@ -617,9 +617,27 @@ def stage_memory(
     chunk in which the rank is in the first half of its direction (stage min(r, pp-1-r)) and
     one of the other (the steady F0 B1 F1 B0 peak; README table: PP + 1), and ranks 0 and pp - 1
     both run the loss of one direction."""
+    acts = stage_activation_bytes(model, workload, layout, r, counts, layer_acts, m, mirror)
+    buffers = buffer_bytes(model, workload, layout)
+    return memory_of_stage(r, acts, buffers, weights, grads, optim)
+
+
+def stage_activation_bytes(
+    model: ModelSpec,
+    workload: Workload,
+    layout: Layout,
+    r: int,
+    counts: tuple[int, int],
+    layer_acts: LayerActivations,
+    m: int,
+    mirror: tuple[int, int] | None = None,
+) -> float:
+    """Activation bytes of pipeline rank `r` at its peak (stage_memory's arguments; stage_memory
+    adds buffers and states). Reads neither the ZeRO stage nor the order (Pricer caches it
+    across both, pricer.NOT_IN_ACTIVATIONS)."""
     if layout.pp_schedule == "dualpipe":
-        return _dualpipe_stage_memory(
-            model, workload, layout, r, counts, mirror or counts, layer_acts, weights, grads, optim
+        return _dualpipe_activation_bytes(
+            model, workload, layout, r, counts, mirror or counts, layer_acts
         )
     kinds = [(False, counts[0]), (True, counts[1])]
     per_mb = _per_microbatch_bytes(layout, counts, layer_acts)
@@ -638,7 +656,7 @@ def stage_memory(
     if r == layout.pp - 1:
         acts += logits_bytes(model, workload, layout)
         acts += kept_outputs_bytes(model, workload, layout, m)
-    return _with_buffers(model, workload, layout, r, acts, weights, grads, optim)
+    return acts
 
 
 @dataclass(frozen=True, slots=True)
@@ -664,7 +682,7 @@ def _per_microbatch_bytes(
     )
 
 
-def _dualpipe_stage_memory(
+def _dualpipe_activation_bytes(
     model: ModelSpec,
     workload: Workload,
     layout: Layout,
@@ -672,12 +690,9 @@ def _dualpipe_stage_memory(
     counts: tuple[int, int],
     mirror: tuple[int, int],
     layer_acts: LayerActivations,
-    weights: float,
-    grads: float,
-    optim: float,
-) -> StageMemory:
-    """stage_memory under DualPipe (its docstring): PP micro-batches of the early chunk, one of
-    the late chunk, the logits on ranks 0 and pp - 1."""
+) -> float:
+    """stage_activation_bytes under DualPipe (stage_memory's docstring): PP micro-batches of the
+    early chunk, one of the late chunk, the logits on ranks 0 and pp - 1."""
     p = layout.pp
     early, late = (counts, mirror) if r < p - 1 - r else (mirror, counts)
     held = ((early, p), (late, 1))
@@ -693,20 +708,14 @@ def _dualpipe_stage_memory(
         acts += group * max(layer_acts.none.of(k) for k in present)
     if r in (0, p - 1):
         acts += logits_bytes(model, workload, layout)
-    return _with_buffers(model, workload, layout, r, acts, weights, grads, optim)
+    return acts
 
 
-def _with_buffers(
-    model: ModelSpec,
-    workload: Workload,
-    layout: Layout,
-    r: int,
-    acts: float,
-    weights: float,
-    grads: float,
-    optim: float,
+def memory_of_stage(
+    r: int, acts: float, buffers: float, weights: float, grads: float, optim: float
 ) -> StageMemory:
-    buffers = buffer_bytes(model, workload, layout)
+    """Rank r's StageMemory from its bytes (activations, memory.buffer_bytes, states) and the
+    reserve they imply."""
     dynamic = acts + buffers
     return StageMemory(
         stage=r,

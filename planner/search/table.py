@@ -210,7 +210,7 @@ class BranchAndBound:
         (recompute does not change the framework's rules)."""
         base, kept = self.bases[b], []
         for zero, shard in sharding_variants(self.space, base, self.model.moe is not None):
-            lo = base.model_copy(update={"zero_stage": zero, "dp_shard": shard})
+            lo = base.with_update({"zero_stage": zero, "dp_shard": shard})
             problems = framework_violations(self.model, self.space, lo)
             if problems:
                 n = len(self.choices[b]) * len(self.base_orders[b])
@@ -283,7 +283,7 @@ class BranchAndBound:
         """SHAPE bound of base b with its recompute choice ri (compute only, every placement)."""
         base, choice, b0 = self.bases[b], self.choices[b][ri], self.batches[b][0]
         if self._any_split(base):
-            return self._quanta(self.parts.free_step_s(base.model_copy(update=choice)), b0)
+            return self._quanta(self.parts.free_step_s(base.with_update(choice)), b0)
         return self._quanta(self.bound_at(b0).step_bound_s(base, choice), b0)
 
     # ----------------------------------------------------------------------- one per node kind
@@ -300,7 +300,7 @@ class BranchAndBound:
         ):
             self.queued.add((b, nxt))
             self._push(Entry(max(e.bound_q, self._choice_bound_q(b, nxt)), Kind.SHAPE, b, nxt))
-        shape = self.bases[b].model_copy(update=choices[ri])
+        shape = self.bases[b].with_update(choices[ri])
         spans = self.base_spans.get(b)
         if spans is None:
             spans = self.base_spans[b] = [self.orders.spans(shape, o) for o in self.base_orders[b]]
@@ -320,7 +320,7 @@ class BranchAndBound:
         batches = self.batches[b]
         for zi, (zero, shard) in enumerate(self.variants[b]):
             update = {**self.choices[b][ri], "zero_stage": zero, "dp_shard": shard}
-            shape = self.bases[b].model_copy(update=update)
+            shape = self.bases[b].with_update(update)
             chosen, last, peaks = self._largest_fitting(shape, batches)
             pending = None
             if chosen is None and self._any_split(shape):
@@ -400,7 +400,7 @@ class BranchAndBound:
         order = self.base_orders[e.base][e.order]
         lo = fit.layout
         if order != CANONICAL_ORDER:
-            lo = lo.model_copy(update={"order": order})
+            lo = lo.with_update({"order": order})
         split = fit.splits.get(e.order)  # None: the even split
         scored = self.bound_at(fit.batch).estimate(lo, layers_per_stage=split)
         self.table.num_scored += 1

@@ -73,6 +73,11 @@ Counts = tuple[int, int]  # (dense, MoE) layers of one pipeline rank
 # the piece does not move.
 LAYER_TIME_READS = ("tp", "cp", "micro_batch", "ep", "etp", "sequence_parallel")
 """The Layout fields compute.layer_time and lm_head_time read (tokens per GPU and the splits)."""
+DENSE_TIME_READS = ("tp", "cp", "micro_batch", "sequence_parallel")
+"""The Layout fields a dense layer's compute.layer_time, lm_head_time and embedding_time read:
+LAYER_TIME_READS but the expert splits (ep, etp), which only a MoE layer's time reads. A MoE
+model's search tries many EP degrees per (TP, CP, micro-batch): its dense layers, head and
+embedding are priced once for all of them."""
 NOT_IN_LAYER_COST = ("order", "zero_stage", "pp", "dp", "vp")
 """stage.layer_cost (and compute.layer_time) read neither pp, dp, vp, the ZeRO stage nor the
 order; of the spans only TP, CP and EP."""
@@ -83,6 +88,7 @@ NOT_IN_ACTIVATIONS = ("order", "zero_stage")
 
 
 _times_key = operator.attrgetter(*LAYER_TIME_READS)
+_dense_key = operator.attrgetter(*DENSE_TIME_READS)
 _layer_key = layout_key(NOT_IN_LAYER_COST)
 _params_key = layout_key(NOT_IN_STAGE_PARAMS)
 _acts_key = layout_key(NOT_IN_ACTIVATIONS)
@@ -128,6 +134,7 @@ class Pricer(StepBounds):
         # Measured nccl-tests curves price every collective term they cover (commtable).
         self.comm = CollectiveBook(cluster) if kern is not None and kern.collectives else None
         self._times: dict[tuple, LayerTimes] = {}
+        self._dense: dict[tuple, tuple[LayerTime | None, LayerTime, LayerTime]] = {}
         self._costs: dict[tuple, ByKind[LayerCost]] = {}
         self._counts: dict[tuple[int, int], list[Counts]] = {}
         self._params: dict[tuple, StageParams] = {}
@@ -145,17 +152,27 @@ class Pricer(StepBounds):
         found = self._times.get(key)
         if found is None:
             m, gpu, cal, w, book = self.model, self.cluster.gpu, self.cal, self.workload, self.book
-            dense = moe = None
-            if m.num_dense_layers:
-                dense = layer_time(m, gpu, cal, w, lo, is_moe=False, book=book)
+            moe = None
             if m.num_moe_layers:
                 moe = layer_time(m, gpu, cal, w, lo, is_moe=True, book=book)
-            head = lm_head_time(m, gpu, cal, w, lo, book)
+            dense, head, embed = self._dense_times(lo)
             head_s = head.forward_s + head.backward_s
-            embed = embedding_time(m, gpu, cal, w, lo)
             found = self._times[key] = LayerTimes(
                 ByKind(dense, moe), head, head_s, embed, embed.forward_s + embed.backward_s
             )
+        return found
+
+    def _dense_times(self, lo: Layout) -> tuple[LayerTime | None, LayerTime, LayerTime]:
+        """(dense layer or None, LM head, embedding) LayerTimes of `lo` (DENSE_TIME_READS)."""
+        key = _dense_key(lo)
+        found = self._dense.get(key)
+        if found is None:
+            m, gpu, cal, w, book = self.model, self.cluster.gpu, self.cal, self.workload, self.book
+            dense = None
+            if m.num_dense_layers:
+                dense = layer_time(m, gpu, cal, w, lo, is_moe=False, book=book)
+            head = lm_head_time(m, gpu, cal, w, lo, book)
+            found = self._dense[key] = (dense, head, embedding_time(m, gpu, cal, w, lo))
         return found
 
     def layer_costs(

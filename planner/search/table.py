@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
 
+from cost_models.bounds import SAFETY
 from cost_models.estimate import estimate
 from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
@@ -83,6 +84,7 @@ class CandidateTable:
 class Kind(IntEnum):
     """What a heap entry stands for, in the order a candidate is refined."""
 
+    BASE = -1  # a base, every recompute choice: its bound without recompute (queued first)
     SHAPE = 0  # base x recompute, every ZeRO stage and order: compute-only bound
     SHAPE_PLACED = 1  # the same, bound raised to its best placement's (no DP / optimizer)
     PLACEMENT = 2  # one order of a shape x ZeRO stage that fits in memory (no DP / optimizer)
@@ -235,15 +237,17 @@ class BranchAndBound:
             if not self.base_orders[b]:
                 table.rejected[NO_ORDER] += per_base
                 continue
-            # Only the first choice of each recompute chain is queued now; the next one of the
-            # chain recomputes more (candidates.extends_chain), so its bound is no lower, and
-            # it is queued when this one is first popped (_shape).
-            for ri in recompute_chain_heads(self.choices[b]):
-                self.heap.append(Entry(self._choice_bound_q(b, ri), Kind.SHAPE, b, ri))
+            if self.parts is None:
+                # One entry per base, bounded below every recompute choice's bound: its choices
+                # are bounded only when it is popped (_base), and most never are.
+                self.heap.append(Entry(self._base_bound_q(b), Kind.BASE, b, -1))
+            else:
+                self._queue_heads(b)
             table.num_legal += len(self.base_orders[b]) * per_base
         table.num_candidates = table.num_legal + sum(table.rejected.values())
         heapq.heapify(self.heap)
         handlers = {
+            Kind.BASE: self._base,
             Kind.SHAPE: self._shape,
             Kind.SHAPE_PLACED: self._memory,
             Kind.PLACEMENT: self._dp_terms,
@@ -278,6 +282,29 @@ class BranchAndBound:
             peak_layout, work = self.smallest[1], self.smallest[2]
             table.smallest = estimate(self.model, self.cluster, work, peak_layout)  # message
         return table
+
+    def _queue_heads(self, b: int) -> None:
+        """Queue the first choice of each of base b's recompute chains. The next one of a chain
+        recomputes more (candidates.extends_chain), so its bound is no lower, and it is queued
+        when this one is first popped (_shape)."""
+        for ri in recompute_chain_heads(self.choices[b]):
+            self._push(Entry(self._choice_bound_q(b, ri), Kind.SHAPE, b, ri))
+
+    def _base_bound_q(self, b: int) -> int:
+        """BASE bound of base b: its compute-only bound without recompute, which every recompute
+        choice only adds to (recompute seconds >= 0 per layer, and the schedule is
+        non-decreasing in every stage's time: cost_models/bounds.py), shaved by SAFETY (1e-9
+        relative) so that float rounding cannot lift it above a choice's own bound. Being
+        below every SHAPE entry of the base (and before them in a tie: Kind.BASE < SHAPE),
+        it is popped before any of them would have been, so the search pops the same SHAPE
+        entries in the same order as if they had been queued at the start."""
+        b0 = self.batches[b][0]
+        none_s = self.bound_at(b0).step_bound_s(self.bases[b], "none")
+        return self._quanta(none_s * SAFETY, b0)
+
+    def _base(self, e: Entry) -> None:
+        """BASE: queue the base's recompute choices (_queue_heads) with their own bounds."""
+        self._queue_heads(e.base)
 
     def _choice_bound_q(self, b: int, ri: int) -> int:
         """SHAPE bound of base b with its recompute choice ri (compute only, every placement)."""

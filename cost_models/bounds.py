@@ -250,7 +250,7 @@ class StepBounds:
         peak = 0.0
         all_counts = self.stage_counts(lo)
         for r, _counts in self._peak_candidates(lo):
-            peak = max(peak, self.stage_memory(lo, r, all_counts).total_gib)
+            peak = max(peak, self.stage_total_gib(lo, r, all_counts))
             if peak > stop_above:
                 break
         return peak

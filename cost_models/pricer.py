@@ -54,6 +54,7 @@ from .stage import (
     memory_of_stage,
     recomputed_layers,
     stage_activation_bytes,
+    stage_total_gib,
     without_block_recompute,
 )
 from .stage import stage_dp_s as _stage_dp_s
@@ -339,6 +340,17 @@ class Pricer(StepBounds):
         """Memory of rank `r` (stage.stage_memory); under DualPipe it also holds stage
         pp - 1 - r (memory.state_bytes, stage.stage_memory). `acts` is activations_per_mb(lo)
         when the caller has it."""
+        return memory_of_stage(r, *self._stage_bytes_of(lo, r, all_counts, acts))
+
+    def stage_total_gib(self, lo: Layout, r: int, all_counts: list[Counts]) -> float:
+        """stage_memory(lo, r, all_counts).total_gib, the same float, without building the
+        StageMemory (the search's memory checks: bounds.peak_memory_gib)."""
+        return stage_total_gib(*self._stage_bytes_of(lo, r, all_counts))
+
+    def _stage_bytes_of(
+        self, lo: Layout, r: int, all_counts: list[Counts], acts: LayerActivations | None = None
+    ) -> tuple[float, float, float, float, float]:
+        """(activation, buffer, weight, gradient, optimizer) bytes of rank `r` (stage_memory)."""
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         counts = all_counts[r]
         sp = self.stage_params(lo, counts, r)
@@ -359,7 +371,7 @@ class Pricer(StepBounds):
                 stage_activation_bytes(self.model, self.workload, lo, r, counts, acts, m, mirror),
                 buffer_bytes(self.model, self.workload, lo),
             )
-        return memory_of_stage(r, *found, weights, grads, optim)
+        return (*found, weights, grads, optim)
 
     def rank_terms_s(
         self, lo: Layout, span: Span, rank: int, n_dense: int, n_moe: int

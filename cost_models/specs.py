@@ -23,7 +23,6 @@ from pydantic import (
     model_validator,
 )
 
-
 _set_attr = object.__setattr__
 
 

@@ -716,7 +716,6 @@ def memory_of_stage(
 ) -> StageMemory:
     """Rank r's StageMemory from its bytes (activations, memory.buffer_bytes, states) and the
     reserve they imply."""
-    dynamic = acts + buffers
     return StageMemory(
         stage=r,
         weights_gib=weights / GIB,
@@ -724,5 +723,26 @@ def memory_of_stage(
         optimizer_gib=optim / GIB,
         activations_gib=acts / GIB,
         buffers_gib=buffers / GIB,
-        reserve_gib=CUDA_CONTEXT_GIB + ALLOCATOR_OVERHEAD * dynamic / GIB,
+        reserve_gib=_reserve_gib(acts, buffers),
     )
+
+
+def stage_total_gib(
+    acts: float, buffers: float, weights: float, grads: float, optim: float
+) -> float:
+    """memory_of_stage(...).total_gib (StageMemory.total_gib: the same sum of the same floats,
+    in the same order) without building the StageMemory: the planner checks the memory of tens
+    of thousands of shapes per plan and reads only this."""
+    return (
+        weights / GIB
+        + grads / GIB
+        + optim / GIB
+        + acts / GIB
+        + buffers / GIB
+        + _reserve_gib(acts, buffers)
+    )
+
+
+def _reserve_gib(acts: float, buffers: float) -> float:
+    """CUDA context and the allocator's share of the dynamic bytes (activations, buffers)."""
+    return CUDA_CONTEXT_GIB + ALLOCATOR_OVERHEAD * (acts + buffers) / GIB

@@ -477,6 +477,8 @@ def sharding_variants(
         # Every shard group is one GPU: a higher stage shards nothing, so only the lowest
         # stage the space allows is a plan (issue 28: no "DP1 ZeRO-3" recommendations).
         stages = (min(stages),)
+    if prof is None or not prof.hsdp:  # shard_choices: [None] (no HSDP), without a copy per stage
+        return [(zero, None) for zero in stages]
     return [
         (zero, shard)
         for zero in stages

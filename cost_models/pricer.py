@@ -137,6 +137,7 @@ class Pricer(StepBounds):
         self._times: dict[tuple, LayerTimes] = {}
         self._dense: dict[tuple, tuple[LayerTime | None, LayerTime, LayerTime]] = {}
         self._costs: dict[tuple, ByKind[LayerCost]] = {}
+        self._tp: dict[tuple, tuple[float, float, tuple[float, ...]]] = {}  # stage.layer_cost's
         self._counts: dict[tuple[int, int], list[Counts]] = {}
         self._params: dict[tuple, StageParams] = {}
         self._acts: dict[tuple, LayerActivations] = {}
@@ -200,8 +201,9 @@ class Pricer(StepBounds):
                 if t is None:
                     return None
                 return layer_cost(
-                    m, cl, cal, w, lo, t, span, is_moe=is_moe, book=self.book, comm=self.comm
-                )
+                    m, cl, cal, w, lo, t, span, is_moe=is_moe, book=self.book, comm=self.comm,
+                    tp_memo=self._tp if cl is self.cluster else None,
+                )  # fmt: skip
 
             found = self._costs[key] = ByKind(cost(times.dense, False), cost(times.moe, True))
         return found

@@ -75,17 +75,33 @@ def layer_cost(
     is_moe: bool,
     book: KernelBook | None = None,
     comm: CollectiveBook | None = None,
+    tp_memo: dict[tuple, tuple[float, float, tuple[float, ...]]] | None = None,
 ) -> LayerCost:
     """One layer's cost on the groups of `span` (cost_models.rankmap spans): its compute and
     recompute (`lt`), the TP collectives (_tp_layer_s), the CP K/V exchange (cost_models/cp.py)
     and the EP all-to-alls (_ep_layer_s). `cal` is calibration_for_cluster(cluster); `book` the
     cluster's kernel tables (the TP-overlap partner GEMMs are looked up in them); `comm` its
-    collective curves (cost_models.commtable)."""
+    collective curves (cost_models.commtable). `tp_memo`: the caller's cache of the TP terms
+    without TP overlap, for this (model, cluster, workload, comm) only (cost_models.pricer)."""
     n_tiers = len(cluster.tiers)
     recompute_s = lt.recompute_s(layout.recompute, layout.selective_modules)
-    tp_s, tp_total_s, tp_busy = _tp_layer_s(
-        model, cluster, cal, workload, layout, lt, span, is_moe, book, comm
-    )
+    if tp_memo is None or layout.tp_comm_overlap:
+        tp_s, tp_total_s, tp_busy = _tp_layer_s(
+            model, cluster, cal, workload, layout, lt, span, is_moe, book, comm
+        )
+    else:
+        # Without overlap the TP terms read only the payload (tokens per GPU), the blocks and
+        # passes, and the TP group's span (_tp_layer_s): the search prices many layouts alike
+        # in all four (other EP degrees, pipeline and DP sizes).
+        blocks = 1 if (is_moe and layout.etp == 1) else 2
+        key = (tokens_per_gpu(workload, layout), blocks, layout.recompute == "full")
+        key += tuple(span[Group.TP])
+        found = tp_memo.get(key)
+        if found is None:
+            found = tp_memo[key] = _tp_layer_s(
+                model, cluster, cal, workload, layout, lt, span, is_moe, book, comm
+            )
+        tp_s, tp_total_s, tp_busy = found
     # CP: K/V exchange beside the attention steps (cost_models/cp.py, per implementation).
     cp_exposed, cp_total = cp_layer_s(
         model, cluster, cal, workload, layout, lt, span[Group.CP], comm

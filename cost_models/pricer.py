@@ -85,7 +85,20 @@ order; of the spans only TP, CP and EP."""
 NOT_IN_STAGE_PARAMS = ("order", "zero_stage", "recompute", "micro_batch")
 """memory.stage_params reads the degrees and the stage position only."""
 NOT_IN_ACTIVATIONS = ("order", "zero_stage")
-"""memory.layer_activation_bytes does not read the ZeRO stage or the order."""
+"""A stage's activation bytes (stage.stage_activation_bytes) and buffers (memory.buffer_bytes)
+read neither the ZeRO stage nor the order."""
+LAYER_ACTIVATION_READS = (
+    "tp",
+    "cp",
+    "micro_batch",
+    "sequence_parallel",
+    "etp",
+    "recompute",
+    "recompute_modules",
+)
+"""The Layout fields memory.layer_activation_bytes reads (tokens per GPU, the TP / expert-TP
+split, the recompute mode and selective modules): activations_per_mb is priced once per these,
+not once per shape."""
 
 
 _times_key = operator.attrgetter(*LAYER_TIME_READS)
@@ -93,6 +106,7 @@ _dense_key = operator.attrgetter(*DENSE_TIME_READS)
 _layer_key = layout_key(NOT_IN_LAYER_COST)
 _params_key = layout_key(NOT_IN_STAGE_PARAMS)
 _acts_key = layout_key(NOT_IN_ACTIVATIONS)
+_layer_acts_key = operator.attrgetter(*LAYER_ACTIVATION_READS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +326,7 @@ class Pricer(StepBounds):
     def activations_per_mb(self, lo: Layout) -> LayerActivations:
         """memory.layer_activation_bytes of each layer kind, under the layout's own recompute
         mode and without recompute (stage.LayerActivations)."""
-        key = _acts_key(lo)
+        key = _layer_acts_key(lo)
         found = self._acts.get(key)
         if found is None:
             model, w = self.model, self.workload

@@ -15,6 +15,7 @@ from cost_models.bounds import NOT_IN_DP
 from cost_models.estimate import estimate
 from cost_models.pricer import (
     DENSE_TIME_READS,
+    LAYER_ACTIVATION_READS,
     LAYER_TIME_READS,
     NOT_IN_ACTIVATIONS,
     NOT_IN_LAYER_COST,
@@ -205,6 +206,17 @@ def test_stage_params_key_leaves_out_only_unread_fields(field):
             a = Pricer(model, cluster, work).stage_params(lo, counts, r)
             b = Pricer(model, cluster, work).stage_params(_other(lo, field), counts, r)
             assert a == b
+
+
+@pytest.mark.parametrize("field", sorted(set(Layout.model_fields) - set(LAYER_ACTIVATION_READS)))
+def test_layer_activation_key_holds_every_field_it_reads(field):
+    for model, cluster, work in _cases():
+        for rc in ("selective", "full", "none"):
+            lo = Layout(tp=2, pp=2, dp=4, cp=2, recompute=rc, sequence_parallel=True)
+            if field in ("recompute_method", "recompute_num_layers") and rc != "full":
+                continue  # (a Layout the cost model never sees)
+            a = Pricer(model, cluster, work).activations_per_mb(lo)
+            assert a == Pricer(model, cluster, work).activations_per_mb(_other(lo, field))
 
 
 @pytest.mark.parametrize("field", NOT_IN_ACTIVATIONS)

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 _set_attr = object.__setattr__
+_new_object = object.__new__
 
 
 class Spec(BaseModel):
@@ -39,9 +40,10 @@ class Spec(BaseModel):
         (extra="forbid") and no private attributes; a subclass that adds them gets model_copy."""
         if self.__pydantic_private__ is not None:
             return self.model_copy(update=update)
-        cls = type(self)
-        new = cls.__new__(cls)
-        _set_attr(new, "__dict__", {**self.__dict__, **update})
+        fields = self.__dict__.copy()
+        fields.update(update)
+        new = _new_object(type(self))
+        _set_attr(new, "__dict__", fields)
         _set_attr(new, "__pydantic_extra__", None)
         _set_attr(new, "__pydantic_fields_set__", self.__pydantic_fields_set__ | update.keys())
         _set_attr(new, "__pydantic_private__", None)

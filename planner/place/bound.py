@@ -145,9 +145,11 @@ def limits(um: UnitModel) -> Limits:
 
 
 def _within(key: tuple[int, ...], kmax: list[int | None], lone: list[int]) -> bool:
+    """The key's pieces and lone flags within the limits; its HSDP shard pieces (after the
+    flags) are left free: every value is listed, so the least entry still bounds."""
     n = len(kmax)
     return all(m is None or k <= m for k, m in zip(key[:n], kmax, strict=True)) and all(
-        f >= g for f, g in zip(key[n:], lone, strict=True)
+        f >= g for f, g in zip(key[n : n + len(lone)], lone, strict=True)
     )
 
 

@@ -75,7 +75,7 @@ from .bound import lower_bound_us
 from .counted import UnitModel, unit_model
 from .counts import best_fit_counts, greedy_counts, host_order_counts
 from .evaluate import dp_choice, dp_cost, infeasibility, objective_us, pipe_qs, q_index
-from .evaluate import summary, uplink_qs
+from .evaluate import shard_pieces, summary, uplink_qs
 from .objective import add_dp_cost, add_pp_cost
 from .tables import US, dp_monotone
 from .units import CANONICAL, Unplaceable, build_map, counts_of_map, level_counts
@@ -160,7 +160,7 @@ def build(
         for j, var in enumerate(row):
             v.hint_with(var, hint[s][j])
     hint_qs = uplink_qs(um, hint)
-    v.hint_choice = dp_choice(um, *summary(um, hint)[::2], hint_qs)
+    v.hint_choice = dp_choice(um, *summary(um, hint)[::2], hint_qs, shard_pieces(um, hint))
     cons.add_split_blocks(v)
     balanced = []
     for lv in range(len(um.levels)):
@@ -170,6 +170,7 @@ def build(
         if um.layout.pp > 1:
             balanced.append(cons.add_balance(v, lv, ys, pp_exact))
     cons.add_piece_nesting(v)
+    cons.add_shard_pieces(v)
     dp_var = add_dp_cost(v, hint_qs, full_uplinks)
     pp_var = add_pp_cost(v, len(um.levels) - sum(balanced), full_uplinks)
     if fixed_top is not None:

@@ -16,6 +16,11 @@ those counts has (planner/place/pricing.py reads the same spans off the map it b
   k_L = min{y[s, d] : y[s, d] > 0}, sets the kind's span at that tier (rounded to whole factors
   per tier, pricing.nest). Encoded as k_L <= every used piece, plus, where the table does not fall
   monotonically as pieces grow, a witness piece equal to k_L;
+- HSDP (Layout.dp_shard): torchtitan's dp_shard x cp groups (S consecutive dp indices) and
+  dp_replicate groups on the placed map too. h_L = the fewest members a shard group keeps at any
+  stage's cut between level-L domains along build_map's chunk order (tables.shard_cuts of the
+  stage's prefix count there; an element per stage and cut, a min equality: exact); the shard
+  span is min(k_L a cp, h_L), the replicas' max(1, floor(k_L a / S)) (tables._Spans._hsdp_spans);
 - PP groups stay inside the domains of level L iff every stage has the same count in every
   domain of L (pigeonhole: otherwise some dp index has two stages in different domains; equal
   counts let the map give chunk c of every stage the same domain). b_L => equal counts (and the

@@ -4,7 +4,8 @@ map it builds).
 
 - DP table: the smallest piece k_L of the DP, DP x CP and expert-DP groups at every model level
   (and, per level a split block spans, whether some stage's split block there is "lone": a part
-  in a domain holding none of its whole blocks) sets those kinds' spans; keys with the same
+  in a domain holding none of its whole blocks; with HSDP, the shard piece h_L at every level's
+  cuts) sets those kinds' spans, HSDP's dp_shard and dp_replicate included; keys with the same
   spans share a class, and a class's cost is listed at every combination of the gradient
   window's uplink steps (q_grid).
 - PP table: the lowest level whose domains hold whole PP groups (len(levels): none), at every

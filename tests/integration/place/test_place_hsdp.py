@@ -109,8 +109,8 @@ def test_cpsat_optimum_is_the_true_optimum_with_hsdp():
 
 
 # (leaf of each host, drained, layout, pods): a unit of 4 dp indices over shard groups of 6
-# (cuts inside a group at p = 1, 2 units), PP with HSDP, and TP8 x CP2 units of two nodes over
-# leaves of odd size (split blocks: the objective is an upper bound there).
+# (cuts inside a group at p = 1, 2 units), PP with HSDP, TP8 x CP2 units of two nodes, and those
+# over leaves of odd size (two split blocks: the objective is an upper bound there).
 RANDOM = [
     ([0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3], [], Layout(tp=2, dp=12, pp=1, dp_shard=6, zero_stage=3),
      [0, 0, 1, 1]),
@@ -118,6 +118,8 @@ RANDOM = [
      [0, 0, 1, 1]),
     ([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3], [], Layout(tp=8, cp=2, dp=4, pp=1, dp_shard=2,
      zero_stage=3), [0, 0, 1, 1]),
+    ([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 5, 5], [], Layout(tp=8, cp=2, dp=4, pp=2,
+     dp_shard=2, zero_stage=2), [0, 1, 0, 1, 0, 1]),
 ]  # fmt: skip
 
 
@@ -130,7 +132,7 @@ def test_random_counts_price_as_their_maps(case):
 
     leaves, drained, layout, pods = RANDOM[case]
     spec, cluster, wl, alloc, um = _case(layout, leaves, pods, drained)
-    assert len(set(um.shard_cuts)) > 1 or um.split_blocks
+    assert len(set(um.shard_cuts)) > 1 and um.split_blocks == (2 if case == 3 else 0)
     rng = random.Random(case)
     for _ in range(6):
         left = list(um.capacity)

@@ -42,7 +42,8 @@ most sum(capacity) - c_i.
    q_lb and p_lb. x's key satisfies 1 and 2 for its lowest balanced level, which satisfies 4
    (or is "none"), so the objective is at least the least such entry: the bound.
 Nothing here uses the DP table's monotony in the pieces (every key within the limits is
-listed), so the bound holds where dp_monotone fails too. It bounds the model's objective,
+listed), so the bound holds where dp_monotone fails too. With HSDP the key also holds the shard
+pieces h_L (tables.shard_cuts); they are left free, every value the table lists. It bounds the model's objective,
 which is the re-priced step of the counts' map where no block is split and at least it where
 some are (model.py); tests check it against CP-SAT's proven optima and brute force.
 """

@@ -90,6 +90,13 @@ SYSTEM_FOR_GPU = {
 }
 
 
+def _error_pct(predicted: float, measured: float | None) -> float | None:
+    """Signed error of a prediction in % of the measurement (None where nothing was measured)."""
+    if not measured:
+        return None
+    return (predicted - measured) / measured * 100
+
+
 @dataclass(frozen=True)
 class ValidationRow:
     id: str
@@ -131,17 +138,15 @@ class ValidationRow:
 
     @property
     def tokens_error_pct(self) -> float | None:
-        if self.estimate is None or not self.measured_tokens_per_s_per_gpu:
+        if self.estimate is None:
             return None
-        m = self.measured_tokens_per_s_per_gpu
-        return (self.estimate.tokens_per_s_per_gpu - m) / m * 100
+        return _error_pct(self.estimate.tokens_per_s_per_gpu, self.measured_tokens_per_s_per_gpu)
 
     @property
     def memory_error_pct(self) -> float | None:
-        if self.estimate is None or not self.measured_peak_memory_gib:
+        if self.estimate is None:
             return None
-        m = self.measured_peak_memory_gib
-        return (self.estimate.peak_memory_gib - m) / m * 100
+        return _error_pct(self.estimate.peak_memory_gib, self.measured_peak_memory_gib)
 
     def contract_dict(self) -> dict[str, Any]:
         e = self.estimate

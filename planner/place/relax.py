@@ -32,6 +32,7 @@ from cost_models import uplink
 
 from .bound import Limits, limits
 from .counted import UnitModel
+from .counts import best_fit
 from .units import k_values
 
 
@@ -276,20 +277,12 @@ def fill_leaves(um: UnitModel, top: Top) -> list[list[int]]:
         leaves = [j for j in dom if j < first]
         for s in sorted(range(pp), key=lambda s: (-need[s], s)):
             while need[s]:
-                j = _best_fit([j for j in leaves if left[j]], left, need[s])
+                j = best_fit([j for j in leaves if left[j]], left, need[s])
                 take = min(need[s], left[j])
                 counts[s][j] += take
                 left[j] -= take
                 need[s] -= take
     return counts
-
-
-def _best_fit(leaves: list[int], left: list[int], need: int) -> int:
-    """The leaf that holds `need` most tightly, else the one with the most room."""
-    fits = [j for j in leaves if left[j] >= need]
-    if fits:
-        return min(fits, key=lambda j: (left[j], j))
-    return max(leaves, key=lambda j: (left[j], -j))
 
 
 def improve_pods(

@@ -7,8 +7,9 @@ file is an error that names the field, never a silently ignored value. Units are
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -22,11 +23,31 @@ from pydantic import (
     model_validator,
 )
 
+_set_attr = object.__setattr__
+_new_object = object.__new__
+
 
 class Spec(BaseModel):
     """Frozen, strict base: values, hashable where their fields are, compared in tests."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def with_update(self, update: Mapping[str, Any]) -> Self:
+        """`self.model_copy(update=update)`, built directly: the same object (fields, field order,
+        fields set; no validation either way), at a fraction of pydantic's generic copy (which
+        copies four attributes through copy.copy). The planner's search makes tens of thousands
+        of these per plan (issue 32: 0.5 of 3.5 profiled seconds). A Spec has no extra fields
+        (extra="forbid") and no private attributes; a subclass that adds them gets model_copy."""
+        if self.__pydantic_private__ is not None:
+            return self.model_copy(update=update)
+        fields = self.__dict__.copy()
+        fields.update(update)
+        new = _new_object(type(self))
+        _set_attr(new, "__dict__", fields)
+        _set_attr(new, "__pydantic_extra__", None)
+        _set_attr(new, "__pydantic_fields_set__", self.__pydantic_fields_set__ | update.keys())
+        _set_attr(new, "__pydantic_private__", None)
+        return new
 
 
 class InputSpec(Spec):

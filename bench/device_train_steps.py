@@ -377,7 +377,10 @@ def runs_yaml(rows: list[dict], gpu: str) -> str:
                 "global_batch_seqs": r["micro_batch"] * r["micro_batches"],
                 "recompute": None if r["recompute"] == "none" else r["recompute"],
                 "precision": "bf16"},
+            # fused_norm: nn.RMSNorm is one aten::_fused_rms_norm kernel where this torch has it
+            # (torch 2.11: the profiles' vectorized_layer_norm_kernel<.., true>), else the chain
             "settings": {"cross_entropy": "eager_fp32", "fused_elementwise": False,
+                         "fused_norm": hasattr(torch.ops.aten, "_fused_rms_norm"),
                          "attention_kernel": "fa2" if r["attention"] == "flash" else "fused"},
             "measured_tokens_per_s_per_gpu": round(r["tokens_per_s"], 1),
             "tokens_derivation": "tokens per step / median step time (CUDA events)",

@@ -576,14 +576,22 @@ class KernelTables(InputSpec):
         None,
         le=MAX_TFLOPS,
         description="bf16 GEMM TFLOP/s the GPU holds for minutes under its power cap (a folder's "
-        "sustained.csv, measure_sustained.py); the short-burst rows above it are capped to it "
-        "(cost_models.kernels); null: not measured, rows used as measured",
+        "sustained.csv, measure_sustained.py) running 8192^3 GEMMs back to back; the "
+        "short-burst rows above it are capped to it only with apply_sustained_cap "
+        "(cost_models.kernels); null: not measured",
     )
     sustained_fp8_tflops: PositiveFloat | None = Field(
         None,
         le=MAX_TFLOPS,
         description="the same for fp8 GEMMs (a folder's sustained_fp8.csv, "
-        "bench/measure_sustained_fp8.py); null: not measured, fp8 rows used as measured",
+        "bench/measure_sustained_fp8.py); null: not measured",
+    )
+    apply_sustained_cap: bool = Field(
+        False,
+        description="price GEMMs no faster than the sustained rates above (a step that keeps "
+        "the GPU at its power cap throughout); false, the default: training steps, which mix "
+        "GEMMs with memory-bound phases, held burst clocks below the cap on the H100 "
+        "(docs/calibration.md#sustained-clocks), so the rates are reported, not applied",
     )
 
     @property
@@ -737,6 +745,12 @@ class Workload(InputSpec):
         True,
         description="norms, rotary and activation run as fused kernels (Transformer Engine, "
         "torch.compile); False for eager PyTorch op-by-op",
+    )
+    fused_norm: bool = Field(
+        False,
+        description="with fused_elementwise False: the norm still runs as one fused kernel "
+        "(PyTorch builds whose F.rms_norm / nn.RMSNorm dispatch to aten::_fused_rms_norm on "
+        "CUDA, e.g. torch 2.11; F.layer_norm is always one kernel); False: the eager chain",
     )
     selective_recompute: Literal["attention", "every_other_matmul"] = Field(
         "attention",

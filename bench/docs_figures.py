@@ -763,6 +763,16 @@ def kernel_tables_loo() -> str:
     return "\n".join(kernel_tables.loo_table())
 
 
+def single_gpu_steps() -> str:
+    """docs/calibration.md "Sustained clocks": bench/single_gpu_vs_model.py's table (the H100
+    single-GPU steps priced on their own machine's tables, with and without the sustained cap,
+    on the shipped tables and on the preset)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import single_gpu_vs_model  # noqa: PLC0415 -- a script beside this one
+
+    return "\n".join(single_gpu_vs_model.table(single_gpu_vs_model.priced()))
+
+
 @functools.cache
 def _h100_calibrated(folder: str) -> str:
     """`planner calibrate --cluster dgx-h100 --kernels builtin --out h100.yaml`'s output."""
@@ -1068,6 +1078,7 @@ GENERATORS: dict[str, Figure] = {
     "search-completeness": Figure(search_completeness, slow=True),
     "bytedance-goodput": Figure(bytedance_goodput, slow=True),
     "tables-vs-curve": Figure(tables_vs_curve, slow=True),
+    "single-gpu-steps": Figure(single_gpu_steps, slow=True),
     "issue6-405b": Figure(issue6_405b, slow=True),
     "issue6-fat-tree": Figure(issue6_fat_tree, slow=True),
     "issue16-deepseek": Figure(issue16_deepseek, slow=True),
@@ -1080,7 +1091,7 @@ REQUIRED = {
     "docs/cost_model.md": {"accuracy-summary"},
     "docs/calibration.md": {
         "stability-example", "calibration-example", "kernel-tables-loo", "kernel-residuals",
-        "tables-vs-curve",
+        "tables-vs-curve", "single-gpu-steps",
     },
     "docs/search.md": {"simplicity-examples", "search-completeness", "design-points"},
     "docs/goodput.md": {"bytedance-goodput"},

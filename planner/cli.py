@@ -1379,9 +1379,10 @@ def main(argv: list[str] | None = None) -> int:
         return _stdout_closed()
 
 
-class _Stdout(Console):
-    """The report console. rich's own answer to a closed pipe is SystemExit(1), which would read
-    as "no feasible plan" (exit 1, CONTRACT.md): raise the error so `main` ends with 141."""
+class _PipeConsole(Console):
+    """The CLI's consoles (stdout's report, stderr's lines). rich's own answer to a closed pipe
+    is SystemExit(1), which would read as "no feasible plan" (exit 1, CONTRACT.md): raise the
+    error so `main` ends with 141."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
@@ -1403,7 +1404,7 @@ def _stdout_closed() -> int:
 
 def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    err = Console(stderr=True, highlight=False)
+    err = _PipeConsole(stderr=True, highlight=False)
     # --debug anywhere (before or after the subcommand; issue 28): the traceback of a bad input
     # or "no feasible plan" goes to stderr above its one line; the exit code stays 2 / 1.
     debug = "--debug" in argv
@@ -1414,7 +1415,7 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_OK
     try:
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args, _Stdout(highlight=False))
+        return COMMANDS[args.command](args, _PipeConsole(highlight=False))
     except SystemExit as exc:  # --version and --help print and stop here
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except NoFeasiblePlan as exc:

@@ -57,11 +57,12 @@ MEMORY_SETTINGS = frozenset(
     {"optimizer_moments", "activation_func_fp8_input_store", "attention_output_store"}
 )
 """Workload fields that change what a run keeps in memory (cost_models/specs.py Workload)."""
-COMPUTE_SETTINGS = frozenset({"fp8_recipe", "cuda_graphs", "moe_force_balance"})
+COMPUTE_SETTINGS = frozenset({"fp8_recipe", "cuda_graphs", "moe_force_balance", "fused_norm"})
 """Workload fields of a run's compute recipe that no framework profile sets (issue 32): the fp8
 scaling recipe (Megatron --fp8-recipe delayed / tensorwise / blockwise) and per-layer CUDA
 graphs (Megatron --cuda-graph-impl transformer_engine) and forced-even MoE routing (Megatron
---moe-router-force-load-balancing)."""
+--moe-router-force-load-balancing) and, on an eager run, whether its PyTorch fuses the norm
+(Workload.fused_norm)."""
 RECORD_SETTINGS = (
     frozenset(PHYSICS_FIELDS)
     | {"tp_comm_overlap", "vp"}

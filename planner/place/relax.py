@@ -190,7 +190,13 @@ def _objective(um: UnitModel, v: _TopVars, lim: Limits) -> None:
     level = _balance(um, v, lim) if um.layout.pp > 1 else 0
     qs = _gradient_steps(um, v, lim)
     cls = m.new_int_var(0, len(um.class_cost) - 1, "class")
-    m.add_allowed_assignments([*v.ks, *v.lones, cls], [(*k, c) for k, c in um.dp_class.items()])
+    # HSDP shard pieces free (any the table lists): a relaxation, its optimum still a bound.
+    hs = [
+        m.new_int_var_from_domain(cp_model.Domain.from_values(um.shard_values), f"h{lv}")
+        for lv in range(len(um.levels) if um.shard_values else 0)
+    ]
+    keys = [(*k, c) for k, c in um.dp_class.items()]
+    m.add_allowed_assignments([*v.ks, *v.lones, *hs, cls], keys)
     costs = [c for row in um.class_cost for c in row]
     dp = m.new_int_var(min(costs), max(costs), "dp")
     m.add_allowed_assignments(

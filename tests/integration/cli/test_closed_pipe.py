@@ -66,3 +66,17 @@ def test_presets_into_head_in_a_shell():
     assert first.startswith("models")
     assert status in (f"status={EXIT_STDOUT_CLOSED}", "status=0")
     assert proc.stderr == ""
+
+
+def test_stderr_into_the_same_closed_pipe_ends_with_141():
+    # `planner plan --model nope ... 2>&1 | true`: the error line itself meets the closed pipe;
+    # rich's SystemExit(1) would have read as "no feasible plan".
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planner", "plan", "--model", "nope", "--cluster", "dgx-h100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == EXIT_STDOUT_CLOSED

@@ -206,7 +206,8 @@ class StepBounds:
         return LayerTotals(full, plain, times.head_s, times.embed_s)
 
     def dp_optimizer_s(self, lo: Layout, span: Span) -> float:
-        """estimate(...)'s dp_comm + optimizer terms for `lo` on `span` (this ZeRO stage), from
+        """estimate(...)'s dp_comm + optimizer terms for `lo` on `span` (this ZeRO stage), and
+        the FSDP2 copies it reports under compute (Pricer.stage_optimizer_s holds both), from
         the same per-stage pieces (stage_dp_s, stage_optimizer_s). Both terms are maxima over
         stages; the stages of _peak_candidates hold every distinct value (a middle stage's
         parameters and compute depend only on its layer counts), so this is the estimate's own

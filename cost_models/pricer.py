@@ -411,9 +411,10 @@ class Pricer(StepBounds):
     def rank_terms_s(
         self, lo: Layout, span: Span, rank: int, n_dense: int, n_moe: int
     ) -> tuple[float, float, float]:
-        """(stage seconds per micro-batch, exposed DP seconds, optimizer seconds) of pipeline
-        rank `rank` holding these layers on `span`: the three per-stage terms estimate() takes
-        (the first as the stage's time, the last two as maxima over stages); the CP-SAT stage
+        """(stage seconds per micro-batch, exposed DP seconds, tail seconds: stage_optimizer_s,
+        the optimizer step and the FSDP2 copies) of pipeline rank `rank` holding these layers on
+        `span`: the three per-stage terms estimate() takes (the first as the stage's time, the
+        last two as maxima over stages); the CP-SAT stage
         partition tabulates them (planner/search/partition.py)."""
         counts = (n_dense, n_moe)
         last, first = rank == lo.pp - 1, rank == 0

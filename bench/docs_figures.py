@@ -763,6 +763,16 @@ def kernel_tables_loo() -> str:
     return "\n".join(kernel_tables.loo_table())
 
 
+def single_gpu_steps() -> str:
+    """docs/calibration.md "Sustained clocks": bench/single_gpu_vs_model.py's table (the H100
+    single-GPU steps priced on their own machine's tables, with and without the sustained cap,
+    on the shipped tables and on the preset)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import single_gpu_vs_model  # noqa: PLC0415 -- a script beside this one
+
+    return "\n".join(single_gpu_vs_model.table(single_gpu_vs_model.priced()))
+
+
 @functools.cache
 def _h100_calibrated(folder: str) -> str:
     """`planner calibrate --cluster dgx-h100 --kernels builtin --out h100.yaml`'s output."""
@@ -872,6 +882,165 @@ def tables_vs_curve() -> str:
     )
 
 
+NET_405B = (
+    "--model llama3.1-405b --cluster llama3-roce-24k --gpus 16384 --seq-len 8192 "
+    "--global-batch 2048"
+)
+NET_405B_PINNED = f"{NET_405B} --cp 1 --micro-batches 1 --zero 1"
+"""bench/net_405b.py's case: CP 1, one micro-batch size and ZeRO-1 keep the 16K search short."""
+
+
+def _recompute_words(lo: dict[str, Any]) -> str:
+    mods = lo.get("recompute_modules") or lo.get("selective_modules")
+    mode = lo["recompute"]
+    return f"{mode} recompute ({' '.join(mods)})" if mods and mode == "selective" else (
+        f"{mode} recompute" if mode != "none" else "no recompute"
+    )
+
+
+def _tp_inside(lo: dict[str, Any]) -> bool:
+    return lo["placement"]["tp"]["nvlink"] == lo["tp"]
+
+
+def _hidden_words(hidden: dict[str, Any]) -> str:
+    names = {"pp_comm": "PP", "dp_comm": "DP", "tp_comm": "TP", "cp_comm": "CP", "ep_comm": "EP"}
+    said = [f"{names.get(k, k)} traffic from {v:g} Gb/s" for k, v in hidden.items() if v]
+    return "hidden: " + ", ".join(said) if said else "no traffic hidden at any value"
+
+
+def issue6_405b() -> str:
+    """docs/networks.md "Checks (issue 6)": Llama 3.1 405B on 16,384 H100 of llama3-roce-24k,
+    the plan (pinned as bench/net_405b.py pins it, and unpinned) and the NIC sweep."""
+    pinned = json.loads(_cli(f"plan {NET_405B_PINNED} --json"))["best"]
+    free = json.loads(_cli(f"plan {NET_405B} --json"))
+    sweep = json.loads(
+        _cli(f"whatif {NET_405B_PINNED} --vary nic-gbps --values 100,200,400,800,1600 --json")
+    )
+    lo, est = pinned["layout"], pinned["estimate"]
+    meta = (lo["tp"], lo["cp"], lo["pp"], lo["dp"]) == (8, 1, 16, 128)
+    flo = free["best"]["layout"]
+    rows = sweep["points"]
+    steps = "; ".join(
+        f"{r['value']:g}: {_short_label(r['plan']['layout'])} {r['mfu'] * 100:.1f} %"
+        + ("" if _tp_inside(r["plan"]["layout"]) else " (TP beyond the NVLink domain)")
+        for r in rows
+    )
+    inside_all = all(_tp_inside(r["plan"]["layout"]) for r in rows)
+    return "\n".join(
+        [
+            f"- `planner plan {NET_405B_PINNED}` (CP 1, one micro-batch size and ZeRO-1, as "
+            "`python bench/net_405b.py` pins them): the best plan is "
+            f"{_short_label(lo)}, {_recompute_words(lo)}, MFU {est['mfu'] * 100:.1f} %, "
+            f"{est['tokens_per_s_per_gpu']:,.1f} tokens/s/GPU, TP "
+            f"{'inside' if _tp_inside(lo) else 'across'} NVLink. Meta reports TP8 CP1 PP16 "
+            "DP128 at 8K (38-43 % MFU); "
+            + ("the same layout." if meta else "the plan differs from it.")
+            + f" Unpinned (`planner plan {NET_405B}`: CP, micro-batch and ZeRO searched too): "
+            f"{_short_label(flo)}, {_recompute_words(flo)}, MFU "
+            f"{free['best']['estimate']['mfu'] * 100:.1f} %, {free['solver']['status']}.",
+            f"- NIC sweep of the pinned case (`planner whatif {NET_405B_PINNED} --vary nic-gbps "
+            "--values 100,200,400,800,1600`; each row the fastest plan at that speed), Gb/s: "
+            f"fastest plan, MFU: {steps}. {_hidden_words(sweep.get('hidden_from', {}))}; TP "
+            + (
+                "stays inside NVLink at every NIC speed."
+                if inside_all
+                else "leaves the NVLink domain where a row says so."
+            ),
+        ]
+    )
+
+
+def _fat_tree(oversubscription: float) -> Any:
+    """64 H100: NVLink 8, non-blocking leaves of 32 GPUs, 100 Gb/s NICs, the spine tapered
+    `oversubscription`:1 (tests/integration/search/test_whatif.py fat_tree)."""
+    from cost_models.specs import Cluster  # noqa: PLC0415
+
+    data = models_zoo.load_cluster("dgx-h100-superpod", 64).model_dump()
+    data["tiers"][1].update(domain_size=32, kind="switch", rails=1, bandwidth_gb_per_s=12.5)
+    data["tiers"][2].update(oversubscription=oversubscription, bandwidth_gb_per_s=12.5)
+    return Cluster.model_validate(data)
+
+
+def issue6_fat_tree() -> str:
+    """docs/networks.md "Checks (issue 6)": the 4:1 vs 1:1 spine of test_whatif.py's check."""
+    from planner.convenience import plan_for  # noqa: PLC0415
+
+    pins = {"tp": 8, "pp": 2, "dp": 4, "seq_len": 8192, "global_batch": 16}
+    flat = plan_for("llama3-8b", _fat_tree(1), **pins).best
+    taper = plan_for("llama3-8b", _fat_tree(4), **pins).best
+
+    def where(e: Any) -> str:
+        dp, pp = e.placement["dp"]["spine"], e.placement["pp"]["spine"]
+        return (
+            f"DP {'straddling the two leaves' if dp > 1 else 'under one leaf'}, "
+            f"PP {'over the spine' if pp > 1 else 'inside a leaf'}"
+        )
+
+    return (
+        "- 4:1 vs 1:1 spine (`tests/integration/search/test_whatif.py`): Llama-3-8B, 64 H100, "
+        "100 Gb/s NICs, leaves of 32 GPUs, TP8 PP2 DP4 pinned: 1:1 step "
+        f"{flat.step_time_s:.3f} s ({where(flat)}); 4:1 step {taper.step_time_s:.3f} s "
+        f"({where(taper)})."
+    )
+
+
+DSV3_RECIPE = (
+    "--model deepseek-v3 --cluster h800 --gpus 2048 --precision fp8 --global-batch 15360 "
+    "--tp 1 --pp 16 --dp 128 --ep 64 --zero 1 --micro-batch 1 --recompute selective "
+    "--moe-dispatcher deepep --pp-schedule dualpipe"
+)
+DSV3_MEMORY = "--optimizer-moments bf16 --activation-func-fp8-input-store --attention-output-store e5m6"
+DSV3_FREE = (
+    "--model deepseek-v3 --cluster h800 --gpus 2048 --precision fp8 --global-batch 15360 "
+    "--framework none --pp-schedules 1f1b dualpipe --ep-overlap --moe-dispatcher deepep "
+    f"{DSV3_MEMORY}"
+)
+DSV3_RECORD = "deepseek-v3-pretrain-h800-2048gpu"
+
+
+def issue16_deepseek() -> str:
+    """docs/networks.md "Checks (issue 16)": DeepSeek-V3 on 2,048 H800, the published layout
+    with and without DeepSeek's memory recipe, the free search, and the shared record."""
+    mods = "--recompute-modules layernorm mla_up_proj"
+    on = json.loads(_cli(f"estimate {DSV3_RECIPE} {mods} moe_act {DSV3_MEMORY} --json"))
+    off = json.loads(_cli(f"estimate {DSV3_RECIPE} {mods} --json"))
+    free = json.loads(_cli(f"plan {DSV3_FREE} --json"))
+    row = next(r for r in _validation_rows() if r.id == DSV3_RECORD)
+    measured = row.measured_tokens_per_s_per_gpu
+    step = 15360 * 4096 / (measured * 2048)
+    pub = next(
+        (i for i, p in enumerate(free["ranked"], 1)
+         if (p["layout"]["tp"], p["layout"]["pp"], p["layout"]["ep"], p["layout"]["pp_schedule"])
+         == (1, 16, 64, "dualpipe")),
+        None,
+    )  # fmt: skip
+    best = free["best"]
+    err = (on["tokens_per_s_per_gpu"] / measured - 1) * 100
+    return "\n".join(
+        [
+            f"- Published layout with DeepSeek's memory recipe (`planner estimate {DSV3_RECIPE} "
+            f"{mods} moe_act {DSV3_MEMORY}`): {on['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
+            f"{on['step_time_s']:.1f} s steps (published {measured:,.1f} and {step:.1f} s; "
+            f"{err:+.1f} %), peak {on['peak_memory_gib']:.1f} GiB of "
+            f"{on['usable_memory_gib']:.0f} usable ({'fits' if on['fits_in_memory'] else 'does not fit'}).",
+            f"- Without the recipe (`{mods}`, fp32 moments, bf16 SwiGLU inputs, bf16 + fp8 "
+            f"attention output): {off['peak_memory_gib']:.1f} GiB, "
+            f"{'fits' if off['fits_in_memory'] else 'does not fit'}.",
+            f"- The free search with the same options (`planner plan {DSV3_FREE}`): "
+            f"{_short_label(best['layout'])}, {_recompute_words(best['layout'])}, "
+            f"{best['estimate']['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU, "
+            f"{best['estimate']['peak_memory_gib']:.1f} GiB ({free['solver']['status']}); the "
+            "published layout (TP1 PP16 EP64 DualPipe) "
+            + (f"ranks {pub} of {len(free['ranked'])}." if pub else
+               f"is not among the {len(free['ranked'])} ranked plans."),
+            f"- `planner validate`: the record `{DSV3_RECORD}` (its `settings:` give DualPipe, "
+            "the DeepEP dispatcher and M = 4, quoting the report) scores "
+            f"{row.tokens_error_pct:+.1f} %; its model says `mla: false` (the notes say MLA), "
+            "which makes attention cheaper than DeepSeek-V3's.",
+        ]
+    )
+
+
 @dataclass(frozen=True)
 class Figure:
     make: Callable[[], str]
@@ -909,22 +1078,26 @@ GENERATORS: dict[str, Figure] = {
     "search-completeness": Figure(search_completeness, slow=True),
     "bytedance-goodput": Figure(bytedance_goodput, slow=True),
     "tables-vs-curve": Figure(tables_vs_curve, slow=True),
+    "single-gpu-steps": Figure(single_gpu_steps, slow=True),
+    "issue6-405b": Figure(issue6_405b, slow=True),
+    "issue6-fat-tree": Figure(issue6_fat_tree, slow=True),
+    "issue16-deepseek": Figure(issue16_deepseek, slow=True),
 }
 
 REQUIRED = {
     "README.md": {"plan-scaling", "input-limits", "fuzz-record"},
     "docs/contract.md": {"model-schema", "cluster-presets", "model-presets"},
-    "docs/accuracy.md": {"accuracy", "memory-summary"},
+    "docs/accuracy.md": {"accuracy", "memory-summary", "tables-vs-curve"},
     "docs/cost_model.md": {"accuracy-summary"},
     "docs/calibration.md": {
         "stability-example", "calibration-example", "kernel-tables-loo", "kernel-residuals",
-        "tables-vs-curve",
+        "tables-vs-curve", "single-gpu-steps",
     },
     "docs/search.md": {"simplicity-examples", "search-completeness", "design-points"},
     "docs/goodput.md": {"bytedance-goodput"},
     "docs/networks.md": {
         "technology-bills", "rail-only-whatif", "technology-whatif-405b", "technology-whatif-dsv3", "design-default", "design-ib-vs-roce", "design-rail-only", "design-nic-speed",
-        "design-nvl72",
+        "design-nvl72", "issue6-fat-tree", "issue6-405b", "issue16-deepseek",
     },
     "docs/cli.md": {"placement-example", "place-scaling"},
 }

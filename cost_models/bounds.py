@@ -86,6 +86,7 @@ class StepBounds:
         self._totals: dict[tuple, tuple[float, float]] = {}
         self._dp: dict[tuple, float] = {}
         self._candidates: dict[tuple, list[tuple[int, Counts]]] = {}
+        self._compute: dict[tuple, tuple[float, float, float]] = {}  # compute_s by layer times
 
     # ------------------------------------------------------------------ order-free bounds
 
@@ -100,18 +101,28 @@ class StepBounds:
         (`recompute` and selective `modules` instead of the layout's own, if given); 0 for a
         layer kind the model lacks. A layout's own block recompute is priced as none (some of
         its layers recompute, stage.recomputed_layers): a per-layer lower bound."""
-        times = self.layer_times(lo)
         rc = lo.recompute if recompute is None else recompute
         if recompute is None and is_block_recompute(lo):
             rc = "none"
         mods = lo.selective_modules if modules is None else modules
+        # The search asks this for every shape x recompute choice: many share the layer times.
+        key = (self.times_key(lo), rc, mods)
+        found = self._compute.get(key)
+        if found is not None:
+            return found
+        times = self.layer_times(lo)
 
         def cost(t: LayerTime | None) -> float:
             if t is None:
                 return 0.0
             return t.forward_s + t.backward_s + t.recompute_s(rc, mods)
 
-        return cost(times.layers.dense), cost(times.layers.moe), times.head_s + times.embed_s
+        found = self._compute[key] = (
+            cost(times.layers.dense),
+            cost(times.layers.moe),
+            times.head_s + times.embed_s,
+        )
+        return found
 
     def step_bound_s(self, lo: Layout, recompute: str | dict[str, Any] | None = None) -> float:
         """A value <= estimate(...).step_time_s for `lo` (with `recompute` instead of its own,
@@ -120,7 +131,7 @@ class StepBounds:
         modules = None
         if isinstance(recompute, dict):
             if recompute["recompute_method"] is not None:
-                lo, recompute = lo.model_copy(update=recompute), None
+                lo, recompute = lo.with_update(recompute), None
             else:
                 modules, recompute = recompute["recompute_modules"], recompute["recompute"]
         if recompute is None and is_block_recompute(lo):
@@ -237,9 +248,9 @@ class StepBounds:
         and is not the closest to fitting. The last stage (logits) is tried first.
         """
         peak = 0.0
-        all_counts, acts = self.stage_counts(lo), self.activations_per_mb(lo)
+        all_counts = self.stage_counts(lo)
         for r, _counts in self._peak_candidates(lo):
-            peak = max(peak, self.stage_memory(lo, r, all_counts, acts).total_gib)
+            peak = max(peak, self.stage_total_gib(lo, r, all_counts))
             if peak > stop_above:
                 break
         return peak

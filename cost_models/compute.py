@@ -392,6 +392,26 @@ NORM_ELEMS = {True: 2, False: 18}
 ROTARY_ELEMS = {True: 2, False: 10}
 GATED_ACT_ELEMS = {True: 3, False: 5}
 
+EAGER_BACKWARD = {"norm": 2.5, "norm_chain": 2.0, "add": 1.0, "gated_act": 1.8, "rotary": 1.0}
+"""Backward traffic over forward traffic of each eager op (Workload.fused_elementwise False), as
+PyTorch's autograd runs it (tools/autograd/derivatives.yaml) and the H100 step profiles show it
+(bench/results/h100-2026-11-26/single-gpu-steps/steps/profile_*.json, torch 2.11):
+- norm, one fused kernel (aten::_fused_rms_norm / native_layer_norm): its backward is two kernels,
+  layer_norm_grad_input (reads dy and x, writes dx) and GammaBetaBackward (reads dy and x again
+  for the weight gradient): 5 element moves against the forward's 2 (profile, 1B step: 0.93 ms
+  forward, 1.32 + 1.38 ms backward over 33 norms: 2.9x);
+- the eager norm chain (cast, pow, mean, rsqrt, mul, cast, mul): no profile here; 2x as before;
+- residual add: its gradient passes through (`self: grad, other: grad`); the one kernel is the
+  accumulation where the residual stream's two users meet: one add against the forward's one;
+- eager SwiGLU silu(g) * u: mul's backward is two muls (`grad * other`, `grad * self`) and
+  silu's one silu_backward (reads grad and g, writes): 9 element moves against 5 (profile: 3.4 ms
+  forward, 6.2 ms backward, 1.8x);
+- eager complex rotary (x.float(), complex multiply by the frequencies, type_as): its backward
+  is the same three ops on the gradient (cast, multiply by conj(freqs), cast back): 1x (profile:
+  the 32 forward and 32 backward complex multiplies take the same time).
+The fused path (Transformer Engine, torch.compile) keeps 2x its forward: its backward kernels
+were not profiled here."""
+
 
 FUSED_ACTIVATION_ROW = "add"
 """The kernel-table row a fused gated activation is priced at: Transformer Engine's SwiGLU /
@@ -434,10 +454,20 @@ class MemoryOp:
     op: str | None = None
     calls: int = 1
     table_elements: float = 0.0
+    backward: float = 2.0  # backward traffic / forward traffic (EAGER_BACKWARD)
+
+
+def norm_fused(model: ModelSpec, workload: Workload) -> bool:
+    """Whether the layer's norms run as one fused kernel each: under fused elementwise ops, or
+    eager where PyTorch's own norm is one kernel: F.layer_norm (aten::native_layer_norm, a single
+    CUDA kernel in every PyTorch release) and F.rms_norm / nn.RMSNorm where the build dispatches
+    it to aten::_fused_rms_norm (Workload.fused_norm: torch 2.11 in the H100 step profiles,
+    torchtitan 0.3's RMSNorm(nn.RMSNorm); torchtitan's older RMSNorm class was the eager chain)."""
+    return workload.fused_elementwise or workload.fused_norm or model.normalization == "layernorm"
 
 
 def _memory_ops(
-    model: ModelSpec, layout: Layout, is_moe: bool, fused: bool = True
+    model: ModelSpec, layout: Layout, is_moe: bool, fused: bool = True, fused_norm: bool = False
 ) -> list[MemoryOp]:
     """The memory-bound ops of one layer a kernel table may price, in this order: the norms, the
     residual adds, the activation (dense: the MLP's; MoE: the routed experts', then the shared
@@ -452,13 +482,20 @@ def _memory_ops(
     the `add` row. The activation: FUSED_ACTIVATION_ROW when fused, else its `activation_op`
     row (the shared tables' SwiGLU is the eager silu(x) * y, two kernels). Fused rotary
     (Transformer Engine fused_rope: one kernel reads q / k and writes them rotated) is the `copy`
-    row; eager rotary (complex fp32 chain) has no row: HBM constant."""
+    row; eager rotary (complex fp32 chain) has no row: HBM constant. `fused_norm` (norm_fused):
+    the norm is its fused kernel even on the eager path. On the eager path each op carries its
+    backward share (EAGER_BACKWARD)."""
     tp = layout.tp
     h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
-    norm = model.normalization if fused else None
+    fused_norm = fused or fused_norm
+    norm = model.normalization if fused_norm else None
+    back = {k: 2.0 for k in EAGER_BACKWARD} if fused else EAGER_BACKWARD
+    norm_back = back["norm"] if fused_norm else back["norm_chain"]
     ops = [
-        MemoryOp(2 * NORM_ELEMS[fused] * h_local, norm, 2, NORM_ELEMS[True] * h_local),
-        MemoryOp(6 * h_local, "add", 2, 3 * h_local),  # two residual adds
+        MemoryOp(
+            2 * NORM_ELEMS[fused_norm] * h_local, norm, 2, NORM_ELEMS[True] * h_local, norm_back
+        ),
+        MemoryOp(6 * h_local, "add", 2, 3 * h_local, back["add"]),  # two residual adds
     ]
     act_rw = GATED_ACT_ELEMS[fused] if model.gated_mlp else 2
     act_table = GATED_ACT_ELEMS[True] if model.gated_mlp else 2  # the row's convention
@@ -470,27 +507,36 @@ def _memory_ops(
         assert moe is not None
         rows, fe = moe.top_k * layout.etp / tp, moe.expert_ffn_hidden_size
         routed = rows * act_table * fe / layout.etp
-        ops.append(MemoryOp(rows * act_rw * fe / layout.etp, act, 1, routed))
+        act_back = back["gated_act"] if model.gated_mlp else 2.0
+        ops.append(MemoryOp(rows * act_rw * fe / layout.etp, act, 1, routed, act_back))
         if moe.num_shared_experts:
             fs = moe.num_shared_experts * fe
-            ops.append(MemoryOp(act_rw * fs / tp, act, 1, act_table * fs / tp))
+            ops.append(MemoryOp(act_rw * fs / tp, act, 1, act_table * fs / tp, act_back))
     else:
         assert model.ffn_hidden_size is not None
         ffn = model.ffn_hidden_size
-        ops.append(MemoryOp(act_rw * ffn / tp, act, 1, act_table * ffn / tp))
+        act_back = back["gated_act"] if model.gated_mlp else 2.0
+        ops.append(MemoryOp(act_rw * ffn / tp, act, 1, act_table * ffn / tp, act_back))
     rot_heads, rot_dim = rotary_heads(model, tp)
     rot = rot_heads * rot_dim
-    ops.append(MemoryOp(ROTARY_ELEMS[fused] * rot, "copy" if fused else None, 1, 2 * rot))
+    rotary = MemoryOp(ROTARY_ELEMS[fused] * rot, "copy" if fused else None, 1, 2 * rot)
+    ops.append(replace(rotary, backward=back["rotary"]))
     return ops
 
 
 def _elementwise_elements(
-    model: ModelSpec, layout: Layout, t: float, is_moe: bool, fused: bool = True
+    model: ModelSpec,
+    layout: Layout,
+    t: float,
+    is_moe: bool,
+    fused: bool = True,
+    fused_norm: bool = False,
 ) -> float:
     """Elements read + written per forward by memory-bound ops (norms, residuals, rotary, act)."""
     tp = layout.tp
     h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
-    per_token = 2 * NORM_ELEMS[fused] * h_local + 6 * h_local  # two norms, two residual adds
+    norm = NORM_ELEMS[fused or fused_norm]
+    per_token = 2 * norm * h_local + 6 * h_local  # two norms, two residual adds
     rot_heads, rot_dim = rotary_heads(model, tp)
     per_token += ROTARY_ELEMS[fused] * rot_heads * rot_dim  # q and k
     # SwiGLU reads gate+up, writes one; GELU reads and writes
@@ -537,6 +583,17 @@ def memory_ops_s(ops: list[MemoryOp], t: float, hbm_s: float, book: KernelBook |
         seconds, elements, _looks = table_memory_s([o], t, book)
         total += seconds if elements else o.elements * t * BF16_BYTES / hbm_s
     return total
+
+
+def eager_backward_s(
+    ops: list[MemoryOp], t: float, hbm_s: float, book: KernelBook | None, forward_s: float
+) -> float:
+    """Backward seconds of a layer's eager memory-bound ops: each op's forward seconds times its
+    backward share (MemoryOp.backward, EAGER_BACKWARD); the rest of the layer's `forward_s`
+    (the MoE permute copies, which no op here lists) at 2x, as before."""
+    per_op = [memory_ops_s([o], t, hbm_s, book) for o in ops]
+    rest_s = max(0.0, forward_s - sum(per_op))
+    return sum(o.backward * s for o, s in zip(ops, per_op, strict=True)) + 2 * rest_s
 
 
 def unpad_copies_s(
@@ -661,14 +718,14 @@ def layer_time(
         assert model.ffn_hidden_size is not None
         gemms += mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
     hbm_s = hbm_bytes_per_s(gpu, cal)
-    fused = workload.fused_elementwise
-    table_s, table_elements, mem_looks = table_memory_s(
-        _memory_ops(model, layout, is_moe, fused), t, book
-    )
-    elem_bytes = _elementwise_elements(model, layout, t, is_moe, fused) * BF16_BYTES
+    fused, fnorm = workload.fused_elementwise, norm_fused(model, workload)
+    mem_ops = _memory_ops(model, layout, is_moe, fused, fnorm)
+    table_s, table_elements, mem_looks = table_memory_s(mem_ops, t, book)
+    elem_bytes = _elementwise_elements(model, layout, t, is_moe, fused, fnorm) * BF16_BYTES
     if table_elements:  # the ops the kernel tables priced leave the HBM constant
         elem_bytes -= table_elements * BF16_BYTES
     elementwise_s = elem_bytes / hbm_s + table_s
+    elem_bwd_s = None if fused else eager_backward_s(mem_ops, t, hbm_s, book, elementwise_s)
     quant_s, quant_bwd_s = quantize_s(gemms, workload, hbm_s)
     unpad_s = unpad_bwd_s = 0.0
     if workload.attention_unpad:
@@ -696,6 +753,7 @@ def layer_time(
         model_flops=sum(g.flops for g in gemms) + attn_flops,
         gemm_backward_s=gemm_bwd_s,
         attention_backward_s=attn_bwd_s,
+        elementwise_backward_s=elem_bwd_s,
         lookups=gemm_looks + attn_looks + mem_looks,
         quantize_s=quant_s,
         quantize_backward_s=quant_bwd_s,
@@ -847,7 +905,7 @@ def _recompute_module_s(
     fused = workload.fused_elementwise
     tp = layout.tp
     # _memory_ops order: norms, adds, then dense: act; MoE: routed act, shared act
-    ops = _memory_ops(model, layout, is_moe, fused)
+    ops = _memory_ops(model, layout, is_moe, fused, norm_fused(model, workload))
 
     def elem_s(*picked: MemoryOp) -> float:
         return memory_ops_s(list(picked), t, hbm, book)

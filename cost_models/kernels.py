@@ -12,14 +12,16 @@ A cluster may carry per-shape kernel times measured on its GPU (Cluster.kernels,
   the generation's efficiency curve (cost_models.compute), as without a table.
 
 Sustained clocks: a table measured in short bursts (a few ms per shape) runs the largest GEMMs at
-clocks the GPU cannot hold under its power cap for a whole training run. Where the tables carry
-the sustained rate (KernelTables.sustained_bf16_tflops, minutes of back-to-back GEMMs:
-../shared/data/kernels/README.md sustained.csv, H100 at its 700 W cap holds 688 TFLOP/s on the
-8192^3 square that bursts at 740-761), every bf16 GEMM and grouped-GEMM look-up is capped at it:
-a shape slower than the cap draws less power and keeps its measured time (the README's Llama 3
-70B TP8 layer mix holds 690 TFLOP/s sustained, above the 663 its table rows give). fp8 GEMMs are
-capped the same way where the tables carry KernelTables.sustained_fp8_tflops
-(bench/measure_sustained_fp8.py); the shared H100 folder has no fp8 run, so they are not.
+clocks the GPU cannot hold under its power cap when it does nothing but GEMMs: 8192^3 bf16 GEMMs
+back to back hold 681-688 TFLOP/s on an H100 at its 700 W cap (KernelTables.sustained_bf16_tflops,
+../shared/data/kernels/README.md sustained.csv; SM clock 1,260-1,395 MHz) where they burst at
+740-761. Whole training steps do not throttle so: on the same GPU model, steps of 1B-8B-dims
+models held 1,905-1,950 MHz at 610-670 W for 40 s each and their GEMMs ran at the tables' burst
+speed (bench/results/h100-2026-11-26/single-gpu-steps: sustained_steps.csv, profile_*.json; the
+optimizer, FSDP copies, norms and other memory-bound phases draw less power). So the sustained
+rates are carried and reported, and a look-up is capped at them (seconds = max(table seconds,
+FLOPs / sustained)) only where the tables say so (KernelTables.apply_sustained_cap: a workload
+that keeps the GPU at its power cap); a shape slower than the cap keeps its measured time.
 
 Seconds per FLOP (per byte for memory-bound ops) is what is interpolated: it varies slowly with
 shape, where time itself grows with every dimension. Pure numpy, no I/O; the book caches every
@@ -139,6 +141,7 @@ class _NoRows:
     memory_bound: tuple = ()
     sustained_bf16_tflops: None = None
     sustained_fp8_tflops: None = None
+    apply_sustained_cap: bool = False
 
 
 _NO_ROWS = _NoRows()
@@ -162,6 +165,8 @@ class KernelBook:
     def __post_init__(self) -> None:
         t = _NO_ROWS if self.tables is None else self.tables
         caps = {"bf16": t.sustained_bf16_tflops, "fp8": t.sustained_fp8_tflops}
+        if not t.apply_sustained_cap:  # the rates are reported, not applied (module docstring)
+            caps = {}
         self._min_s_per_flop = {k: 0.0 if c is None else 1.0 / (c * 1e12) for k, c in caps.items()}
         self._gemm = _group(
             list(t.gemm),
@@ -216,7 +221,7 @@ class KernelBook:
 
     def _sustained(self, per_flop: tuple | None, dtype: str, flops: float) -> float | None:
         """Seconds of `flops` at the looked-up seconds per FLOP, no faster than the sustained
-        rate under the power cap (module docstring)."""
+        rate under the power cap where the tables apply it (module docstring)."""
         if per_flop is None:
             return None
         return max(per_flop[0], self._min_s_per_flop.get(dtype, 0.0)) * flops

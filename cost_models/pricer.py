@@ -33,7 +33,14 @@ from .compute import (
 )
 from .errors import InvalidInput
 from .kernels import STATUSES, KernelBook
-from .memory import StageParams, layer_activation_bytes, memory_validated, stage_params, state_bytes
+from .memory import (
+    StageParams,
+    buffer_bytes,
+    layer_activation_bytes,
+    memory_validated,
+    stage_params,
+    state_bytes,
+)
 from .pipeline import dualpipe_bubble_s, num_microbatches, schedule_time_s, stage_layers
 from .rankmap import LAYER_GROUPS, Group
 from .rules import layout_violations
@@ -44,12 +51,14 @@ from .stage import (
     LayerCost,
     is_block_recompute,
     layer_cost,
+    memory_of_stage,
     recomputed_layers,
+    stage_activation_bytes,
+    stage_total_gib,
     without_block_recompute,
 )
 from .stage import stage_dp_s as _stage_dp_s
 from .stage import stage_dp_tier_s as _stage_dp_tier_s
-from .stage import stage_memory as _stage_memory
 from .stage import stage_optimizer_s as _stage_optimizer_s
 from .terms import LAYER_FLOWS, LAYER_TERMS, ByKind, Flow, StageTerms, Term, layout_key
 from .topology import outermost_tier, placement
@@ -65,19 +74,39 @@ Counts = tuple[int, int]  # (dense, MoE) layers of one pipeline rank
 # the piece does not move.
 LAYER_TIME_READS = ("tp", "cp", "micro_batch", "ep", "etp", "sequence_parallel")
 """The Layout fields compute.layer_time and lm_head_time read (tokens per GPU and the splits)."""
+DENSE_TIME_READS = ("tp", "cp", "micro_batch", "sequence_parallel")
+"""The Layout fields a dense layer's compute.layer_time, lm_head_time and embedding_time read:
+LAYER_TIME_READS but the expert splits (ep, etp), which only a MoE layer's time reads. A MoE
+model's search tries many EP degrees per (TP, CP, micro-batch): its dense layers, head and
+embedding are priced once for all of them."""
 NOT_IN_LAYER_COST = ("order", "zero_stage", "pp", "dp", "vp")
 """stage.layer_cost (and compute.layer_time) read neither pp, dp, vp, the ZeRO stage nor the
 order; of the spans only TP, CP and EP."""
 NOT_IN_STAGE_PARAMS = ("order", "zero_stage", "recompute", "micro_batch")
 """memory.stage_params reads the degrees and the stage position only."""
 NOT_IN_ACTIVATIONS = ("order", "zero_stage")
-"""memory.layer_activation_bytes does not read the ZeRO stage or the order."""
+"""A stage's activation bytes (stage.stage_activation_bytes) and buffers (memory.buffer_bytes)
+read neither the ZeRO stage nor the order."""
+LAYER_ACTIVATION_READS = (
+    "tp",
+    "cp",
+    "micro_batch",
+    "sequence_parallel",
+    "etp",
+    "recompute",
+    "recompute_modules",
+)
+"""The Layout fields memory.layer_activation_bytes reads (tokens per GPU, the TP / expert-TP
+split, the recompute mode and selective modules): activations_per_mb is priced once per these,
+not once per shape."""
 
 
 _times_key = operator.attrgetter(*LAYER_TIME_READS)
+_dense_key = operator.attrgetter(*DENSE_TIME_READS)
 _layer_key = layout_key(NOT_IN_LAYER_COST)
 _params_key = layout_key(NOT_IN_STAGE_PARAMS)
 _acts_key = layout_key(NOT_IN_ACTIVATIONS)
+_layer_acts_key = operator.attrgetter(*LAYER_ACTIVATION_READS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +149,13 @@ class Pricer(StepBounds):
         # Measured nccl-tests curves price every collective term they cover (commtable).
         self.comm = CollectiveBook(cluster) if kern is not None and kern.collectives else None
         self._times: dict[tuple, LayerTimes] = {}
+        self._dense: dict[tuple, tuple[LayerTime | None, LayerTime, LayerTime]] = {}
         self._costs: dict[tuple, ByKind[LayerCost]] = {}
+        self._tp: dict[tuple, tuple[float, float, tuple[float, ...]]] = {}  # stage.layer_cost's
         self._counts: dict[tuple[int, int], list[Counts]] = {}
         self._params: dict[tuple, StageParams] = {}
         self._acts: dict[tuple, LayerActivations] = {}
+        self._stage_bytes: dict[tuple, tuple[float, float]] = {}  # stage_memory's (acts, buffers)
         self._flops_per_token: float | None = None
         super().__init__()
 
@@ -136,17 +168,27 @@ class Pricer(StepBounds):
         found = self._times.get(key)
         if found is None:
             m, gpu, cal, w, book = self.model, self.cluster.gpu, self.cal, self.workload, self.book
-            dense = moe = None
-            if m.num_dense_layers:
-                dense = layer_time(m, gpu, cal, w, lo, is_moe=False, book=book)
+            moe = None
             if m.num_moe_layers:
                 moe = layer_time(m, gpu, cal, w, lo, is_moe=True, book=book)
-            head = lm_head_time(m, gpu, cal, w, lo, book)
+            dense, head, embed = self._dense_times(lo)
             head_s = head.forward_s + head.backward_s
-            embed = embedding_time(m, gpu, cal, w, lo)
             found = self._times[key] = LayerTimes(
                 ByKind(dense, moe), head, head_s, embed, embed.forward_s + embed.backward_s
             )
+        return found
+
+    def _dense_times(self, lo: Layout) -> tuple[LayerTime | None, LayerTime, LayerTime]:
+        """(dense layer or None, LM head, embedding) LayerTimes of `lo` (DENSE_TIME_READS)."""
+        key = _dense_key(lo)
+        found = self._dense.get(key)
+        if found is None:
+            m, gpu, cal, w, book = self.model, self.cluster.gpu, self.cal, self.workload, self.book
+            dense = None
+            if m.num_dense_layers:
+                dense = layer_time(m, gpu, cal, w, lo, is_moe=False, book=book)
+            head = lm_head_time(m, gpu, cal, w, lo, book)
+            found = self._dense[key] = (dense, head, embedding_time(m, gpu, cal, w, lo))
         return found
 
     def layer_costs(
@@ -173,11 +215,17 @@ class Pricer(StepBounds):
                 if t is None:
                     return None
                 return layer_cost(
-                    m, cl, cal, w, lo, t, span, is_moe=is_moe, book=self.book, comm=self.comm
-                )
+                    m, cl, cal, w, lo, t, span, is_moe=is_moe, book=self.book, comm=self.comm,
+                    tp_memo=self._tp if cl is self.cluster else None,
+                )  # fmt: skip
 
             found = self._costs[key] = ByKind(cost(times.dense, False), cost(times.moe, True))
         return found
+
+    @staticmethod
+    def times_key(lo: Layout) -> tuple:
+        """What of `lo` layer_times reads (the LAYER_TIME_READS fields)."""
+        return _times_key(lo)
 
     @staticmethod
     def layer_key(lo: Layout) -> tuple:
@@ -278,7 +326,7 @@ class Pricer(StepBounds):
     def activations_per_mb(self, lo: Layout) -> LayerActivations:
         """memory.layer_activation_bytes of each layer kind, under the layout's own recompute
         mode and without recompute (stage.LayerActivations)."""
-        key = _acts_key(lo)
+        key = _layer_acts_key(lo)
         found = self._acts.get(key)
         if found is None:
             model, w = self.model, self.workload
@@ -308,6 +356,17 @@ class Pricer(StepBounds):
         """Memory of rank `r` (stage.stage_memory); under DualPipe it also holds stage
         pp - 1 - r (memory.state_bytes, stage.stage_memory). `acts` is activations_per_mb(lo)
         when the caller has it."""
+        return memory_of_stage(r, *self._stage_bytes_of(lo, r, all_counts, acts))
+
+    def stage_total_gib(self, lo: Layout, r: int, all_counts: list[Counts]) -> float:
+        """stage_memory(lo, r, all_counts).total_gib, the same float, without building the
+        StageMemory (the search's memory checks: bounds.peak_memory_gib)."""
+        return stage_total_gib(*self._stage_bytes_of(lo, r, all_counts))
+
+    def _stage_bytes_of(
+        self, lo: Layout, r: int, all_counts: list[Counts], acts: LayerActivations | None = None
+    ) -> tuple[float, float, float, float, float]:
+        """(activation, buffer, weight, gradient, optimizer) bytes of rank `r` (stage_memory)."""
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         counts = all_counts[r]
         sp = self.stage_params(lo, counts, r)
@@ -317,10 +376,18 @@ class Pricer(StepBounds):
             mirror = all_counts[mr]
             msp = self.stage_params(lo, mirror, mr)
         weights, grads, optim = state_bytes(sp, lo, m, self.workload, msp)
-        acts = self.activations_per_mb(lo) if acts is None else acts
-        return _stage_memory(
-            self.model, self.workload, lo, r, counts, acts, m, weights, grads, optim, mirror=mirror
-        )
+        # Activations and buffers read neither the ZeRO stage nor the order (NOT_IN_ACTIVATIONS;
+        # memory.buffer_bytes reads the degrees): the search checks several ZeRO stages of a
+        # shape, each at the same bytes.
+        key = (_acts_key(lo), r, counts, mirror)
+        found = self._stage_bytes.get(key)
+        if found is None:
+            acts = self.activations_per_mb(lo) if acts is None else acts
+            found = self._stage_bytes[key] = (
+                stage_activation_bytes(self.model, self.workload, lo, r, counts, acts, m, mirror),
+                buffer_bytes(self.model, self.workload, lo),
+            )
+        return (*found, weights, grads, optim)
 
     def rank_terms_s(
         self, lo: Layout, span: Span, rank: int, n_dense: int, n_moe: int

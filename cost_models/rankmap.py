@@ -301,7 +301,7 @@ def _spans(
     else:
         out.append(("ep", (1,) * len(domains)))
     if dp_shard is not None:
-        hsdp = hsdp_dims(layout.model_copy(update={"dp_shard": dp_shard}))
+        hsdp = hsdp_dims(layout.with_update({"dp_shard": dp_shard}))
         out += [(k, _kind_span(hsdp, tok, domains)) for k, tok in HSDP_KINDS.items()]
     return tuple(out)
 

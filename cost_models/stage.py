@@ -75,17 +75,33 @@ def layer_cost(
     is_moe: bool,
     book: KernelBook | None = None,
     comm: CollectiveBook | None = None,
+    tp_memo: dict[tuple, tuple[float, float, tuple[float, ...]]] | None = None,
 ) -> LayerCost:
     """One layer's cost on the groups of `span` (cost_models.rankmap spans): its compute and
     recompute (`lt`), the TP collectives (_tp_layer_s), the CP K/V exchange (cost_models/cp.py)
     and the EP all-to-alls (_ep_layer_s). `cal` is calibration_for_cluster(cluster); `book` the
     cluster's kernel tables (the TP-overlap partner GEMMs are looked up in them); `comm` its
-    collective curves (cost_models.commtable)."""
+    collective curves (cost_models.commtable). `tp_memo`: the caller's cache of the TP terms
+    without TP overlap, for this (model, cluster, workload, comm) only (cost_models.pricer)."""
     n_tiers = len(cluster.tiers)
     recompute_s = lt.recompute_s(layout.recompute, layout.selective_modules)
-    tp_s, tp_total_s, tp_busy = _tp_layer_s(
-        model, cluster, cal, workload, layout, lt, span, is_moe, book, comm
-    )
+    if tp_memo is None or layout.tp_comm_overlap:
+        tp_s, tp_total_s, tp_busy = _tp_layer_s(
+            model, cluster, cal, workload, layout, lt, span, is_moe, book, comm
+        )
+    else:
+        # Without overlap the TP terms read only the payload (tokens per GPU), the blocks and
+        # passes, and the TP group's span (_tp_layer_s): the search prices many layouts alike
+        # in all four (other EP degrees, pipeline and DP sizes).
+        blocks = 1 if (is_moe and layout.etp == 1) else 2
+        key = (tokens_per_gpu(workload, layout), blocks, layout.recompute == "full")
+        key += tuple(span[Group.TP])
+        found = tp_memo.get(key)
+        if found is None:
+            found = tp_memo[key] = _tp_layer_s(
+                model, cluster, cal, workload, layout, lt, span, is_moe, book, comm
+            )
+        tp_s, tp_total_s, tp_busy = found
     # CP: K/V exchange beside the attention steps (cost_models/cp.py, per implementation).
     cp_exposed, cp_total = cp_layer_s(
         model, cluster, cal, workload, layout, lt, span[Group.CP], comm
@@ -574,8 +590,8 @@ def is_block_recompute(lo: Layout) -> bool:
 
 def without_block_recompute(lo: Layout) -> Layout:
     """`lo` with no recompute: the layers block recompute leaves alone run as this."""
-    return lo.model_copy(
-        update={"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
+    return lo.with_update(
+        {"recompute": "none", "recompute_method": None, "recompute_num_layers": None}
     )
 
 
@@ -617,9 +633,27 @@ def stage_memory(
     chunk in which the rank is in the first half of its direction (stage min(r, pp-1-r)) and
     one of the other (the steady F0 B1 F1 B0 peak; README table: PP + 1), and ranks 0 and pp - 1
     both run the loss of one direction."""
+    acts = stage_activation_bytes(model, workload, layout, r, counts, layer_acts, m, mirror)
+    buffers = buffer_bytes(model, workload, layout)
+    return memory_of_stage(r, acts, buffers, weights, grads, optim)
+
+
+def stage_activation_bytes(
+    model: ModelSpec,
+    workload: Workload,
+    layout: Layout,
+    r: int,
+    counts: tuple[int, int],
+    layer_acts: LayerActivations,
+    m: int,
+    mirror: tuple[int, int] | None = None,
+) -> float:
+    """Activation bytes of pipeline rank `r` at its peak (stage_memory's arguments; stage_memory
+    adds buffers and states). Reads neither the ZeRO stage nor the order (Pricer caches it
+    across both, pricer.NOT_IN_ACTIVATIONS)."""
     if layout.pp_schedule == "dualpipe":
-        return _dualpipe_stage_memory(
-            model, workload, layout, r, counts, mirror or counts, layer_acts, weights, grads, optim
+        return _dualpipe_activation_bytes(
+            model, workload, layout, r, counts, mirror or counts, layer_acts
         )
     kinds = [(False, counts[0]), (True, counts[1])]
     per_mb = _per_microbatch_bytes(layout, counts, layer_acts)
@@ -638,7 +672,7 @@ def stage_memory(
     if r == layout.pp - 1:
         acts += logits_bytes(model, workload, layout)
         acts += kept_outputs_bytes(model, workload, layout, m)
-    return _with_buffers(model, workload, layout, r, acts, weights, grads, optim)
+    return acts
 
 
 @dataclass(frozen=True, slots=True)
@@ -664,7 +698,7 @@ def _per_microbatch_bytes(
     )
 
 
-def _dualpipe_stage_memory(
+def _dualpipe_activation_bytes(
     model: ModelSpec,
     workload: Workload,
     layout: Layout,
@@ -672,12 +706,9 @@ def _dualpipe_stage_memory(
     counts: tuple[int, int],
     mirror: tuple[int, int],
     layer_acts: LayerActivations,
-    weights: float,
-    grads: float,
-    optim: float,
-) -> StageMemory:
-    """stage_memory under DualPipe (its docstring): PP micro-batches of the early chunk, one of
-    the late chunk, the logits on ranks 0 and pp - 1."""
+) -> float:
+    """stage_activation_bytes under DualPipe (stage_memory's docstring): PP micro-batches of the
+    early chunk, one of the late chunk, the logits on ranks 0 and pp - 1."""
     p = layout.pp
     early, late = (counts, mirror) if r < p - 1 - r else (mirror, counts)
     held = ((early, p), (late, 1))
@@ -693,21 +724,14 @@ def _dualpipe_stage_memory(
         acts += group * max(layer_acts.none.of(k) for k in present)
     if r in (0, p - 1):
         acts += logits_bytes(model, workload, layout)
-    return _with_buffers(model, workload, layout, r, acts, weights, grads, optim)
+    return acts
 
 
-def _with_buffers(
-    model: ModelSpec,
-    workload: Workload,
-    layout: Layout,
-    r: int,
-    acts: float,
-    weights: float,
-    grads: float,
-    optim: float,
+def memory_of_stage(
+    r: int, acts: float, buffers: float, weights: float, grads: float, optim: float
 ) -> StageMemory:
-    buffers = buffer_bytes(model, workload, layout)
-    dynamic = acts + buffers
+    """Rank r's StageMemory from its bytes (activations, memory.buffer_bytes, states) and the
+    reserve they imply."""
     return StageMemory(
         stage=r,
         weights_gib=weights / GIB,
@@ -715,5 +739,26 @@ def _with_buffers(
         optimizer_gib=optim / GIB,
         activations_gib=acts / GIB,
         buffers_gib=buffers / GIB,
-        reserve_gib=CUDA_CONTEXT_GIB + ALLOCATOR_OVERHEAD * dynamic / GIB,
+        reserve_gib=_reserve_gib(acts, buffers),
     )
+
+
+def stage_total_gib(
+    acts: float, buffers: float, weights: float, grads: float, optim: float
+) -> float:
+    """memory_of_stage(...).total_gib (StageMemory.total_gib: the same sum of the same floats,
+    in the same order) without building the StageMemory: the planner checks the memory of tens
+    of thousands of shapes per plan and reads only this."""
+    return (
+        weights / GIB
+        + grads / GIB
+        + optim / GIB
+        + acts / GIB
+        + buffers / GIB
+        + _reserve_gib(acts, buffers)
+    )
+
+
+def _reserve_gib(acts: float, buffers: float) -> float:
+    """CUDA context and the allocator's share of the dynamic bytes (activations, buffers)."""
+    return CUDA_CONTEXT_GIB + ALLOCATOR_OVERHEAD * (acts + buffers) / GIB

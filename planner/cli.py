@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import math
+import os
 import re
 import sys
 import threading
@@ -61,6 +63,9 @@ from .types import PlanResult, SearchSpace
 from .validate import validate_file
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_STDOUT_CLOSED = 141
+"""128 + SIGPIPE (13): the status a shell reports for a filter whose reader went away
+(`yes | head` -> PIPESTATUS 141), which is what `planner presets | head` ends with."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -546,7 +551,8 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out-dir",
         help="write the hand-off (any plan): plan.json, ranks.json, each framework's argument "
-        "files, launch.sh; with an allocation also hostfile (SLURM_HOSTFILE) and node ranks",
+        "files, launch.sh; with an allocation also hostfile, node_ranks, SLURM_HOSTFILE and "
+        "rank_hosts.json",
     )
     p.add_argument(
         "--other-traffic",
@@ -1363,8 +1369,42 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `planner` command: exit 0 / 1 / 2 (CONTRACT.md), or 141 when stdout's reader closed
+    the pipe (`planner presets | head`), quietly like any Unix filter."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+class _PipeConsole(Console):
+    """The CLI's consoles (stdout's report, stderr's lines). rich's own answer to a closed pipe
+    is SystemExit(1), which would read as "no feasible plan" (exit 1, CONTRACT.md): raise the
+    error so `main` ends with 141."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "stdout closed")
+
+
+def _stdout_closed() -> int:
+    """Stop writing to a pipe nobody reads, without a traceback or Python's "Exception ignored"
+    line: stdout is pointed at /dev/null so the interpreter's exit flush of what is still
+    buffered succeeds (the recipe of the Python docs, library/signal.html "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (an in-process caller's)
+        pass
+    return EXIT_STDOUT_CLOSED
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    err = Console(stderr=True, highlight=False)
+    err = _PipeConsole(stderr=True, highlight=False)
     # --debug anywhere (before or after the subcommand; issue 28): the traceback of a bad input
     # or "no feasible plan" goes to stderr above its one line; the exit code stays 2 / 1.
     debug = "--debug" in argv
@@ -1375,7 +1415,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     try:
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args, Console(highlight=False))
+        return COMMANDS[args.command](args, _PipeConsole(highlight=False))
     except SystemExit as exc:  # --version and --help print and stop here
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except NoFeasiblePlan as exc:
@@ -1406,8 +1446,25 @@ def _error_field(message: str) -> str | None:
     'cluster.yaml: tiers.1 ...', 'topology.conf:12: ...'), when it names one."""
     if message.startswith("file not found: "):
         return message.removeprefix("file not found: ")
-    m = _FIELD.match(message) or re.search(r"\bargument (--[\w-]+)", message)
+    for start, flag in _MESSAGE_FLAGS:
+        if message.startswith(start):
+            return flag
+    m = (
+        _FIELD.match(message)
+        or re.search(r"\bargument (--[\w-]+)", message)
+        or re.search(r"\barguments are required: (--[\w-]+)", message)  # argparse: the first
+    )
     return m.group(1) if m else None
+
+
+_MESSAGE_FLAGS = (
+    ("unknown model preset ", "--model"),
+    ("unknown cluster preset ", "--cluster"),
+    ("unknown gpu preset ", "--gpu"),
+    ("precision: ", "--precision"),
+)
+"""Messages about a flag's value that do not start with the flag (the readers behind it serve
+files too, where the file name comes first and _FIELD names it)."""
 
 
 def _emit_error(code: int, message: str, reasons: list[str] | None = None) -> None:
@@ -1415,4 +1472,8 @@ def _emit_error(code: int, message: str, reasons: list[str] | None = None) -> No
     error: dict[str, Any] = {"exit_code": code, "message": message, "field": _error_field(message)}
     if reasons is not None:
         error["reasons"] = reasons
-    sys.stdout.write(json.dumps({"error": error}, indent=2) + "\n")
+    try:
+        sys.stdout.write(json.dumps({"error": error}, indent=2) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # nobody reads stdout: the error's exit code and stderr line stand
+        _stdout_closed()

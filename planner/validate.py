@@ -57,11 +57,12 @@ MEMORY_SETTINGS = frozenset(
     {"optimizer_moments", "activation_func_fp8_input_store", "attention_output_store"}
 )
 """Workload fields that change what a run keeps in memory (cost_models/specs.py Workload)."""
-COMPUTE_SETTINGS = frozenset({"fp8_recipe", "cuda_graphs", "moe_force_balance"})
+COMPUTE_SETTINGS = frozenset({"fp8_recipe", "cuda_graphs", "moe_force_balance", "fused_norm"})
 """Workload fields of a run's compute recipe that no framework profile sets (issue 32): the fp8
 scaling recipe (Megatron --fp8-recipe delayed / tensorwise / blockwise) and per-layer CUDA
 graphs (Megatron --cuda-graph-impl transformer_engine) and forced-even MoE routing (Megatron
---moe-router-force-load-balancing)."""
+--moe-router-force-load-balancing) and, on an eager run, whether its PyTorch fuses the norm
+(Workload.fused_norm)."""
 RECORD_SETTINGS = (
     frozenset(PHYSICS_FIELDS)
     | {"tp_comm_overlap", "vp"}
@@ -88,6 +89,13 @@ SYSTEM_FOR_GPU = {
     "mi300x": "mi300x-roce",
     "mi355x": "mi355x-roce",
 }
+
+
+def _error_pct(predicted: float, measured: float | None) -> float | None:
+    """Signed error of a prediction in % of the measurement (None where nothing was measured)."""
+    if not measured:
+        return None
+    return (predicted - measured) / measured * 100
 
 
 @dataclass(frozen=True)
@@ -131,17 +139,15 @@ class ValidationRow:
 
     @property
     def tokens_error_pct(self) -> float | None:
-        if self.estimate is None or not self.measured_tokens_per_s_per_gpu:
+        if self.estimate is None:
             return None
-        m = self.measured_tokens_per_s_per_gpu
-        return (self.estimate.tokens_per_s_per_gpu - m) / m * 100
+        return _error_pct(self.estimate.tokens_per_s_per_gpu, self.measured_tokens_per_s_per_gpu)
 
     @property
     def memory_error_pct(self) -> float | None:
-        if self.estimate is None or not self.measured_peak_memory_gib:
+        if self.estimate is None:
             return None
-        m = self.measured_peak_memory_gib
-        return (self.estimate.peak_memory_gib - m) / m * 100
+        return _error_pct(self.estimate.peak_memory_gib, self.measured_peak_memory_gib)
 
     def contract_dict(self) -> dict[str, Any]:
         e = self.estimate

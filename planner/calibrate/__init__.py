@@ -216,7 +216,7 @@ def _merged_tables(cluster: Cluster, data: dict[str, Any]) -> KernelTables:
             data["basis"] = "assumption"
         if kept and old["source"] not in data["source"]:  # both sources stay named
             data["source"] = f"{data['source']}; {old['source']}"
-        for key in ("sustained_bf16_tflops", "sustained_fp8_tflops"):
+        for key in ("sustained_bf16_tflops", "sustained_fp8_tflops", "apply_sustained_cap"):
             data.setdefault(key, old[key])
     return KernelTables.model_validate(data)
 
@@ -231,6 +231,7 @@ def _kernels(cluster: Cluster, files: dict[str, Path], source: str, report: dict
         table_residuals(tables),
         sustained_bf16_tflops=tables.sustained_bf16_tflops,
         sustained_fp8_tflops=tables.sustained_fp8_tflops,
+        sustained_applied=tables.apply_sustained_cap,
     )
     return cluster.model_copy(update={"kernels": tables})
 

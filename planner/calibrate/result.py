@@ -51,6 +51,8 @@ class KernelTablesCheck:
     sustained_fp8_tflops: float | None = None
     sustained_given: bool = True
     """False for a system file's tables (no sustained-clock figures: the keys are left out)."""
+    sustained_applied: bool = False
+    """KernelTables.apply_sustained_cap: whether GEMM look-ups are capped at those rates."""
 
     @classmethod
     def of(cls, source: str, residuals: dict[str, dict[str, float]], **kw: Any) -> KernelTablesCheck:
@@ -64,6 +66,7 @@ class KernelTablesCheck:
         if self.sustained_given:
             out["sustained_bf16_tflops"] = self.sustained_bf16_tflops
             out["sustained_fp8_tflops"] = self.sustained_fp8_tflops
+            out["sustained_applied"] = self.sustained_applied
         return out
 
 

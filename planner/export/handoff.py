@@ -104,7 +104,7 @@ def launch_script(result: PlanResult, files: dict[str, str], allocation: bool) -
         ': "${DATA_ARGS:=}"',
     ]
     if allocation:
-        head.append("# hostfile lists one host per rank: srun places rank r on line r+1.")
+        head.append("# SLURM_HOSTFILE lists one host per rank: srun places rank r on line r+1.")
     rdzv = (
         f"torchrun --nnodes {nodes} --nproc-per-node {min(per_node, lo.world_size)} "
         '--node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
@@ -112,7 +112,7 @@ def launch_script(result: PlanResult, files: dict[str, str], allocation: bool) -
     cases = []
     if "megatron_args.txt" in files:
         run = (
-            f"SLURM_HOSTFILE=hostfile srun --distribution=arbitrary --ntasks {lo.world_size} "
+            f"SLURM_HOSTFILE=SLURM_HOSTFILE srun --distribution=arbitrary --ntasks {lo.world_size} "
             "--gpus-per-task=1 python pretrain_gpt.py"
             if allocation
             else f"{rdzv} pretrain_gpt.py"
@@ -161,8 +161,8 @@ def _script(head: list[str], cases: list[tuple[str, str, str]]) -> str:
 def handoff_files(
     result: PlanResult, plan_json: dict[str, Any], allocation: bool = False
 ) -> tuple[dict[str, str], list[str]]:
-    """Every file of the hand-off except the allocation's (hostfile, node ranks), and the
-    exports not written with their reasons. `plan_json`: the `plan --json` object; plan.json
+    """Every file of the hand-off except the allocation's (hostfile, node_ranks,
+    SLURM_HOSTFILE, rank_hosts.json), and the exports not written with their reasons. `plan_json`: the `plan --json` object; plan.json
     adds the PlanResult itself (`plan_result`) so `planner emit --from` re-emits exactly."""
     saved = dict(plan_json, plan_result=result.model_dump(mode="json"))
     files = {
@@ -192,12 +192,14 @@ def load_saved_plan(data: Any, where: str) -> PlanResult:
 
 
 def allocation_files(cluster: Cluster, alloc: Allocation, p: Placement) -> dict[str, str]:
-    """The allocation's part of the hand-off: SLURM_HOSTFILE (one host per rank, `hostfile`),
-    each used host once in node-rank order, node ranks for torchrun, and rank -> (host, GPU)."""
+    """The allocation's part of the hand-off, named as CONTRACT.md "Hand-off files" names them:
+    `hostfile` (each used host once in node-rank order, the JSON's `hostfile`), `node_ranks`
+    (`HOST NODE_RANK` for torchrun), `SLURM_HOSTFILE` (one host per rank, for `srun
+    --distribution=arbitrary`), and `rank_hosts.json` (rank -> host and local GPU)."""
     nodes = node_hosts(cluster, alloc, p.host_of_rank)
     return {
-        "hostfile": "".join(f"{h}\n" for h in nodes for _ in range(cluster.gpus_per_node)),
-        "nodes.txt": "".join(f"{h}\n" for h in nodes),
-        "node_ranks.txt": "".join(f"{h} {i}\n" for i, h in enumerate(nodes)),
+        "hostfile": "".join(f"{h}\n" for h in nodes),
+        "node_ranks": "".join(f"{h} {i}\n" for i, h in enumerate(nodes)),
+        "SLURM_HOSTFILE": "".join(f"{h}\n" for h in nodes for _ in range(cluster.gpus_per_node)),
         "rank_hosts.json": json.dumps(rank_hosts(cluster, alloc, p), indent=1) + "\n",
     }

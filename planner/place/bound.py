@@ -42,7 +42,8 @@ most sum(capacity) - c_i.
    q_lb and p_lb. x's key satisfies 1 and 2 for its lowest balanced level, which satisfies 4
    (or is "none"), so the objective is at least the least such entry: the bound.
 Nothing here uses the DP table's monotony in the pieces (every key within the limits is
-listed), so the bound holds where dp_monotone fails too. It bounds the model's objective,
+listed), so the bound holds where dp_monotone fails too. With HSDP the key also holds the shard
+pieces h_L (tables.shard_cuts); they are left free, every value the table lists. It bounds the model's objective,
 which is the re-priced step of the counts' map where no block is split and at least it where
 some are (model.py); tests check it against CP-SAT's proven optima and brute force.
 """
@@ -145,9 +146,11 @@ def limits(um: UnitModel) -> Limits:
 
 
 def _within(key: tuple[int, ...], kmax: list[int | None], lone: list[int]) -> bool:
+    """The key's pieces and lone flags within the limits; its HSDP shard pieces (after the
+    flags) are left free: every value is listed, so the least entry still bounds."""
     n = len(kmax)
     return all(m is None or k <= m for k, m in zip(key[:n], kmax, strict=True)) and all(
-        f >= g for f, g in zip(key[n:], lone, strict=True)
+        f >= g for f, g in zip(key[n : n + len(lone)], lone, strict=True)
     )
 
 

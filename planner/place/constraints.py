@@ -12,8 +12,8 @@ from ortools.sat.python import cp_model
 
 from cost_models import uplink
 
-from .evaluate import pipe_qs, uplink_qs
-from .units import k_values, level_counts
+from .evaluate import chunk_prefix, pipe_qs, shard_pieces, uplink_qs
+from .units import k_values, level_counts, level_cuts
 from .variables import PlacementVars
 
 
@@ -195,19 +195,44 @@ def add_uplink_steps(v: PlacementVars) -> list[Any]:
 
 def _prefix_counts(v: PlacementVars) -> tuple[list[list[Any]], list[list[int]]]:
     """P[s][k]: units of stage s on the first k leaves of build_map's chunk order (variables,
-    and their hinted values)."""
+    made once and shared, and their hinted values)."""
     m, um = v.sat_model, v.um
     order = um.chunk_order
-    hp = [list(itertools.accumulate((row[j] for j in order), initial=0)) for row in v.hint]
-    pref: list[list[Any]] = []
+    hp = chunk_prefix(um, v.hint)
+    if v.prefix:
+        return v.prefix, hp
     for s in range(um.layout.pp):
         row: list[Any] = [0]
         for k, leaf in enumerate(order):
             p = v.hint_with(m.new_int_var(0, um.units_per_stage, f"pf{s}_{k}"), hp[s][k + 1])
             m.add(p == row[-1] + v.x[s][leaf])
             row.append(p)
-        pref.append(row)
-    return pref, hp
+        v.prefix.append(row)
+    return v.prefix, hp
+
+
+def add_shard_pieces(v: PlacementVars) -> None:
+    """HSDP: h_L = the least of tables.shard_cuts at every stage's prefix count at every cut of
+    level L (evaluate.shard_pieces), exactly (an element and a min equality: the table need not
+    fall as h grows). Nothing without HSDP."""
+    m, um = v.sat_model, v.um
+    if not um.shard_cuts:
+        return
+    hint = shard_pieces(um, v.hint)
+    whole = um.shard_cuts[0]
+    values = cp_model.Domain.from_values(um.shard_values)
+    pref, hp = _prefix_counts(v) if len(set(um.shard_cuts)) > 1 else ([], [])
+    for lv in range(len(um.levels)):
+        h = v.hint_with(m.new_int_var_from_domain(values, f"h{lv}"), hint[lv])
+        pieces: list[Any] = [whole]
+        for k in level_cuts(um, lv) if pref else []:
+            for s, row in enumerate(pref):
+                e = m.new_int_var_from_domain(values, f"hc{lv}_{s}_{k}")
+                m.add_element(row[k], um.shard_cuts, e)
+                v.hint_with(e, um.shard_cuts[hp[s][k]])
+                pieces.append(e)
+        m.add_min_equality(h, pieces)
+        v.hs.append(h)
 
 
 def add_pipe_steps(v: PlacementVars) -> list[Any]:

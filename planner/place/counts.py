@@ -5,6 +5,8 @@ stages (planner/place/model.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from .units import Shape, level_counts
 
 
@@ -96,18 +98,23 @@ def best_fit_counts(shape: Shape) -> list[list[int]]:
     for s in range(shape.layout.pp):
         need = shape.units_per_stage
         while need:
-            free = {i: sum(left[j] for j in dom) for i, dom in enumerate(tops)}
-            fits = [i for i in free if free[i] >= need]
-            top = min(fits, key=lambda i: (free[i], i)) if fits else max(free, key=free.get)
+            free = [sum(left[j] for j in dom) for dom in tops]
+            top = best_fit(range(len(tops)), free, need)
             while need and any(left[j] for j in tops[top]):
-                leaves = [j for j in tops[top] if left[j] >= need]
-                j = (
-                    min(leaves, key=lambda j: (left[j], j))
-                    if leaves
-                    else max(tops[top], key=lambda j: (left[j], -j))
-                )
+                j = best_fit(tops[top], left, need)
                 take = min(need, left[j])
                 counts[s][j] += take
                 left[j] -= take
                 need -= take
     return counts
+
+
+def best_fit(places: Iterable[int], room: Sequence[int], need: int) -> int:
+    """Of `places` (indices into `room`), the one that holds `need` most tightly, else the one
+    with the most room; ties go to the lowest index. The packing rule of every best-fit hint
+    (best_fit_counts, decompose.pack_into_leaves, relax's rounding)."""
+    places = list(places)
+    fits = [j for j in places if room[j] >= need]
+    if fits:
+        return min(fits, key=lambda j: (room[j], j))
+    return max(places, key=lambda j: (room[j], -j))

@@ -24,6 +24,7 @@ from cost_models.specs import Cluster, ModelSpec, Workload
 
 from . import model as sat
 from .allocation import Allocation
+from .counts import best_fit
 
 MIN_LEAVES = 32  # below this the full model needs no warm start (1,024 GPUs: 6 leaves)
 
@@ -149,7 +150,7 @@ def pack_into_leaves(
             need = min(n, d - sum(counts[s]))
             leaves = um.levels[-1][p]  # its leaves and the split blocks inside it
             while need and any(left[j] for j in leaves):
-                j = _best_fit(leaves, left, need)
+                j = best_fit(leaves, left, need)
                 take = min(need, left[j])
                 counts[s][j] += take
                 left[j] -= take
@@ -158,7 +159,7 @@ def pack_into_leaves(
         need = d - sum(counts[s])
         pool = [j for j in range(first) if left[j]] or []
         while need and pool:
-            j = _best_fit(pool, left, need)
+            j = best_fit(pool, left, need)
             take = min(need, left[j])
             counts[s][j] += take
             left[j] -= take
@@ -170,11 +171,3 @@ def pack_into_leaves(
                 left[j] -= 1
                 need -= 1
     return counts
-
-
-def _best_fit(leaves: list[int], left: list[int], need: int) -> int:
-    """The leaf that holds `need` most tightly, else the one with the most room."""
-    fits = [j for j in leaves if left[j] >= need]
-    if fits:
-        return min(fits, key=lambda j: (left[j], j))
-    return max(leaves, key=lambda j: (left[j], -j))

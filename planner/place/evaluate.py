@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from cost_models import uplink
 
 from .counted import UnitModel
-from .units import level_counts
+from .units import level_counts, level_cuts
 
 
 def q_index(um: UnitModel, qs: Sequence[int]) -> int:
@@ -29,6 +29,7 @@ def objective_us(um: UnitModel, counts: list[list[int]], *, full_uplinks: bool =
     """The model's objective for given counts (the oracle and the hint use it); with
     `full_uplinks` every uplink step at its top (solve(full_uplinks=True)'s objective)."""
     ks, balanced, lone = summary(um, counts)
+    hs = shard_pieces(um, counts)
     pp_level = next((lv for lv, b in enumerate(balanced) if b), len(um.levels))
     if um.layout.pp == 1:
         pp_level = len(um.levels)
@@ -36,7 +37,28 @@ def objective_us(um: UnitModel, counts: list[list[int]], *, full_uplinks: bool =
     pp_q = q_index(um, pipe_qs(um, counts)) if um.pipe else 0
     if full_uplinks:
         qs, pp_q = um.q_grid[-1], len(um.pp_table[0]) - 1
-    return dp_cost(um, dp_choice(um, ks, lone, qs), qs) + um.pp_table[pp_level][pp_q]
+    return dp_cost(um, dp_choice(um, ks, lone, qs, hs), qs) + um.pp_table[pp_level][pp_q]
+
+
+def chunk_prefix(um: UnitModel, counts: list[list[int]]) -> list[list[int]]:
+    """P[s][k]: units of stage s on the first k leaves of build_map's chunk order."""
+    return [
+        list(itertools.accumulate((row[j] for j in um.chunk_order), initial=0)) for row in counts
+    ]
+
+
+def shard_pieces(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
+    """HSDP: per level, the fewest members a dp_shard x cp group keeps at any stage's cut there
+    (tables.shard_cuts at the stage's prefix count; a level without cuts keeps groups whole);
+    () without HSDP."""
+    if not um.shard_cuts:
+        return ()
+    prefix = chunk_prefix(um, counts)
+    whole = um.shard_cuts[0]
+    cuts = [level_cuts(um, lv) for lv in range(len(um.levels))]
+    return tuple(
+        min((um.shard_cuts[p[k]] for p in prefix for k in at), default=whole) for at in cuts
+    )
 
 
 def pipe_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
@@ -45,9 +67,7 @@ def pipe_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
     groups inside d are its length I_d, and U x (units in d - pp x I_d) GPUs send upward, plus
     the split blocks spanning d (their TP / CP / EP groups leave it)."""
     pp, u = um.layout.pp, um.unit_gpus
-    prefix = [
-        list(itertools.accumulate((row[j] for j in um.chunk_order), initial=0)) for row in counts
-    ]
+    prefix = chunk_prefix(um, counts)
     out = []
     for t, lv in enumerate(um.uplink_levels):
         ports, split, top = um.uplink_ports[t], um.uplink_split[t], um.uplink_max[t]
@@ -106,10 +126,15 @@ def summary(
 
 
 def dp_choice(
-    um: UnitModel, ks: list[int | None], lone: list[int], qs: Sequence[int] = ()
+    um: UnitModel,
+    ks: list[int | None],
+    lone: list[int],
+    qs: Sequence[int] = (),
+    hs: Sequence[int] = (),
 ) -> tuple[int, ...]:
-    """The table's key at the smallest pieces and lone flags; a level with no whole block in
-    any of its domains (only split blocks) leaves its k free, as in the CP-SAT model."""
+    """The table's key at the smallest pieces, lone flags and (HSDP) shard pieces; a level with
+    no whole block in any of its domains (only split blocks) leaves its k free, as in the
+    CP-SAT model."""
     # A pod holding only a split block of a stage can make its piece there smaller than at the
     # leaves; the leaf piece is then no larger either (the nesting CP-SAT's table imposes).
     ks = list(ks)
@@ -117,8 +142,8 @@ def dp_choice(
         if ks[lv] is not None and ks[lv + 1] is not None:
             ks[lv] = min(ks[lv], ks[lv + 1])
     if None not in ks:
-        return (*ks, *lone)
-    want = [*ks, *lone]
+        return (*ks, *lone, *hs)
+    want = [*ks, *lone, *hs]
     return min(
         (c for c in um.dp_class if all(k is None or a == k for a, k in zip(c, want, strict=True))),
         key=lambda c: (dp_cost(um, c, qs), c),

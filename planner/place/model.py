@@ -16,6 +16,11 @@ those counts has (planner/place/pricing.py reads the same spans off the map it b
   k_L = min{y[s, d] : y[s, d] > 0}, sets the kind's span at that tier (rounded to whole factors
   per tier, pricing.nest). Encoded as k_L <= every used piece, plus, where the table does not fall
   monotonically as pieces grow, a witness piece equal to k_L;
+- HSDP (Layout.dp_shard): torchtitan's dp_shard x cp groups (S consecutive dp indices) and
+  dp_replicate groups on the placed map too. h_L = the fewest members a shard group keeps at any
+  stage's cut between level-L domains along build_map's chunk order (tables.shard_cuts of the
+  stage's prefix count there; an element per stage and cut, a min equality: exact); the shard
+  span is min(k_L a cp, h_L), the replicas' max(1, floor(k_L a / S)) (tables._Spans._hsdp_spans);
 - PP groups stay inside the domains of level L iff every stage has the same count in every
   domain of L (pigeonhole: otherwise some dp index has two stages in different domains; equal
   counts let the map give chunk c of every stage the same domain). b_L => equal counts (and the
@@ -75,7 +80,7 @@ from .bound import lower_bound_us
 from .counted import UnitModel, unit_model
 from .counts import best_fit_counts, greedy_counts, host_order_counts
 from .evaluate import dp_choice, dp_cost, infeasibility, objective_us, pipe_qs, q_index
-from .evaluate import summary, uplink_qs
+from .evaluate import shard_pieces, summary, uplink_qs
 from .objective import add_dp_cost, add_pp_cost
 from .tables import US, dp_monotone
 from .units import CANONICAL, Unplaceable, build_map, counts_of_map, level_counts
@@ -160,7 +165,7 @@ def build(
         for j, var in enumerate(row):
             v.hint_with(var, hint[s][j])
     hint_qs = uplink_qs(um, hint)
-    v.hint_choice = dp_choice(um, *summary(um, hint)[::2], hint_qs)
+    v.hint_choice = dp_choice(um, *summary(um, hint)[::2], hint_qs, shard_pieces(um, hint))
     cons.add_split_blocks(v)
     balanced = []
     for lv in range(len(um.levels)):
@@ -170,6 +175,7 @@ def build(
         if um.layout.pp > 1:
             balanced.append(cons.add_balance(v, lv, ys, pp_exact))
     cons.add_piece_nesting(v)
+    cons.add_shard_pieces(v)
     dp_var = add_dp_cost(v, hint_qs, full_uplinks)
     pp_var = add_pp_cost(v, len(um.levels) - sum(balanced), full_uplinks)
     if fixed_top is not None:

@@ -1,5 +1,5 @@
 """The placement model's objective (integer microseconds): the DP term looked up from the
-smallest pieces, lone flags and gradient-window uplink steps, plus the PP term looked up from
+smallest pieces, lone flags, HSDP shard pieces and gradient-window uplink steps, plus the PP term looked up from
 the lowest balanced level and the pipeline-window uplink steps (tables.py)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def add_dp_cost(v: PlacementVars, hint_qs: tuple[int, ...], full_uplinks: bool) 
         # steps pick the cost (classes x steps rows instead of keys x steps).
         cls = m.new_int_var(0, len(um.class_cost) - 1, "dp_class")
         m.add_allowed_assignments(
-            [*v.ks, *v.lones, cls], [(*c, n) for c, n in um.dp_class.items()]
+            [*v.ks, *v.lones, *v.hs, cls], [(*c, n) for c, n in um.dp_class.items()]
         )
         qv = add_uplink_steps(v)
         m.add_allowed_assignments(
@@ -39,7 +39,7 @@ def add_dp_cost(v: PlacementVars, hint_qs: tuple[int, ...], full_uplinks: bool) 
         # No uplink tier, or every uplink at its full taper (q at the top of its grid).
         col = [row[-1] for row in um.class_cost]
         m.add_allowed_assignments(
-            [*v.ks, *v.lones, dp_var], [(*c, col[n]) for c, n in um.dp_class.items()]
+            [*v.ks, *v.lones, *v.hs, dp_var], [(*c, col[n]) for c, n in um.dp_class.items()]
         )
         dp_hint = col[um.dp_class[v.hint_choice]]
     return v.hint_with(dp_var, dp_hint)

@@ -8,14 +8,19 @@ A group's span at tier t is the size of its smallest piece (rounded down to whol
 of the piece inside it, `nest`): the fewest members it has inside
 one domain of tier t that it touches (a hierarchical collective moves share S / n_{t-1} per
 GPU over tier t+1, so the smallest piece carries the most bytes upward: cost_models.comm).
-Every kind (tp, cp, dp, pp, ep and the gradient groups dp_cp, edp) takes the element-wise
-smallest piece over its groups, so the worst group sets the cost; for a group that never
-leaves a domain the piece is the whole group. These spans replace the layout-derived ones in
-cost_models.estimate.estimate(spans=...).
+Every kind (tp, cp, dp, pp, ep, the gradient groups dp_cp, edp and, with HSDP, the
+dp_shard x cp and dp_replicate groups FSDP2 reduces over) takes the element-wise smallest
+piece over its groups, so the worst group sets the cost; for a group that never leaves a
+domain the piece is the whole group. These spans replace the layout-derived ones in
+cost_models.estimate.estimate(spans=...): every kind the Pricer reads, so no group is priced
+on the layout's own rank order once it is placed.
 
 Uplink sharing (cost_models/uplink.py): for every tapered tier, the share of the job's GPUs
 under each switch below it whose gradient group (DP, DP x CP, expert-DP) leaves that switch,
 rounded up to a step, the busiest switch's step passed as estimate(uplink_steps=...).
+Under HSDP a rank whose DP x CP group leaves a switch is counted as a sender even where its
+dp_shard and dp_replicate groups both stay under it: an upper bound on the senders (the DP x CP
+group is their product, so a stage leaves a switch iff one of them does).
 """
 
 from __future__ import annotations
@@ -52,12 +57,15 @@ def _grid_keys(dims: rankmap.Dims, kinds: Mapping[str, tuple[str, ...]]) -> dict
 
 def group_keys(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
     """An integer per rank and kind; two ranks share a group of the kind iff their keys match
-    (the groups of cost_models.rankmap.rank_groups, which the launchers build)."""
+    (the groups of cost_models.rankmap.rank_groups, which the launchers build; with HSDP,
+    Layout.dp_shard, also torchtitan's dp_shard x cp and dp_replicate groups)."""
     keys = _grid_keys(rankmap.decoder_dims(layout), rankmap.DECODER_KINDS)
     if moe:
         keys.update(_grid_keys(rankmap.expert_dims(layout), rankmap.EXPERT_KINDS))
     else:
         keys["ep"] = np.arange(layout.world_size, dtype=np.int64)
+    if layout.dp_shard is not None:
+        keys.update(_grid_keys(rankmap.hsdp_dims(layout), rankmap.HSDP_KINDS))
     return keys
 
 
@@ -83,6 +91,8 @@ def group_rows(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
         rows.update(_grid_rows(rankmap.expert_dims(layout), rankmap.EXPERT_KINDS))
     else:
         rows["ep"] = np.arange(layout.world_size, dtype=np.int64).reshape(-1, 1)
+    if layout.dp_shard is not None:
+        rows.update(_grid_rows(rankmap.hsdp_dims(layout), rankmap.HSDP_KINDS))
     return rows
 
 

@@ -32,6 +32,7 @@ from cost_models import uplink
 
 from .bound import Limits, limits
 from .counted import UnitModel
+from .counts import best_fit
 from .units import k_values
 
 
@@ -189,7 +190,13 @@ def _objective(um: UnitModel, v: _TopVars, lim: Limits) -> None:
     level = _balance(um, v, lim) if um.layout.pp > 1 else 0
     qs = _gradient_steps(um, v, lim)
     cls = m.new_int_var(0, len(um.class_cost) - 1, "class")
-    m.add_allowed_assignments([*v.ks, *v.lones, cls], [(*k, c) for k, c in um.dp_class.items()])
+    # HSDP shard pieces free (any the table lists): a relaxation, its optimum still a bound.
+    hs = [
+        m.new_int_var_from_domain(cp_model.Domain.from_values(um.shard_values), f"h{lv}")
+        for lv in range(len(um.levels) if um.shard_values else 0)
+    ]
+    keys = [(*k, c) for k, c in um.dp_class.items()]
+    m.add_allowed_assignments([*v.ks, *v.lones, *hs, cls], keys)
     costs = [c for row in um.class_cost for c in row]
     dp = m.new_int_var(min(costs), max(costs), "dp")
     m.add_allowed_assignments(
@@ -270,20 +277,12 @@ def fill_leaves(um: UnitModel, top: Top) -> list[list[int]]:
         leaves = [j for j in dom if j < first]
         for s in sorted(range(pp), key=lambda s: (-need[s], s)):
             while need[s]:
-                j = _best_fit([j for j in leaves if left[j]], left, need[s])
+                j = best_fit([j for j in leaves if left[j]], left, need[s])
                 take = min(need[s], left[j])
                 counts[s][j] += take
                 left[j] -= take
                 need[s] -= take
     return counts
-
-
-def _best_fit(leaves: list[int], left: list[int], need: int) -> int:
-    """The leaf that holds `need` most tightly, else the one with the most room."""
-    fits = [j for j in leaves if left[j] >= need]
-    if fits:
-        return min(fits, key=lambda j: (left[j], j))
-    return max(leaves, key=lambda j: (left[j], -j))
 
 
 def improve_pods(

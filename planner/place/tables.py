@@ -4,7 +4,8 @@ map it builds).
 
 - DP table: the smallest piece k_L of the DP, DP x CP and expert-DP groups at every model level
   (and, per level a split block spans, whether some stage's split block there is "lone": a part
-  in a domain holding none of its whole blocks) sets those kinds' spans; keys with the same
+  in a domain holding none of its whole blocks; with HSDP, the shard piece h_L at every level's
+  cuts) sets those kinds' spans, HSDP's dp_shard and dp_replicate included; keys with the same
   spans share a class, and a class's cost is listed at every combination of the gradient
   window's uplink steps (q_grid).
 - PP table: the lowest level whose domains hold whole PP groups (len(levels): none), at every
@@ -22,6 +23,7 @@ import numpy as np
 
 from cost_models import uplink
 from cost_models.pricer import Pricer
+from cost_models.rankmap import HSDP_KINDS
 from cost_models.specs import Cluster, ModelSpec, Workload
 
 from .allocation import Allocation
@@ -45,6 +47,12 @@ class Tables:
     pp_table: list[list[int]]
     uplink_fixed: dict[int, int]  # tapered tiers whose step no count changes (nodes, one domain)
     pipe_fixed: dict[int, int]  # the same for the pipeline window
+    # HSDP (Layout.dp_shard; [] without): a stage cut after p of its units (p = 0..D) leaves its
+    # dp_shard x cp groups pieces of at most shard_cuts[p] members (rounded down to a divisor of
+    # the group); the DP key then ends with one such piece per level (the fewest over the
+    # level's cuts), shard_values its possible values.
+    shard_cuts: list[int]
+    shard_values: list[int]
 
 
 class _Spans:
@@ -63,6 +71,9 @@ class _Spans:
             "dp_cp": shape.unit_gpus // lo.tp,
             "edp": shape.unit_gpus // (lo.etp * lo.ep),
         }
+        self.hsdp = lo.dp_shard is not None
+        self.shard_cuts = shard_cuts(shape)
+        self.shard_values = sorted(set(self.shard_cuts))
         keys = group_keys(lo, moe=moe)
         first = len(shape.leaf_hosts) - shape.split_blocks
         self.split_ranks = [
@@ -71,7 +82,7 @@ class _Spans:
         ]
         self.parts = {
             (kind, t): self._split_piece(alloc, keys, kind, t)
-            for kind in self.per_unit
+            for kind in (*self.per_unit, *HSDP_KINDS)
             if kind in self.base
             for t in range(self.tiers)
         }
@@ -115,6 +126,43 @@ class _Spans:
                 span.append(whole)
         return nest(span)
 
+    def _hsdp_spans(
+        self, ks: tuple[int, ...], lone: dict[int, int], hs: tuple[int, ...]
+    ) -> dict[str, list[int]]:
+        """HSDP's groups on a map with smallest pieces ks, lone flags and shard pieces hs (the
+        fewest members a dp_shard x cp group keeps at a level's cuts, shard_cuts). A domain's
+        units of one stage are one run of its chunks (build_map), a * y dp indices for y units
+        (a per unit): a shard group (S consecutive dp indices x cp) keeps min(y a, S, the
+        pieces at the run's ends) x cp there, so the level's smallest piece is
+        min(k a cp, h); a replica group (dp indices j + r S, one per replica) has
+        floor(y a / S) or that + 1 members in a run of y a indices, at least 1, and the
+        smallest count over j is max(1, floor(y a / S)), least at y = k. Split blocks across a
+        level (one dp index over several domains) add their parts as in _gradient_span: a
+        shard group can meet a part where its stage has whole blocks too, so its part always
+        counts there; a replica group's only where the part is lone."""
+        lo, shape = self.shape.layout, self.shape
+        a = shape.unit_gpus // (lo.tp * lo.cp)
+        out = {}
+        for kind in HSDP_KINDS:
+            whole, span = self.base[kind][-1], []
+            for t in range(self.tiers):
+                lv = shape.level_of_tier[t]
+                if t == self.tiers - 1:
+                    span.append(whole)
+                elif lv is not None:
+                    if kind == "dp_shard":
+                        piece, part = min(ks[lv] * a * lo.cp, hs[lv]), self.parts[kind, t]
+                    else:
+                        piece = max(1, ks[lv] * a // lo.shard_dp)
+                        part = self.parts[kind, t] if lone.get(lv) else None
+                    span.append(min(whole, piece, whole if part is None else part))
+                elif t == 0:
+                    span.append(self.raw[kind][0])
+                else:
+                    span.append(whole)
+            out[kind] = nest(span)
+        return out
+
     def _pp_span(self, pp_level: int) -> list[int]:
         """Groups inside the domains of level L reach its lowest tier; groups balanced nowhere
         reach the first tier above every level (one domain holds them all)."""
@@ -132,12 +180,14 @@ class _Spans:
         return out
 
     def spans_for(self, key: tuple[int, ...], pp_level: int) -> dict[str, list[int]]:
-        n = len(self.shape.levels)
-        ks, lone = key[:n], dict(zip(self.cross, key[n:], strict=True))
+        n, c = len(self.shape.levels), len(self.cross)
+        ks, lone = key[:n], dict(zip(self.cross, key[n : n + c], strict=True))
         out = dict(self.base)
         for kind in self.per_unit:
             if kind in self.base:
                 out[kind] = self._gradient_span(kind, ks, lone)
+        if self.hsdp:
+            out.update(self._hsdp_spans(ks, lone, key[n + c :]))
         if self.shape.layout.pp > 1:
             out["pp"] = self._pp_span(pp_level)
         return out
@@ -197,26 +247,52 @@ class _Steps:
         return self.memo[mkey]
 
 
+def shard_cuts(shape: Shape) -> list[int]:
+    """HSDP (Layout.dp_shard; [] without): for a stage cut after p of its D units, the pieces
+    its dp_shard x cp groups keep on either side of the cut, p a dp indices in (a per unit):
+    the group holding dp indices [m S, (m + 1) S) that the cut splits keeps r = p a mod S on one
+    side and S - r on the other (r = 0: no group is cut, S), times cp, rounded down to a
+    divisor of the group (nest's first step: only that is priced, so keys stay few)."""
+    lo = shape.layout
+    if lo.dp_shard is None:
+        return []
+    s, cp = lo.shard_dp, lo.cp
+    a = shape.unit_gpus // (lo.tp * cp)
+    out = []
+    for p in range(shape.units_per_stage + 1):
+        r = p * a % s
+        out.append(nest([cp * (min(r, s - r) if r else s), s * cp])[0])
+    return out
+
+
+def _nested(values: list[list[int]]) -> list[tuple[int, ...]]:
+    """Every choice of one value per level that never falls from one level to the next."""
+    return [c for c in itertools.product(*values) if all(a <= b for a, b in itertools.pairwise(c))]
+
+
 def _dp_classes(
     shape: Shape, spans: _Spans
 ) -> tuple[dict[tuple[int, ...], int], list[frozenset]]:
     """A key's class: the spans of it and of every key with fewer lone flags (a lone part never
     prices below none: the entry is the largest of them, at every q). Only keys whose pieces
-    nest (k_L <= k_L+1) are listed."""
+    nest (k_L <= k_L+1; with HSDP the shard pieces h_L <= h_L+1 too: a level's cuts include the
+    level above's) are listed."""
     n = len(shape.levels)
     flags = list(itertools.product((0, 1), repeat=len(spans.cross)))
+    hss = _nested([spans.shard_values] * n) if spans.hsdp else [()]
     sig_of: dict[tuple[int, ...], frozenset] = {}
     class_index: dict[frozenset, int] = {}
     dp_class: dict[tuple[int, ...], int] = {}
-    for ks in itertools.product(*(k_values(shape, lv) for lv in range(n))):
-        if all(a <= b for a, b in itertools.pairwise(ks)):  # pieces nest
+    for ks in _nested([k_values(shape, lv) for lv in range(n)]):
+        for hs in hss:
             for f in flags:  # fewer flags first
-                sig = {spans.key((*ks, *f), n)}
+                sig = {spans.key((*ks, *f, *hs), n)}
                 for i in range(len(f)):
                     if f[i]:
-                        sig |= sig_of[(*ks, *f[:i], 0, *f[i + 1 :])]
-                sig_of[(*ks, *f)] = frozenset(sig)
-                dp_class[(*ks, *f)] = class_index.setdefault(frozenset(sig), len(class_index))
+                        sig |= sig_of[(*ks, *f[:i], 0, *f[i + 1 :], *hs)]
+                sig_of[(*ks, *f, *hs)] = frozenset(sig)
+                cls = class_index.setdefault(frozenset(sig), len(class_index))
+                dp_class[(*ks, *f, *hs)] = cls
     return dp_class, list(class_index)
 
 
@@ -237,6 +313,8 @@ def build_tables(
     dp_class, sigs = _dp_classes(shape, spans)
     class_cost = [[max(steps.us(key, qs) for key in sig) for qs in q_grid] for sig in sigs]
     top_ks = tuple(shape.units_per_stage for _ in range(n)) + (0,) * len(spans.cross)
+    if spans.hsdp:  # shard groups whole at every level
+        top_ks += (max(spans.shard_values),) * n
     zero = (0,) * len(shape.uplink_tiers)
     top_key = spans.key(top_ks, n)
     ref = steps.us(top_key, zero)
@@ -251,6 +329,8 @@ def build_tables(
         pp_table=pp_table,
         uplink_fixed=fixed,
         pipe_fixed=pipe,
+        shard_cuts=spans.shard_cuts,
+        shard_values=spans.shard_values,
     )
 
 

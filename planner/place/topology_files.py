@@ -36,6 +36,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from cost_models.errors import InvalidInput, describe_validation_error
 from cost_models.specs import Spec
+from models_zoo.inputs import unreadable
 
 
 def expand(expr: str, where: str) -> list[str]:
@@ -49,8 +50,8 @@ def expand(expr: str, where: str) -> list[str]:
 def read_lines(path: str | Path, what: str) -> list[str]:
     try:
         return Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InvalidInput(f"{what}: cannot read {path}: {exc.strerror}") from None
+    except OSError as exc:  # "file not found" in the words every reader uses
+        raise unreadable(f"{what}: {path}", exc) from None
     except UnicodeDecodeError:
         raise InvalidInput(f"{what}: {path} is not UTF-8 text") from None
 
@@ -179,6 +180,18 @@ def _tree_switches(entries: list[Entry]) -> tuple[dict, dict, dict, dict]:
     return nodes, children, speed, where
 
 
+def _owners(members: dict[str, list[str]], where: dict[str, str], twice: str) -> dict[str, str]:
+    """Member -> the switch that lists it; a member listed by two switches is refused with
+    `twice` (the member, the first switch, the second) at the second one's line."""
+    owner: dict[str, str] = {}
+    for sw, items in members.items():
+        for item in items:
+            if item in owner:
+                raise InvalidInput(f"{where[sw]}: {twice.format(item, owner[item], sw)}")
+            owner[item] = sw
+    return owner
+
+
 def _parse_tree(path: str, entries: list[Entry], name: str = "") -> Topology:
     nodes, children, speed, where = _tree_switches(entries)
     for sw, kids in children.items():
@@ -186,22 +199,8 @@ def _parse_tree(path: str, entries: list[Entry], name: str = "") -> Topology:
             if kid not in where or kid == sw:
                 raise InvalidInput(f"{where[sw]}: switch {sw} lists unknown switch {kid}")
     level = _levels(children, where, set(nodes))
-    parent: dict[str, str] = {}
-    for sw, kids in children.items():
-        for kid in kids:
-            if kid in parent:
-                raise InvalidInput(
-                    f"{where[sw]}: switch {kid} has two parents ({parent[kid]}, {sw})"
-                )
-            parent[kid] = sw
-    host_leaf: dict[str, str] = {}
-    for sw, hosts in nodes.items():
-        for h in hosts:
-            if h in host_leaf:
-                raise InvalidInput(
-                    f"{where[sw]}: node {h} is under two leaf switches ({host_leaf[h]}, {sw})"
-                )
-            host_leaf[h] = sw
+    parent = _owners(children, where, "switch {} has two parents ({}, {})")
+    host_leaf = _owners(nodes, where, "node {} is under two leaf switches ({}, {})")
     if not host_leaf:
         raise InvalidInput(f"{path}: no switch lists nodes")
     levels: list[dict[str, str]] = [dict(host_leaf)]

@@ -239,6 +239,20 @@ def domain_of(levels: list[list[list[int]]], level: int, leaf: int) -> int:
     return len(levels[level])  # a split block across this level's domains: after them
 
 
+def level_cuts(shape: Shape, level: int) -> list[int]:
+    """Positions k in build_map's chunk order where a domain of `level` ends: the leaves at k - 1
+    and k lie in different domains (a split block across the level's domains is one of its
+    own). A stage's units in one domain are the chunks between two cuts."""
+    order = shape.chunk_order
+    dom = [domain_of(shape.levels, level, leaf) for leaf in order]
+    lone = len(shape.levels[level])  # domain_of's value for a split block across the level
+    return [
+        k
+        for k in range(1, len(order))
+        if dom[k] != dom[k - 1] or dom[k] == lone
+    ]
+
+
 def _domain_spans(
     levels: list[list[list[int]]], order: list[int]
 ) -> list[list[tuple[int, int]]]:

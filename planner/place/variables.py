@@ -30,6 +30,8 @@ class PlacementVars:
     bals: list[Any] = field(default_factory=list)  # level -> PP groups balanced (pp > 1)
     level_ys: list[list[list[Any]]] = field(default_factory=list)  # level -> stage -> domain
     belows: list[tuple[int, Any]] = field(default_factory=list)  # (level, k_L = k_L+1)
+    hs: list[Any] = field(default_factory=list)  # level -> HSDP shard piece (tables.shard_cuts)
+    prefix: list[list[Any]] = field(default_factory=list)  # stage -> chunk-order prefix counts
 
     def hint_with(self, var: Any, value: int) -> Any:
         self.hints.append((var, value))

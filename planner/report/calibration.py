@@ -66,10 +66,18 @@ def _kernel_lines(k: KernelTablesCheck) -> list[str]:
         ("bf16", "sustained.csv", k.sustained_bf16_tflops),
         ("fp8", "sustained_fp8.csv", k.sustained_fp8_tflops),
     ):
-        if cap is not None:
+        if cap is None:
+            continue
+        if k.sustained_applied:
             lines.append(
                 f"  sustained: {dtype} GEMMs capped at {cap:.0f} TFLOP/s"
-                f" (held under the power cap, {name})"
+                f" (held under the power cap, {name}; kernels.apply_sustained_cap)"
+            )
+        else:
+            lines.append(
+                f"  sustained: {dtype} GEMMs back to back held {cap:.0f} TFLOP/s under the"
+                f" power cap ({name}); not applied: training steps held burst clocks"
+                " (docs/calibration.md#sustained-clocks)"
             )
     return lines
 

@@ -29,6 +29,8 @@ KIND_NAMES = {
     "etp": "expert-TP",
     "dp_cp": "DP x CP grad",
     "edp": "expert-DP",
+    "dp_shard": "HSDP shard x CP",
+    "dp_replicate": "HSDP replicas",
 }
 RANK_MAP_NODES = 2  # nodes of the rank map shown rank by rank
 HOSTS_SHOWN = 32  # hosts of the placed hostfile listed in text reports (JSON lists every one)

@@ -359,7 +359,7 @@ def _overlap_runnable_cached(
     out = []
     for items in choices:
         choice = dict(items)
-        if not framework.ep_overlap_violations(prof, base.model_copy(update=choice)):
+        if not framework.ep_overlap_violations(prof, base.with_update(choice)):
             out.append(choice)
     return out
 
@@ -456,7 +456,7 @@ def legal_shapes(
         for choice in recompute_choices(model, workload, space, base):
             for zero, shard in sharding_variants(space, base, model.moe is not None):
                 update = {**choice, "zero_stage": zero, "dp_shard": shard}
-                shape = base.model_copy(update=update)
+                shape = base.with_update(update)
                 problems = framework_violations(model, space, shape)
                 if problems:
                     rejected[reason_key(problems[0])] += 1
@@ -477,10 +477,12 @@ def sharding_variants(
         # Every shard group is one GPU: a higher stage shards nothing, so only the lowest
         # stage the space allows is a plan (issue 28: no "DP1 ZeRO-3" recommendations).
         stages = (min(stages),)
+    if prof is None or not prof.hsdp:  # shard_choices: [None] (no HSDP), without a copy per stage
+        return [(zero, None) for zero in stages]
     return [
         (zero, shard)
         for zero in stages
-        for shard in framework.shard_choices(prof, base.model_copy(update={"zero_stage": zero}))
+        for shard in framework.shard_choices(prof, base.with_update({"zero_stage": zero}))
     ]
 
 
@@ -634,7 +636,7 @@ def enumerate_layouts(
         if not orders:
             rejected[NO_ORDER] += 1
         layouts += [
-            shape if order == CANONICAL_ORDER else shape.model_copy(update={"order": order})
+            shape if order == CANONICAL_ORDER else shape.with_update({"order": order})
             for order in orders
         ]
     return layouts, rejected

@@ -66,7 +66,7 @@ def equivalents(
     for zero in space.zero_stages:
         if zero == lo.zero_stage or nothing_to_shard(lo, model.moe is not None):
             continue  # a stage with nothing to shard is no alternative (sharding_variants)
-        twin_layout = lo.model_copy(update={"zero_stage": zero})
+        twin_layout = lo.with_update({"zero_stage": zero})
         if framework_violations(model, space, twin_layout):
             continue  # a twin the space's framework cannot run (cost_models.framework)
         try:
@@ -75,5 +75,5 @@ def equivalents(
             continue
         if (twin.step_time_s, twin.peak_memory_gib) == (e.step_time_s, e.peak_memory_gib):
             out.append(twin_layout)
-    out += [lo.model_copy(update={"order": o}) for o in orders.equivalent(lo)]
+    out += [lo.with_update({"order": o}) for o in orders.equivalent(lo)]
     return tuple(out)

@@ -28,9 +28,12 @@ def _rows(folder: Path, name: str) -> list[dict[str, str]]:
 
 def _lookups(book, folder: Path) -> list[tuple[str, float, float]]:
     """(kind, looked-up seconds, measured seconds) for every row of the folder's four tables;
-    a GEMM row faster than the folder's sustained rate of its dtype (sustained.csv bf16,
-    sustained_fp8.csv fp8) is expected at that rate (cost_models/kernels.py, sustained clocks)."""
+    where the tables apply their sustained rates (KernelTables.apply_sustained_cap), a GEMM row
+    faster than the folder's sustained rate of its dtype (sustained.csv bf16, sustained_fp8.csv
+    fp8) is expected at that rate (cost_models/kernels.py, sustained clocks)."""
     caps = {"bf16": book.tables.sustained_bf16_tflops, "fp8": book.tables.sustained_fp8_tflops}
+    if not book.tables.apply_sustained_cap:
+        caps = {}
 
     def held(ms: float, flops: float, dtype: str) -> float:
         cap = caps.get(dtype)

@@ -9,6 +9,7 @@ on a dimension of 2 (no wrap-around rule, no bisection bound); B = 100 GB/s x 0.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -124,7 +125,28 @@ def test_cli_slice_shape_sweep_json(capsys) -> None:
     assert [p["value"] for p in out["points"]] == ["8x8x8", "4x4x32"]
     ep = [p["breakdown_s"]["ep_comm"] for p in out["points"]]
     assert ep[1] > 1.3 * ep[0]
+    # docs/networks.md quotes this command's figures.
+    tok = [p["tokens_per_s_per_gpu"] for p in out["points"]]
+    doc = " ".join((Path(__file__).resolve().parents[3] / "docs/networks.md").read_text().split())
+    assert (
+        f"time goes from {ep[0]:.3f} to {ep[1]:.3f} s per step and throughput from "
+        f"{tok[0]:,.0f} to {tok[1]:,.0f} tokens/s/GPU"
+    ) in doc
     # 512 chips of the 16x16x16 preset, filled innermost first: 16 x 16 x 2 of 16-chip rings.
     assert out["conclusions"][-1] == (
         "The baseline is the preset's torus as the job fills it: 16x16x2 (rings 16x16x16)."
     )
+
+
+@pytest.mark.slow
+def test_free_search_figure_of_the_docs(capsys) -> None:
+    # docs/networks.md: "Searched freely (the same command without --tp 1 --pp 1 --ep 128), the
+    # plan adapts: 4x4x32 picks EP32 ... at N tokens/s/GPU".
+    argv = ["whatif", "--model", "qwen3-30b-a3b", "--cluster", "tpu-v5p-4096", "--gpus", "512"]
+    argv += ["--global-batch", "512", "--vary", "slice-shape", "--values", "8x8x8,4x4x32", "--json"]
+    assert cli.main(argv) == 0
+    elongated = json.loads(capsys.readouterr().out)["points"][1]
+    assert elongated["plan"]["layout"]["ep"] == 32
+    doc = " ".join((Path(__file__).resolve().parents[3] / "docs/networks.md").read_text().split())
+    assert "4x4x32 picks EP32, a 4x4x2 block of whole x and y rings, at " in doc
+    assert f"at {elongated['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU" in doc

@@ -60,6 +60,10 @@ def test_tree_topology_levels_and_link_speed(tmp_path):
         ("SwitchName=s0 Nodes=n0 garbage\n", 1, "KEY=VALUE"),
         ("SwitchName=s0 Nodes=n0 Speed=1\n", 1, "unknown key"),
         ("SwitchName=s0 Nodes=n0\nSwitchName=s0 Nodes=n1\n", 2, "already defined"),
+        ("SwitchName=s0 Nodes=n[0-1]\nSwitchName=s1 Nodes=n1\n", 2,
+         "node n1 is under two leaf switches (s0, s1)"),
+        ("SwitchName=s0 Nodes=n0\nSwitchName=t0 Switches=s0\nSwitchName=t1 Switches=s0\n", 3,
+         "switch s0 has two parents (t0, t1)"),
     ],
 )
 def test_malformed_topology_exits_2_naming_the_line(tmp_path, capsys, text, line, words):
@@ -276,8 +280,16 @@ def test_handoff_files_use_every_gpu_once_and_rebuild_the_priced_groups(tmp_path
     assert set(a) == {"hostfile", "ranks", "step_time_s", "solver"}
     assert set(a["step_time_s"]) == {"scheduler_order", "best_rank_order", "placed"}
     assert payload["best"]["estimate"]["step_time_s"] == a["step_time_s"]["placed"]
-    slurm = (out / "hostfile").read_text().split()
+    # The allocation's files, named as CONTRACT.md "Hand-off files" names them.
+    assert {"hostfile", "node_ranks", "SLURM_HOSTFILE", "rank_hosts.json"} <= {
+        f.name for f in out.iterdir()
+    }
+    assert (out / "hostfile").read_text().split() == a["hostfile"]  # each host once
+    node_ranks = [line.split() for line in (out / "node_ranks").read_text().splitlines()]
+    assert node_ranks == [[h, str(i)] for i, h in enumerate(a["hostfile"])]
+    slurm = (out / "SLURM_HOSTFILE").read_text().split()
     assert slurm == [h for h in a["hostfile"] for _ in range(8)]
+    assert "SLURM_HOSTFILE=SLURM_HOSTFILE srun" in (out / "launch.sh").read_text()
     assert "gpu008" not in slurm and len(set(a["hostfile"])) == len(a["hostfile"]) == 16
     pairs = {(r["host"], r["local_gpu"]) for r in a["ranks"]}
     assert len(pairs) == len(a["ranks"]) == 128  # every healthy GPU once

@@ -8,7 +8,8 @@ from factories import cluster, dense_model, layout, workload
 
 from cost_models import estimate
 from cost_models.calibration import calibration_for, overlap_slowdown_s
-from cost_models.compute import _elementwise_elements
+from cost_models.calibration import hbm_bytes_per_s
+from cost_models.compute import _elementwise_elements, _memory_ops, layer_time, norm_fused
 from cost_models.memory import logits_bytes
 from cost_models.stage import overlapped_tp_s
 from planner.validate import record_inputs
@@ -51,6 +52,56 @@ def test_eager_elementwise_elements_by_hand():
     lo = layout()
     assert _elementwise_elements(model, lo, 10, False, True) == pytest.approx(10 * 1280)
     assert _elementwise_elements(model, lo, 10, False, False) == pytest.approx(10 * 4608)
+
+
+def test_eager_run_with_a_fused_norm_kernel_by_hand():
+    # torch 2.11: nn.RMSNorm is one aten::_fused_rms_norm kernel even when nothing else is fused.
+    # Per token (h 64, as above): norms 2*2*64 = 256 instead of 2*18*64 = 2304; the rest eager:
+    # 256 + 384 + 1280 + 640 = 2560
+    model = dense_model(
+        hidden_size=64, ffn_hidden_size=128, num_attention_heads=4, num_kv_heads=4, num_layers=2
+    )
+    lo = layout()
+    assert _elementwise_elements(model, lo, 10, False, False, True) == pytest.approx(10 * 2560)
+    norm, add, act, rot = _memory_ops(model, lo, False, False, True)
+    assert (norm.op, norm.elements, norm.backward) == ("rmsnorm", 256, 2.5)
+    chain = _memory_ops(model, lo, False, False, False)[0]
+    assert (chain.op, chain.elements, chain.backward) == (None, 2304, 2.0)
+    # the other eager ops' backward shares: add 1, SwiGLU 9/5 element moves, rotary 1
+    assert (add.backward, act.backward, rot.backward) == (1.0, 1.8, 1.0)
+    # a LayerNorm model's eager norm is F.layer_norm, one kernel in every PyTorch
+    ln_model = model.model_copy(update={"normalization": "layernorm"})
+    eager = workload(fused_elementwise=False)
+    assert norm_fused(ln_model, eager) and not norm_fused(model, eager)
+    ln = _memory_ops(ln_model, lo, False, False, norm_fused(ln_model, eager))
+    assert (ln[0].op, ln[0].elements) == ("layernorm", 256)
+
+
+def test_eager_backward_is_counted_per_op_by_hand():
+    # no kernel tables: every op at the HBM constant, so backward = sum(share x op bytes) / hbm.
+    # Per token (h 64, fused norm, eager rest): norm 256 x 2.5 + adds 384 x 1 + SwiGLU 640 x 1.8
+    # + rotary 1280 x 1 = 640 + 384 + 1152 + 1280 = 3456 elements (forward 2560)
+    model = dense_model(
+        hidden_size=64, ffn_hidden_size=128, num_attention_heads=4, num_kv_heads=4, num_layers=2
+    )
+    lo, cl = layout(), cluster(8)
+    wl = workload(seq_len=512, fused_elementwise=False, fused_norm=True)
+    cal = calibration_for(cl.gpu.generation)
+    lt = layer_time(model, cl.gpu, cal, wl, lo, is_moe=False)
+    tokens, hbm = 512 * lo.micro_batch, hbm_bytes_per_s(cl.gpu, cal)
+    assert lt.elementwise_s == pytest.approx(tokens * 2560 * 2 / hbm)
+    assert lt.elementwise_backward_s == pytest.approx(tokens * 3456 * 2 / hbm)
+    # the fused path keeps 2x its forward (None)
+    fused = layer_time(model, cl.gpu, cal, workload(seq_len=512), lo, is_moe=False)
+    assert fused.elementwise_backward_s is None
+
+
+def test_fused_norm_is_a_record_setting():
+    rec = _record("t", "", "torchtitan", {"fused_elementwise": False, "fused_norm": True})
+    _m, _c, wl, _lo = record_inputs(rec)
+    assert wl.fused_norm and not wl.fused_elementwise
+    _m, _c, wl, _lo = record_inputs(_record("t", "", "torchtitan", {"fused_elementwise": False}))
+    assert not wl.fused_norm
 
 
 def test_eager_elementwise_is_slower_and_changes_nothing_else():

@@ -209,6 +209,16 @@ def test_without_tables_nothing_is_looked_up():
     assert pricer.estimate(lo).kernels is None
 
 
+def test_sustained_rate_is_reported_not_applied_by_default():
+    # training steps held burst clocks on the H100 (single-gpu-steps): the rate alone caps nothing
+    rows = dict(gemm=[(4096, 4096, 4096, "bf16", "TN", 0.1), (4096, 4096, 4096, "fp8", "TN", 0.1)])
+    book = KernelBook(
+        KernelTables(source="t", sustained_bf16_tflops=500, sustained_fp8_tflops=500, **rows)
+    )
+    assert book.gemm_s(4096, 4096, 4096, "bf16", "TN")[0] == pytest.approx(0.1e-3, rel=1e-12)
+    assert book.gemm_s(4096, 4096, 4096, "fp8", "TN")[0] == pytest.approx(0.1e-3, rel=1e-12)
+
+
 def test_sustained_rate_caps_burst_bf16_gemms_only():
     # 4096^3 bf16 in 0.1 ms = 1,374 TFLOP/s burst; a 687.2 TFLOP/s sustained cap doubles it.
     flops = 2.0 * 4096**3
@@ -221,7 +231,8 @@ def test_sustained_rate_caps_burst_bf16_gemms_only():
         grouped_gemm=[(8, 512, 4096, 4096, "bf16", 0.1)],
     )
     cap_tflops = flops / 0.2e-3 / 1e12
-    book = KernelBook(KernelTables(source="t", sustained_bf16_tflops=cap_tflops, **rows))
+    capped = dict(sustained_bf16_tflops=cap_tflops, apply_sustained_cap=True)
+    book = KernelBook(KernelTables(source="t", **capped, **rows))
     assert book.gemm_s(4096, 4096, 4096, "bf16", "TN")[0] == pytest.approx(0.2e-3, rel=1e-12)
     assert book.gemm_s(4096, 4096, 4096, "fp8", "TN")[0] == pytest.approx(0.1e-3, rel=1e-12)
     assert book.gemm_s(256, 256, 256, "bf16", "TN")[0] == pytest.approx(0.01e-3, rel=1e-12)
@@ -230,7 +241,7 @@ def test_sustained_rate_caps_burst_bf16_gemms_only():
         grouped / (cap_tflops * 1e12), rel=1e-12
     )
     # the rows themselves are still reproduced as measured (the cap is a separate step)
-    res = table_residuals(KernelTables(source="t", sustained_bf16_tflops=cap_tflops, **rows))
+    res = table_residuals(KernelTables(source="t", **capped, **rows))
     assert res["gemm"]["max_residual_pct"] == pytest.approx(0.0, abs=1e-9)
 
 
@@ -252,7 +263,8 @@ def test_sustained_fp8_rate_caps_fp8_rows_when_measured():
     flops = 2.0 * 4096**3
     rows = dict(gemm=[(4096, 4096, 4096, "fp8", "TN", 0.1), (4096, 4096, 4096, "bf16", "TN", 0.1)])
     cap = flops / 0.25e-3 / 1e12  # 549.8 TFLOP/s: the 0.1 ms burst is held to 0.25 ms
-    book = KernelBook(KernelTables(source="t", sustained_fp8_tflops=cap, **rows))
+    capped = dict(sustained_fp8_tflops=cap, apply_sustained_cap=True)
+    book = KernelBook(KernelTables(source="t", **capped, **rows))
     assert book.gemm_s(4096, 4096, 4096, "fp8", "TN")[0] == pytest.approx(0.25e-3, rel=1e-12)
     # any layout of an fp8 GEMM is its TN row, capped the same
     assert book.gemm_s(4096, 4096, 4096, "fp8", "NN")[0] == pytest.approx(0.25e-3, rel=1e-12)

@@ -14,6 +14,8 @@ from cost_models import stage as st
 from cost_models.bounds import NOT_IN_DP
 from cost_models.estimate import estimate
 from cost_models.pricer import (
+    DENSE_TIME_READS,
+    LAYER_ACTIVATION_READS,
     LAYER_TIME_READS,
     NOT_IN_ACTIVATIONS,
     NOT_IN_LAYER_COST,
@@ -133,6 +135,58 @@ def test_layer_time_key_holds_every_field_it_reads(field):
         assert a == Pricer(model, cluster, work).layer_times(_other(lo, field))
 
 
+@pytest.mark.parametrize("field", sorted(set(LAYER_TIME_READS) - set(DENSE_TIME_READS)))
+def test_dense_time_key_holds_every_field_it_reads(field):
+    """A dense layer's, the LM head's and the embedding's times do not move with the expert
+    splits: Pricer prices them once per DENSE_TIME_READS (checked on the uncached functions)."""
+    from cost_models.calibration import calibration_for_cluster
+    from cost_models.compute import embedding_time, layer_time, lm_head_time
+
+    for model, cluster, work in _cases():
+        lo = Layout(tp=2, pp=2, dp=4, cp=2, ep=2 if model.moe else 1, recompute="selective")
+        other = _other(lo, field)
+        gpu, cal = cluster.gpu, calibration_for_cluster(cluster)
+        for x in (lo, other):
+            assert layer_time(model, gpu, cal, work, x, is_moe=False) == layer_time(
+                model, gpu, cal, work, lo, is_moe=False
+            )
+            assert lm_head_time(model, gpu, cal, work, x) == lm_head_time(model, gpu, cal, work, lo)
+            assert embedding_time(model, gpu, cal, work, x) == embedding_time(
+                model, gpu, cal, work, lo
+            )
+        if model.moe is not None:  # the MoE layer does read it (the key must keep it there)
+            assert layer_time(model, gpu, cal, work, other, is_moe=True) != layer_time(
+                model, gpu, cal, work, lo, is_moe=True
+            )
+        assert Pricer(model, cluster, work).layer_times(other) == Pricer(
+            model, cluster, work
+        ).layer_times(other)
+
+
+@pytest.mark.parametrize("field", NOT_IN_ACTIVATIONS)
+def test_stage_bytes_key_leaves_out_only_unread_fields(field):
+    """Pricer.stage_memory caches a stage's activation and buffer bytes across the ZeRO stages
+    and orders of a shape (NOT_IN_ACTIVATIONS): the uncached functions agree."""
+    from cost_models.memory import buffer_bytes
+
+    for model, cluster, work in _cases():
+        for base in (Layout(tp=2, pp=4, dp=4, recompute="selective"), Layout(tp=2, pp=4, dp=4)):
+            lo, other = base, _other(base, field)
+            pricer = Pricer(model, cluster, work)
+            acts, counts = pricer.activations_per_mb(lo), pricer.stage_counts(lo)
+            m = 64 // (lo.dp * lo.micro_batch)
+            for r in range(lo.pp):
+                a = st.stage_activation_bytes(model, work, lo, r, counts[r], acts, m)
+                b = st.stage_activation_bytes(model, work, other, r, counts[r], acts, m)
+                assert a == b
+            assert buffer_bytes(model, work, lo) == buffer_bytes(model, work, other)
+            fresh = Pricer(model, cluster, work)
+            for r in range(lo.pp):  # cached after `lo`, fresh for `other`: the same bytes
+                pricer.stage_memory(lo, r, counts)
+                x, y = pricer.stage_memory(other, r, counts), fresh.stage_memory(other, r, counts)
+                assert x == y
+
+
 @pytest.mark.parametrize("field", NOT_IN_LAYER_COST)
 def test_layer_cost_key_leaves_out_only_unread_fields(field):
     for model, cluster, work in _cases():
@@ -152,6 +206,17 @@ def test_stage_params_key_leaves_out_only_unread_fields(field):
             a = Pricer(model, cluster, work).stage_params(lo, counts, r)
             b = Pricer(model, cluster, work).stage_params(_other(lo, field), counts, r)
             assert a == b
+
+
+@pytest.mark.parametrize("field", sorted(set(Layout.model_fields) - set(LAYER_ACTIVATION_READS)))
+def test_layer_activation_key_holds_every_field_it_reads(field):
+    for model, cluster, work in _cases():
+        for rc in ("selective", "full", "none"):
+            lo = Layout(tp=2, pp=2, dp=4, cp=2, recompute=rc, sequence_parallel=True)
+            if field in ("recompute_method", "recompute_num_layers") and rc != "full":
+                continue  # (a Layout the cost model never sees)
+            a = Pricer(model, cluster, work).activations_per_mb(lo)
+            assert a == Pricer(model, cluster, work).activations_per_mb(_other(lo, field))
 
 
 @pytest.mark.parametrize("field", NOT_IN_ACTIVATIONS)

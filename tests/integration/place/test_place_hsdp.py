@@ -1,0 +1,158 @@
+"""HSDP on a real allocation: the placement prices torchtitan's dp_shard x cp and dp_replicate
+groups on the placed map (which leaves and pods each placed group spans), in the CP-SAT
+objective, the validator and the re-price alike. Before, pricing.placed_pieces had no HSDP
+kinds, so both the objective and the re-price read those two kinds off the layout's own rank
+order on an ideal cluster, wherever the placement put the groups."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_place_allocation import _small
+
+from cost_models.estimate import estimate
+from cost_models.rankmap import rank_groups
+from cost_models.specs import Axis, Layout
+from planner.place import bound, evaluate, oracle, pricing
+from planner.place import counts as C
+from planner.place import model as M
+
+# Three leaves of 3, 3 and 4 hosts; leaves 0 and 1 in pod 0, leaf 2 in pod 1; tors 1:1, pods
+# 3:1, the core 7:1 (tiers: nvlink 8 GPUs, tor, pod, aggregation).
+LEAVES, PODS, TAPER = [0, 0, 0, 1, 1, 1, 2, 2, 2, 2], [0, 0, 1], {2: 3.0, 3: 7.0}
+# TP8 on whole nodes: one unit = one node = one dp index; dp 6 = 3 replicas x shard groups of 2
+# (canonical ranks tp, cp, dp_shard, dp_replicate, pp: torchtitan's mesh order).
+HSDP = Layout(tp=8, dp=6, pp=1, dp_shard=2, zero_stage=3)
+
+
+def _case(layout=HSDP, leaves=LEAVES, pods=PODS, drained=()):
+    spec, cluster, wl, alloc = _small(leaves, list(drained), layout, pods=pods, taper=TAPER)
+    return spec, cluster, wl, alloc, M.unit_model(spec, cluster, wl, layout, alloc)
+
+
+@pytest.mark.parametrize("order", [None, (Axis.PP, Axis.DP, Axis.TP, Axis.CP)])
+def test_placed_hsdp_groups_are_the_launchers(order):
+    """pricing's numpy groups are cost_models.rankmap's (torchtitan's mesh), HSDP kinds too."""
+    lo = Layout(tp=2, cp=2, dp=12, pp=2, dp_shard=3, zero_stage=3)
+    if order is not None:
+        lo = lo.model_copy(update={"order": order})
+    got = pricing.group_lists(lo, moe=False)
+    assert {"dp_shard", "dp_replicate"} <= set(got)
+    assert got == rank_groups(lo, moe=False)
+
+
+# Hand count. Units in chunk order: leaf 0, leaf 1, leaf 2; dp index i on the i-th node.
+# - counts (3, 3, 0): dp 0-2 under leaf 0, 3-5 under leaf 1. Shard group {2, 3} has one member
+#   under each tor (piece 1), both in pod 0: dp_shard (node, tor, pod, all) = 1, 1, 2, 2.
+#   Replicas {0, 2, 4}: 0 and 2 under leaf 0, 4 under leaf 1, all in pod 0: 1, 1, 3, 3.
+# - counts (2, 2, 2): every shard group whole under one tor: 1, 2, 2, 2; replicas {0, 2, 4} one
+#   under each tor, 4 in pod 1 alone: 1, 1, 1, 3.
+# The layout's own order on the ideal cluster (what both the objective and the re-price read
+# before, whatever the map) says dp_shard 1, 2, 2, 2 and dp_replicate 1, 1, 3, 3 for both.
+HAND = {
+    (3, 3, 0): ([1, 1, 2, 2], [1, 1, 3, 3]),
+    (2, 2, 2): ([1, 2, 2, 2], [1, 1, 1, 3]),
+}
+
+
+def _hand_price(spec, cluster, wl, alloc, um, counts) -> float:
+    """The estimate of the counts' map with HSDP's spans counted by hand (HAND), every other
+    kind and the uplink steps read off the map as before."""
+    hosts = M.build_map(um, [list(counts)])
+    spans = pricing.placed_spans(alloc, um.layout, hosts, moe=False)
+    shard, replicas = HAND[counts]
+    spans = {**spans, "dp_shard": shard, "dp_replicate": replicas}
+    steps = pricing.uplink_steps(cluster, alloc, um.layout, hosts, moe=False)
+    pipe = pricing.uplink_steps(
+        cluster, alloc, um.layout, hosts, moe=False, kinds=pricing.PIPELINE_KINDS
+    )
+    e = estimate(
+        spec, cluster, wl, um.layout, spans=spans, uplink_steps=steps, pipeline_uplink_steps=pipe
+    )
+    return e.step_time_s
+
+
+def test_hsdp_spans_read_off_the_placed_map():
+    """The re-price and the model's objective of both maps are the estimate on the hand-counted
+    spans (HAND); they differ, where the layout-order spans priced the shard and replica
+    groups alike on both (3, 3, 0 re-priced 2.94 s instead of 4.22 s)."""
+    spec, cluster, wl, alloc, um = _case()
+    assert um.capacity == [3, 3, 4]
+    steps = {}
+    for counts, (shard, replicas) in HAND.items():
+        want = _hand_price(spec, cluster, wl, alloc, um, counts)
+        hosts = M.build_map(um, [list(counts)])
+        assert pricing.price(spec, cluster, wl, um.layout, alloc, hosts).step_time_s == want
+        assert evaluate.objective_us(um, [list(counts)]) == round(want * M.US)
+        spans = pricing.placed_spans(alloc, um.layout, hosts, moe=False)
+        assert (spans["dp_shard"], spans["dp_replicate"]) == (shard, replicas)
+        steps[counts] = want
+    assert steps[(3, 3, 0)] > steps[(2, 2, 2)]
+
+
+def test_cpsat_optimum_is_the_true_optimum_with_hsdp():
+    """CP-SAT's OPTIMAL is proved on the true price: its map keeps every shard group under one
+    tor, its objective is the hand-counted price of that map (it was 2.58 s, the replicas
+    priced inside a pod, for a map whose replicas cross the 7:1 core: 4.01 s), the brute force
+    over every count matrix priced on its map agrees, and the counting bound holds."""
+    spec, cluster, wl, alloc, um = _case()
+    sol = M.solve(um, time_limit_s=30)
+    assert sol.status == "OPTIMAL" and sol.counts == [[2, 2, 2]]
+    assert abs(sol.objective_us - _hand_price(spec, cluster, wl, alloc, um, (2, 2, 2)) * M.US) < 2
+    best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
+    assert abs(sol.objective_us - best_us) <= 2
+    repriced = pricing.price(spec, cluster, wl, um.layout, alloc, sol.host_of_rank)
+    assert abs(round(repriced.step_time_s * M.US) - sol.objective_us) <= 2
+    assert M.objective_us(um, sol.counts) == sol.objective_us
+    assert bound.lower_bound_us(um) <= sol.objective_us
+
+
+# (leaf of each host, drained, layout, pods): a unit of 4 dp indices over shard groups of 6
+# (cuts inside a group at p = 1, 2 units), PP with HSDP, TP8 x CP2 units of two nodes, and those
+# over leaves of odd size (two split blocks: the objective is an upper bound there).
+RANDOM = [
+    ([0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3], [], Layout(tp=2, dp=12, pp=1, dp_shard=6, zero_stage=3),
+     [0, 0, 1, 1]),
+    ([0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3], [], Layout(tp=2, dp=16, pp=2, dp_shard=8, zero_stage=2),
+     [0, 0, 1, 1]),
+    ([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3], [], Layout(tp=8, cp=2, dp=4, pp=1, dp_shard=2,
+     zero_stage=3), [0, 0, 1, 1]),
+    ([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 5, 5], [], Layout(tp=8, cp=2, dp=4, pp=2,
+     dp_shard=2, zero_stage=2), [0, 1, 0, 1, 0, 1]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(len(RANDOM)))
+def test_random_counts_price_as_their_maps(case):
+    """evaluate.objective_us equals the map's re-price on random feasible counts (at least it
+    where blocks are split), and the fully hinted CP-SAT model prices its hint as the
+    validator does."""
+    from ortools.sat.python import cp_model
+
+    leaves, drained, layout, pods = RANDOM[case]
+    spec, cluster, wl, alloc, um = _case(layout, leaves, pods, drained)
+    assert len(set(um.shard_cuts)) > 1 and um.split_blocks == (2 if case == 3 else 0)
+    rng = random.Random(case)
+    for _ in range(6):
+        left = list(um.capacity)
+        counts = [[0] * len(left) for _ in range(layout.pp)]
+        for s in range(layout.pp):
+            for _ in range(um.units_per_stage):
+                j = rng.choice([j for j in range(len(left)) if left[j]])
+                counts[s][j] += 1
+                left[j] -= 1
+        assert evaluate.infeasibility(um, counts) is None
+        e = pricing.price(spec, cluster, wl, um.layout, alloc, M.build_map(um, counts))
+        priced, objective = round(e.step_time_s * M.US), evaluate.objective_us(um, counts)
+        if um.split_blocks:
+            assert objective >= priced - 2
+        else:
+            assert abs(priced - objective) <= 2
+    hint = sorted(C.greedy_counts(um), key=lambda row: -row[0])
+    v = M.build(um, hint)
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.num_workers = 1
+    assert solver.solve(v.sat_model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    assert round(solver.objective_value) == evaluate.objective_us(um, hint)

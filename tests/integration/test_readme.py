@@ -9,7 +9,7 @@ README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 def test_readme_opens_with_install_and_test_commands():
     commands = [line for line in README.splitlines() if line.startswith("pip install")]
     assert commands[0].startswith("pip install . && planner plan --model llama3-70b")
-    assert commands[1] == "pip install '.[test]' && python -m pytest -q"
+    assert commands[1] == "pip install '.[test]' && python -m pytest -q -n 2"
 
 
 def test_readme_python_example_runs(capsys):

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from calibration_fixtures import GEMM_SHAPES, gemm_csv, nccl_log_text, write_nccl_log
 from conftest import SHARED
+from shared_data import published_runs
 
 import models_zoo
 from cost_models import estimate
@@ -275,7 +276,7 @@ def test_steps_schema_error_is_one_line(tmp_path, capsys):
 
 @pytest.mark.skipif(not (SHARED / "data/published_runs.yaml").exists(), reason="no ../shared")
 def test_validate_cluster_file_prices_matching_records(tmp_path, capsys):
-    runs = yaml.safe_load((SHARED / "data/published_runs.yaml").read_text())
+    runs = published_runs()
     subset = [r for r in runs if r.get("gpu") == "b200"][:3]
     subset += [r for r in runs if r.get("gpu") == "h100-sxm-80gb"][:3]
     data = tmp_path / "runs.yaml"

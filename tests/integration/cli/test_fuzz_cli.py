@@ -84,3 +84,23 @@ def test_the_reference_measures_cpu_and_wall():
     assert result == sum(i * i for i in range(300_000))
     assert 0 < took.cpu_s <= took.wall_s * 1.05 and took.slowdown >= 1.0
     assert slowdown() >= 1.0
+
+
+def test_the_reference_runs_only_where_the_wall_time_passed_the_budget():
+    from tests import load_clock
+
+    calls = []
+    real = load_clock.slowdown
+
+    def counted():
+        calls.append(1)
+        return real()
+
+    load_clock.slowdown, saved = counted, load_clock.slowdown
+    try:
+        _, within = load_clock.timed(lambda: None, budget_s=10.0)
+        assert (within.slowdown, calls, within.over(10.0)) == (1.0, [], False)
+        _, past = load_clock.timed(lambda: sum(range(100_000)), budget_s=0.0)
+        assert len(calls) == 2 and past.slowdown >= 1.0 and past.over(0.0)
+    finally:
+        load_clock.slowdown = saved

@@ -5,7 +5,7 @@ keeps that layout out of the space."""
 from pathlib import Path
 
 import pytest
-import yaml
+from shared_data import published_runs
 
 from planner.search.completeness import check_record
 
@@ -15,7 +15,7 @@ DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "publish
 def _small_records() -> list[dict]:
     if not DATA.exists():
         return []
-    return [r for r in yaml.safe_load(DATA.read_text()) if int(r.get("num_gpus") or 0) <= 8]
+    return [r for r in published_runs() if int(r.get("num_gpus") or 0) <= 8]
 
 
 @pytest.mark.skipif(not DATA.exists(), reason="shared data not checked out")

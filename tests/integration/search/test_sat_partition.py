@@ -145,15 +145,17 @@ def test_tie_break_prefers_the_even_split():
 
 def _deep_pipeline_case():
     """A deep pipeline whose stage 0 (p in-flight micro-batches) is out of memory with the even
-    split, with headroom set just below the even split's peak."""
-    model = factories.dense_model(num_layers=16)
-    cluster = factories.cluster(8)
+    split, with headroom set just below the even split's peak. Six stages of 12 layers: the
+    oracle scores all C(11, 5) = 462 splits (eight of 16 were 6,435 estimates, 2.6 s of the
+    default suite, for the same rule: stage 0 binds, one layer moves off it)."""
+    model = factories.dense_model(num_layers=12)
+    cluster = factories.cluster(6)
     work = Workload(seq_len=8192, global_batch_seqs=64)
-    lo = Layout(pp=8, recompute="none", zero_stage=1)
+    lo = Layout(pp=6, recompute="none", zero_stage=1)
     even = estimate(model, cluster, work, lo)
     usable = even.peak_memory_gib * (1 - 1e-4)
     space = SearchSpace(
-        pp=8,
+        pp=6,
         tp=1,
         micro_batches=(1,),
         max_vp=1,
@@ -170,7 +172,7 @@ def test_even_split_oom_fits_with_the_cp_sat_split():
     model, cluster, work, lo, even, space = _deep_pipeline_case()
     usable = exhaustive.usable_memory_gib(cluster, space)
     assert even.peak_memory_gib > usable
-    assert max(range(8), key=lambda r: even.stage_memory[r].total_gib) == 0  # stage 0 binds
+    assert max(range(6), key=lambda r: even.stage_memory[r].total_gib) == 0  # stage 0 binds
     split = PartitionSolver(model, cluster, work, usable).split(lo)
     assert split is not None and split[0] < 2  # fewer layers on stage 0
     e = estimate(model, cluster, work, lo, layers_per_stage=split)
@@ -183,7 +185,7 @@ def test_even_split_oom_fits_with_the_cp_sat_split():
     best = ranked[0]
     assert best.layers_per_stage == split
     # The oracle scores every split: its best is as fast and as close to the even split.
-    even = chunk_layer_counts(model.num_layers, 8)
+    even = chunk_layer_counts(model.num_layers, 6)
     dev = [
         sum(abs(n - m) for n, m in zip(s, even, strict=True))
         for s in (split, oracle[0].layers_per_stage)
@@ -204,7 +206,7 @@ def test_exported_layout_matches_the_split():
     model, cluster, work, _lo, _even, space = _deep_pipeline_case()
     result = factories.plan(model, cluster, work, **space.model_dump(), top_k=1, deterministic=True)
     split = result.best.layers_per_stage
-    assert split is not None and len(split) == 8
+    assert split is not None and len(split) == 6
     assert plan_dict(result.best)["layout"]["layers_per_stage"] == list(split)  # in --json
     args = plan_exports.to_megatron_args(result)
     if "--pipeline-model-parallel-layout" in args:

@@ -9,8 +9,8 @@ llm-foundry): one reduce-scatter per transformer block; DeepSpeed: 5e8-element b
 from __future__ import annotations
 
 import pytest
-import yaml
 from conftest import SHARED
+from shared_data import published_runs
 
 from cost_models import comm
 from cost_models.framework import record_profile
@@ -105,8 +105,7 @@ def test_record_settings_carry_the_recipe_dispatcher_and_ep_overlap() -> None:
     # The Megatron-Bridge records' `settings:` (published_runs.yaml) reach the priced
     # inputs: Qwen3-235B on H100 (26.04.01) overlaps the all-to-all, DeepSeek-V3 on GB300
     # uses the flex (HybridEP) dispatcher and overlaps it.
-    path = SHARED / "data/published_runs.yaml"
-    records = {r["id"]: r for r in yaml.safe_load(path.read_text())}
+    records = {r["id"]: r for r in published_runs()}
     qwen = records["mbridge-26.04.01-h100-qwen3-235b-a22b"]
     assert record_settings(qwen) == {"ep_overlap": True}
     _, _, work, lay = record_inputs(qwen)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+from shared_data import published_runs
 
 from cost_models.memory import MEASURED_MEMORY_CONFIGS, memory_config
 from planner.validate import record_inputs
@@ -14,7 +14,7 @@ DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "publish
 
 
 def test_measured_memory_configs_are_the_records_with_a_measured_peak() -> None:
-    records = yaml.safe_load(DATA.read_text())
+    records = published_runs()
     covered = set()
     for record in records:
         measured = record.get("measured") or {}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import factories as f
 import pytest
-import yaml
 from rich.console import Console
+from shared_data import published_runs
 from snapshot import assert_readable, check_snapshot
 
 from planner.report.validation import render_validation
@@ -27,7 +27,7 @@ PICK = (
 def picked_rows():
     if not RUNS.exists():
         pytest.skip("shared/data/published_runs.yaml not present")
-    records = {r["id"]: r for r in yaml.safe_load(RUNS.read_text())}
+    records = {r["id"]: r for r in published_runs()}
     return [validate_record(records[i]) for i in PICK if i in records]
 
 

@@ -773,6 +773,19 @@ def single_gpu_steps() -> str:
     return "\n".join(single_gpu_vs_model.table(single_gpu_vs_model.priced()))
 
 
+def single_gpu_held_out() -> str:
+    """docs/calibration.md: the same table for the held-out single-GPU set (measured before the
+    model changes made from the first set; bench/single_gpu_vs_model.py --held-out)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import single_gpu_vs_model  # noqa: PLC0415 -- a script beside this one
+
+    single_gpu_vs_model.use_folder("held-out")
+    try:
+        return "\n".join(single_gpu_vs_model.table(single_gpu_vs_model.priced()))
+    finally:
+        single_gpu_vs_model.use_folder("dev")
+
+
 @functools.cache
 def _h100_calibrated(folder: str) -> str:
     """`planner calibrate --cluster dgx-h100 --kernels builtin --out h100.yaml`'s output."""
@@ -1079,6 +1092,7 @@ GENERATORS: dict[str, Figure] = {
     "bytedance-goodput": Figure(bytedance_goodput, slow=True),
     "tables-vs-curve": Figure(tables_vs_curve, slow=True),
     "single-gpu-steps": Figure(single_gpu_steps, slow=True),
+    "single-gpu-held-out": Figure(single_gpu_held_out, slow=True),
     "issue6-405b": Figure(issue6_405b, slow=True),
     "issue6-fat-tree": Figure(issue6_fat_tree, slow=True),
     "issue16-deepseek": Figure(issue16_deepseek, slow=True),
@@ -1091,7 +1105,7 @@ REQUIRED = {
     "docs/cost_model.md": {"accuracy-summary"},
     "docs/calibration.md": {
         "stability-example", "calibration-example", "kernel-tables-loo", "kernel-residuals",
-        "tables-vs-curve", "single-gpu-steps",
+        "tables-vs-curve", "single-gpu-steps", "single-gpu-held-out",
     },
     "docs/search.md": {"simplicity-examples", "search-completeness", "design-points"},
     "docs/goodput.md": {"bytedance-goodput"},

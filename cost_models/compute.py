@@ -82,6 +82,8 @@ class LayerTime:
     elementwise_backward_s: float | None = None  # its own backward traffic; None: 2x forward
     unpad_s: float = 0.0  # varlen attention's gather / scatter copies (unpad_copies_s), forward
     unpad_backward_s: float = 0.0  # their inverse copies in backward
+    dispatch_s: float = 0.0  # torchtitan's MoE gather / score multiply / scatter (moe_dispatch_s)
+    dispatch_backward_s: float = 0.0  # their autograd inverses in backward
     overhead_backward_s: float | None = None  # backward host overhead; None: overhead_s
 
     @property
@@ -93,6 +95,7 @@ class LayerTime:
             + self.overhead_s
             + self.quantize_s
             + self.unpad_s
+            + self.dispatch_s
         )
 
     @property
@@ -101,7 +104,7 @@ class LayerTime:
         attn = 2.5 * self.attention_s
         if self.attention_backward_s is not None:
             attn = self.attention_backward_s
-        quant = self.quantize_backward_s + self.unpad_backward_s
+        quant = self.quantize_backward_s + self.unpad_backward_s + self.dispatch_backward_s
         elem = self.elementwise_backward_s
         elem = 2 * self.elementwise_s if elem is None else elem
         overhead = self.overhead_s if self.overhead_backward_s is None else self.overhead_backward_s
@@ -531,8 +534,11 @@ def _elementwise_elements(
     is_moe: bool,
     fused: bool = True,
     fused_norm: bool = False,
+    permute: bool = True,
 ) -> float:
-    """Elements read + written per forward by memory-bound ops (norms, residuals, rotary, act)."""
+    """Elements read + written per forward by memory-bound ops (norms, residuals, rotary, act;
+    MoE: the permute / unpermute copies unless `permute` is False, Workload.moe_dispatch
+    "index", which moe_dispatch_s prices instead)."""
     tp = layout.tp
     h_local = model.hidden_size / tp if layout.sequence_parallel else model.hidden_size
     norm = NORM_ELEMS[fused or fused_norm]
@@ -545,9 +551,8 @@ def _elementwise_elements(
         moe = model.moe
         assert moe is not None
         rows = moe.top_k * layout.etp / tp
-        per_token += rows * (
-            4 * model.hidden_size + act_rw * moe.expert_ffn_hidden_size / layout.etp
-        )
+        copies = 4 * model.hidden_size if permute else 0.0
+        per_token += rows * (copies + act_rw * moe.expert_ffn_hidden_size / layout.etp)
         per_token += moe.num_shared_experts * act_rw * moe.expert_ffn_hidden_size / tp
     else:
         assert model.ffn_hidden_size is not None
@@ -622,6 +627,59 @@ def unpad_copies_s(
 
     forward = [*copies(moved), MemoryOp(o)]  # + the zeroed output pad_input fills
     backward = [*copies(moved), MemoryOp(q + k + v)]  # + the zeroed q / k / v gradients
+    _s, _e, looks = table_memory_s(forward + backward, t, book)
+    return memory_ops_s(forward, t, hbm_s, book), memory_ops_s(backward, t, hbm_s, book), looks
+
+
+SCORE_MUL_ELEMS = {True: 2, False: 10}
+"""bf16-element moves per routed output element of torchtitan's combine score multiply,
+`(routed_output.to(float32) * scores).to(routed_output.dtype)` (token_dispatcher.py
+LocalTokenDispatcher.combine): under torch.compile (Workload.fused_elementwise) one kernel reads
+the bf16 row and writes it back (2); eager, three kernels: the fp32 cast (read 2 B, write 4 B: 3),
+the fp32 multiply (read 4, write 4: 4) and the cast back (read 4, write 2: 3), 10."""
+
+
+def moe_dispatch_ops(
+    model: ModelSpec, layout: Layout, fused: bool
+) -> tuple[list[MemoryOp], list[MemoryOp]]:
+    """(forward, backward) memory-bound ops of torchtitan's local token dispatch around the
+    experts of one MoE layer (Workload.moe_dispatch "index"), per token on one rank; N routed
+    rows of the full hidden size h per token (top_k x ETP / TP, as _elementwise_elements).
+
+    torchtitan 0.3.0 models/common/token_dispatcher.py LocalTokenDispatcher and
+    ops/scatter_add.py, with PyTorch's autograd formulas (tools/autograd/derivatives.yaml):
+    - dispatch: `x_TD[token_indices // top_k]`, an index gather (reads the token rows, writes N
+      rows: 2 N h); backward: index_put_ with accumulate (sorted, deterministic:
+      indexing_backward_kernel) reads each gradient row and reads + writes its token's
+      accumulator: 3 N h;
+    - combine: the score multiply (SCORE_MUL_ELEMS); backward two products, grad x scores for
+      the rows and grad x rows (summed over h) for the scores: twice the forward's traffic;
+    - deterministic_scatter_add: a zeroed [T, h] output (h) and scatter_add under
+      torch.use_deterministic_algorithms, which PyTorch runs as index_put_ with accumulate (the
+      same sorted kernel as above: 3 N h, not index_add_'s atomics); backward torch.gather of
+      the output gradient (2 N h).
+    The gathers and sorted scatters are priced as the kernel table's `copy` row (streaming
+    reads and writes of whole rows), the score multiply and zero fill at the HBM constant. The
+    index sorts, router softmax and top-k are the fixed per-layer cost moe_layer_overhead_s
+    (GenerationCalibration), as before."""
+    moe = model.moe
+    assert moe is not None
+    nh = moe.top_k * layout.etp / layout.tp * model.hidden_size
+
+    def copy(elements: float) -> MemoryOp:
+        return MemoryOp(elements, "copy", 1, elements)
+
+    mul = SCORE_MUL_ELEMS[fused] * nh
+    forward = [copy(2 * nh), MemoryOp(mul), MemoryOp(model.hidden_size / layout.tp), copy(3 * nh)]
+    backward = [copy(2 * nh), MemoryOp(2 * mul), copy(3 * nh)]
+    return forward, backward
+
+
+def moe_dispatch_s(
+    model: ModelSpec, layout: Layout, t: float, fused: bool, hbm_s: float, book: KernelBook | None
+) -> tuple[float, float, tuple[tuple[str, str], ...]]:
+    """(forward, backward, look-ups) of moe_dispatch_ops over `t` tokens."""
+    forward, backward = moe_dispatch_ops(model, layout, fused)
     _s, _e, looks = table_memory_s(forward + backward, t, book)
     return memory_ops_s(forward, t, hbm_s, book), memory_ops_s(backward, t, hbm_s, book), looks
 
@@ -721,7 +779,9 @@ def layer_time(
     fused, fnorm = workload.fused_elementwise, norm_fused(model, workload)
     mem_ops = _memory_ops(model, layout, is_moe, fused, fnorm)
     table_s, table_elements, mem_looks = table_memory_s(mem_ops, t, book)
-    elem_bytes = _elementwise_elements(model, layout, t, is_moe, fused, fnorm) * BF16_BYTES
+    index = is_moe and workload.moe_dispatch == "index"
+    elem_bytes = _elementwise_elements(model, layout, t, is_moe, fused, fnorm, not index)
+    elem_bytes *= BF16_BYTES
     if table_elements:  # the ops the kernel tables priced leave the HBM constant
         elem_bytes -= table_elements * BF16_BYTES
     elementwise_s = elem_bytes / hbm_s + table_s
@@ -731,6 +791,10 @@ def layer_time(
     if workload.attention_unpad:
         unpad_s, unpad_bwd_s, unpad_looks = unpad_copies_s(model, layout, t, hbm_s, book)
         mem_looks += unpad_looks
+    disp_s = disp_bwd_s = 0.0
+    if index:
+        disp_s, disp_bwd_s, disp_looks = moe_dispatch_s(model, layout, t, fused, hbm_s, book)
+        mem_looks += disp_looks
     attn = layer_attention(model, gpu, cal, workload, layout, book, is_moe)
     attn_s, attn_bwd_s, attn_looks, attn_flops = attn
     module_s = _recompute_module_s(model, ggpu, cal, workload, layout, is_moe, attn_s, gbook)
@@ -759,6 +823,8 @@ def layer_time(
         quantize_backward_s=quant_bwd_s,
         unpad_s=unpad_s,
         unpad_backward_s=unpad_bwd_s,
+        dispatch_s=disp_s,
+        dispatch_backward_s=disp_bwd_s,
     )
     return _with_host_floor(model, layout, workload, is_moe, lt)
 

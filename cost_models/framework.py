@@ -40,6 +40,7 @@ PHYSICS_FIELDS = (
     "moe_host_sync",
     "grad_clip",
     "fsdp_copies",
+    "moe_dispatch",
 )
 """The Workload fields a profile sets (their meaning: cost_models/specs.py Workload)."""
 
@@ -200,6 +201,12 @@ _MEGATRON_PHYSICS = {
         "place (megatron/core/distributed/param_and_grad_buffer.py); Megatron-FSDP's copies are "
         "not modelled",
     ),
+    "moe_dispatch": Setting(
+        "permute",
+        "megatron/core/transformer/moe/token_dispatcher.py token_permutation / token_unpermutation:"
+        " moe_utils.permute (index_select of the routed rows) and unpermute (scatter_add back), "
+        "one copy each way per routed row",
+    ),
     "moe_host_sync": Setting(
         "every_layer",
         "megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher."
@@ -279,6 +286,14 @@ _TORCHTITAN_PHYSICS = {
         "torchtitan/distributed/fsdp.py apply_fsdp: fully_shard per block with "
         "MixedPrecisionPolicy(param_dtype bf16, reduce_dtype fp32); FSDP2's copies around its "
         "collectives: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py",
+    ),
+    "moe_dispatch": Setting(
+        "index",
+        "torchtitan/models/common/token_dispatcher.py LocalTokenDispatcher (torchtitan 0.3.0): "
+        "_local_reorder gathers x_TD[token_indices // top_k], combine multiplies the routed "
+        "output in fp32 by the sorted scores and calls torchtitan/ops/scatter_add.py "
+        "deterministic_scatter_add (scatter_add under torch.use_deterministic_algorithms, whose "
+        "backward is torch.gather of the output gradient)",
     ),
     "moe_host_sync": Setting(
         "expert_parallel",

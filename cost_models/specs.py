@@ -805,6 +805,14 @@ class Workload(InputSpec):
         "MoEAlltoAllTokenDispatcher d2h_event.synchronize), only with EP > 1 (torchtitan "
         "AllToAllTokenDispatcher), or never; cost_models/host.py",
     )
+    moe_dispatch: Literal["permute", "index"] = Field(
+        "permute",
+        description="how the routed rows are moved around the experts: a permute copy in and an "
+        "unpermute copy out per routed row (Megatron's moe_utils permute / unpermute, 4 element "
+        "moves per hidden element, priced with the layer's elementwise ops), or torchtitan's "
+        "local dispatch: x[order // k] gather, fp32 score multiply, deterministic scatter_add "
+        "and their autograd inverses (cost_models.compute.moe_dispatch_ops)",
+    )
     attention_kernel: Literal["fused", "fa2"] = Field(
         "fused",
         description="attention kernel class: the generation's fused kernel (Transformer Engine "

@@ -763,27 +763,29 @@ def kernel_tables_loo() -> str:
     return "\n".join(kernel_tables.loo_table())
 
 
-def single_gpu_steps() -> str:
-    """docs/calibration.md "Sustained clocks": bench/single_gpu_vs_model.py's table (the H100
-    single-GPU steps priced on their own machine's tables, with and without the sustained cap,
-    on the shipped tables and on the preset)."""
+def _single_gpu_table(folder: str) -> str:
+    """bench/single_gpu_vs_model.py's table of one of its folders ("dev" or "held-out")."""
     sys.path.insert(0, str(ROOT / "bench"))
     import single_gpu_vs_model  # noqa: PLC0415 -- a script beside this one
 
-    return "\n".join(single_gpu_vs_model.table(single_gpu_vs_model.priced()))
-
-
-def single_gpu_held_out() -> str:
-    """docs/calibration.md: the same table for the held-out single-GPU set (measured before the
-    model changes made from the first set; bench/single_gpu_vs_model.py --held-out)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import single_gpu_vs_model  # noqa: PLC0415 -- a script beside this one
-
-    single_gpu_vs_model.use_folder("held-out")
+    single_gpu_vs_model.use_folder(folder)
     try:
         return "\n".join(single_gpu_vs_model.table(single_gpu_vs_model.priced()))
     finally:
         single_gpu_vs_model.use_folder("dev")
+
+
+def single_gpu_steps() -> str:
+    """docs/calibration.md "Sustained clocks": the H100 single-GPU steps priced on their own
+    machine's tables, with and without the sustained cap, on the shipped tables and on the
+    preset."""
+    return _single_gpu_table("dev")
+
+
+def single_gpu_held_out() -> str:
+    """docs/calibration.md "Held out": the same table for the held-out single-GPU set (measured
+    before the model changes made from the first set)."""
+    return _single_gpu_table("held-out")
 
 
 @functools.cache

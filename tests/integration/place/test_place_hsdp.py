@@ -10,6 +10,7 @@ import random
 
 import pytest
 from test_place_allocation import _small
+from test_place_model import random_counts
 
 from cost_models.estimate import estimate
 from cost_models.rankmap import rank_groups
@@ -135,13 +136,7 @@ def test_random_counts_price_as_their_maps(case):
     assert len(set(um.shard_cuts)) > 1 and um.split_blocks == (2 if case == 3 else 0)
     rng = random.Random(case)
     for _ in range(6):
-        left = list(um.capacity)
-        counts = [[0] * len(left) for _ in range(layout.pp)]
-        for s in range(layout.pp):
-            for _ in range(um.units_per_stage):
-                j = rng.choice([j for j in range(len(left)) if left[j]])
-                counts[s][j] += 1
-                left[j] -= 1
+        counts = random_counts(um, layout.pp, rng)
         assert evaluate.infeasibility(um, counts) is None
         e = pricing.price(spec, cluster, wl, um.layout, alloc, M.build_map(um, counts))
         priced, objective = round(e.step_time_s * M.US), evaluate.objective_us(um, counts)

@@ -97,6 +97,19 @@ def test_cli_exports_one_model_per_placed_layout(tmp_path, capsys):
     assert written == ["m-1.pb", "m-2.pb"]
 
 
+def random_counts(um: M.UnitModel, pp: int, rng: random.Random) -> list[list[int]]:
+    """Units per (stage, domain): each stage's units dealt one by one to a random domain with
+    capacity left (a feasible count matrix of `um`)."""
+    left = list(um.capacity)
+    counts = [[0] * len(left) for _ in range(pp)]
+    for s in range(pp):
+        for _ in range(um.units_per_stage):
+            j = rng.choice([j for j in range(len(left)) if left[j]])
+            counts[s][j] += 1
+            left[j] -= 1
+    return counts
+
+
 def test_random_counts_validator_matches_the_map_pricing():
     """evaluate.objective_us prices counts as the map they build re-prices (within the 1 us
     rounding of two table entries), on random feasible counts."""
@@ -106,13 +119,7 @@ def test_random_counts_validator_matches_the_map_pricing():
     um = M.unit_model(spec, cluster, wl, layout, alloc)
     rng = random.Random(0)
     for _ in range(5):
-        left = list(um.capacity)
-        counts = [[0] * len(left) for _ in range(layout.pp)]
-        for s in range(layout.pp):
-            for _ in range(um.units_per_stage):
-                j = rng.choice([j for j in range(len(left)) if left[j]])
-                counts[s][j] += 1
-                left[j] -= 1
+        counts = random_counts(um, layout.pp, rng)
         assert evaluate.infeasibility(um, counts) is None
         e = pricing.price(spec, cluster, wl, um.layout, alloc, M.build_map(um, counts))
         assert abs(round(e.step_time_s * 1e6) - evaluate.objective_us(um, counts)) <= 2

@@ -35,6 +35,7 @@ PHYSICS_FIELDS = (
     "cp_attention",
     "pp_keeps_outputs",
     "dp_sync",
+    "dp_accumulation",
     "expert_gemm_launch",
     "host_s_per_kernel",
     "moe_host_sync",
@@ -175,6 +176,13 @@ _MEGATRON_PHYSICS = {
         "model chunks > 0; megatron/core/pipeline_parallel/schedules.py launches each chunk's "
         "grad sync after its last backward (align_grad_reduce, training/config/common_config.py)",
     ),
+    "dp_accumulation": Setting(
+        "last_micro_batch",
+        "megatron/core/pipeline_parallel/schedules.py forward_backward_no_pipelining runs every "
+        "micro-batch but the last under config.no_sync_func (DDP no_sync: grads accumulate in "
+        "the main_grad buffer), the pipelined schedules disable grad sync until the last "
+        "backward; finalize_model_grads then reduces once (DDP and distributed optimizer)",
+    ),
     "expert_gemm_launch": Setting(
         "per_expert",
         "megatron/core/transformer/moe/experts.py TEGroupedMLP on megatron/core/extensions/"
@@ -263,6 +271,16 @@ _TORCHTITAN_PHYSICS = {
         "torchtitan/distributed/fsdp.py apply_fsdp: fully_shard per transformer block, so each "
         "block's gradients are one reduce-scatter (FSDP2 unit)",
     ),
+    "dp_accumulation": Setting(
+        "every_micro_batch",
+        "torchtitan/trainer.py train_step (0.3.0): one forward_backward_step per "
+        "gradient_accumulation_steps = global_batch_size / (local_batch_size x dp), no "
+        "set_requires_gradient_sync on the model, so FSDP2 (FSDPParamGroup.post_backward, "
+        "reduce_grads and reshard_after_backward True) reduce-scatters (and, HSDP, all-reduces) "
+        "after every micro-batch and the next forward gathers again; with PP "
+        "torch/distributed/pipelining/stage.py backward_maybe_with_nosync defers sync and "
+        "resharding to perform_reduce_grad after the last backward",
+    ),
     "expert_gemm_launch": Setting(
         "grouped",
         "torchtitan/models/common/moe.py GroupedExperts (torchtitan 0.3.0): w1, w3 and w2 each "
@@ -314,6 +332,13 @@ _DEEPSPEED_PHYSICS = {
         "deepspeed",
         "deepspeed/runtime/zero/config.py DeepSpeedZeroConfig reduce_bucket_size = 5e8 elements",
     ),
+    "dp_accumulation": Setting(
+        "zero2_every_micro_batch",
+        "deepspeed/runtime/zero/stage_1_and_2.py reduce_ready_partitions_and_remove_grads: "
+        "reduces in every backward when partition_gradients (ZeRO-2), only at the "
+        "gradient-accumulation boundary otherwise; engine.py allreduce_gradients ('ZeRO stage "
+        ">= 2 communicates during non gradient accumulation boundaries as well')",
+    ),
     "grad_clip": Setting(
         "clip",
         "deepspeed/runtime/constants.py GRADIENT_CLIPPING_DEFAULT 1.0 (DeepSpeed 0.19); "
@@ -350,6 +375,12 @@ _LLM_FOUNDRY_PHYSICS = {
         "llmfoundry/models/mpt/modeling_mpt.py fsdp_wrap_fn: isinstance(module, MPTBlock), one "
         "PyTorch FSDP unit per transformer block, so each block's gradients are one "
         "reduce-scatter",
+    ),
+    "dp_accumulation": Setting(
+        "last_micro_batch",
+        "composer/trainer/trainer.py: ddp_sync_strategy defaults to SINGLE_AUTO_SYNC (without "
+        "find_unused_parameters), and ddp_sync_context runs every micro-batch but the final one "
+        "under model.no_sync()",
     ),
     "grad_clip": Setting(
         "clip",

@@ -304,6 +304,7 @@ class Pricer(StepBounds):
             stage=r,
             dp_sync=w.dp_sync,
             comm=self.comm if comm is None else comm,
+            dp_accumulation=w.dp_accumulation,
         )
 
     def stage_dp_tier_s(
@@ -322,6 +323,7 @@ class Pricer(StepBounds):
             stage=r,
             dp_sync=w.dp_sync,
             comm=self.comm,
+            dp_accumulation=w.dp_accumulation,
         )
 
     def stage_optimizer_s(self, lo: Layout, sp: StageParams) -> float:

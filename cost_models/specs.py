@@ -843,6 +843,20 @@ class Workload(InputSpec):
         "copy-in cast and copy-out, the reduce-scatter copy-in chunk_cat and the sharded "
         "gradient accumulation; 'none': not priced. cost_models.stage.fsdp_copies_s",
     )
+    dp_accumulation: DpAccumulation = Field(
+        "last_micro_batch",
+        description="when the data-parallel collectives of ZeRO 0-2 run under gradient "
+        "accumulation (m micro-batches per step on a rank; ZeRO-3 gathers and reduces every "
+        "micro-batch in every mode): 'last_micro_batch' -- gradients are reduced once, after "
+        "the last micro-batch (Megatron DDP no_sync, DeepSpeed ZeRO-0/1 at the accumulation "
+        "boundary); 'every_micro_batch' -- without pipeline parallelism every micro-batch's "
+        "backward reduces its gradients and ZeRO-2 gathers the parameters again in its forward "
+        "(torchtitan's train_step calls forward/backward per micro-batch with FSDP2's "
+        "gradient sync on); with pp > 1 once per step (torch.distributed.pipelining defers "
+        "sync to the last backward); 'zero2_every_micro_batch' -- ZeRO-2 reduces every "
+        "micro-batch, ZeRO 0/1 once (DeepSpeed partition_gradients). "
+        "cost_models.stage.dp_rounds",
+    )
     cp_attention: Literal["fused_ring", "torch_ring"] = Field(
         "fused_ring",
         description="context-parallel attention: Transformer Engine's fused K/V ring (Megatron) "
@@ -911,6 +925,7 @@ class Workload(InputSpec):
 
 MoEDispatcher = Literal["alltoall", "deepep"]
 DpSync = Literal["megatron", "fsdp", "deepspeed"]
+DpAccumulation = Literal["last_micro_batch", "every_micro_batch", "zero2_every_micro_batch"]
 PipelineSchedule = Literal["1f1b", "dualpipe"]
 
 

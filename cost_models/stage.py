@@ -507,6 +507,37 @@ def _hsdp_tier_s(
     )
 
 
+def dp_rounds(layout: Layout, m: int, dp_accumulation: str = "last_micro_batch") -> tuple[int, int]:
+    """(gradient reductions, parameter gathers) one stage runs per step over its m micro-batches
+    (Workload.dp_accumulation). A gather counts once per forward or backward it serves.
+
+    - ZeRO-3, every framework: gather before each forward and backward, reduce after each
+      backward: (m, 2m).
+    - 'every_micro_batch' without pipeline parallelism (torchtitan 0.3.0: trainer.py train_step
+      runs forward_backward_step once per gradient-accumulation step and never calls
+      set_requires_gradient_sync, so FSDP2's post_backward reduces every micro-batch; with
+      reshard_after_backward True the parameters are freed again and the next forward gathers
+      them; fsdp_reshard_after_forward 'never' keeps them for the backward): ZeRO-2 (m, m),
+      ZeRO-0 (m, 0). With pp > 1 torch/distributed/pipelining/stage.py
+      backward_maybe_with_nosync turns sync and reshard_after_backward off until
+      perform_reduce_grad after the last backward: once per step.
+    - 'zero2_every_micro_batch' (DeepSpeed: stage_1_and_2.py reduce_ready_partitions_and_remove_
+      grads reduces in each backward when partition_gradients, i.e. ZeRO-2; ZeRO-1 reduces at
+      the accumulation boundary, engine.py allreduce_gradients): ZeRO-2 (m, 1), the parameters
+      gathered once after the optimizer step.
+    - otherwise once per step: (1, 1) with ZeRO 1 / 2, (1, 0) with ZeRO-0 (Megatron DDP and
+      distributed optimizer: no_sync until the last micro-batch, finalize_model_grads).
+    """
+    gathers = 0 if layout.zero_stage == 0 else 1
+    if layout.zero_stage == 3:
+        return m, 2 * m
+    if dp_accumulation == "every_micro_batch" and layout.pp == 1:
+        return m, gathers * m
+    if dp_accumulation == "zero2_every_micro_batch" and layout.zero_stage == 2:
+        return m, 1
+    return 1, gathers
+
+
 def stage_dp_s(
     cluster: Cluster,
     cal: GenerationCalibration,
@@ -521,9 +552,11 @@ def stage_dp_s(
     stage: int = 0,
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
+    dp_accumulation: str = "last_micro_batch",
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
-    forward + backward per micro-batch; dp_sync is Workload.dp_sync. Also used by the planner's
+    forward + backward per micro-batch; dp_sync is Workload.dp_sync, dp_accumulation
+    Workload.dp_accumulation (how many times per step: dp_rounds). Also used by the planner's
     step-time lower bound (planner/search/bounds.py) and stage split (partition.py)."""
     grads_t, gather_t = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
@@ -531,10 +564,16 @@ def stage_dp_s(
     )
     grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
+    reduces, gathers = dp_rounds(layout, m, dp_accumulation)
     if layout.zero_stage == 3:
         # FSDP: gather before each forward and backward, reduce-scatter after each backward.
         exposed = m * (max(0.0, gather_s - fwd_mb) + max(0.0, gather_s + grads_s - 2 * fwd_mb))
         total = m * (2 * gather_s + grads_s)
+    elif reduces > 1:
+        # Each micro-batch's reduction overlaps its own backward, as ZeRO-3's does; a gather per
+        # micro-batch its forward, a single one (DeepSpeed ZeRO-2) one forward.
+        exposed = reduces * max(0.0, grads_s - 2 * fwd_mb) + gathers * max(0.0, gather_s - fwd_mb)
+        total = reduces * grads_s + gathers * gather_s
     else:
         # The pipeline windows are Megatron's 1F1B schedules'; DualPipe keeps the default.
         pp = layout.pp if layout.pp_schedule == "1f1b" else 1
@@ -557,15 +596,17 @@ def stage_dp_tier_s(
     stage: int = 0,
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
+    dp_accumulation: str = "last_micro_batch",
 ) -> list[float]:
     """stage_dp_s's link-busy seconds per step, split by tier."""
     grads, gather = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
         comm=comm,
     )
-    if layout.zero_stage == 3:
-        return [m * (2 * a + g) for g, a in zip(grads, gather, strict=True)]
-    return [g + a for g, a in zip(grads, gather, strict=True)]
+    reduces, gathers = dp_rounds(layout, m, dp_accumulation)
+    if layout.zero_stage < 3 and reduces == 1:
+        return [g + a for g, a in zip(grads, gather, strict=True)]  # gather 0 under ZeRO-0
+    return [reduces * g + gathers * a for g, a in zip(grads, gather, strict=True)]
 
 
 def optimizer_bytes_per_param(workload: Workload | None = None) -> float:
@@ -622,10 +663,12 @@ def fsdp_copies_s(
     compute stream in FSDPParamGroup.wait_for_unshard), foreach_reduce
     (foreach_reduce_scatter_copy_in's chunk_cat, issued on the compute stream before the
     reduce-scatter stream waits on it; the world-size-1 copy; the accumulation into
-    sharded_param.grad). Counted as stage_dp_s counts the collectives: ZeRO-3 gathers before
-    each forward and backward and reduces after each backward (m micro-batches); ZeRO-2 gathers
-    and reduces once per step (torchtitan with PP: reshard_after_forward False, and the
-    pipelining schedules' no-sync until the last backward). Copy-in and accumulation run on
+    sharded_param.grad). Counted as stage_dp_s counts the collectives (dp_rounds with
+    Workload.dp_accumulation): ZeRO-3 gathers before each forward and backward and reduces
+    after each backward (m micro-batches); ZeRO-2 gathers and reduces every micro-batch without
+    PP (torchtitan's train_step, 'every_micro_batch') and once per step with PP
+    (reshard_after_forward False, the pipelining schedules' no-sync until the last backward).
+    Copy-in and accumulation run on
     side streams but are priced in series too: they touch 1 / shard of the elements, and on
     one H100 a step's profiled kernel time was within 1-3 % of the step (s1b-seq4096-mb2 198.1
     vs 196.2 ms, s8b8-seq4096-mb1 182.4 vs 186.6 ms): no overlap to speak of."""
@@ -633,7 +676,7 @@ def fsdp_copies_s(
         return 0.0
     full = sp.dense + sp.expert
     shard = optimizer_shard(layout)
-    gathers, reduces = (2 * m, m) if layout.zero_stage == 3 else (1, 1)
+    reduces, gathers = dp_rounds(layout, m, workload.dp_accumulation)
     in_b, out_b = FSDP2_GATHER_BYTES
     cat_b, one_rank_b, acc_b = FSDP2_REDUCE_BYTES
     per_gather = full / shard * in_b + full * out_b

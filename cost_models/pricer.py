@@ -52,6 +52,7 @@ from .stage import (
     is_block_recompute,
     layer_cost,
     memory_of_stage,
+    peak_grads,
     recomputed_layers,
     stage_activation_bytes,
     stage_total_gib,
@@ -406,6 +407,7 @@ class Pricer(StepBounds):
                 stage_activation_bytes(self.model, self.workload, lo, r, counts, acts, m, mirror),
                 buffer_bytes(self.model, self.workload, lo),
             )
+        grads = peak_grads(self.workload, lo, sp, (*found, weights, grads, optim))
         return (*found, weights, grads, optim)
 
     def rank_terms_s(

@@ -907,6 +907,42 @@ class Workload(InputSpec):
         "DeepSeek's 12-bit E5M6 format serves both (DeepSeek-V3 report sec. 3.3.3 (1)); no "
         "launcher here has it",
     )
+    memory_phases: Literal["additive", "fsdp2"] = Field(
+        "additive",
+        description="how a ZeRO-3 stage's peak is composed (cost_models.memory.state_bytes, "
+        "stage.stage_activation_bytes): 'additive' adds states, two gathered layers, kept "
+        "activations, the loss and a checkpoint's rebuild; 'fsdp2' (torch fully_shard) follows "
+        "the step's phases: fp32 sharded parameters (no resident bf16 copy, also on a one-rank "
+        "group), the units FSDP2 leaves unsharded through the loss, the loss and a "
+        "checkpoint's rebuild one after the other, and the end of backward (every gradient "
+        "plus the last unit's reduce-scatter buffers)",
+    )
+    grads_set_to_none: bool = Field(
+        False,
+        description="under memory_phases 'fsdp2': gradients are freed at each step's end "
+        "(optimizer.zero_grad(set_to_none=True)), so the first micro-batch's backward starts "
+        "without any; False: they stay allocated (torchtitan 0.3 default "
+        "zero_grad(set_to_none=training.disable_cuda_graphs), False)",
+    )
+    logits_alive_in_backward: bool = Field(
+        False,
+        description="eager loss: the bf16 logits stay referenced through backward (a step that "
+        "deletes them only after loss.backward()); False: freed before it (torchtitan "
+        "trainer.py `del pred`)",
+    )
+    fsdp_root_holds_embedding: bool = Field(
+        False,
+        description="under memory_phases 'fsdp2': the input embedding is in the root unit, "
+        "which FSDP2 never reshards after forward (_fsdp_state.py _lazy_init), so it stays "
+        "unsharded with the LM head through the loss; False: torchtitan's own unit, resharded "
+        "after forward (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder)",
+    )
+    fused_qkv: bool = Field(
+        False,
+        description="eager attention with one fused q/k/v projection (torchtitan llama3 "
+        "fuse_qkv): SDPA saves V as a view of the fused output, which keeps all of it, and the "
+        "rotary outputs of Q and K besides; False: separate wq / wk / wv",
+    )
 
 
 MoEDispatcher = Literal["alltoall", "deepep"]

@@ -29,6 +29,7 @@ from .memory import (
     CUDA_CONTEXT_GIB,
     StageParams,
     buffer_bytes,
+    fsdp2_end_of_backward_bytes,
     kept_outputs_bytes,
     logits_bytes,
     moment_bytes,
@@ -683,6 +684,7 @@ def stage_memory(
     grads: float,
     optim: float,
     mirror: tuple[int, int] | None = None,
+    sp: StageParams | None = None,
 ) -> StageMemory:
     """Memory of pipeline rank `r` holding `counts` (dense, MoE) layers. Under DualPipe the rank
     also holds the mirror stage pp - 1 - r (`mirror`: its layer counts; None: as `counts`) for
@@ -691,10 +693,32 @@ def stage_memory(
     from state_bytes with that mirror. DualPipe.step (dualpipe.py) keeps PP micro-batches of the
     chunk in which the rank is in the first half of its direction (stage min(r, pp-1-r)) and
     one of the other (the steady F0 B1 F1 B0 peak; README table: PP + 1), and ranks 0 and pp - 1
-    both run the loss of one direction."""
+    both run the loss of one direction. `sp` (the stage's parameters) lets FSDP2's end of
+    backward count (peak_grads)."""
     acts = stage_activation_bytes(model, workload, layout, r, counts, layer_acts, m, mirror)
     buffers = buffer_bytes(model, workload, layout)
+    if sp is not None:
+        grads = peak_grads(workload, layout, sp, (acts, buffers, weights, grads, optim))
     return memory_of_stage(r, acts, buffers, weights, grads, optim)
+
+
+def peak_grads(
+    workload: Workload,
+    layout: Layout,
+    sp: StageParams,
+    parts: tuple[float, float, float, float, float],
+) -> float:
+    """The gradient bytes to report at a stage's peak, given (activations, buffers, weights,
+    gradients, optimizer) at its backward start: under FSDP2's phases (memory_phases
+    'fsdp2', ZeRO-3) the end of backward (memory.fsdp2_end_of_backward_bytes: every gradient
+    and the last unit's reduce buffers, no activations) may be the higher; its excess is
+    charged to the gradients so that the stage total is the larger phase."""
+    acts, buffers, weights, grads, optim = parts
+    if workload.memory_phases != "fsdp2" or layout.zero_stage != 3:
+        return grads
+    start = acts + buffers + weights + grads + optim
+    end = fsdp2_end_of_backward_bytes(sp, layout, workload)
+    return grads + max(0.0, end - start)
 
 
 def stage_activation_bytes(
@@ -717,6 +741,7 @@ def stage_activation_bytes(
     kinds = [(False, counts[0]), (True, counts[1])]
     per_mb = _per_microbatch_bytes(layout, counts, layer_acts)
     acts = per_mb * inflight_chunks(layout, r, m)
+    rebuild = 0.0
     if layout.recompute == "full" and sum(counts):
         # Backward of a checkpoint rebuilds its layers' full activations for one micro-batch:
         # one layer, or a uniform group of recompute_num_layers (Megatron's uniform method
@@ -727,10 +752,17 @@ def stage_activation_bytes(
             # one input per group instead of per layer
             per_layer_in = max(layer_acts.own.of(k) for k, n in kinds if n)  # own: full
             acts -= (1 - 1 / group) * sum(counts) * per_layer_in * inflight_chunks(layout, r, m)
-        acts += group * max(layer_acts.none.of(k) for k, n in kinds if n)
+        rebuild = group * max(layer_acts.none.of(k) for k, n in kinds if n)
+    acts += rebuild
     if r == layout.pp - 1:
-        acts += logits_bytes(model, workload, layout)
-        acts += kept_outputs_bytes(model, workload, layout, m)
+        loss = logits_bytes(model, workload, layout)
+        loss += kept_outputs_bytes(model, workload, layout, m)
+        if workload.memory_phases == "fsdp2":
+            # The loss and its backward end (the logits and their gradient freed by the LM
+            # head's backward) before the last layer's checkpoint is rebuilt: the two peaks
+            # are sequential, not stacked (autograd runs the loss nodes first).
+            return acts - rebuild + max(rebuild, loss)
+        acts += loss
     return acts
 
 

@@ -176,11 +176,14 @@ def fsdp2_state_bytes(
     return weights, grads, moments * sharded
 
 
-FSDP2_REDUCE_BYTES = BF16_BYTES + FP32_BYTES
+FSDP2_REDUCE_BYTES = FP32_BYTES
 """Bytes per unsharded element of the last unit at its reduce-scatter, beyond its sharded
-gradient: its bf16 unsharded parameters (resharded after the reduce) and the fp32
-reduce-scatter input that foreach_reduce_scatter_copy_in (chunk_cat) fills from the bf16
-gradients before they are freed (_fsdp_collectives.py foreach_reduce)."""
+gradient: the fp32 reduce-scatter input that foreach_reduce_scatter_copy_in (chunk_cat) fills
+from the bf16 gradients (_fsdp_collectives.py foreach_reduce, torch 2.14). post_backward
+reshards the unit (frees its bf16 parameters) before the reduce, foreach_reduce clears the bf16
+gradients before it allocates the output, and at most reduce_scatter_max_input_buffers (default
+1) earlier inputs stay alive (_fsdp_param_group.py): the input and the output (the new sharded
+gradient, 4 B per element at a one-rank mesh) is the phase's top."""
 
 
 def fsdp2_end_of_backward_bytes(
@@ -188,8 +191,8 @@ def fsdp2_end_of_backward_bytes(
 ) -> float:
     """Bytes at the end of an FSDP2 backward (memory_phases 'fsdp2', ZeRO-3): parameters,
     moments and every sharded fp32 gradient, plus the last unit to reduce (the input embedding
-    on the first stage, the head unit on the others, the root's embedding and head together
-    under fsdp_root_holds_embedding) with its FSDP2_REDUCE_BYTES. The activations are gone by
+    on the first stage, the head unit on the last, a layer elsewhere; the root's embedding and
+    head together under fsdp_root_holds_embedding) with its FSDP2_REDUCE_BYTES. The activations are gone by
     then; the stage's peak is the larger of this and the backward start (stage memory)."""
     dense_shard, expert_shard = shard_groups(layout)
     sharded = sp.dense / dense_shard + sp.expert / expert_shard

@@ -388,6 +388,13 @@ class GpuSpec(InputSpec):
         "accelerator; null: all of them (PyTorch on CUDA / ROCm); () : none (a TPU: plans carry "
         "no framework claim and the framework exports refuse them)",
     )
+    host_cpu: Literal["x86", "grace"] = Field(
+        "x86",
+        description="the CPU that runs the training framework's Python next to this GPU: x86 "
+        "(DGX / HGX hosts) or grace (Grace Hopper / Grace Blackwell superchips); the same "
+        "Python op takes 2.75x the host time on Grace (cost_models/host.py HOST_CPU_OVER_X86)",
+    )
+    host_cpu_source: str = ""
     source: str = ""
 
 
@@ -797,6 +804,12 @@ class Workload(InputSpec):
         "(measured: bench/results/h100-2026-11-26/layers/launch.csv, 6.26 us per tiny kernel, "
         "torch 2.11 on one H100 host); a pass takes at least its kernels' issue time "
         "(cost_models/host.py, compute.host_floor_s)",
+    )
+    host_issue: Literal["kernels", "te_modules"] = Field(
+        "kernels",
+        description="what the host time of a layer is made of: one launch cost per kernel "
+        "(plain PyTorch), or Transformer Engine module calls at their measured CPU time plus "
+        "the kernels launched outside them (Megatron-Core's TE layer spec); cost_models/host.py",
     )
     moe_host_sync: Literal["every_layer", "expert_parallel", "none"] = Field(
         "every_layer",

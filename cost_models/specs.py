@@ -806,10 +806,11 @@ class Workload(InputSpec):
         "(cost_models/host.py, compute.host_floor_s)",
     )
     host_issue: Literal["kernels", "te_modules"] = Field(
-        "kernels",
+        "te_modules",
         description="what the host time of a layer is made of: one launch cost per kernel "
         "(plain PyTorch), or Transformer Engine module calls at their measured CPU time plus "
-        "the kernels launched outside them (Megatron-Core's TE layer spec); cost_models/host.py",
+        "the kernels launched outside them (Megatron-Core's TE layer spec, the default like "
+        "every Megatron physics field); cost_models/host.py",
     )
     moe_host_sync: Literal["every_layer", "expert_parallel", "none"] = Field(
         "every_layer",

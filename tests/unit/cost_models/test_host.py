@@ -77,7 +77,7 @@ def test_host_time_graphed_kernels_replay_cheaper():
 
 
 def test_floor_binds_only_where_the_host_cannot_stay_ahead():
-    model, lo, w = moe_model(), layout(ep=4), workload()
+    model, lo, w = moe_model(), layout(ep=4), workload(host_issue="kernels")
     n = layer_launches(model, lo, w, None, True)
     host = host_time(n, w)
     # GPU-bound: the calibrated overhead stays
@@ -99,11 +99,16 @@ def test_layer_time_carries_the_floor():
     cal = calibration_for("hopper")
     tiny = dense_model(hidden_size=256, ffn_hidden_size=512, num_attention_heads=4,
                        num_kv_heads=4)  # fmt: skip
-    w = workload(seq_len=128, global_batch=8)
+    w = workload(seq_len=128, global_batch=8, host_issue="kernels")
     lt = layer_time(tiny, H100, cal, w, layout(), is_moe=False)
     n = layer_launches(tiny, layout(), w, None, False)
     assert lt.forward_s == pytest.approx(n.forward * w.host_s_per_kernel)
     assert lt.backward_s == pytest.approx(n.backward * w.host_s_per_kernel)
+    # the field default (Megatron's TE modules): the pass takes the modules' host time
+    te = workload(seq_len=128, global_batch=8)
+    lt = layer_time(tiny, H100, cal, te, layout(), is_moe=False)
+    host = host_time(n, te, "x86", layer_modules(tiny, layout(), None, False))
+    assert (lt.forward_s, lt.backward_s) == pytest.approx((host.forward_s, host.backward_s))
     big = layer_time(dense_model(), H100, cal, workload(), layout(), is_moe=False)
     assert big.overhead_s == big.overhead_backward_s == cal.kernel_overhead_s
 

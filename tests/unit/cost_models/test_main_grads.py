@@ -116,3 +116,23 @@ def test_records_state_main_grads_and_recompute_modules() -> None:
     assert row.estimate is None and "recompute_modules needs recompute: selective" in row.error
     row = validate_record(_record({"main_grads": "fp16"}))
     assert row.estimate is None and "main_grads" in row.error
+
+
+def test_estimate_main_grads_flag_halves_the_gradient_buffer(capsys) -> None:
+    """`estimate --main-grads bf16` reaches the Workload: every stage's gradients halve, its
+    weights and optimizer state stay (TP 4 PP 4 DP 4, ZeRO-1: full bf16 vs fp32 buffers)."""
+    import json
+
+    from planner.cli import main
+
+    argv = ["estimate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64"]
+    argv += ["--global-batch", "128", "--seq-len", "8192", "--tp", "4", "--pp", "4", "--dp", "4"]
+    stages = []
+    for extra in ([], ["--main-grads", "bf16"]):
+        assert main([*argv, *extra, "--json"]) == 0
+        stages.append(json.loads(capsys.readouterr().out)["stage_memory_gib"])
+    assert len(stages[0]) == 4  # one row per pipeline stage
+    for fp32, bf16 in zip(*stages, strict=True):
+        assert bf16["gradients_gib"] == pytest.approx(fp32["gradients_gib"] / 2)
+        assert bf16["weights_gib"] == fp32["weights_gib"]
+        assert bf16["optimizer_gib"] == fp32["optimizer_gib"]

@@ -1,8 +1,9 @@
 """Memory per GPU per pipeline stage: weights, gradients, optimizer, activations, buffers.
 
 States (mixed-precision Adam, Rajbhandari et al. 2020 "ZeRO" sec. 3): bf16 weights 2 B, fp32 main
-gradients 4 B (Megatron-LM accumulates in fp32 under bf16; 2 B under Workload.main_grads bf16), fp32 master + Adam m + v 12 B per
-parameter (8 B with bf16 moments, Workload.optimizer_moments). ZeRO-1 shards the 12 B, ZeRO-2 also the gradients, ZeRO-3 / FSDP shards everything and
+gradients 4 B (Megatron-LM accumulates in fp32 under bf16; 2 B under Workload.main_grads bf16),
+fp32 master + Adam m + v 12 B per parameter (8 B with bf16 moments, Workload.optimizer_moments).
+ZeRO-1 shards the 12 B, ZeRO-2 also the gradients, ZeRO-3 / FSDP shards everything and
 keeps fp32 sharded parameters (4 + 4 + 8 = 16 B / shard group) plus unsharded bf16 copies of the
 layers being computed. Non-expert states shard over DP x CP; expert states over the expert-DP
 group dp*cp*tp / (ep*etp) (Megatron-Core MoE parallel folding).

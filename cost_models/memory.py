@@ -35,8 +35,8 @@ CUDA_CONTEXT_GIB = 0.75
 """CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers (torch reports ~0.5-1 GiB)."""
 ALLOCATOR_OVERHEAD = 0.10
 """PyTorch caching-allocator fragmentation: reserved / allocated on dynamic memory."""
-DP_BUCKET_BYTES = 2 * 40e6 * 4
-"""Megatron DDP: two in-flight 40M-element fp32 gradient buckets."""
+DP_BUCKET_ELEMENTS = 2 * 40e6
+"""Megatron DDP: two in-flight 40M-element gradient buckets (at grad_bytes each)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,7 +459,7 @@ def kept_outputs_bytes(
 def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     """Communication buffers: gradient buckets, TP all-gather and EP dispatch staging."""
     t = tokens_per_gpu(workload, layout)
-    total = DP_BUCKET_BYTES if layout.dp * layout.cp > 1 else 0.0
+    total = DP_BUCKET_ELEMENTS * grad_bytes(workload) if layout.dp * layout.cp > 1 else 0.0
     if layout.tp > 1 and layout.sequence_parallel:
         total += 2 * t * model.hidden_size * BF16_BYTES  # gathered input of the current GEMM
     if model.moe is not None and layout.ep > 1:

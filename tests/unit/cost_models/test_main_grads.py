@@ -136,3 +136,15 @@ def test_estimate_main_grads_flag_halves_the_gradient_buffer(capsys) -> None:
         assert bf16["gradients_gib"] == pytest.approx(fp32["gradients_gib"] / 2)
         assert bf16["weights_gib"] == fp32["weights_gib"]
         assert bf16["optimizer_gib"] == fp32["optimizer_gib"]
+
+
+def test_gradient_buckets_follow_main_grads() -> None:
+    """Two in-flight 40M-element buckets (memory.DP_BUCKET_ELEMENTS) at the buffer's dtype; a
+    dense model at TP 1 has no other buffer."""
+    import models_zoo
+    from cost_models.memory import buffer_bytes
+
+    model = models_zoo.load_model("llama3-8b")
+    lo = Layout(dp=8)
+    assert buffer_bytes(model, W32, lo) == 2 * 40e6 * 4
+    assert buffer_bytes(model, W16, lo) == 2 * 40e6 * 2

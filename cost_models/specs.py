@@ -906,6 +906,19 @@ class Workload(InputSpec):
         "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16). "
         "Master weights and main gradients stay fp32 either way",
     )
+    main_grads: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="dtype of the gradient buffer the backward accumulates into and the "
+        "data-parallel reduction moves (memory.grad_bytes): fp32, Megatron-LM's default under "
+        "bf16 (megatron/training/arguments.py: --main-grads-dtype fp32 turns on "
+        "accumulate_allreduce_grads_in_fp32), or bf16: Megatron-Core's own default "
+        "(DistributedDataParallelConfig.grad_reduce_in_fp32 False; param_and_grad_buffer.py "
+        "group_params_for_buffers: grad dtype = param dtype), Megatron-LM --grad-reduce-in-bf16, "
+        "NVIDIA's performance recipes (Megatron-Bridge perf_recipes _perf_precision / "
+        "_benchmark_common: grad_reduce_in_fp32 False; NeMo-Framework-Launcher "
+        "conf/training/nemotron/nemotron_340b.yaml optim.grad_sync_dtype bf16). The fp32 "
+        "master weights and moments are unchanged",
+    )
     activation_func_fp8_input_store: bool = Field(
         False,
         description="SwiGLU inputs (dense MLP, shared and routed experts) kept for backward in "

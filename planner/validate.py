@@ -54,9 +54,19 @@ NETWORK_SETTINGS = frozenset({"moe_dispatcher", "pp_schedule", "max_nodes_per_to
 overlapped with another micro-batch (Layout.ep_overlap: Megatron's
 overlap_moe_expert_parallel_comm)."""
 MEMORY_SETTINGS = frozenset(
-    {"optimizer_moments", "activation_func_fp8_input_store", "attention_output_store"}
+    {
+        "optimizer_moments",
+        "activation_func_fp8_input_store",
+        "attention_output_store",
+        "main_grads",
+    }
 )
-"""Workload fields that change what a run keeps in memory (cost_models/specs.py Workload)."""
+"""Workload fields that change what a run keeps in memory (cost_models/specs.py Workload);
+unstated, each keeps the Workload default (main_grads: fp32, Megatron-LM's under bf16)."""
+LAYOUT_SETTINGS = frozenset({"recompute_modules"})
+"""Layout fields a record's layout mapping has no column for: the modules a selective
+recompute reruns (Layout.recompute_modules, Megatron TransformerConfig.recompute_modules;
+unstated: Megatron's default, core_attn)."""
 COMPUTE_SETTINGS = frozenset({"fp8_recipe", "cuda_graphs", "moe_force_balance", "fused_norm"})
 """Workload fields of a run's compute recipe that no framework profile sets (issue 32): the fp8
 scaling recipe (Megatron --fp8-recipe delayed / tensorwise / blockwise) and per-layer CUDA
@@ -69,11 +79,12 @@ RECORD_SETTINGS = (
     | NETWORK_SETTINGS
     | MEMORY_SETTINGS
     | COMPUTE_SETTINGS
+    | LAYOUT_SETTINGS
 )
 """Keys of a record's explicit `settings` mapping: Workload physics fields, the layout's
 tp_comm_overlap, and vp (a stated interleaved schedule the layout leaves null),
-NETWORK_SETTINGS, MEMORY_SETTINGS and COMPUTE_SETTINGS (the shared data file's `settings:`
-field)."""
+NETWORK_SETTINGS, MEMORY_SETTINGS, COMPUTE_SETTINGS and LAYOUT_SETTINGS (the shared data
+file's `settings:` field)."""
 
 SYSTEM_FOR_GPU = {
     "a100-sxm-40gb": "dgx-a100",
@@ -269,6 +280,8 @@ def record_inputs(
         fields["pp_schedule"] = settings["pp_schedule"]
     if "ep_overlap" in settings:
         fields["ep_overlap"] = bool(settings["ep_overlap"])
+    if "recompute_modules" in settings:
+        fields["recompute_modules"] = settings["recompute_modules"]
     layout = profile.layout(
         Layout(
             tp=lay["tp"],

@@ -37,6 +37,7 @@ PHYSICS_FIELDS = (
     "dp_sync",
     "expert_gemm_launch",
     "host_s_per_kernel",
+    "host_issue",
     "moe_host_sync",
     "grad_clip",
     "fsdp_copies",
@@ -194,6 +195,13 @@ _MEGATRON_PHYSICS = {
         "measured: bench/results/h100-2026-11-26/layers/launch.csv (one tiny kernel launched "
         "eagerly from Python, torch 2.11, one H100 host: 6.26 us of host time)",
     ),
+    "host_issue": Setting(
+        "te_modules",
+        "megatron/core/models/gpt/gpt_layer_specs.py get_gpt_layer_with_transformer_engine_spec "
+        "(the default with Transformer Engine): linear_qkv / linear_fc1 "
+        "TELayerNormColumnParallelLinear, linear_proj / linear_fc2 TERowParallelLinear, MoE "
+        "experts TEGroupedMLP (TE GroupedLinear); per-call CPU time: TransformerEngine PR #3523",
+    ),
     "grad_clip": Setting(
         "clip",
         "megatron/training/arguments.py --clip-grad default 1.0; megatron/core/optimizer/"
@@ -281,6 +289,11 @@ _TORCHTITAN_PHYSICS = {
         "measured: bench/results/h100-2026-11-26/layers/launch.csv (one tiny kernel launched "
         "eagerly from Python, torch 2.11, one H100 host: 6.26 us of host time)",
     ),
+    "host_issue": Setting(
+        "kernels",
+        "torchtitan builds its models from plain torch.nn modules (torchtitan/models/llama3/"
+        "model/model.py: nn.Linear, F.scaled_dot_product_attention): one launch per kernel",
+    ),
     "grad_clip": Setting(
         "clip",
         "torchtitan/trainer.py train_step: dist_utils.clip_grad_norm_(..., training.max_norm, "
@@ -330,6 +343,12 @@ _DEEPSPEED_PHYSICS = {
         "deepspeed",
         "deepspeed/runtime/zero/config.py DeepSpeedZeroConfig reduce_bucket_size = 5e8 elements",
     ),
+    "host_issue": Setting(
+        "kernels",
+        "Megatron-DeepSpeed's own ColumnParallelLinear / RowParallelLinear (megatron/core/"
+        "tensor_parallel/layers.py of the fork, no Transformer Engine by default): one launch "
+        "per kernel",
+    ),
     "grad_clip": Setting(
         "clip",
         "deepspeed/runtime/constants.py GRADIENT_CLIPPING_DEFAULT 1.0 (DeepSpeed 0.19); "
@@ -373,11 +392,25 @@ _LLM_FOUNDRY_PHYSICS = {
         "clipping_type norm, clipping_threshold 1.0 (Composer GradientClipping -> FSDP "
         "clip_grad_norm_: the norm and a scale pass)",
     ),
+    "host_issue": Setting(
+        "kernels",
+        "llmfoundry/models/mpt/modeling_mpt.py MPTBlock: torch.nn.Linear / LayerNorm modules "
+        "(Transformer Engine only with precision amp_fp8): one launch per kernel",
+    ),
     "fsdp_copies": Setting(
         "none",
         "PyTorch FSDP1 FlatParameter: the unsharded parameters are views of the all-gather "
         "output and the flat gradient is reduce-scattered as it is (no FSDP2 copy-out or "
         "chunk_cat); its shard cast is not modelled",
+    ),
+}
+
+_OTHER_PHYSICS = {
+    **_MEGATRON_PHYSICS,
+    "host_issue": Setting(
+        "kernels",
+        "an in-house framework (Meta's Llama 3 stack, DeepSeek's HAI-LLM): its module code is not "
+        "public, so only the kernels' launch cost is priced",
     ),
 }
 
@@ -513,7 +546,7 @@ OTHER = FrameworkProfile(
     max_cp=None,
     max_ep=None,
     schedules="unknown",
-    physics=_MEGATRON_PHYSICS,
+    physics=_OTHER_PHYSICS,
     tp_comm_overlap=_NO_OVERLAP,
     exportable=False,
     dualpipe=True,  # DeepSeek-V3 (HAI-LLM) trained with it

@@ -1,8 +1,9 @@
 """Memory per GPU per pipeline stage: weights, gradients, optimizer, activations, buffers.
 
 States (mixed-precision Adam, Rajbhandari et al. 2020 "ZeRO" sec. 3): bf16 weights 2 B, fp32 main
-gradients 4 B (Megatron accumulates in fp32 under bf16), fp32 master + Adam m + v 12 B per
-parameter (8 B with bf16 moments, Workload.optimizer_moments). ZeRO-1 shards the 12 B, ZeRO-2 also the gradients, ZeRO-3 / FSDP shards everything and
+gradients 4 B (Megatron-LM accumulates in fp32 under bf16; 2 B under Workload.main_grads bf16),
+fp32 master + Adam m + v 12 B per parameter (8 B with bf16 moments, Workload.optimizer_moments).
+ZeRO-1 shards the 12 B, ZeRO-2 also the gradients, ZeRO-3 / FSDP shards everything and
 keeps fp32 sharded parameters (4 + 4 + 8 = 16 B / shard group) plus unsharded bf16 copies of the
 layers being computed. Non-expert states shard over DP x CP; expert states over the expert-DP
 group dp*cp*tp / (ep*etp) (Megatron-Core MoE parallel folding).
@@ -34,8 +35,8 @@ CUDA_CONTEXT_GIB = 0.75
 """CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers (torch reports ~0.5-1 GiB)."""
 ALLOCATOR_OVERHEAD = 0.10
 """PyTorch caching-allocator fragmentation: reserved / allocated on dynamic memory."""
-DP_BUCKET_BYTES = 2 * 40e6 * 4
-"""Megatron DDP: two in-flight 40M-element fp32 gradient buckets."""
+DP_BUCKET_ELEMENTS = 2 * 40e6
+"""Megatron DDP: two in-flight 40M-element gradient buckets (at grad_bytes each)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,15 @@ def moment_bytes(workload: Workload | None) -> int:
     return 2 * (BF16_BYTES if bf16 else FP32_BYTES)
 
 
+def grad_bytes(workload: Workload | None) -> int:
+    """Bytes per parameter of the gradient buffer (Workload.main_grads): fp32 4 B, bf16 2 B.
+    Under bf16 Megatron's distributed optimizer casts only its own shard to fp32 at the step
+    (distrib_optimizer.py _copy_model_grads_to_main_grads `shard_model_grad.float()`), after
+    the activations are freed, so the persistent buffer is what a peak holds."""
+    bf16 = workload is not None and workload.main_grads == "bf16"
+    return BF16_BYTES if bf16 else FP32_BYTES
+
+
 def state_bytes(
     sp: StageParams,
     layout: Layout,
@@ -99,7 +109,8 @@ def state_bytes(
     workload: Workload | None = None,
     mirror: StageParams | None = None,
 ) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes per GPU under the layout's ZeRO stage.
+    """(weights, gradients, optimizer) bytes per GPU under the layout's ZeRO stage; gradients
+    at grad_bytes (Workload.main_grads).
 
     ZeRO-2 frees gradients after their reduce-scatter only when a step has one micro-batch:
     with accumulation, Megatron, FSDP's no_sync and PyTorch pipelining keep an unsharded buffer
@@ -112,21 +123,22 @@ def state_bytes(
     DualPipe: the rank also holds the mirror stage pp - 1 - r (`mirror`; None: a copy of `sp`).
     """
     moments = moment_bytes(workload)
+    g = grad_bytes(workload)
     dense_shard, expert_shard = shard_groups(layout)
     sharded = sp.dense / dense_shard + sp.expert / expert_shard
     full = sp.dense + sp.expert
+    if layout.zero_stage == 3 and workload is not None and workload.memory_phases == "fsdp2":
+        return fsdp2_state_bytes(sp, layout, num_microbatches, workload, sharded)
     # With every shard group one GPU nothing is sharded: the framework keeps the unsharded
     # states of ZeRO-0 (bf16 weights, fp32 gradients, fp32 master + moments; issue 28: ZeRO-3
     # at DP 1 was charged 16 B/param against 18, a saving with nothing sharded).
-    if layout.zero_stage == 3 and workload is not None and workload.memory_phases == "fsdp2":
-        return fsdp2_state_bytes(sp, layout, num_microbatches, workload, sharded)
     z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
     if z == 3:
         # fp32 sharded params double as master weights; gather buffers hold <= 2 layers in bf16.
         gather = min(2, sp.num_layers) * sp.largest_layer * BF16_BYTES
-        return 4 * sharded + gather, 4 * sharded, moments * sharded
+        return 4 * sharded + gather, g * sharded, moments * sharded
     weights = BF16_BYTES * full
-    grads = 4 * (sharded if z == 2 and num_microbatches == 1 else full)
+    grads = g * (sharded if z == 2 and num_microbatches == 1 else full)
     optimizer = (FP32_BYTES + moments) * (sharded if z >= 1 else full)
     if layout.pp_schedule == "dualpipe":
         # DualPipe keeps two copies of the parameters (github deepseek-ai/DualPipe README table,
@@ -137,7 +149,7 @@ def state_bytes(
         full_other = other.dense + other.expert
         weights += BF16_BYTES * full_other
         sharded_other = other.dense / dense_shard + other.expert / expert_shard
-        grads += 4 * (sharded_other if z == 2 and num_microbatches == 1 else full_other)
+        grads += g * (sharded_other if z == 2 and num_microbatches == 1 else full_other)
     return weights, grads, optimizer
 
 
@@ -551,7 +563,7 @@ def kept_outputs_bytes(
 def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     """Communication buffers: gradient buckets, TP all-gather and EP dispatch staging."""
     t = tokens_per_gpu(workload, layout)
-    total = DP_BUCKET_BYTES if layout.dp * layout.cp > 1 else 0.0
+    total = DP_BUCKET_ELEMENTS * grad_bytes(workload) if layout.dp * layout.cp > 1 else 0.0
     if layout.tp > 1 and layout.sequence_parallel:
         total += 2 * t * model.hidden_size * BF16_BYTES  # gathered input of the current GEMM
     if model.moe is not None and layout.ep > 1:

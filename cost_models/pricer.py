@@ -36,6 +36,7 @@ from .kernels import STATUSES, KernelBook
 from .memory import (
     StageParams,
     buffer_bytes,
+    grad_bytes,
     layer_activation_bytes,
     memory_validated,
     stage_params,
@@ -305,6 +306,7 @@ class Pricer(StepBounds):
             stage=r,
             dp_sync=w.dp_sync,
             comm=self.comm if comm is None else comm,
+            grad_bytes=grad_bytes(w),
         )
 
     def stage_dp_tier_s(
@@ -323,6 +325,7 @@ class Pricer(StepBounds):
             stage=r,
             dp_sync=w.dp_sync,
             comm=self.comm,
+            grad_bytes=grad_bytes(w),
         )
 
     def stage_optimizer_s(self, lo: Layout, sp: StageParams) -> float:

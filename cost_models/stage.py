@@ -30,6 +30,7 @@ from .memory import (
     StageParams,
     buffer_bytes,
     fsdp2_end_of_backward_bytes,
+    grad_bytes,
     kept_outputs_bytes,
     logits_bytes,
     moment_bytes,
@@ -430,9 +431,10 @@ def dp_tier_times_s(
     stage: int = 0,
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
+    grad_bytes: int = GRAD_REDUCE_BYTES,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds per step by tier for one stage's
-    parameters, in buckets. DualPipe: a stage's micro-batches are split between its two copies,
+    parameters, in buckets, the gradients at `grad_bytes` per element (memory.grad_bytes). DualPipe: a stage's micro-batches are split between its two copies,
     so both copies' gradients are reduced -- the DP traffic of two stages per rank. A group with
     nothing to move (a dense model has no expert-DP group) runs no collective and pays no latency.
     `sync_every` (Workload.cross_site_sync_every, DiLoCo): the phases on `wan` tiers run once
@@ -458,7 +460,7 @@ def dp_tier_times_s(
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         dense = copies * sp.dense
         grads, gather = _hsdp_tier_s(
-            tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1]), comm
+            tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1]), comm, grad_bytes
         )
         parts: list[tuple[float, Group]] = []
     else:
@@ -470,7 +472,7 @@ def dp_tier_times_s(
         if params <= 0:
             continue
         n = buckets(params, span[group][-1])
-        g = collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers, n, comm, "dp")
+        g = collective_tier_s(kind, params * grad_bytes, span[group], tiers, n, comm, "dp")
         grads = [x + y for x, y in zip(grads, g, strict=True)]
         if layout.zero_stage >= 1:
             a = collective_tier_s(
@@ -491,16 +493,17 @@ def _hsdp_tier_s(
     span: Mapping[str, Sequence[int]],
     n: int,
     comm: CollectiveBook | None = None,
+    grad_bytes: int = GRAD_REDUCE_BYTES,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds by tier of `dense` parameters under HSDP
     (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it) in `n` buckets:
     reduce-scatter inside the shard group, all-reduce of the shard across the replicas,
     all-gather inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
     shard_n = layout.shard_dp * layout.cp
-    grad_bytes = dense * GRAD_REDUCE_BYTES
-    rs = collective_tier_s("reduce_scatter", grad_bytes, span[Group.DP_SHARD], tiers, n, comm, "dp")
+    total = dense * grad_bytes
+    rs = collective_tier_s("reduce_scatter", total, span[Group.DP_SHARD], tiers, n, comm, "dp")
     ar = collective_tier_s(
-        "all_reduce", grad_bytes / shard_n, span[Group.DP_REPLICATE], tiers, n, comm, "dp"
+        "all_reduce", total / shard_n, span[Group.DP_REPLICATE], tiers, n, comm, "dp"
     )
     grads = [x + y for x, y in zip(rs, ar, strict=True)]
     return grads, collective_tier_s(
@@ -522,13 +525,14 @@ def stage_dp_s(
     stage: int = 0,
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
+    grad_bytes: int = GRAD_REDUCE_BYTES,
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
     forward + backward per micro-batch; dp_sync is Workload.dp_sync. Also used by the planner's
     step-time lower bound (planner/search/bounds.py) and stage split (partition.py)."""
     grads_t, gather_t = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
-        comm=comm,
+        comm=comm, grad_bytes=grad_bytes,
     )
     grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
@@ -558,11 +562,12 @@ def stage_dp_tier_s(
     stage: int = 0,
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
+    grad_bytes: int = GRAD_REDUCE_BYTES,
 ) -> list[float]:
     """stage_dp_s's link-busy seconds per step, split by tier."""
     grads, gather = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
-        comm=comm,
+        comm=comm, grad_bytes=grad_bytes,
     )
     if layout.zero_stage == 3:
         return [m * (2 * a + g) for g, a in zip(grads, gather, strict=True)]
@@ -572,8 +577,12 @@ def stage_dp_tier_s(
 def optimizer_bytes_per_param(workload: Workload | None = None) -> float:
     """HBM bytes Adam moves per parameter: read the fp32 gradient, read and write the fp32
     master and the two moments, write the bf16 weight. 30 B with fp32 moments, 22 B with bf16
-    (Workload.optimizer_moments, memory.moment_bytes)."""
-    return GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + BF16_BYTES
+    (Workload.optimizer_moments, memory.moment_bytes). Under bf16 main gradients
+    (Workload.main_grads) the step first casts its shard to fp32 (read 2 + write 4 B:
+    Megatron distrib_optimizer.py _copy_model_grads_to_main_grads `shard_model_grad.float()`),
+    which Adam and the norm then read as fp32."""
+    cast = BF16_BYTES + FP32_BYTES if grad_bytes(workload) == BF16_BYTES else 0
+    return cast + GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + BF16_BYTES
 
 
 CLIP_BYTES_PER_PARAM = {"none": 0, "norm": GRAD_REDUCE_BYTES, "clip": 3 * GRAD_REDUCE_BYTES}

@@ -62,9 +62,15 @@ MEMORY_SETTINGS = frozenset(
         "logits_alive_in_backward",
         "fsdp_root_holds_embedding",
         "fused_qkv",
+        "main_grads",
     }
 )
-"""Workload fields that change what a run keeps in memory (cost_models/specs.py Workload)."""
+"""Workload fields that change what a run keeps in memory (cost_models/specs.py Workload);
+unstated, each keeps the Workload default (main_grads: fp32, Megatron-LM's under bf16)."""
+LAYOUT_SETTINGS = frozenset({"recompute_modules"})
+"""Layout fields a record's layout mapping has no column for: the modules a selective
+recompute reruns (Layout.recompute_modules, Megatron TransformerConfig.recompute_modules;
+unstated: Megatron's default, core_attn)."""
 PEAK_MEMORY_STATS = ("total", "allocated")
 """What a record's peak_memory_gib measured (its `settings.peak_memory_stat`): 'total' (the
 default) is compared with the whole predicted peak; 'allocated' is
@@ -83,12 +89,13 @@ RECORD_SETTINGS = (
     | NETWORK_SETTINGS
     | MEMORY_SETTINGS
     | COMPUTE_SETTINGS
+    | LAYOUT_SETTINGS
     | {"peak_memory_stat"}
 )
 """Keys of a record's explicit `settings` mapping: Workload physics fields, the layout's
 tp_comm_overlap, and vp (a stated interleaved schedule the layout leaves null),
-NETWORK_SETTINGS, MEMORY_SETTINGS and COMPUTE_SETTINGS (the shared data file's `settings:`
-field)."""
+NETWORK_SETTINGS, MEMORY_SETTINGS, COMPUTE_SETTINGS and LAYOUT_SETTINGS (the shared data
+file's `settings:` field)."""
 
 SYSTEM_FOR_GPU = {
     "a100-sxm-40gb": "dgx-a100",
@@ -302,6 +309,8 @@ def record_inputs(
         fields["pp_schedule"] = settings["pp_schedule"]
     if "ep_overlap" in settings:
         fields["ep_overlap"] = bool(settings["ep_overlap"])
+    if "recompute_modules" in settings:
+        fields["recompute_modules"] = settings["recompute_modules"]
     layout = profile.layout(
         Layout(
             tp=lay["tp"],

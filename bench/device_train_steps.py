@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import gc
 import json
 import math
 import os
@@ -317,6 +318,10 @@ def run_config(cfg, models_dir, out_dir, dev, tiny) -> dict:
         tokens_per_s=mb * ga * seq / med, model_json=m,
     )
     del model, opt, batches
+    # fully_shard's hooks make module <-> state reference cycles: without a collection the fp32
+    # sharded parameters of this model outlive `del` (the Adam states do not) and sit in the next
+    # config's max_memory_allocated (bench/results/h100-2026-11-26: +4 B per earlier parameter)
+    gc.collect()
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     return row
@@ -355,6 +360,7 @@ def sustain_config(cfg, models_dir, dev, seconds: float, writer) -> None:
         i += 1
     print(f"{name}: {i} steps in {seconds:.0f} s", flush=True)
     del model, opt, batches
+    gc.collect()  # see run_config
     torch.cuda.empty_cache()
 
 
@@ -381,7 +387,13 @@ def runs_yaml(rows: list[dict], gpu: str) -> str:
             # (torch 2.11: the profiles' vectorized_layer_norm_kernel<.., true>), else the chain
             "settings": {"cross_entropy": "eager_fp32", "fused_elementwise": False,
                          "fused_norm": hasattr(torch.ops.aten, "_fused_rms_norm"),
-                         "attention_kernel": "fa2" if r["attention"] == "flash" else "fused"},
+                         "attention_kernel": "fa2" if r["attention"] == "flash" else "fused",
+                         # what the peak is and what this step keeps (cost_models Workload):
+                         # max_memory_allocated; FSDP2's phases; zero_grad(set_to_none=True);
+                         # `del logits` only after backward; embedding in the root unit; wqkv
+                         "peak_memory_stat": "allocated", "memory_phases": "fsdp2",
+                         "grads_set_to_none": True, "logits_alive_in_backward": True,
+                         "fsdp_root_holds_embedding": True, "fused_qkv": True},
             "measured_tokens_per_s_per_gpu": round(r["tokens_per_s"], 1),
             "tokens_derivation": "tokens per step / median step time (CUDA events)",
             "measured_step_time_s": round(r["step_s_median"], 5), "measured_mfu_pct": None,
@@ -431,6 +443,7 @@ def main() -> None:
             row = run_config(cfg, a.models, a.out, dev, a.tiny)
         except Exception as exc:  # one config failing (OOM, backend refused) must not lose the rest
             print(f"{cfg[0]}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            gc.collect()
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
             continue

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, hbm_bytes_per_s
 from .errors import InvalidInput
-from .host import host_time, layer_launches
+from .host import host_time, layer_launches, layer_modules
 from .kernels import EXTRAPOLATED, KernelBook, attended_keys
 from .params import mlp_matrices
 from .specs import LOW_PRECISION, GpuSpec, Layout, ModelSpec, Workload
@@ -726,6 +726,7 @@ def host_floor_s(
     is_moe: bool,
     gpu_s: tuple[float, float, float],
     overhead_s: float,
+    host_cpu: str = "x86",
 ) -> tuple[float, float]:
     """(forward, backward) host overhead of one layer per micro-batch, with the host-bound
     floor (cost_models/host.py): a pass takes at least its kernels' host issue time, so its
@@ -733,9 +734,14 @@ def host_floor_s(
     device-to-host sync the queue is empty, so the forward's overhead is at least the issue
     time of the kernels launched after the sync beyond their GPU time (the MoE block's).
     `gpu_s`: forward, backward and MoE-block forward GPU seconds without overhead;
-    `overhead_s`: layer_overhead_s, the calibrated host cost, which the floor never lowers."""
-    launches = layer_launches(model, layout, workload, quant_recipe(workload), is_moe)
-    host = host_time(launches, workload)
+    `overhead_s`: layer_overhead_s, the calibrated host cost, which the floor never lowers;
+    `host_cpu`: GpuSpec.host_cpu. Workload.host_issue "te_modules": Transformer Engine module
+    calls at their measured CPU time (host.layer_modules)."""
+    recipe = quant_recipe(workload)
+    launches = layer_launches(model, layout, workload, recipe, is_moe)
+    te = workload.host_issue == "te_modules"
+    modules = layer_modules(model, layout, recipe, is_moe) if te else None
+    host = host_time(launches, workload, host_cpu, modules)
     forward_gpu_s, backward_gpu_s, after_sync_gpu_s = gpu_s
     forward = max(overhead_s, host.forward_s - forward_gpu_s)
     if host.after_sync_s:
@@ -744,13 +750,13 @@ def host_floor_s(
 
 
 def _with_host_floor(
-    model: ModelSpec, layout: Layout, workload: Workload, is_moe: bool, lt: LayerTime
+    model: ModelSpec, layout: Layout, workload: Workload, is_moe: bool, lt: LayerTime, cpu: str
 ) -> LayerTime:
-    """`lt` with its overheads raised to the host-bound floor (host_floor_s)."""
+    """`lt` with its overheads raised to the host-bound floor (host_floor_s) on host CPU `cpu`."""
     bare = replace(lt, overhead_s=0.0, overhead_backward_s=0.0)
     moe_s = dict(lt.module_s).get("moe", 0.0)
     gpu_s = (bare.forward_s, bare.backward_s, moe_s)
-    fwd, bwd = host_floor_s(model, layout, workload, is_moe, gpu_s, lt.overhead_s)
+    fwd, bwd = host_floor_s(model, layout, workload, is_moe, gpu_s, lt.overhead_s, cpu)
     return replace(lt, overhead_s=fwd, overhead_backward_s=bwd)
 
 
@@ -826,7 +832,7 @@ def layer_time(
         dispatch_s=disp_s,
         dispatch_backward_s=disp_bwd_s,
     )
-    return _with_host_floor(model, layout, workload, is_moe, lt)
+    return _with_host_floor(model, layout, workload, is_moe, lt, gpu.host_cpu)
 
 
 def layer_attention(

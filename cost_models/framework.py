@@ -38,10 +38,12 @@ PHYSICS_FIELDS = (
     "dp_accumulation",
     "expert_gemm_launch",
     "host_s_per_kernel",
+    "host_issue",
     "moe_host_sync",
     "grad_clip",
     "fsdp_copies",
     "moe_dispatch",
+    "memory_phases",
 )
 """The Workload fields a profile sets (their meaning: cost_models/specs.py Workload)."""
 
@@ -127,6 +129,12 @@ class FrameworkProfile:
 # ------------------------------------------------------------------------------- physics sets
 
 _MEGATRON_PHYSICS = {
+    "memory_phases": Setting(
+        "additive",
+        "Megatron-Core keeps its bf16 parameters and the contiguous fp32 main-gradient buffer "
+        "resident for the whole step (megatron/core/distributed/param_and_grad_buffer.py), so "
+        "the states do not change between the loss and the end of backward",
+    ),
     "cross_entropy": Setting(
         "fused",
         "megatron/core/tensor_parallel/cross_entropy.py vocab_parallel_cross_entropy: the loss "
@@ -194,6 +202,13 @@ _MEGATRON_PHYSICS = {
         6.26e-6,
         "measured: bench/results/h100-2026-11-26/layers/launch.csv (one tiny kernel launched "
         "eagerly from Python, torch 2.11, one H100 host: 6.26 us of host time)",
+    ),
+    "host_issue": Setting(
+        "te_modules",
+        "megatron/core/models/gpt/gpt_layer_specs.py get_gpt_layer_with_transformer_engine_spec "
+        "(the default with Transformer Engine): linear_qkv / linear_fc1 "
+        "TELayerNormColumnParallelLinear, linear_proj / linear_fc2 TERowParallelLinear, MoE "
+        "experts TEGroupedMLP (TE GroupedLinear); per-call CPU time: TransformerEngine PR #3523",
     ),
     "grad_clip": Setting(
         "clip",
@@ -292,12 +307,26 @@ _TORCHTITAN_PHYSICS = {
         "measured: bench/results/h100-2026-11-26/layers/launch.csv (one tiny kernel launched "
         "eagerly from Python, torch 2.11, one H100 host: 6.26 us of host time)",
     ),
+    "host_issue": Setting(
+        "kernels",
+        "torchtitan builds its models from plain torch.nn modules (torchtitan/models/llama3/"
+        "model/model.py: nn.Linear, F.scaled_dot_product_attention): one launch per kernel",
+    ),
     "grad_clip": Setting(
         "clip",
         "torchtitan/trainer.py train_step: dist_utils.clip_grad_norm_(..., training.max_norm, "
         "foreach=True), max_norm default 1.0 (torchtitan/config/configs.py): torch.nn.utils."
         "get_total_norm (_foreach_norm) and clip_grads_with_norm_ (_foreach_mul_ by the "
         "clamped coefficient, every step)",
+    ),
+    "memory_phases": Setting(
+        "additive",
+        "kept additive although torchtitan runs FSDP2 (torchtitan/distributed/fsdp.py "
+        "apply_fsdp_to_decoder): torchtitan logs max_reserved (torchtitan/components/metrics.py "
+        "DeviceMemoryMonitor), which is what runs out of memory, and the caching allocator "
+        "keeps the loss's freed blocks reserved; 'fsdp2' predicts max_memory_allocated (the "
+        "single-GPU FSDP2 steps of bench/results/h100-2026-11-26 within 2 %) but the shared "
+        "torchtitan runs' logged reserved peaks 2-13 % low (docs/cost_model.md#fsdp2-phases)",
     ),
     "fsdp_copies": Setting(
         "fsdp2",
@@ -338,6 +367,12 @@ _DEEPSPEED_PHYSICS = {
         "reduces in every backward when partition_gradients (ZeRO-2), only at the "
         "gradient-accumulation boundary otherwise; engine.py allreduce_gradients ('ZeRO stage "
         ">= 2 communicates during non gradient accumulation boundaries as well')",
+    ),
+    "host_issue": Setting(
+        "kernels",
+        "Megatron-DeepSpeed's own ColumnParallelLinear / RowParallelLinear (megatron/core/"
+        "tensor_parallel/layers.py of the fork, no Transformer Engine by default): one launch "
+        "per kernel",
     ),
     "grad_clip": Setting(
         "clip",
@@ -388,11 +423,25 @@ _LLM_FOUNDRY_PHYSICS = {
         "clipping_type norm, clipping_threshold 1.0 (Composer GradientClipping -> FSDP "
         "clip_grad_norm_: the norm and a scale pass)",
     ),
+    "host_issue": Setting(
+        "kernels",
+        "llmfoundry/models/mpt/modeling_mpt.py MPTBlock: torch.nn.Linear / LayerNorm modules "
+        "(Transformer Engine only with precision amp_fp8): one launch per kernel",
+    ),
     "fsdp_copies": Setting(
         "none",
         "PyTorch FSDP1 FlatParameter: the unsharded parameters are views of the all-gather "
         "output and the flat gradient is reduce-scattered as it is (no FSDP2 copy-out or "
         "chunk_cat); its shard cast is not modelled",
+    ),
+}
+
+_OTHER_PHYSICS = {
+    **_MEGATRON_PHYSICS,
+    "host_issue": Setting(
+        "kernels",
+        "an in-house framework (Meta's Llama 3 stack, DeepSeek's HAI-LLM): its module code is not "
+        "public, so only the kernels' launch cost is priced",
     ),
 }
 
@@ -528,7 +577,7 @@ OTHER = FrameworkProfile(
     max_cp=None,
     max_ep=None,
     schedules="unknown",
-    physics=_MEGATRON_PHYSICS,
+    physics=_OTHER_PHYSICS,
     tp_comm_overlap=_NO_OVERLAP,
     exportable=False,
     dualpipe=True,  # DeepSeek-V3 (HAI-LLM) trained with it

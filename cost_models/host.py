@@ -17,6 +17,13 @@ floor (host_floor_s).
 Launch costs (bench/results/h100-2026-11-26/layers/launch.csv, one H100 host, torch 2.11): one
 tiny kernel launched eagerly from Python costs 6.26 us of host time (the framework profile's
 Workload.host_s_per_kernel), replayed from a CUDA graph 1.17 us (GRAPH_REPLAY_S_PER_KERNEL).
+
+Transformer Engine modules (Workload.host_issue "te_modules", the Megatron profile): a TE module
+call costs far more host time than the kernels it launches (its Python: quantizer setup, FP8
+state, autograd context, workspace and output allocation); its measured CPU time per call
+(TE_MODULE_GRACE_S) replaces the launch cost of the kernels it issues. The host CPU is an input
+(GpuSpec.host_cpu): Python on a Grace core runs the same op 2.75x slower than on the DGX H100's
+Xeon (HOST_CPU_OVER_X86).
 """
 
 from __future__ import annotations
@@ -54,6 +61,36 @@ DISPATCH_POST_KERNELS = (7, 6)
 """Forward, backward kernels of the dispatch and combine around the experts, after the sync:
 permute (fused, 2), all-to-all, sort by local expert, unsort, all-to-all, unpermute; backward
 the same chain reversed without the copies."""
+
+
+HOST_CPU_OVER_X86 = {"x86": 1.0, "grace": 37.08 / 13.48}
+"""Host time of the same Python op on each host CPU over an x86 DGX host's: torch.nn.Linear
+forward (bf16, 8,192 x 2,048), CPU time per call 37.08 us on GB200 (Grace) against 13.48 us on
+H100 DGX (Xeon Platinum 8480C) (TransformerEngine issue #2053, "High CPU overhead on Grace
+systems"; GH200: 33.17 us, 2.46x). Scales the eager launch cost (measured on an x86 host) and
+the TE module times (measured on GB200)."""
+
+TE_MODULE_GRACE_S = {
+    ("layernorm_linear", False): (83.48e-6, 397.73e-6),
+    ("layernorm_linear", True): (135.42e-6, 518.67e-6),
+    ("linear", False): (59.19e-6, 311.30e-6),
+    ("linear", True): (114.51e-6, 440.93e-6),
+}
+"""(forward, forward + backward) host seconds of one Transformer Engine module call on GB200, by
+(module, quantized): TransformerEngine PR #3523 ("Remove the view() calls from Linear/LNLinear/
+LNMLP modules", 2026-09, GB200, CPU time only), the column before the change (TE main then):
+Linear BF16 59.19 / 311.30 us, MXFP8 114.51 / 440.93 us; LayerNormLinear BF16 83.48 / 397.73 us,
+MXFP8 135.42 / 518.67 us. Quantized recipes other than MXFP8 take its row: current scaling adds
+an amax and a scale kernel per operand (QUANTIZE_KERNELS), delayed scaling its amax-history
+bookkeeping, so the row is a lower bound for them. Older TE was slower (issue #2053, TE of
+2025-08: Linear BF16 forward 99.66 us on GB200): not modelled."""
+
+
+def te_module_s(module: str, quantized: bool, host_cpu: str) -> tuple[float, float]:
+    """(forward, backward) host seconds of one TE module call on `host_cpu`."""
+    forward, both = TE_MODULE_GRACE_S[(module, quantized)]
+    scale = HOST_CPU_OVER_X86[host_cpu] / HOST_CPU_OVER_X86["grace"]
+    return forward * scale, (both - forward) * scale
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +198,45 @@ def layer_launches(
 
 
 @dataclass(frozen=True, slots=True)
+class Modules:
+    """Transformer Engine module calls of one micro-batch's pass through one layer, and the
+    kernels of its Launches they issue themselves (their host time is the module's measured CPU
+    time, TE_MODULE_GRACE_S, instead of a launch cost each)."""
+
+    layernorm_linear: int  # in the graphable blocks: QKV, and the dense MLP's fc1
+    linear: int  # in the graphable blocks: the output projection, and the dense MLP's fc2
+    expert_linear: int  # after the dispatch: GroupedLinear fc1, fc2, the shared expert's 2
+    kernels: tuple[float, float]  # (forward, backward) kernels the graphable calls issue
+    expert_kernels: tuple[float, float]  # those the expert calls issue
+    quantized: bool  # the GEMMs run in a low-precision recipe (the module table's fp8 row)
+
+
+def layer_modules(model: ModelSpec, layout: Layout, recipe: str | None, is_moe: bool) -> Modules:
+    """TE module calls per layer as Megatron-Core builds it (megatron/core/models/gpt/
+    gpt_layer_specs.py get_gpt_layer_with_transformer_engine_spec: linear_qkv and the dense
+    linear_fc1 TELayerNormColumnParallelLinear, linear_proj and linear_fc2 TERowParallelLinear;
+    the MoE experts TEGroupedMLP, whose fc1 and fc2 are TEColumnParallelGroupedLinear /
+    TERowParallelGroupedLinear; shared experts TEColumnParallelLinear / TERowParallelLinear).
+    A GroupedLinear call is priced as one Linear call (its first expert's GEMM and quantization
+    inside it); each further local expert's GEMM and quantization keep their launch cost (TE issue
+    #1499: the per-expert host work is torch.split and 2 x num_gemms torch.empty around the
+    multi-stream GEMMs). Norms outside these modules (the MoE pre-MLP TENorm, q / k norms), the
+    attention module, rotary, activations and the dispatcher stay priced per kernel."""
+    q = 0 if recipe is None else QUANTIZE_KERNELS[recipe]
+    lin_f, lin_b = _linears(1, q)
+    # the fused norm of a LayerNormLinear: 1 kernel forward, 2 backward
+    ln_linear, linear = (2, 2) if not is_moe else (1, 1)
+    kernels = (ln_linear * (1 + lin_f) + linear * lin_f, ln_linear * (2 + lin_b) + linear * lin_b)
+    experts = 0
+    if is_moe:
+        moe = model.moe
+        assert moe is not None
+        experts = 2 + (2 if moe.num_shared_experts else 0)
+    expert_kernels = (experts * lin_f, experts * lin_b)
+    return Modules(ln_linear, linear, experts, kernels, expert_kernels, recipe is not None)
+
+
+@dataclass(frozen=True, slots=True)
 class HostTime:
     """Host seconds to issue one micro-batch's pass through one layer."""
 
@@ -169,16 +245,36 @@ class HostTime:
     after_sync_s: float  # of forward_s, issued after the dispatcher's sync (0: no sync)
 
 
-def host_time(launches: Launches, workload: Workload) -> HostTime:
-    """Launches at Workload.host_s_per_kernel each, graphed ones at the replay cost."""
-    eager_s = workload.host_s_per_kernel
+def host_time(
+    launches: Launches,
+    workload: Workload,
+    host_cpu: str = "x86",
+    modules: Modules | None = None,
+) -> HostTime:
+    """Launches at Workload.host_s_per_kernel each (measured on an x86 host, scaled to
+    `host_cpu`), graphed ones at the replay cost; with `modules` (Workload.host_issue
+    "te_modules") each TE module call at its measured CPU time instead of its kernels' launches.
+    Under Workload.cuda_graphs the graphable blocks' modules replay with their kernels; the
+    experts' GroupedLinear calls stay eager, after the dispatcher's sync."""
+    eager_s = workload.host_s_per_kernel * HOST_CPU_OVER_X86[host_cpu]
     graph_s = GRAPH_REPLAY_S_PER_KERNEL if workload.cuda_graphs else eager_s
 
     def issue_s(total: float, graphed: float) -> float:
         return graphed * graph_s + (total - graphed) * eager_s
 
-    return HostTime(
-        forward_s=issue_s(launches.forward, launches.graphed_forward),
-        backward_s=issue_s(launches.backward, launches.graphed_backward),
-        after_sync_s=launches.after_sync * eager_s,
-    )
+    forward = issue_s(launches.forward, launches.graphed_forward)
+    backward = issue_s(launches.backward, launches.graphed_backward)
+    after = launches.after_sync * eager_s
+    if modules is not None:
+        quantized = modules.quantized
+        ln_f, ln_b = te_module_s("layernorm_linear", quantized, host_cpu)
+        lin_f, lin_b = te_module_s("linear", quantized, host_cpu)
+        exp_f = modules.expert_linear * lin_f - modules.expert_kernels[0] * eager_s
+        forward += exp_f
+        backward += modules.expert_linear * lin_b - modules.expert_kernels[1] * eager_s
+        after += exp_f if launches.after_sync else 0.0
+        if not workload.cuda_graphs:
+            n_ln, n_lin = modules.layernorm_linear, modules.linear
+            forward += n_ln * ln_f + n_lin * lin_f - modules.kernels[0] * eager_s
+            backward += n_ln * ln_b + n_lin * lin_b - modules.kernels[1] * eager_s
+    return HostTime(forward_s=forward, backward_s=backward, after_sync_s=after)

@@ -1,8 +1,9 @@
 """Memory per GPU per pipeline stage: weights, gradients, optimizer, activations, buffers.
 
 States (mixed-precision Adam, Rajbhandari et al. 2020 "ZeRO" sec. 3): bf16 weights 2 B, fp32 main
-gradients 4 B (Megatron accumulates in fp32 under bf16), fp32 master + Adam m + v 12 B per
-parameter (8 B with bf16 moments, Workload.optimizer_moments). ZeRO-1 shards the 12 B, ZeRO-2 also the gradients, ZeRO-3 / FSDP shards everything and
+gradients 4 B (Megatron-LM accumulates in fp32 under bf16; 2 B under Workload.main_grads bf16),
+fp32 master + Adam m + v 12 B per parameter (8 B with bf16 moments, Workload.optimizer_moments).
+ZeRO-1 shards the 12 B, ZeRO-2 also the gradients, ZeRO-3 / FSDP shards everything and
 keeps fp32 sharded parameters (4 + 4 + 8 = 16 B / shard group) plus unsharded bf16 copies of the
 layers being computed. Non-expert states shard over DP x CP; expert states over the expert-DP
 group dp*cp*tp / (ep*etp) (Megatron-Core MoE parallel folding).
@@ -34,8 +35,8 @@ CUDA_CONTEXT_GIB = 0.75
 """CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers (torch reports ~0.5-1 GiB)."""
 ALLOCATOR_OVERHEAD = 0.10
 """PyTorch caching-allocator fragmentation: reserved / allocated on dynamic memory."""
-DP_BUCKET_BYTES = 2 * 40e6 * 4
-"""Megatron DDP: two in-flight 40M-element fp32 gradient buckets."""
+DP_BUCKET_ELEMENTS = 2 * 40e6
+"""Megatron DDP: two in-flight 40M-element gradient buckets (at grad_bytes each)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,10 @@ class StageParams:
     expert: float
     largest_layer: float  # for ZeRO-3 gather buffers
     num_layers: int
+    head: float = 0.0
+    """LM-head parameters on this GPU (last stage; FSDP2 keeps them unsharded through the loss)."""
+    embedding: float = 0.0
+    """Input-embedding parameters on this GPU (first stage)."""
 
 
 def stage_params(
@@ -67,14 +72,17 @@ def stage_params(
         dense += num_moe * non_expert
         expert += num_moe * routed
         largest = max(largest, non_expert + routed)
+    embed = head = 0.0
     if stage == 0:
-        dense += embedding_params(model) / layout.tp
+        embed = embedding_params(model) / layout.tp
+        dense += embed
     if stage == layout.pp - 1:
         head = lm_head_params(model)
         if model.tied_embeddings and layout.pp > 1:
             head += (model.vocab_size or 0) * model.hidden_size  # its own copy, grads tied
-        dense += head / layout.tp
-    return StageParams(dense, expert, largest, num_dense + num_moe)
+        head /= layout.tp
+        dense += head
+    return StageParams(dense, expert, largest, num_dense + num_moe, head, embed)
 
 
 def moment_bytes(workload: Workload | None) -> int:
@@ -85,6 +93,15 @@ def moment_bytes(workload: Workload | None) -> int:
     return 2 * (BF16_BYTES if bf16 else FP32_BYTES)
 
 
+def grad_bytes(workload: Workload | None) -> int:
+    """Bytes per parameter of the gradient buffer (Workload.main_grads): fp32 4 B, bf16 2 B.
+    Under bf16 Megatron's distributed optimizer casts only its own shard to fp32 at the step
+    (distrib_optimizer.py _copy_model_grads_to_main_grads `shard_model_grad.float()`), after
+    the activations are freed, so the persistent buffer is what a peak holds."""
+    bf16 = workload is not None and workload.main_grads == "bf16"
+    return BF16_BYTES if bf16 else FP32_BYTES
+
+
 def state_bytes(
     sp: StageParams,
     layout: Layout,
@@ -92,7 +109,8 @@ def state_bytes(
     workload: Workload | None = None,
     mirror: StageParams | None = None,
 ) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes per GPU under the layout's ZeRO stage.
+    """(weights, gradients, optimizer) bytes per GPU under the layout's ZeRO stage; gradients
+    at grad_bytes (Workload.main_grads).
 
     ZeRO-2 frees gradients after their reduce-scatter only when a step has one micro-batch:
     with accumulation, Megatron, FSDP's no_sync and PyTorch pipelining keep an unsharded buffer
@@ -105,9 +123,12 @@ def state_bytes(
     DualPipe: the rank also holds the mirror stage pp - 1 - r (`mirror`; None: a copy of `sp`).
     """
     moments = moment_bytes(workload)
+    g = grad_bytes(workload)
     dense_shard, expert_shard = shard_groups(layout)
     sharded = sp.dense / dense_shard + sp.expert / expert_shard
     full = sp.dense + sp.expert
+    if layout.zero_stage == 3 and workload is not None and workload.memory_phases == "fsdp2":
+        return fsdp2_state_bytes(sp, layout, num_microbatches, workload, sharded)
     # With every shard group one GPU nothing is sharded: the framework keeps the unsharded
     # states of ZeRO-0 (bf16 weights, fp32 gradients, fp32 master + moments; issue 28: ZeRO-3
     # at DP 1 was charged 16 B/param against 18, a saving with nothing sharded).
@@ -115,9 +136,9 @@ def state_bytes(
     if z == 3:
         # fp32 sharded params double as master weights; gather buffers hold <= 2 layers in bf16.
         gather = min(2, sp.num_layers) * sp.largest_layer * BF16_BYTES
-        return 4 * sharded + gather, 4 * sharded, moments * sharded
+        return 4 * sharded + gather, g * sharded, moments * sharded
     weights = BF16_BYTES * full
-    grads = 4 * (sharded if z == 2 and num_microbatches == 1 else full)
+    grads = g * (sharded if z == 2 and num_microbatches == 1 else full)
     optimizer = (FP32_BYTES + moments) * (sharded if z >= 1 else full)
     if layout.pp_schedule == "dualpipe":
         # DualPipe keeps two copies of the parameters (github deepseek-ai/DualPipe README table,
@@ -128,8 +149,70 @@ def state_bytes(
         full_other = other.dense + other.expert
         weights += BF16_BYTES * full_other
         sharded_other = other.dense / dense_shard + other.expert / expert_shard
-        grads += 4 * (sharded_other if z == 2 and num_microbatches == 1 else full_other)
+        grads += g * (sharded_other if z == 2 and num_microbatches == 1 else full_other)
     return weights, grads, optimizer
+
+
+def fsdp2_state_bytes(
+    sp: StageParams, layout: Layout, num_microbatches: int, workload: Workload, sharded: float
+) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes at the backward-start peak of an FSDP2 step
+    (Workload.memory_phases 'fsdp2', ZeRO-3), from torch/distributed/fsdp/_fully_shard:
+
+    - FSDPParam keeps the fp32 sharded parameter (the DTensor's local shard, 4 B) and, with
+      MixedPrecisionPolicy(param_dtype=bf16), an unsharded bf16 copy only between a unit's
+      all-gather and its reshard: no resident bf16 weights. A one-rank mesh is the same
+      layout (the shard is the whole tensor), so ZeRO-0's 18 B of nothing_to_shard does not
+      apply. Adam's moments are per shard.
+    - Unsharded through the loss: the unit that holds the LM head (torchtitan shards
+      [norm, lm_head] with reshard_after_forward False by default; a root unit is never
+      resharded after forward, _fsdp_state.py _lazy_init), with the input embedding when it
+      is in that unit (tied weights: torchtitan groups embedding, norm and head;
+      Workload.fsdp_root_holds_embedding). The transformer blocks are resharded after
+      forward, so no layer is gathered at the loss; stages without the loss gather two
+      layers in backward (the current one and the prefetched one).
+    - Gradients: the sharded fp32 gradients (4 B) exist at the first micro-batch's backward
+      start only when the last step left them allocated (Workload.grads_set_to_none False);
+      later micro-batches accumulate into them. fsdp2_end_of_backward_bytes adds the phase at
+      the end of backward where all of them are alive.
+    """
+    moments = moment_bytes(workload)
+    loss_unit = sp.head
+    if workload.fsdp_root_holds_embedding or (sp.head and sp.embedding and sp.head < sp.embedding):
+        # tied weights (lm_head_params is then only the norm) or an embedding in the root unit
+        loss_unit += sp.embedding
+    gather = 0.0 if sp.head else min(2, sp.num_layers) * sp.largest_layer * BF16_BYTES
+    weights = FP32_BYTES * sharded + BF16_BYTES * loss_unit + gather
+    fresh = workload.grads_set_to_none and num_microbatches == 1
+    grads = 0.0 if fresh else FP32_BYTES * sharded
+    return weights, grads, moments * sharded
+
+
+FSDP2_REDUCE_BYTES = FP32_BYTES
+"""Bytes per unsharded element of the last unit at its reduce-scatter, beyond its sharded
+gradient: the fp32 reduce-scatter input that foreach_reduce_scatter_copy_in (chunk_cat) fills
+from the bf16 gradients (_fsdp_collectives.py foreach_reduce, torch 2.14). post_backward
+reshards the unit (frees its bf16 parameters) before the reduce, foreach_reduce clears the bf16
+gradients before it allocates the output, and at most reduce_scatter_max_input_buffers (default
+1) earlier inputs stay alive (_fsdp_param_group.py): the input and the output (the new sharded
+gradient, 4 B per element at a one-rank mesh) is the phase's top."""
+
+
+def fsdp2_end_of_backward_bytes(
+    sp: StageParams, layout: Layout, workload: Workload
+) -> float:
+    """Bytes at the end of an FSDP2 backward (memory_phases 'fsdp2', ZeRO-3): parameters,
+    moments and every sharded fp32 gradient, plus the last unit to reduce (the input embedding
+    on the first stage, the head unit on the last, a layer elsewhere; the root's embedding and
+    head together under fsdp_root_holds_embedding) with its FSDP2_REDUCE_BYTES. The activations are gone by
+    then; the stage's peak is the larger of this and the backward start (stage memory)."""
+    dense_shard, expert_shard = shard_groups(layout)
+    sharded = sp.dense / dense_shard + sp.expert / expert_shard
+    last_unit = sp.embedding or sp.head or sp.largest_layer
+    if workload.fsdp_root_holds_embedding and sp.embedding:
+        last_unit = sp.embedding + sp.head
+    states = (2 * FP32_BYTES + moment_bytes(workload)) * sharded
+    return states + FSDP2_REDUCE_BYTES * last_unit
 
 
 def shard_groups(layout: Layout) -> tuple[int, int]:
@@ -210,6 +293,13 @@ def _attention_tensors(
         d = model.attn_head_dim
         qkv = (nh / tp + 2 * max(model.kv_heads, tp) / tp) * d
         out.append(ActivationTensor("q_k_v", qkv, BF16_BYTES, "flash-attention backward"))
+        if workload.fused_qkv and not workload.fused_elementwise:
+            # Eager fused wqkv (torchtitan llama3 fuse_qkv): q, k, v are views of one output;
+            # the rotary embedding returns new Q and K tensors (type_as after the complex
+            # multiply, which saves only the frequencies), and SDPA saves those and V, a view
+            # that keeps the whole fused output alive (torch SavedVariable holds the storage).
+            rotary = (nh + max(model.kv_heads, tp)) / tp * d
+            out.append(ActivationTensor("rotary_q_k", rotary, BF16_BYTES, "SDPA backward"))
         d_v = d
     else:
         q_lora = mla.q_lora_rank or 0
@@ -280,6 +370,7 @@ def _mlp_tensors(
                 ActivationTensor("fc1_out", (mats - 1) * ffn, a, "activation backward"),
                 ActivationTensor("act_out", ffn, g, "fc2 wgrad"),
             ]
+            out += _eager_gate_tensors(model, workload, ffn)
     elif "moe" not in modules:  # checkpointed MoE layer keeps only its input
         moe = model.moe
         assert moe is not None
@@ -305,6 +396,16 @@ def _mlp_tensors(
         ]
         if "moe_act" not in modules:  # output-discarding checkpoint of the expert activation
             out.append(ActivationTensor("expert_act_out", rows * fe / layout.etp, g, "fc2 wgrad"))
+        out += _eager_gate_tensors(model, workload, rows * fe / layout.etp)
+        if not workload.fused_elementwise:
+            # eager score multiply: both operands require grad, so autograd keeps the expert
+            # output (the step of bench/device_train_steps.py multiplies in bf16; torchtitan
+            # 0.3 multiplies an fp32 copy, 2 B more, not counted)
+            out.append(
+                ActivationTensor(
+                    "expert_out", rows * model.hidden_size, BF16_BYTES, "score multiply backward"
+                )
+            )
         if moe.num_shared_experts and "shared_experts" not in modules:
             fs = moe.num_shared_experts * fe / tp
             out += [
@@ -316,6 +417,18 @@ def _mlp_tensors(
     if model.hidden_dropout:
         out.append(ActivationTensor("mlp_dropout_mask", h_local, MASK_BYTES, "dropout backward"))
     return out
+
+
+def _eager_gate_tensors(
+    model: ModelSpec, workload: Workload, width: float
+) -> list[ActivationTensor]:
+    """Eager SwiGLU `w2(silu(w1(x)) * w3(x))` (fused_elementwise False): silu saves its input
+    (fc1_out) and the gate multiply saves both of its inputs, so silu's output is kept besides
+    fc1_out and act_out (derivatives.yaml: mul saves `other` for self's gradient and `self` for
+    other's); a fused SwiGLU kernel (Transformer Engine, torch.compile) recomputes it."""
+    if workload.fused_elementwise or not model.gated_mlp:
+        return []
+    return [ActivationTensor("silu_out", width, BF16_BYTES, "gate multiply backward")]
 
 
 def layer_activation_tensors(
@@ -423,6 +536,9 @@ def logits_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     per_logit = LOGIT_BYTES[workload.cross_entropy]
     if workload.cross_entropy == "eager_fp32" and layout.tp > 1:
         per_logit = LOSS_PARALLEL_BYTES_PER_LOGIT
+    if workload.logits_alive_in_backward and workload.cross_entropy == "eager_fp32":
+        # the step still references the bf16 logits while the loss backward runs
+        per_logit += BF16_BYTES
     return tokens_per_gpu(workload, layout) * (model.vocab_size or 0) / layout.tp * per_logit
 
 
@@ -447,7 +563,7 @@ def kept_outputs_bytes(
 def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     """Communication buffers: gradient buckets, TP all-gather and EP dispatch staging."""
     t = tokens_per_gpu(workload, layout)
-    total = DP_BUCKET_BYTES if layout.dp * layout.cp > 1 else 0.0
+    total = DP_BUCKET_ELEMENTS * grad_bytes(workload) if layout.dp * layout.cp > 1 else 0.0
     if layout.tp > 1 and layout.sequence_parallel:
         total += 2 * t * model.hidden_size * BF16_BYTES  # gathered input of the current GEMM
     if model.moe is not None and layout.ep > 1:

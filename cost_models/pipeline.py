@@ -55,7 +55,9 @@ def inflight_chunks(layout: Layout, rank: int, num_microbatches: int) -> float:
 
     1F1B: rank r holds p - r micro-batches. DualPipe: p + 1 on every rank (github
     deepseek-ai/DualPipe README, "Pipeline Bubbles and Memory Usage Comparison"). Interleaved: the warm-up holds 2(p-r-1) + (v-1)p + 1
-    chunks of 1/v of the stage each (Korthikanti et al. 2022 sec. 4.2.3 for rank 0).
+    chunks of 1/v of the stage each (Korthikanti et al. 2022 sec. 4.2.3 for rank 0; Megatron-Core
+    get_pp_rank_microbatches, microbatch_group_size_per_vp_stage = p), one more under
+    Layout.ep_overlap.
     """
     p, v, m = layout.pp, layout.vp, num_microbatches
     if layout.pp_schedule == "dualpipe":
@@ -64,6 +66,11 @@ def inflight_chunks(layout: Layout, rank: int, num_microbatches: int) -> float:
     if v == 1:
         return float(min(p - rank, m))
     chunks = 2 * (p - rank - 1) + (v - 1) * p + 1
+    if layout.ep_overlap:
+        # megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches: under
+        # overlap_moe_expert_parallel_comm the interleaved warm-up runs one more forward chunk
+        # so that each 1F1B step's forward and backward are independent.
+        chunks += 1
     return min(chunks, m * v) / v
 
 

@@ -36,6 +36,7 @@ from .kernels import STATUSES, KernelBook
 from .memory import (
     StageParams,
     buffer_bytes,
+    grad_bytes,
     layer_activation_bytes,
     memory_validated,
     stage_params,
@@ -52,6 +53,7 @@ from .stage import (
     is_block_recompute,
     layer_cost,
     memory_of_stage,
+    peak_grads,
     recomputed_layers,
     stage_activation_bytes,
     stage_total_gib,
@@ -305,6 +307,7 @@ class Pricer(StepBounds):
             dp_sync=w.dp_sync,
             comm=self.comm if comm is None else comm,
             dp_accumulation=w.dp_accumulation,
+            grad_bytes=grad_bytes(w),
         )
 
     def stage_dp_tier_s(
@@ -324,6 +327,7 @@ class Pricer(StepBounds):
             dp_sync=w.dp_sync,
             comm=self.comm,
             dp_accumulation=w.dp_accumulation,
+            grad_bytes=grad_bytes(w),
         )
 
     def stage_optimizer_s(self, lo: Layout, sp: StageParams) -> float:
@@ -408,6 +412,7 @@ class Pricer(StepBounds):
                 stage_activation_bytes(self.model, self.workload, lo, r, counts, acts, m, mirror),
                 buffer_bytes(self.model, self.workload, lo),
             )
+        grads = peak_grads(self.workload, lo, sp, (*found, weights, grads, optim))
         return (*found, weights, grads, optim)
 
     def rank_terms_s(

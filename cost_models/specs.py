@@ -388,6 +388,13 @@ class GpuSpec(InputSpec):
         "accelerator; null: all of them (PyTorch on CUDA / ROCm); () : none (a TPU: plans carry "
         "no framework claim and the framework exports refuse them)",
     )
+    host_cpu: Literal["x86", "grace"] = Field(
+        "x86",
+        description="the CPU that runs the training framework's Python next to this GPU: x86 "
+        "(DGX / HGX hosts) or grace (Grace Hopper / Grace Blackwell superchips); the same "
+        "Python op takes 2.75x the host time on Grace (cost_models/host.py HOST_CPU_OVER_X86)",
+    )
+    host_cpu_source: str = ""
     source: str = ""
 
 
@@ -798,6 +805,13 @@ class Workload(InputSpec):
         "torch 2.11 on one H100 host); a pass takes at least its kernels' issue time "
         "(cost_models/host.py, compute.host_floor_s)",
     )
+    host_issue: Literal["kernels", "te_modules"] = Field(
+        "te_modules",
+        description="what the host time of a layer is made of: one launch cost per kernel "
+        "(plain PyTorch), or Transformer Engine module calls at their measured CPU time plus "
+        "the kernels launched outside them (Megatron-Core's TE layer spec, the default like "
+        "every Megatron physics field); cost_models/host.py",
+    )
     moe_host_sync: Literal["every_layer", "expert_parallel", "none"] = Field(
         "every_layer",
         description="where the MoE token dispatcher waits on the device for the per-expert "
@@ -906,6 +920,19 @@ class Workload(InputSpec):
         "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16). "
         "Master weights and main gradients stay fp32 either way",
     )
+    main_grads: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="dtype of the gradient buffer the backward accumulates into and the "
+        "data-parallel reduction moves (memory.grad_bytes): fp32, Megatron-LM's default under "
+        "bf16 (megatron/training/arguments.py: --main-grads-dtype fp32 turns on "
+        "accumulate_allreduce_grads_in_fp32), or bf16: Megatron-Core's own default "
+        "(DistributedDataParallelConfig.grad_reduce_in_fp32 False; param_and_grad_buffer.py "
+        "group_params_for_buffers: grad dtype = param dtype), Megatron-LM --grad-reduce-in-bf16, "
+        "NVIDIA's performance recipes (Megatron-Bridge perf_recipes _perf_precision / "
+        "_benchmark_common: grad_reduce_in_fp32 False; NeMo-Framework-Launcher "
+        "conf/training/nemotron/nemotron_340b.yaml optim.grad_sync_dtype bf16). The fp32 "
+        "master weights and moments are unchanged",
+    )
     activation_func_fp8_input_store: bool = Field(
         False,
         description="SwiGLU inputs (dense MLP, shared and routed experts) kept for backward in "
@@ -920,6 +947,42 @@ class Workload(InputSpec):
         "its own GEMM input (an fp8 copy under Transformer Engine fp8); 'e5m6': one copy in "
         "DeepSeek's 12-bit E5M6 format serves both (DeepSeek-V3 report sec. 3.3.3 (1)); no "
         "launcher here has it",
+    )
+    memory_phases: Literal["additive", "fsdp2"] = Field(
+        "additive",
+        description="how a ZeRO-3 stage's peak is composed (cost_models.memory.state_bytes, "
+        "stage.stage_activation_bytes): 'additive' adds states, two gathered layers, kept "
+        "activations, the loss and a checkpoint's rebuild; 'fsdp2' (torch fully_shard) follows "
+        "the step's phases: fp32 sharded parameters (no resident bf16 copy, also on a one-rank "
+        "group), the units FSDP2 leaves unsharded through the loss, the loss and a "
+        "checkpoint's rebuild one after the other, and the end of backward (every gradient "
+        "plus the last unit's reduce-scatter buffers)",
+    )
+    grads_set_to_none: bool = Field(
+        False,
+        description="under memory_phases 'fsdp2': gradients are freed at each step's end "
+        "(optimizer.zero_grad(set_to_none=True)), so the first micro-batch's backward starts "
+        "without any; False: they stay allocated (torchtitan 0.3 default "
+        "zero_grad(set_to_none=training.disable_cuda_graphs), False)",
+    )
+    logits_alive_in_backward: bool = Field(
+        False,
+        description="eager loss: the bf16 logits stay referenced through backward (a step that "
+        "deletes them only after loss.backward()); False: freed before it (torchtitan "
+        "trainer.py `del pred`)",
+    )
+    fsdp_root_holds_embedding: bool = Field(
+        False,
+        description="under memory_phases 'fsdp2': the input embedding is in the root unit, "
+        "which FSDP2 never reshards after forward (_fsdp_state.py _lazy_init), so it stays "
+        "unsharded with the LM head through the loss; False: torchtitan's own unit, resharded "
+        "after forward (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder)",
+    )
+    fused_qkv: bool = Field(
+        False,
+        description="eager attention with one fused q/k/v projection (torchtitan llama3 "
+        "fuse_qkv): SDPA saves V as a view of the fused output, which keeps all of it, and the "
+        "rotary outputs of Q and K besides; False: separate wq / wk / wv",
     )
 
 

@@ -29,6 +29,8 @@ from .memory import (
     CUDA_CONTEXT_GIB,
     StageParams,
     buffer_bytes,
+    fsdp2_end_of_backward_bytes,
+    grad_bytes,
     kept_outputs_bytes,
     logits_bytes,
     moment_bytes,
@@ -429,9 +431,10 @@ def dp_tier_times_s(
     stage: int = 0,
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
+    grad_bytes: int = GRAD_REDUCE_BYTES,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds per step by tier for one stage's
-    parameters, in buckets. DualPipe: a stage's micro-batches are split between its two copies,
+    parameters, in buckets, the gradients at `grad_bytes` per element (memory.grad_bytes). DualPipe: a stage's micro-batches are split between its two copies,
     so both copies' gradients are reduced -- the DP traffic of two stages per rank. A group with
     nothing to move (a dense model has no expert-DP group) runs no collective and pays no latency.
     `sync_every` (Workload.cross_site_sync_every, DiLoCo): the phases on `wan` tiers run once
@@ -457,7 +460,7 @@ def dp_tier_times_s(
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         dense = copies * sp.dense
         grads, gather = _hsdp_tier_s(
-            tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1]), comm
+            tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1]), comm, grad_bytes
         )
         parts: list[tuple[float, Group]] = []
     else:
@@ -469,7 +472,7 @@ def dp_tier_times_s(
         if params <= 0:
             continue
         n = buckets(params, span[group][-1])
-        g = collective_tier_s(kind, params * GRAD_REDUCE_BYTES, span[group], tiers, n, comm, "dp")
+        g = collective_tier_s(kind, params * grad_bytes, span[group], tiers, n, comm, "dp")
         grads = [x + y for x, y in zip(grads, g, strict=True)]
         if layout.zero_stage >= 1:
             a = collective_tier_s(
@@ -490,16 +493,17 @@ def _hsdp_tier_s(
     span: Mapping[str, Sequence[int]],
     n: int,
     comm: CollectiveBook | None = None,
+    grad_bytes: int = GRAD_REDUCE_BYTES,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds by tier of `dense` parameters under HSDP
     (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it) in `n` buckets:
     reduce-scatter inside the shard group, all-reduce of the shard across the replicas,
     all-gather inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
     shard_n = layout.shard_dp * layout.cp
-    grad_bytes = dense * GRAD_REDUCE_BYTES
-    rs = collective_tier_s("reduce_scatter", grad_bytes, span[Group.DP_SHARD], tiers, n, comm, "dp")
+    total = dense * grad_bytes
+    rs = collective_tier_s("reduce_scatter", total, span[Group.DP_SHARD], tiers, n, comm, "dp")
     ar = collective_tier_s(
-        "all_reduce", grad_bytes / shard_n, span[Group.DP_REPLICATE], tiers, n, comm, "dp"
+        "all_reduce", total / shard_n, span[Group.DP_REPLICATE], tiers, n, comm, "dp"
     )
     grads = [x + y for x, y in zip(rs, ar, strict=True)]
     return grads, collective_tier_s(
@@ -553,6 +557,7 @@ def stage_dp_s(
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
     dp_accumulation: str = "last_micro_batch",
+    grad_bytes: int = GRAD_REDUCE_BYTES,
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
     forward + backward per micro-batch; dp_sync is Workload.dp_sync, dp_accumulation
@@ -560,7 +565,7 @@ def stage_dp_s(
     step-time lower bound (planner/search/bounds.py) and stage split (partition.py)."""
     grads_t, gather_t = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
-        comm=comm,
+        comm=comm, grad_bytes=grad_bytes,
     )
     grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
@@ -597,11 +602,12 @@ def stage_dp_tier_s(
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
     dp_accumulation: str = "last_micro_batch",
+    grad_bytes: int = GRAD_REDUCE_BYTES,
 ) -> list[float]:
     """stage_dp_s's link-busy seconds per step, split by tier."""
     grads, gather = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
-        comm=comm,
+        comm=comm, grad_bytes=grad_bytes,
     )
     reduces, gathers = dp_rounds(layout, m, dp_accumulation)
     if layout.zero_stage < 3 and reduces == 1:
@@ -612,8 +618,12 @@ def stage_dp_tier_s(
 def optimizer_bytes_per_param(workload: Workload | None = None) -> float:
     """HBM bytes Adam moves per parameter: read the fp32 gradient, read and write the fp32
     master and the two moments, write the bf16 weight. 30 B with fp32 moments, 22 B with bf16
-    (Workload.optimizer_moments, memory.moment_bytes)."""
-    return GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + BF16_BYTES
+    (Workload.optimizer_moments, memory.moment_bytes). Under bf16 main gradients
+    (Workload.main_grads) the step first casts its shard to fp32 (read 2 + write 4 B:
+    Megatron distrib_optimizer.py _copy_model_grads_to_main_grads `shard_model_grad.float()`),
+    which Adam and the norm then read as fp32."""
+    cast = BF16_BYTES + FP32_BYTES if grad_bytes(workload) == BF16_BYTES else 0
+    return cast + GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + BF16_BYTES
 
 
 CLIP_BYTES_PER_PARAM = {"none": 0, "norm": GRAD_REDUCE_BYTES, "clip": 3 * GRAD_REDUCE_BYTES}
@@ -726,6 +736,7 @@ def stage_memory(
     grads: float,
     optim: float,
     mirror: tuple[int, int] | None = None,
+    sp: StageParams | None = None,
 ) -> StageMemory:
     """Memory of pipeline rank `r` holding `counts` (dense, MoE) layers. Under DualPipe the rank
     also holds the mirror stage pp - 1 - r (`mirror`: its layer counts; None: as `counts`) for
@@ -734,10 +745,32 @@ def stage_memory(
     from state_bytes with that mirror. DualPipe.step (dualpipe.py) keeps PP micro-batches of the
     chunk in which the rank is in the first half of its direction (stage min(r, pp-1-r)) and
     one of the other (the steady F0 B1 F1 B0 peak; README table: PP + 1), and ranks 0 and pp - 1
-    both run the loss of one direction."""
+    both run the loss of one direction. `sp` (the stage's parameters) lets FSDP2's end of
+    backward count (peak_grads)."""
     acts = stage_activation_bytes(model, workload, layout, r, counts, layer_acts, m, mirror)
     buffers = buffer_bytes(model, workload, layout)
+    if sp is not None:
+        grads = peak_grads(workload, layout, sp, (acts, buffers, weights, grads, optim))
     return memory_of_stage(r, acts, buffers, weights, grads, optim)
+
+
+def peak_grads(
+    workload: Workload,
+    layout: Layout,
+    sp: StageParams,
+    parts: tuple[float, float, float, float, float],
+) -> float:
+    """The gradient bytes to report at a stage's peak, given (activations, buffers, weights,
+    gradients, optimizer) at its backward start: under FSDP2's phases (memory_phases
+    'fsdp2', ZeRO-3) the end of backward (memory.fsdp2_end_of_backward_bytes: every gradient
+    and the last unit's reduce buffers, no activations) may be the higher; its excess is
+    charged to the gradients so that the stage total is the larger phase."""
+    acts, buffers, weights, grads, optim = parts
+    if workload.memory_phases != "fsdp2" or layout.zero_stage != 3:
+        return grads
+    start = acts + buffers + weights + grads + optim
+    end = fsdp2_end_of_backward_bytes(sp, layout, workload)
+    return grads + max(0.0, end - start)
 
 
 def stage_activation_bytes(
@@ -760,6 +793,7 @@ def stage_activation_bytes(
     kinds = [(False, counts[0]), (True, counts[1])]
     per_mb = _per_microbatch_bytes(layout, counts, layer_acts)
     acts = per_mb * inflight_chunks(layout, r, m)
+    rebuild = 0.0
     if layout.recompute == "full" and sum(counts):
         # Backward of a checkpoint rebuilds its layers' full activations for one micro-batch:
         # one layer, or a uniform group of recompute_num_layers (Megatron's uniform method
@@ -770,10 +804,17 @@ def stage_activation_bytes(
             # one input per group instead of per layer
             per_layer_in = max(layer_acts.own.of(k) for k, n in kinds if n)  # own: full
             acts -= (1 - 1 / group) * sum(counts) * per_layer_in * inflight_chunks(layout, r, m)
-        acts += group * max(layer_acts.none.of(k) for k, n in kinds if n)
+        rebuild = group * max(layer_acts.none.of(k) for k, n in kinds if n)
+    acts += rebuild
     if r == layout.pp - 1:
-        acts += logits_bytes(model, workload, layout)
-        acts += kept_outputs_bytes(model, workload, layout, m)
+        loss = logits_bytes(model, workload, layout)
+        loss += kept_outputs_bytes(model, workload, layout, m)
+        if workload.memory_phases == "fsdp2":
+            # The loss and its backward end (the logits and their gradient freed by the LM
+            # head's backward) before the last layer's checkpoint is rebuilt: the two peaks
+            # are sequential, not stacked (autograd runs the loss nodes first).
+            return acts - rebuild + max(rebuild, loss)
+        acts += loss
     return acts
 
 

@@ -66,6 +66,14 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
             }
         )
     rows.append(shipped_tables_row(gpu.id))
+    rows.append(
+        {
+            "constant": "host_cpu",
+            "value": gpu.host_cpu,
+            "basis": "datasheet" if gpu.host_cpu_source else "assumption",
+            "why": gpu.host_cpu_source or "not stated: an x86 host (cost_models/host.py)",
+        }
+    )
     return rows
 
 

@@ -590,11 +590,23 @@ def _add_memory_options(p: argparse.ArgumentParser) -> None:
         help="attention output kept for backward: separate bf16 + GEMM-input copies (default) "
         "or one E5M6 copy (DeepSeek-V3; no launcher here has it)",
     )
+    p.add_argument(
+        "--main-grads",
+        choices=("fp32", "bf16"),
+        help="dtype of the gradient buffer and its data-parallel reduction (default fp32, "
+        "Megatron-LM's under bf16; bf16: Megatron --grad-reduce-in-bf16, NVIDIA's performance "
+        "recipes)",
+    )
 
 
 def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The memory options the command line set (_add_memory_options)."""
-    names = ("optimizer_moments", "activation_func_fp8_input_store", "attention_output_store")
+    names = (
+        "optimizer_moments",
+        "activation_func_fp8_input_store",
+        "attention_output_store",
+        "main_grads",
+    )
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
 

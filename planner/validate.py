@@ -54,9 +54,29 @@ NETWORK_SETTINGS = frozenset({"moe_dispatcher", "pp_schedule", "max_nodes_per_to
 overlapped with another micro-batch (Layout.ep_overlap: Megatron's
 overlap_moe_expert_parallel_comm)."""
 MEMORY_SETTINGS = frozenset(
-    {"optimizer_moments", "activation_func_fp8_input_store", "attention_output_store"}
+    {
+        "optimizer_moments",
+        "activation_func_fp8_input_store",
+        "attention_output_store",
+        "grads_set_to_none",
+        "logits_alive_in_backward",
+        "fsdp_root_holds_embedding",
+        "fused_qkv",
+        "main_grads",
+    }
 )
-"""Workload fields that change what a run keeps in memory (cost_models/specs.py Workload)."""
+"""Workload fields that change what a run keeps in memory (cost_models/specs.py Workload);
+unstated, each keeps the Workload default (main_grads: fp32, Megatron-LM's under bf16)."""
+LAYOUT_SETTINGS = frozenset({"recompute_modules"})
+"""Layout fields a record's layout mapping has no column for: the modules a selective
+recompute reruns (Layout.recompute_modules, Megatron TransformerConfig.recompute_modules;
+unstated: Megatron's default, core_attn)."""
+PEAK_MEMORY_STATS = ("total", "allocated")
+"""What a record's peak_memory_gib measured (its `settings.peak_memory_stat`): 'total' (the
+default) is compared with the whole predicted peak; 'allocated' is
+torch.cuda.max_memory_allocated, which holds neither the CUDA context nor the caching
+allocator's reserved-but-free blocks, so it is compared with the peak less the stage's reserve
+(StageMemory.reserve_gib: cost_models.memory CUDA_CONTEXT_GIB and ALLOCATOR_OVERHEAD)."""
 COMPUTE_SETTINGS = frozenset({"fp8_recipe", "cuda_graphs", "moe_force_balance", "fused_norm"})
 """Workload fields of a run's compute recipe that no framework profile sets (issue 32): the fp8
 scaling recipe (Megatron --fp8-recipe delayed / tensorwise / blockwise) and per-layer CUDA
@@ -69,11 +89,13 @@ RECORD_SETTINGS = (
     | NETWORK_SETTINGS
     | MEMORY_SETTINGS
     | COMPUTE_SETTINGS
+    | LAYOUT_SETTINGS
+    | {"peak_memory_stat"}
 )
 """Keys of a record's explicit `settings` mapping: Workload physics fields, the layout's
 tp_comm_overlap, and vp (a stated interleaved schedule the layout leaves null),
-NETWORK_SETTINGS, MEMORY_SETTINGS and COMPUTE_SETTINGS (the shared data file's `settings:`
-field)."""
+NETWORK_SETTINGS, MEMORY_SETTINGS, COMPUTE_SETTINGS and LAYOUT_SETTINGS (the shared data
+file's `settings:` field)."""
 
 SYSTEM_FOR_GPU = {
     "a100-sxm-40gb": "dgx-a100",
@@ -119,6 +141,18 @@ class ValidationRow:
     `pair_order`."""
     layout_key: str | None = None
     """How the run was laid out: the record's layout (global batch aside), framework, settings."""
+    peak_memory_stat: str = "total"
+    """What the record's peak memory measured (PEAK_MEMORY_STATS)."""
+
+    @property
+    def predicted_peak_gib(self) -> float | None:
+        """The predicted peak in the statistic the record measured (PEAK_MEMORY_STATS)."""
+        e = self.estimate
+        if e is None:
+            return None
+        if self.peak_memory_stat == "allocated" and e.stage_memory:
+            return max(s.total_gib - s.reserve_gib for s in e.stage_memory)
+        return e.peak_memory_gib
 
     @property
     def fit_note(self) -> str | None:
@@ -145,9 +179,10 @@ class ValidationRow:
 
     @property
     def memory_error_pct(self) -> float | None:
-        if self.estimate is None:
+        predicted = self.predicted_peak_gib
+        if predicted is None:
             return None
-        return _error_pct(self.estimate.peak_memory_gib, self.measured_peak_memory_gib)
+        return _error_pct(predicted, self.measured_peak_memory_gib)
 
     def contract_dict(self) -> dict[str, Any]:
         e = self.estimate
@@ -155,7 +190,7 @@ class ValidationRow:
             "id": self.id,
             "predicted_tokens_per_s_per_gpu": e.tokens_per_s_per_gpu if e else None,
             "predicted_step_time_s": e.step_time_s if e else None,
-            "predicted_peak_memory_gib": e.peak_memory_gib if e else None,
+            "predicted_peak_memory_gib": self.predicted_peak_gib,
             "fits_in_memory": e.fits_in_memory if e else None,
             "mfu": e.mfu if e else None,
             "error": self.error,
@@ -231,6 +266,11 @@ def record_settings(record: dict[str, Any]) -> dict[str, Any]:
         raise InvalidInput(
             f"settings: unknown {', '.join(unknown)}; known: {', '.join(sorted(RECORD_SETTINGS))}"
         )
+    stat = settings.get("peak_memory_stat", "total")
+    if stat not in PEAK_MEMORY_STATS:
+        raise InvalidInput(
+            f"settings: peak_memory_stat must be one of {', '.join(PEAK_MEMORY_STATS)}, got {stat!r}"
+        )
     return settings
 
 
@@ -269,6 +309,8 @@ def record_inputs(
         fields["pp_schedule"] = settings["pp_schedule"]
     if "ep_overlap" in settings:
         fields["ep_overlap"] = bool(settings["ep_overlap"])
+    if "recompute_modules" in settings:
+        fields["recompute_modules"] = settings["recompute_modules"]
     layout = profile.layout(
         Layout(
             tp=lay["tp"],
@@ -392,8 +434,10 @@ def validate_record(
         # record_inputs reads the checked record (every known field present, null if absent).
         model, on, workload, layout = record_inputs(checked.model_dump(), cluster)
         e = estimate(model, on, workload, layout)
+        stat = record_settings(checked.model_dump()).get("peak_memory_stat", "total")
         return ValidationRow(
             **row,
+            peak_memory_stat=stat,
             estimate=e,
             error=None,
             hbm_gib=on.gpu.hbm_gib,

@@ -663,8 +663,11 @@ def _megatron_memory_options(workload: Workload, lo: Layout) -> list[str]:
             "activation_func_fp8_input_store is a TransformerConfig field without a Megatron-LM "
             "flag",
         )
+    # megatron/training/arguments.py: --grad-reduce-in-bf16 keeps main_grads and their
+    # reduction in bf16 (accumulate_allreduce_grads_in_fp32 False); the default is fp32.
+    grads = ["--grad-reduce-in-bf16"] if workload.main_grads == "bf16" else []
     if workload.optimizer_moments == "fp32":
-        return []
+        return grads
     if lo.zero_stage != 1:
         # megatron/core/optimizer/__init__.py get_megatron_optimizer: "--use-precision-aware-
         # optimizer only supported with distributed optimizer".
@@ -675,7 +678,7 @@ def _megatron_memory_options(workload: Workload, lo: Layout) -> list[str]:
         )
     # megatron/core/optimizer/optimizer_config.py exp_avg_dtype / exp_avg_sq_dtype, used by
     # Transformer Engine's FusedAdam under use_precision_aware_optimizer.
-    return [
+    return grads + [
         "--use-precision-aware-optimizer",
         "--exp-avg-dtype",
         "bf16",
@@ -690,11 +693,12 @@ def _non_megatron_memory_refusal(target: str, workload: Workload) -> None:
         workload.optimizer_moments != "fp32"
         or workload.activation_func_fp8_input_store
         or workload.attention_output_store != "separate"
+        or workload.main_grads != "fp32"
     ):
         raise _refuse(
             target,
-            "bf16 optimizer moments, fp8 SwiGLU input store and the E5M6 attention-output "
-            "cache have no field here",
+            "bf16 optimizer moments, fp8 SwiGLU input store, the E5M6 attention-output "
+            "cache and bf16 main gradients have no field here",
         )
 
 

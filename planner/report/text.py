@@ -185,6 +185,8 @@ def memory_options_text(workload: Workload) -> str:
         parts.append("fp8 SwiGLU inputs")
     if workload.attention_output_store != "separate":
         parts.append(f"{workload.attention_output_store.upper()} attention output")
+    if workload.main_grads != "fp32":
+        parts.append(f"{workload.main_grads} gradients")
     return "".join(", " + p for p in parts)
 
 

@@ -36,7 +36,7 @@ class _RecordTable:
                     _num(r.measured_tokens_per_s_per_gpu),
                     _num(e.tokens_per_s_per_gpu if e else None),
                     "" if err is None else f"{err:+.1f}%",
-                    _num(e.peak_memory_gib if e else None),
+                    _num(r.predicted_peak_gib),
                     *([_num(r.measured_peak_memory_gib)] * with_mem),
                     f"[{numbered[id(r)]}]" if id(r) in numbered else "",
                 ]
@@ -151,7 +151,7 @@ def validation_markdown(rows: list[ValidationRow], data_name: str) -> str:
         top = sorted(e.breakdown_s.items(), key=lambda kv: -kv[1])[:3]
         terms = ", ".join(f"{k} {v / e.step_time_s:.0%}" for k, v in top if v > 0)
         err = r.tokens_error_pct
-        mem = f"{e.peak_memory_gib:.1f} / {_num(r.measured_peak_memory_gib) or '-'}"
+        mem = f"{r.predicted_peak_gib or 0.0:.1f} / {_num(r.measured_peak_memory_gib) or '-'}"
         lines.append(
             f"| {r.id} | {_num(r.measured_tokens_per_s_per_gpu)} | "
             f"{e.tokens_per_s_per_gpu:,.1f} | {'' if err is None else f'{err:+.1f}%'} | "

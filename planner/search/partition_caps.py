@@ -57,7 +57,9 @@ class MemoryCaps:
         acts = self.bound.activations_per_mb(lo)
         sp = self.bound.stage_params(lo, (n_dense, n_moe), rank)  # cached across shapes
         weights, grads, optim = state_bytes(sp, lo, m, w)
-        stage = stage_memory(model, w, lo, rank, (n_dense, n_moe), acts, m, weights, grads, optim)
+        stage = stage_memory(
+            model, w, lo, rank, (n_dense, n_moe), acts, m, weights, grads, optim, sp=sp
+        )
         self._memo[memo_key] = stage.total_gib
         return stage.total_gib
 

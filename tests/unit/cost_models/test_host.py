@@ -17,7 +17,9 @@ from cost_models.host import (
     ROUTER_KERNELS,
     host_time,
     layer_launches,
+    layer_modules,
 )
+from models_zoo import load_gpu
 
 
 def test_dense_layer_kernels_by_hand():
@@ -75,7 +77,7 @@ def test_host_time_graphed_kernels_replay_cheaper():
 
 
 def test_floor_binds_only_where_the_host_cannot_stay_ahead():
-    model, lo, w = moe_model(), layout(ep=4), workload()
+    model, lo, w = moe_model(), layout(ep=4), workload(host_issue="kernels")
     n = layer_launches(model, lo, w, None, True)
     host = host_time(n, w)
     # GPU-bound: the calibrated overhead stays
@@ -97,10 +99,99 @@ def test_layer_time_carries_the_floor():
     cal = calibration_for("hopper")
     tiny = dense_model(hidden_size=256, ffn_hidden_size=512, num_attention_heads=4,
                        num_kv_heads=4)  # fmt: skip
-    w = workload(seq_len=128, global_batch=8)
+    w = workload(seq_len=128, global_batch=8, host_issue="kernels")
     lt = layer_time(tiny, H100, cal, w, layout(), is_moe=False)
     n = layer_launches(tiny, layout(), w, None, False)
     assert lt.forward_s == pytest.approx(n.forward * w.host_s_per_kernel)
     assert lt.backward_s == pytest.approx(n.backward * w.host_s_per_kernel)
+    # the field default (Megatron's TE modules): the pass takes the modules' host time
+    te = workload(seq_len=128, global_batch=8)
+    lt = layer_time(tiny, H100, cal, te, layout(), is_moe=False)
+    host = host_time(n, te, "x86", layer_modules(tiny, layout(), None, False))
+    assert (lt.forward_s, lt.backward_s) == pytest.approx((host.forward_s, host.backward_s))
     big = layer_time(dense_model(), H100, cal, workload(), layout(), is_moe=False)
     assert big.overhead_s == big.overhead_backward_s == cal.kernel_overhead_s
+
+
+# ---- Transformer Engine module calls (Workload.host_issue "te_modules") and the host CPU
+# TE PR #3523, GB200, CPU time per call (forward, forward + backward), in us
+GRACE_LN_LINEAR_BF16 = (83.48, 397.73)
+GRACE_LINEAR_BF16 = (59.19, 311.30)
+GRACE_LINEAR_FP8 = (114.51, 440.93)
+X86_OVER_GRACE = 13.48 / 37.08  # TE issue #2053: torch Linear forward, H100 DGX / GB200
+
+
+def _fb_s(pair_us, scale):
+    """(forward, backward) seconds from a (forward, forward + backward) pair in us."""
+    return pair_us[0] * 1e-6 * scale, (pair_us[1] - pair_us[0]) * 1e-6 * scale
+
+
+def test_te_modules_replace_their_kernels_dense_by_hand():
+    # bf16 dense layer, TP 1: 12 forward / 16 backward kernels (test above). Two
+    # LayerNormLinear calls (QKV, fc1: norm 1 + GEMM 1 forward, norm 2 + GEMMs 2 backward) and
+    # two Linear calls (proj, fc2: 1 / 2) issue 6 / 12 of them; the other 6 / 4 keep 6.26 us
+    lo, w = layout(tp=1), workload(host_issue="te_modules")
+    n = layer_launches(dense_model(), lo, w, None, is_moe=False)
+    mods = layer_modules(dense_model(), lo, None, is_moe=False)
+    assert (mods.layernorm_linear, mods.linear, mods.expert_linear) == (2, 2, 0)
+    assert mods.kernels == (6, 12)
+    ln_f, ln_b = _fb_s(GRACE_LN_LINEAR_BF16, X86_OVER_GRACE)
+    lin_f, lin_b = _fb_s(GRACE_LINEAR_BF16, X86_OVER_GRACE)
+    x86 = host_time(n, w, "x86", mods)
+    assert x86.forward_s == pytest.approx(6 * 6.26e-6 + 2 * ln_f + 2 * lin_f)
+    assert x86.backward_s == pytest.approx(4 * 6.26e-6 + 2 * ln_b + 2 * lin_b)
+    # Grace: the module times as measured on GB200, the x86 launch cost 37.08 / 13.48 x
+    ln_f, ln_b = _fb_s(GRACE_LN_LINEAR_BF16, 1.0)
+    lin_f, lin_b = _fb_s(GRACE_LINEAR_BF16, 1.0)
+    grace = host_time(n, w, "grace", mods)
+    launch = 6.26e-6 * 37.08 / 13.48
+    assert grace.forward_s == pytest.approx(6 * launch + 2 * ln_f + 2 * lin_f)
+    assert grace.backward_s == pytest.approx(4 * launch + 2 * ln_b + 2 * lin_b)
+    # CUDA graphs capture the whole dense layer: every kernel replays, no module time left
+    graphed = host_time(n, workload(host_issue="te_modules", cuda_graphs=True), "x86", mods)
+    assert graphed.forward_s == pytest.approx(12 * GRAPH_REPLAY_S_PER_KERNEL)
+    assert graphed.backward_s == pytest.approx(16 * GRAPH_REPLAY_S_PER_KERNEL)
+
+
+def test_te_grouped_linear_one_module_call_plus_per_expert_kernels():
+    # MoE layer, 4 local experts, 1 shared expert, fp8 current scaling (3 quantize kernels
+    # per GEMM operand): modules QKV (LayerNormLinear) and proj (Linear) in the attention block;
+    # after the sync GroupedLinear fc1 and fc2 and the shared expert's two Linears, each priced
+    # as one fp8 Linear call issuing one GEMM + its quantization (4 forward, 5 backward
+    # kernels); the other 3 experts' GEMMs of each GroupedLinear keep their launches
+    model, lo, w = moe_model(), layout(ep=4), workload(precision="fp8", host_issue="te_modules")
+    n = layer_launches(model, lo, w, "tensorwise", is_moe=True)
+    mods = layer_modules(model, lo, "tensorwise", is_moe=True)
+    assert (mods.layernorm_linear, mods.linear, mods.expert_linear) == (1, 1, 4)
+    assert mods.kernels == (1 * (1 + 4) + 4, 1 * (2 + 5) + 5)
+    assert mods.expert_kernels == (4 * 4, 4 * 5)
+    lin_f, lin_b = _fb_s(GRACE_LINEAR_FP8, X86_OVER_GRACE)
+    host = host_time(n, w, "x86", mods)
+    assert host.after_sync_s == pytest.approx((n.after_sync - 16) * 6.26e-6 + 4 * lin_f)
+    # CUDA graphs take the attention block's modules, not the experts after the sync
+    gw = workload(precision="fp8", host_issue="te_modules", cuda_graphs=True)
+    graphed = host_time(n, gw, "x86", mods)
+    assert graphed.after_sync_s == pytest.approx(host.after_sync_s)
+    eager_rest = (n.backward - n.graphed_backward - 20) * 6.26e-6
+    assert graphed.backward_s == pytest.approx(
+        n.graphed_backward * GRAPH_REPLAY_S_PER_KERNEL + eager_rest + 4 * lin_b
+    )
+
+
+def test_host_issue_and_host_cpu_are_explicit_inputs():
+    mega = profile("megatron").workload(workload())
+    titan = profile("torchtitan").workload(workload())
+    assert mega.host_issue == "te_modules" and titan.host_issue == "kernels"
+    assert profile("deepspeed").workload(workload()).host_issue == "kernels"
+    assert load_gpu("gb200").host_cpu == load_gpu("gb300").host_cpu == "grace"
+    for gid in ("h100-sxm-80gb", "h200-sxm-141gb", "b200", "a100-sxm-80gb"):
+        gpu = load_gpu(gid)
+        assert gpu.host_cpu == "x86" and gpu.host_cpu_source
+    # the same tiny layer under Megatron's TE modules binds harder on a Grace host
+    tiny = dense_model(hidden_size=256, ffn_hidden_size=512, num_attention_heads=4,
+                       num_kv_heads=4)  # fmt: skip
+    lo, gpu_s = layout(), (1e-5, 2e-5, 0.0)
+    x86 = host_floor_s(tiny, lo, mega, False, gpu_s, 0.0, "x86")
+    grace = host_floor_s(tiny, lo, mega, False, gpu_s, 0.0, "grace")
+    plain = host_floor_s(tiny, lo, titan, False, gpu_s, 0.0, "x86")
+    assert plain[0] < x86[0] < grace[0] and plain[1] < x86[1] < grace[1]

@@ -511,7 +511,9 @@ def _hsdp_tier_s(
     )
 
 
-def dp_rounds(layout: Layout, m: int, dp_accumulation: str = "last_micro_batch") -> tuple[int, int]:
+def dp_rounds(
+    layout: Layout, m: int, dp_accumulation: str = "last_micro_batch"
+) -> tuple[int, int]:
     """(gradient reductions, parameter gathers) one stage runs per step over its m micro-batches
     (Workload.dp_accumulation). A gather counts once per forward or backward it serves.
 

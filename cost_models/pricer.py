@@ -53,6 +53,7 @@ from .stage import (
     is_block_recompute,
     layer_cost,
     memory_of_stage,
+    offload_exposed_s,
     peak_grads,
     recomputed_layers,
     stage_activation_bytes,
@@ -467,7 +468,7 @@ class Pricer(StepBounds):
         breakdown[Term.BUBBLE] = bubble_s
         # The FSDP2 copies run on the compute stream: reported as compute, summed as the
         # stage's tail (stage_optimizer_s) so that the bounds and the partition see one term.
-        breakdown[Term.COMPUTE] += tail.copies_s
+        breakdown[Term.COMPUTE] += tail.copies_s + m * crit.offload_s
         breakdown[Term.OPTIMIZER] = tail.optimizer_s - tail.copies_s
         comm_total = {f: m * crit.total_s(f) for f in LAYER_FLOWS}
         comm_total[Flow.PP] = 2 * m * layout.vp * p2p if layout.pp > 1 else 0.0
@@ -514,8 +515,24 @@ class Pricer(StepBounds):
                 terms.compute_s += times.embed_s
             if r == lo.pp - 1:
                 terms.compute_s += times.head_s
+            if lo.cpu_offload_layers:
+                terms.offload_s = self.offload_s(lo, (n_dense, n_moe))[0]
             out.append(terms)
         return out
+
+    def offload_s(self, lo: Layout, counts: Counts) -> tuple[float, float]:
+        """(exposed, host-link busy) seconds per micro-batch of the stage's CPU activation
+        offloading (stage.offload_exposed_s) over the GPU's host link (GpuSpec.
+        host_link_gb_per_s, datasheet, rules._offload_rules refuses a GPU without one)."""
+        gb_per_s = self.cluster.gpu.host_link_gb_per_s
+        assert gb_per_s is not None
+        return offload_exposed_s(
+            counts,
+            lo.cpu_offload_layers,
+            self.layer_times(lo).layers,
+            self.activations_per_mb(lo).none,
+            gb_per_s * 1e9,
+        )
 
     def _critical_stage(
         self, lo: Layout, per_stage: list[StageTerms], m: int

@@ -20,6 +20,7 @@ def layout_violations(
         *_degree_rules(model, cluster, layout),
         *_batch_rules(workload, layout),
         *_recompute_rules(model, layout),
+        *_offload_rules(model, cluster, layout),
         *_schedule_rules(workload, layout),
         *_moe_rules(model, layout),
         *_attention_rules(model, workload, layout),
@@ -82,6 +83,22 @@ def _recompute_rules(model: ModelSpec, lo: Layout) -> list[str]:
         out.append("recompute module mla_up_proj needs multi-latent attention")
     if modules and "moe_act" in modules and model.moe is None:
         out.append("recompute module moe_act needs a mixture-of-experts model")
+    return out
+
+
+def _offload_rules(model: ModelSpec, cluster: Cluster, lo: Layout) -> list[str]:
+    """CPU activation offloading: fewer layers than the model has, and a priced host link."""
+    out: list[str] = []
+    k = lo.cpu_offload_layers
+    if k and k >= model.num_layers:
+        # TransformerConfig.__post_init__: "CPU offloading can be done only for layers less
+        # than num_layers"; TE get_cpu_offload_context refuses num_layers > model_layers - 1.
+        out.append(f"cpu_offload_layers ({k}) must be below num_layers ({model.num_layers})")
+    if k and cluster.gpu.host_link_gb_per_s is None:
+        out.append(
+            f"cpu_offload_layers needs the GPU's host link bandwidth (gpu {cluster.gpu.id} "
+            "has no host_link_gb_per_s)"
+        )
     return out
 
 

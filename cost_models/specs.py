@@ -395,6 +395,15 @@ class GpuSpec(InputSpec):
         "Python op takes 2.75x the host time on Grace (cost_models/host.py HOST_CPU_OVER_X86)",
     )
     host_cpu_source: str = ""
+    host_link_gb_per_s: PositiveFloat | None = Field(
+        None,
+        le=MAX_GB_PER_S,
+        description="GPU <-> host-memory bandwidth per GPU, one direction, 1e9 bytes/s, "
+        "when every GPU of the host copies at once (the link CPU activation offloading "
+        "moves its bytes over, stage.offload_exposed_s): PCIe to an x86 host, NVLink-C2C to a "
+        "Grace; null: not known (offloading is refused on it)",
+    )
+    host_link_source: str = ""
     source: str = ""
 
 
@@ -1054,6 +1063,15 @@ class Layout(InputSpec):
         "in the 1F1B steady state (Megatron-LM --overlap-moe-expert-parallel-comm "
         "--delay-wgrad-compute)",
     )
+    cpu_offload_layers: NonNegativeInt = Field(
+        0,
+        le=MAX_LAYERS,
+        description="CPU activation offloading: the saved activations of the first this many "
+        "transformer layers are copied to pinned host memory during forward and back during "
+        "backward (Megatron-LM --cpu-offloading-num-layers, TransformerConfig.cpu_offloading; "
+        "Transformer Engine cpu_offload.py DefaultOffloadSynchronizer); Megatron refuses it "
+        "with pipeline parallelism and with activation recompute; 0: off",
+    )
 
     @property
     def label(self) -> str:
@@ -1075,6 +1093,20 @@ class Layout(InputSpec):
                 raise ValueError("dp_shard needs a ZeRO stage >= 1 (ZeRO-0 shards nothing)")
             if self.ep > 1:
                 raise ValueError("dp_shard (HSDP) with ep > 1 is not modelled")
+        return self
+
+    @model_validator(mode="after")
+    def _offload_needs_one_stage(self) -> Self:
+        # megatron/core/transformer/transformer_config.py __post_init__: "Currently there is no
+        # support for Pipeline parallelism with CPU offloading"; "CPU offloading does not work
+        # when activation recomputation is enabled".
+        if self.cpu_offload_layers:
+            if self.pp > 1:
+                raise ValueError("cpu_offload_layers needs pp 1 (Megatron: no pipeline "
+                                 "parallelism with CPU offloading)")
+            if self.recompute != "none":
+                raise ValueError("cpu_offload_layers needs recompute none (Megatron: CPU "
+                                 "offloading does not work with activation recomputation)")
         return self
 
     @model_validator(mode="after")

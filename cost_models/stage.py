@@ -833,14 +833,71 @@ class LayerActivations:
 def _per_microbatch_bytes(
     layout: Layout, counts: tuple[int, int], layer_acts: LayerActivations
 ) -> float:
-    """Activation bytes one micro-batch leaves on a stage of `counts` layers."""
+    """Activation bytes one micro-batch leaves on a stage of `counts` layers (the layers CPU
+    offloading moves to the host excepted, offloaded_layers)."""
     kinds = [(False, counts[0]), (True, counts[1])]
     redo = recomputed_layers(layout, counts)
-    return sum(
+    kept = sum(
         x * layer_acts.own.of(k) + (n - x) * layer_acts.none.of(k)
         for (k, n), x in zip(kinds, redo, strict=True)
         if n
     )
+    if layout.cpu_offload_layers:
+        off = offloaded_layers(layout, counts)
+        kept -= sum(x * layer_acts.none.of(k) for (k, _n), x in zip(kinds, off, strict=True) if x)
+    return kept
+
+
+def offloaded_layers(layout: Layout, counts: tuple[int, int]) -> tuple[int, int]:
+    """(dense, MoE) layers of a stage whose saved activations CPU offloading keeps on the host
+    at the end of forward: the first cpu_offload_layers layers (Transformer Engine
+    cpu_offload.py DefaultOffloadSynchronizer offloads layers 0 .. k-1 and frees each on the GPU
+    before layer L-k+i runs, so the GPU's peak holds (L - k) layers' activations, its docstring;
+    dense layers come first, ModelSpec.first_k_dense_layers). pp is 1 (Layout refuses more)."""
+    k = layout.cpu_offload_layers
+    dense = min(k, counts[0])
+    return dense, min(k - dense, counts[1])
+
+
+def offload_exposed_s(
+    counts: tuple[int, int],
+    k: int,
+    times: ByKind[LayerTime],
+    layer_bytes: ByKind[float],
+    host_bytes_per_s: float,
+) -> tuple[float, float]:
+    """(exposed, link-busy) seconds per micro-batch of CPU activation offloading on a stage of
+    `counts` layers offloading its first `k`: each offloaded layer's saved bytes (`layer_bytes`)
+    go out over the host link in forward and come back in backward on one copy stream, behind
+    the layers' compute, up to TE's synchronisation points (DefaultOffloadSynchronizer):
+    layer i's copy-out starts when its forward ends and must end before layer L-k+i's forward
+    starts (finish_offload_map); its reload starts before layer L-1-k+i's backward and must end
+    before layer i's backward (start_reload_map, pop_tensor's wait). The compute stream waits
+    where a copy is late: what is exposed is that wait, followed layer by layer."""
+    kinds = [False] * counts[0] + [True] * counts[1]
+    n = len(kinds)
+    fwd = [times.of(m).forward_s for m in kinds]
+    bwd = [times.of(m).backward_s for m in kinds]
+    copy = [layer_bytes.of(m) / host_bytes_per_s for m in kinds[:k]]
+    t = s = 0.0
+    done = [0.0] * k
+    for j in range(n):  # forward: copy-out of layer j after it, deadline layer n - k + j
+        if j >= n - k:
+            t = max(t, done[j - (n - k)])
+        t += fwd[j]
+        if j < k:
+            s = done[j] = max(s, t) + copy[j]
+    exposed = t - sum(fwd)
+    t = s = 0.0
+    ready = [0.0] * k
+    for j in reversed(range(n)):  # backward: reload of layer i starts at layer n - 1 - k + i
+        i = j - (n - 1 - k)
+        if 0 <= i < k:
+            s = ready[i] = max(s, t) + copy[i]
+        if j < k:
+            t = max(t, ready[j])
+        t += bwd[j]
+    return exposed + t - sum(bwd), 2 * sum(copy)
 
 
 def _dualpipe_activation_bytes(

@@ -83,11 +83,17 @@ class StageTerms:
     cp_total_s: float = 0.0
     ep_total_s: float = 0.0
     busy: dict[Flow, list[float]] = field(default_factory=dict)
+    offload_s: float = 0.0
+    """The compute stream's wait for CPU activation offloading copies (stage.offload_exposed_s),
+    charged to compute (the stream stalls; no link tier of the cluster carries it)."""
 
     @property
     def time_s(self) -> float:
-        """The stage's seconds per micro-batch: compute, recompute and exposed TP/CP/EP."""
-        return sum((self.compute_s, self.recompute_s, self.tp_s, self.cp_s, self.ep_s))
+        """The stage's seconds per micro-batch: compute, recompute, exposed TP/CP/EP and the
+        offloading copies' wait."""
+        return sum(
+            (self.compute_s, self.recompute_s, self.tp_s, self.cp_s, self.ep_s, self.offload_s)
+        )
 
     def busy_s(self, flow: Flow, tier: int) -> float:
         per_tier = self.busy.get(flow)
@@ -112,6 +118,7 @@ class StageTerms:
             (self.cp_total_s + other.cp_total_s) / 2,
             (self.ep_total_s + other.ep_total_s) / 2,
             busy,
+            (self.offload_s + other.offload_s) / 2,
         )
 
     def _busy(self, flow: Flow, other: StageTerms) -> list[float]:

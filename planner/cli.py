@@ -490,6 +490,13 @@ def _add_estimate(sub: Any) -> None:
         help="MoE token exchange: per-expert all-to-all, or DeepEP (per-node, NVLink forwarding)",
     )
     e.add_argument(
+        "--cpu-offload-layers",
+        type=_positive_int,
+        default=None,
+        help="CPU activation offloading of the first N layers over the GPU's host link "
+        "(Megatron --cpu-offloading-num-layers; needs --pp 1 and --recompute none)",
+    )
+    e.add_argument(
         "--explain",
         action="store_true",
         help="say which kernel / collective table priced each term, and whether each look-up "
@@ -872,6 +879,8 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         fields["sequence_parallel"] = args.sequence_parallel
     fields["pp_schedule"] = args.pp_schedule
     fields["ep_overlap"] = args.ep_overlap
+    if args.cpu_offload_layers is not None:
+        fields["cpu_offload_layers"] = args.cpu_offload_layers
     layout = api.layout_with_defaults(fields)
     model = models_zoo.load_model(args.model)
     cluster = models_zoo.load_cluster(args.cluster, args.gpus)

@@ -67,10 +67,11 @@ MEMORY_SETTINGS = frozenset(
 )
 """Workload fields that change what a run keeps in memory (cost_models/specs.py Workload);
 unstated, each keeps the Workload default (main_grads: fp32, Megatron-LM's under bf16)."""
-LAYOUT_SETTINGS = frozenset({"recompute_modules"})
+LAYOUT_SETTINGS = frozenset({"recompute_modules", "cpu_offload_layers"})
 """Layout fields a record's layout mapping has no column for: the modules a selective
 recompute reruns (Layout.recompute_modules, Megatron TransformerConfig.recompute_modules;
-unstated: Megatron's default, core_attn)."""
+unstated: Megatron's default, core_attn) and the layers whose activations CPU offloading moves
+to the host (Layout.cpu_offload_layers, Megatron --cpu-offloading-num-layers; unstated: 0)."""
 PEAK_MEMORY_STATS = ("total", "allocated")
 """What a record's peak_memory_gib measured (its `settings.peak_memory_stat`): 'total' (the
 default) is compared with the whole predicted peak; 'allocated' is
@@ -311,6 +312,8 @@ def record_inputs(
         fields["ep_overlap"] = bool(settings["ep_overlap"])
     if "recompute_modules" in settings:
         fields["recompute_modules"] = settings["recompute_modules"]
+    if "cpu_offload_layers" in settings:
+        fields["cpu_offload_layers"] = settings["cpu_offload_layers"]
     layout = profile.layout(
         Layout(
             tp=lay["tp"],

@@ -331,6 +331,10 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         args += ["--recompute-method", lo.recompute_method or "uniform"]
         args += ["--recompute-num-layers", str(lo.recompute_num_layers or 1)]
     args += _megatron_memory_options(workload, lo)
+    if lo.cpu_offload_layers:
+        # megatron/training/arguments.py: cpu_offloading_num_layers > 0 turns on
+        # cpu_offloading (activations on, weights off: ModelParallelConfig defaults).
+        args += ["--cpu-offloading-num-layers", str(lo.cpu_offload_layers)]
     if lo.zero_stage == 1:
         # The distributed optimizer shards optimizer state and reduce-scatters gradients.
         args.append("--use-distributed-optimizer")
@@ -499,7 +503,7 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
             "torchtitan",
             "DualPipe, MoE all-to-all overlap and DeepEP dispatch have no torchtitan field here",
         )
-    _non_megatron_memory_refusal("torchtitan", workload)
+    _non_megatron_memory_refusal("torchtitan", workload, lo)
     if lo.vp > 1 and e.num_microbatches % lo.pp:
         raise _refuse(
             "torchtitan",
@@ -687,8 +691,10 @@ def _megatron_memory_options(workload: Workload, lo: Layout) -> list[str]:
     ]
 
 
-def _non_megatron_memory_refusal(target: str, workload: Workload) -> None:
+def _non_megatron_memory_refusal(target: str, workload: Workload, lo: Layout) -> None:
     """torchtitan and DeepSpeed exports: none of the memory options has a field there."""
+    if lo.cpu_offload_layers:
+        raise _refuse(target, "CPU activation offloading (cpu_offload_layers) has no field here")
     if (
         workload.optimizer_moments != "fp32"
         or workload.activation_func_fp8_input_store
@@ -712,7 +718,7 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
     lo = e.layout
     if lo.pp_schedule != "1f1b" or lo.ep_overlap:
         raise _refuse("deepspeed", "DualPipe and MoE all-to-all overlap have no config key here")
-    _non_megatron_memory_refusal("deepspeed", workload)
+    _non_megatron_memory_refusal("deepspeed", workload, lo)
     if lo.pp > 1 and lo.zero_stage >= 2:
         # DeepSpeed's PipelineEngine asserts ZeRO stage < 2.
         raise _refuse("deepspeed", f"ZeRO-{lo.zero_stage} with pp ({lo.pp}) > 1: needs ZeRO <= 1")

@@ -74,6 +74,15 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
             "why": gpu.host_cpu_source or "not stated: an x86 host (cost_models/host.py)",
         }
     )
+    rows.append(
+        {
+            "constant": "host_link_gb_per_s",
+            "value": gpu.host_link_gb_per_s,
+            "basis": "datasheet" if gpu.host_link_source else "assumption",
+            "why": gpu.host_link_source
+            or "not stated: CPU activation offloading is refused on this GPU",
+        }
+    )
     return rows
 
 

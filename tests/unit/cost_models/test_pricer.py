@@ -118,6 +118,7 @@ OTHER = {
     "dp_shard": 2,
     "pp_schedule": "dualpipe",
     "ep_overlap": True,
+    "cpu_offload_layers": 2,
 }
 
 

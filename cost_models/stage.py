@@ -438,9 +438,10 @@ def dp_tier_times_s(
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds per step by tier for one stage's
     parameters, in buckets, the gradients at `grad_bytes` per element (memory.grad_bytes), the
-    parameters gathered at `gather_bytes` (memory.param_gather_bytes). DualPipe: a stage's micro-batches are split between its two copies,
-    so both copies' gradients are reduced -- the DP traffic of two stages per rank. A group with
-    nothing to move (a dense model has no expert-DP group) runs no collective and pays no latency.
+    parameters gathered at `gather_bytes` (memory.param_gather_bytes). DualPipe: a stage's
+    micro-batches are split between its two copies, so both copies' gradients are reduced --
+    the DP traffic of two stages per rank. A group with nothing to move (a dense model has no
+    expert-DP group) runs no collective and pays no latency.
     `sync_every` (Workload.cross_site_sync_every, DiLoCo): the phases on `wan` tiers run once
     every that many steps, so per step they cost 1 / sync_every of a synchronisation."""
     tiers = cluster.tiers

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .compute import saves_quantized_inputs, tokens_per_gpu
+from .compute import quant_recipe, saves_quantized_inputs, tokens_per_gpu
 from .params import (
     attention_params,
     dense_mlp_params,
@@ -26,7 +26,7 @@ from .params import (
     lm_head_params,
     mlp_matrices,
 )
-from .specs import LOW_PRECISION, Layout, ModelSpec, Workload
+from .specs import LOW_PRECISION, Generation, Layout, ModelSpec, Workload
 from .units import GIB  # noqa: F401 (re-exported: byte counts here are read in GiB)
 
 BF16_BYTES = 2
@@ -102,15 +102,59 @@ def grad_bytes(workload: Workload | None) -> int:
     return BF16_BYTES if bf16 else FP32_BYTES
 
 
+FP8_BYTES = 1
+MXFP8_SCALE_BYTES = 1 / 32
+"""E8M0 scale bytes per element of an MXFP8 tensor, per direction (one per 32-element block)."""
+
+
+def weight_bytes(workload: Workload | None, generation: Generation = "hopper") -> float:
+    """Resident bytes per parameter of the model weights (Workload.fp8_params), from
+    Transformer Engine's quantized tensors (transformer_engine/pytorch/tensor/utils.py
+    post_all_gather_processing, cast_master_weights_to_fp8):
+
+    - bf16 weights: 2 B (also under fp8 compute without fp8_params; Transformer Engine's
+      cached fp8 weight copies of that case are not counted).
+    - fp8 delayed / tensorwise Float8Tensor: the 1 B row-wise data, plus a 1 B transpose
+      created after each all-gather where the GPU has no non-TN fp8 GEMM
+      (utils.py is_non_tn_fp8_gemm_supported: sm 10.x-11.x and >= 13, i.e. Blackwell): 2 B
+      on Hopper / Ampere / CDNA, 1 B on Blackwell.
+    - fp8 blockwise Float8BlockwiseQTensor: row-wise and column-wise 1 B each (the
+      column-wise storage is always created after the all-gather); the fp32 scales of
+      128x128 weight tiles (4 B per 16,384 elements) are left out.
+    - mxfp8 MXFP8Tensor: row-wise and column-wise 1 B each plus one E8M0 scale per 32
+      elements in each direction: 2.0625 B.
+    """
+    if workload is None or not workload.fp8_params:
+        return BF16_BYTES
+    if workload.precision == "mxfp8":
+        return 2 * (FP8_BYTES + MXFP8_SCALE_BYTES)
+    if quant_recipe(workload) == "blockwise" or generation != "blackwell":
+        return 2 * FP8_BYTES
+    return FP8_BYTES
+
+
+def param_gather_bytes(workload: Workload | None) -> int:
+    """Bytes per element of the ZeRO / distributed-optimizer parameter all-gather: bf16 2 B;
+    under Workload.fp8_params 1 B (Megatron param_and_grad_buffer.py: the param buffer of fp8
+    parameters is torch.uint8 and their row-wise data is mapped into it), except mxfp8, whose
+    parameters are gathered in bf16 through the gradient buffer and re-quantized after it
+    (param_and_grad_buffer.py shared_buffer: 'param_data = ... view(torch.bfloat16)')."""
+    if workload is None or not workload.fp8_params or workload.precision == "mxfp8":
+        return BF16_BYTES
+    return FP8_BYTES
+
+
 def state_bytes(
     sp: StageParams,
     layout: Layout,
     num_microbatches: int = 1,
     workload: Workload | None = None,
     mirror: StageParams | None = None,
+    weight_bytes: float = BF16_BYTES,
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per GPU under the layout's ZeRO stage; gradients
-    at grad_bytes (Workload.main_grads).
+    at grad_bytes (Workload.main_grads), resident and gathered weights at `weight_bytes` per
+    parameter (memory.weight_bytes: 2 B bf16, less or more under Workload.fp8_params).
 
     ZeRO-2 frees gradients after their reduce-scatter only when a step has one micro-batch:
     with accumulation, Megatron, FSDP's no_sync and PyTorch pipelining keep an unsharded buffer
@@ -135,9 +179,9 @@ def state_bytes(
     z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
     if z == 3:
         # fp32 sharded params double as master weights; gather buffers hold <= 2 layers in bf16.
-        gather = min(2, sp.num_layers) * sp.largest_layer * BF16_BYTES
+        gather = min(2, sp.num_layers) * sp.largest_layer * weight_bytes
         return 4 * sharded + gather, g * sharded, moments * sharded
-    weights = BF16_BYTES * full
+    weights = weight_bytes * full
     grads = g * (sharded if z == 2 and num_microbatches == 1 else full)
     optimizer = (FP32_BYTES + moments) * (sharded if z >= 1 else full)
     if layout.pp_schedule == "dualpipe":
@@ -147,7 +191,7 @@ def state_bytes(
         # holders of a stage add up; the optimizer steps the rank's own stage.
         other = sp if mirror is None else mirror
         full_other = other.dense + other.expert
-        weights += BF16_BYTES * full_other
+        weights += weight_bytes * full_other
         sharded_other = other.dense / dense_shard + other.expert / expert_shard
         grads += g * (sharded_other if z == 2 and num_microbatches == 1 else full_other)
     return weights, grads, optimizer

@@ -39,8 +39,10 @@ from .memory import (
     grad_bytes,
     layer_activation_bytes,
     memory_validated,
+    param_gather_bytes,
     stage_params,
     state_bytes,
+    weight_bytes,
 )
 from .pipeline import dualpipe_bubble_s, num_microbatches, schedule_time_s, stage_layers
 from .rankmap import LAYER_GROUPS, Group
@@ -309,6 +311,7 @@ class Pricer(StepBounds):
             comm=self.comm if comm is None else comm,
             dp_accumulation=w.dp_accumulation,
             grad_bytes=grad_bytes(w),
+            gather_bytes=param_gather_bytes(w),
         )
 
     def stage_dp_tier_s(
@@ -329,6 +332,7 @@ class Pricer(StepBounds):
             comm=self.comm,
             dp_accumulation=w.dp_accumulation,
             grad_bytes=grad_bytes(w),
+            gather_bytes=param_gather_bytes(w),
         )
 
     def stage_optimizer_s(self, lo: Layout, sp: StageParams) -> float:
@@ -401,7 +405,9 @@ class Pricer(StepBounds):
             mr = len(all_counts) - 1 - r
             mirror = all_counts[mr]
             msp = self.stage_params(lo, mirror, mr)
-        weights, grads, optim = state_bytes(sp, lo, m, self.workload, msp)
+        weights, grads, optim = state_bytes(
+            sp, lo, m, self.workload, msp, weight_bytes(self.workload, self.cluster.gpu.generation)
+        )
         # Activations and buffers read neither the ZeRO stage nor the order (NOT_IN_ACTIVATIONS;
         # memory.buffer_bytes reads the degrees): the search checks several ZeRO stages of a
         # shape, each at the same bytes.

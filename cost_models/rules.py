@@ -24,7 +24,17 @@ def layout_violations(
         *_schedule_rules(workload, layout),
         *_moe_rules(model, layout),
         *_attention_rules(model, workload, layout),
+        *_fp8_params_rules(workload, layout),
     ]
+
+
+def _fp8_params_rules(workload: Workload, lo: Layout) -> list[str]:
+    """fp8 primary weights live in the distributed optimizer's (or FSDP's) param buffer:
+    Megatron-LM arguments.py asserts '--fp8-param-gather only supported with distributed
+    optimizer, torch fsdp2, megatron fsdp, or inference mode'."""
+    if workload.fp8_params and lo.zero_stage == 0:
+        return ["fp8_params needs a ZeRO stage >= 1 (the distributed optimizer or FSDP)"]
+    return []
 
 
 def _degree_rules(model: ModelSpec, cluster: Cluster, lo: Layout) -> list[str]:

@@ -942,6 +942,16 @@ class Workload(InputSpec):
         "conf/training/nemotron/nemotron_340b.yaml optim.grad_sync_dtype bf16). The fp32 "
         "master weights and moments are unchanged",
     )
+    fp8_params: bool = Field(
+        False,
+        description="primary weights kept in fp8 (Megatron-LM --fp8-param-gather, Transformer "
+        "Engine fp8_model_init; valid with fp8 / mxfp8 precision only): the distributed "
+        "optimizer's param buffer holds uint8 (param_and_grad_buffer.py), the optimizer casts "
+        "its fp32 master shard into it (fp8_utils.quantize_param_shard -> TE "
+        "cast_master_weights_to_fp8) and the ZeRO parameter all-gather sends 1 B per element; "
+        "mxfp8 gathers bf16 through the gradient buffer and re-quantizes. Weight bytes per "
+        "GPU: memory.weight_bytes",
+    )
     activation_func_fp8_input_store: bool = Field(
         False,
         description="SwiGLU inputs (dense MLP, shared and routed experts) kept for backward in "
@@ -993,6 +1003,16 @@ class Workload(InputSpec):
         "fuse_qkv): SDPA saves V as a view of the fused output, which keeps all of it, and the "
         "rotary outputs of Q and K besides; False: separate wq / wk / wv",
     )
+
+
+    @model_validator(mode="after")
+    def _fp8_params_need_fp8(self) -> Workload:
+        if self.fp8_params and self.precision not in ("fp8", "mxfp8"):
+            raise ValueError(
+                f"fp8_params needs precision fp8 or mxfp8 (got {self.precision}): "
+                "Megatron --fp8-param-gather keeps weights in the fp8 training format"
+            )
+        return self
 
 
 MoEDispatcher = Literal["alltoall", "deepep"]

@@ -20,6 +20,7 @@ from .compute import (
     gemm_time_s,
     mlp_gemms,
     moe_imbalance,
+    quant_recipe,
     tokens_per_gpu,
 )
 from .cp import cp_layer_s
@@ -34,6 +35,7 @@ from .memory import (
     kept_outputs_bytes,
     logits_bytes,
     moment_bytes,
+    weight_bytes,
 )
 from .pipeline import inflight_chunks
 from .rankmap import Group
@@ -432,11 +434,14 @@ def dp_tier_times_s(
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
     grad_bytes: int = GRAD_REDUCE_BYTES,
+    gather_bytes: int = BF16_BYTES,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds per step by tier for one stage's
-    parameters, in buckets, the gradients at `grad_bytes` per element (memory.grad_bytes). DualPipe: a stage's micro-batches are split between its two copies,
-    so both copies' gradients are reduced -- the DP traffic of two stages per rank. A group with
-    nothing to move (a dense model has no expert-DP group) runs no collective and pays no latency.
+    parameters, in buckets, the gradients at `grad_bytes` per element (memory.grad_bytes), the
+    parameters gathered at `gather_bytes` (memory.param_gather_bytes). DualPipe: a stage's
+    micro-batches are split between its two copies, so both copies' gradients are reduced --
+    the DP traffic of two stages per rank. A group with nothing to move (a dense model has no
+    expert-DP group) runs no collective and pays no latency.
     `sync_every` (Workload.cross_site_sync_every, DiLoCo): the phases on `wan` tiers run once
     every that many steps, so per step they cost 1 / sync_every of a synchronisation."""
     tiers = cluster.tiers
@@ -460,7 +465,8 @@ def dp_tier_times_s(
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         dense = copies * sp.dense
         grads, gather = _hsdp_tier_s(
-            tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1]), comm, grad_bytes
+            tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1]), comm, grad_bytes,
+            gather_bytes,
         )
         parts: list[tuple[float, Group]] = []
     else:
@@ -476,7 +482,7 @@ def dp_tier_times_s(
         grads = [x + y for x, y in zip(grads, g, strict=True)]
         if layout.zero_stage >= 1:
             a = collective_tier_s(
-                "all_gather", params * BF16_BYTES, span[group], tiers, n, comm, "dp"
+                "all_gather", params * gather_bytes, span[group], tiers, n, comm, "dp"
             )
             gather = [x + y for x, y in zip(gather, a, strict=True)]
     if sync_every > 1:
@@ -494,6 +500,7 @@ def _hsdp_tier_s(
     n: int,
     comm: CollectiveBook | None = None,
     grad_bytes: int = GRAD_REDUCE_BYTES,
+    gather_bytes: int = BF16_BYTES,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds by tier of `dense` parameters under HSDP
     (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it) in `n` buckets:
@@ -507,7 +514,7 @@ def _hsdp_tier_s(
     )
     grads = [x + y for x, y in zip(rs, ar, strict=True)]
     return grads, collective_tier_s(
-        "all_gather", dense * BF16_BYTES, span[Group.DP_SHARD], tiers, n, comm, "dp"
+        "all_gather", dense * gather_bytes, span[Group.DP_SHARD], tiers, n, comm, "dp"
     )
 
 
@@ -560,6 +567,7 @@ def stage_dp_s(
     comm: CollectiveBook | None = None,
     dp_accumulation: str = "last_micro_batch",
     grad_bytes: int = GRAD_REDUCE_BYTES,
+    gather_bytes: int = BF16_BYTES,
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
     forward + backward per micro-batch; dp_sync is Workload.dp_sync, dp_accumulation
@@ -567,7 +575,7 @@ def stage_dp_s(
     step-time lower bound (planner/search/bounds.py) and stage split (partition.py)."""
     grads_t, gather_t = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
-        comm=comm, grad_bytes=grad_bytes,
+        comm=comm, grad_bytes=grad_bytes, gather_bytes=gather_bytes,
     )
     grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
@@ -605,11 +613,12 @@ def stage_dp_tier_s(
     comm: CollectiveBook | None = None,
     dp_accumulation: str = "last_micro_batch",
     grad_bytes: int = GRAD_REDUCE_BYTES,
+    gather_bytes: int = BF16_BYTES,
 ) -> list[float]:
     """stage_dp_s's link-busy seconds per step, split by tier."""
     grads, gather = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
-        comm=comm, grad_bytes=grad_bytes,
+        comm=comm, grad_bytes=grad_bytes, gather_bytes=gather_bytes,
     )
     reduces, gathers = dp_rounds(layout, m, dp_accumulation)
     if layout.zero_stage < 3 and reduces == 1:
@@ -623,9 +632,26 @@ def optimizer_bytes_per_param(workload: Workload | None = None) -> float:
     (Workload.optimizer_moments, memory.moment_bytes). Under bf16 main gradients
     (Workload.main_grads) the step first casts its shard to fp32 (read 2 + write 4 B:
     Megatron distrib_optimizer.py _copy_model_grads_to_main_grads `shard_model_grad.float()`),
-    which Adam and the norm then read as fp32."""
+    which Adam and the norm then read as fp32. Under fp8 primary weights (Workload.fp8_params)
+    the new weight is written quantized: fp8_weight_write_bytes replaces the 2 B bf16 write."""
     cast = BF16_BYTES + FP32_BYTES if grad_bytes(workload) == BF16_BYTES else 0
-    return cast + GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + BF16_BYTES
+    write = fp8_weight_write_bytes(workload) if workload and workload.fp8_params else BF16_BYTES
+    return cast + GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + write
+
+
+def fp8_weight_write_bytes(workload: Workload) -> float:
+    """HBM bytes per shard parameter of casting the fp32 master into fp8 primary weights
+    (Megatron fp8_utils.quantize_param_shard -> Transformer Engine tensor/utils.py
+    cast_master_weights_to_fp8): delayed scaling writes the 1 B row-wise data with the
+    previous scale; current (tensorwise), blockwise and MXFP8 scaling first read the master
+    once more for the amaxes (all-reduced over the DP group, a few bytes per tensor, not
+    priced), then write it: 1 B, or for MXFP8 row-wise and column-wise data with their E8M0
+    scales (memory.weight_bytes). The transpose Hopper builds after the all-gather
+    (post_all_gather_processing) is not priced."""
+    if workload.precision == "mxfp8":
+        return FP32_BYTES + weight_bytes(workload)
+    delayed = quant_recipe(workload) == "delayed"
+    return 1 if delayed else FP32_BYTES + 1
 
 
 CLIP_BYTES_PER_PARAM = {"none": 0, "norm": GRAD_REDUCE_BYTES, "clip": 3 * GRAD_REDUCE_BYTES}

@@ -604,6 +604,13 @@ def _add_memory_options(p: argparse.ArgumentParser) -> None:
         "Megatron-LM's under bf16; bf16: Megatron --grad-reduce-in-bf16, NVIDIA's performance "
         "recipes)",
     )
+    p.add_argument(
+        "--fp8-params",
+        action="store_true",
+        default=None,
+        help="keep the primary weights in fp8 and all-gather them in fp8 (Megatron "
+        "--fp8-param-gather; needs --precision fp8 or mxfp8)",
+    )
 
 
 def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
@@ -613,6 +620,7 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
         "activation_func_fp8_input_store",
         "attention_output_store",
         "main_grads",
+        "fp8_params",
     )
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 

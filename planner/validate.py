@@ -63,6 +63,7 @@ MEMORY_SETTINGS = frozenset(
         "fsdp_root_holds_embedding",
         "fused_qkv",
         "main_grads",
+        "fp8_params",
     }
 )
 """Workload fields that change what a run keeps in memory (cost_models/specs.py Workload);

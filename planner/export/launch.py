@@ -670,6 +670,14 @@ def _megatron_memory_options(workload: Workload, lo: Layout) -> list[str]:
     # megatron/training/arguments.py: --grad-reduce-in-bf16 keeps main_grads and their
     # reduction in bf16 (accumulate_allreduce_grads_in_fp32 False); the default is fp32.
     grads = ["--grad-reduce-in-bf16"] if workload.main_grads == "bf16" else []
+    if workload.fp8_params:
+        if lo.zero_stage == 0:
+            # megatron/training/arguments.py: "--fp8-param-gather only supported with
+            # distributed optimizer, torch fsdp2, megatron fsdp, or inference mode".
+            raise _refuse(
+                "megatron", "fp8 primary weights need the distributed optimizer (ZeRO >= 1)"
+            )
+        grads.append("--fp8-param-gather")
     if workload.optimizer_moments == "fp32":
         return grads
     if lo.zero_stage != 1:
@@ -700,11 +708,12 @@ def _non_megatron_memory_refusal(target: str, workload: Workload, lo: Layout) ->
         or workload.activation_func_fp8_input_store
         or workload.attention_output_store != "separate"
         or workload.main_grads != "fp32"
+        or workload.fp8_params
     ):
         raise _refuse(
             target,
             "bf16 optimizer moments, fp8 SwiGLU input store, the E5M6 attention-output "
-            "cache and bf16 main gradients have no field here",
+            "cache, bf16 main gradients and fp8 primary weights have no field here",
         )
 
 

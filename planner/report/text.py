@@ -187,6 +187,8 @@ def memory_options_text(workload: Workload) -> str:
         parts.append(f"{workload.attention_output_store.upper()} attention output")
     if workload.main_grads != "fp32":
         parts.append(f"{workload.main_grads} gradients")
+    if workload.fp8_params:
+        parts.append("fp8 weights")
     return "".join(", " + p for p in parts)
 
 

@@ -174,3 +174,32 @@ def frozen_calibration(name: str, cluster) -> GenerationCalibration:
         path.write_text(json.dumps(cal, indent=1) + "\n")
     assert path.exists(), f"missing frozen calibration {name}: run with UPDATE_ESTIMATES=1"
     return GenerationCalibration(**json.loads(path.read_text()))
+
+
+def tiny_record(
+    settings: dict | None = None, *, num_layers: int = 2, layout: dict | None = None, **fields
+) -> dict:
+    """A published_runs.yaml record of a 2-layer 256-wide Llama on 8 H100s (Megatron, DP 8,
+    global batch 8): `settings` (absent when None), the layout fields in `layout` over
+    tp 1 / pp 1 / dp 8 / global batch 8, and any other top-level field in `fields`."""
+    record = {
+        "id": "t",
+        "framework": "megatron",
+        **({} if settings is None else {"settings": settings}),
+        "gpu": "h100-sxm-80gb",
+        "num_gpus": 8,
+        "gpus_per_node": 8,
+        "model": {
+            "name": "Llama",
+            "num_layers": num_layers,
+            "hidden_size": 256,
+            "ffn_hidden_size": 512,
+            "num_attention_heads": 4,
+            "num_kv_heads": 4,
+            "vocab_size": 1000,
+            "seq_len": 1024,
+        },
+        "layout": {"tp": 1, "pp": 1, "dp": 8, "global_batch_seqs": 8, **(layout or {})},
+        "measured_tokens_per_s_per_gpu": 1000.0,
+    }
+    return {**record, **fields}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import factories
 import pytest
 
 import models_zoo
@@ -124,26 +125,8 @@ def test_every_gpu_preset_with_a_host_link_cites_it() -> None:
 
 
 def _record(settings: dict, pp: int = 1) -> dict:
-    return {
-        "id": "t",
-        "framework": "megatron",
-        "settings": settings,
-        "gpu": "h100-sxm-80gb",
-        "num_gpus": 8,
-        "gpus_per_node": 8,
-        "model": {
-            "name": "Llama",
-            "num_layers": 4,
-            "hidden_size": 256,
-            "ffn_hidden_size": 512,
-            "num_attention_heads": 4,
-            "num_kv_heads": 4,
-            "vocab_size": 1000,
-            "seq_len": 1024,
-        },
-        "layout": {"tp": 1, "pp": pp, "dp": 8 // pp, "global_batch_seqs": 8, "recompute": None},
-        "measured_tokens_per_s_per_gpu": 1000.0,
-    }
+    layout = {"pp": pp, "dp": 8 // pp, "recompute": None}
+    return factories.tiny_record(settings, num_layers=4, layout=layout)
 
 
 def test_records_state_cpu_offload_layers() -> None:

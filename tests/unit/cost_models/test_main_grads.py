@@ -78,26 +78,7 @@ def test_megatron_export_states_bf16_gradients() -> None:
 
 
 def _record(settings: dict, recompute: str | None = "selective") -> dict:
-    return {
-        "id": "t",
-        "framework": "megatron",
-        "settings": settings,
-        "gpu": "h100-sxm-80gb",
-        "num_gpus": 8,
-        "gpus_per_node": 8,
-        "model": {
-            "name": "Llama",
-            "num_layers": 2,
-            "hidden_size": 256,
-            "ffn_hidden_size": 512,
-            "num_attention_heads": 4,
-            "num_kv_heads": 4,
-            "vocab_size": 1000,
-            "seq_len": 1024,
-        },
-        "layout": {"tp": 1, "pp": 1, "dp": 8, "global_batch_seqs": 8, "recompute": recompute},
-        "measured_tokens_per_s_per_gpu": 1000.0,
-    }
+    return f.tiny_record(settings, layout={"recompute": recompute})
 
 
 def _inputs(record: dict) -> tuple:

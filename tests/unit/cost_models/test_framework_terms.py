@@ -4,7 +4,7 @@ Each expected value is computed by hand in the comment next to it.
 """
 
 import pytest
-from factories import cluster, dense_model, layout, workload
+from factories import cluster, dense_model, layout, tiny_record, workload
 
 from cost_models import estimate
 from cost_models.calibration import calibration_for, overlap_slowdown_s
@@ -147,40 +147,18 @@ def test_dp_overlap_costs_contention_when_hidden():
 
 
 def _record(source: str, notes: str, framework: str = "other", settings=None) -> dict:
-    return {
-        "id": "t",
-        "source": source,
-        "notes": notes,
-        "framework": framework,
-        **({} if settings is None else {"settings": settings}),
-        "gpu": "h100-sxm-80gb",
-        "num_gpus": 8,
-        "gpus_per_node": 8,
-        "model": {
-            "name": "Llama",
-            "num_layers": 2,
-            "hidden_size": 256,
-            "ffn_hidden_size": 512,
-            "num_attention_heads": 4,
-            "num_kv_heads": 4,
-            "vocab_size": 1000,
-            "seq_len": 1024,
-        },
-        "layout": {
-            "tp": 1,
-            "pp": 1,
-            "dp": 8,
-            "cp": None,
-            "ep": None,
-            "vp": None,
-            "sequence_parallel": None,
-            "micro_batch": None,
-            "recompute": None,
-            "precision": None,
-            "global_batch_seqs": 8,
-            "zero_stage": 3,
-        },
-    }
+    """A ZeRO-3 record that leaves every other layout field unstated (FILL_RULES fill them),
+    with the given free text, which nothing may read."""
+    unstated = dict.fromkeys(
+        ("cp", "ep", "vp", "sequence_parallel", "micro_batch", "recompute", "precision")
+    )
+    return tiny_record(
+        settings,
+        layout={**unstated, "zero_stage": 3},
+        source=source,
+        notes=notes,
+        framework=framework,
+    )
 
 
 def test_validate_reads_loss_kernel_and_compile_from_the_record():

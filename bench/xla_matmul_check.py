@@ -170,7 +170,8 @@ def _rates(table: dict, device: str, dtype: str) -> dict[tuple, float]:
 def check_h100(table: dict, shared: Path) -> None:
     rows = list(csv.DictReader((shared / "h100-sxm-80gb" / "gemm.csv").open()))
     gpu = models_zoo.load_gpu("h100-sxm-80gb")
-    for ours, key, peak in (("bf16", BF16, gpu.peak_bf16_tflops), ("fp8", FP8, gpu.peak_fp8_tflops)):
+    pairs = (("bf16", BF16, gpu.peak_bf16_tflops), ("fp8", FP8, gpu.peak_fp8_tflops))
+    for ours, key, peak in pairs:
         xla = _rates(table, "sm_90", key)
         ratios = [xla[s] / float(r["tflops"]) for r in rows if r["dtype"] == ours
                   and (s := (int(r["m"]), int(r["n"]), int(r["k"]))) in xla]
@@ -207,9 +208,9 @@ def check_blackwell_curve(table: dict) -> None:
     for key, ceiling, peak in ((BF16, cal.gemm_efficiency_bf16, gpu.peak_bf16_tflops),
                                (FP8, cal.gemm_efficiency_fp8, gpu.peak_fp8_tflops)):
         rates = _rates(table, "sm_100", key)
-        for tag, keep in (("every row", lambda s: True), ("rows >= 20 us", lambda s: s >= LAUNCH_BOUND_S)):
+        for tag, floor_s in (("every row", 0.0), ("rows >= 20 us", LAUNCH_BOUND_S)):
             ratios = [peak * ceiling * math.prod(d / (d + cal.gemm_half_dim) for d in s) / v
-                      for s, v in rates.items() if keep(2 * math.prod(s) / (v * 1e12))]
+                      for s, v in rates.items() if 2 * math.prod(s) / (v * 1e12) >= floor_s]
             if ratios:
                 print(f"b200 curve ({ceiling:g}, half_dim {cal.gemm_half_dim:g}) / sm_100 {key}, "
                       f"{tag}: {_quantiles(ratios)}")
@@ -219,7 +220,8 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    shared = Path(argv[1]) if len(argv) > 1 else Path(__file__).parents[1] / "../shared/data/kernels"
+    default = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "kernels"
+    shared = Path(argv[1]) if len(argv) > 1 else default
     try:
         table = read_table(argv[0])
     except TableError as err:

@@ -90,6 +90,9 @@ class FrameworkProfile:
     ep_overlap: bool = False
     """Whether it overlaps the MoE all-to-all with another micro-batch (Layout.ep_overlap):
     Megatron-LM --overlap-moe-expert-parallel-comm (megatron/core/model_parallel_config.py)."""
+    no_inputs: tuple[tuple[str, str], ...] = ()
+    """Inputs (Workload / Layout field, why) this launcher has no setting for: plan and estimate
+    refuse them for it (input_violations), as its export would."""
     sliding_window: str = ""
     """How the launcher takes sliding-window layers (ModelSpec.sliding_window), with its source;
     "": it has no option for them (the plan is priced with the window, the export refuses)."""
@@ -512,6 +515,15 @@ TORCHTITAN = FrameworkProfile(
         "HSDP: data_parallel_replicate_degree x data_parallel_shard_degree "
         "(torchtitan/distributed/parallel_dims.py), FSDP2 over a 2-D mesh"
     ),
+    no_inputs=(
+        ("main_grads", "torchtitan 0.3.0 reduces gradients in fp32 only (training."
+         "mixed_precision_reduce: Literal['float32'], torchtitan/config/configs.py) and FSDP2 "
+         "keeps the sharded gradients in the parameters' fp32"),
+        ("fp8_params", "torchtitan 0.3.0 keeps fp32 sharded weights; its float8 converter "
+         "(torchtitan/components/quantization/float8.py) has no fp8 primary-weight option"),
+        ("cpu_offload_layers", "torchtitan 0.3.0 has no activation offloading (its "
+         "enable_cpu_offload is FSDP's parameter/gradient/optimizer offload)"),
+    ),
     sliding_window=(
         "only as the model of a recipe that has it (torchtitan/models/gpt_oss: a 128-token "
         "window on even layers); the model is the recipe's, not a command-line field"
@@ -544,6 +556,13 @@ DEEPSPEED = FrameworkProfile(
         "is Ulysses all-to-all, not ring CP; DeepSpeed-MoE expert groups are not modelled here"
     ),
     moe=False,
+    no_inputs=(
+        ("main_grads", "the deepspeed profile prices fp32 gradient accumulation only (its "
+         "export writes no data_types.grad_accum_dtype)"),
+        ("fp8_params", "DeepSpeed with Megatron-DeepSpeed has no fp8 primary weights"),
+        ("cpu_offload_layers", "DeepSpeed's activation_checkpointing.cpu_checkpointing moves "
+         "recompute checkpoints, not Megatron's per-layer offload without recompute"),
+    ),
 )
 
 LLM_FOUNDRY = FrameworkProfile(
@@ -650,6 +669,19 @@ def profile_violations(
     if p.name == "torchtitan":
         out += _torchtitan_violations(model, layout, chunks)
     return out
+
+
+def input_violations(
+    p: FrameworkProfile, workload: Workload, cpu_offload_layers: int = 0
+) -> list[str]:
+    """Why `p`'s launcher cannot run these inputs (FrameworkProfile.no_inputs; empty: it can):
+    bf16 main gradients, fp8 primary weights, CPU activation offloading."""
+    given = {
+        "main_grads": workload.main_grads != "fp32" and f"main_grads {workload.main_grads}",
+        "fp8_params": workload.fp8_params and "fp8_params",
+        "cpu_offload_layers": cpu_offload_layers and f"cpu_offload_layers {cpu_offload_layers}",
+    }
+    return [f"{given[name]}: {why}" for name, why in p.no_inputs if given.get(name)]
 
 
 def ep_overlap_precision_ok(precision: str) -> bool:

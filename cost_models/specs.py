@@ -1086,6 +1086,7 @@ class Layout(InputSpec):
     cpu_offload_layers: NonNegativeInt = Field(
         0,
         le=MAX_LAYERS,
+        strict=True,  # a count: `true` or "4" in a file is a mistake, not 1 or 4 layers
         description="CPU activation offloading: the saved activations of the first this many "
         "transformer layers are copied to pinned host memory during forward and back during "
         "backward (Megatron-LM --cpu-offloading-num-layers, TransformerConfig.cpu_offloading; "

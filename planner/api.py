@@ -164,6 +164,21 @@ def check_framework_runs(cluster: Cluster, framework: str | None) -> None:
     )
 
 
+def check_framework_inputs(
+    framework: str | None, workload: Workload, cpu_offload_layers: int = 0
+) -> None:
+    """InvalidInput when `framework`'s launcher has no setting for an input (bf16 main
+    gradients, fp8 primary weights, CPU activation offloading: FrameworkProfile.no_inputs), so a
+    plan or estimate is never priced for a run its export must refuse."""
+    if framework is None:
+        return
+    problems = _framework.input_violations(
+        _framework.profile(framework), workload, cpu_offload_layers
+    )
+    if problems:
+        raise InvalidInput("; ".join(problems))
+
+
 def _check_pins(cluster: Cluster, space: SearchSpace) -> None:
     """A pinned degree that can never divide the GPU count is bad input (exit 2), not an
     infeasible search (exit 1): no layout of any kind has tp*pp*dp*cp = num_gpus with it.
@@ -203,6 +218,7 @@ def plan(
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
     check_framework_runs(cluster, space.framework)
+    check_framework_inputs(space.framework, workload)
     space = framework_space(model, space)
     _check_pins(cluster, space)
     batch_range = space.global_batch_range
@@ -282,6 +298,7 @@ def estimate(
     problems = search_rule_violations(model, layout)
     if problems:  # every rule plan applies (issue 28)
         raise InvalidInput("; ".join(problems))
+    check_framework_inputs(framework, workload, layout.cpu_offload_layers)
     if framework is not None:
         prof = _framework.profile(framework)
         workload, layout = prof.workload(workload), prof.layout(layout)

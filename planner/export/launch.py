@@ -703,18 +703,20 @@ def _non_megatron_memory_refusal(target: str, workload: Workload, lo: Layout) ->
     """torchtitan and DeepSpeed exports: none of the memory options has a field there."""
     if lo.cpu_offload_layers:
         raise _refuse(target, "CPU activation offloading (cpu_offload_layers) has no field here")
-    if (
-        workload.optimizer_moments != "fp32"
-        or workload.activation_func_fp8_input_store
-        or workload.attention_output_store != "separate"
-        or workload.main_grads != "fp32"
-        or workload.fp8_params
-    ):
-        raise _refuse(
-            target,
-            "bf16 optimizer moments, fp8 SwiGLU input store, the E5M6 attention-output "
-            "cache, bf16 main gradients and fp8 primary weights have no field here",
-        )
+    named = {
+        "bf16 optimizer moments (optimizer_moments)": workload.optimizer_moments != "fp32",
+        "fp8 SwiGLU input store (activation_func_fp8_input_store)": (
+            workload.activation_func_fp8_input_store
+        ),
+        "the E5M6 attention-output cache (attention_output_store)": (
+            workload.attention_output_store != "separate"
+        ),
+        "bf16 main gradients (main_grads)": workload.main_grads != "fp32",
+        "fp8 primary weights (fp8_params)": workload.fp8_params,
+    }
+    given = [name for name, on in named.items() if on]
+    if given:  # name what the plan has, not every option there is
+        raise _refuse(target, f"{', '.join(given)}: no field here")
 
 
 # ----------------------------------------------------------------------------------- DeepSpeed

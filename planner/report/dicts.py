@@ -26,6 +26,7 @@ LAYOUT_KEYS = (
     "zero_stage",
     "dp_shard",
     "sequence_parallel",
+    "cpu_offload_layers",
 )
 
 

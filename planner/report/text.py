@@ -104,6 +104,8 @@ def layout_line(e: Estimate) -> str:
         extras.append("DualPipe")
     if lo.ep_overlap:
         extras.append("EP all-to-all overlapped")
+    if lo.cpu_offload_layers:
+        extras.append(f"CPU offload of {lo.cpu_offload_layers} layers' activations")
     if lo.order != Layout.model_fields["order"].default:
         extras.append("order " + "-".join(a.value for a in lo.order))
     return " ".join(parts) + "  |  " + ", ".join(extras)

@@ -1,0 +1,139 @@
+"""Bad input on the last stop's inputs (bf16 main gradients, fp8 primary weights, CPU activation
+offloading): one line naming the flag, field and rule, exit 2, and JSON that says the input was
+used (notes: /work/notes/edges.md)."""
+
+from __future__ import annotations
+
+import json
+
+import factories
+import pytest
+
+from cost_models import estimate
+from cost_models.errors import InvalidInput
+from cost_models.specs import Layout
+from planner import api
+from planner.cli import main
+from planner.export.launch import deepspeed_config, torchtitan_parallelism
+from planner.validate import validate_record
+
+EST = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8"]
+EST += ["--global-batch", "16", "--seq-len", "4096", "--tp", "1", "--pp", "1", "--dp", "8"]
+
+
+def _error(capsys, argv: list[str]) -> dict:
+    """Run `argv --json`: exit 2, one stderr line, the CONTRACT.md error object."""
+    assert main([*argv, "--json"]) == 2
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.err and len(cap.err.strip().splitlines()) == 1
+    error = json.loads(cap.out)["error"]
+    assert error["exit_code"] == 2 and cap.err.strip() == f"error: {error['message']}"
+    return error
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag", "rule"),
+    [
+        (["--fp8-params"], "--fp8-params", "fp8_params needs precision fp8 or mxfp8 (got bf16)"),
+        (["--fp8-params", "--precision", "fp8", "--zero", "0"], "--fp8-params", "ZeRO stage >= 1"),
+        (["--cpu-offload-layers", "32"], "--cpu-offload-layers", "must be below num_layers (32)"),
+        (["--cpu-offload-layers", "4", "--pp", "2", "--dp", "4"], "--cpu-offload-layers",
+         "needs pp 1"),
+        (["--cpu-offload-layers", "4", "--recompute", "full"], "--cpu-offload-layers",
+         "needs recompute none"),
+        (["--recompute-modules", "core_attn"], "--recompute-modules", "needs recompute: selective"),
+        (["--recompute-num-layers", "2"], "--recompute-num-layers", "need recompute: full"),
+    ],
+)
+def test_rules_on_flags_name_the_flag(capsys, extra, flag, rule) -> None:
+    error = _error(capsys, [*EST, *extra])
+    assert error["field"] == flag
+    assert error["message"].startswith(f"{flag}: ") and rule in error["message"]
+    assert "(top level)" not in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag", "why"),
+    [
+        (["--main-grads", "bf16", "--framework", "torchtitan", "--zero", "3"], "--main-grads",
+         "mixed_precision_reduce"),
+        (["--precision", "fp8", "--fp8-params", "--framework", "torchtitan", "--zero", "3"],
+         "--fp8-params", "fp8 primary-weight"),
+        (["--cpu-offload-layers", "4", "--framework", "torchtitan", "--zero", "3"],
+         "--cpu-offload-layers", "no activation offloading"),
+        (["--main-grads", "bf16", "--framework", "deepspeed"], "--main-grads", "grad_accum_dtype"),
+        (["--precision", "fp8", "--fp8-params", "--framework", "deepspeed"], "--fp8-params",
+         "no fp8 primary weights"),
+        (["--cpu-offload-layers", "4", "--framework", "deepspeed"], "--cpu-offload-layers",
+         "cpu_checkpointing"),
+    ],
+)
+def test_inputs_a_framework_cannot_run_are_refused(capsys, extra, flag, why) -> None:
+    """Was: priced (exit 0) for a framework whose export then refused the plan."""
+    error = _error(capsys, [*EST, *extra])
+    assert error["field"] == flag and why in error["message"]
+
+
+def test_plan_refuses_them_for_the_framework_too(capsys) -> None:
+    argv = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8"]
+    argv += ["--global-batch", "16", "--seq-len", "4096", "--framework", "torchtitan"]
+    error = _error(capsys, [*argv, "--main-grads", "bf16"])
+    assert error["field"] == "--main-grads"
+
+
+def test_the_library_refuses_them_with_the_same_rule() -> None:
+    model, cluster = factories.dense_model(num_layers=4), factories.cluster(8)
+    w = factories.workload(1024, 8, main_grads="bf16")
+    lo = Layout(dp=8, zero_stage=3)
+    with pytest.raises(InvalidInput, match="main_grads bf16: torchtitan"):
+        api.estimate(model, cluster, lo, w, framework="torchtitan")
+    assert api.estimate(model, cluster, lo, w, framework="megatron").step_time_s > 0
+
+
+def test_estimate_json_says_which_inputs_were_used(capsys) -> None:
+    """Was: the estimate JSON had neither the offloaded layers nor the gradient dtype."""
+    assert main([*EST, "--cpu-offload-layers", "4", "--main-grads", "bf16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["layout"]["cpu_offload_layers"] == 4
+    assert out["workload"]["main_grads"] == "bf16" and out["workload"]["fp8_params"] is False
+    assert main([*EST, "--cpu-offload-layers", "4"]) == 0
+    assert "CPU offload of 4 layers' activations" in " ".join(capsys.readouterr().out.split())
+
+
+def test_plan_json_layout_keeps_every_key(capsys) -> None:
+    argv = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8"]
+    assert main([*argv, "--global-batch", "16", "--seq-len", "4096", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best["layout"]["cpu_offload_layers"] == 0
+    assert best["estimate"]["layout"]["cpu_offload_layers"] == 0
+
+
+def _record(settings: dict) -> dict:
+    return factories.tiny_record(settings, num_layers=4, layout={"pp": 1, "dp": 8})
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({"cpu_offload_layers": True}, "cpu_offload_layers: Input should be a valid integer"),
+        ({"cpu_offload_layers": "4"}, "cpu_offload_layers: Input should be a valid integer"),
+        ({"ep_overlap": "false"}, "settings: ep_overlap must be true or false, got 'false'"),
+        ({"tp_comm_overlap": "false"}, "settings: tp_comm_overlap must be true or false"),
+    ],
+)
+def test_record_settings_are_not_coerced(settings, words) -> None:
+    """Was: `cpu_offload_layers: true` offloaded 1 layer, `ep_overlap: "false"` turned the
+    overlap on (bool("false")) and `tp_comm_overlap: "false"` too."""
+    row = validate_record(_record(settings))
+    assert row.estimate is None and words in row.error
+
+
+def test_exports_name_only_the_option_the_plan_has() -> None:
+    model, cluster = factories.dense_model(num_layers=4), factories.cluster(8)
+    w = factories.workload(1024, 8, main_grads="bf16")
+    e = estimate(model, cluster, w, Layout(dp=8, zero_stage=3))
+    msg = r"cannot export to torchtitan: bf16 main gradients \(main_grads\): no field here$"
+    with pytest.raises(InvalidInput, match=msg):
+        torchtitan_parallelism(model, w, e)
+    with pytest.raises(InvalidInput, match=r"deepspeed: bf16 main gradients \(main_grads\): no"):
+        deepspeed_config(w, e, model)

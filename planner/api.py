@@ -26,6 +26,7 @@ from .search.candidates import (
     OrderCache,
     allowed_orders,
     framework_space,
+    offload_space,
     search_rule_violations,
 )
 from .types import PlanResult, SearchSpace, SolverOptions
@@ -197,6 +198,22 @@ def _check_pins(cluster: Cluster, space: SearchSpace) -> None:
         raise InvalidInput(f"pinned degrees ({pinned} = {product}) do not divide the {n} GPUs")
 
 
+def _fp8_params_space(space: SearchSpace, workload: Workload) -> SearchSpace:
+    """fp8 primary weights live in the distributed optimizer's or FSDP's param buffer
+    (Megatron-LM arguments.py asserts it; rules._fp8_params_rules): the search drops ZeRO-0.
+    Narrowed here, not left to the rule, because the search checks the rules on one base per
+    shape at the space's first ZeRO stage (candidates.legal_bases), which is 0 by default."""
+    if not workload.fp8_params or 0 not in space.zero_stages:
+        return space
+    zero = tuple(z for z in space.zero_stages if z != 0)
+    if not zero:
+        raise InvalidInput(
+            "fp8_params needs a ZeRO stage >= 1 (the distributed optimizer or FSDP), and the "
+            "allowed ZeRO stages are [0]"
+        )
+    return space.model_copy(update={"zero_stages": zero})
+
+
 def plan(
     model: ModelSpec,
     cluster: Cluster,
@@ -218,8 +235,8 @@ def plan(
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
     check_framework_runs(cluster, space.framework)
-    check_framework_inputs(space.framework, workload)
-    space = framework_space(model, space)
+    check_framework_inputs(space.framework, workload, space.cpu_offload_layers)
+    space = offload_space(model, cluster, framework_space(model, space))
     _check_pins(cluster, space)
     batch_range = space.global_batch_range
     if batch_range is not None:  # the search takes each plan's batch from the range
@@ -228,7 +245,7 @@ def plan(
     check_memory_options(model, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
-    space = _moments_space(space, workload)
+    space = _fp8_params_space(_moments_space(space, workload), workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     usable = exhaustive.usable_memory_gib(cluster, space)
     if options.objective == "goodput":

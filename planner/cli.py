@@ -256,6 +256,13 @@ def _add_layout_choices(p: argparse.ArgumentParser) -> None:
         const=(False, True),
         help="also try MoE all-to-all overlap (Megatron --overlap-moe-expert-parallel-comm)",
     )
+    p.add_argument(
+        "--cpu-offload-layers",
+        type=_positive_int,
+        default=None,
+        help="every plan offloads the first N layers' activations to the host (Megatron "
+        "--cpu-offloading-num-layers): the search keeps to pp 1 and recompute none",
+    )
 
 
 def _add_solver(p: argparse.ArgumentParser) -> None:
@@ -295,6 +302,7 @@ SEARCH_FLAGS = {
     "stage_split": "stage_split",
     "pp_schedules": "pp_schedules",
     "ep_overlap": "ep_overlap",
+    "cpu_offload_layers": "cpu_offload_layers",
     "engine": "engine",
     "deterministic": "deterministic",
     "seed": "seed",

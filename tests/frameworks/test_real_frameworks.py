@@ -197,7 +197,7 @@ def test_megatron_runs_the_plans_searched_for_it(case, index, fake_world, monkey
     check_megatron(searched("megatron", case), index, fake_world, monkeypatch)
 
 
-def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch) -> None:
+def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch):
     from megatron.core import parallel_state
     from megatron.training import arguments
     from megatron.training.arguments import parse_args, validate_args
@@ -251,6 +251,51 @@ def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch) -> N
         ep = parallel_state.get_expert_model_parallel_group()
         expected = next(g for g in ours["ep"] if 0 in g)
         assert sorted(dist.get_process_group_ranks(ep)) == expected
+    return ns
+
+
+# The memory inputs of issue 32 (bf16 main gradients, fp8 primary weights, CPU activation
+# offloading), alone and together: name -> (workload, layout fields, what Megatron parsed).
+MEMORY_INPUTS = {
+    "bf16-grads": (
+        f.workload(global_batch=32, main_grads="bf16"),
+        {"tp": 2, "dp": 8},
+        {"grad_reduce_in_bf16": True, "accumulate_allreduce_grads_in_fp32": False},
+    ),
+    "fp8-params": (
+        f.workload(global_batch=32, precision="fp8", fp8_params=True),
+        {"tp": 2, "dp": 8},
+        {"fp8_param_gather": True, "use_distributed_optimizer": True},
+    ),
+    "fp8-params-megatron-fsdp": (
+        f.workload(global_batch=32, precision="fp8", fp8_params=True, main_grads="bf16"),
+        {"tp": 2, "dp": 8, "zero_stage": 3},
+        {"fp8_param_gather": True, "use_megatron_fsdp": True, "grad_reduce_in_bf16": True},
+    ),
+    "cpu-offload": (
+        f.workload(global_batch=32),
+        {"tp": 2, "dp": 8, "cpu_offload_layers": 4},
+        {"cpu_offloading": True, "cpu_offloading_num_layers": 4},
+    ),
+    "all-three": (
+        f.workload(global_batch=32, precision="fp8", main_grads="bf16", fp8_params=True),
+        {"tp": 2, "dp": 8, "cpu_offload_layers": 4},
+        {"grad_reduce_in_bf16": True, "fp8_param_gather": True, "cpu_offloading_num_layers": 4},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", MEMORY_INPUTS)
+def test_megatron_parses_the_memory_inputs(name, fake_world, monkeypatch):
+    workload, fields, parsed = MEMORY_INPUTS[name]
+    cluster = f.cluster(16)
+    # A host link to offload over (the test GPU has none; the presets cite theirs).
+    cluster = cluster.model_copy(
+        update={"gpu": cluster.gpu.model_copy(update={"host_link_gb_per_s": 63.0})}
+    )
+    result = f.result_for(f.dense_model(), cluster, workload, Layout(**fields))
+    ns = check_megatron(result, 0, fake_world, monkeypatch)
+    assert {k: getattr(ns, k) for k in parsed} == parsed
 
 
 # ---------------------------------------------------------------------------------- torchtitan

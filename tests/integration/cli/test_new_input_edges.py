@@ -137,3 +137,70 @@ def test_exports_name_only_the_option_the_plan_has() -> None:
         torchtitan_parallelism(model, w, e)
     with pytest.raises(InvalidInput, match=r"deepspeed: bf16 main gradients \(main_grads\): no"):
         deepspeed_config(w, e, model)
+
+
+# ------------------------------------------------------------------ plan takes the inputs
+
+
+PLAN = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+PLAN += ["--global-batch", "128", "--seq-len", "8192", "--top", "3"]
+
+
+def test_plan_with_fp8_params_finds_the_sharded_layouts(capsys) -> None:
+    """Was: 'no feasible plan ... fp8_params needs a ZeRO stage >= 1' for every model: the
+    search checks its rules on one base per shape at the space's first ZeRO stage, 0."""
+    assert main([*PLAN, "--precision", "fp8", "--fp8-params", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ranked"] and all(p["layout"]["zero_stage"] >= 1 for p in out["ranked"])
+    assert out["inputs"]["workload"]["fp8_params"] is True
+    error = _error(capsys, [*PLAN, "--precision", "fp8", "--fp8-params", "--zero", "0"])
+    assert error["field"] == "--fp8-params" and "allowed ZeRO stages are [0]" in error["message"]
+
+
+def _host_linked(num_gpus: int):
+    cluster = factories.cluster(num_gpus)
+    return cluster.model_copy(
+        update={"gpu": cluster.gpu.model_copy(update={"host_link_gb_per_s": 63.0})}
+    )
+
+
+def test_plan_offloads_in_every_plan_and_the_engines_agree() -> None:
+    """Was: `plan` had no --cpu-offload-layers (unrecognized argument)."""
+    model, cluster = factories.dense_model(num_layers=8), _host_linked(16)
+    w = factories.workload(4096, 64)
+    found = {
+        engine: factories.plan(model, cluster, w, cpu_offload_layers=4, engine=engine, top_k=4)
+        for engine in ("branch-and-bound", "exhaustive")
+    }
+    ranked = [e.layout for e in found["branch-and-bound"].ranked]
+    assert ranked and all(
+        lo.cpu_offload_layers == 4 and lo.pp == 1 and lo.recompute == "none" for lo in ranked
+    )
+    assert [e.step_time_s for e in found["exhaustive"].ranked] == pytest.approx(
+        [e.step_time_s for e in found["branch-and-bound"].ranked]
+    )
+    plain = factories.plan(model, cluster, w, top_k=1, pp=1, recompute=("none",))
+    best = found["branch-and-bound"].ranked[0]
+    same = api.estimate(model, cluster, best.layout.with_update({"cpu_offload_layers": 0}), w)
+    assert best.peak_memory_gib < same.peak_memory_gib  # the offloaded activations left
+    assert plain.ranked[0].layout.cpu_offload_layers == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "rule"),
+    [
+        (["--pp", "2"], "needs pp 1 (Megatron: no pipeline parallelism with CPU offloading), and "
+         "pp is pinned at 2"),
+        (["--recompute", "full", "selective"], "the allowed modes are ['full', 'selective']"),
+        (["--cpu-offload-layers", "32"], "cpu_offload_layers (32) must be below num_layers (32)"),
+    ],
+)
+def test_plan_refuses_offload_it_cannot_search(capsys, extra, rule) -> None:
+    error = _error(capsys, [*PLAN, "--cpu-offload-layers", "4", *extra])
+    assert error["field"] == "--cpu-offload-layers" and rule in error["message"]
+
+
+def test_plan_refuses_offload_without_a_host_link(capsys) -> None:
+    argv = ["plan", "--model", "llama3-8b", "--cluster", "mi300x-roce", "--gpus", "16"]
+    error = _error(capsys, [*argv, "--global-batch", "128", "--cpu-offload-layers", "4"])
+    assert "gpu mi300x has no host_link_gb_per_s" in error["message"]

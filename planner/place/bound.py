@@ -35,7 +35,7 @@ most sum(capacity) - c_i.
    HSDP a stage's partial run of m units there (0 < m < D, m a dp indices) keeps
    evaluate.hsdp_kept of them and sends at least min(m a, S) dp indices (tp x cp GPUs each):
    (R - 1)^2 S - (R - 2) m a >= S where m a > (R - 1) S, all of them below (checked
-   exhaustively for R, S <= 6 in the tests); summed over the partial stages, whose units are
+   exhaustively for R, S <= 5 in the tests); summed over the partial stages, whose units are
    at least that least rest, the gradient window sends at least tp cp min(a rest, S);
    cost_models.uplink.uplink_step grows with the senders, and a tier's step is its busiest
    domain's, so q_t >= q_lb_t = the largest of the domains' least steps.

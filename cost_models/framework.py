@@ -189,7 +189,12 @@ _MEGATRON_PHYSICS = {
         "megatron/core/pipeline_parallel/schedules.py forward_backward_no_pipelining runs every "
         "micro-batch but the last under config.no_sync_func (DDP no_sync: grads accumulate in "
         "the main_grad buffer), the pipelined schedules disable grad sync until the last "
-        "backward; finalize_model_grads then reduces once (DDP and distributed optimizer)",
+        "backward; finalize_model_grads then reduces once (DDP and distributed optimizer). "
+        "ZeRO-2 is priced as Megatron-class ZeRO-2 runs describe it (one reduce-scatter after "
+        "the last micro-batch, MegaScale sec. 3.2), with m > 1 the distributed optimizer's "
+        "schedule and memory, which the Megatron export then launches; Megatron-FSDP "
+        "optim_grads reduce-scatters every backward (megatron-core 0.19.2 megatron_fsdp.py "
+        "grad_reduce_every_bprop): a run of it states 'zero2_every_micro_batch'",
     ),
     "expert_gemm_launch": Setting(
         "per_expert",

@@ -7,6 +7,12 @@ from __future__ import annotations
 
 from .specs import Layout
 
+MAX_ACTIVE_STAGES = 3
+"""Local pipeline stages torch 2.14's runtime schedules keep unsharded at once
+(torch/distributed/pipelining/schedules.py _add_unshard_reshard, max_active_stages=3): with
+more model chunks per rank than this, FSDP2 chunks are resharded between their micro-batches
+and gathered again, which dp_rounds does not count (the torchtitan profile refuses them)."""
+
 
 def defers_to_last_backward(layout: Layout, dp_accumulation: str) -> bool:
     """FSDP2 under torch.distributed.pipelining (dp_accumulation 'every_micro_batch' with
@@ -41,7 +47,8 @@ def dp_rounds(
       UNSHARD / RESHARD actions (schedules.py _add_unshard_reshard, max_active_stages 3) keep
       up to 3 local stages gathered, so with vp <= 3 the same m + 1 and 1 per chunk (the
       lowered action lists of ScheduleInterleaved1F1B replayed, docs/cost_model.md); with
-      vp > 3 evicted chunks gather again, not counted.
+      vp > MAX_ACTIVE_STAGES evicted chunks gather again: not counted, and refused by the
+      torchtitan profile (framework._torchtitan_violations).
     - ZeRO-3 otherwise, every framework (Megatron-FSDP optim_grads_params, DeepSpeed stage3.py,
       FSDP2 without PP): gather before each forward and backward, reduce after each backward:
       (m, 2m).

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .accumulation import MAX_ACTIVE_STAGES
 from .errors import InvalidInput
 from .pipeline import chunk_layer_counts
 from .specs import Axis, Layout, ModelSpec, Recompute, Workload
@@ -721,6 +722,13 @@ def _torchtitan_violations(model: ModelSpec, layout: Layout, chunks: list[int] |
             )
         if layout.etp != 1:
             out.append(f"etp ({layout.etp}) != 1: torchtitan's expert TP is tp or 1")
+    if layout.pp > 1 and layout.vp > MAX_ACTIVE_STAGES and layout.zero_stage >= 2:
+        out.append(
+            f"vp ({layout.vp}) > {MAX_ACTIVE_STAGES} with ZeRO-{layout.zero_stage}: "
+            "torch.distributed.pipelining keeps at most 3 local stages gathered "
+            "(schedules.py _add_unshard_reshard max_active_stages), so evicted chunks gather "
+            "again, more all-gathers than the plan is priced with (accumulation.dp_rounds)"
+        )
     if layout.pp > 1:
         counts = chunks or chunk_layer_counts(model.num_layers, layout.pp * layout.vp)
         per_stage = max(counts)

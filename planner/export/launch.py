@@ -497,25 +497,6 @@ AC_SUBCOMMAND = {
 }
 
 
-MAX_ACTIVE_STAGES = 3
-"""Local pipeline stages torch 2.14's runtime schedules keep unsharded at once
-(torch/distributed/pipelining/schedules.py _add_unshard_reshard, max_active_stages=3)."""
-
-
-def _check_pipelining_gathers(lo: Layout) -> None:
-    """Refuse what torchtitan cannot run as priced: with more than MAX_ACTIVE_STAGES model
-    chunks per rank the runtime schedule reshards chunks between their micro-batches and
-    gathers them again, which accumulation.dp_rounds does not count."""
-    if lo.pp > 1 and lo.vp > MAX_ACTIVE_STAGES and lo.zero_stage >= 2:
-        raise _refuse(
-            "torchtitan",
-            f"vp ({lo.vp}) > {MAX_ACTIVE_STAGES} with ZeRO-{lo.zero_stage}: "
-            "torch.distributed.pipelining keeps at most 3 local stages gathered "
-            "(schedules.py _add_unshard_reshard max_active_stages), so evicted chunks gather "
-            "again, more all-gathers than this plan is priced with (accumulation.dp_rounds)",
-        )
-
-
 def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, Any]:
     """The `parallelism` section (fields both torchtitan 0.3.0 and main have)."""
     lo = e.layout
@@ -547,7 +528,6 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
             f"Interleaved1F1B needs num_pp_microbatches ({e.num_microbatches}) divisible by "
             f"pp ({lo.pp})",
         )
-    _check_pipelining_gathers(lo)
     divisor = lo.tp * 2 * lo.cp  # ParallelDims.seq_len_divisor
     if workload.seq_len % divisor:
         raise _refuse(

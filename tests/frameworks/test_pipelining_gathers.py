@@ -59,6 +59,6 @@ def test_replayed_schedule_gathers_match_dp_rounds(pp, vp, m, zero):
 
 def test_more_chunks_than_kept_gathered_gather_again():
     """vp 4 > max_active_stages: some chunks are evicted and gathered again; the torchtitan
-    export refuses such a plan (launch._check_pipelining_gathers)."""
+    profile refuses such a layout (framework._torchtitan_violations)."""
     got = _gathers(_rank_order(4, 4, 8, 0), reshard_after_forward=False)
     assert max(got.values()) > 1

@@ -1,0 +1,300 @@
+"""Transcribe Megatron-Bridge's published performance tables into the published_runs.yaml schema.
+
+Held-out evaluation data only: these rows are never used to fit a constant (docs/accuracy.md
+"Held-out: Megatron-Bridge performance summary"). Usage, from a clone of NVIDIA-NeMo/Megatron-Bridge:
+
+    python bench/heldout/make_mbridge_summary.py GIT_DIR [COMMIT] > bench/heldout/mbridge_performance_summary.yaml
+
+It reads docs/performance-summary.md and docs/performance-summary-archive.md at COMMIT (default
+067f987df, the commit the shared mbridge-* records cite) with `git show`, parses every pre-training
+table (SFT / LoRA tables are skipped: the cost model prices pre-training steps), and writes one
+record per row and per parenthesised variant. Only what the page states goes into a record:
+the layout cells, the precision column (FP8-CS -> fp8 tensorwise, FP8-MX / MXFP8 -> mxfp8, NVFP4
+-> nvfp4, the H100 parenthesised variant -> fp8 blockwise per the page's footnote), and the
+footnote "we force-balance the token distribution among experts" (moe_force_balance) where it
+applies. Recipe settings (CUDA graphs, TP overlap, recompute, dispatcher) are not transcribed:
+the recipes of each container are not in this snapshot's history, and today's recipes differ from
+older containers' table rows (e.g. Llama 3 8B H100 FP8-CS: FSDP in 25.11, full recompute now).
+Rows whose model the cost model cannot describe (Nemotron 3 hybrid Mamba, DeepSeek-V4) and rows
+whose cells do not parse are listed in the file's header comment with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ("docs/performance-summary.md", "docs/performance-summary-archive.md")
+DEFAULT_COMMIT = "067f987df"
+GPU = {
+    "DGX-GB300": ("gb300", 72),
+    "DGX-GB200": ("gb200", 72),
+    "DGX-B300": ("b300", 8),
+    "DGX-B200": ("b200", 8),
+    "DGX-H100": ("h100-sxm-80gb", 8),
+}
+MODEL_PRESET = {
+    "LLAMA3_8B": "llama3-8b",
+    "LLAMA3_70B": "llama3-70b",
+    "LLAMA3.1_405B": "llama3.1-405b",
+    "DeepSeekV3": "deepseek-v3",
+    "GPT OSS 120B": "gpt-oss-120b",
+    "Qwen3_30B_a3B": "qwen3-30b-a3b",
+    "Qwen3_235B_a22B": "qwen3-235b-a22b",
+}
+KIMI_K2 = {
+    "name": "Kimi-K2 (1T total / 32B active)",
+    "num_layers": 61,
+    "hidden_size": 7168,
+    "ffn_hidden_size": 18432,
+    "num_attention_heads": 64,
+    "num_kv_heads": 64,
+    "vocab_size": 163840,
+    "mla": True,
+    "moe": {
+        "num_experts": 384,
+        "top_k": 8,
+        "expert_ffn_hidden_size": 2048,
+        "num_shared_experts": 1,
+        "first_k_dense_layers": 1,
+        "router_score_function": "sigmoid",
+    },
+    "rotary_base": 50000.0,
+    "norm_eps": 1e-06,
+}
+UNDESCRIBABLE = {
+    "Nemotron_3_Nano": "hybrid Mamba-2 / attention / MoE: the cost model has no Mamba layer",
+    "Nemotron_3_5_Lightning": "hybrid Mamba-2 / attention / MoE: the cost model has no Mamba layer",
+    "Nemotron_3_Super": "hybrid Mamba-2 / attention / MoE: the cost model has no Mamba layer",
+    "Nemotron_3_Ultra": "hybrid Mamba-2 / attention / MoE: the cost model has no Mamba layer",
+    "DeepSeekV4 Flash": "DeepSeek-V4 attention is not described by the cost model's ModelSpec",
+}
+ALT = re.compile(r"^\s*(\S+)\s*\((\S+)\)\s*$")
+
+
+def model_dict(name: str) -> dict | None:
+    """The model's shape: the planner's preset (each JSON cites its HF config) or Kimi-K2's HF config."""
+    if name == "Kimi_K2":
+        return dict(KIMI_K2)
+    preset = MODEL_PRESET.get(name)
+    if preset is None:
+        return None
+    spec = json.loads((ROOT / "models_zoo" / "models" / f"{preset}.json").read_text())
+    spec.pop("source", None)
+    if spec.get("moe"):
+        # DeepSeek's node-limited routing is its own system's setting, not Megatron-Bridge's.
+        spec["moe"] = {k: v for k, v in spec["moe"].items() if k != "max_nodes_per_token"}
+    return spec
+
+
+def split_cell(cell: str) -> tuple[str, str | None]:
+    """'a (b)' -> (a, b): the page's parenthesised variant of a cell; otherwise (cell, None)."""
+    m = ALT.match(cell)
+    return (m.group(1), m.group(2)) if m else (cell.strip(), None)
+
+
+def tables(text: str):
+    """Yield (container, section, heading, header, row cells) for every table row of the page."""
+    container = section = heading = None
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if m := re.match(r"^## (\S+) NeMo Container", line):
+            container, section, heading = m.group(1), None, None
+        elif line.startswith("### "):
+            section = line[4:].strip()
+        elif line.startswith("#### "):
+            heading, header = line[5:].strip(), None
+        elif line.startswith("|") and container:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if header is None:
+                header = cells
+            elif not set("".join(cells)) <= set("-: "):
+                yield container, section, heading, header, cells
+
+
+def main(argv: list[str]) -> int:
+    git_dir = argv[1]
+    commit = argv[2] if len(argv) > 2 else DEFAULT_COMMIT
+    full = subprocess.run(
+        ["git", "--git-dir", git_dir, "rev-parse", commit], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    records, skipped = [], []
+    for doc in DOCS:
+        text = subprocess.run(
+            ["git", "--git-dir", git_dir, "show", f"{full}:{doc}"],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        for container, section, heading, header, cells in tables(text):
+            where = f"{doc} {container} {heading}: | {' | '.join(cells)} |"
+            if section != "Pre-Training Performance":
+                skipped.append(f"{where} -- {section}: not a pre-training step")
+                continue
+            if len(cells) != len(header):
+                skipped.append(f"{where} -- {len(cells)} cells under {len(header)} columns")
+                continue
+            row = dict(zip(header, cells))
+            if heading.startswith("System: "):
+                row["System"] = heading[len("System: "):]
+            else:
+                row["Model"] = heading[len("Model: "):]
+            for rec in records_of(row, container, doc, full, where, skipped):
+                records.append(rec)
+    seen: dict[str, int] = {}
+    for rec in records:
+        n = seen.get(rec["id"], 0)
+        seen[rec["id"]] = n + 1
+        if n:
+            rec["id"] += f"-{n + 1}"
+    out = [
+        "# Megatron-Bridge performance summary, every pre-training row, in the published_runs.yaml schema.",
+        "# HELD-OUT EVALUATION DATA: never used to fit a constant (docs/accuracy.md, bench/heldout_accuracy.py).",
+        f"# Source: github.com/NVIDIA-NeMo/Megatron-Bridge @ {full}, {' + '.join(DOCS)}.",
+        "# Generated by bench/heldout/make_mbridge_summary.py (its docstring says what is and is not transcribed).",
+        f"# {len(records)} records; rows not transcribed ({len(skipped)}):",
+    ]
+    out += [f"#   {s}" for s in skipped]
+    sys.stdout.write("\n".join(out) + "\n")
+    sys.stdout.write(yaml.safe_dump(records, sort_keys=False, width=110, allow_unicode=True))
+    return 0
+
+
+def _num(cell: str | None) -> int | None:
+    if cell is None or cell.lower() in ("n/a", ""):
+        return None
+    return int(cell)
+
+
+def records_of(row, container, doc, commit, where, skipped):
+    """One record for the row's main values and one for its parenthesised variant (if any)."""
+    variants = [{}, {}]
+    has_alt = False
+    for key, cell in row.items():
+        if key in ("Model", "System"):
+            variants[0][key] = variants[1][key] = cell
+            continue
+        main, alt = split_cell(cell)
+        variants[0][key] = main
+        variants[1][key] = alt if alt is not None else main
+        has_alt |= alt is not None and key.startswith("Tokens")
+    out = []
+    for i, cells in enumerate(variants[: 2 if has_alt else 1]):
+        try:
+            rec = record(cells, container, doc, commit, alt=bool(i))
+        except ValueError as err:
+            skipped.append(f"{where}{' (variant)' if i else ''} -- {err}")
+            continue
+        if rec is not None:
+            out.append(rec)
+        else:
+            name = cells["Model"].split("(")[0].strip()
+            skipped.append(f"{where} -- {UNDESCRIBABLE.get(name, 'model not described')}")
+    return out
+
+
+def _precision(cells, gpu, alt):
+    """(precision, fp8_recipe, note) from the Precision column, or the 25.09 footnote without it."""
+    stated = cells.get("Precision")
+    if stated is None:  # 25.09: no column; the footnote names the parenthesised granularity only
+        if not alt:
+            return "fp8", None, "precision column absent (25.09); fp8 inferred from the footnote, recipe unstated"
+        if gpu == "h100-sxm-80gb":
+            return "fp8", "blockwise", "variant: 128x128 weights / 1x128 activations (footnote)"
+        return "mxfp8", None, "variant: 32x32 quantization granularity on Blackwell (footnote): MXFP8"
+    table = {
+        "BF16": ("bf16", None, None),
+        "FP8-CS": ("fp8", "tensorwise", "FP8-CS = current (per-tensor) scaling"),
+        "FP8-MX": ("mxfp8", None, None),
+        "MXFP8": ("mxfp8", None, None),
+        "NVFP4": ("nvfp4", None, None),
+        "FP8": ("fp8", None, "precision column says FP8 without the scaling recipe"),
+    }
+    if stated not in table:
+        raise ValueError(f"precision {stated!r} not recognised")
+    return table[stated]
+
+
+def record(cells, container, doc, commit, alt):
+    """One record from one row's cells (main or parenthesised variant); None: model not described."""
+    name, _, tag = cells["Model"].partition("(")
+    name, tag = name.strip(), tag.strip(" )")
+    model = model_dict(name)
+    if model is None:
+        return None
+    gpu, per_node = GPU[cells["System"]]
+    n = int(cells["#-GPUs"])
+    tp, pp, cp = int(cells["TP"]), int(cells["PP"]), int(cells["CP"])
+    if n % (tp * pp * cp):
+        raise ValueError(f"#GPUs {n} not divisible by TP*PP*CP = {tp * pp * cp}")
+    dp = n // (tp * pp * cp)
+    mbs, gbs, seq = int(cells["MBS"]), int(cells["GBS"]), int(cells["Sequence Length"])
+    ep, vp = _num(cells.get("EP")), _num(cells.get("VP"))
+    precision, recipe, prec_note = _precision(cells, gpu, alt)
+    tokens = float(cells[next(k for k in cells if k.startswith("Tokens"))])
+    tflops = cells.get("Model TFLOP / sec / GPU", "").split("[")[0]
+    notes, confidence = [], "high"
+    if prec_note:
+        notes.append(prec_note)
+        if "unstated" in prec_note or "without" in prec_note:
+            confidence = "medium"
+    fsdp = cells.get("FSDP")
+    zero = None
+    if fsdp is not None:
+        zero = 3 if int(fsdp) > 0 else 1
+        notes.append(
+            f"FSDP column {fsdp}: "
+            + ("Megatron-FSDP (zero_stage 3)" if zero == 3 else "DDP + distributed optimizer, the recipes' default (zero_stage 1)")
+        )
+    if gbs % (mbs * dp):
+        raise ValueError(f"GBS {gbs} not divisible by MBS*DP = {mbs}*{dp}")
+    ga = gbs // (mbs * dp)
+    if "GA" in cells and _num(cells["GA"]) != ga:
+        notes.append(f"INCONSISTENT: table GA {cells['GA']} but GBS/(MBS*DP) = {gbs}/({mbs}*{dp}) = {ga}")
+        confidence = "low"
+    settings = {}
+    if recipe:
+        settings["fp8_recipe"] = recipe
+    moe = model.get("moe") is not None
+    if moe and (container != "25.09" or tag == "dropless"):
+        settings["moe_force_balance"] = True  # page footnote: force-balanced, token-dropless
+    if tag == "tokendrop":
+        notes.append("token-drop MoE (capacity factor): not an input of the cost model, priced dropless")
+        confidence = "low"
+    if "MTP" in tag:
+        notes.append(f"{tag}: multi-token prediction layer not priced by the cost model")
+        confidence = "low" if tag.startswith("w/ ") else confidence
+    if name == "Kimi_K2":
+        notes.append("Muon optimizer (page note), priced as the cost model's Adam; dims from HF moonshotai/Kimi-K2-Base config.json")
+        confidence = "low"
+    model["seq_len"] = seq
+    slug = re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
+    return {
+        "id": f"mbridge-{container}-{gpu.split('-')[0]}-{slug}-{precision}" + (f"-{recipe}" if recipe else "") + (f"-{tag.replace('/', '').replace(' ', '')}" if tag else ""),
+        "framework": "megatron",
+        "source": f"Megatron-Bridge performance summary ({doc} @{commit[:9]}), NeMo {container} container, "
+        f"{cells['System']} pre-training table" + (", parenthesised variant" if alt else ""),
+        "confidence": confidence,
+        "model": model,
+        "gpu": gpu,
+        "num_gpus": n,
+        "gpus_per_node": per_node,
+        "interconnect": f"{cells['System']} (system name only)",
+        "layout": {
+            "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vp": vp,
+            "sequence_parallel": None, "zero_stage": zero, "micro_batch": mbs,
+            "global_batch_seqs": gbs, "recompute": None, "precision": precision,
+        },
+        **({"settings": settings} if settings else {}),
+        "measured_tokens_per_s_per_gpu": tokens,
+        "tokens_derivation": f"published tokens/s/GPU = {tokens:g} (table); model TFLOP/s/GPU {tflops}",
+        "notes": "; ".join(notes + [f"DP = #GPUs/(TP*PP*CP) = {dp}; GA = {ga}"]),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -4,9 +4,11 @@ EVALUATION ONLY: the records of bench/heldout/mbridge_performance_summary.yaml a
 a constant. The 16 rows that are also shared records (../shared/data/published_runs.yaml, same GPU,
 GPU count, layout and tokens/s) are reported apart; "held-out" means the others.
 
-Prices the file twice with the planner.validate machinery (`planner validate --data FILE --json`):
-  presets  the GPU presets as shipped (the Hopper efficiency curve);
-  tables   the H100 records on `planner calibrate --cluster dgx-h100 --kernels builtin` (the shipped
+Prices the file three times with the planner.validate machinery (`planner validate --data FILE --json`):
+  page     the presets as shipped, each record with only the settings the page states (the
+           recipe-derived settings and selective recompute stripped: RECIPE_SETTINGS);
+  presets  the GPU presets as shipped (the Hopper efficiency curve), records as transcribed;
+  tables   as presets, but the H100 records on `planner calibrate --cluster dgx-h100 --kernels builtin` (the shipped
            measured Hopper tables, `validate --cluster-file`), every other record as the presets price it.
 Prints, per group, n, median and P90 of |error| and the signed median (error = predicted / measured
 tokens/s - 1, in %; P90 by linear interpolation as `planner validate` computes it). Deterministic.
@@ -40,6 +42,19 @@ GENERATION = {
     "gb200": "Blackwell GB200",
     "gb300": "Blackwell GB300",
 }
+
+
+RECIPE_SETTINGS = ("cuda_graphs", "moe_dispatcher", "ep_overlap", "recompute_modules", "cpu_offload_layers")
+"""The settings make_mbridge_summary.py takes from a performance recipe, not from the page."""
+
+
+def page_only(runs: list[dict]) -> list[dict]:
+    """The records with only the page's own settings (fp8 recipe, force-balanced routing)."""
+    out = []
+    for run in runs:
+        settings = {k: v for k, v in (run.get("settings") or {}).items() if k not in RECIPE_SETTINGS}
+        out.append({**run, "settings": settings, "layout": {**run["layout"], "recompute": None}})
+    return out
 
 
 def _key(run: dict) -> tuple:
@@ -123,6 +138,9 @@ def main(argv: list[str]) -> int:
     twins = shared_twins(runs.values(), Path(args.shared))
     presets = {r.id: r for r in validate_file(args.runs)}
     with tempfile.TemporaryDirectory() as tmp:
+        stripped = Path(tmp) / "page_only.yaml"
+        stripped.write_text(yaml.safe_dump(page_only(list(runs.values())), sort_keys=False))
+        page = {r.id: r for r in validate_file(str(stripped))}
         h100 = {r.id: r for r in validate_file(args.runs, str(calibrated_h100(Path(tmp))))}
     tables = {rid: (h100[rid] if runs[rid]["gpu"] == "h100-sxm-80gb" else r)
               for rid, r in presets.items()}  # fmt: skip
@@ -131,20 +149,24 @@ def main(argv: list[str]) -> int:
           f"{len(unscored)} not scored")  # fmt: skip
     for rid, err in unscored:
         print(f"  not scored: {rid}: {err}")
-    print(f"{'group':44} {'n':>4}  {'presets: med   P90  signed':27}  tables (H100 calibrated)")
+    print(f"{'':50}{'page settings':20}  {'recipe settings':20}  recipe settings")
+    print(f"{'group':44} {'n':>4}  {'presets: med P90 sgn':20}  {'presets':20}  tables (H100 calibrated)")
     for label, keep in groups(runs, twins):
         ids = [rid for rid in runs if keep(rid) and presets[rid].tokens_error_pct is not None]
         if not ids:
             continue
+        ids = [i for i in ids if page[i].tokens_error_pct is not None]
+        p = line([page[i].tokens_error_pct for i in ids])
         a = line([presets[i].tokens_error_pct for i in ids])
         b = line([tables[i].tokens_error_pct for i in ids])
-        print(f"{label:44} {len(ids):4d}  {a:27}  {b}")
+        print(f"{label:44} {len(ids):4d}  {p:20}  {a:20}  {b}")
     if args.rows:
         for rid in runs:
             e, t = presets[rid].tokens_error_pct, tables[rid].tokens_error_pct
-            if e is not None:
+            g = page[rid].tokens_error_pct
+            if e is not None and g is not None:
                 twin = f"  (= {twins[rid]})" if rid in twins else ""
-                print(f"  {rid:58} {e:+7.1f} {t:+7.1f}{twin}")
+                print(f"  {rid:58} {g:+7.1f} {e:+7.1f} {t:+7.1f}{twin}")
     return 0
 
 

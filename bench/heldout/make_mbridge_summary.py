@@ -12,9 +12,13 @@ record per row and per parenthesised variant. Only what the page states goes int
 the layout cells, the precision column (FP8-CS -> fp8 tensorwise, FP8-MX / MXFP8 -> mxfp8, NVFP4
 -> nvfp4, the H100 parenthesised variant -> fp8 blockwise per the page's footnote), and the
 footnote "we force-balance the token distribution among experts" (moe_force_balance) where it
-applies. Recipe settings (CUDA graphs, TP overlap, recompute, dispatcher) are not transcribed:
-the recipes of each container are not in this snapshot's history, and today's recipes differ from
-older containers' table rows (e.g. Llama 3 8B H100 FP8-CS: FSDP in 25.11, full recompute now).
+applies. Recipe settings come from mbridge_recipes.py: the performance-recipe overrides
+(scripts/performance/configs/*_workload_base_configs.py) on main at the commit that published the
+container's table, taken only when one recipe's whole layout (GPUs, TP, PP, CP, VP, EP, GBS, MBS,
+FSDP) is the row's: CUDA graphs (TE per-layer with the attention in scope, or full-iteration),
+the flex dispatcher (DeepEP / HybridEP -> moe_dispatcher deepep), moe_a2a_overlap (ep_overlap),
+recompute_modules, CPU offload layers. Each record's notes name the recipe, file and commit, or
+why none was taken (25.09 used YAML configs and 26.06.01+ Python recipes: not read).
 Rows whose model the cost model cannot describe (Nemotron 3 hybrid Mamba, DeepSeek-V4) and rows
 whose cells do not parse are listed in the file's header comment with the reason.
 """
@@ -28,6 +32,9 @@ import sys
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import mbridge_recipes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("docs/performance-summary.md", "docs/performance-summary-archive.md")
@@ -125,6 +132,7 @@ def main(argv: list[str]) -> int:
         ["git", "--git-dir", git_dir, "rev-parse", commit], check=True, capture_output=True, text=True
     ).stdout.strip()
     records, skipped = [], []
+    recipes = mbridge_recipes.load(git_dir)
     for doc in DOCS:
         text = subprocess.run(
             ["git", "--git-dir", git_dir, "show", f"{full}:{doc}"],
@@ -143,7 +151,7 @@ def main(argv: list[str]) -> int:
                 row["System"] = heading[len("System: "):]
             else:
                 row["Model"] = heading[len("Model: "):]
-            for rec in records_of(row, container, doc, full, where, skipped):
+            for rec in records_of(row, container, doc, full, where, skipped, recipes):
                 records.append(rec)
     seen: dict[str, int] = {}
     for rec in records:
@@ -170,7 +178,7 @@ def _num(cell: str | None) -> int | None:
     return int(cell)
 
 
-def records_of(row, container, doc, commit, where, skipped):
+def records_of(row, container, doc, commit, where, skipped, recipes):
     """One record for the row's main values and one for its parenthesised variant (if any)."""
     variants = [{}, {}]
     has_alt = False
@@ -185,7 +193,7 @@ def records_of(row, container, doc, commit, where, skipped):
     out = []
     for i, cells in enumerate(variants[: 2 if has_alt else 1]):
         try:
-            rec = record(cells, container, doc, commit, alt=bool(i))
+            rec = record(cells, container, doc, commit, recipes, alt=bool(i))
         except ValueError as err:
             skipped.append(f"{where}{' (variant)' if i else ''} -- {err}")
             continue
@@ -219,7 +227,7 @@ def _precision(cells, gpu, alt):
     return table[stated]
 
 
-def record(cells, container, doc, commit, alt):
+def record(cells, container, doc, commit, recipes, alt):
     """One record from one row's cells (main or parenthesised variant); None: model not described."""
     name, _, tag = cells["Model"].partition("(")
     name, tag = name.strip(), tag.strip(" )")
@@ -272,6 +280,14 @@ def record(cells, container, doc, commit, alt):
         notes.append("Muon optimizer (page note), priced as the cost model's Adam; dims from HF moonshotai/Kimi-K2-Base config.json")
         confidence = "low"
     model["seq_len"] = seq
+    fsdp_on = None if fsdp is None else int(fsdp) > 0
+    shape = {"num_gpus": n, "tp": tp, "pp": pp, "cp": cp, "vp": vp, "ep": ep, "gbs": gbs, "mbs": mbs, "fsdp": fsdp_on}
+    stated = cells.get("Precision")
+    recipe_settings, recipe_layout, recipe_note = mbridge_recipes.settings_for(
+        recipes, container, name, cells["System"], stated, shape
+    )
+    settings.update(recipe_settings)
+    notes.append(f"recipe settings: {recipe_note}")
     slug = re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
     return {
         "id": f"mbridge-{container}-{gpu.split('-')[0]}-{slug}-{precision}" + (f"-{recipe}" if recipe else "") + (f"-{tag.replace('/', '').replace(' ', '')}" if tag else ""),
@@ -287,7 +303,7 @@ def record(cells, container, doc, commit, alt):
         "layout": {
             "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vp": vp,
             "sequence_parallel": None, "zero_stage": zero, "micro_batch": mbs,
-            "global_batch_seqs": gbs, "recompute": None, "precision": precision,
+            "global_batch_seqs": gbs, "recompute": recipe_layout.get("recompute"), "precision": precision,
         },
         **({"settings": settings} if settings else {}),
         "measured_tokens_per_s_per_gpu": tokens,

@@ -58,3 +58,13 @@ def test_layout_arithmetic(records: list[dict]) -> None:
         "mbridge-25.11-h100-gpt-oss-120b-bf16",
         "mbridge-25.09-gb200-llama3-70b-mxfp8",
     ]
+
+
+def test_recipe_settings_name_their_recipe(records: list[dict]) -> None:
+    """A setting the page does not state comes from a performance recipe whose layout is the row's;
+    the record's notes name it (file and commit)."""
+    recipe_keys = {"cuda_graphs", "moe_dispatcher", "ep_overlap", "recompute_modules", "cpu_offload_layers"}
+    with_recipe = [r for r in records if recipe_keys & set(r.get("settings") or {})]
+    assert with_recipe
+    for r in with_recipe:
+        assert "recipe settings: recipe " in r["notes"] and "_workload_base_configs.py @" in r["notes"], r["id"]

@@ -165,8 +165,7 @@ def state_bytes(
     the fp32 shard (4 B), the unsharded gradients in the fp32 reduce dtype from the first
     backward to the step's one reduce-scatter, and at the end of each backward every unit's
     unsharded weights (set_reshard_after_backward(False)); the next forward reshards them unit
-    by unit as its activations grow, so adding them to the in-flight activations overstates
-    the peak by at most one micro-batch's activations of the stage.
+    by unit as its activations grow, which stage.deferred_weights_credit takes off the peak.
     The optimizer holds the fp32 master (4 B) and the moments (moment_bytes: 8 B fp32, 4 B
     under bf16 moments). Megatron's precision-aware optimizer may keep only the 16-bit
     remainder of a bf16 parameter's fp32 master (OptimizerConfig.store_param_remainders,

@@ -764,8 +764,30 @@ def stage_memory(
     acts = stage_activation_bytes(model, workload, layout, r, counts, layer_acts, m, mirror)
     buffers = buffer_bytes(model, workload, layout)
     if sp is not None:
+        weights -= deferred_weights_credit(workload, layout, sp, counts, layer_acts)
         grads = peak_grads(workload, layout, sp, (acts, buffers, weights, grads, optim))
     return memory_of_stage(r, acts, buffers, weights, grads, optim)
+
+
+def deferred_weights_credit(
+    workload: Workload,
+    layout: Layout,
+    sp: StageParams,
+    counts: tuple[int, int],
+    layer_acts: LayerActivations,
+) -> float:
+    """Bytes by which adding FSDP2-under-pipelining ZeRO-3's unsharded weights W (memory.
+    state_bytes) to the in-flight activations overstates the stage's peak, without
+    interleaving. A backward leaves every unit gathered (set_reshard_after_backward(False)) as
+    it frees its micro-batch's activations A; the next forward reshards the units one by one
+    (post_forward) as it builds A again: the two phases top at (k-1) A + W and k A, so the peak
+    is k A + max(0, W - A) and the credit min(W, A). Interleaved chunks: none (upper bound)."""
+    if layout.zero_stage != 3 or layout.vp != 1:
+        return 0.0
+    if not defers_to_last_backward(layout, workload.dp_accumulation):
+        return 0.0
+    per_mb = _per_microbatch_bytes(layout, counts, layer_acts)
+    return min(BF16_BYTES * (sp.dense + sp.expert), per_mb)
 
 
 def peak_grads(

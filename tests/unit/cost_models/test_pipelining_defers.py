@@ -31,7 +31,9 @@ from cost_models.framework import TORCHTITAN
 from cost_models.memory import StageParams, state_bytes
 from cost_models.pricer import Pricer
 from cost_models.specs import Layout, Workload
-from cost_models.stage import dp_tier_times_s, fsdp_copies_s
+from cost_models.pipeline import num_microbatches
+from cost_models.stage import _per_microbatch_bytes, dp_tier_times_s, fsdp_copies_s
+from cost_models.units import GIB
 from planner.export import launch
 
 P = 1e9
@@ -160,3 +162,40 @@ def test_torchtitan_refuses_more_chunks_than_pipelining_keeps_gathered():
         assert not any("max_active_stages" in v for v in framework.profile_violations(
             TORCHTITAN, model, ok
         ))
+
+
+def test_zero3_with_pp_peak_counts_the_weights_beside_one_micro_batch_less():
+    """The same stage's peak is max(k A, (k-1) A + W) + the rest, A one micro-batch's
+    activations, W the unsharded bf16 weights (2 B per parameter): the estimate's memory and
+    the partition caps' agree, and equal state_bytes' weights less min(W, A)."""
+    model, cl = dense_model(num_layers=8), cluster(16)
+    w = workload(seq_len=4096, global_batch=64, dp_sync="fsdp", dp_accumulation=TT)
+    p = Pricer(model, cl, w)
+    lo = Layout(dp=8, pp=2, zero_stage=3, micro_batch=1)
+    counts = p.stage_counts(lo)
+    sp = p.stage_params(lo, counts[0], 0)
+    per_mb = _per_microbatch_bytes(lo, counts[0], p.activations_per_mb(lo))
+    full_w = 2 * (sp.dense + sp.expert)
+    weights, _, _ = state_bytes(sp, lo, num_microbatches(64, lo), p.workload)
+    got = p.stage_memory(lo, 0, counts).weights_gib * GIB
+    assert got == pytest.approx(weights - min(full_w, per_mb), rel=1e-12)
+    # without pipelining (FSDP2 hooks) or under Megatron-FSDP: no credit, nothing unsharded
+    mg = Pricer(model, cl, workload(seq_len=4096, global_batch=64))
+    mg_weights, _, _ = state_bytes(sp, lo, num_microbatches(64, lo), mg.workload)
+    assert mg.stage_memory(lo, 0, counts).weights_gib * GIB == pytest.approx(mg_weights)
+
+
+def test_partition_caps_price_the_same_peak():
+    """The CP-SAT stage split's memory caps (stage.stage_memory) and the estimate's memory
+    (Pricer) count the credit alike."""
+    from planner.search.partition_caps import MemoryCaps
+
+    model, cl = dense_model(num_layers=8), cluster(16)
+    w = workload(seq_len=4096, global_batch=64, dp_sync="fsdp", dp_accumulation=TT)
+    p = Pricer(model, cl, w)
+    lo = Layout(dp=8, pp=2, zero_stage=3, micro_batch=1)
+    counts = p.stage_counts(lo)
+    caps = MemoryCaps(model, p.workload, 80.0, p)
+    for r, (nd, nm) in enumerate(counts):
+        want = p.stage_memory(lo, r, counts).total_gib
+        assert caps.stage_memory_gib(lo, r, nd, nm) == pytest.approx(want, rel=1e-12)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .accumulation import MAX_ACTIVE_STAGES
 from .errors import InvalidInput
 from .pipeline import chunk_layer_counts
 from .specs import Axis, Layout, ModelSpec, Recompute, Workload
@@ -192,7 +193,12 @@ _MEGATRON_PHYSICS = {
         "megatron/core/pipeline_parallel/schedules.py forward_backward_no_pipelining runs every "
         "micro-batch but the last under config.no_sync_func (DDP no_sync: grads accumulate in "
         "the main_grad buffer), the pipelined schedules disable grad sync until the last "
-        "backward; finalize_model_grads then reduces once (DDP and distributed optimizer)",
+        "backward; finalize_model_grads then reduces once (DDP and distributed optimizer). "
+        "ZeRO-2 is priced as Megatron-class ZeRO-2 runs describe it (one reduce-scatter after "
+        "the last micro-batch, MegaScale sec. 3.2), with m > 1 the distributed optimizer's "
+        "schedule and memory, which the Megatron export then launches; Megatron-FSDP "
+        "optim_grads reduce-scatters every backward (megatron-core 0.19.2 megatron_fsdp.py "
+        "grad_reduce_every_bprop): a run of it states 'zero2_every_micro_batch'",
     ),
     "expert_gemm_launch": Setting(
         "per_expert",
@@ -748,6 +754,13 @@ def _torchtitan_violations(model: ModelSpec, layout: Layout, chunks: list[int] |
             )
         if layout.etp != 1:
             out.append(f"etp ({layout.etp}) != 1: torchtitan's expert TP is tp or 1")
+    if layout.pp > 1 and layout.vp > MAX_ACTIVE_STAGES and layout.zero_stage >= 2:
+        out.append(
+            f"vp ({layout.vp}) > {MAX_ACTIVE_STAGES} with ZeRO-{layout.zero_stage}: "
+            "torch.distributed.pipelining keeps at most 3 local stages gathered "
+            "(schedules.py _add_unshard_reshard max_active_stages), so evicted chunks gather "
+            "again, more all-gathers than the plan is priced with (accumulation.dp_rounds)"
+        )
     if layout.pp > 1:
         counts = chunks or chunk_layer_counts(model.num_layers, layout.pp * layout.vp)
         per_stage = max(counts)

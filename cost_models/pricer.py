@@ -52,6 +52,7 @@ from .stage import (
     BF16_BYTES,
     LayerActivations,
     LayerCost,
+    deferred_weights_credit,
     is_block_recompute,
     layer_cost,
     memory_of_stage,
@@ -419,6 +420,9 @@ class Pricer(StepBounds):
                 stage_activation_bytes(self.model, self.workload, lo, r, counts, acts, m, mirror),
                 buffer_bytes(self.model, self.workload, lo),
             )
+        if lo.zero_stage == 3 and lo.pp > 1:  # stage.stage_memory's credit, the same bytes
+            acts = self.activations_per_mb(lo) if acts is None else acts
+            weights -= deferred_weights_credit(self.workload, lo, sp, counts, acts)
         grads = peak_grads(self.workload, lo, sp, (*found, weights, grads, optim))
         return (*found, weights, grads, optim)
 

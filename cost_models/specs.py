@@ -870,15 +870,17 @@ class Workload(InputSpec):
         "last_micro_batch",
         description="when the data-parallel collectives of ZeRO 0-2 run under gradient "
         "accumulation (m micro-batches per step on a rank; ZeRO-3 gathers and reduces every "
-        "micro-batch in every mode): 'last_micro_batch' -- gradients are reduced once, after "
-        "the last micro-batch (Megatron DDP no_sync, DeepSpeed ZeRO-0/1 at the accumulation "
-        "boundary); 'every_micro_batch' -- without pipeline parallelism every micro-batch's "
-        "backward reduces its gradients and ZeRO-2 gathers the parameters again in its forward "
-        "(torchtitan's train_step calls forward/backward per micro-batch with FSDP2's "
-        "gradient sync on); with pp > 1 once per step (torch.distributed.pipelining defers "
-        "sync to the last backward); 'zero2_every_micro_batch' -- ZeRO-2 reduces every "
-        "micro-batch, ZeRO 0/1 once (DeepSpeed partition_gradients). "
-        "cost_models.stage.dp_rounds",
+        "micro-batch in every mode but FSDP2 under pipelining): 'last_micro_batch' -- "
+        "gradients are reduced once, after the last micro-batch (Megatron DDP no_sync, "
+        "DeepSpeed ZeRO-0/1 at the accumulation boundary); 'every_micro_batch' -- without "
+        "pipeline parallelism every micro-batch's backward reduces its gradients and ZeRO-2 "
+        "gathers the parameters again in its forward (torchtitan's train_step calls "
+        "forward/backward per micro-batch with FSDP2's gradient sync on); with pp > 1 once "
+        "per step (torch.distributed.pipelining defers sync to the last backward, ZeRO-3 "
+        "gathering m + 1 times); 'zero2_every_micro_batch' -- ZeRO-2 reduces every "
+        "micro-batch and gathers once, ZeRO 0/1 once (DeepSpeed partition_gradients, "
+        "Megatron-FSDP optim_grads). "
+        "cost_models.accumulation.dp_rounds",
     )
     cp_attention: Literal["fused_ring", "torch_ring"] = Field(
         "fused_ring",

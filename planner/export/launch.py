@@ -335,25 +335,43 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         # megatron/training/arguments.py: cpu_offloading_num_layers > 0 turns on
         # cpu_offloading (activations on, weights off: ModelParallelConfig defaults).
         args += ["--cpu-offloading-num-layers", str(lo.cpu_offload_layers)]
-    if lo.zero_stage == 1:
-        # The distributed optimizer shards optimizer state and reduce-scatters gradients.
-        args.append("--use-distributed-optimizer")
-    elif lo.zero_stage in (2, 3):
-        # Megatron-FSDP: optim_grads (ZeRO-2) or optim_grads_params (ZeRO-3); validate_args
-        # requires the fsdp_dtensor checkpoint format with it.
-        strategy = "optim_grads" if lo.zero_stage == 2 else "optim_grads_params"
+    strategy = megatron_fsdp_strategy(e, workload.dp_accumulation)
+    if strategy is not None:
+        # Megatron-FSDP; validate_args requires the fsdp_dtensor checkpoint format with it.
         args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy]
         args += ["--ckpt-format", "fsdp_dtensor"]
+    elif lo.zero_stage >= 1:
+        # The distributed optimizer shards optimizer state and reduce-scatters gradients.
+        args.append("--use-distributed-optimizer")
     args += _megatron_precision(workload)
     return args
 
 
-def megatron_env(e: Estimate) -> dict[str, str]:
+def megatron_fsdp_strategy(e: Estimate, dp_accumulation: str = "last_micro_batch") -> str | None:
+    """The Megatron-FSDP data_parallel_sharding_strategy that runs the plan as priced, or None
+    (DDP / the distributed optimizer). ZeRO-3: optim_grads_params (gathers per forward and
+    backward, reduce-scatter per backward: accumulation.dp_rounds (m, 2m)). ZeRO-2:
+    optim_grads reduce-scatters in every backward (megatron-core 0.19.2 megatron_fsdp.py
+    grad_reduce_every_bprop) and gathers once; the Megatron profile ('last_micro_batch')
+    prices ZeRO-2 with one reduction after the last micro-batch, which with m > 1 is the
+    distributed optimizer's schedule and memory (full gradient buffer, sharded optimizer), so
+    that is what runs it; with one micro-batch, or when the workload states Megatron-FSDP's
+    'zero2_every_micro_batch', optim_grads."""
+    zero, m = e.layout.zero_stage, e.num_microbatches
+    if zero == 3:
+        return "optim_grads_params"
+    if zero == 2 and (m == 1 or dp_accumulation == "zero2_every_micro_batch"):
+        return "optim_grads"
+    return None
+
+
+def megatron_env(e: Estimate, dp_accumulation: str = "last_micro_batch") -> dict[str, str]:
     """Environment the Megatron launch needs: validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1
     with TP or CP before Blackwell, and Megatron-FSDP asserts it is not 1
     (megatron/training/arguments.py)."""
     lo = e.layout
-    if (lo.tp > 1 or lo.cp > 1) and lo.zero_stage < 2:
+    fsdp = megatron_fsdp_strategy(e, dp_accumulation) is not None
+    if (lo.tp > 1 or lo.cp > 1) and not fsdp:
         return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
     return {}
 

@@ -1493,9 +1493,9 @@ Workload's own check, cost_models.rules, a framework's refusal) names the flag t
 def _flag_named(message: str, argv: list[str]) -> str:
     """`message` led by the flag behind it ('--fp8-params: fp8_params needs precision fp8 ...')
     when it is a rule about a field that a flag on this command line set; else unchanged. The
-    validation prefix of a spec built from flags ('layout: (top level): ') is dropped: the
-    flag says where."""
-    rule = re.sub(r"^(?:layout|workload): \(top level\): ", "", message)
+    validation prefix of a spec built from flags ('layout: ') is dropped: the flag says
+    where."""
+    rule = re.sub(r"^(?:layout|workload): ", "", message)
     field = re.match(r"[a-z_0-9]+", rule)
     flag = _FIELD_FLAGS.get(field.group(0)) if field else None
     if field and field.group(0) == "recompute_method" and flag not in argv:

@@ -651,7 +651,21 @@ class Pricer(StepBounds):
             layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
             kernels=self._kernel_report(layout, span, layers_per_stage),
             attention=attention_report(self.model, w, layout, self.book),
+            offload=self._offload_report(layout, m),
         )
+
+    def _offload_report(self, lo: Layout, m: int) -> dict | None:
+        """Estimate.offload: what CPU activation offloading cost per step (pp is 1 under
+        offloading, so the one stage's figures are the step's)."""
+        if not lo.cpu_offload_layers:
+            return None
+        exposed_s, busy_s = self.offload_s(lo, self.stage_counts(lo, None)[0])
+        return {
+            "layers": lo.cpu_offload_layers,
+            "host_link_gb_per_s": self.cluster.gpu.host_link_gb_per_s,
+            "host_link_busy_s": m * busy_s,
+            "exposed_s": m * exposed_s,
+        }
 
     def _kernel_report(
         self, lo: Layout, span: Span, split: tuple[int, ...] | None = None

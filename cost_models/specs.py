@@ -1273,6 +1273,13 @@ class Estimate(Spec):
         "where the windowed layers' time came from (kernel table row or FLOP ratio; "
         "cost_models.compute.attention_report); None: every layer full attention",
     )
+    offload: dict | None = Field(
+        None,
+        description="CPU activation offloading as priced: layers, host_link_gb_per_s, "
+        "host_link_busy_s (the copies' seconds per step on the host link) and exposed_s (the "
+        "compute stream's waits for them per step, inside breakdown_s compute; "
+        "stage.offload_exposed_s); None: no offloading",
+    )
     layers_per_stage: tuple[int, ...] | None = Field(
         None,
         description="layers per model chunk (pp*vp, chunk c on rank c % pp) when the plan "

@@ -204,3 +204,25 @@ def test_plan_refuses_offload_without_a_host_link(capsys) -> None:
     argv = ["plan", "--model", "llama3-8b", "--cluster", "mi300x-roce", "--gpus", "16"]
     error = _error(capsys, [*argv, "--global-batch", "128", "--cpu-offload-layers", "4"])
     assert "gpu mi300x has no host_link_gb_per_s" in error["message"]
+
+
+def test_offload_is_reported_with_what_it_cost(capsys) -> None:
+    """Was: the copies' waits were folded into `compute` without a word (JSON, --explain)."""
+    assert main([*EST, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert "offload" not in plain
+    assert main([*EST, "--cpu-offload-layers", "16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    off = out["offload"]
+    assert (off["layers"], off["host_link_gb_per_s"]) == (16, 63.0)  # the H100 preset's PCIe 5
+    grown = out["breakdown_s"]["compute"] - plain["breakdown_s"]["compute"]
+    assert off["exposed_s"] == pytest.approx(grown) and 0 < off["exposed_s"] < off["host_link_busy_s"]
+    assert main([*EST, "--cpu-offload-layers", "16", "--explain"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"copies {off['host_link_busy_s']:.3f} s per step, {off['exposed_s']:.3f} s" in text
+
+
+def test_library_messages_have_no_pydantic_location() -> None:
+    """Was: 'workload: (top level): fp8_params needs precision fp8 ...'."""
+    with pytest.raises(InvalidInput, match=r"^workload: fp8_params needs precision fp8"):
+        api.make_workload(factories.dense_model(), fp8_params=True)

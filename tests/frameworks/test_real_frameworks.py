@@ -277,6 +277,16 @@ MEMORY_INPUTS = {
         {"tp": 2, "dp": 8, "cpu_offload_layers": 4},
         {"cpu_offloading": True, "cpu_offloading_num_layers": 4},
     ),
+    "cpu-offload-megatron-fsdp": (
+        f.workload(global_batch=32),
+        {"tp": 2, "dp": 8, "zero_stage": 3, "cpu_offload_layers": 4},
+        {"use_megatron_fsdp": True, "cpu_offloading_num_layers": 4},
+    ),
+    "cpu-offload-cp": (
+        f.workload(global_batch=32),
+        {"tp": 2, "cp": 2, "dp": 4, "cpu_offload_layers": 4},
+        {"context_parallel_size": 2, "cpu_offloading_num_layers": 4},
+    ),
     "all-three": (
         f.workload(global_batch=32, precision="fp8", main_grads="bf16", fp8_params=True),
         {"tp": 2, "dp": 8, "cpu_offload_layers": 4},
@@ -296,6 +306,14 @@ def test_megatron_parses_the_memory_inputs(name, fake_world, monkeypatch):
     result = f.result_for(f.dense_model(), cluster, workload, Layout(**fields))
     ns = check_megatron(result, 0, fake_world, monkeypatch)
     assert {k: getattr(ns, k) for k in parsed} == parsed
+    # The model config pretrain_gpt.py builds: TransformerConfig.__post_init__ runs Megatron's
+    # own offloading checks (pipeline parallelism, recompute, layer count).
+    from megatron.training.argument_utils import core_transformer_config_from_args
+
+    ns.apply_rope_fusion = False  # stub: Transformer Engine is not installed here
+    config = core_transformer_config_from_args(ns)
+    assert config.cpu_offloading == bool(fields.get("cpu_offload_layers"))
+    assert config.cpu_offloading_num_layers == fields.get("cpu_offload_layers", 0)
 
 
 # ---------------------------------------------------------------------------------- torchtitan
@@ -445,3 +463,21 @@ def test_torch_device_mesh_builds_the_planned_groups(order, fake_world):
         assert _sorted(along) == sorted(sorted(g) for g in groups[name])
         mine = dist.get_process_group_ranks(mesh.get_group(name))
         assert sorted(mine) == next(sorted(g) for g in groups[name] if 0 in g)
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_megatron_runs_the_plans_searched_with_offload(index, fake_world, monkeypatch):
+    """`plan --cpu-offload-layers 8 --main-grads bf16`: the top 3 through parse_args,
+    validate_args and TransformerConfig (which refuses offloading with pp > 1 or recompute)."""
+    from megatron.training.argument_utils import core_transformer_config_from_args
+
+    key = ("megatron-offload", 0)
+    if key not in _searched:
+        _searched[key] = planner.plan_for(
+            "llama3-8b", "dgx-h100", num_gpus=16, top_k=3, cpu_offload_layers=8,
+            workload_fields={"main_grads": "bf16"},
+        )  # fmt: skip
+    ns = check_megatron(_searched[key], index, fake_world, monkeypatch)
+    ns.apply_rope_fusion = False  # stub: Transformer Engine is not installed here
+    config = core_transformer_config_from_args(ns)
+    assert (config.cpu_offloading_num_layers, ns.grad_reduce_in_bf16) == (8, True)

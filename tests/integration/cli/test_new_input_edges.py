@@ -226,3 +226,15 @@ def test_library_messages_have_no_pydantic_location() -> None:
     """Was: 'workload: (top level): fp8_params needs precision fp8 ...'."""
     with pytest.raises(InvalidInput, match=r"^workload: fp8_params needs precision fp8"):
         api.make_workload(factories.dense_model(), fp8_params=True)
+
+
+def test_out_of_memory_advice_under_offload_names_the_offload(capsys) -> None:
+    """Was: 'allow full recompute (add full to --recompute) or drop the pins (--pp 1)', knobs
+    offloading rules out and a pin the user never gave."""
+    argv = ["plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "8"]
+    argv += ["--global-batch", "64", "--seq-len", "8192", "--cpu-offload-layers", "8", "--json"]
+    assert main(argv) == 1
+    cap = capsys.readouterr()
+    message = json.loads(cap.out)["error"]["message"]
+    assert "offload more than 8 layers, or drop --cpu-offload-layers" in message
+    assert "--recompute" not in message and "--pp 1" not in message

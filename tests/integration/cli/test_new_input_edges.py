@@ -238,3 +238,16 @@ def test_out_of_memory_advice_under_offload_names_the_offload(capsys) -> None:
     message = json.loads(cap.out)["error"]["message"]
     assert "offload more than 8 layers, or drop --cpu-offload-layers" in message
     assert "--recompute" not in message and "--pp 1" not in message
+
+
+def test_offload_the_host_link_cannot_hide_is_warned(capsys) -> None:
+    """31 of 32 layers over PCIe 5: the copies stall the step (the last layers' deadlines are
+    right after their own forward); 16 layers hide most of them: no warning."""
+    warned = []
+    for k in ("31", "16"):
+        assert main([*EST, "--cpu-offload-layers", k, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert (out["offload"]["exposed_s"] > 0.1 * out["step_time_s"]) == (k == "31")
+        warned.append([w for w in out["warnings"] if w.startswith("CPU offload copies stall")])
+    assert len(warned[0]) == 1 and "cannot keep up with 31 layers" in warned[0][0]
+    assert warned[1] == []

@@ -272,6 +272,11 @@ MEMORY_INPUTS = {
         {"tp": 2, "dp": 8, "zero_stage": 3},
         {"fp8_param_gather": True, "use_megatron_fsdp": True, "grad_reduce_in_bf16": True},
     ),
+    "fp8-params-zero2": (
+        f.workload(global_batch=32, precision="fp8", fp8_params=True),
+        {"tp": 2, "dp": 8, "zero_stage": 2},
+        {"fp8_param_gather": True},
+    ),
     "cpu-offload": (
         f.workload(global_batch=32),
         {"tp": 2, "dp": 8, "cpu_offload_layers": 4},

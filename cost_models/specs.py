@@ -404,6 +404,11 @@ class GpuSpec(InputSpec):
         "Grace; null: not known (offloading is refused on it)",
     )
     host_link_source: str = ""
+    host_link_assumed: bool = Field(
+        False,
+        description="host_link_gb_per_s is an assumption, not the GPU's own datasheet figure "
+        "(presets --constants says 'assumption'; host_link_source says why)",
+    )
     source: str = ""
 
 

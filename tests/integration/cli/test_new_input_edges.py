@@ -251,3 +251,18 @@ def test_offload_the_host_link_cannot_hide_is_warned(capsys) -> None:
         warned.append([w for w in out["warnings"] if w.startswith("CPU offload copies stall")])
     assert len(warned[0]) == 1 and "cannot keep up with 31 layers" in warned[0][0]
     assert warned[1] == []
+
+
+def test_assumed_host_links_are_labelled_assumptions() -> None:
+    """Was: GB300's host link (GB200's figure, 'assumed' in its own source) and B300's (a Gen5
+    host assumed) were listed with basis 'datasheet'."""
+    import models_zoo
+    from models_zoo import provenance
+
+    def basis(gpu_id: str) -> str:
+        rows = provenance.gpu_constants(models_zoo.load_gpu(gpu_id))
+        return next(r["basis"] for r in rows if r["constant"] == "host_link_gb_per_s")
+
+    assert [basis(g) for g in ("gb300", "b300", "gb200", "h100-sxm-80gb", "mi300x")] == [
+        "assumption", "assumption", "datasheet", "datasheet", "assumption",
+    ]  # fmt: skip

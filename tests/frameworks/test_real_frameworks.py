@@ -277,6 +277,11 @@ MEMORY_INPUTS = {
         {"tp": 2, "dp": 8, "zero_stage": 2},
         {"fp8_param_gather": True},
     ),
+    "bf16-grads-bf16-moments": (
+        f.workload(global_batch=32, main_grads="bf16", optimizer_moments="bf16"),
+        {"tp": 2, "dp": 8, "zero_stage": 1},
+        {"grad_reduce_in_bf16": True, "use_precision_aware_optimizer": True},
+    ),
     "cpu-offload": (
         f.workload(global_batch=32),
         {"tp": 2, "dp": 8, "cpu_offload_layers": 4},

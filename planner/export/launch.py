@@ -590,10 +590,11 @@ def torchtitan_release_args(
     --x / --no_x, the batch as local_batch_size / global_batch_size / seq_len, activation
     checkpointing as a subcommand last)."""
     lo = e.layout
-    par = torchtitan_parallelism(model, workload, e)
     # recipe: a (--module, --config) the caller vouches for (tests run synthetic models' parallel
-    # settings on a debug recipe); otherwise the one that builds this model, or a refusal.
+    # settings on a debug recipe); otherwise the one that builds this model, or a refusal. The
+    # model is checked first: a model no recipe builds is refused whatever its layout.
     module, config = recipe or torchtitan_recipe(model)
+    par = torchtitan_parallelism(model, workload, e)
     args = ["--module", module, "--config", config]
     # PP: one step runs local_batch_size / pipeline_parallel_microbatch_size micro-batches;
     # without PP, local_batch_size is the micro-batch and global / (local * dp) the accumulation.
@@ -654,6 +655,8 @@ def torchtitan(
 ) -> dict[str, Any]:
     """torchtitan hand-off: the 0.3.0 release command line, and main's config / overrides /
     TOML (main-only batch fields)."""
+    # The model first: a model no recipe builds is refused whatever its layout.
+    recipe = recipe or torchtitan_recipe(model)
     config = torchtitan_config(model, workload, e)
     release = torchtitan_release_args(model, workload, e, recipe)
     overrides = torchtitan_overrides(config) + [AC_SUBCOMMAND[e.layout.recompute]]

@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import factories as f
 
 import planner
+from cost_models.errors import InvalidInput
 from cost_models.specs import Axis, Layout
 from planner.export import launch, plan_exports
 from planner.place import ranks
@@ -336,12 +337,22 @@ TITAN_PLANS = [
     if PLANS[n][2].precision == "bf16"
     and PLANS[n][2].optimizer_moments == "fp32"
     and PLANS[n][3].get("order", TCDP) == TCDP
+    # torch.distributed.pipelining keeps at most 3 local stages gathered: the torchtitan profile
+    # refuses vp > 3 with ZeRO >= 2 under PP (test_torchtitan_refuses_vp_over_3 below).
+    and PLANS[n][3].get("vp", 1) <= 3
 ]
 
 
 @pytest.mark.parametrize("name", TITAN_PLANS)
 def test_torchtitan_release_accepts_and_builds_the_same_mesh(name, fake_world):
     check_torchtitan(plan_result(name), 0, fake_world)
+
+
+def test_torchtitan_refuses_vp_over_3():
+    # The Megatron plan with 4 chunks per rank: exported to torchtitan (ZeRO-1 runs as FSDP2
+    # ZeRO-2), evicted chunks would gather again, which the plan was not priced with.
+    with pytest.raises(InvalidInput, match=r"vp \(4\) > 3 with ZeRO-2"):
+        plan_exports.to_torchtitan(plan_result("interleaved-even"), 0, ("llama3", "llama3_debugmodel"))
 
 
 @pytest.mark.parametrize("case", range(len(SEARCHED)))

@@ -241,6 +241,10 @@ def record_cluster(record: dict[str, Any], cluster: Cluster | None = None) -> Cl
     if system is None:
         raise InvalidInput(f"gpu: no known system for GPU {gpu_id!r}")
     base = models_zoo.load_cluster(system).model_dump()
+    if base["gpu"]["id"] != gpu_id:
+        # A system's kernel tables were measured on its own GPU (models_zoo/kernels/index.json):
+        # another GPU priced on that system (the 500 W H100 96GB on dgx-h100) keeps the curve.
+        base["kernels"] = None
     base["gpu"] = models_zoo.load_gpu(gpu_id).model_dump()
     n = int(record["num_gpus"])
     per_node = int(record.get("gpus_per_node") or base["gpus_per_node"])

@@ -7,9 +7,11 @@ GPU count, layout and tokens/s) are reported apart; "held-out" means the others.
 Prices the file three times with the planner.validate machinery (`planner validate --data FILE --json`):
   page     the presets as shipped, each record with only the settings the page states (the
            recipe-derived settings and selective recompute stripped: RECIPE_SETTINGS);
-  presets  the GPU presets as shipped (the Hopper efficiency curve), records as transcribed;
-  tables   as presets, but the H100 records on `planner calibrate --cluster dgx-h100 --kernels builtin` (the shipped
-           measured Hopper tables, `validate --cluster-file`), every other record as the presets price it.
+  presets  the GPU presets as shipped (the H100 on the shipped measured tables, `kernels: builtin`),
+           records as transcribed;
+  curve    as presets, but the H100 records on dgx-h100 without its tables (the preset's JSON less
+           its `kernels` line, `validate --cluster-file`: the Hopper efficiency curve, the presets'
+           default before issue 32), every other record as the presets price it.
 Prints, per group, n, median and P90 of |error| and the signed median (error = predicted / measured
 tokens/s - 1, in %; P90 by linear interpolation as `planner validate` computes it). Deterministic.
 
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -73,14 +74,20 @@ def shared_twins(runs: Iterable[dict], shared_path: Path) -> dict[str, str]:
     return {r["id"]: shared[_key(r)] for r in runs if _key(r) in shared}
 
 
-def calibrated_h100(folder: Path) -> Path:
-    """`planner calibrate --cluster dgx-h100 --kernels builtin --out h100.yaml` in `folder`."""
-    out = folder / "h100.yaml"
-    cmd = [sys.executable, "-m", "planner", "calibrate", "--cluster", "dgx-h100",
-           "--kernels", "builtin", "--out", str(out)]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"planner calibrate: exit {done.returncode}: {done.stderr.strip()}")
+def load_runs(path: Path) -> list[dict]:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def curve_cluster(preset: str, folder: Path) -> Path:
+    """`preset` without its kernel tables (the preset's JSON less its `kernels: builtin` line),
+    written to `folder`: the generation's efficiency curve prices every kernel, as the Hopper
+    presets did before issue 32 switched them to the shipped tables."""
+    import models_zoo  # noqa: PLC0415
+    from planner.calibrate import cluster_yaml  # noqa: PLC0415
+
+    out = folder / f"{preset}-curve.yaml"
+    cluster = models_zoo.load_cluster(preset)
+    out.write_text(cluster_yaml(cluster.model_copy(update={"kernels": None})))
     return out
 
 
@@ -110,6 +117,8 @@ def groups(runs: dict[str, dict], twins: dict[str, str]) -> list[tuple[str, Call
         ("HELD-OUT MoE", lambda r: held(r) and moe(r)),
         ("HELD-OUT confidence high", lambda r: held(r) and runs[r]["confidence"] == "high"),
     ]
+    out.append(("H100, every row (also-shared included)",
+                lambda r: runs[r]["gpu"] == "h100-sxm-80gb"))  # fmt: skip
     for gpu, gen in GENERATION.items():
         out.append((f"  {gen}", lambda r, g=gpu: held(r) and runs[r]["gpu"] == g))
         for kind, want in (("dense", False), ("MoE", True)):
@@ -134,23 +143,23 @@ def main(argv: list[str]) -> int:
     p.add_argument("--shared", default=str(SHARED))
     p.add_argument("--rows", action="store_true", help="also print every record's errors")
     args = p.parse_args(argv)
-    runs = {r["id"]: r for r in yaml.safe_load(Path(args.runs).read_text())}
+    runs = {r["id"]: r for r in load_runs(Path(args.runs))}
     twins = shared_twins(runs.values(), Path(args.shared))
     presets = {r.id: r for r in validate_file(args.runs)}
     with tempfile.TemporaryDirectory() as tmp:
         stripped = Path(tmp) / "page_only.yaml"
         stripped.write_text(yaml.safe_dump(page_only(list(runs.values())), sort_keys=False))
         page = {r.id: r for r in validate_file(str(stripped))}
-        h100 = {r.id: r for r in validate_file(args.runs, str(calibrated_h100(Path(tmp))))}
-    tables = {rid: (h100[rid] if runs[rid]["gpu"] == "h100-sxm-80gb" else r)
-              for rid, r in presets.items()}  # fmt: skip
+        h100 = {r.id: r for r in validate_file(args.runs, str(curve_cluster("dgx-h100", Path(tmp))))}
+    curve = {rid: (h100[rid] if runs[rid]["gpu"] == "h100-sxm-80gb" else r)
+             for rid, r in presets.items()}  # fmt: skip
     unscored = sorted((rid, r.error) for rid, r in presets.items() if r.tokens_error_pct is None)
     print(f"{args.runs}: {len(runs)} records, {len(twins)} also shared records, "
           f"{len(unscored)} not scored")  # fmt: skip
     for rid, err in unscored:
         print(f"  not scored: {rid}: {err}")
     print(f"{'':50}{'page settings':20}  {'recipe settings':20}  recipe settings")
-    print(f"{'group':44} {'n':>4}  {'presets: med P90 sgn':20}  {'presets':20}  tables (H100 calibrated)")
+    print(f"{'group':44} {'n':>4}  {'presets: med P90 sgn':20}  {'presets (H100 tables)':20}  H100 on the curve")
     for label, keep in groups(runs, twins):
         ids = [rid for rid in runs if keep(rid) and presets[rid].tokens_error_pct is not None]
         if not ids:
@@ -158,11 +167,11 @@ def main(argv: list[str]) -> int:
         ids = [i for i in ids if page[i].tokens_error_pct is not None]
         p = line([page[i].tokens_error_pct for i in ids])
         a = line([presets[i].tokens_error_pct for i in ids])
-        b = line([tables[i].tokens_error_pct for i in ids])
+        b = line([curve[i].tokens_error_pct for i in ids])
         print(f"{label:44} {len(ids):4d}  {p:20}  {a:20}  {b}")
     if args.rows:
         for rid in runs:
-            e, t = presets[rid].tokens_error_pct, tables[rid].tokens_error_pct
+            e, t = presets[rid].tokens_error_pct, curve[rid].tokens_error_pct
             g = page[rid].tokens_error_pct
             if e is not None and g is not None:
                 twin = f"  (= {twins[rid]})" if rid in twins else ""

@@ -241,11 +241,17 @@ RUNS = [
 ]
 
 
+def _curve_h100():
+    """dgx-h100 without its shipped kernel tables: the step factors scale the efficiency curve
+    (planner/calibrate/steps.py scaled_cluster), which prices no kernel the tables hold."""
+    return models_zoo.load_cluster("dgx-h100").model_copy(update={"kernels": None})
+
+
 def test_steps_fit_recovers_global_factors_with_leave_one_out(tmp_path):
-    base = models_zoo.load_cluster("dgx-h100")
+    base = _curve_h100()
     truth = scaled_cluster(base, 0.85, 0.8)
     path = _steps_yaml(tmp_path / "steps.yaml", truth, RUNS)
-    _, report = calibrate("dgx-h100", steps_file=str(path))
+    _, report = calibrate(base, steps_file=str(path))
     s = report.steps.json_dict()
     assert s["compute_scale"] == pytest.approx(0.85, rel=0.03)
     assert s["max_abs_error_pct"] < 3 and s["max_abs_leave_one_out_pct"] < 5
@@ -254,13 +260,17 @@ def test_steps_fit_recovers_global_factors_with_leave_one_out(tmp_path):
 
 
 def test_steps_fit_refuses_when_a_factor_hits_its_bound(tmp_path, capsys):
-    base = models_zoo.load_cluster("dgx-h100")
+    base = _curve_h100()
     path = _steps_yaml(tmp_path / "steps.yaml", base, RUNS)
     items = yaml.safe_load(path.read_text())
     for it in items:  # 3x faster than any physical efficiency allows
         it["measured_step_time_s"] /= 3
     path.write_text(yaml.safe_dump(items))
-    code, err = run_calibrate(tmp_path, capsys, "--steps", path)
+    curve = tmp_path / "curve.yaml"
+    curve.write_text(cluster_yaml(base))
+    args = ["calibrate", "--cluster", str(curve), "--steps", str(path)]
+    code = main([*args, "--out", str(tmp_path / "o.yaml")])
+    err = capsys.readouterr().err
     assert code == 2 and "refusing to fit" in err and "upper bound" in err
 
 

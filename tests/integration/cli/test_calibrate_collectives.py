@@ -84,13 +84,19 @@ def test_estimate_explain_and_json_name_the_table(logs, tmp_path, capsys) -> Non
     assert main([*args, "--json"]) == 0
     kern = json.loads(capsys.readouterr().out)["kernels"]
     assert kern["table"].startswith("nccl-tests: ")
-    assert set(kern["terms"]) == {"tp_comm", "dp_comm", "pp_comm"}
+    # the preset's own shipped tables (kernels: builtin) stay beside the measured collectives
+    assert "builtin h100-sxm-80gb" in kern["table"]
+    assert set(kern["terms"]) == {"tp_comm", "dp_comm", "pp_comm", "gemm", "attention", "memory_bound"}
     assert kern["terms"]["tp_comm"]["measured"] + kern["terms"]["tp_comm"]["interpolated"] > 0
     assert main([*args, "--explain"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "kernel tables: nccl-tests:" in text and "tp_comm:" in text and "pp_comm:" in text
     preset = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100", *shape, "--explain"]
-    assert main(preset) == 0  # no tables
+    assert main(preset) == 0  # the shipped tables, no collectives
+    text = " ".join(capsys.readouterr().out.split())
+    assert "kernel tables: builtin h100-sxm-80gb" in text and "tp_comm:" not in text
+    preset = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-a100", *shape, "--explain"]
+    assert main(preset) == 0  # no tables ship for the A100
     assert "no kernel tables" in " ".join(capsys.readouterr().out.split())
 
 

@@ -242,9 +242,11 @@ def test_out_of_memory_advice_under_offload_names_the_offload(capsys) -> None:
 
 def test_offload_the_host_link_cannot_hide_is_warned(capsys) -> None:
     """31 of 32 layers over PCIe 5: the copies stall the step (the last layers' deadlines are
-    right after their own forward); 16 layers hide most of them: no warning."""
+    right after their own forward; 61 % of the step exposed); 12 layers hide most of them (4 %
+    exposed): no warning. (16 layers expose 12 % since the H100 preset prices its kernels on the
+    measured tables: the faster compute leaves the copies less to hide behind.)"""
     warned = []
-    for k in ("31", "16"):
+    for k in ("31", "12"):
         assert main([*EST, "--cpu-offload-layers", k, "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
         assert (out["offload"]["exposed_s"] > 0.1 * out["step_time_s"]) == (k == "31")

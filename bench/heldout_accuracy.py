@@ -4,9 +4,10 @@ EVALUATION ONLY: the records of bench/heldout/mbridge_performance_summary.yaml a
 a constant. The 16 rows that are also shared records (../shared/data/published_runs.yaml, same GPU,
 GPU count, layout and tokens/s) are reported apart; "held-out" means the others.
 
-Prices the file three times with the planner.validate machinery (`planner validate --data FILE --json`):
+Prices the file four times with the planner.validate machinery (`planner validate --data FILE --json`):
   page     the presets as shipped, each record with only the settings the page states (the
-           recipe-derived settings and selective recompute stripped: RECIPE_SETTINGS);
+           recipe-derived settings and selective recompute stripped: RECIPE_SETTINGS), and the
+           same with the H100 records on the curve (below);
   presets  the GPU presets as shipped (the H100 on the shipped measured tables, `kernels: builtin`),
            records as transcribed;
   curve    as presets, but the H100 records on dgx-h100 without its tables (the preset's JSON less
@@ -150,25 +151,31 @@ def main(argv: list[str]) -> int:
         stripped = Path(tmp) / "page_only.yaml"
         stripped.write_text(yaml.safe_dump(page_only(list(runs.values())), sort_keys=False))
         page = {r.id: r for r in validate_file(str(stripped))}
-        h100 = {r.id: r for r in validate_file(args.runs, str(curve_cluster("dgx-h100", Path(tmp))))}
+        flat = str(curve_cluster("dgx-h100", Path(tmp)))
+        h100 = {r.id: r for r in validate_file(args.runs, flat)}
+        h100_page = {r.id: r for r in validate_file(str(stripped), flat)}
     curve = {rid: (h100[rid] if runs[rid]["gpu"] == "h100-sxm-80gb" else r)
              for rid, r in presets.items()}  # fmt: skip
+    page_curve = {rid: (h100_page[rid] if runs[rid]["gpu"] == "h100-sxm-80gb" else r)
+                  for rid, r in page.items()}  # fmt: skip
     unscored = sorted((rid, r.error) for rid, r in presets.items() if r.tokens_error_pct is None)
     print(f"{args.runs}: {len(runs)} records, {len(twins)} also shared records, "
           f"{len(unscored)} not scored")  # fmt: skip
     for rid, err in unscored:
         print(f"  not scored: {rid}: {err}")
-    print(f"{'':50}{'page settings':20}  {'recipe settings':20}  recipe settings")
-    print(f"{'group':44} {'n':>4}  {'presets: med P90 sgn':20}  {'presets (H100 tables)':20}  H100 on the curve")
+    print(f"{'':50}{'page settings':20}  {'page settings':20}  {'recipe settings':20}  recipe settings")
+    print(f"{'group':44} {'n':>4}  {'presets: med P90 sgn':20}  {'H100 on the curve':20}  "
+          f"{'presets (H100 tables)':20}  H100 on the curve")  # fmt: skip
     for label, keep in groups(runs, twins):
         ids = [rid for rid in runs if keep(rid) and presets[rid].tokens_error_pct is not None]
         if not ids:
             continue
         ids = [i for i in ids if page[i].tokens_error_pct is not None]
         p = line([page[i].tokens_error_pct for i in ids])
+        pc = line([page_curve[i].tokens_error_pct for i in ids])
         a = line([presets[i].tokens_error_pct for i in ids])
         b = line([curve[i].tokens_error_pct for i in ids])
-        print(f"{label:44} {len(ids):4d}  {p:20}  {a:20}  {b}")
+        print(f"{label:44} {len(ids):4d}  {p:20}  {pc:20}  {a:20}  {b}")
     if args.rows:
         for rid in runs:
             e, t = presets[rid].tokens_error_pct, curve[rid].tokens_error_pct

@@ -27,7 +27,9 @@ def test_llama2_7b_on_8_h100_recommends_dp8_and_shows_the_faster_pipeline():
     first = findings.runner_ups(result)[0]
     assert first.fastest and first.reason.startswith(f"fastest, {gain:.2%} faster")
     # Tolerance 0: the fastest leads.
-    fast = planner.plan_for("llama2-7b", _curve_h100(), num_gpus=8, global_batch=128, simplicity_tolerance=0)
+    fast = planner.plan_for(
+        "llama2-7b", _curve_h100(), num_gpus=8, global_batch=128, simplicity_tolerance=0
+    )
     assert fast.best.layout == fastest.layout and fast.fastest_index == 0
 
 

@@ -30,12 +30,14 @@ def describe_validation_error(
     parts = []
     errors = err.errors(include_url=False)
     for e in errors[:MAX_FIELD_ERRORS]:
-        loc = ".".join(_short(p) for p in e["loc"]) or "(top level)"
+        loc = ".".join(_short(p) for p in e["loc"])
         loc = (rename or {}).get(loc, loc)  # e.g. a Hugging Face key for our field
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling)"
-        parts.append(f"{loc}: {msg}")
+        # A rule over several fields (a model validator) has no location; its message names
+        # the fields itself ("fp8_params needs precision fp8 ...").
+        parts.append(f"{loc}: {msg}" if loc else msg)
     if len(errors) > MAX_FIELD_ERRORS:
         parts.append(f"and {len(errors) - MAX_FIELD_ERRORS} more")
     prefix = f"{where}: " if where else ""

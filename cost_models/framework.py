@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .accumulation import MAX_ACTIVE_STAGES
 from .errors import InvalidInput
 from .pipeline import chunk_layer_counts
 from .specs import Axis, Layout, ModelSpec, Recompute, Workload
@@ -90,6 +91,9 @@ class FrameworkProfile:
     ep_overlap: bool = False
     """Whether it overlaps the MoE all-to-all with another micro-batch (Layout.ep_overlap):
     Megatron-LM --overlap-moe-expert-parallel-comm (megatron/core/model_parallel_config.py)."""
+    no_inputs: tuple[tuple[str, str], ...] = ()
+    """Inputs (Workload / Layout field, why) this launcher has no setting for: plan and estimate
+    refuse them for it (input_violations), as its export would."""
     sliding_window: str = ""
     """How the launcher takes sliding-window layers (ModelSpec.sliding_window), with its source;
     "": it has no option for them (the plan is priced with the window, the export refuses)."""
@@ -189,7 +193,12 @@ _MEGATRON_PHYSICS = {
         "megatron/core/pipeline_parallel/schedules.py forward_backward_no_pipelining runs every "
         "micro-batch but the last under config.no_sync_func (DDP no_sync: grads accumulate in "
         "the main_grad buffer), the pipelined schedules disable grad sync until the last "
-        "backward; finalize_model_grads then reduces once (DDP and distributed optimizer)",
+        "backward; finalize_model_grads then reduces once (DDP and distributed optimizer). "
+        "ZeRO-2 is priced as Megatron-class ZeRO-2 runs describe it (one reduce-scatter after "
+        "the last micro-batch, MegaScale sec. 3.2), with m > 1 the distributed optimizer's "
+        "schedule and memory, which the Megatron export then launches; Megatron-FSDP "
+        "optim_grads reduce-scatters every backward (megatron-core 0.19.2 megatron_fsdp.py "
+        "grad_reduce_every_bprop): a run of it states 'zero2_every_micro_batch'",
     ),
     "expert_gemm_launch": Setting(
         "per_expert",
@@ -512,6 +521,15 @@ TORCHTITAN = FrameworkProfile(
         "HSDP: data_parallel_replicate_degree x data_parallel_shard_degree "
         "(torchtitan/distributed/parallel_dims.py), FSDP2 over a 2-D mesh"
     ),
+    no_inputs=(
+        ("main_grads", "torchtitan 0.3.0 reduces gradients in fp32 only (training."
+         "mixed_precision_reduce: Literal['float32'], torchtitan/config/configs.py) and FSDP2 "
+         "keeps the sharded gradients in the parameters' fp32"),
+        ("fp8_params", "torchtitan 0.3.0 keeps fp32 sharded weights; its float8 converter "
+         "(torchtitan/components/quantization/float8.py) has no fp8 primary-weight option"),
+        ("cpu_offload_layers", "torchtitan 0.3.0 has no activation offloading (its "
+         "enable_cpu_offload is FSDP's parameter/gradient/optimizer offload)"),
+    ),
     sliding_window=(
         "only as the model of a recipe that has it (torchtitan/models/gpt_oss: a 128-token "
         "window on even layers); the model is the recipe's, not a command-line field"
@@ -544,6 +562,13 @@ DEEPSPEED = FrameworkProfile(
         "is Ulysses all-to-all, not ring CP; DeepSpeed-MoE expert groups are not modelled here"
     ),
     moe=False,
+    no_inputs=(
+        ("main_grads", "the deepspeed profile prices fp32 gradient accumulation only (its "
+         "export writes no data_types.grad_accum_dtype)"),
+        ("fp8_params", "DeepSpeed with Megatron-DeepSpeed has no fp8 primary weights"),
+        ("cpu_offload_layers", "DeepSpeed's activation_checkpointing.cpu_checkpointing moves "
+         "recompute checkpoints, not Megatron's per-layer offload without recompute"),
+    ),
 )
 
 LLM_FOUNDRY = FrameworkProfile(
@@ -652,6 +677,19 @@ def profile_violations(
     return out
 
 
+def input_violations(
+    p: FrameworkProfile, workload: Workload, cpu_offload_layers: int = 0
+) -> list[str]:
+    """Why `p`'s launcher cannot run these inputs (FrameworkProfile.no_inputs; empty: it can):
+    bf16 main gradients, fp8 primary weights, CPU activation offloading."""
+    given = {
+        "main_grads": workload.main_grads != "fp32" and f"main_grads {workload.main_grads}",
+        "fp8_params": workload.fp8_params and "fp8_params",
+        "cpu_offload_layers": cpu_offload_layers and f"cpu_offload_layers {cpu_offload_layers}",
+    }
+    return [f"{given[name]}: {why}" for name, why in p.no_inputs if given.get(name)]
+
+
 def ep_overlap_precision_ok(precision: str) -> bool:
     """Megatron asserts `bf16 or fp16` for the all-to-all overlap (transformer_config.py
     __post_init__); fp8 training is a bf16 model with TE's fp8 GEMMs (the export writes --bf16
@@ -716,6 +754,13 @@ def _torchtitan_violations(model: ModelSpec, layout: Layout, chunks: list[int] |
             )
         if layout.etp != 1:
             out.append(f"etp ({layout.etp}) != 1: torchtitan's expert TP is tp or 1")
+    if layout.pp > 1 and layout.vp > MAX_ACTIVE_STAGES and layout.zero_stage >= 2:
+        out.append(
+            f"vp ({layout.vp}) > {MAX_ACTIVE_STAGES} with ZeRO-{layout.zero_stage}: "
+            "torch.distributed.pipelining keeps at most 3 local stages gathered "
+            "(schedules.py _add_unshard_reshard max_active_stages), so evicted chunks gather "
+            "again, more all-gathers than the plan is priced with (accumulation.dp_rounds)"
+        )
     if layout.pp > 1:
         counts = chunks or chunk_layer_counts(model.num_layers, layout.pp * layout.vp)
         per_stage = max(counts)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .accumulation import defers_to_last_backward, grads_sharded_between_micro_batches
 from .compute import quant_recipe, saves_quantized_inputs, tokens_per_gpu
 from .params import (
     attention_params,
@@ -156,9 +157,15 @@ def state_bytes(
     at grad_bytes (Workload.main_grads), resident and gathered weights at `weight_bytes` per
     parameter (memory.weight_bytes: 2 B bf16, less or more under Workload.fp8_params).
 
-    ZeRO-2 frees gradients after their reduce-scatter only when a step has one micro-batch:
-    with accumulation, Megatron, FSDP's no_sync and PyTorch pipelining keep an unsharded buffer
-    and reduce once per step (DeepSpeed's per-micro-batch reduce-scatter is not modelled).
+    ZeRO-2 keeps only its gradient shard when every backward reduces
+    (accumulation.grads_sharded_between_micro_batches: one micro-batch, Megatron-FSDP,
+    DeepSpeed, FSDP2 without PP); with one reduction per step the unsharded gradients are
+    accumulated until it (FSDP1 no_sync; FSDP2 under pipelining, in the fp32 reduce dtype).
+    ZeRO-3 under pipelining (accumulation.defers_to_last_backward: torchtitan 'always') holds
+    the fp32 shard (4 B), the unsharded gradients in the fp32 reduce dtype from the first
+    backward to the step's one reduce-scatter, and at the end of each backward every unit's
+    unsharded weights (set_reshard_after_backward(False)); the next forward reshards them unit
+    by unit as its activations grow, which stage.deferred_weights_credit takes off the peak.
     The optimizer holds the fp32 master (4 B) and the moments (moment_bytes: 8 B fp32, 4 B
     under bf16 moments). Megatron's precision-aware optimizer may keep only the 16-bit
     remainder of a bf16 parameter's fp32 master (OptimizerConfig.store_param_remainders,
@@ -171,6 +178,9 @@ def state_bytes(
     dense_shard, expert_shard = shard_groups(layout)
     sharded = sp.dense / dense_shard + sp.expert / expert_shard
     full = sp.dense + sp.expert
+    mode = workload.dp_accumulation if workload is not None else "last_micro_batch"
+    if layout.zero_stage == 3 and defers_to_last_backward(layout, mode):
+        return FP32_BYTES * sharded + weight_bytes * full, g * full, moments * sharded
     if layout.zero_stage == 3 and workload is not None and workload.memory_phases == "fsdp2":
         return fsdp2_state_bytes(sp, layout, num_microbatches, workload, sharded)
     # With every shard group one GPU nothing is sharded: the framework keeps the unsharded
@@ -182,7 +192,8 @@ def state_bytes(
         gather = min(2, sp.num_layers) * sp.largest_layer * weight_bytes
         return 4 * sharded + gather, g * sharded, moments * sharded
     weights = weight_bytes * full
-    grads = g * (sharded if z == 2 and num_microbatches == 1 else full)
+    shard_grads = z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, mode)
+    grads = g * (sharded if shard_grads else full)
     optimizer = (FP32_BYTES + moments) * (sharded if z >= 1 else full)
     if layout.pp_schedule == "dualpipe":
         # DualPipe keeps two copies of the parameters (github deepseek-ai/DualPipe README table,
@@ -193,7 +204,7 @@ def state_bytes(
         full_other = other.dense + other.expert
         weights += weight_bytes * full_other
         sharded_other = other.dense / dense_shard + other.expert / expert_shard
-        grads += g * (sharded_other if z == 2 and num_microbatches == 1 else full_other)
+        grads += g * (sharded_other if shard_grads else full_other)
     return weights, grads, optimizer
 
 

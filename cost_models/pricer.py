@@ -52,6 +52,7 @@ from .stage import (
     BF16_BYTES,
     LayerActivations,
     LayerCost,
+    deferred_weights_credit,
     is_block_recompute,
     layer_cost,
     memory_of_stage,
@@ -419,6 +420,9 @@ class Pricer(StepBounds):
                 stage_activation_bytes(self.model, self.workload, lo, r, counts, acts, m, mirror),
                 buffer_bytes(self.model, self.workload, lo),
             )
+        if lo.zero_stage == 3 and lo.pp > 1:  # stage.stage_memory's credit, the same bytes
+            acts = self.activations_per_mb(lo) if acts is None else acts
+            weights -= deferred_weights_credit(self.workload, lo, sp, counts, acts)
         grads = peak_grads(self.workload, lo, sp, (*found, weights, grads, optim))
         return (*found, weights, grads, optim)
 
@@ -647,7 +651,21 @@ class Pricer(StepBounds):
             layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
             kernels=self._kernel_report(layout, span, layers_per_stage),
             attention=attention_report(self.model, w, layout, self.book),
+            offload=self._offload_report(layout, m),
         )
+
+    def _offload_report(self, lo: Layout, m: int) -> dict | None:
+        """Estimate.offload: what CPU activation offloading cost per step (pp is 1 under
+        offloading, so the one stage's figures are the step's)."""
+        if not lo.cpu_offload_layers:
+            return None
+        exposed_s, busy_s = self.offload_s(lo, self.stage_counts(lo, None)[0])
+        return {
+            "layers": lo.cpu_offload_layers,
+            "host_link_gb_per_s": self.cluster.gpu.host_link_gb_per_s,
+            "host_link_busy_s": m * busy_s,
+            "exposed_s": m * exposed_s,
+        }
 
     def _kernel_report(
         self, lo: Layout, span: Span, split: tuple[int, ...] | None = None

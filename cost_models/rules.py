@@ -97,9 +97,13 @@ def _recompute_rules(model: ModelSpec, lo: Layout) -> list[str]:
 
 
 def _offload_rules(model: ModelSpec, cluster: Cluster, lo: Layout) -> list[str]:
-    """CPU activation offloading: fewer layers than the model has, and a priced host link."""
+    return offload_rules(model, cluster, lo.cpu_offload_layers)
+
+
+def offload_rules(model: ModelSpec, cluster: Cluster, k: int) -> list[str]:
+    """CPU activation offloading of `k` layers: fewer layers than the model has, and a priced
+    host link (the layout rule, and `plan`'s check of its --cpu-offload-layers)."""
     out: list[str] = []
-    k = lo.cpu_offload_layers
     if k and k >= model.num_layers:
         # TransformerConfig.__post_init__: "CPU offloading can be done only for layers less
         # than num_layers"; TE get_cpu_offload_context refuses num_layers > model_layers - 1.

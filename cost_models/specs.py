@@ -404,6 +404,11 @@ class GpuSpec(InputSpec):
         "Grace; null: not known (offloading is refused on it)",
     )
     host_link_source: str = ""
+    host_link_assumed: bool = Field(
+        False,
+        description="host_link_gb_per_s is an assumption, not the GPU's own datasheet figure "
+        "(presets --constants says 'assumption'; host_link_source says why)",
+    )
     source: str = ""
 
 
@@ -870,15 +875,17 @@ class Workload(InputSpec):
         "last_micro_batch",
         description="when the data-parallel collectives of ZeRO 0-2 run under gradient "
         "accumulation (m micro-batches per step on a rank; ZeRO-3 gathers and reduces every "
-        "micro-batch in every mode): 'last_micro_batch' -- gradients are reduced once, after "
-        "the last micro-batch (Megatron DDP no_sync, DeepSpeed ZeRO-0/1 at the accumulation "
-        "boundary); 'every_micro_batch' -- without pipeline parallelism every micro-batch's "
-        "backward reduces its gradients and ZeRO-2 gathers the parameters again in its forward "
-        "(torchtitan's train_step calls forward/backward per micro-batch with FSDP2's "
-        "gradient sync on); with pp > 1 once per step (torch.distributed.pipelining defers "
-        "sync to the last backward); 'zero2_every_micro_batch' -- ZeRO-2 reduces every "
-        "micro-batch, ZeRO 0/1 once (DeepSpeed partition_gradients). "
-        "cost_models.stage.dp_rounds",
+        "micro-batch in every mode but FSDP2 under pipelining): 'last_micro_batch' -- "
+        "gradients are reduced once, after the last micro-batch (Megatron DDP no_sync, "
+        "DeepSpeed ZeRO-0/1 at the accumulation boundary); 'every_micro_batch' -- without "
+        "pipeline parallelism every micro-batch's backward reduces its gradients and ZeRO-2 "
+        "gathers the parameters again in its forward (torchtitan's train_step calls "
+        "forward/backward per micro-batch with FSDP2's gradient sync on); with pp > 1 once "
+        "per step (torch.distributed.pipelining defers sync to the last backward, ZeRO-3 "
+        "gathering m + 1 times); 'zero2_every_micro_batch' -- ZeRO-2 reduces every "
+        "micro-batch and gathers once, ZeRO 0/1 once (DeepSpeed partition_gradients, "
+        "Megatron-FSDP optim_grads). "
+        "cost_models.accumulation.dp_rounds",
     )
     cp_attention: Literal["fused_ring", "torch_ring"] = Field(
         "fused_ring",
@@ -1086,6 +1093,7 @@ class Layout(InputSpec):
     cpu_offload_layers: NonNegativeInt = Field(
         0,
         le=MAX_LAYERS,
+        strict=True,  # a count: `true` or "4" in a file is a mistake, not 1 or 4 layers
         description="CPU activation offloading: the saved activations of the first this many "
         "transformer layers are copied to pinned host memory during forward and back during "
         "backward (Megatron-LM --cpu-offloading-num-layers, TransformerConfig.cpu_offloading; "
@@ -1269,6 +1277,13 @@ class Estimate(Spec):
         description="sliding-window attention as priced: the window, which layers use it, and "
         "where the windowed layers' time came from (kernel table row or FLOP ratio; "
         "cost_models.compute.attention_report); None: every layer full attention",
+    )
+    offload: dict | None = Field(
+        None,
+        description="CPU activation offloading as priced: layers, host_link_gb_per_s, "
+        "host_link_busy_s (the copies' seconds per step on the host link) and exposed_s (the "
+        "compute stream's waits for them per step, inside breakdown_s compute; "
+        "stage.offload_exposed_s); None: no offloading",
     )
     layers_per_stage: tuple[int, ...] | None = Field(
         None,

@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .accumulation import defers_to_last_backward, dp_rounds
 from .calibration import GenerationCalibration, overlap_slowdown_s
 from .comm import moe_tier_copies, tier_loads_busy_s, tier_loads_time_s
 from .commtable import CollectiveBook, collective_tier_s, collective_time_s
@@ -533,39 +534,6 @@ def _hsdp_tier_s(
     )
 
 
-def dp_rounds(
-    layout: Layout, m: int, dp_accumulation: str = "last_micro_batch"
-) -> tuple[int, int]:
-    """(gradient reductions, parameter gathers) one stage runs per step over its m micro-batches
-    (Workload.dp_accumulation). A gather counts once per forward or backward it serves.
-
-    - ZeRO-3, every framework: gather before each forward and backward, reduce after each
-      backward: (m, 2m).
-    - 'every_micro_batch' without pipeline parallelism (torchtitan 0.3.0: trainer.py train_step
-      runs forward_backward_step once per gradient-accumulation step and never calls
-      set_requires_gradient_sync, so FSDP2's post_backward reduces every micro-batch; with
-      reshard_after_backward True the parameters are freed again and the next forward gathers
-      them; fsdp_reshard_after_forward 'never' keeps them for the backward): ZeRO-2 (m, m),
-      ZeRO-0 (m, 0). With pp > 1 torch/distributed/pipelining/stage.py
-      backward_maybe_with_nosync turns sync and reshard_after_backward off until
-      perform_reduce_grad after the last backward: once per step.
-    - 'zero2_every_micro_batch' (DeepSpeed: stage_1_and_2.py reduce_ready_partitions_and_remove_
-      grads reduces in each backward when partition_gradients, i.e. ZeRO-2; ZeRO-1 reduces at
-      the accumulation boundary, engine.py allreduce_gradients): ZeRO-2 (m, 1), the parameters
-      gathered once after the optimizer step.
-    - otherwise once per step: (1, 1) with ZeRO 1 / 2, (1, 0) with ZeRO-0 (Megatron DDP and
-      distributed optimizer: no_sync until the last micro-batch, finalize_model_grads).
-    """
-    gathers = 0 if layout.zero_stage == 0 else 1
-    if layout.zero_stage == 3:
-        return m, 2 * m
-    if dp_accumulation == "every_micro_batch" and layout.pp == 1:
-        return m, gathers * m
-    if dp_accumulation == "zero2_every_micro_batch" and layout.zero_stage == 2:
-        return m, 1
-    return 1, gathers
-
-
 def stage_dp_s(
     cluster: Cluster,
     cal: GenerationCalibration,
@@ -595,21 +563,23 @@ def stage_dp_s(
     grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
     reduces, gathers = dp_rounds(layout, m, dp_accumulation)
-    if layout.zero_stage == 3:
+    total = reduces * grads_s + gathers * gather_s
+    if layout.zero_stage == 3 and gathers == 2 * reduces:
         # FSDP: gather before each forward and backward, reduce-scatter after each backward.
-        exposed = m * (max(0.0, gather_s - fwd_mb) + max(0.0, gather_s + grads_s - 2 * fwd_mb))
-        total = m * (2 * gather_s + grads_s)
+        exposed = reduces * (
+            max(0.0, gather_s - fwd_mb) + max(0.0, gather_s + grads_s - 2 * fwd_mb)
+        )
     elif reduces > 1:
         # Each micro-batch's reduction overlaps its own backward, as ZeRO-3's does; a gather per
         # micro-batch its forward, a single one (DeepSpeed ZeRO-2) one forward.
         exposed = reduces * max(0.0, grads_s - 2 * fwd_mb) + gathers * max(0.0, gather_s - fwd_mb)
-        total = reduces * grads_s + gathers * gather_s
     else:
-        # The pipeline windows are Megatron's 1F1B schedules'; DualPipe keeps the default.
+        # One reduction per step; each gather (FSDP2 under pipelining: m + 1 with ZeRO-3)
+        # overlaps one forward or backward. The pipeline windows are Megatron's 1F1B
+        # schedules'; DualPipe keeps the default.
         pp = layout.pp if layout.pp_schedule == "1f1b" else 1
         grads_exposed = grad_sync_exposed_s(grads_s, 2 * fwd_mb, pp, layout.vp, stage, dp_sync)
-        exposed = grads_exposed + max(0.0, gather_s - fwd_mb)
-        total = grads_s + gather_s
+        exposed = grads_exposed + gathers * max(0.0, gather_s - fwd_mb)
     exposed += overlap_slowdown_s(total - exposed, cal)  # compute slowed beside the NCCL
     return exposed, total
 
@@ -636,8 +606,6 @@ def stage_dp_tier_s(
         comm=comm, grad_bytes=grad_bytes, gather_bytes=gather_bytes,
     )
     reduces, gathers = dp_rounds(layout, m, dp_accumulation)
-    if layout.zero_stage < 3 and reduces == 1:
-        return [g + a for g, a in zip(grads, gather, strict=True)]  # gather 0 under ZeRO-0
     return [reduces * g + gathers * a for g, a in zip(grads, gather, strict=True)]
 
 
@@ -707,6 +675,20 @@ copies the buffer into the output instead (read 4 + write 4 B); the output is ac
 the sharded fp32 gradient after the first reduction of a step (read 4 + 4, write 4 B)."""
 
 
+FSDP2_DEFERRED_BYTES = (
+    BF16_BYTES + FP32_BYTES,
+    FP32_BYTES + BF16_BYTES + FP32_BYTES,
+    2 * FP32_BYTES,
+)
+"""(first backward, each later backward, the one reduction) HBM bytes per unsharded element of
+FSDP2's gradients under pipelining (accumulation.defers_to_last_backward), torch 2.14
+_fsdp_param.py / _fsdp_collectives.py: to_accumulated_grad_if_needed casts the first bf16
+gradient into the fp32 reduce-dtype accumulator (read 2 + write 4 B),
+accumulate_unsharded_grad_if_needed adds each later one (read 4 + 2, write 4 B), and the
+reduce-scatter's chunk_cat copies the fp32 accumulators into its fp32 input (read 4 + write
+4 B) instead of casting bf16 gradients."""
+
+
 def fsdp_copies_s(
     layout: Layout, sp: StageParams, m: int, hbm_bytes_per_s: float, workload: Workload
 ) -> float:
@@ -719,9 +701,9 @@ def fsdp_copies_s(
     sharded_param.grad). Counted as stage_dp_s counts the collectives (dp_rounds with
     Workload.dp_accumulation): ZeRO-3 gathers before each forward and backward and reduces
     after each backward (m micro-batches); ZeRO-2 gathers and reduces every micro-batch without
-    PP (torchtitan's train_step, 'every_micro_batch') and once per step with PP
-    (reshard_after_forward False, the pipelining schedules' no-sync until the last backward).
-    Copy-in and accumulation run on
+    PP (torchtitan's train_step, 'every_micro_batch'); under pipelining (ZeRO 2 / 3) one
+    reduction per step of the unsharded fp32 accumulators (FSDP2_DEFERRED_BYTES) and ZeRO-3's
+    m + 1 gathers (accumulation.dp_rounds). Copy-in and accumulation run on
     side streams but are priced in series too: they touch 1 / shard of the elements, and on
     one H100 a step's profiled kernel time was within 1-3 % of the step (s1b-seq4096-mb2 198.1
     vs 196.2 ms, s8b8-seq4096-mb1 182.4 vs 186.6 ms): no overlap to speak of."""
@@ -733,8 +715,12 @@ def fsdp_copies_s(
     in_b, out_b = FSDP2_GATHER_BYTES
     cat_b, one_rank_b, acc_b = FSDP2_REDUCE_BYTES
     per_gather = full / shard * in_b + full * out_b
+    accumulated = (reduces - 1) * full / shard * acc_b
+    if defers_to_last_backward(layout, workload.dp_accumulation):
+        cast_b, add_b, cat_b = FSDP2_DEFERRED_BYTES
+        accumulated = full * (cast_b + (m - 1) * add_b)
     per_reduce = full * (cat_b + (one_rank_b if shard == 1 else 0))
-    moved = gathers * per_gather + reduces * per_reduce + (reduces - 1) * full / shard * acc_b
+    moved = gathers * per_gather + reduces * per_reduce + accumulated
     return moved / hbm_bytes_per_s
 
 
@@ -793,8 +779,30 @@ def stage_memory(
     acts = stage_activation_bytes(model, workload, layout, r, counts, layer_acts, m, mirror)
     buffers = buffer_bytes(model, workload, layout)
     if sp is not None:
+        weights -= deferred_weights_credit(workload, layout, sp, counts, layer_acts)
         grads = peak_grads(workload, layout, sp, (acts, buffers, weights, grads, optim))
     return memory_of_stage(r, acts, buffers, weights, grads, optim)
+
+
+def deferred_weights_credit(
+    workload: Workload,
+    layout: Layout,
+    sp: StageParams,
+    counts: tuple[int, int],
+    layer_acts: LayerActivations,
+) -> float:
+    """Bytes by which adding FSDP2-under-pipelining ZeRO-3's unsharded weights W (memory.
+    state_bytes) to the in-flight activations overstates the stage's peak, without
+    interleaving. A backward leaves every unit gathered (set_reshard_after_backward(False)) as
+    it frees its micro-batch's activations A; the next forward reshards the units one by one
+    (post_forward) as it builds A again: the two phases top at (k-1) A + W and k A, so the peak
+    is k A + max(0, W - A) and the credit min(W, A). Interleaved chunks: none (upper bound)."""
+    if layout.zero_stage != 3 or layout.vp != 1:
+        return 0.0
+    if not defers_to_last_backward(layout, workload.dp_accumulation):
+        return 0.0
+    per_mb = _per_microbatch_bytes(layout, counts, layer_acts)
+    return min(BF16_BYTES * (sp.dense + sp.expert), per_mb)
 
 
 def peak_grads(
@@ -811,6 +819,8 @@ def peak_grads(
     acts, buffers, weights, grads, optim = parts
     if workload.memory_phases != "fsdp2" or layout.zero_stage != 3:
         return grads
+    if defers_to_last_backward(layout, workload.dp_accumulation):
+        return grads  # every gradient unsharded already (memory.state_bytes)
     start = acts + buffers + weights + grads + optim
     end = fsdp2_end_of_backward_bytes(sp, layout, workload)
     return grads + max(0.0, end - start)

@@ -14,7 +14,8 @@ count of senders is the load).
 Two windows, each with its own senders:
 
 - gradient: the DP, DP x CP and expert-DP groups' reduce-scatter / all-gather behind the last
-  micro-batch's backward (one window for all stages);
+  micro-batch's backward (one window for all stages); with HSDP the dp_shard x CP groups'
+  reduce-scatter / all-gather and the dp_replicate groups' all-reduce (stage._hsdp_tier_s);
 - pipeline: the steady state's PP sends and the TP, CP and EP exchanges inside the layers (every
   stage at once).
 

@@ -78,7 +78,9 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
         {
             "constant": "host_link_gb_per_s",
             "value": gpu.host_link_gb_per_s,
-            "basis": "datasheet" if gpu.host_link_source else "assumption",
+            "basis": "datasheet"
+            if gpu.host_link_source and not gpu.host_link_assumed
+            else "assumption",
             "why": gpu.host_link_source
             or "not stated: CPU activation offloading is refused on this GPU",
         }

@@ -26,6 +26,7 @@ from .search.candidates import (
     OrderCache,
     allowed_orders,
     framework_space,
+    offload_space,
     search_rule_violations,
 )
 from .types import PlanResult, SearchSpace, SolverOptions
@@ -164,6 +165,21 @@ def check_framework_runs(cluster: Cluster, framework: str | None) -> None:
     )
 
 
+def check_framework_inputs(
+    framework: str | None, workload: Workload, cpu_offload_layers: int = 0
+) -> None:
+    """InvalidInput when `framework`'s launcher has no setting for an input (bf16 main
+    gradients, fp8 primary weights, CPU activation offloading: FrameworkProfile.no_inputs), so a
+    plan or estimate is never priced for a run its export must refuse."""
+    if framework is None:
+        return
+    problems = _framework.input_violations(
+        _framework.profile(framework), workload, cpu_offload_layers
+    )
+    if problems:
+        raise InvalidInput("; ".join(problems))
+
+
 def _check_pins(cluster: Cluster, space: SearchSpace) -> None:
     """A pinned degree that can never divide the GPU count is bad input (exit 2), not an
     infeasible search (exit 1): no layout of any kind has tp*pp*dp*cp = num_gpus with it.
@@ -180,6 +196,22 @@ def _check_pins(cluster: Cluster, space: SearchSpace) -> None:
     if n % product:
         pinned = " x ".join(f"{a} {d}" for a, d in pins.items() if a != "ep" and d is not None)
         raise InvalidInput(f"pinned degrees ({pinned} = {product}) do not divide the {n} GPUs")
+
+
+def _fp8_params_space(space: SearchSpace, workload: Workload) -> SearchSpace:
+    """fp8 primary weights live in the distributed optimizer's or FSDP's param buffer
+    (Megatron-LM arguments.py asserts it; rules._fp8_params_rules): the search drops ZeRO-0.
+    Narrowed here, not left to the rule, because the search checks the rules on one base per
+    shape at the space's first ZeRO stage (candidates.legal_bases), which is 0 by default."""
+    if not workload.fp8_params or 0 not in space.zero_stages:
+        return space
+    zero = tuple(z for z in space.zero_stages if z != 0)
+    if not zero:
+        raise InvalidInput(
+            "fp8_params needs a ZeRO stage >= 1 (the distributed optimizer or FSDP), and the "
+            "allowed ZeRO stages are [0]"
+        )
+    return space.model_copy(update={"zero_stages": zero})
 
 
 def plan(
@@ -203,7 +235,8 @@ def plan(
     Raises InvalidInput for bad input and NoFeasiblePlan when nothing fits.
     """
     check_framework_runs(cluster, space.framework)
-    space = framework_space(model, space)
+    check_framework_inputs(space.framework, workload, space.cpu_offload_layers)
+    space = offload_space(model, cluster, framework_space(model, space))
     _check_pins(cluster, space)
     batch_range = space.global_batch_range
     if batch_range is not None:  # the search takes each plan's batch from the range
@@ -212,7 +245,7 @@ def plan(
     check_memory_options(model, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
-    space = _moments_space(space, workload)
+    space = _fp8_params_space(_moments_space(space, workload), workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     usable = exhaustive.usable_memory_gib(cluster, space)
     if options.objective == "goodput":
@@ -282,6 +315,7 @@ def estimate(
     problems = search_rule_violations(model, layout)
     if problems:  # every rule plan applies (issue 28)
         raise InvalidInput("; ".join(problems))
+    check_framework_inputs(framework, workload, layout.cpu_offload_layers)
     if framework is not None:
         prof = _framework.profile(framework)
         workload, layout = prof.workload(workload), prof.layout(layout)

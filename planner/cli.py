@@ -256,6 +256,13 @@ def _add_layout_choices(p: argparse.ArgumentParser) -> None:
         const=(False, True),
         help="also try MoE all-to-all overlap (Megatron --overlap-moe-expert-parallel-comm)",
     )
+    p.add_argument(
+        "--cpu-offload-layers",
+        type=_positive_int,
+        default=None,
+        help="every plan offloads the first N layers' activations to the host (Megatron "
+        "--cpu-offloading-num-layers): the search keeps to pp 1 and recompute none",
+    )
 
 
 def _add_solver(p: argparse.ArgumentParser) -> None:
@@ -295,6 +302,7 @@ SEARCH_FLAGS = {
     "stage_split": "stage_split",
     "pp_schedules": "pp_schedules",
     "ep_overlap": "ep_overlap",
+    "cpu_offload_layers": "cpu_offload_layers",
     "engine": "engine",
     "deterministic": "deterministic",
     "seed": "seed",
@@ -913,6 +921,8 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         payload = report.estimate_dict(e, model, cluster.gpu.hbm_gib)
         prof = framework_profile(name) if name else None
         payload["framework"] = prof and {"name": prof.name, "version": prof.version}
+        # The workload as priced (the framework's physics filled in), as plan's inputs.workload.
+        payload["workload"] = (prof.workload(workload) if prof else workload).model_dump()
         payload["framework_violations"] = cannot
         payload["warnings"] = plan_warnings(cluster, e)
         if good is not None:
@@ -1461,10 +1471,38 @@ def _main(argv: list[str] | None) -> int:
         if debug:
             traceback.print_exc()
         msg = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        msg = _flag_named(msg, argv)
         err.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True)
         if as_json:
             _emit_error(EXIT_BAD_INPUT, msg)
         return EXIT_BAD_INPUT
+
+
+_FIELD_FLAGS = {
+    "cpu_offload_layers": "--cpu-offload-layers",
+    "fp8_params": "--fp8-params",
+    "main_grads": "--main-grads",
+    "recompute_modules": "--recompute-modules",
+    "recompute_method": "--recompute-method",
+    "optimizer_moments": "--optimizer-moments",
+}
+"""Layout / Workload fields a command-line flag sets: a rule about the field (the Layout's or
+Workload's own check, cost_models.rules, a framework's refusal) names the flag the user typed."""
+
+
+def _flag_named(message: str, argv: list[str]) -> str:
+    """`message` led by the flag behind it ('--fp8-params: fp8_params needs precision fp8 ...')
+    when it is a rule about a field that a flag on this command line set; else unchanged. The
+    validation prefix of a spec built from flags ('layout: ') is dropped: the flag says
+    where."""
+    rule = re.sub(r"^(?:layout|workload): ", "", message)
+    field = re.match(r"[a-z_0-9]+", rule)
+    flag = _FIELD_FLAGS.get(field.group(0)) if field else None
+    if field and field.group(0) == "recompute_method" and flag not in argv:
+        flag = "--recompute-num-layers"  # one rule names both knobs
+    if flag is None or not any(a == flag or a.startswith(flag + "=") for a in argv):
+        return message
+    return f"{flag}: {rule}"
 
 
 _FIELD = re.compile(r"^(--[\w-]+|[^\s:]+\.(?:json|ya?ml|csv|txt|log|conf)(?::\d+)?|[\w./-]+:\d+)")

@@ -106,6 +106,15 @@ class SearchSpace(InputSpec):
         "--overlap-moe-expert-parallel-comm); True only applies to layouts with ep > 1",
     )
 
+    cpu_offload_layers: NonNegativeInt = Field(
+        0,
+        le=MAX_LAYERS,
+        strict=True,
+        description="CPU activation offloading of the first this many layers in every plan "
+        "(Layout.cpu_offload_layers, Megatron --cpu-offloading-num-layers): the search keeps "
+        "to pp 1 and recompute none, as Megatron refuses offloading with either; 0: off",
+    )
+
     @field_validator("pp_schedules")
     @classmethod
     def _dualpipe_needs_fixed_batch_even_split(

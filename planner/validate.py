@@ -276,6 +276,14 @@ def record_settings(record: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def _switch(settings: dict[str, Any], key: str) -> bool:
+    """A true/false setting as written: bool("false") would be True."""
+    value = settings[key]
+    if not isinstance(value, bool):
+        raise InvalidInput(f"settings: {key} must be true or false, got {value!r}")
+    return value
+
+
 def record_inputs(
     record: dict[str, Any], cluster: Cluster | None = None
 ) -> tuple[ModelSpec, Cluster, Workload, Layout]:
@@ -306,11 +314,11 @@ def record_inputs(
         lay["vp"] = settings["vp"]
     fields: dict[str, Any] = {}
     if "tp_comm_overlap" in settings:
-        fields["tp_comm_overlap"] = bool(settings["tp_comm_overlap"]) and lay["tp"] > 1
+        fields["tp_comm_overlap"] = _switch(settings, "tp_comm_overlap") and lay["tp"] > 1
     if "pp_schedule" in settings:
         fields["pp_schedule"] = settings["pp_schedule"]
     if "ep_overlap" in settings:
-        fields["ep_overlap"] = bool(settings["ep_overlap"])
+        fields["ep_overlap"] = _switch(settings, "ep_overlap")
     if "recompute_modules" in settings:
         fields["recompute_modules"] = settings["recompute_modules"]
     if "cpu_offload_layers" in settings:

@@ -335,25 +335,43 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         # megatron/training/arguments.py: cpu_offloading_num_layers > 0 turns on
         # cpu_offloading (activations on, weights off: ModelParallelConfig defaults).
         args += ["--cpu-offloading-num-layers", str(lo.cpu_offload_layers)]
-    if lo.zero_stage == 1:
-        # The distributed optimizer shards optimizer state and reduce-scatters gradients.
-        args.append("--use-distributed-optimizer")
-    elif lo.zero_stage in (2, 3):
-        # Megatron-FSDP: optim_grads (ZeRO-2) or optim_grads_params (ZeRO-3); validate_args
-        # requires the fsdp_dtensor checkpoint format with it.
-        strategy = "optim_grads" if lo.zero_stage == 2 else "optim_grads_params"
+    strategy = megatron_fsdp_strategy(e, workload.dp_accumulation)
+    if strategy is not None:
+        # Megatron-FSDP; validate_args requires the fsdp_dtensor checkpoint format with it.
         args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy]
         args += ["--ckpt-format", "fsdp_dtensor"]
+    elif lo.zero_stage >= 1:
+        # The distributed optimizer shards optimizer state and reduce-scatters gradients.
+        args.append("--use-distributed-optimizer")
     args += _megatron_precision(workload)
     return args
 
 
-def megatron_env(e: Estimate) -> dict[str, str]:
+def megatron_fsdp_strategy(e: Estimate, dp_accumulation: str = "last_micro_batch") -> str | None:
+    """The Megatron-FSDP data_parallel_sharding_strategy that runs the plan as priced, or None
+    (DDP / the distributed optimizer). ZeRO-3: optim_grads_params (gathers per forward and
+    backward, reduce-scatter per backward: accumulation.dp_rounds (m, 2m)). ZeRO-2:
+    optim_grads reduce-scatters in every backward (megatron-core 0.19.2 megatron_fsdp.py
+    grad_reduce_every_bprop) and gathers once; the Megatron profile ('last_micro_batch')
+    prices ZeRO-2 with one reduction after the last micro-batch, which with m > 1 is the
+    distributed optimizer's schedule and memory (full gradient buffer, sharded optimizer), so
+    that is what runs it; with one micro-batch, or when the workload states Megatron-FSDP's
+    'zero2_every_micro_batch', optim_grads."""
+    zero, m = e.layout.zero_stage, e.num_microbatches
+    if zero == 3:
+        return "optim_grads_params"
+    if zero == 2 and (m == 1 or dp_accumulation == "zero2_every_micro_batch"):
+        return "optim_grads"
+    return None
+
+
+def megatron_env(e: Estimate, dp_accumulation: str = "last_micro_batch") -> dict[str, str]:
     """Environment the Megatron launch needs: validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1
     with TP or CP before Blackwell, and Megatron-FSDP asserts it is not 1
     (megatron/training/arguments.py)."""
     lo = e.layout
-    if (lo.tp > 1 or lo.cp > 1) and lo.zero_stage < 2:
+    fsdp = megatron_fsdp_strategy(e, dp_accumulation) is not None
+    if (lo.tp > 1 or lo.cp > 1) and not fsdp:
         return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
     return {}
 
@@ -572,10 +590,11 @@ def torchtitan_release_args(
     --x / --no_x, the batch as local_batch_size / global_batch_size / seq_len, activation
     checkpointing as a subcommand last)."""
     lo = e.layout
-    par = torchtitan_parallelism(model, workload, e)
     # recipe: a (--module, --config) the caller vouches for (tests run synthetic models' parallel
-    # settings on a debug recipe); otherwise the one that builds this model, or a refusal.
+    # settings on a debug recipe); otherwise the one that builds this model, or a refusal. The
+    # model is checked first: a model no recipe builds is refused whatever its layout.
     module, config = recipe or torchtitan_recipe(model)
+    par = torchtitan_parallelism(model, workload, e)
     args = ["--module", module, "--config", config]
     # PP: one step runs local_batch_size / pipeline_parallel_microbatch_size micro-batches;
     # without PP, local_batch_size is the micro-batch and global / (local * dp) the accumulation.
@@ -636,6 +655,8 @@ def torchtitan(
 ) -> dict[str, Any]:
     """torchtitan hand-off: the 0.3.0 release command line, and main's config / overrides /
     TOML (main-only batch fields)."""
+    # The model first: a model no recipe builds is refused whatever its layout.
+    recipe = recipe or torchtitan_recipe(model)
     config = torchtitan_config(model, workload, e)
     release = torchtitan_release_args(model, workload, e, recipe)
     overrides = torchtitan_overrides(config) + [AC_SUBCOMMAND[e.layout.recompute]]
@@ -703,18 +724,20 @@ def _non_megatron_memory_refusal(target: str, workload: Workload, lo: Layout) ->
     """torchtitan and DeepSpeed exports: none of the memory options has a field there."""
     if lo.cpu_offload_layers:
         raise _refuse(target, "CPU activation offloading (cpu_offload_layers) has no field here")
-    if (
-        workload.optimizer_moments != "fp32"
-        or workload.activation_func_fp8_input_store
-        or workload.attention_output_store != "separate"
-        or workload.main_grads != "fp32"
-        or workload.fp8_params
-    ):
-        raise _refuse(
-            target,
-            "bf16 optimizer moments, fp8 SwiGLU input store, the E5M6 attention-output "
-            "cache, bf16 main gradients and fp8 primary weights have no field here",
-        )
+    named = {
+        "bf16 optimizer moments (optimizer_moments)": workload.optimizer_moments != "fp32",
+        "fp8 SwiGLU input store (activation_func_fp8_input_store)": (
+            workload.activation_func_fp8_input_store
+        ),
+        "the E5M6 attention-output cache (attention_output_store)": (
+            workload.attention_output_store != "separate"
+        ),
+        "bf16 main gradients (main_grads)": workload.main_grads != "fp32",
+        "fp8 primary weights (fp8_params)": workload.fp8_params,
+    }
+    given = [name for name, on in named.items() if on]
+    if given:  # name what the plan has, not every option there is
+        raise _refuse(target, f"{', '.join(given)}: no field here")
 
 
 # ----------------------------------------------------------------------------------- DeepSpeed

@@ -31,7 +31,12 @@ most sum(capacity) - c_i.
    f_i <= min(pp, n_i // D) stages wholly inside (evaluate.uplink_qs); the pipeline window's
    are U x (n_i - pp x I_i) + split GPUs, I_i <= min(D, n_i // pp) PP groups inside
    (evaluate.pipe_qs). Over lo_i..hi_i the least of n - D x min(pp, n // D) is 0 if a multiple
-   of D lies in the range, else lo_i mod D (the same with pp for the pipeline window);
+   of D lies in the range, else lo_i mod D (the same with pp for the pipeline window). With
+   HSDP a stage's partial run of m units there (0 < m < D, m a dp indices) keeps
+   evaluate.hsdp_kept of them and sends at least min(m a, S) dp indices (tp x cp GPUs each):
+   (R - 1)^2 S - (R - 2) m a >= S where m a > (R - 1) S, all of them below (checked
+   exhaustively for R, S <= 5 in the tests); summed over the partial stages, whose units are
+   at least that least rest, the gradient window sends at least tp cp min(a rest, S);
    cost_models.uplink.uplink_step grows with the senders, and a tier's step is its busiest
    domain's, so q_t >= q_lb_t = the largest of the domains' least steps.
 4. Balance. Balanced at L needs no split block across L, and y_i <= min(D, c_i // pp) with
@@ -109,7 +114,12 @@ def _step_lb(um: UnitModel, slack: int, pipeline: bool) -> tuple[int, ...]:
         for i, cap in enumerate(_caps(um, lv)):
             lo, hi = _range(um, cap, slack)
             rest = _least_rest(lo, hi, pp, d) if pipeline else _least_rest(lo, hi, d, pp)
-            sending = um.uplink_scale * (u * rest + um.uplink_split[t][i])
+            gpus = u * rest
+            if um.shard_cuts and not pipeline:  # HSDP: a partial run sends >= min(run, S)
+                lay = um.layout
+                a = u // (lay.tp * lay.cp)
+                gpus = lay.tp * lay.cp * min(a * rest, lay.shard_dp)
+            sending = um.uplink_scale * (gpus + um.uplink_split[t][i])
             q = max(q, uplink.uplink_step(sending, um.uplink_ports[t][i], um.uplink_max[t]))
         out.append(q)
     return tuple(out)

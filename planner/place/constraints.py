@@ -167,30 +167,90 @@ def add_balance_nesting(v: PlacementVars) -> None:
 def add_uplink_steps(v: PlacementVars) -> list[Any]:
     """One step variable q per uplink tier with UPLINK_STEPS x (GPUs leaving domain i) <=
     (the job's GPUs under i) x q for every domain of its level (evaluate.uplink_qs, linear): a
-    stage wholly inside i (full) sends nothing upward. The objective grows with q
-    (tables.q_monotone), so q sits at the busiest domain's rounded share."""
-    m, um, x = v.sat_model, v.um, v.x
+    stage wholly inside i (full) sends nothing upward; with HSDP the GPUs that stay are
+    hsdp_kept_expr's. The objective grows with q (tables.q_monotone), so q sits at the busiest
+    domain's rounded share."""
+    m, um = v.sat_model, v.um
     q_steps = uplink.UPLINK_STEPS * um.uplink_scale
-    pp, d, u = um.layout.pp, um.units_per_stage, um.unit_gpus
     hint_q = uplink_qs(um, v.hint)
     out = []
     for t, (j, lv) in enumerate(zip(um.uplink_tiers, um.uplink_levels, strict=True)):
         q = v.hint_with(m.new_int_var(0, um.uplink_max[t], f"q{j}"), hint_q[t])
-        hy = level_counts(um, v.hint, lv)
         for i, dom in enumerate(um.levels[lv]):
-            units = sum(x[s][leaf] for s in range(pp) for leaf in dom)
-            fulls = []
-            for s in range(pp):
-                y = v.level_ys[lv][s][i]
-                if y is None or sum(um.capacity[leaf] for leaf in dom) < d:
-                    continue
-                f = v.hint_with(m.new_bool_var(f"full{j}_{s}_{i}"), int(hy[s][i] == d))
-                m.add(y >= d).only_enforce_if(f)
-                fulls.append(f)
-            leaving = u * units + um.uplink_split[t][i] - u * d * sum(fulls)
+            units = sum(v.x[s][leaf] for s in range(um.layout.pp) for leaf in dom)
+            kept = _hsdp_kept(v, lv, i, f"{j}_{i}") if um.shard_cuts else _fulls(v, lv, i, j)
+            leaving = um.unit_gpus * units + um.uplink_split[t][i] - kept
             m.add(q_steps * leaving <= um.uplink_ports[t][i] * q)
         out.append(q)
     return out
+
+
+def _fulls(v: PlacementVars, lv: int, i: int, j: int) -> Any:
+    """U x D x (stages wholly inside domain i of level lv): a bool per stage, full => y >= D."""
+    m, um, d = v.sat_model, v.um, v.um.units_per_stage
+    hy = level_counts(um, v.hint, lv)
+    fulls = []
+    for s in range(um.layout.pp):
+        y = v.level_ys[lv][s][i]
+        if y is None or sum(um.capacity[leaf] for leaf in um.levels[lv][i]) < d:
+            continue
+        f = v.hint_with(m.new_bool_var(f"full{j}_{s}_{i}"), int(hy[s][i] == d))
+        m.add(y >= d).only_enforce_if(f)
+        fulls.append(f)
+    return um.unit_gpus * d * sum(fulls)
+
+
+def _hsdp_kept(v: PlacementVars, lv: int, i: int, tag: str) -> Any:
+    """HSDP: the GPUs of domain i of level lv whose dp_shard x cp and dp_replicate groups both
+    stay inside it, summed over stages (evaluate.kept_gpus on each stage's run of units
+    [P[s][a], P[s][b]) along the chunk order)."""
+    um, (a, b) = v.um, v.um.domain_span[lv][i]
+    pref, hp = _prefix_counts(v)
+    gpus = um.layout.tp * um.layout.cp
+    total = 0
+    for s, row in enumerate(pref):
+        kept, hints = hsdp_kept_expr(
+            v.sat_model, um, row[a], row[b], f"{tag}_{s}", hp[s][a], hp[s][b]
+        )
+        v.hints += hints
+        total += gpus * kept
+    return total
+
+
+def hsdp_kept_expr(
+    m: cp_model.CpModel, um: Any, lo: Any, hi: Any, tag: str, hlo: int = 0, hhi: int = 0
+) -> tuple[Any, list[tuple[Any, int]]]:
+    """evaluate.hsdp_kept on a run of units [lo, hi) (variables or ints) as CP-SAT, in dp
+    indices, with the values at the hinted run [hlo, hhi): R = 1: D a x (the run is the stage);
+    else |J| = max(0, min(S - a lo, a (hi - lo) - (R - 1) S)) (exact), and
+    kept <= (R - 2) |J| + |J| [lo = 0] + |J| [hi = D] (each product one-way: a bool that implies
+    its equality; the objective, growing with q, takes the largest)."""
+    lay, d = um.layout, um.units_per_stage
+    s, r, a = lay.shard_dp, lay.replicate_dp, um.unit_gpus // (lay.tp * lay.cp)
+    if r == 1:
+        full = m.new_bool_var(f"hf{tag}")
+        m.add(hi - lo >= d).only_enforce_if(full)
+        return a * d * full, [(full, int(hhi - hlo == d))]
+    e = m.new_int_var(-(a * d + r * s), s, f"he{tag}")
+    m.add_min_equality(e, [s - a * lo, a * (hi - lo) - (r - 1) * s])
+    j = m.new_int_var(0, s, f"hj{tag}")
+    m.add_max_equality(j, [0, e])
+    he = min(s - a * hlo, a * (hhi - hlo) - (r - 1) * s)
+    hints = [(e, he), (j, max(0, he))]
+    ends = []
+    for end, at, hat in ((lo, 0, hlo), (hi, d, hhi)):
+        if isinstance(end, int):  # the chunk order's first position: P = 0
+            b = m.new_constant(int(end == at))
+        else:
+            b = m.new_bool_var(f"hb{tag}_{at}")
+            m.add(end == at).only_enforce_if(b)
+            hints.append((b, int(hat == at)))
+        z = m.new_int_var(0, s, f"hz{tag}_{at}")
+        m.add(z <= j)
+        m.add(z <= s * b)
+        hints.append((z, max(0, he) if hat == at else 0))
+        ends.append(z)
+    return (r - 2) * j + ends[0] + ends[1], hints
 
 
 def _prefix_counts(v: PlacementVars) -> tuple[list[list[Any]], list[list[int]]]:

@@ -82,21 +82,49 @@ def pipe_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
 
 
 def uplink_qs(um: UnitModel, counts: list[list[int]]) -> tuple[int, ...]:
-    """The step of each uplink tier for given counts: per domain of its level, the GPUs of
-    stages not wholly inside it (whole units, plus the parts of split blocks spanning it) over
-    the job's GPUs under it, rounded up (cost_models.uplink.uplink_step); the busiest domain."""
+    """The step of each uplink tier for given counts: per domain of its level, the GPUs whose
+    gradient group leaves it (a stage not wholly inside: all its units there; with HSDP those
+    whose dp_shard x cp or dp_replicate group leaves, hsdp_kept), plus the parts of split
+    blocks spanning it, over the job's GPUs under it, rounded up
+    (cost_models.uplink.uplink_step); the busiest domain."""
     out = []
-    d = um.units_per_stage
+    prefix = chunk_prefix(um, counts)
     for t, lv in enumerate(um.uplink_levels):
         ports, split, top = um.uplink_ports[t], um.uplink_split[t], um.uplink_max[t]
-        y = level_counts(um, counts, lv)
         q = 0
         for i, p in enumerate(ports):
-            col = [row[i] for row in y]
-            leaving = um.unit_gpus * (sum(col) - d * sum(v == d for v in col)) + split[i]
-            q = max(q, uplink.uplink_step(um.uplink_scale * leaving, p, top))
+            a, b = um.domain_span[lv][i]
+            runs = [(row[a], row[b]) for row in prefix]
+            leaving = sum(um.unit_gpus * (hi - lo) - kept_gpus(um, lo, hi) for lo, hi in runs)
+            q = max(q, uplink.uplink_step(um.uplink_scale * (leaving + split[i]), p, top))
         out.append(q)
     return tuple(out)
+
+
+def kept_gpus(um: UnitModel, lo: int, hi: int) -> int:
+    """GPUs of a stage's run of units [lo, hi) in one domain (build_map: a domain holds one run
+    of each stage's chunks) whose gradient groups all stay inside it: the whole run where it is
+    the whole stage, else none; with HSDP hsdp_kept dp indices x tp x cp."""
+    lo_ = um.layout
+    if lo_.dp_shard is None:
+        return um.unit_gpus * (hi - lo) if hi - lo == um.units_per_stage else 0
+    a = um.unit_gpus // (lo_.tp * lo_.cp)
+    return lo_.tp * lo_.cp * hsdp_kept(a * lo, a * hi, lo_.shard_dp, lo_.replicate_dp)
+
+
+def hsdp_kept(lo: int, hi: int, s: int, r: int) -> int:
+    """HSDP: the dp indices of a run [lo, hi) of a stage's R x S whose dp_shard group (the S
+    consecutive indices [m S, (m + 1) S) holding it) and dp_replicate group (j, j + S, ...,
+    j + (R - 1) S, j = its index mod S) both lie inside the run: FSDP2's reduce-scatter /
+    all-gather and the replicas' all-reduce (cost_models.stage._hsdp_tier_s) then stay in the
+    domain. R = 1: the shard group is the stage. R >= 2: replica group j is inside iff
+    lo <= j and j + (R - 1) S < hi, i.e. j in J = [lo, min(S, hi - (R - 1) S)) (so lo < S and
+    hi > (R - 1) S); for such j, shard block 0 is inside iff lo = 0, blocks 1..R-2 always, block
+    R - 1 iff hi = R S. So |J| x (R - 2 + [lo = 0] + [hi = R S])."""
+    if r == 1:
+        return hi - lo if (lo, hi) == (0, s) else 0
+    j = max(0, min(s, hi - (r - 1) * s) - lo)
+    return j * (r - 2 + (lo == 0) + (hi == r * s))
 
 
 def summary(

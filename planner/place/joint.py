@@ -47,6 +47,11 @@ class Placement:
     note: str = ""  # why CP-SAT did not run (UNSUPPORTED)
     scheduler_crossings: dict[str, dict[str, object]] | None = None
     workload: Workload | None = None  # the plan's workload the maps were priced with
+    # Blocks split over leaves (units.build_shape): the model prices their groups' pieces from
+    # below (tables._Spans._split_piece; with HSDP the shard group's part at every crossing
+    # level), so its objective, and the status and bound proved about it, is an upper bound
+    # of the re-priced map, not the placed step (0: the objective is the re-priced step).
+    split_blocks: int = 0
 
 
 # Shares of the time for the top-level relaxation on large allocations and for re-packing its
@@ -124,6 +129,7 @@ def place_layout(
         note=note,
         scheduler_crossings=crossings(cluster, alloc, layout, host_order_map(cluster, layout)),
         workload=workload,
+        split_blocks=um.split_blocks if um is not None else 0,
     )
 
 

@@ -28,7 +28,9 @@ those counts has (planner/place/pricing.py reads the same spans off the map it b
   split can hold pp equal shares;
 - uplink sharing (cost_models/uplink.py): per tapered tier j, the step q_j of the gradient
   window, 4 x (GPUs of stages not wholly inside switch d) <= (job's GPUs under d) x q_j for every
-  switch d (a bool per stage and switch: wholly inside), and the step p_j of the pipeline window
+  switch d (a bool per stage and switch: wholly inside; with HSDP the GPUs whose dp_shard x cp
+  or dp_replicate group leaves d, constraints.hsdp_kept_expr on each stage's run), and the step
+  p_j of the pipeline window
   (PP groups inside d: the intersection of the stages' chunk ranges along build_map's order,
   from prefix-count variables; split blocks' GPUs always leave);
 - step = T_dp[class(k_0, k_1, ..., lone flags), q_1, ...] + T_pp[lowest balanced level, p_1, ...]
@@ -43,8 +45,10 @@ split blocks are made of the leftover nodes (inside one pod first), each a pseud
 capacity 1. A split block belongs to the domains of a level that hold all its nodes; at a level
 whose domains it spans, PP groups are not balanced there and the DP kinds' piece is taken as
 min(k x u, the smallest part of a split block): a lower bound on the map's piece, so there the
-objective is an upper bound on re-pricing (the map is always re-priced exactly, joint.py);
-without split blocks the objective is the re-priced step.
+objective is an upper bound on re-pricing (the map is always re-priced exactly, joint.py), and
+the status and bound are about it (the report says so: joint.Placement.split_blocks); with HSDP
+the shard group's piece is the block's part at every crossing level (tables._Spans._hsdp_spans),
+the loosest case. Without split blocks the objective is the re-priced step.
 
 Layout of the model (the cpsat-primer's): units.py (the counted form), tables.py (the cost
 tables), counted.py (UnitModel, built complete), variables.py (the decision counts and the

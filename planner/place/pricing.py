@@ -18,9 +18,10 @@ on the layout's own rank order once it is placed.
 Uplink sharing (cost_models/uplink.py): for every tapered tier, the share of the job's GPUs
 under each switch below it whose gradient group (DP, DP x CP, expert-DP) leaves that switch,
 rounded up to a step, the busiest switch's step passed as estimate(uplink_steps=...).
-Under HSDP a rank whose DP x CP group leaves a switch is counted as a sender even where its
-dp_shard and dp_replicate groups both stay under it: an upper bound on the senders (the DP x CP
-group is their product, so a stage leaves a switch iff one of them does).
+Under HSDP the gradient window's collectives are FSDP2's reduce-scatter / all-gather over
+dp_shard x cp and the replicas' all-reduce over dp_replicate (cost_models.stage._hsdp_tier_s),
+so a rank sends upward iff one of those two groups leaves the switch (gradient_kinds), not its
+DP x CP group (their product, which can leave where both stay).
 """
 
 from __future__ import annotations
@@ -151,7 +152,15 @@ def placed_pieces(
 
 
 GRADIENT_KINDS = ("dp", "dp_cp", "edp")  # the gradient window's groups (cost_models.uplink)
+HSDP_GRADIENT_KINDS = ("dp_shard", "dp_replicate")  # with HSDP: the groups FSDP2 reduces over
 PIPELINE_KINDS = ("pp", "tp", "cp", "ep", "etp")  # the pipeline window's
+
+
+def gradient_kinds(layout: Layout) -> tuple[str, ...]:
+    """The gradient window's groups: HSDP_GRADIENT_KINDS where the layout is HSDP (Layout
+    forbids ZeRO-0 and EP with it; cost_models.stage.dp_tier_times_s then prices exactly
+    those two), else GRADIENT_KINDS."""
+    return HSDP_GRADIENT_KINDS if layout.dp_shard is not None else GRADIENT_KINDS
 
 
 def gradient_leavers(
@@ -175,14 +184,16 @@ def uplink_steps(
     host_of_rank: np.ndarray,
     *,
     moe: bool = True,
-    kinds: Sequence[str] = GRADIENT_KINDS,
+    kinds: Sequence[str] | None = None,
 ) -> dict[int, int]:
     """Tapered tier j -> the largest step over the switches of tier j-1 (cost_models.uplink):
     UPLINK_STEPS x (GPUs under it with a group of `kinds` that leaves it) / (the job's GPUs
-    under it), rounded up (kinds: GRADIENT_KINDS or PIPELINE_KINDS, the two windows); where
+    under it), rounded up (kinds: None, the gradient window's (gradient_kinds), or
+    PIPELINE_KINDS, the two windows); where
     other jobs' traffic takes part of a switch's uplink, over the ports' share left to the job
     (planner/place/traffic.py)."""
     rows = group_rows(layout, moe=moe)
+    kinds = gradient_kinds(layout) if kinds is None else kinds
     gpn = cluster.gpus_per_node
     k = traffic.scale(alloc)
     out = {}

@@ -31,6 +31,7 @@ from ortools.sat.python import cp_model
 from cost_models import uplink
 
 from .bound import Limits, limits
+from .constraints import hsdp_kept_expr
 from .counted import UnitModel
 from .counts import best_fit
 from .units import k_values
@@ -136,22 +137,28 @@ def _balance(um: UnitModel, v: _TopVars, lim: Limits) -> Any:
 
 
 def _gradient_steps(um: UnitModel, v: _TopVars, lim: Limits) -> list[Any]:
-    """Steps at the pods' uplinks as constraints.add_uplink_steps on Y; the others >= q_lb."""
+    """Steps at the pods' uplinks as constraints.add_uplink_steps on Y (with HSDP on each
+    stage's run of units per pod, pods in chunk order as in _pipe_steps); the others >= q_lb."""
     m, top, d, u = v.m, len(um.levels) - 1, um.units_per_stage, um.unit_gpus
     caps, _ = _pods_and_blocks(um)
+    pref = [list(itertools.accumulate(row, initial=0)) for row in v.y]
     out = []
     for t, lv in enumerate(um.uplink_levels):
         q = m.new_int_var(lim.q_lb[t], um.uplink_max[t], f"q{t}")
         if lv == top:
             for p, cap in enumerate(caps):
-                fulls = []
-                if cap >= d:
+                fulls: list[Any] = []
+                if um.shard_cuts:  # HSDP: the runs [Y prefix] of the pods in chunk order
+                    g = um.layout.tp * um.layout.cp
+                    fulls = [g * hsdp_kept_expr(m, um, r[p], r[p + 1], f"{t}_{s}_{p}")[0]
+                             for s, r in enumerate(pref)]
+                elif cap >= d:
                     for s in range(um.layout.pp):
                         f = m.new_bool_var(f"f{t}_{s}_{p}")
                         m.add(v.y[s][p] >= d).only_enforce_if(f)
-                        fulls.append(f)
+                        fulls.append(u * d * f)
                 units = sum(row[p] for row in v.y)
-                leaving = u * units + um.uplink_split[t][p] - u * d * sum(fulls)
+                leaving = u * units + um.uplink_split[t][p] - sum(fulls)
                 steps = uplink.UPLINK_STEPS * um.uplink_scale
                 m.add(steps * leaving <= um.uplink_ports[t][p] * q)
         out.append(q)

@@ -26,6 +26,7 @@ LAYOUT_KEYS = (
     "zero_stage",
     "dp_shard",
     "sequence_parallel",
+    "cpu_offload_layers",
 )
 
 
@@ -74,6 +75,8 @@ def estimate_dict(
         out["kernels"] = e.kernels
     if e.attention is not None:  # sliding-window attention as priced (issue 32)
         out["attention"] = e.attention
+    if e.offload is not None:  # CPU activation offloading as priced (Estimate.offload)
+        out["offload"] = e.offload
     if model is not None:
         out["model"] = {"name": model.name, **model_params(model)}
     return out

@@ -15,6 +15,9 @@ from cost_models.specs import Cluster, Estimate
 
 from ..types import PlanResult
 
+OFFLOAD_WARN_SHARE = 0.10
+"""Share of the step the compute stream may wait for CPU offload copies (Estimate.offload)
+before plan and estimate warn: a report threshold, not physics (the waits are priced anyway)."""
 BUBBLE_WARN_SHARE = 0.20  # issue 5: warn when the pipeline bubble exceeds 20% of the step
 HEADROOM_WARN_SHARE = 0.05  # issue 5: warn below 5% of HBM left free at peak
 # Terms that lose a runner-up its place, named for the reader (recompute is paid for memory).
@@ -153,6 +156,13 @@ def plan_warnings(cluster: Cluster, e: Estimate) -> list[str]:
     bubble = e.breakdown_s.get("bubble", 0.0) / e.step_time_s
     if bubble > BUBBLE_WARN_SHARE:
         out.append(f"pipeline bubble is {bubble:.1%} of the step (above 20%)")
+    off = e.offload
+    if off is not None and off["exposed_s"] > OFFLOAD_WARN_SHARE * e.step_time_s:
+        out.append(
+            f"CPU offload copies stall the compute stream {off['exposed_s']:,.2f} s of the "
+            f"{e.step_time_s:,.2f} s step: the {off['host_link_gb_per_s']:g} GB/s host link "
+            f"cannot keep up with {off['layers']} layers (offload fewer)"
+        )
     hbm = cluster.gpu.hbm_gib
     if not e.memory_validated:
         out.append(

@@ -82,10 +82,18 @@ def solver_text(p: Any) -> str:
     s = p.solver
     if s["objective"] is None:
         return f"solver: {s['status']} ({p.note}); the better baseline is kept"
-    return (
+    text = (
         f"solver: CP-SAT {s['status']}, objective {s['objective']:.4f} s, bound "
         f"{s['best_bound']:.4f} s, gap {100 * s['gap']:.2f}%, {s['wall_time_s']:.2f} s wall"
     )
+    split = getattr(p, "split_blocks", 0)
+    if split:  # what the status proves: the model's objective, priced from below on the parts
+        text += (
+            f" (status and bound on the model's objective, an upper bound of the placed step: "
+            f"{split} block(s) split over leaves are priced at their smallest parts; the "
+            f"placed step is the map re-priced)"
+        )
+    return text
 
 
 def saved_text(p: Any) -> str:

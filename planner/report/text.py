@@ -104,6 +104,8 @@ def layout_line(e: Estimate) -> str:
         extras.append("DualPipe")
     if lo.ep_overlap:
         extras.append("EP all-to-all overlapped")
+    if lo.cpu_offload_layers:
+        extras.append(f"CPU offload of {lo.cpu_offload_layers} layers' activations")
     if lo.order != Layout.model_fields["order"].default:
         extras.append("order " + "-".join(a.value for a in lo.order))
     return " ".join(parts) + "  |  " + ", ".join(extras)
@@ -300,17 +302,31 @@ def attention_text(e: Estimate) -> str | None:
 COMM_TERMS = ("tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_comm")
 
 
+def offload_text(e: Estimate) -> str:
+    """CPU activation offloading as priced (Estimate.offload), one line ending in a newline;
+    "" without offloading."""
+    o = e.offload
+    if o is None:
+        return ""
+    return (
+        f"CPU offload: the first {o['layers']} layers' activations over the "
+        f"{o['host_link_gb_per_s']:g} GB/s host link, copies {o['host_link_busy_s']:.3f} s per "
+        f"step, {o['exposed_s']:.3f} s of it waited for (in compute)\n"
+    )
+
+
 def explain_text(e: Estimate) -> str:
     """`estimate --explain`: which table priced each term, and how (Estimate.kernels: per
     term, look-ups measured / interpolated / extrapolated; extrapolated ones are priced on the
     efficiency curves or, for collectives, the network model)."""
     k = e.kernels
+    off = offload_text(e)
     if k is None:
-        return (
+        return off + (
             "priced on the model: the cluster has no kernel tables (compute on the efficiency "
             "curves, collectives on the alpha-beta network model)"
         )
-    lines = [f"kernel tables: {k['table']}"]
+    lines = [off + f"kernel tables: {k['table']}"]
     for term, counts in k["terms"].items():
         parts = ", ".join(f"{counts[s]} {s}" for s in ("measured", "interpolated", "extrapolated"))
         model = "network model" if term in COMM_TERMS else "efficiency curve"

@@ -19,7 +19,7 @@ from typing import Any
 from cost_models import framework, rankmap, topology
 from cost_models.compute import quant_recipe
 from cost_models.errors import InvalidInput
-from cost_models.rules import layout_violations
+from cost_models.rules import layout_violations, offload_rules
 from cost_models.memory import nothing_to_shard
 from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 
@@ -273,6 +273,7 @@ def legal_bases_batched(
                 sequence_parallel=tp > 1,
                 pp_schedule=schedule,
                 ep_overlap=overlap,
+                cpu_offload_layers=space.cpu_offload_layers,
             )
             problems = layout_violations(model, cluster, work, base)
             if problems:
@@ -518,6 +519,30 @@ def framework_space(model: ModelSpec, space: SearchSpace) -> SearchSpace:
         current = getattr(space, key)
         update[key] = cap if current is None else min(current, cap)
     return space.model_copy(update=update)
+
+
+def offload_space(model: ModelSpec, cluster: Cluster, space: SearchSpace) -> SearchSpace:
+    """`space` narrowed to what CPU activation offloading runs with (SearchSpace.
+    cpu_offload_layers > 0): pp 1 and recompute none, as Megatron's TransformerConfig.
+    __post_init__ refuses offloading with pipeline parallelism or any recompute; a pin or a
+    choice that rules them out, too many layers or a GPU without a host link is bad input."""
+    k = space.cpu_offload_layers
+    if not k:
+        return space
+    problems = offload_rules(model, cluster, k)
+    if space.pp not in (None, 1):
+        problems.append(
+            f"cpu_offload_layers needs pp 1 (Megatron: no pipeline parallelism with CPU "
+            f"offloading), and pp is pinned at {space.pp}"
+        )
+    if "none" not in space.recompute:
+        problems.append(
+            "cpu_offload_layers needs recompute none (Megatron: CPU offloading does not work "
+            f"with activation recomputation), and the allowed modes are {list(space.recompute)}"
+        )
+    if problems:
+        raise InvalidInput("; ".join(problems))
+    return space.model_copy(update={"pp": 1, "recompute": ("none",)})
 
 
 def framework_violations(model: ModelSpec, space: SearchSpace, layout: Layout) -> list[str]:

@@ -284,12 +284,18 @@ def oom_advice(space: SearchSpace, lo: Layout, peak_gib: float, hbm_gib: float) 
     ways = ["use more GPUs", "a shorter sequence"]
     if lo.micro_batch > 1:
         ways.append(f"a micro-batch below {lo.micro_batch}")
-    if "full" not in space.recompute:
+    offload = space.cpu_offload_layers
+    if offload:  # candidates.offload_space pinned pp 1 and recompute none: not the user's pins
+        ways.append(
+            f"offload more than {offload} layers, or drop --cpu-offload-layers (pipeline "
+            "stages and recompute are tried then)"
+        )
+    elif "full" not in space.recompute:
         ways.append("allow full recompute (add full to --recompute)")
     if 3 not in space.zero_stages:
         ways.append("allow ZeRO-3 (add 3 to --zero)")
     pinned = [f"--{a} {getattr(space, a)}" for a in ("tp", "pp", "dp", "cp", "ep")
-              if getattr(space, a) is not None]  # fmt: skip
+              if getattr(space, a) is not None and not (offload and a == "pp")]  # fmt: skip
     if pinned:
         ways.append(f"drop the pins ({' '.join(pinned)})")
     if peak_gib <= hbm_gib and space.memory_headroom > 0:

@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import factories as f
 
 import planner
+from cost_models.errors import InvalidInput
 from cost_models.specs import Axis, Layout
 from planner.export import launch, plan_exports
 from planner.place import ranks
@@ -197,7 +198,7 @@ def test_megatron_runs_the_plans_searched_for_it(case, index, fake_world, monkey
     check_megatron(searched("megatron", case), index, fake_world, monkeypatch)
 
 
-def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch) -> None:
+def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch):
     from megatron.core import parallel_state
     from megatron.training import arguments
     from megatron.training.arguments import parse_args, validate_args
@@ -251,6 +252,79 @@ def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch) -> N
         ep = parallel_state.get_expert_model_parallel_group()
         expected = next(g for g in ours["ep"] if 0 in g)
         assert sorted(dist.get_process_group_ranks(ep)) == expected
+    return ns
+
+
+# The memory inputs of issue 32 (bf16 main gradients, fp8 primary weights, CPU activation
+# offloading), alone and together: name -> (workload, layout fields, what Megatron parsed).
+MEMORY_INPUTS = {
+    "bf16-grads": (
+        f.workload(global_batch=32, main_grads="bf16"),
+        {"tp": 2, "dp": 8},
+        {"grad_reduce_in_bf16": True, "accumulate_allreduce_grads_in_fp32": False},
+    ),
+    "fp8-params": (
+        f.workload(global_batch=32, precision="fp8", fp8_params=True),
+        {"tp": 2, "dp": 8},
+        {"fp8_param_gather": True, "use_distributed_optimizer": True},
+    ),
+    "fp8-params-megatron-fsdp": (
+        f.workload(global_batch=32, precision="fp8", fp8_params=True, main_grads="bf16"),
+        {"tp": 2, "dp": 8, "zero_stage": 3},
+        {"fp8_param_gather": True, "use_megatron_fsdp": True, "grad_reduce_in_bf16": True},
+    ),
+    "fp8-params-zero2": (
+        f.workload(global_batch=32, precision="fp8", fp8_params=True),
+        {"tp": 2, "dp": 8, "zero_stage": 2},
+        {"fp8_param_gather": True},
+    ),
+    "bf16-grads-bf16-moments": (
+        f.workload(global_batch=32, main_grads="bf16", optimizer_moments="bf16"),
+        {"tp": 2, "dp": 8, "zero_stage": 1},
+        {"grad_reduce_in_bf16": True, "use_precision_aware_optimizer": True},
+    ),
+    "cpu-offload": (
+        f.workload(global_batch=32),
+        {"tp": 2, "dp": 8, "cpu_offload_layers": 4},
+        {"cpu_offloading": True, "cpu_offloading_num_layers": 4},
+    ),
+    "cpu-offload-megatron-fsdp": (
+        f.workload(global_batch=32),
+        {"tp": 2, "dp": 8, "zero_stage": 3, "cpu_offload_layers": 4},
+        {"use_megatron_fsdp": True, "cpu_offloading_num_layers": 4},
+    ),
+    "cpu-offload-cp": (
+        f.workload(global_batch=32),
+        {"tp": 2, "cp": 2, "dp": 4, "cpu_offload_layers": 4},
+        {"context_parallel_size": 2, "cpu_offloading_num_layers": 4},
+    ),
+    "all-three": (
+        f.workload(global_batch=32, precision="fp8", main_grads="bf16", fp8_params=True),
+        {"tp": 2, "dp": 8, "cpu_offload_layers": 4},
+        {"grad_reduce_in_bf16": True, "fp8_param_gather": True, "cpu_offloading_num_layers": 4},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", MEMORY_INPUTS)
+def test_megatron_parses_the_memory_inputs(name, fake_world, monkeypatch):
+    workload, fields, parsed = MEMORY_INPUTS[name]
+    cluster = f.cluster(16)
+    # A host link to offload over (the test GPU has none; the presets cite theirs).
+    cluster = cluster.model_copy(
+        update={"gpu": cluster.gpu.model_copy(update={"host_link_gb_per_s": 63.0})}
+    )
+    result = f.result_for(f.dense_model(), cluster, workload, Layout(**fields))
+    ns = check_megatron(result, 0, fake_world, monkeypatch)
+    assert {k: getattr(ns, k) for k in parsed} == parsed
+    # The model config pretrain_gpt.py builds: TransformerConfig.__post_init__ runs Megatron's
+    # own offloading checks (pipeline parallelism, recompute, layer count).
+    from megatron.training.argument_utils import core_transformer_config_from_args
+
+    ns.apply_rope_fusion = False  # stub: Transformer Engine is not installed here
+    config = core_transformer_config_from_args(ns)
+    assert config.cpu_offloading == bool(fields.get("cpu_offload_layers"))
+    assert config.cpu_offloading_num_layers == fields.get("cpu_offload_layers", 0)
 
 
 # ---------------------------------------------------------------------------------- torchtitan
@@ -263,12 +337,22 @@ TITAN_PLANS = [
     if PLANS[n][2].precision == "bf16"
     and PLANS[n][2].optimizer_moments == "fp32"
     and PLANS[n][3].get("order", TCDP) == TCDP
+    # torch.distributed.pipelining keeps at most 3 local stages gathered: the torchtitan profile
+    # refuses vp > 3 with ZeRO >= 2 under PP (test_torchtitan_refuses_vp_over_3 below).
+    and PLANS[n][3].get("vp", 1) <= 3
 ]
 
 
 @pytest.mark.parametrize("name", TITAN_PLANS)
 def test_torchtitan_release_accepts_and_builds_the_same_mesh(name, fake_world):
     check_torchtitan(plan_result(name), 0, fake_world)
+
+
+def test_torchtitan_refuses_vp_over_3():
+    # The Megatron plan with 4 chunks per rank: exported to torchtitan (ZeRO-1 runs as FSDP2
+    # ZeRO-2), evicted chunks would gather again, which the plan was not priced with.
+    with pytest.raises(InvalidInput, match=r"vp \(4\) > 3 with ZeRO-2"):
+        plan_exports.to_torchtitan(plan_result("interleaved-even"), 0, ("llama3", "llama3_debugmodel"))
 
 
 @pytest.mark.parametrize("case", range(len(SEARCHED)))
@@ -400,3 +484,21 @@ def test_torch_device_mesh_builds_the_planned_groups(order, fake_world):
         assert _sorted(along) == sorted(sorted(g) for g in groups[name])
         mine = dist.get_process_group_ranks(mesh.get_group(name))
         assert sorted(mine) == next(sorted(g) for g in groups[name] if 0 in g)
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_megatron_runs_the_plans_searched_with_offload(index, fake_world, monkeypatch):
+    """`plan --cpu-offload-layers 8 --main-grads bf16`: the top 3 through parse_args,
+    validate_args and TransformerConfig (which refuses offloading with pp > 1 or recompute)."""
+    from megatron.training.argument_utils import core_transformer_config_from_args
+
+    key = ("megatron-offload", 0)
+    if key not in _searched:
+        _searched[key] = planner.plan_for(
+            "llama3-8b", "dgx-h100", num_gpus=16, top_k=3, cpu_offload_layers=8,
+            workload_fields={"main_grads": "bf16"},
+        )  # fmt: skip
+    ns = check_megatron(_searched[key], index, fake_world, monkeypatch)
+    ns.apply_rope_fusion = False  # stub: Transformer Engine is not installed here
+    config = core_transformer_config_from_args(ns)
+    assert (config.cpu_offloading_num_layers, ns.grad_reduce_in_bf16) == (8, True)

@@ -6,9 +6,11 @@ order on an ideal cluster, wherever the placement put the groups."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
+from ortools.sat.python import cp_model
 from test_place_allocation import _small
 from test_place_model import random_counts
 
@@ -16,6 +18,7 @@ from cost_models.estimate import estimate
 from cost_models.rankmap import rank_groups
 from cost_models.specs import Axis, Layout
 from planner.place import bound, evaluate, oracle, pricing
+from planner.place import constraints as cons
 from planner.place import counts as C
 from planner.place import model as M
 
@@ -151,3 +154,137 @@ def test_random_counts_price_as_their_maps(case):
     solver.parameters.num_workers = 1
     assert solver.solve(v.sat_model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     assert round(solver.objective_value) == evaluate.objective_us(um, hint)
+
+
+# Uplink senders under HSDP, counted by hand. Counts (3, 2, 1): dp 0-2 under leaf 0, 3-4 under
+# leaf 1 (pod 0, 6 hosts = 48 GPUs), 5 under leaf 2 (pod 1, 32 GPUs). Shard groups {0, 1},
+# {2, 3}, {4, 5}; replica groups {0, 2, 4}, {1, 3, 5}. Pod 0's uplinks (tier 3, 7:1): dp 0 and 2
+# keep both groups inside pod 0, dp 1 and 3 have replica 5 in pod 1, dp 4 has shard partner 5:
+# 3 of the 5 nodes send, 24 GPUs -> ceil(4 x 24 / 48) = 2 (every node's DP x CP group, all six,
+# leaves pod 0: 40 GPUs -> 4, what both sides counted before). Pod 1: 8 of 32 -> 1. Tor
+# uplinks (tier 2, 3:1): leaf 0 runs dp 0-2, each with a replica outside: 24 of 24 -> 4.
+SENDERS_COUNTS, SENDERS_STEPS = (3, 2, 1), {2: 4, 3: 2}
+
+
+def test_hsdp_uplink_senders_are_the_ranks_whose_collectives_leave():
+    """The gradient window's senders under HSDP are the ranks whose dp_shard x cp or
+    dp_replicate group leaves the switch (hand count above), in the re-price, the validator and
+    the CP-SAT model alike; before, every rank whose DP x CP group left was counted (pod 0's step
+    4, not 2), in both."""
+    spec, cluster, wl, alloc, um = _case()
+    counts = [list(SENDERS_COUNTS)]
+    hosts = M.build_map(um, counts)
+    assert pricing.uplink_steps(cluster, alloc, um.layout, hosts, moe=False) == SENDERS_STEPS
+    spans = pricing.placed_spans(alloc, um.layout, hosts, moe=False)
+    pipe = pricing.uplink_steps(
+        cluster, alloc, um.layout, hosts, moe=False, kinds=pricing.PIPELINE_KINDS
+    )
+
+    def priced(steps):
+        return estimate(
+            spec, cluster, wl, um.layout, spans=spans, uplink_steps=steps,
+            pipeline_uplink_steps=pipe,
+        ).step_time_s
+
+    want = priced(SENDERS_STEPS)
+    assert want < priced({2: 4, 3: 4})  # the replicas' all-reduce crosses the 7:1 core
+    assert pricing.price(spec, cluster, wl, um.layout, alloc, hosts).step_time_s == want
+    assert evaluate.uplink_qs(um, counts) == (4, 2)
+    assert evaluate.objective_us(um, counts) == round(want * M.US)
+    v = M.build(um, counts)
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.num_workers = 1
+    assert solver.solve(v.sat_model) == cp_model.OPTIMAL
+    assert round(solver.objective_value) == round(want * M.US)
+
+
+def test_hsdp_kept_is_the_set_count():
+    """evaluate.hsdp_kept (and the CP-SAT form, on fixed runs) equals counting the dp indices of
+    every run [lo, hi) of R x S whose shard block and replica group both lie in it, R, S <= 5;
+    and a partial run sends at least min(run, S) of them (bound.py's step 3)."""
+    for s, r in itertools.product(range(1, 6), repeat=2):
+        for lo, hi in itertools.combinations_with_replacement(range(r * s + 1), 2):
+            run = set(range(lo, hi))
+            want = sum(
+                1
+                for i in run
+                if set(range(i // s * s, i // s * s + s)) <= run
+                and {i % s + k * s for k in range(r)} <= run
+            )
+            assert evaluate.hsdp_kept(lo, hi, s, r) == want
+            if 0 < hi - lo < r * s:
+                assert hi - lo - want >= min(hi - lo, s)
+
+
+@pytest.mark.parametrize("layout", [HSDP, Layout(tp=8, dp=6, pp=1, dp_shard=3, zero_stage=3)])
+def test_hsdp_kept_expr_is_exact_at_its_best(layout):
+    """The CP-SAT form of hsdp_kept, maximised on every fixed run of units, reaches it exactly
+    (never above: the model cannot under-count a sender)."""
+    _, _, _, _, um = _case(layout)
+    d = um.units_per_stage
+    a = um.unit_gpus // layout.tp
+    for lo, hi in itertools.combinations_with_replacement(range(d + 1), 2):
+        m = cp_model.CpModel()
+        x, y = m.new_int_var(lo, lo, "lo"), m.new_int_var(hi, hi, "hi")
+        kept, _ = cons.hsdp_kept_expr(m, um, x, y, "t")
+        m.maximize(kept)
+        solver = cp_model.CpSolver()
+        assert solver.solve(m) == cp_model.OPTIMAL
+        want = evaluate.hsdp_kept(a * lo, a * hi, layout.shard_dp, layout.replicate_dp)
+        assert round(solver.objective_value) == want
+
+
+# HSDP with split blocks, counted by hand. Four leaves of 3 hosts, pods {0, 1} and {2, 3};
+# TP8 x CP2 blocks of two nodes (cp 0 on the first, cp 1 on the second), dp 6 = 2 replicas x
+# shard groups of 3. The leaves hold one block each, so two blocks are made of the leftover
+# nodes, one per pod (hosts 2 + 5, 8 + 11), and the counts are forced: dp 0, 1 under leaves 0, 1,
+# dp 2 split over them, dp 3, 4 under leaves 2, 3, dp 5 split over them. A shard group x cp
+# (one tp index) {0, 1, 2} x {cp 0, cp 1} keeps dp 0 and dp 2's cp 0 under leaf 0: 3 members,
+# 3 under leaf 1, 6 in pod 0; one member per node: dp_shard (node, tor, pod, all) = 1, 3, 6, 6.
+# The model takes the split block's part (1 member per leaf) as the tor piece: 1, 1, 6, 6.
+SPLIT = Layout(tp=8, cp=2, dp=6, pp=1, dp_shard=3, zero_stage=3)
+SPLIT_LEAVES, SPLIT_PODS = [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3], [0, 0, 1, 1]
+
+
+def test_hsdp_split_blocks_report_an_upper_bound():
+    """With split blocks the objective prices the shard group's piece at the block's part, so it
+    sits above the re-priced map (4.80 s against 2.89 s here); the report says the status and
+    bound are about that objective, an upper bound of the placed step (before, the solver line
+    read as a proof about the plan's price)."""
+    from planner.place import joint
+    from planner.report.placed import solver_text
+
+    spec, cluster, wl, alloc, um = _case(SPLIT, SPLIT_LEAVES, SPLIT_PODS)
+    assert um.split_blocks == 2 and um.capacity == [1] * 6
+    counts = [[1] * 6]
+    hosts = M.build_map(um, counts)
+    spans = pricing.placed_spans(alloc, um.layout, hosts, moe=False)
+    assert spans["dp_shard"] == [1, 3, 6, 6]
+    steps = pricing.uplink_steps(cluster, alloc, um.layout, hosts, moe=False)
+    assert evaluate.uplink_qs(um, counts) == tuple(steps[j] for j in um.uplink_tiers)
+    pipe = pricing.uplink_steps(
+        cluster, alloc, um.layout, hosts, moe=False, kinds=pricing.PIPELINE_KINDS
+    )
+
+    def priced(shard):
+        return estimate(
+            spec, cluster, wl, um.layout, spans={**spans, "dp_shard": shard},
+            uplink_steps=steps, pipeline_uplink_steps=pipe,
+        ).step_time_s
+
+    placed = pricing.price(spec, cluster, wl, um.layout, alloc, hosts).step_time_s
+    assert placed == priced([1, 3, 6, 6])
+    objective = evaluate.objective_us(um, counts)
+    assert objective == round(priced([1, 1, 6, 6]) * M.US)
+    assert objective > round(placed * M.US) + 1_000_000  # 4.80 s against 2.89 s
+    p = joint.place_layout(spec, cluster, wl, estimate(spec, cluster, wl, SPLIT), alloc)
+    assert p.source == "cp-sat" and p.solver["status"] == "OPTIMAL"
+    assert p.solver["objective"] > p.placed.step_time_s == placed
+    text = solver_text(p)
+    assert "on the model's objective, an upper bound of the placed step" in text
+    assert "2 block(s) split over leaves" in text
+    spec, cluster, wl, alloc, _ = _case()  # no split block: the objective is the placed step
+    whole = joint.place_layout(spec, cluster, wl, estimate(spec, cluster, wl, HSDP), alloc)
+    assert whole.split_blocks == 0 and "upper bound" not in solver_text(whole)
+    assert round(whole.placed.step_time_s * M.US) == round(whole.solver["objective"] * M.US)

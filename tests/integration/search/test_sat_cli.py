@@ -16,7 +16,7 @@ ARGV = [
     "--micro-batches", "1", "2", "--max-vp", "2", "--no-order-search", "--engine", "exhaustive",
     "--no-deterministic", "--seed", "7", "--stage-split", "search", "--all-orders",
     "--top-variants", "--simplicity-tolerance", "0.02",
-    "--pp-schedules", "1f1b", "--ep-overlap",
+    "--pp-schedules", "1f1b", "--ep-overlap", "--cpu-offload-layers", "4",
 ]  # fmt: skip
 
 
@@ -31,6 +31,7 @@ def test_every_search_flag_maps_to_a_field():
     assert (space.tp, space.max_ep, space.zero_stages) == (2, 8, (1, 3))
     assert space.recompute == ("none", "full") and space.search_order is False
     assert space.stage_split == "search" and space.rank_orders is None  # --all-orders: all 24
+    assert space.cpu_offload_layers == 4
     assert (opts.top_k, opts.engine, opts.deterministic, opts.seed) == (3, "exhaustive", False, 7)
     assert opts.top_variants is True and opts.simplicity_tolerance == 0.02
 

@@ -14,7 +14,8 @@ from cost_models.framework import DEEPSPEED, MEGATRON, TORCHTITAN, record_profil
 from cost_models.memory import StageParams
 from cost_models.pricer import Pricer
 from cost_models.specs import Layout, Workload
-from cost_models.stage import dp_rounds, dp_tier_times_s, fsdp_copies_s
+from cost_models.accumulation import dp_rounds
+from cost_models.stage import dp_tier_times_s, fsdp_copies_s
 
 P = 1e9
 HBM = 1e12
@@ -28,9 +29,10 @@ SP = StageParams(dense=P, expert=0.0, largest_layer=0.1 * P, num_layers=8)
         ("last_micro_batch", 0, 1, (1, 0)),
         ("last_micro_batch", 1, 1, (1, 1)),
         ("last_micro_batch", 2, 1, (1, 1)),
-        # ZeRO-3 gathers before each forward and backward in every mode
+        # ZeRO-3 gathers before each forward and backward (Megatron-FSDP, DeepSpeed, FSDP2
+        # without PP); FSDP2 under pipelining: test_pipelining_defers.py
         ("last_micro_batch", 3, 1, (4, 8)),
-        ("every_micro_batch", 3, 2, (4, 8)),
+        ("every_micro_batch", 3, 1, (4, 8)),
         # torchtitan without PP: each micro-batch's backward reduces; ZeRO-2 ('never' reshard
         # after forward) gathers once per micro-batch; DDP (ZeRO-0) gathers nothing
         ("every_micro_batch", 0, 1, (4, 0)),
@@ -113,15 +115,18 @@ def test_fsdp2_copies_follow_the_rounds():
     """ZeRO-2, shard 4, m = 2, torchtitan without PP: per micro-batch one gather's copy-in
     (6 B per shard element) and copy-out (4 B per element), one reduce's chunk_cat (6 B per
     element); the second reduction accumulates into the sharded gradient (12 B per shard
-    element). With PP: once."""
+    element). With PP: one gather; the first backward casts its bf16 gradients into fp32
+    accumulators (6 B per element), the second adds into them (10 B), and the one reduction
+    copies fp32 into fp32 (8 B). Without FSDP2 under PP ('last_micro_batch'): once."""
     w = Workload(seq_len=4096, global_batch_seqs=64, fsdp_copies="fsdp2")
     every = w.model_copy(update={"dp_accumulation": "every_micro_batch"})
     lo = Layout(dp=4, zero_stage=2)
     got = fsdp_copies_s(lo, SP, 2, HBM, every)
     by_hand = 2 * (P / 4 * 6 + P * 4) + 2 * P * 6 + 1 * P / 4 * 12
     assert got == pytest.approx(by_hand / HBM, rel=1e-12)
+    deferred = (P / 4 * 6 + P * 4 + P * (6 + 10 + 8)) / HBM
+    assert fsdp_copies_s(lo.with_update({"pp": 2}), SP, 2, HBM, every) == pytest.approx(deferred)
     once = (P / 4 * 6 + P * 4 + P * 6) / HBM
-    assert fsdp_copies_s(lo.with_update({"pp": 2}), SP, 2, HBM, every) == pytest.approx(once)
     assert fsdp_copies_s(lo, SP, 2, HBM, w) == pytest.approx(once)
 
 

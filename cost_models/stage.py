@@ -252,7 +252,8 @@ def ep_exchange_s(
 
     Copies per tier: comm.moe_tier_copies (per-expert rows for 'alltoall', per-node de-duplication
     with NVLink forwarding and node-limited routing for 'deepep'). Bytes per copy: hidden x 2
-    (bf16); the 'deepep' dispatch under fp8 training sends fp8 with 1x128 scales, the combine
+    (bf16); the 'deepep' dispatch under fp8 training sends fp8 with 1x128 scales where
+    Workload.ep_dispatch_fp8 (DeepSeek's recipe; Megatron's flex dispatcher sends bf16), the combine
     stays bf16 (DeepSeek-V3 sec. 3.3.2; DeepEP README: "FP8 dispatching, and BF16 combining").
     In backward the roles swap (the gradient before the down projection is dispatched in fp8,
     the combine gradient in bf16), so one fp8 and one bf16 exchange per pass either way. The
@@ -275,7 +276,7 @@ def ep_exchange_s(
         tiers=cluster.tiers,
     )
     h = model.hidden_size
-    fp8 = deepep and workload.precision in LOW_PRECISION
+    fp8 = deepep and workload.ep_dispatch_fp8 and workload.precision in LOW_PRECISION
     dispatch_bytes = h * (1 + FP8_SCALE_BYTES_PER_ELEMENT) if fp8 else h * BF16_BYTES
     combine_bytes = h * BF16_BYTES
 

@@ -925,7 +925,7 @@ class Workload(InputSpec):
         "report sec. 3.3.2)",
     )
     ep_dispatch_fp8: bool = Field(
-        True,
+        False,
         description="whether a 'deepep' dispatch of an fp8 run sends fp8 with 1x128 scales "
         "(DeepSeek-V3 report sec. 3.3.2, DeepEP's own recipe) rather than the bf16 hidden states "
         "(Megatron's flex dispatcher and torchtitan: the framework profiles set it)",

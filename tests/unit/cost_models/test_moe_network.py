@@ -61,7 +61,14 @@ def test_node_limited_routing_cuts_deepseek_ib_copies() -> None:
 def _deepseek(cluster: str = "h800", **layout_kw: object):
     model = models_zoo.load_model("deepseek-v3")
     c = models_zoo.load_cluster(cluster)
-    work = Workload(seq_len=4096, global_batch_seqs=15360, precision="fp8", moe_dispatcher="deepep")
+    # DeepSeek's own recipe dispatches fp8 (DeepSeek-V3 sec. 3.3.2; profile 'other')
+    work = Workload(
+        seq_len=4096,
+        global_batch_seqs=15360,
+        precision="fp8",
+        moe_dispatcher="deepep",
+        ep_dispatch_fp8=True,
+    )
     kw = {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "recompute": "selective", "zero_stage": 1}
     kw.update(layout_kw)
     return model, c, work, Layout(**kw)
@@ -98,7 +105,8 @@ def test_megatron_flex_dispatch_sends_bf16_under_fp8() -> None:
     zero = tuple(t.model_copy(update={"latency_us": 0.0}) for t in cluster.tiers)
     cluster = cluster.model_copy(update={"tiers": zero})
     span = list(topology.spans(cluster, layout)["ep"])
-    mcore, own = MEGATRON.workload(work), OTHER.workload(work)
+    stated = Workload(seq_len=4096, global_batch_seqs=15360, precision="fp8", moe_dispatcher="deepep")
+    mcore, own = MEGATRON.workload(stated), OTHER.workload(stated)
     assert not mcore.ep_dispatch_fp8 and own.ep_dispatch_fp8
     d_m, c_m, _ = ep_exchange_s(model, cluster, mcore, layout, span)
     d_o, c_o, _ = ep_exchange_s(model, cluster, own, layout, span)

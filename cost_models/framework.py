@@ -44,6 +44,7 @@ PHYSICS_FIELDS = (
     "grad_clip",
     "fsdp_copies",
     "moe_dispatch",
+    "ep_dispatch_fp8",
     "memory_phases",
 )
 """The Workload fields a profile sets (their meaning: cost_models/specs.py Workload)."""
@@ -239,6 +240,13 @@ _MEGATRON_PHYSICS = {
         " moe_utils.permute (index_select of the routed rows) and unpermute (scatter_add back), "
         "one copy each way per routed row",
     ),
+    "ep_dispatch_fp8": Setting(
+        False,
+        "megatron/core/transformer/moe/token_dispatcher.py _DeepepManager.dispatch passes the "
+        "bf16 hidden states to fused_a2a.fused_dispatch (no fp8 path; TE quantizes inside the "
+        "expert GEMM), and HybridEP: 'fp8_dispatch = False  # Currently, we do not support fp8 "
+        "dispatch' (fused_a2a.py, megatron-core 0.19)",
+    ),
     "moe_host_sync": Setting(
         "every_layer",
         "megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher."
@@ -351,6 +359,11 @@ _TORCHTITAN_PHYSICS = {
         "deterministic_scatter_add (scatter_add under torch.use_deterministic_algorithms, whose "
         "backward is torch.gather of the output gradient)",
     ),
+    "ep_dispatch_fp8": Setting(
+        False,
+        "torchtitan/distributed/deepep/deepep.py get_buffer(use_fp8_dispatch=False) and "
+        "hybridep.py (fp8_dispatch=False): the DeepEP paths dispatch the bf16 activations",
+    ),
     "moe_host_sync": Setting(
         "expert_parallel",
         "torchtitan/models/common/token_dispatcher.py AllToAllTokenDispatcher: output_splits "
@@ -447,6 +460,11 @@ _LLM_FOUNDRY_PHYSICS = {
 
 _OTHER_PHYSICS = {
     **_MEGATRON_PHYSICS,
+    "ep_dispatch_fp8": Setting(
+        True,
+        "DeepSeek's HAI-LLM (DeepSeek-V3 report sec. 3.3.2; DeepEP README 'FP8 dispatching, and "
+        "BF16 combining'): an fp8 run dispatches fp8 with 1x128 scales",
+    ),
     "host_issue": Setting(
         "kernels",
         "an in-house framework (Meta's Llama 3 stack, DeepSeek's HAI-LLM): its module code is not "

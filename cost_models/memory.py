@@ -625,7 +625,11 @@ def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
         rows = t * model.moe.top_k / layout.tp
         # dispatch and combine staging; DeepEP dispatches in fp8 when training in fp8 and
         # combines in bf16 (DeepSeek-V3 report sec. 3.3.2; as stage.ep_exchange_s prices it)
-        fp8 = workload.moe_dispatcher == "deepep" and workload.precision in LOW_PRECISION
+        fp8 = (
+            workload.moe_dispatcher == "deepep"
+            and workload.ep_dispatch_fp8
+            and workload.precision in LOW_PRECISION
+        )
         total += rows * model.hidden_size * ((1 if fp8 else BF16_BYTES) + BF16_BYTES)
     return total
 

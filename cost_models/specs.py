@@ -921,7 +921,14 @@ class Workload(InputSpec):
         "in bf16 (Megatron-Core MoEAlltoAllTokenDispatcher); 'deepep' sends one copy per "
         "destination node over the scale-out NIC and forwards it inside the node over NVLink "
         "(DeepEP normal kernels; Megatron --moe-token-dispatcher-type flex), dispatching in fp8 "
-        "when training in fp8 and combining in bf16 (DeepSeek-V3 report sec. 3.3.2)",
+        "when training in fp8 where ep_dispatch_fp8 says so and combining in bf16 (DeepSeek-V3 "
+        "report sec. 3.3.2)",
+    )
+    ep_dispatch_fp8: bool = Field(
+        False,
+        description="whether a 'deepep' dispatch of an fp8 run sends fp8 with 1x128 scales "
+        "(DeepSeek-V3 report sec. 3.3.2, DeepEP's own recipe) rather than the bf16 hidden states "
+        "(Megatron's flex dispatcher and torchtitan: the framework profiles set it)",
     )
     pp_keeps_outputs: bool = Field(
         False,

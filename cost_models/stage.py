@@ -198,18 +198,33 @@ def _ep_layer_s(
     dispatch_s, combine_s, ep_busy = ep_exchange_s(
         model, cluster, workload, layout, span[Group.EP], comm
     )
-    ep_total_s = ep_passes * (dispatch_s + combine_s)
+    pass_s = dispatch_s + combine_s
+    ep_total_s = ep_passes * pass_s
     busy = tuple(ep_passes * x for x in ep_busy)
     if layout.pp_schedule != "dualpipe" and not layout.ep_overlap:
         return ep_total_s, ep_total_s, busy
-    # DualPipe (DeepSeek-V3 sec. 3.2.1) pairs the forward chunk of one micro-batch with the
-    # backward chunk of another, Megatron's --overlap-moe-expert-parallel-comm does the same in
-    # the 1F1B steady state: each all-to-all hides behind the other micro-batch's compute of this
-    # layer, the excess stays exposed, and the hidden part slows that compute by the SMs the
-    # communication kernels take (calibration.overlap_slowdown_s).
-    window_s = lt.forward_s + lt.backward_s + recompute_s
-    hidden_s = min(ep_total_s, window_s)
+    hidden_s = paired_hidden_ep_s(pass_s, ep_passes - 1, lt, recompute_s)
     return ep_total_s - hidden_s + overlap_slowdown_s(hidden_s, cal), ep_total_s, busy
+
+
+def paired_hidden_ep_s(
+    pass_s: float, backward_passes: int, lt: LayerTime, recompute_s: float
+) -> float:
+    """EP all-to-all seconds of one layer hidden when a forward chunk runs beside a backward chunk.
+
+    DualPipe (DeepSeek-V3 sec. 3.2.1, Figure 4) pairs the forward chunk of one micro-batch with
+    the backward chunk of another; Megatron's --overlap-moe-expert-parallel-comm does the same in
+    the 1F1B steady state (megatron/core/pipeline_parallel/combined_1f1b.py, one stream computes
+    while the other communicates). So the forward pass's dispatch + combine (pass_s) hide only
+    behind the other micro-batch's backward (+ its recompute), and the backward's
+    (backward_passes x pass_s: the backward and a recomputed MoE forward, both inside the
+    backward chunk) only behind the other micro-batch's forward: neither side lends the other
+    its spare compute. The excess stays exposed; the hidden part slows the compute beside it
+    (calibration.overlap_slowdown_s, charged by the caller).
+    """
+    forward_hidden_s = min(pass_s, lt.backward_s + recompute_s)
+    backward_hidden_s = min(backward_passes * pass_s, lt.forward_s)
+    return forward_hidden_s + backward_hidden_s
 
 
 def _outermost_index(span: list[int]) -> int:
@@ -237,7 +252,8 @@ def ep_exchange_s(
 
     Copies per tier: comm.moe_tier_copies (per-expert rows for 'alltoall', per-node de-duplication
     with NVLink forwarding and node-limited routing for 'deepep'). Bytes per copy: hidden x 2
-    (bf16); the 'deepep' dispatch under fp8 training sends fp8 with 1x128 scales, the combine
+    (bf16); the 'deepep' dispatch under fp8 training sends fp8 with 1x128 scales where
+    Workload.ep_dispatch_fp8 (DeepSeek's recipe; Megatron's flex dispatcher sends bf16), the combine
     stays bf16 (DeepSeek-V3 sec. 3.3.2; DeepEP README: "FP8 dispatching, and BF16 combining").
     In backward the roles swap (the gradient before the down projection is dispatched in fp8,
     the combine gradient in bf16), so one fp8 and one bf16 exchange per pass either way. The
@@ -260,7 +276,7 @@ def ep_exchange_s(
         tiers=cluster.tiers,
     )
     h = model.hidden_size
-    fp8 = deepep and workload.precision in LOW_PRECISION
+    fp8 = deepep and workload.ep_dispatch_fp8 and workload.precision in LOW_PRECISION
     dispatch_bytes = h * (1 + FP8_SCALE_BYTES_PER_ELEMENT) if fp8 else h * BF16_BYTES
     combine_bytes = h * BF16_BYTES
 

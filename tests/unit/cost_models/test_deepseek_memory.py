@@ -29,7 +29,14 @@ RECIPE = {
 def _deepseek(**layout_kw: object) -> tuple:
     model = models_zoo.load_model("deepseek-v3")
     cluster = models_zoo.load_cluster("h800")
-    work = Workload(seq_len=4096, global_batch_seqs=15360, precision="fp8", moe_dispatcher="deepep")
+    # DeepSeek's own recipe dispatches fp8 (DeepSeek-V3 sec. 3.3.2; profile 'other')
+    work = Workload(
+        seq_len=4096,
+        global_batch_seqs=15360,
+        precision="fp8",
+        moe_dispatcher="deepep",
+        ep_dispatch_fp8=True,
+    )
     kw: dict = {
         "tp": 1,
         "pp": 16,

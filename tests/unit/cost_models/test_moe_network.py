@@ -61,7 +61,14 @@ def test_node_limited_routing_cuts_deepseek_ib_copies() -> None:
 def _deepseek(cluster: str = "h800", **layout_kw: object):
     model = models_zoo.load_model("deepseek-v3")
     c = models_zoo.load_cluster(cluster)
-    work = Workload(seq_len=4096, global_batch_seqs=15360, precision="fp8", moe_dispatcher="deepep")
+    # DeepSeek's own recipe dispatches fp8 (DeepSeek-V3 sec. 3.3.2; profile 'other')
+    work = Workload(
+        seq_len=4096,
+        global_batch_seqs=15360,
+        precision="fp8",
+        moe_dispatcher="deepep",
+        ep_dispatch_fp8=True,
+    )
     kw = {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "recompute": "selective", "zero_stage": 1}
     kw.update(layout_kw)
     return model, c, work, Layout(**kw)
@@ -83,6 +90,32 @@ def test_fp8_dispatch_bf16_combine() -> None:
     assert c8 == pytest.approx(c16)
     assert d8 / d16 == pytest.approx((1 + 4 / 128) / 2, rel=1e-9)
 
+
+
+def test_megatron_flex_dispatch_sends_bf16_under_fp8() -> None:
+    """Megatron's flex dispatcher hands DeepEP the bf16 hidden states (fused_a2a.fused_dispatch,
+    no fp8 path; HybridEP 'we do not support fp8 dispatch'): its profile sets ep_dispatch_fp8
+    False, so an fp8 run's dispatch costs what its combine does; DeepSeek's ('other') keeps fp8."""
+    from cost_models import topology
+    from cost_models.framework import MEGATRON, OTHER
+    from cost_models.memory import buffer_bytes
+    from cost_models.stage import ep_exchange_s
+
+    model, cluster, work, layout = _deepseek()
+    zero = tuple(t.model_copy(update={"latency_us": 0.0}) for t in cluster.tiers)
+    cluster = cluster.model_copy(update={"tiers": zero})
+    span = list(topology.spans(cluster, layout)["ep"])
+    stated = Workload(seq_len=4096, global_batch_seqs=15360, precision="fp8", moe_dispatcher="deepep")
+    mcore, own = MEGATRON.workload(stated), OTHER.workload(stated)
+    assert not mcore.ep_dispatch_fp8 and own.ep_dispatch_fp8
+    d_m, c_m, _ = ep_exchange_s(model, cluster, mcore, layout, span)
+    d_o, c_o, _ = ep_exchange_s(model, cluster, own, layout, span)
+    assert d_m == pytest.approx(c_m, rel=1e-12) and c_m == pytest.approx(c_o, rel=1e-12)
+    assert d_o / d_m == pytest.approx((1 + 4 / 128) / 2, rel=1e-9)
+    # Staging buffers: rows x hidden x (dispatch + combine bytes) = (2 + 2) vs (1 + 2).
+    rows_h = 4096 * 8 * model.hidden_size  # micro-batch 1 x seq 4096, top-8, tp 1
+    grads = buffer_bytes(model, mcore, layout) - buffer_bytes(model, own, layout)
+    assert grads == pytest.approx(rows_h * 1.0, rel=1e-12)
 
 def test_mpft_matches_single_plane_multi_rail() -> None:
     """DeepSeek measured MPFT and a multi-rail fat-tree within 0.1 % (arXiv 2505.09343)."""

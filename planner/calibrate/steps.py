@@ -22,7 +22,14 @@ import models_zoo
 from cost_models import estimate
 from cost_models.calibration import calibration_for_cluster
 from cost_models.errors import InvalidInput, describe_validation_error
-from cost_models.specs import CalibrationValues, Cluster, ClusterCalibration, Layout, ModelSpec
+from cost_models.specs import (
+    CalibrationValues,
+    Cluster,
+    ClusterCalibration,
+    KernelTables,
+    Layout,
+    ModelSpec,
+)
 
 from ..api import make_workload
 
@@ -78,8 +85,42 @@ def _model(run: StepRun, where: str) -> ModelSpec:
     return models_zoo.load_model(run.model)
 
 
+def _scaled_tables(tables: KernelTables | None, compute_scale: float) -> KernelTables | None:
+    """Measured GEMM / grouped GEMM / attention rows run compute_scale times as fast: the same
+    factor as the curve's efficiencies, so a cluster priced from tables (every Hopper preset) has
+    a compute factor to fit too. Memory-bound and collective rows are left as measured, as the
+    curve's HBM and link efficiencies are."""
+    if tables is None or not tables.has_compute:
+        return tables
+    return tables.model_copy(
+        update={
+            "source": f"{tables.source}; GEMM / attention times / {compute_scale:.4g} "
+            "(planner calibrate --steps compute_scale)",
+            "gemm": tuple((*r[:5], r[5] / compute_scale) for r in tables.gemm),
+            "grouped_gemm": tuple((*r[:5], r[5] / compute_scale) for r in tables.grouped_gemm),
+            "attention": tuple(
+                (*r[:9], r[9] / compute_scale, r[10] / compute_scale) for r in tables.attention
+            ),
+        }
+    )
+
+
+def _tables_top_scale(cluster: Cluster) -> float:
+    """The largest compute_scale that keeps every measured GEMM row at or below its dtype's
+    datasheet peak (inf without rows)."""
+    tables, gpu = cluster.kernels, cluster.gpu
+    peak_tflops = {"bf16": gpu.peak_bf16_tflops, "fp8": gpu.peak_fp8_tflops}
+    ratios = [
+        2 * m * n * k / (t_ms * 1e-3) / 1e12 / peak_tflops[dtype]
+        for m, n, k, dtype, _layout, t_ms in (tables.gemm if tables else ())
+        if peak_tflops.get(dtype)
+    ]
+    return 1.0 / max(ratios) if ratios else math.inf
+
+
 def scaled_cluster(cluster: Cluster, compute_scale: float, network_scale: float) -> Cluster:
-    """`cluster` with its compute efficiencies x compute_scale, scale-out tiers x network_scale."""
+    """`cluster` with its compute efficiencies (and measured GEMM / attention rows, if it has
+    kernel tables) x compute_scale, scale-out tiers x network_scale."""
     cal = calibration_for_cluster(cluster)
     old = cluster.calibration or ClusterCalibration()
     values = old.values.model_copy(
@@ -93,14 +134,19 @@ def scaled_cluster(cluster: Cluster, compute_scale: float, network_scale: float)
         t.model_copy(update={"efficiency": t.efficiency * network_scale}) for t in cluster.tiers[1:]
     )
     return cluster.model_copy(
-        update={"tiers": tiers, "calibration": old.model_copy(update={"values": values})}
+        update={
+            "tiers": tiers,
+            "calibration": old.model_copy(update={"values": values}),
+            "kernels": _scaled_tables(cluster.kernels, compute_scale),
+        }
     )
 
 
 def bounds(cluster: Cluster) -> dict[str, tuple[float, float]]:
     cal = calibration_for_cluster(cluster)
-    top_compute = 1.0 / max(
-        cal.gemm_efficiency_bf16, cal.gemm_efficiency_fp8, cal.attention_efficiency
+    top_compute = min(
+        1.0 / max(cal.gemm_efficiency_bf16, cal.gemm_efficiency_fp8, cal.attention_efficiency),
+        _tables_top_scale(cluster),
     )
     outer = [t.efficiency for t in cluster.tiers[1:]] or [1.0]
     return {

@@ -259,6 +259,31 @@ def test_steps_fit_recovers_global_factors_with_leave_one_out(tmp_path):
     assert "steps.compute_scale" in names
 
 
+def test_steps_fit_scales_the_measured_tables(tmp_path):
+    """dgx-h100 as shipped prices kernels from its measured tables: the compute factor scales
+    their GEMM / grouped GEMM / attention rows (times / factor), memory-bound rows stay."""
+    base = models_zoo.load_cluster("dgx-h100")
+    assert base.kernels is not None and base.kernels.gemm
+    doubled = scaled_cluster(base, 2.0, 1.0).kernels
+    m, n, k, dtype, layout, t_ms = base.kernels.gemm[0]
+    assert doubled.gemm[0] == (m, n, k, dtype, layout, t_ms / 2)
+    assert doubled.attention[0][9] == base.kernels.attention[0][9] / 2
+    assert doubled.grouped_gemm[0][5] == base.kernels.grouped_gemm[0][5] / 2
+    assert doubled.memory_bound == base.kernels.memory_bound
+    truth = scaled_cluster(base, 0.85, 0.8)
+    path = _steps_yaml(tmp_path / "steps.yaml", truth, RUNS)
+    _, report = calibrate(base, steps_file=str(path))
+    s = report.steps.json_dict()
+    assert s["compute_scale"] == pytest.approx(0.85, rel=0.03)
+    assert s["max_abs_error_pct"] < 3 and s["max_abs_leave_one_out_pct"] < 5
+    # The upper bound keeps every measured GEMM row at or below its datasheet peak.
+    top = s["bounds"]["compute_scale"][1]
+    gpu = base.gpu
+    peak = {"bf16": gpu.peak_bf16_tflops, "fp8": gpu.peak_fp8_tflops}
+    fastest = max(2 * m * n * k / (t * 1e-3) / 1e12 / peak[d] for m, n, k, d, _, t in base.kernels.gemm)
+    assert top * fastest == pytest.approx(1.0)
+
+
 def test_steps_fit_refuses_when_a_factor_hits_its_bound(tmp_path, capsys):
     base = _curve_h100()
     path = _steps_yaml(tmp_path / "steps.yaml", base, RUNS)

@@ -150,9 +150,14 @@ def test_terminal_report_reads_at_80_columns(tmp_path, capsys, monkeypatch) -> N
 @pytest.mark.slow
 def test_ray_backend_prints_the_local_json(tmp_path, capsys) -> None:
     """CONTRACT.md: `--backend ray` gives identical output (a local Ray, 2 workers)."""
-    pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
     args = [*_files(tmp_path), "--json"]
     assert main([*args, "--workers", "2"]) == 0
     local = capsys.readouterr().out
-    assert main([*args, "--backend", "ray", "--workers", "2"]) == 0
+    try:
+        assert main([*args, "--backend", "ray", "--workers", "2"]) == 0
+    finally:
+        # evaluate() keeps the local Ray it started for the next call; later tests
+        # (tests/integration/design/test_design_ray.py) start their own from none.
+        ray.shutdown()
     assert capsys.readouterr().out == local

@@ -203,3 +203,26 @@ def tiny_record(
         "measured_tokens_per_s_per_gpu": 1000.0,
     }
     return {**record, **fields}
+
+
+def deepseek_v3_recipe(cluster: str = "h800", **layout_kw: object) -> tuple:
+    """DeepSeek-V3 on its own recipe's shape (model, cluster, workload, layout): fp8, DeepEP
+    dispatch in fp8 (DeepSeek-V3 sec. 3.3.2; profile 'other'), TP1 PP16 DP128 EP64, selective
+    recompute, ZeRO-1; `layout_kw` overrides layout fields."""
+    import models_zoo  # deferred: the factories stay importable without the presets
+
+    work = Workload(
+        seq_len=4096,
+        global_batch_seqs=15360,
+        precision="fp8",
+        moe_dispatcher="deepep",
+        ep_dispatch_fp8=True,
+    )
+    kw: dict = {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "recompute": "selective", "zero_stage": 1}
+    kw.update(layout_kw)
+    return (
+        models_zoo.load_model("deepseek-v3"),
+        models_zoo.load_cluster(cluster),
+        work,
+        Layout(**kw),
+    )

@@ -5,9 +5,9 @@ layout end to end (issue 16: within 15 % of 1,542 tokens/s/GPU and inside 80 GB 
 
 from __future__ import annotations
 
+import factories
 import pytest
 
-import models_zoo
 from cost_models import estimate
 from cost_models.memory import (
     StageParams,
@@ -27,28 +27,13 @@ RECIPE = {
 
 
 def _deepseek(**layout_kw: object) -> tuple:
-    model = models_zoo.load_model("deepseek-v3")
-    cluster = models_zoo.load_cluster("h800")
-    # DeepSeek's own recipe dispatches fp8 (DeepSeek-V3 sec. 3.3.2; profile 'other')
-    work = Workload(
-        seq_len=4096,
-        global_batch_seqs=15360,
-        precision="fp8",
-        moe_dispatcher="deepep",
-        ep_dispatch_fp8=True,
-    )
+    # The recipe's selective recompute modules and DualPipe schedule (DeepSeek-V3 sec. 3.2).
     kw: dict = {
-        "tp": 1,
-        "pp": 16,
-        "dp": 128,
-        "ep": 64,
-        "zero_stage": 1,
-        "recompute": "selective",
         "recompute_modules": ("layernorm", "mla_up_proj", "moe_act"),
         "pp_schedule": "dualpipe",
     }
     kw.update(layout_kw)
-    return model, cluster, work, Layout(**kw)
+    return factories.deepseek_v3_recipe(**kw)
 
 
 def _tensors(model, work, layout) -> dict[str, float]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import factories
 import pytest
 
 import models_zoo
 from cost_models import comm, estimate
 from cost_models.errors import InvalidInput
 from cost_models.pipeline import dualpipe_bubble_s, inflight_chunks
-from cost_models.specs import Layout, LinkTier, Workload
+from cost_models.specs import LinkTier, Workload
 
 GB = 1e9
 
@@ -58,20 +59,7 @@ def test_node_limited_routing_cuts_deepseek_ib_copies() -> None:
     assert got[1] < unlimited[1] < 7.0
 
 
-def _deepseek(cluster: str = "h800", **layout_kw: object):
-    model = models_zoo.load_model("deepseek-v3")
-    c = models_zoo.load_cluster(cluster)
-    # DeepSeek's own recipe dispatches fp8 (DeepSeek-V3 sec. 3.3.2; profile 'other')
-    work = Workload(
-        seq_len=4096,
-        global_batch_seqs=15360,
-        precision="fp8",
-        moe_dispatcher="deepep",
-        ep_dispatch_fp8=True,
-    )
-    kw = {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "recompute": "selective", "zero_stage": 1}
-    kw.update(layout_kw)
-    return model, c, work, Layout(**kw)
+_deepseek = factories.deepseek_v3_recipe
 
 
 def test_fp8_dispatch_bf16_combine() -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from .specs import CalibrationValues, Cluster, Generation, GpuSpec
+from .errors import InvalidInput
+from .specs import CalibrationValues, Cluster, GemmSpeed, Generation, GpuSpec
 from .units import GB
 
 
@@ -52,6 +53,12 @@ class GenerationCalibration:
     (tests/unit/cost_models/test_mamf_ceiling.py checks it); None: not measured."""
     mamf_fp8_fraction: float | None = None
     """The same in fp8 (e4m3)."""
+    flagship_peak_bf16_tflops: float | None = None
+    """The flagship's datasheet bf16 peak: a part's measured GEMM speed relative to the
+    flagship (GpuSpec.gemm_speed_vs_flagship) turns into an efficiency on the part's own peak
+    through it (generation_for_gpu). Equal to the flagship preset's (test_gemm_speed.py)."""
+    flagship_peak_fp8_tflops: float | None = None
+    """The same in fp8."""
 
     @property
     def comm_sm_fraction(self) -> float:
@@ -123,6 +130,8 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         fa2_attention_speed=0.6,
         mamf_bf16_fraction=794.5 / 989.4,  # H100 SXM (models_zoo/gpus/h100-sxm-80gb.json)
         mamf_fp8_fraction=1402.6 / 1978.9,
+        flagship_peak_bf16_tflops=989.4,
+        flagship_peak_fp8_tflops=1978.9,
     ),
     "blackwell": GenerationCalibration(
         gemm_efficiency_bf16=0.77,
@@ -137,6 +146,8 @@ CALIBRATION: dict[Generation, GenerationCalibration] = {
         fa2_attention_speed=0.6,
         mamf_bf16_fraction=1745.0 / 2250,  # B200 (models_zoo/gpus/b200.json)
         mamf_fp8_fraction=3432.5 / 4500,
+        flagship_peak_bf16_tflops=2250.0,
+        flagship_peak_fp8_tflops=4500.0,
     ),
     # AMD Instinct: no published runs in the project's data, so every efficiency below is an
     # assumption (CALIBRATION_BASIS), set from public microbenchmark reports and to be replaced
@@ -200,18 +211,79 @@ def mamf_ceilings(gpu: GpuSpec) -> tuple[float | None, float | None]:
 
 
 def generation_for_gpu(gpu: GpuSpec) -> GenerationCalibration:
-    """The generation's constants for one part: its large-GEMM ceilings scaled by the part's
-    measured MAMF fraction over the generation's flagship's (mamf_*_fraction), and never above
-    the part's own MAMF / peak (mamf_ceilings).
+    """The generation's constants for one part: its large-GEMM ceilings scaled to the part.
 
     The generation constants are one value for every part of a generation, but a datasheet peak
     is the tensor-core rate at the part's boost clock, and the clock a part sustains under its
     power cap is the part's own: GB200's 2,500 TFLOP/s assumes ~11 % more clock than B200's
-    2,250 on the same 148 SMs, yet its best measured matmul is 72.9 % of that peak against
-    B200's 77.6 %. Tensor-core throughput follows the sustained clock at any utilisation, so
-    every GEMM of the part runs at the generation's fraction times that ratio (GB200: x 0.940),
-    not only the largest ones. A part without a measurement keeps the generation values."""
-    return _for_part(CALIBRATION[gpu.generation], *mamf_ceilings(gpu))
+    2,250 on the same 148 SMs, and Blackwell Ultra (B300, GB300) runs the same datasheet peaks
+    at a higher power cap. Tensor-core throughput follows the sustained clock at any
+    utilisation, so every GEMM of the part runs at the flagship's speed times the part's
+    measured ratio, not only the largest ones. The ratio, by preference:
+
+    1. gemm_speed_vs_flagship (measured relative speed: the median, over a training shape
+       set, of the flagship's GEMM time over this part's, same collector and software):
+       efficiency = flagship efficiency (at most its MAMF / peak) x speed x flagship peak /
+       part peak (_at_speed);
+    2. else the part's MAMF fraction over the flagship's (mamf_*_fraction), and never above the
+       part's own MAMF / peak (mamf_ceilings, _held): MAMF is one best shape of a brute-force
+       search, run on each part with its own software, so a ratio of two is noisier than a
+       median over shared shapes (docs/calibration.md "Relative GEMM speed between parts");
+    3. else the generation values."""
+    cal = CALIBRATION[gpu.generation]
+    speed = gpu.gemm_speed_vs_flagship
+    if speed is None:
+        return _for_part(cal, *mamf_ceilings(gpu))
+    return _at_speed(
+        cal, speed, gpu.id, gpu.peak_bf16_tflops, gpu.peak_fp8_tflops, mamf_ceilings(gpu)[1]
+    )
+
+
+@lru_cache(maxsize=64)
+def _at_speed(
+    cal: GenerationCalibration,
+    speed: GemmSpeed,
+    gpu_id: str,
+    peak_bf16_tflops: float,
+    peak_fp8_tflops: float | None,
+    mamf_fp8: float | None,
+) -> GenerationCalibration:
+    if cal.flagship_peak_bf16_tflops is None:
+        raise InvalidInput(
+            f"gpu {gpu_id}: gemm_speed_vs_flagship is given but its generation has no flagship "
+            "part to be relative to (cost_models.calibration); leave it null"
+        )
+    bf16 = _scaled(cal.gemm_efficiency_bf16, cal.mamf_bf16_fraction, speed.bf16,
+                   cal.flagship_peak_bf16_tflops / peak_bf16_tflops, gpu_id, "bf16")  # fmt: skip
+    if speed.fp8 is None or peak_fp8_tflops is None or cal.flagship_peak_fp8_tflops is None:
+        fp8 = _held(cal.gemm_efficiency_fp8, mamf_fp8, cal.mamf_fp8_fraction)
+    else:
+        fp8 = _scaled(cal.gemm_efficiency_fp8, cal.mamf_fp8_fraction, speed.fp8,
+                      cal.flagship_peak_fp8_tflops / peak_fp8_tflops, gpu_id, "fp8")  # fmt: skip
+    if (bf16, fp8) == (cal.gemm_efficiency_bf16, cal.gemm_efficiency_fp8):
+        return cal  # the flagship itself (speed 1)
+    return replace(cal, gemm_efficiency_bf16=bf16, gemm_efficiency_fp8=fp8)
+
+
+def _scaled(
+    efficiency: float,
+    flagship_mamf: float | None,
+    speed: float,
+    peak_ratio: float,
+    gpu_id: str,
+    dtype: str,
+) -> float:
+    """The flagship's efficiency (held to its MAMF / peak) carried to the part by its measured
+    speed: achieved TFLOP/s = flagship's x speed, over the part's own peak."""
+    if flagship_mamf is not None:
+        efficiency = min(efficiency, flagship_mamf)
+    out = efficiency * speed * peak_ratio
+    if out > 1.0:
+        raise InvalidInput(
+            f"gpu {gpu_id}: gemm_speed_vs_flagship.{dtype} {speed:g} puts its GEMMs at "
+            f"{out:.2f} of its datasheet peak (must be at most 1)"
+        )
+    return out
 
 
 def _held(efficiency: float, part: float | None, flagship: float | None) -> float:

@@ -349,6 +349,30 @@ class ModelSpec(InputSpec):
 # ------------------------------------------------------------------------------------ hardware
 
 
+MIN_GEMM_SPEED, MAX_GEMM_SPEED = 0.25, 4.0
+
+
+class GemmSpeed(InputSpec):
+    """A part's measured GEMM speed relative to its generation's flagship (GpuSpec
+    gemm_speed_vs_flagship): the flagship's time over this part's at the same GEMM shapes, same
+    software, same collector (the median over a training shape set), so a method that times
+    both parts alike cancels. The flagship is 1 by definition."""
+
+    bf16: float = Field(ge=MIN_GEMM_SPEED, le=MAX_GEMM_SPEED, description="bf16 GEMMs")
+    fp8: float | None = Field(
+        None,
+        ge=MIN_GEMM_SPEED,
+        le=MAX_GEMM_SPEED,
+        description="fp8 GEMMs (the GEMM alone, less any activation quantization); null: the "
+        "part's MAMF ratio (or the generation value) prices fp8",
+    )
+    source: str = Field(
+        min_length=1,
+        description="where the ratios were measured: repository, commit, files, devices, "
+        "shape set, statistic",
+    )
+
+
 class GpuSpec(InputSpec):
     """One accelerator: datasheet peaks (achieved efficiencies live in cost_models.calibration)."""
 
@@ -375,6 +399,12 @@ class GpuSpec(InputSpec):
         None, le=MAX_TFLOPS, description="the same in fp8 (e4m3); null: not measured"
     )
     mamf_source: str = ""
+    gemm_speed_vs_flagship: GemmSpeed | None = Field(
+        None,
+        description="measured GEMM speed relative to the generation's flagship at training "
+        "shapes (GemmSpeed): where given it scales the generation's GEMM efficiencies instead "
+        "of the MAMF ratio (cost_models.calibration.generation_for_gpu); null: the MAMF ratio",
+    )
     hbm_gib: PositiveFloat = Field(le=MAX_GIB)
     hbm_bandwidth_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S)
     nvlink_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S, description="per GPU, one direction")
@@ -410,6 +440,15 @@ class GpuSpec(InputSpec):
         "(presets --constants says 'assumption'; host_link_source says why)",
     )
     source: str = ""
+
+    @model_validator(mode="after")
+    def _fp8_speed_needs_fp8(self) -> GpuSpec:
+        speed = self.gemm_speed_vs_flagship
+        if speed is not None and speed.fp8 is not None and self.peak_fp8_tflops is None:
+            raise ValueError(
+                "gemm_speed_vs_flagship.fp8 is given but peak_fp8_tflops is null (no fp8 units)"
+            )
+        return self
 
 
 class LinkTier(InputSpec):

@@ -39,6 +39,13 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
         if value is not None:
             why = gpu.mamf_source
             rows.append({"constant": f, "value": value, "basis": "measured", "why": why})
+    speed = gpu.gemm_speed_vs_flagship
+    for dtype in ("bf16", "fp8") if speed is not None else ():
+        if getattr(speed, dtype) is not None:
+            name, why = f"gemm_speed_vs_flagship.{dtype}", speed.source
+            rows.append(
+                {"constant": name, "value": getattr(speed, dtype), "basis": "measured", "why": why}
+            )
     fitted_on = CALIBRATION_BASIS.get(gpu.generation, ())
     cal = generation_for_gpu(gpu)
     for f in FITTED_CONSTANTS:
@@ -50,11 +57,7 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
         else:
             basis, why = "assumption", f"no published {gpu.generation} runs; from public reports"
         if getattr(cal, f) != getattr(CALIBRATION[gpu.generation], f):
-            mamf = "mamf_fp8_tflops" if f.endswith("fp8") else "mamf_bf16_tflops"
-            why = (
-                f"{why}: {getattr(CALIBRATION[gpu.generation], f)} x this part's {mamf} / peak "
-                f"over the generation flagship's (measured), at most {mamf} / peak"
-            )
+            why = f"{why}: {_part_scaling(gpu, f)}"
         rows.append({"constant": f, "value": getattr(cal, f), "basis": basis, "why": why})
     for f in ("gemm_half_dim", "hbm_efficiency", "kernel_overhead_s"):
         rows.append(
@@ -86,6 +89,24 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
         }
     )
     return rows
+
+
+def _part_scaling(gpu: GpuSpec, constant: str) -> str:
+    """How the generation's value became this part's (cost_models.calibration.generation_for_gpu)."""
+    dtype = "fp8" if constant.endswith("fp8") else "bf16"
+    base = getattr(CALIBRATION[gpu.generation], constant)
+    speed = gpu.gemm_speed_vs_flagship
+    if speed is not None and getattr(speed, dtype) is not None:
+        return (
+            f"{base} (the flagship's, at most its MAMF / peak) x this part's measured "
+            f"gemm_speed_vs_flagship.{dtype} {getattr(speed, dtype):g} x the flagship's "
+            f"peak_{dtype}_tflops / this part's (relative speed, measured)"
+        )
+    mamf = f"mamf_{dtype}_tflops"
+    return (
+        f"{base} x this part's {mamf} / peak over the generation flagship's (measured), "
+        f"at most {mamf} / peak"
+    )
 
 
 def shipped_tables_row(gpu_id: str) -> dict[str, Any]:

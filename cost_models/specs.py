@@ -790,6 +790,20 @@ class Workload(InputSpec):
         "'blockwise' (1x128 / 128x128 tiles, DeepSeek-V3 style); null: tensorwise when "
         "fp8_dynamic_scaling, else delayed. mxfp8 and nvfp4 are precisions of their own",
     )
+    bf16_layers_start: NonNegativeInt = Field(
+        0,
+        description="transformer layers at the start of the model that run in bf16 under an "
+        "fp8 / mxfp8 / nvfp4 precision (Megatron-Core --first-last-layers-bf16 with "
+        "--num-layers-at-start-in-bf16: fp8_utils.get_fp8_context / fp4_utils.get_fp4_context "
+        "give those layers no quantized autocast; the switch is off by default, its count 1 "
+        "when on). Megatron-Bridge's NVFP4 and FP8 performance recipes leave it off; its "
+        "current-scaling and blockwise precision presets turn it on with 1 / 2 layers",
+    )
+    bf16_layers_end: NonNegativeInt = Field(
+        0,
+        description="layers at the end of the model in bf16 the same way "
+        "(--num-layers-at-end-in-bf16; Megatron-Bridge's Nemotron 3 Super NVFP4 preset: 14)",
+    )
     moe_force_balance: bool = Field(
         False,
         description="MoE routing forced even (Megatron --moe-router-force-load-balancing: random "
@@ -1018,6 +1032,23 @@ class Workload(InputSpec):
         "rotary outputs of Q and K besides; False: separate wq / wk / wv",
     )
 
+
+    @model_validator(mode="after")
+    def _bf16_layers_need_a_quantized_precision(self) -> Workload:
+        if not (self.bf16_layers_start or self.bf16_layers_end):
+            return self
+        if self.precision not in LOW_PRECISION:
+            raise ValueError(
+                f"bf16_layers_start / bf16_layers_end need precision fp8, mxfp8 or nvfp4 (got "
+                f"{self.precision}): Megatron --first-last-layers-bf16 exempts layers from it"
+            )
+        if self.precision == "fp8" and self.fp8_recipe == "delayed":
+            raise ValueError(
+                "bf16_layers_start / bf16_layers_end do not work with fp8_recipe delayed "
+                "(megatron-core transformer_config.py: 'Delayed scaling does not support first "
+                "/ last layer in BF16')"
+            )
+        return self
 
     @model_validator(mode="after")
     def _fp8_params_need_fp8(self) -> Workload:

@@ -421,6 +421,21 @@ def megatron_layout(model: ModelSpec, e: Estimate) -> str:
 
 
 def _megatron_precision(workload: Workload) -> list[str]:
+    bf16_layers = []
+    if workload.bf16_layers_start or workload.bf16_layers_end:
+        # megatron/training/arguments.py: --first-last-layers-bf16 with both counts (each
+        # defaults to 1 when the switch is on, so both are written).
+        bf16_layers = [
+            "--first-last-layers-bf16",
+            "--num-layers-at-start-in-bf16",
+            str(workload.bf16_layers_start),
+            "--num-layers-at-end-in-bf16",
+            str(workload.bf16_layers_end),
+        ]
+    return _megatron_dtype(workload) + bf16_layers
+
+
+def _megatron_dtype(workload: Workload) -> list[str]:
     if workload.precision == "bf16":
         return ["--bf16"]
     if workload.precision == "fp16":

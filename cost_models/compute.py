@@ -341,6 +341,11 @@ def operand_quant_bytes(
     per = quant_bytes(recipe, copies)
     if recipe == "nvfp4" and (local % RHT_FUSED_ROWS or cols % RHT_FUSED_COLS):
         per += RHT_UNFUSED_EXTRA_BYTES
+    if recipe == "nvfp4" and gathered and sp_tp > 1:
+        # the column-wise copy is stored transposed, so the all-gather leaves its rank blocks
+        # interleaved; TE reorders the gathered copy and its scales (distributed.py
+        # _all_gather_nvfp4 -> _post_process_nvfp4_gather): read + write of the whole copy
+        extra += 2 * rows * cols * (QUANT_DATA_BYTES[recipe] + QUANT_SCALE_BYTES[recipe])
     return local * cols * per + extra
 
 

@@ -176,9 +176,10 @@ def test_sequence_parallel_casts_on_the_local_shard_by_hand():
     from cost_models.compute import operand_quant_bytes
 
     rows, cols = 8192, 8192
-    # NVFP4, gathered operand, TP 4: cast on 2,048 rows (fused RHT kernel: 2048 % 64, 8192 % 128)
+    # NVFP4, gathered operand, TP 4: cast on 2,048 rows (fused RHT kernel: 2048 % 64, 8192 % 128),
+    # then the gathered column-wise copy (0.5 B + 1/16 B scales) reordered: read + write
     assert operand_quant_bytes(rows, cols, True, "nvfp4", "blackwell", 4, True) == pytest.approx(
-        2048 * 8192 * 5.125
+        2048 * 8192 * 5.125 + 8192 * 8192 * 2 * 0.5625
     )
     # not gathered (a row-parallel input): all rows
     assert operand_quant_bytes(rows, cols, False, "nvfp4", "blackwell", 4, True) == pytest.approx(

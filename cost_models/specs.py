@@ -973,7 +973,8 @@ class Workload(InputSpec):
     fp8_params: bool = Field(
         False,
         description="primary weights kept in fp8 (Megatron-LM --fp8-param-gather, Transformer "
-        "Engine fp8_model_init; valid with fp8 / mxfp8 precision only): the distributed "
+        "Engine fp8_model_init; valid with fp8 / mxfp8 precision; under nvfp4 the NVFP4 "
+        "weights of --fp4-param-gather, which Megatron-Bridge's NVFP4 recipe sets): the distributed "
         "optimizer's param buffer holds uint8 (param_and_grad_buffer.py), the optimizer casts "
         "its fp32 master shard into it (fp8_utils.quantize_param_shard -> TE "
         "cast_master_weights_to_fp8) and the ZeRO parameter all-gather sends 1 B per element; "
@@ -1052,10 +1053,11 @@ class Workload(InputSpec):
 
     @model_validator(mode="after")
     def _fp8_params_need_fp8(self) -> Workload:
-        if self.fp8_params and self.precision not in ("fp8", "mxfp8"):
+        if self.fp8_params and self.precision not in LOW_PRECISION:
             raise ValueError(
-                f"fp8_params needs precision fp8 or mxfp8 (got {self.precision}): "
-                "Megatron --fp8-param-gather keeps weights in the fp8 training format"
+                f"fp8_params needs precision fp8, mxfp8 or nvfp4 (got {self.precision}): "
+                "Megatron --fp8-param-gather / --fp4-param-gather keeps weights in the "
+                "training format"
             )
         return self
 

@@ -464,7 +464,7 @@ def dp_tier_times_s(
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
     grad_bytes: int = GRAD_REDUCE_BYTES,
-    gather_bytes: int = BF16_BYTES,
+    gather_bytes: float = BF16_BYTES,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds per step by tier for one stage's
     parameters, in buckets, the gradients at `grad_bytes` per element (memory.grad_bytes), the
@@ -530,7 +530,7 @@ def _hsdp_tier_s(
     n: int,
     comm: CollectiveBook | None = None,
     grad_bytes: int = GRAD_REDUCE_BYTES,
-    gather_bytes: int = BF16_BYTES,
+    gather_bytes: float = BF16_BYTES,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds by tier of `dense` parameters under HSDP
     (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it) in `n` buckets:
@@ -564,7 +564,7 @@ def stage_dp_s(
     comm: CollectiveBook | None = None,
     dp_accumulation: str = "last_micro_batch",
     grad_bytes: int = GRAD_REDUCE_BYTES,
-    gather_bytes: int = BF16_BYTES,
+    gather_bytes: float = BF16_BYTES,
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
     forward + backward per micro-batch; dp_sync is Workload.dp_sync, dp_accumulation
@@ -612,7 +612,7 @@ def stage_dp_tier_s(
     comm: CollectiveBook | None = None,
     dp_accumulation: str = "last_micro_batch",
     grad_bytes: int = GRAD_REDUCE_BYTES,
-    gather_bytes: int = BF16_BYTES,
+    gather_bytes: float = BF16_BYTES,
 ) -> list[float]:
     """stage_dp_s's link-busy seconds per step, split by tier."""
     grads, gather = dp_tier_times_s(
@@ -647,6 +647,11 @@ def fp8_weight_write_bytes(workload: Workload) -> float:
     (post_all_gather_processing) is not priced."""
     if workload.precision == "mxfp8":
         return FP32_BYTES + weight_bytes(workload)
+    if workload.precision == "nvfp4":
+        # Megatron fp4_utils.quantize_nvfp4_param_shard -> TE quantize_master_weights: the
+        # amax read, then the row-wise data with its scales (the column-wise copy is built
+        # after the all-gather, not priced, as the Hopper transpose above)
+        return FP32_BYTES + weight_bytes(workload) / 2
     delayed = quant_recipe(workload) == "delayed"
     return 1 if delayed else FP32_BYTES + 1
 

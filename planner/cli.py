@@ -616,8 +616,8 @@ def _add_memory_options(p: argparse.ArgumentParser) -> None:
         "--fp8-params",
         action="store_true",
         default=None,
-        help="keep the primary weights in fp8 and all-gather them in fp8 (Megatron "
-        "--fp8-param-gather; needs --precision fp8 or mxfp8)",
+        help="keep the primary weights in fp8 (nvfp4: NVFP4) and all-gather them so "
+        "(Megatron --fp8-param-gather / --fp4-param-gather; needs a quantized --precision)",
     )
     p.add_argument(
         "--bf16-layers-start",

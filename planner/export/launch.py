@@ -713,7 +713,9 @@ def _megatron_memory_options(workload: Workload, lo: Layout) -> list[str]:
             raise _refuse(
                 "megatron", "fp8 primary weights need the distributed optimizer (ZeRO >= 1)"
             )
-        grads.append("--fp8-param-gather")
+        # megatron/training/arguments.py: --fp4-param-gather for NVFP4 weights
+        fp4 = workload.precision == "nvfp4"
+        grads.append("--fp4-param-gather" if fp4 else "--fp8-param-gather")
     if workload.optimizer_moments == "fp32":
         return grads
     if lo.zero_stage != 1:

@@ -191,14 +191,28 @@ def _moe_rules(model: ModelSpec, lo: Layout) -> list[str]:
 
 def _attention_rules(model: ModelSpec, workload: Workload, lo: Layout) -> list[str]:
     """Context parallelism against the model's attention variant."""
-    if lo.cp > 1 and model.sliding_window is not None and workload.cp_attention == "fused_ring":
+    if lo.cp == 1 or workload.cp_attention != "fused_ring":
+        return []
+    out = []
+    if model.sliding_window is not None:
         # Transformer Engine attn_forward_func_with_cp (transformer_engine/pytorch/attention/
         # dot_product_attention/context_parallel.py) asserts that a sliding window runs only
         # with cp_comm_type "a2a" (or "all_gather" without the fused kernel): its p2p K/V ring,
         # the CP the Megatron profile prices (Workload.cp_attention), refuses windows.
-        return [
+        out.append(
             f"cp ({lo.cp}) > 1 with sliding-window attention (window {model.sliding_window}): "
             "Transformer Engine's p2p context parallelism (the fused ring priced here) refuses "
             "windows; its a2a CP, which takes them, is not modelled"
-        ]
-    return []
+        )
+    if model.attention_sinks:
+        # Transformer Engine get_attention_backend (transformer_engine/pytorch/attention/
+        # dot_product_attention/utils.py, "Filter: Softmax type", v2.8 to 2.18): a learnable
+        # softmax (Megatron softmax_type "learnable", gpt-oss's sinks) under context
+        # parallelism runs only in FusedAttention, which it disables for cp_comm_type other
+        # than "a2a"; UnfusedDotProductAttention takes no CP: no backend is left on the ring.
+        out.append(
+            f"cp ({lo.cp}) > 1 with attention sinks: Transformer Engine runs a learnable softmax "
+            "under context parallelism only with cp_comm_type a2a (its p2p ring, priced here, "
+            "has no backend for it); a2a CP is not modelled"
+        )
+    return out

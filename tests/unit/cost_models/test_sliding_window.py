@@ -160,6 +160,22 @@ def test_context_parallel_with_a_window_needs_a2a_under_transformer_engine():
     assert not layout_violations(dense_model(), c, workload(seq_len=8192), lo)
 
 
+def test_context_parallel_with_attention_sinks_needs_a2a_under_transformer_engine():
+    # TE get_attention_backend: learnable softmax under CP only in FusedAttention, and only
+    # with cp_comm_type a2a; the Megatron profile prices the p2p ring -> refused, with or
+    # without a window; one reason per variant
+    c = cluster(num_gpus=16)
+    lo = Layout(tp=2, cp=2, dp=4)
+    sinks = layout_violations(dense_model(attention_sinks=True), c, workload(seq_len=8192), lo)
+    assert len(sinks) == 1 and "attention sinks" in sinks[0] and "a2a" in sinks[0]
+    both = dense_model(attention_sinks=True, sliding_window=128)
+    assert len(layout_violations(both, c, workload(seq_len=8192), lo)) == 2
+    no_cp = Layout(tp=2, dp=8)
+    assert not layout_violations(dense_model(attention_sinks=True), c, workload(), no_cp)
+    torch_ring = workload(seq_len=8192, cp_attention="torch_ring")
+    assert not layout_violations(dense_model(attention_sinks=True), c, torch_ring, lo)
+
+
 def test_estimate_reports_the_windowed_layers():
     m = dense_model(sliding_window=1024, full_attention_every=4)
     e = estimate(m, cluster(num_gpus=8), workload(seq_len=8192), Layout(tp=8))

@@ -1137,6 +1137,12 @@ def _add_calibration(sub: Any) -> None:
         metavar="JSON",
         help="a peer simulator's system file (Calculon systems/*.json): GEMM and memory tables",
     )
+    c.add_argument(
+        "--aiconfigurator-nccl",
+        nargs="+",
+        metavar="PARQUET",
+        help="aiconfigurator's measured nccl_perf.parquet (nccl-tests runs; needs pyarrow)",
+    )
     c.add_argument("--out", required=True, metavar="FILE", help="cluster file (YAML) to write")
     c.add_argument("--name", help="name of the calibrated cluster (default: <cluster>-calibrated)")
     c.add_argument("--json", action="store_true")
@@ -1210,6 +1216,7 @@ def _cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
         grouped_gemm=args.grouped_gemm,
         memory_bound=args.memory_bound,
         system_file=args.system_file,
+        aiconfigurator_nccl=args.aiconfigurator_nccl,
     )
     cal.write_cluster_file(cluster, args.out)
     rep = rep.written_to(args.out)

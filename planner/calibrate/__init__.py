@@ -9,6 +9,8 @@ and its largest residual. docs/calibration.md walks through the workflow.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ from models_zoo.kernel_tables import (
     read_kernel_files,
 )
 
-from . import compute_fit, nccl, steps, system_file
+from . import aic_nccl, compute_fit, nccl, steps, system_file
 from .result import (
     CalibrationReport,
     KernelTablesCheck,
@@ -54,10 +56,10 @@ def _with(cluster: Cluster, values: dict[str, float], fits: list[FitRecord]) -> 
     return cluster.model_copy(update={"calibration": cal})
 
 
-def _nccl(cluster: Cluster, paths: list[str], report: dict[str, Any]) -> Cluster:
-    """Each tier the logs measured, fitted; `report["nccl"]` each file's check."""
-    logs = [nccl.parse_log(p) for p in paths]
-    gpus = {log.gpu_name for log in logs}
+def _nccl(cluster: Cluster, logs: list[nccl.NcclLog], report: dict[str, Any]) -> Cluster:
+    """Each tier the logs measured (nccl-tests files, aiconfigurator's NCCL tables), fitted;
+    `report["nccl"]` each log's check."""
+    gpus = {log.gpu_name for log in logs if log.gpu_name}
     if len(gpus) > 1:
         raise InvalidInput(
             f"--nccl-tests: mixed GPU types across logs ({', '.join(sorted(gpus))}); "
@@ -75,7 +77,7 @@ def _nccl(cluster: Cluster, paths: list[str], report: dict[str, Any]) -> Cluster
         cluster = cluster.model_copy(
             update={"tiers": cluster.tiers[:j] + (new,) + cluster.tiers[j + 1 :]}
         )
-        src = ", ".join(fit.sources)
+        src = _files(fit.sources)
         for name, value, default in (
             ("efficiency", fit.efficiency, tier.efficiency),
             ("latency_us", fit.latency_us, tier.latency_us),
@@ -95,13 +97,19 @@ def _nccl(cluster: Cluster, paths: list[str], report: dict[str, Any]) -> Cluster
     # The measured curves themselves go into the cluster's tables (cost_models.commtable): the
     # Pricer reads every covered collective off them; the fit above prices the rest.
     rows = [row for log in logs for row in nccl.table_rows(log)]
-    source = "nccl-tests: " + ", ".join(log.path for log in logs)
+    source = "nccl-tests: " + _files(log.path for log in logs)
     cluster = cluster.model_copy(
         update={"kernels": _merged_tables(cluster, {"source": source, "collectives": rows})}
     )
     book = CollectiveBook(cluster)
     report["nccl"] = tuple(_nccl_log_report(log, cluster, book) for log in logs)
     return cluster
+
+
+def _files(paths: Iterable[str]) -> str:
+    """The files the logs came from, once each: an aiconfigurator table holds one log per
+    collective and GPU count, named `FILE [collective xN]` (aic_nccl.read_nccl_perf)."""
+    return ", ".join(dict.fromkeys(re.sub(r" \[\w+ x\d+\]$", "", p) for p in paths))
 
 
 def _nccl_log_report(
@@ -308,12 +316,14 @@ def calibrate(
     grouped_gemm: str | None = None,
     memory_bound: str | None = None,
     system_file: str | None = None,
+    aiconfigurator_nccl: list[str] | None = None,
 ) -> tuple[Cluster, CalibrationReport]:
     """The calibrated cluster and a report of every fit (its json_dict() is what `planner
     calibrate --json` prints).
 
-    Order: network tiers innermost first, then the GEMM and attention fallback curves (fitted
-    on --gemm / --attention), then a peer simulator's system file (--system-file: its GEMM and
+    Order: network tiers innermost first (--nccl-tests files and --aiconfigurator-nccl tables,
+    aiconfigurator's nccl-tests runs, fitted together), then the GEMM and attention fallback
+    curves (fitted on --gemm / --attention), then a peer simulator's system file (--system-file: its GEMM and
     memory tables), then the kernel tables (--kernels and every per-file flag, --gemm and
     --attention included: stored and looked up, not fitted; a measured kind replaces the
     system file's), then the step factors on top of everything the microbenchmarks set."""
@@ -325,15 +335,17 @@ def calibrate(
         "memory_bound": memory_bound,
     }
     tables = kernels or any(per_file.values())
-    if not (nccl_tests or gemm or attention or steps_file or tables or system_file):
+    logs = [nccl.parse_log(p) for p in nccl_tests or ()]
+    logs += [log for p in aiconfigurator_nccl or () for log in aic_nccl.read_nccl_perf(p)]
+    if not (logs or gemm or attention or steps_file or tables or system_file):
         raise InvalidInput(
-            "calibrate: give at least one of --nccl-tests, --gemm, --attention, --kernels, "
-            "--grouped-gemm, --memory-bound, --system-file, --steps"
+            "calibrate: give at least one of --nccl-tests, --aiconfigurator-nccl, --gemm, "
+            "--attention, --kernels, --grouped-gemm, --memory-bound, --system-file, --steps"
         )
     report: dict[str, Any] = {}
     out = base
-    if nccl_tests:
-        out = _nccl(out, nccl_tests, report)
+    if logs:
+        out = _nccl(out, logs, report)
     if gemm:
         out = _gemm(out, gemm, report)
     if attention:

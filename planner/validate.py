@@ -80,12 +80,16 @@ default) is compared with the whole predicted peak; 'allocated' is
 torch.cuda.max_memory_allocated, which holds neither the CUDA context nor the caching
 allocator's reserved-but-free blocks, so it is compared with the peak less the stage's reserve
 (StageMemory.reserve_gib: cost_models.memory CUDA_CONTEXT_GIB and ALLOCATOR_OVERHEAD)."""
-COMPUTE_SETTINGS = frozenset({"fp8_recipe", "cuda_graphs", "moe_force_balance", "fused_norm"})
+COMPUTE_SETTINGS = frozenset(
+    {"fp8_recipe", "cuda_graphs", "moe_force_balance", "fused_norm", "bf16_layers_start",
+     "bf16_layers_end"}
+)  # fmt: skip
 """Workload fields of a run's compute recipe that no framework profile sets (issue 32): the fp8
 scaling recipe (Megatron --fp8-recipe delayed / tensorwise / blockwise) and per-layer CUDA
 graphs (Megatron --cuda-graph-impl transformer_engine) and forced-even MoE routing (Megatron
 --moe-router-force-load-balancing) and, on an eager run, whether its PyTorch fuses the norm
-(Workload.fused_norm)."""
+(Workload.fused_norm), and the layers kept in bf16 under a quantized precision (Megatron
+--first-last-layers-bf16: Workload.bf16_layers_start / _end)."""
 RECORD_SETTINGS = (
     frozenset(PHYSICS_FIELDS)
     | {"tp_comm_overlap", "vp"}

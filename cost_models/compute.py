@@ -24,26 +24,63 @@ from .specs import LOW_PRECISION, GpuSpec, Layout, ModelSpec, Workload
 from .units import TFLOPS
 
 BF16_BYTES = 2
-QUANT_BYTES_PER_ELEMENT = {
-    "delayed": 2 + 1 + 1,
-    "tensorwise": 2 + 2 + 1 + 1,
-    "blockwise": 2 + 1 + 1 + 2 * 4 / 128,
-    "mxfp8": 2 + 1 + 1 + 2 * 1 / 32,
-    "nvfp4": 2 + 2 + 0.5 + 0.5 + 2 * 1 / 16,
-}
-"""HBM bytes per element to quantize one GEMM operand of a recipe (docs/cost_model.md, FP8 and
-FP4 recipes). Every recipe reads the bf16 tensor (2 B) and writes a row-wise copy for this pass
-and a column-wise (transposed) copy for the GEMM of the other pass (Hopper's fp8 tensor cores
-run TN only; MX / NVFP4 scale blocks run along one axis), 1 B each in fp8, 0.5 B in fp4:
-- delayed: the scale comes from the amax history; the cast kernel records the new amax itself
-  (Transformer Engine cast_transpose): 4 B;
-- tensorwise (current scaling: TE Float8CurrentScaling, torchao tensorwise / rowwise): the
-  current amax is a separate pass over the tensor before the cast: +2 B;
-- blockwise (TE Float8BlockScaling, DeepSeek-V3 1x128 tiles): tile scales computed in the cast
-  kernel, one fp32 scale per 128 elements per copy;
-- mxfp8 (OCP MX: E8M0 scale per 32 elements, TE MXFP8BlockScaling): per copy 1/32 B of scales;
-- nvfp4 (NVFP4: E4M3 scale per 16 elements plus an fp32 per-tensor scale from the global amax,
-  TE NVFP4BlockScaling; NVIDIA, arXiv 2509.25149): amax pass +2 B, fp4 copies 0.5 B each."""
+QUANT_DATA_BYTES = {"delayed": 1, "tensorwise": 1, "blockwise": 1, "mxfp8": 1, "nvfp4": 0.5}
+"""Bytes per element of one quantized copy of a GEMM operand: fp8 1 B, NVFP4 (E2M1) 0.5 B."""
+QUANT_SCALE_BYTES = {"delayed": 0, "tensorwise": 0, "blockwise": 4 / 128, "mxfp8": 1 / 32,
+                     "nvfp4": 1 / 16}  # fmt: skip
+"""Scale bytes per element of one copy: per-tensor recipes one scalar; blockwise (TE
+Float8BlockScaling, DeepSeek-V3 1x128 tiles) an fp32 per 128 elements; MXFP8 (OCP MX, TE
+MXFP8BlockScaling) an E8M0 per 32; NVFP4 (TE NVFP4BlockScaling; NVIDIA, arXiv 2509.25149) an
+E4M3 per 16 (its fp32 per-tensor scale is a scalar)."""
+AMAX_PASS_BYTES = {"tensorwise": 2, "nvfp4": 2}
+"""A separate pass reading the bf16 tensor for its amax before the cast: current scaling (TE
+Float8CurrentScalingQuantizer: nvte_compute_amax, then the cast) and NVFP4's global scale (TE
+quantizer.cpp NVFP4Quantizer::quantize_impl: nvte_hadamard_transform_amax computes the amax of
+the input and of its Hadamard-transformed transpose in one read). Delayed scaling takes the
+scale of the amax history and the block recipes compute their scales inside the cast kernel."""
+RHT_UNFUSED_EXTRA_BYTES = 6
+"""NVFP4's column-wise copy (the wgrad operands) is cast after a 16x16 random Hadamard transform
+(NVFP4BlockScaling fp4_quant_fwd_inp / fp4_quant_bwd_grad random_hadamard_transform). TE fuses
+the row-wise cast and the transform + column-wise cast into one kernel reading the input once
+(nvte_quantize_with_hadamard_transform, the transform on the tensor cores) when the operand has
+rows % 64 == 0 and columns % 128 == 0 (NVFP4Quantizer::is_eligible_for_rht_cast_fusion); other
+shapes take quantize_with_rht_unfused_helper: the row-wise cast reads the input, the transform
+reads it again and writes its bf16 result, the column-wise cast reads that: +2 +2 +2 B."""
+RHT_FUSED_ROWS, RHT_FUSED_COLS = 64, 128
+
+
+def quant_bytes(recipe: str, copies: int) -> float:
+    """HBM bytes per element to quantize one GEMM operand (docs/cost_model.md, FP8 and FP4
+    recipes): read the bf16 tensor (2 B), the amax pass where the recipe has one
+    (AMAX_PASS_BYTES), and write `copies` quantized copies with their scales: a row-wise copy
+    for this pass's GEMM and a column-wise one for the GEMM of the other pass (quant_copies)."""
+    per_copy = QUANT_DATA_BYTES[recipe] + QUANT_SCALE_BYTES[recipe]
+    return BF16_BYTES + AMAX_PASS_BYTES.get(recipe, 0) + copies * per_copy
+
+
+QUANT_BYTES_PER_ELEMENT = {r: quant_bytes(r, 2) for r in QUANT_DATA_BYTES}
+"""quant_bytes with both copies: delayed 4, tensorwise 6, blockwise 4.06, mxfp8 4.06, nvfp4
+5.125."""
+
+PER_TENSOR = ("delayed", "tensorwise")
+
+NORM_FUSED_SAVES_BYTES = {"delayed": 2.0, "tensorwise": 2.0}
+"""Bytes per element the norm kernel saves the cast of its output (the input of a Transformer
+Engine LayerNormLinear: QKV, dense FC1; TE pytorch/csrc/extensions/normalization.cpp): delayed
+scaling's norm writes fp8 itself (Impl::FULLY_FUSED: the cast's bf16 read is gone); current
+scaling's norm emits the amax with its output (Impl::FUSED_NORM_AMAX_FP8: the amax pass is gone);
+MXFP8 (cuDNN path only under NVTE_NORM_FWD_USE_CUDNN) and NVFP4 with its Hadamard amax
+(Impl::UNFUSED) cast after the norm as any operand. The norm's own output write is left as the
+elementwise term prices it."""
+
+
+def quant_copies(recipe: str, generation: str) -> int:
+    """Quantized copies a Transformer Engine cast writes per operand: 2 (row-wise and
+    column-wise), except the per-tensor fp8 recipes on Blackwell, whose fp8 tensor cores run
+    the non-TN layouts, so the row-wise data serves both passes and no transpose is written (TE
+    quantizer.cpp Float8Quantizer / Float8CurrentScalingQuantizer::create_tensor: with_transpose
+    = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported(), true from sm 10.0)."""
+    return 1 if recipe in PER_TENSOR and generation == "blackwell" else 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +94,11 @@ class Gemm:
     fp8_capable: bool = True  # routers and heads stay in bf16 under fp8 recipes
     grouped: bool = False  # expert grouped GEMM: slower tiles, and the busiest rank sets the time
     imbalance: float = 1.0  # grouped: busiest EP rank's rows / mean (moe_imbalance)
+    # Under sequence parallelism, the operand quantized on this rank's sequence shard and then
+    # all-gathered (quantize_s): "input" of a column-parallel Linear (QKV, FC1), "grad" (the
+    # output gradient) of a row-parallel one (projection, FC2); "" neither.
+    sp_operand: str = ""
+    norm_fed: bool = False  # input is a norm's output (TE LayerNormLinear: QKV, dense FC1)
 
     @property
     def flops(self) -> float:
@@ -246,21 +288,95 @@ def saves_quantized_inputs(workload: Workload) -> bool:
     return workload.selective_recompute == "attention"
 
 
-def quantize_s(gemms: list[Gemm], workload: Workload, hbm_s: float) -> tuple[float, float]:
+def quantize_s(
+    gemms: list[Gemm],
+    workload: Workload,
+    hbm_s: float,
+    layout: Layout | None = None,
+    generation: str = "hopper",
+) -> tuple[float, float]:
     """(forward, backward) seconds quantizing the fp8 / fp4 GEMMs' operands for one micro-batch:
     each forward input [m, k] and each output gradient [m, n] once (and the input again in
     backward where its quantized copies are not saved: saves_quantized_inputs), at the recipe's
-    bytes per element (QUANT_BYTES_PER_ELEMENT), as memory-bound HBM traffic. Weights are
-    quantized once per step, not per micro-batch (Transformer Engine's is_first_microbatch
-    caching), and are left out."""
+    bytes per element (operand_quant_bytes), as memory-bound HBM traffic. Weights are quantized
+    once per step, not per micro-batch (Transformer Engine's is_first_microbatch caching), and
+    are left out."""
     recipe = quant_recipe(workload)
     if recipe is None:
         return 0.0, 0.0
-    per = QUANT_BYTES_PER_ELEMENT[recipe] / hbm_s
-    low = [g for g in gemms if g.fp8_capable]
-    inputs = sum(g.m * g.k * g.count for g in low) * per
-    grads = sum(g.m * g.n * g.count for g in low) * per
-    return inputs, grads + (0.0 if saves_quantized_inputs(workload) else inputs)
+    te = saves_quantized_inputs(workload)
+    sp_tp = layout.tp if layout is not None and layout.sequence_parallel and te else 1
+    inputs = grads = 0.0
+    for g in gemms:
+        if not g.fp8_capable:
+            continue
+        args = (recipe, generation, sp_tp, te)
+        saved = NORM_FUSED_SAVES_BYTES.get(recipe, 0.0) if te and g.norm_fed else 0.0
+        rows = g.m / sp_tp if g.sp_operand == "input" else g.m
+        inputs += g.count * (
+            operand_quant_bytes(g.m, g.k, g.sp_operand == "input", *args) - saved * rows * g.k
+        )
+        grads += g.count * operand_quant_bytes(g.m, g.n, g.sp_operand == "grad", *args)
+    return inputs / hbm_s, (grads + (0.0 if te else inputs)) / hbm_s
+
+
+def operand_quant_bytes(
+    rows: float, cols: float, gathered: bool, recipe: str, generation: str, sp_tp: int, te: bool
+) -> float:
+    """HBM bytes to quantize one [rows, cols] GEMM operand (quant_bytes, Transformer Engine's
+    casts where `te`; torchao's Float8Linear keeps the two-copy figure). Under sequence
+    parallelism (`sp_tp` = TP > 1) a `gathered` operand is cast on this rank's 1 / TP sequence
+    shard and all-gathered quantized (TE linear.py / layernorm_linear.py: the input quantizer
+    runs before gather_along_first_dim): the block recipes gather both copies; the per-tensor
+    ones gather the row-wise copy only (Float8Quantizer.supports_only_rowwise_all_gather) and,
+    where the GPU needs a transpose (quant_copies), write it from the gathered tensor (read 1 B
+    + write 1 B per element of the whole). NVFP4 adds RHT_UNFUSED_EXTRA_BYTES on a cast whose
+    rows / columns miss the fused kernel's alignment."""
+    copies = quant_copies(recipe, generation) if te else 2
+    local = rows / sp_tp if gathered else rows
+    extra = 0.0
+    if gathered and sp_tp > 1 and recipe in PER_TENSOR:
+        extra = 2 * rows * cols if copies == 2 else 0.0
+        copies = 1
+    per = quant_bytes(recipe, copies)
+    if recipe == "nvfp4" and (local % RHT_FUSED_ROWS or cols % RHT_FUSED_COLS):
+        per += RHT_UNFUSED_EXTRA_BYTES
+    if recipe == "nvfp4" and gathered and sp_tp > 1:
+        # the column-wise copy is stored transposed, so the all-gather leaves its rank blocks
+        # interleaved; TE reorders the gathered copy and its scales (distributed.py
+        # _all_gather_nvfp4 -> _post_process_nvfp4_gather): read + write of the whole copy
+        extra += 2 * rows * cols * (QUANT_DATA_BYTES[recipe] + QUANT_SCALE_BYTES[recipe])
+    return local * cols * per + extra
+
+
+AMAX_REDUCTION_BYTES = 8
+"""Payload of one amax all-reduce (TE quantizer.cpp quantize_impl: allreduce_coalesced, MAX, of
+the row-wise and column-wise fp32 amaxes of one tensor)."""
+
+
+def amax_reductions(
+    model: ModelSpec, layout: Layout, workload: Workload, is_moe: bool
+) -> tuple[int, int]:
+    """(forward, backward) amax all-reduces over the TP group per layer and micro-batch. A
+    recipe that scales by the current amax (AMAX_PASS_BYTES: current per-tensor scaling, NVFP4's
+    global scale) must give every TP rank the same scale for a tensor it quantizes on its
+    sequence shard and all-gathers (sequence parallelism): TE sets the TP group as the
+    quantizer's amax_reduction_group for a column-parallel Linear's input and a row-parallel
+    Linear's output gradient (linear.py, layernorm_linear.py: set_quantizer_amax_reduction_group)
+    and the cast waits for the all-reduce. MXFP8, blockwise and delayed scaling reduce nothing
+    per tensor."""
+    recipe = quant_recipe(workload)
+    if recipe not in AMAX_PASS_BYTES or layout.tp <= 1 or not layout.sequence_parallel:
+        return 0, 0
+    if not saves_quantized_inputs(workload):
+        return 0, 0  # Transformer Engine's casts only (torchao: see operand_quant_bytes)
+    gemms = attention_gemms(model, 1.0, layout.tp)
+    if not is_moe:
+        gemms += mlp_gemms(model, 1.0, 1.0, layout.tp)
+    elif model.moe is not None and model.moe.num_shared_experts:
+        gemms += mlp_gemms(model, 1.0, 1.0, layout.tp, norm_fed=False)
+    forward = sum(1 for g in gemms if g.sp_operand == "input")
+    return forward, sum(1 for g in gemms if g.sp_operand == "grad")
 
 
 def tokens_per_gpu(workload: Workload, layout: Layout) -> float:
@@ -280,7 +396,10 @@ def attention_gemms(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
     if mla is None:
         d = model.attn_head_dim
         qkv_width = (nh / tp + 2 * _local_kv_heads(model, tp)) * d
-        return [Gemm(t, qkv_width, h), Gemm(t, h, nh * d / tp)]
+        return [
+            Gemm(t, qkv_width, h, sp_operand="input", norm_fed=True),
+            Gemm(t, h, nh * d / tp, sp_operand="grad"),
+        ]
     qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     gemms = []
     if mla.q_lora_rank is None:
@@ -290,7 +409,7 @@ def attention_gemms(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
     gemms += [
         Gemm(t, mla.kv_lora_rank + mla.qk_rope_head_dim, h),
         Gemm(t, nh * (mla.qk_nope_head_dim + mla.v_head_dim) / tp, mla.kv_lora_rank),
-        Gemm(t, h, nh * mla.v_head_dim / tp),
+        Gemm(t, h, nh * mla.v_head_dim / tp, sp_operand="grad"),
     ]
     return gemms
 
@@ -350,11 +469,17 @@ def attention_core_flops(
     return 2.0 * t * keys * model.num_attention_heads / layout.tp * (d_qk + d_v)
 
 
-def mlp_gemms(model: ModelSpec, t: float, ffn: float, tp: int) -> list[Gemm]:
-    """Dense MLP (or shared experts of total width ffn) for t tokens on one TP rank."""
+def mlp_gemms(
+    model: ModelSpec, t: float, ffn: float, tp: int, norm_fed: bool = True
+) -> list[Gemm]:
+    """Dense MLP (or shared experts of total width ffn: `norm_fed` False, their FC1 reads the
+    MoE layer's normed input through a plain Linear) for t tokens on one TP rank."""
     h = model.hidden_size
     up_width = (mlp_matrices(model) - 1) * ffn / tp
-    return [Gemm(t, up_width, h), Gemm(t, h, ffn / tp)]
+    return [
+        Gemm(t, up_width, h, sp_operand="input", norm_fed=norm_fed),
+        Gemm(t, h, ffn / tp, sp_operand="grad"),
+    ]
 
 
 def moe_imbalance(workload: Workload) -> float:
@@ -383,7 +508,7 @@ def moe_gemms(
         Gemm(rows_per_expert, h, fe / layout.etp, local_experts, grouped=True, imbalance=imbalance),
     ]
     if moe.num_shared_experts:
-        gemms += mlp_gemms(model, t, moe.num_shared_experts * fe, layout.tp)
+        gemms += mlp_gemms(model, t, moe.num_shared_experts * fe, layout.tp, norm_fed=False)
     return gemms
 
 
@@ -792,7 +917,7 @@ def layer_time(
         elem_bytes -= table_elements * BF16_BYTES
     elementwise_s = elem_bytes / hbm_s + table_s
     elem_bwd_s = None if fused else eager_backward_s(mem_ops, t, hbm_s, book, elementwise_s)
-    quant_s, quant_bwd_s = quantize_s(gemms, workload, hbm_s)
+    quant_s, quant_bwd_s = quantize_s(gemms, workload, hbm_s, layout, gpu.generation)
     unpad_s = unpad_bwd_s = 0.0
     if workload.attention_unpad:
         unpad_s, unpad_bwd_s, unpad_looks = unpad_copies_s(model, layout, t, hbm_s, book)

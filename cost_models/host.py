@@ -40,13 +40,22 @@ QUANTIZE_KERNELS = {
     "tensorwise": 3,
     "blockwise": 1,
     "mxfp8": 1,
-    "nvfp4": 1,
+    "nvfp4": 2,
 }
 """Kernels Transformer Engine launches to quantize one GEMM operand (transformer_engine/pytorch/
 tensor quantizers): delayed scaling casts with the scale of the amax history (1); current
 (tensorwise) scaling computes the amax, the scale from it, then casts (3:
 Float8CurrentScalingQuantizer, nvte_compute_amax / nvte_compute_scale_from_amax / nvte_quantize);
-blockwise, MXFP8 and NVFP4 compute per-block scales inside the cast kernel (1)."""
+blockwise and MXFP8 compute per-block scales inside the cast kernel (1); NVFP4 reads the amax of
+the input and of its Hadamard transform first, then casts both copies in one kernel (2:
+csrc/quantizer.cpp NVFP4Quantizer::quantize_impl, nvte_hadamard_transform_amax /
+nvte_quantize_with_hadamard_transform)."""
+
+GRAD_QUANTIZE_EXTRA_KERNELS = {"nvfp4": 1}
+"""Further kernels quantizing an output gradient: NVFP4 rounds gradients stochastically
+(NVFP4BlockScaling fp4_quant_bwd_grad stochastic_rounding), and each such cast first writes its
+Philox seed and offset to the device (quantize_impl: philox_unpack ->
+nvte_extract_seed_and_offset)."""
 
 ROUTER_KERNELS = (8, 8)
 """Forward, backward kernels of a top-k router (megatron/core/transformer/moe/router.py
@@ -104,15 +113,19 @@ class Launches:
     after_sync: float  # forward kernels issued after the dispatcher's device-to-host sync
 
 
-def _quantize(workload: Workload, recipe: str | None) -> int:
-    return 0 if recipe is None else QUANTIZE_KERNELS[recipe]
+def _quantize_kernels(recipe: str | None) -> tuple[int, int]:
+    """Kernels quantizing a forward input and an output gradient under `recipe`."""
+    if recipe is None:
+        return 0, 0
+    q = QUANTIZE_KERNELS[recipe]
+    return q, q + GRAD_QUANTIZE_EXTRA_KERNELS.get(recipe, 0)
 
 
-def _linears(n: float, q: int) -> tuple[float, float]:
+def _linears(n: float, q: tuple[int, int]) -> tuple[float, float]:
     """(forward, backward) kernels of n linear layers: a GEMM and its input's quantization
     forward; the data- and weight-gradient GEMMs and the output gradient's quantization
-    backward."""
-    return n * (1 + q), n * (2 + q)
+    backward (q: _quantize)."""
+    return n * (1 + q[0]), n * (2 + q[1])
 
 
 UNPAD_KERNELS = (5, 7)
@@ -122,7 +135,7 @@ output; backward zeros + scatter_ each for q, k, v and a gather of the output gr
 
 
 def _attention_block(
-    model: ModelSpec, layout: Layout, workload: Workload, q: int
+    model: ModelSpec, layout: Layout, workload: Workload, q: tuple[int, int]
 ) -> tuple[float, float]:
     """Norm, QKV, (q / k norms), rotary, fused attention, output projection, residual add; the
     sequence-parallel all-gather and reduce-scatter with TP; varlen attention's copies."""
@@ -135,14 +148,16 @@ def _attention_block(
     return forward, backward
 
 
-def _dense_mlp(model: ModelSpec, layout: Layout, q: int) -> tuple[float, float]:
+def _dense_mlp(model: ModelSpec, layout: Layout, q: tuple[int, int]) -> tuple[float, float]:
     """Norm, fc1 (gate and up fused), activation, fc2, residual add (+ TP collectives)."""
     lin_f, lin_b = _linears(2, q)
     tp_comm = 2 if layout.tp > 1 else 0
     return 1 + lin_f + 1 + 1 + tp_comm, 2 + lin_b + 1 + tp_comm
 
 
-def _experts(model: ModelSpec, layout: Layout, workload: Workload, q: int) -> tuple[float, float]:
+def _experts(
+    model: ModelSpec, layout: Layout, workload: Workload, q: tuple[int, int]
+) -> tuple[float, float]:
     """Routed experts: fc1, activation (and the routing probabilities' scale), fc2. Transformer
     Engine's GroupedLinear quantizes and runs one GEMM per local expert (Workload.
     expert_gemm_launch "per_expert"); torch._grouped_mm one kernel per projection ("grouped").
@@ -177,7 +192,7 @@ def layer_launches(
     attention block and the dense MLP, or the MoE router and the dispatcher's preprocessing,
     replay from graphs (Megatron --cuda-graph-modules attn mlp | attn moe_router
     moe_preprocess); the experts and everything after the sync stay eager."""
-    q = _quantize(workload, recipe)
+    q = _quantize_kernels(recipe)
     attn_f, attn_b = _attention_block(model, layout, workload, q)
     if not is_moe:
         mlp_f, mlp_b = _dense_mlp(model, layout, q)
@@ -222,8 +237,7 @@ def layer_modules(model: ModelSpec, layout: Layout, recipe: str | None, is_moe: 
     #1499: the per-expert host work is torch.split and 2 x num_gemms torch.empty around the
     multi-stream GEMMs). Norms outside these modules (the MoE pre-MLP TENorm, q / k norms), the
     attention module, rotary, activations and the dispatcher stay priced per kernel."""
-    q = 0 if recipe is None else QUANTIZE_KERNELS[recipe]
-    lin_f, lin_b = _linears(1, q)
+    lin_f, lin_b = _linears(1, _quantize_kernels(recipe))
     # the fused norm of a LayerNormLinear: 1 kernel forward, 2 backward
     ln_linear, linear = (2, 2) if not is_moe else (1, 1)
     kernels = (ln_linear * (1 + lin_f) + linear * lin_f, ln_linear * (2 + lin_b) + linear * lin_b)

@@ -106,6 +106,11 @@ def grad_bytes(workload: Workload | None) -> int:
 FP8_BYTES = 1
 MXFP8_SCALE_BYTES = 1 / 32
 """E8M0 scale bytes per element of an MXFP8 tensor, per direction (one per 32-element block)."""
+FP4_BYTES = 0.5
+NVFP4_SCALE_BYTES = 1 / 16
+"""E4M3 scale bytes per element of an NVFP4 tensor, per direction: weights scale 16x16 blocks
+(NVFP4BlockScaling 2D quantization) but store the scale per 1x16 row segment, the layout the
+GEMM reads (TE docs, NVFP4 'Handling transposes': scales [A, B/16])."""
 
 
 def weight_bytes(workload: Workload | None, generation: Generation = "hopper") -> float:
@@ -124,25 +129,32 @@ def weight_bytes(workload: Workload | None, generation: Generation = "hopper") -
       128x128 weight tiles (4 B per 16,384 elements) are left out.
     - mxfp8 MXFP8Tensor: row-wise and column-wise 1 B each plus one E8M0 scale per 32
       elements in each direction: 2.0625 B.
+    - nvfp4 NVFP4Tensor (Megatron --fp4-param-gather): the 0.5 B row-wise data with an E4M3
+      scale per 16 elements, and the column-wise copy post_all_gather_processing builds
+      after each all-gather (_nvfp4_2d_multi_tensor_transpose): 1.125 B.
     """
     if workload is None or not workload.fp8_params:
         return BF16_BYTES
     if workload.precision == "mxfp8":
         return 2 * (FP8_BYTES + MXFP8_SCALE_BYTES)
+    if workload.precision == "nvfp4":
+        return 2 * (FP4_BYTES + NVFP4_SCALE_BYTES)
     if quant_recipe(workload) == "blockwise" or generation != "blackwell":
         return 2 * FP8_BYTES
     return FP8_BYTES
 
 
-def param_gather_bytes(workload: Workload | None) -> int:
+def param_gather_bytes(workload: Workload | None) -> float:
     """Bytes per element of the ZeRO / distributed-optimizer parameter all-gather: bf16 2 B;
     under Workload.fp8_params 1 B (Megatron param_and_grad_buffer.py: the param buffer of fp8
-    parameters is torch.uint8 and their row-wise data is mapped into it), except mxfp8, whose
-    parameters are gathered in bf16 through the gradient buffer and re-quantized after it
-    (param_and_grad_buffer.py shared_buffer: 'param_data = ... view(torch.bfloat16)')."""
+    parameters is torch.uint8 and their row-wise data is mapped into it), 0.5 B for nvfp4
+    (fp4_utils.modify_nvfp4_rowwise_storage: only the packed row-wise bytes live in the
+    buffer), except mxfp8, whose parameters are gathered in bf16 through the gradient buffer
+    and re-quantized after it (param_and_grad_buffer.py shared_buffer: 'param_data = ...
+    view(torch.bfloat16)')."""
     if workload is None or not workload.fp8_params or workload.precision == "mxfp8":
         return BF16_BYTES
-    return FP8_BYTES
+    return FP4_BYTES if workload.precision == "nvfp4" else FP8_BYTES
 
 
 def state_bytes(

@@ -168,6 +168,7 @@ class Pricer(StepBounds):
         self._acts: dict[tuple, LayerActivations] = {}
         self._stage_bytes: dict[tuple, tuple[float, float]] = {}  # stage_memory's (acts, buffers)
         self._flops_per_token: float | None = None
+        self._bf16: dict[tuple, tuple[float, float, float, float]] = {}
         super().__init__()
 
     # ------------------------------------------------------------------------- per layer
@@ -466,7 +467,7 @@ class Pricer(StepBounds):
         span = self.spans(layout, spans)
         pipe_cluster = shared_cluster(self.cluster, pipeline_uplink_steps)
         counts = self.stage_counts(layout, layers_per_stage)
-        per_stage = self.stage_terms(layout, counts, span, pipe_cluster)
+        per_stage = self.stage_terms(layout, counts, span, pipe_cluster, layers_per_stage)
         crit, bubble_s = self._critical_stage(layout, per_stage, m)
         p2p = p2p_s(self._pp_payload(layout), pipe_cluster, span[Group.PP], self.comm)
         tail = self._stage_tail(
@@ -498,11 +499,19 @@ class Pricer(StepBounds):
         return span
 
     def stage_terms(
-        self, lo: Layout, counts: list[Counts], span: Span, cluster: Cluster | None = None
+        self,
+        lo: Layout,
+        counts: list[Counts],
+        span: Span,
+        cluster: Cluster | None = None,
+        split: tuple[int, ...] | None = None,
     ) -> list[StageTerms]:
         """Per-stage, per-micro-batch seconds by term: each layer's stage.layer_cost (the layers
         block recompute leaves alone at their cost without it, stage.recomputed_layers), the LM
-        head's compute on the last stage, the embedding's on the first."""
+        head's compute on the last stage, the embedding's on the first, and the extra time of
+        the layers Workload.bf16_layers_start / _end keep in bf16 (bf16_layer_counts under
+        `split`, the layers per chunk counts came from)."""
+        bf16 = self.bf16_layer_counts(lo, split)
         costs = self.layer_costs(lo, span, cluster)
         plain = costs
         if is_block_recompute(lo):
@@ -521,6 +530,10 @@ class Pricer(StepBounds):
                 for w, c in ((x, cost), (n - x, plain.moe if k else plain.dense)):
                     if w:
                         _add_layers(terms, w, c)
+            if bf16[r] != (0, 0):
+                extra_s, extra_recompute_s = self.bf16_extra_s(lo, bf16[r])
+                terms.compute_s += extra_s
+                terms.recompute_s += extra_recompute_s
             if r == 0:
                 terms.compute_s += times.embed_s
             if r == lo.pp - 1:
@@ -529,6 +542,51 @@ class Pricer(StepBounds):
                 terms.offload_s = self.offload_s(lo, (n_dense, n_moe))[0]
             out.append(terms)
         return out
+
+    def bf16_layer_counts(
+        self, lo: Layout, split: tuple[int, ...] | None = None
+    ) -> list[Counts]:
+        """(dense, MoE) layers per pipeline rank that Workload.bf16_layers_start / _end keep in
+        bf16 (the first and last layers of the model, wherever `split` puts them; Megatron's
+        get_fp8_context / get_fp4_context by layer number)."""
+        w, m = self.workload, self.model
+        first, last = w.bf16_layers_start, m.num_layers - w.bf16_layers_end
+        if first == 0 and last == m.num_layers:
+            return [(0, 0)] * lo.pp
+        k = m.num_dense_layers
+        out = []
+        for layers in stage_layers(m, lo, split):
+            kept = [i for i in layers if i < first or i >= last]
+            out.append((sum(1 for i in kept if i < k), sum(1 for i in kept if i >= k)))
+        return out
+
+    def bf16_extra_s(self, lo: Layout, counts: Counts) -> tuple[float, float]:
+        """(forward + backward, recompute) seconds per micro-batch that `counts` (dense, MoE)
+        bf16-kept layers take beyond the same layers in the workload's quantized precision: the
+        layer priced again under precision bf16 (bf16 GEMMs, no casts). Their TP amax
+        all-reduces and memory stay as the quantized layers'. The CP-SAT partition's stage
+        terms (rank_terms_s) and the search's lower bounds leave this out (bounds stay bounds)."""
+        key = (_times_key(lo), lo.recompute, lo.selective_modules)
+        found = self._bf16.get(key)
+        if found is None:
+            m, gpu, cal, book = self.model, self.cluster.gpu, self.cal, self.book
+            w = self.workload.model_copy(
+                update={"precision": "bf16", "fp8_params": False, "fp8_recipe": None,
+                        "bf16_layers_start": 0, "bf16_layers_end": 0}
+            )  # fmt: skip
+            quantized = self.layer_times(lo).layers
+            deltas: list[float] = []
+            for is_moe, q in ((False, quantized.dense), (True, quantized.moe)):
+                if q is None:
+                    deltas += [0.0, 0.0]
+                    continue
+                b = layer_time(m, gpu, cal, w, lo, is_moe=is_moe, book=book)
+                deltas.append(b.forward_s + b.backward_s - q.forward_s - q.backward_s)
+                rc = (lo.recompute, lo.selective_modules)
+                deltas.append(b.recompute_s(*rc) - q.recompute_s(*rc))
+            found = self._bf16[key] = (deltas[0], deltas[1], deltas[2], deltas[3])
+        d_s, d_rc, m_s, m_rc = found
+        return counts[0] * d_s + counts[1] * m_s, counts[0] * d_rc + counts[1] * m_rc
 
     def offload_s(self, lo: Layout, counts: Counts) -> tuple[float, float]:
         """(exposed, host-link busy) seconds per micro-batch of the stage's CPU activation

@@ -25,6 +25,22 @@ def layout_violations(
         *_moe_rules(model, layout),
         *_attention_rules(model, workload, layout),
         *_fp8_params_rules(workload, layout),
+        *_bf16_layer_rules(model, workload, layout),
+    ]
+
+
+def _bf16_layer_rules(model: ModelSpec, workload: Workload, lo: Layout) -> list[str]:
+    """megatron-core transformer_config.py (__post_init__): num_layers_at_start_in_bf16 and
+    num_layers_at_end_in_bf16 must lie between 0 and num_layers // pipeline_model_parallel_size
+    (it checks this under fp8; fp4 takes the same layers out of its autocast)."""
+    most = model.num_layers // lo.pp
+    return [
+        f"{name} ({n}) must not exceed num_layers // pp ({most})"
+        for name, n in (
+            ("bf16_layers_start", workload.bf16_layers_start),
+            ("bf16_layers_end", workload.bf16_layers_end),
+        )
+        if n > most
     ]
 
 

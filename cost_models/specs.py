@@ -829,6 +829,20 @@ class Workload(InputSpec):
         "'blockwise' (1x128 / 128x128 tiles, DeepSeek-V3 style); null: tensorwise when "
         "fp8_dynamic_scaling, else delayed. mxfp8 and nvfp4 are precisions of their own",
     )
+    bf16_layers_start: NonNegativeInt = Field(
+        0,
+        description="transformer layers at the start of the model that run in bf16 under an "
+        "fp8 / mxfp8 / nvfp4 precision (Megatron-Core --first-last-layers-bf16 with "
+        "--num-layers-at-start-in-bf16: fp8_utils.get_fp8_context / fp4_utils.get_fp4_context "
+        "give those layers no quantized autocast; the switch is off by default, its count 1 "
+        "when on). Megatron-Bridge's NVFP4 and FP8 performance recipes leave it off; its "
+        "current-scaling and blockwise precision presets turn it on with 1 / 2 layers",
+    )
+    bf16_layers_end: NonNegativeInt = Field(
+        0,
+        description="layers at the end of the model in bf16 the same way "
+        "(--num-layers-at-end-in-bf16; Megatron-Bridge's Nemotron 3 Super NVFP4 preset: 14)",
+    )
     moe_force_balance: bool = Field(
         False,
         description="MoE routing forced even (Megatron --moe-router-force-load-balancing: random "
@@ -998,7 +1012,8 @@ class Workload(InputSpec):
     fp8_params: bool = Field(
         False,
         description="primary weights kept in fp8 (Megatron-LM --fp8-param-gather, Transformer "
-        "Engine fp8_model_init; valid with fp8 / mxfp8 precision only): the distributed "
+        "Engine fp8_model_init; valid with fp8 / mxfp8 precision; under nvfp4 the NVFP4 "
+        "weights of --fp4-param-gather, which Megatron-Bridge's NVFP4 recipe sets): the distributed "
         "optimizer's param buffer holds uint8 (param_and_grad_buffer.py), the optimizer casts "
         "its fp32 master shard into it (fp8_utils.quantize_param_shard -> TE "
         "cast_master_weights_to_fp8) and the ZeRO parameter all-gather sends 1 B per element; "
@@ -1059,11 +1074,29 @@ class Workload(InputSpec):
 
 
     @model_validator(mode="after")
-    def _fp8_params_need_fp8(self) -> Workload:
-        if self.fp8_params and self.precision not in ("fp8", "mxfp8"):
+    def _bf16_layers_need_a_quantized_precision(self) -> Workload:
+        if not (self.bf16_layers_start or self.bf16_layers_end):
+            return self
+        if self.precision not in LOW_PRECISION:
             raise ValueError(
-                f"fp8_params needs precision fp8 or mxfp8 (got {self.precision}): "
-                "Megatron --fp8-param-gather keeps weights in the fp8 training format"
+                f"bf16_layers_start / bf16_layers_end need precision fp8, mxfp8 or nvfp4 (got "
+                f"{self.precision}): Megatron --first-last-layers-bf16 exempts layers from it"
+            )
+        if self.precision == "fp8" and self.fp8_recipe == "delayed":
+            raise ValueError(
+                "bf16_layers_start / bf16_layers_end do not work with fp8_recipe delayed "
+                "(megatron-core transformer_config.py: 'Delayed scaling does not support first "
+                "/ last layer in BF16')"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _fp8_params_need_fp8(self) -> Workload:
+        if self.fp8_params and self.precision not in LOW_PRECISION:
+            raise ValueError(
+                f"fp8_params needs precision fp8, mxfp8 or nvfp4 (got {self.precision}): "
+                "Megatron --fp8-param-gather / --fp4-param-gather keeps weights in the "
+                "training format"
             )
         return self
 

@@ -15,7 +15,9 @@ from .calibration import GenerationCalibration, overlap_slowdown_s
 from .comm import moe_tier_copies, tier_loads_busy_s, tier_loads_time_s
 from .commtable import CollectiveBook, collective_tier_s, collective_time_s
 from .compute import (
+    AMAX_REDUCTION_BYTES,
     LayerTime,
+    amax_reductions,
     attention_gemms,
     gemm_hardware,
     gemm_time_s,
@@ -100,7 +102,7 @@ def layer_cost(
         # passes, and the TP group's span (_tp_layer_s): the search prices many layouts alike
         # in all four (other EP degrees, pipeline and DP sizes).
         blocks = 1 if (is_moe and layout.etp == 1) else 2
-        key = (tokens_per_gpu(workload, layout), blocks, layout.recompute == "full")
+        key = (tokens_per_gpu(workload, layout), blocks, layout.recompute == "full", is_moe)
         key += tuple(span[Group.TP])
         found = tp_memo.get(key)
         if found is None:
@@ -162,8 +164,19 @@ def _tp_layer_s(
         return tp_s, tp_s, busy
     per = collective_tier_s("all_reduce", payload, tp_span, tiers, 1, comm)
     busy = tuple(blocks * passes * x for x in per)
+    # The casts' amax all-reduces (compute.amax_reductions): tiny, latency-bound, and the cast
+    # waits for them, so no TP overlap hides them.
+    fwd, bwd = amax_reductions(model, layout, workload, is_moe)
+    n_amax = fwd * (passes - 1) + bwd
+    amax_s = 0.0
+    if n_amax:
+        per_amax = collective_tier_s("all_reduce", AMAX_REDUCTION_BYTES, tp_span, tiers, 1, comm)
+        amax_s = n_amax * sum(per_amax)
+        busy = tuple(b + n_amax * x for b, x in zip(busy, per_amax, strict=True))
+    tp_s += amax_s
     if not layout.tp_comm_overlap:
         return tp_s, tp_s, busy
+    tp_s -= amax_s
     per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
     ring, reduce = cal.tp_ring_sm_fraction, cal.comm_sm_fraction
     exposed = 0.0
@@ -173,7 +186,7 @@ def _tp_layer_s(
         for mult, forward in ((1, True), (2, False)) + (((1, True),) if passes == 3 else ()):
             f = ring if gathers == forward else reduce  # fwd, bwd (dgrad+wgrad), recompute
             exposed += overlapped_tp_s(per_collective_s, layout.tp, g * mult, f)
-    return exposed, tp_s, busy
+    return exposed + amax_s, tp_s + amax_s, busy
 
 
 def _ep_layer_s(
@@ -451,7 +464,7 @@ def dp_tier_times_s(
     dp_sync: str = "megatron",
     comm: CollectiveBook | None = None,
     grad_bytes: int = GRAD_REDUCE_BYTES,
-    gather_bytes: int = BF16_BYTES,
+    gather_bytes: float = BF16_BYTES,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds per step by tier for one stage's
     parameters, in buckets, the gradients at `grad_bytes` per element (memory.grad_bytes), the
@@ -517,7 +530,7 @@ def _hsdp_tier_s(
     n: int,
     comm: CollectiveBook | None = None,
     grad_bytes: int = GRAD_REDUCE_BYTES,
-    gather_bytes: int = BF16_BYTES,
+    gather_bytes: float = BF16_BYTES,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds by tier of `dense` parameters under HSDP
     (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it) in `n` buckets:
@@ -551,7 +564,7 @@ def stage_dp_s(
     comm: CollectiveBook | None = None,
     dp_accumulation: str = "last_micro_batch",
     grad_bytes: int = GRAD_REDUCE_BYTES,
-    gather_bytes: int = BF16_BYTES,
+    gather_bytes: float = BF16_BYTES,
 ) -> tuple[float, float]:
     """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
     forward + backward per micro-batch; dp_sync is Workload.dp_sync, dp_accumulation
@@ -599,7 +612,7 @@ def stage_dp_tier_s(
     comm: CollectiveBook | None = None,
     dp_accumulation: str = "last_micro_batch",
     grad_bytes: int = GRAD_REDUCE_BYTES,
-    gather_bytes: int = BF16_BYTES,
+    gather_bytes: float = BF16_BYTES,
 ) -> list[float]:
     """stage_dp_s's link-busy seconds per step, split by tier."""
     grads, gather = dp_tier_times_s(
@@ -634,6 +647,11 @@ def fp8_weight_write_bytes(workload: Workload) -> float:
     (post_all_gather_processing) is not priced."""
     if workload.precision == "mxfp8":
         return FP32_BYTES + weight_bytes(workload)
+    if workload.precision == "nvfp4":
+        # Megatron fp4_utils.quantize_nvfp4_param_shard -> TE quantize_master_weights: the
+        # amax read, then the row-wise data with its scales (the column-wise copy is built
+        # after the all-gather, not priced, as the Hopper transpose above)
+        return FP32_BYTES + weight_bytes(workload) / 2
     delayed = quant_recipe(workload) == "delayed"
     return 1 if delayed else FP32_BYTES + 1
 

@@ -616,8 +616,20 @@ def _add_memory_options(p: argparse.ArgumentParser) -> None:
         "--fp8-params",
         action="store_true",
         default=None,
-        help="keep the primary weights in fp8 and all-gather them in fp8 (Megatron "
-        "--fp8-param-gather; needs --precision fp8 or mxfp8)",
+        help="keep the primary weights in fp8 (nvfp4: NVFP4) and all-gather them so "
+        "(Megatron --fp8-param-gather / --fp4-param-gather; needs a quantized --precision)",
+    )
+    p.add_argument(
+        "--bf16-layers-start",
+        type=int,
+        help="first N transformer layers in bf16 under --precision fp8 | mxfp8 | nvfp4 "
+        "(Megatron --first-last-layers-bf16 --num-layers-at-start-in-bf16; default 0)",
+    )
+    p.add_argument(
+        "--bf16-layers-end",
+        type=int,
+        help="last N transformer layers in bf16 (Megatron --num-layers-at-end-in-bf16; "
+        "default 0)",
     )
 
 
@@ -629,6 +641,8 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
         "attention_output_store",
         "main_grads",
         "fp8_params",
+        "bf16_layers_start",
+        "bf16_layers_end",
     )
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
@@ -1488,6 +1502,8 @@ def _main(argv: list[str] | None) -> int:
 _FIELD_FLAGS = {
     "cpu_offload_layers": "--cpu-offload-layers",
     "fp8_params": "--fp8-params",
+    "bf16_layers_start": "--bf16-layers-start",
+    "bf16_layers_end": "--bf16-layers-end",
     "main_grads": "--main-grads",
     "recompute_modules": "--recompute-modules",
     "recompute_method": "--recompute-method",

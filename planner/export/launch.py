@@ -421,6 +421,21 @@ def megatron_layout(model: ModelSpec, e: Estimate) -> str:
 
 
 def _megatron_precision(workload: Workload) -> list[str]:
+    bf16_layers = []
+    if workload.bf16_layers_start or workload.bf16_layers_end:
+        # megatron/training/arguments.py: --first-last-layers-bf16 with both counts (each
+        # defaults to 1 when the switch is on, so both are written).
+        bf16_layers = [
+            "--first-last-layers-bf16",
+            "--num-layers-at-start-in-bf16",
+            str(workload.bf16_layers_start),
+            "--num-layers-at-end-in-bf16",
+            str(workload.bf16_layers_end),
+        ]
+    return _megatron_dtype(workload) + bf16_layers
+
+
+def _megatron_dtype(workload: Workload) -> list[str]:
     if workload.precision == "bf16":
         return ["--bf16"]
     if workload.precision == "fp16":
@@ -698,7 +713,9 @@ def _megatron_memory_options(workload: Workload, lo: Layout) -> list[str]:
             raise _refuse(
                 "megatron", "fp8 primary weights need the distributed optimizer (ZeRO >= 1)"
             )
-        grads.append("--fp8-param-gather")
+        # megatron/training/arguments.py: --fp4-param-gather for NVFP4 weights
+        fp4 = workload.precision == "nvfp4"
+        grads.append("--fp4-param-gather" if fp4 else "--fp8-param-gather")
     if workload.optimizer_moments == "fp32":
         return grads
     if lo.zero_stage != 1:

@@ -298,6 +298,13 @@ MEMORY_INPUTS = {
         {"tp": 2, "cp": 2, "dp": 4, "cpu_offload_layers": 4},
         {"context_parallel_size": 2, "cpu_offloading_num_layers": 4},
     ),
+    "bf16-first-last-layers": (
+        f.workload(global_batch=32, precision="fp8", fp8_recipe="tensorwise",
+                   bf16_layers_start=1, bf16_layers_end=2),
+        {"tp": 2, "dp": 8},
+        {"first_last_layers_bf16": True, "num_layers_at_start_in_bf16": 1,
+         "num_layers_at_end_in_bf16": 2, "fp8_recipe": "tensorwise"},
+    ),  # fmt: skip
     "all-three": (
         f.workload(global_batch=32, precision="fp8", main_grads="bf16", fp8_params=True),
         {"tp": 2, "dp": 8, "cpu_offload_layers": 4},
@@ -502,3 +509,24 @@ def test_megatron_runs_the_plans_searched_with_offload(index, fake_world, monkey
     ns.apply_rope_fusion = False  # stub: Transformer Engine is not installed here
     config = core_transformer_config_from_args(ns)
     assert (config.cpu_offloading_num_layers, ns.grad_reduce_in_bf16) == (8, True)
+
+
+def test_megatron_parses_nvfp4_weights_and_bf16_layers(fake_world, monkeypatch):
+    """NVFP4 with its primary weights (--fp4-param-gather, Megatron-Bridge's NVFP4 recipe) and
+    bf16 first / last layers through Megatron-LM's own parse_args + validate_args."""
+    cluster = f.cluster(16)
+    gpu = cluster.gpu.model_copy(update={"generation": "blackwell", "peak_fp4_tflops": 4000.0})
+    cluster = cluster.model_copy(update={"gpu": gpu})
+    workload = f.workload(
+        global_batch=32, precision="nvfp4", fp8_params=True, bf16_layers_start=1,
+        bf16_layers_end=2,
+    )  # fmt: skip
+    result = f.result_for(f.dense_model(), cluster, workload, Layout(tp=2, dp=8, zero_stage=1))
+    from megatron.training import arguments
+
+    # stub: Transformer Engine is not installed here (validate_args asks it for >= 2.7 under fp4)
+    monkeypatch.setattr(arguments, "is_te_min_version", lambda *a, **k: True)
+    ns = check_megatron(result, 0, fake_world, monkeypatch)
+    assert (ns.fp4, ns.fp4_recipe, ns.fp4_param_gather) == ("e2m1", "nvfp4", True)
+    assert ns.first_last_layers_bf16 and ns.fp8 is None
+    assert (ns.num_layers_at_start_in_bf16, ns.num_layers_at_end_in_bf16) == (1, 2)

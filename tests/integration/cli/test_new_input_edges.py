@@ -34,7 +34,7 @@ def _error(capsys, argv: list[str]) -> dict:
 @pytest.mark.parametrize(
     ("extra", "flag", "rule"),
     [
-        (["--fp8-params"], "--fp8-params", "fp8_params needs precision fp8 or mxfp8 (got bf16)"),
+        (["--fp8-params"], "--fp8-params", "fp8_params needs precision fp8, mxfp8 or nvfp4 (got bf16)"),
         (["--fp8-params", "--precision", "fp8", "--zero", "0"], "--fp8-params", "ZeRO stage >= 1"),
         (["--cpu-offload-layers", "32"], "--cpu-offload-layers", "must be below num_layers (32)"),
         (["--cpu-offload-layers", "4", "--pp", "2", "--dp", "4"], "--cpu-offload-layers",

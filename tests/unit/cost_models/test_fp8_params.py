@@ -26,7 +26,7 @@ MX = Workload(seq_len=8, global_batch_seqs=8, precision="mxfp8", fp8_params=True
 
 
 def test_fp8_params_need_an_fp8_precision() -> None:
-    with pytest.raises(ValueError, match="fp8_params needs precision fp8 or mxfp8"):
+    with pytest.raises(ValueError, match="fp8_params needs precision fp8, mxfp8 or nvfp4"):
         Workload(seq_len=8, global_batch_seqs=8, fp8_params=True)  # bf16
 
 
@@ -95,7 +95,7 @@ def test_records_state_fp8_params() -> None:
     rec = RunRecord.model_validate(_record({"fp8_params": True})).model_dump()
     assert record_inputs(rec)[2].fp8_params
     row = validate_record(_record({"fp8_params": True}, precision="bf16"))
-    assert row.estimate is None and "fp8_params needs precision fp8 or mxfp8" in row.error
+    assert row.estimate is None and "fp8_params needs precision fp8, mxfp8 or nvfp4" in row.error
 
 
 def test_estimate_fp8_params_flag_on_blackwell(capsys) -> None:
@@ -114,7 +114,7 @@ def test_estimate_fp8_params_flag_on_blackwell(capsys) -> None:
         assert fp8["optimizer_gib"] == bf16["optimizer_gib"]
     assert main([*argv, "--fp8-params"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "fp8_params needs precision fp8 or mxfp8" in err[0]
+    assert len(err) == 1 and "fp8_params needs precision fp8, mxfp8 or nvfp4" in err[0]
 
 
 def test_fp8_params_rule_out_zero0() -> None:
@@ -126,3 +126,19 @@ def test_fp8_params_rule_out_zero0() -> None:
         layout_violations(model, cluster, FP8_PARAMS, lo)
     )
     assert not any("fp8_params" in v for v in layout_violations(model, cluster, FP8, lo))
+
+
+FP4_PARAMS = Workload(seq_len=8, global_batch_seqs=8, precision="nvfp4", fp8_params=True)
+
+
+def test_nvfp4_primary_weights_by_hand() -> None:
+    """Megatron --fp4-param-gather (Megatron-Bridge's NVFP4 recipe): 0.5 B row-wise data in the
+    param buffer, gathered as such; resident with its E4M3 scales per 16 and the column-wise
+    copy built after the gather; the optimizer reads the master for the amax, writes the
+    row-wise data and scales."""
+    assert weight_bytes(FP4_PARAMS, "blackwell") == 2 * (0.5 + 1 / 16)
+    assert param_gather_bytes(FP4_PARAMS) == 0.5
+    assert optimizer_bytes_per_param(FP4_PARAMS) == 28 + 4 + 0.5 + 1 / 16
+    assert _megatron_memory_options(FP4_PARAMS, Layout(dp=8, zero_stage=1)) == [
+        "--fp4-param-gather"
+    ]

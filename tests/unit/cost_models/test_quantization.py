@@ -65,10 +65,12 @@ def test_layer_time_carries_the_quantization_in_both_passes():
     hbm = hbm_bytes_per_s(H100, cal)
     t = 4096  # tokens per micro-batch (seq 4096, mb 1)
     h = model.hidden_size
-    # forward inputs: QKV, proj, FC1 read [t, h], [t, n_h*d/tp], [t, h]; FC2 [t, ffn/tp]
+    # forward inputs: QKV, proj, FC1 read [t, h], [t, n_h*d/tp], [t, h]; FC2 [t, ffn/tp];
+    # delayed scaling on Hopper, 4 B each, but QKV and FC1 read a norm's output and TE's norm
+    # writes their fp8 itself (their 2 B bf16 read is gone): 2 B
     d = model.attn_head_dim
-    inputs = t * (h + model.num_attention_heads * d / 2 + h + model.ffn_hidden_size / 2)
-    assert fp.quantize_s == pytest.approx(inputs * 4 / hbm)
+    plain = t * (model.num_attention_heads * d / 2 + model.ffn_hidden_size / 2)
+    assert fp.quantize_s == pytest.approx((plain * 4 + 2 * t * h * 2) / hbm)
     assert fp.forward_s == pytest.approx(
         fp.gemm_s + fp.attention_s + fp.elementwise_s + fp.overhead_s + fp.quantize_s
     )
@@ -156,3 +158,136 @@ def test_grouped_expert_gemms_launch_once_per_projection_not_per_expert():
     assert profile("megatron").workload(workload()).expert_gemm_launch == "per_expert"
     stated = workload(expert_gemm_launch="per_expert")
     assert profile("torchtitan").workload(stated).expert_gemm_launch == "per_expert"
+
+
+def test_cast_bytes_by_recipe_and_gpu_by_hand():
+    from cost_models.compute import quant_bytes, quant_copies
+
+    # per-tensor fp8 on Blackwell writes one copy (non-TN fp8 GEMMs): read 2 + write 1
+    assert quant_copies("delayed", "blackwell") == 1 and quant_copies("delayed", "hopper") == 2
+    assert quant_copies("tensorwise", "blackwell") == 1 and quant_copies("mxfp8", "blackwell") == 2
+    assert quant_bytes("delayed", 1) == 3
+    assert quant_bytes("tensorwise", 1) == 5  # + the 2 B amax pass
+    # NVFP4: amax pass 2 + read 2 + two 0.5 B copies with an E4M3 scale per 16
+    assert quant_bytes("nvfp4", 2) == pytest.approx(2 + 2 + 2 * (0.5 + 1 / 16))
+
+
+def test_sequence_parallel_casts_on_the_local_shard_by_hand():
+    from cost_models.compute import operand_quant_bytes
+
+    rows, cols = 8192, 8192
+    # NVFP4, gathered operand, TP 4: cast on 2,048 rows (fused RHT kernel: 2048 % 64, 8192 % 128),
+    # then the gathered column-wise copy (0.5 B + 1/16 B scales) reordered: read + write
+    assert operand_quant_bytes(rows, cols, True, "nvfp4", "blackwell", 4, True) == pytest.approx(
+        2048 * 8192 * 5.125 + 8192 * 8192 * 2 * 0.5625
+    )
+    # not gathered (a row-parallel input): all rows
+    assert operand_quant_bytes(rows, cols, False, "nvfp4", "blackwell", 4, True) == pytest.approx(
+        8192 * 8192 * 5.125
+    )
+    # 2,880 columns (gpt-oss hidden) miss the fused kernel's 128: +6 B (read, write, read)
+    assert operand_quant_bytes(rows, 2880, False, "nvfp4", "blackwell", 1, True) == pytest.approx(
+        8192 * 2880 * 11.125
+    )
+    # delayed on Hopper, gathered, TP 2: row-wise cast of 4,096 rows (3 B), then the transpose of
+    # the gathered 8,192 rows (read 1 + write 1)
+    assert operand_quant_bytes(rows, cols, True, "delayed", "hopper", 2, True) == pytest.approx(
+        4096 * 8192 * 3 + 8192 * 8192 * 2
+    )
+    # on Blackwell no transpose
+    assert operand_quant_bytes(
+        rows, cols, True, "delayed", "blackwell", 2, True
+    ) == pytest.approx(4096 * 8192 * 3)
+    # torchao (not Transformer Engine): the two-copy figure on all rows
+    assert operand_quant_bytes(rows, cols, True, "delayed", "blackwell", 1, False) == 8192**2 * 4
+
+
+def test_amax_all_reduces_per_layer_by_hand():
+    from factories import moe_model
+
+    from cost_models.compute import amax_reductions
+
+    model, sp = dense_model(), layout(tp=2, sequence_parallel=True)
+    # QKV and FC1 inputs (forward), projection and FC2 output gradients (backward)
+    assert amax_reductions(model, sp, workload(precision="nvfp4"), False) == (2, 2)
+    current = workload(precision="fp8", fp8_recipe="tensorwise")
+    assert amax_reductions(model, sp, current, False) == (2, 2)
+    for w in (workload(precision="mxfp8"), workload(precision="fp8")):  # block / delayed: none
+        assert amax_reductions(model, sp, w, False) == (0, 0)
+    assert amax_reductions(model, layout(tp=2), workload(precision="nvfp4"), False) == (0, 0)
+    # a MoE layer: the attention block's and the shared expert's; the routed experts none
+    assert amax_reductions(moe_model(), sp, workload(precision="nvfp4"), True) == (2, 2)
+    moe = moe_model().moe.model_copy(update={"num_shared_experts": 0})
+    alone = moe_model().model_copy(update={"moe": moe})
+    assert amax_reductions(alone, sp, workload(precision="nvfp4"), True) == (1, 1)
+
+
+def test_amax_all_reduces_are_exposed_tp_latency():
+    from cost_models.commtable import collective_time_s
+    from cost_models.stage import _tp_layer_s
+
+    model, cl = dense_model(), cluster(8)
+    cal = calibration_for("hopper")
+    sp = layout(tp=2, dp=4, sequence_parallel=True)
+    span = {"tp": [2, 2]}
+    cur = workload(precision="fp8", fp8_recipe="tensorwise")
+    dly = workload(precision="fp8")
+    lt = layer_time(model, cl.gpu, cal, cur, sp, is_moe=False)
+    a = _tp_layer_s(model, cl, cal, cur, sp, lt, span, False)
+    b = _tp_layer_s(model, cl, cal, dly, sp, lt, span, False)
+    one = collective_time_s("all_reduce", 8, [2, 2], cl.tiers)
+    assert a[0] - b[0] == pytest.approx(4 * one) and a[1] - b[1] == pytest.approx(4 * one)
+
+
+def test_nvfp4_cast_kernels_by_hand():
+    from cost_models.host import layer_launches
+
+    model, lo = dense_model(), layout()
+    fp8 = layer_launches(model, lo, workload(precision="mxfp8"), "mxfp8", False)
+    fp4 = layer_launches(model, lo, workload(precision="nvfp4"), "nvfp4", False)
+    # 4 linears: NVFP4's amax kernel forward (+1 each), amax + Philox seed backward (+2 each)
+    assert fp4.forward - fp8.forward == 4 and fp4.backward - fp8.backward == 8
+
+
+def test_bf16_layers_at_start_and_end():
+    from cost_models.pricer import Pricer
+
+    model, cl = dense_model(), cluster(8)
+    lo = layout(pp=4, dp=2)
+    plain = Pricer(model, cl, workload(precision="mxfp8", global_batch=64))
+    kept = Pricer(
+        model, cl, workload(precision="mxfp8", global_batch=64, bf16_layers_start=2,
+                            bf16_layers_end=3)
+    )  # fmt: skip
+    # 32 layers on 4 ranks of 8: layers 0-1 on rank 0, 29-31 on rank 3
+    assert kept.bf16_layer_counts(lo) == [(2, 0), (0, 0), (0, 0), (3, 0)]
+    assert plain.bf16_layer_counts(lo) == [(0, 0)] * 4
+    bf = Pricer(model, cl, workload(precision="bf16", global_batch=64)).layer_times(lo).layers
+    q = plain.layer_times(lo).layers
+    extra = bf.dense.forward_s + bf.dense.backward_s - q.dense.forward_s - q.dense.backward_s
+    assert extra > 0
+    assert kept.bf16_extra_s(lo, (3, 0)) == pytest.approx((3 * extra, 0.0))
+    span = plain.spans(lo)
+    base = plain.stage_terms(lo, plain.stage_counts(lo), span)
+    more = kept.stage_terms(lo, kept.stage_counts(lo), span)
+    assert more[3].compute_s - base[3].compute_s == pytest.approx(3 * extra)
+    assert more[1].compute_s == base[1].compute_s
+    # Megatron's bounds: at most num_layers // pp per end, not under delayed scaling or bf16
+    with pytest.raises(InvalidInput, match=r"bf16_layers_end \(9\) must not exceed"):
+        Pricer(model, cl, workload(precision="mxfp8", bf16_layers_end=9)).estimate(lo)
+    with pytest.raises(ValueError, match="delayed"):
+        workload(precision="fp8", fp8_recipe="delayed", bf16_layers_start=1)
+    with pytest.raises(ValueError, match="need precision fp8, mxfp8 or nvfp4"):
+        workload(bf16_layers_start=1)
+
+
+def test_megatron_export_writes_the_bf16_layers():
+    from planner.export.launch import _megatron_precision
+
+    w = workload(precision="nvfp4", bf16_layers_end=14)
+    assert _megatron_precision(w) == [
+        "--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "nvfp4",
+        "--first-last-layers-bf16",
+        "--num-layers-at-start-in-bf16", "0", "--num-layers-at-end-in-bf16", "14",
+    ]  # fmt: skip
+    assert _megatron_precision(workload(precision="nvfp4"))[-1] == "nvfp4"

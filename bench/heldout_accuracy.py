@@ -14,7 +14,14 @@ Prices the file four times with the planner.validate machinery (`planner validat
            its `kernels` line, `validate --cluster-file`: the Hopper efficiency curve, the presets'
            default before issue 32), every other record as the presets price it.
 Prints, per group, n, median and P90 of |error| and the signed median (error = predicted / measured
-tokens/s - 1, in %; P90 by linear interpolation as `planner validate` computes it). Deterministic.
+tokens/s - 1, in %; P90 by linear interpolation as `planner validate` computes it). Then layout
+pair order (issue 32: "pair order of layouts of the same model and batch >= 95 %") for each of the
+four pricings: planner.validate's layout_pairs (rows of the same model architecture, GPU, sequence
+length and global batch that differ in layout, precision or run settings) formed within one NeMo
+container only (the container a row names in its `source`; software changed between containers),
+measured ties (< planner.validate.TIE_PCT apart) set aside; per GPU and per what differs in a pair;
+then the out-of-order pairs and ties of the presets as shipped with both records' errors.
+Deterministic; no pricing pass beyond the four above.
 
 Usage: python bench/heldout_accuracy.py [RUNS.yaml] [--shared PUBLISHED_RUNS.yaml]
 """
@@ -33,7 +40,16 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.validate import percentile, validate_file  # noqa: E402
+from planner.validate import (  # noqa: E402
+    FILL_RULES,
+    TIE_PCT,
+    LayoutPair,
+    ValidationRow,
+    layout_pairs,
+    order_of,
+    percentile,
+    validate_file,
+)
 
 RUNS = ROOT / "bench" / "heldout" / "mbridge_performance_summary.yaml"
 SHARED = ROOT.parent / "shared" / "data" / "published_runs.yaml"
@@ -92,6 +108,12 @@ def curve_cluster(preset: str, folder: Path) -> Path:
     return out
 
 
+def container_of(run: dict) -> str:
+    """The NeMo container a row was measured in, as its `source` names it ("NeMo 26.04.01
+    container")."""
+    return run["source"].split("NeMo ")[1].split(" ")[0]
+
+
 def line(errs: list[float]) -> str:
     if not errs:
         return "-"
@@ -105,7 +127,7 @@ def groups(runs: dict[str, dict], twins: dict[str, str]) -> list[tuple[str, Call
         return bool(runs[rid]["model"].get("moe"))
 
     def container(rid: str) -> str:
-        return runs[rid]["source"].split("NeMo ")[1].split(" ")[0]
+        return container_of(runs[rid])
 
     def held(rid: str) -> bool:
         return rid not in twins
@@ -136,6 +158,139 @@ def groups(runs: dict[str, dict], twins: dict[str, str]) -> list[tuple[str, Call
          lambda r: held(r) and runs[r]["gpu"] == "h100-sxm-80gb" and "Qwen3" in runs[r]["model"]["name"]),
     ]  # fmt: skip
     return out
+
+
+# ------------------------------------------------------------------------------ layout pair order
+
+KINDS = ("precision", "layout", "settings")
+
+
+def pair_kind(a: dict, b: dict) -> str:
+    """What differs between the two records of a pair: "precision" (the layout's precision or the
+    fp8 recipe), "layout" (another layout field, global batch aside, or the GPU count), "settings"
+    (another run setting), joined with " + "; "framework" when none of them does."""
+
+    def parts(run: dict) -> tuple:
+        lay = {k: v for k, v in run["layout"].items() if k != "global_batch_seqs"}
+        settings = dict(run.get("settings") or {})
+        precision = (lay.pop("precision", None) or FILL_RULES["precision"],
+                     settings.pop("fp8_recipe", None))  # fmt: skip
+        return precision, (lay, run["num_gpus"]), settings
+
+    diff = [k for k, x, y in zip(KINDS, parts(a), parts(b), strict=True) if x != y]
+    return " + ".join(diff) or "framework"
+
+
+def precisions_of(a: dict, b: dict) -> tuple[str, str] | None:
+    """The two precisions of a pair that differ in precision, in name order (fp8 with its recipe
+    where the record states one: "fp8 tensorwise"); None when they agree."""
+
+    def name(run: dict) -> str:
+        recipe = (run.get("settings") or {}).get("fp8_recipe")
+        precision = run["layout"].get("precision") or FILL_RULES["precision"]
+        return " ".join(filter(None, (precision, recipe)))
+
+    pa, pb = sorted((name(a), name(b)))
+    return None if pa == pb else (pa, pb)
+
+
+def container_pairs(rows: dict[str, ValidationRow], runs: dict[str, dict]) -> list[LayoutPair]:
+    """planner.validate's layout pairs (same model architecture, GPU, sequence length and global
+    batch; different layout, precision or run settings), only within one container: software
+    changed between containers, so a row of 26.04 and one of 26.06 never pair."""
+    return layout_pairs(list(rows.values()), within=lambda r: container_of(runs[r.id]))
+
+
+def pair_cell(pairs: list[LayoutPair]) -> str:
+    order = order_of(pairs)
+    if not order.pairs:
+        return f"0 pairs{f' {order.ties}t' if order.ties else ''}"
+    ties = f" {order.ties}t" if order.ties else ""
+    return f"{order.agree}/{order.pairs} {order.fraction:6.1%}{ties}"
+
+
+def kind_of(p: LayoutPair, recs: dict[str, dict]) -> str:
+    return pair_kind(recs[p.fast.id], recs[p.slow.id])
+
+
+def pair_table(variants: dict[str, tuple[list[LayoutPair], dict[str, dict]]],
+               twins: dict[str, str]) -> None:
+    """Pairs in order / pairs counted (and measured ties, "t") per group and pricing variant."""
+
+    def held(p: LayoutPair) -> bool:
+        return p.fast.id not in twins and p.slow.id not in twins
+
+    rows: list[tuple[str, Callable[[LayoutPair, dict], bool]]] = [
+        ("all pairs (also-shared rows included)", lambda p, recs: True),
+        ("HELD-OUT pairs (neither row a shared record)", lambda p, recs: held(p)),
+    ]
+    for gpu, gen in GENERATION.items():
+        rows.append((f"  {gen}", lambda p, recs, g=gpu: held(p) and p.fast.gpu == g))
+    kinds = sorted({kind_of(p, recs) for pairs, recs in variants.values() for p in pairs})
+    rows.append(("  same precision (layout or settings only)",
+                 lambda p, recs: held(p) and "precision" not in kind_of(p, recs)))  # fmt: skip
+    for kind in kinds:
+        rows.append((f"  differ in {kind}",
+                     lambda p, recs, k=kind: held(p) and kind_of(p, recs) == k))  # fmt: skip
+    def precs(p: LayoutPair, recs: dict[str, dict]) -> tuple[str, str] | None:
+        return precisions_of(recs[p.fast.id], recs[p.slow.id])
+
+    for pr in sorted({precs(p, recs) for pairs, recs in variants.values() for p in pairs} - {None}):
+        rows.append((f"  {pr[0]} vs {pr[1]}",
+                     lambda p, recs, pr=pr: held(p) and precs(p, recs) == pr))  # fmt: skip
+    print(f"{'pairs':44} " + "  ".join(f"{v:18}" for v in variants))
+    for label, keep in rows:
+        cells = [pair_cell([p for p in pairs if keep(p, recs)])
+                 for pairs, recs in variants.values()]  # fmt: skip
+        print(f"{label:44} " + "  ".join(f"{c:18}" for c in cells))
+
+
+def pair_lists(variants: dict[str, tuple[list[LayoutPair], dict[str, dict]]], head: str,
+               twins: dict[str, str]) -> None:
+    """The `head` variant's out-of-order pairs and measured ties, each with the measured and
+    predicted gap and both records' errors; then every pair of `head` another variant orders
+    the other way."""
+    pairs, recs = variants[head]
+
+    def describe(p: LayoutPair) -> str:
+        shared = " (a shared record)" if p.fast.id in twins or p.slow.id in twins else ""
+        return (f"    {p.fast.id} > {p.slow.id}: measured {p.measured_gap_pct:+.1f} %, predicted "
+                f"{p.predicted_gap_pct:+.1f} %, errors {p.fast.tokens_error_pct:+.1f} / "
+                f"{p.slow.tokens_error_pct:+.1f} %; differ in "
+                f"{kind_of(p, recs)}{shared}")  # fmt: skip
+
+    wrong = [p for p in pairs if not p.tie and not p.agrees]
+    print(f"Out of order, {head} ({len(wrong)}; the first measured faster; gaps in % of the slower;"
+          " errors: predicted / measured - 1, faster / slower):")  # fmt: skip
+    for p in wrong:
+        print(describe(p))
+    ties = [p for p in pairs if p.tie]
+    print(f"Measured ties (< {TIE_PCT:g} % apart, not counted), {head} ({len(ties)}):")
+    for p in ties:
+        print(describe(p))
+    verdict = {(p.fast.id, p.slow.id): p.agrees for p in pairs if not p.tie}
+    for name, (other, _) in variants.items():
+        moved = [p for p in other if not p.tie and (p.fast.id, p.slow.id) in verdict
+                 and verdict[(p.fast.id, p.slow.id)] != p.agrees]  # fmt: skip
+        if name != head:
+            print(f"Pairs {name} orders otherwise than {head}: {len(moved)}"
+                  + "".join(f"\n    {p.fast.id} > {p.slow.id}: "
+                            f"{'in order' if p.agrees else 'out of order'}" for p in moved))  # fmt: skip
+
+
+def pair_section(runs: dict[str, dict], twins: dict[str, str],
+                 priced: dict[str, dict[str, ValidationRow]]) -> None:
+    """Layout pair order per pricing variant (`priced`: variant -> id -> row): the table, then
+    the headline variant's ("recipe, tables": the presets as shipped) out-of-order pairs."""
+    stripped = {r["id"]: r for r in page_only(list(runs.values()))}
+    variants = {name: (container_pairs(rows, runs), stripped if name.startswith("page") else runs)
+                for name, rows in priced.items()}  # fmt: skip
+    print()
+    print(f"Layout pair order within one container (pairs: planner.validate's layout_pairs, rows of"
+          f" the same model, GPU, sequence length and global batch in one container; measured ties,"
+          f" less than {TIE_PCT:g} % apart, set aside: t): in order / counted")  # fmt: skip
+    pair_table(variants, twins)
+    pair_lists(variants, "recipe, tables", twins)
 
 
 def main(argv: list[str]) -> int:
@@ -176,6 +331,8 @@ def main(argv: list[str]) -> int:
         a = line([presets[i].tokens_error_pct for i in ids])
         b = line([curve[i].tokens_error_pct for i in ids])
         print(f"{label:44} {len(ids):4d}  {p:20}  {pc:20}  {a:20}  {b}")
+    pair_section(runs, twins, {"page, curve": page_curve, "page, tables": page,
+                               "recipe, curve": curve, "recipe, tables": presets})  # fmt: skip
     if args.rows:
         for rid in runs:
             e, t = presets[rid].tokens_error_pct, curve[rid].tokens_error_pct

@@ -13,6 +13,7 @@ import math
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -540,49 +541,101 @@ def error_summary(rows: list[ValidationRow]) -> dict[str, dict[str, dict[str, fl
 
 # ------------------------------------------------------------------------------ layout pair order
 
+TIE_PCT = 2.0
+"""Two measured rates closer than this (% of the slower) are a tie: no order to match. Whole
+training steps repeat less exactly than the kernels in them (the shared H100 kernel tables repeat
+within 1.1 % per GEMM shape at the median, P90 3.3 %: ../shared/data/kernels/README.md), so a
+published 1-2 % difference between two runs says little about which layout is faster."""
+
+
+@dataclass(frozen=True)
+class LayoutPair:
+    """Two scored, measured records of one job (workload_key, and `within` where given) with
+    different layout_keys; `fast` is the one measured faster (input order on an exact tie)."""
+
+    job: str
+    fast: ValidationRow
+    slow: ValidationRow
+
+    @property
+    def measured_gap_pct(self) -> float:
+        """How much faster `fast` was measured, in % of `slow`."""
+        fast = self.fast.measured_tokens_per_s_per_gpu
+        return (fast / self.slow.measured_tokens_per_s_per_gpu - 1) * 100
+
+    @property
+    def predicted_gap_pct(self) -> float:
+        """How much faster `fast` is predicted, in % of `slow` (negative: predicted slower)."""
+        pred_fast = self.fast.estimate.tokens_per_s_per_gpu
+        return (pred_fast / self.slow.estimate.tokens_per_s_per_gpu - 1) * 100
+
+    @property
+    def tie(self) -> bool:
+        return self.measured_gap_pct < TIE_PCT
+
+    @property
+    def agrees(self) -> bool:
+        """Predicted in the measured order (a predicted tie does not agree)."""
+        return self.predicted_gap_pct > 0
+
+
+def layout_pairs(
+    rows: list[ValidationRow], within: Callable[[ValidationRow], str] | None = None
+) -> list[LayoutPair]:
+    """Every pair of scored, measured rows of one job (same workload_key: model architecture,
+    GPU, sequence length, global batch; and the same `within(row)` where given, e.g. the software
+    release a set of runs was measured on, so that rows of different releases never pair) that
+    differ in layout_key (layout, framework or run settings, precision included). Input order."""
+    jobs: dict[str, list[ValidationRow]] = defaultdict(list)
+    for r in rows:
+        if r.workload_key is not None and r.tokens_error_pct is not None:
+            job = r.workload_key if within is None else json.dumps([within(r), r.workload_key])
+            jobs[job].append(r)
+    out: list[LayoutPair] = []
+    for job, runs in jobs.items():
+        for i, a in enumerate(runs):
+            for b in runs[i + 1 :]:
+                if a.layout_key == b.layout_key:
+                    continue
+                fast_a = a.measured_tokens_per_s_per_gpu >= b.measured_tokens_per_s_per_gpu
+                out.append(LayoutPair(job, *((a, b) if fast_a else (b, a))))
+    return out
+
 
 @dataclass(frozen=True)
 class PairOrder:
     """How often the model orders two layouts of the same job as the measurements do (issue 32's
-    target: >= 95 %). A pair is two scored records with the same workload_key (model
-    architecture, GPU, sequence length, global batch) and different layout_key, both measured,
-    with different measured tokens/s/GPU (a measured tie has no order to match); it agrees when
-    the predicted tokens/s/GPU order the two the same way (a predicted tie does not agree)."""
+    target: >= 95 %). Counted over `layout_pairs` less the measured ties (TIE_PCT); a pair agrees
+    when the predicted tokens/s/GPU order the two the same way (a predicted tie does not agree)."""
 
     pairs: int
     agree: int
     jobs: int
-    """Jobs (workload keys) with at least one pair."""
+    """Jobs (workload keys) with at least one counted pair."""
     disagree: tuple[tuple[str, str], ...]
     """Each pair that does not agree: (the record measured faster, the other one)."""
+    ties: int = 0
+    """Pairs set aside as measured ties (less than TIE_PCT apart)."""
 
     @property
     def fraction(self) -> float | None:
         return self.agree / self.pairs if self.pairs else None
 
 
-def pair_order(rows: list[ValidationRow]) -> PairOrder:
-    """Layout pair order over the scored, measured rows (input order within a job)."""
-    jobs: dict[str, list[ValidationRow]] = defaultdict(list)
-    for r in rows:
-        if r.workload_key is not None and r.tokens_error_pct is not None:
-            jobs[r.workload_key].append(r)
-    pairs = agree = with_pairs = 0
-    disagree: list[tuple[str, str]] = []
-    for runs in jobs.values():
-        found = 0
-        for i, a in enumerate(runs):
-            for b in runs[i + 1 :]:
-                meas = a.measured_tokens_per_s_per_gpu - b.measured_tokens_per_s_per_gpu
-                if a.layout_key == b.layout_key or meas == 0:
-                    continue
-                found += 1
-                pred = a.estimate.tokens_per_s_per_gpu - b.estimate.tokens_per_s_per_gpu
-                if pred * meas > 0:
-                    agree += 1
-                else:
-                    fast, slow = (a, b) if meas > 0 else (b, a)
-                    disagree.append((fast.id, slow.id))
-        pairs += found
-        with_pairs += found > 0
-    return PairOrder(pairs, agree, with_pairs, tuple(disagree))
+def order_of(pairs: list[LayoutPair]) -> PairOrder:
+    """Pair order over `pairs` (from layout_pairs), measured ties set aside."""
+    counted = [p for p in pairs if not p.tie]
+    return PairOrder(
+        pairs=len(counted),
+        agree=sum(p.agrees for p in counted),
+        jobs=len({p.job for p in counted}),
+        disagree=tuple((p.fast.id, p.slow.id) for p in counted if not p.agrees),
+        ties=len(pairs) - len(counted),
+    )
+
+
+def pair_order(
+    rows: list[ValidationRow], within: Callable[[ValidationRow], str] | None = None
+) -> PairOrder:
+    """Layout pair order over the scored, measured rows (layout_pairs, then order_of)."""
+    return order_of(layout_pairs(rows, within))

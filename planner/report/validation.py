@@ -11,7 +11,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from ..validate import PairOrder, ValidationRow, error_summary, pair_order
+from ..validate import TIE_PCT, PairOrder, ValidationRow, error_summary, pair_order
 
 
 class _RecordTable:
@@ -99,16 +99,25 @@ def render_validation(rows: list[ValidationRow]) -> Group:
     )
 
 
+def _ties(order: PairOrder) -> str:
+    """The measured ties a pair order set aside, in words ("" when none)."""
+    if not order.ties:
+        return ""
+    return f"; {order.ties} measured ties, less than {TIE_PCT:g} % apart, set aside"
+
+
 def pair_order_lines(order: PairOrder, bullet: str = "  ") -> list[str]:
     """Layout pair order in words, then each pair the model orders the other way round (one
     line each, after `bullet`)."""
     if order.fraction is None:
         return ["Layout pair order: no pairs (no two measured records of one model, GPU, "
-                "sequence length and global batch with different layouts or run settings)"]  # fmt: skip
+                "sequence length and global batch with different layouts or run settings"
+                f"{_ties(order)})"]  # fmt: skip
     head = (
         f"Layout pair order: {order.agree} of {order.pairs} pairs ({order.fraction:.1%}) "
         f"predicted in the measured order (pairs: records of the same model, GPU, sequence "
-        f"length and global batch with different layouts or run settings; {order.jobs} such jobs)"
+        f"length and global batch with different layouts or run settings; {order.jobs} such jobs"
+        f"{_ties(order)})"
     )
     return [head + (":" if order.disagree else "")] + [
         f"{bullet}{a} measured faster than {b}, predicted not faster" for a, b in order.disagree

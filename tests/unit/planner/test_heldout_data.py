@@ -68,3 +68,37 @@ def test_recipe_settings_name_their_recipe(records: list[dict]) -> None:
     assert with_recipe
     for r in with_recipe:
         assert "recipe settings: recipe " in r["notes"] and "_workload_base_configs.py @" in r["notes"], r["id"]
+
+
+def test_heldout_pairs_stay_within_one_container(records: list[dict]) -> None:
+    """bench/heldout_accuracy.py forms validate's layout pairs per container: the same model, GPU
+    and batch in two containers never pair, a measured tie (< 2 %) is set aside."""
+    import importlib.util
+
+    script = HELDOUT.parents[1] / "heldout_accuracy.py"
+    spec = importlib.util.spec_from_file_location("heldout_accuracy", script)
+    heldout = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(heldout)
+    from planner.validate import layout_pairs, order_of, validate_record
+
+    by_id = {r["id"]: r for r in records}
+    pick = ["mbridge-26.04-gb200-llama3-70b-mxfp8", "mbridge-26.04-gb200-llama3-70b-nvfp4",
+            "mbridge-26.04-gb200-llama3-70b-fp8",
+            "mbridge-26.04.01-gb200-llama3-70b-nvfp4"]  # fmt: skip
+    runs = {rid: by_id[rid] for rid in pick}
+    # Hand-made tie: 26.04's FP8 row measured 1 % above its MXFP8 row (really 7.6 % below).
+    mxfp8 = runs[pick[0]]["measured_tokens_per_s_per_gpu"]
+    runs[pick[2]] = {**runs[pick[2]], "measured_tokens_per_s_per_gpu": mxfp8 * 1.01}
+    rows = {rid: validate_record(r) for rid, r in runs.items()}
+    assert [heldout.container_of(r) for r in runs.values()] == ["26.04"] * 3 + ["26.04.01"]
+    pairs = heldout.container_pairs(rows, runs)
+    assert [(p.fast.id, p.slow.id, p.tie) for p in pairs] == [
+        (pick[1], pick[0], False), (pick[2], pick[0], True), (pick[1], pick[2], False)
+    ]  # fmt: skip
+    # Without the container key the 26.04.01 NVFP4 row pairs with 26.04's MXFP8 and FP8 rows.
+    assert len(layout_pairs(list(rows.values()))) == 5
+    assert (order_of(pairs).pairs, order_of(pairs).ties) == (2, 1)
+    assert heldout.pair_kind(runs[pick[0]], runs[pick[1]]) == "precision"
+    assert heldout.pair_kind(runs[pick[0]], runs[pick[2]]) == "precision + layout + settings"
+    assert heldout.precisions_of(runs[pick[1]], runs[pick[0]]) == ("mxfp8", "nvfp4")
+    assert heldout.precisions_of(runs[pick[1]], runs[pick[3]]) is None

@@ -134,6 +134,45 @@ def test_pair_order_pairs_only_layouts_of_the_same_model_gpu_sequence_and_batch(
     assert (lone.pairs, lone.fraction) == (0, None)
 
 
+def test_layout_pairs_keep_releases_apart_and_set_measured_ties_aside():
+    from planner.report.validation import pair_order_lines
+    from planner.validate import TIE_PCT, layout_pairs, order_of, pair_order
+
+    # Two software releases ("r1/", "r2/" in the id stand for the container a row names).
+    rows = [validate_record(r) for r in (
+        _record("r1/a", 1, 8, 100.0),
+        _record("r1/b", 2, 4, 101.0),  # 1 % faster than r1/a: a measured tie
+        _record("r1/c", 4, 2, 150.0),
+        _record("r2/d", 2, 4, 300.0),  # r1/b's layout, another release
+        _record("r2/e", 4, 2, 90.0),
+    )]  # fmt: skip
+    release = lambda row: row.id.split("/")[0]  # noqa: E731
+    pairs = layout_pairs(rows, within=release)
+    assert [(p.fast.id, p.slow.id) for p in pairs] == [
+        ("r1/b", "r1/a"), ("r1/c", "r1/a"), ("r1/c", "r1/b"), ("r2/d", "r2/e")
+    ]  # fmt: skip
+    gaps = [p.measured_gap_pct for p in pairs]
+    assert gaps == pytest.approx([1.0, 50.0, 150 / 101 * 100 - 100, 300 / 90 * 100 - 100])
+    assert [p.tie for p in pairs] == [True, False, False, False] and TIE_PCT == 2.0
+    for p in pairs:
+        pred = p.fast.estimate.tokens_per_s_per_gpu / p.slow.estimate.tokens_per_s_per_gpu
+        assert p.predicted_gap_pct == pytest.approx((pred - 1) * 100)
+        assert p.agrees == (pred > 1)
+    order = order_of(pairs)
+    assert (order.pairs, order.ties, order.jobs) == (3, 1, 2)
+    assert order.agree == sum(p.agrees for p in pairs[1:])
+    assert order.disagree == tuple((p.fast.id, p.slow.id) for p in pairs[1:] if not p.agrees)
+    assert pair_order(rows, within=release) == order
+    # Without the release key the five rows are one job: every pair of different layouts
+    # (10 less r1/b-r2/d and r1/c-r2/e, same layouts), r1/a-r1/b still the only tie.
+    mixed = pair_order(rows)
+    assert (mixed.pairs, mixed.ties, mixed.jobs) == (7, 1, 1)
+    assert "; 1 measured ties, less than 2 % apart, set aside)" in pair_order_lines(order)[0]
+    only_tie = order_of(pairs[:1])
+    assert (only_tie.pairs, only_tie.ties, only_tie.fraction) == (0, 1, None)
+    assert "1 measured ties" in pair_order_lines(only_tie)[0]
+
+
 def test_pair_order_is_shown_in_text_and_markdown_not_in_json():
     from planner.report.validation import pair_order_lines, validation_markdown
     from planner.validate import PairOrder

@@ -324,9 +324,16 @@ def gemm_input_bytes(workload: Workload) -> float:
     layernorm_linear.py save the quantized `inputmat` / `ln_out`). torchtitan's torchao
     Float8Linear saves the high-precision input and re-casts it in backward
     (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args: `save_for_backward(input_hp,
-    weight_hp_t)`), so it stays bf16."""
-    te = saves_quantized_inputs(workload)
-    return 1.0 if te and workload.precision in LOW_PRECISION else BF16_BYTES
+    weight_hp_t)`), so it stays bf16. TE keeps only the column-wise copy the wgrad reads
+    (linear.py: `inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)`): fp8 1 B,
+    mxfp8 1 B + an E8M0 scale per 32, nvfp4 0.5 B + an E4M3 scale per 16."""
+    if not saves_quantized_inputs(workload) or workload.precision not in LOW_PRECISION:
+        return BF16_BYTES
+    if workload.precision == "mxfp8":
+        return FP8_BYTES + MXFP8_SCALE_BYTES
+    if workload.precision == "nvfp4":
+        return FP4_BYTES + NVFP4_SCALE_BYTES
+    return float(FP8_BYTES)
 
 
 E5M6_BYTES = 12 / 8

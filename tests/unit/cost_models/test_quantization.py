@@ -291,3 +291,15 @@ def test_megatron_export_writes_the_bf16_layers():
         "--num-layers-at-start-in-bf16", "0", "--num-layers-at-end-in-bf16", "14",
     ]  # fmt: skip
     assert _megatron_precision(workload(precision="nvfp4"))[-1] == "nvfp4"
+
+
+def test_saved_gemm_inputs_keep_the_column_wise_copy():
+    from cost_models.memory import gemm_input_bytes
+
+    # TE saves the column-wise copy only: fp8 1 B, MXFP8 + E8M0 per 32, NVFP4 0.5 + E4M3 per 16
+    assert gemm_input_bytes(workload(precision="fp8")) == 1
+    assert gemm_input_bytes(workload(precision="mxfp8")) == 1 + 1 / 32
+    assert gemm_input_bytes(workload(precision="nvfp4")) == 0.5 + 1 / 16
+    assert gemm_input_bytes(workload()) == 2
+    torchao = workload(precision="fp8", selective_recompute="every_other_matmul")
+    assert gemm_input_bytes(torchao) == 2  # torchao saves the bf16 input

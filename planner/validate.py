@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, V
 import models_zoo
 from cost_models import estimate
 from cost_models.errors import InvalidInput, PlannerError, describe_validation_error
-from cost_models.framework import PHYSICS_FIELDS, record_profile
+from cost_models.framework import PHYSICS_FIELDS, input_violations, record_profile
 from cost_models.params import total_params
 from cost_models.specs import (
     MAX_GPUS,
@@ -347,6 +347,12 @@ def record_inputs(
             **fields,
         )
     )
+    # A record stating an input its framework's launcher cannot run (bf16 main gradients or fp8
+    # primary weights under torchtitan / DeepSpeed, CPU offloading outside Megatron) is refused
+    # as plan and the exports refuse it (FrameworkProfile.no_inputs), never priced as if it ran.
+    refused = input_violations(profile, workload, layout.cpu_offload_layers)
+    if refused:
+        raise InvalidInput(f"settings: framework {profile.name} cannot run {'; '.join(refused)}")
     return model, record_cluster(record, cluster), workload, layout
 
 

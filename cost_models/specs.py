@@ -19,6 +19,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    StrictBool,
     field_validator,
     model_validator,
 )
@@ -148,7 +149,7 @@ class MoESpec(InputSpec):
     router_score_function: Literal["softmax", "sigmoid"] = Field(
         "softmax", description="expert scores: softmax (Mixtral, Qwen) or sigmoid (DeepSeek-V3)"
     )
-    router_pre_softmax: bool = Field(
+    router_pre_softmax: StrictBool = Field(
         False,
         description="softmax over all experts before top-k, weights not renormalised (HF "
         "norm_topk_prob false: Qwen2-MoE, DeepSeek-V2); false: top-k first, then normalised",
@@ -156,7 +157,7 @@ class MoESpec(InputSpec):
     router_topk_scaling_factor: PositiveFloat | None = Field(
         None, le=1e6, description="routed weights scaled by this (DeepSeek-V3 routed_scaling_factor)"
     )
-    router_expert_bias: bool = Field(
+    router_expert_bias: StrictBool = Field(
         False, description="aux-loss-free balancing bias on the scores (DeepSeek-V3)"
     )
     router_num_groups: PositiveInt | None = Field(
@@ -165,7 +166,7 @@ class MoESpec(InputSpec):
     router_group_topk: PositiveInt | None = Field(
         None, le=MAX_HEADS, description="groups each token may pick (topk_group)"
     )
-    shared_expert_gate: bool = Field(
+    shared_expert_gate: StrictBool = Field(
         False, description="sigmoid gate on the shared expert's output (Qwen2-MoE)"
     )
 
@@ -227,10 +228,10 @@ class ModelSpec(InputSpec):
     vocab_size: PositiveInt | None = Field(
         le=MAX_VOCAB, description="null: unknown, embeddings not counted"
     )
-    gated_mlp: bool = Field(True, description="SwiGLU-style MLP with three matrices")
+    gated_mlp: StrictBool = Field(True, description="SwiGLU-style MLP with three matrices")
     mla: MLASpec | None = Field(None, description="multi-head latent attention; true = V3 dims")
     moe: MoESpec | None = None
-    tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
+    tied_embeddings: StrictBool = Field(False, description="LM head shares the embedding matrix")
     max_position_embeddings: PositiveInt | None = Field(
         None,
         le=MAX_TOKENS,
@@ -255,9 +256,9 @@ class ModelSpec(InputSpec):
         description="MLP activation (gated: act(gate) * up); null: silu when gated (SwiGLU), "
         "gelu otherwise",
     )
-    linear_bias: bool = Field(False, description="biases on every linear layer (GPT-2/3, BLOOM)")
-    qkv_bias: bool = Field(False, description="biases on the Q, K, V projections only (Qwen2)")
-    qk_norm: bool = Field(False, description="RMSNorm on each head's query and key (Qwen3)")
+    linear_bias: StrictBool = Field(False, description="biases on every linear layer (GPT-2/3, BLOOM)")
+    qkv_bias: StrictBool = Field(False, description="biases on the Q, K, V projections only (Qwen2)")
+    qk_norm: StrictBool = Field(False, description="RMSNorm on each head's query and key (Qwen3)")
     position_embedding: Literal["rope", "learned", "alibi"] | None = Field(
         None, description="null: learned when max_position_embeddings is set, else rope"
     )
@@ -275,10 +276,10 @@ class ModelSpec(InputSpec):
         description="with sliding_window: every Nth layer attends to everything (N-1 windowed "
         "layers, then one full: gpt-oss and Gemma 2 N=2); null: every layer windowed",
     )
-    attention_sinks: bool = Field(
+    attention_sinks: StrictBool = Field(
         False, description="a learned per-head sink logit in the softmax (gpt-oss)"
     )
-    hidden_dropout: bool = Field(
+    hidden_dropout: StrictBool = Field(
         False,
         description="dropout on the residual branches (Megatron --hidden-dropout > 0, its "
         "default 0.1; GPT-2/3 recipes): a 1-byte mask per element kept for backward after the "
@@ -434,7 +435,7 @@ class GpuSpec(InputSpec):
         "Grace; null: not known (offloading is refused on it)",
     )
     host_link_source: str = ""
-    host_link_assumed: bool = Field(
+    host_link_assumed: StrictBool = Field(
         False,
         description="host_link_gb_per_s is an assumption, not the GPU's own datasheet figure "
         "(presets --constants says 'assumption'; host_link_source says why)",
@@ -488,12 +489,12 @@ class LinkTier(InputSpec):
         le=MAX_GPUS,
         description="torus tiers: ring length of this dimension (wrap-around link)",
     )
-    nvls: bool = Field(
+    nvls: StrictBool = Field(
         False,
         description="NVSwitch with in-switch reduction (NVLink SHARP, NCCL NVLS algorithm; "
         "third-generation NVSwitch and later)",
     )
-    sharp: bool = Field(
+    sharp: StrictBool = Field(
         False,
         description="switches with in-network reduction (InfiniBand SHARP / NCCL CollNet): "
         "all-reduce, and with NCCL >= 2.20 and SHARP 3.5.2 reduce-scatter and all-gather "
@@ -646,7 +647,7 @@ class KernelTables(InputSpec):
         description="the same for fp8 GEMMs (a folder's sustained_fp8.csv, "
         "bench/measure_sustained_fp8.py); null: not measured",
     )
-    apply_sustained_cap: bool = Field(
+    apply_sustained_cap: StrictBool = Field(
         False,
         description="price GEMMs no faster than the sustained rates above (a step that keeps "
         "the GPU at its power cap throughout); false, the default: training steps, which mix "
@@ -801,12 +802,12 @@ class Workload(InputSpec):
         description="loss kernel: fused vocab-parallel (Megatron) or eager PyTorch "
         "cross_entropy on logits upcast to fp32 (uncompiled torchtitan loss)",
     )
-    fused_elementwise: bool = Field(
+    fused_elementwise: StrictBool = Field(
         True,
         description="norms, rotary and activation run as fused kernels (Transformer Engine, "
         "torch.compile); False for eager PyTorch op-by-op",
     )
-    fused_norm: bool = Field(
+    fused_norm: StrictBool = Field(
         False,
         description="with fused_elementwise False: the norm still runs as one fused kernel "
         "(PyTorch builds whose F.rms_norm / nn.RMSNorm dispatch to aten::_fused_rms_norm on "
@@ -817,7 +818,7 @@ class Workload(InputSpec):
         description="what selective recompute redoes: the attention core and elementwise ops "
         "(Megatron), or every other matmul plus elementwise ops (torchtitan op-level policy)",
     )
-    fp8_dynamic_scaling: bool = Field(
+    fp8_dynamic_scaling: StrictBool = Field(
         False,
         description="fp8 scales from the current tensor's amax (torchao tensorwise, TE current "
         "scaling): one extra read per cast; False for delayed scaling from amax history",
@@ -843,13 +844,13 @@ class Workload(InputSpec):
         description="layers at the end of the model in bf16 the same way "
         "(--num-layers-at-end-in-bf16; Megatron-Bridge's Nemotron 3 Super NVFP4 preset: 14)",
     )
-    moe_force_balance: bool = Field(
+    moe_force_balance: StrictBool = Field(
         False,
         description="MoE routing forced even (Megatron --moe-router-force-load-balancing: random "
         "router logits, a benchmarking mode NVIDIA's published MoE performance tables use): the "
         "busiest EP rank carries the mean load (compute.moe_imbalance 1.0 instead of 1.15)",
     )
-    cuda_graphs: bool = Field(
+    cuda_graphs: StrictBool = Field(
         False,
         description="per-layer CUDA graphs replay the attention block, dense MLP and MoE router "
         "/ dispatch preprocessing (Megatron --cuda-graph-impl transformer_engine "
@@ -900,7 +901,7 @@ class Workload(InputSpec):
         "cuDNN / FlashAttention-3 on Hopper) or FlashAttention-2 (PyTorch SDPA's default flash "
         "backend since cuDNN became opt-in in 2.5.1; the flash-attn 2 package)",
     )
-    attention_unpad: bool = Field(
+    attention_unpad: StrictBool = Field(
         False,
         description="the attention kernel runs on unpadded (varlen) tokens: q, k, v are gathered "
         "into packed copies before it and its output scattered back into the padded layout, "
@@ -977,13 +978,13 @@ class Workload(InputSpec):
         "when training in fp8 where ep_dispatch_fp8 says so and combining in bf16 (DeepSeek-V3 "
         "report sec. 3.3.2)",
     )
-    ep_dispatch_fp8: bool = Field(
+    ep_dispatch_fp8: StrictBool = Field(
         False,
         description="whether a 'deepep' dispatch of an fp8 run sends fp8 with 1x128 scales "
         "(DeepSeek-V3 report sec. 3.3.2, DeepEP's own recipe) rather than the bf16 hidden states "
         "(Megatron's flex dispatcher and torchtitan: the framework profiles set it)",
     )
-    pp_keeps_outputs: bool = Field(
+    pp_keeps_outputs: StrictBool = Field(
         False,
         description="the last pipeline stage keeps every micro-batch's output (the logits) "
         "until the step ends: PyTorch torch.distributed.pipelining's output_chunks, returned "
@@ -1009,7 +1010,7 @@ class Workload(InputSpec):
         "conf/training/nemotron/nemotron_340b.yaml optim.grad_sync_dtype bf16). The fp32 "
         "master weights and moments are unchanged",
     )
-    fp8_params: bool = Field(
+    fp8_params: StrictBool = Field(
         False,
         description="primary weights kept in fp8 (Megatron-LM --fp8-param-gather, Transformer "
         "Engine fp8_model_init; valid with fp8 / mxfp8 precision; under nvfp4 the NVFP4 "
@@ -1020,7 +1021,7 @@ class Workload(InputSpec):
         "mxfp8 gathers bf16 through the gradient buffer and re-quantizes. Weight bytes per "
         "GPU: memory.weight_bytes",
     )
-    activation_func_fp8_input_store: bool = Field(
+    activation_func_fp8_input_store: StrictBool = Field(
         False,
         description="SwiGLU inputs (dense MLP, shared and routed experts) kept for backward in "
         "fp8 and cast back before it (Megatron-Core TransformerConfig."
@@ -1045,27 +1046,27 @@ class Workload(InputSpec):
         "checkpoint's rebuild one after the other, and the end of backward (every gradient "
         "plus the last unit's reduce-scatter buffers)",
     )
-    grads_set_to_none: bool = Field(
+    grads_set_to_none: StrictBool = Field(
         False,
         description="under memory_phases 'fsdp2': gradients are freed at each step's end "
         "(optimizer.zero_grad(set_to_none=True)), so the first micro-batch's backward starts "
         "without any; False: they stay allocated (torchtitan 0.3 default "
         "zero_grad(set_to_none=training.disable_cuda_graphs), False)",
     )
-    logits_alive_in_backward: bool = Field(
+    logits_alive_in_backward: StrictBool = Field(
         False,
         description="eager loss: the bf16 logits stay referenced through backward (a step that "
         "deletes them only after loss.backward()); False: freed before it (torchtitan "
         "trainer.py `del pred`)",
     )
-    fsdp_root_holds_embedding: bool = Field(
+    fsdp_root_holds_embedding: StrictBool = Field(
         False,
         description="under memory_phases 'fsdp2': the input embedding is in the root unit, "
         "which FSDP2 never reshards after forward (_fsdp_state.py _lazy_init), so it stays "
         "unsharded with the LM head through the loss; False: torchtitan's own unit, resharded "
         "after forward (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder)",
     )
-    fused_qkv: bool = Field(
+    fused_qkv: StrictBool = Field(
         False,
         description="eager attention with one fused q/k/v projection (torchtitan llama3 "
         "fuse_qkv): SDPA saves V as a view of the fused output, which keeps all of it, and the "
@@ -1126,12 +1127,12 @@ class Layout(InputSpec):
     micro_batch: PositiveInt = Field(1, le=MAX_TOKENS)
     recompute: Recompute = "none"
     zero_stage: Literal[0, 1, 2, 3] = 1
-    sequence_parallel: bool = False
+    sequence_parallel: StrictBool = False
     order: tuple[Axis, ...] = Field(
         (Axis.TP, Axis.CP, Axis.DP, Axis.PP),
         description="rank order, innermost (fastest-varying, nearest GPUs) first",
     )
-    tp_comm_overlap: bool = Field(
+    tp_comm_overlap: StrictBool = Field(
         False,
         description="TP collectives chunked and overlapped with their GEMMs (Megatron "
         "--tp-comm-overlap, torchtitan async TP)",
@@ -1163,7 +1164,7 @@ class Layout(InputSpec):
         "(DeepSeek-V3 sec. 3.2.1, github deepseek-ai/DualPipe: bidirectional, bubble "
         "(pp/2-1)(F&B+B-3W), two copies of the parameters, all-to-all hidden behind compute)",
     )
-    ep_overlap: bool = Field(
+    ep_overlap: StrictBool = Field(
         False,
         description="MoE all-to-all of one micro-batch overlapped with the compute of another "
         "in the 1F1B steady state (Megatron-LM --overlap-moe-expert-parallel-comm "

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    StrictBool,
+    ValidationError,
+)
 
 import models_zoo
 from cost_models import estimate
@@ -383,7 +391,7 @@ class RunLayout(_Record):
     cp: PositiveInt | None = Field(None, le=MAX_GPUS)
     ep: PositiveInt | None = Field(None, le=MAX_GPUS)
     vp: PositiveInt | None = Field(None, le=MAX_LAYERS)
-    sequence_parallel: bool | None = None
+    sequence_parallel: StrictBool | None = None
     zero_stage: Literal[0, 1, 2, 3] | None = None
     micro_batch: PositiveInt | None = Field(None, le=MAX_TOKENS)
     global_batch_seqs: PositiveInt = Field(le=MAX_TOKENS)

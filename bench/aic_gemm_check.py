@@ -67,12 +67,20 @@ class AicError(ValueError):
     """A missing or malformed file: the message is one line naming the file, column and rule."""
 
 
-def read_parquet(path: Path, columns: tuple[str, ...]) -> dict[str, list]:
-    """The named columns of one parquet file, checked: one line per problem (AicError)."""
+def pyarrow_parquet():
+    """pyarrow.parquet, or one line naming the package (pyarrow is not a project dependency)."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise AicError("reading aiconfigurator's parquet files needs pyarrow: pip install pyarrow") from None
+    return pq
+
+
+def open_table(path: Path, columns: tuple[str, ...]) -> dict[str, list]:
+    """The named columns of one parquet file as lists; a missing or unreadable file or column is
+    one line (AicError). The rows are not checked (read_parquet refuses a bad one,
+    aic_gpu_speeds.read_rows skips and counts it)."""
+    pq = pyarrow_parquet()
     if not path.is_file():
         raise AicError(f"{path}: no such file")
     try:
@@ -82,7 +90,12 @@ def read_parquet(path: Path, columns: tuple[str, ...]) -> dict[str, list]:
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise AicError(f"{path}: column {missing[0]!r} missing (needs {', '.join(columns)})")
-    data = {c: table.column(c).to_pylist() for c in columns}
+    return {c: table.column(c).to_pylist() for c in columns}
+
+
+def read_parquet(path: Path, columns: tuple[str, ...]) -> dict[str, list]:
+    """The named columns of one parquet file, checked: one line per problem (AicError)."""
+    data = open_table(path, columns)
     for c in ("m", "n", "k"):
         for i, v in enumerate(data.get(c, [])):
             if not isinstance(v, int) or v <= 0:

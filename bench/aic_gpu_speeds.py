@@ -41,6 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from aic_gemm_check import AicError, open_table, pyarrow_parquet  # noqa: E402
+
 import models_zoo  # noqa: E402
 from cost_models.calibration import generation_for_gpu  # noqa: E402
 
@@ -83,20 +85,6 @@ SHAPE_SET = (
 )
 
 
-class AicError(ValueError):
-    """A missing or malformed file: the message is one line naming the file, column and rule."""
-
-
-def _pyarrow():
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise AicError(
-            "reading aiconfigurator's parquet files needs pyarrow: pip install pyarrow"
-        ) from None
-    return pq
-
-
 def read_rows(
     path: Path, columns: tuple[str, ...], keep: Callable[[dict], bool], zero_ok: bool = False
 ) -> list[dict]:
@@ -104,17 +92,9 @@ def read_rows(
     counted in SKIPPED); a missing or unreadable file or column is an AicError (one line).
     zero_ok: a latency of 0 is well-formed (a quantize kernel the path does not run: sglang's
     computescale rows are 0)."""
-    pq = _pyarrow()
-    try:
-        table = pq.read_table(path)
-    except Exception as err:  # pyarrow raises several types for a bad file
-        raise AicError(f"{path}: not a readable parquet file ({type(err).__name__})") from None
-    missing = [c for c in columns if c not in table.column_names]
-    if missing:
-        raise AicError(f"{path}: column {missing[0]!r} missing (needs {', '.join(columns)})")
-    data = {c: table.column(c).to_pylist() for c in columns}
+    data = open_table(path, columns)
     rows, bad = [], 0
-    for i in range(table.num_rows):
+    for i in range(len(data[columns[0]])):
         row = {c: data[c][i] for c in columns}
         if not _valid(row, zero_ok):
             bad += 1  # a third party's file: one bad row (h100 trtllm 1.2.0rc5 has m = 0) is skipped, counted
@@ -342,7 +322,7 @@ def main(argv: list[str]) -> int:
     )
     args = p.parse_args(argv)
     try:
-        _pyarrow()
+        pyarrow_parquet()
         print(f"shape set: {SHAPE_SET}; time ratio = part / reference at the same (m, n, k)")
         loaded = print_collections(args.data)
         print_stability(loaded)

@@ -547,6 +547,13 @@ TORCHTITAN = FrameworkProfile(
          "(torchtitan/components/quantization/float8.py) has no fp8 primary-weight option"),
         ("cpu_offload_layers", "torchtitan 0.3.0 has no activation offloading (its "
          "enable_cpu_offload is FSDP's parameter/gradient/optimizer offload)"),
+        ("optimizer_moments", "torchtitan 0.3.0 builds torch.optim Adam / AdamW "
+         "(torchtitan/components/optimizer/optimizer.py), whose moments take the fp32 sharded "
+         "parameters' dtype: no bf16 moment option"),
+        ("activation_func_fp8_input_store", "a Megatron-Core option (fused_bias_swiglu.py); "
+         "torchtitan 0.3.0's float8 converter has no SwiGLU input store"),
+        ("attention_output_store", "a Megatron-Core / Transformer Engine option; torchtitan "
+         "0.3.0 has no attention-output cache setting"),
     ),
     sliding_window=(
         "only as the model of a recipe that has it (torchtitan/models/gpt_oss: a 128-token "
@@ -586,6 +593,12 @@ DEEPSPEED = FrameworkProfile(
         ("fp8_params", "DeepSpeed with Megatron-DeepSpeed has no fp8 primary weights"),
         ("cpu_offload_layers", "DeepSpeed's activation_checkpointing.cpu_checkpointing moves "
          "recompute checkpoints, not Megatron's per-layer offload without recompute"),
+        ("optimizer_moments", "the deepspeed profile prices fp32 Adam moments only (its "
+         "export writes no optimizer state dtype)"),
+        ("activation_func_fp8_input_store", "a Megatron-Core option (fused_bias_swiglu.py) "
+         "that the deepspeed profile's Megatron-DeepSpeed does not have"),
+        ("attention_output_store", "a Megatron-Core / Transformer Engine option that the "
+         "deepspeed profile's Megatron-DeepSpeed does not have"),
     ),
 )
 
@@ -699,11 +712,23 @@ def input_violations(
     p: FrameworkProfile, workload: Workload, cpu_offload_layers: int = 0
 ) -> list[str]:
     """Why `p`'s launcher cannot run these inputs (FrameworkProfile.no_inputs; empty: it can):
-    bf16 main gradients, fp8 primary weights, CPU activation offloading."""
+    bf16 main gradients, fp8 primary weights, CPU activation offloading, bf16 optimizer
+    moments, the fp8 SwiGLU input store, the E5M6 attention-output cache."""
     given = {
         "main_grads": workload.main_grads != "fp32" and f"main_grads {workload.main_grads}",
         "fp8_params": workload.fp8_params and "fp8_params",
         "cpu_offload_layers": cpu_offload_layers and f"cpu_offload_layers {cpu_offload_layers}",
+        "optimizer_moments": (
+            workload.optimizer_moments != "fp32"
+            and f"optimizer_moments {workload.optimizer_moments}"
+        ),
+        "activation_func_fp8_input_store": (
+            workload.activation_func_fp8_input_store and "activation_func_fp8_input_store"
+        ),
+        "attention_output_store": (
+            workload.attention_output_store != "separate"
+            and f"attention_output_store {workload.attention_output_store}"
+        ),
     }
     return [f"{given[name]}: {why}" for name, why in p.no_inputs if given.get(name)]
 

@@ -17,6 +17,22 @@ def layout_violations(
 ) -> list[str]:
     """Every rule the layout breaks, as messages naming the values (empty when legal)."""
     return [
+        *shape_violations(model, cluster, workload, layout),
+        *zero_violations(workload, layout),
+    ]
+
+
+def zero_violations(workload: Workload, layout: Layout) -> list[str]:
+    """The rules that read the layout's ZeRO stage (or its HSDP shard): the search checks these
+    for every (ZeRO stage, shard) it may pick, the others once per shape (shape_violations)."""
+    return _fp8_params_rules(workload, layout)
+
+
+def shape_violations(
+    model: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout
+) -> list[str]:
+    """Every rule but zero_violations: none of these reads zero_stage or dp_shard."""
+    return [
         *_degree_rules(model, cluster, layout),
         *_batch_rules(workload, layout),
         *_recompute_rules(model, layout),
@@ -24,7 +40,6 @@ def layout_violations(
         *_schedule_rules(workload, layout),
         *_moe_rules(model, layout),
         *_attention_rules(model, workload, layout),
-        *_fp8_params_rules(workload, layout),
         *_bf16_layer_rules(model, workload, layout),
     ]
 

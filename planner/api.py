@@ -198,20 +198,16 @@ def _check_pins(cluster: Cluster, space: SearchSpace) -> None:
         raise InvalidInput(f"pinned degrees ({pinned} = {product}) do not divide the {n} GPUs")
 
 
-def _fp8_params_space(space: SearchSpace, workload: Workload) -> SearchSpace:
+def _check_fp8_params_space(space: SearchSpace, workload: Workload) -> None:
     """fp8 primary weights live in the distributed optimizer's or FSDP's param buffer
-    (Megatron-LM arguments.py asserts it; rules._fp8_params_rules): the search drops ZeRO-0.
-    Narrowed here, not left to the rule, because the search checks the rules on one base per
-    shape at the space's first ZeRO stage (candidates.legal_bases), which is 0 by default."""
-    if not workload.fp8_params or 0 not in space.zero_stages:
-        return space
-    zero = tuple(z for z in space.zero_stages if z != 0)
-    if not zero:
+    (Megatron-LM arguments.py asserts it; rules._fp8_params_rules): with ZeRO-0 the only stage
+    allowed, no layout can run them, which is bad input (exit 2), not an infeasible search. The
+    search itself checks the rule at every ZeRO stage it may pick (candidates.zero_stages)."""
+    if workload.fp8_params and tuple(space.zero_stages) == (0,):
         raise InvalidInput(
             "fp8_params needs a ZeRO stage >= 1 (the distributed optimizer or FSDP), and the "
             "allowed ZeRO stages are [0]"
         )
-    return space.model_copy(update={"zero_stages": zero})
 
 
 def plan(
@@ -245,7 +241,8 @@ def plan(
     check_memory_options(model, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
-    space = _fp8_params_space(_moments_space(space, workload), workload)
+    space = _moments_space(space, workload)
+    _check_fp8_params_space(space, workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     usable = exhaustive.usable_memory_gib(cluster, space)
     if options.objective == "goodput":

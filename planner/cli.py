@@ -1508,6 +1508,8 @@ _FIELD_FLAGS = {
     "recompute_modules": "--recompute-modules",
     "recompute_method": "--recompute-method",
     "optimizer_moments": "--optimizer-moments",
+    "activation_func_fp8_input_store": "--activation-func-fp8-input-store",
+    "attention_output_store": "--attention-output-store",
 }
 """Layout / Workload fields a command-line flag sets: a rule about the field (the Layout's or
 Workload's own check, cost_models.rules, a framework's refusal) names the flag the user typed."""

@@ -19,7 +19,7 @@ from typing import Any
 from cost_models import framework, rankmap, topology
 from cost_models.compute import quant_recipe
 from cost_models.errors import InvalidInput
-from cost_models.rules import layout_violations, offload_rules
+from cost_models.rules import offload_rules, shape_violations, zero_violations
 from cost_models.memory import nothing_to_shard
 from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 
@@ -275,11 +275,14 @@ def legal_bases_batched(
                 ep_overlap=overlap,
                 cpu_offload_layers=space.cpu_offload_layers,
             )
-            problems = layout_violations(model, cluster, work, base)
+            problems = shape_violations(model, cluster, work, base)
+            stages = () if problems else zero_stages(work, space, base)
+            if not problems and not stages:
+                problems = zero_violations(work, base)
             if problems:
                 rejected.add(problems[0], per_shape)
             else:
-                bases.append(base)
+                bases.append(base.with_update({"zero_stage": stages[0]}))
                 batches.append(choices)
     if space.global_batch_range is not None and num_shapes and no_batch == num_shapes:
         lo, hi = space.global_batch_range
@@ -292,6 +295,17 @@ def legal_bases_batched(
     return bases, batches, rejected
 
 
+def zero_stages(workload: Workload, space: SearchSpace, base: Layout) -> tuple[int, ...]:
+    """The space's ZeRO stages whose rules `base` keeps (cost_models.rules.zero_violations,
+    e.g. fp8 primary weights need ZeRO >= 1): every stage the search may pick is checked, not
+    only the first (the rest of the rules read no ZeRO stage: checked once per shape)."""
+    return tuple(
+        z
+        for z in space.zero_stages
+        if not zero_violations(workload, base.with_update({"zero_stage": z}))
+    )
+
+
 def legal_bases(
     model: ModelSpec,
     cluster: Cluster,
@@ -300,10 +314,13 @@ def legal_bases(
     deadline: float | None = None,
 ) -> tuple[list[Layout], Counter[str]]:
     """One legal layout per (degrees, ep, vp, micro_batch), canonical order, the first recompute
-    and ZeRO choice; and rejection counts (once per recompute x ZeRO x order it stands for).
+    and the first ZeRO choice its rules allow; and rejection counts (once per recompute x ZeRO x
+    order it stands for).
 
-    The rules in cost_models.rules read neither recompute, ZeRO stage nor order, so legality is
-    checked once per base and the other choices are copied onto it. With a global batch range a
+    The rules in cost_models.rules but zero_violations read neither recompute, ZeRO stage nor
+    order, so they are checked once per base and the other choices are copied onto it; the ZeRO
+    rules are checked for every stage here (a base is legal when one stage is) and again per
+    stage where the base expands (sharding_variants). With a global batch range a
     base is legal when some batch in the range is (its largest legal batch is checked).
     """
     bases, _, rejected = legal_bases_batched(model, cluster, workload, space, deadline)
@@ -454,8 +471,9 @@ def legal_shapes(
         # alone outlived the deadline 5x (issue 28's fuzzer: 16 s past a 1 s limit).
         if deadline is not None and i % 16 == 0 and time.perf_counter() > deadline:
             raise DeadlinePassed()
+        variants = sharding_variants(space, base, model.moe is not None, workload)
         for choice in recompute_choices(model, workload, space, base):
-            for zero, shard in sharding_variants(space, base, model.moe is not None):
+            for zero, shard in variants:
                 update = {**choice, "zero_stage": zero, "dp_shard": shard}
                 shape = base.with_update(update)
                 problems = framework_violations(model, space, shape)
@@ -467,13 +485,13 @@ def legal_shapes(
 
 
 def sharding_variants(
-    space: SearchSpace, base: Layout, moe: bool
+    space: SearchSpace, base: Layout, moe: bool, workload: Workload
 ) -> list[tuple[int, int | None]]:
-    """(ZeRO stage, dp_shard) pairs the search tries for a base: every ZeRO stage of the space,
-    and for a framework with HSDP (torchtitan) the hybrid shard sizes too
-    (cost_models.framework.shard_choices)."""
+    """(ZeRO stage, dp_shard) pairs the search tries for a base: every ZeRO stage of the space
+    that the workload's ZeRO rules allow (zero_stages), and for a framework with HSDP
+    (torchtitan) the hybrid shard sizes too (cost_models.framework.shard_choices)."""
     prof = None if space.framework is None else framework.profile(space.framework)
-    stages = space.zero_stages
+    stages = zero_stages(workload, space, base)
     if nothing_to_shard(base, moe):
         # Every shard group is one GPU: a higher stage shards nothing, so only the lowest
         # stage the space allows is a plan (issue 28: no "DP1 ZeRO-3" recommendations).

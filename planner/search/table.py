@@ -185,6 +185,7 @@ class BranchAndBound:
         hard_deadline: float | None = None,
     ) -> None:
         self.model, self.cluster, self.space, self.family = model, cluster, space, family
+        self.workload = workload  # the ZeRO rules' inputs (candidates.zero_stages)
         self.hard = hard_deadline  # DeadlinePassed / timed_out past it (build_table)
         self.table = CandidateTable()
         self.bases, self.batches, self.table.rejected = legal_bases_batched(
@@ -232,7 +233,8 @@ class BranchAndBound:
         cannot run on the base is rejected here, once per recompute x order it stands for
         (recompute does not change the framework's rules)."""
         base, kept = self.bases[b], []
-        for zero, shard in sharding_variants(self.space, base, self.model.moe is not None):
+        moe = self.model.moe is not None
+        for zero, shard in sharding_variants(self.space, base, moe, self.workload):
             lo = base.with_update({"zero_stage": zero, "dp_shard": shard})
             problems = framework_violations(self.model, self.space, lo)
             if problems:

@@ -1,0 +1,82 @@
+"""The search checks every (ZeRO stage, option) it may pick against the rules that read the
+ZeRO stage (cost_models.rules.zero_violations), not only the space's first stage, and a
+framework's launcher refuses no input the search priced (notes: /work/notes/edges2.md)."""
+
+from __future__ import annotations
+
+import json
+
+import factories
+import pytest
+
+from cost_models.errors import InvalidInput
+from planner import api
+from planner.cli import main
+from planner.search import candidates
+from planner.types import SearchSpace
+
+
+def _fp8_params_setup():
+    model, cluster = factories.dense_model(num_layers=4), factories.cluster(8)
+    work = factories.workload(1024, 16, precision="fp8", fp8_params=True)
+    return model, cluster, work
+
+
+def test_legal_bases_check_every_zero_stage_not_the_first() -> None:
+    """Was (main 23cb353, without api's narrowing of the space): every base rejected with
+    'fp8_params needs a ZeRO stage >= 1', because legality was checked at zero_stages[0] = 0
+    only; ZeRO-1..3 were never looked at."""
+    model, cluster, work = _fp8_params_setup()
+    space = SearchSpace(zero_stages=(0, 1, 2, 3))
+    bases, rejected = candidates.legal_bases(model, cluster, work, space)
+    assert bases and all(b.zero_stage == 1 for b in bases)
+    assert not any("fp8_params" in reason for reason in rejected)
+    shapes, _ = candidates.legal_shapes(model, cluster, work, space)
+    assert {s.zero_stage for s in shapes} == {1, 2, 3}  # every stage the rule allows, no ZeRO-0
+
+
+def test_a_stage_only_later_in_the_space_is_found() -> None:
+    model, cluster, work = _fp8_params_setup()
+    space = SearchSpace(zero_stages=(0, 3))
+    bases, _ = candidates.legal_bases(model, cluster, work, space)
+    assert bases and {b.zero_stage for b in bases} == {3}
+    none = SearchSpace(zero_stages=(0,))
+    bases, rejected = candidates.legal_bases(model, cluster, work, none)
+    assert not bases and any("fp8_params" in reason for reason in rejected)
+
+
+def test_plans_with_fp8_params_never_take_zero_0_through_the_library() -> None:
+    model, cluster, work = _fp8_params_setup()
+    result = factories.plan(model, cluster, work)
+    assert result.ranked and all(e.layout.zero_stage >= 1 for e in result.ranked)
+
+
+EST = ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+EST += ["--global-batch", "128", "--seq-len", "8192"]
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "deepspeed"])
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--optimizer-moments", "bf16"], "--optimizer-moments"),
+        (["--activation-func-fp8-input-store"], "--activation-func-fp8-input-store"),
+        (["--attention-output-store", "e5m6"], "--attention-output-store"),
+    ],
+)
+def test_inputs_the_export_refuses_are_not_planned(capsys, framework, extra, flag) -> None:
+    """Was (main 23cb353): `plan --framework torchtitan --optimizer-moments bf16` ranked plans
+    priced with 8 B of optimizer state per parameter (exit 0), and `--emit torchtitan` then
+    refused them: 'bf16 optimizer moments (optimizer_moments): no field here'."""
+    assert main([*EST, "--framework", framework, *extra, "--json"]) == 2
+    cap = capsys.readouterr()
+    assert len(cap.err.strip().splitlines()) == 1 and "Traceback" not in cap.err
+    error = json.loads(cap.out)["error"]
+    assert error["field"] == flag and framework in error["message"]
+
+
+def test_the_library_refuses_bf16_moments_for_torchtitan() -> None:
+    model, cluster = factories.dense_model(num_layers=4), factories.cluster(8)
+    work = factories.workload(1024, 16, optimizer_moments="bf16")
+    with pytest.raises(InvalidInput, match="optimizer_moments bf16: torchtitan"):
+        api.plan(model, cluster, work, SearchSpace(framework="torchtitan"), api.SolverOptions())

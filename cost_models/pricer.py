@@ -52,14 +52,13 @@ from .stage import (
     BF16_BYTES,
     LayerActivations,
     LayerCost,
-    deferred_weights_credit,
     is_block_recompute,
     layer_cost,
     memory_of_stage,
     offload_exposed_s,
-    peak_grads,
     recomputed_layers,
     stage_activation_bytes,
+    stage_peak_parts,
     stage_total_gib,
     without_block_recompute,
 )
@@ -421,11 +420,15 @@ class Pricer(StepBounds):
                 stage_activation_bytes(self.model, self.workload, lo, r, counts, acts, m, mirror),
                 buffer_bytes(self.model, self.workload, lo),
             )
-        if lo.zero_stage == 3 and lo.pp > 1:  # stage.stage_memory's credit, the same bytes
-            acts = self.activations_per_mb(lo) if acts is None else acts
-            weights -= deferred_weights_credit(self.workload, lo, sp, counts, acts)
-        grads = peak_grads(self.workload, lo, sp, (*found, weights, grads, optim))
-        return (*found, weights, grads, optim)
+        layer_acts = acts
+        return stage_peak_parts(
+            self.workload,
+            lo,
+            sp,
+            counts,
+            lambda: self.activations_per_mb(lo) if layer_acts is None else layer_acts,
+            (*found, weights, grads, optim),
+        )
 
     def rank_terms_s(
         self, lo: Layout, span: Span, rank: int, n_dense: int, n_moe: int

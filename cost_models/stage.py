@@ -7,7 +7,7 @@ bound and the estimate it bounds share every formula. Derivations: docs/cost_mod
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .accumulation import defers_to_last_backward, dp_rounds
@@ -796,11 +796,32 @@ def stage_memory(
     both run the loss of one direction. `sp` (the stage's parameters) lets FSDP2's end of
     backward count (peak_grads)."""
     acts = stage_activation_bytes(model, workload, layout, r, counts, layer_acts, m, mirror)
-    buffers = buffer_bytes(model, workload, layout)
+    parts = (acts, buffer_bytes(model, workload, layout), weights, grads, optim)
     if sp is not None:
-        weights -= deferred_weights_credit(workload, layout, sp, counts, layer_acts)
-        grads = peak_grads(workload, layout, sp, (acts, buffers, weights, grads, optim))
-    return memory_of_stage(r, acts, buffers, weights, grads, optim)
+        parts = stage_peak_parts(workload, layout, sp, counts, lambda: layer_acts, parts)
+    return memory_of_stage(r, *parts)
+
+
+def stage_peak_parts(
+    workload: Workload,
+    layout: Layout,
+    sp: StageParams,
+    counts: tuple[int, int],
+    layer_acts_of: Callable[[], LayerActivations],
+    parts: tuple[float, float, float, float, float],
+) -> tuple[float, float, float, float, float]:
+    """(activations, buffers, weights, gradients, optimizer) bytes of a stage at its peak from
+    the same at its backward start (memory.state_bytes' weights, gradients and optimizer):
+    less FSDP2-under-pipelining ZeRO-3's weights credit (deferred_weights_credit), with FSDP2's
+    end-of-backward phase charged to the gradients (peak_grads). The one place both memory
+    compositions take them from: the estimate's (Pricer._stage_bytes_of) and the CP-SAT stage
+    partition caps' (stage_memory). `layer_acts_of` is called only where the credit can apply
+    (ZeRO-3 with pp > 1), so the search's memory checks build no activations otherwise."""
+    acts, buffers, weights, grads, optim = parts
+    if layout.zero_stage == 3 and layout.pp > 1:  # defers_to_last_backward needs both
+        weights -= deferred_weights_credit(workload, layout, sp, counts, layer_acts_of())
+    grads = peak_grads(workload, layout, sp, (acts, buffers, weights, grads, optim))
+    return acts, buffers, weights, grads, optim
 
 
 def deferred_weights_credit(

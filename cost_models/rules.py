@@ -25,7 +25,28 @@ def layout_violations(
 def zero_violations(workload: Workload, layout: Layout) -> list[str]:
     """The rules that read the layout's ZeRO stage (or its HSDP shard): the search checks these
     for every (ZeRO stage, shard) it may pick, the others once per shape (shape_violations)."""
-    return _fp8_params_rules(workload, layout)
+    return [*_fp8_params_rules(workload, layout), *_memory_phases_rules(workload, layout)]
+
+
+def _memory_phases_rules(workload: Workload, lo: Layout) -> list[str]:
+    """memory_phases 'fsdp2' composes a ZeRO-3 stage's peak from FSDP2's phases (memory.
+    fsdp2_state_bytes, stage.peak_grads); below ZeRO-3 it changed only the loss / rebuild order
+    and left the states additive, a half-applied input, so it is refused there. torchtitan
+    0.3.0's other stages run other phases: ZeRO-2 is fully_shard with reshard_after_forward
+    'never' (torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy: every unit
+    stays unsharded from its forward to its backward), ZeRO-0 is fully_shard over a one-rank
+    shard mesh beside the replicate axis (models/llama3/parallelize.py runs
+    apply_fsdp_to_decoder always, "with shard_degree=1 it is a no-op for the all-gather but
+    still installs the MixedPrecisionPolicy"), with pipelining's deferred reduction under PP;
+    FSDP2 has no ZeRO-1. None of these is modelled with phases."""
+    if workload.memory_phases == "fsdp2" and lo.zero_stage != 3:
+        return [
+            f"memory_phases fsdp2 is priced for ZeRO-3 only (got ZeRO-{lo.zero_stage}): "
+            "torchtitan's ZeRO-2 keeps every unit unsharded from forward to backward "
+            "(reshard_after_forward 'never') and its ZeRO-0 is FSDP2 over a one-rank shard "
+            "mesh; their phases are not modelled (state memory_phases additive)"
+        ]
+    return []
 
 
 def shape_violations(

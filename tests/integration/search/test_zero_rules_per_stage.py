@@ -80,3 +80,31 @@ def test_the_library_refuses_bf16_moments_for_torchtitan() -> None:
     work = factories.workload(1024, 16, optimizer_moments="bf16")
     with pytest.raises(InvalidInput, match="optimizer_moments bf16: torchtitan"):
         api.plan(model, cluster, work, SearchSpace(framework="torchtitan"), api.SolverOptions())
+
+
+# ------------------------------------------- memory_phases fsdp2 below ZeRO-3 (refused, not half-applied)
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2])
+def test_a_record_stating_fsdp2_phases_below_zero3_is_refused(zero) -> None:
+    """Was (main 23cb353): scored with the states additive and only the loss / rebuild order of
+    FSDP2's phases applied, without a word."""
+    from planner.validate import validate_record
+
+    settings = {"memory_phases": "fsdp2"}
+    row = validate_record(
+        factories.tiny_record(settings, framework="torchtitan", layout={"zero_stage": zero})
+    )
+    assert row.estimate is None
+    assert f"memory_phases fsdp2 is priced for ZeRO-3 only (got ZeRO-{zero})" in row.error
+    ok = validate_record(
+        factories.tiny_record(settings, framework="torchtitan", layout={"zero_stage": 3})
+    )
+    assert ok.error is None and ok.estimate is not None
+
+
+def test_the_search_keeps_fsdp2_phases_to_zero3() -> None:
+    model, cluster = factories.dense_model(num_layers=4), factories.cluster(8)
+    work = factories.workload(1024, 16, memory_phases="fsdp2")
+    result = factories.plan(model, cluster, work)
+    assert result.ranked and {e.layout.zero_stage for e in result.ranked} == {3}

@@ -302,9 +302,15 @@ def legal_bases(
     """One legal layout per (degrees, ep, vp, micro_batch), canonical order, the first recompute
     and ZeRO choice; and rejection counts (once per recompute x ZeRO x order it stands for).
 
-    The rules in cost_models.rules read neither recompute, ZeRO stage nor order, so legality is
-    checked once per base and the other choices are copied onto it. With a global batch range a
-    base is legal when some batch in the range is (its largest legal batch is checked).
+    Legality is checked once per base and the other choices are copied onto it, which holds
+    because of what cost_models.rules reads: never the order; recompute only through the modules
+    a selective choice names (_recompute_rules), which recompute_choices never names where the
+    model lacks them; the ZeRO stage only for fp8 primary weights (_fp8_params_rules: ZeRO >= 1),
+    a rule planner.api._fp8_params_space enforces by taking ZeRO-0 out of the space before the
+    search (as _moments_space does for Megatron's bf16 moments). A new rule that reads the ZeRO
+    stage, the recompute mode or the order must be checked per choice, not here. With a global
+    batch range a base is legal when some batch in the range is (its largest legal batch is
+    checked).
     """
     bases, _, rejected = legal_bases_batched(model, cluster, workload, space, deadline)
     return bases, rejected

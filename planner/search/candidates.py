@@ -317,11 +317,15 @@ def legal_bases(
     and the first ZeRO choice its rules allow; and rejection counts (once per recompute x ZeRO x
     order it stands for).
 
-    The rules in cost_models.rules but zero_violations read neither recompute, ZeRO stage nor
-    order, so they are checked once per base and the other choices are copied onto it; the ZeRO
-    rules are checked for every stage here (a base is legal when one stage is) and again per
-    stage where the base expands (sharding_variants). With a global batch range a
-    base is legal when some batch in the range is (its largest legal batch is checked).
+    Legality is checked once per base for the rules that read no choice, which holds because of
+    what cost_models.rules reads: never the order; recompute only through the modules a
+    selective choice names (_recompute_rules), which recompute_choices never names where the
+    model lacks them. The rules that read the ZeRO stage (rules.zero_violations: fp8 primary
+    weights need ZeRO >= 1, memory_phases fsdp2 needs ZeRO-3) are checked for every stage of
+    the space here (a base is legal when one stage is) and again per stage where the base
+    expands (sharding_variants), so no narrowing of the space is needed for them. With a global
+    batch range a base is legal when some batch in the range is (its largest legal batch is
+    checked).
     """
     bases, _, rejected = legal_bases_batched(model, cluster, workload, space, deadline)
     return bases, rejected

@@ -38,6 +38,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from aic_gemm_check import ratio_summary
+
 import models_zoo
 from cost_models.calibration import calibration_for_cluster
 
@@ -130,13 +132,6 @@ def by_kernel(rows: list[dict]) -> dict[str, dict[tuple, float]]:
     return out
 
 
-def quantiles(ratios: list[float]) -> str:
-    r = sorted(ratios)
-    q = lambda p: r[min(len(r) - 1, int(p * len(r)))]  # noqa: E731
-    return (f"n {len(r)}: median {statistics.median(r):.3f}, P10 {q(0.1):.3f}, "
-            f"P90 {q(0.9):.3f}, range {r[0]:.3f}-{r[-1]:.3f}")
-
-
 def shared_forward(shared: Path, gpu_dir: str) -> dict[str, dict[tuple, float]]:
     """kernel (fused, fa2) -> {shape: forward ms} of the measured bf16 causal rows."""
     out: dict[str, dict[tuple, float]] = {}
@@ -165,7 +160,7 @@ def check_measured(tables, shared: Path) -> None:
             cols = []
             for mine in ("fused", "fa2"):
                 r = [table[k] / v for k, v in ours.get(mine, {}).items() if k in table]
-                cols.append(quantiles(r) if r else "no common shape")
+                cols.append(ratio_summary(r) if r else "no common shape")
             print(f"  {system} {fw} {version} {kern}: {cols[0]} | {cols[1]}; "
                   f"{above_peak(table, peak)} of {len(table)} rows above the dense peak")
 
@@ -215,7 +210,7 @@ def check_ultra(tables, shared: Path) -> None:
             for kern in sorted(set(a) & set(b)):
                 r = [b[kern][k] / a[kern][k] for k in shapes if k in a[kern] and k in b[kern]]
                 if r:
-                    print(f"  {ultra} / {base} {fw} {version} {kern}: {quantiles(r)}")
+                    print(f"  {ultra} / {base} {fw} {version} {kern}: {ratio_summary(r)}")
 
 
 def check_generations(tables, shared: Path) -> None:

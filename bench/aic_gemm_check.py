@@ -133,7 +133,9 @@ def describe(data_dir: Path, system: str, version: str) -> str:
             f"{sorted(set(d['version']))}: {len(d['m'])} rows: {kinds}")
 
 
-def _q(ratios: list[float]) -> str:
+def ratio_summary(ratios: list[float]) -> str:
+    """n, median, P10, P90 and range of per-shape ratios, one line (also printed by
+    bench/aic_attention_check.py and bench/xla_matmul_check.py)."""
     if not ratios:
         return "n 0"
     r = sorted(ratios)
@@ -193,18 +195,18 @@ def check_exact(system: str, aic: dict, quant: dict, measured: Path) -> None:
         ours = our_rows(ours_dir / "gemm.csv", "bf16" if dtype == "bf16" else "fp8")
         rows = aic_dtype_rows(aic, quant, dtype)
         pairs = [(s, rows[s] / t) for s, t in ours.items() if s in rows]
-        print(f"{system} {dtype} aic / {OURS[system]} TN, same (m, n, k): {_q([r for _, r in pairs])}")
+        print(f"{system} {dtype} aic / {OURS[system]} TN, same (m, n, k): {ratio_summary([r for _, r in pairs])}")
         if dtype == "fp8":
             continue
         lo = 0.0
         wdt = "bfloat16" if dtype == "bf16" else "fp8"
         for hi in TIME_BINS_MS:
             sel = [r for s, r in pairs if lo < rows[s] <= hi]
-            print(f"  aic time per call {lo:g}-{hi:g} ms: {_q(sel)}")
+            print(f"  aic time per call {lo:g}-{hi:g} ms: {ratio_summary(sel)}")
             lo = hi
         for n in range(1, 6):  # same harness, n x longer timed window
             sel = [r for s, r in pairs if copies(system, s, wdt) == n]
-            print(f"  {n} weight copies (timed window 6 x {n} calls): {_q(sel)}")
+            print(f"  {n} weight copies (timed window 6 x {n} calls): {ratio_summary(sel)}")
 
 
 def check_lookup(system: str, aic: dict, quant: dict, measured: Path) -> None:
@@ -222,7 +224,7 @@ def check_lookup(system: str, aic: dict, quant: dict, measured: Path) -> None:
             got, status = book.gemm_s(*s, ours_dt, "TN")
             if status == INTERPOLATED:
                 ratios.append(ms * 1e-3 / got)
-        print(f"{system} {dtype} aic / our look-up (interpolated, not measured by us): {_q(ratios)}")
+        print(f"{system} {dtype} aic / our look-up (interpolated, not measured by us): {ratio_summary(ratios)}")
 
 
 def check_our_machines(aic: dict, measured: Path, results: Path) -> None:
@@ -233,8 +235,8 @@ def check_our_machines(aic: dict, measured: Path, results: Path) -> None:
         vs_aic = [rows[s] / t for s, t in ours.items() if s in rows]
         vs_shared = [t / shared[s] for s, t in ours.items() if s in shared]
         name = path.parent.relative_to(results)
-        print(f"h100_sxm bf16 aic / {name} TN: {_q(vs_aic)}")
-        print(f"  {name} / h100-sxm-80gb (shared) TN: {_q(vs_shared)}")
+        print(f"h100_sxm bf16 aic / {name} TN: {ratio_summary(vs_aic)}")
+        print(f"  {name} / h100-sxm-80gb (shared) TN: {ratio_summary(vs_shared)}")
 
 
 def check_blackwell(data_dir: Path, version: str) -> None:
@@ -249,7 +251,7 @@ def check_blackwell(data_dir: Path, version: str) -> None:
             shape = math.prod(d / (d + cal.gemm_half_dim) for d in (m, n, k))
             ratios.append(ms * 1e-3 / (2.0 * m * n * k / (peak * shape)))
         print(f"{system} bf16 aic / {gpu_id} preset curve (ceiling {cal.gemm_efficiency_bf16:.3f} x "
-              f"{gpu.peak_bf16_tflops:g} TFLOP/s, half_dim {cal.gemm_half_dim:g}): {_q(ratios)}")
+              f"{gpu.peak_bf16_tflops:g} TFLOP/s, half_dim {cal.gemm_half_dim:g}): {ratio_summary(ratios)}")
 
 
 RELATIVE = (("h200_sxm", "h100_sxm"), ("gb200", "b200_sxm"), ("b300_sxm", "b200_sxm"),
@@ -268,7 +270,7 @@ def check_relative(data_dir: Path, version: str) -> None:
             ra, rb = (aic_dtype_rows(*cache[s], dtype) for s in (a, b))
             ratios = [ms / rb[s] for s, ms in ra.items() if s in rb
                       and s[0] >= 2048 and min(s[1:]) >= 1024]  # fmt: skip
-            print(f"{a} / {b} {dtype} time, same training shapes: {_q(ratios)}")
+            print(f"{a} / {b} {dtype} time, same training shapes: {ratio_summary(ratios)}")
 
 
 def main(argv: list[str]) -> int:

@@ -23,9 +23,10 @@ from __future__ import annotations
 import csv
 import math
 import re
-import statistics
 import sys
 from pathlib import Path
+
+from aic_gemm_check import ratio_summary
 
 import models_zoo
 from cost_models.calibration import calibration_for_cluster
@@ -154,13 +155,6 @@ def read_table(path: str) -> dict[str, list[tuple]]:
     return table
 
 
-def _quantiles(ratios: list[float]) -> str:
-    r = sorted(ratios)
-    q = lambda p: r[min(len(r) - 1, int(p * len(r)))]  # noqa: E731
-    return (f"n {len(r)}: median {statistics.median(r):.3f}, P10 {q(0.1):.3f}, "
-            f"P90 {q(0.9):.3f}, range {r[0]:.3f}-{r[-1]:.3f}")
-
-
 def _rates(table: dict, device: str, dtype: str) -> dict[tuple, float]:
     """(m, n, k) -> TFLOP/s of the un-batched (b = 1) rows."""
     return {(m, n, k): f / 1e12 for b, m, n, k, key, f in table.get(device, [])
@@ -176,7 +170,7 @@ def check_h100(table: dict, shared: Path) -> None:
         ratios = [xla[s] / float(r["tflops"]) for r in rows if r["dtype"] == ours
                   and (s := (int(r["m"]), int(r["n"]), int(r["k"]))) in xla]
         above = sum(v > peak for v in xla.values())
-        print(f"sm_90 {key} / measured H100 {ours} at the same (m, n, k): {_quantiles(ratios)}; "
+        print(f"sm_90 {key} / measured H100 {ours} at the same (m, n, k): {ratio_summary(ratios)}; "
               f"{above} of {len(xla)} sm_90 rows above the {peak:g} TFLOP/s dense peak")
 
 
@@ -213,7 +207,7 @@ def check_blackwell_curve(table: dict) -> None:
                       for s, v in rates.items() if 2 * math.prod(s) / (v * 1e12) >= floor_s]
             if ratios:
                 print(f"b200 curve ({ceiling:g}, half_dim {cal.gemm_half_dim:g}) / sm_100 {key}, "
-                      f"{tag}: {_quantiles(ratios)}")
+                      f"{tag}: {ratio_summary(ratios)}")
 
 
 def main(argv: list[str]) -> int:

@@ -119,12 +119,18 @@ def container_of(run: dict) -> str:
     return run["source"].split("NeMo ")[1].split(" ")[0]
 
 
+def summary(errs: list[float]) -> tuple[float, float | None, float]:
+    """(median |error|, P90 |error| or None under 10 rows, signed median) of non-empty `errs`."""
+    a = sorted(abs(e) for e in errs)
+    return statistics.median(a), percentile(a, 0.9) if len(a) >= 10 else None, statistics.median(errs)
+
+
 def line(errs: list[float]) -> str:
+    """summary() as fixed-width table cells."""
     if not errs:
         return "-"
-    a = sorted(abs(e) for e in errs)
-    p90 = f"{percentile(a, 0.9):5.1f}" if len(a) >= 10 else "    -"
-    return f"{statistics.median(a):5.1f} {p90} {statistics.median(errs):+6.1f}"
+    med, p90, signed = summary(errs)
+    return f"{med:5.1f} {'    -' if p90 is None else f'{p90:5.1f}'} {signed:+6.1f}"
 
 
 def groups(runs: dict[str, dict], twins: dict[str, str]) -> list[tuple[str, Callable]]:

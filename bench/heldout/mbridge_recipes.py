@@ -139,6 +139,8 @@ def _map(cfg: dict[str, Any]):
         said.append(f"cuda_graph_impl={impl} scope={scope}")
         if impl == "full_iteration" or not scope or "attn" in (scope if isinstance(scope, list) else [scope]):
             settings["cuda_graphs"] = True
+        if impl == "full_iteration":
+            settings["full_iteration_cuda_graph"] = True
     if cfg["moe_flex_dispatcher_backend"]:
         said.append(f"flex dispatcher {cfg['moe_flex_dispatcher_backend']}")
         settings["moe_dispatcher"] = "deepep"

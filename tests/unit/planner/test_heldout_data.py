@@ -63,7 +63,7 @@ def test_layout_arithmetic(records: list[dict]) -> None:
 def test_recipe_settings_name_their_recipe(records: list[dict]) -> None:
     """A setting the page does not state comes from a performance recipe whose layout is the row's;
     the record's notes name it (file and commit)."""
-    recipe_keys = {"cuda_graphs", "moe_dispatcher", "ep_overlap", "recompute_modules", "cpu_offload_layers"}
+    recipe_keys = {"cuda_graphs", "full_iteration_cuda_graph", "moe_dispatcher", "ep_overlap", "recompute_modules", "cpu_offload_layers"}
     with_recipe = [r for r in records if recipe_keys & set(r.get("settings") or {})]
     assert with_recipe
     for r in with_recipe:

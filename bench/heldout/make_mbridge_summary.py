@@ -13,12 +13,13 @@ the layout cells, the precision column (FP8-CS -> fp8 tensorwise, FP8-MX / MXFP8
 -> nvfp4, the H100 parenthesised variant -> fp8 blockwise per the page's footnote), and the
 footnote "we force-balance the token distribution among experts" (moe_force_balance) where it
 applies. Recipe settings come from mbridge_recipes.py: the performance-recipe overrides
-(scripts/performance/configs/*_workload_base_configs.py) on main at the commit that published the
-container's table, taken only when one recipe's whole layout (GPUs, TP, PP, CP, VP, EP, GBS, MBS,
-FSDP) is the row's: CUDA graphs (TE per-layer with the attention in scope, or full-iteration),
+(scripts/performance/configs/*_workload_base_configs.py, from 26.06.01 the flat recipe functions of
+src/megatron/bridge/perf_recipes) on main at the commit that published the container's table, taken only when one recipe's whole layout (GPUs, TP, PP, CP, VP, EP, GBS, MBS,
+FSDP) is the row's: CUDA graphs (TE per-layer with the attention in scope, or full-iteration:
+cuda_graphs, and full_iteration_cuda_graph for the latter),
 the flex dispatcher (DeepEP / HybridEP -> moe_dispatcher deepep), moe_a2a_overlap (ep_overlap),
 recompute_modules, CPU offload layers. Each record's notes name the recipe, file and commit, or
-why none was taken (25.09 used YAML configs and 26.06.01+ Python recipes: not read).
+why none was taken (25.09 used YAML configs: not read).
 Rows whose model the cost model cannot describe (Nemotron 3 hybrid Mamba, DeepSeek-V4) and rows
 whose cells do not parse are listed in the file's header comment with the reason.
 """

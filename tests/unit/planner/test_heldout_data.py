@@ -103,3 +103,14 @@ def test_heldout_pairs_stay_within_one_container(records: list[dict]) -> None:
     assert heldout.pair_kind(runs[pick[0]], runs[pick[2]]) == "precision + layout + settings"
     assert heldout.precisions_of(runs[pick[1]], runs[pick[0]]) == ("mxfp8", "nvfp4")
     assert heldout.precisions_of(runs[pick[1]], runs[pick[3]]) is None
+
+
+def test_page_footnotes_on_measured_figures_lower_confidence(records: list[dict]) -> None:
+    """The page qualifies two measured rows itself (26.06.01 gpt-oss-120b: a cuDNN regression,
+    cudnn-frontend#256); the notes carry its words and the rows are not high confidence."""
+    footnoted = [r for r in records if "page footnote on the measured figures" in r["notes"]]
+    assert sorted(r["id"] for r in footnoted) == [
+        "mbridge-26.06.01-gb200-gpt-oss-120b-mxfp8",
+        "mbridge-26.06.01-gb300-gpt-oss-120b-mxfp8",
+    ]
+    assert all(r["confidence"] == "low" and "cudnn-frontend/issues/256" in r["notes"] for r in footnoted)

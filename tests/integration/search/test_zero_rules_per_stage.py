@@ -30,7 +30,8 @@ def test_legal_bases_check_every_zero_stage_not_the_first() -> None:
     space = SearchSpace(zero_stages=(0, 1, 2, 3))
     bases, rejected = candidates.legal_bases(model, cluster, work, space)
     assert bases and all(b.zero_stage == 1 for b in bases)
-    assert not any("fp8_params" in reason for reason in rejected)
+    # no base refused for it: only each base's ZeRO-0, once per recompute mode, is counted
+    assert sum(n for r, n in rejected.items() if "fp8_params" in r) == len(bases) * 3
     shapes, _ = candidates.legal_shapes(model, cluster, work, space)
     assert {s.zero_stage for s in shapes} == {1, 2, 3}  # every stage the rule allows, no ZeRO-0
 
@@ -108,3 +109,56 @@ def test_the_search_keeps_fsdp2_phases_to_zero3() -> None:
     work = factories.workload(1024, 16, memory_phases="fsdp2")
     result = factories.plan(model, cluster, work)
     assert result.ranked and {e.layout.zero_stage for e in result.ranked} == {3}
+
+
+# ------------------------------------- every stage a ZeRO rule takes out is counted (edges3)
+
+FP8 = "fp8_params needs a ZeRO stage >= 1 (the distributed optimizer or FSDP)"
+FSDP2 = "memory_phases fsdp2 is priced for ZeRO-3 only (got ZeRO-N)"
+
+
+def _count(rejected, start: str) -> int:
+    return sum(n for reason, n in rejected.items() if reason.startswith(start))
+
+
+def test_stages_a_zero_rule_takes_out_are_counted_with_their_reason() -> None:
+    """Was (main 2e7f2f7): with fp8 primary weights the base was kept at ZeRO-1 and its ZeRO-0
+    dropped without a count, so `rejections` never said why no ZeRO-0 plan was offered. One
+    base here (tp 2 pp 1 cp 1 dp 4, micro-batch 1), 3 recompute modes: ZeRO-0 x 3 = 3."""
+    model, cluster, work = _fp8_params_setup()
+    space = SearchSpace(tp=2, pp=1, cp=1, micro_batches=(1,), zero_stages=(0, 1, 2, 3))
+    bases, rejected = candidates.legal_bases(model, cluster, work, space)
+    assert len(bases) == 1 and len(space.recompute) == 3
+    assert _count(rejected, FP8) == 3
+    both = work.model_copy(update={"memory_phases": "fsdp2"})
+    bases, rejected = candidates.legal_bases(model, cluster, both, space)
+    assert [b.zero_stage for b in bases] == [3]
+    # each stage under its own first broken rule: ZeRO-0 fp8_params, ZeRO-1 and -2 fsdp2
+    assert _count(rejected, FP8) == 3
+    assert _count(rejected, "memory_phases fsdp2 is priced for ZeRO-3 only") == 6
+
+
+def test_a_base_every_stage_refuses_counts_each_stage_by_its_rule() -> None:
+    model, cluster, work = _fp8_params_setup()
+    both = work.model_copy(update={"memory_phases": "fsdp2"})
+    space = SearchSpace(tp=2, pp=1, cp=1, micro_batches=(1,), zero_stages=(0, 2))
+    bases, rejected = candidates.legal_bases(model, cluster, both, space)
+    assert not bases
+    assert _count(rejected, FP8) == 3
+    assert _count(rejected, "memory_phases fsdp2 is priced for ZeRO-3 only") == 3
+
+
+@pytest.mark.parametrize("engine", ["branch-and-bound", "exhaustive"])
+def test_plan_rejections_count_the_zero_stages_the_rules_take_out(engine) -> None:
+    """The plan's rejections (the JSON's `rejections`, the report's why-refused lines) count
+    ZeRO-0 once per legal base and recompute mode under fp8_params, for both engines; the
+    plans are the ones the same space without ZeRO-0 gives."""
+    model, cluster, work = _fp8_params_setup()
+    result = factories.plan(model, cluster, work, engine=engine, framework=None)
+    bases, _ = candidates.legal_bases(model, cluster, work, SearchSpace(framework=None))
+    assert _count(result.rejections, FP8) == len(bases) * 3
+    without = factories.plan(
+        model, cluster, work, engine=engine, framework=None, zero_stages=(1, 2, 3)
+    )
+    assert [e.layout for e in result.ranked] == [e.layout for e in without.ranked]
+    assert _count(without.rejections, FP8) == 0

@@ -308,11 +308,17 @@ def zero_rule_split(
 ) -> tuple[tuple[int, ...], list[str]]:
     """(the space's ZeRO stages whose rules `base` keeps, the first broken rule's message of
     each stage it does not keep): legal_bases_batched counts every stage a rule takes out in
-    the rejections, with its own reason, as it counts the shape rules."""
+    the rejections, with its own reason, as it counts the shape rules. The rules: cost_models.
+    rules.zero_violations and the space's framework's inputs that need a ZeRO stage
+    (framework.zero_input_violations: Megatron's bf16 moments need ZeRO >= 1)."""
+    prof = None if space.framework is None else framework.profile(space.framework)
     kept: list[int] = []
     refused: list[str] = []
     for z in space.zero_stages:
-        problems = zero_violations(workload, base.with_update({"zero_stage": z}))
+        lo = base.with_update({"zero_stage": z})
+        problems = zero_violations(workload, lo)
+        if prof is not None and prof.zero_inputs:
+            problems += framework.zero_input_violations(prof, workload, lo)
         if problems:
             refused.append(problems[0])
         else:

@@ -162,3 +162,46 @@ def test_plan_rejections_count_the_zero_stages_the_rules_take_out(engine) -> Non
     )
     assert [e.layout for e in result.ranked] == [e.layout for e in without.ranked]
     assert _count(without.rejections, FP8) == 0
+
+
+# ------------------------- Megatron's bf16 moments: ZeRO >= 1 (distributed optimizer / FSDP)
+
+BF16_EST = ["estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8"]
+BF16_EST += ["--global-batch", "64", "--seq-len", "4096", "--tp", "1", "--pp", "1", "--dp", "8"]
+BF16_EST += ["--framework", "megatron", "--optimizer-moments", "bf16", "--json"]
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_estimate_says_megatron_runs_bf16_moments_from_zero1(capsys, zero) -> None:
+    assert main([*BF16_EST, "--zero", str(zero)]) == 0
+    cannot = json.loads(capsys.readouterr().out)["framework_violations"]
+    said = [v for v in cannot if v.startswith("optimizer_moments bf16 needs ZeRO >= 1")]
+    assert bool(said) == (zero == 0)
+
+
+@pytest.mark.parametrize("zero", [0, 3])
+def test_a_record_of_megatron_bf16_moments_is_refused_at_zero0_only(zero) -> None:
+    from planner.validate import validate_record
+
+    row = validate_record(
+        factories.tiny_record({"optimizer_moments": "bf16"}, layout={"zero_stage": zero})
+    )
+    if zero == 0:
+        assert row.estimate is None and "optimizer_moments bf16 needs ZeRO >= 1" in row.error
+    else:
+        assert row.error is None and row.estimate is not None
+
+
+@pytest.mark.parametrize(("zero", "ratio"), [(1, 8 / 12), (2, 8 / 12), (3, 4 / 8)])
+def test_bf16_moments_are_priced_on_the_shard_of_every_stage(zero, ratio) -> None:
+    """Optimizer bytes per parameter of the shard: ZeRO-1 / 2 hold the fp32 master and the
+    moments (4 + 8 B, 4 + 4 B with bf16 moments); Megatron-FSDP's ZeRO-3 keeps the fp32 main
+    weights with the weights and only the moments in the optimizer (8 B, 4 B)."""
+    model, cluster = factories.dense_model(num_layers=4), factories.cluster(8)
+    lo = factories.layout(dp=8, zero_stage=zero)
+    gib = {}
+    for moments in ("fp32", "bf16"):
+        work = factories.workload(1024, 16, optimizer_moments=moments)
+        e = api.estimate(model, cluster, lo, work, framework="megatron")
+        gib[moments] = e.stage_memory[0].optimizer_gib
+    assert gib["bf16"] == pytest.approx(gib["fp32"] * ratio, rel=1e-12)

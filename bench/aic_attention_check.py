@@ -20,7 +20,8 @@ figures that decision rests on:
    dim), and over FlashAttention-2's;
 2. on Blackwell: the forward's fraction of the dense bf16 peak at the shared table's shapes, per
    sequence length, beside the preset curve's `attention_efficiency`;
-3. Blackwell Ultra: B300 / B200 and GB300 / GB200 forward speed at the same shapes, framework,
+3. forward speed between Blackwell parts (B300 / B200, GB300 / GB200, GB200 / B200, GB300 / B200:
+   the model prices the peak ratio, 1.0 / 1.111 / 1.111 / 1.111) at the same shapes, framework,
    version and kernel;
 4. Blackwell over Hopper: the fraction of the dense peak a Blackwell forward reaches over the
    H100's, same shapes, framework and version, per sequence length.
@@ -63,7 +64,8 @@ SYSTEMS = {  # aiconfigurator system -> (this project's GPU preset, shared kerne
 }
 PRESET_CLUSTER = {"b200": "dgx-b200", "gb200": "gb200-nvl72", "b300": "dgx-b300",
                   "gb300": "gb300-nvl72"}
-ULTRA_PAIRS = (("b300_sxm", "b200_sxm"), ("gb300", "gb200"))
+ULTRA_PAIRS = (("b300_sxm", "b200_sxm"), ("gb300", "gb200"), ("gb200", "b200_sxm"),
+               ("gb300", "b200_sxm"))
 HOPPER_PAIRS = (("b200_sxm", "h100_sxm"), ("gb200", "h100_sxm"))
 CARRIED = ("b200_sxm", "gb200", "b300_sxm", "gb300")
 FWD_BWD_FLOPS = 3.5
@@ -208,8 +210,8 @@ def check_blackwell(tables, shared: Path) -> None:
 def check_ultra(tables, shared: Path) -> None:
     shapes = set(shared_forward(shared, "h100-sxm-80gb").get("fused", {}))
     found = {(s, fw, v): p for s, fw, v, p in tables}
-    print("3. Blackwell Ultra forward speed-up at the shared table's shapes (same framework, "
-          "version, kernel):")
+    print("3. forward speed between Blackwell parts at the shared table's shapes (same "
+          "framework, version, kernel):")
     for ultra, base in ULTRA_PAIRS:
         for (system, fw, version), path in sorted(found.items()):
             if system != ultra or (base, fw, version) not in found:

@@ -1309,6 +1309,11 @@ def layout_label(lo: Layout) -> str:
     parts.append(f"Z{lo.zero_stage}")
     if lo.sequence_parallel != (lo.tp > 1):
         parts.append("SP" if lo.sequence_parallel else "noSP")
+    # Megatron's layout letters: E (embedding) and L (loss) counted as layers in the PP split.
+    counted = "E" * lo.account_for_embedding_in_pipeline_split
+    counted += "L" * lo.account_for_loss_in_pipeline_split
+    if counted:
+        parts.append(f"split:{counted}")
     if lo.order != Layout.model_fields["order"].default:  # plans can differ only in placement
         parts.append("o:" + "".join(a.value[0] for a in lo.order))
     return " ".join(parts)

@@ -126,12 +126,21 @@ def _split_slot_rules(model: ModelSpec, lo: Layout) -> list[str]:
         + ["embedding"] * lo.account_for_embedding_in_pipeline_split
         + ["loss"] * lo.account_for_loss_in_pipeline_split
     )
+    # Led by the field (the CLI names its flag: planner/cli.py _flag_named).
+    field = (
+        "account_for_embedding_in_pipeline_split"
+        if lo.account_for_embedding_in_pipeline_split
+        else "account_for_loss_in_pipeline_split"
+    )
     if total % lo.pp:
-        return [f"{named} ({model.num_layers} + {slots} = {total}) must be divisible by pp ({lo.pp})"]
+        return [
+            f"{field} needs {named} ({model.num_layers} + {slots} = {total}) divisible by "
+            f"pp ({lo.pp})"
+        ]
     if lo.vp > 1 and (total // lo.pp) % lo.vp:
         return [
-            f"{named} per pipeline rank ({total}/{lo.pp} = {total // lo.pp}) must be divisible "
-            f"by vp ({lo.vp})"
+            f"{field} needs {named} per pipeline rank ({total}/{lo.pp} = {total // lo.pp}) "
+            f"divisible by vp ({lo.vp})"
         ]
     return []
 

@@ -576,6 +576,15 @@ def framework_space(model: ModelSpec, space: SearchSpace) -> SearchSpace:
         # Only Megatron takes any split (--pipeline-model-parallel-layout); torchtitan takes one
         # layers-per-stage number, Megatron-DeepSpeed's PipelineModule a partition method.
         raise InvalidInput(f"stage_split search: {p.name} cannot take a searched layer split")
+    pinned = _pinned_slots(space) or (0, 0)
+    if p.name == "deepspeed" and any(pinned):
+        # framework.profile_violations: no such split in Megatron-DeepSpeed's PipelineModule.
+        part = "embedding" if pinned[0] else "loss"
+        raise InvalidInput(
+            f"account_for_{part}_in_pipeline_split is not a deepspeed split: Megatron-DeepSpeed "
+            "partitions transformer layers only (PipelineModule partition_method "
+            "'type:transformer')"
+        )
     update: dict = {"zero_stages": zero, "recompute": recompute}
     for axis, cap in (("vp", p.max_vp), ("cp", p.max_cp), ("ep", p.max_ep)):
         if cap is None:

@@ -20,10 +20,17 @@ figures that decision rests on:
    dim), and over FlashAttention-2's;
 2. on Blackwell: the forward's fraction of the dense bf16 peak at the shared table's shapes, per
    sequence length, beside the preset curve's `attention_efficiency`;
-3. Blackwell Ultra: B300 / B200 and GB300 / GB200 forward speed at the same shapes, framework,
+3. forward speed between Blackwell parts (B300 / B200, GB300 / GB200, GB200 / B200, GB300 / B200:
+   the model prices the peak ratio, 1.0 / 1.111 / 1.111 / 1.111) at the same shapes, framework,
    version and kernel;
 4. Blackwell over Hopper: the fraction of the dense peak a Blackwell forward reaches over the
    H100's, same shapes, framework and version, per sequence length.
+5. Blackwell training attention carried from the H100's measured table: at each shape of the
+   shared H100 table's cuDNN fused rows that both aiconfigurator tables hold, the part's forward
+   speed over the H100's (same framework, version, kernel) times the H100's measured forward +
+   backward rate (its `time_ms`), as a fraction of the part's dense bf16 peak (fwd + bwd FLOPs:
+   3.5 x forward, the priced `attention_efficiency`'s definition); median per sequence length
+   and over all, beside the priced value. It assumes the backward speeds up as the forward does.
 
 Rows faster than the GPU's dense bf16 peak allows are counted (they are not one call's time).
 
@@ -57,8 +64,13 @@ SYSTEMS = {  # aiconfigurator system -> (this project's GPU preset, shared kerne
 }
 PRESET_CLUSTER = {"b200": "dgx-b200", "gb200": "gb200-nvl72", "b300": "dgx-b300",
                   "gb300": "gb300-nvl72"}
-ULTRA_PAIRS = (("b300_sxm", "b200_sxm"), ("gb300", "gb200"))
+ULTRA_PAIRS = (("b300_sxm", "b200_sxm"), ("gb300", "gb200"), ("gb200", "b200_sxm"),
+               ("gb300", "b200_sxm"))
 HOPPER_PAIRS = (("b200_sxm", "h100_sxm"), ("gb200", "h100_sxm"))
+CARRIED = ("b200_sxm", "gb200", "b300_sxm", "gb300")
+FWD_BWD_FLOPS = 3.5
+"""Forward + backward attention FLOPs over the forward's (the backward 2.5x the forward:
+cost_models.compute.ATTENTION_BACKWARD)."""
 
 
 class TableError(ValueError):
@@ -198,8 +210,8 @@ def check_blackwell(tables, shared: Path) -> None:
 def check_ultra(tables, shared: Path) -> None:
     shapes = set(shared_forward(shared, "h100-sxm-80gb").get("fused", {}))
     found = {(s, fw, v): p for s, fw, v, p in tables}
-    print("3. Blackwell Ultra forward speed-up at the shared table's shapes (same framework, "
-          "version, kernel):")
+    print("3. forward speed between Blackwell parts at the shared table's shapes (same "
+          "framework, version, kernel):")
     for ultra, base in ULTRA_PAIRS:
         for (system, fw, version), path in sorted(found.items()):
             if system != ultra or (base, fw, version) not in found:
@@ -236,6 +248,57 @@ def check_generations(tables, shared: Path) -> None:
                               + ", ".join(f"{s}: {fa[s] / fb[s]:.2f}" for s in common))
 
 
+def shared_total(shared: Path, gpu_dir: str) -> dict[tuple, float]:
+    """{shape: forward + backward ms} of the measured bf16 causal cuDNN fused rows."""
+    out: dict[tuple, float] = {}
+    with (shared / gpu_dir / "attention.csv").open() as f:
+        for r in csv.DictReader(f):
+            if r["causal"] == "true" and r["kernel"] == "fused" and r["head_dim"] == r.get(
+                "v_head_dim", r["head_dim"]
+            ):
+                out[_key(r["batch"], r["seq"], r["heads"], r["kv_heads"], r["head_dim"])] = float(
+                    r["time_ms"]
+                )
+    return out
+
+
+def carried_fractions(part: dict[tuple, float], h100: dict[tuple, float],
+                      total_ms: dict[tuple, float], peak: float) -> dict[int, list[float]]:
+    """seq -> the part's carried fwd + bwd fractions of `peak` (section 5) per shape."""
+    per: dict[int, list[float]] = {}
+    for key, ms in total_ms.items():
+        if key in part and key in h100:
+            b, s, h, _kv, d = key
+            part_ms = ms * part[key] / h100[key]  # the H100's measured time / forward speed
+            flops = FWD_BWD_FLOPS * causal_fwd_flops(b, s, h, d)
+            per.setdefault(s, []).append(flops / (part_ms * 1e9) / peak)
+    return per
+
+
+def check_carried(tables, shared: Path) -> None:
+    total_ms = shared_total(shared, "h100-sxm-80gb")
+    found = {(s, fw, v): p for s, fw, v, p in tables}
+    print("5. Blackwell forward + backward attention carried from the measured H100 table "
+          "(fraction of the part's dense bf16 peak; median per sequence, then over all shapes):")
+    for (system, fw, version), path in sorted(found.items()):
+        if system not in CARRIED or ("h100_sxm", fw, version) not in found:
+            continue
+        gpu_id = SYSTEMS[system][0]
+        priced = calibration_for_cluster(models_zoo.load_cluster(PRESET_CLUSTER[gpu_id]))
+        a = by_kernel(prefill_rows(_read_parquet(path), path))
+        other = found[("h100_sxm", fw, version)]
+        b = by_kernel(prefill_rows(_read_parquet(other), other))
+        peak = models_zoo.load_gpu(gpu_id).peak_bf16_tflops
+        for kern in sorted(set(a) & set(b)):
+            per = carried_fractions(a[kern], b[kern], total_ms, peak)
+            if per:
+                every = [f for v in per.values() for f in v]
+                print(f"  {system} {fw} {version} {kern}: "
+                      + ", ".join(f"{s}: {statistics.median(v):.3f}" for s, v in sorted(per.items()))
+                      + f"; all {statistics.median(every):.3f} (n {len(every)}); priced "
+                      f"{priced.attention_efficiency:g}")
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
@@ -248,6 +311,7 @@ def main(argv: list[str]) -> int:
         check_blackwell(tables, shared)
         check_ultra(tables, shared)
         check_generations(tables, shared)
+        check_carried(tables, shared)
     except TableError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

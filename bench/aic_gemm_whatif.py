@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -29,20 +28,20 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import yaml  # noqa: E402
 from aic_gemm_check import BLACKWELL, AicError, write_gemm_csv  # noqa: E402
-from heldout_accuracy import RUNS, SHARED, shared_twins  # noqa: E402
+from heldout_accuracy import RUNS, SHARED, shared_twins, summary  # noqa: E402
 
 from models_zoo.kernel_tables import BUILTIN_ROOT  # noqa: E402
-from planner.validate import SYSTEM_FOR_GPU, percentile, validate_file  # noqa: E402
+from planner.validate import SYSTEM_FOR_GPU, validate_file  # noqa: E402
 
 CLUSTERS = ROOT / "models_zoo" / "clusters"
 
 
 def _line(errs: list[float]) -> str:
+    """heldout_accuracy.summary() as "median / P90 / signed"."""
     if not errs:
         return "-"
-    a = sorted(abs(e) for e in errs)
-    p90 = f"{percentile(a, 0.9):.1f}" if len(a) >= 10 else "-"
-    return f"{statistics.median(a):.1f} / {p90} / {statistics.median(errs):+.1f}"
+    med, p90, signed = summary(errs)
+    return f"{med:.1f} / {'-' if p90 is None else f'{p90:.1f}'} / {signed:+.1f}"
 
 
 def cluster_files(data: Path, version: str, tmp: Path) -> dict[str, str]:

@@ -21,6 +21,11 @@ whatever the collector does: it is the parts' relative GEMM speed. This script p
    before gemm_speed_vs_flagship), the shipped gemm_speed_vs_flagship, and the speed the model
    prices (achieved GEMM TFLOP/s at the large-GEMM ceiling over B200's).
 
+5. the Blackwell flagship against the measured H100 table (--reference collection): at each
+   shape where the shipped H100 table (models_zoo/kernels/h100-sxm-80gb, TN) measures or
+   interpolates, the B200's priced GEMM time over the H100 table's time times the collection's
+   B200 / H100 time (> 1: the B200 is priced slower than the chain says); bf16 and fp8 GEMM alone.
+
 Speeds are reported as flagship time / part time (> 1: the part is faster), the flagship being
 B200 (cost_models.calibration: the Blackwell generation's constants are B200's).
 
@@ -44,7 +49,9 @@ sys.path.insert(0, str(ROOT))
 from aic_gemm_check import AicError, open_table, pyarrow_parquet  # noqa: E402
 
 import models_zoo  # noqa: E402
-from cost_models.calibration import generation_for_gpu  # noqa: E402
+from cost_models.calibration import calibration_for_cluster, generation_for_gpu  # noqa: E402
+from cost_models.compute import Gemm, gemm_efficiency  # noqa: E402
+from cost_models.kernels import EXTRAPOLATED, KernelBook  # noqa: E402
 
 SYSTEMS = {
     "b200_sxm": "b200",
@@ -314,6 +321,38 @@ def print_presets(systems: dict, name: str) -> None:
             )
 
 
+def chain_ratios(systems: dict, dtype: str) -> list[float]:
+    """Per shape: the B200's priced time / (H100 table time x aic B200 time / aic H100 time), at
+    the shapes of the set both aic systems hold and the shipped H100 table does not extrapolate."""
+    b200, h100 = systems.get("b200_sxm"), systems.get("h100_sxm")
+    if not b200 or not h100:
+        return []
+    table = KernelBook(models_zoo.load_cluster("dgx-h100").kernels)
+    cluster = models_zoo.load_cluster("dgx-b200")
+    cal, fp8 = calibration_for_cluster(cluster), dtype != "bf16"
+    peak = (cluster.gpu.peak_fp8_tflops if fp8 else cluster.gpu.peak_bf16_tflops) * 1e12
+    out = []
+    for (m, n, k), ms in b200.get(dtype, {}).items():
+        other = h100.get(dtype, {}).get((m, n, k))
+        if other is None or not in_box(m, n, k):
+            continue
+        h100_s, status = table.gemm_s(m, n, k, "fp8" if fp8 else "bf16", "TN")
+        if h100_s is None or status == EXTRAPOLATED:
+            continue
+        g = Gemm(m, n, k)
+        out.append(g.flops / (peak * gemm_efficiency(g, cal, fp8)) / (h100_s * ms / other))
+    return out
+
+
+def print_chain(systems: dict, name: str) -> None:
+    print(f"\n== B200 priced / (measured H100 table x aic B200 / H100) ({name})")
+    for dtype in ("bf16", "fp8-gemm"):
+        r = chain_ratios(systems, dtype)
+        q = quantiles(r) if r else None
+        print(f"  {dtype:8s}: " + ("n 0" if q is None else f"median {q['median']:.3f}, "
+                                  f"P10 {q['p10']:.3f}, P90 {q['p90']:.3f}, n {q['n']}"))
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("data", type=Path, help="aiconfigurator's systems/data folder")
@@ -331,6 +370,7 @@ def main(argv: list[str]) -> int:
             raise AicError(f"--reference {args.reference}: no such collection under {args.data}")
         print_subsets(loaded[ref], args.reference)
         print_presets(loaded[ref], args.reference)
+        print_chain(loaded[ref], args.reference)
     except AicError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -764,7 +764,7 @@ def kernel_tables_loo() -> str:
 
 
 def _single_gpu_table(folder: str) -> str:
-    """bench/single_gpu_vs_model.py's table of one of its folders ("dev" or "held-out")."""
+    """bench/single_gpu_vs_model.py's table of one of its folders (its FOLDERS keys)."""
     sys.path.insert(0, str(ROOT / "bench"))
     import single_gpu_vs_model  # noqa: PLC0415 -- a script beside this one
 
@@ -786,6 +786,17 @@ def single_gpu_held_out() -> str:
     """docs/calibration.md "Held out": the same table for the held-out single-GPU set (measured
     before the model changes made from the first set)."""
     return _single_gpu_table("held-out")
+
+
+def single_gpu_h200() -> str:
+    """docs/calibration.md "A second machine": both sets' configs run on one H200, which no model
+    change was made from, priced on that machine's tables (first set)."""
+    return _single_gpu_table("h200")
+
+
+def single_gpu_h200_held_out() -> str:
+    """The same for the held-out set's configs on the H200."""
+    return _single_gpu_table("h200-held-out")
 
 
 @functools.cache
@@ -1146,6 +1157,8 @@ GENERATORS: dict[str, Figure] = {
     "tables-vs-curve": Figure(tables_vs_curve, slow=True),
     "single-gpu-steps": Figure(single_gpu_steps, slow=True),
     "single-gpu-held-out": Figure(single_gpu_held_out, slow=True),
+    "single-gpu-h200": Figure(single_gpu_h200, slow=True),
+    "single-gpu-h200-held-out": Figure(single_gpu_h200_held_out, slow=True),
     "issue6-405b": Figure(issue6_405b, slow=True),
     "issue6-fat-tree": Figure(issue6_fat_tree, slow=True),
     "issue16-deepseek": Figure(issue16_deepseek, slow=True),
@@ -1158,7 +1171,8 @@ REQUIRED = {
     "docs/cost_model.md": {"accuracy-summary"},
     "docs/calibration.md": {
         "stability-example", "calibration-example", "kernel-tables-loo", "kernel-residuals",
-        "tables-vs-curve", "single-gpu-steps", "single-gpu-held-out",
+        "tables-vs-curve", "single-gpu-steps", "single-gpu-held-out", "single-gpu-h200",
+        "single-gpu-h200-held-out",
     },
     "docs/search.md": {"simplicity-examples", "search-completeness", "design-points"},
     "docs/goodput.md": {"bytedance-goodput"},

@@ -20,7 +20,11 @@ four pricings: planner.validate's layout_pairs (rows of the same model architect
 length and global batch that differ in layout, precision or run settings) formed within one NeMo
 container only (the container a row names in its `source`; software changed between containers),
 measured ties (< planner.validate.TIE_PCT apart) set aside; per GPU and per what differs in a pair;
-then the out-of-order pairs and ties of the presets as shipped with both records' errors.
+then the out-of-order pairs and ties of the presets as shipped with both records' errors. Then the
+same job on two GPUs (TWIN_GPUS: B200 / GB200, B300 / GB300, GB200 / GB300): held-out rows of one
+container, model architecture, precision and fp8 recipe on both GPUs, with the signed median error on
+each and the median error of the predicted speed ratio (whether a GPU's signed error is its own or
+its rows' mix of jobs and containers; `--rows` lists the pairs).
 Deterministic; no pricing pass beyond the four above.
 
 Usage: python bench/heldout_accuracy.py [RUNS.yaml] [--shared PUBLISHED_RUNS.yaml]
@@ -29,6 +33,7 @@ Usage: python bench/heldout_accuracy.py [RUNS.yaml] [--shared PUBLISHED_RUNS.yam
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -114,12 +119,18 @@ def container_of(run: dict) -> str:
     return run["source"].split("NeMo ")[1].split(" ")[0]
 
 
+def summary(errs: list[float]) -> tuple[float, float | None, float]:
+    """(median |error|, P90 |error| or None under 10 rows, signed median) of non-empty `errs`."""
+    a = sorted(abs(e) for e in errs)
+    return statistics.median(a), percentile(a, 0.9) if len(a) >= 10 else None, statistics.median(errs)
+
+
 def line(errs: list[float]) -> str:
+    """summary() as fixed-width table cells."""
     if not errs:
         return "-"
-    a = sorted(abs(e) for e in errs)
-    p90 = f"{percentile(a, 0.9):5.1f}" if len(a) >= 10 else "    -"
-    return f"{statistics.median(a):5.1f} {p90} {statistics.median(errs):+6.1f}"
+    med, p90, signed = summary(errs)
+    return f"{med:5.1f} {'    -' if p90 is None else f'{p90:5.1f}'} {signed:+6.1f}"
 
 
 def groups(runs: dict[str, dict], twins: dict[str, str]) -> list[tuple[str, Callable]]:
@@ -158,6 +169,76 @@ def groups(runs: dict[str, dict], twins: dict[str, str]) -> list[tuple[str, Call
          lambda r: held(r) and runs[r]["gpu"] == "h100-sxm-80gb" and "Qwen3" in runs[r]["model"]["name"]),
     ]  # fmt: skip
     return out
+
+
+# ------------------------------------------------------------------------- same job, two GPUs
+
+TWIN_GPUS = (("b200", "gb200"), ("b300", "gb300"), ("gb200", "gb300"))
+"""GPU pairs compared on the same job: B200 (HGX, x86, 1,000 W, 8-GPU NVLink) against GB200
+(Grace, 1,200 W, NVL72), their Blackwell Ultra successors, and the two NVL72 parts."""
+
+
+def job_key(run: dict) -> str:
+    """Container, model architecture, precision and fp8 recipe of a row: rows of two GPUs with one
+    key ran the same job in the same software (layouts and run settings may differ)."""
+    model = {k: v for k, v in run["model"].items() if k != "name"}
+    recipe = (run.get("settings") or {}).get("fp8_recipe")
+    return json.dumps([container_of(run), model, run["layout"]["precision"], recipe], sort_keys=True)
+
+
+def same_jobs(runs: dict[str, dict], ids: Iterable[str], a: str, b: str) -> list[tuple[str, str]]:
+    """(row on GPU a, row on GPU b) of every job key that has exactly one of `ids` on each GPU."""
+    by: dict[tuple[str, str], list[str]] = {}
+    for rid in ids:
+        by.setdefault((runs[rid]["gpu"], job_key(runs[rid])), []).append(rid)
+    out = []
+    for (gpu, key), left in sorted(by.items()):
+        right = by.get((b, key), [])
+        if gpu == a and len(left) == 1 and len(right) == 1:
+            out.append((left[0], right[0]))
+    return out
+
+
+def same_layout(x: dict, y: dict) -> bool:
+    keep = ("num_gpus", "layout", "settings")
+    return all(x.get(k) == y.get(k) for k in keep)
+
+
+def twin_cells(runs: dict[str, dict], pairs: list[tuple[str, str]],
+               err: dict[str, float], pred: dict[str, float]) -> str:
+    """n, signed median error of each side, and the median error of the predicted speed ratio
+    (b over a: predicted ratio / measured ratio - 1, %), which no per-GPU constant can hide."""
+    if not pairs:
+        return f"{0:3d}"
+    ratio = [100.0 * ((pred[y] / pred[x]) / (runs[y]["measured_tokens_per_s_per_gpu"]
+                                             / runs[x]["measured_tokens_per_s_per_gpu"]) - 1.0)
+             for x, y in pairs]  # fmt: skip
+    med = statistics.median
+    return (f"{len(pairs):3d} {med(err[x] for x, _ in pairs):+6.1f} "
+            f"{med(err[y] for _, y in pairs):+6.1f} {med(ratio):+6.1f}")
+
+
+def twin_section(runs: dict[str, dict], twins: dict[str, str], rows: dict[str, ValidationRow],
+                 show_rows: bool) -> None:
+    """The same job on two GPUs (TWIN_GPUS; held-out rows, presets as shipped): is one GPU's
+    signed error its own, or its rows' mix of jobs and containers?"""
+    err = {rid: r.tokens_error_pct for rid, r in rows.items() if r.tokens_error_pct is not None}
+    pred = {rid: rows[rid].estimate.tokens_per_s_per_gpu for rid in err}
+    ids = [rid for rid in err if rid not in twins]
+    print()
+    print("Same job on two GPUs (held-out rows of one container, model, precision and fp8 recipe on"
+          " both; recipe, tables): n, signed median error on the first GPU, on the second, and the"
+          " median error of the predicted speed ratio second / first (predicted ratio / measured"
+          " ratio - 1, %)")  # fmt: skip
+    print(f"{'GPUs':16} {'every such job':28}  same layout and settings")
+    for a, b in TWIN_GPUS:
+        pairs = same_jobs(runs, ids, a, b)
+        alike = [(x, y) for x, y in pairs if same_layout(runs[x], runs[y])]
+        print(f"{a + ' vs ' + b:16} {twin_cells(runs, pairs, err, pred):28}  "
+              f"{twin_cells(runs, alike, err, pred)}")  # fmt: skip
+        for x, y in pairs if show_rows else ():
+            print(f"    {x} {err[x]:+6.1f} | {y} {err[y]:+6.1f}"
+                  f"{'  (same layout and settings)' if (x, y) in alike else ''}")
 
 
 # ------------------------------------------------------------------------------ layout pair order
@@ -333,6 +414,7 @@ def main(argv: list[str]) -> int:
         print(f"{label:44} {len(ids):4d}  {p:20}  {pc:20}  {a:20}  {b}")
     pair_section(runs, twins, {"page, curve": page_curve, "page, tables": page,
                                "recipe, curve": curve, "recipe, tables": presets})  # fmt: skip
+    twin_section(runs, twins, presets, args.rows)
     if args.rows:
         for rid in runs:
             e, t = presets[rid].tokens_error_pct, curve[rid].tokens_error_pct

@@ -35,19 +35,26 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+H100 = ROOT / "bench" / "results" / "h100-2026-11-26"
+H200 = ROOT / "bench" / "results" / "h200-2026-11-27"
+# name -> (kernel tables measured on the machine, the steps folder, the cluster preset it is)
 FOLDERS = {
-    "dev": ROOT / "bench" / "results" / "h100-2026-11-26" / "single-gpu-steps",
-    "held-out": ROOT / "bench" / "results" / "h100-2026-11-26" / "single-gpu-held-out",
+    "dev": (H100 / "single-gpu-steps" / "kern", H100 / "single-gpu-steps" / "steps", "dgx-h100"),
+    "held-out": (
+        H100 / "single-gpu-held-out" / "kern", H100 / "single-gpu-held-out" / "steps", "dgx-h100"
+    ),
+    "h200": (H200 / "kern", H200 / "steps", "dgx-h200"),
+    "h200-held-out": (H200 / "kern", H200 / "held-out-steps", "dgx-h200"),
 }
-FOLDER = FOLDERS["dev"]
-RUNS = FOLDER / "steps" / "steps_runs.yaml"
+KERN, STEPS, CLUSTER = FOLDERS["dev"]
+RUNS = STEPS / "steps_runs.yaml"
 DONE_WHEN_MEDIAN_PCT = 6.0
 """Issue 32: median error on steps priced with a kernel table from the machine that ran them."""
 VARIANTS = ("kern/", "kern/ + cap", "builtin", "curve")
 
 
 def _calibrate(kernels: str, out: Path) -> None:
-    cmd = [sys.executable, "-m", "planner", "calibrate", "--cluster", "dgx-h100"]
+    cmd = [sys.executable, "-m", "planner", "calibrate", "--cluster", CLUSTER]
     subprocess.run(
         [*cmd, "--kernels", kernels, "--out", str(out)], check=True, capture_output=True, cwd=ROOT
     )
@@ -56,7 +63,7 @@ def _calibrate(kernels: str, out: Path) -> None:
 def cluster_files(folder: Path) -> dict[str, Path | None]:
     """The cluster file each variant prices with (None: the preset)."""
     kern, builtin = folder / "kern.yaml", folder / "builtin.yaml"
-    _calibrate(str(FOLDER / "kern"), kern)
+    _calibrate(str(KERN), kern)
     _calibrate("builtin", builtin)
     capped = folder / "kern_cap.yaml"
     text = kern.read_text()
@@ -80,7 +87,7 @@ def priced() -> dict[str, dict[str, object]]:
 
 def _spread() -> dict[str, str]:
     """Per config: median (min-max) step time of its timed steps (steps.csv), ms."""
-    with open(FOLDER / "steps" / "steps.csv", newline="") as f:
+    with open(STEPS / "steps.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     return {
         f"single-gpu-{r['name']}": f"{float(r['step_s_median']) * 1e3:.1f} "
@@ -145,14 +152,15 @@ def table(res: dict[str, dict[str, object]]) -> list[str]:
 
 
 def use_folder(name: str) -> None:
-    """Score the FOLDERS entry `name` ("dev" or "held-out") from now on."""
-    global FOLDER, RUNS  # noqa: PLW0603 -- one folder at a time, as the script's flag picks
-    FOLDER = FOLDERS[name]
-    RUNS = FOLDER / "steps" / "steps_runs.yaml"
+    """Score the FOLDERS entry `name` ("dev", "held-out", "h200", "h200-held-out") from now on."""
+    global KERN, STEPS, CLUSTER, RUNS  # noqa: PLW0603 -- one folder at a time, as the flags pick
+    KERN, STEPS, CLUSTER = FOLDERS[name]
+    RUNS = STEPS / "steps_runs.yaml"
 
 
 def main(argv: list[str]) -> int:
-    use_folder("held-out" if "--held-out" in argv else "dev")
+    name = "held-out" if "--held-out" in argv else "dev"
+    use_folder(f"h200-{name}".replace("-dev", "") if "--h200" in argv else name)
     lines = table(priced())
     if "--markdown" not in argv:
         print(__doc__.split("\n\n")[0])

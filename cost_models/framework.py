@@ -142,9 +142,11 @@ _MEGATRON_PHYSICS = {
     ),
     "cross_entropy": Setting(
         "fused",
-        "megatron/core/tensor_parallel/cross_entropy.py vocab_parallel_cross_entropy: the loss "
-        "is computed on the TP-sharded logits in the logits' dtype, no fp32 copy of the whole "
-        "vocabulary row",
+        "--cross-entropy-loss-fusion (the export sets it): megatron/core/fusions/"
+        "fused_cross_entropy.py jit-fused passes over one fp32 copy of the TP-sharded logits "
+        "(tensor_parallel/cross_entropy.py calculate_logits_max `.float()`), turned into the "
+        "softmax and the gradient in place; without the flag Megatron-LM runs the same passes "
+        "unfused, one kernel each",
     ),
     "fused_elementwise": Setting(
         True,

@@ -343,8 +343,37 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
     elif lo.zero_stage >= 1:
         # The distributed optimizer shards optimizer state and reduce-scatters gradients.
         args.append("--use-distributed-optimizer")
+    args += _megatron_dp_overlap(lo) + _megatron_loss(workload)
     args += _megatron_precision(workload)
     return args
+
+
+def _megatron_loss(workload: Workload) -> list[str]:
+    """The loss as priced (cost_models.framework megatron 'cross_entropy'): Megatron-LM runs the
+    unfused vocab-parallel cross-entropy, one kernel per pass over the fp32 logits, unless
+    --cross-entropy-loss-fusion (store_true, default off in megatron/training/arguments.py;
+    ModelParallelConfig.cross_entropy_loss_fusion False) selects the jit-fused passes of
+    megatron/core/fusions/fused_cross_entropy.py ('native', the default impl)."""
+    return ["--cross-entropy-loss-fusion"] if workload.cross_entropy == "fused" else []
+
+
+def _megatron_dp_overlap(lo: Layout) -> list[str]:
+    """The data-parallel overlap the cost model prices for Megatron (cost_models/stage.py
+    stage_dp_s, grad_sync_exposed_s: gradient buckets reduced during the last backward,
+    parameters gathered during the forward). Megatron-LM leaves both off unless asked:
+    --overlap-grad-reduce and --overlap-param-gather are store_true flags (megatron/training/
+    arguments.py; DistributedDataParallelConfig overlap_grad_reduce / overlap_param_gather
+    False), and without them finalize_model_grads reduces every bucket after the backward and
+    the distributed optimizer gathers after its step, both on the critical path. The gather
+    overlap needs the distributed optimizer or Megatron-FSDP and the reduce overlap
+    (validate_args: 'Must use --overlap-param-gather with --overlap-grad-reduce'). No DP x CP
+    group (dp = cp = 1): nothing to reduce, no flag."""
+    if lo.dp * lo.cp <= 1:
+        return []
+    flags = ["--overlap-grad-reduce"]
+    if lo.zero_stage >= 1:
+        flags.append("--overlap-param-gather")
+    return flags
 
 
 def megatron_fsdp_strategy(e: Estimate, dp_accumulation: str = "last_micro_batch") -> str | None:

@@ -116,3 +116,8 @@ def test_whole_check_by_hand(tmp_path, capsys):
     assert "b300_sxm / b200_sxm trtllm 1.0 torch_flow: n 1: median 1.333" in out
     # H100 at 4,096: 34.36 GFLOP / 0.6 ms = 57.27 TFLOP/s, 0.05788 of 989.4; B200 0.5 of its peak
     assert "b200_sxm torch_flow / h100_sxm torch_flow, trtllm 1.0: 4096: 8.64" in out
+    # 5: carried from the H100's measured fwd + bwd (2.0 ms at that shape) by the forward speed
+    # (0.6 ms on the H100, 34.36 GFLOP / 1,125 TFLOP/s on the B200): 3.5 x 1,125 x 0.6 / (2.0 x
+    # 2,250) = 0.525 of the B200's peak; the B300 at 1,500 TFLOP/s: 0.7
+    assert "b200_sxm trtllm 1.0 torch_flow: 4096: 0.525; all 0.525 (n 1); priced 0.57" in out
+    assert "b300_sxm trtllm 1.0 torch_flow: 4096: 0.700; all 0.700 (n 1); priced 0.57" in out

@@ -131,3 +131,21 @@ def test_missing_folder_one_line(tmp_path, capsys):
         and err.count("\n") == 1
         and "b200_sxm/gemm: no such folder" in err
     )
+
+
+def test_chain_to_the_measured_h100_table_by_hand():
+    """Section 5: the B200's priced time over the shipped H100 table's time (8,192 x 4,096 x
+    4,096 bf16 TN: 0.41528 ms, a measured row) times aiconfigurator's B200 / H100 time (0.2 /
+    0.4 ms); a shape the table would extrapolate and one outside the shape set are skipped. No
+    parquet: the systems are written as collection() returns them."""
+    shape, far, small = (8192, 4096, 4096), (32768, 65536, 65536), (1024, 4096, 4096)
+    systems = {
+        "b200_sxm": {"bf16": {shape: 0.2, far: 50.0, small: 0.1}},
+        "h100_sxm": {"bf16": {shape: 0.4, far: 100.0, small: 0.2}},
+    }
+    flops = 2 * 8192 * 4096 * 4096
+    shape_factor = 8192 / (8192 + 325) * (4096 / (4096 + 325)) ** 2  # gemm_half_dim 325
+    priced_s = flops / (2250e12 * 0.77 * shape_factor)  # B200 bf16 peak x the Blackwell 0.77
+    expected = priced_s / (0.41528e-3 * 0.2 / 0.4)
+    assert speeds.chain_ratios(systems, "bf16") == [pytest.approx(expected)]
+    assert speeds.chain_ratios({"b200_sxm": systems["b200_sxm"]}, "bf16") == []

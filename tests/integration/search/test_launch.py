@@ -72,6 +72,9 @@ MEGATRON_SWITCHES = {
     "--delay-wgrad-compute",
     "--use-precision-aware-optimizer",
     "--moe-router-force-load-balancing",
+    "--overlap-grad-reduce",
+    "--overlap-param-gather",
+    "--cross-entropy-loss-fusion",
 }
 MEGATRON_LISTS = {"--recompute-modules", "--cuda-graph-modules"}
 """Flags that take one or more values (nargs='+' in megatron/training/arguments.py)."""
@@ -233,6 +236,33 @@ def test_megatron_flags_exist_and_parse_back(case):
         )
     if workload.precision == "mxfp8":
         assert (ns.fp8_format, ns.fp8_recipe) == ("e4m3", "mxfp8")
+    # the overlapped DP reduction / gather and the fused loss the cost model prices
+    assert ns.overlap_grad_reduce == (lo.dp * lo.cp > 1)
+    assert ns.overlap_param_gather == (lo.dp * lo.cp > 1 and lo.zero_stage >= 1)
+    assert ns.cross_entropy_loss_fusion
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"tp": 8, "zero_stage": 0}, []),
+        ({"tp": 4, "dp": 2, "zero_stage": 0}, ["--overlap-grad-reduce"]),
+        ({"tp": 4, "dp": 2, "zero_stage": 1}, ["--overlap-grad-reduce", "--overlap-param-gather"]),
+        ({"tp": 4, "cp": 2, "zero_stage": 1}, ["--overlap-grad-reduce", "--overlap-param-gather"]),
+    ],
+)
+def test_megatron_overlaps_the_dp_communication_it_prices(fields, expected) -> None:
+    """Megatron-LM's --overlap-grad-reduce / --overlap-param-gather are off by default; the
+    cost model prices the bucketed overlap (stage.grad_sync_exposed_s), so the export asks for
+    it wherever there is a DP x CP group."""
+    lo = Layout(**fields)
+    result = f.result_for(f.dense_model(), f.cluster(8), f.workload(global_batch=16), lo)
+    args = plan_exports.to_megatron_args(result)
+    assert [a for a in args if a.startswith("--overlap-")] == expected
+    eager = f.workload(global_batch=16).model_copy(update={"cross_entropy": "eager_fp32"})
+    unfused = f.result_for(f.dense_model(), f.cluster(8), eager, lo)
+    assert "--cross-entropy-loss-fusion" in args
+    assert "--cross-entropy-loss-fusion" not in plan_exports.to_megatron_args(unfused)
 
 
 def test_megatron_refuses_orders_it_cannot_build():

@@ -117,3 +117,45 @@ def test_heldout_pairs_stay_within_one_container(records: list[dict]) -> None:
     assert heldout.pair_kind(runs[pick[0]], runs[pick[2]]) == "precision + layout + settings"
     assert heldout.precisions_of(runs[pick[1]], runs[pick[0]]) == ("mxfp8", "nvfp4")
     assert heldout.precisions_of(runs[pick[1]], runs[pick[3]]) is None
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("heldout_accuracy", HELDOUT.parents[1] / "heldout_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(rid: str, gpu: str, tok: float, container: str = "26.04", layers: int = 32, **layout) -> dict:
+    return {
+        "id": rid,
+        "gpu": gpu,
+        "num_gpus": 8,
+        "source": f"Megatron-Bridge performance summary, NeMo {container} container",
+        "model": {"name": f"{gpu} copy", "num_layers": layers},
+        "layout": {"tp": 1, "pp": 1, "precision": "fp8", **layout},
+        "measured_tokens_per_s_per_gpu": tok,
+    }
+
+
+def test_same_job_on_two_gpus_pairs_one_row_per_side() -> None:
+    """bench/heldout_accuracy.py's same-job comparison: rows of one container, model architecture
+    (the name aside), precision and fp8 recipe pair across two GPUs; an ambiguous key (two rows on
+    one GPU) or another container does not pair. The ratio error is the predicted speed ratio over
+    the measured one, by hand: (1,100 / 1,100) / (1,200 / 1,000) - 1 = -16.7 %."""
+    heldout = _script()
+    runs = {r["id"]: r for r in (
+        _run("a", "b200", 1000.0), _run("b", "gb200", 1200.0),  # the pair
+        _run("c", "b200", 500.0, container="26.04.01"), _run("d", "gb200", 600.0, container="26.06"),
+        _run("e", "b200", 700.0, layers=40), _run("f", "gb200", 700.0, layers=40),
+        _run("g", "gb200", 800.0, layers=40, tp=2),  # two GB200 rows of e's job: ambiguous
+    )}  # fmt: skip
+    pairs = heldout.same_jobs(runs, runs, "b200", "gb200")
+    assert pairs == [("a", "b")]
+    err = {"a": 10.0, "b": -8.33}
+    pred = {"a": 1100.0, "b": 1100.0}
+    assert heldout.twin_cells(runs, pairs, err, pred) == "  1  +10.0   -8.3  -16.7"
+    assert heldout.same_layout(runs["a"], runs["b"]) and not heldout.same_layout(runs["f"], runs["g"])
+    assert heldout.twin_cells(runs, [], err, pred) == "  0"

@@ -67,7 +67,8 @@ GENERATION = {
 }
 
 
-RECIPE_SETTINGS = ("cuda_graphs", "moe_dispatcher", "ep_overlap", "recompute_modules", "cpu_offload_layers")
+RECIPE_SETTINGS = ("cuda_graphs", "full_iteration_cuda_graph", "moe_dispatcher", "ep_overlap", "recompute_modules",
+                   "cpu_offload_layers")
 """The settings make_mbridge_summary.py takes from a performance recipe, not from the page."""
 
 

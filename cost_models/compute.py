@@ -830,7 +830,14 @@ def layer_overhead_s(
     Workload.expert_gemm_launch "grouped" (torchtitan: torch._grouped_mm, one kernel per
     projection for all local experts, token offsets on the device): 3 launches per pass in all,
     not 3 per local expert.
+
+    Workload.full_iteration_cuda_graph (Megatron --cuda-graph-impl full_iteration): the whole
+    forward-backward replays from one graph, the experts' GEMMs included, with the dispatch's
+    token counts kept on the device (no host sync to wait on): no host-side cost per layer is
+    left; host_floor_s still holds each pass to its kernels' replay time.
     """
+    if workload.full_iteration_cuda_graph:
+        return 0.0
     graphed = workload.cuda_graphs
     out = 0.0 if graphed else cal.kernel_overhead_s
     if is_moe:

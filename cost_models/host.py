@@ -178,7 +178,11 @@ def syncs_every_moe_layer(workload: Workload, layout: Layout) -> bool:
     """Whether the dispatcher waits on the device for the token counts in each MoE forward
     (Workload.moe_host_sync: "every_layer" Megatron; "expert_parallel" torchtitan, whose
     AllToAllTokenDispatcher copies the output splits to the host blocking, models/common/
-    token_dispatcher.py, while its local dispatcher keeps them on the device)."""
+    token_dispatcher.py, while its local dispatcher keeps them on the device). Never inside a
+    full-iteration CUDA graph (Workload.full_iteration_cuda_graph): capture needs the dispatch's
+    shapes static, so the counts stay on the device."""
+    if workload.full_iteration_cuda_graph:
+        return False
     if workload.moe_host_sync == "every_layer":
         return True
     return workload.moe_host_sync == "expert_parallel" and layout.ep > 1
@@ -269,7 +273,16 @@ def host_time(
     `host_cpu`), graphed ones at the replay cost; with `modules` (Workload.host_issue
     "te_modules") each TE module call at its measured CPU time instead of its kernels' launches.
     Under Workload.cuda_graphs the graphable blocks' modules replay with their kernels; the
-    experts' GroupedLinear calls stay eager, after the dispatcher's sync."""
+    experts' GroupedLinear calls stay eager, after the dispatcher's sync. Under
+    Workload.full_iteration_cuda_graph every kernel replays from the one graph (megatron/core/
+    transformer/transformer_config.py cuda_graph_impl "full_iteration": "1 CUDA graph for the
+    whole forward-backward path"): no module's Python runs and nothing waits on a sync."""
+    if workload.full_iteration_cuda_graph:
+        return HostTime(
+            forward_s=launches.forward * GRAPH_REPLAY_S_PER_KERNEL,
+            backward_s=launches.backward * GRAPH_REPLAY_S_PER_KERNEL,
+            after_sync_s=0.0,
+        )
     eager_s = workload.host_s_per_kernel * HOST_CPU_OVER_X86[host_cpu]
     graph_s = GRAPH_REPLAY_S_PER_KERNEL if workload.cuda_graphs else eager_s
 

@@ -858,6 +858,16 @@ class Workload(InputSpec):
         "cost, no MoE routing bookkeeping; expert GEMMs still launch one by one "
         "(cost_models.compute.layer_overhead_s)",
     )
+    full_iteration_cuda_graph: StrictBool = Field(
+        False,
+        description="one CUDA graph for the whole forward-backward path of an iteration "
+        "(Megatron --cuda-graph-impl full_iteration, megatron/core/transformer/"
+        "transformer_config.py cuda_graph_impl; Megatron-Bridge's 26.06 Blackwell Qwen3 MXFP8 "
+        "recipes): every kernel, the experts' included, replays from the graph, so no layer "
+        "pays a host launch or Transformer Engine module cost and no MoE dispatcher waits on "
+        "the host for the token counts (capture needs static shapes: the dispatcher's "
+        "per-rank capacity, moe_expert_rank_capacity_factor); cost_models/host.py",
+    )
     expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
         "per_expert",
         description="how the expert FFN's GEMMs launch: one GEMM per local expert (Transformer "

@@ -13,12 +13,13 @@ the layout cells, the precision column (FP8-CS -> fp8 tensorwise, FP8-MX / MXFP8
 -> nvfp4, the H100 parenthesised variant -> fp8 blockwise per the page's footnote), and the
 footnote "we force-balance the token distribution among experts" (moe_force_balance) where it
 applies. Recipe settings come from mbridge_recipes.py: the performance-recipe overrides
-(scripts/performance/configs/*_workload_base_configs.py) on main at the commit that published the
-container's table, taken only when one recipe's whole layout (GPUs, TP, PP, CP, VP, EP, GBS, MBS,
-FSDP) is the row's: CUDA graphs (TE per-layer with the attention in scope, or full-iteration),
+(scripts/performance/configs/*_workload_base_configs.py, from 26.06.01 the flat recipe functions of
+src/megatron/bridge/perf_recipes) on main at the commit that published the container's table, taken only when one recipe's whole layout (GPUs, TP, PP, CP, VP, EP, GBS, MBS,
+FSDP) is the row's: CUDA graphs (TE per-layer with the attention in scope, or full-iteration:
+cuda_graphs, and full_iteration_cuda_graph for the latter),
 the flex dispatcher (DeepEP / HybridEP -> moe_dispatcher deepep), moe_a2a_overlap (ep_overlap),
 recompute_modules, CPU offload layers. Each record's notes name the recipe, file and commit, or
-why none was taken (25.09 used YAML configs and 26.06.01+ Python recipes: not read).
+why none was taken (25.09 used YAML configs: not read).
 Rows whose model the cost model cannot describe (Nemotron 3 hybrid Mamba, DeepSeek-V4) and rows
 whose cells do not parse are listed in the file's header comment with the reason.
 """
@@ -151,6 +152,7 @@ def main(argv: list[str]) -> int:
                 row["System"] = heading[len("System: "):]
             else:
                 row["Model"] = heading[len("Model: "):]
+            row["_footnotes"] = footnotes_of(text)
             for rec in records_of(row, container, doc, full, where, skipped, recipes):
                 records.append(rec)
     seen: dict[str, int] = {}
@@ -172,6 +174,21 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def footnotes_of(text: str) -> dict[str, str]:
+    """The page's footnote definitions, `[^name]: text`."""
+    return dict(re.findall(r"^\[\^([^\]]+)\]: (.*)$", text, flags=re.M))
+
+
+def _measured_footnotes(cells: dict) -> list[str]:
+    """Footnotes the page attaches to a row's measured figures (tokens/s, model TFLOP/s): the
+    page's own qualification of the measurement, copied to the notes (confidence low)."""
+    names = []
+    for key, cell in cells.items():
+        if key.startswith("Tokens") or key.startswith("Model TFLOP"):
+            names += [n for n in re.findall(r"\[\^([^\]]+)\]", cell) if n not in names]
+    return [f"page footnote on the measured figures: {cells['_footnotes'].get(n, n)}" for n in names]
+
+
 def _num(cell: str | None) -> int | None:
     if cell is None or cell.lower() in ("n/a", ""):
         return None
@@ -183,7 +200,7 @@ def records_of(row, container, doc, commit, where, skipped, recipes):
     variants = [{}, {}]
     has_alt = False
     for key, cell in row.items():
-        if key in ("Model", "System"):
+        if key in ("Model", "System", "_footnotes"):
             variants[0][key] = variants[1][key] = cell
             continue
         main, alt = split_cell(cell)
@@ -243,13 +260,16 @@ def record(cells, container, doc, commit, recipes, alt):
     mbs, gbs, seq = int(cells["MBS"]), int(cells["GBS"]), int(cells["Sequence Length"])
     ep, vp = _num(cells.get("EP")), _num(cells.get("VP"))
     precision, recipe, prec_note = _precision(cells, gpu, alt)
-    tokens = float(cells[next(k for k in cells if k.startswith("Tokens"))])
+    tokens = float(cells[next(k for k in cells if k.startswith("Tokens"))].split("[")[0])
     tflops = cells.get("Model TFLOP / sec / GPU", "").split("[")[0]
     notes, confidence = [], "high"
     if prec_note:
         notes.append(prec_note)
         if "unstated" in prec_note or "without" in prec_note:
             confidence = "medium"
+    if footnoted := _measured_footnotes(cells):
+        notes += footnoted
+        confidence = "low"
     fsdp = cells.get("FSDP")
     zero = None
     if fsdp is not None:

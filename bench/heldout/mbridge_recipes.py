@@ -9,13 +9,20 @@ model's library recipe (src/megatron/bridge/recipes/*/*.py `<model>_pretrain_con
 performance config of the model calls first, e.g. llama31_405b_pretrain_config_gb200 ->
 llama31_405b_pretrain_config) the pipeline-split flags account_for_embedding_in_pipeline_split /
 account_for_loss_in_pipeline_split it sets as plain statements of its body (a conditional
-setting, as 25.11's _llama3_common has, is not read); what each recipe function sets besides them
-(TP-comm overlap, fusions) is not transcribed.
+setting, as 25.11's _llama3_common has, is not read; at 26.06.01 and 26.08 no library recipe sets
+them); what each recipe function sets besides them (TP-comm overlap, fusions) is not transcribed.
+
+From 26.06.01 the recipes are flat Python functions (src/megatron/bridge/perf_recipes/<family>/
+<gpu>/*.py, one `<model>_pretrain_<n>gpu_<gpu>_<precision>_config()` each): perf_recipe_configs
+reads their `cfg.model.X = literal` / `cfg.train.X = literal` statements in order, the
+CommOverlapConfig they build, and the helpers they call (`_enable_..._full_iteration_mxfp8(cfg)`,
+one level of the same statements; statements under `if` are not read), into the same fields.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 from typing import Any
 
@@ -29,7 +36,10 @@ CONTAINER_COMMIT = {
     "26.04": "74695a06d",
     "26.04.01": "21d102f5e",
     "26.06": "8f341b04f",
+    "26.06.01": "381d0b825",
+    "26.08": "4ab94dfad",
 }
+PERF_RECIPES = "src/megatron/bridge/perf_recipes"  # where the recipes live from 26.06.01 on
 DEFAULTS: dict[str, Any] = {  # scripts/performance/utils/utils.py WorkloadBaseConfig
     "num_gpus": None, "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1,
     "context_parallel_size": 1, "virtual_pipeline_model_parallel_size": None,
@@ -37,6 +47,7 @@ DEFAULTS: dict[str, Any] = {  # scripts/performance/utils/utils.py WorkloadBaseC
     "use_megatron_fsdp": None, "cuda_graph_impl": None, "cuda_graph_scope": None,
     "cpu_offloading_num_layers": None, "recompute_num_layers": None, "recompute_modules": None,
     "moe_flex_dispatcher_backend": None, "moe_a2a_overlap": False,
+    "cutedsl_fused_grouped_mlp": False, "fp8_dot_product_attention": None,
 }  # fmt: skip
 PREFIX = {
     "LLAMA3_8B": "LLAMA3_8B",
@@ -81,12 +92,6 @@ def _split_flags_of(source: str) -> dict[str, dict[str, bool]]:
     return out
 
 
-def _git(git_dir: str, *args: str) -> str:
-    return subprocess.run(
-        ["git", "--git-dir", git_dir, *args], check=True, capture_output=True, text=True
-    ).stdout
-
-
 def _configs_of(source: str) -> dict[str, dict[str, Any]]:
     """Module-level `NAME = WorkloadBaseConfig(...) | replace(BASE, ...) | OTHER` as dicts."""
     out: dict[str, dict[str, Any]] = {}
@@ -115,22 +120,111 @@ def _configs_of(source: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _git(git_dir: str, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True, capture_output=True, text=True).stdout
+
+
+# perf_recipes statement targets -> WorkloadBaseConfig fields (the same names where they exist)
+_PERF_FIELDS = {
+    ("model", "tensor_model_parallel_size"), ("model", "pipeline_model_parallel_size"),
+    ("model", "context_parallel_size"), ("model", "virtual_pipeline_model_parallel_size"),
+    ("model", "expert_model_parallel_size"), ("model", "cuda_graph_impl"), ("model", "cuda_graph_scope"),
+    ("model", "moe_flex_dispatcher_backend"), ("model", "recompute_modules"),
+    ("model", "recompute_num_layers"), ("model", "cpu_offloading_num_layers"),
+    ("model", "use_transformer_engine_op_fuser"), ("train", "global_batch_size"),
+    ("train", "micro_batch_size"), ("ddp", "use_megatron_fsdp"),
+    ("mixed_precision", "fp8_dot_product_attention"),
+}  # fmt: skip
+_PERF_MODEL = {"qwen3_30b_a3b": "QWEN3_30B_A3B", "qwen3_235b_a22b": "QWEN3_235B_A22B",
+               "deepseek_v3": "DEEPSEEK_V3", "gpt_oss_120b": "GPT_OSS_120B", "kimi_k2": "KIMI_K2",
+               "llama31_405b": "LLAMA31_405B", "llama3_70b": "LLAMA3_70B", "llama3_8b": "LLAMA3_8B"}  # fmt: skip
+_PERF_PRECISION = {"bf16": "BF16", "fp8cs": "FP8_CS", "fp8mx": "FP8_MX", "nvfp4": "NVFP4"}
+_PERF_NAME = re.compile(r"^([a-z0-9_]+?)_pretrain_(\d+)gpu_([a-z0-9]+?)_(bf16|fp8cs|fp8mx|nvfp4)(_[a-z0-9_]+)?_config$")
+
+
+def _target(node: ast.expr) -> tuple[str, str] | None:
+    """`cfg.<section>.<attr>` -> (section, attr)."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+        if isinstance(node.value.value, ast.Name):
+            return node.value.attr, node.attr
+    return None
+
+
+def _apply(body: list[ast.stmt], out: dict[str, Any], funcs: dict[str, ast.FunctionDef], depth: int) -> None:
+    """The statements of a recipe function (or of a helper it calls) into `out`, in order."""
+    for st in body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1:
+            tgt, val = st.targets[0], st.value
+            t = _target(tgt)
+            if t in _PERF_FIELDS:
+                try:
+                    out[t[1]] = ast.literal_eval(val)
+                except ValueError:
+                    pass  # a computed value: not transcribed
+            elif t == ("comm_overlap", "overlap_moe_expert_parallel_comm"):
+                out["moe_a2a_overlap"] = val.value is True if isinstance(val, ast.Constant) else False
+            elif (isinstance(tgt, ast.Attribute) and tgt.attr == "comm_overlap" and isinstance(val, ast.Call)):
+                kws = {kw.arg: kw.value for kw in val.keywords}
+                flag = kws.get("overlap_moe_expert_parallel_comm")
+                out["moe_a2a_overlap"] = isinstance(flag, ast.Constant) and flag.value is True
+            elif isinstance(tgt, ast.Name) and isinstance(val, ast.Call):
+                _start(val, out, funcs, depth)
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and depth < 3:
+            name = getattr(st.value.func, "id", None)
+            if name in funcs:
+                _apply(funcs[name].body, out, funcs, depth + 1)
+
+
+def _start(call: ast.Call, out: dict[str, Any], funcs: dict[str, ast.FunctionDef], depth: int) -> None:
+    """`cfg = other_recipe()` or `cfg = _with_global_batch_size(other_recipe(), n)`: the other
+    recipe's fields first (a model's base recipe outside perf_recipes: the defaults)."""
+    name = getattr(call.func, "id", None)
+    if name == "_with_global_batch_size" and len(call.args) == 2:
+        if isinstance(call.args[0], ast.Call):
+            _start(call.args[0], out, funcs, depth)
+        out["global_batch_size"] = ast.literal_eval(call.args[1])
+    elif name in funcs and _PERF_NAME.match(name) and depth < 3:
+        _apply(funcs[name].body, out, funcs, depth + 1)
+
+
+def perf_recipe_configs(git_dir: str, commit: str) -> dict[str, dict[str, Any]]:
+    """Config name (the workload_base_configs naming, then the function) -> fields, for every
+    `*_pretrain_*_config` function of the perf_recipes tree at `commit`."""
+    funcs: dict[str, ast.FunctionDef] = {}
+    where: dict[str, str] = {}
+    for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, PERF_RECIPES).split():
+        if path.endswith(".py"):
+            for node in ast.parse(_git(git_dir, "show", f"{commit}:{path}")).body:
+                if isinstance(node, ast.FunctionDef):
+                    funcs.setdefault(node.name, node)
+                    where.setdefault(node.name, path)
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(funcs):
+        m = _PERF_NAME.match(name)
+        if not m or m.group(1) not in _PERF_MODEL:
+            continue
+        fields = dict(DEFAULTS)
+        _apply(funcs[name].body, fields, funcs, 0)
+        fields["num_gpus"] = int(m.group(2))
+        if fields.pop("use_transformer_engine_op_fuser", None):
+            fields["cutedsl_fused_grouped_mlp"] = True  # the op fuser's fused grouped MLP
+        key = f"{_PERF_MODEL[m.group(1)]}_PRETRAIN_CONFIG_{m.group(3).upper()}_{_PERF_PRECISION[m.group(4)]}_{name}"
+        out[key] = {**fields, "_file": where[name]}
+    return out
+
+
 def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
     """Container -> config name -> fields, from each container's commit."""
     out = {}
     for container, commit in CONTAINER_COMMIT.items():
-        names = subprocess.run(
-            ["git", "--git-dir", git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance/configs"],
-            check=True, capture_output=True, text=True,
-        ).stdout.split()  # fmt: skip
+        names = _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance/configs").split()
         configs: dict[str, dict[str, Any]] = {}
         for path in names:
             if path.endswith("_workload_base_configs.py"):
-                text = subprocess.run(
-                    ["git", "--git-dir", git_dir, "show", f"{commit}:{path}"],
-                    check=True, capture_output=True, text=True,
-                ).stdout  # fmt: skip
+                text = _git(git_dir, "show", f"{commit}:{path}")
                 configs.update({k: {**v, "_file": path} for k, v in _configs_of(text).items()})
+        if not configs:
+            configs = perf_recipe_configs(git_dir, commit)
         flags: dict[str, dict[str, bool]] = {}
         for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, RECIPES_DIR).split():
             if path.endswith(".py"):
@@ -188,12 +282,18 @@ def _map(cfg: dict[str, Any]):
         said.append(f"cuda_graph_impl={impl} scope={scope}")
         if impl == "full_iteration" or not scope or "attn" in (scope if isinstance(scope, list) else [scope]):
             settings["cuda_graphs"] = True
+        if impl == "full_iteration":
+            settings["full_iteration_cuda_graph"] = True
     if cfg["moe_flex_dispatcher_backend"]:
         said.append(f"flex dispatcher {cfg['moe_flex_dispatcher_backend']}")
         settings["moe_dispatcher"] = "deepep"
     if cfg["moe_a2a_overlap"]:
         said.append("moe_a2a_overlap")
         settings["ep_overlap"] = True
+    if cfg["cutedsl_fused_grouped_mlp"]:
+        said.append("TE op-fuser fused grouped MLP (not an input)")
+    if cfg["fp8_dot_product_attention"]:
+        said.append("fp8 dot-product attention (not an input)")
     mods = cfg["recompute_modules"]
     if mods:
         said.append(f"recompute_modules={mods}")

@@ -246,6 +246,31 @@ def _megatron_moe(model: ModelSpec, workload: Workload) -> list[str]:
     return args
 
 
+def _megatron_cuda_graphs(model: ModelSpec, workload: Workload) -> list[str]:
+    """The CUDA-graph flags of the priced graphs: one graph of the whole iteration, or per-layer
+    Transformer Engine graphs."""
+    if workload.full_iteration_cuda_graph:
+        if model.moe is not None:
+            # Capture needs static dispatch shapes: Megatron-Bridge's set_full_iter_cg_configs
+            # (scripts/performance/configs/qwen/qwen3_llm_pretrain.py @8f341b04f) pairs it with
+            # the HybridEP flex backend, --moe-expert-rank-capacity-factor and --moe-paged-stash,
+            # which the priced dispatcher settings do not name.
+            raise _refuse(
+                "megatron",
+                "--cuda-graph-impl full_iteration with a dropless MoE needs HybridEP with a "
+                "per-rank capacity (--moe-expert-rank-capacity-factor, --moe-paged-stash): not "
+                "exported",
+            )
+        # megatron/training/arguments.py: full_iteration asserts no NaN check of loss and grads
+        return ["--cuda-graph-impl", "full_iteration", "--no-check-for-nan-in-loss-and-grad"]
+    if workload.cuda_graphs:
+        # Per-layer TE graphs as the cost model prices them (compute.layer_overhead_s); the
+        # dropless MoE scope of Megatron-Bridge's CUDA-graphs guide.
+        graphed = ["attn", "moe_router", "moe_preprocess"] if model.moe else ["attn", "mlp"]
+        return ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-modules", *graphed]
+    return []
+
+
 def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str]:
     """Megatron-LM `pretrain_gpt.py` arguments for the model and the parallel part of the plan
     (megatron-core 0.19.2: its parser, validate_args and initialize_model_parallel accept them;
@@ -307,11 +332,7 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         args.append("--tp-comm-overlap")
     if workload.moe_force_balance and model.moe is not None:
         args.append("--moe-router-force-load-balancing")  # a benchmarking mode, as priced
-    if workload.cuda_graphs:
-        # Per-layer TE graphs as the cost model prices them (compute.layer_overhead_s); the
-        # dropless MoE scope of Megatron-Bridge's CUDA-graphs guide.
-        graphed = ["attn", "moe_router", "moe_preprocess"] if model.moe else ["attn", "mlp"]
-        args += ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-modules", *graphed]
+    args += _megatron_cuda_graphs(model, workload)
     if lo.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
         if lo.recompute_modules is not None:  # None: Megatron's default, core_attn

@@ -538,3 +538,13 @@ def test_megatron_parses_nvfp4_weights_and_bf16_layers(fake_world, monkeypatch):
     assert (ns.fp4, ns.fp4_recipe, ns.fp4_param_gather) == ("e2m1", "nvfp4", True)
     assert ns.first_last_layers_bf16 and ns.fp8 is None
     assert (ns.num_layers_at_start_in_bf16, ns.num_layers_at_end_in_bf16) == (1, 2)
+
+
+def test_megatron_parses_the_full_iteration_cuda_graph(fake_world, monkeypatch):
+    """Workload.full_iteration_cuda_graph on a dense model: --cuda-graph-impl full_iteration with
+    the NaN check off (validate_args asserts it) through Megatron-LM's own parse_args +
+    validate_args."""
+    workload = f.workload(global_batch=32, full_iteration_cuda_graph=True)
+    result = f.result_for(f.dense_model(), f.cluster(16), workload, Layout(tp=2, dp=8, zero_stage=1))
+    ns = check_megatron(result, 0, fake_world, monkeypatch)
+    assert ns.cuda_graph_impl == "full_iteration" and not ns.check_for_nan_in_loss_and_grad

@@ -72,6 +72,7 @@ MEGATRON_SWITCHES = {
     "--delay-wgrad-compute",
     "--use-precision-aware-optimizer",
     "--moe-router-force-load-balancing",
+    "--no-check-for-nan-in-loss-and-grad",
     "--overlap-grad-reduce",
     "--overlap-param-gather",
     "--cross-entropy-loss-fusion",
@@ -164,6 +165,12 @@ CASES = {
         f.workload(global_batch=32, cuda_graphs=True, moe_force_balance=True),
         {"tp": 2, "dp": 8, "ep": 4},
     ),
+    "dense-full-iteration-graph": (
+        f.dense_model(),
+        f.cluster(16),
+        f.workload(global_batch=32, full_iteration_cuda_graph=True),
+        {"tp": 4, "dp": 4},
+    ),
     "moe-ep": (
         f.moe_model(),
         f.cluster(16),
@@ -229,7 +236,10 @@ def test_megatron_flags_exist_and_parse_back(case):
     if workload.precision == "nvfp4":
         assert (ns.fp4_format, ns.fp4_recipe) == ("e2m1", "nvfp4")
     assert ns.moe_router_force_load_balancing == bool(workload.moe_force_balance and model.moe)
-    if workload.cuda_graphs:
+    if workload.full_iteration_cuda_graph:
+        # megatron/training/arguments.py asserts the NaN check off under full_iteration
+        assert ns.cuda_graph_impl == "full_iteration" and ns.no_check_for_nan_in_loss_and_grad
+    elif workload.cuda_graphs:
         assert ns.cuda_graph_impl == "transformer_engine"
         assert [str(m) for m in ns.cuda_graph_modules] == (
             ["attn", "moe_router", "moe_preprocess"] if model.moe else ["attn", "mlp"]
@@ -263,6 +273,15 @@ def test_megatron_overlaps_the_dp_communication_it_prices(fields, expected) -> N
     unfused = f.result_for(f.dense_model(), f.cluster(8), eager, lo)
     assert "--cross-entropy-loss-fusion" in args
     assert "--cross-entropy-loss-fusion" not in plan_exports.to_megatron_args(unfused)
+
+
+def test_megatron_refuses_full_iteration_graph_of_a_dropless_moe():
+    # capture needs HybridEP's per-rank capacity and the paged stash, which no priced setting names
+    lo = Layout(tp=2, dp=8, ep=4)
+    w = f.workload(global_batch=32, full_iteration_cuda_graph=True)
+    result = f.result_for(f.moe_model(), f.cluster(16), w, lo)
+    with pytest.raises(InvalidInput, match="full_iteration with a dropless MoE"):
+        plan_exports.to_megatron_args(result)
 
 
 def test_megatron_refuses_orders_it_cannot_build():

@@ -78,11 +78,12 @@ def test_layout_arithmetic(records: list[dict]) -> None:
 def test_recipe_settings_name_their_recipe(records: list[dict]) -> None:
     """A setting the page does not state comes from a performance recipe whose layout is the row's;
     the record's notes name it (file and commit)."""
-    recipe_keys = {"cuda_graphs", "moe_dispatcher", "ep_overlap", "recompute_modules", "cpu_offload_layers"}
+    recipe_keys = {"cuda_graphs", "full_iteration_cuda_graph", "moe_dispatcher", "ep_overlap", "recompute_modules", "cpu_offload_layers"}
     with_recipe = [r for r in records if recipe_keys & set(r.get("settings") or {})]
     assert with_recipe
     for r in with_recipe:
-        assert "recipe settings: recipe " in r["notes"] and "_workload_base_configs.py @" in r["notes"], r["id"]
+        assert "recipe settings: recipe " in r["notes"], r["id"]
+        assert "_workload_base_configs.py @" in r["notes"] or "perf_recipes/" in r["notes"], r["id"]
 
 
 def test_heldout_pairs_stay_within_one_container(records: list[dict]) -> None:
@@ -117,6 +118,17 @@ def test_heldout_pairs_stay_within_one_container(records: list[dict]) -> None:
     assert heldout.pair_kind(runs[pick[0]], runs[pick[2]]) == "precision + layout + settings"
     assert heldout.precisions_of(runs[pick[1]], runs[pick[0]]) == ("mxfp8", "nvfp4")
     assert heldout.precisions_of(runs[pick[1]], runs[pick[3]]) is None
+
+
+def test_page_footnotes_on_measured_figures_lower_confidence(records: list[dict]) -> None:
+    """The page qualifies two measured rows itself (26.06.01 gpt-oss-120b: a cuDNN regression,
+    cudnn-frontend#256); the notes carry its words and the rows are not high confidence."""
+    footnoted = [r for r in records if "page footnote on the measured figures" in r["notes"]]
+    assert sorted(r["id"] for r in footnoted) == [
+        "mbridge-26.06.01-gb200-gpt-oss-120b-mxfp8",
+        "mbridge-26.06.01-gb300-gpt-oss-120b-mxfp8",
+    ]
+    assert all(r["confidence"] == "low" and "cudnn-frontend/issues/256" in r["notes"] for r in footnoted)
 
 
 def _script():

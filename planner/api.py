@@ -49,6 +49,23 @@ def _moments_space(space: SearchSpace, workload: Workload) -> SearchSpace:
     return space.model_copy(update={"zero_stages": (1,)})
 
 
+def _graph_space(space: SearchSpace, workload: Workload) -> SearchSpace:
+    """torchtitan captures forward + backward in one CUDA graph only without pipelining and
+    without a CPU-synchronising expert dispatcher (torchtitan 0.3.0 trainer.py
+    _validate_cuda_graphs: "CUDA graphs do not support pipeline parallelism yet"; EP needs a
+    HybridEP capacity or MinimalAsyncEP, not the all-to-all the profile prices), so a workload
+    priced with full_iteration_cuda_graph is searched at pp 1 and ep 1 there."""
+    if space.framework != "torchtitan" or not workload.full_iteration_cuda_graph:
+        return space
+    if space.pp not in (None, 1) or space.ep not in (None, 1):
+        raise InvalidInput(
+            "full_iteration_cuda_graph: torchtitan captures the step in a CUDA graph only with "
+            f"pp 1 and ep 1 (trainer.py _validate_cuda_graphs), and pp / ep are pinned at "
+            f"{space.pp} / {space.ep}"
+        )
+    return space.model_copy(update={"pp": 1, "max_ep": 1})
+
+
 def make_workload(
     model: ModelSpec,
     *,
@@ -241,7 +258,7 @@ def plan(
     check_memory_options(model, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
-    space = _moments_space(space, workload)
+    space = _graph_space(_moments_space(space, workload), workload)
     _check_fp8_params_space(space, workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     usable = exhaustive.usable_memory_gib(cluster, space)

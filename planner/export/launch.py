@@ -638,6 +638,27 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
     return par
 
 
+def torchtitan_no_cuda_graphs(workload: Workload, lo: Layout) -> bool:
+    """training.disable_cuda_graphs as priced. torchtitan 0.3.0 wraps forward + backward in one
+    CUDA graph unless told not to (trainer.py `wrap_with_cuda_graph(self.fwd_bwd_fn)` when
+    `not training.disable_cuda_graphs`, default False), while the torchtitan profile prices
+    every kernel launched eagerly (cost_models/host.py) unless the workload asks for the graph
+    (Workload.full_iteration_cuda_graph): the export turns the graph off unless it is priced.
+    It cannot run with pp > 1 ("CUDA graphs do not support pipeline parallelism yet",
+    _validate_cuda_graphs) nor with the all-to-all EP dispatcher (it synchronizes with the
+    CPU): such a priced graph is refused (the search keeps it to pp 1, ep 1)."""
+    if not workload.full_iteration_cuda_graph:
+        return True
+    if lo.pp > 1 or lo.ep > 1:
+        raise _refuse(
+            "torchtitan",
+            f"full_iteration_cuda_graph with pp {lo.pp} / ep {lo.ep}: torchtitan captures the "
+            "step in a CUDA graph only with pp 1 and no CPU-synchronising EP dispatcher "
+            "(trainer.py _validate_cuda_graphs)" + _SEARCH_FOR.format("torchtitan"),
+        )
+    return False
+
+
 def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, Any]:
     """`{section: {field: value}}` for torchtitan main's job config (the fields file)."""
     lo = e.layout
@@ -649,9 +670,7 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
         "num_tokens_per_train_step": workload.global_batch_seqs * workload.seq_len,
         "max_context_length": workload.seq_len,
         "mixed_precision_param": "bfloat16",
-        # CUDA graphs: "CUDA graphs do not support pipeline parallelism yet" (Trainer.Config);
-        # nor the all-to-all EP token dispatcher (it synchronizes with the CPU).
-        "disable_cuda_graphs": lo.pp > 1 or lo.ep > 1,
+        "disable_cuda_graphs": torchtitan_no_cuda_graphs(workload, lo),
     }
     return {"training": training, "parallelism": parallelism, "compile": _compile(lo)}
 
@@ -682,7 +701,7 @@ def torchtitan_release_args(
         "global_batch_size": workload.global_batch_seqs,
         "seq_len": workload.seq_len,
         "mixed_precision_param": "bfloat16",
-        "disable_cuda_graphs": lo.pp > 1 or lo.ep > 1,  # as in torchtitan_config
+        "disable_cuda_graphs": torchtitan_no_cuda_graphs(workload, lo),
     }
     if lo.pp > 1:
         par["pipeline_parallel_microbatch_size"] = lo.micro_batch

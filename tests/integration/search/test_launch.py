@@ -604,3 +604,26 @@ def test_megatron_recompute_flags(fields, expected) -> None:
     start = args.index("--recompute-granularity")
     assert args[start : start + len(expected)] == expected
     assert {a for a in expected if a.startswith("--")} <= MEGATRON_FLAGS
+
+
+def test_torchtitan_launches_the_cuda_graph_it_prices():
+    """torchtitan 0.3.0 graphs forward + backward unless training.disable_cuda_graphs: the export
+    turns the graph off unless the workload prices it (Workload.full_iteration_cuda_graph), and a
+    priced graph is searched and exported at pp 1, ep 1 only (trainer.py _validate_cuda_graphs)."""
+    model, cluster = f.dense_model(), f.cluster(8)
+    eager_w = f.workload(global_batch=16)
+    graph_w = f.workload(global_batch=16, full_iteration_cuda_graph=True)
+    eager = f.result_for(model, cluster, eager_w, Layout(dp=8))
+    graphed = f.result_for(model, cluster, graph_w, Layout(dp=8))
+    assert graphed.best.step_time_s < eager.best.step_time_s  # no eager launches priced
+    assert titan(eager)["config"]["training"]["disable_cuda_graphs"] is True
+    assert "--training.disable_cuda_graphs" in titan(eager)["overrides"]
+    assert titan(graphed)["config"]["training"]["disable_cuda_graphs"] is False
+    assert "--training.no_disable_cuda_graphs" in titan(graphed)["overrides"]
+    piped = f.result_for(model, cluster, graph_w, Layout(dp=4, pp=2))
+    with pytest.raises(InvalidInput, match=r"full_iteration_cuda_graph with pp 2 / ep 1"):
+        titan(piped)
+    found = f.plan(model, f.cluster(16), graph_w, framework="torchtitan", top_k=8)
+    assert {(e.layout.pp, e.layout.ep) for e in found.ranked} == {(1, 1)}
+    with pytest.raises(InvalidInput, match=r"only with pp 1 and ep 1 .* pinned at 2 / None"):
+        f.plan(model, f.cluster(16), graph_w, framework="torchtitan", pp=2)

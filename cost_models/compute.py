@@ -194,7 +194,7 @@ def gemm_time_s(
         if g.flops <= 0:  # an empty GEMM (unknown vocabulary) costs nothing
             continue
         use_fp8 = fp8 and g.fp8_capable and gpu.peak_fp8_tflops is not None
-        peak = (gpu.peak_fp8_tflops if use_fp8 else gpu.peak_bf16_tflops) * TFLOPS
+        peak = gemm_peak_tflops(g, gpu, use_fp8) * TFLOPS
         total += g.imbalance * g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
     return total
 
@@ -217,7 +217,7 @@ def gemm_passes_s(
         if g.flops <= 0:
             continue
         use_fp8 = fp8 and g.fp8_capable and gpu.peak_fp8_tflops is not None
-        peak = (gpu.peak_fp8_tflops if use_fp8 else gpu.peak_bf16_tflops) * TFLOPS
+        peak = gemm_peak_tflops(g, gpu, use_fp8) * TFLOPS
         curve_s = g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
         dtype = "fp8" if use_fp8 else "bf16"
         for i, (layout, m, n, k) in enumerate(_gemm_passes(g)):
@@ -253,30 +253,73 @@ def quant_recipe(workload: Workload) -> str | None:
     return workload.fp8_recipe or ("tensorwise" if workload.fp8_dynamic_scaling else "delayed")
 
 
+BLOCK_SCALED_GEMM_TIME = {"blackwell": 7.161 / 6.812}
+"""Time of Transformer Engine's MXFP8 GEMM over its per-tensor FP8 GEMM on the same shapes, per
+generation, both with their inputs already quantized (TE docs/examples/gemm_profiling/
+gemm_profiling.rst, "Autocast vs Pre-quantized", B300, benchmarks/gemm/benchmark_gemm.py
+--pre-quantize: the 12 GEMMs of a hidden 4,096 / FFN 16,384 layer at 15,872 tokens, 6.812 ms
+per layer FP8 CurrentScaling vs 7.161 ms MXFP8; per pass fprop x1.096, dgrad x1.029, wgrad
+x1.032; the same page's figure of another run gives 1.94x / 1.74x over BF16, x1.115). The block-
+scaled cuBLASLt kernel loads an E8M0 scale per 32 elements of both operands, and TE swizzles
+unswizzled scales into cuBLAS's layout before each GEMM (pytorch/csrc/extensions/gemm.cpp
+swizzle_scales_for_gemm: one kernel per operand; before TE 2.12 for every operand, after it for
+sequence-parallel gathered ones, the others' quantizers writing swizzled scales). TE's FP8
+block scaling runs the same GEMM on Blackwell (gemm.cpp: "Emulate the FP8 block scaling recipe
+with MXFP8 on Blackwell", convert_block_scaling_to_mxfp8_tensor). Generations without a
+measurement (CDNA4) price the block-scaled GEMM at the fp8 speed."""
+
+BLOCK_SCALED = ("mxfp8", "blockwise")
+
+
 def gemm_hardware(
     gpu: GpuSpec, workload: Workload, book: KernelBook | None
 ) -> tuple[GpuSpec, KernelBook | None]:
     """(GPU, kernel tables) the GEMMs of `workload` are priced with: under nvfp4 the
     low-precision peak is the NVFP4 one (the fp8 efficiency curve applied to it, an assumption:
-    no fp4 GEMM has been measured here) and no fp8 table row stands for an fp4 GEMM."""
-    if workload.precision != "nvfp4":
+    no fp4 GEMM has been measured here) and no fp8 table row stands for an fp4 GEMM; a
+    block-scaled fp8 recipe (MXFP8, FP8 block scaling) on a generation with a measured
+    BLOCK_SCALED_GEMM_TIME runs its fp8 GEMMs that much slower than per-tensor fp8, and no
+    (per-tensor) fp8 table row stands for it either."""
+    if workload.precision == "nvfp4":
+        if gpu.peak_fp4_tflops is None:
+            raise InvalidInput(
+                f"precision: nvfp4 needs NVFP4 tensor cores (Blackwell: B200, GB200, B300, "
+                f"GB300); {gpu.name} has none (peak_fp4_tflops is null)"
+            )
+        return _peak_view(gpu, gpu.peak_fp4_tflops), None
+    slower = BLOCK_SCALED_GEMM_TIME.get(gpu.generation)
+    if slower is None or quant_recipe(workload) not in BLOCK_SCALED or gpu.peak_fp8_tflops is None:
         return gpu, book
-    if gpu.peak_fp4_tflops is None:
-        raise InvalidInput(
-            f"precision: nvfp4 needs NVFP4 tensor cores (Blackwell: B200, GB200, B300, GB300); "
-            f"{gpu.name} has none (peak_fp4_tflops is null)"
-        )
-    return _fp4_view(gpu), None
+    view = _peak_view(gpu, gpu.peak_fp8_tflops / slower)
+    _DENSE_ONLY[view] = gpu
+    return view, None
 
 
-_FP4_VIEWS: dict[GpuSpec, GpuSpec] = {}
+_PEAK_VIEWS: dict[tuple[GpuSpec, float], GpuSpec] = {}
+_DENSE_ONLY: dict[GpuSpec, GpuSpec] = {}
+"""Block-scaled views (gemm_hardware) -> their GPU: the slower peak is TE's dense GEMM's
+(BLOCK_SCALED_GEMM_TIME measured te.Linear's generic_gemm); the grouped expert GEMMs (TE
+GroupedLinear, general_grouped_gemm: one cuBLAS GEMM per expert on several streams, one
+multi-tensor scale swizzle) were not measured and keep the GPU's fp8 peak."""
 
 
-def _fp4_view(gpu: GpuSpec) -> GpuSpec:
-    found = _FP4_VIEWS.get(gpu)
+def _peak_view(gpu: GpuSpec, peak_fp8_tflops: float) -> GpuSpec:
+    """`gpu` with the low-precision GEMM peak the fp8 efficiency curve is applied to."""
+    found = _PEAK_VIEWS.get((gpu, peak_fp8_tflops))
     if found is None:
-        found = _FP4_VIEWS[gpu] = gpu.model_copy(update={"peak_fp8_tflops": gpu.peak_fp4_tflops})
+        found = gpu.model_copy(update={"peak_fp8_tflops": peak_fp8_tflops})
+        _PEAK_VIEWS[(gpu, peak_fp8_tflops)] = found
     return found
+
+
+def gemm_peak_tflops(g: Gemm, gpu: GpuSpec, use_fp8: bool) -> float:
+    """Peak TFLOP/s `g` runs at on `gpu` (a gemm_hardware view): bf16, or the low-precision
+    peak, a block-scaled view's slower one for dense GEMMs only (_DENSE_ONLY)."""
+    if not use_fp8:
+        return gpu.peak_bf16_tflops
+    base = _DENSE_ONLY.get(gpu, gpu) if g.grouped else gpu
+    assert base.peak_fp8_tflops is not None
+    return base.peak_fp8_tflops
 
 
 def saves_quantized_inputs(workload: Workload) -> bool:

@@ -11,6 +11,7 @@ from cost_models.compute import (
     QUANT_BYTES_PER_ELEMENT,
     Gemm,
     gemm_hardware,
+    gemm_time_s,
     layer_time,
     quant_recipe,
     quantize_s,
@@ -92,6 +93,35 @@ def test_nvfp4_runs_at_the_fp4_peak_and_is_refused_without_it():
     # peak fp4 = 2 x peak fp8 of this GPU, same curve: the GEMMs take half the time
     assert fp4.gemm_s == pytest.approx(fp8.gemm_s / 2, rel=1e-9)
     assert cluster().gpu.peak_fp4_tflops is None
+
+
+def test_block_scaled_fp8_gemms_run_slower_than_per_tensor_on_blackwell():
+    # TE's own B300 measurement (gemm_profiling.rst, pre-quantized): 6.812 ms per layer of
+    # per-tensor fp8 GEMMs vs 7.161 ms MXFP8 on the same shapes
+    b200 = H100.model_copy(update={"generation": "blackwell"})
+    cal = calibration_for("blackwell")
+    dense, grouped = Gemm(8192, 4096, 4096), Gemm(8192, 1536, 4096, count=16, grouped=True)
+    router = Gemm(8192, 64, 4096, fp8_capable=False)
+
+    def seconds(g: Gemm, **w) -> float:
+        gpu, book = gemm_hardware(b200, workload(**w), None)
+        return gemm_time_s([g], gpu, cal, True, book)
+
+    per_tensor = seconds(dense, precision="fp8", fp8_recipe="tensorwise")
+    assert seconds(dense, precision="fp8") == per_tensor  # delayed: the same GEMM kernel
+    assert seconds(dense, precision="mxfp8") == pytest.approx(per_tensor * 7.161 / 6.812)
+    # FP8 block scaling is emulated with MXFP8 GEMMs on Blackwell (TE gemm.cpp)
+    assert seconds(dense, precision="fp8", fp8_recipe="blockwise") == pytest.approx(
+        per_tensor * 7.161 / 6.812
+    )
+    # not measured: grouped expert GEMMs and bf16 GEMMs keep their speed
+    assert seconds(grouped, precision="mxfp8") == seconds(grouped, precision="fp8")
+    assert seconds(router, precision="mxfp8") == seconds(router, precision="fp8")
+    # no (per-tensor) fp8 table row stands for an MXFP8 GEMM; Hopper has no measurement
+    book = object()
+    assert gemm_hardware(b200, workload(precision="mxfp8"), book)[1] is None  # type: ignore[arg-type]
+    hopper_blockwise = workload(precision="fp8", fp8_recipe="blockwise")
+    assert gemm_hardware(H100, hopper_blockwise, book) == (H100, book)  # type: ignore[arg-type]
 
 
 def test_cuda_graphs_remove_launch_and_routing_overhead_not_expert_launches():

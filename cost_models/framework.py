@@ -95,6 +95,10 @@ class FrameworkProfile:
     no_inputs: tuple[tuple[str, str], ...] = ()
     """Inputs (Workload / Layout field, why) this launcher has no setting for: plan and estimate
     refuse them for it (input_violations), as its export would."""
+    zero_inputs: tuple[tuple[str, int, str], ...] = ()
+    """Inputs (Workload field, the lowest ZeRO stage that runs it, why) this launcher runs only
+    from a ZeRO stage up: the search counts the stages below as rejections
+    (zero_input_violations, planner/search/candidates.py), the export refuses them."""
     sliding_window: str = ""
     """How the launcher takes sliding-window layers (ModelSpec.sliding_window), with its source;
     "": it has no option for them (the plan is priced with the window, the export refuses)."""
@@ -505,6 +509,14 @@ MEGATRON = FrameworkProfile(
         False, "megatron/core/model_parallel_config.py tp_comm_overlap: bool = False"
     ),
     ep_overlap=True,
+    zero_inputs=(
+        ("optimizer_moments", 1, "--use-precision-aware-optimizer runs only with the "
+         "distributed optimizer (megatron-core 0.19.2 optimizer/optimizer_config.py "
+         "__post_init__: '--use-precision-aware-optimizer only supported with distributed "
+         "optimizer'), which ZeRO-1 is and Megatron-FSDP (ZeRO-2 / 3) turns on "
+         "(megatron/training/arguments.py validate_args: use_megatron_fsdp sets "
+         "use_distributed_optimizer)"),
+    ),
     sliding_window=(
         "any model: --window-size W-1,0 and --window-attn-skip-freq N (one full layer after N-1 "
         "windowed) or a per-layer list (megatron/training/arguments.py moe_freq_type; "
@@ -724,7 +736,27 @@ def input_violations(
     """Why `p`'s launcher cannot run these inputs (FrameworkProfile.no_inputs; empty: it can):
     bf16 main gradients, fp8 primary weights, CPU activation offloading, bf16 optimizer
     moments, the fp8 SwiGLU input store, the E5M6 attention-output cache."""
-    given = {
+    given = _stated_inputs(workload, cpu_offload_layers)
+    return [f"{given[name]}: {why}" for name, why in p.no_inputs if given.get(name)]
+
+
+def zero_input_violations(p: FrameworkProfile, workload: Workload, layout: Layout) -> list[str]:
+    """Why `p`'s launcher cannot run these inputs at the layout's ZeRO stage
+    (FrameworkProfile.zero_inputs; empty: it can): Megatron's bf16 moments below ZeRO-1."""
+    if not p.zero_inputs:
+        return []
+    given = _stated_inputs(workload, layout.cpu_offload_layers)
+    return [
+        f"{given[name]} needs ZeRO >= {lowest} under {p.name} (got ZeRO-{layout.zero_stage}): {why}"
+        for name, lowest, why in p.zero_inputs
+        if given.get(name) and layout.zero_stage < lowest
+    ]
+
+
+def _stated_inputs(workload: Workload, cpu_offload_layers: int) -> dict[str, Any]:
+    """The memory inputs a workload states, by field name, as the words a refusal names
+    (False / 0 where not stated)."""
+    return {
         "main_grads": workload.main_grads != "fp32" and f"main_grads {workload.main_grads}",
         "fp8_params": workload.fp8_params and "fp8_params",
         "cpu_offload_layers": cpu_offload_layers and f"cpu_offload_layers {cpu_offload_layers}",
@@ -740,7 +772,6 @@ def input_violations(
             and f"attention_output_store {workload.attention_output_store}"
         ),
     }
-    return [f"{given[name]}: {why}" for name, why in p.no_inputs if given.get(name)]
 
 
 def ep_overlap_precision_ok(precision: str) -> bool:

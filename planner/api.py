@@ -35,18 +35,19 @@ DEFAULT_SEQ_LEN = 4096
 DEFAULT_BATCH_TOKENS = 2**22  # ~4M tokens per step, the usual pre-training batch at scale
 
 
-def _moments_space(space: SearchSpace, workload: Workload) -> SearchSpace:
-    """Megatron runs bf16 optimizer moments only with its distributed optimizer (ZeRO-1):
-    megatron/core/optimizer/__init__.py get_megatron_optimizer raises "--use-precision-aware-
-    optimizer only supported with distributed optimizer"."""
-    if space.framework != "megatron" or workload.optimizer_moments == "fp32":
-        return space
-    if 1 not in space.zero_stages:
-        raise InvalidInput(
-            "optimizer_moments: bf16 moments need Megatron's distributed optimizer (ZeRO-1), "
-            f"and the allowed ZeRO stages are {list(space.zero_stages)}"
-        )
-    return space.model_copy(update={"zero_stages": (1,)})
+def _check_zero_inputs_space(space: SearchSpace, workload: Workload) -> None:
+    """An input the space's framework runs only from a ZeRO stage up (FrameworkProfile.
+    zero_inputs: Megatron's bf16 moments need its distributed optimizer, ZeRO >= 1) with no
+    such stage allowed is bad input (exit 2), not an infeasible search. The search itself
+    checks the rule at every stage (candidates.zero_rule_split) and counts the stages it takes
+    out in the rejections."""
+    if space.framework is None:
+        return
+    prof = _framework.profile(space.framework)
+    top = Layout(zero_stage=max(space.zero_stages))
+    problems = _framework.zero_input_violations(prof, workload, top)
+    if problems:
+        raise InvalidInput(f"{problems[0]}; the allowed ZeRO stages are {list(space.zero_stages)}")
 
 
 def _graph_space(space: SearchSpace, workload: Workload) -> SearchSpace:
@@ -258,7 +259,8 @@ def plan(
     check_memory_options(model, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
-    space = _graph_space(_moments_space(space, workload), workload)
+    _check_zero_inputs_space(space, workload)
+    space = _graph_space(space, workload)
     _check_fp8_params_space(space, workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     usable = exhaustive.usable_memory_gib(cluster, space)
@@ -474,7 +476,15 @@ def _whole_node_plan(
 
 
 def framework_violations(
-    model: ModelSpec, layout: Layout, framework: str = _framework.DEFAULT_FRAMEWORK
+    model: ModelSpec,
+    layout: Layout,
+    framework: str = _framework.DEFAULT_FRAMEWORK,
+    workload: Workload | None = None,
 ) -> list[str]:
-    """Why `framework` cannot run `layout` (empty: it can)."""
-    return _framework.profile_violations(_framework.profile(framework), model, layout)
+    """Why `framework` cannot run `layout` (empty: it can); with `workload`, also its inputs
+    that need a higher ZeRO stage there (FrameworkProfile.zero_inputs)."""
+    prof = _framework.profile(framework)
+    out = _framework.profile_violations(prof, model, layout)
+    if workload is not None:
+        out += _framework.zero_input_violations(prof, workload, layout)
+    return out

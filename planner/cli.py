@@ -610,7 +610,8 @@ def _add_memory_options(p: argparse.ArgumentParser) -> None:
         "--optimizer-moments",
         choices=("fp32", "bf16"),
         help="dtype of Adam's moments (default fp32; bf16: Megatron --use-precision-aware-"
-        "optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16, DeepSeek-V3)",
+        "optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16, DeepSeek-V3; Megatron runs "
+        "it from ZeRO-1 up: the distributed optimizer or Megatron-FSDP)",
     )
     p.add_argument(
         "--activation-func-fp8-input-store",
@@ -953,7 +954,7 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     )
     rel = _reliability(args)
     good = None if rel is None else goodput_plan.score(model, cluster, workload, e, rel)
-    cannot = [] if name is None else api.framework_violations(model, layout, name)
+    cannot = [] if name is None else api.framework_violations(model, layout, name, workload)
     if args.json:
         payload = report.estimate_dict(e, model, cluster.gpu.hbm_gib)
         prof = framework_profile(name) if name else None

@@ -31,7 +31,12 @@ from pydantic import (
 import models_zoo
 from cost_models import estimate
 from cost_models.errors import InvalidInput, PlannerError, describe_validation_error
-from cost_models.framework import PHYSICS_FIELDS, input_violations, record_profile
+from cost_models.framework import (
+    PHYSICS_FIELDS,
+    input_violations,
+    record_profile,
+    zero_input_violations,
+)
 from cost_models.params import total_params
 from cost_models.specs import (
     MAX_GPUS,
@@ -363,6 +368,7 @@ def record_inputs(
     # primary weights under torchtitan / DeepSpeed, CPU offloading outside Megatron) is refused
     # as plan and the exports refuse it (FrameworkProfile.no_inputs), never priced as if it ran.
     refused = input_violations(profile, workload, layout.cpu_offload_layers)
+    refused += zero_input_violations(profile, workload, layout)  # Megatron bf16 moments at ZeRO-0
     if refused:
         raise InvalidInput(f"settings: framework {profile.name} cannot run {'; '.join(refused)}")
     return model, record_cluster(record, cluster), workload, layout

@@ -800,16 +800,19 @@ def _megatron_memory_options(workload: Workload, lo: Layout) -> list[str]:
         grads.append("--fp4-param-gather" if fp4 else "--fp8-param-gather")
     if workload.optimizer_moments == "fp32":
         return grads
-    if lo.zero_stage != 1:
-        # megatron/core/optimizer/__init__.py get_megatron_optimizer: "--use-precision-aware-
-        # optimizer only supported with distributed optimizer".
-        raise _refuse(
-            "megatron",
-            f"bf16 optimizer moments need the distributed optimizer (ZeRO-1), not ZeRO-"
-            f"{lo.zero_stage}",
-        )
+    refused = framework.zero_input_violations(framework.profile("megatron"), workload, lo)
+    if refused:
+        # megatron-core 0.19.2 optimizer/optimizer_config.py __post_init__: "--use-precision-
+        # aware-optimizer only supported with distributed optimizer" (ZeRO-0 is plain DDP).
+        raise _refuse("megatron", refused[0])
     # megatron/core/optimizer/optimizer_config.py exp_avg_dtype / exp_avg_sq_dtype, used by
-    # Transformer Engine's FusedAdam under use_precision_aware_optimizer.
+    # Transformer Engine's FusedAdam under use_precision_aware_optimizer. ZeRO-1 and the ZeRO-2
+    # that runs as the distributed optimizer: its FusedAdam keeps the fp32 master and the bf16
+    # moments on the shard. Megatron-FSDP (ZeRO-2 optim_grads / ZeRO-3 optim_grads_params):
+    # use_megatron_fsdp turns use_distributed_optimizer on (arguments.py validate_args) and
+    # get_megatron_optimizer's Megatron-FSDP branch builds the same FusedAdam over FSDP's
+    # sharded fp32 main weights with master_weights False and use_decoupled_grad True
+    # (optimizer/__init__.py), so the bf16 moments live on the FSDP shard.
     return grads + [
         "--use-precision-aware-optimizer",
         "--exp-avg-dtype",

@@ -322,12 +322,13 @@ def legal_bases_batched(
                 **split_flags(model, space, pp, vp),
             )
             problems = shape_violations(model, cluster, work, base)
-            stages = () if problems else zero_stages(work, space, base)
-            if not problems and not stages:
-                problems = zero_violations(work, base)
             if problems:
                 rejected.add(problems[0], per_shape)
-            else:
+                continue
+            stages, refused = zero_rule_split(work, space, base)
+            for reason in refused:  # each stage a ZeRO rule takes out, once per recompute
+                rejected.add(reason, len(space.recompute))
+            if stages:
                 bases.append(base.with_update({"zero_stage": stages[0]}))
                 batches.append(choices)
     if space.global_batch_range is not None and num_shapes and no_batch == num_shapes:
@@ -345,11 +346,30 @@ def zero_stages(workload: Workload, space: SearchSpace, base: Layout) -> tuple[i
     """The space's ZeRO stages whose rules `base` keeps (cost_models.rules.zero_violations,
     e.g. fp8 primary weights need ZeRO >= 1): every stage the search may pick is checked, not
     only the first (the rest of the rules read no ZeRO stage: checked once per shape)."""
-    return tuple(
-        z
-        for z in space.zero_stages
-        if not zero_violations(workload, base.with_update({"zero_stage": z}))
-    )
+    return zero_rule_split(workload, space, base)[0]
+
+
+def zero_rule_split(
+    workload: Workload, space: SearchSpace, base: Layout
+) -> tuple[tuple[int, ...], list[str]]:
+    """(the space's ZeRO stages whose rules `base` keeps, the first broken rule's message of
+    each stage it does not keep): legal_bases_batched counts every stage a rule takes out in
+    the rejections, with its own reason, as it counts the shape rules. The rules: cost_models.
+    rules.zero_violations and the space's framework's inputs that need a ZeRO stage
+    (framework.zero_input_violations: Megatron's bf16 moments need ZeRO >= 1)."""
+    prof = None if space.framework is None else framework.profile(space.framework)
+    kept: list[int] = []
+    refused: list[str] = []
+    for z in space.zero_stages:
+        lo = base.with_update({"zero_stage": z})
+        problems = zero_violations(workload, lo)
+        if prof is not None and prof.zero_inputs:
+            problems += framework.zero_input_violations(prof, workload, lo)
+        if problems:
+            refused.append(problems[0])
+        else:
+            kept.append(z)
+    return tuple(kept), refused
 
 
 def legal_bases(
@@ -369,7 +389,9 @@ def legal_bases(
     model lacks them. The rules that read the ZeRO stage (rules.zero_violations: fp8 primary
     weights need ZeRO >= 1, memory_phases fsdp2 needs ZeRO-3) are checked for every stage of
     the space here (a base is legal when one stage is) and again per stage where the base
-    expands (sharding_variants), so no narrowing of the space is needed for them. With a global
+    expands (sharding_variants), so no narrowing of the space is needed for them; each stage
+    they take out is counted here under its own rule, once per recompute mode, as a base the
+    shape rules refuse is counted once per recompute x ZeRO stage. With a global
     batch range a base is legal when some batch in the range is (its largest legal batch is
     checked).
     """

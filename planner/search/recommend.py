@@ -21,7 +21,7 @@ from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions
-from .candidates import OrderCache, complexity, framework_violations
+from .candidates import OrderCache, complexity, framework_violations, zero_stages
 from .exhaustive import plan_batch, rank_key, within
 
 
@@ -63,7 +63,7 @@ def equivalents(
     work = workload.model_copy(update={"global_batch_seqs": plan_batch(e)})
     pricer = Pricer(model, cluster, work)  # the twins share every per-layer piece
     out: list[Layout] = []
-    for zero in space.zero_stages:
+    for zero in zero_stages(work, space, lo):  # the stages the ZeRO rules allow
         if zero == lo.zero_stage or nothing_to_shard(lo, model.moe is not None):
             continue  # a stage with nothing to shard is no alternative (sharding_variants)
         twin_layout = lo.with_update({"zero_stage": zero})

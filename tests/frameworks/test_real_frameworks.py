@@ -28,7 +28,9 @@ Stubs (only what needs a GPU):
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -291,6 +293,21 @@ MEMORY_INPUTS = {
         {"tp": 2, "dp": 8, "zero_stage": 1},
         {"grad_reduce_in_bf16": True, "use_precision_aware_optimizer": True},
     ),
+    # Megatron-FSDP runs the precision-aware optimizer (use_megatron_fsdp turns the
+    # distributed optimizer on): bf16 moments on the FSDP shard, ZeRO-3 and ZeRO-2.
+    "bf16-moments-megatron-fsdp": (
+        f.workload(global_batch=32, optimizer_moments="bf16"),
+        {"tp": 2, "dp": 8, "zero_stage": 3},
+        {"use_megatron_fsdp": True, "data_parallel_sharding_strategy": "optim_grads_params",
+         "use_distributed_optimizer": True, "use_precision_aware_optimizer": True,
+         "exp_avg_dtype": torch.bfloat16, "exp_avg_sq_dtype": torch.bfloat16},
+    ),  # fmt: skip
+    "bf16-moments-megatron-fsdp-zero2": (
+        f.workload(global_batch=8, optimizer_moments="bf16"),  # one micro-batch: optim_grads
+        {"tp": 2, "dp": 8, "zero_stage": 2},
+        {"use_megatron_fsdp": True, "data_parallel_sharding_strategy": "optim_grads",
+         "use_precision_aware_optimizer": True, "exp_avg_sq_dtype": torch.bfloat16},
+    ),  # fmt: skip
     "cpu-offload": (
         f.workload(global_batch=32),
         {"tp": 2, "dp": 8, "cpu_offload_layers": 4},
@@ -332,6 +349,17 @@ def test_megatron_parses_the_memory_inputs(name, fake_world, monkeypatch):
     result = f.result_for(f.dense_model(), cluster, workload, Layout(**fields))
     ns = check_megatron(result, 0, fake_world, monkeypatch)
     assert {k: getattr(ns, k) for k in parsed} == parsed
+    # The optimizer config pretrain_gpt.py builds (megatron/training/training.py
+    # get_megatron_optimizer_config: every OptimizerConfig field from the args):
+    # OptimizerConfig.__post_init__ asserts the distributed optimizer for bf16 moments.
+    _te_fused_adam_stub(monkeypatch)
+    from megatron.core.optimizer.optimizer_config import OptimizerConfig
+
+    names = [x.name for x in dataclasses.fields(OptimizerConfig) if hasattr(ns, x.name)]
+    opt = OptimizerConfig(**{k: getattr(ns, k) for k in names})
+    bf16 = workload.optimizer_moments == "bf16"
+    assert opt.use_precision_aware_optimizer == bf16
+    assert opt.exp_avg_dtype == (torch.bfloat16 if bf16 else torch.float32)
     # The model config pretrain_gpt.py builds: TransformerConfig.__post_init__ runs Megatron's
     # own offloading checks (pipeline parallelism, recompute, layer count).
     from megatron.training.argument_utils import core_transformer_config_from_args
@@ -340,6 +368,37 @@ def test_megatron_parses_the_memory_inputs(name, fake_world, monkeypatch):
     config = core_transformer_config_from_args(ns)
     assert config.cpu_offloading == bool(fields.get("cpu_offload_layers"))
     assert config.cpu_offloading_num_layers == fields.get("cpu_offload_layers", 0)
+
+
+def _te_fused_adam_stub(monkeypatch) -> None:
+    """Stub: Transformer Engine is not installed here. OptimizerConfig.__post_init__ checks
+    that TE's FusedAdam takes the precision-aware arguments (the ones below) after its
+    distributed-optimizer assert."""
+    stub = types.ModuleType("transformer_engine.pytorch.optimizers")
+
+    class FusedAdam:  # the four arguments OptimizerConfig looks for
+        def __init__(
+            self, params, master_weight_dtype=None, exp_avg_dtype=None, exp_avg_sq_dtype=None,
+            use_decoupled_grad=False,
+        ) -> None:  # fmt: skip
+            pass
+
+    stub.FusedAdam = FusedAdam
+    for name in ("transformer_engine", "transformer_engine.pytorch"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "transformer_engine.pytorch.optimizers", stub)
+
+
+def test_megatron_refuses_bf16_moments_without_the_distributed_optimizer(monkeypatch) -> None:
+    """The rule the planner keeps (FrameworkProfile.zero_inputs): DDP (ZeRO-0) with the
+    precision-aware optimizer is refused by megatron-core itself."""
+    _te_fused_adam_stub(monkeypatch)
+    from megatron.core.optimizer.optimizer_config import OptimizerConfig
+
+    with pytest.raises(AssertionError, match="only supported with distributed optimizer"):
+        OptimizerConfig(
+            optimizer="adam", use_precision_aware_optimizer=True, exp_avg_dtype=torch.bfloat16
+        )
 
 
 # ---------------------------------------------------------------------------------- torchtitan

@@ -114,10 +114,14 @@ def test_megatron_export_of_bf16_moments_uses_real_flags() -> None:
     i = args.index("--use-precision-aware-optimizer")
     assert args[i + 1 : i + 5] == ["--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
     assert {a for a in args if a.startswith("--")} <= known
-    # megatron/core/optimizer/__init__.py: precision-aware optimizer needs the distributed one
+    # megatron/core/optimizer/optimizer_config.py: precision-aware optimizer needs the
+    # distributed one, which Megatron-FSDP (ZeRO-2 / 3) turns on; DDP (ZeRO-0) is refused.
     z0 = lo.model_copy(update={"zero_stage": 0})
     with pytest.raises(InvalidInput, match="distributed optimizer"):
         megatron_args(model, work, estimate(model, cluster, work, z0))
+    z3_lo = lo.model_copy(update={"zero_stage": 3})
+    z3 = megatron_args(model, work, estimate(model, cluster, work, z3_lo))
+    assert "--use-megatron-fsdp" in z3 and "--use-precision-aware-optimizer" in z3
     for field, value in (
         ("activation_func_fp8_input_store", True),
         ("attention_output_store", "e5m6"),
@@ -138,7 +142,10 @@ def test_megatron_export_of_bf16_moments_uses_real_flags() -> None:
         deepspeed_config(work, estimate(model, cluster, work, lo), model)
 
 
-def test_megatron_plan_with_bf16_moments_searches_zero1_only() -> None:
+def test_megatron_plan_with_bf16_moments_searches_every_distributed_optimizer_stage() -> None:
+    """megatron-core 0.19.2 runs the precision-aware optimizer with the distributed optimizer
+    (ZeRO-1) and with Megatron-FSDP (ZeRO-2 / 3, which turns it on); only DDP (ZeRO-0) is
+    refused. Was (main 2e7f2f7): the search narrowed to ZeRO-1 and refused --zero 3."""
     result = planner.plan_for(
         "llama3-8b",
         "dgx-h100",
@@ -147,15 +154,26 @@ def test_megatron_plan_with_bf16_moments_searches_zero1_only() -> None:
         workload_fields={"optimizer_moments": "bf16"},
         top_k=3,
     )
-    assert {p.layout.zero_stage for p in result.ranked} == {1}
-    with pytest.raises(InvalidInput, match="ZeRO-1"):
+    assert result.ranked and all(p.layout.zero_stage >= 1 for p in result.ranked)
+    zero0 = [r for r in result.rejections if r.startswith("optimizer_moments bf16 needs ZeRO")]
+    assert zero0 and "distributed optimizer" in zero0[0]
+    fsdp = planner.plan_for(
+        "llama3-8b",
+        "dgx-h100",
+        num_gpus=8,
+        global_batch=64,
+        workload_fields={"optimizer_moments": "bf16"},
+        zero_stages=(3,),
+    )
+    assert {p.layout.zero_stage for p in fsdp.ranked} == {3}
+    with pytest.raises(InvalidInput, match=r"needs ZeRO >= 1 under megatron.*stages are \[0\]"):
         planner.plan_for(
             "llama3-8b",
             "dgx-h100",
             num_gpus=8,
             global_batch=64,
             workload_fields={"optimizer_moments": "bf16"},
-            zero_stages=(3,),
+            zero_stages=(0,),
         )
 
 

@@ -30,7 +30,8 @@ def test_legal_bases_check_every_zero_stage_not_the_first() -> None:
     space = SearchSpace(zero_stages=(0, 1, 2, 3))
     bases, rejected = candidates.legal_bases(model, cluster, work, space)
     assert bases and all(b.zero_stage == 1 for b in bases)
-    assert not any("fp8_params" in reason for reason in rejected)
+    # no base refused for it: only each base's ZeRO-0, once per recompute mode, is counted
+    assert sum(n for r, n in rejected.items() if "fp8_params" in r) == len(bases) * 3
     shapes, _ = candidates.legal_shapes(model, cluster, work, space)
     assert {s.zero_stage for s in shapes} == {1, 2, 3}  # every stage the rule allows, no ZeRO-0
 
@@ -108,3 +109,99 @@ def test_the_search_keeps_fsdp2_phases_to_zero3() -> None:
     work = factories.workload(1024, 16, memory_phases="fsdp2")
     result = factories.plan(model, cluster, work)
     assert result.ranked and {e.layout.zero_stage for e in result.ranked} == {3}
+
+
+# ------------------------------------- every stage a ZeRO rule takes out is counted (edges3)
+
+FP8 = "fp8_params needs a ZeRO stage >= 1 (the distributed optimizer or FSDP)"
+FSDP2 = "memory_phases fsdp2 is priced for ZeRO-3 only (got ZeRO-N)"
+
+
+def _count(rejected, start: str) -> int:
+    return sum(n for reason, n in rejected.items() if reason.startswith(start))
+
+
+def test_stages_a_zero_rule_takes_out_are_counted_with_their_reason() -> None:
+    """Was (main 2e7f2f7): with fp8 primary weights the base was kept at ZeRO-1 and its ZeRO-0
+    dropped without a count, so `rejections` never said why no ZeRO-0 plan was offered. One
+    base here (tp 2 pp 1 cp 1 dp 4, micro-batch 1), 3 recompute modes: ZeRO-0 x 3 = 3."""
+    model, cluster, work = _fp8_params_setup()
+    space = SearchSpace(tp=2, pp=1, cp=1, micro_batches=(1,), zero_stages=(0, 1, 2, 3))
+    bases, rejected = candidates.legal_bases(model, cluster, work, space)
+    assert len(bases) == 1 and len(space.recompute) == 3
+    assert _count(rejected, FP8) == 3
+    both = work.model_copy(update={"memory_phases": "fsdp2"})
+    bases, rejected = candidates.legal_bases(model, cluster, both, space)
+    assert [b.zero_stage for b in bases] == [3]
+    # each stage under its own first broken rule: ZeRO-0 fp8_params, ZeRO-1 and -2 fsdp2
+    assert _count(rejected, FP8) == 3
+    assert _count(rejected, "memory_phases fsdp2 is priced for ZeRO-3 only") == 6
+
+
+def test_a_base_every_stage_refuses_counts_each_stage_by_its_rule() -> None:
+    model, cluster, work = _fp8_params_setup()
+    both = work.model_copy(update={"memory_phases": "fsdp2"})
+    space = SearchSpace(tp=2, pp=1, cp=1, micro_batches=(1,), zero_stages=(0, 2))
+    bases, rejected = candidates.legal_bases(model, cluster, both, space)
+    assert not bases
+    assert _count(rejected, FP8) == 3
+    assert _count(rejected, "memory_phases fsdp2 is priced for ZeRO-3 only") == 3
+
+
+@pytest.mark.parametrize("engine", ["branch-and-bound", "exhaustive"])
+def test_plan_rejections_count_the_zero_stages_the_rules_take_out(engine) -> None:
+    """The plan's rejections (the JSON's `rejections`, the report's why-refused lines) count
+    ZeRO-0 once per legal base and recompute mode under fp8_params, for both engines; the
+    plans are the ones the same space without ZeRO-0 gives."""
+    model, cluster, work = _fp8_params_setup()
+    result = factories.plan(model, cluster, work, engine=engine, framework=None)
+    bases, _ = candidates.legal_bases(model, cluster, work, SearchSpace(framework=None))
+    assert _count(result.rejections, FP8) == len(bases) * 3
+    without = factories.plan(
+        model, cluster, work, engine=engine, framework=None, zero_stages=(1, 2, 3)
+    )
+    assert [e.layout for e in result.ranked] == [e.layout for e in without.ranked]
+    assert _count(without.rejections, FP8) == 0
+
+
+# ------------------------- Megatron's bf16 moments: ZeRO >= 1 (distributed optimizer / FSDP)
+
+BF16_EST = ["estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8"]
+BF16_EST += ["--global-batch", "64", "--seq-len", "4096", "--tp", "1", "--pp", "1", "--dp", "8"]
+BF16_EST += ["--framework", "megatron", "--optimizer-moments", "bf16", "--json"]
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_estimate_says_megatron_runs_bf16_moments_from_zero1(capsys, zero) -> None:
+    assert main([*BF16_EST, "--zero", str(zero)]) == 0
+    cannot = json.loads(capsys.readouterr().out)["framework_violations"]
+    said = [v for v in cannot if v.startswith("optimizer_moments bf16 needs ZeRO >= 1")]
+    assert bool(said) == (zero == 0)
+
+
+@pytest.mark.parametrize("zero", [0, 3])
+def test_a_record_of_megatron_bf16_moments_is_refused_at_zero0_only(zero) -> None:
+    from planner.validate import validate_record
+
+    row = validate_record(
+        factories.tiny_record({"optimizer_moments": "bf16"}, layout={"zero_stage": zero})
+    )
+    if zero == 0:
+        assert row.estimate is None and "optimizer_moments bf16 needs ZeRO >= 1" in row.error
+    else:
+        assert row.error is None and row.estimate is not None
+
+
+@pytest.mark.parametrize(("zero", "ratio"), [(1, 8 / 12), (2, 8 / 12), (3, 4 / 8)])
+def test_bf16_moments_are_priced_on_the_shard_of_every_stage(zero, ratio) -> None:
+    """Optimizer bytes per parameter of the shard: ZeRO-1 / 2 hold the fp32 master and the
+    moments (4 + 8 B, 4 + 4 B with bf16 moments); Megatron-FSDP's ZeRO-3 keeps the fp32 main
+    weights with the weights and only the moments in the optimizer (8 B, 4 B)."""
+    model, cluster = factories.dense_model(num_layers=4), factories.cluster(8)
+    lo = factories.layout(dp=8, zero_stage=zero)
+    gib = {}
+    for moments in ("fp32", "bf16"):
+        work = factories.workload(1024, 16, optimizer_moments=moments)
+        e = api.estimate(model, cluster, lo, work, framework="megatron")
+        gib[moments] = e.stage_memory[0].optimizer_gib
+    assert gib["bf16"] == pytest.approx(gib["fp32"] * ratio, rel=1e-12)

@@ -35,7 +35,7 @@ from typing import Any
 
 from .commtable import p2p_s
 from .compute import LayerTime
-from .pipeline import num_microbatches
+from .pipeline import num_microbatches, split_slots
 from .rankmap import DP_GROUPS, LAYER_GROUPS, Group
 from .specs import Layout
 from .stage import is_block_recompute, recomputed_layers, without_block_recompute
@@ -343,7 +343,7 @@ class StepBounds:
         """(rank, layer counts) of the stages that can hold the peak: last, first, and the first
         middle stage of each distinct layer count (see peak_memory_gib)."""
         dualpipe = lo.pp_schedule == "dualpipe"
-        key = (lo.pp, lo.vp, dualpipe)
+        key = (lo.pp, lo.vp, dualpipe, split_slots(lo))
         found = self._candidates.get(key)
         if found is None:
             counts = self.stage_counts(lo)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from .accumulation import MAX_ACTIVE_STAGES
 from .errors import InvalidInput
-from .pipeline import chunk_layer_counts
+from .pipeline import layout_chunk_counts, split_slots
 from .specs import Axis, Layout, ModelSpec, Recompute, Workload
 
 FrameworkName = Literal["megatron", "torchtitan", "deepspeed"]
@@ -719,6 +719,14 @@ def profile_violations(
         out += ep_overlap_violations(p, layout)
     if p.name == "torchtitan":
         out += _torchtitan_violations(model, layout, chunks)
+    if p.name == "deepspeed" and split_slots(layout) != (0, 0):
+        # Megatron-DeepSpeed's GPTModelPipe builds its PipelineModule with
+        # partition_method='type:transformer' (megatron/model/gpt_model.py): the embedding and
+        # the loss are never counted as layers, and no argument changes the method.
+        out.append(
+            "account_for_embedding/loss_in_pipeline_split: Megatron-DeepSpeed partitions "
+            "transformer layers only (PipelineModule partition_method 'type:transformer')"
+        )
     return out
 
 
@@ -845,7 +853,7 @@ def _torchtitan_violations(model: ModelSpec, layout: Layout, chunks: list[int] |
             "again, more all-gathers than the plan is priced with (accumulation.dp_rounds)"
         )
     if layout.pp > 1:
-        counts = chunks or chunk_layer_counts(model.num_layers, layout.pp * layout.vp)
+        counts = chunks or layout_chunk_counts(model, layout)
         per_stage = max(counts)
         if len(counts) > 2 and set(counts[1:-1]) != {per_stage}:
             out.append(

@@ -33,15 +33,52 @@ def chunk_layer_counts(num_layers: int, num_chunks: int) -> list[int]:
     return counts
 
 
+def split_slots(layout: Layout) -> tuple[int, int]:
+    """(embedding, loss) decoder-layer slots the layout's split counts: Megatron-Core's
+    account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split (each 0 or 1)."""
+    return (
+        int(layout.account_for_embedding_in_pipeline_split),
+        int(layout.account_for_loss_in_pipeline_split),
+    )
+
+
+def accounted_chunk_counts(num_layers: int, num_chunks: int, slots: tuple[int, int]) -> list[int]:
+    """Decoder layers per model chunk when the embedding and / or the loss count as one layer
+    each (Megatron-Core 0.19.2 transformer_block.get_num_layers_to_build): every chunk gets
+    (num_layers + slots) / (pp * vp) layer slots, and the first chunk of the first rank builds
+    one decoder layer fewer for the embedding, the last chunk of the last rank one fewer for the
+    loss (a chunk may so hold the embedding or the loss alone). TransformerConfig requires the
+    division to be exact (cost_models.rules._split_slot_rules); where it is not (a layout the
+    rules refuse) the remainder is spread as chunk_layer_counts spreads it."""
+    embedding, loss = slots
+    total = num_layers + embedding + loss
+    if total % num_chunks:
+        return chunk_layer_counts(num_layers, num_chunks)
+    counts = [total // num_chunks] * num_chunks
+    counts[0] -= embedding
+    counts[-1] -= loss
+    return counts
+
+
+def layout_chunk_counts(model: ModelSpec, layout: Layout) -> list[int]:
+    """Decoder layers per model chunk (pp * vp chunks, model order) of the layout's own split:
+    Megatron's accounted split when the layout counts the embedding or the loss
+    (accounted_chunk_counts), else the cost model's (chunk_layer_counts)."""
+    slots = split_slots(layout)
+    if slots == (0, 0):
+        return chunk_layer_counts(model.num_layers, layout.pp * layout.vp)
+    return accounted_chunk_counts(model.num_layers, layout.pp * layout.vp, slots)
+
+
 def stage_layers(
     model: ModelSpec, layout: Layout, layers_per_stage: tuple[int, ...] | None = None
 ) -> list[list[int]]:
     """Layer indices held by each pipeline rank (all its virtual chunks), in model order."""
-    p, v = layout.pp, layout.vp
+    p = layout.pp
     if layers_per_stage is not None:
         counts = list(layers_per_stage)
     else:
-        counts = chunk_layer_counts(model.num_layers, p * v)
+        counts = layout_chunk_counts(model, layout)
     stages: list[list[int]] = [[] for _ in range(p)]
     start = 0
     for chunk, n in enumerate(counts):

@@ -44,7 +44,13 @@ from .memory import (
     state_bytes,
     weight_bytes,
 )
-from .pipeline import dualpipe_bubble_s, num_microbatches, schedule_time_s, stage_layers
+from .pipeline import (
+    dualpipe_bubble_s,
+    num_microbatches,
+    schedule_time_s,
+    split_slots,
+    stage_layers,
+)
 from .rankmap import LAYER_GROUPS, Group
 from .rules import layout_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
@@ -85,12 +91,15 @@ DENSE_TIME_READS = ("tp", "cp", "micro_batch", "sequence_parallel")
 LAYER_TIME_READS but the expert splits (ep, etp), which only a MoE layer's time reads. A MoE
 model's search tries many EP degrees per (TP, CP, micro-batch): its dense layers, head and
 embedding are priced once for all of them."""
-NOT_IN_LAYER_COST = ("order", "zero_stage", "pp", "dp", "vp")
+SPLIT_SLOTS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+"""The Layout fields that set the layer split (pipeline.layout_chunk_counts): the pieces below
+take a stage's layer counts as an argument and read neither."""
+NOT_IN_LAYER_COST = ("order", "zero_stage", "pp", "dp", "vp", *SPLIT_SLOTS)
 """stage.layer_cost (and compute.layer_time) read neither pp, dp, vp, the ZeRO stage nor the
 order; of the spans only TP, CP and EP."""
-NOT_IN_STAGE_PARAMS = ("order", "zero_stage", "recompute", "micro_batch")
+NOT_IN_STAGE_PARAMS = ("order", "zero_stage", "recompute", "micro_batch", *SPLIT_SLOTS)
 """memory.stage_params reads the degrees and the stage position only."""
-NOT_IN_ACTIVATIONS = ("order", "zero_stage")
+NOT_IN_ACTIVATIONS = ("order", "zero_stage", *SPLIT_SLOTS)
 """A stage's activation bytes (stage.stage_activation_bytes) and buffers (memory.buffer_bytes)
 read neither the ZeRO stage nor the order."""
 LAYER_ACTIVATION_READS = (
@@ -162,7 +171,7 @@ class Pricer(StepBounds):
         self._dense: dict[tuple, tuple[LayerTime | None, LayerTime, LayerTime]] = {}
         self._costs: dict[tuple, ByKind[LayerCost]] = {}
         self._tp: dict[tuple, tuple[float, float, tuple[float, ...]]] = {}  # stage.layer_cost's
-        self._counts: dict[tuple[int, int], list[Counts]] = {}
+        self._counts: dict[tuple[int, int, tuple[int, int]], list[Counts]] = {}
         self._params: dict[tuple, StageParams] = {}
         self._acts: dict[tuple, LayerActivations] = {}
         self._stage_bytes: dict[tuple, tuple[float, float]] = {}  # stage_memory's (acts, buffers)
@@ -246,8 +255,9 @@ class Pricer(StepBounds):
     # ------------------------------------------------------------------------- per stage
 
     def stage_counts(self, lo: Layout, split: tuple[int, ...] | None = None) -> list[Counts]:
-        """(dense, MoE) layers per pipeline rank under `split` (layers per chunk; None: even)."""
-        key = (lo.pp, lo.vp)
+        """(dense, MoE) layers per pipeline rank under `split` (layers per chunk; None: the
+        layout's own split, pipeline.layout_chunk_counts)."""
+        key = (lo.pp, lo.vp, split_slots(lo))
         found = self._counts.get(key) if split is None else None
         if found is None:
             k = self.model.num_dense_layers  # layers [0, k) are dense
@@ -464,6 +474,13 @@ class Pricer(StepBounds):
         """Score one layout (cost_models.estimate.estimate documents the arguments). Raises
         InvalidInput (naming the rule) if the layout is illegal."""
         problems = layout_violations(self.model, self.cluster, self.workload, layout)
+        if layers_per_stage is not None and split_slots(layout) != (0, 0):
+            # TransformerConfig.__post_init__: pipeline_model_parallel_layout "cannot be set
+            # with other pipeline layout arguments" (the account_for_* flags among them).
+            problems.append(
+                "layers_per_stage: a split of its own cannot be given with "
+                "account_for_embedding/loss_in_pipeline_split (Megatron-Core sets the split)"
+            )
         if problems:
             raise InvalidInput("; ".join(problems))
         m = num_microbatches(self.workload.global_batch_seqs, layout)

@@ -8,7 +8,7 @@ planner records them as rejection reasons. Rules follow Megatron-Core's own chec
 from __future__ import annotations
 
 from .memory import fsdp2_phased
-from .pipeline import num_microbatches
+from .pipeline import num_microbatches, split_slots
 from .rankmap import expert_pp_mismatch
 from .specs import Cluster, Layout, ModelSpec, Workload
 
@@ -105,11 +105,45 @@ def _degree_rules(model: ModelSpec, cluster: Cluster, lo: Layout) -> list[str]:
         out.append(f"tp ({lo.tp}) must divide num_kv_heads ({kv}) or be a multiple of it")
     if model.ffn_hidden_size is not None and model.ffn_hidden_size % lo.tp:
         out.append(f"tp ({lo.tp}) must divide ffn_hidden_size ({model.ffn_hidden_size})")
-    if lo.pp * lo.vp > model.num_layers:
+    if split_slots(lo) != (0, 0):
+        out += _split_slot_rules(model, lo)
+    elif lo.pp * lo.vp > model.num_layers:
         out.append(f"pp*vp ({lo.pp}*{lo.vp}) must not exceed num_layers ({model.num_layers})")
     if lo.vp > 1 and lo.pp == 1:
         out.append(f"vp ({lo.vp}) > 1 needs pp > 1 (interleaving splits pipeline stages)")
     return out
+
+
+def _split_slot_rules(model: ModelSpec, lo: Layout) -> list[str]:
+    """Megatron-Core 0.19.2 TransformerConfig.__post_init__ with
+    account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split: num_layers
+    plus the counted slots must divide by pipeline_model_parallel_size, and the layers per rank
+    by virtual_pipeline_model_parallel_size (so every chunk gets the same slots and one holding
+    the embedding or the loss alone builds no decoder layer: pipeline.accounted_chunk_counts)."""
+    slots = sum(split_slots(lo))
+    total = model.num_layers + slots
+    named = " + ".join(
+        ["num_layers"]
+        + ["embedding"] * lo.account_for_embedding_in_pipeline_split
+        + ["loss"] * lo.account_for_loss_in_pipeline_split
+    )
+    # Led by the field (the CLI names its flag: planner/cli.py _flag_named).
+    field = (
+        "account_for_embedding_in_pipeline_split"
+        if lo.account_for_embedding_in_pipeline_split
+        else "account_for_loss_in_pipeline_split"
+    )
+    if total % lo.pp:
+        return [
+            f"{field} needs {named} ({model.num_layers} + {slots} = {total}) divisible by "
+            f"pp ({lo.pp})"
+        ]
+    if lo.vp > 1 and (total // lo.pp) % lo.vp:
+        return [
+            f"{field} needs {named} per pipeline rank ({total}/{lo.pp} = {total // lo.pp}) "
+            f"divisible by vp ({lo.vp})"
+        ]
+    return []
 
 
 def _batch_rules(workload: Workload, lo: Layout) -> list[str]:

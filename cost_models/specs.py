@@ -1190,6 +1190,21 @@ class Layout(InputSpec):
         "Transformer Engine cpu_offload.py DefaultOffloadSynchronizer); Megatron refuses it "
         "with pipeline parallelism and with activation recompute; 0: off",
     )
+    account_for_embedding_in_pipeline_split: StrictBool = Field(
+        False,
+        description="the input embedding counts as one decoder layer when the layers are split "
+        "over pipeline stages, so the first chunk of the first rank holds one layer fewer "
+        "(Megatron-Core TransformerConfig.account_for_embedding_in_pipeline_split, "
+        "--account-for-embedding-in-pipeline-split); num_layers plus the counted slots must "
+        "divide by pp * vp",
+    )
+    account_for_loss_in_pipeline_split: StrictBool = Field(
+        False,
+        description="the loss (output layer) counts as one decoder layer in the pipeline split: "
+        "the last chunk of the last rank holds one layer fewer (Megatron-Core "
+        "TransformerConfig.account_for_loss_in_pipeline_split, "
+        "--account-for-loss-in-pipeline-split)",
+    )
 
     @property
     def label(self) -> str:
@@ -1304,6 +1319,11 @@ def layout_label(lo: Layout) -> str:
     parts.append(f"Z{lo.zero_stage}")
     if lo.sequence_parallel != (lo.tp > 1):
         parts.append("SP" if lo.sequence_parallel else "noSP")
+    # Megatron's layout letters: E (embedding) and L (loss) counted as layers in the PP split.
+    counted = "E" * lo.account_for_embedding_in_pipeline_split
+    counted += "L" * lo.account_for_loss_in_pipeline_split
+    if counted:
+        parts.append(f"split:{counted}")
     if lo.order != Layout.model_fields["order"].default:  # plans can differ only in placement
         parts.append("o:" + "".join(a.value[0] for a in lo.order))
     return " ".join(parts)

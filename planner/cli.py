@@ -263,6 +263,16 @@ def _add_layout_choices(p: argparse.ArgumentParser) -> None:
         help="every plan offloads the first N layers' activations to the host (Megatron "
         "--cpu-offloading-num-layers): the search keeps to pp 1 and recompute none",
     )
+    for part in ("embedding", "loss"):
+        p.add_argument(
+            f"--account-for-{part}-in-pipeline-split",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help=f"every pp > 1 plan counts the {part} as one decoder layer in its stage split "
+            f"(Megatron --account-for-{part}-in-pipeline-split; --no-...: never). Unset, with "
+            "the other unset too: counted only where pp*vp exceeds the layers by one (loss) "
+            "or two (both)",
+        )
 
 
 def _add_solver(p: argparse.ArgumentParser) -> None:
@@ -303,6 +313,8 @@ SEARCH_FLAGS = {
     "pp_schedules": "pp_schedules",
     "ep_overlap": "ep_overlap",
     "cpu_offload_layers": "cpu_offload_layers",
+    **{f"account_for_{x}_in_pipeline_split": f"account_for_{x}_in_pipeline_split"
+       for x in ("embedding", "loss")},
     "engine": "engine",
     "deterministic": "deterministic",
     "seed": "seed",
@@ -504,6 +516,14 @@ def _add_estimate(sub: Any) -> None:
         help="CPU activation offloading of the first N layers over the GPU's host link "
         "(Megatron --cpu-offloading-num-layers; needs --pp 1 and --recompute none)",
     )
+    for part in ("embedding", "loss"):
+        e.add_argument(
+            f"--account-for-{part}-in-pipeline-split",
+            action="store_true",
+            help=f"the {part} counts as one decoder layer in the pipeline split (Megatron "
+            f"--account-for-{part}-in-pipeline-split): (num_layers + counted) / (pp * vp) "
+            "layers per chunk, one fewer in the chunk that holds it",
+        )
     e.add_argument(
         "--explain",
         action="store_true",
@@ -912,6 +932,9 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     fields["ep_overlap"] = args.ep_overlap
     if args.cpu_offload_layers is not None:
         fields["cpu_offload_layers"] = args.cpu_offload_layers
+    for key in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
+        if getattr(args, key):
+            fields[key] = True
     layout = api.layout_with_defaults(fields)
     model = models_zoo.load_model(args.model)
     cluster = models_zoo.load_cluster(args.cluster, args.gpus)
@@ -1502,6 +1525,8 @@ def _main(argv: list[str] | None) -> int:
 
 _FIELD_FLAGS = {
     "cpu_offload_layers": "--cpu-offload-layers",
+    "account_for_embedding_in_pipeline_split": "--account-for-embedding-in-pipeline-split",
+    "account_for_loss_in_pipeline_split": "--account-for-loss-in-pipeline-split",
     "fp8_params": "--fp8-params",
     "bf16_layers_start": "--bf16-layers-start",
     "bf16_layers_end": "--bf16-layers-end",

@@ -9,6 +9,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    StrictBool,
     ValidationInfo,
     field_validator,
 )
@@ -113,6 +114,19 @@ class SearchSpace(InputSpec):
         description="CPU activation offloading of the first this many layers in every plan "
         "(Layout.cpu_offload_layers, Megatron --cpu-offloading-num-layers): the search keeps "
         "to pp 1 and recompute none, as Megatron refuses offloading with either; 0: off",
+    )
+    account_for_embedding_in_pipeline_split: StrictBool | None = Field(
+        None,
+        description="every pp > 1 plan counts the input embedding as one decoder layer in its "
+        "stage split (Layout.account_for_embedding_in_pipeline_split, Megatron "
+        "--account-for-embedding-in-pipeline-split); None, with the loss's None too: the search "
+        "counts them only where pp * vp exceeds num_layers by one (the loss) or two (both)",
+    )
+    account_for_loss_in_pipeline_split: StrictBool | None = Field(
+        None,
+        description="every pp > 1 plan counts the loss as one decoder layer in its stage split "
+        "(Layout.account_for_loss_in_pipeline_split, Megatron "
+        "--account-for-loss-in-pipeline-split); None: see the embedding's",
     )
 
     @field_validator("pp_schedules")

@@ -346,6 +346,9 @@ def record_inputs(
         fields["recompute_modules"] = settings["recompute_modules"]
     if "cpu_offload_layers" in settings:
         fields["cpu_offload_layers"] = settings["cpu_offload_layers"]
+    for key in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
+        if lay.get(key):  # stated true (null / absent: Megatron's default, false)
+            fields[key] = True
     layout = profile.layout(
         Layout(
             tp=lay["tp"],
@@ -404,6 +407,10 @@ class RunLayout(_Record):
     global_batch_seqs: PositiveInt = Field(le=MAX_TOKENS)
     recompute: Recompute | None = None
     precision: Precision | None = None
+    # Megatron-Core's pipeline-split flags as the run set them (absent or null: false):
+    # Layout.account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split.
+    account_for_embedding_in_pipeline_split: StrictBool | None = None
+    account_for_loss_in_pipeline_split: StrictBool | None = None
 
 
 class RunRecord(_Record):

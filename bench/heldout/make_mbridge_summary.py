@@ -324,6 +324,7 @@ def record(cells, container, doc, commit, recipes, alt):
             "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vp": vp,
             "sequence_parallel": None, "zero_stage": zero, "micro_batch": mbs,
             "global_batch_seqs": gbs, "recompute": recipe_layout.get("recompute"), "precision": precision,
+            **{k: recipe_layout[k] for k in mbridge_recipes.SPLIT_FLAGS if k in recipe_layout},
         },
         **({"settings": settings} if settings else {}),
         "measured_tokens_per_s_per_gpu": tokens,

@@ -4,8 +4,13 @@ matched to a table row by its whole layout. Used by make_mbridge_summary.py for 
 `settings:`; evaluation data only.
 
 Only the base-config overrides are read (cuda_graph_impl / cuda_graph_scope, the MoE flex
-dispatcher backend, moe_a2a_overlap, recompute_modules, cpu_offloading_num_layers); what each
-recipe function sets besides them (TP-comm overlap, fusions) is not transcribed.
+dispatcher backend, moe_a2a_overlap, recompute_modules, cpu_offloading_num_layers), and of the
+model's library recipe (src/megatron/bridge/recipes/*/*.py `<model>_pretrain_config`, which every
+performance config of the model calls first, e.g. llama31_405b_pretrain_config_gb200 ->
+llama31_405b_pretrain_config) the pipeline-split flags account_for_embedding_in_pipeline_split /
+account_for_loss_in_pipeline_split it sets as plain statements of its body (a conditional
+setting, as 25.11's _llama3_common has, is not read; at 26.06.01 and 26.08 no library recipe sets
+them); what each recipe function sets besides them (TP-comm overlap, fusions) is not transcribed.
 
 From 26.06.01 the recipes are flat Python functions (src/megatron/bridge/perf_recipes/<family>/
 <gpu>/*.py, one `<model>_pretrain_<n>gpu_<gpu>_<precision>_config()` each): perf_recipe_configs
@@ -57,6 +62,34 @@ PREFIX = {
 PRECISION = {"BF16": "BF16", "FP8-CS": "FP8_CS", "FP8-MX": "FP8_MX", "MXFP8": "FP8_MX",
              "NVFP4": "NVFP4", "FP8": "FP8_CS"}  # fmt: skip
 MODULES = {"core_attn", "layernorm", "mlp", "moe_act", "moe", "shared_experts", "mla_up_proj"}
+SPLIT_FLAGS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+RECIPES_DIR = "src/megatron/bridge/recipes"
+
+
+def _split_flags_of(source: str) -> dict[str, dict[str, bool]]:
+    """Module-level function -> the SPLIT_FLAGS its body sets as plain statements
+    (`cfg.model.<flag> = True|False`); assignments under an `if` are not read."""
+    out: dict[str, dict[str, bool]] = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        flags = {}
+        for st in node.body:
+            if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
+                continue
+            target, value = st.targets[0], st.value
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr in SPLIT_FLAGS
+                and isinstance(target.value, ast.Attribute)
+                and target.value.attr == "model"
+                and isinstance(value, ast.Constant)
+                and isinstance(value.value, bool)
+            ):
+                flags[target.attr] = value.value
+        if flags:
+            out[node.name] = flags
+    return out
 
 
 def _configs_of(source: str) -> dict[str, dict[str, Any]]:
@@ -192,6 +225,16 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
                 configs.update({k: {**v, "_file": path} for k, v in _configs_of(text).items()})
         if not configs:
             configs = perf_recipe_configs(git_dir, commit)
+        flags: dict[str, dict[str, bool]] = {}
+        for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, RECIPES_DIR).split():
+            if path.endswith(".py"):
+                flags.update(_split_flags_of(_git(git_dir, "show", f"{commit}:{path}")))
+        for name, cfg in configs.items():
+            # LLAMA31_405B_PRETRAIN_CONFIG_GB200_... -> llama31_405b_pretrain_config
+            stem, found, _ = name.partition("_PRETRAIN_CONFIG")
+            function = f"{stem.lower()}_pretrain_config"
+            if found and function in flags:
+                cfg["_split"] = {"function": function, **flags[function]}
         out[container] = configs
     return out
 
@@ -262,4 +305,9 @@ def _map(cfg: dict[str, Any]):
     if cfg["cpu_offloading_num_layers"]:
         said.append(f"cpu_offloading_num_layers={cfg['cpu_offloading_num_layers']}")
         settings["cpu_offload_layers"] = cfg["cpu_offloading_num_layers"]
+    split = cfg.get("_split", {})
+    on = [flag for flag in SPLIT_FLAGS if split.get(flag)]
+    if on:
+        said.append(f"{split['function']} sets {' and '.join(on)}")
+        layout.update({flag: True for flag in on})
     return settings, layout, ", ".join(said) or "no overrides beyond the layout"

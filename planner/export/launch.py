@@ -15,7 +15,7 @@ from typing import Any
 from cost_models import framework
 from cost_models.compute import quant_recipe
 from cost_models.errors import InvalidInput
-from cost_models.pipeline import chunk_layer_counts, stage_layers
+from cost_models.pipeline import layout_chunk_counts, split_slots, stage_layers
 from cost_models.specs import Axis, Estimate, Layout, ModelSpec, Workload
 
 # Megatron-Core builds its groups with order "tp-cp-ep-dp-pp", or "tp-cp-ep-pp-dp" under
@@ -54,12 +54,12 @@ def _order_text(e: Estimate) -> str:
 
 def chunk_counts(model: ModelSpec, e: Estimate) -> list[int]:
     """Layers of each virtual stage in model order: the plan's own split when the Estimate
-    carries one (`layers_per_stage`, from a search that balances stages), else the cost model's
-    default split."""
+    carries one (`layers_per_stage`, from a search that balances stages), else the layout's own
+    split (pipeline.layout_chunk_counts: Megatron's with the embedding / loss counted)."""
     custom = getattr(e, "layers_per_stage", None)
     if custom:
         return list(custom)
-    return chunk_layer_counts(model.num_layers, e.layout.pp * e.layout.vp)
+    return layout_chunk_counts(model, e.layout)
 
 
 def stage_layer_counts(model: ModelSpec, e: Estimate) -> list[int]:
@@ -441,6 +441,15 @@ def _megatron_pipeline(model: ModelSpec, e: Estimate) -> list[str]:
     # stages per pipeline rank (megatron/training/arguments.py validate_args sets
     # virtual_pipeline_model_parallel_size from it).
     vp_flag = ["--num-virtual-stages-per-pipeline-rank", str(lo.vp)] if lo.vp > 1 else []
+    slots = split_slots(lo)
+    if slots != (0, 0):
+        # TransformerConfig (megatron-core 0.19.2) splits num_layers + the counted slots evenly
+        # over pp * vp chunks, the first (last) chunk one decoder layer short: the split
+        # pipeline.accounted_chunk_counts prices. The flags exclude a layout string and
+        # --decoder-first/last-pipeline-num-layers (__post_init__ raises on either).
+        embedding, loss = slots
+        accounted = ["--account-for-embedding-in-pipeline-split"] * embedding
+        return vp_flag + accounted + ["--account-for-loss-in-pipeline-split"] * loss
     if len(set(chunk_counts(model, e))) == 1:
         return vp_flag
     middle = counts[1:-1]
@@ -618,6 +627,10 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
         # torchtitan builds ceil((num_layers + first_less + last_less) / layers_per_stage) stages
         # (distributed/pipeline_parallel.py): equal stages, except that the first and last may
         # hold fewer layers (room for the embedding and the LM head), as the cost model splits.
+        # first_less / last_less of 1 is Megatron's account_for_embedding / loss split (the
+        # embedding or the output counted as one layer: _generate_llm_fqn_per_model_part's
+        # input_weight / output_weight), a stage holding only them included (weight == layers
+        # per stage is allowed there).
         par["pipeline_parallel_schedule"] = "Interleaved1F1B" if lo.vp > 1 else "1F1B"
         par["pipeline_parallel_layers_per_stage"] = per_stage
         par["pipeline_parallel_first_stage_less_layers"] = per_stage - chunks[0]

@@ -27,6 +27,8 @@ LAYOUT_KEYS = (
     "dp_shard",
     "sequence_parallel",
     "cpu_offload_layers",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
 )
 
 

@@ -106,6 +106,16 @@ def layout_line(e: Estimate) -> str:
         extras.append("EP all-to-all overlapped")
     if lo.cpu_offload_layers:
         extras.append(f"CPU offload of {lo.cpu_offload_layers} layers' activations")
+    counted = [
+        part
+        for part, on in (
+            ("embedding", lo.account_for_embedding_in_pipeline_split),
+            ("loss", lo.account_for_loss_in_pipeline_split),
+        )
+        if on
+    ]
+    if counted:
+        extras.append(f"{' and '.join(counted)} counted as a layer in the PP split")
     if lo.order != Layout.model_fields["order"].default:
         extras.append("order " + "-".join(a.value for a in lo.order))
     return " ".join(parts) + "  |  " + ", ".join(extras)

@@ -21,6 +21,7 @@ from cost_models.compute import quant_recipe
 from cost_models.errors import InvalidInput
 from cost_models.rules import offload_rules, shape_violations, zero_violations
 from cost_models.memory import nothing_to_shard
+from cost_models.pipeline import split_slots
 from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace
@@ -113,8 +114,11 @@ def vp_splits(model: ModelSpec, pp: int, vp: int) -> bool:
 
 def search_rule_violations(model: ModelSpec, layout: Layout) -> list[str]:
     """The rules the search's candidate generator applies beyond cost_models.rules, as
-    messages: what `planner estimate` must refuse too (issue 28)."""
+    messages: what `planner estimate` must refuse too (issue 28). A layout counting the
+    embedding or the loss in its split has Megatron's exact rules (cost_models.rules)."""
     lo = layout
+    if split_slots(lo) != (0, 0):
+        return []
     too_many = lo.pp * lo.vp > model.num_layers  # cost_models.rules says that one
     if lo.vp > 1 and lo.pp > 1 and not too_many and not vp_splits(model, lo.pp, lo.vp):
         per_rank = model.num_layers / lo.pp
@@ -130,7 +134,48 @@ def search_rule_violations(model: ModelSpec, layout: Layout) -> list[str]:
 def _vps(model: ModelSpec, pp: int, space: SearchSpace) -> list[int]:
     if pp == 1:
         return [1]
-    return [1] + [v for v in range(2, space.max_vp + 1) if vp_splits(model, pp, v)]
+    L, vps = model.num_layers, range(2, space.max_vp + 1)
+    pinned = _pinned_slots(space)
+    if pinned is None:
+        # The search's own choice: past num_layers chunks, the embedding and the loss fill
+        # the first and last (split_flags); below it the even split already gives the end
+        # chunks one layer fewer where Megatron's accounting would (vp_splits).
+        past = space.framework != "deepspeed"
+        return [1] + [v for v in vps if vp_splits(model, pp, v) or past and L < pp * v <= L + 2]
+    total = L + sum(pinned)
+    if not sum(pinned):
+        return [1] + [v for v in vps if vp_splits(model, pp, v)]
+    # Pinned: Megatron's rules exactly (cost_models.rules._split_slot_rules; a pp they rule
+    # out is rejected there, counted).
+    return [1] + [v for v in vps if total % pp == 0 and (total // pp) % v == 0]
+
+
+def _pinned_slots(space: SearchSpace) -> tuple[int, int] | None:
+    """(embedding, loss) slots every pp > 1 plan counts (SearchSpace pins), None: the search's."""
+    e, loss = space.account_for_embedding_in_pipeline_split, space.account_for_loss_in_pipeline_split
+    if e is None and loss is None:
+        return None
+    return int(bool(e)), int(bool(loss))
+
+
+def split_flags(model: ModelSpec, space: SearchSpace, pp: int, vp: int) -> dict[str, bool]:
+    """The account_for_* Layout fields of a (pp, vp) shape: the space's pins, else on only where
+    pp * vp exceeds num_layers by one (the loss fills the last chunk) or two (the embedding the
+    first too), as Megatron-Bridge's Llama 3.1 405B recipes run PP 16 x VP 8 over 126 layers,
+    with interleaving (a whole pipeline rank for the embedding alone is not offered) and not
+    for DeepSpeed (framework.profile_violations: no such split); never at pp 1."""
+    if pp == 1:
+        return {}
+    pinned = _pinned_slots(space)
+    if pinned is None:
+        extra = pp * vp - model.num_layers
+        if vp == 1 or space.framework == "deepspeed" or not 0 < extra <= 2:
+            return {}
+        pinned = (int(extra == 2), 1)
+    return {
+        "account_for_embedding_in_pipeline_split": bool(pinned[0]),
+        "account_for_loss_in_pipeline_split": bool(pinned[1]),
+    }
 
 
 def _eps(model: ModelSpec, tp: int, dp: int, cp: int, space: SearchSpace) -> list[int]:
@@ -274,6 +319,7 @@ def legal_bases_batched(
                 pp_schedule=schedule,
                 ep_overlap=overlap,
                 cpu_offload_layers=space.cpu_offload_layers,
+                **split_flags(model, space, pp, vp),
             )
             problems = shape_violations(model, cluster, work, base)
             if problems:
@@ -552,6 +598,15 @@ def framework_space(model: ModelSpec, space: SearchSpace) -> SearchSpace:
         # Only Megatron takes any split (--pipeline-model-parallel-layout); torchtitan takes one
         # layers-per-stage number, Megatron-DeepSpeed's PipelineModule a partition method.
         raise InvalidInput(f"stage_split search: {p.name} cannot take a searched layer split")
+    pinned = _pinned_slots(space) or (0, 0)
+    if p.name == "deepspeed" and any(pinned):
+        # framework.profile_violations: no such split in Megatron-DeepSpeed's PipelineModule.
+        part = "embedding" if pinned[0] else "loss"
+        raise InvalidInput(
+            f"account_for_{part}_in_pipeline_split is not a deepspeed split: Megatron-DeepSpeed "
+            "partitions transformer layers only (PipelineModule partition_method "
+            "'type:transformer')"
+        )
     update: dict = {"zero_stages": zero, "recompute": recompute}
     for axis, cap in (("vp", p.max_vp), ("cp", p.max_cp), ("ep", p.max_ep)):
         if cap is None:

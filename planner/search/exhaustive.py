@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from cost_models.errors import InvalidInput, NoFeasiblePlan
-from cost_models.pipeline import chunk_layer_counts
+from cost_models.pipeline import chunk_layer_counts, split_slots
 from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
@@ -176,7 +176,9 @@ def _score(
     batches = batch_choices(workload, space, layout.micro_batch, layout.dp, layout.pp, layout.vp)
     chosen, last = largest_fitting(batches, fits)
     e = tried[batches[last] if chosen is None else chosen]
-    if chosen is None and space.stage_split == "search" and layout.pp > 1:
+    # A layout counting the embedding / loss in the split has Megatron's split only.
+    accounted = split_slots(layout) != (0, 0)
+    if chosen is None and space.stage_split == "search" and layout.pp > 1 and not accounted:
         p = pricer_at(batches[0])
         found = brute_force_split(p.model, p.cluster, workload, layout, usable)
         if found is not None:

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from cost_models.bounds import SAFETY
-from cost_models.pipeline import chunk_layer_counts, num_microbatches
+from cost_models.pipeline import chunk_layer_counts, num_microbatches, split_slots
 from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 
@@ -140,6 +140,8 @@ class PartitionSolver(MemoryCaps):
         order; default: `lo`'s own order) that fits in memory, or None when none fits."""
         if lo.pp == 1:
             return (self.model.num_layers,) if lo.vp == 1 else None
+        if split_slots(lo) != (0, 0):
+            return None  # Megatron sets this layout's split (the account_for_* flags)
         span = self._span(lo, span)
         key = (_key(lo), _span_key(span))
         if key not in self._cache:

@@ -165,7 +165,8 @@ def test_llama31_405b_on_1024_h100_recommends_dp2_cp4_over_dp1_cp8():
     )
     lo = result.best.layout
     assert not (lo.dp == 1 and lo.cp == 8), lo
-    assert lo.label.startswith("TP4 PP32 DP2 CP4 VP2 mb1 sel:ln Z1")  # docs/search.md says so
+    # docs/search.md says so: PP 32 x VP 4 = 128 chunks over 126 layers, embedding and loss counted
+    assert lo.label == "TP4 PP32 DP2 CP4 VP4 mb1 Z1 split:EL"
     first = result.cluster.tiers[0].name
     key = candidates.complexity(result.best, 8192, first)
     for e in result.ranked[1:]:

@@ -17,6 +17,7 @@ ARGV = [
     "--no-deterministic", "--seed", "7", "--stage-split", "search", "--all-orders",
     "--top-variants", "--simplicity-tolerance", "0.02",
     "--pp-schedules", "1f1b", "--ep-overlap", "--cpu-offload-layers", "4",
+    "--account-for-embedding-in-pipeline-split", "--no-account-for-loss-in-pipeline-split",
 ]  # fmt: skip
 
 
@@ -32,6 +33,8 @@ def test_every_search_flag_maps_to_a_field():
     assert space.recompute == ("none", "full") and space.search_order is False
     assert space.stage_split == "search" and space.rank_orders is None  # --all-orders: all 24
     assert space.cpu_offload_layers == 4
+    assert space.account_for_embedding_in_pipeline_split is True
+    assert space.account_for_loss_in_pipeline_split is False
     assert (opts.top_k, opts.engine, opts.deterministic, opts.seed) == (3, "exhaustive", False, 7)
     assert opts.top_variants is True and opts.simplicity_tolerance == 0.02
 

@@ -119,6 +119,8 @@ OTHER = {
     "pp_schedule": "dualpipe",
     "ep_overlap": True,
     "cpu_offload_layers": 2,
+    "account_for_embedding_in_pipeline_split": True,
+    "account_for_loss_in_pipeline_split": True,
 }
 
 

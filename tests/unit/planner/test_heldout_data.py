@@ -12,11 +12,11 @@ from planner.validate import RunRecord, record_inputs, validate_file
 
 HELDOUT = Path(__file__).resolve().parents[3] / "bench" / "heldout" / "mbridge_performance_summary.yaml"
 
-# The cost model refuses these layouts, as Megatron-Core would on their stated values: PP 16 x VP 8
-# chunks for Llama 3.1 405B's 126 layers (the recipes count the embedding and the loss as layers,
-# which the cost model's layout does not), and one 25.09 variant whose parenthesised PP 8 leaves
-# 32 ranks for EP 64 (the table parenthesises PP, VP and GA but not EP).
-REFUSED = ("pp*vp (16*8) must not exceed num_layers (126)", "etp*ep (1*64) must divide tp*dp*cp (32)")
+# The cost model refuses this layout, as Megatron-Core would on its stated values: one 25.09
+# variant whose parenthesised PP 8 leaves 32 ranks for EP 64 (the table parenthesises PP, VP and GA
+# but not EP). (Llama 3.1 405B's PP 16 x VP 8 over 126 layers runs with the embedding and the loss
+# counted as layers, the flags its library recipe sets: scored, test_split_flags_from_the_recipe.)
+REFUSED = ("etp*ep (1*64) must divide tp*dp*cp (32)",)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,22 @@ def test_validate_scores_all_but_the_refused_layouts() -> None:
     rows = validate_file(str(HELDOUT))
     refused = [r for r in rows if r.error is not None]
     assert all(r.error.startswith(REFUSED) for r in refused), [r.error for r in refused]
-    assert len(refused) == 10 and len(rows) - len(refused) == 217
+    assert len(refused) == 1 and len(rows) - len(refused) == 226
+
+
+def test_split_flags_from_the_recipe(records: list[dict]) -> None:
+    """account_for_embedding/loss_in_pipeline_split come from the model's library recipe
+    (llama31_405b_pretrain_config, qwen3_235b_a22b_pretrain_config set both) for the rows whose
+    performance recipe was read, and only there; PP 16 x VP 8 = 128 chunks over Llama 3.1 405B's
+    126 layers needs them (Megatron-Core: 126 + 2 slots divide by 16 and the 8 per rank by 8)."""
+    flagged = [r for r in records if r["layout"].get("account_for_embedding_in_pipeline_split")]
+    assert len(flagged) == 48
+    for r in flagged:
+        assert r["layout"]["account_for_loss_in_pipeline_split"] is True
+        assert r["model"]["name"] in ("Llama 3.1 405B", "Qwen3-235B-A22B"), r["id"]
+        assert "_pretrain_config sets account_for_embedding_in_pipeline_split" in r["notes"]
+    deep = [r["id"] for r in flagged if r["layout"]["pp"] * (r["layout"]["vp"] or 1) == 128]
+    assert len(deep) == 9 and all("gb200-llama3.1-405b" in i for i in deep)
 
 
 def test_layout_arithmetic(records: list[dict]) -> None:

@@ -743,14 +743,21 @@ def input_violations(
 def zero_input_violations(p: FrameworkProfile, workload: Workload, layout: Layout) -> list[str]:
     """Why `p`'s launcher cannot run these inputs at the layout's ZeRO stage
     (FrameworkProfile.zero_inputs; empty: it can): Megatron's bf16 moments below ZeRO-1."""
-    if not p.zero_inputs:
-        return []
-    given = _stated_inputs(workload, layout.cpu_offload_layers)
-    return [
-        f"{given[name]} needs ZeRO >= {lowest} under {p.name} (got ZeRO-{layout.zero_stage}): {why}"
-        for name, lowest, why in p.zero_inputs
-        if given.get(name) and layout.zero_stage < lowest
-    ]
+    out: list[str] = []
+    for name, lowest, why in p.zero_inputs:
+        if layout.zero_stage >= lowest or getattr(workload, name) == _DEFAULTS[name]:
+            continue  # the common cases, first: the search asks per stage of every base
+        stated = _stated_inputs(workload, layout.cpu_offload_layers)[name]
+        if stated:
+            out.append(
+                f"{stated} needs ZeRO >= {lowest} under {p.name} (got ZeRO-{layout.zero_stage}): "
+                f"{why}"
+            )
+    return out
+
+
+_DEFAULTS = {name: f.default for name, f in Workload.model_fields.items()}
+"""Each Workload field's default: a zero_inputs field left at it states nothing."""
 
 
 def _stated_inputs(workload: Workload, cpu_offload_layers: int) -> dict[str, Any]:

@@ -193,8 +193,9 @@ def state_bytes(
     mode = workload.dp_accumulation if workload is not None else "last_micro_batch"
     if layout.zero_stage == 3 and defers_to_last_backward(layout, mode):
         return FP32_BYTES * sharded + weight_bytes * full, g * full, moments * sharded
-    if layout.zero_stage == 3 and workload is not None and workload.memory_phases == "fsdp2":
-        return fsdp2_state_bytes(sp, layout, num_microbatches, workload, sharded)
+    if workload is not None and workload.memory_phases == "fsdp2" and fsdp2_phased(layout):
+        on_shard = sharded if layout.zero_stage == 3 else full  # ZeRO-0: a one-rank shard
+        return fsdp2_state_bytes(sp, layout, num_microbatches, workload, on_shard)
     # With every shard group one GPU nothing is sharded: the framework keeps the unsharded
     # states of ZeRO-0 (bf16 weights, fp32 gradients, fp32 master + moments; issue 28: ZeRO-3
     # at DP 1 was charged 16 B/param against 18, a saving with nothing sharded).
@@ -218,6 +219,21 @@ def state_bytes(
         sharded_other = other.dense / dense_shard + other.expert / expert_shard
         grads += g * (sharded_other if shard_grads else full_other)
     return weights, grads, optimizer
+
+
+def fsdp2_phased(layout: Layout) -> bool:
+    """Whether memory_phases 'fsdp2' composes this layout's peak from FSDP2's phases: ZeRO-3,
+    and torchtitan 0.3.0's ZeRO-0 without pipelining, which is fully_shard over a one-rank
+    shard mesh beside the replicate axis (models/llama3/parallelize.py runs
+    apply_fsdp_to_decoder always) resharded after forward (distributed/fsdp.py
+    get_fsdp_reshard_after_forward_policy: 'default' is `not pp_enabled`): torch 2.14
+    _fsdp_param_group.py unshard / wait_for_unshard skip the all-gather at world size 1 but
+    still allocate each unit's unsharded bf16 outputs and copy the cast parameters into them,
+    and reshard frees them, so its phases are ZeRO-3's with every parameter on the shard (a
+    one-GPU torchtitan run is the same layout). Not modelled, refused by cost_models.rules:
+    ZeRO-0 under PP ('default' keeps every unit unsharded through the step) and ZeRO-2
+    ('never')."""
+    return layout.zero_stage == 3 or (layout.zero_stage == 0 and layout.pp == 1)
 
 
 def fsdp2_state_bytes(
@@ -275,6 +291,8 @@ def fsdp2_end_of_backward_bytes(
     then; the stage's peak is the larger of this and the backward start (stage memory)."""
     dense_shard, expert_shard = shard_groups(layout)
     sharded = sp.dense / dense_shard + sp.expert / expert_shard
+    if layout.zero_stage == 0:  # fsdp2_phased: a one-rank shard holds every parameter
+        sharded = sp.dense + sp.expert
     last_unit = sp.embedding or sp.head or sp.largest_layer
     if workload.fsdp_root_holds_embedding and sp.embedding:
         last_unit = sp.embedding + sp.head

@@ -7,6 +7,7 @@ planner records them as rejection reasons. Rules follow Megatron-Core's own chec
 
 from __future__ import annotations
 
+from .memory import fsdp2_phased
 from .pipeline import num_microbatches, split_slots
 from .rankmap import expert_pp_mismatch
 from .specs import Cluster, Layout, ModelSpec, Workload
@@ -29,22 +30,22 @@ def zero_violations(workload: Workload, layout: Layout) -> list[str]:
 
 
 def _memory_phases_rules(workload: Workload, lo: Layout) -> list[str]:
-    """memory_phases 'fsdp2' composes a ZeRO-3 stage's peak from FSDP2's phases (memory.
-    fsdp2_state_bytes, stage.peak_grads); below ZeRO-3 it changed only the loss / rebuild order
-    and left the states additive, a half-applied input, so it is refused there. torchtitan
-    0.3.0's other stages run other phases: ZeRO-2 is fully_shard with reshard_after_forward
-    'never' (torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy: every unit
-    stays unsharded from its forward to its backward), ZeRO-0 is fully_shard over a one-rank
-    shard mesh beside the replicate axis (models/llama3/parallelize.py runs
-    apply_fsdp_to_decoder always, "with shard_degree=1 it is a no-op for the all-gather but
-    still installs the MixedPrecisionPolicy"), with pipelining's deferred reduction under PP;
-    FSDP2 has no ZeRO-1. None of these is modelled with phases."""
-    if workload.memory_phases == "fsdp2" and lo.zero_stage != 3:
+    """memory_phases 'fsdp2' composes a stage's peak from FSDP2's phases (memory.
+    fsdp2_state_bytes, stage.peak_grads) where memory.fsdp2_phased says torchtitan 0.3.0 runs
+    them: ZeRO-3, and ZeRO-0 without PP (fully_shard over a one-rank shard mesh, resharded
+    after forward). Its other stages run phases not modelled, so they are refused rather than
+    priced with the states additive: ZeRO-2 is fully_shard with reshard_after_forward 'never'
+    (torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy: every unit stays
+    unsharded from its forward to its backward); ZeRO-0 under PP takes 'default', which is
+    reshard False with pp_enabled (every unit unsharded through the step, with pipelining's
+    deferred reduction); FSDP2 has no ZeRO-1."""
+    if workload.memory_phases == "fsdp2" and not fsdp2_phased(lo):
         return [
-            f"memory_phases fsdp2 is priced for ZeRO-3 only (got ZeRO-{lo.zero_stage}): "
-            "torchtitan's ZeRO-2 keeps every unit unsharded from forward to backward "
-            "(reshard_after_forward 'never') and its ZeRO-0 is FSDP2 over a one-rank shard "
-            "mesh; their phases are not modelled (state memory_phases additive)"
+            f"memory_phases fsdp2 is priced for ZeRO-3 and for ZeRO-0 without PP only (got "
+            f"ZeRO-{lo.zero_stage}, pp {lo.pp}): torchtitan's ZeRO-2 keeps every unit "
+            "unsharded from forward to backward (reshard_after_forward 'never') and its ZeRO-0 "
+            "under PP through the step ('default' with PP); their phases are not modelled "
+            "(state memory_phases additive)"
         ]
     return []
 

@@ -34,6 +34,7 @@ from .memory import (
     StageParams,
     buffer_bytes,
     fsdp2_end_of_backward_bytes,
+    fsdp2_phased,
     grad_bytes,
     kept_outputs_bytes,
     logits_bytes,
@@ -857,7 +858,7 @@ def peak_grads(
     and the last unit's reduce buffers, no activations) may be the higher; its excess is
     charged to the gradients so that the stage total is the larger phase."""
     acts, buffers, weights, grads, optim = parts
-    if workload.memory_phases != "fsdp2" or layout.zero_stage != 3:
+    if workload.memory_phases != "fsdp2" or not fsdp2_phased(layout):
         return grads
     if defers_to_last_backward(layout, workload.dp_accumulation):
         return grads  # every gradient unsharded already (memory.state_bytes)

@@ -86,35 +86,62 @@ def test_the_library_refuses_bf16_moments_for_torchtitan() -> None:
 # ------------------------------------------- memory_phases fsdp2 below ZeRO-3 (refused, not half-applied)
 
 
-@pytest.mark.parametrize("zero", [0, 1, 2])
-def test_a_record_stating_fsdp2_phases_below_zero3_is_refused(zero) -> None:
+PHASES = "memory_phases fsdp2 is priced for ZeRO-3 and for ZeRO-0 without PP only"
+
+
+@pytest.mark.parametrize(("zero", "pp"), [(1, 1), (2, 1), (0, 2)])
+def test_a_record_stating_fsdp2_phases_it_does_not_model_is_refused(zero, pp) -> None:
     """Was (main 23cb353): scored with the states additive and only the loss / rebuild order of
-    FSDP2's phases applied, without a word."""
+    FSDP2's phases applied, without a word. ZeRO-2 ('never') and ZeRO-0 under PP are still
+    refused; ZeRO-0 without PP is priced since edges3 (memory.fsdp2_phased)."""
     from planner.validate import validate_record
 
     settings = {"memory_phases": "fsdp2"}
-    row = validate_record(
-        factories.tiny_record(settings, framework="torchtitan", layout={"zero_stage": zero})
-    )
+    layout = {"zero_stage": zero, "pp": pp, "dp": 8 // pp}
+    row = validate_record(factories.tiny_record(settings, framework="torchtitan", layout=layout))
     assert row.estimate is None
-    assert f"memory_phases fsdp2 is priced for ZeRO-3 only (got ZeRO-{zero})" in row.error
-    ok = validate_record(
-        factories.tiny_record(settings, framework="torchtitan", layout={"zero_stage": 3})
-    )
-    assert ok.error is None and ok.estimate is not None
+    assert f"{PHASES} (got ZeRO-{zero}, pp {pp})" in row.error
+    for ok_zero in (0, 3):
+        ok = validate_record(
+            factories.tiny_record(settings, framework="torchtitan", layout={"zero_stage": ok_zero})
+        )
+        assert ok.error is None and ok.estimate is not None
 
 
-def test_the_search_keeps_fsdp2_phases_to_zero3() -> None:
+def test_the_search_keeps_fsdp2_phases_to_the_stages_it_prices() -> None:
     model, cluster = factories.dense_model(num_layers=4), factories.cluster(8)
     work = factories.workload(1024, 16, memory_phases="fsdp2")
     result = factories.plan(model, cluster, work)
-    assert result.ranked and {e.layout.zero_stage for e in result.ranked} == {3}
+    assert result.ranked
+    assert all(e.layout.zero_stage == 3 or (e.layout.zero_stage, e.layout.pp) == (0, 1)
+               for e in result.ranked)  # fmt: skip
+
+
+def test_fsdp2_zero0_is_zero3_phases_on_a_one_rank_shard() -> None:
+    """torchtitan's ZeRO-0 without PP is FSDP2 over a one-rank shard mesh: priced as the
+    ZeRO-3 phases with every parameter on the shard, which is what one GPU (DP 1, nothing to
+    shard) runs; against the additive states: fp32 parameters (4 B) and no fp32 master in the
+    optimizer, which keeps only the moments: 8 of 12 B per parameter."""
+    model = factories.dense_model(num_layers=4)
+    phases = factories.workload(1024, 16, memory_phases="fsdp2")
+    zero0 = api.estimate(model, factories.cluster(8), factories.layout(dp=8, zero_stage=0), phases)
+    one_gpu_work = phases.model_copy(update={"global_batch_seqs": 2})  # the same 2 micro-batches
+    one_gpu = api.estimate(
+        model, factories.cluster(1), factories.layout(dp=1, zero_stage=3), one_gpu_work
+    )
+    a, b = zero0.stage_memory[0], one_gpu.stage_memory[0]
+    assert zero0.num_microbatches == one_gpu.num_microbatches == 2
+    assert (a.weights_gib, a.gradients_gib, a.optimizer_gib) == (
+        b.weights_gib, b.gradients_gib, b.optimizer_gib
+    )  # fmt: skip
+    additive = phases.model_copy(update={"memory_phases": "additive"})
+    flat = api.estimate(model, factories.cluster(8), factories.layout(dp=8, zero_stage=0), additive)
+    assert a.optimizer_gib == pytest.approx(flat.stage_memory[0].optimizer_gib * 8 / 12, rel=1e-12)
 
 
 # ------------------------------------- every stage a ZeRO rule takes out is counted (edges3)
 
 FP8 = "fp8_params needs a ZeRO stage >= 1 (the distributed optimizer or FSDP)"
-FSDP2 = "memory_phases fsdp2 is priced for ZeRO-3 only (got ZeRO-N)"
 
 
 def _count(rejected, start: str) -> int:
@@ -135,7 +162,7 @@ def test_stages_a_zero_rule_takes_out_are_counted_with_their_reason() -> None:
     assert [b.zero_stage for b in bases] == [3]
     # each stage under its own first broken rule: ZeRO-0 fp8_params, ZeRO-1 and -2 fsdp2
     assert _count(rejected, FP8) == 3
-    assert _count(rejected, "memory_phases fsdp2 is priced for ZeRO-3 only") == 6
+    assert _count(rejected, PHASES) == 6
 
 
 def test_a_base_every_stage_refuses_counts_each_stage_by_its_rule() -> None:
@@ -145,7 +172,7 @@ def test_a_base_every_stage_refuses_counts_each_stage_by_its_rule() -> None:
     bases, rejected = candidates.legal_bases(model, cluster, both, space)
     assert not bases
     assert _count(rejected, FP8) == 3
-    assert _count(rejected, "memory_phases fsdp2 is priced for ZeRO-3 only") == 3
+    assert _count(rejected, PHASES) == 3
 
 
 @pytest.mark.parametrize("engine", ["branch-and-bound", "exhaustive"])

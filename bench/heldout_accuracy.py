@@ -68,7 +68,7 @@ GENERATION = {
 
 
 RECIPE_SETTINGS = ("cuda_graphs", "full_iteration_cuda_graph", "moe_dispatcher", "ep_overlap", "recompute_modules",
-                   "cpu_offload_layers")
+                   "cpu_offload_layers", "tp_comm_overlap")
 """The settings make_mbridge_summary.py takes from a performance recipe, not from the page."""
 
 

@@ -18,7 +18,9 @@ src/megatron/bridge/perf_recipes) on main at the commit that published the conta
 FSDP) is the row's: CUDA graphs (TE per-layer with the attention in scope, or full-iteration:
 cuda_graphs, and full_iteration_cuda_graph for the latter),
 the flex dispatcher (DeepEP / HybridEP -> moe_dispatcher deepep), moe_a2a_overlap (ep_overlap),
-recompute_modules, CPU offload layers. Each record's notes name the recipe, file and commit, or
+recompute_modules, CPU offload layers; for a matched fp8_cs recipe fp8_recipe tensorwise (current
+scaling), and for TP > 1 tp_comm_overlap as the recipe function sets it for the row's compute dtype
+(mbridge_recipes.tp_overlap_for). Each record's notes name the recipe, file and commit, or
 why none was taken (25.09 used YAML configs: not read).
 Rows whose model the cost model cannot describe (Nemotron 3 hybrid Mamba, DeepSeek-V4) and rows
 whose cells do not parse are listed in the file's header comment with the reason.

@@ -4,13 +4,23 @@ matched to a table row by its whole layout. Used by make_mbridge_summary.py for 
 `settings:`; evaluation data only.
 
 Only the base-config overrides are read (cuda_graph_impl / cuda_graph_scope, the MoE flex
-dispatcher backend, moe_a2a_overlap, recompute_modules, cpu_offloading_num_layers), and of the
+dispatcher backend, moe_a2a_overlap, recompute_modules, cpu_offloading_num_layers), plus two things
+of the recipe run: the compute dtype (the "FP8" / "FP8-CS" rows ran `fp8_cs` configs, which
+utils/precision.py turns into bf16_with_fp8_current_scaling_mixed: fp8_recipe tensorwise) and TP
+communication overlap, read from the recipe function `<model>_pretrain_config_<gpu>(precision)`
+(scripts/performance/configs/<family>/*_llm_pretrain.py) for TP > 1 rows: its top-level
+`cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=...)` / `cfg.comm_overlap.tp_comm_overlap = ...`
+statements in order (constants, `bool(... tensor_model_parallel_size > 1)`, `X if precision == "nvfp4"
+else ...`), else the CommOverlapConfig of the library recipe it starts from
+(src/megatron/bridge/recipes/**, `cfg = <model>_pretrain_config()`); anything else that touches the
+setting (an `if`, an unknown expression) leaves it untranscribed and says why in the notes.
+Fusions are not transcribed. Also read, of the
 model's library recipe (src/megatron/bridge/recipes/*/*.py `<model>_pretrain_config`, which every
 performance config of the model calls first, e.g. llama31_405b_pretrain_config_gb200 ->
 llama31_405b_pretrain_config) the pipeline-split flags account_for_embedding_in_pipeline_split /
 account_for_loss_in_pipeline_split it sets as plain statements of its body (a conditional
 setting, as 25.11's _llama3_common has, is not read; at 26.06.01 and 26.08 no library recipe sets
-them); what each recipe function sets besides them (TP-comm overlap, fusions) is not transcribed.
+them).
 
 From 26.06.01 the recipes are flat Python functions (src/megatron/bridge/perf_recipes/<family>/
 <gpu>/*.py, one `<model>_pretrain_<n>gpu_<gpu>_<precision>_config()` each): perf_recipe_configs
@@ -215,7 +225,8 @@ def perf_recipe_configs(git_dir: str, commit: str) -> dict[str, dict[str, Any]]:
 
 def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
     """Container -> config name -> fields, from each container's commit."""
-    out = {}
+    out: dict[str, Any] = {}
+    tp_funcs: dict[str, Any] = {}
     for container, commit in CONTAINER_COMMIT.items():
         names = _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance/configs").split()
         configs: dict[str, dict[str, Any]] = {}
@@ -223,7 +234,9 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
             if path.endswith("_workload_base_configs.py"):
                 text = _git(git_dir, "show", f"{commit}:{path}")
                 configs.update({k: {**v, "_file": path} for k, v in _configs_of(text).items()})
-        if not configs:
+        if configs:
+            tp_funcs[container] = tp_overlap_functions(git_dir, commit)
+        else:  # perf_recipes (26.06.01+): no held-out row of these containers has TP > 1; not read
             configs = perf_recipe_configs(git_dir, commit)
         flags: dict[str, dict[str, bool]] = {}
         for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, RECIPES_DIR).split():
@@ -236,6 +249,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
             if found and function in flags:
                 cfg["_split"] = {"function": function, **flags[function]}
         out[container] = configs
+    out["_tp_overlap"] = tp_funcs  # not a container name: the recipe functions read for tp_comm_overlap
     return out
 
 
@@ -270,7 +284,16 @@ def settings_for(recipes, container, model, gpu_system, precision, row):
     if any(m[:2] != first[:2] for m in mapped.values()):
         return {}, {}, f"recipes {', '.join(hits)} match this layout with different settings"
     name = next(iter(hits))
-    return first[0], first[1], f"recipe {name} ({hits[name]['_file']} @{CONTAINER_COMMIT[container]}): {first[2]}"
+    settings, said = dict(first[0]), first[2]
+    if PRECISION[precision] == "FP8_CS":  # the recipe ran bf16_with_fp8_current_scaling_mixed (utils/precision.py)
+        settings["fp8_recipe"] = "tensorwise"
+        said += ", compute dtype fp8_cs: fp8 current (per-tensor) scaling"
+    overlap, overlap_note = tp_overlap_for(recipes.get("_tp_overlap", {}), container, model, gpu_system, precision, row["tp"])
+    if overlap is not None:
+        settings["tp_comm_overlap"] = overlap
+    if overlap_note:
+        said += f", {overlap_note}"
+    return settings, first[1], f"recipe {name} ({hits[name]['_file']} @{CONTAINER_COMMIT[container]}): {said}"
 
 
 def _map(cfg: dict[str, Any]):
@@ -311,3 +334,137 @@ def _map(cfg: dict[str, Any]):
         said.append(f"{split['function']} sets {' and '.join(on)}")
         layout.update({flag: True for flag in on})
     return settings, layout, ", ".join(said) or "no overrides beyond the layout"
+
+
+# --- TP communication overlap, from the recipe functions (scripts/performance/configs/<family>/*_llm_pretrain.py,
+# `<model>_pretrain_config_<gpu>(precision, ...)`) and the library recipe they start from
+# (src/megatron/bridge/recipes/**: `<model>_pretrain_config()`, its CommOverlapConfig(tp_comm_overlap=...)).
+_LLM_PRETRAIN = re.compile(r"^scripts/performance/configs/[^/]+/[a-z0-9_]+_llm_pretrain\.py$")
+_FUNC = re.compile(r"^([a-z0-9_]+?)_pretrain_config_([a-z0-9]+)$")
+_FUNC_MODEL = {"llama3_8b": "LLAMA3_8B", "llama3_70b": "LLAMA3_70B", "llama31_405b": "LLAMA31_405B",
+               "deepseek_v3": "DEEPSEEK_V3", "gpt_oss_120b": "GPT_OSS_120B", "qwen3_30b_a3b": "QWEN3_30B_A3B",
+               "qwen3_235b_a22b": "QWEN3_235B_A22B", "kimi_k2": "KIMI_K2"}  # fmt: skip
+
+
+class Unread(Exception):
+    """A statement about tp_comm_overlap the reader does not evaluate: nothing is transcribed."""
+
+
+def _mentions_tp_overlap(node: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Attribute) and n.attr == "tp_comm_overlap")
+        or (isinstance(n, ast.keyword) and n.arg == "tp_comm_overlap")
+        for n in ast.walk(node)
+    )
+
+
+def _tp_expr(expr: ast.expr, state: bool | None, dtype: str, tp: int) -> bool:
+    """Value of an expression assigned to tp_comm_overlap for this row (compute dtype, TP)."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, bool):
+        return expr.value
+    if isinstance(expr, ast.Attribute) and expr.attr == "tp_comm_overlap":  # the current value
+        if state is None:
+            raise Unread("reads tp_comm_overlap before it is known")
+        return state
+    if (isinstance(expr, ast.Call) and getattr(expr.func, "id", None) == "bool" and len(expr.args) == 1
+            and isinstance(cmp := expr.args[0], ast.Compare) and len(cmp.ops) == 1
+            and isinstance(cmp.ops[0], ast.Gt) and getattr(cmp.left, "attr", None) == "tensor_model_parallel_size"
+            and isinstance(cmp.comparators[0], ast.Constant)):  # fmt: skip
+        return tp > cmp.comparators[0].value  # bool(cfg.model.tensor_model_parallel_size > 1)
+    if isinstance(expr, ast.IfExp) and isinstance(test := expr.test, ast.Compare) and len(test.ops) == 1:
+        if getattr(test.left, "id", None) == "precision" and isinstance(test.comparators[0], ast.Constant):
+            same = dtype == test.comparators[0].value
+            if isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+                taken = same if isinstance(test.ops[0], ast.Eq) else not same
+                return _tp_expr(expr.body if taken else expr.orelse, state, dtype, tp)
+    raise Unread(f"tp_comm_overlap = {ast.unparse(expr)}")
+
+
+def _comm_overlap_kw(call: ast.Call) -> ast.expr | None:
+    if getattr(call.func, "id", None) != "CommOverlapConfig":
+        return None
+    return next((kw.value for kw in call.keywords if kw.arg == "tp_comm_overlap"), ast.Constant(False))
+
+
+def _library_default(fn: ast.FunctionDef, dtype: str, tp: int) -> bool:
+    """The library recipe's CommOverlapConfig(tp_comm_overlap=...) (all of them in its body must agree)."""
+    values = {
+        _tp_expr(kw, None, dtype, tp)
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call) and (kw := _comm_overlap_kw(n)) is not None
+    }
+    if len(values) != 1:
+        raise Unread(f"library recipe {fn.name} sets tp_comm_overlap {sorted(values) or 'nowhere'}")
+    return values.pop()
+
+
+def _tp_overlap_of(fn: ast.FunctionDef, library: dict[str, ast.FunctionDef], dtype: str, tp: int) -> bool:
+    """Walk a recipe function's top-level statements in order; an `if` that touches the setting: Unread."""
+    state: bool | None = None
+    base: str | None = None  # the library recipe `cfg` starts from, read only if nothing replaces its CommOverlapConfig
+
+    def current() -> bool | None:
+        if base is None:
+            return state
+        if base not in library:
+            raise Unread(f"library recipe {base} not found")
+        return _library_default(library[base], dtype, tp)
+
+    for st in fn.body:
+        if not isinstance(st, ast.Assign) or len(st.targets) != 1:
+            if _mentions_tp_overlap(st):
+                raise Unread(f"line {st.lineno}: {type(st).__name__} sets tp_comm_overlap")
+            continue
+        tgt, val = st.targets[0], st.value
+        if isinstance(tgt, ast.Name) and isinstance(val, ast.Call) and getattr(val.func, "id", "").endswith("_pretrain_config"):
+            state, base = None, val.func.id
+        elif isinstance(tgt, ast.Attribute) and tgt.attr == "comm_overlap" and isinstance(val, ast.Call):
+            kw = _comm_overlap_kw(val)
+            if kw is None:
+                raise Unread(f"cfg.comm_overlap = {ast.unparse(val)}")
+            state, base = _tp_expr(kw, None, dtype, tp), None
+        elif isinstance(tgt, ast.Attribute) and tgt.attr == "tp_comm_overlap":
+            state, base = _tp_expr(val, current(), dtype, tp), None
+    if current() is None:
+        raise Unread("no CommOverlapConfig reached")
+    return current()
+
+
+def tp_overlap_functions(git_dir: str, commit: str):
+    """(recipe functions by (model prefix, GPU), library recipe functions by name, their files) at `commit`."""
+    names = _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance/configs", "src/megatron/bridge/recipes").split()
+    funcs: dict[tuple[str, str], tuple[ast.FunctionDef, str]] = {}
+    library: dict[str, ast.FunctionDef] = {}
+    for path in names:
+        is_perf, is_lib = bool(_LLM_PRETRAIN.match(path)), path.startswith("src/megatron/bridge/recipes/")
+        if not (path.endswith(".py") and (is_perf or is_lib)):
+            continue
+        text = _git(git_dir, "show", f"{commit}:{path}")
+        if is_lib and "_pretrain_config(" not in text:
+            continue
+        for node in ast.parse(text).body:
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            if is_lib and node.name.endswith("_pretrain_config"):
+                library.setdefault(node.name, node)
+            elif is_perf and (m := _FUNC.match(node.name)) and m.group(1) in _FUNC_MODEL:
+                funcs.setdefault((_FUNC_MODEL[m.group(1)], m.group(2).upper()), (node, path))
+    return funcs, library
+
+
+def tp_overlap_for(tp_funcs, container, model, gpu_system, precision, tp):
+    """(tp_comm_overlap or None, note) for a row whose recipe matched: the recipe function for
+    its model and GPU, called with the row's compute dtype, at the container's commit."""
+    if container not in tp_funcs or tp <= 1:
+        return None, None
+    funcs, library = tp_funcs[container]
+    gpu = gpu_system.split("-")[1]
+    hit = funcs.get((PREFIX[model], gpu))
+    if hit is None:
+        return None, f"tp_comm_overlap not read (no {PREFIX[model].lower()} recipe function for {gpu})"
+    fn, path = hit
+    try:
+        value = _tp_overlap_of(fn, library, PRECISION[precision].lower(), tp)
+    except Unread as err:
+        return None, f"tp_comm_overlap not read ({fn.name}: {err})"
+    return value, f"tp_comm_overlap={value} ({fn.name}, {path}, compute dtype {PRECISION[precision].lower()})"

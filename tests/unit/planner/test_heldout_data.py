@@ -114,7 +114,10 @@ def test_heldout_pairs_stay_within_one_container(records: list[dict]) -> None:
     # Without the container key the 26.04.01 NVFP4 row pairs with 26.04's MXFP8 and FP8 rows.
     assert len(layout_pairs(list(rows.values()))) == 5
     assert (order_of(pairs).pairs, order_of(pairs).ties) == (2, 1)
-    assert heldout.pair_kind(runs[pick[0]], runs[pick[1]]) == "precision"
+    # The NVFP4 recipe turns TP comm overlap off (llama3_llm_pretrain.py), the MXFP8 one keeps it on.
+    assert runs[pick[0]]["settings"]["tp_comm_overlap"] is True
+    assert runs[pick[1]]["settings"]["tp_comm_overlap"] is False
+    assert heldout.pair_kind(runs[pick[0]], runs[pick[1]]) == "precision + settings"
     assert heldout.pair_kind(runs[pick[0]], runs[pick[2]]) == "precision + layout + settings"
     assert heldout.precisions_of(runs[pick[1]], runs[pick[0]]) == ("mxfp8", "nvfp4")
     assert heldout.precisions_of(runs[pick[1]], runs[pick[3]]) is None
@@ -171,3 +174,78 @@ def test_same_job_on_two_gpus_pairs_one_row_per_side() -> None:
     assert heldout.twin_cells(runs, pairs, err, pred) == "  1  +10.0   -8.3  -16.7"
     assert heldout.same_layout(runs["a"], runs["b"]) and not heldout.same_layout(runs["f"], runs["g"])
     assert heldout.twin_cells(runs, [], err, pred) == "  0"
+
+
+def _recipes_module():
+    import importlib.util
+    import sys
+
+    path = HELDOUT.parent / "mbridge_recipes.py"
+    spec = importlib.util.spec_from_file_location("mbridge_recipes_t", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("mbridge_recipes_t", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tp_comm_overlap_read_from_recipe_functions_in_order() -> None:
+    """The reader follows a recipe function's statements: the library recipe's CommOverlapConfig,
+    a replacement CommOverlapConfig, the `False if precision == "nvfp4"` switch; an `if` that
+    touches the setting leaves it unread."""
+    import ast
+
+    m = _recipes_module()
+    src = '''
+def llama3_70b_pretrain_config():
+    cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=True, tp_comm_overlap_cfg=ub)
+    return cfg
+def qwen3_235b_a22b_pretrain_config():
+    return cfg
+def llama3_70b_pretrain_config_gb200(precision="bf16"):
+    cfg = llama3_70b_pretrain_config()
+    cfg.comm_overlap.tp_comm_overlap_cfg = ub
+    cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4" else cfg.comm_overlap.tp_comm_overlap
+    return cfg
+def llama3_8b_pretrain_config_gb200(precision="bf16"):
+    cfg = llama3_70b_pretrain_config()
+    cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=bool(cfg.model.tensor_model_parallel_size > 1))
+    return cfg
+def qwen3_235b_a22b_pretrain_config_h100(precision="bf16"):
+    cfg = qwen3_235b_a22b_pretrain_config()
+    cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=False)
+    return cfg
+def qwen3_235b_a22b_pretrain_config_gb200(precision="bf16"):
+    cfg = qwen3_235b_a22b_pretrain_config()
+    return cfg
+def qwen3_30b_a3b_pretrain_config_gb200(precision="bf16"):
+    cfg = llama3_70b_pretrain_config()
+    if precision == "fp8_mx":
+        cfg.comm_overlap.tp_comm_overlap = False
+    return cfg
+'''
+    fns = {n.name: n for n in ast.parse(src).body}
+    library = {k: v for k, v in fns.items() if k.endswith("_pretrain_config")}
+    assert m._tp_overlap_of(fns["llama3_70b_pretrain_config_gb200"], library, "fp8_cs", 2) is True
+    assert m._tp_overlap_of(fns["llama3_70b_pretrain_config_gb200"], library, "nvfp4", 2) is False
+    assert m._tp_overlap_of(fns["llama3_8b_pretrain_config_gb200"], library, "fp8_cs", 2) is True
+    assert m._tp_overlap_of(fns["llama3_8b_pretrain_config_gb200"], library, "fp8_cs", 1) is False
+    assert m._tp_overlap_of(fns["qwen3_235b_a22b_pretrain_config_h100"], library, "fp8_cs", 2) is False
+    for name in ("qwen3_235b_a22b_pretrain_config_gb200", "qwen3_30b_a3b_pretrain_config_gb200"):
+        with pytest.raises(m.Unread):
+            m._tp_overlap_of(fns[name], library, "fp8_mx", 2)
+
+
+def test_recipe_settings_carry_fp8_current_scaling_and_tp_overlap(records: list[dict]) -> None:
+    """Rows whose recipe matched: "FP8" / "FP8-CS" ran the fp8_cs configs (current scaling ->
+    fp8_recipe tensorwise); TP > 1 Llama rows carry the recipe function's TP overlap (off for NVFP4)."""
+    by_id = {r["id"]: r for r in records}
+    fp8 = by_id["mbridge-26.06-gb300-llama3.1-405b-fp8"]
+    assert fp8["settings"]["fp8_recipe"] == "tensorwise" and fp8["settings"]["tp_comm_overlap"] is True
+    assert "llama31_405b_pretrain_config_gb300" in fp8["notes"]
+    assert by_id["mbridge-26.06-gb300-llama3.1-405b-mxfp8"]["settings"]["tp_comm_overlap"] is True
+    assert by_id["mbridge-26.06-gb300-llama3.1-405b-nvfp4"]["settings"]["tp_comm_overlap"] is False
+    for r in records:
+        s = r.get("settings") or {}
+        assert "tp_comm_overlap" not in s or r["layout"]["tp"] > 1, r["id"]
+        if "tp_comm_overlap" in s or s.get("fp8_recipe") == "tensorwise" and "FP8-CS = current" not in r["notes"]:
+            assert "recipe settings: recipe " in r["notes"], r["id"]

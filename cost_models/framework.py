@@ -740,6 +740,12 @@ def input_violations(
     return [f"{given[name]}: {why}" for name, why in p.no_inputs if given.get(name)]
 
 
+def states_zero_inputs(p: FrameworkProfile, workload: Workload) -> bool:
+    """Whether the workload states an input of `p`'s ZeRO rules (FrameworkProfile.zero_inputs):
+    without one, zero_input_violations is empty at every stage."""
+    return any(getattr(workload, name) != _DEFAULTS[name] for name, _, _ in p.zero_inputs)
+
+
 def zero_input_violations(p: FrameworkProfile, workload: Workload, layout: Layout) -> list[str]:
     """Why `p`'s launcher cannot run these inputs at the layout's ZeRO stage
     (FrameworkProfile.zero_inputs; empty: it can): Megatron's bf16 moments below ZeRO-1."""

@@ -291,6 +291,7 @@ def legal_bases_batched(
     batches: list[Sequence[int]] = []
     rejected = RuleCounter()
     per_shape = len(space.recompute) * len(space.zero_stages)
+    zero_refused: dict[str, int] = {}  # ZeRO-rule message -> candidates, in first-seen order
     num_shapes = no_batch = 0
     for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
         num_shapes += 1
@@ -327,10 +328,12 @@ def legal_bases_batched(
                 continue
             stages, refused = zero_rule_split(work, space, base)
             for reason in refused:  # each stage a ZeRO rule takes out, once per recompute
-                rejected.add(reason, len(space.recompute))
+                zero_refused[reason] = zero_refused.get(reason, 0) + len(space.recompute)
             if stages:
                 bases.append(base.with_update({"zero_stage": stages[0]}))
                 batches.append(choices)
+    for reason, n in zero_refused.items():  # counted by message here, by rule once (a regex)
+        rejected.add(reason, n)
     if space.global_batch_range is not None and num_shapes and no_batch == num_shapes:
         lo, hi = space.global_batch_range
         raise InvalidInput(
@@ -358,12 +361,14 @@ def zero_rule_split(
     rules.zero_violations and the space's framework's inputs that need a ZeRO stage
     (framework.zero_input_violations: Megatron's bf16 moments need ZeRO >= 1)."""
     prof = None if space.framework is None else framework.profile(space.framework)
+    if prof is not None and not framework.states_zero_inputs(prof, workload):
+        prof = None  # the usual case, once per base: no input of the profile's ZeRO rules
     kept: list[int] = []
     refused: list[str] = []
     for z in space.zero_stages:
         lo = base.with_update({"zero_stage": z})
         problems = zero_violations(workload, lo)
-        if prof is not None and prof.zero_inputs:
+        if prof is not None:
             problems += framework.zero_input_violations(prof, workload, lo)
         if problems:
             refused.append(problems[0])

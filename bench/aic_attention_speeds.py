@@ -292,7 +292,9 @@ def print_presets(systems: dict, name: str) -> None:
         for kind, d, label in (KINDS[0], KINDS[-1]):
             r = speeds(a, b, kind, d) if a and b and a is not b else []
             cells.append(f"aic {label} {statistics.median(r):.3f}" if r else f"aic {label} -")
-        ship = "-" if shipped is None else f"{shipped.forward:g} / mla {shipped.forward_mla:g}"
+        ship = "-" if shipped is None else f"{shipped.forward:.3f} / MLA " + (
+            "-" if shipped.forward_mla is None else f"{shipped.forward_mla:.3f}"
+        )
         print(f"  {gpu_id:16s}: shipped forward {ship}; priced forward {fwd:.3f}, MLA forward "
               f"{fwd_mla:.3f}, backward {bwd:.3f}; " + ", ".join(cells))
 

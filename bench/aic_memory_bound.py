@@ -27,7 +27,8 @@ LARGE: above), the stability across collections, the H100 / H200 values against 
 measured memory_bound.csv (the control), the H100 table's ops carried to each part by the
 part / H100 time of the same aiconfigurator kernel at the same shape (the chain; the H200's own
 measured table is its check), and the value each GPU preset prices (hbm_efficiency of its
-generation, or its measured GpuSpec.hbm_streaming_efficiency).
+generation, or its measured GpuSpec.hbm_streaming_efficiency) next to the value that field would
+take from the reference collection.
 
 Usage: python bench/aic_memory_bound.py AIC_SYSTEMS_DATA [--reference trtllm/1.3.0rc20]
 (only <system>/quantize is read). Needs pyarrow (pip install pyarrow).
@@ -234,20 +235,27 @@ def print_chain(loaded: dict) -> None:
                 print(f"  {backend} {version} {s:9s}: {ops}")
 
 
-def print_presets() -> None:
-    """Section 5: what each preset prices a streaming kernel at."""
-    print("\n== presets: priced achieved / datasheet HBM bandwidth of streaming kernels")
-    for gpu_id in SYSTEMS.values():
+def print_presets(medians: dict, reference: tuple[str, str]) -> None:
+    """Section 5: what each preset prices a streaming kernel at, and the value a part's
+    GpuSpec.hbm_streaming_efficiency would take from the reference collection (its one-shot
+    median: docs/calibration.md "Streaming kernels per part" says why no preset carries it)."""
+    per = medians.get(reference, {})
+    print(f"\n== presets: priced achieved / datasheet HBM bandwidth of streaming kernels; "
+          f"measured one-shot median ({' '.join(reference)})")  # fmt: skip
+    for system, gpu_id in SYSTEMS.items():
         gpu = models_zoo.load_gpu(gpu_id)
         field = getattr(gpu, "hbm_streaming_efficiency", None)
         priced = generation_for_gpu(gpu).hbm_efficiency
         basis = "measured (GpuSpec.hbm_streaming_efficiency)" if field else "generation constant"
-        print(f"  {gpu_id:16s} {priced:.3f} x {gpu.hbm_bandwidth_gb_per_s:,.0f} GB/s: {basis}")
+        found = f"{per[system]:.3f}" if system in per else "-"
+        print(f"  {gpu_id:16s} {priced:.3f} x {gpu.hbm_bandwidth_gb_per_s:,.0f} GB/s: {basis}; "
+              f"measured {found}")  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("data", type=Path, help="aiconfigurator's systems/data folder")
+    p.add_argument("--reference", default="trtllm/1.3.0rc20", help="backend/version for section 5")
     args = p.parse_args(argv)
     try:
         pyarrow_parquet()
@@ -256,7 +264,7 @@ def main(argv: list[str]) -> int:
         print_stability(medians)
         print_control(medians)
         print_chain(loaded)
-        print_presets()
+        print_presets(medians, tuple(args.reference.split("/", 1)))
     except AicError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

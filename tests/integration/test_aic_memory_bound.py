@@ -87,8 +87,9 @@ def test_whole_report_by_hand(tmp_path, capsys):
     assert "h100_sxm  NVIDIA H100 80GB HBM3  one-shot 0.800 (0.800-0.800, n 1)" in out
     assert "b200_sxm : trtllm 1.3.0rc20 0.500 [0.625]" in out  # 0.5 / 0.8
     assert "trtllm 1.3.0rc20 b200_sxm : copy 0.543" in out
-    assert "b200             0.541 x 8,000 GB/s: measured (GpuSpec.hbm_streaming_efficiency)" in out
-    assert "h100-sxm-80gb    0.850 x 3,350 GB/s: generation constant" in out
+    assert "b200             0.850 x 8,000 GB/s: generation constant; measured 0.500" in out
+    assert "h100-sxm-80gb    0.850 x 3,350 GB/s: generation constant; measured 0.800" in out
+    assert "gb200            0.850 x 8,000 GB/s: generation constant; measured -" in out
 
 
 def test_without_pyarrow_one_line(tmp_path, monkeypatch, capsys):

@@ -1,6 +1,7 @@
 """A part's measured streaming-kernel HBM fraction (GpuSpec hbm_streaming_efficiency) replaces its
 generation's hbm_efficiency in every memory-bound term (cost_models.calibration.generation_for_gpu,
-hbm_bytes_per_s; docs/calibration.md "Streaming kernels per part")."""
+hbm_bytes_per_s; docs/calibration.md "Streaming kernels per part": measured on the Blackwell parts,
+not switched on in their presets)."""
 
 from __future__ import annotations
 
@@ -58,9 +59,15 @@ def test_memory_bound_time_scales_by_the_ratio_and_nothing_else():
     assert (part.gemm_s, part.attention_s) == (bare.gemm_s, bare.attention_s)
 
 
-def test_a_calibrated_cluster_override_wins():
+def _b200_cluster(value: float | None = 0.5):
     cluster = models_zoo.load_cluster("dgx-b200")
-    assert calibration_for_cluster(cluster).hbm_efficiency == 0.541  # the part's measurement
+    gpu = _b200(value=value) if value is not None else _b200()
+    return cluster.model_copy(update={"gpu": gpu})
+
+
+def test_a_calibrated_cluster_override_wins():
+    cluster = _b200_cluster()
+    assert calibration_for_cluster(cluster).hbm_efficiency == 0.5  # the part's measurement
     values = ClusterCalibration.model_validate({"values": {"hbm_efficiency": 0.7}})
     calibrated = cluster.model_copy(update={"calibration": values})
     assert calibration_for_cluster(calibrated).hbm_efficiency == 0.7
@@ -89,7 +96,7 @@ def test_bad_field_is_one_line_naming_it(field, rule):
 
 def test_cli_cluster_file_with_a_bad_value_exits_2_with_one_line(tmp_path, capsys):
     cluster = models_zoo.load_cluster("dgx-b200").model_dump(mode="json")
-    cluster["gpu"]["hbm_streaming_efficiency"]["value"] = 1.5
+    cluster["gpu"]["hbm_streaming_efficiency"] = {"value": 1.5, "source": "my bench"}
     path = tmp_path / "c.json"
     path.write_text(json.dumps(cluster))
     argv = ["estimate", "--model", "llama3-8b", "--cluster", str(path), "--gpus", "8",
@@ -100,32 +107,32 @@ def test_cli_cluster_file_with_a_bad_value_exits_2_with_one_line(tmp_path, capsy
     assert "gpu.hbm_streaming_efficiency.value" in err and "less than or equal to 1" in err
 
 
-@pytest.mark.parametrize(
-    ("gpu_id", "value", "system", "device"),
-    [
-        ("b200", 0.541, "b200_sxm", "NVIDIA B200"),
-        ("b300", 0.559, "b300_sxm", "NVIDIA B300 SXM6 AC"),
-        ("gb200", 0.573, "gb200", "NVIDIA GB200"),
-        ("gb300", 0.581, "gb300", "NVIDIA GB300"),
-    ],
-)
-def test_blackwell_presets_carry_the_measured_value_and_its_source(gpu_id, value, system, device):
-    gpu = models_zoo.load_gpu(gpu_id)
-    measured = gpu.hbm_streaming_efficiency
-    assert measured.value == value
-    words = ("ai-dynamo/aiconfigurator", "095f58a51c4c", f"{system}/quantize/trtllm/1.3.0rc20",
-             f"'{device}'", "scaleMatrixPerTensorVec", "3 B per element", "32-268 MB", "median",
-             f": {value} (P10-P90", "bench/aic_memory_bound.py")  # fmt: skip
-    for words in words:
-        assert words in measured.source
-    assert generation_for_gpu(gpu).hbm_efficiency == value
-    row = {r["constant"]: r for r in gpu_constants(gpu)}["hbm_efficiency"]
-    assert (row["value"], row["basis"]) == (value, "measured")
-    assert measured.source in row["why"] and "replaces the blackwell value 0.85" in row["why"]
+def test_a_cluster_file_with_the_field_prices_it_and_says_so(tmp_path, capsys):
+    cluster = models_zoo.load_cluster("dgx-b200").model_dump(mode="json")
+    cluster["gpu"]["hbm_streaming_efficiency"] = {"value": 0.541, "source": "my bench"}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(cluster))
+    loaded = models_zoo.load_cluster(str(path))
+    assert calibration_for_cluster(loaded).hbm_efficiency == 0.541
+    row = {r["constant"]: r for r in gpu_constants(loaded.gpu)}["hbm_efficiency"]
+    assert row == {
+        "constant": "hbm_efficiency",
+        "value": 0.541,
+        "basis": "measured",
+        "why": "this part's hbm_streaming_efficiency (replaces the blackwell value 0.85): my bench",
+    }
+    argv = ["estimate", "--model", "llama3-8b", "--cluster", str(path), "--gpus", "8",
+            "--global-batch", "16", "--seq-len", "4096", "--tp", "1", "--pp", "1", "--dp", "8",
+            "--explain"]  # fmt: skip
+    assert main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "4,328 GB/s = 0.541 of the 8,000 GB/s datasheet (measured on b200" in out
 
 
-@pytest.mark.parametrize("gpu_id", ["h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm-80gb", "mi300x"])
-def test_parts_without_a_measurement_keep_the_generation_value_as_an_assumption(gpu_id):
+@pytest.mark.parametrize("gpu_id", models_zoo.list_presets("gpus"))
+def test_no_preset_is_switched_on_and_each_keeps_its_generation_value(gpu_id):
+    # the measured Blackwell values (bench/aic_memory_bound.py) are not shipped: docs/calibration.md
+    # "Streaming kernels per part" says why (held-out MoE rows turn 5-8 points pessimistic)
     gpu = models_zoo.load_gpu(gpu_id)
     assert gpu.hbm_streaming_efficiency is None
     assert generation_for_gpu(gpu).hbm_efficiency == CALIBRATION[gpu.generation].hbm_efficiency
@@ -134,11 +141,15 @@ def test_parts_without_a_measurement_keep_the_generation_value_as_an_assumption(
 
 
 def test_explain_names_the_bandwidth_and_where_it_comes_from():
-    b200 = streaming_text(models_zoo.load_cluster("dgx-b200"))
+    b200 = streaming_text(_b200_cluster(0.541))
     # 8,000 x 0.541 = 4,328 GB/s
     assert b200 == (
         "memory-bound ops outside the tables: 4,328 GB/s = 0.541 of the 8,000 GB/s datasheet "
         "(measured on b200: hbm_streaming_efficiency (presets gpus --constants))"
+    )
+    assert streaming_text(models_zoo.load_cluster("dgx-b200")).endswith(
+        "6,800 GB/s = 0.850 of the 8,000 GB/s datasheet (the blackwell generation's "
+        "hbm_efficiency, an assumption)"
     )
     h100 = streaming_text(models_zoo.load_cluster("dgx-h100"))
     assert h100.endswith("2,848 GB/s = 0.850 of the 3,350 GB/s datasheet (the hopper "

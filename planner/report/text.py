@@ -328,12 +328,26 @@ def offload_text(e: Estimate) -> str:
     )
 
 
+def attention_speed_text(e: Estimate) -> str:
+    """The attention passes' measured / assumed speed vs the flagship (Estimate.attention_speed),
+    one line ending in a newline; "" where the peak ratio prices them."""
+    a = e.attention_speed
+    if a is None:
+        return ""
+    return (
+        f"attention on {a['gpu']}: forward {a['forward']:.3f}x the generation flagship's speed "
+        f"({a['forward_basis']}: {a['forward_from']}), backward {a['backward']:.3f}x "
+        f"({a['backward_basis']}: {a['backward_from']}, only the forward is measured); "
+        f"`planner presets gpus --constants {a['gpu']}` gives the sources\n"
+    )
+
+
 def explain_text(e: Estimate) -> str:
     """`estimate --explain`: which table priced each term, and how (Estimate.kernels: per
     term, look-ups measured / interpolated / extrapolated; extrapolated ones are priced on the
     efficiency curves or, for collectives, the network model)."""
     k = e.kernels
-    off = offload_text(e)
+    off = offload_text(e) + attention_speed_text(e)
     if k is None:
         return off + (
             "priced on the model: the cluster has no kernel tables (compute on the efficiency "

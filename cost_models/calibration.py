@@ -12,7 +12,15 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from .errors import InvalidInput
-from .specs import AttentionSpeed, CalibrationValues, Cluster, GemmSpeed, Generation, GpuSpec
+from .specs import (
+    AttentionSpeed,
+    CalibrationValues,
+    Cluster,
+    GemmSpeed,
+    Generation,
+    GpuSpec,
+    HbmStreaming,
+)
 from .units import GB
 
 
@@ -199,7 +207,9 @@ fitted on, per generation; an empty tuple means the generation's values are assu
 
 def hbm_bytes_per_s(gpu: GpuSpec, cal: GenerationCalibration) -> float:
     """Achieved HBM bytes/s of streaming kernels (elementwise, optimizer, CP merges): the
-    datasheet GB/s times the generation's hbm_efficiency. The one place it is written."""
+    datasheet GB/s times `cal`'s hbm_efficiency (the generation's, the part's measured
+    hbm_streaming_efficiency through generation_for_gpu, or a calibrated cluster's override).
+    The one place it is written."""
     return gpu.hbm_bandwidth_gb_per_s * GB * cal.hbm_efficiency
 
 
@@ -236,18 +246,31 @@ def generation_for_gpu(gpu: GpuSpec) -> GenerationCalibration:
        part's own MAMF / peak (mamf_ceilings, _held): MAMF is one best shape of a brute-force
        search, run on each part with its own software, so a ratio of two is noisier than a
        median over shared shapes (docs/calibration.md "Relative GEMM speed between parts");
-    3. else the generation values."""
+    3. else the generation values.
+
+    The HBM fraction of streaming kernels (hbm_efficiency) is the part's measured
+    hbm_streaming_efficiency where it has one (_streaming), else the generation's."""
     cal = CALIBRATION[gpu.generation]
     speed = gpu.gemm_speed_vs_flagship
     if speed is None:
-        return _for_part(cal, *mamf_ceilings(gpu))
-    out = _at_speed(
-        cal, speed, gpu.id, gpu.peak_bf16_tflops, gpu.peak_fp8_tflops, mamf_ceilings(gpu)[1]
-    )
-    attention = gpu.attention_speed_vs_flagship
-    if attention is None:
-        return out
-    return _attention_at_speed(out, attention, speed.bf16, gpu.id, gpu.peak_bf16_tflops)
+        part = _for_part(cal, *mamf_ceilings(gpu))
+    else:
+        part = _at_speed(
+            cal, speed, gpu.id, gpu.peak_bf16_tflops, gpu.peak_fp8_tflops, mamf_ceilings(gpu)[1]
+        )
+        attention = gpu.attention_speed_vs_flagship
+        if attention is not None:
+            part = _attention_at_speed(part, attention, speed.bf16, gpu.id, gpu.peak_bf16_tflops)
+    return _streaming(part, gpu.hbm_streaming_efficiency)
+
+
+@lru_cache(maxsize=64)
+def _streaming(cal: GenerationCalibration, measured: HbmStreaming | None) -> GenerationCalibration:
+    """`cal` with the part's measured streaming-kernel HBM fraction (GpuSpec
+    hbm_streaming_efficiency) in place of the generation's hbm_efficiency, where it has one."""
+    if measured is None or measured.value == cal.hbm_efficiency:
+        return cal
+    return replace(cal, hbm_efficiency=measured.value)
 
 
 @lru_cache(maxsize=64)

@@ -30,6 +30,10 @@ from .specs import LOW_PRECISION, GpuSpec, Layout, ModelSpec, Workload
 from .units import TFLOPS
 
 BF16_BYTES = 2
+BACKWARD_ATTENTION_FACTOR = 2.5
+"""Flash-attention backward / forward time where no pass is priced on its own (module docstring:
+Dao 2023, FlashAttention-2, sec. 3.1)."""
+
 QUANT_DATA_BYTES = {"delayed": 1, "tensorwise": 1, "blockwise": 1, "mxfp8": 1, "nvfp4": 0.5}
 """Bytes per element of one quantized copy of a GEMM operand: fp8 1 B, NVFP4 (E2M1) 0.5 B."""
 QUANT_SCALE_BYTES = {"delayed": 0, "tensorwise": 0, "blockwise": 4 / 128, "mxfp8": 1 / 32,
@@ -147,11 +151,17 @@ class LayerTime:
         )
 
     @property
+    def attention_bwd_s(self) -> float:
+        """The backward's attention seconds: as priced per pass (tables, per-part speeds), else
+        FlashAttention's 2.5x the forward. Every term that hides under it (cp.py) reads this."""
+        if self.attention_backward_s is not None:
+            return self.attention_backward_s
+        return BACKWARD_ATTENTION_FACTOR * self.attention_s
+
+    @property
     def backward_s(self) -> float:
         gemm = 2 * self.gemm_s if self.gemm_backward_s is None else self.gemm_backward_s
-        attn = 2.5 * self.attention_s
-        if self.attention_backward_s is not None:
-            attn = self.attention_backward_s
+        attn = self.attention_bwd_s
         quant = self.quantize_backward_s + self.unpad_backward_s + self.dispatch_backward_s
         elem = self.elementwise_backward_s
         elem = 2 * self.elementwise_s if elem is None else elem

@@ -351,6 +351,9 @@ class ModelSpec(InputSpec):
 
 
 MIN_GEMM_SPEED, MAX_GEMM_SPEED = 0.25, 4.0
+MIN_HBM_STREAMING = 0.1
+"""Lowest accepted hbm_streaming_efficiency: a streaming kernel at training sizes below a tenth
+of its HBM datasheet is a launch-bound or mis-measured figure, not a bandwidth."""
 
 
 class GemmSpeed(InputSpec):
@@ -371,6 +374,27 @@ class GemmSpeed(InputSpec):
         min_length=1,
         description="where the ratios were measured: repository, commit, files, devices, "
         "shape set, statistic",
+    )
+
+
+class HbmStreaming(InputSpec):
+    """A part's measured achieved / datasheet HBM bandwidth of streaming elementwise kernels at
+    training's activation sizes (GpuSpec hbm_streaming_efficiency): where given it replaces the
+    generation's hbm_efficiency for this part. Kernels that do not reach the HBM roof (each
+    thread moving one vector, as PyTorch's and Transformer Engine's elementwise kernels do at
+    training sizes) do not speed up with the datasheet bandwidth alone, so a part with much
+    more HBM bandwidth than its generation's reference part reaches a smaller fraction of it."""
+
+    value: float = Field(
+        ge=MIN_HBM_STREAMING,
+        le=1,
+        description="achieved bytes/s over hbm_bandwidth_gb_per_s (the median over a stated "
+        "size range)",
+    )
+    source: str = Field(
+        min_length=1,
+        description="where it was measured: repository, commit, files, kernel and the bytes it "
+        "moves, devices, sizes, statistic",
     )
 
 
@@ -444,6 +468,12 @@ class GpuSpec(InputSpec):
     )
     hbm_gib: PositiveFloat = Field(le=MAX_GIB)
     hbm_bandwidth_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S)
+    hbm_streaming_efficiency: HbmStreaming | None = Field(
+        None,
+        description="measured achieved / datasheet HBM bandwidth of streaming elementwise "
+        "kernels on this part (HbmStreaming): where given it replaces the generation's "
+        "hbm_efficiency (cost_models.calibration.generation_for_gpu); null: the generation value",
+    )
     nvlink_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S, description="per GPU, one direction")
     nvlink_domain_size: PositiveInt = Field(
         le=MAX_GPUS, description="GPUs in the NVLink domain of its system"

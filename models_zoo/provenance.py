@@ -71,6 +71,8 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
                 "why": "set from microbenchmarks and the literature (docs/cost_model.md)",
             }
         )
+        if f == "hbm_efficiency" and gpu.hbm_streaming_efficiency is not None:
+            rows[-1] = _streaming_row(gpu, getattr(cal, f))
     rows.append(shipped_tables_row(gpu.id))
     rows.append(
         {
@@ -92,6 +94,20 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
         }
     )
     return rows
+
+
+def _streaming_row(gpu: GpuSpec, value: float) -> dict[str, Any]:
+    """The hbm_efficiency row of a part with a measured hbm_streaming_efficiency (it replaces the
+    generation's assumed value: cost_models.calibration.generation_for_gpu)."""
+    measured = gpu.hbm_streaming_efficiency
+    assert measured is not None
+    return {
+        "constant": "hbm_efficiency",
+        "value": value,
+        "basis": "measured",
+        "why": f"this part's hbm_streaming_efficiency (replaces the {gpu.generation} value "
+        f"{CALIBRATION[gpu.generation].hbm_efficiency:g}): {measured.source}",
+    }
 
 
 def _attention_speed_rows(gpu: GpuSpec) -> list[dict[str, Any]]:

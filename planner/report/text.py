@@ -4,6 +4,7 @@ No rich here: terminal.py wraps these in tables; markdown.py and html.py print t
 
 from __future__ import annotations
 
+from cost_models.calibration import calibration_for_cluster
 from cost_models.params import total_params
 from cost_models.specs import (
     Cluster,
@@ -360,3 +361,23 @@ def explain_text(e: Estimate) -> str:
     if not any(t in k["terms"] for t in COMM_TERMS):
         lines.append("  collectives: no curves in the tables, priced on the network model")
     return "\n".join(lines)
+
+
+def streaming_text(cluster: Cluster) -> str:
+    """`estimate --explain`: the HBM bandwidth the memory-bound ops outside the kernel tables
+    (norms, activations, casts, residual adds, optimizer step, MoE permutes) are priced at, and
+    where that fraction of the datasheet comes from."""
+    gpu = cluster.gpu
+    fraction = calibration_for_cluster(cluster).hbm_efficiency
+    values = cluster.calibration.values if cluster.calibration is not None else None
+    if values is not None and values.hbm_efficiency is not None:
+        basis = "the cluster's calibrated hbm_efficiency"
+    elif gpu.hbm_streaming_efficiency is not None:
+        basis = f"measured on {gpu.id}: hbm_streaming_efficiency (presets gpus --constants)"
+    else:
+        basis = f"the {gpu.generation} generation's hbm_efficiency, an assumption"
+    return (
+        f"memory-bound ops outside the tables: {fraction * gpu.hbm_bandwidth_gb_per_s:,.0f} "
+        f"GB/s = {fraction:.3f} of the {gpu.hbm_bandwidth_gb_per_s:,.0f} GB/s datasheet ({basis})"
+    )
+

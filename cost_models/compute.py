@@ -559,8 +559,22 @@ def mlp_gemms(
 def moe_imbalance(workload: Workload) -> float:
     """Busiest EP rank's routed tokens / mean: MOE_LOAD_IMBALANCE with auxiliary-loss balancing;
     1.0 under Workload.moe_force_balance (Megatron --moe-router-force-load-balancing: random
-    router logits spread tokens evenly, a benchmarking mode)."""
-    return 1.0 if workload.moe_force_balance else MOE_LOAD_IMBALANCE
+    router logits spread tokens evenly, a benchmarking mode).
+
+    Token-drop MoE (Workload.moe_capacity_factor f): each router keeps at most
+    ceil(tokens x top_k / num_experts x f) rows per expert and drops the rest before the
+    dispatch (megatron/core/transformer/moe/moe_utils.py get_capacity,
+    apply_router_token_dropping), so the busiest expert takes min(imbalance, f) x the mean and
+    the dropped rows cost nothing downstream (no all-to-all, no expert GEMM). With
+    Workload.moe_pad_to_capacity the capacity mask itself becomes the routing map
+    (apply_router_token_dropping: final_map = capacity_mask), so every expert on every rank
+    takes exactly f x the mean, however the router spreads the tokens. The ceil is left out
+    (a fraction of a row per expert)."""
+    balanced = 1.0 if workload.moe_force_balance else MOE_LOAD_IMBALANCE
+    factor = workload.moe_capacity_factor
+    if factor is None:
+        return balanced
+    return factor if workload.moe_pad_to_capacity else min(balanced, factor)
 
 
 def moe_gemms(
@@ -893,7 +907,8 @@ def megatron_expert_copies(model: ModelSpec, layout: Layout, workload: Workload)
     copy of the same rows (sort_chunks_by_idxs' backward sorts by the inverse index, Fp8Padding's
     backward unpads the gradient), so backward moves what forward moves."""
     copies = 2 if sorts_by_local_expert(model, layout, workload) else 0
-    return copies + (2 if pads_expert_rows(workload, quant_recipe(workload)) else 0)
+    pads = pads_expert_rows(model, layout, workload, quant_recipe(workload))
+    return copies + (2 if pads else 0)
 
 
 def dispatch_copies_s(

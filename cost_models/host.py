@@ -28,6 +28,7 @@ Xeon (HOST_CPU_OVER_X86).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .specs import Layout, ModelSpec, Workload
@@ -113,7 +114,9 @@ def _permutes_rows(workload: Workload) -> bool:
     )
 
 
-def pads_expert_rows(workload: Workload, recipe: str | None) -> bool:
+def pads_expert_rows(
+    model: ModelSpec, layout: Layout, workload: Workload, recipe: str | None
+) -> bool:
     """Whether Megatron's TEGroupedMLP copies the routed rows into a padded buffer before the
     quantized expert GEMMs and the output back out of it (megatron/core/transformer/moe/
     experts.py TEGroupedMLP.forward: quantization_padding = TE Fp8Padding of the hidden states
@@ -128,8 +131,29 @@ def pads_expert_rows(workload: Workload, recipe: str | None) -> bool:
     pads inside DeepEP's fused permutation (moe_utils.skip_routed_expert_padding). The model's
     'deepep' dispatcher stands for both flex back-ends, so only the all-to-all dispatcher pads
     here (DeepEP under core <= 0.19 without grouped tensors copies too: not priced), and not
-    under a full-iteration graph (sorts_by_local_expert: HybridEP pads)."""
-    return recipe is not None and _permutes_rows(workload) and not workload.moe_router_padding
+    under a full-iteration graph (sorts_by_local_expert: HybridEP pads), nor when padding to
+    capacity aligned the counts (capacity_rows_aligned)."""
+    if recipe is None or not _permutes_rows(workload) or workload.moe_router_padding:
+        return False
+    return not capacity_rows_aligned(model, layout, workload, recipe)
+
+
+def capacity_rows_aligned(
+    model: ModelSpec, layout: Layout, workload: Workload, recipe: str
+) -> bool:
+    """Whether Workload.moe_pad_to_capacity already aligns every expert's rows for the
+    quantized GEMMs, so TE's Fp8Padding returns them untouched: each router sends exactly the
+    capacity ceil(t x top_k / num_experts x factor) rows to every expert (moe_utils.py
+    get_capacity over the router's t = micro_batch x seq_len / (cp x tp) tokens under sequence
+    parallelism), so an expert's count is a multiple of it, aligned when the capacity is a
+    multiple of 32 under MXFP8 / NVFP4 and of 16 otherwise (megatron/core/fp8_utils.py
+    get_fp8_align_size, fp4_utils.py get_fp4_align_size)."""
+    factor = workload.moe_capacity_factor
+    if not workload.moe_pad_to_capacity or factor is None or model.moe is None:
+        return False
+    tokens = layout.micro_batch * workload.seq_len / (layout.cp * layout.tp)
+    capacity = math.ceil(tokens * model.moe.top_k / model.moe.num_experts * factor)
+    return capacity % (32 if recipe in ("mxfp8", "nvfp4") else 16) == 0
 
 
 HOST_CPU_OVER_X86 = {"x86": 1.0, "grace": 37.08 / 13.48}
@@ -240,8 +264,11 @@ def syncs_every_moe_layer(workload: Workload, layout: Layout) -> bool:
     AllToAllTokenDispatcher copies the output splits to the host blocking, models/common/
     token_dispatcher.py, while its local dispatcher keeps them on the device). Never inside a
     full-iteration CUDA graph (Workload.full_iteration_cuda_graph): capture needs the dispatch's
-    shapes static, so the counts stay on the device."""
-    if workload.full_iteration_cuda_graph:
+    shapes static, so the counts stay on the device. Nor under Workload.moe_pad_to_capacity:
+    every expert's count is the capacity, computed on the host (megatron/core/transformer/moe/
+    token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess drop_and_pad: torch.full of
+    capacity x tp x ep; _maybe_dtoh_and_synchronize does nothing when drop_and_pad)."""
+    if workload.full_iteration_cuda_graph or workload.moe_pad_to_capacity:
         return False
     if workload.moe_host_sync == "every_layer":
         return True
@@ -266,7 +293,8 @@ def layer_launches(
     post_f, post_b = DISPATCH_POST_KERNELS
     # pre-MLP norm and residual add, router, preprocessing; then the post-sync segment
     pre_f = 1 + router_f + DISPATCH_PRE_KERNELS
-    pad_f, pad_b = EXPERT_PAD_KERNELS if pads_expert_rows(workload, recipe) else (0, 0)
+    pads = pads_expert_rows(model, layout, workload, recipe)
+    pad_f, pad_b = EXPERT_PAD_KERNELS if pads else (0, 0)
     after = post_f + exp_f + pad_f + 1
     return Launches(
         forward=attn_f + pre_f + after,

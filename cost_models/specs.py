@@ -985,6 +985,23 @@ class Workload(InputSpec):
         "Megatron-Bridge's Qwen3 / DeepSeek recipes): TEGroupedMLP copies the routed rows into a "
         "padded buffer and back (cost_models/host.py pads_expert_rows)",
     )
+    moe_capacity_factor: PositiveFloat | None = Field(
+        None,
+        le=1e3,
+        description="Megatron token-drop MoE (--moe-expert-capacity-factor): each expert takes "
+        "at most ceil(routed tokens / num_experts x factor) rows from each rank's router "
+        "(megatron/core/transformer/moe/moe_utils.py get_capacity, "
+        "apply_router_token_dropping) and the rest are dropped, so the busiest expert's rows are "
+        "min(imbalance, factor) x the mean (compute.moe_imbalance); None: dropless (Megatron's "
+        "default)",
+    )
+    moe_pad_to_capacity: StrictBool = Field(
+        False,
+        description="pad every expert's input to its capacity (Megatron "
+        "--moe-pad-expert-input-to-capacity; needs moe_capacity_factor): every expert on every "
+        "rank receives exactly the capacity's rows, factor x the mean, whatever the routing "
+        "(Megatron-Bridge 25.09 apply_moe_token_drop: factor 1.0 with padding)",
+    )
     attention_kernel: Literal["fused", "fa2"] = Field(
         "fused",
         description="attention kernel class: the generation's fused kernel (Transformer Engine "
@@ -1178,6 +1195,26 @@ class Workload(InputSpec):
                 "bf16_layers_start / bf16_layers_end do not work with fp8_recipe delayed "
                 "(megatron-core transformer_config.py: 'Delayed scaling does not support first "
                 "/ last layer in BF16')"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _pad_to_capacity_needs_a_factor(self) -> Workload:
+        # megatron-core transformer_config.py __post_init__ (Megatron-LM d98e8a6 lines 1862-1866
+        # and 1755-1761): padding needs a capacity factor, and the flex dispatcher's DeepEP
+        # back-end cannot pad (the model's 'deepep' dispatcher stands for the flex back-ends).
+        if not self.moe_pad_to_capacity:
+            return self
+        if self.moe_capacity_factor is None:
+            raise ValueError(
+                "moe_pad_to_capacity needs moe_capacity_factor (megatron-core: "
+                "'moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity')"
+            )
+        if self.moe_dispatcher == "deepep":
+            raise ValueError(
+                "moe_pad_to_capacity does not work with moe_dispatcher deepep (megatron-core: "
+                "'Flex token dispatcher with deepep backend does not support "
+                "moe_pad_expert_input_to_capacity')"
             )
         return self
 

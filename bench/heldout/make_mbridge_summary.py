@@ -293,7 +293,16 @@ def record(cells, container, doc, commit, recipes, alt):
     if moe and (container != "25.09" or tag == "dropless"):
         settings["moe_force_balance"] = True  # page footnote: force-balanced, token-dropless
     if tag == "tokendrop":
-        notes.append("token-drop MoE (capacity factor): not an input of the cost model, priced dropless")
+        # scripts/performance/run_script.py @fa0315ae2 (the 25.09 summary's commit) applies
+        # src/megatron/bridge/training/utils/moe_token_drop.py apply_moe_token_drop with its
+        # defaults to Qwen3 and to DeepSeek-V3 on B200 / GB200: capacity factor 1.0, padded to
+        # capacity, all-to-all dispatcher.
+        settings["moe_capacity_factor"] = 1.0
+        settings["moe_pad_to_capacity"] = True
+        notes.append(
+            "token-drop MoE: capacity factor 1.0 padded to capacity (Megatron-Bridge @fa0315ae2 "
+            "scripts/performance/run_script.py apply_moe_token_drop defaults)"
+        )
         confidence = "low"
     if "MTP" in tag:
         notes.append(f"{tag}: multi-token prediction layer not priced by the cost model")

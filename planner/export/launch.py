@@ -330,12 +330,7 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         args.append("--sequence-parallel")
     if lo.tp_comm_overlap and lo.tp > 1:
         args.append("--tp-comm-overlap")
-    if workload.moe_force_balance and model.moe is not None:
-        args.append("--moe-router-force-load-balancing")  # a benchmarking mode, as priced
-    if workload.moe_router_padding and model.moe is not None and quant_recipe(workload):
-        # the routing map is padded to the quantization alignment, so TEGroupedMLP makes no
-        # padding copy (priced: cost_models/host.py pads_expert_rows)
-        args.append("--moe-router-padding-for-quantization")
+    args += _megatron_moe_routing(model, workload)
     args += _megatron_cuda_graphs(model, workload)
     if lo.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
@@ -965,3 +960,22 @@ def deepspeed(model: ModelSpec, workload: Workload, e: Estimate) -> dict[str, An
         "config": deepspeed_config(workload, e, model),
         "launch_args": deepspeed_launch_args(model, workload, e),
     }
+
+
+def _megatron_moe_routing(model: ModelSpec, workload: Workload) -> list[str]:
+    """Megatron's MoE routing flags for the workload's routing inputs, as priced."""
+    if model.moe is None:
+        return []
+    args: list[str] = []
+    if workload.moe_force_balance:
+        args.append("--moe-router-force-load-balancing")  # a benchmarking mode, as priced
+    if workload.moe_router_padding and quant_recipe(workload):
+        # the routing map is padded to the quantization alignment, so TEGroupedMLP makes no
+        # padding copy (priced: cost_models/host.py pads_expert_rows)
+        args.append("--moe-router-padding-for-quantization")
+    if workload.moe_capacity_factor is not None:
+        # token-drop MoE (priced: cost_models/compute.py moe_imbalance)
+        args += ["--moe-expert-capacity-factor", repr(workload.moe_capacity_factor)]
+    if workload.moe_pad_to_capacity:
+        args.append("--moe-pad-expert-input-to-capacity")
+    return args

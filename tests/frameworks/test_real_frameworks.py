@@ -97,6 +97,16 @@ PLANS = {
         f.workload(global_batch=32, precision="fp8", moe_router_padding=True),
         {"tp": 2, "dp": 8, "ep": 4},
     ),
+    # token-drop MoE padded to capacity (--moe-expert-capacity-factor,
+    # --moe-pad-expert-input-to-capacity: Workload.moe_capacity_factor / moe_pad_to_capacity)
+    "moe-ep-fp8-token-drop": (
+        f.moe_model(),
+        16,
+        f.workload(
+            global_batch=32, precision="fp8", moe_capacity_factor=1.0, moe_pad_to_capacity=True
+        ),
+        {"tp": 2, "dp": 8, "ep": 4},
+    ),
     "zero3-fsdp": (
         f.dense_model(),
         16,

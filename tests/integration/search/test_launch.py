@@ -73,6 +73,7 @@ MEGATRON_SWITCHES = {
     "--use-precision-aware-optimizer",
     "--moe-router-force-load-balancing",
     "--moe-router-padding-for-quantization",
+    "--moe-pad-expert-input-to-capacity",
     "--no-check-for-nan-in-loss-and-grad",
     "--overlap-grad-reduce",
     "--overlap-param-gather",
@@ -172,6 +173,15 @@ CASES = {
         f.workload(global_batch=32, precision="fp8", moe_router_padding=True),
         {"tp": 2, "dp": 8, "ep": 4},
     ),
+    # token-drop MoE as Megatron-Bridge 25.09's apply_moe_token_drop sets it
+    "moe-ep-fp8-token-drop": (
+        f.moe_model(),
+        f.cluster(16),
+        f.workload(
+            global_batch=32, precision="fp8", moe_capacity_factor=1.0, moe_pad_to_capacity=True
+        ),
+        {"tp": 2, "dp": 8, "ep": 4},
+    ),
     "dense-full-iteration-graph": (
         f.dense_model(),
         f.cluster(16),
@@ -245,6 +255,10 @@ def test_megatron_flags_exist_and_parse_back(case):
     assert ns.moe_router_force_load_balancing == bool(workload.moe_force_balance and model.moe)
     padded = workload.moe_router_padding and model.moe and workload.precision != "bf16"
     assert ns.moe_router_padding_for_quantization == bool(padded)
+    factor = workload.moe_capacity_factor if model.moe else None
+    stated = getattr(ns, "moe_expert_capacity_factor", None)
+    assert (None if stated is None else float(stated)) == factor
+    assert ns.moe_pad_expert_input_to_capacity == bool(workload.moe_pad_to_capacity and model.moe)
     if workload.full_iteration_cuda_graph:
         # megatron/training/arguments.py asserts the NaN check off under full_iteration
         assert ns.cuda_graph_impl == "full_iteration" and ns.no_check_for_nan_in_loss_and_grad

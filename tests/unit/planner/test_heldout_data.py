@@ -249,3 +249,20 @@ def test_recipe_settings_carry_fp8_current_scaling_and_tp_overlap(records: list[
         assert "tp_comm_overlap" not in s or r["layout"]["tp"] > 1, r["id"]
         if "tp_comm_overlap" in s or s.get("fp8_recipe") == "tensorwise" and "FP8-CS = current" not in r["notes"]:
             assert "recipe settings: recipe " in r["notes"], r["id"]
+
+
+def test_token_drop_rows_carry_the_capacity_settings(records: list[dict]) -> None:
+    """The 25.09 '-tokendrop' rows run Megatron-Bridge's apply_moe_token_drop defaults (capacity
+    factor 1.0, padded to capacity); the record reader hands them to the Workload, and no other
+    row states a capacity."""
+    drop = [r for r in records if r["id"].endswith("-tokendrop")]
+    assert len(drop) == 13
+    for r in drop:
+        assert r["settings"]["moe_capacity_factor"] == 1.0, r["id"]
+        assert r["settings"]["moe_pad_to_capacity"] is True, r["id"]
+        assert "apply_moe_token_drop" in r["notes"], r["id"]
+        checked = RunRecord.model_validate(r).model_dump()
+        _model, _cluster, work, _layout = record_inputs(checked)
+        assert (work.moe_capacity_factor, work.moe_pad_to_capacity) == (1.0, True)
+    others = [r for r in records if not r["id"].endswith("-tokendrop")]
+    assert not any("moe_capacity_factor" in (r.get("settings") or {}) for r in others)

@@ -1099,7 +1099,7 @@ class Workload(InputSpec):
         "after forward (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder)",
     )
     tp_overlap: TpOverlapConfig = Field(
-        "collective_matmul",
+        "te_default",
         description="how TP communication overlaps its GEMMs under Layout.tp_comm_overlap "
         "(cost_models/tp_overlap.py): 'te_default': Transformer Engine userbuffers with TE's "
         "per-GEMM defaults (initialize_ub: ring_exchange for the all-gathers, pipeline "

@@ -37,9 +37,11 @@ TERM_LABELS = {
 
 
 LAYOUT_KEY = (
-    "layout: degrees (CP/EP/VP shown when > 1), mb micro-batch size, sel/full recompute (none "
-    "when absent), Z ZeRO stage, o: rank order when not tp-cp-dp-pp (first letters, innermost "
-    "first); sequence parallel whenever TP > 1 unless noSP"
+    "layout: degrees (CP/EP/ETP/VP shown when > 1; HSDP<r>x<s>: DP replicas x shard group), mb "
+    "micro-batch size, sel/full recompute (none when absent; sel:<modules>, full:b<n> / full:u<n> "
+    "block / uniform layers), Z ZeRO stage, split:E/L embedding / loss counted as a layer in the "
+    "pipeline split, o: rank order when not tp-cp-dp-pp (first letters, innermost first); "
+    "sequence parallel whenever TP > 1 unless noSP"
 )
 """The layout cell's key (Layout.label), for tables without a memory column (whatif)."""
 LAYOUT_LEGEND = LAYOUT_KEY + "; GiB: peak memory per GPU"

@@ -1,4 +1,5 @@
-"""Transformer Engine userbuffers TP overlap, per GEMM (issue 32 item 4; docs/cost_model.md#tp-overlap).
+"""Transformer Engine userbuffers TP overlap, per GEMM (issue 32 item 4; docs/cost_model.md
+"TP overlap per GEMM").
 
 With `tp_comm_overlap` Megatron-LM hands every Transformer Engine Linear of a layer a userbuffers
 communicator, one per GEMM name (TE transformer_engine/pytorch/module/base.py initialize_ub):
@@ -52,7 +53,7 @@ class UbOverlap:
     num_splits: int = 0  # pipeline only: GEMM chunks along N (ring_exchange splits into tp)
 
 
-_RING = UbOverlap(RING, 1, False)  # TE default / Bridge RingExchangeOverlapCfg(): num_sm 1, no margin
+_RING = UbOverlap(RING, 1, False)  # TE default, Bridge RingExchangeOverlapCfg(): 1 SM, no margin
 _RM = UbOverlap(RING, 1, True)  # Bridge RingExchangeOverlapCfg(num_sm=1, set_sm_margin=True)
 
 
@@ -97,9 +98,13 @@ CONFIGS: dict[str, dict[str, UbOverlap]] = {
     "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192": _layer(4, 24, 2, 4, _RM, _RM),
     "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192": _layer(16, 24, 2, 4, _pipe(32), _pipe(16)),
     "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192": _layer(4, 24, 2, 4, _RM, _RM),
-    "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192": _layer(2, 24, 2, 2, _pipe(24), _pipe(8)),
+    "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192": _layer(
+        2, 24, 2, 2, _pipe(24), _pipe(8)
+    ),
     "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192": _layer(2, 24, 2, 2, _RM, _RM),
-    "userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192": _layer(8, 24, 2, 2, _pipe(32), _pipe(8)),
+    "userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192": _layer(
+        8, 24, 2, 2, _pipe(32), _pipe(8)
+    ),
     "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192": _layer(8, 32, 2, 8, _RM, _RM),
     "userbuffers_bf16_h100_h6144_tp2_mbs2_seqlen2048": _layer(8, 16, 4, 16, _pipe(16), _pipe(24)),
     "userbuffers_fp8_h100_h6144_tp2_mbs2_seqlen2048": _layer(8, 16, 4, 16, _pipe(16), _pipe(24)),
@@ -117,9 +122,9 @@ TP_OVERLAP_CHOICES = (COLLECTIVE_MATMUL, *CONFIGS)
 
 @dataclass(frozen=True)
 class Overlapped:
-    """One overlapped collective + GEMM: the exposed communication, the GEMM's extra seconds
-    (split into pieces, fewer SMs) over the whole GEMM on every SM, and how the pieces were
-    priced (kernels.STATUSES, or "curve" without tables)."""
+    """One overlapped collective + GEMM: the exposed communication (and the SMs it takes from
+    the GEMM while hidden), the GEMM's extra seconds split into pieces over the whole GEMM, and
+    how the pieces were looked up (kernels.STATUSES; `extrapolated` without tables)."""
 
     exposed_s: float
     gemm_extra_s: float
@@ -151,12 +156,16 @@ def overlap_s(
     """Price one collective overlapped with its partner GEMM(s) (pass 0 forward TN, 1 data
     gradient NN, 2 weight gradient NT; compute._gemm_passes) under `cfg`.
 
-    GEMM: count x time(piece) from the same tables / curve as every GEMM; on sm_count - num_sm
-    SMs for its whole run under set_sm_margin (time x sm / (sm - num_sm)). Communication: a
-    split method cannot hide its first (ring) or last (pipeline) chunk, collective / count; the
-    rest hides behind the GEMM and is exposed beyond it. Without the margin the communication's
-    num_sm SMs are shared while it runs: + hidden x f / (1 - f), f = num_sm / sm_count, as
-    calibration.overlap_slowdown_s.
+    GEMM: count x time(piece) from the same kernel tables as every GEMM. Communication: a split
+    method cannot hide its first (ring) or last (pipeline) chunk, collective / count; the rest
+    hides behind the GEMM and is exposed beyond it. While it runs, its num_sm SMs are not the
+    GEMM's: + hidden x f / (1 - f), f = num_sm / sm_count (calibration.overlap_slowdown_s).
+    set_sm_margin is priced the same way, a lower bound: TE passes sm_count - num_sm to cuBLASLt
+    (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET) for the whole GEMM, which tunes the kernel choice for
+    that many SMs; whether the kernel then leaves them idle after the collective ends is not
+    measured here, and pricing it so (time x sm / (sm - num_sm) for every margin GEMM) puts
+    MegaScale's overlapped runs behind their own measured no-overlap baselines (7 of the 29
+    shared layout pairs out of order; docs/cost_model.md "TP overlap per GEMM").
     """
     whole_s = split_s = 0.0
     statuses = []
@@ -168,21 +177,18 @@ def overlap_s(
         whole_s += w
         # The split is priced from the tables alone: the efficiency curve's small-dimension
         # roll-off was fitted to whole steps and prices H100 fp8 pieces of M = 512 1.6-1.8x
-        # the whole GEMM where they measure 1.10-1.30x (docs/cost_model.md#tp-overlap), so a
-        # piece outside the tables (EXTRAPOLATED) leaves the GEMM unsplit and says so.
+        # the whole GEMM where they measure 1.10-1.30x (docs/cost_model.md "TP overlap per
+        # GEMM"), so a piece outside the tables (EXTRAPOLATED) leaves the GEMM unsplit.
         split_s += w if (count == 1 or status == EXTRAPOLATED) else count * p
         statuses.append(status)
-    f = min(cfg.num_sm / cal.sm_count, 0.5)
-    run_s = split_s / (1.0 - f) if cfg.set_sm_margin else split_s
-    first = collective_s / count if count > 1 else 0.0
-    hidden = min(collective_s - first, run_s)
-    exposed = first + max(0.0, collective_s - first - run_s)
-    contention = 0.0 if cfg.set_sm_margin else hidden * f / (1.0 - f)
-    status = worst(statuses) if statuses else MEASURED
     # A piece runs the same kernel over a share of the tiles, so the split does no less work
     # per wave than the whole GEMM; a table pair that says otherwise (70B FC1 at M = 2048:
     # 4 pieces 8 % faster than M = 8192, where a direct H100 measurement gives 8.5 % slower)
     # is within one shape's measurement noise (bench/results/h100-2026-11-26/README.md, ~5 %).
-    split_extra = max(0.0, split_s - whole_s)
-    margin_extra = run_s - split_s
-    return Overlapped(exposed + contention, split_extra + margin_extra, status)
+    split_s = max(split_s, whole_s)
+    f = min(cfg.num_sm / cal.sm_count, 0.5)
+    first = collective_s / count if count > 1 else 0.0
+    hidden = min(collective_s - first, split_s)
+    exposed = first + max(0.0, collective_s - first - split_s)
+    status = worst(statuses) if statuses else MEASURED
+    return Overlapped(exposed + hidden * f / (1.0 - f), split_s - whole_s, status)

@@ -12,7 +12,15 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from .errors import InvalidInput
-from .specs import CalibrationValues, Cluster, GemmSpeed, Generation, GpuSpec
+from .specs import (
+    AttentionSpeed,
+    CalibrationValues,
+    Cluster,
+    GemmSpeed,
+    Generation,
+    GpuSpec,
+    HbmStreaming,
+)
 from .units import GB
 
 
@@ -59,6 +67,13 @@ class GenerationCalibration:
     through it (generation_for_gpu). Equal to the flagship preset's (test_gemm_speed.py)."""
     flagship_peak_fp8_tflops: float | None = None
     """The same in fp8."""
+    attention_backward_efficiency: float | None = None
+    """Attention backward: achieved / bf16 peak where a part's backward runs at another speed
+    than its forward (GpuSpec.attention_speed_vs_flagship: generation_for_gpu); None:
+    attention_efficiency (the constant covers both passes)."""
+    attention_mla_efficiency: float | None = None
+    """Attention forward of an MLA model (q/k head dim 192, v 128) where the part's measured
+    speed for it differs (AttentionSpeed.forward_mla); None: attention_efficiency."""
 
     @property
     def comm_sm_fraction(self) -> float:
@@ -192,7 +207,9 @@ fitted on, per generation; an empty tuple means the generation's values are assu
 
 def hbm_bytes_per_s(gpu: GpuSpec, cal: GenerationCalibration) -> float:
     """Achieved HBM bytes/s of streaming kernels (elementwise, optimizer, CP merges): the
-    datasheet GB/s times the generation's hbm_efficiency. The one place it is written."""
+    datasheet GB/s times `cal`'s hbm_efficiency (the generation's, the part's measured
+    hbm_streaming_efficiency through generation_for_gpu, or a calibrated cluster's override).
+    The one place it is written."""
     return gpu.hbm_bandwidth_gb_per_s * GB * cal.hbm_efficiency
 
 
@@ -229,14 +246,123 @@ def generation_for_gpu(gpu: GpuSpec) -> GenerationCalibration:
        part's own MAMF / peak (mamf_ceilings, _held): MAMF is one best shape of a brute-force
        search, run on each part with its own software, so a ratio of two is noisier than a
        median over shared shapes (docs/calibration.md "Relative GEMM speed between parts");
-    3. else the generation values."""
+    3. else the generation values.
+
+    The HBM fraction of streaming kernels (hbm_efficiency) is the part's measured
+    hbm_streaming_efficiency where it has one (_streaming), else the generation's."""
     cal = CALIBRATION[gpu.generation]
     speed = gpu.gemm_speed_vs_flagship
     if speed is None:
-        return _for_part(cal, *mamf_ceilings(gpu))
-    return _at_speed(
-        cal, speed, gpu.id, gpu.peak_bf16_tflops, gpu.peak_fp8_tflops, mamf_ceilings(gpu)[1]
+        part = _for_part(cal, *mamf_ceilings(gpu))
+    else:
+        part = _at_speed(
+            cal, speed, gpu.id, gpu.peak_bf16_tflops, gpu.peak_fp8_tflops, mamf_ceilings(gpu)[1]
+        )
+        attention = gpu.attention_speed_vs_flagship
+        if attention is not None:
+            part = _attention_at_speed(part, attention, speed.bf16, gpu.id, gpu.peak_bf16_tflops)
+    return _streaming(part, gpu.hbm_streaming_efficiency)
+
+
+@lru_cache(maxsize=64)
+def _streaming(cal: GenerationCalibration, measured: HbmStreaming | None) -> GenerationCalibration:
+    """`cal` with the part's measured streaming-kernel HBM fraction (GpuSpec
+    hbm_streaming_efficiency) in place of the generation's hbm_efficiency, where it has one."""
+    if measured is None or measured.value == cal.hbm_efficiency:
+        return cal
+    return replace(cal, hbm_efficiency=measured.value)
+
+
+@lru_cache(maxsize=64)
+def _attention_at_speed(
+    cal: GenerationCalibration,
+    speed: AttentionSpeed,
+    gemm_bf16_speed: float,
+    gpu_id: str,
+    peak_bf16_tflops: float,
+) -> GenerationCalibration:
+    """The flagship's attention_efficiency carried to the part by its measured speeds, as
+    _scaled carries GEMMs: the forward (and MLA forward) at the measured attention-forward
+    speed, the backward at the part's measured bf16 GEMM speed (ATTENTION_BACKWARD_RULE)."""
+    if cal.flagship_peak_bf16_tflops is None:
+        raise InvalidInput(
+            f"gpu {gpu_id}: attention_speed_vs_flagship is given but its generation has no "
+            "flagship part to be relative to (cost_models.calibration); leave it null"
+        )
+    ratio = cal.flagship_peak_bf16_tflops / peak_bf16_tflops
+    mla = speed.forward if speed.forward_mla is None else speed.forward_mla
+    out = {}
+    for name, value in (("forward", speed.forward), ("forward_mla", mla)):
+        out[name] = _attention_scaled(cal.attention_efficiency, value, ratio, gpu_id, name)
+    backward = cal.attention_efficiency * gemm_bf16_speed * ratio
+    return replace(
+        cal,
+        attention_efficiency=out["forward"],
+        attention_mla_efficiency=out["forward_mla"],
+        attention_backward_efficiency=backward,
     )
+
+
+def _attention_scaled(
+    efficiency: float, speed: float, peak_ratio: float, gpu_id: str, field: str
+) -> float:
+    out = efficiency * speed * peak_ratio
+    if out > 1.0:
+        raise InvalidInput(
+            f"gpu {gpu_id}: attention_speed_vs_flagship.{field} {speed:g} puts its attention at "
+            f"{out:.2f} of its datasheet bf16 peak (must be at most 1)"
+        )
+    return out
+
+
+ATTENTION_BACKWARD_RULE = (
+    "the attention backward is priced at the part's measured bf16 GEMM speed "
+    "(gemm_speed_vs_flagship.bf16), not its measured forward speed: only the forward is "
+    "measured (aiconfigurator times inference prefill); on Blackwell the forward is bound by "
+    "the SFU exponential and the backward by shared-memory traffic (FlashAttention-4, arXiv "
+    "2603.05451), and Blackwell Ultra doubled the SFU only (NVIDIA, 'Inside NVIDIA Blackwell "
+    "Ultra', 2025); the backward does 5 matmuls per recomputed exponential to the forward's 2, "
+    "and aiconfigurator's own forward speed-up falls to the GEMM speed-up as the matmul work per "
+    "exponential grows (B300 / B200 at head dim 64 / 128 / MLA 192-128 / 256: 1.28 / 1.17 / "
+    "1.11 / 1.06, bf16 GEMMs 1.07; bench/aic_attention_speeds.py)"
+)
+"""Why the backward takes the GEMM speed (docs/calibration.md "Relative attention speed")."""
+
+
+def attention_speed_report(cluster: Cluster, mla: bool) -> dict | None:
+    """Estimate.attention_speed: the attention passes' speeds vs the flagship as priced, where
+    the cluster's GPU carries attention_speed_vs_flagship and no calibration of its own
+    overrides attention_efficiency; None otherwise."""
+    gpu, speed = cluster.gpu, cluster.gpu.attention_speed_vs_flagship
+    cal = cluster.calibration
+    if speed is None or (cal is not None and cal.values.attention_efficiency is not None):
+        return None
+    fwd, fwd_mla, bwd = attention_speeds(gpu)
+    field = "forward_mla" if mla and speed.forward_mla is not None else "forward"
+    return {
+        "gpu": gpu.id,
+        "forward": fwd_mla if mla else fwd,
+        "backward": bwd,
+        "forward_from": f"attention_speed_vs_flagship.{field}",
+        "forward_basis": "measured",
+        "forward_why": speed.source,
+        "backward_from": "gemm_speed_vs_flagship.bf16",
+        "backward_basis": "assumption",
+        "backward_why": ATTENTION_BACKWARD_RULE,
+    }
+
+
+def attention_speeds(gpu: GpuSpec) -> tuple[float, float, float]:
+    """(forward, MLA forward, backward) attention speed of the part over its generation's
+    flagship as priced: achieved TFLOP/s over the flagship's (the datasheet peak ratio where the
+    part has no attention_speed_vs_flagship, or no flagship peak)."""
+    cal, base = generation_for_gpu(gpu), CALIBRATION[gpu.generation]
+    flagship = base.flagship_peak_bf16_tflops or gpu.peak_bf16_tflops
+    scale = gpu.peak_bf16_tflops / (flagship * base.attention_efficiency)
+    fwd = cal.attention_efficiency
+    mla = fwd if cal.attention_mla_efficiency is None else cal.attention_mla_efficiency
+    bwd = fwd if cal.attention_backward_efficiency is None else cal.attention_backward_efficiency
+    return fwd * scale, mla * scale, bwd * scale
 
 
 @lru_cache(maxsize=64)
@@ -320,4 +446,7 @@ def _with_overrides(
     base: GenerationCalibration, values: CalibrationValues
 ) -> GenerationCalibration:
     changes = {k: v for k, v in values.model_dump().items() if v is not None}
+    if "attention_efficiency" in changes:
+        # the user's own measurement covers both passes and every head dim
+        changes |= {"attention_backward_efficiency": None, "attention_mla_efficiency": None}
     return replace(base, **changes)

@@ -265,6 +265,21 @@ def attention_efficiency(cal: GenerationCalibration, workload: Workload) -> floa
     return cal.attention_efficiency * speed
 
 
+def attention_pass_efficiencies(
+    cal: GenerationCalibration, workload: Workload, mla: bool
+) -> tuple[float, float]:
+    """(forward, backward) achieved / bf16 peak of the workload's attention kernel: one value
+    for both passes unless the part's measured attention speed sets them apart (calibration
+    attention_mla_efficiency for an MLA model's forward, attention_backward_efficiency)."""
+    both = attention_efficiency(cal, workload)
+    scale = both / cal.attention_efficiency
+    fwd = both
+    if mla and cal.attention_mla_efficiency is not None:
+        fwd = cal.attention_mla_efficiency * scale
+    bwd = cal.attention_backward_efficiency
+    return fwd, (both if bwd is None else bwd * scale)
+
+
 def quant_recipe(workload: Workload) -> str | None:
     """The quantization recipe of the workload's GEMMs (QUANT_BYTES_PER_ELEMENT keys), None in
     bf16 / fp16: mxfp8 and nvfp4 are their own; fp8 takes Workload.fp8_recipe, else tensorwise
@@ -1134,9 +1149,12 @@ def attention_times(
     times this rank's FLOPs (a CP rank does 1/cp of the call's work). Sliding-window layers
     scale this (layer_attention)."""
     flops = attention_core_flops(model, workload, layout)
-    curve_s = flops / (gpu.peak_bf16_tflops * TFLOPS * attention_efficiency(cal, workload))
+    fwd_eff, bwd_eff = attention_pass_efficiencies(cal, workload, model.mla is not None)
+    curve_s = flops / (gpu.peak_bf16_tflops * TFLOPS * fwd_eff)
+    # a backward of its own only where the part's passes run at different measured speeds
+    curve_bwd_s = None if bwd_eff == fwd_eff else ATTENTION_BACKWARD * curve_s * fwd_eff / bwd_eff
     if book is None:
-        return curve_s, None, ()
+        return curve_s, curve_bwd_s, ()
     found, status = book.attention_s_per_flop(
         *attention_call(model, workload, layout),
         causal=True,
@@ -1145,7 +1163,7 @@ def attention_times(
     )
     looks = (("attention", status),)
     if found is None:
-        return curve_s, None, looks
+        return curve_s, curve_bwd_s, looks
     total, fwd = found
     return fwd * flops, (total - fwd) * flops, looks
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .bounds import StepBounds
-from .calibration import calibration_for_cluster, hbm_bytes_per_s
+from .calibration import attention_speed_report, calibration_for_cluster, hbm_bytes_per_s
 from .commtable import CollectiveBook, p2p_s
 from .compute import (
     LayerTime,
@@ -730,6 +730,7 @@ class Pricer(StepBounds):
             layers_per_stage=None if layers_per_stage is None else tuple(layers_per_stage),
             kernels=self._kernel_report(layout, span, layers_per_stage),
             attention=attention_report(self.model, w, layout, self.book),
+            attention_speed=attention_speed_report(self.cluster, self.model.mla is not None),
             offload=self._offload_report(layout, m),
         )
 

@@ -373,6 +373,9 @@ class ModelSpec(InputSpec):
 
 
 MIN_GEMM_SPEED, MAX_GEMM_SPEED = 0.25, 4.0
+MIN_HBM_STREAMING = 0.1
+"""Lowest accepted hbm_streaming_efficiency: a streaming kernel at training sizes below a tenth
+of its HBM datasheet is a launch-bound or mis-measured figure, not a bandwidth."""
 
 
 class GemmSpeed(InputSpec):
@@ -393,6 +396,56 @@ class GemmSpeed(InputSpec):
         min_length=1,
         description="where the ratios were measured: repository, commit, files, devices, "
         "shape set, statistic",
+    )
+
+
+class HbmStreaming(InputSpec):
+    """A part's measured achieved / datasheet HBM bandwidth of streaming elementwise kernels at
+    training's activation sizes (GpuSpec hbm_streaming_efficiency): where given it replaces the
+    generation's hbm_efficiency for this part. Kernels that do not reach the HBM roof (each
+    thread moving one vector, as PyTorch's and Transformer Engine's elementwise kernels do at
+    training sizes) do not speed up with the datasheet bandwidth alone, so a part with much
+    more HBM bandwidth than its generation's reference part reaches a smaller fraction of it."""
+
+    value: float = Field(
+        ge=MIN_HBM_STREAMING,
+        le=1,
+        description="achieved bytes/s over hbm_bandwidth_gb_per_s (the median over a stated "
+        "size range)",
+    )
+    source: str = Field(
+        min_length=1,
+        description="where it was measured: repository, commit, files, kernel and the bytes it "
+        "moves, devices, sizes, statistic",
+    )
+
+
+class AttentionSpeed(InputSpec):
+    """A part's measured attention-forward speed relative to its generation's flagship (GpuSpec
+    attention_speed_vs_flagship): the flagship's time over this part's for the same causal
+    attention call, same software, same collector (the median over a long-prefill shape set), so
+    a method that times both parts alike cancels. Blackwell Ultra doubled the SFU (exponential)
+    throughput a Blackwell attention forward is bound by, so its attention speed-up is neither its
+    GEMM speed-up nor its datasheet peak ratio. Only the forward is measured: the backward is
+    priced at the part's gemm_speed_vs_flagship.bf16 (cost_models.calibration.attention_speeds
+    says why). The flagship is 1 by definition."""
+
+    forward: float = Field(
+        ge=MIN_GEMM_SPEED,
+        le=MAX_GEMM_SPEED,
+        description="multi-head / GQA attention forward (head dim 128)",
+    )
+    forward_mla: float | None = Field(
+        None,
+        ge=MIN_GEMM_SPEED,
+        le=MAX_GEMM_SPEED,
+        description="MLA attention forward (q/k head dim 192, v 128: the model has `mla`); null: "
+        "`forward`",
+    )
+    source: str = Field(
+        min_length=1,
+        description="where the speeds were measured: repository, commit, files, devices, shape "
+        "set, statistic, and the backward's rule",
     )
 
 
@@ -428,8 +481,21 @@ class GpuSpec(InputSpec):
         "shapes (GemmSpeed): where given it scales the generation's GEMM efficiencies instead "
         "of the MAMF ratio (cost_models.calibration.generation_for_gpu); null: the MAMF ratio",
     )
+    attention_speed_vs_flagship: AttentionSpeed | None = Field(
+        None,
+        description="measured attention-forward speed relative to the generation's flagship "
+        "(AttentionSpeed): where given it replaces the datasheet peak ratio for the attention "
+        "forward, and the backward runs at gemm_speed_vs_flagship.bf16 (which it needs) "
+        "(cost_models.calibration.generation_for_gpu); null: the peak ratio for both passes",
+    )
     hbm_gib: PositiveFloat = Field(le=MAX_GIB)
     hbm_bandwidth_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S)
+    hbm_streaming_efficiency: HbmStreaming | None = Field(
+        None,
+        description="measured achieved / datasheet HBM bandwidth of streaming elementwise "
+        "kernels on this part (HbmStreaming): where given it replaces the generation's "
+        "hbm_efficiency (cost_models.calibration.generation_for_gpu); null: the generation value",
+    )
     nvlink_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S, description="per GPU, one direction")
     nvlink_domain_size: PositiveInt = Field(
         le=MAX_GPUS, description="GPUs in the NVLink domain of its system"
@@ -470,6 +536,11 @@ class GpuSpec(InputSpec):
         if speed is not None and speed.fp8 is not None and self.peak_fp8_tflops is None:
             raise ValueError(
                 "gemm_speed_vs_flagship.fp8 is given but peak_fp8_tflops is null (no fp8 units)"
+            )
+        if self.attention_speed_vs_flagship is not None and speed is None:
+            raise ValueError(
+                "attention_speed_vs_flagship is given but gemm_speed_vs_flagship is null (the "
+                "attention backward is priced at gemm_speed_vs_flagship.bf16)"
             )
         return self
 
@@ -1420,6 +1491,13 @@ class Estimate(Spec):
         description="sliding-window attention as priced: the window, which layers use it, and "
         "where the windowed layers' time came from (kernel table row or FLOP ratio; "
         "cost_models.compute.attention_report); None: every layer full attention",
+    )
+    attention_speed: dict | None = Field(
+        None,
+        description="the attention passes priced at the GPU's measured speed relative to its "
+        "generation's flagship (GpuSpec.attention_speed_vs_flagship): forward, backward (x the "
+        "flagship's), each pass's basis (measured / assumption) and why; None: the datasheet "
+        "peak ratio (or the cluster's own calibrated attention_efficiency) prices both",
     )
     offload: dict | None = Field(
         None,

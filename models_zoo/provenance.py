@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from cost_models.calibration import (
+    ATTENTION_BACKWARD_RULE,
     CALIBRATION,
     CALIBRATION_BASIS,
     FITTED_CONSTANTS,
+    attention_speeds,
     calibration_for_cluster,
     generation_for_gpu,
 )
@@ -46,6 +48,7 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
             rows.append(
                 {"constant": name, "value": getattr(speed, dtype), "basis": "measured", "why": why}
             )
+    rows += _attention_speed_rows(gpu)
     fitted_on = CALIBRATION_BASIS.get(gpu.generation, ())
     cal = generation_for_gpu(gpu)
     for f in FITTED_CONSTANTS:
@@ -68,6 +71,8 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
                 "why": "set from microbenchmarks and the literature (docs/cost_model.md)",
             }
         )
+        if f == "hbm_efficiency" and gpu.hbm_streaming_efficiency is not None:
+            rows[-1] = _streaming_row(gpu, getattr(cal, f))
     rows.append(shipped_tables_row(gpu.id))
     rows.append(
         {
@@ -91,10 +96,54 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
     return rows
 
 
+def _streaming_row(gpu: GpuSpec, value: float) -> dict[str, Any]:
+    """The hbm_efficiency row of a part with a measured hbm_streaming_efficiency (it replaces the
+    generation's assumed value: cost_models.calibration.generation_for_gpu)."""
+    measured = gpu.hbm_streaming_efficiency
+    assert measured is not None
+    return {
+        "constant": "hbm_efficiency",
+        "value": value,
+        "basis": "measured",
+        "why": f"this part's hbm_streaming_efficiency (replaces the {gpu.generation} value "
+        f"{CALIBRATION[gpu.generation].hbm_efficiency:g}): {measured.source}",
+    }
+
+
+def _attention_speed_rows(gpu: GpuSpec) -> list[dict[str, Any]]:
+    """attention_speed_vs_flagship's measured forward speeds and the backward's assumed one."""
+    speed = gpu.attention_speed_vs_flagship
+    if speed is None:
+        return []
+    rows = [
+        {"constant": f"attention_speed_vs_flagship.{f}", "value": getattr(speed, f),
+         "basis": "measured", "why": speed.source}
+        for f in ("forward", "forward_mla") if getattr(speed, f) is not None
+    ]  # fmt: skip
+    rows.append(
+        {
+            "constant": "attention_backward_speed_vs_flagship",
+            "value": round(attention_speeds(gpu)[2], 6),
+            "basis": "assumption",
+            "why": ATTENTION_BACKWARD_RULE,
+        }
+    )
+    return rows
+
+
 def _part_scaling(gpu: GpuSpec, constant: str) -> str:
     """How the generation's value became this part's (cost_models.calibration.generation_for_gpu)."""
     dtype = "fp8" if constant.endswith("fp8") else "bf16"
     base = getattr(CALIBRATION[gpu.generation], constant)
+    if constant == "attention_efficiency":
+        cal, speed = generation_for_gpu(gpu), gpu.attention_speed_vs_flagship
+        return (
+            f"{base} (the flagship's) x this part's measured attention_speed_vs_flagship.forward "
+            f"{speed.forward:g} x the flagship's peak_bf16_tflops / this part's: the forward "
+            f"(MLA forward {cal.attention_mla_efficiency:.3f}; backward "
+            f"{cal.attention_backward_efficiency:.3f} at gemm_speed_vs_flagship.bf16, an "
+            "assumption)"
+        )
     speed = gpu.gemm_speed_vs_flagship
     if speed is not None and getattr(speed, dtype) is not None:
         return (

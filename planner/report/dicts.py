@@ -79,6 +79,8 @@ def estimate_dict(
         out["attention"] = e.attention
     if e.offload is not None:  # CPU activation offloading as priced (Estimate.offload)
         out["offload"] = e.offload
+    if e.attention_speed is not None:  # measured attention speed vs the flagship (issue 32)
+        out["attention_speed"] = e.attention_speed
     if model is not None:
         out["model"] = {"name": model.name, **model_params(model)}
     return out

@@ -40,6 +40,7 @@ from .text import (
     rejection_lines,
     solver_line,
     stage_memory_cells,
+    streaming_text,
     summary_text,
 )
 
@@ -222,7 +223,7 @@ def render_estimate(
         summary,
         *([Text(attention)] if attention else []),
         render_breakdown(e),
-        *([Text(explain_text(e))] if explain else []),
+        *([Text(explain_text(e) + "\n" + streaming_text(cluster))] if explain else []),
         render_links(e),
         render_memory(e, e.usable_memory_gib, hbm),
         render_placement(e, cluster),

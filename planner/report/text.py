@@ -4,6 +4,7 @@ No rich here: terminal.py wraps these in tables; markdown.py and html.py print t
 
 from __future__ import annotations
 
+from cost_models.calibration import calibration_for_cluster
 from cost_models.params import total_params
 from cost_models.specs import (
     Cluster,
@@ -327,12 +328,26 @@ def offload_text(e: Estimate) -> str:
     )
 
 
+def attention_speed_text(e: Estimate) -> str:
+    """The attention passes' measured / assumed speed vs the flagship (Estimate.attention_speed),
+    one line ending in a newline; "" where the peak ratio prices them."""
+    a = e.attention_speed
+    if a is None:
+        return ""
+    return (
+        f"attention on {a['gpu']}: forward {a['forward']:.3f}x the generation flagship's speed "
+        f"({a['forward_basis']}: {a['forward_from']}), backward {a['backward']:.3f}x "
+        f"({a['backward_basis']}: {a['backward_from']}, only the forward is measured); "
+        f"`planner presets gpus --constants {a['gpu']}` gives the sources\n"
+    )
+
+
 def explain_text(e: Estimate) -> str:
     """`estimate --explain`: which table priced each term, and how (Estimate.kernels: per
     term, look-ups measured / interpolated / extrapolated; extrapolated ones are priced on the
     efficiency curves or, for collectives, the network model)."""
     k = e.kernels
-    off = offload_text(e)
+    off = offload_text(e) + attention_speed_text(e)
     if k is None:
         return off + (
             "priced on the model: the cluster has no kernel tables (compute on the efficiency "
@@ -349,3 +364,23 @@ def explain_text(e: Estimate) -> str:
     if not any(t in k["terms"] for t in COMM_TERMS):
         lines.append("  collectives: no curves in the tables, priced on the network model")
     return "\n".join(lines)
+
+
+def streaming_text(cluster: Cluster) -> str:
+    """`estimate --explain`: the HBM bandwidth the memory-bound ops outside the kernel tables
+    (norms, activations, casts, residual adds, optimizer step, MoE permutes) are priced at, and
+    where that fraction of the datasheet comes from."""
+    gpu = cluster.gpu
+    fraction = calibration_for_cluster(cluster).hbm_efficiency
+    values = cluster.calibration.values if cluster.calibration is not None else None
+    if values is not None and values.hbm_efficiency is not None:
+        basis = "the cluster's calibrated hbm_efficiency"
+    elif gpu.hbm_streaming_efficiency is not None:
+        basis = f"measured on {gpu.id}: hbm_streaming_efficiency (presets gpus --constants)"
+    else:
+        basis = f"the {gpu.generation} generation's hbm_efficiency, an assumption"
+    return (
+        f"memory-bound ops outside the tables: {fraction * gpu.hbm_bandwidth_gb_per_s:,.0f} "
+        f"GB/s = {fraction:.3f} of the {gpu.hbm_bandwidth_gb_per_s:,.0f} GB/s datasheet ({basis})"
+    )
+

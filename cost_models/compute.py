@@ -17,13 +17,23 @@ from dataclasses import dataclass, replace
 
 from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, hbm_bytes_per_s
 from .errors import InvalidInput
-from .host import host_time, layer_launches, layer_modules
+from .host import (
+    host_time,
+    layer_launches,
+    layer_modules,
+    pads_expert_rows,
+    sorts_by_local_expert,
+)
 from .kernels import EXTRAPOLATED, MEASURED, KernelBook, attended_keys
 from .params import mlp_matrices
 from .specs import LOW_PRECISION, GpuSpec, Layout, ModelSpec, Workload
 from .units import TFLOPS
 
 BF16_BYTES = 2
+BACKWARD_ATTENTION_FACTOR = 2.5
+"""Flash-attention backward / forward time where no pass is priced on its own (module docstring:
+Dao 2023, FlashAttention-2, sec. 3.1)."""
+
 QUANT_DATA_BYTES = {"delayed": 1, "tensorwise": 1, "blockwise": 1, "mxfp8": 1, "nvfp4": 0.5}
 """Bytes per element of one quantized copy of a GEMM operand: fp8 1 B, NVFP4 (E2M1) 0.5 B."""
 QUANT_SCALE_BYTES = {"delayed": 0, "tensorwise": 0, "blockwise": 4 / 128, "mxfp8": 1 / 32,
@@ -124,7 +134,7 @@ class LayerTime:
     elementwise_backward_s: float | None = None  # its own backward traffic; None: 2x forward
     unpad_s: float = 0.0  # varlen attention's gather / scatter copies (unpad_copies_s), forward
     unpad_backward_s: float = 0.0  # their inverse copies in backward
-    dispatch_s: float = 0.0  # torchtitan's MoE gather / score multiply / scatter (moe_dispatch_s)
+    dispatch_s: float = 0.0  # MoE copies beyond permute / unpermute (dispatch_copies_s)
     dispatch_backward_s: float = 0.0  # their autograd inverses in backward
     overhead_backward_s: float | None = None  # backward host overhead; None: overhead_s
 
@@ -141,11 +151,17 @@ class LayerTime:
         )
 
     @property
+    def attention_bwd_s(self) -> float:
+        """The backward's attention seconds: as priced per pass (tables, per-part speeds), else
+        FlashAttention's 2.5x the forward. Every term that hides under it (cp.py) reads this."""
+        if self.attention_backward_s is not None:
+            return self.attention_backward_s
+        return BACKWARD_ATTENTION_FACTOR * self.attention_s
+
+    @property
     def backward_s(self) -> float:
         gemm = 2 * self.gemm_s if self.gemm_backward_s is None else self.gemm_backward_s
-        attn = 2.5 * self.attention_s
-        if self.attention_backward_s is not None:
-            attn = self.attention_backward_s
+        attn = self.attention_bwd_s
         quant = self.quantize_backward_s + self.unpad_backward_s + self.dispatch_backward_s
         elem = self.elementwise_backward_s
         elem = 2 * self.elementwise_s if elem is None else elem
@@ -890,6 +906,46 @@ def moe_dispatch_s(
     return memory_ops_s(forward, t, hbm_s, book), memory_ops_s(backward, t, hbm_s, book), looks
 
 
+def megatron_expert_copies(model: ModelSpec, layout: Layout, workload: Workload) -> int:
+    """Copies of the routed rows [routed rows, hidden] per pass that Megatron's MoE path makes
+    beyond the permute / unpermute pair _elementwise_elements counts: the all-to-all
+    dispatcher's sort by local expert and its restore (host.sorts_by_local_expert, 2) and
+    TEGroupedMLP's quantization padding and unpadding (host.pads_expert_rows, 2). Each is one
+    streaming read and write of the rows (TE moe_sort_chunks_by_index / the unfused index
+    gather, fused_multi_row_padding / _unpadding), and its autograd backward is the inverse
+    copy of the same rows (sort_chunks_by_idxs' backward sorts by the inverse index, Fp8Padding's
+    backward unpads the gradient), so backward moves what forward moves."""
+    copies = 2 if sorts_by_local_expert(model, layout, workload) else 0
+    return copies + (2 if pads_expert_rows(workload, quant_recipe(workload)) else 0)
+
+
+def dispatch_copies_s(
+    model: ModelSpec,
+    layout: Layout,
+    workload: Workload,
+    t: float,
+    hbm_s: float,
+    book: KernelBook | None,
+) -> tuple[float, float, tuple[tuple[str, str], ...]]:
+    """(forward, backward, look-ups) of one MoE layer's routed-row copies that the layer's
+    elementwise term does not count: torchtitan's local dispatch (Workload.moe_dispatch
+    "index", moe_dispatch_s), else Megatron's megatron_expert_copies, each the kernel table's
+    `copy` row over the rows' hidden-size elements (bf16 hidden states; the fp32 probabilities
+    the sort and padding move beside them, 4 B a row, are left out)."""
+    if workload.moe_dispatch == "index":
+        return moe_dispatch_s(model, layout, t, workload.fused_elementwise, hbm_s, book)
+    copies = megatron_expert_copies(model, layout, workload)
+    if not copies:
+        return 0.0, 0.0, ()
+    moe = model.moe
+    assert moe is not None
+    one = 2 * moe.top_k * layout.etp / layout.tp * model.hidden_size  # read + write per token
+    ops = [MemoryOp(copies * one, "copy", copies, one)]
+    _s, _e, looks = table_memory_s(ops, t, book)
+    seconds = memory_ops_s(ops, t, hbm_s, book)
+    return seconds, seconds, looks
+
+
 def layer_overhead_s(
     model: ModelSpec, layout: Layout, cal: GenerationCalibration, workload: Workload, is_moe: bool
 ) -> float:
@@ -1011,8 +1067,8 @@ def layer_time(
         unpad_s, unpad_bwd_s, unpad_looks = unpad_copies_s(model, layout, t, hbm_s, book)
         mem_looks += unpad_looks
     disp_s = disp_bwd_s = 0.0
-    if index:
-        disp_s, disp_bwd_s, disp_looks = moe_dispatch_s(model, layout, t, fused, hbm_s, book)
+    if is_moe:
+        disp_s, disp_bwd_s, disp_looks = dispatch_copies_s(model, layout, workload, t, hbm_s, book)
         mem_looks += disp_looks
     attn = layer_attention(model, gpu, cal, workload, layout, book, is_moe)
     attn_s, attn_bwd_s, attn_looks, attn_flops = attn

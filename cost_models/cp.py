@@ -44,7 +44,6 @@ accumulator (4 + 4), `_partial_update` concatenation on half the steps (+4)."""
 DKV_BYTES_PER_ELEMENT = 22.0
 """Backward per step, per dK/dV element: accumulate as dQ (10 + 4), then `torch.cat` into the fp32
 send buffer of the dK/dV ring (4 + 4)."""
-BACKWARD_ATTENTION_FACTOR = 2.5  # flash backward / forward time (compute.py)
 
 
 def _head_dims(model: ModelSpec) -> tuple[float, float]:
@@ -76,7 +75,7 @@ def _fused_ring_s(
     hidden_fraction = (layout.cp - 1) / layout.cp  # all but the local chunk overlap
     fwd, bwd = (layout.cp - 1) * step_s, 2 * (layout.cp - 1) * step_s
     exposed = max(0.0, fwd - lt.attention_s * hidden_fraction)
-    exposed += max(0.0, bwd - BACKWARD_ATTENTION_FACTOR * lt.attention_s * hidden_fraction)
+    exposed += max(0.0, bwd - lt.attention_bwd_s * hidden_fraction)
     # the attention the exchange hides behind runs on the SMs the NCCL kernel leaves free
     return exposed + overlap_slowdown_s(fwd + bwd - exposed, cal), fwd + bwd
 
@@ -102,7 +101,7 @@ def torch_ring_s(
     )
     hbm_s = hbm_bytes_per_s(cluster.gpu, cal)
     step0_s = lt.attention_s / c  # the local causal step, all the gather can hide behind
-    bwd_step_s = BACKWARD_ATTENTION_FACTOR * step0_s
+    bwd_step_s = lt.attention_bwd_s / c  # its backward
     hop_s = p2p_s(t * heads * (d_qk + d_v) * FP32_BYTES, cluster, cp_span, comm, "cp")
     fwd_comm_s = max(0.0, gather_s - step0_s)
     bwd_comm_s = max(0.0, gather_s - bwd_step_s) + (c - 2) * max(0.0, hop_s - bwd_step_s)

@@ -72,6 +72,66 @@ permute (fused, 2), all-to-all, sort by local expert, unsort, all-to-all, unperm
 the same chain reversed without the copies."""
 
 
+EXPERT_PAD_KERNELS = (3, 3)
+"""Forward, backward kernels of Transformer Engine's quantization padding around the grouped
+experts (pads_expert_rows): forward Fp8Padding of the routed rows and of their probabilities
+(tex.fused_multi_row_padding, one kernel each) and Fp8Unpadding of the output
+(fused_multi_row_unpadding); backward each one's inverse (transformer_engine/pytorch/module/
+fp8_padding.py, fp8_unpadding.py)."""
+
+
+def sorts_by_local_expert(model: ModelSpec, layout: Layout, workload: Workload) -> bool:
+    """Whether Megatron's all-to-all dispatcher sorts the rows it received by local expert and
+    restores their order before the combine (megatron/core/transformer/moe/token_dispatcher.py
+    MoEAlltoAllTokenDispatcher.dispatch_postprocess "Permutation 2: Sort tokens by local
+    expert", sort_chunks_by_idxs, and combine_preprocess "Unpermutation 2"; the token-drop path
+    transposes the same rows with .contiguous()): with more than one local expert the
+    all-to-all delivers rows grouped by source rank, the experts need them grouped by expert.
+    Workload.moe_dispatch "permute" (Megatron's token permutation), moe_dispatcher "alltoall"
+    (DeepEP / HybridEP deliver rows in expert order: _DeepepManager permutes the received rows
+    once, straight into expert order, and HybridEP's dispatch writes them so). Never under
+    Workload.full_iteration_cuda_graph: capture needs static shapes, which Megatron-Bridge's
+    full-iteration MoE recipes get from HybridEP's per-rank capacity (perf_recipes
+    _enable_hybridep_full_iteration_mxfp8 / _enable_deepseek_full_iteration_mxfp8:
+    moe_expert_rank_capacity_factor, "HybridEP full-iteration"), so the rows arrive in expert
+    order and padded."""
+    moe = model.moe
+    return (
+        moe is not None
+        and _permutes_rows(workload)
+        and moe.num_experts / layout.ep > 1
+    )
+
+
+def _permutes_rows(workload: Workload) -> bool:
+    """Megatron's token permutation around the all-to-all dispatcher outside a full-iteration
+    graph (sorts_by_local_expert, pads_expert_rows)."""
+    return (
+        workload.moe_dispatch == "permute"
+        and workload.moe_dispatcher == "alltoall"
+        and not workload.full_iteration_cuda_graph
+    )
+
+
+def pads_expert_rows(workload: Workload, recipe: str | None) -> bool:
+    """Whether Megatron's TEGroupedMLP copies the routed rows into a padded buffer before the
+    quantized expert GEMMs and the output back out of it (megatron/core/transformer/moe/
+    experts.py TEGroupedMLP.forward: quantization_padding = TE Fp8Padding of the hidden states
+    and probabilities, quantization_unpadding = Fp8Unpadding of the output, whenever
+    config.fp8 or config.fp4; TE pads each expert's rows to 16 (per-tensor fp8) or 32 (MXFP8 /
+    NVFP4) rows and returns the input untouched only when every count is already aligned,
+    transformer_engine/pytorch/module/fp8_padding.py). Dropless routing (the model prices no
+    capacity) leaves the counts unaligned unless something aligned them first:
+    Workload.moe_router_padding (Megatron --moe-router-padding-for-fp8 / -quantization pads
+    the routing map), or a fused dispatcher: HybridEP pads inside its dispatch
+    (token_dispatcher.py _HybridEPManager.dispatch pad_multiple) and Megatron after core 0.19
+    pads inside DeepEP's fused permutation (moe_utils.skip_routed_expert_padding). The model's
+    'deepep' dispatcher stands for both flex back-ends, so only the all-to-all dispatcher pads
+    here (DeepEP under core <= 0.19 without grouped tensors copies too: not priced), and not
+    under a full-iteration graph (sorts_by_local_expert: HybridEP pads)."""
+    return recipe is not None and _permutes_rows(workload) and not workload.moe_router_padding
+
+
 HOST_CPU_OVER_X86 = {"x86": 1.0, "grace": 37.08 / 13.48}
 """Host time of the same Python op on each host CPU over an x86 DGX host's: torch.nn.Linear
 forward (bf16, 8,192 x 2,048), CPU time per call 37.08 us on GB200 (Grace) against 13.48 us on
@@ -206,10 +266,11 @@ def layer_launches(
     post_f, post_b = DISPATCH_POST_KERNELS
     # pre-MLP norm and residual add, router, preprocessing; then the post-sync segment
     pre_f = 1 + router_f + DISPATCH_PRE_KERNELS
-    after = post_f + exp_f + 1
+    pad_f, pad_b = EXPERT_PAD_KERNELS if pads_expert_rows(workload, recipe) else (0, 0)
+    after = post_f + exp_f + pad_f + 1
     return Launches(
         forward=attn_f + pre_f + after,
-        backward=attn_b + 2 + router_b + post_b + exp_b,
+        backward=attn_b + 2 + router_b + post_b + exp_b + pad_b,
         graphed_forward=attn_f + router_f + DISPATCH_PRE_KERNELS,
         graphed_backward=attn_b + router_b,
         after_sync=after if syncs_every_moe_layer(workload, layout) else 0.0,

@@ -224,7 +224,9 @@ def memory_rows(
     share); the activation over [tokens, ffn / tp] (dense FFN, shared experts, or the expert FFN
     over the routed rows), for a gated one also as the `add` a fused kernel is priced at
     (compute.FUSED_ACTIVATION_ROW); fused rotary as a `copy` over [tokens, rotated heads x dims
-    per TP rank]; MoE permute / unpermute over [tokens * top_k, hidden]
+    per TP rank]; a `copy` over the routed rows [tokens * top_k / tp, hidden] (Megatron's
+    sort by local expert and quantization padding, compute.dispatch_copies_s); MoE permute /
+    unpermute over [tokens * top_k, hidden]
     (top_k sizes the unpermute's destination). Tokens are the per-GPU token counts."""
     h = model.hidden_size
     acts = (activation_op(model),)
@@ -255,6 +257,8 @@ def memory_rows(
             if model.moe is not None:
                 k = model.moe.top_k
                 add_act(_int(t * k / tp), model.moe.expert_ffn_hidden_size)
+                # Megatron's sort / padding copies of the routed rows (dispatch_copies_s)
+                add("copy", _int(t * k / tp), h)
                 if model.moe.num_shared_experts:  # shared experts: one FFN over every token
                     shared = model.moe.num_shared_experts * model.moe.expert_ffn_hidden_size
                     add_act(t, _int(shared / tp))

@@ -998,6 +998,15 @@ class Workload(InputSpec):
         "local dispatch: x[order // k] gather, fp32 score multiply, deterministic scatter_add "
         "and their autograd inverses (cost_models.compute.moe_dispatch_ops)",
     )
+    moe_router_padding: StrictBool = Field(
+        False,
+        description="the router pads each expert's routed rows to the quantization alignment "
+        "(Megatron --moe-router-padding-for-fp8, later --moe-router-padding-for-quantization: "
+        "the routing map gains a few duplicate rows so every count is a multiple of 16 / 32), "
+        "so the quantized grouped experts need no padding copy; False (Megatron's default, and "
+        "Megatron-Bridge's Qwen3 / DeepSeek recipes): TEGroupedMLP copies the routed rows into a "
+        "padded buffer and back (cost_models/host.py pads_expert_rows)",
+    )
     attention_kernel: Literal["fused", "fa2"] = Field(
         "fused",
         description="attention kernel class: the generation's fused kernel (Transformer Engine "

@@ -95,7 +95,7 @@ allocator's reserved-but-free blocks, so it is compared with the peak less the s
 (StageMemory.reserve_gib: cost_models.memory CUDA_CONTEXT_GIB and ALLOCATOR_OVERHEAD)."""
 COMPUTE_SETTINGS = frozenset(
     {"fp8_recipe", "cuda_graphs", "full_iteration_cuda_graph", "moe_force_balance", "fused_norm",
-     "bf16_layers_start", "bf16_layers_end"}
+     "bf16_layers_start", "bf16_layers_end", "moe_router_padding"}
 )  # fmt: skip
 """Workload fields of a run's compute recipe that no framework profile sets (issue 32): the fp8
 scaling recipe (Megatron --fp8-recipe delayed / tensorwise / blockwise) and per-layer CUDA
@@ -103,7 +103,8 @@ graphs (Megatron --cuda-graph-impl transformer_engine) or one graph of the whole
 (--cuda-graph-impl full_iteration) and forced-even MoE routing (Megatron
 --moe-router-force-load-balancing) and, on an eager run, whether its PyTorch fuses the norm
 (Workload.fused_norm), and the layers kept in bf16 under a quantized precision (Megatron
---first-last-layers-bf16: Workload.bf16_layers_start / _end)."""
+--first-last-layers-bf16: Workload.bf16_layers_start / _end), and MoE routing padded to the
+quantization alignment (Megatron --moe-router-padding-for-fp8: Workload.moe_router_padding)."""
 RECORD_SETTINGS = (
     frozenset(PHYSICS_FIELDS)
     | {"tp_comm_overlap", "vp"}

@@ -1,5 +1,7 @@
 """Hand-computed values for the context-parallel terms (cost_models/cp.py)."""
 
+from dataclasses import replace
+
 import pytest
 from factories import cluster, dense_model, layout, workload
 
@@ -65,6 +67,39 @@ def test_fused_ring_hidden_behind_attention_and_no_cp_no_cost():
     assert exposed == pytest.approx(SLOWDOWN * 9 * step_s, rel=1e-9)  # hidden, slows attention
     assert total == pytest.approx(9 * step_s, rel=1e-9)
     assert cp_layer_s(m, c, cal, w, layout(dp=8), _lt(0.4), [1, 1]) == (0.0, 0.0)
+
+
+def test_ring_hides_behind_the_backward_attention_as_priced_not_an_assumed_ratio():
+    """With the backward priced on its own (kernel tables, per-part speeds), the rings hide
+    behind that figure: a backward 1.2x the forward (not FlashAttention's 2.5x) exposes more."""
+    t, heads, d = 32768, 32, 128
+    gather_s = 3 / 4 * (4 * t * heads * 2 * d * 2) / NVLINK_BYTES_PER_S + 3e-6 * 3
+    hop_s = 3e-6 + t * heads * 2 * d * 4 / NVLINK_BYTES_PER_S
+    accum_s = 3 * t * heads * (14 * d + 22 * 2 * d + 4 * 2 * d) / HBM_BYTES_PER_S
+    merge_s = 3 * t * heads * (42 * d + 4 * 2 * d) / HBM_BYTES_PER_S
+    a, b = 4e-3, 4.8e-3  # forward, backward attention of the layer
+    lt = LayerTime(
+        gemm_s=0.0,
+        attention_s=a,
+        elementwise_s=0.0,
+        overhead_s=0.0,
+        model_flops=0.0,
+        attention_backward_s=b,
+    )
+    assert lt.attention_bwd_s == b and _lt(a).attention_bwd_s == pytest.approx(2.5 * a)
+    m, c, cal = dense_model(), cluster(num_gpus=8), calibration_for("hopper")
+    w = workload(seq_len=131072, global_batch=2, cp_attention="torch_ring")
+    exposed = cp_layer_s(m, c, cal, w, layout(cp=4, dp=2), lt, [4, 4])[0]
+    fwd = gather_s - a / 4 + merge_s
+    bwd = gather_s - b / 4 + accum_s + 2 * (hop_s - b / 4) + hop_s
+    assert exposed == pytest.approx(fwd + bwd + SLOWDOWN * (a / 4 + 3 * b / 4), rel=1e-9)
+    # the fused (TE p2p) ring: 3 forward and 6 backward steps against 3/4 of each pass
+    wf = workload(seq_len=131072, global_batch=2)
+    step_s = 3e-6 + t * 2 * 8 * d * 2 / NVLINK_BYTES_PER_S
+    small = replace(lt, attention_s=1e-4, attention_backward_s=1.2e-4)
+    fused = cp_layer_s(m, c, cal, wf, layout(cp=4, dp=2), small, [4, 4])[0]
+    shown = (3 * step_s - 0.75e-4) + (6 * step_s - 0.75 * 1.2e-4)
+    assert fused == pytest.approx(shown + SLOWDOWN * (9 * step_s - shown), rel=1e-9)
 
 
 def test_torch_ring_never_cheaper_than_fused_ring():

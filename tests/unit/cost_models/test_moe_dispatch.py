@@ -57,12 +57,18 @@ def test_layer_time_swaps_the_permute_copies_for_the_dispatch():
     t = 4096.0
     fwd, bwd, _ = moe_dispatch_s(model, lo, t, True, hbm, None)
     assert index.dispatch_s == pytest.approx(fwd) and index.dispatch_backward_s == pytest.approx(bwd)
-    assert permute.dispatch_s == 0.0 and permute.dispatch_backward_s == 0.0
+    # Megatron's path: no torchtitan dispatch; its all-to-all dispatcher sorts the rows of the
+    # 16 local experts and restores them (2 copies of t x top_k x h, read + write, each pass)
+    sort_s = 2 * (2 * NH) * t * 2 / hbm
+    assert permute.dispatch_s == pytest.approx(sort_s)
+    assert permute.dispatch_backward_s == pytest.approx(sort_s)
+    flex = layer_time(model, H100, cal, workload(moe_dispatcher="deepep"), lo, is_moe=True)
+    assert flex.dispatch_s == 0.0 and flex.dispatch_backward_s == 0.0
     # the permute / unpermute copies (4 h per routed row) leave the elementwise term
     assert permute.elementwise_s - index.elementwise_s == pytest.approx(4 * NH * t * 2 / hbm)
     assert index.gemm_s == permute.gemm_s
     bare = index.forward_s - index.overhead_s - (permute.forward_s - permute.overhead_s)
-    assert bare == pytest.approx(fwd - 4 * NH * t * 2 / hbm)
+    assert bare == pytest.approx(fwd - 4 * NH * t * 2 / hbm - sort_s)
     # a dense layer never dispatches
     dense = layer_time(model, H100, cal, workload(moe_dispatch="index"), lo, is_moe=False)
     assert dense.dispatch_s == 0.0

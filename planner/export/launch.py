@@ -331,6 +331,10 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
     args += _megatron_tp_overlap(workload, lo)
     if workload.moe_force_balance and model.moe is not None:
         args.append("--moe-router-force-load-balancing")  # a benchmarking mode, as priced
+    if workload.moe_router_padding and model.moe is not None and quant_recipe(workload):
+        # the routing map is padded to the quantization alignment, so TEGroupedMLP makes no
+        # padding copy (priced: cost_models/host.py pads_expert_rows)
+        args.append("--moe-router-padding-for-quantization")
     args += _megatron_cuda_graphs(model, workload)
     if lo.recompute == "selective":
         args += ["--recompute-granularity", "selective"]

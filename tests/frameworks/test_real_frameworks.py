@@ -89,6 +89,14 @@ PLANS = {
     ),
     "cp": (f.dense_model(), 16, f.workload(global_batch=32), {"tp": 2, "cp": 2, "dp": 4}),
     "moe-ep": (f.moe_model(), 16, f.workload(global_batch=32), {"tp": 2, "dp": 8, "ep": 4}),
+    # fp8 experts with the routing map padded to the quantization alignment
+    # (--moe-router-padding-for-quantization: Workload.moe_router_padding)
+    "moe-ep-fp8-router-padding": (
+        f.moe_model(),
+        16,
+        f.workload(global_batch=32, precision="fp8", moe_router_padding=True),
+        {"tp": 2, "dp": 8, "ep": 4},
+    ),
     "zero3-fsdp": (
         f.dense_model(),
         16,

@@ -72,6 +72,7 @@ MEGATRON_SWITCHES = {
     "--delay-wgrad-compute",
     "--use-precision-aware-optimizer",
     "--moe-router-force-load-balancing",
+    "--moe-router-padding-for-quantization",
     "--no-check-for-nan-in-loss-and-grad",
     "--overlap-grad-reduce",
     "--overlap-param-gather",
@@ -165,6 +166,12 @@ CASES = {
         f.workload(global_batch=32, cuda_graphs=True, moe_force_balance=True),
         {"tp": 2, "dp": 8, "ep": 4},
     ),
+    "moe-ep-fp8-router-padding": (
+        f.moe_model(),
+        f.cluster(16),
+        f.workload(global_batch=32, precision="fp8", moe_router_padding=True),
+        {"tp": 2, "dp": 8, "ep": 4},
+    ),
     "dense-full-iteration-graph": (
         f.dense_model(),
         f.cluster(16),
@@ -236,6 +243,8 @@ def test_megatron_flags_exist_and_parse_back(case):
     if workload.precision == "nvfp4":
         assert (ns.fp4_format, ns.fp4_recipe) == ("e2m1", "nvfp4")
     assert ns.moe_router_force_load_balancing == bool(workload.moe_force_balance and model.moe)
+    padded = workload.moe_router_padding and model.moe and workload.precision != "bf16"
+    assert ns.moe_router_padding_for_quantization == bool(padded)
     if workload.full_iteration_cuda_graph:
         # megatron/training/arguments.py asserts the NaN check off under full_iteration
         assert ns.cuda_graph_impl == "full_iteration" and ns.no_check_for_nan_in_loss_and_grad

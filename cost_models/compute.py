@@ -24,7 +24,7 @@ from .host import (
     pads_expert_rows,
     sorts_by_local_expert,
 )
-from .kernels import EXTRAPOLATED, KernelBook, attended_keys
+from .kernels import EXTRAPOLATED, MEASURED, KernelBook, attended_keys
 from .params import mlp_matrices
 from .specs import LOW_PRECISION, GpuSpec, Layout, ModelSpec, Workload
 from .units import TFLOPS
@@ -219,6 +219,29 @@ def _gemm_passes(g: Gemm) -> tuple[tuple[str, float, float, float], ...]:
     """A Linear's three GEMMs as cuBLAS runs them (layout, m, n, k): forward Y = X W^T (TN),
     data gradient dX = dY W (NN), weight gradient dW = dY^T X (NT)."""
     return (("TN", g.m, g.n, g.k), ("NN", g.m, g.k, g.n), ("NT", g.n, g.k, g.m))
+
+
+def gemm_pass_s(
+    g: Gemm,
+    pass_index: int,
+    gpu: GpuSpec,
+    cal: GenerationCalibration,
+    fp8: bool,
+    book: KernelBook | None,
+) -> tuple[float, str]:
+    """(seconds, look-up status) of one pass of a dense GEMM (0 forward TN, 1 data gradient NN,
+    2 weight gradient NT; _gemm_passes), as gemm_passes_s prices it: from the kernel tables,
+    a shape outside them (or no tables) at the efficiency curve's speed (`extrapolated`)."""
+    if g.flops <= 0:
+        return 0.0, MEASURED
+    use_fp8 = fp8 and g.fp8_capable and gpu.peak_fp8_tflops is not None
+    peak = gemm_peak_tflops(g, gpu, use_fp8) * TFLOPS
+    curve_s = g.flops / (peak * gemm_efficiency(g, cal, use_fp8))
+    if book is None:
+        return curve_s, EXTRAPOLATED
+    layout, m, n, k = _gemm_passes(g)[pass_index]
+    found, status = book.gemm_s(m, n, k, "fp8" if use_fp8 else "bf16", layout)
+    return (curve_s if found is None else found * g.count), status
 
 
 def gemm_passes_s(

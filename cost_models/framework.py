@@ -46,6 +46,7 @@ PHYSICS_FIELDS = (
     "moe_dispatch",
     "ep_dispatch_fp8",
     "memory_phases",
+    "tp_overlap",
 )
 """The Workload fields a profile sets (their meaning: cost_models/specs.py Workload)."""
 
@@ -138,6 +139,13 @@ class FrameworkProfile:
 # ------------------------------------------------------------------------------- physics sets
 
 _MEGATRON_PHYSICS = {
+    "tp_overlap": Setting(
+        "te_default",
+        "megatron/training/initialize.py _initialize_tp_communicators: without "
+        "--tp-comm-overlap-cfg, te_module.base.initialize_ub(ub_cfgs=None), whose "
+        "get_default_config gives every GEMM name Transformer Engine's default "
+        "(cost_models/tp_overlap.py CONFIGS['te_default'])",
+    ),
     "memory_phases": Setting(
         "additive",
         "Megatron-Core keeps its bf16 parameters and the contiguous fp32 main-gradient buffer "
@@ -263,6 +271,12 @@ _MEGATRON_PHYSICS = {
 }
 
 _TORCHTITAN_PHYSICS = {
+    "tp_overlap": Setting(
+        "collective_matmul",
+        "parallelism.enable_async_tensor_parallel: torch micro-pipeline TP "
+        "(torch/distributed/_symmetric_memory fused_all_gather_matmul / "
+        "fused_matmul_reduce_scatter), no userbuffers configuration",
+    ),
     "cross_entropy": Setting(
         "fused",
         "torchtitan/components/loss.py build_cross_entropy_loss: compiled with the model when "
@@ -380,6 +394,10 @@ _TORCHTITAN_PHYSICS = {
 
 _DEEPSPEED_PHYSICS = {
     **_MEGATRON_PHYSICS,
+    "tp_overlap": Setting(
+        "collective_matmul",
+        "Megatron-DeepSpeed has no Transformer Engine userbuffers (no --tp-comm-overlap)",
+    ),
     "fused_elementwise": Setting(
         True,
         "Megatron-DeepSpeed (a Megatron-LM fork) uses Megatron's fused kernels "
@@ -421,6 +439,9 @@ opt-in (--use-flash-attn-v2); the profile keeps the cost model's fused-attention
 
 _LLM_FOUNDRY_PHYSICS = {
     **_MEGATRON_PHYSICS,
+    "tp_overlap": Setting(
+        "collective_matmul", "llm-foundry has no tensor-parallel communication overlap"
+    ),
     "attention_kernel": Setting(
         "fa2",
         "llm-foundry MPT attn_impl 'flash' (llmfoundry/models/layers/attention.py "
@@ -466,6 +487,11 @@ _LLM_FOUNDRY_PHYSICS = {
 
 _OTHER_PHYSICS = {
     **_MEGATRON_PHYSICS,
+    "tp_overlap": Setting(
+        "collective_matmul",
+        "an in-house framework: its TP overlap is not public, priced as the generic "
+        "collective-matmul decomposition",
+    ),
     "ep_dispatch_fp8": Setting(
         True,
         "DeepSeek's HAI-LLM (DeepSeek-V3 report sec. 3.3.2; DeepEP README 'FP8 dispatching, and "

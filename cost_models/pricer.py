@@ -60,6 +60,7 @@ from .stage import (
     LayerCost,
     is_block_recompute,
     layer_cost,
+    userbuffers_lookups,
     memory_of_stage,
     offload_exposed_s,
     recomputed_layers,
@@ -766,6 +767,11 @@ class Pricer(StepBounds):
             for t in (times.layers.dense, times.layers.moe, times.head, times.embed):
                 for term, status in () if t is None else t.lookups:
                     count(term, status)
+            for t, blocks in ((times.layers.dense, 2), (times.layers.moe, 1 + (lo.etp > 1))):
+                if t is not None:
+                    m, cl, cal, w = self.model, self.cluster, self.cal, self.workload
+                    for status in userbuffers_lookups(m, cl, cal, w, lo, blocks, self.book):
+                        count("tp_overlap_split", status)
         if self.comm is not None:
             for term, status in self._comm_lookups(lo, span, split):
                 count(f"{term}_comm", status)

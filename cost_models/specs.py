@@ -90,6 +90,28 @@ LOW_PRECISION = ("fp8", "mxfp8", "nvfp4")
 later; recipe Workload.fp8_recipe), mxfp8 (MX block scaling, Blackwell / CDNA4), nvfp4 (NVFP4
 block scaling, Blackwell). Non-GEMM math stays bf16."""
 Fp8Recipe = Literal["delayed", "tensorwise", "blockwise"]
+TpOverlapConfig = Literal[
+    "collective_matmul",
+    "te_default",
+    "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192",
+    "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192",
+    "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192",
+    "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192",
+    "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192",
+    "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192",
+    "userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192",
+    "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192",
+    "userbuffers_bf16_h100_h6144_tp2_mbs2_seqlen2048",
+    "userbuffers_fp8_h100_h6144_tp2_mbs2_seqlen2048",
+    "userbuffers_bf16_h100_h12288_tp4_mbs1_seqlen2048",
+    "userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048",
+    "userbuffers_bf16_b200_h12288_tp4_mbs1_seqlen2048",
+    "userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048",
+    "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096",
+    "userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096",
+    "userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096",
+]
+"""Workload.tp_overlap: the per-GEMM TP-overlap configuration (cost_models.tp_overlap.CONFIGS)."""
 Recompute = Literal["none", "selective", "full"]
 RecomputeModule = Literal[
     "core_attn", "layernorm", "mlp", "moe_act", "moe", "shared_experts", "mla_up_proj"
@@ -1172,6 +1194,17 @@ class Workload(InputSpec):
         "which FSDP2 never reshards after forward (_fsdp_state.py _lazy_init), so it stays "
         "unsharded with the LM head through the loss; False: torchtitan's own unit, resharded "
         "after forward (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder)",
+    )
+    tp_overlap: TpOverlapConfig = Field(
+        "te_default",
+        description="how TP communication overlaps its GEMMs under Layout.tp_comm_overlap "
+        "(cost_models/tp_overlap.py): 'te_default': Transformer Engine userbuffers with TE's "
+        "per-GEMM defaults (initialize_ub: ring_exchange for the all-gathers, pipeline "
+        "reduce-scatter in 4 splits on 16 SMs, bulk backward overlaps on 16 SMs), what "
+        "Megatron-LM runs without --tp-comm-overlap-cfg; a userbuffers_* name: that "
+        "Megatron-Bridge TransformerLayerTPOverlapCfg (src/megatron/bridge/training/"
+        "comm_overlap.py); 'collective_matmul': the generic decomposition (PyTorch async TP), "
+        "first chunk exposed, GEMM not split",
     )
     fused_qkv: StrictBool = Field(
         False,

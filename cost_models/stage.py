@@ -16,6 +16,7 @@ from .comm import moe_tier_copies, tier_loads_busy_s, tier_loads_time_s
 from .commtable import CollectiveBook, collective_tier_s, collective_time_s
 from .compute import (
     AMAX_REDUCTION_BYTES,
+    Gemm,
     LayerTime,
     amax_reductions,
     attention_gemms,
@@ -42,6 +43,7 @@ from .memory import (
     weight_bytes,
 )
 from .pipeline import inflight_chunks
+from .tp_overlap import COLLECTIVE_MATMUL, CONFIGS, overlap_s, pieces
 from .rankmap import Group
 from .specs import LOW_PRECISION, Cluster, Layout, LinkTier, ModelSpec, StageMemory, Workload
 from .terms import ByKind, Flow
@@ -179,6 +181,13 @@ def _tp_layer_s(
         return tp_s, tp_s, busy
     tp_s -= amax_s
     per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
+    if workload.tp_overlap != COLLECTIVE_MATMUL:
+        exposed, extra = userbuffers_layer_s(
+            model, cluster, cal, workload, layout, lt, blocks, passes, per_collective_s, book
+        )
+        # The bulk all-gathers of backward (qkv_dgrad, fc1_dgrad) are traffic of their own.
+        busy = tuple(b + extra * x / 2 for b, x in zip(busy, per, strict=True))
+        return exposed + amax_s, tp_s + amax_s + extra * per_collective_s, busy
     ring, reduce = cal.tp_ring_sm_fraction, cal.comm_sm_fraction
     exposed = 0.0
     partners = tp_partner_gemm_s(model, cluster, cal, workload, layout, lt, blocks, book)
@@ -335,6 +344,96 @@ def overlapped_tp_s(
     hidden = min(collective_s - first, gemm_s)
     f = comm_sm_fraction
     return first + max(0.0, collective_s - first - gemm_s) + hidden * f / (1.0 - f)
+
+
+def userbuffers_blocks(
+    model: ModelSpec, workload: Workload, layout: Layout, blocks: int
+) -> list[tuple[str, str, list[Gemm], list[Gemm]]]:
+    """(column name, row name, column GEMMs, row GEMMs) of the layer's blocks that Transformer
+    Engine's userbuffers overlap: attention (qkv / proj) and a dense MLP (fc1 / fc2). A MoE
+    layer's expert MLP (etp > 1) runs grouped GEMMs that take no userbuffers communicator."""
+    t = tokens_per_gpu(workload, layout)
+    attn = attention_gemms(model, t, layout.tp)
+    out = [("qkv", "proj", attn[:-1], attn[-1:])]
+    if blocks == 2 and model.ffn_hidden_size is not None and model.moe is None:
+        up, down = mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
+        out.append(("fc1", "fc2", [up], [down]))
+    return out
+
+
+def userbuffers_layer_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    lt: LayerTime,
+    blocks: int,
+    passes: int,
+    collective_s: float,
+    book: KernelBook | None = None,
+) -> tuple[float, int]:
+    """(exposed seconds, extra collectives) of one layer's TP communication under Transformer
+    Engine userbuffers (cost_models/tp_overlap.py, Workload.tp_overlap), each collective
+    (`collective_s`, one all-gather or reduce-scatter) priced with its own GEMM and method:
+    forward (again under full recompute) the all-gather into the column GEMM (qkv / fc1_fprop)
+    and the reduce-scatter out of the row GEMM (proj / fc2_fprop); backward the all-gather of
+    the output gradient into the row data-gradient GEMM (proj / fc2_dgrad), the bulk
+    all-gather of the input beside the column data-gradient GEMM (qkv / fc1_dgrad: TE saves the
+    input's sequence shard) and the bulk reduce-scatter of the data gradient beside the column
+    weight-gradient GEMM (qkv / fc1_wgrad). The exposed figure holds the GEMMs' extra seconds
+    (split into pieces, fewer SMs). A MoE expert MLP with etp > 1 keeps the generic
+    decomposition (overlapped_tp_s)."""
+    cfg = CONFIGS[workload.tp_overlap]
+    fp8 = workload.precision in LOW_PRECISION
+    gpu, book = gemm_hardware(cluster.gpu, workload, book)
+    tp, exposed, n = layout.tp, 0.0, 0
+    fwd_passes = passes - 1
+
+    def price(name: str, gemms: list[Gemm], pass_index: int) -> float:
+        o = overlap_s(cfg[name], collective_s, tp, gemms, pass_index, gpu, cal, fp8, book)
+        return o.exposed_s + o.gemm_extra_s
+
+    for col, row, cols, rows in userbuffers_blocks(model, workload, layout, blocks):
+        exposed += fwd_passes * (price(f"{col}_fprop", cols, 0) + price(f"{row}_fprop", rows, 0))
+        exposed += price(f"{row}_dgrad", rows, 1) + price(f"{col}_dgrad", cols, 1)
+        exposed += price(f"{col}_wgrad", cols, 2)
+        n += 1
+    if n < blocks:  # the MoE block: generic decomposition, as tp_partner_gemm_s splits it
+        partner = tp_partner_gemm_s(model, cluster, cal, workload, layout, lt, blocks, book)
+        ring, reduce = cal.tp_ring_sm_fraction, cal.comm_sm_fraction
+        for g, f_fwd, f_bwd in ((partner[2], ring, reduce), (partner[3], reduce, ring)):
+            exposed += fwd_passes * overlapped_tp_s(collective_s, tp, g, f_fwd)
+            exposed += overlapped_tp_s(collective_s, tp, 2 * g, f_bwd)
+    return exposed, n
+
+
+def userbuffers_lookups(
+    model: ModelSpec,
+    cluster: Cluster,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    blocks: int,
+    book: KernelBook | None,
+) -> list[str]:
+    """How each split GEMM piece of one layer's userbuffers overlaps was priced
+    (kernels.STATUSES; `extrapolated`: outside the tables, the GEMM kept whole), for
+    `estimate --explain` (Pricer._kernel_report); [] without userbuffers overlap."""
+    if not layout.tp_comm_overlap or layout.tp <= 1 or workload.tp_overlap == COLLECTIVE_MATMUL:
+        return []
+    cfg = CONFIGS[workload.tp_overlap]
+    fp8 = workload.precision in LOW_PRECISION
+    gpu, book = gemm_hardware(cluster.gpu, workload, book)
+    out = []
+    for col, row, cols, rows in userbuffers_blocks(model, workload, layout, blocks):
+        for name, gemms, pass_index in (
+            (f"{col}_fprop", cols, 0), (f"{row}_fprop", rows, 0), (f"{row}_dgrad", rows, 1),
+        ):  # fmt: skip
+            if pieces(cfg[name], gemms[0], layout.tp, pass_index)[0] > 1:
+                o = overlap_s(cfg[name], 0.0, layout.tp, gemms, pass_index, gpu, cal, fp8, book)
+                out.append(o.status)
+    return out
 
 
 def tp_partner_gemm_s(

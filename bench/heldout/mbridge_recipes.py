@@ -293,6 +293,11 @@ def settings_for(recipes, container, model, gpu_system, precision, row):
         settings["tp_comm_overlap"] = overlap
     if overlap_note:
         said += f", {overlap_note}"
+    if overlap:
+        config, config_note = tp_overlap_cfg_for(recipes["_tp_overlap"], container, model, gpu_system, precision)
+        if config is not None:
+            settings["tp_overlap"] = config
+        said += f", {config_note}"
     return settings, first[1], f"recipe {name} ({hits[name]['_file']} @{CONTAINER_COMMIT[container]}): {said}"
 
 
@@ -468,3 +473,109 @@ def tp_overlap_for(tp_funcs, container, model, gpu_system, precision, tp):
     except Unread as err:
         return None, f"tp_comm_overlap not read ({fn.name}: {err})"
     return value, f"tp_comm_overlap={value} ({fn.name}, {path}, compute dtype {PRECISION[precision].lower()})"
+
+
+# --- Which userbuffers configuration the TP overlap runs (cost_models/tp_overlap.py CONFIGS): the recipe function's
+# `cfg.comm_overlap.tp_comm_overlap_cfg = X` / CommOverlapConfig(tp_comm_overlap_cfg=X), X a userbuffers_* name or a
+# local bound by `if precision == "bf16": name = A else: name = B`; else the library recipe's CommOverlapConfig. None
+# (no config) is Transformer Engine's per-GEMM defaults (Megatron-Bridge training/initialize.py: ub_cfgs = {}).
+TE_DEFAULT = "te_default"
+
+
+def _mentions_cfg(node: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Attribute) and n.attr == "tp_comm_overlap_cfg")
+        or (isinstance(n, ast.keyword) and n.arg == "tp_comm_overlap_cfg")
+        for n in ast.walk(node)
+    )
+
+
+def _cfg_name(expr: ast.expr | None, names: dict[str, str]) -> str:
+    if expr is None or (isinstance(expr, ast.Constant) and expr.value is None):
+        return TE_DEFAULT
+    if isinstance(expr, ast.Name):
+        if expr.id in names:
+            return names[expr.id]
+        if expr.id.startswith("userbuffers_"):
+            return expr.id
+    raise Unread(f"tp_comm_overlap_cfg = {ast.unparse(expr)}")
+
+
+def _cfg_kw(call: ast.Call, names: dict[str, str]) -> str:
+    return _cfg_name(next((kw.value for kw in call.keywords if kw.arg == "tp_comm_overlap_cfg"), None), names)
+
+
+def _precision_branch(st: ast.If, dtype: str) -> list[ast.stmt]:
+    """The branch of `if precision == "x": ... else: ...` taken for this compute dtype."""
+    test = st.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and getattr(test.left, "id", None) == "precision"
+            and isinstance(test.ops[0], (ast.Eq, ast.NotEq)) and isinstance(test.comparators[0], ast.Constant)):  # fmt: skip
+        raise Unread(f"line {st.lineno}: if {ast.unparse(test)}")
+    same = dtype == test.comparators[0].value
+    return st.body if same == isinstance(test.ops[0], ast.Eq) else st.orelse
+
+
+def _bind(st: ast.stmt, names: dict[str, str]) -> bool:
+    """`name = userbuffers_x` (or a name bound so): record it; whether the statement was one."""
+    if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and isinstance(st.value, ast.Name) and (st.value.id.startswith("userbuffers_") or st.value.id in names)):  # fmt: skip
+        names[st.targets[0].id] = names.get(st.value.id, st.value.id)
+        return True
+    return False
+
+
+def _tp_cfg_of(fn: ast.FunctionDef, library: dict[str, ast.FunctionDef], dtype: str) -> str:
+    """Walk a recipe function's top-level statements in order (module docstring of this section)."""
+    names: dict[str, str] = {}
+    state: str | None = None
+    base: str | None = None
+    for st in fn.body:
+        if isinstance(st, ast.If) and not _mentions_cfg(st):
+            for inner in _precision_branch(st, dtype) if _mentions_binding(st) else ():
+                if not _bind(inner, names) and _mentions_binding(inner):
+                    raise Unread(f"line {inner.lineno}: {ast.unparse(inner)}")
+            continue
+        if _bind(st, names):
+            continue
+        tgt = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
+        val = st.value if tgt is not None else None
+        if isinstance(tgt, ast.Name) and isinstance(val, ast.Call) and getattr(val.func, "id", "").endswith("_pretrain_config"):
+            state, base = None, val.func.id
+        elif isinstance(tgt, ast.Attribute) and tgt.attr == "comm_overlap" and isinstance(val, ast.Call):
+            if getattr(val.func, "id", None) != "CommOverlapConfig":
+                raise Unread(f"cfg.comm_overlap = {ast.unparse(val)}")
+            state, base = _cfg_kw(val, names), None
+        elif isinstance(tgt, ast.Attribute) and tgt.attr == "tp_comm_overlap_cfg":
+            state, base = _cfg_name(val, names), None
+        elif _mentions_cfg(st):
+            raise Unread(f"line {st.lineno}: {type(st).__name__} sets tp_comm_overlap_cfg")
+    if state is not None:
+        return state
+    if base is None or base not in library:
+        raise Unread("no CommOverlapConfig reached")
+    found = {_cfg_kw(n, {}) for n in ast.walk(library[base])
+             if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "CommOverlapConfig"}  # fmt: skip
+    if len(found) != 1:
+        raise Unread(f"library recipe {base} sets tp_comm_overlap_cfg {sorted(found) or 'nowhere'}")
+    return found.pop()
+
+
+def _mentions_binding(st: ast.stmt) -> bool:
+    """Whether a statement names a userbuffers_* config (the only `if` this reader takes)."""
+    return any(isinstance(n, ast.Name) and n.id.startswith("userbuffers_") for n in ast.walk(st))
+
+
+def tp_overlap_cfg_for(tp_funcs, container, model, gpu_system, precision):
+    """(tp_overlap setting or None, note) for a row whose recipe turns TP overlap on: the recipe function's
+    userbuffers configuration for its compute dtype, when cost_models.tp_overlap transcribes it."""
+    from cost_models.tp_overlap import CONFIGS
+
+    funcs, library = tp_funcs[container]
+    fn, path = funcs[(PREFIX[model], gpu_system.split("-")[1])]
+    try:
+        name = _tp_cfg_of(fn, library, PRECISION[precision].lower())
+    except Unread as err:
+        return None, f"tp_comm_overlap_cfg not read ({fn.name}: {err})"
+    if name not in CONFIGS:
+        return None, f"tp_comm_overlap_cfg {name} not transcribed (cost_models/tp_overlap.py)"
+    return name, f"tp_comm_overlap_cfg {name}"

@@ -328,8 +328,7 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
     args += _megatron_pipeline(model, e)
     if lo.sequence_parallel and lo.tp > 1:
         args.append("--sequence-parallel")
-    if lo.tp_comm_overlap and lo.tp > 1:
-        args.append("--tp-comm-overlap")
+    args += _megatron_tp_overlap(workload, lo)
     args += _megatron_moe_routing(model, workload)
     args += _megatron_cuda_graphs(model, workload)
     if lo.recompute == "selective":
@@ -366,6 +365,22 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
     args += _megatron_dp_overlap(lo) + _megatron_loss(workload)
     args += _megatron_precision(workload)
     return args
+
+
+def _megatron_tp_overlap(workload: Workload, lo: Layout) -> list[str]:
+    """--tp-comm-overlap for a plan priced with Transformer Engine's per-GEMM userbuffers
+    defaults (Workload.tp_overlap te_default: Megatron-LM without --tp-comm-overlap-cfg); any
+    other configuration needs a YAML of per-GEMM settings this export does not write."""
+    if not (lo.tp_comm_overlap and lo.tp > 1):
+        return []
+    if workload.tp_overlap != "te_default":
+        raise _refuse(
+            "megatron",
+            f"tp_overlap {workload.tp_overlap}: Megatron-LM --tp-comm-overlap runs Transformer "
+            "Engine's per-GEMM defaults (te_default) unless given --tp-comm-overlap-cfg FILE, "
+            "which this export does not write",
+        )
+    return ["--tp-comm-overlap"]
 
 
 def _megatron_loss(workload: Workload) -> list[str]:
@@ -595,6 +610,12 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
             "DualPipe, MoE all-to-all overlap and DeepEP dispatch have no torchtitan field here",
         )
     _non_megatron_memory_refusal("torchtitan", workload, lo)
+    if lo.tp_comm_overlap and lo.tp > 1 and workload.tp_overlap != "collective_matmul":
+        raise _refuse(
+            "torchtitan",
+            f"tp_overlap {workload.tp_overlap}: torchtitan's async TP is PyTorch's micro-pipelined "
+            "collective matmul (collective_matmul), not Transformer Engine userbuffers",
+        )
     if lo.vp > 1 and e.num_microbatches % lo.pp:
         raise _refuse(
             "torchtitan",

@@ -357,7 +357,10 @@ def explain_text(e: Estimate) -> str:
     for term, counts in k["terms"].items():
         parts = ", ".join(f"{counts[s]} {s}" for s in ("measured", "interpolated", "extrapolated"))
         model = "network model" if term in COMM_TERMS else "efficiency curve"
-        lines.append(f"  {term}: {parts} look-ups (extrapolated: priced on the {model})")
+        how = f"priced on the {model}"
+        if term == "tp_overlap_split":  # cost_models/tp_overlap.py overlap_s
+            how = "the GEMM kept whole, its split into TP-overlap pieces not priced"
+        lines.append(f"  {term}: {parts} look-ups (extrapolated: {how})")
     if not any(t in k["terms"] for t in COMM_TERMS):
         lines.append("  collectives: no curves in the tables, priced on the network model")
     return "\n".join(lines)

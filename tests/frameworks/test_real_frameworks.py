@@ -625,3 +625,14 @@ def test_megatron_parses_the_full_iteration_cuda_graph(fake_world, monkeypatch):
     result = f.result_for(f.dense_model(), f.cluster(16), workload, Layout(tp=2, dp=8, zero_stage=1))
     ns = check_megatron(result, 0, fake_world, monkeypatch)
     assert ns.cuda_graph_impl == "full_iteration" and not ns.check_for_nan_in_loss_and_grad
+
+
+def test_megatron_parses_tp_overlap_with_te_defaults(fake_world, monkeypatch):
+    """A plan priced with Transformer Engine's per-GEMM userbuffers defaults
+    (Workload.tp_overlap te_default) runs as --tp-comm-overlap without --tp-comm-overlap-cfg:
+    Megatron-LM then calls initialize_ub with no per-GEMM configuration (TE's defaults)."""
+    workload = f.workload(global_batch=32, tp_overlap="te_default")
+    lo = Layout(tp=2, dp=8, zero_stage=1, sequence_parallel=True, tp_comm_overlap=True)
+    result = f.result_for(f.dense_model(), f.cluster(16), workload, lo)
+    ns = check_megatron(result, 0, fake_world, monkeypatch)
+    assert ns.tp_comm_overlap and ns.sequence_parallel and ns.tp_comm_overlap_cfg is None

@@ -278,14 +278,16 @@ def test_validate_marks_torchtitan_pipelines_as_keeping_outputs():
 
 
 def test_tp_overlap_all_gathers_take_one_sm_reduce_scatters_24():
-    # TE userbuffers (NeMo tp_overlap_configs): ring-exchange all-gathers 1 SM, pipelined
+    # The collective-matmul decomposition (Workload.tp_overlap collective_matmul; Transformer
+    # Engine's per-GEMM userbuffers configurations: test_tp_overlap.py): all-gathers 1 SM,
     # reduce-scatters 24 SMs. Partners in layer order QKV (AG fwd), proj (RS fwd), FC1 (AG fwd),
     # FC2 (RS fwd); backward (2x the forward GEMM) swaps the roles.
     from cost_models.pricer import Pricer
     from cost_models.stage import _tp_layer_s, tp_partner_gemm_s
 
     model, cl = dense_model(), cluster(8)
-    w, lo = workload(), layout(tp=8, sequence_parallel=True, tp_comm_overlap=True)
+    w = workload(tp_overlap="collective_matmul")
+    lo = layout(tp=8, sequence_parallel=True, tp_comm_overlap=True)
     p = Pricer(model, cl, w)
     lt = p.layer_times(lo).layers.dense
     span = p.spans(lo)

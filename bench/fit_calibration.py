@@ -2,7 +2,8 @@
 and check the fit out of fold before anyone copies it.
 
     python bench/fit_calibration.py [--data ../shared/data/published_runs.yaml] [--exclude ID ...]
-        [--only GROUP ...] [--objective huber|legacy] [--rounds N] [--guard loso|none] [--out FILE]
+        [--only GROUP ...] [--objective huber|legacy] [--rounds N] [--prior TAU]
+        [--guard loso|kfold|none] [--folds K] [--out FILE]
 
 Coordinate descent over the constants of cost_models.calibration (FITTED, or those of `--only`:
 a generation, a field, or one of the GROUPS below), each kept inside the range its
@@ -14,6 +15,10 @@ Objective (`--objective`):
           beyond HUBER_DELTA (10 %): a record 30 % off pulls a constant no harder than one 10 % off,
           so one outlier (H800 DeepSeek-V3 +27 %, Qwen3-30B-A3B +67 %) cannot drag a generation;
   legacy  median + 0.5 x P90 of the absolute % error (the objective of the fits before 2026-11-27).
+
+`--prior TAU` adds TAU x the sum of each constant's squared move from its shipped value, in units
+of its BOUNDS width (a ridge: 0, the default, is none): the constants move only as far as the
+records as a whole insist.
 
 Guard (`--guard loso`, the default): leave one source out. The records are grouped by the source
 family `planner validate` reports (the id's first word: megatron2020, megascale, mosaic, nemo2407,
@@ -162,7 +167,8 @@ def summary(log_errors: list[float]) -> str:
         return "   0      -      -      -"
     errs = abs_pct(log_errors)
     signed = statistics.median(math.expm1(x) * 100 for x in log_errors)
-    return f"{len(errs):4d} {statistics.median(errs):6.1f} {percentile(errs, 0.9):6.1f} {signed:+6.1f}"
+    med, p90 = statistics.median(errs), percentile(errs, 0.9)
+    return f"{len(errs):4d} {med:6.1f} {p90:6.1f} {signed:+6.1f}"
 
 
 def touched(cases: list[Case], params: list[tuple[str, str]]) -> dict:
@@ -256,9 +262,10 @@ def restore(snapshot: dict) -> None:
 
 
 def folds(cases: list[Case], how: str, k: int) -> dict[str, list[Case]]:
-    """Held-out folds: one per source family (loso), or k folds of the records in id order, record
-    i in fold i mod k (kfold: every GPU and source spread over the folds, so a family that is the
-    only one on its GPU, mbridge on Blackwell, is still fitted without the records it is scored on)."""
+    """Held-out folds: one per source family (loso), or k folds of the records in id order,
+    record i in fold i mod k (kfold: every GPU and source spread over the folds, so a family
+    that is the only one on its GPU, mbridge on Blackwell, is still fitted without the records
+    it is scored on)."""
     if how == "loso":
         return {s: [c for c in cases if c.source == s] for s in sorted({c.source for c in cases})}
     ordered = sorted(cases, key=lambda c: c.id)

@@ -118,7 +118,10 @@ all-to-all, since every rank waits for the busiest)."""
 
 
 # Fitted by bench/fit_calibration.py on ../shared/data/published_runs.yaml, each constant bounded
-# to the range its microbenchmarks allow (docs/cost_model.md#calibration), then rounded.
+# to the range its microbenchmarks allow (docs/cost_model.md#calibration), then rounded. Checked
+# 2026-11-27 with its leave-one-source-out guard (`python bench/fit_calibration.py`, Huber
+# objective): no refit both beat these values out of fold and kept the held-out rows, so none was
+# taken (docs/cost_model.md "Guarded refit").
 CALIBRATION: dict[Generation, GenerationCalibration] = {
     "ampere": GenerationCalibration(
         gemm_efficiency_bf16=0.71,

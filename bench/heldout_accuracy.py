@@ -67,8 +67,8 @@ GENERATION = {
 }
 
 
-RECIPE_SETTINGS = ("cuda_graphs", "full_iteration_cuda_graph", "moe_dispatcher", "ep_overlap", "recompute_modules",
-                   "cpu_offload_layers", "tp_comm_overlap")
+RECIPE_SETTINGS = ("cuda_graphs", "full_iteration_cuda_graph", "moe_dispatcher", "moe_flex_backend", "ep_overlap",
+                   "recompute_modules", "cpu_offload_layers", "tp_comm_overlap")
 """The settings make_mbridge_summary.py takes from a performance recipe, not from the page."""
 
 

@@ -294,6 +294,7 @@ def settings_for(recipes, container, model, gpu_system, precision, row):
         kind, kind_note = dispatcher_type_for(recipes, container, model, gpu_system)
         if kind == "alltoall":
             del settings["moe_dispatcher"]
+            settings.pop("moe_flex_backend", None)
         if kind_note:
             said += f", {kind_note}"
     if PRECISION[precision] == "FP8_CS":  # the recipe ran bf16_with_fp8_current_scaling_mixed (utils/precision.py)
@@ -329,6 +330,8 @@ def _map(cfg: dict[str, Any]):
     elif cfg["moe_flex_dispatcher_backend"]:
         said.append(f"flex dispatcher {cfg['moe_flex_dispatcher_backend']}")
         settings["moe_dispatcher"] = "deepep"
+        if cfg["moe_flex_dispatcher_backend"] == "hybridep":
+            settings["moe_flex_backend"] = "hybridep"
     if cfg["moe_a2a_overlap"]:
         said.append("moe_a2a_overlap")
         settings["ep_overlap"] = True

@@ -240,7 +240,8 @@ def _megatron_moe(model: ModelSpec, workload: Workload) -> list[str]:
     # exchange as all-to-all (or DeepEP); Megatron's defaults are per-expert GEMMs and allgather.
     args.append("--moe-grouped-gemm")
     if workload.moe_dispatcher == "deepep":
-        args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"]
+        backend = workload.moe_flex_backend
+        args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", backend]
     else:
         args += ["--moe-token-dispatcher-type", "alltoall"]
     return args

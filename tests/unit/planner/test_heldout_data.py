@@ -325,5 +325,10 @@ def test_rows_whose_recipe_sets_alltoall_run_the_alltoall_dispatcher(records: li
         assert "sets moe_token_dispatcher_type = 'alltoall' after the back-end" in r["notes"], rid
     for rid in ("mbridge-26.04-h100-qwen3-30b-a3b-fp8", "mbridge-26.02-gb200-qwen3-235b-a22b-mxfp8"):
         assert by_id[rid]["settings"]["moe_dispatcher"] == "deepep", rid
+        assert by_id[rid]["settings"]["moe_flex_backend"] == "hybridep", rid  # HybridEP's kernels
+    assert "moe_flex_backend" not in by_id["mbridge-26.04.01-b200-deepseekv3-mxfp8"]["settings"]  # DeepEP
+    for r in records:
+        s = r.get("settings") or {}
+        assert ("moe_flex_backend" in s) == ("flex dispatcher hybridep" in r["notes"] and "moe_dispatcher" in s), r["id"]
     said = [r["id"] for r in records if "'alltoall' after the back-end" in r["notes"]]
     assert sorted(said) == sorted(alltoall)

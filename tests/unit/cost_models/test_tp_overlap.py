@@ -174,6 +174,10 @@ def test_megatron_export_emits_te_defaults_and_refuses_other_configs():
         else:
             with pytest.raises(InvalidInput, match=r"tp_overlap userbuffers_fp8_h100.*cfg FILE"):
                 megatron_args(model, w, e)
+    w = workload(4096, 64, tp_overlap=TE1_DEFAULT)  # megatron-core 0.19.2 runs TE 2.x
+    e = Pricer(model, cluster(64), w).estimate(lo)
+    with pytest.raises(InvalidInput, match=r"te1_default describes Transformer Engine 1\.x"):
+        megatron_args(model, w, e)
     w = workload(4096, 64, tp_overlap=TE_DEFAULT)
     e = Pricer(model, cluster(64), w).estimate(lo)
     with pytest.raises(InvalidInput, match="torchtitan.*tp_overlap te_default"):

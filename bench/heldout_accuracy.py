@@ -45,7 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.validate import (  # noqa: E402
+from planner.validate import (
     FILL_RULES,
     TIE_PCT,
     LayoutPair,
@@ -105,8 +105,8 @@ def curve_cluster(preset: str, folder: Path) -> Path:
     """`preset` without its kernel tables (the preset's JSON less its `kernels: builtin` line),
     written to `folder`: the generation's efficiency curve prices every kernel, as the Hopper
     presets did before issue 32 switched them to the shipped tables."""
-    import models_zoo  # noqa: PLC0415
-    from planner.calibrate import cluster_yaml  # noqa: PLC0415
+    import models_zoo
+    from planner.calibrate import cluster_yaml
 
     out = folder / f"{preset}-curve.yaml"
     cluster = models_zoo.load_cluster(preset)

@@ -93,6 +93,7 @@ Fp8Recipe = Literal["delayed", "tensorwise", "blockwise"]
 TpOverlapConfig = Literal[
     "collective_matmul",
     "te_default",
+    "te1_default",
     "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192",
     "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192",
     "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192",
@@ -1207,8 +1208,10 @@ class Workload(InputSpec):
         description="how TP communication overlaps its GEMMs under Layout.tp_comm_overlap "
         "(cost_models/tp_overlap.py): 'te_default': Transformer Engine userbuffers with TE's "
         "per-GEMM defaults (initialize_ub: ring_exchange for the all-gathers, pipeline "
-        "reduce-scatter in 4 splits on 16 SMs, bulk backward overlaps on 16 SMs), what "
-        "Megatron-LM runs without --tp-comm-overlap-cfg; a userbuffers_* name: that "
+        "reduce-scatter in 4 splits on 16 SMs, bulk backward overlaps on 16 SMs, both with "
+        "set_sm_margin since TE 2.0), what Megatron-LM runs without --tp-comm-overlap-cfg; "
+        "'te1_default': the same under Transformer Engine 1.x (no SM margin); a "
+        "userbuffers_* name: that "
         "Megatron-Bridge TransformerLayerTPOverlapCfg (src/megatron/bridge/training/"
         "comm_overlap.py); 'collective_matmul': the generic decomposition (PyTorch async TP), "
         "first chunk exposed, GEMM not split",

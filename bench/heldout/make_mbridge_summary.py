@@ -38,7 +38,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import mbridge_recipes  # noqa: E402
+import mbridge_recipes
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("docs/performance-summary.md", "docs/performance-summary-archive.md")
@@ -179,7 +179,7 @@ def main(argv: list[str]) -> int:
 
 def footnotes_of(text: str) -> dict[str, str]:
     """The page's footnote definitions, `[^name]: text`."""
-    return dict(re.findall(r"^\[\^([^\]]+)\]: (.*)$", text, flags=re.M))
+    return dict(re.findall(r"^\[\^([^\]]+)\]: (.*)$", text, flags=re.MULTILINE))
 
 
 def _measured_footnotes(cells: dict) -> list[str]:

@@ -46,11 +46,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aic_gemm_check import AicError, open_table, pyarrow_parquet  # noqa: E402
-from aic_gpu_speeds import DEVICE_PREFIX, FLAGSHIP, SYSTEMS, quantiles  # noqa: E402
+from aic_gemm_check import AicError, open_table, pyarrow_parquet
+from aic_gpu_speeds import DEVICE_PREFIX, FLAGSHIP, SYSTEMS, quantiles
 
-import models_zoo  # noqa: E402
-from cost_models.calibration import attention_speeds  # noqa: E402
+import models_zoo
+from cost_models.calibration import attention_speeds
 
 PAIRS = (
     ("b300_sxm", "b200_sxm"),

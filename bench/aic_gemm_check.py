@@ -46,11 +46,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import models_zoo  # noqa: E402
-from cost_models.calibration import generation_for_gpu  # noqa: E402
-from cost_models.kernels import INTERPOLATED, KernelBook  # noqa: E402
-from cost_models.specs import KernelTables  # noqa: E402
-from models_zoo.kernel_tables import read_kernel_files  # noqa: E402
+import models_zoo
+from cost_models.calibration import generation_for_gpu
+from cost_models.kernels import INTERPOLATED, KernelBook
+from cost_models.specs import KernelTables
+from models_zoo.kernel_tables import read_kernel_files
 
 GEMM_COLUMNS = ("framework", "version", "device", "kernel_source", "gemm_dtype", "m", "n", "k", "latency")
 QUANT_COLUMNS = ("m", "k", "latency")
@@ -139,7 +139,7 @@ def ratio_summary(ratios: list[float]) -> str:
     if not ratios:
         return "n 0"
     r = sorted(ratios)
-    q = lambda p: r[min(len(r) - 1, int(p * len(r)))]  # noqa: E731
+    q = lambda p: r[min(len(r) - 1, int(p * len(r)))]
     return (f"n {len(r)}: median {statistics.median(r):.3f}, P10 {q(0.1):.3f}, P90 {q(0.9):.3f}, "
             f"range {r[0]:.3f}-{r[-1]:.3f}")
 

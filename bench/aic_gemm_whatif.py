@@ -26,12 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import yaml  # noqa: E402
-from aic_gemm_check import BLACKWELL, AicError, write_gemm_csv  # noqa: E402
-from heldout_accuracy import RUNS, SHARED, shared_twins, summary  # noqa: E402
+import yaml
+from aic_gemm_check import BLACKWELL, AicError, write_gemm_csv
+from heldout_accuracy import RUNS, SHARED, shared_twins, summary
 
-from models_zoo.kernel_tables import BUILTIN_ROOT  # noqa: E402
-from planner.validate import SYSTEM_FOR_GPU, validate_file  # noqa: E402
+from models_zoo.kernel_tables import BUILTIN_ROOT
+from planner.validate import SYSTEM_FOR_GPU, validate_file
 
 CLUSTERS = ROOT / "models_zoo" / "clusters"
 

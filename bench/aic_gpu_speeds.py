@@ -46,12 +46,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aic_gemm_check import AicError, open_table, pyarrow_parquet  # noqa: E402
+from aic_gemm_check import AicError, open_table, pyarrow_parquet
 
-import models_zoo  # noqa: E402
-from cost_models.calibration import calibration_for_cluster, generation_for_gpu  # noqa: E402
-from cost_models.compute import Gemm, gemm_efficiency  # noqa: E402
-from cost_models.kernels import EXTRAPOLATED, KernelBook  # noqa: E402
+import models_zoo
+from cost_models.calibration import calibration_for_cluster, generation_for_gpu
+from cost_models.compute import Gemm, gemm_efficiency
+from cost_models.kernels import EXTRAPOLATED, KernelBook
 
 SYSTEMS = {
     "b200_sxm": "b200",
@@ -179,7 +179,7 @@ def quantize_ms(folder: Path) -> dict | None:
 
 def quantiles(ratios: list[float]) -> dict:
     r = sorted(ratios)
-    q = lambda p: r[min(len(r) - 1, int(p * len(r)))]  # noqa: E731
+    q = lambda p: r[min(len(r) - 1, int(p * len(r)))]
     return {"n": len(r), "median": statistics.median(r), "p10": q(0.1), "p90": q(0.9)}
 
 

@@ -46,11 +46,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from aic_gemm_check import AicError, pyarrow_parquet  # noqa: E402
-from aic_gpu_speeds import DEVICE_PREFIX, SKIPPED, SYSTEMS, quantiles, read_rows  # noqa: E402
+from aic_gemm_check import AicError, pyarrow_parquet
+from aic_gpu_speeds import DEVICE_PREFIX, SKIPPED, SYSTEMS, quantiles, read_rows
 
-import models_zoo  # noqa: E402
-from cost_models.calibration import generation_for_gpu  # noqa: E402
+import models_zoo
+from cost_models.calibration import generation_for_gpu
 
 KERNELS = {
     "trtllm": (3, "TensorRT-LLM scaleMatrixPerTensorVec (bf16 read 2 B + e4m3 write 1 B)"),

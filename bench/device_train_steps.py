@@ -34,11 +34,9 @@ Usage: python3 bench/device_train_steps.py --models DIR --out DIR [--only NAME .
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import gc
 import json
-import math
 import os
 import time
 

@@ -43,8 +43,8 @@ SHARED = ROOT.parent / "shared"
 RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT))
 
-import models_zoo  # noqa: E402
-from cost_models.specs import MLASpec, ModelSpec, MoESpec  # noqa: E402
+import models_zoo
+from cost_models.specs import MLASpec, ModelSpec, MoESpec
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(
@@ -119,7 +119,7 @@ def model_presets() -> str:
 def plan_scaling() -> str:
     """README "Performance": bench/plan_scaling.py's record (bench/results/plan_scaling.json)."""
     sys.path.insert(0, str(ROOT / "bench"))
-    import plan_scaling as bench  # noqa: PLC0415 -- a script beside this one
+    import plan_scaling as bench
 
     record = json.loads((RESULTS / "plan_scaling.json").read_text())
     load = ", ".join(f"{x:.1f}" for x in record["load_average"])
@@ -141,7 +141,7 @@ def place_scaling() -> str:
     """docs/cli.md "Scale": bench/place_scaling.py's record (bench/results/place_scaling.json,
     written by its --record; timings cannot be regenerated, so the block renders the record)."""
     sys.path.insert(0, str(ROOT / "bench"))
-    import place_scaling as bench  # noqa: PLC0415 -- a script beside this one
+    import place_scaling as bench
 
     record = json.loads((RESULTS / "place_scaling.json").read_text())
     load = ", ".join(f"{x:.1f}" for x in record["load_average"])
@@ -162,7 +162,7 @@ def _design_answer(name: str, facts: str | None = None) -> Callable[[], str]:
 
     def make() -> str:
         sys.path.insert(0, str(ROOT / "bench"))
-        import design_answers as bench  # noqa: PLC0415 -- a script beside this one
+        import design_answers as bench
 
         record = json.loads((RESULTS / "design_answers.json").read_text())
         text = bench.text_block(bench._case(record, name))
@@ -174,7 +174,7 @@ def _design_answer(name: str, facts: str | None = None) -> Callable[[], str]:
 def technology_bills() -> str:
     """docs/networks.md "InfiniBand, RoCE or Spectrum-X": `planner bill` of the three 16K
     presets (planner.network_bom.bill; no plan search)."""
-    from planner import network_bom  # noqa: PLC0415
+    from planner import network_bom
 
     rows = []
     for name in ("h100-infiniband", "h100-roce", "h100-spectrum-x"):
@@ -347,21 +347,21 @@ def design_points() -> str:
 
 @functools.cache
 def _validation_rows() -> tuple[Any, ...]:
-    from planner.validate import validate_file  # noqa: PLC0415
+    from planner.validate import validate_file
 
     return tuple(validate_file(str(SHARED / "data" / "published_runs.yaml")))
 
 
 def accuracy() -> str:
     """docs/accuracy.md: `planner validate --markdown`'s tables (its title and note stay text)."""
-    from planner.report.validation import validation_markdown  # noqa: PLC0415
+    from planner.report.validation import validation_markdown
 
     text = validation_markdown(list(_validation_rows()), "published_runs.yaml")
     return text[text.index("| group |") :].rstrip("\n")
 
 
 def _pct(values: list[float], q: float) -> float:
-    from planner.validate import percentile  # noqa: PLC0415
+    from planner.validate import percentile
 
     return percentile(sorted(values), q)
 
@@ -429,9 +429,9 @@ def stability_example() -> str:
 def input_limits() -> str:
     """README "Reliability": the file-reading limits and the bounds on every input number, from
     the constants that enforce them (models_zoo/inputs.py, cost_models/specs.py, candidates)."""
-    from cost_models import specs as sp  # noqa: PLC0415
-    from models_zoo import inputs  # noqa: PLC0415
-    from planner.search.candidates import HARD_MARGIN_S  # noqa: PLC0415
+    from cost_models import specs as sp
+    from models_zoo import inputs
+    from planner.search.candidates import HARD_MARGIN_S
 
     return f"""- Every file is read as bytes (at most {inputs.MAX_FILE_BYTES // 2**20} MiB), decoded as UTF-8 (a BOM is accepted; a bad byte is
   reported with its line and column) and parsed with the safe YAML loader or `json`, nested at most
@@ -503,8 +503,8 @@ SIMPLICITY_CASES = [
 def simplicity_examples() -> str:
     """docs/search.md: what the simplicity order recommends on the documented cases (plan_for
     with the default tolerance, top 5), against the fastest plan."""
-    import models_zoo  # noqa: PLC0415
-    from planner import convenience  # noqa: PLC0415
+    import models_zoo
+    from planner import convenience
 
     lines = []
     for model, cluster, gpus, kw in SIMPLICITY_CASES:
@@ -538,9 +538,10 @@ def _b200_calibration_files(folder: Path) -> list[str]:
     whose NVLink runs at 0.74 efficiency / 4.5 us and IB at 0.8 / 11 us, and a GEMM sweep at half
     the generation's ceiling (tests/integration/cli/calibration_fixtures.py writes them)."""
     sys.path.insert(0, str(ROOT / "tests" / "integration" / "cli"))
-    import models_zoo  # noqa: PLC0415
-    from calibration_fixtures import GEMM_SHAPES, gemm_csv, write_nccl_log  # noqa: PLC0415
-    from cost_models.calibration import calibration_for  # noqa: PLC0415
+    from calibration_fixtures import GEMM_SHAPES, gemm_csv, write_nccl_log
+
+    import models_zoo
+    from cost_models.calibration import calibration_for
 
     b200 = models_zoo.load_cluster("dgx-b200", 16)
     tiers = [
@@ -667,9 +668,9 @@ def bytedance_goodput() -> str:
     """docs/goodput.md "ByteDance ByteRobust": Llama 3 70B on 9,600 H100 of dgx-h100 (the
     search's best plan), its goodput under each reliability setting (goodput_plan.score, what
     `--goodput --reliability FILE` prints), and the relaunch time that gives 97 %."""
-    from cost_models.goodput import Reliability  # noqa: PLC0415
-    from planner import convenience  # noqa: PLC0415
-    from planner.goodput_plan import score  # noqa: PLC0415
+    from cost_models.goodput import Reliability
+    from planner import convenience
+    from planner.goodput_plan import score
 
     model = models_zoo.load_model("llama3-70b")
     r = convenience.plan_for(model, "dgx-h100", num_gpus=9600, global_batch=1200, seq_len=8192,
@@ -718,9 +719,9 @@ EXCLUSIONS = {
 def search_completeness() -> str:
     """docs/search.md: every shared record planned with its GPUs, batch and sequence length,
     its own layout against the best plan (bench/search_completeness.py; minutes)."""
-    import yaml  # noqa: PLC0415
+    import yaml
 
-    from planner.search.completeness import check_record  # noqa: PLC0415
+    from planner.search.completeness import check_record
 
     records = yaml.safe_load((SHARED / "data" / "published_runs.yaml").read_text())
     rows = [check_record(r) for r in records]
@@ -735,7 +736,7 @@ def search_completeness() -> str:
         "| record | GPUs | own layout tok/s/GPU | best tok/s/GPU | own/best | excluded by |",
         "|---|---:|---:|---:|---:|---|",
     ]
-    num = lambda v: f"{v:.0f}" if v else "-"  # noqa: E731
+    num = lambda v: f"{v:.0f}" if v else "-"
     for r in rows:
         ratio = "-" if r.ratio is None else f"{r.ratio:.2f}"
         table.append(
@@ -758,7 +759,7 @@ def search_completeness() -> str:
 def kernel_tables_loo() -> str:
     """docs/calibration.md "Shipped tables": bench/kernel_tables.py's leave-one-out table."""
     sys.path.insert(0, str(ROOT / "bench"))
-    import kernel_tables  # noqa: PLC0415 -- a script beside this one
+    import kernel_tables
 
     return "\n".join(kernel_tables.loo_table())
 
@@ -766,7 +767,7 @@ def kernel_tables_loo() -> str:
 def _single_gpu_table(folder: str) -> str:
     """bench/single_gpu_vs_model.py's table of one of its folders (its FOLDERS keys)."""
     sys.path.insert(0, str(ROOT / "bench"))
-    import single_gpu_vs_model  # noqa: PLC0415 -- a script beside this one
+    import single_gpu_vs_model
 
     single_gpu_vs_model.use_folder(folder)
     try:
@@ -839,7 +840,7 @@ HELDOUT = ROOT / "bench" / "heldout" / "mbridge_performance_summary.yaml"
 def _heldout_module() -> types.ModuleType:
     """bench/heldout_accuracy.py (curve_cluster: a preset's JSON without its kernels line)."""
     sys.path.insert(0, str(ROOT / "bench"))
-    import heldout_accuracy  # noqa: PLC0415
+    import heldout_accuracy
 
     return heldout_accuracy
 
@@ -848,7 +849,7 @@ def _heldout_module() -> types.ModuleType:
 def _curve_rows(runs: str, preset: str) -> dict[str, Any]:
     """Record id -> validate row of `runs` with `preset`'s GPU priced on the curve (validate
     --cluster-file on curve_cluster_file)."""
-    from planner.validate import validate_file  # noqa: PLC0415
+    from planner.validate import validate_file
 
     cluster = _heldout_module().curve_cluster(preset, Path(_H100_DIR))
     return {r.id: r for r in validate_file(runs, str(cluster))}
@@ -864,7 +865,7 @@ def _on_curve(runs: str, rows: list[Any]) -> list[Any]:
 def _heldout_h100() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """The held-out H100 rows (bench/heldout: Megatron-Bridge's performance summary, not in the
     shared file, never fitted) as shipped (tables) and on the curve."""
-    from planner.validate import validate_file  # noqa: PLC0415
+    from planner.validate import validate_file
 
     heldout_accuracy = _heldout_module()
     runs = {r["id"]: r for r in heldout_accuracy.load_runs(HELDOUT)}
@@ -1030,7 +1031,7 @@ def issue6_405b() -> str:
 def _fat_tree(oversubscription: float) -> Any:
     """64 H100: NVLink 8, non-blocking leaves of 32 GPUs, 100 Gb/s NICs, the spine tapered
     `oversubscription`:1 (tests/integration/search/test_whatif.py fat_tree)."""
-    from cost_models.specs import Cluster  # noqa: PLC0415
+    from cost_models.specs import Cluster
 
     data = models_zoo.load_cluster("dgx-h100-superpod", 64).model_dump()
     data["tiers"][1].update(domain_size=32, kind="switch", rails=1, bandwidth_gb_per_s=12.5)
@@ -1040,7 +1041,7 @@ def _fat_tree(oversubscription: float) -> Any:
 
 def issue6_fat_tree() -> str:
     """docs/networks.md "Checks (issue 6)": the 4:1 vs 1:1 spine of test_whatif.py's check."""
-    from planner.convenience import plan_for  # noqa: PLC0415
+    from planner.convenience import plan_for
 
     pins = {"tp": 8, "pp": 2, "dp": 4, "seq_len": 8192, "global_batch": 16}
     flat = plan_for("llama3-8b", _fat_tree(1), **pins).best

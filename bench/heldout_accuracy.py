@@ -45,7 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.validate import (  # noqa: E402
+from planner.validate import (
     FILL_RULES,
     TIE_PCT,
     LayoutPair,
@@ -67,8 +67,8 @@ GENERATION = {
 }
 
 
-RECIPE_SETTINGS = ("cuda_graphs", "full_iteration_cuda_graph", "moe_dispatcher", "ep_overlap", "recompute_modules",
-                   "cpu_offload_layers", "tp_comm_overlap")
+RECIPE_SETTINGS = ("cuda_graphs", "full_iteration_cuda_graph", "moe_dispatcher", "moe_flex_backend", "ep_overlap",
+                   "recompute_modules", "cpu_offload_layers", "tp_comm_overlap")
 """The settings make_mbridge_summary.py takes from a performance recipe, not from the page."""
 
 
@@ -105,8 +105,8 @@ def curve_cluster(preset: str, folder: Path) -> Path:
     """`preset` without its kernel tables (the preset's JSON less its `kernels: builtin` line),
     written to `folder`: the generation's efficiency curve prices every kernel, as the Hopper
     presets did before issue 32 switched them to the shipped tables."""
-    import models_zoo  # noqa: PLC0415
-    from planner.calibrate import cluster_yaml  # noqa: PLC0415
+    import models_zoo
+    from planner.calibrate import cluster_yaml
 
     out = folder / f"{preset}-curve.yaml"
     cluster = models_zoo.load_cluster(preset)

@@ -17,8 +17,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import place_scaling as ps  # noqa: E402
-from planner.cli import main  # noqa: E402
+import place_scaling as ps
+
+from planner.cli import main
+
 
 def files(tmp: Path, n: int, seed: int) -> str:
     """Write the allocation's files under tmp; returns the drained hosts for --exclude."""

@@ -142,7 +142,7 @@ HEADER = (
 def markdown_row(r: dict[str, Any]) -> str:
     wall, cpu = r["wall_s"], r["cpu_s"]
     spread = f" ({wall[1]:.2f}-{wall[2]:.2f})" if r["repeat"] > 1 else ""
-    num = lambda v: "-" if v is None else f"{v:,}"  # noqa: E731
+    num = lambda v: "-" if v is None else f"{v:,}"
     status = "INFEASIBLE (proved)" if r["status"] == "INFEASIBLE" else r["status"]
     gap = "-" if r["gap"] is None else f"{r['gap']:.0%}"
     oracle = "skipped (> 5 min)" if r["oracle"] == "skipped" else r["oracle"]

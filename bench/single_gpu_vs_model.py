@@ -75,7 +75,7 @@ def cluster_files(folder: Path) -> dict[str, Path | None]:
 def priced() -> dict[str, dict[str, object]]:
     """Variant -> record id -> its ValidationRow."""
     sys.path.insert(0, str(ROOT))
-    from planner.validate import validate_file  # noqa: PLC0415 -- after the path
+    from planner.validate import validate_file
 
     with tempfile.TemporaryDirectory(prefix="single-gpu-") as tmp:
         files = cluster_files(Path(tmp))
@@ -112,7 +112,7 @@ def table(res: dict[str, dict[str, object]]) -> list[str]:
         "| config | measured step ms (min-max) | " + " | ".join(VARIANTS) + " |",
         "|---|---:|" + "---:|" * len(VARIANTS),
     ]
-    from planner.api import DEFAULT_MEMORY_HEADROOM  # noqa: PLC0415 -- after priced()
+    from planner.api import DEFAULT_MEMORY_HEADROOM
 
     excluded = {}
     for rid, row in ref.items():
@@ -153,7 +153,7 @@ def table(res: dict[str, dict[str, object]]) -> list[str]:
 
 def use_folder(name: str) -> None:
     """Score the FOLDERS entry `name` ("dev", "held-out", "h200", "h200-held-out") from now on."""
-    global KERN, STEPS, CLUSTER, RUNS  # noqa: PLW0603 -- one folder at a time, as the flags pick
+    global KERN, STEPS, CLUSTER, RUNS
     KERN, STEPS, CLUSTER = FOLDERS[name]
     RUNS = STEPS / "steps_runs.yaml"
 

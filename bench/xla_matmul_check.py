@@ -92,7 +92,7 @@ def _parse_block(toks: list, i: int, path: str) -> tuple[list, int]:
 def _proto_text(text: str, path: str) -> tuple[str, int]:
     """The text proto (inside the header's raw string R\"pb( ... )pb\", or the whole file) and
     the file line it starts on."""
-    m = re.search(r'R"pb\((.*?)\)pb"', text, re.S)
+    m = re.search(r'R"pb\((.*?)\)pb"', text, re.DOTALL)
     if m:
         return m.group(1), 1 + text.count("\n", 0, m.start(1))
     if "entries" not in text:

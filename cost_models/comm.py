@@ -404,6 +404,35 @@ def moe_tier_copies(
     return copies
 
 
+FLEX_WIRE_FRACTION: dict[str, dict[int, tuple[float, float]]] = {
+    # DeepEP V1 normal kernels, docs/legacy.md "Normal kernels with NVLink and RDMA forwarding"
+    # (H800, CX7 400 Gb/s = 50 GB/s; 4096 tokens, hidden 7168, top-4 groups, top-8 of 256
+    # experts, FP8 dispatch, BF16 combine): dispatch / combine 43 / 43 (EP16), 58 / 57 (EP32),
+    # 51 / 50 GB/s (EP64), times the remote share of the distinct nodes 0.5 / 0.75 / 0.875.
+    "deepep": {2: (0.4300, 0.4300), 4: (0.8700, 0.8550), 8: (0.8925, 0.8750)},
+    # HybridEP, DeepEP hybrid-ep branch docs/README_Hybrid-EP.md "H100 Platform" (CX7 400 Gb/s;
+    # 4096 tokens, hidden 7168, top-8 uniform, 8 local experts, 16 SMs as Megatron-Bridge's
+    # recipes set moe_hybridep_num_sms, Torch API, BF16 dispatch): dispatch / combine 54.47 /
+    # 53.35 (16 ranks), 47.36 / 52.53 (32), 41.24 / 46.57 GB/s (64), times 0.5 / 0.75 / 0.875.
+    "hybridep": {2: (0.5447, 0.5335), 4: (0.7104, 0.7880), 8: (0.7217, 0.8150)},
+}
+"""Measured scale-out rate of each flex back-end's (dispatch, combine) kernels, as a fraction of
+the NIC's line rate, by the nodes of the EP group. Both benchmarks report a logical bandwidth
+that counts a token once per distinct destination node, the sender's own included (DeepEP
+tests/legacy/test_internode.py num_rdma_token_sent; HybridEP tests/utils.py
+count_rdma_send_from_routing_map: "we do not set the local node map to zeros"; DeepEP's V2
+README: "90 GB/s actually contains local rank traffic"); only the remote share of those nodes
+crosses the NIC (expected_distinct over the benchmark's routing), which these fractions keep."""
+
+
+def flex_wire_fractions(backend: str, nodes: int) -> tuple[float, float]:
+    """(dispatch, combine) fraction of line rate a flex back-end's kernels reach across `nodes`
+    nodes (FLEX_WIRE_FRACTION at the largest measured node count not above `nodes`)."""
+    table = FLEX_WIRE_FRACTION[backend]
+    measured = [k for k in table if k <= nodes]
+    return table[max(measured)] if measured else table[min(table)]
+
+
 def p2p_time_s(payload_bytes: float, tier: LinkTier | None) -> float:
     """One point-to-point send of payload_bytes across `tier` (0 when there is no peer)."""
     if tier is None or payload_bytes <= 0:

@@ -93,6 +93,7 @@ Fp8Recipe = Literal["delayed", "tensorwise", "blockwise"]
 TpOverlapConfig = Literal[
     "collective_matmul",
     "te_default",
+    "te1_default",
     "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192",
     "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192",
     "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192",
@@ -1107,6 +1108,13 @@ class Workload(InputSpec):
         "when training in fp8 where ep_dispatch_fp8 says so and combining in bf16 (DeepSeek-V3 "
         "report sec. 3.3.2)",
     )
+    moe_flex_backend: MoEFlexBackend = Field(
+        "deepep",
+        description="which kernels run a 'deepep' (flex) exchange across nodes: 'deepep' "
+        "(DeepEP's normal kernels; Megatron --moe-flex-dispatcher-backend deepep) or 'hybridep' "
+        "(NVIDIA's HybridEP, DeepEP hybrid-ep branch; --moe-flex-dispatcher-backend hybridep). "
+        "Same bytes; each back-end's measured scale-out rate (comm.FLEX_WIRE_FRACTION)",
+    )
     ep_dispatch_fp8: StrictBool = Field(
         False,
         description="whether a 'deepep' dispatch of an fp8 run sends fp8 with 1x128 scales "
@@ -1200,8 +1208,10 @@ class Workload(InputSpec):
         description="how TP communication overlaps its GEMMs under Layout.tp_comm_overlap "
         "(cost_models/tp_overlap.py): 'te_default': Transformer Engine userbuffers with TE's "
         "per-GEMM defaults (initialize_ub: ring_exchange for the all-gathers, pipeline "
-        "reduce-scatter in 4 splits on 16 SMs, bulk backward overlaps on 16 SMs), what "
-        "Megatron-LM runs without --tp-comm-overlap-cfg; a userbuffers_* name: that "
+        "reduce-scatter in 4 splits on 16 SMs, bulk backward overlaps on 16 SMs, both with "
+        "set_sm_margin since TE 2.0), what Megatron-LM runs without --tp-comm-overlap-cfg; "
+        "'te1_default': the same under Transformer Engine 1.x (no SM margin); a "
+        "userbuffers_* name: that "
         "Megatron-Bridge TransformerLayerTPOverlapCfg (src/megatron/bridge/training/"
         "comm_overlap.py); 'collective_matmul': the generic decomposition (PyTorch async TP), "
         "first chunk exposed, GEMM not split",
@@ -1235,7 +1245,7 @@ class Workload(InputSpec):
     def _pad_to_capacity_needs_a_factor(self) -> Workload:
         # megatron-core transformer_config.py __post_init__ (Megatron-LM d98e8a6 lines 1862-1866
         # and 1755-1761): padding needs a capacity factor, and the flex dispatcher's DeepEP
-        # back-end cannot pad (the model's 'deepep' dispatcher stands for the flex back-ends).
+        # back-end cannot pad (HybridEP can: token_dispatcher.py _HybridEPManager drop_and_pad).
         if not self.moe_pad_to_capacity:
             return self
         if self.moe_capacity_factor is None:
@@ -1243,7 +1253,7 @@ class Workload(InputSpec):
                 "moe_pad_to_capacity needs moe_capacity_factor (megatron-core: "
                 "'moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity')"
             )
-        if self.moe_dispatcher == "deepep":
+        if self.moe_dispatcher == "deepep" and self.moe_flex_backend == "deepep":
             raise ValueError(
                 "moe_pad_to_capacity does not work with moe_dispatcher deepep (megatron-core: "
                 "'Flex token dispatcher with deepep backend does not support "
@@ -1263,6 +1273,7 @@ class Workload(InputSpec):
 
 
 MoEDispatcher = Literal["alltoall", "deepep"]
+MoEFlexBackend = Literal["deepep", "hybridep"]
 DpSync = Literal["megatron", "fsdp", "deepspeed"]
 DpAccumulation = Literal["last_micro_batch", "every_micro_batch", "zero2_every_micro_batch"]
 PipelineSchedule = Literal["1f1b", "dualpipe"]

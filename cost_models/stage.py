@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .accumulation import defers_to_last_backward, dp_rounds
 from .calibration import GenerationCalibration, overlap_slowdown_s
-from .comm import moe_tier_copies, tier_loads_busy_s, tier_loads_time_s
+from .comm import flex_wire_fractions, moe_tier_copies, tier_loads_busy_s, tier_loads_time_s
 from .commtable import CollectiveBook, collective_tier_s, collective_time_s
 from .compute import (
     AMAX_REDUCTION_BYTES,
@@ -262,6 +262,22 @@ FP8_SCALE_BYTES_PER_ELEMENT = 4 / 128
 """fp8 dispatch carries one fp32 scale per 1x128 activation tile (DeepSeek-V3 sec. 3.3.2)."""
 
 
+def flex_scale_out_slowdown(
+    workload: Workload, ep_span: Sequence[int], tiers: Sequence[LinkTier]
+) -> list[tuple[float, float]]:
+    """Per tier, the (dispatch, combine) factor on the bytes a 'deepep' (flex) exchange puts on
+    it: 1 inside the NVLink domain (tier 0); on a scale-out tier, the tier's efficiency over the
+    fraction of line rate the back-end's kernels were measured to reach across the EP group's
+    nodes (comm.FLEX_WIRE_FRACTION, Workload.moe_flex_backend), never below 1: the kernels
+    cannot beat what the tier sustains for NCCL."""
+    nodes = max(1, ep_span[-1] // ep_span[0])
+    dispatch, combine = flex_wire_fractions(workload.moe_flex_backend, nodes)
+    out = [(1.0, 1.0)]
+    for tier in tiers[1:]:
+        out.append((max(1.0, tier.efficiency / dispatch), max(1.0, tier.efficiency / combine)))
+    return out
+
+
 def ep_exchange_s(
     model: ModelSpec,
     cluster: Cluster,
@@ -284,7 +300,8 @@ def ep_exchange_s(
 
     With collective curves (`comm`), the per-expert exchange is NCCL's all-to-all of
     tokens x top_k copies per GPU (nccl-tests alltoall_perf's S) and takes its factor; DeepEP's
-    kernels are not an NCCL collective and stay on the model (cost_models.commtable).
+    kernels are not an NCCL collective and stay on the model (cost_models.commtable); on the
+    scale-out tiers they move at their own measured rate (flex_scale_out_slowdown).
     """
     moe = model.moe
     assert moe is not None
@@ -312,7 +329,10 @@ def ep_exchange_s(
         return comm.factor("all_to_all", ep_span, tokens * moe.top_k * bytes_per_copy, "ep")
 
     f_dispatch, f_combine = table_factor(dispatch_bytes), table_factor(combine_bytes)
-    loads = [tokens * c * (dispatch_bytes + combine_bytes) for c in copies]
+    slow = flex_scale_out_slowdown(workload, ep_span, cluster.tiers) if deepep else None
+    if slow is None:
+        slow = [(1.0, 1.0)] * len(copies)
+    loads = [tokens * c * (dispatch_bytes * a + combine_bytes * b) for c, (a, b) in zip(copies, slow)]
     busy = tier_loads_busy_s(loads, list(ep_span), cluster.tiers)
     if f_dispatch != 1.0 or f_combine != 1.0:
         share = (dispatch_bytes * f_dispatch + combine_bytes * f_combine) / (
@@ -320,11 +340,11 @@ def ep_exchange_s(
         )
         busy = [x * share for x in busy]
 
-    def exchange_s(bytes_per_copy: float) -> float:
-        loads = [tokens * c * bytes_per_copy for c in copies]
+    def exchange_s(bytes_per_copy: float, role: int) -> float:
+        loads = [tokens * c * bytes_per_copy * f[role] for c, f in zip(copies, slow)]
         return tier_loads_time_s(loads, list(ep_span), cluster.tiers)
 
-    return f_dispatch * exchange_s(dispatch_bytes), f_combine * exchange_s(combine_bytes), busy
+    return f_dispatch * exchange_s(dispatch_bytes, 0), f_combine * exchange_s(combine_bytes, 1), busy
 
 
 def overlapped_tp_s(

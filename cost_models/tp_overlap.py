@@ -41,6 +41,7 @@ from .specs import GpuSpec
 RING, PIPELINE, BULK = "ring_exchange", "pipeline", "bulk"
 COLLECTIVE_MATMUL = "collective_matmul"
 TE_DEFAULT = "te_default"
+TE1_DEFAULT = "te1_default"
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,8 @@ def _bulk(num_sm: int, margin: bool = False) -> UbOverlap:
     return UbOverlap(BULK, num_sm, margin)
 
 
-def _pipe(num_sm: int) -> UbOverlap:
-    return UbOverlap(PIPELINE, num_sm, True, 4)
+def _pipe(num_sm: int, margin: bool = True) -> UbOverlap:
+    return UbOverlap(PIPELINE, num_sm, margin, 4)
 
 
 def _layer(
@@ -80,14 +81,24 @@ def _layer(
 
 
 CONFIGS: dict[str, dict[str, UbOverlap]] = {
-    # TE transformer_engine/pytorch/module/base.py initialize_ub get_default_config (methods:
-    # ring_exchange qkv_fprop fc1_fprop proj_dgrad fc2_dgrad; pipeline proj_fprop fc2_fprop;
-    # bulk qkv_dgrad qkv_wgrad fc1_dgrad fc1_wgrad; num_sm 1 / 16, set_sm_margin for non-ring).
+    # TE transformer_engine/pytorch/module/base.py initialize_ub get_default_config, TE >= 2.0
+    # (methods: ring_exchange qkv_fprop fc1_fprop proj_dgrad fc2_dgrad; pipeline proj_fprop
+    # fc2_fprop; bulk qkv_dgrad qkv_wgrad fc1_dgrad fc1_wgrad; num_sm 1 / 16, set_sm_margin for
+    # non-ring).
     TE_DEFAULT: {
         **{n: _RING for n in ("qkv_fprop", "fc1_fprop", "proj_dgrad", "fc2_dgrad")},
         "proj_fprop": _pipe(16),
         "fc2_fprop": _pipe(16),
         **{n: _bulk(16, True) for n in ("qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad")},
+    },
+    # The same before Transformer Engine 2.0 (v1.5 .. v1.13 base.py initialize_ub: methods, SMs
+    # and splits as above, `set_sm_margin` 0 unless a config sets it; TE 2.0, 2025-02, made it
+    # `not method == "ring_exchange"`): the communication shares the GEMM's SMs while it runs.
+    TE1_DEFAULT: {
+        **{n: _RING for n in ("qkv_fprop", "fc1_fprop", "proj_dgrad", "fc2_dgrad")},
+        "proj_fprop": _pipe(16, margin=False),
+        "fc2_fprop": _pipe(16, margin=False),
+        **{n: _bulk(16) for n in ("qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad")},
     },
     # Megatron-Bridge src/megatron/bridge/training/comm_overlap.py, every config but the LoRA
     # ones (each definition identical at the containers' commits 5776a6d90 c0b9a0003 cfeddcd94
@@ -158,14 +169,17 @@ def overlap_s(
 
     GEMM: count x time(piece) from the same kernel tables as every GEMM. Communication: a split
     method cannot hide its first (ring) or last (pipeline) chunk, collective / count; the rest
-    hides behind the GEMM and is exposed beyond it. While it runs, its num_sm SMs are not the
-    GEMM's: + hidden x f / (1 - f), f = num_sm / sm_count (calibration.overlap_slowdown_s).
-    set_sm_margin is priced the same way, a lower bound: TE passes sm_count - num_sm to cuBLASLt
-    (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET) for the whole GEMM, which tunes the kernel choice for
-    that many SMs; whether the kernel then leaves them idle after the collective ends is not
-    measured here, and pricing it so (time x sm / (sm - num_sm) for every margin GEMM) puts
-    MegaScale's overlapped runs behind their own measured no-overlap baselines (7 of the 29
-    shared layout pairs out of order; docs/cost_model.md "TP overlap per GEMM").
+    hides behind the GEMM and is exposed beyond it. Without set_sm_margin the communication's
+    num_sm SMs are not the GEMM's while it runs: + hidden x f / (1 - f), f = num_sm / sm_count
+    (calibration.overlap_slowdown_s). With set_sm_margin TE passes sm_count - num_sm to cuBLASLt
+    as CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET for every piece (CommOverlapCore::initialize
+    `_math_sms`; transformer_engine/common/gemm/cublaslt_gemm.cu sets it when non-zero), and the
+    GEMM then runs as on that many SMs for its whole length: measured on one H100 at the Linear
+    shapes of GPT-3 175B TP8, Llama 3 70B TP4, Llama 3.1 405B TP8 CP2 and a 7B TP2 (all three
+    passes bf16, fp8 forward; bench/measure_sm_carveout.py, bench/results/h100-2026-11-27/
+    carveout.csv) a target of 132 - n SMs costs the median shape x1.139 / 1.146 (bf16 / fp8) at
+    n = 16 and x1.235 / 1.227 at n = 24, against 132 / (132 - n) = 1.138 and 1.222. So the whole
+    GEMM is priced x 1 / (1 - f) and the communication takes nothing more from it.
     """
     whole_s = split_s = 0.0
     statuses = []
@@ -187,8 +201,11 @@ def overlap_s(
     # is within one shape's measurement noise (bench/results/h100-2026-11-26/README.md, ~5 %).
     split_s = max(split_s, whole_s)
     f = min(cfg.num_sm / cal.sm_count, 0.5)
+    if cfg.set_sm_margin:  # the whole GEMM on sm_count - num_sm SMs (docstring)
+        split_s /= 1.0 - f
     first = collective_s / count if count > 1 else 0.0
     hidden = min(collective_s - first, split_s)
     exposed = first + max(0.0, collective_s - first - split_s)
     status = worst(statuses) if statuses else MEASURED
-    return Overlapped(exposed + hidden * f / (1.0 - f), split_s - whole_s, status)
+    contention_s = 0.0 if cfg.set_sm_margin else hidden * f / (1.0 - f)
+    return Overlapped(exposed + contention_s, split_s - whole_s, status)

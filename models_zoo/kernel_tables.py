@@ -36,10 +36,12 @@ BUILTIN_ROOT = Path(__file__).parent / "kernels"
 BUILTIN = "builtin"
 TABLES = ("gemm", "attention", "grouped_gemm", "memory_bound", "collectives")
 """The tables of cost_models.specs.KernelTables."""
-FILES = (*TABLES, "attention_window")
-TABLE_OF = {"attention_window": "attention"}
+FILES = (*TABLES, "attention_window", "gemm_pieces")
+TABLE_OF = {"attention_window": "attention", "gemm_pieces": "gemm"}
 """A file whose rows join another kind's table: attention_window.csv (sliding-window and full
-attention through one kernel, ../shared/data/kernels/README.md) holds attention rows."""
+attention through one kernel, ../shared/data/kernels/README.md) holds attention rows;
+gemm_pieces.csv (GEMM rows measured beside a copied gemm.csv, e.g. the TP-overlap split pieces of
+the shipped H100 folder: models_zoo/kernels/README.md) holds GEMM rows."""
 REQUIRED = {
     "gemm": ("m", "n", "k", "dtype"),
     "attention": ("batch", "seq", "heads", "kv_heads", "head_dim", "causal", "dtype"),
@@ -237,6 +239,7 @@ READERS = {
     "gemm": gemm_rows,
     "attention": attention_rows,
     "attention_window": attention_rows,
+    "gemm_pieces": gemm_rows,
     "grouped_gemm": grouped_gemm_rows,
     "memory_bound": memory_bound_rows,
     "collectives": collective_rows,

@@ -62,8 +62,11 @@ FILL_RULES: dict[str, Any] = {
     "ep": 1,
     "precision": "bf16",
 }
-NETWORK_SETTINGS = frozenset({"moe_dispatcher", "pp_schedule", "max_nodes_per_token", "ep_overlap"})
-"""Issue 16's run settings: the MoE dispatcher (Workload.moe_dispatcher), the pipeline schedule
+NETWORK_SETTINGS = frozenset(
+    {"moe_dispatcher", "moe_flex_backend", "pp_schedule", "max_nodes_per_token", "ep_overlap"}
+)
+"""Issue 16's run settings: the MoE dispatcher (Workload.moe_dispatcher; its flex back-end,
+Workload.moe_flex_backend), the pipeline schedule
 (Layout.pp_schedule), node-limited routing (MoESpec.max_nodes_per_token) and the MoE all-to-all
 overlapped with another micro-batch (Layout.ep_overlap: Megatron's
 overlap_moe_expert_parallel_comm)."""
@@ -323,8 +326,9 @@ def record_inputs(
     settings = record_settings(record)
     own = MEMORY_SETTINGS | COMPUTE_SETTINGS
     physics = {k: v for k, v in settings.items() if k in PHYSICS_FIELDS or k in own}
-    if "moe_dispatcher" in settings:
-        physics["moe_dispatcher"] = settings["moe_dispatcher"]
+    for key in ("moe_dispatcher", "moe_flex_backend"):
+        if key in settings:
+            physics[key] = settings[key]
     if model.moe is not None and "max_nodes_per_token" in settings:
         moe = model.moe.model_copy(update={"max_nodes_per_token": settings["max_nodes_per_token"]})
         model = model.model_copy(update={"moe": moe})

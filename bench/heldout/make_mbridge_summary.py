@@ -17,7 +17,8 @@ applies. Recipe settings come from mbridge_recipes.py: the performance-recipe ov
 src/megatron/bridge/perf_recipes) on main at the commit that published the container's table, taken only when one recipe's whole layout (GPUs, TP, PP, CP, VP, EP, GBS, MBS,
 FSDP) is the row's: CUDA graphs (TE per-layer with the attention in scope, or full-iteration:
 cuda_graphs, and full_iteration_cuda_graph for the latter),
-the flex dispatcher (DeepEP / HybridEP -> moe_dispatcher deepep), moe_a2a_overlap (ep_overlap),
+the flex dispatcher (DeepEP / HybridEP -> moe_dispatcher deepep, unless the recipe function sets
+moe_token_dispatcher_type "alltoall" after it: mbridge_recipes.dispatcher_type_for), moe_a2a_overlap (ep_overlap),
 recompute_modules, CPU offload layers; for a matched fp8_cs recipe fp8_recipe tensorwise (current
 scaling), and for TP > 1 tp_comm_overlap as the recipe function sets it for the row's compute dtype
 (mbridge_recipes.tp_overlap_for). Each record's notes name the recipe, file and commit, or
@@ -37,7 +38,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import mbridge_recipes  # noqa: E402
+import mbridge_recipes
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("docs/performance-summary.md", "docs/performance-summary-archive.md")
@@ -178,7 +179,7 @@ def main(argv: list[str]) -> int:
 
 def footnotes_of(text: str) -> dict[str, str]:
     """The page's footnote definitions, `[^name]: text`."""
-    return dict(re.findall(r"^\[\^([^\]]+)\]: (.*)$", text, flags=re.M))
+    return dict(re.findall(r"^\[\^([^\]]+)\]: (.*)$", text, flags=re.MULTILINE))
 
 
 def _measured_footnotes(cells: dict) -> list[str]:

@@ -4,7 +4,7 @@ matched to a table row by its whole layout. Used by make_mbridge_summary.py for 
 `settings:`; evaluation data only.
 
 Only the base-config overrides are read (cuda_graph_impl / cuda_graph_scope, the MoE flex
-dispatcher backend, moe_a2a_overlap, recompute_modules, cpu_offloading_num_layers), plus two things
+dispatcher backend, moe_a2a_overlap, recompute_modules, cpu_offloading_num_layers), plus three things
 of the recipe run: the compute dtype (the "FP8" / "FP8-CS" rows ran `fp8_cs` configs, which
 utils/precision.py turns into bf16_with_fp8_current_scaling_mixed: fp8_recipe tensorwise) and TP
 communication overlap, read from the recipe function `<model>_pretrain_config_<gpu>(precision)`
@@ -13,7 +13,9 @@ communication overlap, read from the recipe function `<model>_pretrain_config_<g
 statements in order (constants, `bool(... tensor_model_parallel_size > 1)`, `X if precision == "nvfp4"
 else ...`), else the CommOverlapConfig of the library recipe it starts from
 (src/megatron/bridge/recipes/**, `cfg = <model>_pretrain_config()`); anything else that touches the
-setting (an `if`, an unknown expression) leaves it untranscribed and says why in the notes.
+setting (an `if`, an unknown expression) leaves it untranscribed and says why in the notes; and the
+token dispatcher type the recipe function sets (dispatcher_type_for: a flex back-end counts only
+where the type is "flex", which a later `cfg.model.moe_token_dispatcher_type = "alltoall"` undoes).
 Fusions are not transcribed. Also read, of the
 model's library recipe (src/megatron/bridge/recipes/*/*.py `<model>_pretrain_config`, which every
 performance config of the model calls first, e.g. llama31_405b_pretrain_config_gb200 ->
@@ -139,7 +141,7 @@ _PERF_FIELDS = {
     ("model", "tensor_model_parallel_size"), ("model", "pipeline_model_parallel_size"),
     ("model", "context_parallel_size"), ("model", "virtual_pipeline_model_parallel_size"),
     ("model", "expert_model_parallel_size"), ("model", "cuda_graph_impl"), ("model", "cuda_graph_scope"),
-    ("model", "moe_flex_dispatcher_backend"), ("model", "recompute_modules"),
+    ("model", "moe_flex_dispatcher_backend"), ("model", "moe_token_dispatcher_type"), ("model", "recompute_modules"),
     ("model", "recompute_num_layers"), ("model", "cpu_offloading_num_layers"),
     ("model", "use_transformer_engine_op_fuser"), ("train", "global_batch_size"),
     ("train", "micro_batch_size"), ("ddp", "use_megatron_fsdp"),
@@ -227,6 +229,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
     """Container -> config name -> fields, from each container's commit."""
     out: dict[str, Any] = {}
     tp_funcs: dict[str, Any] = {}
+    applies: dict[str, bool] = {}
     for container, commit in CONTAINER_COMMIT.items():
         names = _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance/configs").split()
         configs: dict[str, dict[str, Any]] = {}
@@ -236,6 +239,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
                 configs.update({k: {**v, "_file": path} for k, v in _configs_of(text).items()})
         if configs:
             tp_funcs[container] = tp_overlap_functions(git_dir, commit)
+            applies[container] = base_config_applies_backend(git_dir, commit)
         else:  # perf_recipes (26.06.01+): no held-out row of these containers has TP > 1; not read
             configs = perf_recipe_configs(git_dir, commit)
         flags: dict[str, dict[str, bool]] = {}
@@ -250,6 +254,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
                 cfg["_split"] = {"function": function, **flags[function]}
         out[container] = configs
     out["_tp_overlap"] = tp_funcs  # not a container name: the recipe functions read for tp_comm_overlap
+    out["_applies_backend"] = applies  # nor this: whether set_workload_base_configs applies the flex back-end
     return out
 
 
@@ -285,6 +290,13 @@ def settings_for(recipes, container, model, gpu_system, precision, row):
         return {}, {}, f"recipes {', '.join(hits)} match this layout with different settings"
     name = next(iter(hits))
     settings, said = dict(first[0]), first[2]
+    if settings.get("moe_dispatcher") == "deepep":
+        kind, kind_note = dispatcher_type_for(recipes, container, model, gpu_system)
+        if kind == "alltoall":
+            del settings["moe_dispatcher"]
+            settings.pop("moe_flex_backend", None)
+        if kind_note:
+            said += f", {kind_note}"
     if PRECISION[precision] == "FP8_CS":  # the recipe ran bf16_with_fp8_current_scaling_mixed (utils/precision.py)
         settings["fp8_recipe"] = "tensorwise"
         said += ", compute dtype fp8_cs: fp8 current (per-tensor) scaling"
@@ -312,9 +324,14 @@ def _map(cfg: dict[str, Any]):
             settings["cuda_graphs"] = True
         if impl == "full_iteration":
             settings["full_iteration_cuda_graph"] = True
-    if cfg["moe_flex_dispatcher_backend"]:
+    if cfg["moe_flex_dispatcher_backend"] and cfg.get("moe_token_dispatcher_type") == "alltoall":
+        said.append(f"flex back-end {cfg['moe_flex_dispatcher_backend']} named, but the recipe sets "
+                    "moe_token_dispatcher_type = 'alltoall': the all-to-all dispatcher runs")
+    elif cfg["moe_flex_dispatcher_backend"]:
         said.append(f"flex dispatcher {cfg['moe_flex_dispatcher_backend']}")
         settings["moe_dispatcher"] = "deepep"
+        if cfg["moe_flex_dispatcher_backend"] == "hybridep":
+            settings["moe_flex_backend"] = "hybridep"
     if cfg["moe_a2a_overlap"]:
         said.append("moe_a2a_overlap")
         settings["ep_overlap"] = True
@@ -579,3 +596,71 @@ def tp_overlap_cfg_for(tp_funcs, container, model, gpu_system, precision):
     if name not in CONFIGS:
         return None, f"tp_comm_overlap_cfg {name} not transcribed (cost_models/tp_overlap.py)"
     return name, f"tp_comm_overlap_cfg {name}"
+
+
+# --- Which token dispatcher runs. Megatron-Core takes the flex back-end (moe_flex_dispatcher_backend, whose default
+# is "deepep": megatron/core/transformer/transformer_config.py) only under moe_token_dispatcher_type == "flex"
+# (transformer/moe/moe_layer.py builds MoEFlexTokenDispatcher for "flex", MoEAlltoAllTokenDispatcher for "alltoall";
+# models/gpt/fine_grained_callables.py: enable_deepep = dispatcher type "flex" and back-end "deepep"). A base
+# config's back-end alone does not say which runs: the recipe function may set the type after it (Megatron-Bridge
+# d28afef38 "fix: Perf configs after refactoring" set "alltoall" in qwen3_235b_a22b_pretrain_config_{b300,b200,h100}
+# and qwen3_30b_a3b_pretrain_config_b200, 0ec1df783 turned the 30B B200 one to "flex"), and where
+# scripts/performance/utils/overrides.py set_workload_base_configs calls apply_flex_dispatcher_backend (from 26.04;
+# else it sets "alltoall"), the base config's back-end decides, set last. Not read: the GPU check inside
+# apply_flex_dispatcher_backend (DeepEP skipped on GB200 / GB300; no held-out row names it there).
+_DISPATCHER = "moe_token_dispatcher_type"
+
+
+def base_config_applies_backend(git_dir: str, commit: str) -> bool:
+    """Whether set_workload_base_configs (scripts/performance/utils/overrides.py) calls
+    apply_flex_dispatcher_backend at `commit`."""
+    try:
+        text = _git(git_dir, "show", f"{commit}:scripts/performance/utils/overrides.py")
+    except subprocess.CalledProcessError:
+        return False
+    fn = next((n for n in ast.parse(text).body
+               if isinstance(n, ast.FunctionDef) and n.name == "set_workload_base_configs"), None)  # fmt: skip
+    return fn is not None and any(
+        isinstance(n, ast.Call) and getattr(n.func, "id", None) == "apply_flex_dispatcher_backend" for n in ast.walk(fn)
+    )
+
+
+def _dispatcher_type_of(fn: ast.FunctionDef, applies_backend: bool) -> str | None:
+    """The token dispatcher type a recipe function's top-level statements leave set, in order; None where
+    the last word is the back-end's (apply_flex_dispatcher_backend, or set_workload_base_configs when it
+    applies the back-end) or nothing sets it; an `if` or a computed value that touches it: Unread."""
+    state: str | None = None
+    for st in fn.body:
+        call = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
+        name = getattr(call.func, "id", None) if call is not None else None
+        if name == "apply_flex_dispatcher_backend" or (name == "set_workload_base_configs" and applies_backend):
+            state = None
+        elif isinstance(st, ast.Assign) and len(st.targets) == 1 and getattr(st.targets[0], "attr", None) == _DISPATCHER:
+            if not (isinstance(st.value, ast.Constant) and isinstance(st.value.value, str)):
+                raise Unread(f"{_DISPATCHER} = {ast.unparse(st.value)}")
+            state = st.value.value
+        elif any(isinstance(n, ast.Attribute) and n.attr == _DISPATCHER for n in ast.walk(st)):
+            raise Unread(f"line {st.lineno}: {type(st).__name__} sets {_DISPATCHER}")
+    return state
+
+
+def dispatcher_type_for(recipes, container, model, gpu_system):
+    """(dispatcher type the recipe function sets last or None, note) for a row whose base config names a flex
+    back-end, from the recipe function for its model and GPU at the container's commit."""
+    tp_funcs = recipes.get("_tp_overlap", {})
+    if container not in tp_funcs:
+        return None, None
+    funcs, _library = tp_funcs[container]
+    gpu = gpu_system.split("-")[1]
+    hit = funcs.get((PREFIX[model], gpu))
+    if hit is None:
+        return None, None
+    fn, path = hit
+    try:
+        kind = _dispatcher_type_of(fn, recipes.get("_applies_backend", {}).get(container, False))
+    except Unread as err:
+        return None, f"{_DISPATCHER} not read ({fn.name}: {err})"
+    if kind != "alltoall":
+        return kind, None
+    return kind, (f"{fn.name} ({path}) sets {_DISPATCHER} = 'alltoall' after the back-end: the all-to-all "
+                  "dispatcher runs (Megatron-Core takes the flex back-end only under 'flex')")

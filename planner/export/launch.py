@@ -240,7 +240,8 @@ def _megatron_moe(model: ModelSpec, workload: Workload) -> list[str]:
     # exchange as all-to-all (or DeepEP); Megatron's defaults are per-expert GEMMs and allgather.
     args.append("--moe-grouped-gemm")
     if workload.moe_dispatcher == "deepep":
-        args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"]
+        backend = workload.moe_flex_backend
+        args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", backend]
     else:
         args += ["--moe-token-dispatcher-type", "alltoall"]
     return args
@@ -373,6 +374,12 @@ def _megatron_tp_overlap(workload: Workload, lo: Layout) -> list[str]:
     other configuration needs a YAML of per-GEMM settings this export does not write."""
     if not (lo.tp_comm_overlap and lo.tp > 1):
         return []
+    if workload.tp_overlap == "te1_default":
+        raise _refuse(
+            "megatron",
+            "tp_overlap te1_default describes Transformer Engine 1.x; the export targets "
+            "megatron-core 0.19.2, whose Transformer Engine 2.x defaults are te_default",
+        )
     if workload.tp_overlap != "te_default":
         raise _refuse(
             "megatron",

@@ -85,6 +85,9 @@ def test_megatron_export_names_the_real_overlap_and_dispatcher_flags() -> None:
         assert flag in args
     assert args[args.index("--moe-flex-dispatcher-backend") + 1] == "deepep"
     assert {a for a in args if a.startswith("--")} <= known
+    hybrid = work.model_copy(update={"moe_flex_backend": "hybridep"})
+    args = megatron_args(model, hybrid, estimate(model, cluster, hybrid, over))
+    assert args[args.index("--moe-flex-dispatcher-backend") + 1] == "hybridep"
     dual = next(lo for lo in layouts if lo.pp_schedule == "dualpipe")
     with pytest.raises(InvalidInput, match="dualpipe"):
         megatron_args(model, work, estimate(model, cluster, work, dual))

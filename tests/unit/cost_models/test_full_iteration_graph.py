@@ -97,6 +97,7 @@ def test_perf_recipe_functions_read_in_order_with_their_helpers():
         "cuda_graphs": True,
         "full_iteration_cuda_graph": True,
         "moe_dispatcher": "deepep",
+        "moe_flex_backend": "hybridep",
         "ep_overlap": True,
     }
     assert "op-fuser fused grouped MLP (not an input)" in said

@@ -58,6 +58,14 @@ def test_refused_inputs(over, message):
         workload(**over)
 
 
+def test_hybridep_pads_to_capacity():
+    # megatron-core refuses padding only for the DeepEP back-end (transformer_config.py);
+    # _HybridEPManager pads (drop_and_pad = moe_pad_expert_input_to_capacity)
+    w = workload(moe_capacity_factor=1.0, moe_pad_to_capacity=True, moe_dispatcher="deepep",
+                 moe_flex_backend="hybridep")  # fmt: skip
+    assert w.moe_pad_to_capacity and w.moe_flex_backend == "hybridep"
+
+
 def test_padding_to_capacity_aligns_the_rows():
     # moe_model: 16 experts, top_k 2. TP 1, CP 1, micro-batch 1, seq 4096: each router keeps
     # ceil(4096 x 2 / 16 x f) rows per expert; f 1.0 -> 512 (a multiple of 16 and 32)

@@ -90,7 +90,12 @@ def test_megatron_flex_dispatch_sends_bf16_under_fp8() -> None:
     from cost_models.stage import ep_exchange_s
 
     model, cluster, work, layout = _deepseek()
-    zero = tuple(t.model_copy(update={"latency_us": 0.0}) for t in cluster.tiers)
+    # Scale-out efficiency at DeepEP's measured fractions' floor (0.855): bytes alone set the ratio
+    # (DeepEP's dispatch and combine kernels otherwise run at their own measured rates).
+    zero = tuple(
+        t.model_copy(update={"latency_us": 0.0, "efficiency": min(t.efficiency, 0.85) if j else t.efficiency})
+        for j, t in enumerate(cluster.tiers)
+    )
     cluster = cluster.model_copy(update={"tiers": zero})
     span = list(topology.spans(cluster, layout)["ep"])
     stated = Workload(seq_len=4096, global_batch_seqs=15360, precision="fp8", moe_dispatcher="deepep")
@@ -170,3 +175,46 @@ def test_deepseek_v3_published_layout_within_15_percent() -> None:
     model, cluster, work, layout = _deepseek(pp_schedule="dualpipe")
     got = estimate(model, cluster, work, layout).tokens_per_s_per_gpu
     assert abs(got - 1542) / 1542 < 0.15
+
+
+def test_flex_wire_fractions_from_the_published_logical_bandwidths() -> None:
+    """Each back-end's benchmark counts a token once per distinct destination node, its own node
+    included; by symmetry of the benchmark's routing a distinct node is the sender's own with
+    probability 1/N, so (N-1)/N of the logical GB/s crosses the NIC (CX7: 50 GB/s line rate)."""
+    logical = {  # (dispatch, combine) GB/s at 2 / 4 / 8 nodes, from the READMEs
+        "deepep": {2: (43, 43), 4: (58, 57), 8: (51, 50)},
+        "hybridep": {2: (54.47, 53.35), 4: (47.36, 52.53), 8: (41.24, 46.57)},
+    }
+    for backend, rows in logical.items():
+        for nodes, (d, c) in rows.items():
+            wire = (d * (nodes - 1) / nodes / 50, c * (nodes - 1) / nodes / 50)
+            assert comm.FLEX_WIRE_FRACTION[backend][nodes] == pytest.approx(wire, abs=5e-5)
+    # 3 nodes take the 2-node figure (the largest measured count not above), 16 the 8-node one.
+    assert comm.flex_wire_fractions("hybridep", 3) == comm.FLEX_WIRE_FRACTION["hybridep"][2]
+    assert comm.flex_wire_fractions("deepep", 16) == comm.FLEX_WIRE_FRACTION["deepep"][8]
+
+
+def test_flex_exchange_moves_at_the_backends_measured_rate_by_hand() -> None:
+    """Across 2 nodes HybridEP reaches 0.5447 / 0.5335 of line rate (dispatch / combine) where the
+    IB tier's NCCL efficiency is 0.9: its scale-out bytes take 0.9 / 0.5447 and 0.9 / 0.5335 as
+    long; NVLink is unchanged; a tier already below the measured fraction is not slowed."""
+    from cost_models.stage import ep_exchange_s
+
+    model = models_zoo.load_model("qwen3-30b-a3b")
+    nvl, ib = tier("nvlink", 8, 450, efficiency=0.8), tier("ib", None, 50, efficiency=0.9)
+    cluster = models_zoo.load_cluster("dgx-h100").model_copy(update={"tiers": (nvl, ib)})
+    layout = factories.layout(ep=16, dp=16)
+    base = Workload(seq_len=4096, global_batch_seqs=1024, precision="bf16", moe_dispatcher="deepep")
+    hybrid = base.model_copy(update={"moe_flex_backend": "hybridep"})
+    span = [8, 16]
+    _, _, busy_h = ep_exchange_s(model, cluster, hybrid, layout, span)
+    slow_ib = cluster.model_copy(update={"tiers": (nvl, ib.model_copy(update={"efficiency": 0.5}))})
+    _, _, busy_ref = ep_exchange_s(model, slow_ib, hybrid, layout, span)
+    # bf16 dispatch and combine carry equal bytes: the IB busy time scales by their mean factor
+    # against the same bytes at the tier's own 0.9 (0.5 / 0.9 of the 0.5-efficiency tier's time).
+    factor = (0.9 / 0.5447 + 0.9 / 0.5335) / 2
+    assert busy_h[1] == pytest.approx(busy_ref[1] * 0.5 / 0.9 * factor, rel=1e-12)
+    assert busy_h[0] == pytest.approx(busy_ref[0], rel=1e-12)
+    d_h, c_h, _ = ep_exchange_s(model, cluster, hybrid, layout, span)
+    d_e, c_e, _ = ep_exchange_s(model, cluster, base, layout, span)
+    assert d_h < d_e and c_h < c_e  # DeepEP V1 at 2 nodes: 0.43 of line rate

@@ -21,6 +21,7 @@ from cost_models.tp_overlap import (
     CONFIGS,
     PIPELINE,
     RING,
+    TE1_DEFAULT,
     TE_DEFAULT,
     TP_OVERLAP_CHOICES,
     UbOverlap,
@@ -78,13 +79,37 @@ def test_ring_exchange_prices_tp_pieces_of_m_over_tp_from_the_table():
 
 def test_pipeline_splits_the_output_columns_and_its_sms_are_taken_while_hidden():
     c = 2.0 * MS
-    o = overlap_s(UbOverlap(PIPELINE, 16, True, 4), c, 8, G, 0, GPU, CAL, False, BOOK)
+    o = overlap_s(UbOverlap(PIPELINE, 16, False, 4), c, 8, G, 0, GPU, CAL, False, BOOK)
     f = 16 / CAL.sm_count
     split = 4 * 0.26 * MS  # 4 pieces of 256 output columns
     assert o.gemm_extra_s == pytest.approx(split - 1.0 * MS, rel=1e-9)
     # last chunk (c / 4) exposed, then 1.5 ms behind a 1.04 ms GEMM: 0.46 ms exposed beyond it
     hidden = split
     assert o.exposed_s == pytest.approx(0.5 * MS + (1.5 * MS - split) + hidden * f / (1 - f))
+
+
+def test_a_margin_runs_the_whole_split_gemm_on_the_remaining_sms():
+    """set_sm_margin: cuBLASLt targets sm_count - 16 SMs for every piece, which runs the GEMM
+    sm_count / (sm_count - 16) slower (measured: bench/results/h100-2026-11-27/carveout2.csv);
+    the communication then takes no SMs from it."""
+    c = 2.0 * MS
+    o = overlap_s(UbOverlap(PIPELINE, 16, True, 4), c, 8, G, 0, GPU, CAL, False, BOOK)
+    f = 16 / CAL.sm_count
+    split = 4 * 0.26 * MS / (1 - f)
+    assert o.gemm_extra_s == pytest.approx(split - 1.0 * MS, rel=1e-9)
+    assert o.exposed_s == pytest.approx(0.5 * MS + (1.5 * MS - split), rel=1e-9)
+    bulk = overlap_s(UbOverlap(BULK, 16, True), 0.5 * MS, 8, G, 0, GPU, CAL, False, BOOK)
+    assert bulk.gemm_extra_s == pytest.approx(1.0 * MS / (1 - f) - 1.0 * MS, rel=1e-9)
+    assert bulk.exposed_s == 0.0
+
+
+def test_transformer_engine_1_defaults_have_no_margin():
+    """TE v1.5-v1.13 initialize_ub: set_sm_margin 0 unless configured; TE 2.0 turned it on for
+    the pipeline and bulk methods."""
+    te1, te2 = CONFIGS[TE1_DEFAULT], CONFIGS[TE_DEFAULT]
+    assert set(te1) == set(te2)
+    for name, cfg in te2.items():
+        assert te1[name] == UbOverlap(cfg.method, cfg.num_sm, False, cfg.num_splits)
 
 
 def test_bulk_hides_the_whole_collective_behind_the_whole_gemm():
@@ -149,6 +174,10 @@ def test_megatron_export_emits_te_defaults_and_refuses_other_configs():
         else:
             with pytest.raises(InvalidInput, match=r"tp_overlap userbuffers_fp8_h100.*cfg FILE"):
                 megatron_args(model, w, e)
+    w = workload(4096, 64, tp_overlap=TE1_DEFAULT)  # megatron-core 0.19.2 runs TE 2.x
+    e = Pricer(model, cluster(64), w).estimate(lo)
+    with pytest.raises(InvalidInput, match=r"te1_default describes Transformer Engine 1\.x"):
+        megatron_args(model, w, e)
     w = workload(4096, 64, tp_overlap=TE_DEFAULT)
     e = Pricer(model, cluster(64), w).estimate(lo)
     with pytest.raises(InvalidInput, match="torchtitan.*tp_overlap te_default"):

@@ -16,7 +16,7 @@ import models_zoo
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster
 from models_zoo.inputs import validated
-from models_zoo.kernel_tables import BUILTIN_ROOT, builtin_index, resolve_kernels
+from models_zoo.kernel_tables import BUILTIN_ROOT, builtin_index, gemm_rows, resolve_kernels
 from models_zoo.provenance import cluster_constants, gpu_constants
 from planner.cli import main
 
@@ -25,7 +25,7 @@ MEASURED = SHARED / "data" / "kernels"
 SHIPPED = ("h100-sxm-80gb", "h200-sxm-141gb")
 # Files this project measured itself beyond ../shared/data/kernels (models_zoo/kernels/README.md
 # names the command and the date): everything else is a byte-identical copy.
-MEASURED_HERE = {"h100-sxm-80gb": {"sustained_fp8.csv"}}
+MEASURED_HERE = {"h100-sxm-80gb": {"sustained_fp8.csv", "gemm_pieces.csv"}}
 
 
 def test_every_gpu_preset_says_whether_tables_ship_and_why():
@@ -72,8 +72,12 @@ def test_builtin_gives_the_rows_of_the_measured_folder():
     own = _cluster("builtin").kernels
     named = _cluster({"builtin": "h100-sxm-80gb"}).kernels
     by_path = _cluster({"path": str(MEASURED / "h100-sxm-80gb")}).kernels
-    for kind in ("gemm", "attention", "grouped_gemm", "memory_bound"):
+    for kind in ("attention", "grouped_gemm", "memory_bound"):
         assert getattr(own, kind) == getattr(named, kind) == getattr(by_path, kind)
+    # gemm: the measured folder's rows, then this project's split pieces (gemm_pieces.csv)
+    pieces = gemm_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "gemm_pieces.csv")
+    rows = [[tuple(r) for r in k.gemm] for k in (own, named)]
+    assert rows[0] == rows[1] == [*(tuple(r) for r in by_path.gemm), *(tuple(r) for r in pieces)]
     assert own.source.startswith("builtin h100-sxm-80gb") and "2026-11-26" in own.source
     h200 = _cluster("builtin", "dgx-h200").kernels
     assert h200.gemm != own.gemm and h200.source.startswith("builtin h200-sxm-141gb")
@@ -118,4 +122,25 @@ def test_constants_mark_the_shipped_tables():
     plain = {r["constant"]: r for r in cluster_constants(models_zoo.load_cluster("dgx-a100"))}
     assert plain["kernels"]["basis"] == "assumption"
     tabled = {r["constant"]: r for r in cluster_constants(_cluster("builtin"))}
-    assert tabled["kernels"]["basis"] == "measured" and "1681 gemm" in tabled["kernels"]["why"]
+    pieces = len(gemm_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "gemm_pieces.csv"))
+    assert tabled["kernels"]["basis"] == "measured"
+    assert f"{1681 + pieces} gemm" in tabled["kernels"]["why"]
+
+
+def test_split_pieces_file_is_what_its_script_writes():
+    """models_zoo/kernels/h100-sxm-80gb/gemm_pieces.csv comes from bench/make_gemm_pieces.py
+    (three measured runs in bench/results/h100-2026-11-27, on the shipped table's level): no
+    hand edit, and no piece the shipped table already holds."""
+    import subprocess
+    import sys
+
+    if not MEASURED.is_dir():
+        pytest.skip("../shared/data/kernels not present")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "make_gemm_pieces.py"), "--check"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    shipped = {tuple(r[:5]) for r in gemm_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "gemm.csv")}
+    pieces = gemm_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "gemm_pieces.csv")
+    assert pieces and not {tuple(r[:5]) for r in pieces} & shipped

@@ -266,3 +266,69 @@ def test_token_drop_rows_carry_the_capacity_settings(records: list[dict]) -> Non
         assert (work.moe_capacity_factor, work.moe_pad_to_capacity) == (1.0, True)
     others = [r for r in records if not r["id"].endswith("-tokendrop")]
     assert not any("moe_capacity_factor" in (r.get("settings") or {}) for r in others)
+
+
+def test_dispatcher_type_read_from_recipe_functions_in_order() -> None:
+    """Megatron-Core runs the flex back-end only under moe_token_dispatcher_type "flex": the reader
+    takes the type a recipe function sets last; apply_flex_dispatcher_backend, or
+    set_workload_base_configs where it applies the back-end (Megatron-Bridge from 26.04), hands the
+    last word back to the back-end (None); an `if` touching the type leaves it unread."""
+    import ast
+
+    m = _recipes_module()
+    src = '''
+def qwen3_235b_a22b_pretrain_config_h100(precision="bf16"):
+    cfg = qwen3_235b_a22b_pretrain_config()
+    cfg.model.moe_flex_dispatcher_backend = base_cfg.moe_flex_dispatcher_backend
+    cfg.model.moe_token_dispatcher_type = "alltoall"
+    set_qwen3_common_configs(cfg)
+    set_workload_base_configs(cfg, base_cfg)
+    return cfg
+def qwen3_30b_a3b_pretrain_config_h100(precision="bf16"):
+    cfg = qwen3_30b_a3b_pretrain_config()
+    cfg.model.moe_token_dispatcher_type = "flex"
+    return cfg
+def kimi_k2_pretrain_config_gb300(precision="bf16"):
+    cfg = kimi_k2_pretrain_config()
+    cfg.model.moe_token_dispatcher_type = "alltoall"
+    apply_flex_dispatcher_backend(cfg.model, cfg.model.moe_flex_dispatcher_backend)
+    return cfg
+def deepseek_v3_pretrain_config_gb200(precision="bf16"):
+    cfg = deepseek_v3_pretrain_config()
+    if precision == "bf16":
+        cfg.model.moe_token_dispatcher_type = "alltoall"
+    return cfg
+'''
+    fns = {n.name: n for n in ast.parse(src).body}
+    assert m._dispatcher_type_of(fns["qwen3_235b_a22b_pretrain_config_h100"], False) == "alltoall"
+    assert m._dispatcher_type_of(fns["qwen3_235b_a22b_pretrain_config_h100"], True) is None
+    assert m._dispatcher_type_of(fns["qwen3_30b_a3b_pretrain_config_h100"], False) == "flex"
+    assert m._dispatcher_type_of(fns["kimi_k2_pretrain_config_gb300"], False) is None
+    with pytest.raises(m.Unread):
+        m._dispatcher_type_of(fns["deepseek_v3_pretrain_config_gb200"], False)
+
+
+def test_rows_whose_recipe_sets_alltoall_run_the_alltoall_dispatcher(records: list[dict]) -> None:
+    """26.02 / 26.02.01: the Qwen3 base configs name DeepEP, but the H100 / B200 / B300 235B recipe
+    functions (and 26.02's 30B B200 one) set moe_token_dispatcher_type = "alltoall" after it
+    (Megatron-Bridge d28afef38): those rows carry no flex dispatcher; later containers' HybridEP
+    rows, applied by set_workload_base_configs, keep it."""
+    by_id = {r["id"]: r for r in records}
+    alltoall = (
+        "mbridge-26.02-h100-qwen3-235b-a22b-fp8", "mbridge-26.02.01-h100-qwen3-235b-a22b-fp8",
+        "mbridge-26.02-b200-qwen3-235b-a22b-mxfp8", "mbridge-26.02-b300-qwen3-235b-a22b-mxfp8",
+        "mbridge-26.02-b200-qwen3-30b-a3b-mxfp8",
+    )  # fmt: skip
+    for rid in alltoall:
+        r = by_id[rid]
+        assert "moe_dispatcher" not in r["settings"], rid
+        assert "sets moe_token_dispatcher_type = 'alltoall' after the back-end" in r["notes"], rid
+    for rid in ("mbridge-26.04-h100-qwen3-30b-a3b-fp8", "mbridge-26.02-gb200-qwen3-235b-a22b-mxfp8"):
+        assert by_id[rid]["settings"]["moe_dispatcher"] == "deepep", rid
+        assert by_id[rid]["settings"]["moe_flex_backend"] == "hybridep", rid  # HybridEP's kernels
+    assert "moe_flex_backend" not in by_id["mbridge-26.04.01-b200-deepseekv3-mxfp8"]["settings"]  # DeepEP
+    for r in records:
+        s = r.get("settings") or {}
+        assert ("moe_flex_backend" in s) == ("flex dispatcher hybridep" in r["notes"] and "moe_dispatcher" in s), r["id"]
+    said = [r["id"] for r in records if "'alltoall' after the back-end" in r["notes"]]
+    assert sorted(said) == sorted(alltoall)

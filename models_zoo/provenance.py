@@ -167,7 +167,9 @@ def shipped_tables_row(gpu_id: str) -> dict[str, Any]:
             "constant": "kernel_tables",
             "value": entry["folder"],
             "basis": "measured",
-            "why": f"{builtin_source(gpu_id)}; used where a cluster says kernels: builtin",
+            "why": f"{builtin_source(gpu_id)}; "
+            + (f"{entry['note']}; " if entry.get("note") else "")
+            + "used where a cluster says kernels: builtin",
         }
     note = entry["note"] if entry else "not in models_zoo/kernels/index.json"
     return {

@@ -743,6 +743,13 @@ def profile_violations(
         out.append(f"pipeline schedule dualpipe is not a {p.name} schedule")
     if layout.ep_overlap:
         out += ep_overlap_violations(p, layout)
+    overlap = layout.tp_comm_overlap and layout.tp > 1
+    if p.name == "megatron" and overlap and not layout.sequence_parallel:
+        out.append(
+            "tp_comm_overlap without sequence parallelism (megatron/training/arguments.py "
+            "validate_args: 'Tensor parallel communication/GEMM overlap can happen only when "
+            "sequence parallelism is enabled')"
+        )
     if p.name == "torchtitan":
         out += _torchtitan_violations(model, layout, chunks)
     if p.name == "deepspeed" and split_slots(layout) != (0, 0):

@@ -33,6 +33,7 @@ from cost_models.framework import DEFAULT_FRAMEWORK, FRAMEWORKS
 from cost_models.framework import profile as framework_profile
 from cost_models.goodput import Reliability
 from cost_models.specs import RECOMPUTE_MODULES
+from cost_models.tp_overlap import TP_OVERLAP_CHOICES
 from models_zoo.inputs import read_data_file
 
 from . import (
@@ -490,6 +491,23 @@ def _add_estimate(sub: Any) -> None:
         default=None,
         help="Megatron sequence parallelism (default: on whenever TP > 1, as plan searches)",
     )
+    e.add_argument(
+        "--tp-comm-overlap",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="TP collectives overlapped with their GEMMs (Megatron --tp-comm-overlap, torchtitan "
+        "async TP; needs --tp > 1; default: the framework's)",
+    )
+    e.add_argument(
+        "--tp-overlap",
+        choices=TP_OVERLAP_CHOICES,
+        default=None,
+        metavar="CONFIG",
+        help="how --tp-comm-overlap runs: te_default (Transformer Engine 2.x userbuffers "
+        "defaults, what Megatron-LM runs without --tp-comm-overlap-cfg), te1_default (the same "
+        "on TE 1.x, no SM margin), a Megatron-Bridge userbuffers_* config, or "
+        "collective_matmul (PyTorch async TP); default: the framework's",
+    )
     _add_headroom(e)
     e.add_argument(
         "--pp-schedule",
@@ -930,6 +948,10 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         fields["sequence_parallel"] = args.sequence_parallel
     fields["pp_schedule"] = args.pp_schedule
     fields["ep_overlap"] = args.ep_overlap
+    if args.tp_comm_overlap is not None:  # unset: the framework profile's default
+        if args.tp_comm_overlap and args.tp <= 1:
+            raise InvalidInput("--tp-comm-overlap needs --tp > 1 (no TP collectives to overlap)")
+        fields["tp_comm_overlap"] = args.tp_comm_overlap
     if args.cpu_offload_layers is not None:
         fields["cpu_offload_layers"] = args.cpu_offload_layers
     for key in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
@@ -945,6 +967,7 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         precision=args.precision,
         moe_dispatcher=args.moe_dispatcher,
         **_workload_fields(args),
+        **({} if args.tp_overlap is None else {"tp_overlap": args.tp_overlap}),
     )
     name = _framework(args)
     if name == api.AUTO_FRAMEWORK:

@@ -29,6 +29,7 @@ LAYOUT_KEYS = (
     "cpu_offload_layers",
     "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split",
+    "tp_comm_overlap",
 )
 
 

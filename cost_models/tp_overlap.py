@@ -62,8 +62,8 @@ def _bulk(num_sm: int, margin: bool = False) -> UbOverlap:
     return UbOverlap(BULK, num_sm, margin)
 
 
-def _pipe(num_sm: int, margin: bool = True) -> UbOverlap:
-    return UbOverlap(PIPELINE, num_sm, margin, 4)
+def _pipe(num_sm: int) -> UbOverlap:
+    return UbOverlap(PIPELINE, num_sm, True, 4)
 
 
 def _layer(
@@ -80,26 +80,23 @@ def _layer(
     }  # fmt: skip
 
 
+# TE transformer_engine/pytorch/module/base.py initialize_ub get_default_config, TE >= 2.0
+# (methods: ring_exchange qkv_fprop fc1_fprop proj_dgrad fc2_dgrad; pipeline proj_fprop
+# fc2_fprop; bulk qkv_dgrad qkv_wgrad fc1_dgrad fc1_wgrad; num_sm 1 / 16, set_sm_margin for
+# non-ring).
+_TE2_DEFAULT = {
+    **{n: _RING for n in ("qkv_fprop", "fc1_fprop", "proj_dgrad", "fc2_dgrad")},
+    "proj_fprop": _pipe(16),
+    "fc2_fprop": _pipe(16),
+    **{n: _bulk(16, True) for n in ("qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad")},
+}
+
 CONFIGS: dict[str, dict[str, UbOverlap]] = {
-    # TE transformer_engine/pytorch/module/base.py initialize_ub get_default_config, TE >= 2.0
-    # (methods: ring_exchange qkv_fprop fc1_fprop proj_dgrad fc2_dgrad; pipeline proj_fprop
-    # fc2_fprop; bulk qkv_dgrad qkv_wgrad fc1_dgrad fc1_wgrad; num_sm 1 / 16, set_sm_margin for
-    # non-ring).
-    TE_DEFAULT: {
-        **{n: _RING for n in ("qkv_fprop", "fc1_fprop", "proj_dgrad", "fc2_dgrad")},
-        "proj_fprop": _pipe(16),
-        "fc2_fprop": _pipe(16),
-        **{n: _bulk(16, True) for n in ("qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad")},
-    },
+    TE_DEFAULT: _TE2_DEFAULT,
     # The same before Transformer Engine 2.0 (v1.5 .. v1.13 base.py initialize_ub: methods, SMs
     # and splits as above, `set_sm_margin` 0 unless a config sets it; TE 2.0, 2025-02, made it
     # `not method == "ring_exchange"`): the communication shares the GEMM's SMs while it runs.
-    TE1_DEFAULT: {
-        **{n: _RING for n in ("qkv_fprop", "fc1_fprop", "proj_dgrad", "fc2_dgrad")},
-        "proj_fprop": _pipe(16, margin=False),
-        "fc2_fprop": _pipe(16, margin=False),
-        **{n: _bulk(16) for n in ("qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad")},
-    },
+    TE1_DEFAULT: {n: replace(c, set_sm_margin=False) for n, c in _TE2_DEFAULT.items()},
     # Megatron-Bridge src/megatron/bridge/training/comm_overlap.py, every config but the LoRA
     # ones (each definition identical at the containers' commits 5776a6d90 c0b9a0003 cfeddcd94
     # 74695a06d 21d102f5e 8f341b04f 381d0b825 4ab94dfad and at 067f987df); the performance

@@ -32,6 +32,7 @@ from .kernels import KernelBook
 from .pricer import Pricer
 from .rules import layout_violations
 from .specs import Cluster, KernelTables, Layout, ModelSpec, Workload
+from .stage import ADAM_OP, CHUNK_CAT_OP, CLIP_OP
 
 BF16_BYTES = 2
 
@@ -211,6 +212,9 @@ MEMORY_BYTES_PER_ELEMENT = {
     "squared_relu": 2 * BF16_BYTES,
     "moe_permute": 2 * BF16_BYTES,  # gather: read a source row, write it (per routed element)
     "moe_unpermute": 3 * BF16_BYTES,  # scatter-add: read routed row, read + write destination
+    ADAM_OP: 28,  # fp32 param, grad, exp_avg, exp_avg_sq read; param, exp_avg, exp_avg_sq written
+    CHUNK_CAT_OP: BF16_BYTES + 4,  # bf16 gradient read, fp32 reduce-scatter input written
+    CLIP_OP: 12,  # fp32 gradient read for the norm (4), read and written scaled (8)
 }
 """Bytes per (tokens x width) element each op moves, each tensor read or written once (the
 convention of ../shared/data/kernels/memory_bound.csv and moe_ops.csv)."""
@@ -269,6 +273,30 @@ def memory_rows(
     return sorted(rows)
 
 
+STEP_TAIL_ROWS = (
+    (ADAM_OP, 16, 2**20, "fp32"),
+    (ADAM_OP, 16, 2**22, "fp32"),
+    (CLIP_OP, 16, 2**21, "fp32"),
+    (CLIP_OP, 16, 2**23, "fp32"),
+    (CHUNK_CAT_OP, 16, 2**22, "bf16"),
+    (CHUNK_CAT_OP, 16, 2**24, "bf16"),
+)
+"""(op, tensors, elements per tensor, dtype) of the per-step tail's kernels the Pricer prices at
+their streaming rate (stage.ADAM_OP, CLIP_OP, CHUNK_CAT_OP; KernelBook.streaming_bytes_per_s):
+two sizes each, every one above HBM_STREAMING_BYTES (Adam 0.47 / 1.9 GB, clip 0.40 / 1.6 GB,
+chunk_cat 0.40 / 1.6 GB), so
+that the rate is read where it is flat (the profiled rows: within 2 % from 9 to 100 GB per step)
+whatever the model; `tokens` counts the tensors of one multi-tensor call, `width` their length."""
+
+
+def step_tail_rows() -> list[tuple[str, int, int, str, int, int]]:
+    """STEP_TAIL_ROWS as memory-bound rows (op, tokens, width, dtype, bytes, top_k)."""
+    return [
+        (op, n, width, dtype, n * width * MEMORY_BYTES_PER_ELEMENT[op], 1)
+        for op, n, width, dtype in STEP_TAIL_ROWS
+    ]
+
+
 @dataclass(frozen=True)
 class KernelShapes:
     """The rows `planner measure kernels` measures for one model (module docstring)."""
@@ -302,6 +330,6 @@ def kernel_shapes(
         gemm=gemm_rows(rec),
         grouped_gemm=grouped_rows(rec),
         attention=attention_rows(rec),
-        memory_bound=memory_rows(model, tokens, [lo.tp for lo in layouts]),
+        memory_bound=memory_rows(model, tokens, [lo.tp for lo in layouts]) + step_tail_rows(),
         tokens=tokens,
     )

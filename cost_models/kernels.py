@@ -159,6 +159,7 @@ class KernelBook:
     _attention: dict = field(init=False)
     _memory: dict = field(init=False)
     _window: dict = field(init=False)
+    _streaming: dict = field(init=False)
     _min_s_per_flop: dict = field(init=False)
     _cache: dict = field(init=False, default_factory=dict)
 
@@ -193,6 +194,11 @@ class KernelBook:
             lambda r: (r[2] * 1e-3 / r[1],),
         )
         self._window = _window_grids(t.attention)
+        streaming: dict[str, list[float]] = {}
+        for op, nbytes, time_ms in t.memory_bound:
+            if nbytes >= HBM_STREAMING_BYTES:
+                streaming.setdefault(op, []).append(nbytes / (time_ms * 1e-3))
+        self._streaming = {op: float(np.median(r)) for op, r in streaming.items()}
 
     @property
     def source(self) -> str:
@@ -303,6 +309,18 @@ class KernelBook:
             held = float(min(max(nbytes, lo), hi))
             per_byte, _ = self._cached(("memory", op, held), grid, (held,))
         return (None if per_byte is None else per_byte[0] * nbytes), status
+
+
+    def streaming_bytes_per_s(self, op: str) -> float | None:
+        """The bytes/s `op` streams at: the median rate of its rows that stream from HBM (at
+        least HBM_STREAMING_BYTES), or None where the table has none. One rate per op, not a
+        look-up per size: the per-step ops priced so (the optimizer step, FSDP2's
+        reduce-scatter copy-in: stage.stage_optimizer_s, stage.fsdp_copies_s) move a stage's
+        whole parameter set, hundreds of MB and more, where the measured rates are flat (the
+        profiled H100 / H200 rows: within 2 % from 0.25 to 100 GB, models_zoo/kernels/README.md),
+        and a rate keeps those terms affine in the stage's parameters, as the stage partition
+        needs (planner/search/partition.py)."""
+        return self._streaming.get(op)
 
 
 HBM_STREAMING_BYTES = 2**27

@@ -32,7 +32,7 @@ from .compute import (
     tokens_per_gpu,
 )
 from .errors import InvalidInput
-from .kernels import STATUSES, KernelBook
+from .kernels import EXTRAPOLATED, MEASURED, STATUSES, KernelBook
 from .memory import (
     StageParams,
     buffer_bytes,
@@ -55,7 +55,10 @@ from .rankmap import LAYER_GROUPS, Group
 from .rules import layout_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 from .stage import (
+    ADAM_OP,
     BF16_BYTES,
+    CHUNK_CAT_OP,
+    CLIP_OP,
     LayerActivations,
     LayerCost,
     is_block_recompute,
@@ -166,6 +169,13 @@ class Pricer(StepBounds):
         # shape (cost_models.kernels); without them every kernel runs on the efficiency curves.
         kern = cluster.kernels
         self.book = KernelBook(kern) if kern is not None and kern.has_compute else None
+        # The per-step tail's own measured kernels (stage.ADAM_OP, CLIP_OP, CHUNK_CAT_OP), where
+        # the tables hold them; else every byte of it at the HBM figure.
+        self.adam_bytes_per_s = self.book.streaming_bytes_per_s(ADAM_OP) if self.book else None
+        self.clip_bytes_per_s = self.book.streaming_bytes_per_s(CLIP_OP) if self.book else None
+        self.chunk_cat_bytes_per_s = (
+            self.book.streaming_bytes_per_s(CHUNK_CAT_OP) if self.book else None
+        )
         # Measured nccl-tests curves price every collective term they cover (commtable).
         self.comm = CollectiveBook(cluster) if kern is not None and kern.collectives else None
         self._times: dict[tuple, LayerTimes] = {}
@@ -353,7 +363,10 @@ class Pricer(StepBounds):
         copies of the step (stage_fsdp_copies_s, which estimate() reports under compute).
         Both are proportional to the stage's parameters, so the stage partition keeps this
         affine in the layer counts (planner/search/partition.py)."""
-        opt_s = _stage_optimizer_s(lo, sp, self.hbm_bytes_per_s, self.workload)
+        opt_s = _stage_optimizer_s(
+            lo, sp, self.hbm_bytes_per_s, self.workload, self.adam_bytes_per_s,
+            self.clip_bytes_per_s,
+        )  # fmt: skip
         return opt_s + self.stage_fsdp_copies_s(lo, sp)
 
     def stage_fsdp_copies_s(self, lo: Layout, sp: StageParams) -> float:
@@ -363,7 +376,7 @@ class Pricer(StepBounds):
         if w.fsdp_copies == "none" or lo.zero_stage < 2:
             return 0.0
         m = num_microbatches(w.global_batch_seqs, lo)
-        return _fsdp_copies_s(lo, sp, m, self.hbm_bytes_per_s, w)
+        return _fsdp_copies_s(lo, sp, m, self.hbm_bytes_per_s, w, self.chunk_cat_bytes_per_s)
 
     def activations_per_mb(self, lo: Layout) -> LayerActivations:
         """memory.layer_activation_bytes of each layer kind, under the layout's own recompute
@@ -752,9 +765,10 @@ class Pricer(StepBounds):
     ) -> dict | None:
         """The kernel table's name and, per term, how many of its look-ups for this layout were
         measured / interpolated / extrapolated (priced on the curve or the network model):
-        the compute terms' for its layers and LM head, the collective terms' (tp_comm, cp_comm,
-        ep_comm, dp_comm, pp_comm) where the tables carry collective curves; None without
-        a table."""
+        the compute terms' for its layers and LM head, the step tail's kernels (adam, grad_clip,
+        chunk_cat: measured where the table has the op's streaming rate, else extrapolated to
+        the HBM figure), the collective terms' (tp_comm, cp_comm, ep_comm, dp_comm, pp_comm)
+        where the tables carry collective curves; None without a table."""
         if self.book is None and self.comm is None:
             return None
         terms: dict[str, dict[str, int]] = {}
@@ -772,6 +786,15 @@ class Pricer(StepBounds):
                     m, cl, cal, w = self.model, self.cluster, self.cal, self.workload
                     for status in userbuffers_lookups(m, cl, cal, w, lo, blocks, self.book):
                         count("tp_overlap_split", status)
+            # the step tail's kernels at the table's streaming rate (measured) or the HBM figure
+            w = self.workload
+            tail = [(ADAM_OP, self.adam_bytes_per_s)]
+            if w.grad_clip != "none":
+                tail.append((CLIP_OP, self.clip_bytes_per_s))
+            if w.fsdp_copies != "none" and lo.zero_stage >= 2:
+                tail.append((CHUNK_CAT_OP, self.chunk_cat_bytes_per_s))
+            for op, rate in tail:
+                count(op, EXTRAPOLATED if rate is None else MEASURED)
         if self.comm is not None:
             for term, status in self._comm_lookups(lo, span, split):
                 count(f"{term}_comm", status)

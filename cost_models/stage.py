@@ -791,15 +791,53 @@ def optimizer_shard(layout: Layout) -> int:
     return 1 if layout.zero_stage == 0 else layout.shard_dp * layout.cp
 
 
+ADAM_OP = "adam"
+"""The kernel-table op of the Adam step (memory_bound.csv): one multi-tensor kernel over fp32
+parameters, gradients and both moments (torch.optim.AdamW(fused=True): aten::_fused_adamw_,
+FusedAdamMathFunctor; Megatron's distributed optimizer runs Transformer Engine's / Apex's
+FusedAdam, the same multi_tensor_apply class of kernel). Bytes: 28 per parameter (read param,
+gradient, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq). Where a table has the op its
+streaming rate (KernelBook.streaming_bytes_per_s) prices Adam's bytes: the kernel does not reach
+the copy rows' bandwidth, and its shortfall grows with HBM speed (profiled, per step, on the
+project's GPUs: 2,570 GB/s on an H100, 0.86 of its `copy` rows; 3,350 on an H200, 0.79 of its
+`copy` rows; models_zoo/kernels/README.md "Profiled ops")."""
+
+
+CLIP_OP = "grad_clip"
+"""The kernel-table op of the gradient-norm and clipping passes (memory_bound.csv): the global L2
+norm over the fp32 gradients, then their in-place scaling, multi-tensor kernels both (torch
+clip_grad_norm_ foreach: _foreach_norm, LpNormFunctor, and _foreach_mul_; Megatron's
+multi_tensor_l2norm and multi_tensor_scale). Bytes: 12 per element (CLIP_BYTES_PER_PARAM "clip");
+its rate prices the 4 B of "norm" too. Profiled per step: 2,700 GB/s on an H100, 3,620 on an
+H200 (models_zoo/kernels/README.md "Profiled ops")."""
+
+
 def stage_optimizer_s(
-    layout: Layout, sp: StageParams, hbm_bytes_per_s: float, workload: Workload | None = None
+    layout: Layout,
+    sp: StageParams,
+    hbm_bytes_per_s: float,
+    workload: Workload | None = None,
+    adam_bytes_per_s: float | None = None,
+    clip_bytes_per_s: float | None = None,
 ) -> float:
     """Optimizer-step seconds of one stage: memory-bound Adam over its shard of parameters,
-    after the gradient-norm and clipping passes over the same shard (CLIP_BYTES_PER_PARAM)."""
+    after the gradient-norm and clipping passes over the same shard (CLIP_BYTES_PER_PARAM).
+    `adam_bytes_per_s` and `clip_bytes_per_s` (the ADAM_OP and CLIP_OP rows' rates of the
+    cluster's kernel tables, None without them) price the Adam kernel's own bytes and the
+    clip passes'; the bf16 main-gradient cast, and whatever has no rate, stay at the HBM
+    figure."""
     per_param = optimizer_bytes_per_param(workload)
-    if workload is not None:
-        per_param += CLIP_BYTES_PER_PARAM[workload.grad_clip]
-    return (sp.dense + sp.expert) / optimizer_shard(layout) * per_param / hbm_bytes_per_s
+    clip = CLIP_BYTES_PER_PARAM[workload.grad_clip] if workload is not None else 0
+    shard_params = (sp.dense + sp.expert) / optimizer_shard(layout)
+    if adam_bytes_per_s is None and clip_bytes_per_s is None:
+        return shard_params * (per_param + clip) / hbm_bytes_per_s
+    cast = BF16_BYTES + FP32_BYTES if grad_bytes(workload) == BF16_BYTES else 0
+    adam = per_param - cast  # the cast before the step (optimizer_bytes_per_param)
+    return shard_params * (
+        adam / (adam_bytes_per_s or hbm_bytes_per_s)
+        + clip / (clip_bytes_per_s or hbm_bytes_per_s)
+        + cast / hbm_bytes_per_s
+    )
 
 
 FSDP2_GATHER_BYTES = (FP32_BYTES + BF16_BYTES, 2 * BF16_BYTES)
@@ -828,8 +866,22 @@ reduce-scatter's chunk_cat copies the fp32 accumulators into its fp32 input (rea
 4 B) instead of casting bf16 gradients."""
 
 
+CHUNK_CAT_OP = "chunk_cat"
+"""The kernel-table op of FSDP2's reduce-scatter copy-in (memory_bound.csv): torch._chunk_cat of
+the bf16 gradients into the fp32 reduce-scatter input (chunk_cat_cuda_kernel<float, BFloat16>),
+6 bytes per element (read 2, write 4). Where a table has the op its streaming rate prices the
+copy-in's bytes: the kernel runs far below HBM bandwidth and barely faster on faster HBM
+(profiled, per step: 1,850 GB/s on an H100, 2,000 on an H200, where their `copy` rows stream
+2,980 and 4,230; models_zoo/kernels/README.md "Profiled ops")."""
+
+
 def fsdp_copies_s(
-    layout: Layout, sp: StageParams, m: int, hbm_bytes_per_s: float, workload: Workload
+    layout: Layout,
+    sp: StageParams,
+    m: int,
+    hbm_bytes_per_s: float,
+    workload: Workload,
+    chunk_cat_bytes_per_s: float | None = None,
 ) -> float:
     """Seconds per step of one stage's FSDP2 parameter and gradient copies (Workload.fsdp_copies
     'fsdp2', ZeRO 2 / 3): torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py (torch 2.14)
@@ -842,7 +894,9 @@ def fsdp_copies_s(
     after each backward (m micro-batches); ZeRO-2 gathers and reduces every micro-batch without
     PP (torchtitan's train_step, 'every_micro_batch'); under pipelining (ZeRO 2 / 3) one
     reduction per step of the unsharded fp32 accumulators (FSDP2_DEFERRED_BYTES) and ZeRO-3's
-    m + 1 gathers (accumulation.dp_rounds). Copy-in and accumulation run on
+    m + 1 gathers (accumulation.dp_rounds). `chunk_cat_bytes_per_s` (the CHUNK_CAT_OP row's
+    rate of the cluster's kernel tables, None without one) prices the reduce-scatter copy-in's
+    bytes; the rest stays at the HBM figure. Copy-in and accumulation run on
     side streams but are priced in series too: they touch 1 / shard of the elements, and on
     one H100 a step's profiled kernel time was within 1-3 % of the step (s1b-seq4096-mb2 198.1
     vs 196.2 ms, s8b8-seq4096-mb1 182.4 vs 186.6 ms): no overlap to speak of."""
@@ -860,7 +914,10 @@ def fsdp_copies_s(
         accumulated = full * (cast_b + (m - 1) * add_b)
     per_reduce = full * (cat_b + (one_rank_b if shard == 1 else 0))
     moved = gathers * per_gather + reduces * per_reduce + accumulated
-    return moved / hbm_bytes_per_s
+    if chunk_cat_bytes_per_s is None:
+        return moved / hbm_bytes_per_s
+    cat = reduces * full * cat_b
+    return (moved - cat) / hbm_bytes_per_s + cat / chunk_cat_bytes_per_s
 
 
 def is_block_recompute(lo: Layout) -> bool:

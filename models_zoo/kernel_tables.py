@@ -36,12 +36,19 @@ BUILTIN_ROOT = Path(__file__).parent / "kernels"
 BUILTIN = "builtin"
 TABLES = ("gemm", "attention", "grouped_gemm", "memory_bound", "collectives")
 """The tables of cost_models.specs.KernelTables."""
-FILES = (*TABLES, "attention_window", "gemm_pieces")
-TABLE_OF = {"attention_window": "attention", "gemm_pieces": "gemm"}
+FILES = (*TABLES, "attention_window", "gemm_pieces", "memory_bound_profiled")
+TABLE_OF = {
+    "attention_window": "attention",
+    "gemm_pieces": "gemm",
+    "memory_bound_profiled": "memory_bound",
+}
 """A file whose rows join another kind's table: attention_window.csv (sliding-window and full
 attention through one kernel, ../shared/data/kernels/README.md) holds attention rows;
 gemm_pieces.csv (GEMM rows measured beside a copied gemm.csv, e.g. the TP-overlap split pieces of
-the shipped H100 folder: models_zoo/kernels/README.md) holds GEMM rows."""
+the shipped H100 folder: models_zoo/kernels/README.md) holds GEMM rows;
+memory_bound_profiled.csv (memory-bound rows of kernels timed inside whole training steps by
+torch.profiler, e.g. the optimizer step and FSDP2's copy-in of the shipped Hopper folders:
+bench/make_profiled_ops.py) holds memory-bound rows."""
 REQUIRED = {
     "gemm": ("m", "n", "k", "dtype"),
     "attention": ("batch", "seq", "heads", "kv_heads", "head_dim", "causal", "dtype"),
@@ -242,6 +249,7 @@ READERS = {
     "gemm_pieces": gemm_rows,
     "grouped_gemm": grouped_gemm_rows,
     "memory_bound": memory_bound_rows,
+    "memory_bound_profiled": memory_bound_rows,
     "collectives": collective_rows,
 }
 

@@ -30,10 +30,13 @@ repeated where a backend refuses it; the metadata counts those); the forward alo
 forward + backward (torch.autograd.grad, no gradient accumulation). Memory-bound ops on bf16
 [tokens, width] tensors: copy, add, RMSNorm, LayerNorm, SwiGLU / GeGLU (unfused act(x) * y),
 tanh-GELU, squared ReLU, MoE permute (index_select of the routed rows) and unpermute
-(index_add_ back to the tokens). Sliding-window cases (window > 0; torch SDPA has no windowed
-kernel) go to attention_window.csv in the format of the shared one: the windowed call and, once
-per shape, the full causal call, both through FlexAttention (compiled, the kernel torchtitan runs
-for windowed models), whose ratio is the window's saving. A shape a kernel cannot run (a backend
+(index_add_ back to the tokens); the per-step tail's kernels, AdamW's fused step over fp32
+parameters, clip_grad_norm_'s foreach norm and scaling, and FSDP2's chunk_cat of bf16 gradients
+into an fp32 buffer (`adam`, `grad_clip`, `chunk_cat`: `tokens` tensors of `width` elements).
+Sliding-window cases (window > 0; torch SDPA has no windowed kernel) go to attention_window.csv
+in the format of the shared one: the windowed call and, once per shape, the full causal call,
+both through FlexAttention (compiled, the kernel torchtitan runs for windowed models), whose
+ratio is the window's saving. A shape a kernel cannot run (a backend
 without that head size, FlexAttention's backward on a CPU) is skipped and listed, never
 approximated.
 
@@ -135,7 +138,8 @@ def tiny_shapes(shapes: dict[str, Any]) -> dict[str, Any]:
 
 BYTES_PER_ELEMENT = {
     "copy": 4, "add": 6, "rmsnorm": 4, "layernorm": 4, "swiglu": 6, "geglu": 6, "gelu": 4,
-    "squared_relu": 4, "moe_permute": 4, "moe_unpermute": 6,
+    "squared_relu": 4, "moe_permute": 4, "moe_unpermute": 6, "adam": 28, "grad_clip": 12,
+    "chunk_cat": 6,
 }  # fmt: skip
 """bf16 bytes per [tokens, width] element (cost_models.kernel_shapes.MEMORY_BYTES_PER_ELEMENT)."""
 
@@ -370,9 +374,46 @@ def run_window(torch: Any, dev: str, timed: Callable, row: tuple, done: set) -> 
     return out
 
 
+def _adam_call(torch: Any, dev: str, tensors: int, width: int):
+    """One AdamW step over `tensors` fp32 parameters of `width` elements with fp32 gradients:
+    torch.optim.AdamW(fused=True), the multi-tensor kernel torchtitan's optimizer runs
+    (aten::_fused_adamw_; the first, warm-up call creates the two moments)."""
+    params = [torch.randn(width, device=dev, dtype=torch.float32) for _ in range(tensors)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.AdamW(params, lr=1e-6, fused=True)
+    return opt.step
+
+
+def _chunk_cat_call(torch: Any, dev: str, tensors: int, width: int):
+    """FSDP2's reduce-scatter copy-in (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
+    foreach_reduce_scatter_copy_in): torch._chunk_cat of `tensors` bf16 gradients of `width`
+    elements into one fp32 buffer (one chunk: the one-GPU shard group)."""
+    grads = [torch.randn(width, device=dev, dtype=torch.bfloat16) for _ in range(tensors)]
+    out = torch.empty(1, tensors * width, device=dev, dtype=torch.float32)
+    return lambda: torch._chunk_cat(grads, 0, 1, out=out)
+
+
+def _clip_call(torch: Any, dev: str, tensors: int, width: int):
+    """The gradient clip over `tensors` fp32 gradients of `width` elements:
+    torch.nn.utils.clip_grad_norm_(foreach=True), the global norm (_foreach_norm) and the
+    scaling by the clamped coefficient (_foreach_mul_, run whatever the coefficient)."""
+    params = [torch.randn(width, device=dev, dtype=torch.float32) for _ in range(tensors)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    return lambda: torch.nn.utils.clip_grad_norm_(params, max_norm=1.0, foreach=True)
+
+
+STEP_TAIL = {"adam": _adam_call, "grad_clip": _clip_call, "chunk_cat": _chunk_cat_call}
+"""The per-step tail's memory-bound kernels (cost_models.kernel_shapes.STEP_TAIL_ROWS): `tokens`
+is the tensors of one multi-tensor call, `width` their length."""
+
+
 def _memory_call(torch: Any, dev: str, op: str, tokens: int, width: int, top_k: int):
     import torch.nn.functional as F
 
+    if op in STEP_TAIL:
+        return STEP_TAIL[op](torch, dev, tokens, width)
     bf = torch.bfloat16
     x = torch.randn(tokens, width, device=dev, dtype=bf)
     y = torch.randn_like(x)

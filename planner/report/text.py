@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from cost_models.calibration import calibration_for_cluster
 from cost_models.params import total_params
+from cost_models.stage import ADAM_OP, CHUNK_CAT_OP, CLIP_OP
 from cost_models.specs import (
     Cluster,
     Estimate,
@@ -342,6 +343,10 @@ def attention_speed_text(e: Estimate) -> str:
     )
 
 
+STEP_TAIL_OPS = (ADAM_OP, CLIP_OP, CHUNK_CAT_OP)
+"""The step tail's kernel-table ops (stage_optimizer_s, fsdp_copies_s)."""
+
+
 def explain_text(e: Estimate) -> str:
     """`estimate --explain`: which table priced each term, and how (Estimate.kernels: per
     term, look-ups measured / interpolated / extrapolated; extrapolated ones are priced on the
@@ -360,6 +365,8 @@ def explain_text(e: Estimate) -> str:
         how = f"priced on the {model}"
         if term == "tp_overlap_split":  # cost_models/tp_overlap.py overlap_s
             how = "the GEMM kept whole, its split into TP-overlap pieces not priced"
+        if term in STEP_TAIL_OPS:  # cost_models/stage.py stage_optimizer_s / fsdp_copies_s
+            how = "priced at the HBM figure, the table has no streaming row of the op"
         lines.append(f"  {term}: {parts} look-ups (extrapolated: {how})")
     if not any(t in k["terms"] for t in COMM_TERMS):
         lines.append("  collectives: no curves in the tables, priced on the network model")

@@ -117,3 +117,29 @@ def test_windowed_cases_go_to_flex_attention_and_are_never_approximated(tmp_path
     (skip,) = meta["skipped"]
     assert skip["row"][7] == 16 and "FlexAttention" in skip["reason"]
     assert not (tmp_path / "attention_window.csv").exists()
+
+
+def test_step_tail_ops_run_and_count_their_bytes():
+    """The per-step tail's kernels `planner measure` lists (kernel_shapes.STEP_TAIL_ROWS: Adam,
+    the gradient clip, FSDP2's chunk_cat) run through the sweep on the CPU at toy sizes: Adam
+    moves the parameters, the clip scales the gradients, chunk_cat writes the bf16 inputs into
+    the fp32 buffer; every row's bytes are tensors x width x the op's bytes per element."""
+    from cost_models.kernel_shapes import STEP_TAIL_ROWS, step_tail_rows
+    from planner.calibrate import kernel_sweep
+
+    assert {r[0] for r in step_tail_rows()} == set(kernel_sweep.STEP_TAIL)
+    for op, tensors, width, _dtype in STEP_TAIL_ROWS:
+        call = kernel_sweep.STEP_TAIL[op](torch, "cpu", 2, 64)
+        call()
+        call()  # again: the moments exist, the clip coefficient is a tensor
+    adam = kernel_sweep._adam_call(torch, "cpu", 2, 64)
+    params = adam.__self__.param_groups[0]["params"]
+    before = [p.detach().clone() for p in params]
+    adam()
+    assert all(not torch.equal(a, p) for a, p in zip(before, params, strict=True))
+    row = ("chunk_cat", 3, 32, "bf16", 3 * 32 * kernel_sweep.BYTES_PER_ELEMENT["chunk_cat"], 1)
+    timed = kernel_sweep.make_timer("cpu", 0.001, 1)
+    op, tokens, width, dtype, nbytes, seconds, rate = kernel_sweep.run_memory(
+        torch, "cpu", timed, row
+    )
+    assert (op, tokens, width, nbytes) == ("chunk_cat", 3, 32, 576) and float(seconds) > 0

@@ -86,8 +86,9 @@ def test_estimate_explain_and_json_name_the_table(logs, tmp_path, capsys) -> Non
     assert kern["table"].startswith("nccl-tests: ")
     # the preset's own shipped tables (kernels: builtin) stay beside the measured collectives
     assert "builtin h100-sxm-80gb" in kern["table"]
-    compute = {"gemm", "attention", "memory_bound"}
+    compute = {"gemm", "attention", "memory_bound", "adam", "grad_clip"}  # + the step tail's
     assert set(kern["terms"]) == {"tp_comm", "dp_comm", "pp_comm"} | compute
+    assert kern["terms"]["adam"]["measured"] == 1  # the shipped H100 folder's profiled rows
     assert kern["terms"]["tp_comm"]["measured"] + kern["terms"]["tp_comm"]["interpolated"] > 0
     assert main([*args, "--explain"]) == 0
     text = " ".join(capsys.readouterr().out.split())

@@ -16,7 +16,13 @@ import models_zoo
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster
 from models_zoo.inputs import validated
-from models_zoo.kernel_tables import BUILTIN_ROOT, builtin_index, gemm_rows, resolve_kernels
+from models_zoo.kernel_tables import (
+    BUILTIN_ROOT,
+    builtin_index,
+    gemm_rows,
+    memory_bound_rows,
+    resolve_kernels,
+)
 from models_zoo.provenance import cluster_constants, gpu_constants
 from planner.cli import main
 
@@ -25,7 +31,10 @@ MEASURED = SHARED / "data" / "kernels"
 SHIPPED = ("h100-sxm-80gb", "h200-sxm-141gb")
 # Files this project measured itself beyond ../shared/data/kernels (models_zoo/kernels/README.md
 # names the command and the date): everything else is a byte-identical copy.
-MEASURED_HERE = {"h100-sxm-80gb": {"sustained_fp8.csv", "gemm_pieces.csv"}}
+MEASURED_HERE = {
+    "h100-sxm-80gb": {"sustained_fp8.csv", "gemm_pieces.csv", "memory_bound_profiled.csv"},
+    "h200-sxm-141gb": {"memory_bound_profiled.csv"},
+}
 
 
 def test_every_gpu_preset_says_whether_tables_ship_and_why():
@@ -72,8 +81,14 @@ def test_builtin_gives_the_rows_of_the_measured_folder():
     own = _cluster("builtin").kernels
     named = _cluster({"builtin": "h100-sxm-80gb"}).kernels
     by_path = _cluster({"path": str(MEASURED / "h100-sxm-80gb")}).kernels
-    for kind in ("attention", "grouped_gemm", "memory_bound"):
+    for kind in ("attention", "grouped_gemm"):
         assert getattr(own, kind) == getattr(named, kind) == getattr(by_path, kind)
+    # memory_bound: the measured folder's rows, then the profiled step-tail rows
+    # (memory_bound_profiled.csv, bench/make_profiled_ops.py)
+    profiled = memory_bound_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "memory_bound_profiled.csv")
+    mem = [[tuple(r) for r in k.memory_bound] for k in (own, named)]
+    assert mem[0] == mem[1]
+    assert mem[0] == [*(tuple(r) for r in by_path.memory_bound), *(tuple(r) for r in profiled)]
     # gemm: the measured folder's rows, then this project's split pieces (gemm_pieces.csv)
     pieces = gemm_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "gemm_pieces.csv")
     rows = [[tuple(r) for r in k.gemm] for k in (own, named)]
@@ -144,3 +159,24 @@ def test_split_pieces_file_is_what_its_script_writes():
     shipped = {tuple(r[:5]) for r in gemm_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "gemm.csv")}
     pieces = gemm_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "gemm_pieces.csv")
     assert pieces and not {tuple(r[:5]) for r in pieces} & shipped
+
+
+def test_profiled_ops_file_is_what_its_script_writes():
+    """models_zoo/kernels/{h100-sxm-80gb,h200-sxm-141gb}/memory_bound_profiled.csv come from
+    bench/make_profiled_ops.py (the step profiles committed under bench/results): no hand edit,
+    only the step-tail ops the Pricer reads at their streaming rate, every row streaming."""
+    import subprocess
+    import sys
+
+    from cost_models.kernels import HBM_STREAMING_BYTES
+    from cost_models.stage import ADAM_OP, CHUNK_CAT_OP, CLIP_OP
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "make_profiled_ops.py"), "--check"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    for gpu in SHIPPED:
+        rows = memory_bound_rows(BUILTIN_ROOT / gpu / "memory_bound_profiled.csv")
+        assert {r[0] for r in rows} == {ADAM_OP, CLIP_OP, CHUNK_CAT_OP}
+        assert all(r[1] >= HBM_STREAMING_BYTES for r in rows)

@@ -17,7 +17,8 @@ reduce-scatter input (chunk_cat_cuda_kernel<float, BFloat16>, 6 B per element) a
 From where: the first single-GPU sets, whose kernel tables the project measured on the same
 machines (bench/results/h100-2026-11-26/single-gpu-steps/steps: 11 configs, one H100 80GB HBM3;
 bench/results/h200-2026-11-27/steps: the same 11 configs, one H200), profile_<config>.json: the
-summed CUDA time and call count per kernel name over one profiled step (bench/device_train_steps.py).
+summed CUDA time and call count per kernel name over one profiled step
+(bench/device_train_steps.py).
 A row per config and op: bytes = the config's parameters (cost_models.params.total_params of its
 record in steps_runs.yaml; every parameter is in the one-GPU shard) x 28 for Adam, x 12 for the
 clip (its record's grad_clip "clip": norm 4 + scale 8), and x 6 x the
@@ -86,7 +87,8 @@ def op_rows(steps: Path) -> list[list]:
         if not profile.is_file():
             continue
         kernels = json.loads(profile.read_text())
-        model, _cluster, workload, layout = record_inputs(RunRecord.model_validate(record).model_dump())
+        checked = RunRecord.model_validate(record).model_dump()
+        model, _cluster, workload, layout = record_inputs(checked)
         params = total_params(model)
         m = num_microbatches(workload.global_batch_seqs, layout)
         reduces, _gathers = dp_rounds(layout, m, workload.dp_accumulation)

@@ -284,9 +284,9 @@ STEP_TAIL_ROWS = (
 """(op, tensors, elements per tensor, dtype) of the per-step tail's kernels the Pricer prices at
 their streaming rate (stage.ADAM_OP, CLIP_OP, CHUNK_CAT_OP; KernelBook.streaming_bytes_per_s):
 two sizes each, every one above HBM_STREAMING_BYTES (Adam 0.47 / 1.9 GB, clip 0.40 / 1.6 GB,
-chunk_cat 0.40 / 1.6 GB), so
-that the rate is read where it is flat (the profiled rows: within 2 % from 9 to 100 GB per step)
-whatever the model; `tokens` counts the tensors of one multi-tensor call, `width` their length."""
+chunk_cat 0.40 / 1.6 GB), so that the rate is read where it is flat (the profiled rows: each op
+within 4 % of its median over 9-101 GB per step) whatever the model; `tokens` counts the tensors
+of one multi-tensor call, `width` their length."""
 
 
 def step_tail_rows() -> list[tuple[str, int, int, str, int, int]]:

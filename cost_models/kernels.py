@@ -310,16 +310,15 @@ class KernelBook:
             per_byte, _ = self._cached(("memory", op, held), grid, (held,))
         return (None if per_byte is None else per_byte[0] * nbytes), status
 
-
     def streaming_bytes_per_s(self, op: str) -> float | None:
         """The bytes/s `op` streams at: the median rate of its rows that stream from HBM (at
         least HBM_STREAMING_BYTES), or None where the table has none. One rate per op, not a
-        look-up per size: the per-step ops priced so (the optimizer step, FSDP2's
-        reduce-scatter copy-in: stage.stage_optimizer_s, stage.fsdp_copies_s) move a stage's
-        whole parameter set, hundreds of MB and more, where the measured rates are flat (the
-        profiled H100 / H200 rows: within 2 % from 0.25 to 100 GB, models_zoo/kernels/README.md),
-        and a rate keeps those terms affine in the stage's parameters, as the stage partition
-        needs (planner/search/partition.py)."""
+        look-up per size: the per-step ops priced so (the optimizer step, the gradient clip,
+        FSDP2's reduce-scatter copy-in: stage.stage_optimizer_s, stage.fsdp_copies_s) move a
+        stage's whole parameter set, hundreds of MB and more, where the measured rates are flat
+        (the profiled H100 / H200 rows: each op within 4 % of its median over 9-101 GB per
+        step), and a rate keeps those terms affine in the stage's parameters, as the stage
+        partition needs (planner/search/partition.py)."""
         return self._streaming.get(op)
 
 

@@ -171,10 +171,9 @@ class Pricer(StepBounds):
         self.book = KernelBook(kern) if kern is not None and kern.has_compute else None
         # The per-step tail's own measured kernels (stage.ADAM_OP, CLIP_OP, CHUNK_CAT_OP), where
         # the tables hold them; else every byte of it at the HBM figure.
-        self.adam_bytes_per_s = self.book.streaming_bytes_per_s(ADAM_OP) if self.book else None
-        self.clip_bytes_per_s = self.book.streaming_bytes_per_s(CLIP_OP) if self.book else None
-        self.chunk_cat_bytes_per_s = (
-            self.book.streaming_bytes_per_s(CHUNK_CAT_OP) if self.book else None
+        rate = self.book.streaming_bytes_per_s if self.book else lambda _op: None
+        self.adam_bytes_per_s, self.clip_bytes_per_s, self.chunk_cat_bytes_per_s = (
+            rate(op) for op in (ADAM_OP, CLIP_OP, CHUNK_CAT_OP)
         )
         # Measured nccl-tests curves price every collective term they cover (commtable).
         self.comm = CollectiveBook(cluster) if kern is not None and kern.collectives else None

@@ -800,7 +800,7 @@ gradient, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq). Where a table 
 streaming rate (KernelBook.streaming_bytes_per_s) prices Adam's bytes: the kernel does not reach
 the copy rows' bandwidth, and its shortfall grows with HBM speed (profiled, per step, on the
 project's GPUs: 2,570 GB/s on an H100, 0.86 of its `copy` rows; 3,350 on an H200, 0.79 of its
-`copy` rows; models_zoo/kernels/README.md "Profiled ops")."""
+`copy` rows; docs/cost_model.md "The step tail's own kernels")."""
 
 
 CLIP_OP = "grad_clip"
@@ -809,7 +809,7 @@ norm over the fp32 gradients, then their in-place scaling, multi-tensor kernels 
 clip_grad_norm_ foreach: _foreach_norm, LpNormFunctor, and _foreach_mul_; Megatron's
 multi_tensor_l2norm and multi_tensor_scale). Bytes: 12 per element (CLIP_BYTES_PER_PARAM "clip");
 its rate prices the 4 B of "norm" too. Profiled per step: 2,700 GB/s on an H100, 3,620 on an
-H200 (models_zoo/kernels/README.md "Profiled ops")."""
+H200 (docs/cost_model.md "The step tail's own kernels")."""
 
 
 def stage_optimizer_s(
@@ -872,7 +872,7 @@ the bf16 gradients into the fp32 reduce-scatter input (chunk_cat_cuda_kernel<flo
 6 bytes per element (read 2, write 4). Where a table has the op its streaming rate prices the
 copy-in's bytes: the kernel runs far below HBM bandwidth and barely faster on faster HBM
 (profiled, per step: 1,850 GB/s on an H100, 2,000 on an H200, where their `copy` rows stream
-2,980 and 4,230; models_zoo/kernels/README.md "Profiled ops")."""
+2,980 and 4,230; docs/cost_model.md "The step tail's own kernels")."""
 
 
 def fsdp_copies_s(

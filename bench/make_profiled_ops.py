@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cost_models.accumulation import dp_rounds
+from cost_models.kernel_shapes import MEMORY_BYTES_PER_ELEMENT
 from cost_models.params import total_params
 from cost_models.pipeline import num_microbatches
 from cost_models.stage import (
@@ -72,9 +73,6 @@ KERNELS = {
 """Substrings of the profiled kernel names of each op (torch 2.11): the fused AdamW; the
 gradient clip's _foreach_norm and _foreach_mul_ by the clip coefficient (a tensor scalar);
 FSDP2's foreach_reduce_scatter_copy_in."""
-ADAM_BYTES_PER_PARAM = 28
-"""torch.optim.AdamW(fused=True) over fp32 state: read param, grad, exp_avg, exp_avg_sq (16 B),
-write param, exp_avg, exp_avg_sq (12 B)."""
 COLUMNS = ("op", "bytes", "time_ms", "gb_per_s", "config", "kernel_calls")
 
 
@@ -93,7 +91,7 @@ def op_rows(steps: Path) -> list[list]:
         m = num_microbatches(workload.global_batch_seqs, layout)
         reduces, _gathers = dp_rounds(layout, m, workload.dp_accumulation)
         nbytes = {
-            ADAM_OP: params * ADAM_BYTES_PER_PARAM,
+            ADAM_OP: params * MEMORY_BYTES_PER_ELEMENT[ADAM_OP],  # fp32 AdamW: 28 B
             CLIP_OP: params * CLIP_BYTES_PER_PARAM[workload.grad_clip],
             CHUNK_CAT_OP: params * FSDP2_REDUCE_BYTES[0] * reduces,
         }

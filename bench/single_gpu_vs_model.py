@@ -57,8 +57,6 @@ RUNS = STEPS / "steps_runs.yaml"
 DONE_WHEN_MEDIAN_PCT = 6.0
 """Issue 32: median error on steps priced with a kernel table from the machine that ran them."""
 VARIANTS = ("kern/", "kern/ + ops", "kern/ + cap", "builtin", "curve")
-GPU_FOLDER = {"dgx-h100": "h100-sxm-80gb", "dgx-h200": "h200-sxm-141gb"}
-"""The shipped tables' folder of each cluster preset scored here (its memory_bound_profiled.csv)."""
 
 
 def _calibrate(kernels: str, out: Path) -> None:
@@ -80,7 +78,11 @@ def cluster_files(folder: Path) -> dict[str, Path | None]:
     ops_dir = folder / "kern_ops"
     shutil.copytree(KERN, ops_dir)
     profiled = "memory_bound_profiled.csv"
-    shutil.copy(ROOT / "models_zoo" / "kernels" / GPU_FOLDER[CLUSTER] / profiled, ops_dir)
+    import models_zoo
+    from models_zoo.kernel_tables import BUILTIN_ROOT, builtin_index
+
+    gpu = models_zoo.load_cluster(CLUSTER).gpu.id  # the shipped tables of the preset's own GPU
+    shutil.copy(BUILTIN_ROOT / builtin_index()[gpu]["folder"] / profiled, ops_dir)
     ops = folder / "kern_ops.yaml"
     _calibrate(str(ops_dir), ops)
     return {

@@ -61,6 +61,7 @@ from .stage import (
     CLIP_OP,
     LayerActivations,
     LayerCost,
+    has_fsdp_copies,
     is_block_recompute,
     layer_cost,
     userbuffers_lookups,
@@ -372,7 +373,7 @@ class Pricer(StepBounds):
         """Seconds per step of one stage's FSDP2 parameter / gradient copies (stage.fsdp_copies_s;
         0 unless Workload.fsdp_copies and ZeRO 2 / 3)."""
         w = self.workload
-        if w.fsdp_copies == "none" or lo.zero_stage < 2:
+        if not has_fsdp_copies(lo, w):
             return 0.0
         m = num_microbatches(w.global_batch_seqs, lo)
         return _fsdp_copies_s(lo, sp, m, self.hbm_bytes_per_s, w, self.chunk_cat_bytes_per_s)
@@ -790,7 +791,7 @@ class Pricer(StepBounds):
             tail = [(ADAM_OP, self.adam_bytes_per_s)]
             if w.grad_clip != "none":
                 tail.append((CLIP_OP, self.clip_bytes_per_s))
-            if w.fsdp_copies != "none" and lo.zero_stage >= 2:
+            if has_fsdp_copies(lo, w):
                 tail.append((CHUNK_CAT_OP, self.chunk_cat_bytes_per_s))
             for op, rate in tail:
                 count(op, EXTRAPOLATED if rate is None else MEASURED)

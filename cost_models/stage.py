@@ -751,9 +751,15 @@ def optimizer_bytes_per_param(workload: Workload | None = None) -> float:
     Megatron distrib_optimizer.py _copy_model_grads_to_main_grads `shard_model_grad.float()`),
     which Adam and the norm then read as fp32. Under fp8 primary weights (Workload.fp8_params)
     the new weight is written quantized: fp8_weight_write_bytes replaces the 2 B bf16 write."""
-    cast = BF16_BYTES + FP32_BYTES if grad_bytes(workload) == BF16_BYTES else 0
     write = fp8_weight_write_bytes(workload) if workload and workload.fp8_params else BF16_BYTES
+    cast = main_grad_cast_bytes(workload)
     return cast + GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + write
+
+
+def main_grad_cast_bytes(workload: Workload | None = None) -> float:
+    """HBM bytes per shard parameter of casting bf16 main gradients to fp32 before the step
+    (optimizer_bytes_per_param; read 2 + write 4 B), 0 under fp32 main gradients."""
+    return BF16_BYTES + FP32_BYTES if grad_bytes(workload) == BF16_BYTES else 0
 
 
 def fp8_weight_write_bytes(workload: Workload) -> float:
@@ -831,8 +837,8 @@ def stage_optimizer_s(
     shard_params = (sp.dense + sp.expert) / optimizer_shard(layout)
     if adam_bytes_per_s is None and clip_bytes_per_s is None:
         return shard_params * (per_param + clip) / hbm_bytes_per_s
-    cast = BF16_BYTES + FP32_BYTES if grad_bytes(workload) == BF16_BYTES else 0
-    adam = per_param - cast  # the cast before the step (optimizer_bytes_per_param)
+    cast = main_grad_cast_bytes(workload)
+    adam = per_param - cast
     return shard_params * (
         adam / (adam_bytes_per_s or hbm_bytes_per_s)
         + clip / (clip_bytes_per_s or hbm_bytes_per_s)
@@ -864,6 +870,12 @@ gradient into the fp32 reduce-dtype accumulator (read 2 + write 4 B),
 accumulate_unsharded_grad_if_needed adds each later one (read 4 + 2, write 4 B), and the
 reduce-scatter's chunk_cat copies the fp32 accumulators into its fp32 input (read 4 + write
 4 B) instead of casting bf16 gradients."""
+
+
+def has_fsdp_copies(layout: Layout, workload: Workload) -> bool:
+    """Whether the step makes FSDP2's parameter and gradient copies (fsdp_copies_s):
+    Workload.fsdp_copies 'fsdp2' under ZeRO 2 / 3."""
+    return workload.fsdp_copies == "fsdp2" and layout.zero_stage >= 2
 
 
 CHUNK_CAT_OP = "chunk_cat"
@@ -900,7 +912,7 @@ def fsdp_copies_s(
     side streams but are priced in series too: they touch 1 / shard of the elements, and on
     one H100 a step's profiled kernel time was within 1-3 % of the step (s1b-seq4096-mb2 198.1
     vs 196.2 ms, s8b8-seq4096-mb1 182.4 vs 186.6 ms): no overlap to speak of."""
-    if workload.fsdp_copies != "fsdp2" or layout.zero_stage < 2:
+    if not has_fsdp_copies(layout, workload):
         return 0.0
     full = sp.dense + sp.expert
     shard = optimizer_shard(layout)

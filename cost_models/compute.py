@@ -328,9 +328,11 @@ BLOCK_SCALED = ("mxfp8", "blockwise")
 def gemm_hardware(
     gpu: GpuSpec, workload: Workload, book: KernelBook | None
 ) -> tuple[GpuSpec, KernelBook | None]:
-    """(GPU, kernel tables) the GEMMs of `workload` are priced with: under nvfp4 the
-    low-precision peak is the NVFP4 one (the fp8 efficiency curve applied to it, an assumption:
-    no fp4 GEMM has been measured here) and no fp8 table row stands for an fp4 GEMM; a
+    """(GPU, kernel tables) the GEMMs of `workload` are priced with: under nvfp4 the fp8
+    efficiency curve is applied to the part's NVFP4 rate, peak_fp8_tflops x its measured
+    GpuSpec.fp4_gemm_speed where it has one (Blackwell Ultra: Transformer Engine's B300 GEMM
+    profile), else the datasheet peak_fp4_tflops (an assumption: B200 / GB200, no measured NVFP4
+    GEMM), and no fp8 table row stands for an fp4 GEMM; a
     block-scaled fp8 recipe (MXFP8, FP8 block scaling) on a generation with a measured
     BLOCK_SCALED_GEMM_TIME runs its fp8 GEMMs that much slower than per-tensor fp8, and no
     (per-tensor) fp8 table row stands for it either."""
@@ -340,6 +342,8 @@ def gemm_hardware(
                 f"precision: nvfp4 needs NVFP4 tensor cores (Blackwell: B200, GB200, B300, "
                 f"GB300); {gpu.name} has none (peak_fp4_tflops is null)"
             )
+        if gpu.fp4_gemm_speed is not None and gpu.peak_fp8_tflops is not None:
+            return _peak_view(gpu, gpu.peak_fp8_tflops * gpu.fp4_gemm_speed.over_fp8), None
         return _peak_view(gpu, gpu.peak_fp4_tflops), None
     slower = BLOCK_SCALED_GEMM_TIME.get(gpu.generation)
     if slower is None or quant_recipe(workload) not in BLOCK_SCALED or gpu.peak_fp8_tflops is None:

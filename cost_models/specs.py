@@ -421,6 +421,26 @@ class HbmStreaming(InputSpec):
     )
 
 
+class Fp4GemmSpeed(InputSpec):
+    """A part's measured NVFP4 GEMM speed over its per-tensor FP8 GEMM at the same shapes, same
+    software, both with their inputs already quantized (GpuSpec fp4_gemm_speed): where given, an
+    NVFP4 GEMM is priced as the part's fp8 GEMM at peak_fp8_tflops x over_fp8 instead of at the
+    datasheet peak_fp4_tflops (cost_models.compute.gemm_hardware). The datasheet ratio is a
+    tensor-core peak; Transformer Engine's block-scaled FP4 GEMMs reach a smaller share of it
+    than its FP8 GEMMs reach of theirs, so the fp8 efficiency on the fp4 peak overprices them."""
+
+    over_fp8: float = Field(
+        gt=1.0,
+        le=MAX_GEMM_SPEED,
+        description="per-tensor FP8 GEMM time / NVFP4 GEMM time over the same shapes (the sum "
+        "of a layer's GEMMs)",
+    )
+    source: str = Field(
+        min_length=1,
+        description="where it was measured: repository, commit, file, device, shapes, method",
+    )
+
+
 class AttentionSpeed(InputSpec):
     """A part's measured attention-forward speed relative to its generation's flagship (GpuSpec
     attention_speed_vs_flagship): the flagship's time over this part's for the same causal
@@ -489,6 +509,13 @@ class GpuSpec(InputSpec):
         "forward, and the backward runs at gemm_speed_vs_flagship.bf16 (which it needs) "
         "(cost_models.calibration.generation_for_gpu); null: the peak ratio for both passes",
     )
+    fp4_gemm_speed: Fp4GemmSpeed | None = Field(
+        None,
+        description="measured NVFP4 GEMM speed over this part's per-tensor FP8 GEMM "
+        "(Fp4GemmSpeed): where given, NVFP4 GEMMs run at the fp8 efficiency on peak_fp8_tflops "
+        "x over_fp8; null: at the fp8 efficiency on peak_fp4_tflops (the datasheet ratio, an "
+        "assumption)",
+    )
     hbm_gib: PositiveFloat = Field(le=MAX_GIB)
     hbm_bandwidth_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S)
     hbm_streaming_efficiency: HbmStreaming | None = Field(
@@ -538,6 +565,20 @@ class GpuSpec(InputSpec):
             raise ValueError(
                 "gemm_speed_vs_flagship.fp8 is given but peak_fp8_tflops is null (no fp8 units)"
             )
+        fp4 = self.fp4_gemm_speed
+        if fp4 is not None:
+            if self.peak_fp4_tflops is None or self.peak_fp8_tflops is None:
+                raise ValueError(
+                    "fp4_gemm_speed is given but peak_fp4_tflops or peak_fp8_tflops is null (no "
+                    "NVFP4 or fp8 tensor cores to compare)"
+                )
+            ratio = self.peak_fp4_tflops / self.peak_fp8_tflops
+            if fp4.over_fp8 > ratio:
+                raise ValueError(
+                    f"fp4_gemm_speed.over_fp8 is {fp4.over_fp8:g}, above the datasheet ratio "
+                    f"peak_fp4_tflops / peak_fp8_tflops = {ratio:g}: a measured NVFP4 GEMM "
+                    "cannot outrun its tensor-core peak by more than the fp8 GEMM does"
+                )
         if self.attention_speed_vs_flagship is not None and speed is None:
             raise ValueError(
                 "attention_speed_vs_flagship is given but gemm_speed_vs_flagship is null (the "

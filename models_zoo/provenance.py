@@ -49,6 +49,7 @@ def gpu_constants(gpu: GpuSpec) -> list[dict[str, Any]]:
                 {"constant": name, "value": getattr(speed, dtype), "basis": "measured", "why": why}
             )
     rows += _attention_speed_rows(gpu)
+    rows += _fp4_speed_rows(gpu)
     fitted_on = CALIBRATION_BASIS.get(gpu.generation, ())
     cal = generation_for_gpu(gpu)
     for f in FITTED_CONSTANTS:
@@ -108,6 +109,23 @@ def _streaming_row(gpu: GpuSpec, value: float) -> dict[str, Any]:
         "why": f"this part's hbm_streaming_efficiency (replaces the {gpu.generation} value "
         f"{CALIBRATION[gpu.generation].hbm_efficiency:g}): {measured.source}",
     }
+
+
+def _fp4_speed_rows(gpu: GpuSpec) -> list[dict[str, Any]]:
+    """The NVFP4 GEMM rate over fp8 an NVFP4 part's GEMMs are priced at
+    (cost_models.compute.gemm_hardware): measured where the part has fp4_gemm_speed, else the
+    datasheet peak ratio, an assumption."""
+    if gpu.peak_fp4_tflops is None or gpu.peak_fp8_tflops is None:
+        return []
+    measured = gpu.fp4_gemm_speed
+    if measured is not None:
+        return [{"constant": "fp4_gemm_speed.over_fp8", "value": measured.over_fp8,
+                 "basis": "measured", "why": measured.source}]  # fmt: skip
+    ratio = round(gpu.peak_fp4_tflops / gpu.peak_fp8_tflops, 6)
+    why = ("no NVFP4 GEMM measured on this part: NVFP4 GEMMs run at the fp8 efficiency on the "
+           "datasheet peak_fp4_tflops, i.e. at the peak ratio")  # fmt: skip
+    return [{"constant": "fp4_gemm_speed.over_fp8", "value": ratio, "basis": "assumption",
+             "why": why}]  # fmt: skip
 
 
 def _attention_speed_rows(gpu: GpuSpec) -> list[dict[str, Any]]:

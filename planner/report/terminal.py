@@ -32,6 +32,7 @@ from .text import (
     attention_text,
     defaults_text,
     explain_text,
+    fp4_text,
     header_text,
     layout_line,
     memory_rows,
@@ -223,7 +224,11 @@ def render_estimate(
         summary,
         *([Text(attention)] if attention else []),
         render_breakdown(e),
-        *([Text(explain_text(e) + "\n" + streaming_text(cluster))] if explain else []),
+        *(
+            [Text(explain_text(e) + "\n" + streaming_text(cluster) + fp4_text(cluster, workload))]
+            if explain
+            else []
+        ),
         render_links(e),
         render_memory(e, e.usable_memory_gib, hbm),
         render_placement(e, cluster),

@@ -373,6 +373,24 @@ def explain_text(e: Estimate) -> str:
     return "\n".join(lines)
 
 
+def fp4_text(cluster: Cluster, workload: Workload) -> str:
+    """`estimate --explain` under --precision nvfp4: the rate the NVFP4 GEMMs are priced at
+    (cost_models.compute.gemm_hardware) over the part's fp8 GEMMs, and whether it was measured;
+    "" for other precisions."""
+    gpu = cluster.gpu
+    if workload.precision != "nvfp4" or gpu.peak_fp4_tflops is None or gpu.peak_fp8_tflops is None:
+        return ""
+    if gpu.fp4_gemm_speed is not None:
+        ratio, basis = gpu.fp4_gemm_speed.over_fp8, f"measured: {gpu.id} fp4_gemm_speed"
+    else:
+        ratio = gpu.peak_fp4_tflops / gpu.peak_fp8_tflops
+        basis = f"the datasheet peak ratio, an assumption: no NVFP4 GEMM measured on {gpu.id}"
+    return (
+        f"\nNVFP4 GEMMs: {ratio:.2f}x the speed of the part's per-tensor fp8 GEMMs ({basis}; "
+        f"presets gpus --constants {gpu.id})"
+    )
+
+
 def streaming_text(cluster: Cluster) -> str:
     """`estimate --explain`: the HBM bandwidth the memory-bound ops outside the kernel tables
     (norms, activations, casts, residual adds, optimizer step, MoE permutes) are priced at, and

@@ -1,11 +1,12 @@
 """FP8 / FP4 recipes (issue 32 item 4): each recipe's quantization as memory-bound HBM traffic,
-NVFP4 GEMMs at the NVFP4 peak, refused on GPUs without it. Expected values by hand."""
+NVFP4 GEMMs at the part's measured NVFP4 rate or its NVFP4 peak, refused on GPUs without it. Expected values by hand."""
 
 from __future__ import annotations
 
 import pytest
 from factories import H100, cluster, dense_model, layout, workload
 
+import models_zoo
 from cost_models.calibration import calibration_for, hbm_bytes_per_s
 from cost_models.compute import (
     QUANT_BYTES_PER_ELEMENT,
@@ -17,6 +18,8 @@ from cost_models.compute import (
     quantize_s,
 )
 from cost_models.errors import InvalidInput
+from cost_models.specs import GpuSpec
+from models_zoo.provenance import gpu_constants
 
 
 def test_recipe_bytes_per_element_by_hand():
@@ -93,6 +96,62 @@ def test_nvfp4_runs_at_the_fp4_peak_and_is_refused_without_it():
     # peak fp4 = 2 x peak fp8 of this GPU, same curve: the GEMMs take half the time
     assert fp4.gemm_s == pytest.approx(fp8.gemm_s / 2, rel=1e-9)
     assert cluster().gpu.peak_fp4_tflops is None
+
+
+def test_nvfp4_runs_at_a_measured_rate_over_fp8_where_the_part_has_one():
+    # GpuSpec.fp4_gemm_speed: per-tensor fp8 GEMM time / NVFP4 GEMM time on the part (TE's B300
+    # profile: 6.812 / 3.764 ms per layer = 1.81); the GEMMs run at the fp8 efficiency on
+    # peak_fp8 x 1.81, not on the datasheet fp4 peak (3 x fp8 here)
+    measured = {"over_fp8": 1.81, "source": "hand-made test input"}
+    part = H100.model_copy(
+        update={"generation": "blackwell", "peak_fp4_tflops": 3 * H100.peak_fp8_tflops}
+    )
+    part = GpuSpec.model_validate({**part.model_dump(), "fp4_gemm_speed": measured})
+    gpu, book = gemm_hardware(part, workload(precision="nvfp4"), None)
+    assert gpu.peak_fp8_tflops == pytest.approx(1.81 * part.peak_fp8_tflops) and book is None
+    cal = calibration_for("blackwell")
+    lo, model = layout(tp=1), dense_model()
+    fp8 = layer_time(model, part, cal, workload(precision="fp8"), lo, is_moe=False)
+    fp4 = layer_time(model, part, cal, workload(precision="nvfp4"), lo, is_moe=False)
+    assert fp4.gemm_s == pytest.approx(fp8.gemm_s / 1.81, rel=1e-9)
+    # without the measurement: the datasheet ratio, 3x
+    bare = part.model_copy(update={"fp4_gemm_speed": None})
+    fp4_bare = layer_time(model, bare, cal, workload(precision="nvfp4"), lo, is_moe=False)
+    assert fp4_bare.gemm_s == pytest.approx(fp8.gemm_s / 3, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("update", "rule"),
+    [
+        ({"fp4_gemm_speed": {"over_fp8": 3.5, "source": "x"}}, "above the datasheet ratio"),
+        ({"fp4_gemm_speed": {"over_fp8": 1.0, "source": "x"}}, "greater than 1"),
+        ({"fp4_gemm_speed": {"over_fp8": 1.8, "source": ""}}, "at least 1 character"),
+        ({"fp4_gemm_speed": {"over_fp8": 1.8, "source": "x"}, "peak_fp4_tflops": None},
+         "peak_fp4_tflops or peak_fp8_tflops is null"),
+    ],
+)
+def test_fp4_gemm_speed_is_checked(update, rule):
+    data = {**H100.model_dump(), "generation": "blackwell", "peak_fp4_tflops": 3 * 1978.9}
+    with pytest.raises(ValueError, match=rule):
+        GpuSpec.model_validate({**data, **update})
+
+
+def test_blackwell_ultra_presets_carry_the_measured_nvfp4_rate():
+    # the B300 / GB300 presets carry TE's B300 figure; B200 / GB200 have no NVFP4 GEMM
+    # measurement and keep the datasheet ratio (presets --constants says which)
+    for gpu_id in ("b300", "gb300"):
+        gpu = models_zoo.load_gpu(gpu_id)
+        assert gpu.fp4_gemm_speed is not None and gpu.fp4_gemm_speed.over_fp8 == 1.81
+        assert "6.812" in gpu.fp4_gemm_speed.source and "3.764" in gpu.fp4_gemm_speed.source
+        row = next(r for r in gpu_constants(gpu) if r["constant"] == "fp4_gemm_speed.over_fp8")
+        assert (row["value"], row["basis"]) == (1.81, "measured")
+    for gpu_id in ("b200", "gb200"):
+        gpu = models_zoo.load_gpu(gpu_id)
+        assert gpu.fp4_gemm_speed is None
+        row = next(r for r in gpu_constants(gpu) if r["constant"] == "fp4_gemm_speed.over_fp8")
+        assert (row["value"], row["basis"]) == (2.0, "assumption")
+    h100 = models_zoo.load_gpu("h100-sxm-80gb")
+    assert not [r for r in gpu_constants(h100) if r["constant"].startswith("fp4_gemm_speed")]
 
 
 def test_block_scaled_fp8_gemms_run_slower_than_per_tensor_on_blackwell():
@@ -333,3 +392,16 @@ def test_saved_gemm_inputs_keep_the_column_wise_copy():
     assert gemm_input_bytes(workload()) == 2
     torchao = workload(precision="fp8", selective_recompute="every_other_matmul")
     assert gemm_input_bytes(torchao) == 2  # torchao saves the bf16 input
+
+
+def test_explain_names_the_nvfp4_rate_and_its_basis():
+    from planner.report.text import fp4_text
+
+    gb300, gb200 = models_zoo.load_cluster("gb300-nvl72"), models_zoo.load_cluster("gb200-nvl72")
+    nvfp4 = workload(precision="nvfp4")
+    assert fp4_text(gb300, nvfp4) == (
+        "\nNVFP4 GEMMs: 1.81x the speed of the part's per-tensor fp8 GEMMs (measured: gb300 "
+        "fp4_gemm_speed; presets gpus --constants gb300)"
+    )
+    assert "2.00x" in fp4_text(gb200, nvfp4) and "an assumption" in fp4_text(gb200, nvfp4)
+    assert fp4_text(gb300, workload(precision="mxfp8")) == ""

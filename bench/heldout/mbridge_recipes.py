@@ -39,7 +39,7 @@ import subprocess
 from typing import Any
 
 # The commit of each container's performance-summary update (git log -- docs/performance-summary.md):
-# the recipes on main when the table was published. 25.09 used YAML configs (not read); 26.06.01 and
+# the recipes on main when the table was published. 25.09 used YAML configs (YAML_CONTAINERS: its TP overlap only); 26.06.01 and
 # later moved to src/megatron/bridge/perf_recipes (Python functions, not read).
 CONTAINER_COMMIT = {
     "25.11": "5776a6d90",
@@ -253,6 +253,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
             if found and function in flags:
                 cfg["_split"] = {"function": function, **flags[function]}
         out[container] = configs
+    out["_yaml"] = {c: yaml_recipes(git_dir, commit) for c, commit in YAML_CONTAINERS.items()}  # nor this
     out["_tp_overlap"] = tp_funcs  # not a container name: the recipe functions read for tp_comm_overlap
     out["_applies_backend"] = applies  # nor this: whether set_workload_base_configs applies the flex back-end
     return out
@@ -276,6 +277,9 @@ def _matches(cfg: dict[str, Any], row: dict[str, Any]) -> bool:
 def settings_for(recipes, container, model, gpu_system, precision, row):
     """(settings, layout updates, note) from the one recipe whose layout is the row's; ({}, {}, note)
     when none or several disagreeing ones match."""
+    if container in YAML_CONTAINERS:
+        settings, note = yaml_tp_overlap(recipes, container, model, gpu_system, row)
+        return settings, {}, note
     configs = recipes.get(container)
     if configs is None or model not in PREFIX or precision not in PRECISION:
         return {}, {}, "no recipe read for this container / model"
@@ -664,3 +668,126 @@ def dispatcher_type_for(recipes, container, model, gpu_system):
         return kind, None
     return kind, (f"{fn.name} ({path}) sets {_DISPATCHER} = 'alltoall' after the back-end: the all-to-all "
                   "dispatcher runs (Megatron-Core takes the flex back-end only under 'flex')")
+
+
+# --- 25.09: the runs took their layouts from YAML perf matrices and their TP-overlap configuration from
+# scripts/performance/run_script.py (Megatron-Bridge @fa0315ae2, the 25.09 summary's commit): the model's
+# library recipe (`<model>_pretrain_config(...)`, with run_script's own comm_overlap_config where it passes
+# one) sets tp_comm_overlap; CommOverlapConfig turns it off below TP 2 or without sequence parallelism
+# (src/megatron/bridge/training/comm_overlap.py); then `recipe.comm_overlap.tp_comm_overlap_cfg =
+# COMM_OVERLAP_CONFIG_MAP[model][gpu][compute_dtype]` (scripts/performance/utils/helpers.py; compute dtype
+# "fp8" for every fp8 recipe, MXFP8 included: argument_parser --compute_dtype {bf16, fp8}). Only the TP
+# overlap is read from these containers; the perf matrices' other fields are not transcribed.
+YAML_CONTAINERS = {"25.09": "fa0315ae2"}
+_YAML_FILE = re.compile(r"^scripts/performance/configs/[^/]+/([a-z0-9_]+)_llm_pretrain\.yaml$")
+_YAML_PRECISION = {"bf16": ("bf16",), "fp8": ("fp8_ds", "fp8_cs"), "mxfp8": ("fp8_mx",)}
+"""A row's precision -> the perf-matrix keys its run may have used (the 25.09 page names no recipe)."""
+_YAML_MODEL = {v: k for k, v in _FUNC_MODEL.items()}
+
+
+def _comm_overlap_map(source: str) -> dict[str, dict[str, dict[str, str]]]:
+    """helpers.py COMM_OVERLAP_CONFIG_MAP: model -> GPU -> compute dtype -> userbuffers config name."""
+    for node in ast.parse(source).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", None) == "COMM_OVERLAP_CONFIG_MAP"):  # fmt: skip
+            def walk(d: ast.expr) -> Any:
+                if isinstance(d, ast.Dict):
+                    return {ast.literal_eval(k): walk(v) for k, v in zip(d.keys, d.values)}
+                if isinstance(d, ast.Name):
+                    return d.id
+                raise Unread(f"COMM_OVERLAP_CONFIG_MAP holds {ast.unparse(d)}")
+            return walk(node.value)
+    raise Unread("no COMM_OVERLAP_CONFIG_MAP")
+
+
+def yaml_recipes(git_dir: str, commit: str) -> dict[str, Any]:
+    """The perf matrices by model, COMM_OVERLAP_CONFIG_MAP, run_script's recipe calls and the library
+    recipes at `commit`."""
+    import yaml
+
+    matrices: dict[str, Any] = {}
+    for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance/configs").split():
+        if m := _YAML_FILE.match(path):
+            matrices[m.group(1)] = (yaml.safe_load(_git(git_dir, "show", f"{commit}:{path}")) or {}).get("perf_matrix") or {}
+    run_script = ast.parse(_git(git_dir, "show", f"{commit}:scripts/performance/run_script.py"))
+    calls = {n.func.id: n for n in ast.walk(run_script)
+             if isinstance(n, ast.Call) and getattr(n.func, "id", "").endswith("_pretrain_config")}  # fmt: skip
+    return {
+        "commit": commit,
+        "matrices": matrices,
+        "map": _comm_overlap_map(_git(git_dir, "show", f"{commit}:scripts/performance/utils/helpers.py")),
+        "calls": calls,
+        "library": tp_overlap_functions(git_dir, commit)[1],
+    }
+
+
+def _yaml_layout_matches(entry: dict[str, Any], row: dict[str, Any]) -> bool:
+    def get(key: str, default: Any = None) -> Any:
+        return entry.get(key, default)
+
+    return (
+        get("tp", 1) == row["tp"] and get("pp", 1) == row["pp"] and get("cp", 1) == row["cp"]
+        and (get("vp") or 1) == (row["vp"] or 1) and (get("ep") or 1) == (row["ep"] or 1)
+        and get("mbs") == row["mbs"] and get("gbs") == row["gbs"]
+    )  # fmt: skip
+
+
+def _sequence_parallel(fn: ast.FunctionDef) -> bool | None:
+    """The library recipe's `"sequence_parallelism": <bool>` (its recommended kwargs)."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant) and k.value == "sequence_parallelism" and isinstance(v, ast.Constant):
+                    return bool(v.value)
+    return None
+
+
+def yaml_tp_overlap(recipes: dict[str, Any], container: str, model: str, gpu_system: str, row: dict[str, Any]):
+    """(settings, note) for a 25.09 row: tp_comm_overlap and tp_overlap as run_script.py set them, where the
+    model's perf matrix holds the row's layout for a recipe of the row's precision; ({}, why) otherwise."""
+    got = recipes.get("_yaml", {}).get(container)
+    key = _YAML_MODEL.get(PREFIX.get(model, ""))
+    if got is None or key is None:
+        return {}, "no recipe read for this container / model"
+    gpu = gpu_system.split("-")[1].lower()
+    block = (got["matrices"].get(key) or {}).get(gpu, {}).get(f"num_gpus_{row['num_gpus']}")
+    where = f"scripts/performance/configs/*/{key}_llm_pretrain.yaml @{got['commit']}"
+    if not block:
+        return {}, f"no {gpu} num_gpus_{row['num_gpus']} entry in {where}"
+    keys = [k for k in _YAML_PRECISION.get(row["precision"], ()) if k in block
+            and _yaml_layout_matches({**(block.get("common") or {}), **(block.get(k) or {})}, row)]  # fmt: skip
+    if not keys:
+        return {}, f"no {row['precision']} entry of {where} ({gpu}, {row['num_gpus']} GPUs) has this row's layout"
+    said = f"perf matrix {where} {gpu} num_gpus_{row['num_gpus']} {'/'.join(keys)}"
+    if row["tp"] < 2:
+        return {}, f"{said}: TP 1, no TP overlap (CommOverlapConfig: TP size < 2)"
+    fn_name = f"{key}_pretrain_config"
+    call, lib = got["calls"].get(fn_name), got["library"].get(fn_name)
+    if call is None or lib is None:
+        return {}, f"{said}; tp_comm_overlap not read (run_script.py does not call {fn_name} or it is not found)"
+    try:
+        passed = next((kw.value for kw in call.keywords if kw.arg == "comm_overlap_config"), None)
+        kw = _comm_overlap_kw(passed) if isinstance(passed, ast.Call) else None
+        dtype = "bf16" if row["precision"] == "bf16" else "fp8"
+        on = _tp_expr(kw, None, dtype, row["tp"]) if kw is not None else _library_default(lib, dtype, row["tp"])
+    except Unread as err:
+        return {}, f"{said}; tp_comm_overlap not read ({fn_name}: {err})"
+    if on and _sequence_parallel(lib) is not True:
+        return {}, f"{said}; tp_comm_overlap not read ({fn_name}: sequence parallelism not stated True)"
+    from_ = "run_script.py's comm_overlap_config" if kw is not None else f"library recipe {fn_name}"
+    if not on:
+        return {"tp_comm_overlap": False}, f"{said}; tp_comm_overlap=False ({from_})"
+    cfg = got["map"].get(key, {}).get(gpu, {}).get(dtype)
+    if cfg is not None:
+        return {"tp_comm_overlap": True, "tp_overlap": cfg}, (
+            f"{said}; tp_comm_overlap=True ({from_}), tp_comm_overlap_cfg {cfg} "
+            f"(scripts/performance/utils/helpers.py COMM_OVERLAP_CONFIG_MAP[{key}][{gpu}][{dtype}])"
+        )
+    if kw is not None and not any(k.arg == "tp_comm_overlap_cfg" for k in passed.keywords):
+        # run_script's own CommOverlapConfig(tp_comm_overlap=True) replaces the library's and names no
+        # configuration: Transformer Engine's per-GEMM defaults (training/initialize.py: ub_cfgs = {})
+        return {"tp_comm_overlap": True, "tp_overlap": TE_DEFAULT}, (
+            f"{said}; tp_comm_overlap=True ({from_}, no tp_comm_overlap_cfg; no COMM_OVERLAP_CONFIG_MAP"
+            f"[{key}][{gpu}]): Transformer Engine's default userbuffers configuration"
+        )
+    return {}, f"{said}; tp_comm_overlap=True ({from_}) but no COMM_OVERLAP_CONFIG_MAP[{key}][{gpu}][{dtype}]: not transcribed"

@@ -248,7 +248,56 @@ def test_recipe_settings_carry_fp8_current_scaling_and_tp_overlap(records: list[
         s = r.get("settings") or {}
         assert "tp_comm_overlap" not in s or r["layout"]["tp"] > 1, r["id"]
         if "tp_comm_overlap" in s or s.get("fp8_recipe") == "tensorwise" and "FP8-CS = current" not in r["notes"]:
-            assert "recipe settings: recipe " in r["notes"], r["id"]
+            read = "recipe settings: perf matrix " if "-25.09-" in r["id"] else "recipe settings: recipe "
+            assert read in r["notes"], r["id"]
+
+
+def test_25_09_rows_carry_run_scripts_tp_overlap(records: list[dict]) -> None:
+    """25.09 ran its layouts from YAML perf matrices and set the TP overlap in run_script.py: the
+    library recipe's tp_comm_overlap and COMM_OVERLAP_CONFIG_MAP's userbuffers configuration per
+    model, GPU and compute dtype (Megatron-Bridge @fa0315ae2)."""
+    by_id = {r["id"]: r for r in records}
+    h100 = by_id["mbridge-25.09-h100-llama3.1-405b-fp8"]["settings"]
+    assert h100 == {"tp_comm_overlap": True, "tp_overlap": "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192"}
+    b200 = by_id["mbridge-25.09-b200-llama3.1-405b-mxfp8"]["settings"]  # MXFP8: compute dtype fp8
+    assert b200["tp_overlap"] == "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192"
+    # run_script passes its own CommOverlapConfig(tp_comm_overlap=True) to the Qwen3 recipes, no map entry
+    assert by_id["mbridge-25.09-h100-qwen3-235b-a22b-fp8-tokendrop"]["settings"]["tp_overlap"] == "te_default"
+    assert "tp_comm_overlap" not in (by_id["mbridge-25.09-h100-llama3-8b-fp8"].get("settings") or {})  # TP 1
+
+
+def test_comm_overlap_map_and_the_25_09_rule_by_hand() -> None:
+    import ast
+
+    m = _recipes_module()
+    src = """
+COMM_OVERLAP_CONFIG_MAP = {
+    "llama3_70b": {"h100": {"bf16": ub_bf16_a, "fp8": ub_fp8_a}},
+}
+"""
+    assert m._comm_overlap_map(src) == {"llama3_70b": {"h100": {"bf16": "ub_bf16_a", "fp8": "ub_fp8_a"}}}
+    with pytest.raises(m.Unread):
+        m._comm_overlap_map("COMM_OVERLAP_CONFIG_MAP = {'x': f()}")
+    lib = ast.parse("""
+def llama3_70b_pretrain_config(**kw):
+    recommended = {"sequence_parallelism": True, "comm_overlap_config": CommOverlapConfig(tp_comm_overlap=True)}
+    return recommended
+""").body[0]
+    got = {"25.09": {
+        "commit": "c0ffee",
+        "matrices": {"llama3_70b": {"h100": {"num_gpus_64": {
+            "common": {"tp": 4, "mbs": 1, "gbs": 128, "vp": 5}, "fp8_ds": {"pp": 8, "cp": 1}, "bf16": {"pp": 4, "cp": 2},
+        }}}},
+        "map": {"llama3_70b": {"h100": {"fp8": "ub_fp8_a"}}},
+        "calls": {"llama3_70b_pretrain_config": ast.parse("llama3_70b_pretrain_config(mock=True)").body[0].value},
+        "library": {"llama3_70b_pretrain_config": lib},
+    }}  # fmt: skip
+    row = {"num_gpus": 64, "tp": 4, "pp": 8, "cp": 1, "vp": 5, "ep": None, "mbs": 1, "gbs": 128, "precision": "fp8"}
+    settings, note = m.yaml_tp_overlap({"_yaml": got}, "25.09", "LLAMA3_70B", "DGX-H100", row)
+    assert settings == {"tp_comm_overlap": True, "tp_overlap": "ub_fp8_a"} and "fp8_ds" in note
+    # the bf16 entry has another layout: no recipe of this precision matches a bf16 row with PP 8
+    settings, note = m.yaml_tp_overlap({"_yaml": got}, "25.09", "LLAMA3_70B", "DGX-H100", {**row, "precision": "bf16"})
+    assert settings == {} and "has this row's layout" in note
 
 
 def test_token_drop_rows_carry_the_capacity_settings(records: list[dict]) -> None:

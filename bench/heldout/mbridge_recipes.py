@@ -278,7 +278,7 @@ def settings_for(recipes, container, model, gpu_system, precision, row):
     """(settings, layout updates, note) from the one recipe whose layout is the row's; ({}, {}, note)
     when none or several disagreeing ones match."""
     if container in YAML_CONTAINERS:
-        settings, note = yaml_tp_overlap(recipes, container, model, gpu_system, row)
+        settings, note = yaml_settings(recipes, container, model, gpu_system, row)
         return settings, {}, note
     configs = recipes.get(container)
     if configs is None or model not in PREFIX or precision not in PRECISION:
@@ -676,8 +676,11 @@ def dispatcher_type_for(recipes, container, model, gpu_system):
 # one) sets tp_comm_overlap; CommOverlapConfig turns it off below TP 2 or without sequence parallelism
 # (src/megatron/bridge/training/comm_overlap.py); then `recipe.comm_overlap.tp_comm_overlap_cfg =
 # COMM_OVERLAP_CONFIG_MAP[model][gpu][compute_dtype]` (scripts/performance/utils/helpers.py; compute dtype
-# "fp8" for every fp8 recipe, MXFP8 included: argument_parser --compute_dtype {bf16, fp8}). Only the TP
-# overlap is read from these containers; the perf matrices' other fields are not transcribed.
+# "fp8" for every fp8 recipe, MXFP8 included: argument_parser --compute_dtype {bf16, fp8}). Sequence
+# parallelism is on for TP > 1 (utils/helpers.py apply_perf_matrix_overrides). Of the perf matrix's own
+# fields, `cuda_graphs` (set_cuda_graph_overrides: model.enable_cuda_graph, Megatron's per-layer graphs)
+# and `cpu_offloading_num_layers` (set_recompute_overrides) are read too, where every entry of the row's
+# precision that holds its layout agrees; `recompute_num_layers` and the FSDP switch are not.
 YAML_CONTAINERS = {"25.09": "fa0315ae2"}
 _YAML_FILE = re.compile(r"^scripts/performance/configs/[^/]+/([a-z0-9_]+)_llm_pretrain\.yaml$")
 _YAML_PRECISION = {"bf16": ("bf16",), "fp8": ("fp8_ds", "fp8_cs"), "mxfp8": ("fp8_mx",)}
@@ -732,19 +735,10 @@ def _yaml_layout_matches(entry: dict[str, Any], row: dict[str, Any]) -> bool:
     )  # fmt: skip
 
 
-def _sequence_parallel(fn: ast.FunctionDef) -> bool | None:
-    """The library recipe's `"sequence_parallelism": <bool>` (its recommended kwargs)."""
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Dict):
-            for k, v in zip(node.keys, node.values):
-                if isinstance(k, ast.Constant) and k.value == "sequence_parallelism" and isinstance(v, ast.Constant):
-                    return bool(v.value)
-    return None
-
-
-def yaml_tp_overlap(recipes: dict[str, Any], container: str, model: str, gpu_system: str, row: dict[str, Any]):
-    """(settings, note) for a 25.09 row: tp_comm_overlap and tp_overlap as run_script.py set them, where the
-    model's perf matrix holds the row's layout for a recipe of the row's precision; ({}, why) otherwise."""
+def yaml_settings(recipes: dict[str, Any], container: str, model: str, gpu_system: str, row: dict[str, Any]):
+    """(settings, note) for a 25.09 row: tp_comm_overlap and tp_overlap as run_script.py set them, and the
+    perf matrix's CUDA graphs and CPU offload (_yaml_fields), where the model's perf matrix holds the row's
+    layout for a recipe of the row's precision; ({}, why) otherwise."""
     got = recipes.get("_yaml", {}).get(container)
     key = _YAML_MODEL.get(PREFIX.get(model, ""))
     if got is None or key is None:
@@ -759,8 +753,31 @@ def yaml_tp_overlap(recipes: dict[str, Any], container: str, model: str, gpu_sys
     if not keys:
         return {}, f"no {row['precision']} entry of {where} ({gpu}, {row['num_gpus']} GPUs) has this row's layout"
     said = f"perf matrix {where} {gpu} num_gpus_{row['num_gpus']} {'/'.join(keys)}"
+    fields, field_note = _yaml_fields([{**(block.get("common") or {}), **(block.get(k) or {})} for k in keys])
+    said += field_note
     if row["tp"] < 2:
-        return {}, f"{said}: TP 1, no TP overlap (CommOverlapConfig: TP size < 2)"
+        return fields, f"{said}; TP 1, no TP overlap (CommOverlapConfig: TP size < 2)"
+    overlap, note = _yaml_overlap(got, key, gpu, row, said)
+    return {**fields, **overlap}, note
+
+
+def _yaml_fields(entries: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    """Settings from the perf-matrix fields every matching entry agrees on: cuda_graphs (Megatron's
+    per-layer CUDA graphs, attention included) and CPU offload layers."""
+    out: dict[str, Any] = {}
+    said = []
+    for field, setting in (("cuda_graphs", "cuda_graphs"), ("cpu_offloading_num_layers", "cpu_offload_layers")):
+        values = {e.get(field) or None for e in entries}
+        if len(values) > 1:
+            said.append(f"{field} differs between the entries: not transcribed")
+        elif (v := values.pop()) is not None:
+            out[setting] = True if field == "cuda_graphs" else int(v)
+            said.append(f"{field}={v}")
+    return out, (": " + ", ".join(said)) if said else ""
+
+
+def _yaml_overlap(got: dict[str, Any], key: str, gpu: str, row: dict[str, Any], said: str):
+    """(tp_comm_overlap / tp_overlap settings, note) of a TP > 1 25.09 row (yaml_settings)."""
     fn_name = f"{key}_pretrain_config"
     call, lib = got["calls"].get(fn_name), got["library"].get(fn_name)
     if call is None or lib is None:
@@ -772,8 +789,6 @@ def yaml_tp_overlap(recipes: dict[str, Any], container: str, model: str, gpu_sys
         on = _tp_expr(kw, None, dtype, row["tp"]) if kw is not None else _library_default(lib, dtype, row["tp"])
     except Unread as err:
         return {}, f"{said}; tp_comm_overlap not read ({fn_name}: {err})"
-    if on and _sequence_parallel(lib) is not True:
-        return {}, f"{said}; tp_comm_overlap not read ({fn_name}: sequence parallelism not stated True)"
     from_ = "run_script.py's comm_overlap_config" if kw is not None else f"library recipe {fn_name}"
     if not on:
         return {"tp_comm_overlap": False}, f"{said}; tp_comm_overlap=False ({from_})"

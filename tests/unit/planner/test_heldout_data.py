@@ -82,6 +82,9 @@ def test_recipe_settings_name_their_recipe(records: list[dict]) -> None:
     with_recipe = [r for r in records if recipe_keys & set(r.get("settings") or {})]
     assert with_recipe
     for r in with_recipe:
+        if "-25.09-" in r["id"]:  # the YAML perf matrix of the 25.09 run (mbridge_recipes.yaml_settings)
+            assert "recipe settings: perf matrix " in r["notes"] and "_llm_pretrain.yaml @fa0315ae2" in r["notes"], r["id"]
+            continue
         assert "recipe settings: recipe " in r["notes"], r["id"]
         assert "_workload_base_configs.py @" in r["notes"] or "perf_recipes/" in r["notes"], r["id"]
 
@@ -252,7 +255,7 @@ def test_recipe_settings_carry_fp8_current_scaling_and_tp_overlap(records: list[
             assert read in r["notes"], r["id"]
 
 
-def test_25_09_rows_carry_run_scripts_tp_overlap(records: list[dict]) -> None:
+def test_25_09_rows_carry_run_scripts_settings(records: list[dict]) -> None:
     """25.09 ran its layouts from YAML perf matrices and set the TP overlap in run_script.py: the
     library recipe's tp_comm_overlap and COMM_OVERLAP_CONFIG_MAP's userbuffers configuration per
     model, GPU and compute dtype (Megatron-Bridge @fa0315ae2)."""
@@ -264,6 +267,9 @@ def test_25_09_rows_carry_run_scripts_tp_overlap(records: list[dict]) -> None:
     # run_script passes its own CommOverlapConfig(tp_comm_overlap=True) to the Qwen3 recipes, no map entry
     assert by_id["mbridge-25.09-h100-qwen3-235b-a22b-fp8-tokendrop"]["settings"]["tp_overlap"] == "te_default"
     assert "tp_comm_overlap" not in (by_id["mbridge-25.09-h100-llama3-8b-fp8"].get("settings") or {})  # TP 1
+    # the perf matrix's own fields: Megatron's per-layer CUDA graphs, CPU offload layers
+    assert by_id["mbridge-25.09-b200-llama3-8b-fp8"]["settings"] == {"cuda_graphs": True}
+    assert by_id["mbridge-25.09-gb200-llama3-70b-fp8"]["settings"] == {"cpu_offload_layers": 40}
 
 
 def test_comm_overlap_map_and_the_25_09_rule_by_hand() -> None:
@@ -293,11 +299,16 @@ def llama3_70b_pretrain_config(**kw):
         "library": {"llama3_70b_pretrain_config": lib},
     }}  # fmt: skip
     row = {"num_gpus": 64, "tp": 4, "pp": 8, "cp": 1, "vp": 5, "ep": None, "mbs": 1, "gbs": 128, "precision": "fp8"}
-    settings, note = m.yaml_tp_overlap({"_yaml": got}, "25.09", "LLAMA3_70B", "DGX-H100", row)
+    settings, note = m.yaml_settings({"_yaml": got}, "25.09", "LLAMA3_70B", "DGX-H100", row)
     assert settings == {"tp_comm_overlap": True, "tp_overlap": "ub_fp8_a"} and "fp8_ds" in note
     # the bf16 entry has another layout: no recipe of this precision matches a bf16 row with PP 8
-    settings, note = m.yaml_tp_overlap({"_yaml": got}, "25.09", "LLAMA3_70B", "DGX-H100", {**row, "precision": "bf16"})
+    settings, note = m.yaml_settings({"_yaml": got}, "25.09", "LLAMA3_70B", "DGX-H100", {**row, "precision": "bf16"})
     assert settings == {} and "has this row's layout" in note
+    # perf-matrix fields: taken where every matching entry agrees
+    assert m._yaml_fields([{"cuda_graphs": True}, {"cuda_graphs": True, "cpu_offloading_num_layers": 0}]) == (
+        {"cuda_graphs": True}, ": cuda_graphs=True")
+    fields, note = m._yaml_fields([{"cpu_offloading_num_layers": 20}, {"cpu_offloading_num_layers": 40}])
+    assert fields == {} and "differs" in note
 
 
 def test_token_drop_rows_carry_the_capacity_settings(records: list[dict]) -> None:

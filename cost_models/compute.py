@@ -342,15 +342,26 @@ def gemm_hardware(
                 f"precision: nvfp4 needs NVFP4 tensor cores (Blackwell: B200, GB200, B300, "
                 f"GB300); {gpu.name} has none (peak_fp4_tflops is null)"
             )
-        if gpu.fp4_gemm_speed is not None and gpu.peak_fp8_tflops is not None:
-            return _peak_view(gpu, gpu.peak_fp8_tflops * gpu.fp4_gemm_speed.over_fp8), None
-        return _peak_view(gpu, gpu.peak_fp4_tflops), None
+        ratio, measured = fp4_speed_over_fp8(gpu)
+        peak = gpu.peak_fp8_tflops * ratio if measured else gpu.peak_fp4_tflops
+        return _peak_view(gpu, peak), None
     slower = BLOCK_SCALED_GEMM_TIME.get(gpu.generation)
     if slower is None or quant_recipe(workload) not in BLOCK_SCALED or gpu.peak_fp8_tflops is None:
         return gpu, book
     view = _peak_view(gpu, gpu.peak_fp8_tflops / slower)
     _DENSE_ONLY[view] = gpu
     return view, None
+
+
+def fp4_speed_over_fp8(gpu: GpuSpec) -> tuple[float, bool]:
+    """(NVFP4 GEMM speed over the part's per-tensor fp8 GEMM, whether it was measured) for a part
+    with NVFP4 and fp8 peaks: its GpuSpec.fp4_gemm_speed, else the datasheet peak ratio (an
+    assumption). gemm_hardware prices with it; `presets --constants` and `estimate --explain` say
+    which it is."""
+    assert gpu.peak_fp4_tflops is not None and gpu.peak_fp8_tflops is not None
+    if gpu.fp4_gemm_speed is not None:
+        return gpu.fp4_gemm_speed.over_fp8, True
+    return gpu.peak_fp4_tflops / gpu.peak_fp8_tflops, False
 
 
 _PEAK_VIEWS: dict[tuple[GpuSpec, float], GpuSpec] = {}

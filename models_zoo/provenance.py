@@ -15,6 +15,7 @@ from cost_models.calibration import (
     calibration_for_cluster,
     generation_for_gpu,
 )
+from cost_models.compute import fp4_speed_over_fp8
 from cost_models.specs import Cluster, GpuSpec
 
 from .kernel_tables import builtin_index, builtin_source
@@ -117,14 +118,14 @@ def _fp4_speed_rows(gpu: GpuSpec) -> list[dict[str, Any]]:
     datasheet peak ratio, an assumption."""
     if gpu.peak_fp4_tflops is None or gpu.peak_fp8_tflops is None:
         return []
-    measured = gpu.fp4_gemm_speed
-    if measured is not None:
-        return [{"constant": "fp4_gemm_speed.over_fp8", "value": measured.over_fp8,
-                 "basis": "measured", "why": measured.source}]  # fmt: skip
-    ratio = round(gpu.peak_fp4_tflops / gpu.peak_fp8_tflops, 6)
-    why = ("no NVFP4 GEMM measured on this part: NVFP4 GEMMs run at the fp8 efficiency on the "
-           "datasheet peak_fp4_tflops, i.e. at the peak ratio")  # fmt: skip
-    return [{"constant": "fp4_gemm_speed.over_fp8", "value": ratio, "basis": "assumption",
+    ratio, measured = fp4_speed_over_fp8(gpu)
+    if measured:
+        basis, why = "measured", gpu.fp4_gemm_speed.source  # type: ignore[union-attr]
+    else:
+        basis = "assumption"
+        why = ("no NVFP4 GEMM measured on this part: NVFP4 GEMMs run at the fp8 efficiency on "
+               "the datasheet peak_fp4_tflops, i.e. at the peak ratio")  # fmt: skip
+    return [{"constant": "fp4_gemm_speed.over_fp8", "value": round(ratio, 6), "basis": basis,
              "why": why}]  # fmt: skip
 
 

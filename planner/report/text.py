@@ -5,6 +5,7 @@ No rich here: terminal.py wraps these in tables; markdown.py and html.py print t
 from __future__ import annotations
 
 from cost_models.calibration import calibration_for_cluster
+from cost_models.compute import fp4_speed_over_fp8
 from cost_models.params import total_params
 from cost_models.stage import ADAM_OP, CHUNK_CAT_OP, CLIP_OP
 from cost_models.specs import (
@@ -380,11 +381,12 @@ def fp4_text(cluster: Cluster, workload: Workload) -> str:
     gpu = cluster.gpu
     if workload.precision != "nvfp4" or gpu.peak_fp4_tflops is None or gpu.peak_fp8_tflops is None:
         return ""
-    if gpu.fp4_gemm_speed is not None:
-        ratio, basis = gpu.fp4_gemm_speed.over_fp8, f"measured: {gpu.id} fp4_gemm_speed"
-    else:
-        ratio = gpu.peak_fp4_tflops / gpu.peak_fp8_tflops
-        basis = f"the datasheet peak ratio, an assumption: no NVFP4 GEMM measured on {gpu.id}"
+    ratio, measured = fp4_speed_over_fp8(gpu)
+    basis = (
+        f"measured: {gpu.id} fp4_gemm_speed"
+        if measured
+        else f"the datasheet peak ratio, an assumption: no NVFP4 GEMM measured on {gpu.id}"
+    )
     return (
         f"\nNVFP4 GEMMs: {ratio:.2f}x the speed of the part's per-tensor fp8 GEMMs ({basis}; "
         f"presets gpus --constants {gpu.id})"

@@ -22,9 +22,9 @@ moe_token_dispatcher_type "alltoall" after it: mbridge_recipes.dispatcher_type_f
 recompute_modules, CPU offload layers; for a matched fp8_cs recipe fp8_recipe tensorwise (current
 scaling), and for TP > 1 tp_comm_overlap as the recipe function sets it for the row's compute dtype
 (mbridge_recipes.tp_overlap_for). Each record's notes name the recipe, file and commit, or
-why none was taken. 25.09 ran from YAML perf matrices: only its TP overlap is read
-(mbridge_recipes.yaml_settings: run_script.py's library recipe and COMM_OVERLAP_CONFIG_MAP, for rows
-whose layout a perf-matrix entry of their precision holds).
+why none was taken. 25.09 ran from YAML perf matrices: its TP overlap (run_script.py's library recipe and
+COMM_OVERLAP_CONFIG_MAP), CUDA graphs and CPU offload are read (mbridge_recipes.yaml_settings), for rows
+whose layout a perf-matrix entry of their precision holds.
 Rows whose model the cost model cannot describe (Nemotron 3 hybrid Mamba, DeepSeek-V4) and rows
 whose cells do not parse are listed in the file's header comment with the reason.
 """

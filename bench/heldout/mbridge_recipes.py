@@ -39,7 +39,7 @@ import subprocess
 from typing import Any
 
 # The commit of each container's performance-summary update (git log -- docs/performance-summary.md):
-# the recipes on main when the table was published. 25.09 used YAML configs (YAML_CONTAINERS: its TP overlap only); 26.06.01 and
+# the recipes on main when the table was published. 25.09 used YAML configs (YAML_CONTAINERS: TP overlap, CUDA graphs, CPU offload); 26.06.01 and
 # later moved to src/megatron/bridge/perf_recipes (Python functions, not read).
 CONTAINER_COMMIT = {
     "25.11": "5776a6d90",

@@ -169,6 +169,21 @@ def groups(runs: dict[str, dict], twins: dict[str, str]) -> list[tuple[str, Call
         ("  Qwen3 on H100",
          lambda r: held(r) and runs[r]["gpu"] == "h100-sxm-80gb" and "Qwen3" in runs[r]["model"]["name"]),
     ]  # fmt: skip
+
+    def userbuffers(rid: str) -> bool:  # TE userbuffers TP overlap, as the recipe set it
+        s = runs[rid].get("settings") or {}
+        return bool(s.get("tp_comm_overlap")) and str(s.get("tp_overlap", "")).startswith("userbuffers")
+
+    def dense_tp(rid: str) -> bool:
+        return held(rid) and not moe(rid) and runs[rid]["layout"]["tp"] > 1
+
+    out += [
+        ("  dense TP > 1, userbuffers TP overlap", lambda r: dense_tp(r) and userbuffers(r)),
+        ("    of them CP 2", lambda r: dense_tp(r) and userbuffers(r) and runs[r]["layout"]["cp"] == 2),
+        ("    of them CP 1", lambda r: dense_tp(r) and userbuffers(r) and runs[r]["layout"]["cp"] == 1),
+        ("  dense TP > 1, TP overlap off (stated)",
+         lambda r: dense_tp(r) and (runs[r].get("settings") or {}).get("tp_comm_overlap") is False),
+    ]  # fmt: skip
     return out
 
 

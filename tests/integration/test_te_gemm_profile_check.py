@@ -13,7 +13,7 @@ import models_zoo
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-import te_gemm_profile_check as check  # noqa: E402
+import te_gemm_profile_check as check
 
 
 def test_the_shipped_nvfp4_rate_is_the_profiles_ratio():

@@ -724,15 +724,21 @@ def yaml_recipes(git_dir: str, commit: str) -> dict[str, Any]:
     }
 
 
-def _yaml_layout_matches(entry: dict[str, Any], row: dict[str, Any]) -> bool:
-    def get(key: str, default: Any = None) -> Any:
-        return entry.get(key, default)
-
-    return (
-        get("tp", 1) == row["tp"] and get("pp", 1) == row["pp"] and get("cp", 1) == row["cp"]
-        and (get("vp") or 1) == (row["vp"] or 1) and (get("ep") or 1) == (row["ep"] or 1)
-        and get("mbs") == row["mbs"] and get("gbs") == row["gbs"]
-    )  # fmt: skip
+def _as_base_config(entry: dict[str, Any]) -> dict[str, Any]:
+    """A merged perf-matrix entry in WorkloadBaseConfig's field names, so that _matches judges its
+    layout (apply_perf_matrix_overrides: tp / pp / cp default 1, vp / ep as given; an entry without
+    mbs / gbs matches no row: the library recipe's value is not read)."""
+    return {
+        **DEFAULTS,
+        "tensor_model_parallel_size": entry.get("tp", 1),
+        "pipeline_model_parallel_size": entry.get("pp", 1),
+        "context_parallel_size": entry.get("cp", 1),
+        "virtual_pipeline_model_parallel_size": entry.get("vp"),
+        "expert_model_parallel_size": entry.get("ep") or 1,
+        "micro_batch_size": entry.get("mbs"),
+        "global_batch_size": entry.get("gbs"),
+        "use_megatron_fsdp": entry.get("use_megatron_fsdp"),
+    }
 
 
 def yaml_settings(recipes: dict[str, Any], container: str, model: str, gpu_system: str, row: dict[str, Any]):
@@ -748,12 +754,13 @@ def yaml_settings(recipes: dict[str, Any], container: str, model: str, gpu_syste
     where = f"scripts/performance/configs/*/{key}_llm_pretrain.yaml @{got['commit']}"
     if not block:
         return {}, f"no {gpu} num_gpus_{row['num_gpus']} entry in {where}"
-    keys = [k for k in _YAML_PRECISION.get(row["precision"], ()) if k in block
-            and _yaml_layout_matches({**(block.get("common") or {}), **(block.get(k) or {})}, row)]  # fmt: skip
+    merged = {k: {**(block.get("common") or {}), **(block.get(k) or {})}
+              for k in _YAML_PRECISION.get(row["precision"], ()) if k in block}  # fmt: skip
+    keys = [k for k, entry in merged.items() if _matches(_as_base_config(entry), row)]
     if not keys:
         return {}, f"no {row['precision']} entry of {where} ({gpu}, {row['num_gpus']} GPUs) has this row's layout"
     said = f"perf matrix {where} {gpu} num_gpus_{row['num_gpus']} {'/'.join(keys)}"
-    fields, field_note = _yaml_fields([{**(block.get("common") or {}), **(block.get(k) or {})} for k in keys])
+    fields, field_note = _yaml_fields([merged[k] for k in keys])
     said += field_note
     if row["tp"] < 2:
         return fields, f"{said}; TP 1, no TP overlap (CommOverlapConfig: TP size < 2)"

@@ -298,7 +298,8 @@ def llama3_70b_pretrain_config(**kw):
         "calls": {"llama3_70b_pretrain_config": ast.parse("llama3_70b_pretrain_config(mock=True)").body[0].value},
         "library": {"llama3_70b_pretrain_config": lib},
     }}  # fmt: skip
-    row = {"num_gpus": 64, "tp": 4, "pp": 8, "cp": 1, "vp": 5, "ep": None, "mbs": 1, "gbs": 128, "precision": "fp8"}
+    row = {"num_gpus": 64, "tp": 4, "pp": 8, "cp": 1, "vp": 5, "ep": None, "mbs": 1, "gbs": 128, "fsdp": None,
+           "precision": "fp8"}  # fmt: skip
     settings, note = m.yaml_settings({"_yaml": got}, "25.09", "LLAMA3_70B", "DGX-H100", row)
     assert settings == {"tp_comm_overlap": True, "tp_overlap": "ub_fp8_a"} and "fp8_ds" in note
     # the bf16 entry has another layout: no recipe of this precision matches a bf16 row with PP 8

@@ -28,12 +28,16 @@ its rows' mix of jobs and containers; `--rows` lists the pairs).
 Deterministic; no pricing pass beyond the four above.
 
 Usage: python bench/heldout_accuracy.py [RUNS.yaml] [--shared PUBLISHED_RUNS.yaml]
+RUNS.yaml defaults to the Megatron-Bridge file; bench/heldout/nemo_performance_summary.yaml (NeMo
+Framework's own tables, containers 25.02 .. 25.07, make_nemo_summary.py) is the second source, read
+the same way (every record names its container as "NeMo <version> container" in its source).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -117,7 +121,10 @@ def curve_cluster(preset: str, folder: Path) -> Path:
 def container_of(run: dict) -> str:
     """The NeMo container a row was measured in, as its `source` names it ("NeMo 26.04.01
     container")."""
-    return run["source"].split("NeMo ")[1].split(" ")[0]
+    found = re.search(r"NeMo (\d+\.\d+(?:\.\d+)?) container", run["source"])
+    if found is None:
+        raise ValueError(f"{run['id']}: source names no NeMo container: {run['source']!r}")
+    return found.group(1)
 
 
 def summary(errs: list[float]) -> tuple[float, float | None, float]:

@@ -1,0 +1,523 @@
+"""NeMo Framework's published pre-training tables (containers 24.09 .. 25.07) in the
+published_runs.yaml schema: a second held-out source beside Megatron-Bridge's (make_mbridge_summary.py).
+
+Held-out evaluation data only: no row is used to fit a constant (docs/accuracy.md "Held-out: NeMo
+Framework performance summary"). Usage, from a clone of NVIDIA/NeMo (for the recipe settings):
+
+    python bench/heldout/make_nemo_summary.py [NEMO_GIT_DIR] > bench/heldout/nemo_performance_summary.yaml
+
+The tables themselves live only on docs.nvidia.com (NeMo Framework user guide, "Performance
+Summary" and its archive pages; NVIDIA/NeMo dropped docs/source/performance/performance_summary.md
+after 24.07), so they are transcribed cell by cell into nemo_performance_tables.yaml, each table
+with the page it came from; this script checks every row against itself (GA against GBS / (MBS x
+DP), FLOPs per token against the other rows of the model) and turns it into records. What a record
+takes from the page: the layout cells, the precision the page states above the table (NeMo 25.04 /
+25.07: per-tensor FP8 with current scaling -> fp8 tensorwise; earlier pages say FP8 only), and a
+parenthesised cell as a second record (the page's alternative configuration). What it takes from
+the recipes, when NEMO_GIT_DIR is given and the container has them (NeMo v2.3.0 = 25.04, v2.4.0 =
+25.07: scripts/performance): the recommended-config row of the same layout
+(recommended_model_configs/model_configs_<gpu>.csv: CUDA graphs, Megatron-FSDP, full recompute
+layers, CPU offload layers, selective recompute modules), and for TP > 1 the TP overlap the model's
+recipe switches on (nemo/collections/llm/recipes/<model>.py MegatronCommOverlapCallback
+tp_comm_overlap=True) with the userbuffers configuration its performance script picks for the GPU
+and compute dtype (scripts/performance/llm/pretrain_<model>.py `ub_cfg`). MoE rows take the page
+only: their scripts set the dispatcher, token drop and pipeline layout per GPU in code, not read
+here (confidence low). Rows of models the cost model cannot describe are listed in the output's
+header with the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_mbridge_summary import split_cell
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+TABLES = HERE / "nemo_performance_tables.yaml"
+TAGS = {
+    "25.07": ("v2.4.0", "scripts/performance"),
+    "25.04": ("v2.3.0", "scripts/performance"),
+    "25.02": ("v2.2.0", "scripts/llm/performance"),
+}
+"""NeMo release of each container, and where its performance scripts live (CHANGELOG: v2.2.0
+2025-03-12; v2.3.0 2025-05-08 ships "Interface for using MXFP8 and FP8 current scaling recipes",
+25.04's; v2.4.0 2025-07-25, "perf scripts 25.07 refactor")."""
+GPU = {
+    "DGX-GB200": ("gb200", 72, "gb200"),
+    "DGX-B200": ("b200", 8, "b200"),
+    "DGX-H100": ("h100-sxm-80gb", 8, "h100"),
+}
+"""Page system -> (GPU preset, GPUs per NVLink domain, the scripts' --gpu name)."""
+
+NEMOTRON = {"gated_mlp": False, "activation": "squared_relu", "normalization": "layernorm",
+            "rotary_percent": 0.5, "vocab_size": 256000}  # fmt: skip
+"""nemo/collections/llm/gpt/model/nemotron.py NemotronConfig (squared ReLU, LayerNorm, RoPE on
+half the head dims, no biases, untied) with the perf scripts' NullTokenizer vocab_size=256000."""
+
+MODELS: dict[str, tuple[str, str, dict]] = {}
+"""Page model name -> (scripts' model, size, ModelSpec dict without seq_len)."""
+
+
+def preset(name: str) -> dict:
+    """A planner model preset (each JSON cites its source) without its source line."""
+    spec = json.loads((ROOT / "models_zoo" / "models" / f"{name}.json").read_text())
+    spec.pop("source", None)
+    if spec.get("moe"):
+        # DeepSeek's node-limited routing is its own system's setting, not NeMo's.
+        spec["moe"] = {k: v for k, v in spec["moe"].items() if k != "max_nodes_per_token"}
+    return spec
+
+
+def _models() -> dict[str, tuple[str, str, dict]]:
+    if MODELS:
+        return MODELS
+    MODELS.update({
+        "LLAMA3-8B": ("llama3", "8b", preset("llama3-8b")),
+        "LLAMA3-70B": ("llama3", "70b", preset("llama3-70b")),
+        "LLAMA3-405B": ("llama31", "405b", preset("llama3.1-405b")),
+        "LLAMA3.1-405B": ("llama31", "405b", preset("llama3.1-405b")),
+        "GPT3-175B": ("gpt3", "175b", preset("gpt3-175b")),
+        "Nemotron-15B": ("nemotron4", "15b", {
+            "name": "Nemotron-4 15B", "num_layers": 32, "hidden_size": 6144, "ffn_hidden_size": 24576,
+            "num_attention_heads": 48, "num_kv_heads": 8, **NEMOTRON}),
+        "Nemotron-340B": ("nemotron4", "340b", {
+            "name": "Nemotron-4 340B", "num_layers": 96, "hidden_size": 18432, "ffn_hidden_size": 73728,
+            "num_attention_heads": 96, "num_kv_heads": 8, **NEMOTRON}),
+        "Mixtral-8x7B": ("mixtral", "8x7b", preset("mixtral-8x7b")),
+        "Mixtral-8x22B": ("mixtral", "8x22b", preset("mixtral-8x22b")),
+    })  # fmt: skip
+    return MODELS
+
+
+UNDESCRIBABLE = {
+    "Nemotron-H": "hybrid Mamba-2 / attention: the cost model has no Mamba layer",
+    "LLAMA4": "Llama 4: chunked local attention with NoPE global layers and interleaved MoE "
+    "layers are not described by the cost model's ModelSpec",
+}
+
+
+def _undescribable(name: str) -> str | None:
+    for key, why in UNDESCRIBABLE.items():
+        if name.upper().startswith(key.upper()):
+            return why
+    return None
+
+
+# ------------------------------------------------------------------------------ the recipes
+
+
+def _git_show(git_dir: str, ref: str, path: str) -> str | None:
+    out = subprocess.run(
+        ["git", "--git-dir", git_dir, "show", f"{ref}:{path}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return out.stdout if out.returncode == 0 else None
+
+
+class Recipes:
+    """What NeMo's performance scripts at a container's tag set for a row (module docstring)."""
+
+    def __init__(self, git_dir: str | None):
+        self.git_dir = git_dir
+        self._cache: dict[tuple, object] = {}
+
+    def _show(self, tag: str, path: str) -> str | None:
+        key = ("show", tag, path)
+        if key not in self._cache:
+            self._cache[key] = _git_show(self.git_dir, tag, path) if self.git_dir else None
+        return self._cache[key]  # type: ignore[return-value]
+
+    def csv_row(self, tag: str, folder: str, gpu: str, model: str, size: str, dtype: str,
+                shape: dict) -> dict | None:  # fmt: skip
+        text = self._show(tag, f"{folder}/recommended_model_configs/model_configs_{gpu}.csv")
+        if text is None:
+            return None
+        for row in csv.DictReader(io.StringIO(text)):
+            if (row["task"], row["model"], row["size"], row["dtype"]) != (
+                "pre_train",
+                model,
+                size,
+                dtype,
+            ):
+                continue
+            got = {k: int(float(row[c])) if row.get(c) not in (None, "") else None
+                   for k, c in (("num_gpus", "num_gpus"), ("tp", "tp_size"), ("pp", "pp_size"), ("cp", "cp_size"),
+                                ("ep", "ep_size"), ("vp", "vp_size"), ("mbs", "mbs"), ("gbs", "gbs"))}  # fmt: skip
+            if all(got[k] == shape[k] for k in got):
+                return row
+        return None
+
+    def ub_config(
+        self, tag: str, folder: str, model: str, size: str, gpu: str, dtype: str
+    ) -> str | None:
+        """The `ub_cfg[gpu][dtype]` name of <folder>/[llm/]pretrain_<model>_<size>.py."""
+        text = self.script_text(tag, folder, model, size)
+        if not text:
+            return None
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "ub_cfg" for t in node.targets
+            ):
+                table = node.value
+                if not isinstance(table, ast.Dict):
+                    return None
+                for k, v in zip(table.keys, table.values):
+                    if isinstance(k, ast.Constant) and k.value == gpu and isinstance(v, ast.Dict):
+                        for k2, v2 in zip(v.keys, v.values):
+                            if (
+                                isinstance(k2, ast.Constant)
+                                and k2.value == dtype
+                                and isinstance(v2, ast.Name)
+                            ):
+                                return v2.id
+                return None
+        # Scripts without the table (pretrain_nemotron4_340b.py) assign a config under
+        # `if gpu_type == "b200"` (one name for both dtypes at v2.2.0, `fp8 ... if ... else bf16`
+        # later); GB200 runs the B200 configs, as in the ub_cfg tables.
+        family = "b200" if gpu in ("b200", "gb200") else gpu
+        names = sorted(set(re.findall(r"tp_comm_overlap_cfg = \(?\s*(userbuffers_\w+)", text)
+                           + re.findall(r"else (userbuffers_\w+)", text)))  # fmt: skip
+        names = [n for n in names if f"_{family}_" in n]
+        if len(names) == 1:
+            return names[0]
+        return next((n for n in names if n.startswith(f"userbuffers_{dtype}_")), None)
+
+    def script_text(self, tag: str, folder: str, model: str, size: str) -> str:
+        sub = "llm/" if folder == "scripts/performance" else ""
+        return self._show(tag, f"{folder}/{sub}pretrain_{model}_{size}.py") or ""
+
+    def ub_differences(self, tag: str, name: str) -> list[str]:
+        """How the userbuffers configuration `name` at `tag` (nemo/collections/llm/recipes/
+        tp_overlap_configs/userbuffers.py) differs from the cost model's transcription of the
+        same name (cost_models.tp_overlap.CONFIGS, from Megatron-Bridge): one line per GEMM."""
+        from cost_models.tp_overlap import CONFIGS, UbOverlap
+
+        text = self._show(tag, "nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py")
+        if text is None or name not in CONFIGS:
+            return [f"{name} not found at {tag} or in the cost model"]
+        methods = {"RingExchangeOverlapCfg": "ring_exchange", "PipelineOverlapCfg": "pipeline",
+                   "BulkOverlapCfg": "bulk"}  # fmt: skip
+        for node in ast.parse(text).body:
+            if not (isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name):
+                continue
+            out = []
+            for kw in node.value.keywords:  # type: ignore[attr-defined]
+                call = kw.value
+                args = {
+                    k.arg: k.value.value for k in call.keywords if isinstance(k.value, ast.Constant)
+                }
+                method = methods[call.func.id]
+                got = UbOverlap(method, args.get("num_sm", 1), bool(args.get("set_sm_margin", False)),
+                                args.get("num_splits", 0) if method == "pipeline" else 0)  # fmt: skip
+                if got != CONFIGS[name][kw.arg]:
+                    out.append(f"{kw.arg} {got} at {tag}")
+                if args.get("aggregate"):
+                    out.append(f"{kw.arg} aggregate=True at {tag} (not priced)")
+            return out
+        return [f"{name} not defined at {tag}"]
+
+    def recipe_text(self, tag: str, model: str, size: str) -> str:
+        name = {"llama31": "llama31", "gpt3": "gpt3"}.get(model, model)
+        return self._show(tag, f"nemo/collections/llm/recipes/{name}_{size}.py") or ""
+
+
+def recipe_settings(recipes: Recipes, container: str, model: str, size: str, system: str, dtype: str,
+                    shape: dict) -> tuple[dict, dict, str]:  # fmt: skip
+    """(settings, layout fields, note) from the container's performance scripts for one row.
+
+    The recommended-config knobs (CUDA graphs, FSDP, recompute, offload) are taken only from a CSV
+    row whose whole layout is the page's (the rule make_mbridge_summary.py applies to Megatron-
+    Bridge's recipes): a page layout the CSV does not hold was launched with other arguments, which
+    may have set those knobs too. The TP overlap does not depend on the layout: the recipe's
+    callback switches it on for every TP > 1 and the script picks its configuration by GPU and
+    compute dtype, so it is read for every such row (not under Megatron-FSDP, which the scripts
+    run without it)."""
+    if container not in TAGS:
+        return {}, {}, f"none read (no NeMo release mapped to container {container})"
+    tag, folder = TAGS[container]
+    if recipes.git_dir is None:
+        return {}, {}, "none read (no NeMo clone given)"
+    gpu = GPU[system][2]
+    settings: dict = {}
+    layout: dict = {}
+    taken = []
+    row = recipes.csv_row(tag, folder, gpu, model, size, dtype, shape)
+    fsdp = shape["fsdp"]
+    if row is None:
+        taken.append(f"no pre_train row of {folder}/recommended_model_configs/model_configs_{gpu}.csv @{tag} "
+                     f"has this layout ({model} {size} {dtype}): its knobs not taken")  # fmt: skip
+    elif (row.get("use_mcore_fsdp") not in (None, "", "0")) != fsdp:
+        taken.append(f"the model_configs_{gpu}.csv @{tag} row of this layout disagrees with the page's FSDP "
+                     "column: its knobs not taken")  # fmt: skip
+    else:
+        taken.append(
+            f"{folder}/recommended_model_configs/model_configs_{gpu}.csv @{tag} row of this layout"
+        )
+        if row.get("cuda_graphs") not in (None, "", "0"):
+            if fsdp:  # set_primary_perf_configs: "cuda graphs are not supported with FSDP"
+                taken.append("cuda_graphs 1, dropped under FSDP")
+            else:
+                settings["cuda_graphs"] = True
+                taken.append("cuda_graphs 1")
+        if fsdp:
+            taken.append("use_mcore_fsdp 1 (optim_grads_params)")
+        recompute = int(row.get("recompute_layers") or 0)
+        if recompute:
+            layout["recompute"] = "full"
+            settings["recompute_num_layers"] = recompute
+            taken.append(f"recompute_layers {recompute} (full, block)")
+        offload = int(row.get("activation_offload_layers") or 0)
+        if offload:
+            settings["cpu_offload_layers"] = offload
+            taken.append(f"activation_offload_layers {offload}")
+        if row.get("recompute_modules"):
+            layout["recompute"] = "selective"
+            settings["recompute_modules"] = row["recompute_modules"].split("/")
+            taken.append(f"recompute_modules {row['recompute_modules']}")
+    compact = re.sub(r"\s+", "", recipes.recipe_text(tag, model, size))
+    if (
+        shape["tp"] > 1
+        and "MegatronCommOverlapCallback,tp_comm_overlap=True" in compact
+        and not fsdp
+    ):
+        name = recipes.ub_config(tag, folder, model, size, gpu, dtype)
+        source = f"pretrain_{model}_{size}.py"
+        if name is None:  # the recipe's own configuration, else Transformer Engine's defaults
+            found = re.findall(r"tp_comm_overlap_cfg=(userbuffers_\w+)", compact)
+            name, source = (
+                (found[0], f"recipes/{model}_{size}.py")
+                if found
+                else ("te_default", "none set: TE defaults")
+            )
+        settings["tp_comm_overlap"] = True
+        settings["tp_overlap"] = name
+        taken.append(
+            f"tp_comm_overlap (recipes/{model}_{size}.py @{tag}), config {name} ({source})"
+        )
+        if name != "te_default" and (diffs := recipes.ub_differences(tag, name)):
+            settings["_ub_differs"] = True
+            taken.append("priced with the cost model's definition of that name, which differs from "
+                         f"NeMo's at {tag}: " + ", ".join(diffs))  # fmt: skip
+    elif shape["tp"] > 1:
+        settings["tp_comm_overlap"] = False
+        taken.append(
+            f"no TP overlap (recipes/{model}_{size}.py @{tag} "
+            + ("under FSDP)" if fsdp else "does not set it)")
+        )
+    script = recipes.script_text(tag, folder, model, size)
+    if (
+        dtype == "fp8"
+        and "plugins = bf16_with_fp8_mixed()" in script
+        and "current_scaling" not in script
+    ):
+        settings["fp8_recipe"] = "delayed"
+        taken.append(
+            f"fp8 delayed scaling (pretrain_{model}_{size}.py @{tag}: bf16_with_fp8_mixed)"
+        )
+    return settings, layout, "; ".join(taken)
+
+
+# ------------------------------------------------------------------------------ the records
+
+
+def precision_of(statement: str) -> tuple[str, str | None, str]:
+    s = statement.lower()
+    if "fp8" not in s:
+        raise ValueError(f"precision statement names no FP8: {statement!r}")
+    if "current" in s and "per-tensor" in s:
+        return (
+            "fp8",
+            "tensorwise",
+            "page: per-tensor FP8 with scaling factors from the current step",
+        )
+    return "fp8", None, "page: FP8 without the scaling recipe"
+
+
+def _int(cell: str | None) -> int | None:
+    if cell is None or cell.strip().lower() in ("", "n/a", "-"):
+        return None
+    return int(cell.replace(",", ""))
+
+
+def records_of(table: dict, recipes: Recipes, skipped: list[str]) -> list[dict]:
+    out = []
+    header = table["header"]
+    for cells_list in table["rows"]:
+        row = dict(zip(header, cells_list))
+        where = f"{table['container']} {table['system']} {row['Model']}"
+        mains, alts, has_alt = {}, {}, False
+        for key, cell in row.items():
+            main, alt = split_cell(str(cell))
+            mains[key], alts[key] = main, (alt if alt is not None else main)
+            has_alt |= alt is not None and key.startswith("Tokens")
+        if has_alt and not table.get("parenthesised"):
+            skipped.append(f"{where} (parenthesised variant) -- the page gives no legend for it")
+            has_alt = False
+        for i, cells in enumerate([mains, alts][: 2 if has_alt else 1]):
+            try:
+                rec = record(cells, table, recipes, alt=bool(i))
+            except ValueError as err:
+                skipped.append(f"{where}{' (variant)' if i else ''} -- {err}")
+                continue
+            if isinstance(rec, str):
+                skipped.append(f"{where} -- {rec}")
+                break
+            out.append(rec)
+    return out
+
+
+def record(cells: dict, table: dict, recipes: Recipes, alt: bool) -> dict | str:
+    name = cells["Model"].strip()
+    if why := _undescribable(name):
+        return why
+    if name not in _models():
+        return "model not described"
+    script_model, size, spec = _models()[name]
+    model = dict(spec)
+    container, system = table["container"], table["system"]
+    gpu, per_node, _ = GPU[system]
+    n = _int(cells["#-GPUs"])
+    tp, pp, cp = _int(cells["TP"]), _int(cells["PP"]), _int(cells.get("CP")) or 1
+    if n % (tp * pp * cp):
+        raise ValueError(f"#GPUs {n} not divisible by TP*PP*CP = {tp * pp * cp}")
+    dp = n // (tp * pp * cp)
+    mbs, gbs, seq = _int(cells["MBS"]), _int(cells["GBS"]), _int(cells["Sequence Length"])
+    ep, vp = _int(cells.get("EP")), _int(cells.get("VP"))
+    precision, fp8_recipe, prec_note = precision_of(table["precision_statement"])
+    tokens = float(cells[next(k for k in cells if k.startswith("Tokens"))].replace(",", ""))
+    tflops = cells.get("Model TFLOP / sec / GPU", "")
+    notes = [prec_note]
+    confidence = "high" if fp8_recipe else "medium"
+    if gbs % (mbs * dp):
+        raise ValueError(f"GBS {gbs} not divisible by MBS*DP = {mbs}*{dp}")
+    ga = gbs // (mbs * dp)
+    if "GA" in cells and _int(cells["GA"]) != ga:
+        notes.append(
+            f"INCONSISTENT: table GA {cells['GA']} but GBS/(MBS*DP) = {gbs}/({mbs}*{dp}) = {ga}"
+        )
+        confidence = "low"
+    fsdp = cells.get("FSDP")
+    zero = 1
+    if fsdp is not None:
+        zero = 3 if _int(fsdp) else 1
+        notes.append(f"FSDP column {fsdp}")
+    notes.append(
+        "zero_stage "
+        + ("3: Megatron-FSDP" if zero == 3 else "1: DDP + the recipes' distributed optimizer")
+    )
+    settings: dict = {}
+    if fp8_recipe:
+        settings["fp8_recipe"] = fp8_recipe
+    shape = {"num_gpus": n, "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vp": vp, "mbs": mbs, "gbs": gbs,
+             "fsdp": zero == 3}  # fmt: skip
+    moe = model.get("moe") is not None
+    if moe:
+        # The MoE scripts switch the dispatcher, token drop and uneven PP layouts per GPU in code
+        # (e.g. pretrain_deepseek_v3.py: DeepEP on H100, all-to-all with token drop elsewhere);
+        # none of it is read, so the row keeps the page's settings only.
+        got, layout, note = (
+            {},
+            {},
+            "none read (MoE: dispatcher, token drop and PP layout are set in script code)",
+        )
+        confidence = "low"
+    else:
+        got, layout, note = recipe_settings(
+            recipes, container, script_model, size, system, "fp8", shape
+        )
+    if fp8_recipe and got.get("fp8_recipe", fp8_recipe) != fp8_recipe:
+        got.pop("fp8_recipe")  # the page states its scaling: it wins over the script's default
+    if got.pop("_ub_differs", False):
+        confidence = "low"
+    settings.update(got)
+    if settings.get("fp8_recipe") and not fp8_recipe and confidence == "high":
+        confidence = "medium"
+    notes.append(f"recipe settings: {note}")
+    model["seq_len"] = seq
+    if name.startswith("GPT3"):
+        notes.append("GPT3-175B: NeMo GPTConfig175B (no dropout, learned positions, tied embeddings), "
+                     "tokenizer megatron-gpt2-345m (vocab 50257)")  # fmt: skip
+        model["hidden_dropout"] = False
+    slug = re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
+    rid = f"nemo-{container}-{gpu.split('-')[0]}-{slug}-{n}gpu-{precision}" + (
+        "-alt" if alt else ""
+    )
+    return {
+        "id": rid,
+        "framework": "megatron",
+        "source": f"NeMo Framework performance summary ({table['url']}), NeMo {container} container, "
+        f"{system} pre-training table" + (", parenthesised variant" if alt else ""),
+        "confidence": confidence,
+        "model": model,
+        "gpu": gpu,
+        "num_gpus": n,
+        "gpus_per_node": per_node,
+        "interconnect": f"{system} (system name only)",
+        "layout": {
+            "tp": tp,
+            "pp": pp,
+            "dp": dp,
+            "cp": cp,
+            "ep": ep,
+            "vp": vp,
+            "sequence_parallel": (tp > 1) if container in TAGS else None,
+            "zero_stage": zero,
+            "micro_batch": mbs,
+            "global_batch_seqs": gbs,
+            "recompute": layout.get("recompute"),
+            "precision": precision,
+        },
+        **({"settings": settings} if settings else {}),
+        "measured_tokens_per_s_per_gpu": tokens,
+        "tokens_derivation": f"published tokens/s/GPU = {tokens:g} (table); model TFLOP/s/GPU {tflops}",
+        "notes": "; ".join([*notes, f"DP = #GPUs/(TP*PP*CP) = {dp}; GA = {ga}"]),
+    }
+
+
+def main(argv: list[str]) -> int:
+    recipes = Recipes(argv[1] if len(argv) > 1 else None)
+    tables = yaml.safe_load(TABLES.read_text())
+    skipped: list[str] = []
+    runs = []
+    for table in tables:
+        runs += records_of(table, recipes, skipped)
+    ids = [r["id"] for r in runs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        print(f"duplicate ids: {dupes}", file=sys.stderr)
+        return 1
+    print(
+        "# NeMo Framework performance summary, every pre-training row, in the published_runs.yaml schema."
+    )
+    print(
+        "# HELD-OUT EVALUATION DATA: never used to fit a constant (docs/accuracy.md, bench/heldout_accuracy.py)."
+    )
+    print(
+        "# Source: docs.nvidia.com NeMo Framework user guide performance pages, transcribed in "
+        "bench/heldout/nemo_performance_tables.yaml; recipe settings from NVIDIA/NeMo v2.3.0 / v2.4.0."
+    )
+    print(
+        "# Generated by bench/heldout/make_nemo_summary.py (its docstring says what is and is not taken)."
+    )
+    print(f"# {len(runs)} records; rows not transcribed ({len(skipped)}):")
+    for s in skipped:
+        print(f"#   {s}")
+    sys.stdout.write(yaml.safe_dump(runs, sort_keys=False, width=120, allow_unicode=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

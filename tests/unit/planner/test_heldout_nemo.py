@@ -1,0 +1,278 @@
+"""bench/heldout/nemo_performance_summary.yaml (held-out evaluation data from NeMo Framework's
+published tables, never fitted): the transcription checks itself, the records load and score,
+and the converter's reading of NeMo's performance scripts holds on hand-made inputs."""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.validate import RunRecord, validate_file
+
+HELDOUT = Path(__file__).resolve().parents[3] / "bench" / "heldout"
+SUMMARY = HELDOUT / "nemo_performance_summary.yaml"
+TABLES = HELDOUT / "nemo_performance_tables.yaml"
+
+
+@pytest.fixture(scope="module")
+def conv():
+    sys.path.insert(0, str(HELDOUT))
+    spec = importlib.util.spec_from_file_location(
+        "make_nemo_summary_t", HELDOUT / "make_nemo_summary.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    return yaml.safe_load(SUMMARY.read_text())
+
+
+def test_every_record_passes_the_schema_and_scores(records: list[dict]) -> None:
+    for r in records:
+        RunRecord.model_validate(r)
+    rows = validate_file(SUMMARY)
+    assert len(rows) == len(records) == 18
+    assert all(row.error is None for row in rows), [
+        (row.id, row.error) for row in rows if row.error
+    ]
+
+
+def test_transcribed_flops_per_token_agree_per_model() -> None:
+    """NeMo's model TFLOP/s over tokens/s is its FLOPs per token: one figure per model and sequence
+    length in every table (a slip in either cell or in the model name shows here). Llama 3 405B is
+    grouped by name as the pages print it: 25.07's "LLAMA3.1-405B" counts 1 % fewer."""
+    seen: dict[tuple, list[float]] = defaultdict(list)
+    for table in yaml.safe_load(TABLES.read_text()):
+        header = table["header"]
+        for cells in table["rows"]:
+            row = dict(zip(header, cells))
+            tokens = float(row["Tokens / sec / GPU"].split("(")[0])
+            tflops = float(row["Model TFLOP / sec / GPU"].split("(")[0])
+            seen[(row["Model"], row["Sequence Length"])].append(tflops * 1e12 / tokens)
+    assert len(seen) >= 8
+    for key, per_token in seen.items():
+        mid = statistics.median(per_token)
+        assert all(abs(v / mid - 1) < 0.005 for v in per_token), (key, per_token)
+    assert seen[("LLAMA3-70B", "8192")][0] == pytest.approx(4.81e11, rel=0.01)
+
+
+def test_page_fields_regenerate_without_the_nemo_clone(conv, records: list[dict]) -> None:
+    """The page's part of every record (model, layout, measured figure) comes from the tables file
+    alone; the clone adds recipe settings only."""
+    skipped: list[str] = []
+    again = []
+    for table in yaml.safe_load(TABLES.read_text()):
+        again += conv.records_of(table, conv.Recipes(None), skipped)
+    assert [r["id"] for r in again] == [r["id"] for r in records]
+    for a, b in zip(again, records):
+        assert (
+            a["model"] == b["model"]
+            and a["measured_tokens_per_s_per_gpu"] == b["measured_tokens_per_s_per_gpu"]
+        )
+        keep = (
+            "tp",
+            "pp",
+            "dp",
+            "cp",
+            "ep",
+            "vp",
+            "micro_batch",
+            "global_batch_seqs",
+            "zero_stage",
+            "precision",
+        )
+        assert {k: a["layout"][k] for k in keep} == {k: b["layout"][k] for k in keep}
+    assert any("Mixtral-8x22B -- GBS 1 not divisible" in s for s in skipped)
+    assert any("LLAMA4-Scout-LLM --" in s and "Llama 4" in s for s in skipped)
+    assert sum("parenthesised variant) -- the page gives no legend" in s for s in skipped) == 4
+
+
+def test_record_rules_by_hand(conv) -> None:
+    table = {
+        "container": "25.04", "url": "u", "system": "DGX-H100", "parenthesised": None,
+        "precision_statement": "we use per-tensor FP8 quantization using the scaling factors calculated in the current step",
+        "header": ["Model", "#-GPUs", "GBS", "MBS", "Sequence Length", "FSDP", "TP", "PP", "CP", "VP", "EP", "GA",
+                   "Tokens / sec / GPU", "Model TFLOP / sec / GPU"],
+        "rows": [["LLAMA3-70B", "64", "128", "1", "8192", "0", "4", "8", "1", "5", "1", "7", "1600 (1500)", "770"],
+                 ["Nemotron-H 56B", "64", "192", "1", "8192", "0", "2", "1", "1", "1", "1", "3", "1", "1"]],
+    }  # fmt: skip
+    skipped: list[str] = []
+    (rec,) = conv.records_of(table, conv.Recipes(None), skipped)
+    assert (rec["layout"]["dp"], rec["layout"]["vp"], rec["layout"]["sequence_parallel"]) == (
+        2,
+        5,
+        True,
+    )
+    assert rec["settings"] == {"fp8_recipe": "tensorwise"}
+    assert rec["measured_tokens_per_s_per_gpu"] == 1600.0
+    assert "INCONSISTENT: table GA 7 but GBS/(MBS*DP) = 128/(1*2) = 64" in rec["notes"]
+    assert rec["confidence"] == "low"
+    assert any("Nemotron-H 56B -- hybrid Mamba" in s for s in skipped)
+    assert conv.precision_of("at FP8 precision (using NeMo 2.0)")[:2] == ("fp8", None)
+    with pytest.raises(ValueError):
+        conv.precision_of("at BF16 precision")
+
+
+class _FakeRecipes:
+    """conv.Recipes over in-memory files: (tag, path) -> text."""
+
+    def __new__(cls, conv, files: dict[tuple[str, str], str]):
+        rec = conv.Recipes("unused")
+        rec._show = lambda tag, path: files.get((tag, path))  # type: ignore[method-assign]
+        return rec
+
+
+CSV = (
+    "task,model,size,system,dtype,num_gpus,seq_len,tp_size,pp_size,cp_size,ep_size,vp_size,mbs,gbs,etp_size,"
+    "cuda_graphs,use_mcore_fsdp,recompute_layers,activation_offload_layers,recompute_modules\n"
+    "pre_train,llama3,70b,gb200,fp8,64.0,8192.0,2.0,4.0,1.0,1.0,5.0,1.0,128.0,,1,0,0,0,\n"
+    "pre_train,llama3,70b,gb200,fp8,64.0,8192.0,1.0,1.0,1.0,1.0,1.0,1.0,128.0,,1,1,0,0,\n"
+    "pre_train,llama3,8b,gb200,fp8,8.0,8192.0,1.0,1.0,1.0,1.0,1.0,2.0,128.0,,0,0,4,2,core_attn/mlp\n"
+)
+SCRIPT = """
+ub_cfg = {
+    "h100": {"bf16": userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192, "fp8": userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192},
+    "gb200": {"bf16": userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192, "fp8": userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192},
+}
+"""
+RECIPE = "callbacks = [run.Config(\n    MegatronCommOverlapCallback,\n    tp_comm_overlap=True,\n)]"
+UB = """
+userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192 = TransformerLayerTPOverlapCfg(
+    qkv_dgrad=BulkOverlapCfg(num_sm=4, cga_size=2, set_sm_margin=False),
+    qkv_wgrad=BulkOverlapCfg(num_sm=24, cga_size=2, set_sm_margin=False),
+    fc1_dgrad=BulkOverlapCfg(num_sm=2, cga_size=2, set_sm_margin=False),
+    fc1_wgrad=BulkOverlapCfg(num_sm=4, cga_size=2, set_sm_margin=False),
+    qkv_fprop=RingExchangeOverlapCfg(aggregate=False),
+    proj_dgrad=RingExchangeOverlapCfg(aggregate=False),
+    fc1_fprop=RingExchangeOverlapCfg(aggregate=False),
+    fc2_dgrad=RingExchangeOverlapCfg(aggregate=True),
+    proj_fprop=RingExchangeOverlapCfg(num_sm=1, set_sm_margin=True),
+    fc2_fprop=PipelineOverlapCfg(num_sm=16, cga_size=2, num_splits=4, set_sm_margin=True),
+)
+"""
+
+
+def _files(csv: str = CSV) -> dict[tuple[str, str], str]:
+    return {
+        ("v2.3.0", "scripts/performance/recommended_model_configs/model_configs_gb200.csv"): csv,
+        ("v2.3.0", "scripts/performance/llm/pretrain_llama3_70b.py"): SCRIPT,
+        ("v2.3.0", "nemo/collections/llm/recipes/llama3_70b.py"): RECIPE,
+        ("v2.3.0", "nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py"): UB,
+    }
+
+
+def _shape(**kw) -> dict:
+    return {
+        "num_gpus": 64,
+        "tp": 2,
+        "pp": 4,
+        "cp": 1,
+        "ep": 1,
+        "vp": 5,
+        "mbs": 1,
+        "gbs": 128,
+        "fsdp": False,
+    } | kw
+
+
+def test_recipe_settings_from_the_csv_row_of_the_layout_and_the_scripts_ub_table(conv) -> None:
+    rec = _FakeRecipes(conv, _files())
+    settings, layout, note = conv.recipe_settings(
+        rec, "25.04", "llama3", "70b", "DGX-GB200", "fp8", _shape()
+    )
+    assert settings["cuda_graphs"] is True
+    assert settings["tp_comm_overlap"] is True
+    assert settings["tp_overlap"] == "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192"
+    # the hand-made definition differs from the cost model's in fc2_dgrad (aggregate) and fc2_fprop
+    assert settings["_ub_differs"] is True
+    assert (
+        "fc2_dgrad aggregate=True at v2.3.0 (not priced)" in note
+        and "fc2_fprop UbOverlap(method='pipeline'" in note
+    )
+    assert layout == {}
+    # a layout the CSV does not hold: no knobs from it, the TP overlap all the same
+    settings, _, note = conv.recipe_settings(
+        rec, "25.04", "llama3", "70b", "DGX-GB200", "fp8", _shape(mbs=2, gbs=256)
+    )
+    assert "cuda_graphs" not in settings and settings["tp_comm_overlap"] is True
+    assert "has this layout (llama3 70b fp8): its knobs not taken" in note
+    # Megatron-FSDP: CUDA graphs dropped (set_primary_perf_configs), no TP overlap
+    fsdp = _shape(tp=1, pp=1, vp=1, fsdp=True)
+    settings, layout, note = conv.recipe_settings(
+        rec, "25.04", "llama3", "70b", "DGX-GB200", "fp8", fsdp
+    )
+    assert settings == {} and "cuda_graphs 1, dropped under FSDP" in note
+    # the page says FSDP, the CSV row of that layout says DDP: none of its knobs
+    settings, _, note = conv.recipe_settings(
+        rec, "25.04", "llama3", "70b", "DGX-GB200", "fp8", _shape(fsdp=True)
+    )
+    assert "disagrees with the page's FSDP column" in note and "cuda_graphs" not in settings
+
+
+def test_recompute_and_offload_knobs(conv) -> None:
+    files = _files() | {("v2.3.0", "scripts/performance/llm/pretrain_llama3_8b.py"): "",
+                        ("v2.3.0", "nemo/collections/llm/recipes/llama3_8b.py"): ""}  # fmt: skip
+    rec = _FakeRecipes(conv, files)
+    shape = {
+        "num_gpus": 8,
+        "tp": 1,
+        "pp": 1,
+        "cp": 1,
+        "ep": 1,
+        "vp": 1,
+        "mbs": 2,
+        "gbs": 128,
+        "fsdp": False,
+    }
+    settings, layout, _ = conv.recipe_settings(
+        rec, "25.04", "llama3", "8b", "DGX-GB200", "fp8", shape
+    )
+    assert settings == {
+        "recompute_num_layers": 4,
+        "cpu_offload_layers": 2,
+        "recompute_modules": ["core_attn", "mlp"],
+    }
+    assert layout == {"recompute": "selective"}
+
+
+def test_ub_config_without_a_table(conv) -> None:
+    """pretrain_nemotron4_340b.py names its config under `if gpu_type == "b200"`: one name at
+    v2.2.0 (taken for both dtypes, as the code does), an fp8 / bf16 conditional later."""
+    old = 'if gpu_type == "b200":\n    tp_comm_overlap_cfg = userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096\n'
+    new = ('if gpu_type in ["b200", "gb200"]:\n    tp_comm_overlap_cfg = (\n'
+           '        userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096\n        if fp8\n'
+           '        else userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096\n    )\n')  # fmt: skip
+    for text, dtype, gpu, want in (
+        (old, "fp8", "b200", "userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096"),
+        (new, "fp8", "gb200", "userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096"),
+        (new, "bf16", "b200", "userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096"),
+        (new, "fp8", "h100", None),
+    ):
+        rec = _FakeRecipes(
+            conv, {("t", "scripts/performance/llm/pretrain_nemotron4_340b.py"): text}
+        )
+        assert rec.ub_config("t", "scripts/performance", "nemotron4", "340b", gpu, dtype) == want
+
+
+def test_committed_records_carry_what_the_scripts_set(records: list[dict]) -> None:
+    by_id = {r["id"]: r for r in records}
+    gpt3 = by_id["nemo-25.04-gb200-gpt3-175b-128gpu-fp8"]
+    assert gpt3["settings"] == {"fp8_recipe": "tensorwise", "cuda_graphs": True, "tp_comm_overlap": True,
+                                "tp_overlap": "userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048"}  # fmt: skip
+    assert gpt3["model"]["hidden_dropout"] is False  # NeMo GPTConfig175B
+    assert by_id["nemo-25.07-gb200-llama3-70b-64gpu-fp8"]["layout"]["zero_stage"] == 3
+    b200 = by_id["nemo-25.02-b200-llama3-405b-128gpu-fp8"]
+    assert b200["settings"]["fp8_recipe"] == "delayed"  # 25.02 scripts: bf16_with_fp8_mixed
+    assert b200["confidence"] == "low"  # its ub config at v2.2.0 aggregates the ring exchange
+    for r in records:
+        if r["model"].get("moe"):
+            assert r["confidence"] == "low" and "MoE: dispatcher" in r["notes"]

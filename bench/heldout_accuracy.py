@@ -68,6 +68,8 @@ GENERATION = {
     "b300": "Blackwell B300",
     "gb200": "Blackwell GB200",
     "gb300": "Blackwell GB300",
+    "a100-sxm-80gb": "Ampere A100 80GB",
+    "a100-sxm-40gb": "Ampere A100 40GB",
 }
 
 
@@ -96,8 +98,7 @@ def shared_twins(runs: Iterable[dict], shared_path: Path) -> dict[str, str]:
     global batch and tokens/s)."""
     if not shared_path.exists():
         return {}
-    shared = {_key(r): r["id"] for r in yaml.safe_load(shared_path.read_text())
-              if "Megatron-Bridge" in str(r.get("source"))}  # fmt: skip
+    shared = {_key(r): r["id"] for r in yaml.safe_load(shared_path.read_text())}
     return {r["id"]: shared[_key(r)] for r in runs if _key(r) in shared}
 
 
@@ -119,12 +120,13 @@ def curve_cluster(preset: str, folder: Path) -> Path:
 
 
 def container_of(run: dict) -> str:
-    """The NeMo container a row was measured in, as its `source` names it ("NeMo 26.04.01
-    container")."""
-    found = re.search(r"NeMo (\d+\.\d+(?:\.\d+)?) container", run["source"])
+    """The software a row was measured in, as its `source` names it: the NeMo container ("NeMo
+    26.04.01 container"), or for a table kept in a repository the commit that last changed the
+    row ("rows of commit b2a43a147", make_foundry_summary.py)."""
+    found = re.search(r"NeMo (\d+\.\d+(?:\.\d+)?) container|rows of commit ([0-9a-f]+)", run["source"])
     if found is None:
-        raise ValueError(f"{run['id']}: source names no NeMo container: {run['source']!r}")
-    return found.group(1)
+        raise ValueError(f"{run['id']}: source names no NeMo container nor commit: {run['source']!r}")
+    return found.group(1) or found.group(2)
 
 
 def summary(errs: list[float]) -> tuple[float, float | None, float]:
@@ -166,7 +168,10 @@ def groups(runs: dict[str, dict], twins: dict[str, str]) -> list[tuple[str, Call
         for kind, want in (("dense", False), ("MoE", True)):
             out.append((f"    {gen} {kind}",
                         lambda r, g=gpu, w=want: held(r) and runs[r]["gpu"] == g and moe(r) == w))  # fmt: skip
-    for c in sorted({container(r) for r in runs}, key=lambda v: [int(x) for x in v.split(".")]):
+    def order(v: str) -> list:
+        return [int(x) for x in v.split(".")] if re.fullmatch(r"[\d.]+", v) else [v]
+
+    for c in sorted({container(r) for r in runs}, key=order):
         out.append((f"  container {c}", lambda r, c=c: held(r) and container(r) == c))
     out += [
         ("  B200 8-GPU (single node) dense",

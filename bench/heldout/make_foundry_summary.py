@@ -1,0 +1,216 @@
+"""llm-foundry's published MPT throughput tables in the published_runs.yaml schema: a held-out source
+on A100 40 / 80 GB and H100 (PyTorch FSDP through Composer), beside the two NVIDIA ones.
+
+Held-out evaluation data only: no row is used to fit a constant (docs/accuracy.md "Held-out:
+llm-foundry MPT benchmark tables"). The shared file holds ten of these rows (mosaic-mpt-*); they
+are reported apart as "also shared". Usage, from a clone of mosaicml/llm-foundry:
+
+    python bench/heldout/make_foundry_summary.py GIT_DIR [COMMIT] > bench/heldout/foundry_performance_summary.yaml
+
+It reads scripts/train/benchmarking/README.md at COMMIT (default 8c8dd48f7, main of 2025-07; the
+tables have not changed since 5e85bd62d, 2024-01) with `git show`, and each row's last commit with
+`git blame` (b2a43a147, 2023-10, "Update_pretrain_benchmarks", or 5e85bd62d), and writes one
+record per table row. What a record takes from the row: GPU, model size, sequence length, GPU
+count, micro-batch, gradient accumulation, global batch, precision (amp_bf16 / bf16 -> bf16,
+amp_fp8 -> fp8 through Transformer Engine, the recipe unstated), sharding strategy (FULL_SHARD ->
+ZeRO-3, SHARD_GRAD_OP -> ZeRO-2), activation checkpointing (full recompute or none) and the
+measured tokens/s/GPU. The model's shape comes from scripts/train/yamls/pretrain/mpt-<size>.yaml at
+COMMIT (d_model, n_heads, n_layers, expansion_ratio 4 -> GELU MLP of 4 d_model, vocab 50368),
+which submit_benchmarks.py loads; its learned position embeddings (MPT's default, no ALiBi) are
+stated. Not stated by the tables and so not in the records: the attention implementation
+(submit_benchmarks.py at the rows' commits defaults --attn_impl to 'triton', Triton flash
+attention, which sweep.sh does not override; the llm-foundry profile prices flash-attn 2), the FSDP
+mixed-precision mode (a column, kept in the notes) and the torch / Composer versions (sweep.sh: the
+mosaicml/pytorch 2.1.0 image).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import yaml
+
+README = "scripts/train/benchmarking/README.md"
+DEFAULT_COMMIT = "8c8dd48f7"
+GPU = {
+    "h100_80gb": ("h100-sxm-80gb", "H100 80GB"),
+    "a100_80gb": ("a100-sxm-80gb", "A100 80GB"),
+    "a100_40gb": ("a100-sxm-40gb", "A100 40GB"),
+}
+PRECISION = {"amp_bf16": "bf16", "bf16": "bf16", "amp_fp8": "fp8"}
+SHARDING = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2}
+
+
+def git(git_dir: str, *args: str) -> str:
+    out = subprocess.run(
+        ["git", "--git-dir", git_dir, *args], capture_output=True, text=True, check=True
+    )
+    return out.stdout
+
+
+def blame_commits(git_dir: str, commit: str) -> dict[int, tuple[str, str]]:
+    """Line number (1-based) -> (commit, summary) of README at `commit`."""
+    out: dict[int, tuple[str, str]] = {}
+    sha = summary = ""
+    summaries: dict[str, str] = {}
+    lineno = 0
+    for line in git(git_dir, "blame", "--line-porcelain", commit, "--", README).splitlines():
+        if m := re.match(r"^([0-9a-f]{40}) \d+ (\d+)", line):
+            sha, lineno = m.group(1)[:9], int(m.group(2))
+        elif line.startswith("summary "):
+            summaries[sha] = line[8:]
+        elif line.startswith("\t"):
+            summary = summaries.get(sha, "")
+            out[lineno] = (sha, summary)
+    return out
+
+
+def model_of(git_dir: str, commit: str, size: str, cache: dict) -> dict:
+    if size not in cache:
+        text = git(git_dir, "show", f"{commit}:scripts/train/yamls/pretrain/mpt-{size}.yaml")
+        model = yaml.safe_load(text)["model"]
+        d, ratio = model["d_model"], model.get("expansion_ratio", 4)
+        cache[size] = {
+            "name": f"MPT-{size.upper()} (llm-foundry benchmark config)",
+            "num_layers": model["n_layers"],
+            "hidden_size": d,
+            "ffn_hidden_size": int(d * ratio),
+            "num_attention_heads": model["n_heads"],
+            "num_kv_heads": model["n_heads"],
+            "vocab_size": model["vocab_size"],
+            "gated_mlp": False,
+            "activation": "gelu",
+            "normalization": "layernorm",
+            "position_embedding": "learned",
+        }
+    return dict(cache[size])
+
+
+def rows(text: str):
+    """Yield (line number, table heading, header, cells) of every table row."""
+    heading = None
+    header: list[str] | None = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.startswith("## "):
+            heading, header = line[3:].strip(), None
+        elif line.startswith("|") and heading:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if header is None:
+                header = cells
+            elif not set("".join(cells)) <= set("-: "):
+                yield lineno, heading, header, cells
+
+
+def record(cells: dict, heading: str, blame: tuple[str, str], model: dict, commit: str) -> dict:
+    gpu, gpu_name = GPU[cells["GPU"]]
+    n = int(cells["# GPUs"])
+    mbs, ga, gbs = (
+        int(cells["MicroBatchSize"]),
+        int(cells["GradAccum"]),
+        int(cells["GlobalBatchSize"]),
+    )
+    seq = int(cells["SeqLen (T)"])
+    if gbs != mbs * ga * n:
+        raise ValueError(
+            f"GlobalBatchSize {gbs} != MicroBatchSize x GradAccum x GPUs = {mbs}x{ga}x{n} "
+            "(Composer's uneven micro-batches: not a layout the schema holds)"
+        )
+    precision = PRECISION[cells["Precision"]]
+    zero = SHARDING[cells["Sharding Strategy"]]
+    recompute = "full" if cells["Activation Checkpointing"] == "True" else "none"
+    if cells["Activation CPUOffload"] != "False":
+        raise ValueError("activation CPU offload under FSDP is not priced")
+    model["seq_len"] = seq
+    tokens = float(cells["Throughput (T/s/GPU)"])
+    sha, summary = blame
+    size = cells["Model"]
+    slug = heading.lower()
+    gen = "large-scale" if "large scale" in slug else ""
+    rid = f"foundry-{size}-{cells['GPU'].replace('_', '-')}-{cells['Precision'].replace('_', '-')}-{n}gpu-seq{seq}"
+    rid += f"-mb{mbs}-ga{ga}" + (f"-{gen}" if gen else "")
+    notes = [
+        f"table '{heading}'; row last changed in {sha} ({summary})",
+        (
+            f"MP Mode {cells['MP Mode']}, sharding {cells['Sharding Strategy']} "
+            f"(zero_stage {zero}), activation checkpointing {cells['Activation Checkpointing']}"
+        ),
+        f"published MFU {cells['MFU']} % of the table's peak; model TFLOP {cells.get('Model TFLOP', '-')}",
+        (
+            "attention implementation not stated: submit_benchmarks.py at the rows' commits "
+            "defaults --attn_impl to 'triton' (sweep.sh does not set it)"
+        ),
+    ]
+    if precision == "fp8":
+        notes.append("amp_fp8: Composer's Transformer Engine fp8 autocast, scaling recipe unstated")
+    return {
+        "id": rid,
+        "framework": "llm-foundry",
+        "source": f"llm-foundry MPT benchmark tables ({README} @{commit}), table '{heading}', "
+        f"rows of commit {sha}",
+        "confidence": "medium",
+        "model": model,
+        "gpu": gpu,
+        "num_gpus": n,
+        "gpus_per_node": 8,
+        "interconnect": heading if "interconnect" in heading else f"{gpu_name} (system not stated)",
+        "layout": {
+            "tp": 1,
+            "pp": 1,
+            "dp": n,
+            "cp": 1,
+            "ep": 1,
+            "vp": 1,
+            "sequence_parallel": False,
+            "zero_stage": zero,
+            "micro_batch": mbs,
+            "global_batch_seqs": gbs,
+            "recompute": recompute,
+            "precision": precision,
+        },
+        "measured_tokens_per_s_per_gpu": tokens,
+        "tokens_derivation": f"published Throughput (T/s/GPU) = {tokens:g} (table)",
+        "notes": "; ".join(notes),
+    }
+
+
+def main(argv: list[str]) -> int:
+    git_dir = argv[1]
+    commit = argv[2] if len(argv) > 2 else DEFAULT_COMMIT
+    text = git(git_dir, "show", f"{commit}:{README}")
+    blame = blame_commits(git_dir, commit)
+    cache: dict = {}
+    runs, skipped = [], []
+    for lineno, heading, header, cells_list in rows(text):
+        cells = dict(zip(header, cells_list))
+        if "Throughput (T/s/GPU)" not in cells:
+            continue
+        where = f"line {lineno} ({heading}: {cells_list[0]} seq {cells.get('SeqLen (T)')} x{cells.get('# GPUs')})"
+        try:
+            model = model_of(git_dir, commit, cells["Model"], cache)
+            runs.append(record(cells, heading, blame[lineno], model, commit))
+        except (ValueError, KeyError, subprocess.CalledProcessError) as err:
+            skipped.append(f"{where} -- {err}")
+    ids = [r["id"] for r in runs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    for d in dupes:  # the same configuration measured twice: keep both, numbered
+        for k, r in enumerate(r for r in runs if r["id"] == d):
+            r["id"] = f"{d}-{k + 1}"
+    print("# llm-foundry MPT benchmark tables, every row, in the published_runs.yaml schema.")
+    print(
+        "# HELD-OUT EVALUATION DATA: never used to fit a constant (docs/accuracy.md, bench/heldout_accuracy.py)."
+    )
+    print(f"# Source: github.com/mosaicml/llm-foundry @ {commit}, {README}.")
+    print(
+        "# Generated by bench/heldout/make_foundry_summary.py (its docstring says what is and is not taken)."
+    )
+    print(f"# {len(runs)} records; rows not transcribed ({len(skipped)}):")
+    for s in skipped:
+        print(f"#   {s}")
+    sys.stdout.write(yaml.safe_dump(runs, sort_keys=False, width=120, allow_unicode=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,108 @@
+"""bench/heldout/foundry_performance_summary.yaml (llm-foundry's MPT benchmark tables, held-out
+evaluation data, never fitted): every row reproduces its own published MFU, the records score,
+and the converter's rules hold on a hand-made table."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.validate import RunRecord, validate_file
+
+HELDOUT = Path(__file__).resolve().parents[3] / "bench" / "heldout"
+SUMMARY = HELDOUT / "foundry_performance_summary.yaml"
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    return yaml.safe_load(SUMMARY.read_text())
+
+
+@pytest.fixture(scope="module")
+def conv():
+    spec = importlib.util.spec_from_file_location(
+        "make_foundry_summary_t", HELDOUT / "make_foundry_summary.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_record_passes_the_schema_and_scores(records: list[dict]) -> None:
+    assert len(records) == 216
+    for r in records:
+        RunRecord.model_validate(r)
+    rows = validate_file(SUMMARY)
+    assert all(row.error is None for row in rows), [
+        (row.id, row.error) for row in rows if row.error
+    ]
+
+
+def test_each_row_reproduces_its_published_mfu(records: list[dict]) -> None:
+    """The README's MFU formula (its "MFU" section: (3 x 2N x seq + 3 x 4 n_layers d_model seq^2)
+    per sequence, over the GPUs' peak) on the record's model, GPU and tokens/s gives the table's
+    MFU column, kept in the notes: model, GPU, precision and throughput were read together. N is
+    12 L d^2 + V d + seq d (learned positions); norms and biases are left out, as the README says."""
+    peak = {"h100-sxm-80gb": {"bf16": 989e12, "fp8": 1979e12}, "a100-sxm-80gb": {"bf16": 312e12},
+            "a100-sxm-40gb": {"bf16": 312e12}}  # fmt: skip
+    for r in records:
+        m = r["model"]
+        layers, d, vocab, seq = m["num_layers"], m["hidden_size"], m["vocab_size"], m["seq_len"]
+        params = 12 * layers * d * d + vocab * d + seq * d
+        flops_per_token = 6 * params + 3 * layers * 2 * 2 * d * seq
+        tflops = flops_per_token * r["measured_tokens_per_s_per_gpu"]
+        mfu_pct = 100 * tflops / peak[r["gpu"]][r["layout"]["precision"]]
+        published = float(re.search(r"published MFU ([\d.]+) %", r["notes"]).group(1))
+        assert mfu_pct == pytest.approx(published, rel=0.005), r["id"]
+
+
+def test_layouts_are_whole_batches(records: list[dict]) -> None:
+    for r in records:
+        lay = r["layout"]
+        assert (lay["tp"], lay["pp"], lay["dp"]) == (1, 1, r["num_gpus"])
+        assert lay["global_batch_seqs"] % (lay["micro_batch"] * r["num_gpus"]) == 0
+        assert lay["zero_stage"] in (2, 3) and lay["recompute"] in ("full", "none")
+
+
+def test_rows_of_the_shared_file_are_found_as_twins(records: list[dict]) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "heldout_accuracy_t", HELDOUT.parent / "heldout_accuracy.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shared = HELDOUT.parents[1].parent / "shared" / "data" / "published_runs.yaml"
+    if not shared.exists():
+        pytest.skip("../shared not beside the repository")
+    twins = module.shared_twins(records, shared)
+    assert len(twins) == 10 and all(v.startswith("mosaic-mpt-") for v in twins.values())
+    assert {module.container_of(r) for r in records} == {"b2a43a147", "5e85bd62d"}
+
+
+def test_converter_rules_by_hand(conv) -> None:
+    text = (
+        "## H100 80GB BF16\n"
+        "|  Model | SeqLen (T) | # GPUs | GPU | MFU | MicroBatchSize | GradAccum | GlobalBatchSize "
+        "| Throughput (T/s/GPU) | Precision | MP Mode | Sharding Strategy | Activation Checkpointing "
+        "| Activation CPUOffload |\n"
+        "|  --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "|  7b | 4096 | 8 | h100_80gb | 40.42 | 16 | 2 | 256 | 8611 | amp_bf16 | DEFAULT | FULL_SHARD "
+        "| True | False |\n"
+        "|  1b | 2048 | 8 | a100_40gb | 40.0 | 14 | 4 | 440 | 1 | amp_fp8 | DEFAULT | SHARD_GRAD_OP "
+        "| False | False |\n"
+    )
+    got = list(conv.rows(text))
+    assert [g[0] for g in got] == [4, 5] and got[0][1] == "H100 80GB BF16"
+    cells = dict(zip(got[0][2], got[0][3]))
+    model = {"name": "MPT-7B", "num_layers": 32, "hidden_size": 4096}
+    rec = conv.record(cells, got[0][1], ("b2a43a147", "Update"), dict(model), "8c8dd48f7")
+    assert rec["layout"]["zero_stage"] == 3 and rec["layout"]["recompute"] == "full"
+    assert rec["layout"]["micro_batch"] == 16 and rec["layout"]["dp"] == 8
+    assert rec["model"]["seq_len"] == 4096 and rec["measured_tokens_per_s_per_gpu"] == 8611.0
+    assert "rows of commit b2a43a147" in rec["source"] and "published MFU 40.42 %" in rec["notes"]
+    bad = dict(zip(got[1][2], got[1][3]))
+    with pytest.raises(ValueError, match="uneven micro-batches"):
+        conv.record(bad, got[1][1], ("b2a43a147", "x"), dict(model), "8c8dd48f7")

@@ -168,8 +168,8 @@ def groups(runs: dict[str, dict], twins: dict[str, str]) -> list[tuple[str, Call
         for kind, want in (("dense", False), ("MoE", True)):
             out.append((f"    {gen} {kind}",
                         lambda r, g=gpu, w=want: held(r) and runs[r]["gpu"] == g and moe(r) == w))  # fmt: skip
-    def order(v: str) -> list:
-        return [int(x) for x in v.split(".")] if re.fullmatch(r"[\d.]+", v) else [v]
+    def order(v: str) -> tuple:  # NeMo versions in number order, then commits
+        return (0, [int(x) for x in v.split(".")]) if re.fullmatch(r"[\d.]+", v) else (1, [v])
 
     for c in sorted({container(r) for r in runs}, key=order):
         out.append((f"  container {c}", lambda r, c=c: held(r) and container(r) == c))
@@ -404,14 +404,23 @@ def pair_section(runs: dict[str, dict], twins: dict[str, str],
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("runs", nargs="?", default=str(RUNS))
+    p.add_argument("runs", nargs="*", default=[str(RUNS)],
+                   help="held-out files; several are scored as one set, with a group per file")  # fmt: skip
     p.add_argument("--shared", default=str(SHARED))
     p.add_argument("--rows", action="store_true", help="also print every record's errors")
     args = p.parse_args(argv)
-    runs = {r["id"]: r for r in load_runs(Path(args.runs))}
+    files = {path: load_runs(Path(path)) for path in args.runs}
+    runs = {r["id"]: r for rows in files.values() for r in rows}
+    if len(runs) != sum(len(rows) for rows in files.values()):
+        raise SystemExit("record ids repeat across the held-out files")
     twins = shared_twins(runs.values(), Path(args.shared))
-    presets = {r.id: r for r in validate_file(args.runs)}
     with tempfile.TemporaryDirectory() as tmp:
+        combined = args.runs[0]
+        if len(files) > 1:
+            combined = str(Path(tmp) / "combined.yaml")
+            Path(combined).write_text(yaml.safe_dump(list(runs.values()), sort_keys=False))
+        args.runs = combined
+        presets = {r.id: r for r in validate_file(args.runs)}
         stripped = Path(tmp) / "page_only.yaml"
         stripped.write_text(yaml.safe_dump(page_only(list(runs.values())), sort_keys=False))
         page = {r.id: r for r in validate_file(str(stripped))}
@@ -423,14 +432,17 @@ def main(argv: list[str]) -> int:
     page_curve = {rid: (h100_page[rid] if runs[rid]["gpu"] == "h100-sxm-80gb" else r)
                   for rid, r in page.items()}  # fmt: skip
     unscored = sorted((rid, r.error) for rid, r in presets.items() if r.tokens_error_pct is None)
-    print(f"{args.runs}: {len(runs)} records, {len(twins)} also shared records, "
+    print(f"{', '.join(files)}: {len(runs)} records, {len(twins)} also shared records, "
           f"{len(unscored)} not scored")  # fmt: skip
     for rid, err in unscored:
         print(f"  not scored: {rid}: {err}")
     print(f"{'':50}{'page settings':20}  {'page settings':20}  {'recipe settings':20}  recipe settings")
     print(f"{'group':44} {'n':>4}  {'presets: med P90 sgn':20}  {'H100 on the curve':20}  "
           f"{'presets (H100 tables)':20}  H100 on the curve")  # fmt: skip
-    for label, keep in groups(runs, twins):
+    origin = {r["id"]: Path(path).name for path, rows in files.items() for r in rows}
+    by_file = [(f"  file {name}", lambda r, n=name: r not in twins and origin[r] == n)
+               for name in dict.fromkeys(origin.values())] if len(files) > 1 else []  # fmt: skip
+    for label, keep in groups(runs, twins)[:6] + by_file + groups(runs, twins)[6:]:
         ids = [rid for rid in runs if keep(rid) and presets[rid].tokens_error_pct is not None]
         if not ids:
             continue

@@ -106,3 +106,18 @@ def test_converter_rules_by_hand(conv) -> None:
     bad = dict(zip(got[1][2], got[1][3]))
     with pytest.raises(ValueError, match="uneven micro-batches"):
         conv.record(bad, got[1][1], ("b2a43a147", "x"), dict(model), "8c8dd48f7")
+
+
+def test_groups_sort_nemo_versions_and_commits_together(records: list[dict]) -> None:
+    """Several held-out files score as one set (heldout_accuracy.py FILE FILE ...): the container
+    groups order NeMo versions by number, then the commits of the repository tables."""
+    spec = importlib.util.spec_from_file_location(
+        "heldout_accuracy_g", HELDOUT.parent / "heldout_accuracy.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    nemo = yaml.safe_load((HELDOUT / "nemo_performance_summary.yaml").read_text())
+    runs = {r["id"]: r for r in records[:3] + nemo}
+    labels = [label for label, _ in module.groups(runs, {}) if label.startswith("  container")]
+    assert labels == ["  container 25.02", "  container 25.04", "  container 25.07",
+                      "  container 5e85bd62d"]  # fmt: skip

@@ -52,6 +52,8 @@ import models_zoo
 from cost_models.calibration import calibration_for_cluster, generation_for_gpu
 from cost_models.compute import Gemm, gemm_efficiency
 from cost_models.kernels import EXTRAPOLATED, KernelBook
+from cost_models.specs import KernelTables
+from models_zoo.kernel_tables import builtin_tables
 
 SYSTEMS = {
     "b200_sxm": "b200",
@@ -327,7 +329,7 @@ def chain_ratios(systems: dict, dtype: str) -> list[float]:
     b200, h100 = systems.get("b200_sxm"), systems.get("h100_sxm")
     if not b200 or not h100:
         return []
-    table = KernelBook(models_zoo.load_cluster("dgx-h100").kernels)
+    table = KernelBook(KernelTables.model_validate(builtin_tables("h100-sxm-80gb", "aic_gpu_speeds")))
     cluster = models_zoo.load_cluster("dgx-b200")
     cal, fp8 = calibration_for_cluster(cluster), dtype != "bf16"
     peak = (cluster.gpu.peak_fp8_tflops if fp8 else cluster.gpu.peak_bf16_tflops) * 1e12

@@ -831,14 +831,14 @@ def kernel_residuals() -> str:
     )
 
 
-CURVE_PRESETS = (("h100-sxm-80gb", "dgx-h100"), ("h200-sxm-141gb", "dgx-h200"))
-"""The Hopper presets that price kernels on the shipped tables (`kernels: builtin`) and the GPU
-of the records each prices."""
+TABLE_PRESETS = (("h100-sxm-80gb", "dgx-h100"), ("h200-sxm-141gb", "dgx-h200"))
+"""The Hopper presets whose GPUs have shipped measured tables (`kernels: builtin`, off by default
+since docs/calibration.md "Decision, 2026-11-27") and the GPU of the records each prices."""
 HELDOUT = ROOT / "bench" / "heldout" / "mbridge_performance_summary.yaml"
 
 
 def _heldout_module() -> types.ModuleType:
-    """bench/heldout_accuracy.py (curve_cluster: a preset's JSON without its kernels line)."""
+    """bench/heldout_accuracy.py (tables_cluster: a preset's JSON plus `kernels: builtin`)."""
     sys.path.insert(0, str(ROOT / "bench"))
     import heldout_accuracy
 
@@ -846,25 +846,25 @@ def _heldout_module() -> types.ModuleType:
 
 
 @functools.cache
-def _curve_rows(runs: str, preset: str) -> dict[str, Any]:
-    """Record id -> validate row of `runs` with `preset`'s GPU priced on the curve (validate
-    --cluster-file on curve_cluster_file)."""
+def _table_rows(runs: str, preset: str) -> dict[str, Any]:
+    """Record id -> validate row of `runs` with `preset`'s GPU priced on the shipped tables
+    (validate --cluster-file on heldout_accuracy.tables_cluster)."""
     from planner.validate import validate_file
 
-    cluster = _heldout_module().curve_cluster(preset, Path(_H100_DIR))
+    cluster = _heldout_module().tables_cluster(preset, Path(_H100_DIR))
     return {r.id: r for r in validate_file(runs, str(cluster))}
 
 
-def _on_curve(runs: str, rows: list[Any]) -> list[Any]:
-    """`rows` (the presets as shipped) with the Hopper records priced on the curve instead."""
-    curve = {gpu: _curve_rows(runs, preset) for gpu, preset in CURVE_PRESETS}
-    return [curve[r.gpu][r.id] if r.gpu in curve else r for r in rows]
+def _on_tables(runs: str, rows: list[Any]) -> list[Any]:
+    """`rows` (the presets as shipped) with the Hopper records priced on the tables instead."""
+    tables = {gpu: _table_rows(runs, preset) for gpu, preset in TABLE_PRESETS}
+    return [tables[r.gpu][r.id] if r.gpu in tables else r for r in rows]
 
 
 @functools.cache
 def _heldout_h100() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """The held-out H100 rows (bench/heldout: Megatron-Bridge's performance summary, not in the
-    shared file, never fitted) as shipped (tables) and on the curve."""
+    shared file, never fitted) on the tables and as shipped (the curve)."""
     from planner.validate import validate_file
 
     heldout_accuracy = _heldout_module()
@@ -872,7 +872,7 @@ def _heldout_h100() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     twins = heldout_accuracy.shared_twins(runs.values(), SHARED / "data" / "published_runs.yaml")
     keep = [r for r in validate_file(str(HELDOUT))
             if r.gpu == "h100-sxm-80gb" and r.id not in twins]  # fmt: skip
-    return tuple(keep), tuple(_on_curve(str(HELDOUT), keep))
+    return tuple(_on_tables(str(HELDOUT), keep)), tuple(keep)
 
 
 def _errs(rows: list[Any]) -> list[float]:
@@ -904,11 +904,11 @@ def _rule(rows: list[Any]) -> tuple[float, float, bool]:
 
 def tables_vs_curve() -> str:
     """docs/calibration.md "On the shared runs": the Hopper records on the presets as shipped
-    (the measured tables, `kernels: builtin`) against the same presets without their tables (the
-    efficiency curve), on the shared runs and on the held-out H100 runs, per group."""
+    (the efficiency curve) against the same presets with the shipped measured tables (`kernels:
+    builtin`), on the shared runs and on the held-out H100 runs, per group."""
     shared = str(SHARED / "data" / "published_runs.yaml")
-    tables = list(_validation_rows())
-    curve = _on_curve(shared, tables)
+    curve = list(_validation_rows())
+    tables = _on_tables(shared, curve)
     held_t, held_c = (list(x) for x in _heldout_h100())
 
     def moe(r: Any) -> bool:
@@ -929,7 +929,7 @@ def tables_vs_curve() -> str:
         ("pooled H100 (shared + held-out)", curve + held_c, tables + held_t, h100),
     ]
     table = [
-        "| records | n | curve (preset without tables): median / P90 / signed | tables (presets as shipped): median / P90 / signed |",
+        "| records | n | curve (presets as shipped): median / P90 / signed | tables (`kernels: builtin`): median / P90 / signed |",
         "|---|---:|---|---|",
     ]  # fmt: skip
     for label, on_curve, on_tables, keep in groups:
@@ -954,8 +954,8 @@ def tables_vs_curve() -> str:
             "as transcribed with their recipe settings, never fitted. P90 by linear interpolation, "
             "as `planner validate` computes it; `python bench/docs_figures.py --only "
             "tables-vs-curve`: `planner validate --data FILE` on the presets against `planner "
-            "validate --data FILE --cluster-file dgx-h100-curve.yaml` / `dgx-h200-curve.yaml`, each "
-            "the preset's JSON without its `kernels` line.)",
+            "validate --data FILE --cluster-file dgx-h100-tables.json` / `dgx-h200-tables.json`, "
+            "each the preset's JSON plus `kernels: builtin`.)",
         ]
     )
 

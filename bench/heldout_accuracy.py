@@ -7,12 +7,12 @@ GPU count, layout and tokens/s) are reported apart; "held-out" means the others.
 Prices the file four times with the planner.validate machinery (`planner validate --data FILE --json`):
   page     the presets as shipped, each record with only the settings the page states (the
            recipe-derived settings and selective recompute stripped: RECIPE_SETTINGS), and the
-           same with the H100 records on the curve (below);
-  presets  the GPU presets as shipped (the H100 on the shipped measured tables, `kernels: builtin`),
-           records as transcribed;
-  curve    as presets, but the H100 records on dgx-h100 without its tables (the preset's JSON less
-           its `kernels` line, `validate --cluster-file`: the Hopper efficiency curve, the presets'
-           default before issue 32), every other record as the presets price it.
+           same with the H100 records on the tables (below);
+  presets  the GPU presets as shipped (every GPU on its generation's efficiency curve; the Hopper
+           presets since docs/calibration.md "Decision, 2026-11-27"), records as transcribed;
+  tables   as presets, but the H100 records on dgx-h100 with the shipped measured tables (the
+           preset's JSON plus `kernels: builtin`, `validate --cluster-file`; the presets' default
+           from issue 32 item 2 to that decision), every other record as the presets price it.
 Prints, per group, n, median and P90 of |error| and the signed median (error = predicted / measured
 tokens/s - 1, in %; P90 by linear interpolation as `planner validate` computes it). Then layout
 pair order (issue 32: "pair order of layouts of the same model and batch >= 95 %") for each of the
@@ -106,16 +106,14 @@ def load_runs(path: Path) -> list[dict]:
     return yaml.safe_load(Path(path).read_text())
 
 
-def curve_cluster(preset: str, folder: Path) -> Path:
-    """`preset` without its kernel tables (the preset's JSON less its `kernels: builtin` line),
-    written to `folder`: the generation's efficiency curve prices every kernel, as the Hopper
-    presets did before issue 32 switched them to the shipped tables."""
+def tables_cluster(preset: str, folder: Path) -> Path:
+    """`preset` pricing kernels from its GPU's shipped measured tables (the preset's JSON plus
+    `kernels: builtin`), written to `folder`."""
     import models_zoo
-    from planner.calibrate import cluster_yaml
 
-    out = folder / f"{preset}-curve.yaml"
-    cluster = models_zoo.load_cluster(preset)
-    out.write_text(cluster_yaml(cluster.model_copy(update={"kernels": None})))
+    data = json.loads((Path(models_zoo.__file__).parent / "clusters" / f"{preset}.json").read_text())
+    out = folder / f"{preset}-tables.json"
+    out.write_text(json.dumps({**data, "kernels": "builtin"}))
     return out
 
 
@@ -255,7 +253,7 @@ def twin_section(runs: dict[str, dict], twins: dict[str, str], rows: dict[str, V
     ids = [rid for rid in err if rid not in twins]
     print()
     print("Same job on two GPUs (held-out rows of one container, model, precision and fp8 recipe on"
-          " both; recipe, tables): n, signed median error on the first GPU, on the second, and the"
+          " both; recipe, presets): n, signed median error on the first GPU, on the second, and the"
           " median error of the predicted speed ratio second / first (predicted ratio / measured"
           " ratio - 1, %)")  # fmt: skip
     print(f"{'GPUs':16} {'every such job':28}  same layout and settings")
@@ -390,7 +388,7 @@ def pair_lists(variants: dict[str, tuple[list[LayoutPair], dict[str, dict]]], he
 def pair_section(runs: dict[str, dict], twins: dict[str, str],
                  priced: dict[str, dict[str, ValidationRow]]) -> None:
     """Layout pair order per pricing variant (`priced`: variant -> id -> row): the table, then
-    the headline variant's ("recipe, tables": the presets as shipped) out-of-order pairs."""
+    the headline variant's ("recipe, presets": the presets as shipped) out-of-order pairs."""
     stripped = {r["id"]: r for r in page_only(list(runs.values()))}
     variants = {name: (container_pairs(rows, runs), stripped if name.startswith("page") else runs)
                 for name, rows in priced.items()}  # fmt: skip
@@ -399,7 +397,7 @@ def pair_section(runs: dict[str, dict], twins: dict[str, str],
           f" the same model, GPU, sequence length and global batch in one container; measured ties,"
           f" less than {TIE_PCT:g} % apart, set aside: t): in order / counted")  # fmt: skip
     pair_table(variants, twins)
-    pair_lists(variants, "recipe, tables", twins)
+    pair_lists(variants, "recipe, presets", twins)
 
 
 def main(argv: list[str]) -> int:
@@ -424,21 +422,21 @@ def main(argv: list[str]) -> int:
         stripped = Path(tmp) / "page_only.yaml"
         stripped.write_text(yaml.safe_dump(page_only(list(runs.values())), sort_keys=False))
         page = {r.id: r for r in validate_file(str(stripped))}
-        flat = str(curve_cluster("dgx-h100", Path(tmp)))
-        h100 = {r.id: r for r in validate_file(args.runs, flat)}
-        h100_page = {r.id: r for r in validate_file(str(stripped), flat)}
-    curve = {rid: (h100[rid] if runs[rid]["gpu"] == "h100-sxm-80gb" else r)
-             for rid, r in presets.items()}  # fmt: skip
-    page_curve = {rid: (h100_page[rid] if runs[rid]["gpu"] == "h100-sxm-80gb" else r)
-                  for rid, r in page.items()}  # fmt: skip
+        tabled = str(tables_cluster("dgx-h100", Path(tmp)))
+        h100 = {r.id: r for r in validate_file(args.runs, tabled)}
+        h100_page = {r.id: r for r in validate_file(str(stripped), tabled)}
+    tables = {rid: (h100[rid] if runs[rid]["gpu"] == "h100-sxm-80gb" else r)
+              for rid, r in presets.items()}  # fmt: skip
+    page_tables = {rid: (h100_page[rid] if runs[rid]["gpu"] == "h100-sxm-80gb" else r)
+                   for rid, r in page.items()}  # fmt: skip
     unscored = sorted((rid, r.error) for rid, r in presets.items() if r.tokens_error_pct is None)
     print(f"{', '.join(files)}: {len(runs)} records, {len(twins)} also shared records, "
           f"{len(unscored)} not scored")  # fmt: skip
     for rid, err in unscored:
         print(f"  not scored: {rid}: {err}")
     print(f"{'':50}{'page settings':20}  {'page settings':20}  {'recipe settings':20}  recipe settings")
-    print(f"{'group':44} {'n':>4}  {'presets: med P90 sgn':20}  {'H100 on the curve':20}  "
-          f"{'presets (H100 tables)':20}  H100 on the curve")  # fmt: skip
+    print(f"{'group':44} {'n':>4}  {'presets: med P90 sgn':20}  {'H100 on the tables':20}  "
+          f"{'presets':20}  H100 on the tables")  # fmt: skip
     origin = {r["id"]: Path(path).name for path, rows in files.items() for r in rows}
     by_file = [(f"  file {name}", lambda r, n=name: r not in twins and origin[r] == n)
                for name in dict.fromkeys(origin.values())] if len(files) > 1 else []  # fmt: skip
@@ -448,16 +446,16 @@ def main(argv: list[str]) -> int:
             continue
         ids = [i for i in ids if page[i].tokens_error_pct is not None]
         p = line([page[i].tokens_error_pct for i in ids])
-        pc = line([page_curve[i].tokens_error_pct for i in ids])
+        pc = line([page_tables[i].tokens_error_pct for i in ids])
         a = line([presets[i].tokens_error_pct for i in ids])
-        b = line([curve[i].tokens_error_pct for i in ids])
+        b = line([tables[i].tokens_error_pct for i in ids])
         print(f"{label:44} {len(ids):4d}  {p:20}  {pc:20}  {a:20}  {b}")
-    pair_section(runs, twins, {"page, curve": page_curve, "page, tables": page,
-                               "recipe, curve": curve, "recipe, tables": presets})  # fmt: skip
+    pair_section(runs, twins, {"page, tables": page_tables, "page, presets": page,
+                               "recipe, tables": tables, "recipe, presets": presets})  # fmt: skip
     twin_section(runs, twins, presets, args.rows)
     if args.rows:
         for rid in runs:
-            e, t = presets[rid].tokens_error_pct, curve[rid].tokens_error_pct
+            e, t = presets[rid].tokens_error_pct, tables[rid].tokens_error_pct
             g = page[rid].tokens_error_pct
             if e is not None and g is not None:
                 twin = f"  (= {twins[rid]})" if rid in twins else ""

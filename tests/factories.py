@@ -226,3 +226,14 @@ def deepseek_v3_recipe(cluster: str = "h800", **layout_kw: object) -> tuple:
         work,
         Layout(**kw),
     )
+
+
+def with_builtin_tables(cluster: Cluster) -> Cluster:
+    """`cluster` pricing kernels from its GPU's shipped measured tables (`kernels: builtin`):
+    the Hopper presets price on their efficiency curve by default (docs/calibration.md
+    "Decision, 2026-11-27"), the tables are one input away."""
+    from models_zoo.kernel_tables import builtin_tables
+
+    data = cluster.model_dump()
+    data["kernels"] = builtin_tables(cluster.gpu.id, f"{cluster.name}: kernels")
+    return Cluster.model_validate(data)

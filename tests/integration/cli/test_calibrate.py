@@ -10,6 +10,7 @@ import pytest
 import yaml
 from calibration_fixtures import GEMM_SHAPES, gemm_csv, nccl_log_text, write_nccl_log
 from conftest import SHARED
+from factories import with_builtin_tables
 from shared_data import published_runs
 
 import models_zoo
@@ -242,9 +243,11 @@ RUNS = [
 
 
 def _curve_h100():
-    """dgx-h100 without its shipped kernel tables: the step factors scale the efficiency curve
-    (planner/calibrate/steps.py scaled_cluster), which prices no kernel the tables hold."""
-    return models_zoo.load_cluster("dgx-h100").model_copy(update={"kernels": None})
+    """dgx-h100 on its efficiency curve (the preset as shipped, no kernel tables): the step
+    factors scale the curve (planner/calibrate/steps.py scaled_cluster)."""
+    cluster = models_zoo.load_cluster("dgx-h100")
+    assert cluster.kernels is None
+    return cluster
 
 
 def _fit_known_factors(tmp_path, base):
@@ -266,9 +269,9 @@ def test_steps_fit_recovers_global_factors_with_leave_one_out(tmp_path):
 
 
 def test_steps_fit_scales_the_measured_tables(tmp_path):
-    """dgx-h100 as shipped prices kernels from its measured tables: the compute factor scales
+    """dgx-h100 on its shipped measured tables (`kernels: builtin`): the compute factor scales
     their GEMM / grouped GEMM / attention rows (times / factor), memory-bound rows stay."""
-    base = models_zoo.load_cluster("dgx-h100")
+    base = with_builtin_tables(models_zoo.load_cluster("dgx-h100"))
     assert base.kernels is not None and base.kernels.gemm
     doubled = scaled_cluster(base, 2.0, 1.0).kernels
     m, n, k, dtype, layout, t_ms = base.kernels.gemm[0]

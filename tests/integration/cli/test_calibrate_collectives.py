@@ -76,27 +76,27 @@ def test_calibrated_cluster_reproduces_every_measured_point(logs, tmp_path, caps
 
 def test_estimate_explain_and_json_name_the_table(logs, tmp_path, capsys) -> None:
     out = tmp_path / "cal.yaml"
-    calibrate = ["calibrate", "--cluster", "dgx-h100", "--nccl-tests", *logs, "--out", str(out)]
+    calibrate = ["calibrate", "--cluster", "dgx-h100", "--kernels", "builtin", "--nccl-tests", *logs,
+                 "--out", str(out)]  # fmt: skip
     assert main(calibrate) == 0
     capsys.readouterr()
     shape = ["--gpus", "32", "--global-batch", "64", "--tp", "8", "--pp", "2", "--dp", "2"]
     args = ["estimate", "--model", "llama3-8b", "--cluster", str(out), *shape]
     assert main([*args, "--json"]) == 0
     kern = json.loads(capsys.readouterr().out)["kernels"]
-    assert kern["table"].startswith("nccl-tests: ")
-    # the preset's own shipped tables (kernels: builtin) stay beside the measured collectives
-    assert "builtin h100-sxm-80gb" in kern["table"]
+    # the measured collectives and the shipped compute tables (--kernels builtin), both named
+    assert "nccl-tests: " in kern["table"] and "builtin h100-sxm-80gb" in kern["table"]
     compute = {"gemm", "attention", "memory_bound", "adam", "grad_clip"}  # + the step tail's
     assert set(kern["terms"]) == {"tp_comm", "dp_comm", "pp_comm"} | compute
     assert kern["terms"]["adam"]["measured"] == 1  # the shipped H100 folder's profiled rows
     assert kern["terms"]["tp_comm"]["measured"] + kern["terms"]["tp_comm"]["interpolated"] > 0
     assert main([*args, "--explain"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "kernel tables: nccl-tests:" in text and "tp_comm:" in text and "pp_comm:" in text
+    assert "kernel tables: builtin h100-sxm-80gb" in text and "nccl-tests:" in text
+    assert "tp_comm:" in text and "pp_comm:" in text
     preset = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100", *shape, "--explain"]
-    assert main(preset) == 0  # the shipped tables, no collectives
-    text = " ".join(capsys.readouterr().out.split())
-    assert "kernel tables: builtin h100-sxm-80gb" in text and "tp_comm:" not in text
+    assert main(preset) == 0  # the preset as shipped: its efficiency curve, no tables
+    assert "no kernel tables" in " ".join(capsys.readouterr().out.split())
     preset = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-a100", *shape, "--explain"]
     assert main(preset) == 0  # no tables ship for the A100
     assert "no kernel tables" in " ".join(capsys.readouterr().out.split())

@@ -275,19 +275,22 @@ def recipe_settings(recipes: Recipes, container: str, model: str, size: str, sys
                 taken.append("cuda_graphs 1")
         if fsdp:
             taken.append("use_mcore_fsdp 1 (optim_grads_params)")
+        # set_primary_perf_configs: recompute_layers > 0 is full recompute, method block, of that
+        # many layers; recompute_modules is selective recompute (it asserts the two apart).
         recompute = int(row.get("recompute_layers") or 0)
-        if recompute:
-            layout["recompute"] = "full"
-            settings["recompute_num_layers"] = recompute
+        if row.get("recompute_modules"):
+            layout["recompute"] = "selective"
+            settings["recompute_modules"] = row["recompute_modules"].split("/")
+            taken.append(f"recompute_modules {row['recompute_modules']}")
+        elif recompute:
+            layout.update(
+                recompute="full", recompute_method="block", recompute_num_layers=recompute
+            )
             taken.append(f"recompute_layers {recompute} (full, block)")
         offload = int(row.get("activation_offload_layers") or 0)
         if offload:
             settings["cpu_offload_layers"] = offload
             taken.append(f"activation_offload_layers {offload}")
-        if row.get("recompute_modules"):
-            layout["recompute"] = "selective"
-            settings["recompute_modules"] = row["recompute_modules"].split("/")
-            taken.append(f"recompute_modules {row['recompute_modules']}")
     compact = re.sub(r"\s+", "", recipes.recipe_text(tag, model, size))
     if (
         shape["tp"] > 1
@@ -480,6 +483,7 @@ def record(cells: dict, table: dict, recipes: Recipes, alt: bool) -> dict | str:
             "global_batch_seqs": gbs,
             "recompute": layout.get("recompute"),
             "precision": precision,
+            **{k: layout[k] for k in ("recompute_method", "recompute_num_layers") if k in layout},
         },
         **({"settings": settings} if settings else {}),
         "measured_tokens_per_s_per_gpu": tokens,

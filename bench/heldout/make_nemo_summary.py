@@ -282,11 +282,15 @@ def recipe_settings(recipes: Recipes, container: str, model: str, size: str, sys
             layout["recompute"] = "selective"
             settings["recompute_modules"] = row["recompute_modules"].split("/")
             taken.append(f"recompute_modules {row['recompute_modules']}")
-        elif recompute:
-            layout.update(
-                recompute="full", recompute_method="block", recompute_num_layers=recompute
+        elif recompute:  # the records' layout has no recompute_num_layers: the row is not stated
+            return (
+                {},
+                {},
+                (
+                    f"none taken: the model_configs_{gpu}.csv @{tag} row of this layout recomputes "
+                    f"{recompute} layers in full (method block), which the records' schema cannot state"
+                ),
             )
-            taken.append(f"recompute_layers {recompute} (full, block)")
         offload = int(row.get("activation_offload_layers") or 0)
         if offload:
             settings["cpu_offload_layers"] = offload
@@ -483,7 +487,6 @@ def record(cells: dict, table: dict, recipes: Recipes, alt: bool) -> dict | str:
             "global_batch_seqs": gbs,
             "recompute": layout.get("recompute"),
             "precision": precision,
-            **{k: layout[k] for k in ("recompute_method", "recompute_num_layers") if k in layout},
         },
         **({"settings": settings} if settings else {}),
         "measured_tokens_per_s_per_gpu": tokens,

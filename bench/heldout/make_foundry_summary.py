@@ -58,15 +58,14 @@ def blame_commits(git_dir: str, commit: str) -> dict[int, tuple[str, str]]:
     """Line number (1-based) -> (commit, summary) of README at `commit`."""
     out: dict[int, tuple[str, str]] = {}
     sha = summary = ""
-    summaries: dict[str, str] = {}
     lineno = 0
+    # --line-porcelain repeats the commit's headers (summary included) before every line
     for line in git(git_dir, "blame", "--line-porcelain", commit, "--", README).splitlines():
         if m := re.match(r"^([0-9a-f]{40}) \d+ (\d+)", line):
             sha, lineno = m.group(1)[:9], int(m.group(2))
         elif line.startswith("summary "):
-            summaries[sha] = line[8:]
+            summary = line[8:]
         elif line.startswith("\t"):
-            summary = summaries.get(sha, "")
             out[lineno] = (sha, summary)
     return out
 

@@ -231,8 +231,7 @@ class Recipes:
         return [f"{name} not defined at {tag}"]
 
     def recipe_text(self, tag: str, model: str, size: str) -> str:
-        name = {"llama31": "llama31", "gpt3": "gpt3"}.get(model, model)
-        return self._show(tag, f"nemo/collections/llm/recipes/{name}_{size}.py") or ""
+        return self._show(tag, f"nemo/collections/llm/recipes/{model}_{size}.py") or ""
 
 
 def recipe_settings(recipes: Recipes, container: str, model: str, size: str, system: str, dtype: str,

@@ -6,20 +6,22 @@ the power cap (sustained.csv / sustained_fp8.csv: an H100 holds 1,178-1,231 fp8 
 against 1,456 in bursts). The single-GPU steps (37-40 % GEMM time share) drew 610-670 W and did not
 throttle, so the cap is off by default; applied to the shipped H100 tables it moves the held-out
 Megatron H100 rows from +4.5 to +3.0 % signed and the shared H100 records from +6.0 to +4.7 %
-(docs/calibration.md#sustained-clocks). No measurement says at which GEMM share a step reaches the
-cap; this script measures it.
+(docs/calibration.md#sustained-clocks). This script measures at which GEMM share a step reaches
+the cap: bench/results/h200-2026-11-27b (docs/calibration.md#power-cap-busy-share).
 
 What it runs: for each dtype (fp8 through torch._scaled_mm, bf16 through torch.matmul) and each
 target GEMM time share, back-to-back iterations of the Llama 3 70B TP8 forward GEMM mix (the mix
 of measure_sustained_fp8.py) followed by a device-to-device copy sized so that, at burst speed, the
 copy takes (1 - share) / share of the mix's time (a memory-bound phase that draws less power, as
-a step's norms, casts and optimizer do). Each share runs `--seconds` seconds in 2-second windows;
+a step's norms, casts and optimizer do), or, with `--filler idle`, a `torch.cuda._sleep` of that
+length (the GPU waiting, as it does on an exposed collective at scale). Each share runs `--seconds` seconds in 2-second windows;
 per window CUDA events time the GEMM mix and the copy separately, so the GEMM TFLOP/s is the
 mix's FLOPs over its own time, and nvidia-smi reads the SM clock, power, temperature and throttle
 reasons. The burst rate of each dtype is measured first, after a 5-second idle, over 0.3 s.
 
 Usage (a GPU machine with torch): python3 bench/measure_power_share.py --out DIR [--seconds 20]
-Writes DIR/power_share.csv: dtype,target_share,window,t_s,gemm_share,gemm_tflops,burst_tflops,
+[--filler copy|idle] [--dtypes fp8,bf16]
+Writes DIR/power_share.csv (DIR/power_share_idle.csv for the idle filler): dtype,target_share,window,t_s,gemm_share,gemm_tflops,burst_tflops,
 ratio,sm_clock_mhz,power_w,temp_c,throttle_reasons. stdlib + torch only.
 """
 
@@ -89,21 +91,42 @@ def _timed(torch, fn, seconds: float) -> float:
     return start.elapsed_time(end) / 1e3 / reps
 
 
-def run(out_dir: str, seconds: float) -> str:
+SLEEP_CYCLES = 1_000_000
+"""`torch.cuda._sleep` cycles per call when its rate is timed (about 0.5-1 ms at Hopper clocks)."""
+
+
+def run(out_dir: str, seconds: float, filler: str = "copy", dtypes=("fp8", "bf16")) -> str:
     import torch
 
     dev = torch.device("cuda")
     flops = sum(2 * m * n * k for m, n, k in MIX)
     src = torch.empty(2**28, device=dev, dtype=torch.bfloat16)  # 512 MiB: streams from HBM
     dst = torch.empty_like(src)
-    copy_s = _timed(torch, lambda: dst.copy_(src), 0.3) / src.numel()
-    path = os.path.join(out_dir, "power_share.csv")
+    if filler == "copy":
+        unit_s = _timed(torch, lambda: dst.copy_(src), 0.3) / src.numel()
+        limit = 2**62
+
+        def fill(n):  # whole passes over the 512 MiB buffer, then the rest (a 2026-11-27
+            # loan's run stopped at one pass, so its shares below ~0.85 did not run)
+            for _ in range(n // src.numel()):
+                dst.copy_(src)
+            if n % src.numel():
+                dst[: n % src.numel()].copy_(src[: n % src.numel()])
+    else:  # a spinning kernel on one SM: the GPU otherwise idle, as while waiting on the network
+        unit_s = _timed(torch, lambda: torch.cuda._sleep(SLEEP_CYCLES), 0.3) / SLEEP_CYCLES
+        limit = 2**62
+
+        def fill(n):
+            torch.cuda._sleep(n)
+
+    name = "power_share.csv" if filler == "copy" else f"power_share_{filler}.csv"
+    path = os.path.join(out_dir, name)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["dtype", "target_share", "window", "t_s", "gemm_share", "gemm_tflops",
                     "burst_tflops", "ratio", "sm_clock_mhz", "power_w", "temp_c",
                     "throttle_reasons"])  # fmt: skip
-        for dtype in ("fp8", "bf16"):
+        for dtype in dtypes:
             calls = _gemm_calls(torch, dtype)
 
             def mix(calls=calls):
@@ -114,7 +137,7 @@ def run(out_dir: str, seconds: float) -> str:
             mix_s = _timed(torch, mix, 0.3)
             burst = flops / mix_s / 1e12
             for share in SHARES:
-                n = min(copy_elements(mix_s, share, copy_s), src.numel())
+                n = min(copy_elements(mix_s, share, unit_s), limit)
                 t0, window = time.time(), 0
                 while time.time() - t0 < seconds:
                     marks = []
@@ -125,7 +148,7 @@ def run(out_dir: str, seconds: float) -> str:
                         mix()
                         ev[1].record()
                         if n:
-                            dst[:n].copy_(src[:n])
+                            fill(n)
                         ev[2].record()
                         marks.append(ev)
                         if len(marks) % 16 == 0:
@@ -147,9 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--filler", choices=("copy", "idle"), default="copy")
+    p.add_argument("--dtypes", default="fp8,bf16")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    print("wrote", run(args.out, args.seconds))
+    dtypes = tuple(d for d in args.dtypes.split(",") if d)
+    print("wrote", run(args.out, args.seconds, args.filler, dtypes))
     return 0
 
 

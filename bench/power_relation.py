@@ -13,10 +13,12 @@ the tables' way over the capped time.
 `--whatif` prices the H100 records of the shared file and the three held-out files (presets, the
 efficiency curve; and `kernels: builtin`, the measured tables) and scales each record's compute
 terms (compute, recompute, optimizer) by the relation at its priced busy share (compute over the
-step), relative to busy share 1 (`--reference 1`, the capped rate, what the tables hold) or to a
-given busy share. Prints median / P90 / signed error per file before and after.
+step), relative to busy share 1 (`--reference 1`, the capped rate, what the tables hold) or to
+given busy shares (the curve, fitted on whole steps, sits at some busy share of its own). Prints
+median / P90 / signed error per file before and after; tables: the H100 records, curve: the
+Hopper 700 W ones (H100, H200, H800).
 
-Usage: python bench/power_relation.py [FOLDER] [--whatif [--reference B]]
+Usage: python bench/power_relation.py [FOLDER] [--whatif [--reference B [B ...]]]
 """
 
 from __future__ import annotations
@@ -110,7 +112,14 @@ def interp(x: float, xs: list[float], ys: list[float]) -> float:
     return ys[-1]
 
 
-def whatif(folder: Path, reference: float) -> None:
+HOPPER_700W = {"h100-sxm-80gb", "h200-sxm-141gb", "h800-sxm-80gb"}
+"""The GPUs this relation was measured for: the GH100 die at a 700 W cap (H200's own loan)."""
+
+
+def whatif(folder: Path, references: list[float]) -> None:
+    """Per file and basis: errors before, and after scaling each record's compute terms by
+    speed(reference) / speed(its priced busy share), for each reference. Tables: the H100 records
+    on dgx-h100 + `kernels: builtin`; curve: the Hopper 700 W records on their presets."""
     import json
     import tempfile
 
@@ -121,7 +130,6 @@ def whatif(folder: Path, reference: float) -> None:
     from planner.validate import RunRecord, record_inputs
 
     shares, speed = speed_relation(folder)
-    ref = interp(reference, shares, speed)
     files = [
         ROOT.parent / "shared" / "data" / "published_runs.yaml",
         *(
@@ -136,29 +144,41 @@ def whatif(folder: Path, reference: float) -> None:
         path = Path(tmp) / "dgx-h100-tables.json"
         path.write_text(json.dumps({**data, "kernels": "builtin"}))
         tables = models_zoo.load_cluster(str(path))
-    print(f"what-if, compute scaled by speed(reference {reference}) / speed(busy share):")
-    print(f"{'file':36} {'n':>3}  {'basis':7} {'before: med P90 sgn':21} after")
+    print(
+        "what-if, compute scaled by speed(reference) / speed(busy share); median / P90 / signed %"
+    )
+    head = "  ".join(f"ref {r:<17}" for r in references)
+    print(f"{'file':36} {'n':>3}  {'basis':7} {'as priced':17}  {head}")
     for f in files:
         loaded = yaml.safe_load(f.read_text())
         runs = loaded if isinstance(loaded, list) else loaded["runs"]
-        for basis, cluster in (("curve", None), ("tables", tables)):
-            before, after = [], []
+        for basis, cluster, gpus in (
+            ("curve", None, HOPPER_700W),
+            ("tables", tables, {"h100-sxm-80gb"}),
+        ):
+            priced = []
             for run in runs:
-                if run.get("gpu") != "h100-sxm-80gb":
+                if run.get("gpu") not in gpus:
                     continue
                 record = RunRecord.model_validate(run).model_dump()
                 est = estimate(*record_inputs(record, cluster))
                 b = est.breakdown_s
                 busy = b["compute"] + b["recompute"] + b.get("optimizer", 0.0)
-                factor = ref / interp(busy / est.step_time_s, shares, speed)
-                step = est.step_time_s - busy + busy * factor
-                measured = record["measured_tokens_per_s_per_gpu"]
-                before.append((est.tokens_per_s_per_gpu / measured - 1) * 100)
-                after.append(
-                    (est.tokens_per_s_per_gpu * est.step_time_s / step / measured - 1) * 100
-                )
-            if before:
-                print(f"{f.name:36} {len(before):3d}  {basis:7} {_line(before):21} {_line(after)}")
+                priced.append((est, busy, record["measured_tokens_per_s_per_gpu"]))
+            if not priced:
+                continue
+            cells = [_line([(e.tokens_per_s_per_gpu / m - 1) * 100 for e, _, m in priced])]
+            for reference in references:
+                ref = interp(reference, shares, speed)
+                errs = []
+                for est, busy, measured in priced:
+                    factor = ref / interp(busy / est.step_time_s, shares, speed)
+                    step = est.step_time_s - busy + busy * factor
+                    errs.append(
+                        (est.tokens_per_s_per_gpu * est.step_time_s / step / measured - 1) * 100
+                    )
+                cells.append(_line(errs))
+            print(f"{f.name:36} {len(priced):3d}  {basis:7} " + "  ".join(f"{c:21}" for c in cells))
 
 
 def _line(errs: list[float]) -> str:
@@ -171,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("folder", nargs="?", default=str(FOLDER))
     p.add_argument("--whatif", action="store_true")
-    p.add_argument("--reference", type=float, default=1.0)
+    p.add_argument("--reference", type=float, nargs="+", default=[1.0])
     args = p.parse_args(argv)
     folder = Path(args.folder)
     print(

@@ -30,7 +30,9 @@ Deterministic; no pricing pass beyond the four above.
 Usage: python bench/heldout_accuracy.py [RUNS.yaml] [--shared PUBLISHED_RUNS.yaml]
 RUNS.yaml defaults to the Megatron-Bridge file; bench/heldout/nemo_performance_summary.yaml (NeMo
 Framework's own tables, containers 25.02 .. 25.07, make_nemo_summary.py) is the second source, read
-the same way (every record names its container as "NeMo <version> container" in its source).
+the same way (every record names its container as "NeMo <version> container" in its source);
+foundry_performance_summary.yaml (llm-foundry, containers named by commit) and
+mlperf_training_summary.yaml (MLPerf Training, NeMo containers) the third and fourth.
 """
 
 from __future__ import annotations

@@ -53,7 +53,9 @@ What a record takes, and from where:
              conf reads it (delayed / tensorwise), else delayed: the v3.x / v4.x NeMo 1 stack has
              only Transformer Engine's DelayedScaling (FP8_AMAX_HISTORY, FP8_AMAX_ALGO); bf16
              otherwise. FP8_PARAMS / FP8_PARAM_GATHER (fp8 primary weights) -> fp8_params.
-  settings   tp_comm_overlap (TP_COMM_OVERLAP); cuda_graphs (per-layer: the conf's
+  settings   main_grads (the gradients' dtype: NeMo 2's pretrain.py grad_reduce_in_fp32, NeMo
+             1's distributed_fused_adam grad_sync_dtype; bf16 in every submission that states
+             it); tp_comm_overlap (TP_COMM_OVERLAP); cuda_graphs (per-layer: the conf's
              enable_cuda_graph or external_cuda_graph); full_iteration_cuda_graph (v5.0
              full_cuda_graph, v5.1 cuda_graph_scope full_iteration). Userbuffers tuning, SM
              margins, NCCL variables, FP8 format, p2p overlap, rank mapping: notes only.
@@ -739,6 +741,41 @@ class Config:
     context: str  # the implementation directory whose conf / scripts interpret it
     resolved: Resolved
     note: str = ""
+    grads: tuple[str, str] | None = None
+    """(main_grads dtype, where the implementation says it) or None where it does not."""
+
+
+def grads_of(mirror: Mirror, ctx: str, dist: bool | None) -> tuple[str, str] | None:
+    """The dtype gradients are kept and reduced in, where the implementation states it: NeMo 2's
+    pretrain.py passes grad_reduce_in_fp32 to MegatronMixedPrecision and the DDP config (every
+    occurrence False: bf16); NeMo 1 with the distributed optimizer (USE_DIST_OPTIMIZER, Apex
+    DistributedFusedAdam) reads grad_sync_dtype from conf/optim/distributed_fused_adam.yaml (v3.1
+    on) or the optim block of conf/megatron_gpt_config.yaml (v3.0)."""
+    text = mirror.show(f"{ctx}/pretrain.py")
+    if text is not None:
+        found = set(re.findall(r"grad_reduce_in_fp32\s*=\s*(True|False)", text))
+        if found == {"False"}:
+            return "bf16", "pretrain.py passes grad_reduce_in_fp32=False"
+        if found == {"True"}:
+            return "fp32", "pretrain.py passes grad_reduce_in_fp32=True"
+        return None
+    if not dist:
+        return None
+    for conf in ("conf/optim/distributed_fused_adam.yaml", "conf/megatron_gpt_config.yaml"):
+        text = mirror.show(f"{ctx}/{conf}")
+        if text is None:
+            continue
+        if conf.endswith("megatron_gpt_config.yaml"):
+            block = re.search(r"\n  optim:\n((?:    .*\n)+)", text)
+            if block is None or "name: distributed_fused_adam" not in block.group(1):
+                continue
+            text = block.group(1)
+        found = re.search(r"^\s*grad_sync_dtype:\s*(\w+)", text, re.MULTILINE)
+        if found is not None and found.group(1) in ("bf16", "fp32"):
+            return found.group(
+                1
+            ), f"{conf} grad_sync_dtype {found.group(1)} (distributed_fused_adam)"
+    return None
 
 
 def implementations(mirror: Mirror, submitter: str, bench: str) -> dict[str, set[str]]:
@@ -800,7 +837,11 @@ def load_config(mirror: Mirror, impls: dict[str, set[str]], path: str) -> Config
         text = mirror.show(f"{ctx}/{script}")
         if text is not None:
             knobs.add_launcher(text, script)
-    return Config(path, ctx, Resolved(shell, knobs), ctx_note)
+    resolved = Resolved(shell, knobs)
+    dist = truthy(resolved.var("USE_DIST_OPTIMIZER"))
+    if dist is None:
+        dist = truthy(resolved.knob("use_distributed_optimizer"))
+    return Config(path, ctx, resolved, ctx_note, grads_of(mirror, ctx, dist))
 
 
 def readme_config(mirror: Mirror, submitter: str, bench: str, system: str) -> str | None:
@@ -966,6 +1007,11 @@ def layout_and_settings(cfg: Config) -> tuple[dict, dict, list[str]]:
     full = truthy(r.knob("full_cuda_graph")) or (
         truthy(r.knob("enable_cuda_graph")) and r.cuda_graph_scope() == "full_iteration"
     )
+    if cfg.grads is not None:
+        settings["main_grads"] = cfg.grads[0]
+        notes.append(f"main_grads {cfg.grads[0]}: {cfg.grads[1]}")
+    else:
+        notes.append("gradient dtype not stated by the implementation: main_grads left at fp32")
     if per_layer:
         settings["cuda_graphs"] = True
     if full:

@@ -36,6 +36,21 @@ CASES = (("llama3-70b", 8), ("llama3-70b", 4), ("llama3-8b", 1))
 TOKENS = 8192
 
 
+def layer_step(torch, name: str, tp: int, dev):
+    """Forward + backward of one bf16 layer of DENSE[name] at TP `tp` over TOKENS tokens (the
+    layer and its input held by the closure)."""
+    h, nh, kv, hd, ffn, experts, topk, _ = DENSE[name]
+    torch.manual_seed(0)
+    layer = Layer(h, nh, kv, hd, ffn, experts, topk, tp, dev, torch.bfloat16)
+    x = torch.randn(TOKENS, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(TOKENS, h, device=dev, dtype=torch.bfloat16)
+
+    def step():
+        layer(x, TOKENS).backward(dy)
+
+    return step
+
+
 def run(out_dir: str, seconds: float) -> str:
     import torch
 
@@ -46,15 +61,7 @@ def run(out_dir: str, seconds: float) -> str:
         w.writerow(["layer", "tp", "tokens", "window", "t_s", "layer_ms", "burst_ms", "ratio",
                     "sm_clock_mhz", "power_w", "temp_c", "throttle_reasons"])  # fmt: skip
         for name, tp in CASES:
-            h, nh, kv, hd, ffn, experts, topk, _ = DENSE[name]
-            torch.manual_seed(0)
-            layer = Layer(h, nh, kv, hd, ffn, experts, topk, tp, dev, torch.bfloat16)
-            x = torch.randn(TOKENS, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
-            dy = torch.randn(TOKENS, h, device=dev, dtype=torch.bfloat16)
-
-            def step(layer=layer, x=x, dy=dy):
-                layer(x, TOKENS).backward(dy)
-
+            step = layer_step(torch, name, tp, dev)
             step()
             torch.cuda.synchronize()
             time.sleep(5)  # idle: the burst time from a cool GPU
@@ -80,7 +87,7 @@ def run(out_dir: str, seconds: float) -> str:
                 f.flush()
                 window += 1
             print(name, tp, "done", flush=True)
-            del layer, x, dy
+            del step
             torch.cuda.empty_cache()
     return path
 
@@ -114,15 +121,7 @@ def run_shares(out_dir: str, seconds: float) -> str:
             f.flush()
 
         for name, tp in SHARE_CASES:
-            h, nh, kv, hd, ffn, experts, topk, _ = DENSE[name]
-            torch.manual_seed(0)
-            layer = Layer(h, nh, kv, hd, ffn, experts, topk, tp, dev, torch.bfloat16)
-            x = torch.randn(TOKENS, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
-            dy = torch.randn(TOKENS, h, device=dev, dtype=torch.bfloat16)
-
-            def step(layer=layer, x=x, dy=dy):
-                layer(x, TOKENS).backward(dy)
-
+            step = layer_step(torch, name, tp, dev)
             step()
             step()
             torch.cuda.synchronize()
@@ -169,7 +168,7 @@ def run_shares(out_dir: str, seconds: float) -> str:
                         f"{busy / (busy + idle):.3f}", f"{busy / len(marks):.3f}")  # fmt: skip
                     window += 1
             print(name, tp, "shares done", flush=True)
-            del layer, x, dy
+            del step
             torch.cuda.empty_cache()
         # attention alone (Llama 3 70B at TP 8: 8 query heads, 1 KV head) and a copy alone
         q = torch.randn(1, 8, TOKENS, 128, device=dev, dtype=torch.bfloat16, requires_grad=True)

@@ -1,6 +1,7 @@
 """MLPerf Training results (MLCommons) of LLM pre-training run with NVIDIA's NeMo / Megatron
-implementation, in the published_runs.yaml schema: GPT-3 175B (benchmark gpt3, rounds v3.0 .. v4.1)
-and Llama 3.1 405B (llama31_405b, v5.0 / v5.1) on H100, H200, B200, GB200 and GB300.
+implementation, in the published_runs.yaml schema: GPT-3 175B (benchmark gpt3, rounds v3.0 .. v4.1),
+Llama 3.1 405B (llama31_405b, v5.0 / v5.1) and Llama 3.1 8B (llama31_8b, v5.1) on H100, H200, B200,
+GB200 and GB300.
 
 Held-out evaluation data only: no row is used to fit a constant (docs/accuracy.md, bench/
 heldout_accuracy.py). Usage, from bare clones of mlcommons/training_results_vX.Y:
@@ -13,7 +14,12 @@ the records cite). Everything is read with `git ls-tree` / `git show` at that co
 byte-for-byte reproducible. One record per results directory <Submitter>/results/<system>/<bench>/
 whose submitter's benchmarks/<bench>/ holds NeMo's implementation (its Hydra conf/custom.yaml or
 conf/megatron_gpt_config.yaml, megatron_gpt_pretraining_custom.py, pretrain.py) and whose system
-description (<Submitter>/systems/<system>.json) names an NVIDIA H100 / H200 / B200 / GB200 / GB300.
+description (<Submitter>/systems/<system>.json) names an NVIDIA H100 / H200 / B200 / B300 / GB200 / GB300
+(AMD MI3xx: refused). The implementation is each benchmarks/<bench>/implementations/<name>/
+(else each top folder); where the benchmark folder itself holds a config_*.sh (v5.1 llama31_8b:
+Lenovo, Nebius, Oracle) that folder is one too, and each deeper folder (Nebius's configs/<system>/)
+a folder of configs; a submission without benchmarks/<bench>/ is read from an alias of
+BENCH_ALIASES (HPE v5.1: llama31_8b results, code in benchmarks/llama3_8b/).
 
 What a record takes, and from where:
   GPUs       the log's `submission_platform` count (nodes, or 4-GPU compute trays on GB200 /
@@ -23,8 +29,13 @@ What a record takes, and from where:
   throughput each result_N.txt's per-step `tracked_stats` lines (key train_step_timing,
              'train_step_timing in s' or train_step_time, written by the implementation's
              custom_callbacks.py: NeMo's per-optimizer-step timer, the `step` metadata advancing by
-             one global batch in tokens, in sequences or in steps, checked); per file the median
-             after dropping the first WARMUP_STEPS steps, then the median over the files;
+             one global batch in tokens, in sequences or in steps, checked; llama31_8b logs a line
+             every LOG_EVERY_N_STEPS = 32 steps, Lightning's log_every_n_steps, each line the time of
+             the step it is logged at: the `step` metadata advancing by N steps and samples_count by
+             N global batches, checked, and N must be the config's log_every_n_steps; the notes
+             quote the block_start / block_stop wall clock per step beside it, 0.1-2.0 % above);
+             per file the median after dropping the first WARMUP_STEPS timing lines, then the
+             median over the files;
              tokens/s/GPU = global_batch_size x max_sequence_length (log keys) / step s / GPUs; A
              directory without those lines is refused: its block_start / block_stop wall clock
              includes the host time between steps (on the v3.1 logs that carry both, per file
@@ -34,8 +45,12 @@ What a record takes, and from where:
              the one config of the submitter's benchmark whose resolved environment has the log's
              node count, GPUs per node, global batch (MINIBS x DP, DP = GPUs / (TP x PP x CP)) and
              gradient accumulation (MINIBS / MICRO_BATCH_SIZE); several configs that resolve to the
-             same layout count as one, any other ambiguity or no match refuses the directory. The
-             named config must pass the same checks.
+             same layout count as one; among matches that differ, the ones whose file name, else
+             whose folder, names the results directory's system (Dell v5.1
+             config_1xXE9680Lx8B200-SXM-180GB.sh, Supermicro config_AS-4126GS-NBR-LCC_..., Nebius
+             configs/nebius_b200_n1/) are taken where they resolve alike (confidence medium); any
+             other ambiguity or no match refuses the directory. The named config must pass the
+             same checks.
   environment the config is executed as bash would source it (Shell: `export`, `: "${V:=d}"`,
              `source`, `if` on simple tests, `$((...))`; later assignments win, so the config's own
              lines override config_common.sh where they come after it), then each Hydra knob the
@@ -68,8 +83,16 @@ What a record takes, and from where:
              (the conf's base_config 405b, num_layers 126, encoder_seq_length 8192) with the
              benchmark's Mixtral 8x22B tokenizer (README 3.3.2), vocabulary 32,000 per the
              reference's Model details table (large_language_model_pretraining/nemo/README.md).
+             Llama 3.1 8B: NeMo's Llama31Config8B, which the implementation's pretrain.py builds
+             for the conf's base_config 8b (checked; num_layers 32, encoder_seq_length 8192), with
+             the benchmark's Llama 3.1 8B tokenizer (the submission's data_scripts/download_8b.sh;
+             the reference, mlcommons/training small_llm_pretraining/nemo/README.md, "We are using
+             the Llama 3.1 8B tokenizer", meta-llama/Llama-3.1-8B), vocabulary 128,256 (LLAMA8).
   container  `NeMo XX.YY container` in `source` from the directory's ngcXX.YY, else the system
-             json's framework_name, else its framework release, else the Dockerfile's base image.
+             json's framework_name, else its framework release (a "NeMo ... Release" phrase first),
+             else the Dockerfile's base image; a framework release before 24.09 for a pretrain.py
+             that imports NeMo's Llama31Config (added 2024-08-27; Cisco, Lenovo v5.1: "23.09") is
+             stale, and the Dockerfile's base image is taken.
 A results directory whose files carry the same MLLOG lines as an earlier directory's (a round's
 resubmission of another's logs, a submitter's copies) is refused as a duplicate. Every refused
 directory is listed in the header with the reason.
@@ -93,7 +116,10 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from heldout_file import EVALUATION_ONLY, write_summary
 
-BENCHMARKS = ("gpt3", "llama31_405b")
+BENCHMARKS = ("gpt3", "llama31_405b", "llama31_8b")
+BENCH_ALIASES = {"llama31_8b": ("llama3_8b",)}
+"""Other folder names a submission's benchmarks/ may give a benchmark's code where it lacks the
+benchmark's own (HPE v5.1: results/.../llama31_8b/, code in benchmarks/llama3_8b/)."""
 WARMUP_STEPS = 5
 """Per-step timings dropped at the start of every result file (the first steps after the
 synthetic-data warm-up and the first evaluation run slow: v3.1 1344 nodes 1.56 s, 1.04 s, then
@@ -104,6 +130,7 @@ NEMO_FILES = ("conf/custom.yaml", "conf/megatron_gpt_config.yaml",
 GPUS = (
     ("GB300", "gb300"),
     ("GB200", "gb200"),
+    ("B300", "b300"),
     ("B200", "b200"),
     ("H200", "h200-sxm-141gb"),
     ("H100", "h100-sxm-80gb"),
@@ -157,11 +184,42 @@ LLAMA405 = {
 """NeMo 2 Llama31Config405B (nemo/collections/llm/gpt/model/llama.py: 126 layers, 16384 wide, FFN
 53248, 128 heads, 8 query groups, RoPE base 500000 with Llama 3.1 scaling, RMSNorm, SwiGLU, no
 biases, untied) with the benchmark tokenizer's 32,000 tokens (models_zoo llama3.1-405b: 128256)."""
+LLAMA8 = {
+    "name": "Llama 3.1 8B (MLPerf llama31_8b, Llama 3.1 tokenizer)",
+    "num_layers": 32,
+    "hidden_size": 4096,
+    "ffn_hidden_size": 14336,
+    "num_attention_heads": 32,
+    "num_kv_heads": 8,
+    "vocab_size": 128256,
+    "seq_len": None,
+    "rotary_base": 500000.0,
+    "norm_eps": 1e-05,
+    "rope_scaling": {
+        "type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+    "published_params_b": 8.03,
+}
+"""NeMo 2 Llama31Config8B, which the implementation's pretrain.py builds for base_config 8b
+(nemo/collections/llm/gpt/model/llama.py at NeMo 8cfedd7 (2025-09-20): 32 layers, 4096 wide, FFN
+14336, 32 heads; from Llama3Config 8 query groups, RMSNorm eps 1e-5, SwiGLU, no biases, untied;
+RoPE base 500000 with Llama31Config's scaling: factor 8, low / high frequency factors 1 / 4,
+original context 8192). Vocabulary: the benchmark's tokenizer is Llama 3.1 8B's (the
+submission's data_scripts/download_8b.sh fetches llama-3-1-8b-tokenizer, mounted as
+/workspace/llm/nemo_tokenizer; the reference, mlcommons/training small_llm_pretraining/nemo/
+README.md: "We are using the Llama 3.1 8B tokenizer", meta-llama/Llama-3.1-8B); NeMo's
+AutoTokenizer.vocab_size is len(tokenizer), 128,000 BPE tokens + 256 special = 128,256 (the
+reference's Model details table rounds to "128,000"), a multiple of 128 x TP for TP 1 / 2, so
+not padded; published_params_b and every shape number as models_zoo llama3.1-8b."""
 NOTABLE = re.compile(
     r"^(NVTE_|NCCL_(?!.*PATH)|MC_TP_|UB_|TE_UB_|OVERLAP_|ALIGN_PARAM|DEFER_|WGRAD_|BUCKET_|SHARP$|"
     r"TP_PP_DP|FP8_DPA|FP8_HYBRID|FP8_AMAX|FP8_REDUCE|FP8_RECIPE|FP4_RECIPE|FC\d_|QKV_|PROJ_|"
     r"TP_CONFIG_FILE|MEGATRON_CORE_|CUDA_DEVICE_MAX|TORCH_NCCL|LAYER_CUDA|MCORE_CUDA|FULL_CUDA|"
-    r"CUDA_GRAPH|BATCH_P2P|SEGMENT$|USE_TE_OPS|FUSED_QKV)"
+    r"CUDA_GRAPH|BATCH_P2P|SEGMENT$|USE_TE_OPS|FUSED_QKV|CE_FUSION)"
 )
 """Variables quoted in a record's notes (they tune kernels and communication, not the layout)."""
 
@@ -236,8 +294,13 @@ class LogFacts:
     key: str | None = None
     steps: list[float] = field(default_factory=list)
     marks: list[float] = field(default_factory=list)
+    samples: list[float] = field(default_factory=list)
+    """The timing lines' samples_count metadata (v5.1 llama31_8b: step + 1 global batches)."""
     blocks: list[tuple[int, int]] = field(default_factory=list)
     """(wall ms, epoch_count) of each block_start -> block_stop with an epoch_count."""
+    sample_blocks: list[tuple[int, int]] = field(default_factory=list)
+    """(wall ms, samples_count) of each block_start -> block_stop with a samples_count and no
+    epoch_count (v5.x mlperf_common)."""
 
 
 def log_facts(events: list[dict]) -> LogFacts:
@@ -261,23 +324,33 @@ def log_facts(events: list[dict]) -> LogFacts:
         elif key == "block_stop" and start is not None and "epoch_count" in meta:
             f.blocks.append((e["time_ms"] - start["time_ms"], int(meta["epoch_count"])))
             start = None
+        elif key == "block_stop" and start is not None and "samples_count" in meta:
+            ms = e["time_ms"] - start["time_ms"]
+            f.sample_blocks.append((ms, int(meta["samples_count"])))
+            start = None
         elif key == "tracked_stats" and isinstance(value, dict):
             names = [k for k in value if STEP_KEY.match(k)]
             if names and str(meta.get("file", "")).endswith("custom_callbacks.py"):
                 f.key = names[0]
                 f.steps.append(float(value[names[0]]))
                 f.marks.append(float(meta.get("step", "nan")))
+                f.samples.append(float(meta.get("samples_count", "nan")))
     return f
 
 
 def step_unit(facts: LogFacts) -> str | None:
     """What the `step` metadata of the timing lines counts, from its increments: 'tokens' (one
-    global batch of tokens per line), 'sequences' or 'steps'; None if the increments are not one
-    constant step."""
+    global batch of tokens per line), 'sequences' or 'steps'; 'N steps' where the lines come every
+    N > 1 optimizer steps (Lightning's log_every_n_steps; each line the time of the step it is
+    logged at), which their samples_count metadata must confirm by advancing N global batches;
+    None if the increments are not one constant step."""
     incs = {round(b - a, 6) for a, b in zip(facts.marks, facts.marks[1:])}
     if len(incs) != 1 or facts.gbs is None or facts.seq is None:
         return None
     inc = incs.pop()
+    counted = {round(b - a, 6) for a, b in zip(facts.samples, facts.samples[1:])}
+    if inc > 1 and inc == int(inc) and counted == {inc * facts.gbs}:
+        return f"{int(inc)} steps"
     units = {facts.gbs * facts.seq: "tokens", facts.gbs: "sequences", 1: "steps"}
     return units.get(inc)
 
@@ -296,6 +369,15 @@ def block_step_s(facts: LogFacts) -> float | None:
         return None
     per = [ms / 1000 / (count / (facts.gbs * facts.seq)) for ms, count in facts.blocks[1:]]
     return statistics.median(per)
+
+
+def sample_block_step_s(facts: LogFacts) -> float | None:
+    """Wall-clock seconds per step from block_start / block_stop with samples_count (global batches
+    of sequences), the median over the blocks after the first; quoted in the notes of a record
+    whose timing lines sample one step in N."""
+    if facts.gbs is None or len(facts.sample_blocks) < 2:
+        return None
+    return statistics.median(ms / 1000 / (n / facts.gbs) for ms, n in facts.sample_blocks[1:])
 
 
 def mllog_fingerprint(texts: list[str]) -> frozenset:
@@ -743,6 +825,10 @@ class Config:
     note: str = ""
     grads: tuple[str, str] | None = None
     """(main_grads dtype, where the implementation says it) or None where it does not."""
+    pretrain: str | None = None
+    """The implementation's pretrain.py (NeMo 2), which builds the model from base_config."""
+    ambiguous: str = ""
+    """Why the choice among matching configs is less than certain (confidence medium)."""
 
 
 def grads_of(mirror: Mirror, ctx: str, dist: bool | None) -> tuple[str, str] | None:
@@ -778,25 +864,54 @@ def grads_of(mirror: Mirror, ctx: str, dist: bool | None) -> tuple[str, str] | N
     return None
 
 
+def bench_root(mirror: Mirror, submitter: str, bench: str) -> str:
+    """<submitter>/benchmarks/<folder>/ of a benchmark: its own name, else an alias of BENCH_ALIASES
+    that the submission has (HPE v5.1 ships its llama31_8b code as benchmarks/llama3_8b/)."""
+    for folder in (bench, *BENCH_ALIASES.get(bench, ())):
+        root = f"{submitter}/benchmarks/{folder}/"
+        if any(p.startswith(root) for p in mirror.files):
+            return root
+    return f"{submitter}/benchmarks/{bench}/"
+
+
 def implementations(mirror: Mirror, submitter: str, bench: str) -> dict[str, set[str]]:
-    """Directories under <submitter>/benchmarks/<bench>/ -> the file names (relative) they hold."""
-    root = f"{submitter}/benchmarks/{bench}/"
+    """Directories under <submitter>/benchmarks/<bench>/ -> the file names (relative) they hold:
+    each implementations/<name>/, else each top folder. Where the benchmark folder itself holds a
+    config_*.sh (v5.1 llama31_8b: Lenovo, Nebius, Oracle) that folder is one more, holding
+    everything under it outside implementations/ (its conf/custom.yaml counts), and each deeper
+    folder is one too (Nebius's per-system configs/<system>/)."""
+    root = bench_root(mirror, submitter, bench)
     out: dict[str, set[str]] = {}
-    for path in mirror.files:
-        if path.startswith(root):
-            rest = path[len(root) :]
-            if "/" not in rest:
+    paths = [p for p in mirror.files if p.startswith(root)]
+    flat = any(re.fullmatch(r"config_.+\.sh", p[len(root) :]) for p in paths)
+    for path in paths:
+        rest = path[len(root) :]
+        top = rest.split("/", 1)[0]
+        if flat and top != "implementations":
+            out.setdefault(root[:-1], set()).add(rest)
+            if rest.count("/") > 1:
+                folder, name = path.rsplit("/", 1)
+                out.setdefault(folder, set()).add(name)
+        if "/" not in rest:
+            continue
+        if top == "implementations":
+            parts = rest.split("/")
+            if len(parts) < 3:
                 continue
-            top = rest.split("/", 1)[0]
-            if top == "implementations":
-                parts = rest.split("/")
-                if len(parts) < 3:
-                    continue
-                d, rel = f"{root}implementations/{parts[1]}", "/".join(parts[2:])
-            else:
-                d, rel = f"{root}{top}", rest.split("/", 1)[1]
-            out.setdefault(d, set()).add(rel)
+            d, rel = f"{root}implementations/{parts[1]}", "/".join(parts[2:])
+        else:
+            d, rel = f"{root}{top}", rest.split("/", 1)[1]
+        out.setdefault(d, set()).add(rel)
     return out
+
+
+def impl_name(d: str, files: set[str], bench: str) -> str:
+    """An implementation folder as a refusal names it: its name; the benchmark folder itself
+    (implementations() holds it where it has a config_*.sh) with the files it holds at its top."""
+    if "/" not in d.split("/benchmarks/", 1)[1]:
+        top = sorted(f for f in files if "/" not in f and not f.startswith("config_"))
+        return f"{d.rsplit('/', 1)[-1]}/ itself: config_*.sh, {', '.join(top)}"
+    return d.rsplit("/", 1)[-1]
 
 
 def is_nemo(files: set[str]) -> bool:
@@ -841,12 +956,13 @@ def load_config(mirror: Mirror, impls: dict[str, set[str]], path: str) -> Config
     dist = truthy(resolved.var("USE_DIST_OPTIMIZER"))
     if dist is None:
         dist = truthy(resolved.knob("use_distributed_optimizer"))
-    return Config(path, ctx, resolved, ctx_note, grads_of(mirror, ctx, dist))
+    return Config(path, ctx, resolved, ctx_note, grads_of(mirror, ctx, dist),
+                  mirror.show(f"{ctx}/pretrain.py"))  # fmt: skip
 
 
 def readme_config(mirror: Mirror, submitter: str, bench: str, system: str) -> str | None:
     """The config README-<system>.md names (NVIDIA's per-submission READMEs from v4.0 on)."""
-    root = f"{submitter}/benchmarks/{bench}/"
+    root = bench_root(mirror, submitter, bench)
     for path in sorted(mirror.files):
         if path.startswith(root) and path.endswith(f"/README-{system}.md"):
             found = re.findall(r"`(benchmarks/[^`]+/config_[^`/]+\.sh)`", mirror.show(path) or "")
@@ -917,6 +1033,7 @@ def find_config(mirror: Mirror, submitter: str, bench: str, system: str, nodes: 
         return cfg, f"named by README-{system}.md"
     matches: list[Config] = []
     near: list[str] = []
+    unsized: list[str] = []
     tried = 0
     for d, names in sorted(impls.items()):
         for rel in sorted(names):
@@ -925,6 +1042,9 @@ def find_config(mirror: Mirror, submitter: str, bench: str, system: str, nodes: 
             try:
                 cfg = load_config(mirror, impls, f"{d}/{rel}")
                 if cfg.resolved.var("DGXNNODES") is None:
+                    if cfg.resolved.shell.missing:
+                        unsized.append(f"{rel} sources {', '.join(cfg.resolved.shell.missing)}, "
+                                       "not in the submission: no DGXNNODES")  # fmt: skip
                     continue
                 tried += 1
                 shape = shape_of(cfg.resolved)
@@ -936,13 +1056,33 @@ def find_config(mirror: Mirror, submitter: str, bench: str, system: str, nodes: 
             except (Unresolved, ValueError):
                 continue
     if not matches:
+        if tried == 0 and unsized:
+            near = unsized
         raise ValueError(
-            f"none of the {tried} configs of {submitter}/benchmarks/{bench} has {nodes} x "
+            f"none of the {tried} configs of {bench_root(mirror, submitter, bench)[:-1]} has {nodes} x "
             f"{per_node} GPUs, GBS {gbs} and GA {ga}" + (f" ({'; '.join(near)})" if near else "")
         )
-    layouts = {json.dumps(layout_and_settings(c)[:2], sort_keys=True) for c in matches}
-    paths = ", ".join(c.path.split(f"/{bench}/", 1)[1] for c in matches)
-    if len(layouts) > 1:
+
+    def alike(cfgs: list[Config]) -> bool:
+        return len({json.dumps(layout_and_settings(c)[:2], sort_keys=True) for c in cfgs}) == 1
+
+    def rel_of(c: Config) -> str:
+        return c.path[len(bench_root(mirror, submitter, bench)) :]
+
+    paths = ", ".join(rel_of(c) for c in matches)
+    if not alike(matches):
+        # the submitter's config for this system: its file name, else its folder, names the
+        # results directory's system (Dell config_1xXE9680Lx8B200-SXM-180GB.sh, Supermicro
+        # implementations/AS-4126GS-NBR-LCC/config_AS-4126GS-NBR-LCC_..., Nebius configs/<system>/)
+        for by, pick in (("file name", lambda c: system in c.path.rsplit("/", 1)[1]),
+                         ("folder", lambda c: c.path.rsplit("/", 2)[-2] == system)):  # fmt: skip
+            named = [c for c in matches if pick(c)]
+            if named and alike(named):
+                cfg = named[0]
+                cfg.ambiguous = (f"config chosen by its {by} naming the system, of "
+                                 f"{len(matches)} matching configs with different settings")  # fmt: skip
+                return cfg, (f"its {by} names the system; {len(matches)} configs match with "
+                             f"different settings ({paths}), of {tried} with DGXNNODES")  # fmt: skip
         raise ValueError(f"{len(matches)} configs match with different settings: {paths}")
     how = "the only config that matches" if len(matches) == 1 else (
         f"{len(matches)} matching configs resolve alike ({paths})")  # fmt: skip
@@ -1078,6 +1218,22 @@ def model_of(cfg: Config, bench: str, seq_log: int) -> tuple[dict, list[str]]:
         return {k: model[k] for k in keys}, notes
     size = r.knob("base_config", "MODEL_SIZE")
     layers = r.knob("num_layers", "OVERWRITTEN_NUM_LAYERS")
+    if bench == "llama31_8b":
+        if size != "8b" or as_int(layers, "num_layers") != 32:
+            raise ValueError(f"base_config {size}, num_layers {layers}: not the 8B benchmark model")
+        branches = re.findall(r'base_config == "8b":(.*?)\n\s*(?:elif|else)\b',
+                              cfg.pretrain or "", re.DOTALL)  # fmt: skip
+        built = next((m for b in branches
+                      if (m := re.search(r"base_llama_config = (\w+)\(", b))), None)  # fmt: skip
+        if built is None or built.group(1) != "Llama31Config8B":
+            raise ValueError("the implementation's pretrain.py does not build Llama31Config8B for "
+                             f"base_config 8b ({built.group(1) if built else 'no such branch'})")  # fmt: skip
+        model = json.loads(json.dumps(LLAMA8))
+        model["seq_len"] = seq
+        notes.append(f"Llama 3.1 8B: NeMo Llama31Config8B, which pretrain.py builds for the conf's "
+                     f"base_config 8b (num_layers 32, seq {seq}), with the Llama 3.1 8B "
+                     "tokenizer's 128256 tokens (as models_zoo llama3.1-8b)")  # fmt: skip
+        return model, notes
     if size != "405b" or as_int(layers, "num_layers") != 126:
         raise ValueError(f"base_config {size}, num_layers {layers}: not the 405B benchmark model")
     model = json.loads(json.dumps(LLAMA405))  # its own rope_scaling: no YAML anchors
@@ -1093,7 +1249,7 @@ def gpu_of(system: dict) -> str:
     for needle, gpu in GPUS:
         if needle in name:
             return gpu
-    raise ValueError(f"accelerator {name!r} is not an H100 / H200 / B200 / GB200 / GB300")
+    raise ValueError(f"accelerator {name!r} is not an H100 / H200 / B200 / B300 / GB200 / GB300")
 
 
 def interconnect_of(system: dict, gpu: str) -> str:
@@ -1132,13 +1288,22 @@ def container_of(mirror: Mirror, system_dir: str, system: dict, ctx: str) -> tup
         return m.group(1), f"directory {system_dir}"
     if m := re.search(r"ngc(\d+\.\d+)", str(system.get("framework_name", ""))):
         return m.group(1), f"system json framework_name {system['framework_name']}"
-    if m := re.search(r"Release (\d+\.\d+)", str(system.get("framework", ""))):
-        return m.group(1), f"system json framework '{system['framework']}'"
+    framework = str(system.get("framework", ""))
+    stale = ""
+    if m := (re.search(r"NeMo[^;]*? Release (\d+\.\d+)", framework)
+             or re.search(r"Release (\d+\.\d+)", framework)):  # fmt: skip
+        # v5.1 Cisco / Lenovo llama31_8b: "PyTorch NVIDIA Release 23.09" for a pretrain.py that
+        # imports NeMo's Llama31Config8B (added 2024-08-27: no container before 24.09)
+        old = tuple(map(int, m.group(1).split("."))) < (24, 9)
+        if not (old and "Llama31Config" in (mirror.show(f"{ctx}/pretrain.py") or "")):
+            return m.group(1), f"system json framework '{framework}'"
+        stale = (f" (the system json's framework '{framework}' predates NeMo's Llama31Config, "
+                 "which pretrain.py imports)")  # fmt: skip
     docker = mirror.show(f"{ctx}/Dockerfile") or ""
     if m := re.search(r"FROM_IMAGE_NAME=(\S+:(\d+\.\d+)\S*)", docker):
         nemo = re.search(r"NEMO_REVISION=(\S+)", docker)
         extra = f" + NeMo {nemo.group(1)}" if nemo else ""
-        return m.group(2), f"Dockerfile base image {m.group(1)}{extra}"
+        return m.group(2), f"Dockerfile base image {m.group(1)}{extra}{stale}"
     raise ValueError("no container version in the directory name, system json or Dockerfile")
 
 
@@ -1151,6 +1316,7 @@ def system_slug(system_dir: str, submitter: str = "") -> str:
     framework tags, and without leading words the submitter's name already gives."""
     s = re.sub(r"_ngc\d+\.\d+", "", system_dir)
     s = re.sub(r"_(nemo|pytorch)$", "", s)
+    s = re.sub(r"_\d{2}\.\d{2}$", "", s)  # HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09
     s = re.sub(r"[_.]n(gpu)?\d+\b", "", s)
     s = re.sub(r"^\d+x", "", s)
     words, taken = slug(s).split("-"), set(slug(submitter).split("-"))
@@ -1208,6 +1374,7 @@ def record(d: Directory) -> dict:
     units = {step_unit(f) for f in facts}
     if None in units or len(units) != 1:
         raise ValueError(f"the timing lines' step metadata does not advance by one step: {units}")
+    unit = units.pop()
     medians = [file_median(f.steps) for f in facts]
     step_s = statistics.median(medians)
     tps = tokens_per_s_per_gpu(gbs, seq, step_s, gpus)
@@ -1217,12 +1384,14 @@ def record(d: Directory) -> dict:
     model, model_notes = model_of(cfg, d.bench, seq)
     shell = cfg.resolved.shell
     for name in shell.missing:
-        root = f"{d.submitter}/benchmarks/{d.bench}/"
+        root = bench_root(m, d.submitter, d.bench)
         elsewhere = sorted({p[len(root) :].rsplit("/", 1)[0] for p in m.files
                             if p.startswith(root) and p.endswith(f"/{name}")})  # fmt: skip
         confidence_why.append(f"sources {name}, not in the submission's implementation"
                               + (f" (a file of that name is in {', '.join(elsewhere)})"
                                  if elsewhere else ""))  # fmt: skip
+    if cfg.ambiguous:
+        confidence_why.append(cfg.ambiguous)
     if not cfg.resolved.knobs.env_keys:
         confidence_why.append("no Hydra conf in the submission: variables read at NVIDIA's "
                               "names, defaults of unset ones unknown")  # fmt: skip
@@ -1245,6 +1414,21 @@ def record(d: Directory) -> dict:
                  f"{s.nodes} x DGXNGPU {s.per_node} -> DP {s.dp}, GBS {s.gbs}, GA {s.ga} (log: "
                  f"GBS {gbs}, GA {ga}, seq {seq}, platform {'; '.join(platform_names)})")  # fmt: skip
     r = cfg.resolved
+    unit_text = unit
+    if every := re.fullmatch(r"(\d+) steps", unit):
+        logged = r.knob("log_every_n_steps", "LOG_EVERY_N_STEPS")
+        if logged != every.group(1):
+            raise ValueError(f"timing lines every {every.group(1)} steps but the config's "
+                             f"log_every_n_steps is {logged}")  # fmt: skip
+        unit_text = f"steps, a line every {every.group(1)} (LOG_EVERY_N_STEPS {logged})"
+        blocks = [b for b in (sample_block_step_s(f) for f in facts) if b is not None]
+        if blocks:
+            wall = statistics.median(blocks)
+            notes.append(f"timing lines sample one step in {every.group(1)} (Lightning "
+                         f"log_every_n_steps {logged}, each the time of the step it is logged "
+                         f"at); block_start/block_stop wall clock {wall:.4g} s/step (median over "
+                         f"the files of the median over blocks after the first), "
+                         f"{(wall / step_s - 1) * 100:+.1f} % vs the median step")  # fmt: skip
     if layout["precision"] == "fp8":
         hybrid = truthy(r.knob("fp8_hybrid", "FP8_HYBRID"))
         read = r.knob("fp8_recipe", "FP8_RECIPE")
@@ -1276,8 +1460,8 @@ def record(d: Directory) -> dict:
     derivation = (f"median step {step_s:.6g} s = median of per-file medians "
                   f"[{', '.join(f'{x:.6g}' for x in medians)}] of '{key}' over {len(medians)} "
                   f"result files (first {WARMUP_STEPS} steps of each dropped; step metadata in "
-                  f"{units.pop()}); {gbs} seqs x {seq} tokens / {step_s:.6g} s / {gpus} GPUs")  # fmt: skip
-    model_slug = "gpt3-175b" if d.bench == "gpt3" else "llama3.1-405b"
+                  f"{unit_text}); {gbs} seqs x {seq} tokens / {step_s:.6g} s / {gpus} GPUs")  # fmt: skip
+    model_slug = {"gpt3": "gpt3-175b", "llama31_405b": "llama3.1-405b"}.get(d.bench, "llama3.1-8b")
     return {
         "id": f"mlperf-v{m.version}-{slug(d.submitter)}-{system_slug(d.system_dir, d.submitter)}-"
         f"{gpu.split('-')[0]}-{model_slug}-{gpus}gpu",
@@ -1320,7 +1504,7 @@ def main(argv: list[str]) -> int:
         for d in directories(mirror):
             impls = implementations(mirror, d.submitter, d.bench)
             if not any(is_nemo(files) for files in impls.values()):
-                kinds = ", ".join(sorted(p.rsplit("/", 1)[-1] for p in impls)) or "none"
+                kinds = ", ".join(sorted(impl_name(p, impls[p], d.bench) for p in impls)) or "none"
                 skipped.append(f"{d.where} -- implementation not NeMo ({kinds})")
                 continue
             logs = mllog_fingerprint([mirror.show(f) or "" for f in d.files])
@@ -1340,7 +1524,7 @@ def main(argv: list[str]) -> int:
     header = [
         (
             "MLPerf Training results, LLM pre-training with NVIDIA NeMo (GPT-3 175B, "
-            "Llama 3.1 405B), in the published_runs.yaml schema."
+            "Llama 3.1 405B, Llama 3.1 8B), in the published_runs.yaml schema."
         ),
         EVALUATION_ONLY,
         "Source: "

@@ -1,12 +1,14 @@
-"""bench/heldout/mlperf_training_summary.yaml (MLPerf Training GPT-3 175B and Llama 3.1 405B
-results run with NVIDIA NeMo, held-out evaluation data, never fitted): every record loads, prices
-and reproduces its tokens/s from its own derivation, and the converter's rules (the MLLOG reading,
-the bash and Hydra resolution of a config, the layout it implies) hold on hand-written inputs."""
+"""bench/heldout/mlperf_training_summary.yaml (MLPerf Training GPT-3 175B, Llama 3.1 405B and
+Llama 3.1 8B results run with NVIDIA NeMo, held-out evaluation data, never fitted): every record
+loads, prices and reproduces its tokens/s from its own derivation, and the converter's rules (the
+MLLOG reading, the bash and Hydra resolution of a config, the layout it implies) hold on
+hand-written inputs."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import re
 import statistics
 import sys
@@ -41,7 +43,8 @@ def conv():
 
 
 def test_every_record_passes_the_schema_and_prices(records: list[dict]) -> None:
-    assert len(records) == 37
+    assert len(records) == 66
+    assert sum("-llama3.1-8b-" in r["id"] for r in records) == 29
     assert len({r["id"] for r in records}) == len(records)
     for r in records:
         checked = RunRecord.model_validate(r).model_dump()
@@ -54,8 +57,20 @@ def test_every_record_passes_the_schema_and_prices(records: list[dict]) -> None:
 
 def test_header_counts_and_refusals() -> None:
     header = [ln for ln in SUMMARY.read_text().splitlines() if ln.startswith("#")]
-    assert "# 37 records; rows not transcribed (27):" in header
+    assert "# 66 records; rows not transcribed (37):" in header
     text = "\n".join(header)
+    eight_b = [ln for ln in header if ln.endswith("llama31_8b") or "/llama31_8b -- " in ln]
+    assert len(eight_b) == 10  # of the 39 llama31_8b results directories, 29 are records
+    # AMD MI350X / MI355X: refused by accelerator; B300 is a record (three of the four B300
+    # directories; Dell's matches four configs that differ and none names its system)
+    assert sum("-b300-llama3.1-8b-" in ln for ln in text.splitlines()) == 0
+    assert "1xXE9780x8B300-SXM-270GB/llama31_8b -- 4 configs match with different settings" in text
+    assert text.count("'AMD Instinct MI35") == 3
+    # AMD's and GigaComputing's own implementations; Oracle ships configs and launch scripts only
+    assert sum("llama31_8b -- implementation not NeMo" in ln for ln in header) == 5
+    assert "llama31_8b/ itself: config_*.sh, run.sub, run_and_time.sh, run_llama31-8b.sh" in text
+    # Lambda's only config sources a config the submission lacks
+    assert "sources config_GB200_18x4x1xtp1pp1cp2_8b.sh, not in the submission" in text
     # the four GPT-3 directories whose logs carry no per-step timing, one of them a resubmission
     assert text.count("no per-step train_step_timing in the logs") == 3
     assert text.count("duplicate: its result files carry the MLLOG lines") == 5
@@ -69,7 +84,10 @@ def test_each_record_reproduces_its_tokens_from_its_derivation(records: list[dic
         d = r["tokens_derivation"]
         step = float(re.search(r"median step ([\d.]+) s", d).group(1))
         per_file = [float(x) for x in re.search(r"medians \[([^\]]+)\]", d).group(1).split(", ")]
-        assert statistics.median(per_file) == pytest.approx(step, rel=1e-6), r["id"]
+        # 6 significant digits each: the median of an even count of rounded per-file medians
+        # (the mean of the middle two) may differ from the rounded median by one unit in the 6th
+        ulp = 10 ** (math.floor(math.log10(step)) - 5)
+        assert statistics.median(per_file) == pytest.approx(step, abs=ulp), r["id"]
         gbs, seq, step2, gpus = re.search(
             r"(\d+) seqs x (\d+) tokens / ([\d.]+) s / (\d+) GPUs", d
         ).groups()
@@ -77,7 +95,10 @@ def test_each_record_reproduces_its_tokens_from_its_derivation(records: list[dic
         assert int(gbs) == r["layout"]["global_batch_seqs"] and int(seq) == r["model"]["seq_len"]
         assert int(gpus) == r["num_gpus"]
         tokens = int(gbs) * int(seq) / step / int(gpus)
-        assert tokens == pytest.approx(r["measured_tokens_per_s_per_gpu"], abs=0.06), r["id"]
+        # the figure is rounded to 0.1, the step printed to 6 digits (half a unit: 8B rows at
+        # 20,000-47,000 tokens/s move by up to 0.1 with it)
+        slack = 0.05 + tokens * ulp / 2 / step
+        assert tokens == pytest.approx(r["measured_tokens_per_s_per_gpu"], abs=slack), r["id"]
 
 
 def test_layouts_are_whole_and_as_the_configs_set_them(records: list[dict]) -> None:
@@ -92,6 +113,11 @@ def test_layouts_are_whole_and_as_the_configs_set_them(records: list[dict]) -> N
         if r["model"]["num_layers"] == 126:  # Llama 3.1 405B: 126 layers + embedding + loss
             assert lay["account_for_embedding_in_pipeline_split"] is True
             assert (126 + 2) % (lay["pp"] * lay["vp"]) == 0
+        elif r["model"]["num_layers"] == 32:  # Llama 3.1 8B: no pipeline, at most TP 2
+            assert r["model"]["seq_len"] == 8192 and r["model"]["vocab_size"] == 128256
+            assert (lay["pp"], lay["vp"]) == (1, 1) and lay["tp"] <= 2
+            assert lay["account_for_embedding_in_pipeline_split"] is False
+            assert 128256 % (128 * lay["tp"]) == 0  # NeMo pads to 128 x TP: no padding here
         else:
             assert r["model"]["seq_len"] == 2048 and lay["cp"] == 1
     ids = {r["id"]: r for r in records}
@@ -145,12 +171,28 @@ def test_sources_name_a_container_heldout_accuracy_reads(records: list[dict]) ->
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     got = {module.container_of(r) for r in records}
-    assert got == {"23.04", "23.09", "24.04", "24.09", "25.01", "25.04", "25.09"}
+    assert got == {"23.04", "23.09", "24.04", "24.09", "25.01", "25.04", "25.08", "25.09"}
+
+
+LOW_SHARE = {
+    "mlperf-v5.1-nvidia-theia-gb300-llama3.1-8b-512gpu": "8B strong-scaled: TP 2 x CP 4 split "
+    "each sequence over 8 GPUs, 1024 tokens per GPU in an 85 ms step (block wall clock agrees)",
+    "mlperf-v5.1-nvidia-tyche-gb200-llama3.1-8b-512gpu": "the same layout on GB200, 89 ms steps",
+    "mlperf-v5.1-nvidia-theia-gb300-llama3.1-8b-8gpu": "NVFP4 on GB300 (FP4 dense peak 3 x its "
+    "FP8): only the linear layers' GEMMs run in FP4; 1.17 x the GB200 row of the same layout",
+    **{
+        f"mlperf-v5.1-{system}-b300-llama3.1-8b-8gpu": "NVFP4 on B300 (FP4 dense peak 3 x its "
+        "FP8, as GB300): only the linear layers' GEMMs run in FP4"
+        for system in ("lenovo-sr680av4-8xb300-sxm", "nebius-b300")
+    },
+}
+"""Records measured below 20 % of the precision's dense peak, and why (12-20 % for them)."""
 
 
 def test_measured_figures_are_plausible_shares_of_peak(records: list[dict]) -> None:
     """Model FLOPs (6 x parameters + 12 x layers x sequence x hidden for attention, per token) at
-    the measured tokens/s are 20-55 % of the GPU's dense peak at the run's precision."""
+    the measured tokens/s are 20-55 % of the GPU's dense peak at the run's precision (12-20 % for
+    the LOW_SHARE rows)."""
     for r in records:
         checked = RunRecord.model_validate(r).model_dump()
         model = record_inputs(checked)[0]
@@ -159,7 +201,9 @@ def test_measured_figures_are_plausible_shares_of_peak(records: list[dict]) -> N
         gpu = json.loads((ROOT / "models_zoo" / "gpus" / f"{r['gpu']}.json").read_text())
         key = {"fp8": "peak_fp8_tflops", "nvfp4": "peak_fp4_tflops"}[r["layout"]["precision"]]
         share = per_token * r["measured_tokens_per_s_per_gpu"] / (gpu[key] * 1e12)
-        assert 0.20 < share < 0.55, (r["id"], share)
+        low = 0.12 if r["id"] in LOW_SHARE else 0.20
+        assert low < share < 0.55, (r["id"], share)
+        assert (share < 0.20) == (r["id"] in LOW_SHARE), (r["id"], share)
 
 
 def test_interconnect_text_reads_back_as_the_nic_rate_per_gpu(conv) -> None:
@@ -402,3 +446,142 @@ def test_ids_and_containers(conv) -> None:
     assert conv.gpu_of({"accelerator_model_name": "NVIDIA H200-SXM5-141GB"}) == "h200-sxm-141gb"
     with pytest.raises(ValueError, match="not an H100"):
         conv.gpu_of({"accelerator_model_name": "Intel Gaudi2"})
+
+
+# ------------------------------------------------------------------------------ Llama 3.1 8B
+
+
+def test_an_8b_record_read_by_hand(records: list[dict]) -> None:
+    """v5.1 NVIDIA tyche_ngpu72_ngc25.09_nemo (GB200 NVL72, 18 trays x 4), read by hand from the
+    files. README-tyche_ngpu72_ngc25.09_nemo.md names config_GB200_18x4x1xtp1pp1cp2_8b.sh:
+    MINIBS 1, TENSOR_MODEL_PARALLEL 1, PIPELINE_MODEL_PARALLEL 1, INTERLEAVED_PIPELINE null,
+    CONTEXT_PARALLEL 2, MICRO_BATCH_SIZE 1, SEQ_PARALLEL False, TP_COMM_OVERLAP False, DGXNNODES 18
+    x DGXNGPU 4: DP 72 / 2 = 36, GBS 36, GA 1; it sources config_common.sh (FP8 True, FP8_RECIPE
+    tensorwise, FP8_PARAM_GATHER True, USE_DIST_OPTIMIZER True), config_common_cg.sh
+    (FULL_CUDA_GRAPH 1, MCORE_CUDA_GRAPH 1) and config_common_8b.sh (MODEL_SIZE 8b,
+    OVERWRITTEN_NUM_LAYERS 32, LOG_EVERY_N_STEPS 32). result_0.txt holds 149 train_step_time lines
+    at steps 31, 63, 95, ... (samples_count 1152, 2304, ...: 32 x 36 a line), the first 0.159997 s;
+    without the first 5, 144 lines, the middle two 0.168586 and 0.168603 s: median 0.168594 s."""
+    r = {x["id"]: x for x in records}["mlperf-v5.1-nvidia-tyche-gb200-llama3.1-8b-72gpu"]
+    assert (r["gpu"], r["num_gpus"], r["gpus_per_node"]) == ("gb200", 72, 72)
+    lay = r["layout"]
+    assert (lay["tp"], lay["pp"], lay["cp"], lay["dp"], lay["vp"]) == (1, 1, 2, 36, 1)
+    assert (lay["micro_batch"], lay["global_batch_seqs"], lay["zero_stage"]) == (1, 36, 1)
+    assert (lay["precision"], lay["sequence_parallel"], lay["recompute"]) == ("fp8", False, "none")
+    assert r["settings"] == {"fp8_recipe": "tensorwise", "fp8_params": True,
+                             "tp_comm_overlap": False, "main_grads": "bf16",
+                             "cuda_graphs": True, "full_iteration_cuda_graph": True}  # fmt: skip
+    assert r["model"]["num_layers"] == 32 and r["model"]["seq_len"] == 8192
+    d = r["tokens_derivation"]
+    per_file = [float(x) for x in re.search(r"medians \[([^\]]+)\]", d).group(1).split(", ")]
+    assert len(per_file) == 10 and per_file[0] == 0.168594  # result_0.txt, as read above
+    assert "a line every 32 (LOG_EVERY_N_STEPS 32)" in d
+    step = statistics.median(per_file)  # the mean of the 5th and 6th of the 10
+    assert step == pytest.approx(0.170846, abs=1e-6)
+    assert 36 * 8192 / step / 72 == pytest.approx(r["measured_tokens_per_s_per_gpu"], abs=0.1)
+    assert "named by README-tyche_ngpu72_ngc25.09_nemo.md" in r["notes"]
+
+
+def test_timing_lines_every_n_steps(conv) -> None:
+    """llama31_8b's lines come every LOG_EVERY_N_STEPS = 32 steps; with GBS 32 the step metadata
+    alone would read as sequences: samples_count (32 x 32 a line) says steps. Blocks of 342 steps
+    (10,944 sequences) in 51.3 s: 0.15 s a step."""
+    lines = [_line("global_batch_size", 32), _line("max_sequence_length", 8)]
+    for i in range(8):
+        lines.append(_line("tracked_stats", {"train_step_time": 0.15}, step=32 * i + 31,
+                           samples_count=1024 * (i + 1)))  # fmt: skip
+    for t0 in (0, 60000, 120000):
+        lines.append(_line("block_start", None, t=t0, samples_count=10944))
+        lines.append(_line("block_stop", None, t=t0 + 51300, samples_count=10944))
+    facts = conv.log_facts(conv.mllog("\n".join(lines)))
+    assert conv.step_unit(facts) == "32 steps"
+    assert conv.sample_block_step_s(facts) == pytest.approx(0.15)
+    assert facts.blocks == []  # no epoch_count: not the GPT-3 blocks
+    facts.samples = [float("nan")] * len(facts.samples)  # no samples_count: step in sequences
+    assert conv.step_unit(facts) == "sequences"
+
+
+_CUSTOM8 = """\
+trainer:
+  devices: ${oc.decode:${oc.env:DGXNGPU,8}}
+model:
+  micro_batch_size: ${oc.decode:${oc.env:MICRO_BATCH_SIZE}}
+  tensor_model_parallel_size: ${oc.decode:${oc.env:TENSOR_MODEL_PARALLEL}}
+  pipeline_model_parallel_size: ${oc.decode:${oc.env:PIPELINE_MODEL_PARALLEL}}
+  context_parallel_size: ${oc.decode:${oc.env:CONTEXT_PARALLEL,4}}
+  base_config: ${oc.env:MODEL_SIZE,405b}
+  overwritten_attributes:
+    num_layers: ${oc.decode:${oc.env:OVERWRITTEN_NUM_LAYERS,126}}
+  encoder_seq_length: 8192
+  fp8: ${oc.decode:${oc.env:FP8,False}}
+  fp8_recipe: ${oc.decode:${oc.env:FP8_RECIPE,tensorwise}}
+  use_distributed_optimizer: True
+"""
+_PRETRAIN8 = """\
+    if config.model.base_config == "8b":
+        r = [6]
+    elif config.model.base_config == "405b":
+        r = [6, 7]
+    if base_config == "8b":
+        base_llama_config = Llama31Config8B(
+            seq_length=seq_length,
+        )
+    elif base_config == "405b":
+        base_llama_config = Llama31Config405B(seq_length=seq_length)
+    MegatronMixedPrecision(grad_reduce_in_fp32=False)
+"""
+_CFG8 = ('export MODEL_SIZE="8b"\nexport OVERWRITTEN_NUM_LAYERS=32\nexport DGXNNODES=1\n'
+         "export DGXNGPU=8\nexport MINIBS=2\nexport TENSOR_MODEL_PARALLEL=1\n"
+         "export PIPELINE_MODEL_PARALLEL=1\nexport CONTEXT_PARALLEL=1\nexport MICRO_BATCH_SIZE=2\n")  # fmt: skip
+
+
+def test_flat_benchmark_folders_aliases_and_the_config_named_after_the_system(conv) -> None:
+    """Lenovo / Nebius v5.1 keep the NeMo code in benchmarks/llama31_8b/ itself (Nebius: a config
+    folder per system under configs/); HPE in benchmarks/llama3_8b/. Two configs of one node
+    match the log and differ (FP8 on / off): the one named after the system is taken."""
+    root = "S/benchmarks/llama3_8b/"
+    files = {
+        f"{root}pretrain.py": _PRETRAIN8,
+        f"{root}conf/custom.yaml": _CUSTOM8,
+        f"{root}config_DGXB200_1x8x2.sh": _CFG8 + "export FP8=True\n",
+        f"{root}configs/sysA/config_DGXB200_1x8x2_fp8off.sh": _CFG8,
+        "S/results/sysA/llama31_8b/result_0.txt": "",
+    }
+    m = _Files(files)
+    assert conv.bench_root(m, "S", "llama31_8b") == root
+    impls = conv.implementations(m, "S", "llama31_8b")
+    assert conv.is_nemo(impls[root[:-1]]) and "conf/custom.yaml" in impls[root[:-1]]
+    assert impls[f"{root}configs/sysA"] == {"config_DGXB200_1x8x2_fp8off.sh"}
+    cfg, how = conv.find_config(m, "S", "llama31_8b", "sysA", 1, 8, 16, 1)
+    assert cfg.path.endswith("configs/sysA/config_DGXB200_1x8x2_fp8off.sh")
+    assert how.startswith("its folder names the system; 2 configs match with different settings")
+    assert cfg.ambiguous and conv.layout_and_settings(cfg)[0]["precision"] == "bf16"
+    with pytest.raises(ValueError, match="2 configs match with different settings"):
+        conv.find_config(m, "S", "llama31_8b", "sysB", 1, 8, 16, 1)
+    model, notes = conv.model_of(cfg, "llama31_8b", 8192)
+    assert model == dict(conv.LLAMA8, seq_len=8192) and "Llama31Config8B" in notes[0]
+    cfg.pretrain = _PRETRAIN8.replace("Llama31Config8B(", "Llama3Config8B(")
+    with pytest.raises(ValueError, match=r"does not build Llama31Config8B .*\(Llama3Config8B\)"):
+        conv.model_of(cfg, "llama31_8b", 8192)
+    # a benchmark folder with configs and launch scripts but no NeMo code (Oracle v5.1)
+    oracle = _Files(
+        {"O/benchmarks/llama31_8b/config_A.sh": "", "O/benchmarks/llama31_8b/run.sub": ""}
+    )
+    impls = conv.implementations(oracle, "O", "llama31_8b")
+    assert not any(conv.is_nemo(f) for f in impls.values())
+    assert [conv.impl_name(d, f, "llama31_8b") for d, f in impls.items()] == [
+        "llama31_8b/ itself: config_*.sh, run.sub"]  # fmt: skip
+
+
+def test_8b_containers_and_ids(conv) -> None:
+    files = _Files({"c/pretrain.py": "from nemo.collections.llm import Llama31Config8B\n",
+                    "c/Dockerfile": "ARG FROM_IMAGE_NAME=nvcr.io/nvidia/pytorch:25.01-py3\n"})  # fmt: skip
+    stale = {"framework": "PyTorch NVIDIA Release 23.09"}
+    version, where = conv.container_of(files, "hpf_n8", stale, "c")
+    assert version == "25.01" and "predates NeMo's Llama31Config" in where
+    assert conv.container_of(files, "hpf_n8", stale, "elsewhere")[0] == "23.09"  # no such import
+    both = {"framework": "PyTorch NVIDIA Release 25.04; NeMo Framework NVIDIA Release 25.09"}
+    assert conv.container_of(files, "AS-4126GS-NBR-LCC", both, "c")[0] == "25.09"
+    assert conv.system_slug("HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09", "HPE") == (
+        "cray-xd670-h200-sxm5-141gb"
+    )

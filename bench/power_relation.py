@@ -5,13 +5,14 @@ H100 rows if it were priced (a what-if; nothing in the cost model reads it).
 Reads `layer_power_shares.csv` (bench/measure_layer_power.py --shares: whole decoder layers with
 the GPU otherwise waiting, at busy shares 0.5-1.0; the layer timed as the kernel tables time a
 shape; one call from a cool GPU), `power_share_idle.csv` (bench/measure_power_share.py --filler
-idle: the Llama 3 70B TP8 GEMM mix likewise) and `layer_power.csv` (layers back to back, 20 s).
-Prints, per layer, its time at each busy share over its time at busy share 1 (back to back, at
-the cap), the SM clock and the power; the GEMM mix's TFLOP/s at each share; and the layer timed
-the tables' way over the capped time.
+idle: the Llama 3 70B TP8 GEMM mix likewise); the folder's `layer_power.csv` (layers back to back
+for 20 s) is read in its README. Prints, per layer, its time at each busy share over its time at
+busy share 1 (back to back, at the cap), the SM clock and the power; the GEMM mix's TFLOP/s at each
+share; and the layer timed the tables' way over the capped time.
 
-`--whatif` prices the H100 records of the shared file and the three held-out files (presets, the
-efficiency curve; and `kernels: builtin`, the measured tables) and scales each record's compute
+`--whatif` prices the H100 records of the shared file and of three held-out files (Megatron-Bridge,
+NeMo, llm-foundry; the MLPerf file came after this what-if) on the presets (the efficiency curve)
+and with `kernels: builtin` (the measured tables), and scales each record's compute
 terms (compute, recompute, optimizer) by the relation at its priced busy share (compute over the
 step), relative to busy share 1 (`--reference 1`, the capped rate, what the tables hold) or to
 given busy shares (the curve, fitted on whole steps, sits at some busy share of its own). Prints

@@ -161,15 +161,7 @@ and the reference's 50257 tokens."""
 GPT3_SHAPE = {"num_layers": 96, "hidden_size": 12288, "num_attention_heads": 96}
 """The benchmark's transformer (mlcommons/training large_language_model/megatron-lm), for a
 submission whose files do not carry the conf (Oracle v4.1)."""
-LLAMA405 = {
-    "name": "Llama 3.1 405B (MLPerf llama31_405b, Mixtral 8x22B tokenizer)",
-    "num_layers": 126,
-    "hidden_size": 16384,
-    "ffn_hidden_size": 53248,
-    "num_attention_heads": 128,
-    "num_kv_heads": 8,
-    "vocab_size": 32000,
-    "seq_len": None,
+LLAMA31_ROPE = {
     "rotary_base": 500000.0,
     "norm_eps": 1e-05,
     "rope_scaling": {
@@ -179,6 +171,19 @@ LLAMA405 = {
         "high_freq_factor": 4.0,
         "original_max_position_embeddings": 8192,
     },
+}
+"""What every NeMo 2 Llama 3.1 config shares (Llama3Config / Llama31Config: RoPE base 500000 with
+Llama 3.1's scaling, RMSNorm eps 1e-5); LLAMA405 and LLAMA8 take it in their field order."""
+LLAMA405 = {
+    "name": "Llama 3.1 405B (MLPerf llama31_405b, Mixtral 8x22B tokenizer)",
+    "num_layers": 126,
+    "hidden_size": 16384,
+    "ffn_hidden_size": 53248,
+    "num_attention_heads": 128,
+    "num_kv_heads": 8,
+    "vocab_size": 32000,
+    "seq_len": None,
+    **LLAMA31_ROPE,
     "published_params_b": 405,
 }
 """NeMo 2 Llama31Config405B (nemo/collections/llm/gpt/model/llama.py: 126 layers, 16384 wide, FFN
@@ -193,15 +198,7 @@ LLAMA8 = {
     "num_kv_heads": 8,
     "vocab_size": 128256,
     "seq_len": None,
-    "rotary_base": 500000.0,
-    "norm_eps": 1e-05,
-    "rope_scaling": {
-        "type": "llama3",
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-    },
+    **LLAMA31_ROPE,
     "published_params_b": 8.03,
 }
 """NeMo 2 Llama31Config8B, which the implementation's pretrain.py builds for base_config 8b

@@ -616,7 +616,7 @@ def dp_tier_times_s(
         dense = copies * sp.dense
         grads, gather = _hsdp_tier_s(
             tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1]), comm, grad_bytes,
-            gather_bytes,
+            gather_bytes, copies * (sp.embedding + sp.head),
         )
         parts: list[tuple[float, Group]] = []
     else:
@@ -631,15 +631,83 @@ def dp_tier_times_s(
         g = collective_tier_s(kind, params * grad_bytes, span[group], tiers, n, comm, "dp")
         grads = [x + y for x, y in zip(grads, g, strict=True)]
         if layout.zero_stage >= 1:
-            a = collective_tier_s(
-                "all_gather", params * gather_bytes, span[group], tiers, n, comm, "dp"
-            )
+            unquantized = copies * (sp.embedding + sp.head) if group == Group.DP_CP else 0.0
+            payload = gather_payload_bytes(params, unquantized, gather_bytes)
+            a = collective_tier_s("all_gather", payload, span[group], tiers, n, comm, "dp")
             gather = [x + y for x, y in zip(gather, a, strict=True)]
     if sync_every > 1:
         wan = [t.kind == "wan" for t in tiers]
         grads = [x / sync_every if w else x for x, w in zip(grads, wan, strict=True)]
         gather = [x / sync_every if w else x for x, w in zip(gather, wan, strict=True)]
     return grads, gather
+
+
+def gather_payload_bytes(params: float, unquantized: float, gather_bytes: float) -> float:
+    """Bytes one parameter all-gather moves for `params` parameters at gather_bytes each
+    (memory.param_gather_bytes), of which `unquantized` (the input embedding and LM head) stay
+    bf16 under fp8 / fp4 parameters: only Transformer Engine's modules create quantized weights
+    (Megatron --fp8-param-gather: te_checkpoint / fp8_model_init around the TE layers), while
+    the embedding (VocabParallelEmbedding) and the output layer (tensor_parallel
+    ColumnParallelLinear) are plain bf16 parameters, kept in the bf16 buffer beside the uint8
+    one (param_and_grad_buffer.py groups parameters by dtype)."""
+    if gather_bytes >= BF16_BYTES:
+        return params * gather_bytes
+    unquantized = min(unquantized, params)
+    return (params - unquantized) * gather_bytes + unquantized * BF16_BYTES
+
+
+def dp_edge_buckets_s(
+    cluster: Cluster,
+    layout: Layout,
+    sp: StageParams,
+    span: Mapping[str, Sequence[int]],
+    bucket_elements: int | None = None,
+    *,
+    dp_sync: str = "megatron",
+    comm: CollectiveBook | None = None,
+    grad_bytes: int = GRAD_REDUCE_BYTES,
+    gather_bytes: float = BF16_BYTES,
+) -> tuple[float, float]:
+    """(last gradient bucket's reduction, first parameter bucket's gather) seconds on the DP x CP
+    group of a stage that reduces once per step in buckets: the two collectives no compute can
+    hide (stage_dp_s).
+
+    Gradients are bucketed in backward order (Megatron param_and_grad_buffer.py iterates
+    `params[::-1]`, closing a bucket once it holds bucket_size elements; PyTorch DDP and FSDP
+    alike), so the last bucket holds the first layers and, on the first pipeline stage, the
+    input embedding, whose gradient is complete only when the backward ends: its reduction
+    starts after all compute. A bucket is never split below one parameter, so on the first stage
+    it is at least the embedding. The parameter gather runs in the opposite order
+    (distributed_data_parallel.py: "all-gathers happen in reverse order of buckets"): the first
+    one (launched at zero_grad, waited for in the first forward pre-hook, param_and_grad_buffer.py
+    finish_param_sync) is that same bucket, gathered before the forward can begin; in bf16 under
+    fp8 parameters (gather_payload_bytes). Elsewhere the edge bucket is an even share of the
+    stage's buckets (dp_buckets)."""
+    params = (2 if layout.pp_schedule == "dualpipe" else 1) * sp.dense
+    group = span.get(Group.DP_CP)
+    if params <= 0 or not group or group[-1] <= 1 or layout.dp_shard is not None:
+        return 0.0, 0.0
+    n = dp_buckets(
+        params,
+        group[-1],
+        layout.zero_stage,
+        sp.num_layers,
+        bucket_elements,
+        dp_sync=dp_sync,
+        stage=0,
+        vp=layout.vp,
+    )
+    share = params / n
+    edge = min(params, max(share, sp.embedding))
+    kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
+    tiers = cluster.tiers
+    reduce_s = sum(collective_tier_s(kind, edge * grad_bytes, group, tiers, 1, comm, "dp"))
+    if layout.zero_stage == 0:
+        return reduce_s, 0.0
+    embedding = min(edge, sp.embedding)
+    payload = gather_payload_bytes(edge, embedding, gather_bytes)
+    gather_s = sum(collective_tier_s("all_gather", payload, group, tiers, 1, comm, "dp"))
+    return reduce_s, gather_s
 
 
 def _hsdp_tier_s(
@@ -651,6 +719,7 @@ def _hsdp_tier_s(
     comm: CollectiveBook | None = None,
     grad_bytes: int = GRAD_REDUCE_BYTES,
     gather_bytes: float = BF16_BYTES,
+    unquantized: float = 0.0,
 ) -> tuple[list[float], list[float]]:
     """(gradient reduction, parameter gather) seconds by tier of `dense` parameters under HSDP
     (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it) in `n` buckets:
@@ -663,8 +732,9 @@ def _hsdp_tier_s(
         "all_reduce", total / shard_n, span[Group.DP_REPLICATE], tiers, n, comm, "dp"
     )
     grads = [x + y for x, y in zip(rs, ar, strict=True)]
+    payload = gather_payload_bytes(dense, unquantized, gather_bytes)
     return grads, collective_tier_s(
-        "all_gather", dense * gather_bytes, span[Group.DP_SHARD], tiers, n, comm, "dp"
+        "all_gather", payload, span[Group.DP_SHARD], tiers, n, comm, "dp"
     )
 
 
@@ -698,22 +768,47 @@ def stage_dp_s(
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
     reduces, gathers = dp_rounds(layout, m, dp_accumulation)
     total = reduces * grads_s + gathers * gather_s
+    beside_backward = True  # the step's last reduction runs beside the last backward
     if layout.zero_stage == 3 and gathers == 2 * reduces:
         # FSDP: gather before each forward and backward, reduce-scatter after each backward.
-        exposed = reduces * (
-            max(0.0, gather_s - fwd_mb) + max(0.0, gather_s + grads_s - 2 * fwd_mb)
-        )
+        first_gather = max(0.0, gather_s - fwd_mb)
+        last_reduce = max(0.0, gather_s + grads_s - 2 * fwd_mb)
+        exposed = reduces * (first_gather + last_reduce)
     elif reduces > 1:
         # Each micro-batch's reduction overlaps its own backward, as ZeRO-3's does; a gather per
         # micro-batch its forward, a single one (DeepSpeed ZeRO-2) one forward.
-        exposed = reduces * max(0.0, grads_s - 2 * fwd_mb) + gathers * max(0.0, gather_s - fwd_mb)
+        first_gather = max(0.0, gather_s - fwd_mb)
+        last_reduce = max(0.0, grads_s - 2 * fwd_mb)
+        exposed = reduces * last_reduce + gathers * first_gather
     else:
         # One reduction per step; each gather (FSDP2 under pipelining: m + 1 with ZeRO-3)
         # overlaps one forward or backward. The pipeline windows are Megatron's 1F1B
-        # schedules'; DualPipe keeps the default.
+        # schedules'; DualPipe keeps the default. Megatron's stages > 0 and interleaved chunks
+        # reduce in the pipeline bubble, not beside a backward.
         pp = layout.pp if layout.pp_schedule == "1f1b" else 1
-        grads_exposed = grad_sync_exposed_s(grads_s, 2 * fwd_mb, pp, layout.vp, stage, dp_sync)
-        exposed = grads_exposed + gathers * max(0.0, gather_s - fwd_mb)
+        last_reduce = grad_sync_exposed_s(grads_s, 2 * fwd_mb, pp, layout.vp, stage, dp_sync)
+        first_gather = max(0.0, gather_s - fwd_mb)
+        exposed = last_reduce + gathers * first_gather
+        beside_backward = dp_sync != "megatron" or pp == 1 or (layout.vp == 1 and stage == 0)
+    # The edge buckets no compute hides (dp_edge_buckets_s): the step's last reduction (earlier
+    # micro-batches' last buckets run beside the next forward), and the first gather on the
+    # stage that starts the step's forward (later stages wait out the pipeline fill anyway).
+    if reduces >= 1 and sync_every == 1 and (beside_backward or stage == 0):
+        last_s, first_s = dp_edge_buckets_s(
+            cluster,
+            layout,
+            sp,
+            span,
+            bucket_elements,
+            dp_sync=dp_sync,
+            comm=comm,
+            grad_bytes=grad_bytes,
+            gather_bytes=gather_bytes,
+        )
+        if beside_backward:
+            exposed += max(0.0, last_s - last_reduce)
+        if stage == 0 and gathers >= 1:
+            exposed += max(0.0, first_s - first_gather)
     exposed += overlap_slowdown_s(total - exposed, cal)  # compute slowed beside the NCCL
     return exposed, total
 

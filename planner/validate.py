@@ -111,8 +111,14 @@ graphs (Megatron --cuda-graph-impl transformer_engine) or one graph of the whole
 quantization alignment (Megatron --moe-router-padding-for-fp8: Workload.moe_router_padding), and
 token-drop MoE (Megatron --moe-expert-capacity-factor / --moe-pad-expert-input-to-capacity:
 Workload.moe_capacity_factor / moe_pad_to_capacity)."""
+DP_SETTINGS = frozenset({"dp_bucket_elements"})
+"""The data-parallel gradient bucket a run set (Workload.dp_bucket_elements; Megatron
+--ddp-bucket-size, DistributedDataParallelConfig.bucket_size): how many collectives the
+reduction is issued as and how large the last one, which no backward hides, is
+(cost_models.stage.dp_buckets, dp_edge_buckets_s)."""
 RECORD_SETTINGS = (
     frozenset(PHYSICS_FIELDS)
+    | DP_SETTINGS
     | {"tp_comm_overlap", "vp"}
     | NETWORK_SETTINGS
     | MEMORY_SETTINGS
@@ -324,7 +330,7 @@ def record_inputs(
     lay = {k: (v if v is not None else FILL_RULES.get(k)) for k, v in record["layout"].items()}
     profile = record_profile(record.get("framework") or "other")
     settings = record_settings(record)
-    own = MEMORY_SETTINGS | COMPUTE_SETTINGS
+    own = MEMORY_SETTINGS | COMPUTE_SETTINGS | DP_SETTINGS
     physics = {k: v for k, v in settings.items() if k in PHYSICS_FIELDS or k in own}
     for key in ("moe_dispatcher", "moe_flex_backend"):
         if key in settings:

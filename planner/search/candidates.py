@@ -246,14 +246,17 @@ def largest_fitting(batches: Sequence[int], fits) -> tuple[int | None, int]:
     """(largest batch in `batches` (descending) with fits(batch), the index of the last one tried).
 
     Why the largest: for a fixed layout the cost model's step is m*T + C with m = batch /
-    (micro_batch*dp) the number of micro-batches and T, C >= 0 independent of m:
+    (micro_batch*dp) the number of micro-batches and T, C >= 0 independent of m (C the maximum
+    over stages of a per-step DP exposure that may grow with m, see below):
       * stage times per micro-batch, the slowest stage and the bubble (sum - max) / vp do not read
         m (cost_models.pipeline.schedule_time_s); compute, recompute, TP/CP/EP terms are m * stage;
       * pp_comm is 2(pp-1) p2p sends, the optimizer step one pass over the stage's parameters;
       * dp_comm: ZeRO-0/1/2 expose max(0, grads - 2 fwd) + max(0, gather - fwd) once per step, ZeRO-3
-        m times the per-micro-batch excess (estimate.py), plus overlap_slowdown_s, linear in it.
-    So time per sequence (m*T + C) / (m*micro_batch*dp) = T/(micro_batch*dp) + C/(m*micro_batch*dp)
-    is non-increasing in m: a larger legal batch is never worse in tokens/s. Memory is
+        m times the per-micro-batch excess, and every stage its edge buckets once per step
+        (stage.stage_dp_s, dp_edge_buckets_s), plus overlap_slowdown_s, linear in them; the step
+        takes the slowest stage's: max over stages r of (m*D_r + E_r), D_r, E_r >= 0.
+    So time per sequence is a maximum of terms T/(micro_batch*dp) + C/(m*micro_batch*dp), each
+    non-increasing in m: a larger legal batch is never worse in tokens/s. Memory is
     non-decreasing in m (in-flight micro-batches min(p - r, m) and the interleaved warm-up
     min(chunks, m*v), pipeline.inflight_chunks; ZeRO-2 keeps unsharded gradients once m > 1,
     memory.state_bytes), so the batches that fit are a suffix of the descending list and the best

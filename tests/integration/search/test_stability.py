@@ -40,7 +40,9 @@ def test_sweeping_inter_node_efficiency_reports_the_takeover(capsys):
 
 
 def test_narrow_ranges_are_stable():
-    r = planner.plan_for("llama3-8b", "dgx-h100", num_gpus=64, global_batch=128, top_k=1)
+    # (global batch 256: at 128 the recommended TP2 DP32 sits 0.9 % behind TP1 DP32 CP2, inside
+    # the 1 % simplicity tolerance, so a 1 % range already flips it: correctly not stable)
+    r = planner.plan_for("llama3-8b", "dgx-h100", num_gpus=64, global_batch=256, top_k=1)
     narrow = {
         k: (0.99 * (lo + hi) / 2, 1.01 * (lo + hi) / 2)
         for k, (lo, hi) in default_ranges(r.cluster).items()

@@ -15,7 +15,7 @@ from cost_models.memory import StageParams
 from cost_models.pricer import Pricer
 from cost_models.specs import Layout, Workload
 from cost_models.accumulation import dp_rounds
-from cost_models.stage import dp_tier_times_s, fsdp_copies_s
+from cost_models.stage import dp_edge_buckets_s, dp_tier_times_s, fsdp_copies_s
 
 P = 1e9
 HBM = 1e12
@@ -88,14 +88,21 @@ def test_two_micro_batch_fsdp_zero2_collectives_by_hand():
 
 def test_per_micro_batch_reductions_hide_behind_their_own_backward():
     """Each micro-batch's reduce-scatter overlaps its backward (2/3 of compute_s), each gather
-    its forward (1/3): exposed m x (max(0, rs - bwd) + max(0, ag - fwd)) plus the slowdown of
-    the compute beside the hidden part."""
+    its forward (1/3): exposed m x (max(0, rs - bwd) + max(0, ag - fwd)), plus the edge buckets
+    nothing hides (the step's last reduction bucket and its first gather bucket,
+    stage.dp_edge_buckets_s) beyond that, plus the slowdown of the compute beside the hidden
+    part."""
     lo = Layout(dp=16, zero_stage=2, micro_batch=1)
     _, _, rs, ag, p = _stage_dp("every_micro_batch", lo, 0.0, 32)
     compute_s = 1.5 * (rs + ag)  # fwd = (rs + ag) / 2, bwd = rs + ag
     exposed, total, *_ = _stage_dp("every_micro_batch", lo, compute_s, 32)
     fwd, bwd = compute_s / 3, 2 * compute_s / 3
+    span = p.spans(lo)
+    sp = p.stage_params(lo, p.stage_counts(lo)[0], 0)
+    last, first = dp_edge_buckets_s(p.cluster, lo, sp, span, None, dp_sync="fsdp", comm=p.comm)
+    assert 0 < last < rs and 0 < first < ag
     bare = 2 * (max(0.0, rs - bwd) + max(0.0, ag - fwd))
+    bare += max(0.0, last - max(0.0, rs - bwd)) + max(0.0, first - max(0.0, ag - fwd))
     assert total == pytest.approx(2 * (rs + ag), rel=1e-12)
     assert exposed == pytest.approx(bare + overlap_slowdown_s(total - bare, p.cal), rel=1e-9)
 

@@ -13,10 +13,19 @@ from conftest import SHARED
 from shared_data import published_runs
 
 from cost_models import comm
+from cost_models.calibration import overlap_slowdown_s
+from cost_models.errors import InvalidInput
 from cost_models.framework import record_profile
 from cost_models.memory import StageParams
+from cost_models.pricer import Pricer
 from cost_models.specs import Layout, Workload
-from cost_models.stage import dp_buckets, dp_tier_times_s, grad_sync_exposed_s
+from cost_models.stage import (
+    dp_buckets,
+    dp_edge_buckets_s,
+    dp_tier_times_s,
+    gather_payload_bytes,
+    grad_sync_exposed_s,
+)
 from planner.validate import record_inputs, record_settings
 from tests import factories as f
 
@@ -126,3 +135,98 @@ def test_dualpipe_keeps_the_default_buckets() -> None:
     assert grads1 == grads0
     bytes_s = 7 / 8 * 800e6 * 4 / (50e9 * 0.9)
     assert grads1[1] == pytest.approx(bytes_s + 20 * 7 * 8e-6)
+
+
+# ------------------------------------------------------------------------ edge buckets
+
+
+def test_edge_buckets_by_hand() -> None:
+    """Llama 3 8B, ZeRO-1, DP 8 on one node: Megatron's buckets are max(40M, 8M) = 40M
+    elements, an even share 8.03e9 / 201 = 40.0M; the last gradient bucket (backward order:
+    params[::-1]) and the first gathered one hold the 525M-element input embedding, a bucket
+    never splitting a parameter: one reduce-scatter of it in fp32 (4 B) and, under fp8
+    parameters, one all-gather of it in bf16 (the embedding is not a Transformer Engine
+    module), each priced as the one-bucket collective of those bytes."""
+
+    model, cl = f.dense_model(), f.cluster(8)
+    lo = Layout(dp=8, zero_stage=1)
+    for fp8_params, gather_bytes in ((False, 2), (True, 1)):
+        w = f.workload(precision="fp8", fp8_params=fp8_params) if fp8_params else f.workload()
+        p = Pricer(model, cl, w)
+        span = p.spans(lo)
+        sp = p.stage_params(lo, p.stage_counts(lo)[0], 0)
+        emb = 128_256 * 4_096
+        assert sp.embedding == emb and dp_buckets(sp.dense, 8, 1, 32, None) == 201
+        last, first = dp_edge_buckets_s(
+            cl, lo, sp, span, None, comm=p.comm, grad_bytes=4, gather_bytes=gather_bytes
+        )
+        dp_cp = span["dp_cp"]
+        assert last == pytest.approx(
+            sum(comm.collective_tier_s("reduce_scatter", emb * 4, dp_cp, cl.tiers, 1))
+        )
+        assert first == pytest.approx(
+            sum(comm.collective_tier_s("all_gather", emb * 2, dp_cp, cl.tiers, 1))
+        )
+    # the whole gather: the embedding and LM head at 2 B, the rest at the quantized 1 B
+    assert gather_payload_bytes(10.0, 3.0, 1) == 7.0 + 6.0
+    assert gather_payload_bytes(10.0, 3.0, 2) == 20.0  # bf16 parameters: all at 2 B
+    assert gather_payload_bytes(10.0, 30.0, 0.5) == 20.0  # never more than the parameters
+
+
+def test_edge_buckets_without_a_group_or_embedding() -> None:
+    """No DP x CP group: nothing to reduce. A stage without the embedding (pp 2, stage 1 in
+    Megatron: one collective, bucketing off) has its edge an even share of its buckets."""
+
+    model, cl, w = f.dense_model(), f.cluster(8), f.workload()
+    p = Pricer(model, cl, w)
+    lo = Layout(tp=8, dp=1, zero_stage=1)
+    sp = p.stage_params(lo, p.stage_counts(lo)[0], 0)
+    assert dp_edge_buckets_s(cl, lo, sp, p.spans(lo), None, comm=p.comm) == (0.0, 0.0)
+    sp = StageParams(dense=1e9, expert=0.0, largest_layer=1e8, num_layers=8)
+    lo = Layout(dp=8, zero_stage=1)
+    span = p.spans(lo)
+    last, first = dp_edge_buckets_s(cl, lo, sp, span, None, comm=p.comm, grad_bytes=4)
+    n = dp_buckets(1e9, 8, 1, 8, None)  # 25 buckets of 40M
+    assert n == 25
+    share = 1e9 / n
+    assert last == pytest.approx(
+        sum(comm.collective_tier_s("reduce_scatter", share * 4, span["dp_cp"], cl.tiers, 1))
+    )
+    assert first == pytest.approx(
+        sum(comm.collective_tier_s("all_gather", share * 2, span["dp_cp"], cl.tiers, 1))
+    )
+
+
+def test_one_reduction_per_step_exposes_its_edges_behind_a_long_backward() -> None:
+    """Megatron ZeRO-1, one micro-batch, a backward far longer than the collectives: what stays
+    exposed is the last reduction bucket and the first gather bucket, plus the compute slowed
+    beside the hidden rest (calibration.overlap_slowdown_s)."""
+
+    model, cl = f.dense_model(), f.cluster(16)
+    w = f.workload(global_batch=16)
+    p = Pricer(model, cl, w)
+    lo = Layout(dp=16, zero_stage=1)
+    span = p.spans(lo)
+    sp = p.stage_params(lo, p.stage_counts(lo)[0], 0)
+    exposed, total = p.stage_dp_s(lo, sp, 100.0, span, 0)
+    last, first = dp_edge_buckets_s(cl, lo, sp, span, None, comm=p.comm)
+    assert 0 < last + first < total
+    assert exposed == pytest.approx(last + first + overlap_slowdown_s(total - last - first, p.cal))
+
+
+def test_a_record_states_its_bucket_size() -> None:
+    """`settings: {dp_bucket_elements: N}` (Megatron --ddp-bucket-size) reaches the workload;
+    a non-positive size is refused naming the field."""
+
+    unstated = dict.fromkeys(
+        ("cp", "ep", "vp", "sequence_parallel", "micro_batch", "recompute", "precision",
+         "zero_stage")
+    )  # fmt: skip
+
+    def inputs(settings: dict):
+        return record_inputs(f.tiny_record(settings, layout=unstated))
+
+    assert inputs({"dp_bucket_elements": 134_217_728})[2].dp_bucket_elements == 134_217_728
+    assert inputs({})[2].dp_bucket_elements is None
+    with pytest.raises((InvalidInput, ValueError), match="dp_bucket_elements"):
+        inputs({"dp_bucket_elements": 0})

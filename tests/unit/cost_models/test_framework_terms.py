@@ -11,7 +11,8 @@ from cost_models.calibration import calibration_for, overlap_slowdown_s
 from cost_models.calibration import hbm_bytes_per_s
 from cost_models.compute import _elementwise_elements, _memory_ops, layer_time, norm_fused
 from cost_models.memory import logits_bytes
-from cost_models.stage import overlapped_tp_s
+from cost_models.pricer import Pricer
+from cost_models.stage import dp_edge_buckets_s, overlapped_tp_s
 from planner.validate import record_inputs
 
 
@@ -137,12 +138,20 @@ def test_overlapped_collective_with_contention_by_hand():
 
 
 def test_dp_overlap_costs_contention_when_hidden():
-    # One node, ZeRO-1: the gradient reduce hides behind backward, yet slows it a little.
-    lo = layout(dp=8)
-    est = estimate(dense_model(), cluster(8), workload(), lo)
+    # One node, ZeRO-1: the gradient reduce hides behind backward, yet slows it a little; only
+    # the last reduction bucket and the first gather bucket (the embedding's: dense_model's
+    # 128,256 x 4,096 is above an even share of its 40M-element buckets) are exposed.
+    model, cl, w, lo = dense_model(), cluster(8), workload(), layout(dp=8)
+    est = estimate(model, cl, w, lo)
+    p = Pricer(model, cl, w)
+    sp = p.stage_params(lo, p.stage_counts(lo)[0], 0)
+    assert sp.embedding == 128_256 * 4_096 > sp.dense / 200
+    last, first = dp_edge_buckets_s(cl, lo, sp, p.spans(lo), None, comm=p.comm)
+    assert last > 0 and first > 0
+    edges = last + first
     hopper = calibration_for("hopper")
     assert est.breakdown_s["dp_comm"] == pytest.approx(
-        overlap_slowdown_s(est.comm_total_s["dp"], hopper)
+        edges + overlap_slowdown_s(est.comm_total_s["dp"] - edges, hopper)
     )
 
 

@@ -363,7 +363,7 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
     elif lo.zero_stage >= 1:
         # The distributed optimizer shards optimizer state and reduce-scatters gradients.
         args.append("--use-distributed-optimizer")
-    args += _megatron_dp_overlap(lo) + _megatron_loss(workload)
+    args += _megatron_dp_overlap(lo, workload) + _megatron_loss(workload)
     args += _megatron_precision(workload)
     return args
 
@@ -399,7 +399,7 @@ def _megatron_loss(workload: Workload) -> list[str]:
     return ["--cross-entropy-loss-fusion"] if workload.cross_entropy == "fused" else []
 
 
-def _megatron_dp_overlap(lo: Layout) -> list[str]:
+def _megatron_dp_overlap(lo: Layout, workload: Workload) -> list[str]:
     """The data-parallel overlap the cost model prices for Megatron (cost_models/stage.py
     stage_dp_s, grad_sync_exposed_s: gradient buckets reduced during the last backward,
     parameters gathered during the forward). Megatron-LM leaves both off unless asked:
@@ -408,13 +408,18 @@ def _megatron_dp_overlap(lo: Layout) -> list[str]:
     False), and without them finalize_model_grads reduces every bucket after the backward and
     the distributed optimizer gathers after its step, both on the critical path. The gather
     overlap needs the distributed optimizer or Megatron-FSDP and the reduce overlap
-    (validate_args: 'Must use --overlap-param-gather with --overlap-grad-reduce'). No DP x CP
-    group (dp = cp = 1): nothing to reduce, no flag."""
+    (validate_args: 'Must use --overlap-param-gather with --overlap-grad-reduce'). A bucket size
+    the workload states (Workload.dp_bucket_elements, which sets the priced collectives and the
+    edge buckets, stage.dp_buckets / dp_edge_buckets_s) goes as --ddp-bucket-size (training.py
+    resolve_ddp_bucket_size takes it over max(40M, 1M x dp_cp)). No DP x CP group (dp = cp = 1):
+    nothing to reduce, no flag."""
     if lo.dp * lo.cp <= 1:
         return []
     flags = ["--overlap-grad-reduce"]
     if lo.zero_stage >= 1:
         flags.append("--overlap-param-gather")
+    if workload.dp_bucket_elements is not None:
+        flags += ["--ddp-bucket-size", str(workload.dp_bucket_elements)]
     return flags
 
 
@@ -900,6 +905,16 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
         "gradient_accumulation_steps": accumulation,
         "zero_optimization": {"stage": lo.zero_stage},
     }
+    if workload.dp_bucket_elements is not None:
+        if lo.zero_stage == 0:
+            raise _refuse(
+                "deepspeed",
+                "dp_bucket_elements with ZeRO-0: the bucket this export writes is ZeRO's "
+                "reduce_bucket_size; without ZeRO the engine all-reduces in buckets of the "
+                "constant MEMORY_OPT_ALLREDUCE_SIZE (engine.py allreduce_gradients)",
+            )
+        # the priced buckets (stage.dp_buckets 'deepspeed'): DeepSpeedZeroConfig reduce_bucket_size
+        config["zero_optimization"]["reduce_bucket_size"] = workload.dp_bucket_elements
     if workload.precision == "fp16":
         config["fp16"] = {"enabled": True}
     elif workload.precision == "bf16":

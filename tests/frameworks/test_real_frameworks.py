@@ -636,3 +636,13 @@ def test_megatron_parses_tp_overlap_with_te_defaults(fake_world, monkeypatch):
     result = f.result_for(f.dense_model(), f.cluster(16), workload, lo)
     ns = check_megatron(result, 0, fake_world, monkeypatch)
     assert ns.tp_comm_overlap and ns.sequence_parallel and ns.tp_comm_overlap_cfg is None
+
+
+def test_megatron_parses_a_stated_bucket_size(fake_world, monkeypatch):
+    """A workload's DP bucket (Workload.dp_bucket_elements, priced by stage.dp_buckets and the
+    edge buckets) reaches Megatron-LM as --ddp-bucket-size through its own parse_args +
+    validate_args."""
+    workload = f.workload(global_batch=32, dp_bucket_elements=134_217_728)
+    result = f.result_for(f.dense_model(), f.cluster(16), workload, Layout(tp=2, dp=8, zero_stage=1))
+    ns = check_megatron(result, 0, fake_world, monkeypatch)
+    assert ns.ddp_bucket_size == 134_217_728 and ns.overlap_grad_reduce

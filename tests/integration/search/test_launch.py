@@ -298,6 +298,29 @@ def test_megatron_overlaps_the_dp_communication_it_prices(fields, expected) -> N
     assert "--cross-entropy-loss-fusion" not in plan_exports.to_megatron_args(unfused)
 
 
+def test_a_stated_bucket_size_is_exported_as_priced() -> None:
+    """Workload.dp_bucket_elements sets the priced buckets (stage.dp_buckets, the edge buckets):
+    Megatron gets --ddp-bucket-size (training.py resolve_ddp_bucket_size takes it over
+    max(40M, 1M x dp_cp)), DeepSpeed ZeRO's reduce_bucket_size; with no DP group there is nothing
+    to bucket; DeepSpeed without ZeRO all-reduces in a constant bucket, so it is refused."""
+    w = f.workload(global_batch=16).model_copy(update={"dp_bucket_elements": 134_217_728})
+    lo = Layout(tp=4, dp=2, zero_stage=1)
+    result = f.result_for(f.dense_model(), f.cluster(8), w, lo)
+    args = plan_exports.to_megatron_args(result)
+    i = args.index("--ddp-bucket-size")
+    assert args[i + 1] == "134217728"
+    default = f.result_for(f.dense_model(), f.cluster(8), f.workload(global_batch=16), lo)
+    assert "--ddp-bucket-size" not in plan_exports.to_megatron_args(default)
+    alone = f.result_for(f.dense_model(), f.cluster(8), w, Layout(tp=8, zero_stage=1))
+    assert "--ddp-bucket-size" not in plan_exports.to_megatron_args(alone)
+    ds = f.result_for(f.dense_model(), f.cluster(8), w, Layout(tp=1, dp=8, zero_stage=1))
+    zero = plan_exports.to_deepspeed_config(ds)["zero_optimization"]
+    assert zero == {"stage": 1, "reduce_bucket_size": 134_217_728}
+    ddp = f.result_for(f.dense_model(), f.cluster(8), w, Layout(tp=1, dp=8, zero_stage=0))
+    with pytest.raises(InvalidInput, match="MEMORY_OPT_ALLREDUCE_SIZE"):
+        plan_exports.to_deepspeed_config(ddp)
+
+
 def test_megatron_refuses_full_iteration_graph_of_a_dropless_moe():
     # capture needs HybridEP's per-rank capacity and the paged stash, which no priced setting names
     lo = Layout(tp=2, dp=8, ep=4)

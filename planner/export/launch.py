@@ -622,6 +622,13 @@ def torchtitan_parallelism(model: ModelSpec, workload: Workload, e: Estimate) ->
             "DualPipe, MoE all-to-all overlap and DeepEP dispatch have no torchtitan field here",
         )
     _non_megatron_memory_refusal("torchtitan", workload, lo)
+    if workload.dp_bucket_elements is not None and lo.dp * lo.cp > 1:
+        # the priced buckets would not be the job's: FSDP2 reduces per wrapped block
+        raise _refuse(
+            "torchtitan",
+            f"dp_bucket_elements {workload.dp_bucket_elements}: torchtitan has no gradient "
+            "bucket field (FSDP2 reduce-scatters one transformer block at a time)",
+        )
     if lo.tp_comm_overlap and lo.tp > 1 and workload.tp_overlap != "collective_matmul":
         raise _refuse(
             "torchtitan",

@@ -302,7 +302,8 @@ def test_a_stated_bucket_size_is_exported_as_priced() -> None:
     """Workload.dp_bucket_elements sets the priced buckets (stage.dp_buckets, the edge buckets):
     Megatron gets --ddp-bucket-size (training.py resolve_ddp_bucket_size takes it over
     max(40M, 1M x dp_cp)), DeepSpeed ZeRO's reduce_bucket_size; with no DP group there is nothing
-    to bucket; DeepSpeed without ZeRO all-reduces in a constant bucket, so it is refused."""
+    to bucket; DeepSpeed without ZeRO all-reduces in a constant bucket and torchtitan has no bucket
+    field, so both are refused."""
     w = f.workload(global_batch=16).model_copy(update={"dp_bucket_elements": 134_217_728})
     lo = Layout(tp=4, dp=2, zero_stage=1)
     result = f.result_for(f.dense_model(), f.cluster(8), w, lo)
@@ -319,6 +320,9 @@ def test_a_stated_bucket_size_is_exported_as_priced() -> None:
     ddp = f.result_for(f.dense_model(), f.cluster(8), w, Layout(tp=1, dp=8, zero_stage=0))
     with pytest.raises(InvalidInput, match="MEMORY_OPT_ALLREDUCE_SIZE"):
         plan_exports.to_deepspeed_config(ddp)
+    fsdp = f.result_for(f.dense_model(), f.cluster(8), w, Layout(tp=1, dp=8, zero_stage=2))
+    with pytest.raises(InvalidInput, match="no gradient bucket field"):
+        titan(fsdp)
 
 
 def test_megatron_refuses_full_iteration_graph_of_a_dropless_moe():

@@ -682,7 +682,8 @@ def dp_edge_buckets_s(
     one (launched at zero_grad, waited for in the first forward pre-hook, param_and_grad_buffer.py
     finish_param_sync) is that same bucket, gathered before the forward can begin; in bf16 under
     fp8 parameters (gather_payload_bytes). Elsewhere the edge bucket is an even share of the
-    stage's buckets (dp_buckets)."""
+    stage's buckets (dp_buckets). Left out: HSDP (Layout.dp_shard), whose reduction runs in two
+    levels (_hsdp_tier_s), and the expert-DP group's buckets, which end before the embedding's."""
     params = (2 if layout.pp_schedule == "dualpipe" else 1) * sp.dense
     group = span.get(Group.DP_CP)
     if params <= 0 or not group or group[-1] <= 1 or layout.dp_shard is not None:

@@ -73,7 +73,8 @@ from .stage import (
     stage_total_gib,
     without_block_recompute,
 )
-from .stage import stage_dp_s as _stage_dp_s
+from .stage import DpExposure
+from .stage import stage_dp_parts as _stage_dp_parts
 from .stage import stage_dp_tier_s as _stage_dp_tier_s
 from .stage import fsdp_copies_s as _fsdp_copies_s
 from .stage import stage_optimizer_s as _stage_optimizer_s
@@ -151,6 +152,9 @@ class StageTail:
     dp_exposed_s: float
     dp_total_s: float
     dp_tiers_s: list[float]
+    dp_parts: DpExposure | None
+    """The exposed DP of the stage that sets dp_exposed_s, by cause (stage index in dp_stage)."""
+    dp_stage: int
     optimizer_s: float
     """The slowest stage's stage_optimizer_s (optimizer step + FSDP2 copies)."""
     copies_s: float
@@ -317,8 +321,22 @@ class Pricer(StepBounds):
         """(exposed, link-busy) DP seconds per step of rank `r` (stage.stage_dp_s with the
         workload's bucket size, cross-site sync interval and DP framework); `comm` replaces
         the Pricer's collective curves (a traced copy, _comm_report)."""
+        parts = self.stage_dp_parts(lo, sp, compute_s, span, r, cluster, comm)
+        return parts.exposed_s, parts.total_s
+
+    def stage_dp_parts(
+        self,
+        lo: Layout,
+        sp: StageParams,
+        compute_s: float,
+        span: Span,
+        r: int,
+        cluster: Cluster | None = None,
+        comm: CollectiveBook | None = None,
+    ) -> DpExposure:
+        """stage_dp_s by cause (stage.stage_dp_parts)."""
         w = self.workload
-        return _stage_dp_s(
+        return _stage_dp_parts(
             self.cluster if cluster is None else cluster,
             self.cal,
             lo,
@@ -671,19 +689,25 @@ class Pricer(StepBounds):
         every stage's memory."""
         dp_exposed = dp_total = opt_s = copies_s = 0.0
         dp_tiers = [0.0] * len(self.cluster.tiers)
+        dp_parts, dp_stage = None, 0
         memory = []
         acts = self.activations_per_mb(lo)
         for r, c in enumerate(counts):
             sp = self.stage_params(lo, c, r)
-            exposed, total = self.stage_dp_s(lo, sp, per_stage[r].compute_s, span, r, dp_cluster)
+            parts = self.stage_dp_parts(lo, sp, per_stage[r].compute_s, span, r, dp_cluster)
+            exposed, total = parts.exposed_s, parts.total_s
             if total > dp_total:
                 dp_tiers = self.stage_dp_tier_s(lo, sp, span, r, dp_cluster)
+            if exposed > dp_exposed:
+                dp_parts, dp_stage = parts, r
             dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
             tail_s = self.stage_optimizer_s(lo, sp)
             if tail_s > opt_s:
                 opt_s, copies_s = tail_s, self.stage_fsdp_copies_s(lo, sp)
             memory.append(self.stage_memory(lo, r, counts, acts))
-        return StageTail(dp_exposed, dp_total, dp_tiers, opt_s, copies_s, tuple(memory))
+        return StageTail(
+            dp_exposed, dp_total, dp_tiers, dp_parts, dp_stage, opt_s, copies_s, tuple(memory)
+        )
 
     def _tier_busy_s(
         self, crit: StageTerms, m: int, pp_total_s: float, pp_span: Sequence[int], dp: list[float]
@@ -745,6 +769,7 @@ class Pricer(StepBounds):
             attention=attention_report(self.model, w, layout, self.book),
             attention_speed=attention_speed_report(self.cluster, self.model.mla is not None),
             offload=self._offload_report(layout, m),
+            dp_exposure=_dp_exposure_report(tail),
         )
 
     def _offload_report(self, lo: Layout, m: int) -> dict | None:
@@ -853,3 +878,19 @@ def _with_link_capacity(
         breakdown[flow.term] += excess
         step_s = sum(breakdown[t] for t in Term)
     return step_s
+
+
+def _dp_exposure_report(tail: StageTail) -> dict | None:
+    """Estimate.dp_exposure: the exposed DP seconds per step (breakdown dp_comm) by cause, of
+    the stage that sets them; None where nothing is exposed."""
+    p = tail.dp_parts
+    if p is None:
+        return None
+    return {
+        "stage": tail.dp_stage,
+        "beyond_overlap_window_s": p.window_s,
+        "last_gradient_bucket_s": p.last_bucket_s,
+        "first_parameter_bucket_s": p.first_bucket_s,
+        "compute_slowed_beside_nccl_s": p.contention_s,
+        "link_busy_s": p.total_s,
+    }

@@ -1604,6 +1604,15 @@ class Estimate(Spec):
         "compute stream's waits for them per step, inside breakdown_s compute; "
         "stage.offload_exposed_s); None: no offloading",
     )
+    dp_exposure: dict | None = Field(
+        None,
+        description="breakdown_s dp_comm by cause, of the pipeline stage that sets it "
+        "(cost_models.stage.stage_dp_parts): stage, beyond_overlap_window_s (traffic past the "
+        "backward / forward / pipeline bubble it runs beside), last_gradient_bucket_s and "
+        "first_parameter_bucket_s (the edge buckets nothing hides beyond that: "
+        "stage.dp_edge_buckets_s), compute_slowed_beside_nccl_s (calibration."
+        "overlap_slowdown_s on the hidden rest) and link_busy_s; None: nothing exposed",
+    )
     layers_per_stage: tuple[int, ...] | None = Field(
         None,
         description="layers per model chunk (pp*vp, chunk c on rank c % pp) when the plan "

@@ -739,7 +739,52 @@ def _hsdp_tier_s(
     )
 
 
+@dataclass(frozen=True)
+class DpExposure:
+    """One stage's exposed DP seconds per step by cause (stage_dp_parts), for the report
+    (Estimate.dp_exposure); exposed_s sums them in the order stage_dp_s adds them."""
+
+    window_s: float
+    """Traffic past its overlap window (the backward / forward a collective runs beside, or
+    Megatron's pipeline bubble)."""
+    last_bucket_s: float
+    """The step's last gradient bucket beyond that (dp_edge_buckets_s)."""
+    first_bucket_s: float
+    """The first parameter bucket beyond that (dp_edge_buckets_s)."""
+    contention_s: float
+    """Compute slowed beside the hidden rest (calibration.overlap_slowdown_s)."""
+    total_s: float
+    """Link-busy DP seconds per step."""
+
+    @property
+    def exposed_s(self) -> float:
+        return self.window_s + self.last_bucket_s + self.first_bucket_s + self.contention_s
+
+
 def stage_dp_s(
+    cluster: Cluster,
+    cal: GenerationCalibration,
+    layout: Layout,
+    sp: StageParams,
+    compute_s: float,
+    m: int,
+    span: Mapping[str, Sequence[int]],
+    bucket_elements: int | None = None,
+    sync_every: int = 1,
+    **options,
+) -> tuple[float, float]:
+    """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
+    forward + backward per micro-batch; dp_sync is Workload.dp_sync, dp_accumulation
+    Workload.dp_accumulation (how many times per step: dp_rounds). Also used by the planner's
+    step-time lower bound (planner/search/bounds.py) and stage split (partition.py). The
+    keyword options are stage_dp_parts'."""
+    parts = stage_dp_parts(
+        cluster, cal, layout, sp, compute_s, m, span, bucket_elements, sync_every, **options
+    )
+    return parts.exposed_s, parts.total_s
+
+
+def stage_dp_parts(
     cluster: Cluster,
     cal: GenerationCalibration,
     layout: Layout,
@@ -756,11 +801,10 @@ def stage_dp_s(
     dp_accumulation: str = "last_micro_batch",
     grad_bytes: int = GRAD_REDUCE_BYTES,
     gather_bytes: float = BF16_BYTES,
-) -> tuple[float, float]:
-    """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
-    forward + backward per micro-batch; dp_sync is Workload.dp_sync, dp_accumulation
-    Workload.dp_accumulation (how many times per step: dp_rounds). Also used by the planner's
-    step-time lower bound (planner/search/bounds.py) and stage split (partition.py)."""
+) -> DpExposure:
+    """stage_dp_s by cause: the exposed DP seconds of pipeline stage `stage` split into the
+    traffic past its overlap window, the two edge buckets and the compute slowed beside the
+    hidden rest, with the link-busy total."""
     grads_t, gather_t = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
         comm=comm, grad_bytes=grad_bytes, gather_bytes=gather_bytes,
@@ -794,6 +838,7 @@ def stage_dp_s(
     # The edge buckets no compute hides (dp_edge_buckets_s): the step's last reduction (earlier
     # micro-batches' last buckets run beside the next forward), and the first gather on the
     # stage that starts the step's forward (later stages wait out the pipeline fill anyway).
+    edge_reduce = edge_gather = 0.0
     if reduces >= 1 and sync_every == 1 and (beside_backward or stage == 0):
         last_s, first_s = dp_edge_buckets_s(
             cluster,
@@ -807,11 +852,12 @@ def stage_dp_s(
             gather_bytes=gather_bytes,
         )
         if beside_backward:
-            exposed += max(0.0, last_s - last_reduce)
+            edge_reduce = max(0.0, last_s - last_reduce)
         if stage == 0 and gathers >= 1:
-            exposed += max(0.0, first_s - first_gather)
-    exposed += overlap_slowdown_s(total - exposed, cal)  # compute slowed beside the NCCL
-    return exposed, total
+            edge_gather = max(0.0, first_s - first_gather)
+    hidden = total - (exposed + edge_reduce + edge_gather)
+    contention = overlap_slowdown_s(hidden, cal)  # compute slowed beside the NCCL
+    return DpExposure(exposed, edge_reduce, edge_gather, contention, total)
 
 
 def stage_dp_tier_s(

@@ -82,6 +82,8 @@ def estimate_dict(
         out["offload"] = e.offload
     if e.attention_speed is not None:  # measured attention speed vs the flagship (issue 32)
         out["attention_speed"] = e.attention_speed
+    if e.dp_exposure is not None:  # breakdown dp_comm by cause (stage.stage_dp_parts)
+        out["dp_exposure"] = e.dp_exposure
     if model is not None:
         out["model"] = {"name": model.name, **model_params(model)}
     return out

@@ -344,6 +344,22 @@ def attention_speed_text(e: Estimate) -> str:
     )
 
 
+def dp_exposure_text(e: Estimate) -> str:
+    """`estimate --explain`: the exposed data-parallel seconds (breakdown dp_comm) by cause
+    (Estimate.dp_exposure), one line ending in a newline; "" where none is exposed."""
+    d = e.dp_exposure
+    if d is None:
+        return ""
+    return (
+        f"DP grad/param exposed {e.breakdown_s['dp_comm']:.3f} s of {d['link_busy_s']:.3f} s "
+        f"on the links (stage {d['stage']}): {d['beyond_overlap_window_s']:.3f} past the "
+        f"overlap windows, {d['last_gradient_bucket_s']:.3f} the last gradient bucket and "
+        f"{d['first_parameter_bucket_s']:.3f} the first parameter bucket (the edge buckets "
+        f"nothing hides), {d['compute_slowed_beside_nccl_s']:.3f} compute slowed beside the "
+        "hidden NCCL kernels\n"
+    )
+
+
 STEP_TAIL_OPS = (ADAM_OP, CLIP_OP, CHUNK_CAT_OP)
 """The step tail's kernel-table ops (stage_optimizer_s, fsdp_copies_s)."""
 
@@ -353,7 +369,7 @@ def explain_text(e: Estimate) -> str:
     term, look-ups measured / interpolated / extrapolated; extrapolated ones are priced on the
     efficiency curves or, for collectives, the network model)."""
     k = e.kernels
-    off = offload_text(e) + attention_speed_text(e)
+    off = offload_text(e) + attention_speed_text(e) + dp_exposure_text(e)
     if k is None:
         return off + (
             "priced on the model: the cluster has no kernel tables (compute on the efficiency "

@@ -8,6 +8,9 @@ llm-foundry): one reduce-scatter per transformer block; DeepSpeed: 5e8-element b
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from conftest import SHARED
 from shared_data import published_runs
@@ -15,6 +18,7 @@ from shared_data import published_runs
 from cost_models import comm
 from cost_models.calibration import overlap_slowdown_s
 from cost_models.errors import InvalidInput
+from cost_models.estimate import estimate
 from cost_models.framework import record_profile
 from cost_models.memory import StageParams
 from cost_models.pricer import Pricer
@@ -26,6 +30,7 @@ from cost_models.stage import (
     gather_payload_bytes,
     grad_sync_exposed_s,
 )
+from planner.cli import main
 from planner.validate import record_inputs, record_settings
 from tests import factories as f
 
@@ -230,3 +235,65 @@ def test_a_record_states_its_bucket_size() -> None:
     assert inputs({})[2].dp_bucket_elements is None
     with pytest.raises((InvalidInput, ValueError), match="dp_bucket_elements"):
         inputs({"dp_bucket_elements": 0})
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"dp": 16, "zero_stage": 1},
+        {"dp": 8, "pp": 2, "zero_stage": 1},
+        {"dp": 8, "pp": 2, "vp": 2, "zero_stage": 1, "micro_batch": 1},
+        {"dp": 16, "zero_stage": 3},
+        {"dp": 16, "zero_stage": 0},
+        {"tp": 8, "pp": 2, "zero_stage": 1},
+    ],
+)
+def test_dp_exposure_adds_up_to_the_priced_dp_term(fields) -> None:
+    """Estimate.dp_exposure splits breakdown dp_comm by cause, exactly (stage_dp_parts sums its
+    parts in the order stage_dp_s adds them), for the stage that sets it; None where nothing
+    is exposed."""
+    lo = Layout(**fields)
+    e = estimate(f.dense_model(num_layers=8), f.cluster(16), f.workload(global_batch=32), lo)
+    d = e.dp_exposure
+    if e.breakdown_s["dp_comm"] == 0.0:
+        assert d is None
+        return
+    parts = ("beyond_overlap_window_s", "last_gradient_bucket_s", "first_parameter_bucket_s")
+    total = sum(d[k] for k in parts) + d["compute_slowed_beside_nccl_s"]
+    assert total == e.breakdown_s["dp_comm"]
+    assert d["link_busy_s"] == e.comm_total_s["dp"] or lo.pp > 1
+    assert 0 <= d["stage"] < lo.pp and all(d[k] >= 0 for k in parts)
+
+
+def test_cli_explain_and_json_carry_the_dp_exposure(capsys) -> None:
+    """`estimate --json` carries dp_exposure; `--explain` prints it as one line whose figures
+    are the JSON's."""
+    argv = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64"]
+    argv += ["--global-batch", "64", "--tp", "1", "--pp", "1", "--dp", "64"]
+    assert main([*argv, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)["dp_exposure"]
+    assert d["stage"] == 0 and d["last_gradient_bucket_s"] > 0 and d["first_parameter_bucket_s"] > 0
+    assert main([*argv, "--explain"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        f"{d['last_gradient_bucket_s']:.3f} the last gradient bucket and "
+        f"{d['first_parameter_bucket_s']:.3f} the first parameter bucket"
+    ) in text
+    assert f"{d['compute_slowed_beside_nccl_s']:.3f} compute slowed beside the hidden NCCL" in text
+
+
+def test_cost_model_doc_quotes_the_dp_exposure_example(capsys) -> None:
+    """docs/cost_model.md#dp-edge-buckets quotes this command's dp_exposure."""
+    argv = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64"]
+    argv += ["--global-batch", "64", "--tp", "1", "--pp", "1", "--dp", "64", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    d = out["dp_exposure"]
+    doc = Path(__file__).resolve().parents[3] / "docs" / "cost_model.md"
+    text = " ".join(doc.read_text().split())
+    assert (
+        f"{out['breakdown_s']['dp_comm']:.3f} s exposed of {d['link_busy_s']:.3f} s on the links, "
+        f"{d['last_gradient_bucket_s']:.3f} s the last gradient bucket, "
+        f"{d['first_parameter_bucket_s']:.3f} s the first parameter bucket and "
+        f"{d['compute_slowed_beside_nccl_s']:.3f} s the slowed compute"
+    ) in text

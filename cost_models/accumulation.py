@@ -1,6 +1,6 @@
 """How often a stage's data-parallel collectives run over the m micro-batches of one step
 (Workload.dp_accumulation), and what the framework keeps between them. One count, used by the
-DP time (stage.stage_dp_s, the bounds, the stage split and placement), the FSDP2 copies and the
+DP time (stage.stage_dp_parts, the bounds, the stage split and placement), the FSDP2 copies and the
 memory model (memory.state_bytes). Every rule cites the framework code it was read from."""
 
 from __future__ import annotations

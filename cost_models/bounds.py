@@ -43,7 +43,7 @@ from .terms import layout_key
 
 SAFETY = 1 - 1e-9
 NOT_IN_DP = ("order", "recompute")
-"""stage.stage_dp_s and stage_optimizer_s read neither the order (only the spans) nor the
+"""stage.stage_dp_parts and stage_optimizer_s read neither the order (only the spans) nor the
 recompute mode."""
 
 _dp_key = layout_key(NOT_IN_DP)
@@ -78,7 +78,7 @@ class LayerTotals:
 
 class StepBounds:
     """The lower-bound half of cost_models.pricer.Pricer, whose per-layer and per-stage pieces
-    (layer_times, layer_costs, stage_counts, stage_params, stage_compute_s, stage_dp_s,
+    (layer_times, layer_costs, stage_counts, stage_params, stage_compute_s, stage_dp_parts,
     stage_optimizer_s, stage_memory, spans) these methods read through `self`; the caches of
     the bounds live here. Not used on its own."""
 
@@ -208,7 +208,7 @@ class StepBounds:
     def dp_optimizer_s(self, lo: Layout, span: Span) -> float:
         """estimate(...)'s dp_comm + optimizer terms for `lo` on `span` (this ZeRO stage), and
         the FSDP2 copies it reports under compute (Pricer.stage_optimizer_s holds both), from
-        the same per-stage pieces (stage_dp_s, stage_optimizer_s). Both terms are maxima over
+        the same per-stage pieces (stage_dp_parts, stage_optimizer_s). Both terms are maxima over
         stages; the stages of _peak_candidates hold every distinct value (a middle stage's
         parameters and compute depend only on its layer counts), so this is the estimate's own
         value, and any subset of stages would still give a lower bound."""
@@ -225,7 +225,7 @@ class StepBounds:
             # The stage's forward + backward per micro-batch, summed as estimate() sums it.
             compute_s = self.stage_compute_s(lo, counts, r == last, r == 0)
             sp = self.stage_params(lo, counts, r)
-            exposed, _ = self.stage_dp_s(lo, sp, compute_s, span, r)
+            exposed = self.stage_dp_parts(lo, sp, compute_s, span, r).exposed_s
             dp_s = max(dp_s, exposed)
             opt_s = max(opt_s, self.stage_optimizer_s(lo, sp))
         found = self._dp[key] = dp_s + opt_s

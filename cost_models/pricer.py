@@ -308,22 +308,6 @@ class Pricer(StepBounds):
             compute_s += times.head_s
         return compute_s
 
-    def stage_dp_s(
-        self,
-        lo: Layout,
-        sp: StageParams,
-        compute_s: float,
-        span: Span,
-        r: int,
-        cluster: Cluster | None = None,
-        comm: CollectiveBook | None = None,
-    ) -> tuple[float, float]:
-        """(exposed, link-busy) DP seconds per step of rank `r` (stage.stage_dp_s with the
-        workload's bucket size, cross-site sync interval and DP framework); `comm` replaces
-        the Pricer's collective curves (a traced copy, _comm_report)."""
-        parts = self.stage_dp_parts(lo, sp, compute_s, span, r, cluster, comm)
-        return parts.exposed_s, parts.total_s
-
     def stage_dp_parts(
         self,
         lo: Layout,
@@ -334,7 +318,10 @@ class Pricer(StepBounds):
         cluster: Cluster | None = None,
         comm: CollectiveBook | None = None,
     ) -> DpExposure:
-        """stage_dp_s by cause (stage.stage_dp_parts)."""
+        """The exposed DP seconds per step of rank `r` by cause, with the link-busy total
+        (stage.stage_dp_parts with the workload's bucket size, cross-site sync interval and DP
+        framework); `comm` replaces the Pricer's collective curves (a traced copy,
+        _comm_report)."""
         w = self.workload
         return _stage_dp_parts(
             self.cluster if cluster is None else cluster,
@@ -357,7 +344,7 @@ class Pricer(StepBounds):
     def stage_dp_tier_s(
         self, lo: Layout, sp: StageParams, span: Span, r: int, cluster: Cluster | None = None
     ) -> list[float]:
-        """stage_dp_s's link-busy seconds per step by tier (stage.stage_dp_tier_s)."""
+        """stage_dp_parts' link-busy seconds per step by tier (stage.stage_dp_tier_s)."""
         w = self.workload
         return _stage_dp_tier_s(
             self.cluster if cluster is None else cluster,
@@ -489,7 +476,7 @@ class Pricer(StepBounds):
             stage_s += self.layer_times(lo).head_s
         sp = self.stage_params(lo, counts, rank)
         compute_s = self.stage_compute_s(lo, counts, last, first)
-        dp_s, _ = self.stage_dp_s(lo, sp, compute_s, span, rank)
+        dp_s = self.stage_dp_parts(lo, sp, compute_s, span, rank).exposed_s
         return stage_s, dp_s, self.stage_optimizer_s(lo, sp)
 
     # ------------------------------------------------------------------------- the step
@@ -841,7 +828,7 @@ class Pricer(StepBounds):
             if t is not None:
                 layer_cost(m, cl, cal, w, lo, t, span, is_moe=is_moe, book=self.book, comm=trace)
         for r, c in enumerate(self.stage_counts(lo, split)):
-            self.stage_dp_s(lo, self.stage_params(lo, c, r), 0.0, span, r, comm=trace)
+            self.stage_dp_parts(lo, self.stage_params(lo, c, r), 0.0, span, r, comm=trace)
         if lo.pp > 1:
             p2p_s(self._pp_payload(lo), cl, span[Group.PP], trace, "pp")
         assert trace.seen is not None

@@ -670,7 +670,7 @@ def dp_edge_buckets_s(
 ) -> tuple[float, float]:
     """(last gradient bucket's reduction, first parameter bucket's gather) seconds on the DP x CP
     group of a stage that reduces once per step in buckets: the two collectives no compute can
-    hide (stage_dp_s).
+    hide (stage_dp_parts).
 
     Gradients are bucketed in backward order (Megatron param_and_grad_buffer.py iterates
     `params[::-1]`, closing a bucket once it holds bucket_size elements; PyTorch DDP and FSDP
@@ -742,7 +742,7 @@ def _hsdp_tier_s(
 @dataclass(frozen=True)
 class DpExposure:
     """One stage's exposed DP seconds per step by cause (stage_dp_parts), for the report
-    (Estimate.dp_exposure); exposed_s sums them in the order stage_dp_s adds them."""
+    (Estimate.dp_exposure); exposed_s is their sum, the stage's exposed DP time."""
 
     window_s: float
     """Traffic past its overlap window (the backward / forward a collective runs beside, or
@@ -759,29 +759,6 @@ class DpExposure:
     @property
     def exposed_s(self) -> float:
         return self.window_s + self.last_bucket_s + self.first_bucket_s + self.contention_s
-
-
-def stage_dp_s(
-    cluster: Cluster,
-    cal: GenerationCalibration,
-    layout: Layout,
-    sp: StageParams,
-    compute_s: float,
-    m: int,
-    span: Mapping[str, Sequence[int]],
-    bucket_elements: int | None = None,
-    sync_every: int = 1,
-    **options,
-) -> tuple[float, float]:
-    """(exposed, link-busy) DP seconds per step of pipeline stage `stage`; compute_s is its
-    forward + backward per micro-batch; dp_sync is Workload.dp_sync, dp_accumulation
-    Workload.dp_accumulation (how many times per step: dp_rounds). Also used by the planner's
-    step-time lower bound (planner/search/bounds.py) and stage split (partition.py). The
-    keyword options are stage_dp_parts'."""
-    parts = stage_dp_parts(
-        cluster, cal, layout, sp, compute_s, m, span, bucket_elements, sync_every, **options
-    )
-    return parts.exposed_s, parts.total_s
 
 
 def stage_dp_parts(
@@ -802,9 +779,12 @@ def stage_dp_parts(
     grad_bytes: int = GRAD_REDUCE_BYTES,
     gather_bytes: float = BF16_BYTES,
 ) -> DpExposure:
-    """stage_dp_s by cause: the exposed DP seconds of pipeline stage `stage` split into the
-    traffic past its overlap window, the two edge buckets and the compute slowed beside the
-    hidden rest, with the link-busy total."""
+    """The exposed DP seconds per step of pipeline stage `stage` by cause (DpExposure: the
+    traffic past its overlap window, the two edge buckets, the compute slowed beside the
+    hidden rest; exposed_s their sum) with the link-busy total; compute_s is the stage's
+    forward + backward per micro-batch, dp_sync Workload.dp_sync, dp_accumulation
+    Workload.dp_accumulation (how many times per step: dp_rounds). Also what the planner's
+    step-time lower bound (planner/search/bounds.py) and stage split (partition.py) read."""
     grads_t, gather_t = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
         comm=comm, grad_bytes=grad_bytes, gather_bytes=gather_bytes,
@@ -876,7 +856,7 @@ def stage_dp_tier_s(
     grad_bytes: int = GRAD_REDUCE_BYTES,
     gather_bytes: float = BF16_BYTES,
 ) -> list[float]:
-    """stage_dp_s's link-busy seconds per step, split by tier."""
+    """stage_dp_parts' link-busy seconds per step, split by tier."""
     grads, gather = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
         comm=comm, grad_bytes=grad_bytes, gather_bytes=gather_bytes,
@@ -1043,7 +1023,7 @@ def fsdp_copies_s(
     compute stream in FSDPParamGroup.wait_for_unshard), foreach_reduce
     (foreach_reduce_scatter_copy_in's chunk_cat, issued on the compute stream before the
     reduce-scatter stream waits on it; the world-size-1 copy; the accumulation into
-    sharded_param.grad). Counted as stage_dp_s counts the collectives (dp_rounds with
+    sharded_param.grad). Counted as stage_dp_parts counts the collectives (dp_rounds with
     Workload.dp_accumulation): ZeRO-3 gathers before each forward and backward and reduces
     after each backward (m micro-batches); ZeRO-2 gathers and reduces every micro-batch without
     PP (torchtitan's train_step, 'every_micro_batch'); under pipelining (ZeRO 2 / 3) one

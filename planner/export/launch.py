@@ -401,7 +401,7 @@ def _megatron_loss(workload: Workload) -> list[str]:
 
 def _megatron_dp_overlap(lo: Layout, workload: Workload) -> list[str]:
     """The data-parallel overlap the cost model prices for Megatron (cost_models/stage.py
-    stage_dp_s, grad_sync_exposed_s: gradient buckets reduced during the last backward,
+    stage_dp_parts, grad_sync_exposed_s: gradient buckets reduced during the last backward,
     parameters gathered during the forward). Megatron-LM leaves both off unless asked:
     --overlap-grad-reduce and --overlap-param-gather are store_true flags (megatron/training/
     arguments.py; DistributedDataParallelConfig overlap_grad_reduce / overlap_param_gather

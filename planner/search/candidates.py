@@ -253,7 +253,7 @@ def largest_fitting(batches: Sequence[int], fits) -> tuple[int | None, int]:
       * pp_comm is 2(pp-1) p2p sends, the optimizer step one pass over the stage's parameters;
       * dp_comm: ZeRO-0/1/2 expose max(0, grads - 2 fwd) + max(0, gather - fwd) once per step, ZeRO-3
         m times the per-micro-batch excess, and every stage its edge buckets once per step
-        (stage.stage_dp_s, dp_edge_buckets_s), plus overlap_slowdown_s, linear in them; the step
+        (stage.stage_dp_parts, dp_edge_buckets_s), plus overlap_slowdown_s, linear in them; the step
         takes the slowest stage's: max over stages r of (m*D_r + E_r), D_r, E_r >= 0.
     So time per sequence is a maximum of terms T/(micro_batch*dp) + C/(m*micro_batch*dp), each
     non-increasing in m: a larger legal batch is never worse in tokens/s. Memory is

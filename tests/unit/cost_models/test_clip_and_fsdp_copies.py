@@ -66,7 +66,7 @@ def test_fsdp2_copies_zero3_by_hand():
 def test_fsdp2_copies_one_rank_and_zero2_by_hand():
     """One rank (shard group 1): FSDP2 copies the reduce buffer into the output instead of a
     collective (4 + 4 B per element). ZeRO-2 under the default dp_accumulation
-    ('last_micro_batch') is gathered and reduced once per step, as stage_dp_s counts it: no
+    ('last_micro_batch') is gathered and reduced once per step, as stage_dp_parts counts it: no
     accumulation (torchtitan's per-micro-batch count: test_dp_accumulation.py)."""
     w = _w(fsdp_copies="fsdp2")
     one = fsdp_copies_s(Layout(zero_stage=3), SP, 1, HBM, w)

@@ -213,7 +213,8 @@ def test_one_reduction_per_step_exposes_its_edges_behind_a_long_backward() -> No
     lo = Layout(dp=16, zero_stage=1)
     span = p.spans(lo)
     sp = p.stage_params(lo, p.stage_counts(lo)[0], 0)
-    exposed, total = p.stage_dp_s(lo, sp, 100.0, span, 0)
+    parts = p.stage_dp_parts(lo, sp, 100.0, span, 0)
+    exposed, total = parts.exposed_s, parts.total_s
     last, first = dp_edge_buckets_s(cl, lo, sp, span, None, comm=p.comm)
     assert 0 < last + first < total
     assert exposed == pytest.approx(last + first + overlap_slowdown_s(total - last - first, p.cal))
@@ -249,9 +250,9 @@ def test_a_record_states_its_bucket_size() -> None:
     ],
 )
 def test_dp_exposure_adds_up_to_the_priced_dp_term(fields) -> None:
-    """Estimate.dp_exposure splits breakdown dp_comm by cause, exactly (stage_dp_parts sums its
-    parts in the order stage_dp_s adds them), for the stage that sets it; None where nothing
-    is exposed."""
+    """Estimate.dp_exposure splits breakdown dp_comm by cause, exactly (the stage's exposed DP
+    is the sum of stage_dp_parts' parts), for the stage that sets it; None where nothing is
+    exposed."""
     lo = Layout(**fields)
     e = estimate(f.dense_model(num_layers=8), f.cluster(16), f.workload(global_batch=32), lo)
     d = e.dp_exposure

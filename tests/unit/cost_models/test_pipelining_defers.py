@@ -76,7 +76,8 @@ def _stage(lo: Layout, global_batch: int):
     p = Pricer(model, cl, w)
     span = p.spans(lo)
     sp = p.stage_params(lo, p.stage_counts(lo)[0], 0)
-    exposed, total = p.stage_dp_s(lo, sp, 0.0, span, 0)
+    parts = p.stage_dp_parts(lo, sp, 0.0, span, 0)
+    exposed, total = parts.exposed_s, parts.total_s
     grads, gather = dp_tier_times_s(cl, lo, sp, span, None, 1, dp_sync="fsdp", comm=p.comm)
     return total, sum(grads), sum(gather), exposed
 

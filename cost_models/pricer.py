@@ -149,11 +149,11 @@ class StageTail:
     """The per-step terms the stages' DP traffic, optimizer and memory give (estimate's tail):
     maxima over stages, the DP link-busy seconds per tier of the stage that moves the most."""
 
-    dp_exposed_s: float
     dp_total_s: float
     dp_tiers_s: list[float]
     dp_parts: DpExposure | None
-    """The exposed DP of the stage that sets dp_exposed_s, by cause (stage index in dp_stage)."""
+    """The exposed DP of the stage that exposes the most, by cause (stage index in dp_stage);
+    None where no stage exposes any."""
     dp_stage: int
     optimizer_s: float
     """The slowest stage's stage_optimizer_s (optimizer step + FSDP2 copies)."""
@@ -161,6 +161,11 @@ class StageTail:
     """That stage's FSDP2 copies (stage_fsdp_copies_s), part of optimizer_s, reported under
     compute."""
     memory: tuple[StageMemory, ...]
+
+    @property
+    def dp_exposed_s(self) -> float:
+        """The step's exposed DP seconds: the maximum over stages, dp_parts' sum."""
+        return 0.0 if self.dp_parts is None else self.dp_parts.exposed_s
 
 
 class Pricer(StepBounds):
@@ -686,15 +691,13 @@ class Pricer(StepBounds):
             if total > dp_total:
                 dp_tiers = self.stage_dp_tier_s(lo, sp, span, r, dp_cluster)
             if exposed > dp_exposed:
-                dp_parts, dp_stage = parts, r
-            dp_exposed, dp_total = max(dp_exposed, exposed), max(dp_total, total)
+                dp_exposed, dp_parts, dp_stage = exposed, parts, r
+            dp_total = max(dp_total, total)
             tail_s = self.stage_optimizer_s(lo, sp)
             if tail_s > opt_s:
                 opt_s, copies_s = tail_s, self.stage_fsdp_copies_s(lo, sp)
             memory.append(self.stage_memory(lo, r, counts, acts))
-        return StageTail(
-            dp_exposed, dp_total, dp_tiers, dp_parts, dp_stage, opt_s, copies_s, tuple(memory)
-        )
+        return StageTail(dp_total, dp_tiers, dp_parts, dp_stage, opt_s, copies_s, tuple(memory))
 
     def _tier_busy_s(
         self, crit: StageTerms, m: int, pp_total_s: float, pp_span: Sequence[int], dp: list[float]

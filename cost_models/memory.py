@@ -52,6 +52,10 @@ class StageParams:
     """LM-head parameters on this GPU (last stage; FSDP2 keeps them unsharded through the loss)."""
     embedding: float = 0.0
     """Input-embedding parameters on this GPU (first stage)."""
+    dense_tensors: int = 0
+    """Parameter tensors holding `dense` (stage_tensors); 0: not counted, no bound on buckets."""
+    expert_tensors: int = 0
+    """Parameter tensors holding `expert` (one per local expert and GEMM)."""
 
 
 def stage_params(
@@ -83,7 +87,51 @@ def stage_params(
             head += (model.vocab_size or 0) * model.hidden_size  # its own copy, grads tied
         head /= layout.tp
         dense += head
-    return StageParams(dense, expert, largest, num_dense + num_moe, head, embed)
+    dense_tensors, expert_tensors = stage_tensors(model, layout, num_dense, num_moe, stage)
+    return StageParams(
+        dense, expert, largest, num_dense + num_moe, head, embed, dense_tensors, expert_tensors
+    )
+
+
+def stage_tensors(
+    model: ModelSpec, layout: Layout, num_dense: int, num_moe: int, stage: int
+) -> tuple[int, int]:
+    """(non-expert, expert) parameter tensors of a stage, as Megatron's Transformer Engine layer
+    spec registers them (megatron/core/models/gpt/gpt_layer_specs.py): a gradient bucket closes
+    only at a parameter's end (param_and_grad_buffer.py), so a stage has at most this many
+    buckets whatever the bucket size (dp_buckets).
+
+    Attention: linear_qkv with its fused input norm (weight, layer_norm_weight) and linear_proj;
+    MLA: input_layernorm, q / kv down projections, q / kv up projections with their fused norms,
+    linear_proj; q / k norms under qk_norm; the sink offsets (attention_sinks). Dense MLP:
+    linear_fc1 with its fused norm, linear_fc2. MoE layer: pre_mlp_layernorm, the router, a
+    shared expert's fc1 / fc2 (and its gate), and per local expert fc1 / fc2 (TE GroupedLinear:
+    one weight per GEMM). A bias beside each norm weight under LayerNorm and beside each Linear
+    under linear_bias (qkv_bias: the QKV one). First stage: the word (and learned position)
+    embeddings; last stage: the final norm and, untied, the output layer."""
+    norm = 2 if model.normalization == "layernorm" else 1
+    if model.mla is not None:
+        attn = 3 * norm + 5
+    else:
+        attn = norm + 2 + (2 if model.qk_norm else 0)
+    attn += 1 if model.attention_sinks else 0
+    attn += 2 if model.linear_bias else (1 if model.qkv_bias else 0)
+    mlp = norm + 2 + (2 if model.linear_bias else 0)
+    dense = num_dense * (attn + mlp)
+    expert = 0
+    if num_moe:
+        moe = model.moe
+        assert moe is not None
+        shared = (2 + (2 if model.linear_bias else 0)) if moe.num_shared_experts else 0
+        shared += 1 if moe.num_shared_experts and moe.shared_expert_gate else 0
+        dense += num_moe * (attn + norm + 1 + shared)
+        local = max(1, moe.num_experts // layout.ep)
+        expert = num_moe * local * (2 + (2 if model.linear_bias else 0))
+    if stage == 0:
+        dense += 2 if model.position_embedding_kind == "learned" else 1
+    if stage == layout.pp - 1:
+        dense += norm + (0 if model.tied_embeddings and layout.pp == 1 else 1)
+    return dense, expert
 
 
 def moment_bytes(workload: Workload | None) -> int:

@@ -507,10 +507,16 @@ def dp_buckets(
     dp_sync: str = "megatron",
     stage: int = 0,
     vp: int = 1,
+    tensors: int = 0,
 ) -> int:
     """Collectives one stage's gradient reduction (and ZeRO parameter gather) is issued as; each
     pays its own latency (comm.phase_s). `bucket` (Workload.dp_bucket_elements) replaces the
-    framework's default bucket size.
+    framework's default bucket size. A bucket closes only at a parameter's end (Megatron
+    param_and_grad_buffer.py: `param_end_index - bucket_data_start_index >= bucket_size`;
+    DeepSpeed's and PyTorch DDP's buckets likewise take whole parameters), so with `tensors`
+    (memory.stage_tensors; 0: not counted) a stage issues at most that many: a bucket smaller
+    than every parameter (NVIDIA's MLPerf Llama 3.1 405B conf: bucket_size 200) is one
+    collective per parameter, not params / 200.
 
     - ZeRO-3 (FSDP, Megatron FSDP, DeepSpeed stage 3): one unit per layer.
     - dp_sync 'fsdp' with ZeRO 2: one reduce-scatter per FSDP unit, a transformer block
@@ -526,13 +532,18 @@ def dp_buckets(
     if zero_stage == 3 or (dp_sync == "fsdp" and zero_stage == 2):
         return max(1, num_layers)
     if dp_sync == "deepspeed":
-        return max(1, math.ceil(params / (bucket or DEEPSPEED_BUCKET_ELEMENTS)))
+        n = max(1, math.ceil(params / (bucket or DEEPSPEED_BUCKET_ELEMENTS)))
+        return min(n, tensors) if tensors > 0 else n
     size = bucket if bucket is not None else max(MEGATRON_BUCKET_ELEMENTS, 1_000_000 * dp)
     if dp_sync != "megatron":
-        return max(1, math.ceil(params / size))
+        n = max(1, math.ceil(params / size))
+        return min(n, tensors) if tensors > 0 else n
     if stage > 0:
         return vp
-    return max(1, math.ceil(params / vp / size)) + vp - 1
+    first = max(1, math.ceil(params / vp / size))
+    if tensors > 0:
+        first = min(first, max(1, math.ceil(tensors / vp)))
+    return first + vp - 1
 
 
 def grad_sync_exposed_s(
@@ -600,7 +611,7 @@ def dp_tier_times_s(
         stage = 0  # Megatron's per-stage bucketing rule is its 1F1B schedules'; DualPipe: default
     grads, gather = [0.0] * len(tiers), [0.0] * len(tiers)
 
-    def buckets(params: float, group_size: int) -> int:
+    def buckets(params: float, group_size: int, tensors: int) -> int:
         return dp_buckets(
             params,
             group_size,
@@ -610,24 +621,26 @@ def dp_tier_times_s(
             dp_sync=dp_sync,
             stage=stage,
             vp=layout.vp,
+            tensors=tensors,
         )
 
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         dense = copies * sp.dense
+        n = buckets(dense, span[Group.DP_SHARD][-1], copies * sp.dense_tensors)
         grads, gather = _hsdp_tier_s(
-            tiers, layout, dense, span, buckets(dense, span[Group.DP_SHARD][-1]), comm, grad_bytes,
-            gather_bytes, copies * (sp.embedding + sp.head),
-        )
-        parts: list[tuple[float, Group]] = []
+            tiers, layout, dense, span, n, comm, grad_bytes, gather_bytes,
+            copies * (sp.embedding + sp.head),
+        )  # fmt: skip
+        parts: list[tuple[float, Group, int]] = []
     else:
-        parts = [(copies * sp.dense, Group.DP_CP)]
+        parts = [(copies * sp.dense, Group.DP_CP, copies * sp.dense_tensors)]
         if sp.expert > 0 and Group.EDP in span:
-            parts.append((copies * sp.expert, Group.EDP))
+            parts.append((copies * sp.expert, Group.EDP, copies * sp.expert_tensors))
     kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
-    for params, group in parts:
+    for params, group, tensors in parts:
         if params <= 0:
             continue
-        n = buckets(params, span[group][-1])
+        n = buckets(params, span[group][-1], tensors)
         g = collective_tier_s(kind, params * grad_bytes, span[group], tiers, n, comm, "dp")
         grads = [x + y for x, y in zip(grads, g, strict=True)]
         if layout.zero_stage >= 1:
@@ -697,6 +710,7 @@ def dp_edge_buckets_s(
         dp_sync=dp_sync,
         stage=0,
         vp=layout.vp,
+        tensors=(2 if layout.pp_schedule == "dualpipe" else 1) * sp.dense_tensors,
     )
     share = params / n
     edge = min(params, max(share, sp.embedding))

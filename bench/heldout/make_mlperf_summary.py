@@ -72,7 +72,9 @@ What a record takes, and from where:
              1's distributed_fused_adam grad_sync_dtype; bf16 in every submission that states
              it); tp_comm_overlap (TP_COMM_OVERLAP); cuda_graphs (per-layer: the conf's
              enable_cuda_graph or external_cuda_graph); full_iteration_cuda_graph (v5.0
-             full_cuda_graph, v5.1 cuda_graph_scope full_iteration). Userbuffers tuning, SM
+             full_cuda_graph, v5.1 cuda_graph_scope full_iteration); dp_bucket_elements (the
+             DDP bucket_size NeMo 2's pretrain.py hands megatron-core: ddp_bucket_elements).
+             Userbuffers tuning, SM
              margins, NCCL variables, FP8 format, p2p overlap, rank mapping: notes only.
   model      GPT-3: the conf's shape (num_layers, hidden_size, ffn_hidden_size,
              num_attention_heads, encoder_seq_length, hidden_dropout 0.0, layernorm1p) with NeMo's
@@ -1089,6 +1091,31 @@ def find_config(mirror: Mirror, submitter: str, bench: str, system: str, nodes: 
 # ------------------------------------------------------------------------------ a record
 
 
+DDP_BUCKET = re.compile(
+    r"DistributedDataParallelConfig\((?:[^()]|\([^()]*\))*?\bbucket_size\s*=", re.DOTALL
+)
+"""NeMo 2's pretrain.py handing the conf's bucket size to megatron-core's DDP config."""
+
+
+def ddp_bucket_elements(cfg: Config) -> int | None:
+    """Megatron DDP's gradient bucket in elements where the implementation sets it: NeMo 2's
+    pretrain.py passes the conf's optim.bucket_size to DistributedDataParallelConfig(bucket_size=)
+    (megatron-core keeps a stated size as it is; its max(40M, 1M x dp) default only replaces
+    None, distributed_data_parallel.py). With overlap_grad_reduce off megatron-core drops the
+    buckets (one collective after the backward), a layout the records do not hold: refused.
+    NeMo 1 (v3.x / v4.x) buckets in Apex's distributed optimizer instead: nothing stated."""
+    if cfg.pretrain is None or not DDP_BUCKET.search(cfg.pretrain):
+        return None
+    r = cfg.resolved
+    raw = r.knob("bucket_size")
+    if raw in (None, "", "null", "None"):
+        return None
+    if truthy(r.knob("overlap_grad_reduce", "OVERLAP_GRAD_REDUCE")) is False:
+        raise ValueError("OVERLAP_GRAD_REDUCE False: megatron-core reduces in one bucket after "
+                         "the backward, not a layout the records hold")  # fmt: skip
+    return as_int(raw, "BUCKET_SIZE")
+
+
 def layout_and_settings(cfg: Config) -> tuple[dict, dict, list[str]]:
     """(layout fields, settings, notes) a config sets (module docstring)."""
     r = cfg.resolved
@@ -1153,6 +1180,10 @@ def layout_and_settings(cfg: Config) -> tuple[dict, dict, list[str]]:
         settings["cuda_graphs"] = True
     if full:
         settings["full_iteration_cuda_graph"] = True
+    bucket = ddp_bucket_elements(cfg)
+    if bucket is not None:
+        settings["dp_bucket_elements"] = bucket
+        notes.append(f"DDP bucket_size {bucket:,} elements (conf optim.bucket_size, BUCKET_SIZE)")
     layout = {
         "tp": s.tp,
         "pp": s.pp,

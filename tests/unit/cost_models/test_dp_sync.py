@@ -20,7 +20,7 @@ from cost_models.calibration import overlap_slowdown_s
 from cost_models.errors import InvalidInput
 from cost_models.estimate import estimate
 from cost_models.framework import record_profile
-from cost_models.memory import StageParams
+from cost_models.memory import StageParams, stage_tensors
 from cost_models.pricer import Pricer
 from cost_models.specs import Layout, Workload
 from cost_models.stage import (
@@ -78,6 +78,38 @@ def test_megatron_buckets_on_the_first_stage_only() -> None:
     assert dp_buckets(400e6, 8, 1, 12, None, vp=4) == 6
     # An explicit bucket size replaces the default.
     assert dp_buckets(100e6, 8, 1, 12, 10_000_000) == 10
+
+
+def test_a_bucket_never_splits_a_parameter() -> None:
+    """Megatron closes a bucket only at a parameter's end (param_and_grad_buffer.py), so a bucket
+    smaller than every parameter (NVIDIA's MLPerf 405B conf: bucket_size 200) issues one
+    collective per parameter tensor, not params / 200; larger buckets are unaffected."""
+    assert dp_buckets(100e6, 8, 1, 12, 200) == 500_000  # uncounted tensors: no bound
+    assert dp_buckets(100e6, 8, 1, 12, 200, tensors=75) == 75
+    assert dp_buckets(100e6, 8, 1, 12, 10_000_000, tensors=75) == 10
+    assert dp_buckets(400e6, 8, 1, 12, 200, vp=4, tensors=80) == 20 + 3  # chunk 0, then 1 each
+    assert dp_buckets(400e6, 8, 1, 12, 200, dp_sync="deepspeed", tensors=80) == 80
+    assert dp_buckets(100e6, 8, 3, 12, 200, dp_sync="fsdp", tensors=80) == 12  # per unit
+
+
+def test_stage_tensors_follow_the_transformer_engine_layer_spec() -> None:
+    """Llama 3 8B on one stage: per layer linear_qkv (weight, fused layer_norm_weight),
+    linear_proj, linear_fc1 (weight, fused layer_norm_weight), linear_fc2 = 6; 32 layers, the
+    word embeddings, the final norm and the untied output layer: 195. GPT-3-style biases and
+    LayerNorm add a bias per Linear and per norm; an MoE layer has pre_mlp_layernorm and the
+    router in place of the MLP, and two weights per local expert."""
+    llama = f.dense_model()
+    assert stage_tensors(llama, Layout(dp=8), 32, 0, 0) == (32 * 6 + 3, 0)
+    assert stage_tensors(llama, Layout(dp=8, pp=2), 16, 0, 1) == (16 * 6 + 2, 0)
+    gpt = llama.model_copy(update={"linear_bias": True, "normalization": "layernorm"})
+    assert stage_tensors(gpt, Layout(dp=8, pp=2), 16, 0, 0)[0] == 16 * 12 + 1
+    moe = f.moe_model()
+    local = moe.moe.num_experts // 8
+    dense, expert = stage_tensors(moe, Layout(dp=8, ep=8), 0, 4, 1)
+    assert expert == 4 * local * 2
+    shared = (2 + (1 if moe.moe.shared_expert_gate else 0)) if moe.moe.num_shared_experts else 0
+    attn = 8 if moe.mla is not None else 3 + (2 if moe.qk_norm else 0)
+    assert dense == 4 * (attn + 2 + shared)
 
 
 def test_fsdp_reduces_per_block_and_deepspeed_in_5e8_buckets() -> None:

@@ -131,7 +131,8 @@ def test_layouts_are_whole_and_as_the_configs_set_them(records: list[dict]) -> N
     fp4 = ids["mlperf-v5.1-nvidia-hsg-gb200-llama3.1-405b-2560gpu"]
     assert fp4["layout"]["precision"] == "nvfp4" and fp4["gpus_per_node"] == 72
     assert fp4["settings"] == {"main_grads": "bf16", "tp_comm_overlap": False,
-                               "cuda_graphs": True, "full_iteration_cuda_graph": True}  # fmt: skip
+                               "cuda_graphs": True, "full_iteration_cuda_graph": True,
+                               "dp_bucket_elements": 134_217_728}  # fmt: skip
     # the gradients' dtype is the implementation's: stated (bf16) everywhere but Oracle's v4.1
     # submission, which ships no conf
     unstated = sorted(r["id"] for r in records if "main_grads" not in r.get("settings", {}))
@@ -397,6 +398,34 @@ def test_hydra_knobs_take_the_variable_then_launcher_then_conf_default(conv) -> 
     assert _config(conv, FILES, custom=CUSTOM + scope).resolved.cuda_graph_scope() == "full"
 
 
+def test_the_ddp_bucket_a_nemo2_implementation_hands_megatron(conv) -> None:
+    """NeMo 2's pretrain.py passes the conf's optim.bucket_size to megatron-core's DDP config:
+    the config's BUCKET_SIZE, else the conf default, becomes dp_bucket_elements; NeMo 1 (no such
+    call) and overlap_grad_reduce off state nothing / refuse."""
+    ddp = ("ddp=DistributedDataParallelConfig(\n    check_for_nan_in_grad=False,\n"
+           "    overlap_grad_reduce=overlap_grad_reduce,\n    bucket_size=bucket_size,\n)")  # fmt: skip
+    custom = CUSTOM + ("  optim:\n    bucket_size: ${oc.decode:${oc.env:BUCKET_SIZE,134217728}}\n"
+                       "    overlap_grad_reduce: ${oc.decode:${oc.env:OVERLAP_GRAD_REDUCE,True}}\n")  # fmt: skip
+    cfg = _config(conv, FILES, custom=custom)
+    assert conv.ddp_bucket_elements(cfg) is None  # no pretrain.py: NeMo 1, Apex buckets
+    cfg.pretrain = ddp
+    assert conv.ddp_bucket_elements(cfg) == 134_217_728  # the conf default
+    files = dict(FILES, **{"config_fp8.sh": FP8 + "export BUCKET_SIZE=768000000\n"})
+    cfg = _config(conv, files, custom=custom)
+    cfg.pretrain = ddp
+    assert conv.ddp_bucket_elements(cfg) == 768_000_000
+    assert conv.layout_and_settings(cfg)[1]["dp_bucket_elements"] == 768_000_000
+    cfg.pretrain = ddp.replace("bucket_size=bucket_size,\n", "")
+    assert conv.ddp_bucket_elements(cfg) is None  # the DDP config does not take it
+    off = dict(
+        files, **{"config_fp8.sh": files["config_fp8.sh"] + "export OVERLAP_GRAD_REDUCE=False\n"}
+    )
+    cfg = _config(conv, off, custom=custom)
+    cfg.pretrain = ddp
+    with pytest.raises(ValueError, match="OVERLAP_GRAD_REDUCE False"):
+        conv.ddp_bucket_elements(cfg)
+
+
 def test_the_layout_a_config_implies(conv) -> None:
     """16 nodes x 8 GPUs do not split into TP 4 x PP 6 = 24; 12 nodes do: DP 96 / 24 = 4,
     GBS = MINIBS 6 x DP 4 = 24, GA = MINIBS 6 / MBS 1 = 6."""
@@ -459,7 +488,8 @@ def test_an_8b_record_read_by_hand(records: list[dict]) -> None:
     x DGXNGPU 4: DP 72 / 2 = 36, GBS 36, GA 1; it sources config_common.sh (FP8 True, FP8_RECIPE
     tensorwise, FP8_PARAM_GATHER True, USE_DIST_OPTIMIZER True), config_common_cg.sh
     (FULL_CUDA_GRAPH 1, MCORE_CUDA_GRAPH 1) and config_common_8b.sh (MODEL_SIZE 8b,
-    OVERWRITTEN_NUM_LAYERS 32, LOG_EVERY_N_STEPS 32). result_0.txt holds 149 train_step_time lines
+    OVERWRITTEN_NUM_LAYERS 32, LOG_EVERY_N_STEPS 32, BUCKET_SIZE 768000000, which pretrain.py hands
+    megatron-core's DistributedDataParallelConfig). result_0.txt holds 149 train_step_time lines
     at steps 31, 63, 95, ... (samples_count 1152, 2304, ...: 32 x 36 a line), the first 0.159997 s;
     without the first 5, 144 lines, the middle two 0.168586 and 0.168603 s: median 0.168594 s."""
     r = {x["id"]: x for x in records}["mlperf-v5.1-nvidia-tyche-gb200-llama3.1-8b-72gpu"]
@@ -470,7 +500,8 @@ def test_an_8b_record_read_by_hand(records: list[dict]) -> None:
     assert (lay["precision"], lay["sequence_parallel"], lay["recompute"]) == ("fp8", False, "none")
     assert r["settings"] == {"fp8_recipe": "tensorwise", "fp8_params": True,
                              "tp_comm_overlap": False, "main_grads": "bf16",
-                             "cuda_graphs": True, "full_iteration_cuda_graph": True}  # fmt: skip
+                             "cuda_graphs": True, "full_iteration_cuda_graph": True,
+                             "dp_bucket_elements": 768_000_000}  # fmt: skip
     assert r["model"]["num_layers"] == 32 and r["model"]["seq_len"] == 8192
     d = r["tokens_derivation"]
     per_file = [float(x) for x in re.search(r"medians \[([^\]]+)\]", d).group(1).split(", ")]

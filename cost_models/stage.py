@@ -531,10 +531,12 @@ def dp_buckets(
         return 1
     if zero_stage == 3 or (dp_sync == "fsdp" and zero_stage == 2):
         return max(1, num_layers)
-    if dp_sync == "deepspeed":
-        n = max(1, math.ceil(params / (bucket or DEEPSPEED_BUCKET_ELEMENTS)))
-        return min(n, tensors) if tensors > 0 else n
-    size = bucket if bucket is not None else max(MEGATRON_BUCKET_ELEMENTS, 1_000_000 * dp)
+    if bucket is not None:
+        size = bucket
+    elif dp_sync == "deepspeed":
+        size = DEEPSPEED_BUCKET_ELEMENTS
+    else:
+        size = max(MEGATRON_BUCKET_ELEMENTS, 1_000_000 * dp)
     if dp_sync != "megatron":
         n = max(1, math.ceil(params / size))
         return min(n, tensors) if tensors > 0 else n
@@ -697,7 +699,8 @@ def dp_edge_buckets_s(
     fp8 parameters (gather_payload_bytes). Elsewhere the edge bucket is an even share of the
     stage's buckets (dp_buckets). Left out: HSDP (Layout.dp_shard), whose reduction runs in two
     levels (_hsdp_tier_s), and the expert-DP group's buckets, which end before the embedding's."""
-    params = (2 if layout.pp_schedule == "dualpipe" else 1) * sp.dense
+    copies = 2 if layout.pp_schedule == "dualpipe" else 1
+    params = copies * sp.dense
     group = span.get(Group.DP_CP)
     if params <= 0 or not group or group[-1] <= 1 or layout.dp_shard is not None:
         return 0.0, 0.0
@@ -710,7 +713,7 @@ def dp_edge_buckets_s(
         dp_sync=dp_sync,
         stage=0,
         vp=layout.vp,
-        tensors=(2 if layout.pp_schedule == "dualpipe" else 1) * sp.dense_tensors,
+        tensors=copies * sp.dense_tensors,
     )
     share = params / n
     edge = min(params, max(share, sp.embedding))

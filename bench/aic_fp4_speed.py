@@ -19,8 +19,18 @@ is printed beside it.
 
 Prints per Blackwell part and trtllm collection: median, P10, P90 of the per-shape time ratio
 nvfp4 / fp8-gemm over bench/aic_gpu_speeds.py's training shape set (raw and cast-adjusted), the
-speed 1 / median, and the same over shape subsets for the reference collection. Nothing is
-shipped from it (docs/calibration.md "NVFP4 GEMM speed over fp8 on the same part").
+speed 1 / median, and the same over shape subsets for the reference collection. That absolute
+level is not shipped (docs/calibration.md "NVFP4 GEMM speed over fp8 on the same part").
+
+Then, per collection, the rate the presets carry (docs/calibration.md "NVFP4 GEMM speed carried
+from the B300"): Transformer Engine measured the training stack's NVFP4 GEMMs on one part only,
+the B300 (bench/te_gemm_profile_check.py: fp8 / NVFP4 = 6.812 / 3.764 ms over the 12 GEMMs of one
+layer). On that profile's 12 shapes (snapped to the nearest shape the collection holds: 15,872
+tokens -> 16,384), each part's cast-adjusted fp8 / nvfp4 time (the sums over the 12) over the
+B300's is how much more or less NVFP4 gains on that part than on the B300, with the same collector
+and software on both: the part's over_fp8 = TE's B300 ratio x that quotient. This is how the
+presets carry part-to-part GEMM speeds already (gemm_speed_vs_flagship: aiconfigurator's
+relative speed, not its absolute level).
 
 Usage: python bench/aic_fp4_speed.py AIC_SYSTEMS_DATA [--reference trtllm/1.3.0rc20]
 Needs pyarrow (pip install pyarrow).
@@ -29,6 +39,7 @@ Needs pyarrow (pip install pyarrow).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -36,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import te_gemm_profile_check as te
 from aic_gpu_speeds import (
     SHAPE_SET,
     SUBSETS,
@@ -68,13 +80,56 @@ def time_ratios(fp4: dict, fp8: dict, cast_ms, select=lambda s: True) -> list[fl
     return [(ms - cast_ms(s)) / fp8[s] for s, ms in fp4.items() if s in fp8 and select(s)]
 
 
-def part(data: Path, system: str, backend: str, version: str, subsets: bool) -> None:
+def cast_estimate(system: str):
+    """(m, n, k) -> ms of the estimated NVFP4 input cast on `system` (NVFP4_CAST_BYTES per element
+    of the m x k input at the part's HBM bandwidth x hbm_efficiency)."""
     gpu = models_zoo.load_gpu(BLACKWELL[system])
     bytes_per_s = hbm_bytes_per_s(gpu, generation_for_gpu(gpu))
+    return lambda s: s[0] * s[2] * NVFP4_CAST_BYTES / bytes_per_s * 1e3
 
-    def cast_ms(s: tuple) -> float:
-        return s[0] * s[2] * NVFP4_CAST_BYTES / bytes_per_s * 1e3
 
+MEASURED_ON = "b300_sxm"
+"""The part Transformer Engine's GEMM profile was taken on (NVIDIA B300 SXM6 AC)."""
+TE_OVER_FP8 = sum(te.PROFILE["pre-quantized"]["fp8"]) / sum(te.PROFILE["pre-quantized"]["nvfp4"])
+"""TE's per-tensor fp8 / NVFP4 GEMM time over the profile's 12 GEMMs on the B300 (1.81)."""
+
+
+def te_shapes() -> list[tuple[int, int, int]]:
+    """The TE profile's 12 GEMMs as aiconfigurator's (m, n, k) of y = x W^T: TE's (M, K, N) is
+    m = M, k = K, n = N (bench/te_gemm_profile_check.py FPROP / DGRAD / WGRAD)."""
+    return [(m, n, k) for m, k, n in te.FPROP + te.DGRAD + te.WGRAD]
+
+
+def snap(shape: tuple, held: set) -> tuple:
+    """The held shape nearest `shape` in log space (sum of |log ratio| over m, n, k)."""
+    return min(held, key=lambda h: sum(abs(math.log(a / b)) for a, b in zip(shape, h)))
+
+
+def te_shape_speed(data: Path, system: str, backend: str, version: str) -> float | None:
+    """fp8 GEMM-alone time / cast-adjusted nvfp4 time summed over the TE profile's 12 shapes
+    (snapped) on one part; None where the collection lacks either table."""
+    fp8 = ((collection(data, system, backend, version) or {}).get("fp8-gemm")) or {}
+    fp4 = nvfp4_rows(data, system, backend, version) if fp8 else {}
+    held = set(fp8) & set(fp4)
+    if not held:
+        return None
+    cast_ms = cast_estimate(system)
+    shapes = [snap(s, held) for s in te_shapes()]
+    return sum(fp8[s] for s in shapes) / sum(fp4[s] - cast_ms(s) for s in shapes)
+
+
+def carried(data: Path, backend: str, version: str) -> dict[str, tuple[float, float]]:
+    """{system: (its fp8 / nvfp4 speed on the TE shapes, TE's B300 ratio carried to it)} for the
+    parts the collection holds, where it holds the B300."""
+    speeds = {s: te_shape_speed(data, s, backend, version) for s in BLACKWELL}
+    ref = speeds.get(MEASURED_ON)
+    if not ref:
+        return {}
+    return {s: (v, TE_OVER_FP8 * v / ref) for s, v in speeds.items() if v}
+
+
+def part(data: Path, system: str, backend: str, version: str, subsets: bool) -> None:
+    cast_ms = cast_estimate(system)
     c = collection(data, system, backend, version)
     fp8 = (c or {}).get("fp8-gemm")
     if not fp8:
@@ -104,6 +159,17 @@ def main(argv: list[str]) -> int:
             for folder in sorted(base.glob("*/gemm_perf.parquet")):
                 version = folder.parent.name
                 part(args.data, system, "trtllm", version, ("trtllm", version) == ref)
+        print(
+            f"\nTE's B300 NVFP4 rate carried to each part (fp8 / NVFP4 = {TE_OVER_FP8:.3f} on "
+            f"{MEASURED_ON}; the profile's 12 shapes, snapped): over_fp8 = {TE_OVER_FP8:.3f} x "
+            "part speed / B300 speed"
+        )
+        versions = sorted({f.parent.name for s in BLACKWELL
+                           for f in (args.data / s / "gemm" / "trtllm").glob("*/gemm_perf.parquet")})  # fmt: skip
+        for version in versions:
+            for system, (speed, rate) in carried(args.data, "trtllm", version).items():
+                print(f"  trtllm {version:10s} {system:9s} fp8 / nvfp4 {speed:.3f} -> "
+                      f"over_fp8 {rate:.3f}")  # fmt: skip
     except AicError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -329,10 +329,10 @@ def gemm_hardware(
     gpu: GpuSpec, workload: Workload, book: KernelBook | None
 ) -> tuple[GpuSpec, KernelBook | None]:
     """(GPU, kernel tables) the GEMMs of `workload` are priced with: under nvfp4 the fp8
-    efficiency curve is applied to the part's NVFP4 rate, peak_fp8_tflops x its measured
-    GpuSpec.fp4_gemm_speed where it has one (Blackwell Ultra: Transformer Engine's B300 GEMM
-    profile), else the datasheet peak_fp4_tflops (an assumption: B200 / GB200, no measured NVFP4
-    GEMM), and no fp8 table row stands for an fp4 GEMM; a
+    efficiency curve is applied to the part's NVFP4 rate, peak_fp8_tflops x its
+    GpuSpec.fp4_gemm_speed where it has one (Transformer Engine's B300 GEMM profile, measured on
+    the B300 and carried to B200 / GB200 / GB300 by aiconfigurator's part-to-part quotient), else
+    the datasheet peak_fp4_tflops (an assumption), and no fp8 table row stands for an fp4 GEMM; a
     block-scaled fp8 recipe (MXFP8, FP8 block scaling) on a generation with a measured
     BLOCK_SCALED_GEMM_TIME runs its fp8 GEMMs that much slower than per-tensor fp8, and no
     (per-tensor) fp8 table row stands for it either."""
@@ -355,7 +355,8 @@ def gemm_hardware(
 
 def fp4_speed_over_fp8(gpu: GpuSpec) -> tuple[float, bool]:
     """(NVFP4 GEMM speed over the part's per-tensor fp8 GEMM, whether it was measured) for a part
-    with NVFP4 and fp8 peaks: its GpuSpec.fp4_gemm_speed, else the datasheet peak ratio (an
+    with NVFP4 and fp8 peaks: its GpuSpec.fp4_gemm_speed (measured on it, or carried to it from
+    the part it was measured on: Fp4GemmSpeed.carried_from), else the datasheet peak ratio (an
     assumption). gemm_hardware prices with it; `presets --constants` and `estimate --explain` say
     which it is."""
     assert gpu.peak_fp4_tflops is not None and gpu.peak_fp8_tflops is not None

@@ -427,7 +427,10 @@ class Fp4GemmSpeed(InputSpec):
     NVFP4 GEMM is priced as the part's fp8 GEMM at peak_fp8_tflops x over_fp8 instead of at the
     datasheet peak_fp4_tflops (cost_models.compute.gemm_hardware). The datasheet ratio is a
     tensor-core peak; Transformer Engine's block-scaled FP4 GEMMs reach a smaller share of it
-    than its FP8 GEMMs reach of theirs, so the fp8 efficiency on the fp4 peak overprices them."""
+    than its FP8 GEMMs reach of theirs, so the fp8 efficiency on the fp4 peak overprices them.
+    carried_from names the part the training stack's ratio was measured on where this part's is
+    that ratio carried over by a measured part-to-part quotient (same collector and software on
+    both parts: bench/aic_fp4_speed.py), not measured on this part itself."""
 
     over_fp8: float = Field(
         gt=1.0,
@@ -438,6 +441,12 @@ class Fp4GemmSpeed(InputSpec):
     source: str = Field(
         min_length=1,
         description="where it was measured: repository, commit, file, device, shapes, method",
+    )
+    carried_from: str | None = Field(
+        None,
+        min_length=1,
+        description="the GPU id the ratio was measured on, where it was carried to this part "
+        "by a measured part-to-part quotient; null: measured on this part",
     )
 
 
@@ -511,8 +520,8 @@ class GpuSpec(InputSpec):
     )
     fp4_gemm_speed: Fp4GemmSpeed | None = Field(
         None,
-        description="measured NVFP4 GEMM speed over this part's per-tensor FP8 GEMM "
-        "(Fp4GemmSpeed): where given, NVFP4 GEMMs run at the fp8 efficiency on peak_fp8_tflops "
+        description="measured NVFP4 GEMM speed over this part's per-tensor FP8 GEMM, or one "
+        "carried to it from the part it was measured on (Fp4GemmSpeed): where given, NVFP4 GEMMs run at the fp8 efficiency on peak_fp8_tflops "
         "x over_fp8; null: at the fp8 efficiency on peak_fp4_tflops (the datasheet ratio, an "
         "assumption)",
     )

@@ -114,8 +114,9 @@ def _streaming_row(gpu: GpuSpec, value: float) -> dict[str, Any]:
 
 def _fp4_speed_rows(gpu: GpuSpec) -> list[dict[str, Any]]:
     """The NVFP4 GEMM rate over fp8 an NVFP4 part's GEMMs are priced at
-    (cost_models.compute.gemm_hardware): measured where the part has fp4_gemm_speed, else the
-    datasheet peak ratio, an assumption."""
+    (cost_models.compute.gemm_hardware): measured where the part has fp4_gemm_speed (on this
+    part, or carried from another: its source says how), else the datasheet peak ratio, an
+    assumption."""
     if gpu.peak_fp4_tflops is None or gpu.peak_fp8_tflops is None:
         return []
     ratio, measured = fp4_speed_over_fp8(gpu)

@@ -398,11 +398,13 @@ def fp4_text(cluster: Cluster, workload: Workload) -> str:
     if workload.precision != "nvfp4" or gpu.peak_fp4_tflops is None or gpu.peak_fp8_tflops is None:
         return ""
     ratio, measured = fp4_speed_over_fp8(gpu)
-    basis = (
-        f"measured: {gpu.id} fp4_gemm_speed"
-        if measured
-        else f"the datasheet peak ratio, an assumption: no NVFP4 GEMM measured on {gpu.id}"
-    )
+    carried = gpu.fp4_gemm_speed.carried_from if gpu.fp4_gemm_speed else None
+    if carried:
+        basis = f"measured on {carried}, carried to {gpu.id}: {gpu.id} fp4_gemm_speed"
+    elif measured:
+        basis = f"measured: {gpu.id} fp4_gemm_speed"
+    else:
+        basis = f"the datasheet peak ratio, an assumption: no NVFP4 GEMM measured on {gpu.id}"
     return (
         f"\nNVFP4 GEMMs: {ratio:.2f}x the speed of the part's per-tensor fp8 GEMMs ({basis}; "
         f"presets gpus --constants {gpu.id})"

@@ -126,6 +126,10 @@ def test_nvfp4_runs_at_a_measured_rate_over_fp8_where_the_part_has_one():
         ({"fp4_gemm_speed": {"over_fp8": 3.5, "source": "x"}}, "above the datasheet ratio"),
         ({"fp4_gemm_speed": {"over_fp8": 1.0, "source": "x"}}, "greater than 1"),
         ({"fp4_gemm_speed": {"over_fp8": 1.8, "source": ""}}, "at least 1 character"),
+        ({"fp4_gemm_speed": {"over_fp8": 1.8, "source": "x", "carried_from": ""}},
+         "at least 1 character"),
+        ({"fp4_gemm_speed": {"over_fp8": 1.8, "source": "x", "measured_on": "b300"}},
+         "Extra inputs are not permitted"),
         ({"fp4_gemm_speed": {"over_fp8": 1.8, "source": "x"}, "peak_fp4_tflops": None},
          "peak_fp4_tflops or peak_fp8_tflops is null"),
     ],
@@ -136,20 +140,28 @@ def test_fp4_gemm_speed_is_checked(update, rule):
         GpuSpec.model_validate({**data, **update})
 
 
-def test_blackwell_ultra_presets_carry_the_measured_nvfp4_rate():
-    # the B300 / GB300 presets carry TE's B300 figure; B200 / GB200 have no NVFP4 GEMM
-    # measurement and keep the datasheet ratio (presets --constants says which)
-    for gpu_id in ("b300", "gb300"):
+def test_blackwell_presets_carry_the_b300s_measured_nvfp4_rate():
+    # the B300 carries TE's own B300 figure (6.812 / 3.764); B200, GB200 and GB300 carry it over
+    # by aiconfigurator's part-to-part quotient on the same 12 shapes (bench/aic_fp4_speed.py:
+    # trtllm 1.3.0rc20 fp8 / nvfp4 1.323, 1.371, 1.398 against the B300's 1.470), each below the
+    # datasheet ratio; a part without the field keeps the datasheet ratio, an assumption
+    b300 = models_zoo.load_gpu("b300")
+    assert b300.fp4_gemm_speed.over_fp8 == 1.81 and b300.fp4_gemm_speed.carried_from is None
+    assert "6.812" in b300.fp4_gemm_speed.source and "3.764" in b300.fp4_gemm_speed.source
+    carried = {"b200": (1.323, 1.63), "gb200": (1.371, 1.69), "gb300": (1.398, 1.72)}
+    for gpu_id, (speed, rate) in carried.items():
         gpu = models_zoo.load_gpu(gpu_id)
-        assert gpu.fp4_gemm_speed is not None and gpu.fp4_gemm_speed.over_fp8 == 1.81
-        assert "6.812" in gpu.fp4_gemm_speed.source and "3.764" in gpu.fp4_gemm_speed.source
-        row = next(r for r in gpu_constants(gpu) if r["constant"] == "fp4_gemm_speed.over_fp8")
-        assert (row["value"], row["basis"]) == (1.81, "measured")
-    for gpu_id in ("b200", "gb200"):
-        gpu = models_zoo.load_gpu(gpu_id)
-        assert gpu.fp4_gemm_speed is None
-        row = next(r for r in gpu_constants(gpu) if r["constant"] == "fp4_gemm_speed.over_fp8")
-        assert (row["value"], row["basis"]) == (2.0, "assumption")
+        assert gpu.fp4_gemm_speed.carried_from == "b300"
+        assert gpu.fp4_gemm_speed.over_fp8 == rate == round(6.812 / 3.764 * speed / 1.470, 2)
+        assert f"{speed:.3f} here vs 1.470 on the B300" in gpu.fp4_gemm_speed.source
+        assert rate < gpu.peak_fp4_tflops / gpu.peak_fp8_tflops
+    for gpu_id in ("b300", *carried):
+        row = next(r for r in gpu_constants(models_zoo.load_gpu(gpu_id))
+                   if r["constant"] == "fp4_gemm_speed.over_fp8")  # fmt: skip
+        assert row["basis"] == "measured"
+    bare = models_zoo.load_gpu("b200").model_copy(update={"fp4_gemm_speed": None})
+    row = next(r for r in gpu_constants(bare) if r["constant"] == "fp4_gemm_speed.over_fp8")
+    assert (row["value"], row["basis"]) == (2.0, "assumption")
     h100 = models_zoo.load_gpu("h100-sxm-80gb")
     assert not [r for r in gpu_constants(h100) if r["constant"].startswith("fp4_gemm_speed")]
 
@@ -400,8 +412,12 @@ def test_explain_names_the_nvfp4_rate_and_its_basis():
     gb300, gb200 = models_zoo.load_cluster("gb300-nvl72"), models_zoo.load_cluster("gb200-nvl72")
     nvfp4 = workload(precision="nvfp4")
     assert fp4_text(gb300, nvfp4) == (
-        "\nNVFP4 GEMMs: 1.81x the speed of the part's per-tensor fp8 GEMMs (measured: gb300 "
-        "fp4_gemm_speed; presets gpus --constants gb300)"
+        "\nNVFP4 GEMMs: 1.72x the speed of the part's per-tensor fp8 GEMMs (measured on b300, "
+        "carried to gb300: gb300 fp4_gemm_speed; presets gpus --constants gb300)"
     )
-    assert "2.00x" in fp4_text(gb200, nvfp4) and "an assumption" in fp4_text(gb200, nvfp4)
+    b300 = fp4_text(models_zoo.load_cluster("dgx-b300"), nvfp4)
+    assert "1.81x" in b300 and "(measured: b300 fp4_gemm_speed" in b300
+    assert "1.69x" in fp4_text(gb200, nvfp4)
+    bare = gb200.model_copy(update={"gpu": gb200.gpu.model_copy(update={"fp4_gemm_speed": None})})
+    assert "2.00x" in fp4_text(bare, nvfp4) and "an assumption" in fp4_text(bare, nvfp4)
     assert fp4_text(gb300, workload(precision="mxfp8")) == ""

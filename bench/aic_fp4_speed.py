@@ -154,19 +154,19 @@ def main(argv: list[str]) -> int:
     ref = tuple(args.reference.split("/", 1))
     try:
         print(f"shape set: {SHAPE_SET}; time ratio = nvfp4 / fp8 GEMM alone, same part")
+        versions = set()
         for system in BLACKWELL:
             base = args.data / system / "gemm" / "trtllm"
             for folder in sorted(base.glob("*/gemm_perf.parquet")):
                 version = folder.parent.name
+                versions.add(version)
                 part(args.data, system, "trtllm", version, ("trtllm", version) == ref)
         print(
             f"\nTE's B300 NVFP4 rate carried to each part (fp8 / NVFP4 = {TE_OVER_FP8:.3f} on "
             f"{MEASURED_ON}; the profile's 12 shapes, snapped): over_fp8 = {TE_OVER_FP8:.3f} x "
             "part speed / B300 speed"
         )
-        versions = sorted({f.parent.name for s in BLACKWELL
-                           for f in (args.data / s / "gemm" / "trtllm").glob("*/gemm_perf.parquet")})  # fmt: skip
-        for version in versions:
+        for version in sorted(versions):
             for system, (speed, rate) in carried(args.data, "trtllm", version).items():
                 print(f"  trtllm {version:10s} {system:9s} fp8 / nvfp4 {speed:.3f} -> "
                       f"over_fp8 {rate:.3f}")  # fmt: skip

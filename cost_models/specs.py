@@ -521,9 +521,9 @@ class GpuSpec(InputSpec):
     fp4_gemm_speed: Fp4GemmSpeed | None = Field(
         None,
         description="measured NVFP4 GEMM speed over this part's per-tensor FP8 GEMM, or one "
-        "carried to it from the part it was measured on (Fp4GemmSpeed): where given, NVFP4 GEMMs run at the fp8 efficiency on peak_fp8_tflops "
-        "x over_fp8; null: at the fp8 efficiency on peak_fp4_tflops (the datasheet ratio, an "
-        "assumption)",
+        "carried to it from the part it was measured on (Fp4GemmSpeed): where given, NVFP4 "
+        "GEMMs run at the fp8 efficiency on peak_fp8_tflops x over_fp8; null: at the fp8 "
+        "efficiency on peak_fp4_tflops (the datasheet ratio, an assumption)",
     )
     hbm_gib: PositiveFloat = Field(le=MAX_GIB)
     hbm_bandwidth_gb_per_s: PositiveFloat = Field(le=MAX_GB_PER_S)

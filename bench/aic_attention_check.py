@@ -30,7 +30,9 @@ figures that decision rests on:
    speed over the H100's (same framework, version, kernel) times the H100's measured forward +
    backward rate (its `time_ms`), as a fraction of the part's dense bf16 peak (fwd + bwd FLOPs:
    3.5 x forward, the priced `attention_efficiency`'s definition); median per sequence length
-   and over all, beside the priced value. It assumes the backward speeds up as the forward does.
+   and over all, beside the priced value (the forward and backward efficiencies the part is
+   priced at, combined over those FLOPs: they differ where the part has a measured
+   attention_speed_vs_flagship). It assumes the backward speeds up as the forward does.
 
 Rows faster than the GPU's dense bf16 peak allows are counted (they are not one call's time).
 
@@ -49,6 +51,7 @@ from aic_gemm_check import ratio_summary
 
 import models_zoo
 from cost_models.calibration import calibration_for_cluster
+from cost_models.compute import BACKWARD_ATTENTION_FACTOR
 
 TABLE = "context_attention_perf.parquet"
 COLUMNS = ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "attn_dtype",
@@ -275,6 +278,16 @@ def carried_fractions(part: dict[tuple, float], h100: dict[tuple, float],
     return per
 
 
+def priced_fwd_bwd(cal) -> float:
+    """The fraction of the bf16 peak the model prices one causal attention forward + backward at
+    (fused kernel): forward FLOPs F at attention_efficiency, the backward's
+    BACKWARD_ATTENTION_FACTOR x F at attention_backward_efficiency (the forward's where None),
+    over their 3.5 F."""
+    fwd = cal.attention_efficiency
+    bwd = cal.attention_backward_efficiency or fwd
+    return (1 + BACKWARD_ATTENTION_FACTOR) / (1 / fwd + BACKWARD_ATTENTION_FACTOR / bwd)
+
+
 def check_carried(tables, shared: Path) -> None:
     total_ms = shared_total(shared, "h100-sxm-80gb")
     found = {(s, fw, v): p for s, fw, v, p in tables}
@@ -296,7 +309,7 @@ def check_carried(tables, shared: Path) -> None:
                 print(f"  {system} {fw} {version} {kern}: "
                       + ", ".join(f"{s}: {statistics.median(v):.3f}" for s, v in sorted(per.items()))
                       + f"; all {statistics.median(every):.3f} (n {len(every)}); priced "
-                      f"{priced.attention_efficiency:g}")
+                      f"{priced_fwd_bwd(priced):.4g}")
 
 
 def main(argv: list[str]) -> int:

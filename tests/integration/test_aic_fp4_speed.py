@@ -46,7 +46,8 @@ def test_nvfp4_over_fp8_gemm_alone_by_hand(tmp_path: Path, capsys) -> None:
 
 def test_te_b300_rate_carried_by_the_part_to_part_quotient(tmp_path: Path, capsys) -> None:
     # the TE profile's 12 GEMMs as (m, n, k), 15,872 tokens snapped to the held 16,384: eight
-    # distinct shapes (the down projection's fprop is its wgrad's shape once snapped); each part holds exactly those, fp8 (with quantize rows) and nvfp4
+    # distinct shapes (the down projection's fprop is its wgrad's shape once snapped); each part
+    # holds exactly those, fp8 (with quantize rows) and nvfp4
     shapes = sorted({fp4.snap(s, {(16384, n, k) for n in (4096, 12288, 16384)
                                   for k in (4096, 12288, 16384)}
                                | {(m, n, 16384) for m in (4096, 16384) for n in (4096, 12288, 16384)})
@@ -60,10 +61,10 @@ def test_te_b300_rate_carried_by_the_part_to_part_quotient(tmp_path: Path, capsy
         _system(tmp_path, system, device, rows, quant)
     # by hand: fp8 GEMM alone 2.0 - 0.02 per shape; nvfp4 less the cast m k 2.5625 B / HBM rate
     speed = {}
+    shapes12 = [fp4.snap(s, set(shapes)) for s in fp4.te_shapes()]
     for system, (t8, t4) in times.items():
         gpu = models_zoo.load_gpu(fp4.BLACKWELL[system])
         rate = hbm_bytes_per_s(gpu, generation_for_gpu(gpu))
-        shapes12 = [fp4.snap(s, set(shapes)) for s in fp4.te_shapes()]
         fp8_ms = sum(t8 - 0.02 for _ in shapes12)
         fp4_ms = sum(t4 - s[0] * s[2] * 2.5625 / rate * 1e3 for s in shapes12)
         speed[system] = fp8_ms / fp4_ms

@@ -13,6 +13,7 @@ Conventions: "forward" is one micro-batch through one layer. Backward GEMMs cost
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, hbm_bytes_per_s
@@ -275,19 +276,99 @@ def gemm_passes_s(
     return fwd, bwd, tuple(looks)
 
 
-def attention_efficiency(cal: GenerationCalibration, workload: Workload) -> float:
-    """Achieved / bf16 peak of the attention kernel the workload runs (fwd + bwd)."""
+FLASH_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
+FLASH_FWD_BWD_TFLOPS: dict[tuple[str, str, int], tuple[float, ...]] = {
+    ("ampere", "fa2", 64): (88, 119, 140, 156, 165, 171),
+    ("ampere", "fa2", 128): (99, 133, 155, 173, 182, 189),
+    ("ampere", "flash1", 64): (58, 70, 77, 87, 92, 97),
+    ("ampere", "flash1", 128): (55, 62, 69, 76, 80, 83),
+    ("hopper", "fa2", 64): (141, 192, 232, 257, 273, 284),
+    ("hopper", "fa2", 128): (163, 221, 265, 294, 308, 328),
+    ("hopper", "flash1", 64): (104, 123, 136, 138, 149, 156),
+    ("hopper", "flash1", 128): (98, 109, 108, 126, 135, 137),
+}
+"""Causal attention forward + backward TFLOP/s of FlashAttention (flash-attn 1.x) and
+FlashAttention-2 at FLASH_SEQ_LENS tokens, head dimension 64 and 128, on one A100 80GB SXM4
+(Ampere) and one H100 80GB SXM5 (Hopper): the bar labels of Dao 2023 (FlashAttention-2, arXiv
+2307.08691) Fig. 4 and of its H100 figure, shipped as github.com/Dao-AILab/flash-attention
+assets/flash2_a100_fwd_bwd_benchmark.png and flash2_h100_fwd_bwd_benchmark.png (commit 4f285b35,
+"FlashAttention-2 release"), panels (c) and (d). Setting (benchmarks/benchmark_flash_attention.py
+at 60499abc): batch x sequence = 16,384 tokens, hidden 2,048 (32 heads of 64 or 16 of 128),
+fp16, FLOPs 4 * batch * seq^2 * heads * head_dim / 2 forward, x 3.5 forward + backward."""
+FLASH1_GENERATIONS = tuple(sorted({g for g, k, _ in FLASH_FWD_BWD_TFLOPS if k == "flash1"}))
+"""Generations flash1 is measured (and flash-attn 1.x builds) on: ampere, hopper."""
+
+
+FLASH_MEASURED_PEAK_TFLOPS = {"ampere": 312.0, "hopper": 989.4}
+"""Dense bf16 / fp16 peak of the parts FLASH_FWD_BWD_TFLOPS was measured on (A100 SXM4, H100
+SXM5 datasheets; the FA2 paper's "theoretical maximum")."""
+
+
+def flash1_efficiency(generation: str, seq_len: int, head_dim: float) -> float:
+    """Forward + backward achieved / bf16 peak of FlashAttention-1-era attention on this
+    generation at this sequence length and head dimension: flash-attn 1.x's measured causal
+    TFLOP/s (FLASH_FWD_BWD_TFLOPS) over the measured part's peak, linear in log2(seq) between the
+    measured lengths and in the head dimension between 64 and 128, held at the nearest measured
+    value outside them (at 16K: 0.14 / 0.16 of the H100's peak, 0.27 / 0.31 of the
+    A100's, d128 / d64). A measured kernel, not the fitted curve: the fitted fused and FA2
+    efficiencies carry whatever a generation's whole steps put in them (the Hopper FA2 class
+    prices 0.21 of peak where FA2 measures 0.27-0.33 at 2-16K), so no ratio to them is taken.
+    Other parts of the generation run at the same fraction of their own peak.
+
+    The class covers the flash-attn 1.x CUDA kernel and the Triton FlashAttention derived from
+    it (flash-attn 1.x flash_attn/flash_attn_triton.py, vendored by llm-foundry as
+    llmfoundry/models/layers/flash_attn_triton.py for `attn_impl: triton`), whose docstring says
+    its forward + backward is "slightly slower than CUDA forward + backward": for that kernel the
+    figure is an upper bound on its speed. flash-attn 1.x has no kernels for later generations;
+    a workload naming it elsewhere is refused (InvalidInput)."""
+    if generation not in FLASH1_GENERATIONS:
+        raise InvalidInput(
+            f"attention_kernel: flash1 (FlashAttention-1 era kernels) runs on "
+            f"{' and '.join(FLASH1_GENERATIONS)} GPUs; this GPU is {generation}"
+        )
+    x = math.log2(min(max(seq_len, FLASH_SEQ_LENS[0]), FLASH_SEQ_LENS[-1]))
+    xs = [math.log2(s) for s in FLASH_SEQ_LENS]
+    i = min(max(sum(1 for v in xs if v <= x) - 1, 0), len(xs) - 2)
+    w_seq = (x - xs[i]) / (xs[i + 1] - xs[i])
+    w_dim = min(max((head_dim - 64) / 64, 0.0), 1.0)
+    tflops = 0.0
+    for dim, w in ((64, 1 - w_dim), (128, w_dim)):
+        ys = FLASH_FWD_BWD_TFLOPS[(generation, "flash1", dim)]
+        tflops += w * (ys[i] * (1 - w_seq) + ys[i + 1] * w_seq)
+    return tflops / FLASH_MEASURED_PEAK_TFLOPS[generation]
+
+
+def attention_efficiency(
+    cal: GenerationCalibration,
+    workload: Workload,
+    generation: str | None = None,
+    head_dim: float = 128,
+) -> float:
+    """Achieved / bf16 peak of the attention kernel the workload runs (fwd + bwd): the
+    generation's fused kernel at attention_efficiency, FlashAttention-2 at fa2_attention_speed
+    of it, FlashAttention-1-era kernels (flash1) at their measured flash1_efficiency (needs the
+    `generation`)."""
+    if workload.attention_kernel == "flash1":
+        if generation is None:
+            raise InvalidInput("attention_kernel: flash1 is priced per GPU generation")
+        return flash1_efficiency(generation, workload.seq_len, head_dim)
     speed = cal.fa2_attention_speed if workload.attention_kernel == "fa2" else 1.0
     return cal.attention_efficiency * speed
 
 
 def attention_pass_efficiencies(
-    cal: GenerationCalibration, workload: Workload, mla: bool
+    cal: GenerationCalibration,
+    workload: Workload,
+    mla: bool,
+    generation: str | None = None,
+    head_dim: float = 128,
 ) -> tuple[float, float]:
     """(forward, backward) achieved / bf16 peak of the workload's attention kernel: one value
     for both passes unless the part's measured attention speed sets them apart (calibration
     attention_mla_efficiency for an MLA model's forward, attention_backward_efficiency)."""
-    both = attention_efficiency(cal, workload)
+    both = attention_efficiency(cal, workload, generation, head_dim)
+    if workload.attention_kernel == "flash1":  # measured as one forward + backward figure
+        return both, both
     scale = both / cal.attention_efficiency
     fwd = both
     if mla and cal.attention_mla_efficiency is not None:
@@ -1236,7 +1317,9 @@ def attention_times(
     times this rank's FLOPs (a CP rank does 1/cp of the call's work). Sliding-window layers
     scale this (layer_attention)."""
     flops = attention_core_flops(model, workload, layout)
-    fwd_eff, bwd_eff = attention_pass_efficiencies(cal, workload, model.mla is not None)
+    fwd_eff, bwd_eff = attention_pass_efficiencies(
+        cal, workload, model.mla is not None, gpu.generation, head_dims(model)[0]
+    )
     curve_s = flops / (gpu.peak_bf16_tflops * TFLOPS * fwd_eff)
     # a backward of its own only where the part's passes run at different measured speeds
     curve_bwd_s = None if bwd_eff == fwd_eff else ATTENTION_BACKWARD * curve_s * fwd_eff / bwd_eff

@@ -1075,11 +1075,14 @@ class Workload(InputSpec):
         "rank receives exactly the capacity's rows, factor x the mean, whatever the routing "
         "(Megatron-Bridge 25.09 apply_moe_token_drop: factor 1.0 with padding)",
     )
-    attention_kernel: Literal["fused", "fa2"] = Field(
+    attention_kernel: Literal["fused", "fa2", "flash1"] = Field(
         "fused",
         description="attention kernel class: the generation's fused kernel (Transformer Engine "
-        "cuDNN / FlashAttention-3 on Hopper) or FlashAttention-2 (PyTorch SDPA's default flash "
-        "backend since cuDNN became opt-in in 2.5.1; the flash-attn 2 package)",
+        "cuDNN / FlashAttention-3 on Hopper), FlashAttention-2 (PyTorch SDPA's default flash "
+        "backend since cuDNN became opt-in in 2.5.1; the flash-attn 2 package) or "
+        "FlashAttention-1-era kernels (flash1: the flash-attn 1.x package and the Triton "
+        "FlashAttention derived from it, llm-foundry's attn_impl 'triton' of 2023; Ampere and "
+        "Hopper only; cost_models.compute.flash1_speed)",
     )
     attention_unpad: StrictBool = Field(
         False,

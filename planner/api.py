@@ -10,6 +10,7 @@ from typing import Any
 
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
+from cost_models.compute import FLASH1_GENERATIONS
 from cost_models.errors import InvalidInput, NoFeasiblePlan
 from cost_models.goodput import Reliability
 from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
@@ -122,6 +123,18 @@ def check_precision(cluster: Cluster, workload: Workload) -> None:
         raise InvalidInput(
             f"precision: mxfp8 needs MX block-scaled tensor cores ({', '.join(MX_GENERATIONS)}); "
             f"{gpu.name} is {gpu.generation}"
+        )
+
+
+def check_attention_kernel(cluster: Cluster, workload: Workload) -> None:
+    """Refuse an attention kernel the GPU cannot run: FlashAttention-1-era kernels (flash1:
+    flash-attn 1.x and its Triton derivative) build for Ampere and Hopper and are measured
+    there only (cost_models.compute.FLASH_FWD_BWD_TFLOPS)."""
+    gen = cluster.gpu.generation
+    if workload.attention_kernel == "flash1" and gen not in FLASH1_GENERATIONS:
+        raise InvalidInput(
+            f"attention_kernel: flash1 (FlashAttention-1 era kernels) runs on "
+            f"{' and '.join(FLASH1_GENERATIONS)} GPUs; {cluster.gpu.name} is {gen}"
         )
 
 
@@ -256,6 +269,7 @@ def plan(
     if batch_range is not None:  # the search takes each plan's batch from the range
         workload = workload.model_copy(update={"global_batch_seqs": batch_range[1]})
     check_precision(cluster, workload)
+    check_attention_kernel(cluster, workload)
     check_memory_options(model, workload)
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload)
@@ -326,6 +340,7 @@ def estimate(
     if not isinstance(memory_headroom, (int, float)) or not 0 <= memory_headroom < 1:
         raise InvalidInput(f"memory_headroom: must be in [0, 1) (got {memory_headroom!r})")
     check_precision(cluster, workload)
+    check_attention_kernel(cluster, workload)
     check_memory_options(model, workload)
     check_framework_runs(cluster, framework)
     problems = search_rule_violations(model, layout)

@@ -17,10 +17,15 @@ ZeRO-3, SHARD_GRAD_OP -> ZeRO-2), activation checkpointing (full recompute or no
 measured tokens/s/GPU. The model's shape comes from scripts/train/yamls/pretrain/mpt-<size>.yaml at
 COMMIT (d_model, n_heads, n_layers, expansion_ratio 4 -> GELU MLP of 4 d_model, vocab 50368),
 which submit_benchmarks.py loads; its learned position embeddings (MPT's default, no ALiBi) are
-stated. Not stated by the tables and so not in the records: the attention implementation
-(submit_benchmarks.py at the rows' commits defaults --attn_impl to 'triton', Triton flash
-attention, which sweep.sh does not override; the llm-foundry profile prices flash-attn 2), the FSDP
-mixed-precision mode (a column, kept in the notes) and the torch / Composer versions (sweep.sh: the
+stated. The attention kernel is not a column: it is read from the sweep at the row's own commit
+(attn_impl_of): scripts/train/benchmarking/submit_benchmarks.py sets the model's
+attn_config.attn_impl to its `--attn_impl` argument, whose default is 'triton' at both commits,
+and that commit's sweep.sh (which lists every benchmark in the tables) never passes the flag; so
+every row ran llm-foundry's Triton FlashAttention (llmfoundry/models/layers/flash_attn_triton.py,
+flash-attn 1.x's Triton kernel on triton-pre-mlir, setup.py), stated as `settings:
+{attention_kernel: flash1}` (the llm-foundry profile's own default is flash-attn 2, today's
+attn_impl 'flash'). Not stated by the tables and so not in the records: the FSDP mixed-precision
+mode (a column, kept in the notes) and the torch / Composer versions (sweep.sh: the
 mosaicml/pytorch 2.1.0 image).
 """
 
@@ -70,6 +75,31 @@ def blame_commits(git_dir: str, commit: str) -> dict[int, tuple[str, str]]:
     return out
 
 
+ATTN_IMPL_KERNEL = {"triton": "flash1"}
+"""llm-foundry attn_impl -> Workload.attention_kernel: 'triton' is flash_attn_triton.py, flash-attn
+1.x's Triton FlashAttention (its docstring: forward + backward slightly slower than flash-attn 1.x
+CUDA). Other values at these commits ('flash': flash-attn 1.0.9 or 2.x by the install extra;
+'torch') would need the install to be read too: refused."""
+BENCH = "scripts/train/benchmarking"
+
+
+def attn_impl_of(git_dir: str, sha: str, cache: dict) -> str:
+    """The attention kernel a row of commit `sha` ran: submit_benchmarks.py's `--attn_impl`
+    default at `sha`, unless that commit's sweep.sh passes the flag (then refused: which rows it
+    passes it for is not read)."""
+    if sha not in cache:
+        submit = git(git_dir, "show", f"{sha}:{BENCH}/submit_benchmarks.py")
+        found = re.search(r"'--attn_impl',\s*type=str,\s*default='(\w+)'", submit)
+        if found is None:
+            raise ValueError(f"{BENCH}/submit_benchmarks.py at {sha}: no --attn_impl default")
+        if "--attn_impl" in git(git_dir, "show", f"{sha}:{BENCH}/sweep.sh"):
+            raise ValueError(f"{BENCH}/sweep.sh at {sha} sets --attn_impl")
+        if found.group(1) not in ATTN_IMPL_KERNEL:
+            raise ValueError(f"attn_impl {found.group(1)!r} at {sha}: kernel not read")
+        cache[sha] = found.group(1)
+    return cache[sha]
+
+
 def model_of(git_dir: str, commit: str, size: str, cache: dict) -> dict:
     if size not in cache:
         text = git(git_dir, "show", f"{commit}:scripts/train/yamls/pretrain/mpt-{size}.yaml")
@@ -106,7 +136,9 @@ def rows(text: str):
                 yield lineno, heading, header, cells
 
 
-def record(cells: dict, heading: str, blame: tuple[str, str], model: dict, commit: str) -> dict:
+def record(
+    cells: dict, heading: str, blame: tuple[str, str], model: dict, commit: str, attn_impl: str
+) -> dict:
     gpu, gpu_name = GPU[cells["GPU"]]
     n = int(cells["# GPUs"])
     mbs, ga, gbs = (
@@ -141,8 +173,8 @@ def record(cells: dict, heading: str, blame: tuple[str, str], model: dict, commi
         ),
         f"published MFU {cells['MFU']} % of the table's peak; model TFLOP {cells.get('Model TFLOP', '-')}",
         (
-            "attention implementation not stated: submit_benchmarks.py at the rows' commits "
-            "defaults --attn_impl to 'triton' (sweep.sh does not set it)"
+            f"attention: attn_impl '{attn_impl}' (submit_benchmarks.py's --attn_impl default at "
+            f"{sha}; sweep.sh does not set it)"
         ),
     ]
     if precision == "fp8":
@@ -172,6 +204,7 @@ def record(cells: dict, heading: str, blame: tuple[str, str], model: dict, commi
             "recompute": recompute,
             "precision": precision,
         },
+        "settings": {"attention_kernel": ATTN_IMPL_KERNEL[attn_impl]},
         "measured_tokens_per_s_per_gpu": tokens,
         "tokens_derivation": f"published Throughput (T/s/GPU) = {tokens:g} (table)",
         "notes": "; ".join(notes),
@@ -184,6 +217,7 @@ def main(argv: list[str]) -> int:
     text = git(git_dir, "show", f"{commit}:{README}")
     blame = blame_commits(git_dir, commit)
     cache: dict = {}
+    kernels: dict = {}
     runs, skipped = [], []
     for lineno, heading, header, cells_list in rows(text):
         cells = dict(zip(header, cells_list))
@@ -192,7 +226,8 @@ def main(argv: list[str]) -> int:
         where = f"line {lineno} ({heading}: {cells_list[0]} seq {cells.get('SeqLen (T)')} x{cells.get('# GPUs')})"
         try:
             model = model_of(git_dir, commit, cells["Model"], cache)
-            runs.append(record(cells, heading, blame[lineno], model, commit))
+            attn = attn_impl_of(git_dir, blame[lineno][0], kernels)
+            runs.append(record(cells, heading, blame[lineno], model, commit, attn))
         except (ValueError, KeyError, subprocess.CalledProcessError) as err:
             skipped.append(f"{where} -- {err}")
     ids = [r["id"] for r in runs]

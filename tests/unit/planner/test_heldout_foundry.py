@@ -98,14 +98,46 @@ def test_converter_rules_by_hand(conv) -> None:
     assert [g[0] for g in got] == [4, 5] and got[0][1] == "H100 80GB BF16"
     cells = dict(zip(got[0][2], got[0][3]))
     model = {"name": "MPT-7B", "num_layers": 32, "hidden_size": 4096}
-    rec = conv.record(cells, got[0][1], ("b2a43a147", "Update"), dict(model), "8c8dd48f7")
+    rec = conv.record(
+        cells, got[0][1], ("b2a43a147", "Update"), dict(model), "8c8dd48f7", "triton"
+    )
+    assert rec["settings"] == {"attention_kernel": "flash1"}
+    assert "attn_impl 'triton'" in rec["notes"]
     assert rec["layout"]["zero_stage"] == 3 and rec["layout"]["recompute"] == "full"
     assert rec["layout"]["micro_batch"] == 16 and rec["layout"]["dp"] == 8
     assert rec["model"]["seq_len"] == 4096 and rec["measured_tokens_per_s_per_gpu"] == 8611.0
     assert "rows of commit b2a43a147" in rec["source"] and "published MFU 40.42 %" in rec["notes"]
     bad = dict(zip(got[1][2], got[1][3]))
     with pytest.raises(ValueError, match="uneven micro-batches"):
-        conv.record(bad, got[1][1], ("b2a43a147", "x"), dict(model), "8c8dd48f7")
+        conv.record(bad, got[1][1], ("b2a43a147", "x"), dict(model), "8c8dd48f7", "triton")
+
+
+def test_attention_kernel_is_read_from_the_rows_commit(conv, monkeypatch) -> None:
+    """attn_impl_of: submit_benchmarks.py's --attn_impl default at the row's commit, refused
+    where that commit's sweep.sh passes the flag or the default names a kernel not read."""
+    files = {
+        "aaa": ("parser.add_argument('--attn_impl', type=str, default='triton')", "python x.py"),
+        "bbb": ("parser.add_argument('--attn_impl', type=str, default='triton')",
+                "python x.py --attn_impl flash"),
+        "ccc": ("parser.add_argument('--attn_impl', type=str, default='flash')", ""),
+        "ddd": ("parser.add_argument('--seq_len')", ""),
+    }  # fmt: skip
+
+    def fake_git(git_dir: str, *args: str) -> str:
+        sha, path = args[1].split(":", 1)
+        return files[sha][0 if path.endswith("submit_benchmarks.py") else 1]
+
+    monkeypatch.setattr(conv, "git", fake_git)
+    cache: dict = {}
+    assert conv.attn_impl_of("g", "aaa", cache) == "triton" and cache == {"aaa": "triton"}
+    for sha, why in (("bbb", "sets --attn_impl"), ("ccc", "kernel not read"),
+                     ("ddd", "no --attn_impl default")):  # fmt: skip
+        with pytest.raises(ValueError, match=why):
+            conv.attn_impl_of("g", sha, cache)
+
+
+def test_every_row_states_the_triton_kernel(records: list[dict]) -> None:
+    assert all(r["settings"] == {"attention_kernel": "flash1"} for r in records)
 
 
 def test_groups_sort_nemo_versions_and_commits_together(records: list[dict]) -> None:

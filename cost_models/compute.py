@@ -318,8 +318,9 @@ def flash1_efficiency(generation: str, seq_len: int, head_dim: float) -> float:
     The class covers the flash-attn 1.x CUDA kernel and the Triton FlashAttention derived from
     it (flash-attn 1.x flash_attn/flash_attn_triton.py, vendored by llm-foundry as
     llmfoundry/models/layers/flash_attn_triton.py for `attn_impl: triton`), whose docstring says
-    its forward + backward is "slightly slower than CUDA forward + backward": for that kernel the
-    figure is an upper bound on its speed. flash-attn 1.x has no kernels for later generations;
+    its forward + backward is "slightly slower than CUDA forward + backward" (tested on A100;
+    llm-foundry's H100 rows imply about 1.35x the H100 figure for it: docs/accuracy.md "Held-out:
+    llm-foundry"). flash-attn 1.x has no kernels for later generations;
     a workload naming it elsewhere is refused (InvalidInput)."""
     if generation not in FLASH1_GENERATIONS:
         raise InvalidInput(

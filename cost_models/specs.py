@@ -1082,7 +1082,7 @@ class Workload(InputSpec):
         "backend since cuDNN became opt-in in 2.5.1; the flash-attn 2 package) or "
         "FlashAttention-1-era kernels (flash1: the flash-attn 1.x package and the Triton "
         "FlashAttention derived from it, llm-foundry's attn_impl 'triton' of 2023; Ampere and "
-        "Hopper only; cost_models.compute.flash1_speed)",
+        "Hopper only, no local window; cost_models.compute.flash1_efficiency)",
     )
     attention_unpad: StrictBool = Field(
         False,

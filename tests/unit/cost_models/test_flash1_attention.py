@@ -75,3 +75,22 @@ def test_refused_on_generations_flash_attn_1_does_not_build_for():
         w.model_copy(update={"attention_kernel": "fa2"}),
     )
     assert est.step_time_s > fa2.step_time_s
+
+
+def test_a_window_is_a_mask_over_the_full_kernel_under_flash1():
+    """flash-attn 1.x has no local window (flash-attn 2.3 added it): a sliding-window layer takes
+    the full causal kernel's time, while the model FLOPs stay the window's."""
+    from cost_models.compute import attention_core_flops, layer_attention
+
+    full, windowed = dense_model(), dense_model(sliding_window=1024, full_attention_every=2)
+    cal, gpu, lay = calibration_for("hopper"), cluster().gpu, layout(dp=8)
+    w = workload(seq_len=8192, global_batch=8, attention_kernel="flash1")
+    fwd, bwd, _, flops = layer_attention(windowed, gpu, cal, w, lay, None, is_moe=False)
+    ref_fwd, ref_bwd, _, ref_flops = layer_attention(full, gpu, cal, w, lay, None, is_moe=False)
+    assert (fwd, bwd) == (ref_fwd, ref_bwd)
+    half = attention_core_flops(windowed, w, lay, 1024)  # every other layer windowed
+    assert flops == pytest.approx(0.5 * ref_flops + 0.5 * half, rel=1e-12) and flops < ref_flops
+    fa2 = w.model_copy(update={"attention_kernel": "fa2"})
+    assert layer_attention(windowed, gpu, cal, fa2, lay, None, is_moe=False)[0] < (
+        layer_attention(full, gpu, cal, fa2, lay, None, is_moe=False)[0]
+    )

@@ -34,20 +34,28 @@ from planner.validate import RunRecord, record_inputs
 RUNS = Path(__file__).resolve().parent / "heldout" / "mbridge_performance_summary.yaml"
 
 
-def gap_rows(runs: list[dict], needles: list[str]) -> list[tuple[str, float, float, float]]:
-    """(id, priced step s, measured step s, gap in us per token and layer) per matching record."""
-    out = []
+def priced_rows(runs: list[dict], needles: list[str]):
+    """(id, model, cluster, workload, layout, priced step s, measured step s, tokens per GPU per
+    step) per record whose id contains every needle: the record's own settings, presets as
+    shipped; the measured step is those tokens at the measured tokens/s/GPU."""
     for run in runs:
         if not all(n in run["id"] for n in needles):
             continue
         record = RunRecord.model_validate(run).model_dump()
         model, cluster, workload, layout = record_inputs(record)
         est = estimate(model, cluster, workload, layout)
-        tokens = est.tokens_per_s_per_gpu * est.step_time_s  # tokens per GPU per step
+        tokens = est.tokens_per_s_per_gpu * est.step_time_s
         measured_s = tokens / record["measured_tokens_per_s_per_gpu"]
+        yield run["id"], model, cluster, workload, layout, est.step_time_s, measured_s, tokens
+
+
+def gap_rows(runs: list[dict], needles: list[str]) -> list[tuple[str, float, float, float]]:
+    """(id, priced step s, measured step s, gap in us per token and layer) per matching record."""
+    out = []
+    for rid, model, _, _, layout, priced_s, measured_s, tokens in priced_rows(runs, needles):
         layers = model.num_layers / layout.pp
-        gap_us = (measured_s - est.step_time_s) / (tokens * layers) * 1e6
-        out.append((run["id"], est.step_time_s, measured_s, gap_us))
+        gap_us = (measured_s - priced_s) / (tokens * layers) * 1e6
+        out.append((rid, priced_s, measured_s, gap_us))
     return out
 
 
@@ -56,23 +64,16 @@ def attention_rows(runs: list[dict], needles: list[str]) -> list[tuple[str, floa
     matching record (module docstring, --attention)."""
     real = compute.attention_efficiency
     out = []
-    for run in runs:
-        if not all(n in run["id"] for n in needles):
-            continue
-        record = RunRecord.model_validate(run).model_dump()
-        model, cluster, workload, layout = record_inputs(record)
-        est = estimate(model, cluster, workload, layout)
+    for rid, model, cluster, workload, layout, step_s, measured_s, _ in priced_rows(runs, needles):
         with mock.patch.object(
             compute, "attention_efficiency", lambda *a, **k: real(*a, **k) * 1e6
         ):
             free_s = estimate(model, cluster, workload, layout).step_time_s
-        tokens = est.tokens_per_s_per_gpu * est.step_time_s
-        measured_s = tokens / record["measured_tokens_per_s_per_gpu"]
         gpu = cluster.gpu
         eff = real(generation_for_gpu(gpu), workload, gpu.generation, compute.head_dims(model)[0])
         tflops = eff * gpu.peak_bf16_tflops
-        priced, implied = est.step_time_s - free_s, measured_s - free_s
-        out.append((run["id"], priced, implied, tflops, tflops * priced / implied if implied > 0 else float("nan")))
+        priced, implied = step_s - free_s, measured_s - free_s
+        out.append((rid, priced, implied, tflops, tflops * priced / implied if implied > 0 else float("nan")))
     return out
 
 

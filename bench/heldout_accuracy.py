@@ -196,6 +196,17 @@ def groups(runs: dict[str, dict], twins: dict[str, str]) -> list[tuple[str, Call
         ("  dense TP > 1, TP overlap off (stated)",
          lambda r: dense_tp(r) and (runs[r].get("settings") or {}).get("tp_comm_overlap") is False),
     ]  # fmt: skip
+
+    def foundry_bf16(rid: str, gpu: str, seq: int) -> bool:  # docs/accuracy.md's table by length
+        run = runs[rid]
+        return (held(rid) and run["framework"] == "llm-foundry" and run["gpu"] == gpu
+                and run["layout"]["precision"] == "bf16" and run["model"]["seq_len"] == seq)  # fmt: skip
+
+    foundry = {(runs[r]["gpu"], runs[r]["model"]["seq_len"]) for r in runs
+               if runs[r]["framework"] == "llm-foundry" and runs[r]["layout"]["precision"] == "bf16"}  # fmt: skip
+    for gpu, seq in sorted(foundry):
+        out.append((f"  llm-foundry bf16 {GENERATION.get(gpu, gpu)} seq {seq}",
+                    lambda r, g=gpu, q=seq: foundry_bf16(r, g, q)))  # fmt: skip
     return out
 
 

@@ -39,6 +39,7 @@ from aic_gemm_check import AicError, open_table, our_rows, ratio_summary
 
 import models_zoo
 from cost_models.calibration import generation_for_gpu
+from cost_models.compute import Gemm, gemm_efficiency
 from cost_models.kernels import KernelBook
 from cost_models.specs import KernelTables
 from models_zoo.kernel_tables import read_kernel_files
@@ -68,12 +69,13 @@ def training(shape: tuple[int, int, int]) -> bool:
     return 4096 <= m <= 32768 and 2048 <= n <= 32768 and 2048 <= k <= 32768
 
 
-def curve_s(shape: tuple[int, int, int], gpu_id: str) -> float:
-    """Seconds the GPU preset's efficiency curve prices a bf16 GEMM of this shape at."""
+def curve_s(shapes: list[tuple[int, int, int]], gpu_id: str) -> dict[tuple, float]:
+    """Seconds the GPU preset's efficiency curve prices a bf16 GEMM of each shape at (the cost
+    model's own gemm_efficiency)."""
     gpu = models_zoo.load_gpu(gpu_id)
     cal = generation_for_gpu(gpu)
-    eff = cal.gemm_efficiency_bf16 * math.prod(d / (d + cal.gemm_half_dim) for d in shape)
-    return 2.0 * math.prod(shape) / (gpu.peak_bf16_tflops * 1e12 * eff)
+    peak = gpu.peak_bf16_tflops * 1e12
+    return {s: 2.0 * math.prod(s) / (peak * gemm_efficiency(Gemm(*s), cal, False)) for s in shapes}
 
 
 def main(argv: list[str]) -> int:
@@ -91,10 +93,11 @@ def main(argv: list[str]) -> int:
     print(f"{args.collection}: a100_sxm {len(a100)} bf16 rows ({skip_a} skipped), "
           f"h100_sxm {len(h100)} ({skip_h} skipped)")
     shapes = sorted(s for s in a100 if training(s))
+    curve = curve_s(shapes, "a100-sxm-80gb")
     tflops = [2.0 * math.prod(s) / a100[s] / 1e12 for s in shapes]
-    priced = [2.0 * math.prod(s) / curve_s(s, "a100-sxm-80gb") / 1e12 for s in shapes]
+    priced = [2.0 * math.prod(s) / curve[s] / 1e12 for s in shapes]
     print(f"1. a100_sxm measured / A100 curve time, training shapes: "
-          f"{ratio_summary([a100[s] / curve_s(s, 'a100-sxm-80gb') for s in shapes])}")
+          f"{ratio_summary([a100[s] / curve[s] for s in shapes])}")
     print(f"   measured TFLOP/s median {statistics.median(tflops):.1f}, "
           f"the curve's {statistics.median(priced):.1f}")
     table = args.measured / "h100-sxm-80gb" / "gemm.csv"
@@ -109,7 +112,7 @@ def main(argv: list[str]) -> int:
     for s in both:
         h100_s, _ = book.gemm_s(*s, "bf16", "TN")
         if h100_s is not None:
-            chain.append(h100_s * a100[s] / h100[s] / curve_s(s, "a100-sxm-80gb"))
+            chain.append(h100_s * a100[s] / h100[s] / curve[s])
     print(f"   chain (H100 table look-up x a100 / h100) / A100 curve time: {ratio_summary(chain)}")
     return 0
 

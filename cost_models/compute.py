@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from .calibration import MOE_LOAD_IMBALANCE, GenerationCalibration, hbm_bytes_per_s
 from .errors import InvalidInput
 from .host import (
@@ -324,21 +326,24 @@ def flash1_efficiency(generation: str, seq_len: int, head_dim: float) -> float:
     llm-foundry's H100 rows imply about 1.35x the H100 figure for it: docs/accuracy.md "Held-out:
     llm-foundry"). flash-attn 1.x has no kernels for later generations;
     a workload naming it elsewhere is refused (InvalidInput)."""
+    refuse_flash1(generation, "this GPU")
+    xs = [math.log2(s) for s in FLASH_SEQ_LENS]
+    w_dim = min(max((head_dim - 64) / 64, 0.0), 1.0)
+    tflops = sum(  # np.interp holds the end values outside the measured lengths
+        w * np.interp(math.log2(seq_len), xs, FLASH_FWD_BWD_TFLOPS[(generation, "flash1", dim)])
+        for dim, w in ((64, 1 - w_dim), (128, w_dim))
+    )
+    return float(tflops) / FLASH_MEASURED_PEAK_TFLOPS[generation]
+
+
+def refuse_flash1(generation: str, gpu_name: str) -> None:
+    """One line (InvalidInput) where flash1 cannot run: flash-attn 1.x builds for, and is
+    measured on, FLASH1_GENERATIONS only (planner.api.check_attention_kernel names the GPU)."""
     if generation not in FLASH1_GENERATIONS:
         raise InvalidInput(
             f"attention_kernel: flash1 (FlashAttention-1 era kernels) runs on "
-            f"{' and '.join(FLASH1_GENERATIONS)} GPUs; this GPU is {generation}"
+            f"{' and '.join(FLASH1_GENERATIONS)} GPUs; {gpu_name} is {generation}"
         )
-    x = math.log2(min(max(seq_len, FLASH_SEQ_LENS[0]), FLASH_SEQ_LENS[-1]))
-    xs = [math.log2(s) for s in FLASH_SEQ_LENS]
-    i = min(max(sum(1 for v in xs if v <= x) - 1, 0), len(xs) - 2)
-    w_seq = (x - xs[i]) / (xs[i + 1] - xs[i])
-    w_dim = min(max((head_dim - 64) / 64, 0.0), 1.0)
-    tflops = 0.0
-    for dim, w in ((64, 1 - w_dim), (128, w_dim)):
-        ys = FLASH_FWD_BWD_TFLOPS[(generation, "flash1", dim)]
-        tflops += w * (ys[i] * (1 - w_seq) + ys[i + 1] * w_seq)
-    return tflops / FLASH_MEASURED_PEAK_TFLOPS[generation]
 
 
 def attention_efficiency(

@@ -10,7 +10,7 @@ from typing import Any
 
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
-from cost_models.compute import FLASH1_GENERATIONS
+from cost_models.compute import refuse_flash1
 from cost_models.errors import InvalidInput, NoFeasiblePlan
 from cost_models.goodput import Reliability
 from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
@@ -130,12 +130,8 @@ def check_attention_kernel(cluster: Cluster, workload: Workload) -> None:
     """Refuse an attention kernel the GPU cannot run: FlashAttention-1-era kernels (flash1:
     flash-attn 1.x and its Triton derivative) build for Ampere and Hopper and are measured
     there only (cost_models.compute.FLASH_FWD_BWD_TFLOPS)."""
-    gen = cluster.gpu.generation
-    if workload.attention_kernel == "flash1" and gen not in FLASH1_GENERATIONS:
-        raise InvalidInput(
-            f"attention_kernel: flash1 (FlashAttention-1 era kernels) runs on "
-            f"{' and '.join(FLASH1_GENERATIONS)} GPUs; {cluster.gpu.name} is {gen}"
-        )
+    if workload.attention_kernel == "flash1":
+        refuse_flash1(cluster.gpu.generation, cluster.gpu.name)
 
 
 def check_memory_options(model: ModelSpec, workload: Workload) -> None:

@@ -346,6 +346,67 @@ def refuse_flash1(generation: str, gpu_name: str) -> None:
         )
 
 
+UNFUSED_SOFTMAX_BYTES = (3.0, 4.0)
+"""(forward, backward) HBM bytes per element of the [batch, heads, seq, seq] score matrix moved by
+the causal fused softmax of unfused attention: Megatron-LM's scaled_upper_triang_masked_softmax
+(megatron/fused_kernels/scaled_upper_triang_masked_softmax.h, the kernel Megatron has run for a
+causal mask since 2020; Transformer Engine's UnfusedDotProductAttention runs TE's copy of it)
+loads `local_seq = row + 1` elements of each row (the lower triangle: half the matrix, 1 byte
+per element on average in fp16 / bf16) and writes the whole row (2 bytes, zeros past the
+diagonal); its backward loads the gradient and the output over the lower triangle (2 x 1) and
+writes the whole row (2)."""
+
+UNFUSED_DROPOUT_BYTES = (5.0, 5.0)
+"""(forward, backward) HBM bytes per score element of attention dropout on the probabilities
+(torch.nn.Dropout -> ATen native_dropout: reads 2, writes the output 2 and a bool mask 1;
+native_dropout_backward: reads the gradient 2 and the mask 1, writes 2). Only with
+ModelSpec.hidden_dropout: Megatron's --attention-dropout defaults to 0.1 as --hidden-dropout does,
+and the exports set both to 0 together (planner/export/launch.py); at p = 0 ATen's dropout
+returns its input untouched (aten/src/ATen/native/Dropout.cpp)."""
+
+UNFUSED_BMMS = (("qk", "v"), ("v", "v", "qk", "qk"))
+"""The batched GEMMs of unfused attention per pass, by the head dimension each contracts or
+produces (2 x score elements x that dim FLOPs each, every one reading or writing the score matrix
+once): forward BMM1 S = Q K^T (d_qk) and BMM2 O = P V (d_v); backward dP = dO V^T and
+dV = P^T dO (d_v), dQ = dS K and dK = dS^T Q (d_qk)."""
+
+
+def unfused_attention_times(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer's unfused attention core on one GPU (micro-batch,
+    this TP rank's heads): BMM1 -> scale + causal-mask softmax (+ dropout) -> BMM2 with the score
+    matrix in HBM (Megatron-LM's ParallelAttention of 2020-2022 and Megatron-Core's
+    DotProductAttention: torch.baddbmm, FusedScaleMaskSoftmax, torch.nn.Dropout, torch.bmm;
+    Transformer Engine's UnfusedDotProductAttention, "BMM1 -> softmax + dropout -> BMM2").
+
+    Each batched GEMM is priced on the roofline (Williams et al. 2009): the full (unmasked)
+    seq x seq product at the part's large-GEMM ceiling, or the 2 bytes per element of the score
+    matrix it writes or reads over the achieved HBM bandwidth, whichever is longer: at head dim
+    64-128 a BMM does 2 x 64-128 FLOPs per score byte, about the A100's ridge point and below
+    the H100's. The softmax and dropout passes are streaming traffic (UNFUSED_SOFTMAX_BYTES,
+    UNFUSED_DROPOUT_BYTES). Not priced: GQA's repeat_interleave of K and V to every query head
+    (TE backends.py), 2 x d / seq of the score traffic."""
+    batch, seq, heads, _kv, d_qk, d_v = attention_call(model, workload, layout)
+    elements = batch * heads * seq * seq
+    flops_per_s = gpu.peak_bf16_tflops * TFLOPS * cal.gemm_efficiency_bf16
+    bytes_per_s = hbm_bytes_per_s(gpu, cal)
+    score_s = BF16_BYTES * elements / bytes_per_s
+    dims = {"qk": d_qk, "v": d_v}
+    dropout = 1.0 if model.hidden_dropout else 0.0
+    passes = []
+    for bmms, softmax_bytes, dropout_bytes in zip(
+        UNFUSED_BMMS, UNFUSED_SOFTMAX_BYTES, UNFUSED_DROPOUT_BYTES, strict=True
+    ):
+        bmm_s = sum(max(2 * elements * dims[d] / flops_per_s, score_s) for d in bmms)
+        passes.append(bmm_s + (softmax_bytes + dropout * dropout_bytes) * elements / bytes_per_s)
+    return passes[0], passes[1]
+
+
 def attention_efficiency(
     cal: GenerationCalibration,
     workload: Workload,
@@ -1246,10 +1307,11 @@ def layer_attention(
     if not share:
         return fwd, bwd, looks, flops
     window = effective_window(model, workload)
-    if workload.attention_kernel == "flash1":
+    if workload.attention_kernel in ("flash1", "unfused"):
         # flash-attn 1.x kernels have no local window (it arrived in flash-attn 2.3, "Local
-        # (i.e., sliding window) attention", its README): the window is a mask over the full
-        # causal kernel, which takes its time; the model's FLOPs stay the window's
+        # (i.e., sliding window) attention", its README), and unfused attention computes the
+        # whole score matrix: the window is a mask over the full causal kernel, which takes
+        # its time; the model's FLOPs stay the window's
         w_flops = attention_core_flops(model, workload, layout, window)
         return fwd, bwd, looks, (1 - share) * flops + share * w_flops
     w_fwd, w_bwd, w_looks = windowed_attention_times(
@@ -1330,6 +1392,9 @@ def attention_times(
     FLOP at the call's shape (micro-batch, full sequence, this TP rank's query and KV heads)
     times this rank's FLOPs (a CP rank does 1/cp of the call's work). Sliding-window layers
     scale this (layer_attention)."""
+    if workload.attention_kernel == "unfused":  # no kernel table holds a materialized score
+        fwd_s, bwd_s = unfused_attention_times(model, gpu, cal, workload, layout)
+        return fwd_s, bwd_s, ()
     flops = attention_core_flops(model, workload, layout)
     fwd_eff, bwd_eff = attention_pass_efficiencies(
         cal, workload, model.mla is not None, gpu.generation, head_dims(model)[0]

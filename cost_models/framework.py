@@ -394,6 +394,13 @@ _TORCHTITAN_PHYSICS = {
 
 _DEEPSPEED_PHYSICS = {
     **_MEGATRON_PHYSICS,
+    "attention_kernel": Setting(
+        "fa2",
+        "Megatron-DeepSpeed (deepspeedai/Megatron-DeepSpeed 4efb479d) megatron/model/"
+        "transformer.py FlashSelfAttention: flash-attn 2's flash_attn_varlen_func under "
+        "--use-flash-attn-v2, which the deepspeed export passes (planner/export/launch.py); "
+        "without a flag the fork runs its unfused CoreAttention (attention_kernel unfused)",
+    ),
     "tp_overlap": Setting(
         "collective_matmul",
         "Megatron-DeepSpeed has no Transformer Engine userbuffers (no --tp-comm-overlap)",
@@ -435,7 +442,9 @@ _DEEPSPEED_PHYSICS = {
     ),
 }
 """Megatron-DeepSpeed is a Megatron-LM fork: its kernels are Megatron's. Its flash attention is
-opt-in (--use-flash-attn-v2); the profile keeps the cost model's fused-attention class."""
+opt-in (--use-flash-attn-v2): the profile prices FlashAttention-2 and its export passes the flag
+(before 2026-11-28 the profile priced the fused class while the export launched the unfused
+CoreAttention, with its seq x seq scores in memory)."""
 
 _LLM_FOUNDRY_PHYSICS = {
     **_MEGATRON_PHYSICS,

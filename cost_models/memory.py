@@ -415,6 +415,26 @@ def swiglu_input_bytes(model: ModelSpec, workload: Workload) -> float:
     return 1.0 if fp8 else BF16_BYTES
 
 
+def unfused_score_tensors(
+    model: ModelSpec, workload: Workload, layout: Layout
+) -> list[ActivationTensor]:
+    """What unfused attention (Workload.attention_kernel "unfused") keeps of its score matrix
+    per token: a row of seq scores for each of this TP rank's heads. The softmax output (2 bytes,
+    read by the softmax backward and, without dropout, by BMM2's backward); with dropout
+    (ModelSpec.hidden_dropout: Megatron's attention dropout 0.1 goes with it) also the dropout
+    mask (1) and the dropped probabilities BMM2 saves (2): Korthikanti et al. 2022 sec. 4.1,
+    the 5as/h term of 34 + 5as/h bytes per sbh, which selective recompute of the core attention
+    (core_attn) drops."""
+    row = model.num_attention_heads / layout.tp * workload.seq_len
+    out = [ActivationTensor("softmax_out", row, BF16_BYTES, "softmax backward, BMM2 backward")]
+    if model.hidden_dropout:
+        out += [
+            ActivationTensor("attention_dropout_mask", row, MASK_BYTES, "dropout backward"),
+            ActivationTensor("attention_dropout_out", row, BF16_BYTES, "BMM2 backward"),
+        ]
+    return out
+
+
 def _attention_tensors(
     model: ModelSpec, workload: Workload, layout: Layout, h_local: float, modules: tuple[str, ...]
 ) -> list[ActivationTensor]:
@@ -476,7 +496,9 @@ def _attention_tensors(
         )
         if g != BF16_BYTES:
             out.append(ActivationTensor("attn_out_fp8", attn_out, g, "projection wgrad (fp8 copy)"))
-    if "core_attn" not in modules:
+    if "core_attn" not in modules and workload.attention_kernel == "unfused":
+        out += unfused_score_tensors(model, workload, layout)
+    elif "core_attn" not in modules:
         # FlashAttention keeps the row log-sum-exp [b, heads, s] in fp32 (Dao 2023 Alg. 1);
         # core_attn checkpointing keeps only Q, K, V and reruns the kernel forward.
         out.append(ActivationTensor("softmax_lse", nh / tp, FP32_BYTES, "flash-attention backward"))

@@ -261,7 +261,19 @@ def _moe_rules(model: ModelSpec, lo: Layout) -> list[str]:
 
 
 def _attention_rules(model: ModelSpec, workload: Workload, lo: Layout) -> list[str]:
-    """Context parallelism against the model's attention variant."""
+    """Context parallelism against the model's attention variant and the attention kernel."""
+    if lo.cp > 1 and workload.attention_kernel == "unfused":
+        # Megatron-Core's DotProductAttention asserts context_parallel_size == 1 ("Context
+        # parallelism is only supported by TEDotProductAttention!"), and Transformer Engine's
+        # get_attention_backend disables UnfusedDotProductAttention under context parallelism
+        # (transformer_engine/pytorch/attention/dot_product_attention/utils.py).
+        return [
+            (
+                f"cp ({lo.cp}) > 1 with attention_kernel unfused: materialized-score attention "
+                "(Megatron-Core DotProductAttention, Transformer Engine "
+                "UnfusedDotProductAttention) has no context parallelism"
+            )
+        ]
     if lo.cp == 1 or workload.cp_attention != "fused_ring":
         return []
     out = []

@@ -1075,14 +1075,18 @@ class Workload(InputSpec):
         "rank receives exactly the capacity's rows, factor x the mean, whatever the routing "
         "(Megatron-Bridge 25.09 apply_moe_token_drop: factor 1.0 with padding)",
     )
-    attention_kernel: Literal["fused", "fa2", "flash1"] = Field(
+    attention_kernel: Literal["fused", "fa2", "flash1", "unfused"] = Field(
         "fused",
         description="attention kernel class: the generation's fused kernel (Transformer Engine "
         "cuDNN / FlashAttention-3 on Hopper), FlashAttention-2 (PyTorch SDPA's default flash "
-        "backend since cuDNN became opt-in in 2.5.1; the flash-attn 2 package) or "
+        "backend since cuDNN became opt-in in 2.5.1; the flash-attn 2 package), "
         "FlashAttention-1-era kernels (flash1: the flash-attn 1.x package and the Triton "
         "FlashAttention derived from it, llm-foundry's attn_impl 'triton' of 2023; Ampere and "
-        "Hopper only, no local window; cost_models.compute.flash1_efficiency)",
+        "Hopper only, no local window; cost_models.compute.flash1_efficiency) or unfused "
+        "attention with a materialized score matrix (BMM1 -> softmax + dropout -> BMM2: "
+        "Megatron-LM before FlashAttention (2022-12), Megatron-Core's local DotProductAttention, "
+        "Transformer Engine's UnfusedDotProductAttention, --attention-backend unfused; no "
+        "context parallelism; cost_models.compute.unfused_attention_times)",
     )
     attention_unpad: StrictBool = Field(
         False,

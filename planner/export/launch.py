@@ -81,6 +81,7 @@ def megatron_model_args(model: ModelSpec, workload: Workload) -> list[str]:
     if model.ffn_hidden_size is not None:
         args += ["--ffn-hidden-size", str(model.ffn_hidden_size)]
     args += _megatron_attention(model)
+    args += _megatron_attention_backend(workload)
     args += _megatron_mlp(model)
     args += _megatron_positions(model, workload)
     # Megatron's defaults are LayerNorm, biases on every linear layer and dropout 0.1.
@@ -135,6 +136,47 @@ def _megatron_attention(model: ModelSpec) -> list[str]:
         if model.full_attention_every is not None:
             args += ["--window-attn-skip-freq", str(model.full_attention_every)]
     return args
+
+
+def _megatron_attention_backend(workload: Workload) -> list[str]:
+    """The attention kernel the plan priced (Workload.attention_kernel) as Megatron-Core 0.19.2
+    selects it (--attention-backend, megatron/core/transformer/enums.py AttnBackend; language_
+    module.py sets Transformer Engine's NVTE_FLASH_ATTN / NVTE_FUSED_ATTN / NVTE_UNFUSED_ATTN from
+    it): fused is the default `auto` (no flag); fa2 is TE's FlashAttention backend pinned to
+    FlashAttention-2 (--flash-attention-version 2, TransformerConfig.flash_attention_version);
+    unfused is TE's UnfusedDotProductAttention. flash1 is refused: no Megatron-Core backend runs
+    flash-attn 1.x (the version pin takes 2, 3 or 4)."""
+    kernel = workload.attention_kernel
+    if kernel == "flash1":
+        raise _refuse(
+            "megatron",
+            "attention_kernel flash1 (flash-attn 1.x): Megatron-Core 0.19.2 has no backend for "
+            "it (--flash-attention-version takes 2, 3 or 4)",
+        )
+    if kernel == "fa2":
+        return ["--attention-backend", "flash", "--flash-attention-version", "2"]
+    if kernel == "unfused":
+        return ["--attention-backend", "unfused"]
+    return []
+
+
+def _megatron_deepspeed_attention(workload: Workload) -> list[str]:
+    """The attention kernel the plan priced as Megatron-DeepSpeed selects it (deepspeedai/
+    Megatron-DeepSpeed 4efb479d megatron/arguments.py, megatron/model/transformer.py
+    ParallelAttention): without a flag its CoreAttention (unfused: baddbmm, fused softmax,
+    dropout, bmm); --use-flash-attn-v2 flash-attn 2's flash_attn_varlen_func; --use-flash-attn-v1
+    flash-attn 1.x's flash_attn_unpadded_func. It has no Transformer Engine or cuDNN attention,
+    so the fused class is refused."""
+    kernel = workload.attention_kernel
+    if kernel == "fused":
+        raise _refuse(
+            "deepspeed",
+            "attention_kernel fused (Transformer Engine / cuDNN fused attention): Megatron-"
+            "DeepSpeed has no such backend (its kernels: unfused CoreAttention, "
+            "--use-flash-attn-v1, --use-flash-attn-v2, --use-flash-attn-triton)"
+            + _SEARCH_FOR.format("deepspeed"),
+        )
+    return {"fa2": ["--use-flash-attn-v2"], "flash1": ["--use-flash-attn-v1"]}.get(kernel, [])
 
 
 def _megatron_mlp(model: ModelSpec) -> list[str]:
@@ -793,6 +835,14 @@ def torchtitan(
     TOML (main-only batch fields)."""
     # The model first: a model no recipe builds is refused whatever its layout.
     recipe = recipe or torchtitan_recipe(model)
+    if workload.attention_kernel in ("flash1", "unfused"):
+        # torchtitan 0.3.0's attention is torch SDPA, FlexAttention or varlen flash
+        # (torchtitan/models/common/attention.py): no flash-attn 1.x, no materialized scores
+        raise _refuse(
+            "torchtitan",
+            f"attention_kernel {workload.attention_kernel}: torchtitan 0.3.0 runs SDPA, "
+            "FlexAttention or varlen flash attention only",
+        )
     config = torchtitan_config(model, workload, e)
     release = torchtitan_release_args(model, workload, e, recipe)
     overrides = torchtitan_overrides(config) + [AC_SUBCOMMAND[e.layout.recompute]]
@@ -984,6 +1034,7 @@ def megatron_deepspeed_model_args(model: ModelSpec, workload: Workload) -> list[
     args += ["--kv-channels", str(model.attn_head_dim)]
     if model.kv_heads != model.num_attention_heads:
         args += ["--num-key-value-heads", str(model.kv_heads)]
+    args += _megatron_deepspeed_attention(workload)
     args += _megatron_mlp(model)
     if not model.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")

@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import factories as f
 
 import planner
+from cost_models import framework
 from cost_models.errors import InvalidInput
 from cost_models.specs import Axis, Layout
 from planner.export import launch, plan_exports
@@ -143,8 +144,12 @@ PLANS = {
 }
 
 
-def plan_result(name: str) -> PlanResult:
+def plan_result(name: str, profile: framework.FrameworkProfile | None = None) -> PlanResult:
+    """PLANS[name] scored; with `profile`, its workload takes that framework's physics (the
+    attention kernel a deepspeed plan launches, ...), as a plan searched for it does."""
     model, gpus, workload, fields = PLANS[name]
+    if profile is not None:
+        workload = profile.workload(workload)
     return f.result_for(model, f.cluster(gpus), workload, Layout(**fields))
 
 
@@ -510,7 +515,7 @@ DS_PLANS = [
 
 @pytest.mark.parametrize("name", DS_PLANS)
 def test_deepspeed_config_and_topology(name, fake_world):
-    check_deepspeed(plan_result(name), 0, fake_world)
+    check_deepspeed(plan_result(name, framework.DEEPSPEED), 0, fake_world)
 
 
 @pytest.mark.parametrize("case", range(len(SEARCHED)))
@@ -594,6 +599,28 @@ def test_megatron_runs_the_plans_searched_with_offload(index, fake_world, monkey
     ns.apply_rope_fusion = False  # stub: Transformer Engine is not installed here
     config = core_transformer_config_from_args(ns)
     assert (config.cpu_offloading_num_layers, ns.grad_reduce_in_bf16) == (8, True)
+
+
+@pytest.mark.parametrize("kernel", ["unfused", "fa2"])
+def test_megatron_runs_the_attention_kernel_the_plan_priced(kernel, fake_world, monkeypatch):
+    """A plan priced with unfused attention (or FlashAttention-2) launches that backend:
+    --attention-backend unfused / flash with --flash-attention-version 2 through parse_args,
+    validate_args and TransformerConfig."""
+    from megatron.core.transformer.enums import AttnBackend
+    from megatron.training.argument_utils import core_transformer_config_from_args
+
+    key = (f"megatron-attention-{kernel}", 0)
+    if key not in _searched:
+        _searched[key] = planner.plan_for(
+            "llama3-8b", "dgx-h100", num_gpus=16, top_k=1,
+            workload_fields={"attention_kernel": kernel},
+        )  # fmt: skip
+    ns = check_megatron(_searched[key], 0, fake_world, monkeypatch)
+    ns.apply_rope_fusion = False  # stub: Transformer Engine is not installed here
+    config = core_transformer_config_from_args(ns)
+    backend = {"unfused": AttnBackend.unfused, "fa2": AttnBackend.flash}[kernel]
+    assert config.attention_backend == backend
+    assert config.flash_attention_version == (2 if kernel == "fa2" else None)
 
 
 def test_megatron_parses_nvfp4_weights_and_bf16_layers(fake_world, monkeypatch):

@@ -6,6 +6,7 @@ import json
 import shlex
 import tomllib
 from itertools import pairwise, permutations
+from pathlib import Path
 
 import factories as f
 import numpy as np
@@ -677,3 +678,67 @@ def test_torchtitan_launches_the_cuda_graph_it_prices():
     assert {(e.layout.pp, e.layout.ep) for e in found.ranked} == {(1, 1)}
     with pytest.raises(InvalidInput, match=r"only with pp 1 and ep 1 .* pinned at 2 / None"):
         f.plan(model, f.cluster(16), graph_w, framework="torchtitan", pp=2)
+
+
+# ------------------------------------------------------------- the attention kernel the plan priced
+
+MEGATRON_DEEPSPEED_FLAGS = {
+    line.strip()
+    for line in (Path(__file__).parent / "megatron_deepspeed_flags.txt").read_text().splitlines()
+    if line.startswith("--")
+}
+
+
+def _kernel_result(kernel: str):
+    w = f.workload(global_batch=32, attention_kernel=kernel)
+    return f.result_for(f.dense_model(), f.cluster(16), w, Layout(tp=2, pp=2, dp=4))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "flags"),
+    [
+        ("fused", []),
+        ("fa2", ["--attention-backend", "flash", "--flash-attention-version", "2"]),
+        ("unfused", ["--attention-backend", "unfused"]),
+    ],
+)
+def test_megatron_launches_the_attention_kernel_the_plan_priced(kernel, flags):
+    args = launch.megatron_model_args(f.dense_model(), f.workload(attention_kernel=kernel))
+    picked = [a for a in args if "attention-backend" in a or "flash-attention" in a]
+    at = [args[args.index(a) + 1] for a in picked]
+    assert [x for pair in zip(picked, at, strict=True) for x in pair] == flags
+    ns = megatron_parser(args).parse_args(args)
+    assert getattr(ns, "attention_backend", None) == (flags[1] if flags else None)
+
+
+def test_megatron_refuses_flash_attn_1():
+    with pytest.raises(InvalidInput, match="cannot export to megatron: attention_kernel flash1"):
+        launch.megatron_model_args(f.dense_model(), f.workload(attention_kernel="flash1"))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "flags"),
+    [("fa2", ["--use-flash-attn-v2"]), ("flash1", ["--use-flash-attn-v1"]), ("unfused", [])],
+)
+def test_deepspeed_launches_the_attention_kernel_the_plan_priced(kernel, flags):
+    """Megatron-DeepSpeed runs its unfused CoreAttention unless a --use-flash-attn flag is given;
+    every flag the export writes is one its parser registers (megatron_deepspeed_flags.txt)."""
+    args = plan_exports.to_deepspeed(_kernel_result(kernel))["launch_args"]
+    assert [a for a in args if a.startswith("--use-flash-attn")] == flags
+    assert {a for a in args if a.startswith("--")} <= MEGATRON_DEEPSPEED_FLAGS
+
+
+def test_deepspeed_refuses_fused_attention_and_its_plans_run_fa2():
+    with pytest.raises(InvalidInput, match="Megatron-DeepSpeed has no such backend"):
+        plan_exports.to_deepspeed(_kernel_result("fused"))
+    result = planner.plan_for("llama3-8b", "dgx-h100", num_gpus=16, framework="deepspeed")
+    assert result.workload.attention_kernel == "fa2"
+    args = plan_exports.to_deepspeed(result)["launch_args"]
+    assert "--use-flash-attn-v2" in args
+    assert {a for a in args if a.startswith("--")} <= MEGATRON_DEEPSPEED_FLAGS
+
+
+@pytest.mark.parametrize("kernel", ["flash1", "unfused"])
+def test_torchtitan_refuses_kernels_it_does_not_run(kernel):
+    with pytest.raises(InvalidInput, match=f"torchtitan: attention_kernel {kernel}"):
+        titan(_kernel_result(kernel))

@@ -496,12 +496,12 @@ def _attention_tensors(
         )
         if g != BF16_BYTES:
             out.append(ActivationTensor("attn_out_fp8", attn_out, g, "projection wgrad (fp8 copy)"))
-    if "core_attn" not in modules and workload.attention_kernel == "unfused":
-        out += unfused_score_tensors(model, workload, layout)
-    elif "core_attn" not in modules:
-        # FlashAttention keeps the row log-sum-exp [b, heads, s] in fp32 (Dao 2023 Alg. 1);
-        # core_attn checkpointing keeps only Q, K, V and reruns the kernel forward.
-        out.append(ActivationTensor("softmax_lse", nh / tp, FP32_BYTES, "flash-attention backward"))
+    if "core_attn" not in modules:  # core_attn keeps only Q, K, V and reruns the kernel
+        if workload.attention_kernel == "unfused":
+            out += unfused_score_tensors(model, workload, layout)
+        else:  # FlashAttention keeps the row log-sum-exp [b, heads, s] in fp32 (Dao 2023 Alg. 1)
+            lse = ActivationTensor("softmax_lse", nh / tp, FP32_BYTES, "flash-attention backward")
+            out.append(lse)
     if model.hidden_dropout:
         out.append(ActivationTensor("attn_dropout_mask", h_local, MASK_BYTES, "dropout backward"))
     return out

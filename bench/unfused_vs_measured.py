@@ -1,0 +1,83 @@
+"""The unfused-attention roofline against a measured unfused attention: PyTorch's standard
+attention in the FlashAttention-2 paper's A100 benchmark.
+
+Dao 2023 (FlashAttention-2, arXiv 2307.08691) Fig. 4 panels (c) and (d), shipped as
+github.com/Dao-AILab/flash-attention assets/flash2_a100_fwd_bwd_benchmark.png (4f285b35), has a
+"Pytorch" bar per sequence length: `attention_pytorch` of benchmarks/benchmark_flash_attention.py
+(60499abc): torch.baddbmm into a preallocated [b*h, s, s] score tensor, `scores + causal_mask`
+(a separate add), torch.softmax, F.dropout at p = 0 (a no-op), einsum with V; fp16, causal,
+batch x seq = 16,384 tokens, 2,048 wide (32 heads of 64, 16 of 128), forward + backward TFLOP/s
+counted as 4 b s^2 h d / 2 x 3.5. Out of memory at 16K.
+
+This script prices that sequence of kernels with the cost model's roofline pieces
+(cost_models.compute.unfused_attention_times' BMM rule: each of the six batched GEMMs at the
+part's large-GEMM ceiling or its 2 bytes per score element at the achieved HBM bandwidth; the
+streaming passes at that bandwidth), with PyTorch's passes in place of Megatron's fused softmax:
+forward add 4 bytes per score element (the s x s mask is read from L2) and softmax 4 (reads the
+whole row: the mask is a -10000 add, not a skipped triangle), backward softmax 6 (the add's
+backward is the identity). It prints priced and measured TFLOP/s, their ratio, and Megatron's
+own path (`unfused`, no dropout) at the same shapes. docs/cost_model.md "Unfused attention"
+quotes it.
+
+Usage: python bench/unfused_vs_measured.py
+"""
+
+from __future__ import annotations
+
+import models_zoo
+from cost_models.calibration import generation_for_gpu, hbm_bytes_per_s
+from cost_models.compute import unfused_attention_times
+from cost_models.specs import Layout, ModelSpec, Workload
+from cost_models.units import TFLOPS
+
+SEQ_LENS = (512, 1024, 2048, 4096, 8192)
+PYTORCH_FWD_BWD_TFLOPS = {64: (15, 16, 17, 18, 18), 128: (23, 28, 32, 32, 34)}
+"""The "Pytorch" bar labels of panels (c) (head dim 64) and (d) (head dim 128), causal, A100 80GB
+SXM4, at SEQ_LENS (16K: out of memory)."""
+TOKENS, WIDTH = 16384, 2048
+PYTORCH_PASS_BYTES = (4.0 + 4.0, 6.0)
+"""(forward, backward) streaming bytes per score element besides the BMMs: the mask add (read 2,
+write 2) and the softmax (read 2, write 2); its backward (read the gradient and the output,
+write 2)."""
+
+
+def counted_flops(batch: int, seq: int, heads: int, dim: int) -> float:
+    """The benchmark's own count (benchmark_flash_attention.py flops, causal, fwd_bwd)."""
+    return 4 * batch * seq**2 * heads * dim / 2 * 3.5
+
+
+def main() -> int:
+    gpu = models_zoo.load_gpu("a100-sxm-80gb")
+    cal = generation_for_gpu(gpu)
+    flops_per_s = gpu.peak_bf16_tflops * TFLOPS * cal.gemm_efficiency_bf16
+    bytes_per_s = hbm_bytes_per_s(gpu, cal)
+    print(f"{gpu.name}: large-GEMM rate {flops_per_s / TFLOPS:.1f} TFLOP/s, streaming "
+          f"{bytes_per_s / 1e9:.0f} GB/s (the cost model's Ampere constants)")  # fmt: skip
+    print("head dim  seq     measured  priced (PyTorch passes)  priced / measured  "
+          "Megatron path priced")  # fmt: skip
+    ratios = []
+    for dim, measured in PYTORCH_FWD_BWD_TFLOPS.items():
+        heads = WIDTH // dim
+        for seq, tflops in zip(SEQ_LENS, measured, strict=True):
+            batch = TOKENS // seq
+            elements = batch * heads * seq * seq
+            bmm_s = max(2 * elements * dim / flops_per_s, 2 * elements / bytes_per_s)
+            seconds = 6 * bmm_s + sum(PYTORCH_PASS_BYTES) * elements / bytes_per_s
+            priced = counted_flops(batch, seq, heads, dim) / seconds / TFLOPS
+            model = ModelSpec(name="bench", num_layers=1, hidden_size=WIDTH,
+                              num_attention_heads=heads, num_kv_heads=heads,
+                              ffn_hidden_size=4 * WIDTH, vocab_size=32000)  # fmt: skip
+            work = Workload(seq_len=seq, global_batch_seqs=batch, attention_kernel="unfused")
+            fwd, bwd = unfused_attention_times(model, gpu, cal, work, Layout(micro_batch=batch))
+            megatron = counted_flops(batch, seq, heads, dim) / (fwd + bwd) / TFLOPS
+            ratios.append(priced / tflops)
+            print(f"{dim:8d}  {seq:5d}  {tflops:8.0f}  {priced:23.1f}  {priced / tflops:17.2f}  "
+                  f"{megatron:20.1f}")  # fmt: skip
+    ratios.sort()
+    print(f"priced / measured: {ratios[0]:.2f}-{ratios[-1]:.2f}, median "
+          f"{ratios[len(ratios) // 2]:.2f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import models_zoo
 from cost_models.calibration import generation_for_gpu, hbm_bytes_per_s
-from cost_models.compute import unfused_attention_times
+from cost_models.compute import score_bmm_s, unfused_attention_times
 from cost_models.specs import Layout, ModelSpec, Workload
 from cost_models.units import TFLOPS
 
@@ -61,7 +61,7 @@ def main() -> int:
         for seq, tflops in zip(SEQ_LENS, measured, strict=True):
             batch = TOKENS // seq
             elements = batch * heads * seq * seq
-            bmm_s = max(2 * elements * dim / flops_per_s, 2 * elements / bytes_per_s)
+            bmm_s = score_bmm_s(elements, dim, gpu, cal)
             seconds = 6 * bmm_s + sum(PYTORCH_PASS_BYTES) * elements / bytes_per_s
             priced = counted_flops(batch, seq, heads, dim) / seconds / TFLOPS
             model = ModelSpec(name="bench", num_layers=1, hidden_size=WIDTH,

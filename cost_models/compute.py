@@ -393,18 +393,25 @@ def unfused_attention_times(
     (TE backends.py), 2 x d / seq of the score traffic."""
     batch, seq, heads, _kv, d_qk, d_v = attention_call(model, workload, layout)
     elements = batch * heads * seq * seq
-    flops_per_s = gpu.peak_bf16_tflops * TFLOPS * cal.gemm_efficiency_bf16
     bytes_per_s = hbm_bytes_per_s(gpu, cal)
-    score_s = BF16_BYTES * elements / bytes_per_s
     dims = {"qk": d_qk, "v": d_v}
     dropout = 1.0 if model.hidden_dropout else 0.0
     passes = []
     for bmms, softmax_bytes, dropout_bytes in zip(
         UNFUSED_BMMS, UNFUSED_SOFTMAX_BYTES, UNFUSED_DROPOUT_BYTES, strict=True
     ):
-        bmm_s = sum(max(2 * elements * dims[d] / flops_per_s, score_s) for d in bmms)
+        bmm_s = sum(score_bmm_s(elements, dims[d], gpu, cal) for d in bmms)
         passes.append(bmm_s + (softmax_bytes + dropout * dropout_bytes) * elements / bytes_per_s)
     return passes[0], passes[1]
+
+
+def score_bmm_s(elements: float, dim: int, gpu: GpuSpec, cal: GenerationCalibration) -> float:
+    """Seconds of one batched GEMM of unfused attention over `elements` score elements,
+    contracting or producing a head dimension `dim`: 2 x elements x dim FLOPs at the part's
+    large-GEMM ceiling, or the score matrix's 2 bytes per element it writes or reads at the
+    achieved HBM bandwidth, whichever is longer (the roofline, Williams et al. 2009)."""
+    flops_per_s = gpu.peak_bf16_tflops * TFLOPS * cal.gemm_efficiency_bf16
+    return max(2 * elements * dim / flops_per_s, BF16_BYTES * elements / hbm_bytes_per_s(gpu, cal))
 
 
 def attention_efficiency(

@@ -800,6 +800,17 @@ def single_gpu_h200_held_out() -> str:
     return _single_gpu_table("h200-held-out")
 
 
+def single_gpu_h100c() -> str:
+    """docs/calibration.md "A third machine": the first set's configs run on a third loan GPU (an
+    H100), priced on that machine's tables, which hold the step tail's own sweep rows."""
+    return _single_gpu_table("h100c")
+
+
+def single_gpu_h100c_held_out() -> str:
+    """The same for the held-out set's configs on the third machine."""
+    return _single_gpu_table("h100c-held-out")
+
+
 @functools.cache
 def _h100_calibrated(folder: str) -> str:
     """`planner calibrate --cluster dgx-h100 --kernels builtin --out h100.yaml`'s output."""
@@ -1160,6 +1171,8 @@ GENERATORS: dict[str, Figure] = {
     "single-gpu-held-out": Figure(single_gpu_held_out, slow=True),
     "single-gpu-h200": Figure(single_gpu_h200, slow=True),
     "single-gpu-h200-held-out": Figure(single_gpu_h200_held_out, slow=True),
+    "single-gpu-h100c": Figure(single_gpu_h100c, slow=True),
+    "single-gpu-h100c-held-out": Figure(single_gpu_h100c_held_out, slow=True),
     "issue6-405b": Figure(issue6_405b, slow=True),
     "issue6-fat-tree": Figure(issue6_fat_tree, slow=True),
     "issue16-deepseek": Figure(issue16_deepseek, slow=True),
@@ -1173,7 +1186,7 @@ REQUIRED = {
     "docs/calibration.md": {
         "stability-example", "calibration-example", "kernel-tables-loo", "kernel-residuals",
         "tables-vs-curve", "single-gpu-steps", "single-gpu-held-out", "single-gpu-h200",
-        "single-gpu-h200-held-out",
+        "single-gpu-h200-held-out", "single-gpu-h100c", "single-gpu-h100c-held-out",
     },
     "docs/search.md": {"simplicity-examples", "search-completeness", "design-points"},
     "docs/goodput.md": {"bytedance-goodput"},

@@ -27,7 +27,10 @@ are listed but left out of the median and P90, with the reason.
 after the first set's results and measured before any model change made from them, with the
 kernel tables of their own shapes (its README has their errors before this session's changes).
 
-Usage: python bench/single_gpu_vs_model.py [--markdown] [--held-out]
+`--h200` scores the H200 loan's folders (bench/results/h200-2026-11-27), `--h100c` the third
+machine's (bench/results/h100-2026-11-28, whose `kern/` holds the step tail's own sweep rows).
+
+Usage: python bench/single_gpu_vs_model.py [--markdown] [--held-out] [--h200 | --h100c]
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 H100 = ROOT / "bench" / "results" / "h100-2026-11-26"
 H200 = ROOT / "bench" / "results" / "h200-2026-11-27"
+H100C = ROOT / "bench" / "results" / "h100-2026-11-28"
 # name -> (kernel tables measured on the machine, the steps folder, the cluster preset it is)
 FOLDERS = {
     "dev": (H100 / "single-gpu-steps" / "kern", H100 / "single-gpu-steps" / "steps", "dgx-h100"),
@@ -51,6 +55,10 @@ FOLDERS = {
     ),
     "h200": (H200 / "kern", H200 / "steps", "dgx-h200"),
     "h200-held-out": (H200 / "kern", H200 / "held-out-steps", "dgx-h200"),
+    # a third machine, whose own tables hold the step-tail rows measured by the sweep
+    # (bench/single_gpu/shapes_step_tail): its `kern/` column prices the tail out of sample
+    "h100c": (H100C / "kern", H100C / "steps", "dgx-h100"),
+    "h100c-held-out": (H100C / "kern", H100C / "held", "dgx-h100"),
 }
 KERN, STEPS, CLUSTER = FOLDERS["dev"]
 RUNS = STEPS / "steps_runs.yaml"
@@ -161,7 +169,8 @@ def table(res: dict[str, dict[str, object]]) -> list[str]:
     ops_med = statistics.median(
         abs(r.tokens_error_pct) for rid, r in res["kern/ + ops"].items() if rid not in excluded
     )
-    sample = "out of sample" if "held-out" in str(STEPS) else "in sample for the tail's kernels"
+    sample = ("out of sample" if "held" in STEPS.name or "held" in STEPS.parent.name
+              else "in sample for the tail's kernels")  # fmt: skip
     out += [
         "",
         *(f"Excluded: {rid.removeprefix('single-gpu-')}: {why}; the search keeps plans out of "
@@ -182,7 +191,8 @@ def use_folder(name: str) -> None:
 
 def main(argv: list[str]) -> int:
     name = "held-out" if "--held-out" in argv else "dev"
-    use_folder(f"h200-{name}".replace("-dev", "") if "--h200" in argv else name)
+    machine = next((m for m in ("h200", "h100c") if f"--{m}" in argv), None)
+    use_folder(f"{machine}-{name}".replace("-dev", "") if machine else name)
     lines = table(priced())
     if "--markdown" not in argv:
         print(__doc__.split("\n\n")[0])

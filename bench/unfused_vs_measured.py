@@ -19,10 +19,19 @@ backward is the identity). It prints priced and measured TFLOP/s, their ratio, a
 own path (`unfused`, no dropout) at the same shapes. docs/cost_model.md "Unfused attention"
 quotes it.
 
-Usage: python bench/unfused_vs_measured.py
+With `--pieces CSV` it reads instead what bench/measure_unfused_attention.py measured on a GPU
+(bench/results/h100-2026-11-28/unfused_pieces.csv: Megatron-LM's own path, kernel by kernel, and
+PyTorch's) and prints, per shape and kernel, the measured and priced seconds on that GPU's preset,
+their ratio and the bytes per second the kernel achieved on the bytes the model counts.
+
+Usage: python bench/unfused_vs_measured.py [--pieces CSV [--gpu PRESET]]
 """
 
 from __future__ import annotations
+
+import argparse
+import csv
+import statistics
 
 import models_zoo
 from cost_models.calibration import generation_for_gpu, hbm_bytes_per_s
@@ -46,7 +55,84 @@ def counted_flops(batch: int, seq: int, heads: int, dim: int) -> float:
     return 4 * batch * seq**2 * heads * dim / 2 * 3.5
 
 
-def main() -> int:
+PIECE_BYTES = {
+    "bmm1_fwd": 2.0, "bmm2_fwd": 2.0, "bmm_dp_bwd": 2.0, "bmm_dv_bwd": 2.0, "bmm_dq_bwd": 2.0,
+    "bmm_dk_bwd": 2.0, "softmax_fwd": 3.0, "softmax_bwd": 4.0, "dropout_fwd": 5.0,
+    "dropout_bwd": 5.0,
+}  # fmt: skip
+"""Bytes per score element the cost model counts for each measured kernel (the BMMs' score
+matrix; compute.UNFUSED_SOFTMAX_BYTES, UNFUSED_DROPOUT_BYTES)."""
+BMM_DIM = {"bmm1_fwd", "bmm2_fwd", "bmm_dp_bwd", "bmm_dv_bwd", "bmm_dq_bwd", "bmm_dk_bwd"}
+
+
+def priced_pieces(gpu_id: str, batch: int, seq: int, heads: int, dim: int) -> dict[str, float]:
+    """Seconds the cost model prices for each kernel of bench/measure_unfused_attention.py."""
+    gpu = models_zoo.load_gpu(gpu_id)
+    cal = generation_for_gpu(gpu)
+    bytes_per_s = hbm_bytes_per_s(gpu, cal)
+    elements = batch * heads * seq * seq
+    priced = {
+        piece: score_bmm_s(elements, dim, gpu, cal)
+        if piece in BMM_DIM
+        else per_element * elements / bytes_per_s
+        for piece, per_element in PIECE_BYTES.items()
+    }
+    for name, dropout in (("megatron_e2e", False), ("megatron_e2e_dropout", True)):
+        model = ModelSpec(name="bench", num_layers=1, hidden_size=heads * dim,
+                          num_attention_heads=heads, num_kv_heads=heads, head_dim=dim,
+                          ffn_hidden_size=4 * heads * dim, vocab_size=32000,
+                          hidden_dropout=dropout)  # fmt: skip
+        work = Workload(seq_len=seq, global_batch_seqs=batch, attention_kernel="unfused")
+        priced[name] = sum(unfused_attention_times(model, gpu, cal, work, Layout(micro_batch=batch)))
+    priced["pytorch_e2e"] = (
+        6 * score_bmm_s(elements, dim, gpu, cal)
+        + sum(PYTORCH_PASS_BYTES) * elements / bytes_per_s
+    )
+    return priced
+
+
+def pieces_main(path: str, gpu_id: str) -> int:
+    gpu = models_zoo.load_gpu(gpu_id)
+    bytes_per_s = hbm_bytes_per_s(gpu, generation_for_gpu(gpu))
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    print(f"{gpu.name}: streaming priced at {bytes_per_s / 1e9:.0f} GB/s "
+          f"({gpu.hbm_bandwidth_gb_per_s:.0f} datasheet)")  # fmt: skip
+    shapes: dict[tuple[int, ...], dict[str, float]] = {}
+    for row in rows:
+        if row["piece"] == "copy":
+            copy_s = float(row["seconds"])
+            print(f"measured device-to-device copy: {2 * 2**31 / copy_s / 1e9:.0f} GB/s "
+                  "read + written")  # fmt: skip
+            continue
+        key = tuple(int(row[k]) for k in ("batch", "seq", "heads", "head_dim"))
+        shapes.setdefault(key, {})[row["piece"]] = float(row["seconds"])
+    ratios: dict[str, list[float]] = {}
+    print("batch  seq  heads  dim  kernel                measured ms  priced ms  "
+          "measured / priced  achieved GB/s")  # fmt: skip
+    for (batch, seq, heads, dim), measured in shapes.items():
+        priced = priced_pieces(gpu_id, batch, seq, heads, dim)
+        elements = batch * heads * seq * seq
+        for piece, seconds in measured.items():
+            ratio = seconds / priced[piece]
+            ratios.setdefault(piece, []).append(ratio)
+            rate = (f"{PIECE_BYTES[piece] * elements / seconds / 1e9:13.0f}"
+                    if piece in PIECE_BYTES else f"{'':13s}")  # fmt: skip
+            print(f"{batch:5d} {seq:5d} {heads:5d} {dim:4d}  {piece:20s}  {seconds * 1e3:11.3f}"
+                  f"  {priced[piece] * 1e3:9.3f}  {ratio:17.2f}  {rate}")  # fmt: skip
+    print("measured / priced by kernel: median (min-max)")
+    for piece, values in ratios.items():
+        print(f"  {piece:20s} {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pieces", help="unfused_pieces.csv of bench/measure_unfused_attention.py")
+    parser.add_argument("--gpu", default="h100-sxm-80gb", help="the preset of the GPU measured")
+    args = parser.parse_args(argv)
+    if args.pieces:
+        return pieces_main(args.pieces, args.gpu)
     gpu = models_zoo.load_gpu("a100-sxm-80gb")
     cal = generation_for_gpu(gpu)
     flops_per_s = gpu.peak_bf16_tflops * TFLOPS * cal.gemm_efficiency_bf16

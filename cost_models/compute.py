@@ -395,14 +395,33 @@ def unfused_attention_times(
     elements = batch * heads * seq * seq
     bytes_per_s = hbm_bytes_per_s(gpu, cal)
     dims = {"qk": d_qk, "v": d_v}
-    dropout = 1.0 if model.hidden_dropout else 0.0
+    dropout = unfused_dropout_times(model, gpu, cal, workload, layout)
     passes = []
-    for bmms, softmax_bytes, dropout_bytes in zip(
-        UNFUSED_BMMS, UNFUSED_SOFTMAX_BYTES, UNFUSED_DROPOUT_BYTES, strict=True
+    for bmms, softmax_bytes, dropout_s in zip(
+        UNFUSED_BMMS, UNFUSED_SOFTMAX_BYTES, dropout, strict=True
     ):
         bmm_s = sum(score_bmm_s(elements, dims[d], gpu, cal) for d in bmms)
-        passes.append(bmm_s + (softmax_bytes + dropout * dropout_bytes) * elements / bytes_per_s)
+        passes.append(bmm_s + softmax_bytes * elements / bytes_per_s + dropout_s)
     return passes[0], passes[1]
+
+
+def unfused_dropout_times(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+) -> tuple[float, float]:
+    """(forward, backward) seconds of unfused attention's dropout on the probabilities: its
+    streaming bytes (UNFUSED_DROPOUT_BYTES) per score element, 0 without ModelSpec.hidden_dropout
+    (measured on the H100: 0.94-1.13x this, bench/results/h100-2026-11-28)."""
+    if not model.hidden_dropout:
+        return 0.0, 0.0
+    batch, seq, heads, _kv, _d_qk, _d_v = attention_call(model, workload, layout)
+    elements = batch * heads * seq * seq
+    bytes_per_s = hbm_bytes_per_s(gpu, cal)
+    fwd_bytes, bwd_bytes = UNFUSED_DROPOUT_BYTES
+    return fwd_bytes * elements / bytes_per_s, bwd_bytes * elements / bytes_per_s
 
 
 def score_bmm_s(elements: float, dim: int, gpu: GpuSpec, cal: GenerationCalibration) -> float:
@@ -1399,9 +1418,8 @@ def attention_times(
     FLOP at the call's shape (micro-batch, full sequence, this TP rank's query and KV heads)
     times this rank's FLOPs (a CP rank does 1/cp of the call's work). Sliding-window layers
     scale this (layer_attention)."""
-    if workload.attention_kernel == "unfused":  # no kernel table holds a materialized score
-        fwd_s, bwd_s = unfused_attention_times(model, gpu, cal, workload, layout)
-        return fwd_s, bwd_s, ()
+    if workload.attention_kernel == "unfused":
+        return _unfused_attention_looked_up(model, gpu, cal, workload, layout, book)
     flops = attention_core_flops(model, workload, layout)
     fwd_eff, bwd_eff = attention_pass_efficiencies(
         cal, workload, model.mla is not None, gpu.generation, head_dims(model)[0]
@@ -1422,6 +1440,36 @@ def attention_times(
         return curve_s, curve_bwd_s, looks
     total, fwd = found
     return fwd * flops, (total - fwd) * flops, looks
+
+
+def _unfused_attention_looked_up(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    cal: GenerationCalibration,
+    workload: Workload,
+    layout: Layout,
+    book: KernelBook | None,
+) -> tuple[float, float, tuple[tuple[str, str], ...]]:
+    """Unfused attention from the tables' `unfused` rows where they hold the shape (the shipped
+    H100 folder's attention_unfused.csv: Megatron-LM's kernels measured, no dropout), plus the
+    dropout passes; the roofline (unfused_attention_times) without tables or outside them. The
+    look-up takes the call as multi-head: Megatron-Core's DotProductAttention repeats K and V to
+    every query head (repeat_interleave) before its BMMs, so a GQA layer runs the MHA kernels
+    (the repeat's own copy of K and V, 2 d / s of the score traffic, is not priced)."""
+    roof_fwd, roof_bwd = unfused_attention_times(model, gpu, cal, workload, layout)
+    if book is None:
+        return roof_fwd, roof_bwd, ()
+    batch, seq, heads, _kv, d_qk, d_v = attention_call(model, workload, layout)
+    found, status = book.attention_s_per_flop(
+        batch, seq, heads, heads, d_qk, d_v, causal=True, window=0, kernel="unfused"
+    )
+    looks = (("attention", status),)
+    if found is None:
+        return roof_fwd, roof_bwd, looks
+    total, fwd = found
+    flops = attention_core_flops(model, workload, layout)
+    drop_fwd, drop_bwd = unfused_dropout_times(model, gpu, cal, workload, layout)
+    return fwd * flops + drop_fwd, (total - fwd) * flops + drop_bwd, looks
 
 
 def _recompute_module_s(

@@ -740,7 +740,8 @@ AttentionRow = tuple[
     PositiveInt,  # v_head_dim
     bool,  # causal
     NonNegativeInt,  # window (0: full attention)
-    Literal["fused", "fa2", "flex"],  # kernel (flex: FlexAttention, window rows' kernel)
+    # kernel (flex: FlexAttention, window rows' kernel; unfused: the score matrix in HBM)
+    Literal["fused", "fa2", "flex", "unfused"],
     PositiveFloat,  # time_ms: one forward + backward call
     NonNegativeFloat,  # forward_ms (0: not measured)
 ]

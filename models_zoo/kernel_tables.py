@@ -27,23 +27,27 @@ from cost_models.kernels import ATTENTION_FLOPS_FWD_BWD, attention_fwd_flops
 
 from .inputs import decode_text, unreadable
 
-ATTENTION_KERNELS = ("fused", "fa2", "flex")
+ATTENTION_KERNELS = ("fused", "fa2", "flex", "unfused")
 """cuDNN fused attention, FlashAttention-2, FlexAttention (compiled; torchtitan's kernel for
-windowed models): the `kernel` column of an attention row."""
+windowed models), unfused attention (BMM, softmax, BMM with the score matrix in HBM: Megatron-LM's
+kernels, Workload.attention_kernel "unfused"): the `kernel` column of an attention row."""
 
 BUILTIN_ROOT = Path(__file__).parent / "kernels"
 """Shipped kernel tables: one folder per GPU preset id, index.json says which exist and why."""
 BUILTIN = "builtin"
 TABLES = ("gemm", "attention", "grouped_gemm", "memory_bound", "collectives")
 """The tables of cost_models.specs.KernelTables."""
-FILES = (*TABLES, "attention_window", "gemm_pieces", "memory_bound_profiled")
+FILES = (*TABLES, "attention_window", "attention_unfused", "gemm_pieces", "memory_bound_profiled")
 TABLE_OF = {
     "attention_window": "attention",
+    "attention_unfused": "attention",
     "gemm_pieces": "gemm",
     "memory_bound_profiled": "memory_bound",
 }
 """A file whose rows join another kind's table: attention_window.csv (sliding-window and full
-attention through one kernel, ../shared/data/kernels/README.md) holds attention rows;
+attention through one kernel, ../shared/data/kernels/README.md) and attention_unfused.csv
+(Megatron-LM's unfused attention measured beside a copied attention.csv: bench/make_unfused_rows.py)
+hold attention rows;
 gemm_pieces.csv (GEMM rows measured beside a copied gemm.csv, e.g. the TP-overlap split pieces of
 the shipped H100 folder: models_zoo/kernels/README.md) holds GEMM rows;
 memory_bound_profiled.csv (memory-bound rows of kernels timed inside whole training steps by
@@ -246,6 +250,7 @@ READERS = {
     "gemm": gemm_rows,
     "attention": attention_rows,
     "attention_window": attention_rows,
+    "attention_unfused": attention_rows,
     "gemm_pieces": gemm_rows,
     "grouped_gemm": grouped_gemm_rows,
     "memory_bound": memory_bound_rows,

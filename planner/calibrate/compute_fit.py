@@ -27,6 +27,7 @@ from cost_models.calibration import calibration_for_cluster
 from cost_models.errors import InvalidInput
 from cost_models.specs import Cluster
 from models_zoo.inputs import decode_text, unreadable
+from models_zoo.kernel_tables import ATTENTION_KERNELS
 
 from .sweep import attention_flops
 
@@ -225,14 +226,17 @@ def fit_attention(path: str, cluster: Cluster) -> list[AttentionFit]:
         if row["dtype"].lower() != "bf16":
             raise InvalidInput(f"{path}:{line}: attention dtype must be bf16 (the model's kernel)")
         kernel = (row.get("kernel") or "fused").lower()
-        if kernel not in ("fused", "fa2", "flex"):
+        if kernel not in ATTENTION_KERNELS:
             raise InvalidInput(
-                f"{path}:{line}: kernel must be fused, fa2 or flex (got {kernel!r})"
+                f"{path}:{line}: kernel must be {', '.join(ATTENTION_KERNELS[:-1])} or "
+                f"{ATTENTION_KERNELS[-1]} (got {kernel!r})"
             )
-        if kernel == "flex" or (row.get("window") or "0").strip() not in ("", "0"):
-            # FlexAttention and sliding-window rows are table rows only (their windowed / full
-            # ratio prices windowed layers, cost_models.kernels.KernelBook.window_ratio): the
-            # curve's constants are full attention of the fused and FA2 kernels.
+        if kernel in ("flex", "unfused") or (row.get("window") or "0").strip() not in ("", "0"):
+            # FlexAttention, unfused and sliding-window rows are table rows only (windowed /
+            # full ratios price windowed layers, cost_models.kernels.KernelBook.window_ratio;
+            # unfused rows price Workload.attention_kernel "unfused" where a table holds them,
+            # its roofline elsewhere): the curve's constants are full attention of the fused
+            # and FA2 kernels.
             by_kernel.setdefault("table_only", [])
             continue
         flops = attention_flops(b, s, h, d, causal in ("true", "1"))

@@ -1,5 +1,6 @@
 """bench/unfused_vs_measured.py: PyTorch's standard attention (FA2 paper, A100) priced with the
-unfused roofline's pieces, one point worked out by hand."""
+unfused roofline's pieces, and Megatron-LM's kernels measured on an H100 (--pieces), one point of
+each worked out by hand."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def test_head_dim_64_at_2k_by_hand(capsys):
     """8 sequences x 32 heads x 2,048^2 scores: every BMM bound by its 2 bytes per score at
     0.85 x 2,039 GB/s (64 FLOPs per byte, below the A100 curve's 221.5 TFLOP/s / 1,733 GB/s),
     plus 14 streaming bytes; the benchmark counts 4 b s^2 h d / 2 x 3.5 FLOPs."""
-    assert uvm.main() == 0
+    assert uvm.main([]) == 0
     out = capsys.readouterr().out
     elements = 8 * 32 * 2048**2
     hbm = 2039e9 * 0.85
@@ -29,3 +30,24 @@ def test_head_dim_64_at_2k_by_hand(capsys):
     assert float(row[3]) == pytest.approx(priced, abs=0.05)
     assert float(row[4]) == pytest.approx(priced / 17, abs=0.005)
     assert "median 1.87" in out
+
+
+def test_pieces_on_the_h100_by_hand(capsys):
+    """bench/results/h100-2026-11-28/unfused_pieces.csv, 8 x 2,048 tokens, 32 heads of 64: BMM1
+    writes 2 bytes per score element, priced at 0.85 x 3,350 GB/s (traffic-bound on the H100),
+    measured 0.872 ms; the achieved rate is those bytes over the measured time."""
+    pieces = ROOT / "bench" / "results" / "h100-2026-11-28" / "unfused_pieces.csv"
+    assert uvm.main(["--pieces", str(pieces)]) == 0
+    out = capsys.readouterr().out
+    elements = 8 * 32 * 2048**2
+    priced_s = 2 * elements / (3350e9 * 0.85)
+    row = next(
+        line.split() for line in out.splitlines()
+        if line.split()[:5] == ["8", "2048", "32", "64", "bmm1_fwd"]
+    )  # fmt: skip
+    measured_s = float(row[5]) * 1e-3
+    assert measured_s == pytest.approx(0.872437e-3, abs=1e-6)
+    assert float(row[6]) == pytest.approx(priced_s * 1e3, abs=1e-3)
+    assert float(row[7]) == pytest.approx(measured_s / priced_s, abs=0.005)
+    assert float(row[8]) == pytest.approx(2 * elements / 0.872437e-3 / 1e9, abs=1)
+    assert "pytorch_e2e          1.78" in out

@@ -76,19 +76,60 @@ def test_on_the_h100_the_bmms_are_bound_by_the_score_traffic():
     assert fwd > 2 * fused[0]
 
 
-def test_kernel_tables_do_not_price_it():
-    """The shipped H100 tables hold fused and FA2 attention rows only: under unfused the
-    estimate names no attention look-up (the fused estimate on the same tables names one)."""
+def _h100_book():
+    from cost_models.kernels import KernelBook
+    from cost_models.specs import KernelTables
+    from models_zoo.kernel_tables import BUILTIN_ROOT, read_kernel_dir
+
+    folder = BUILTIN_ROOT / "h100-sxm-80gb"
+    return KernelBook(KernelTables(**read_kernel_dir(folder, "test")))
+
+
+@pytest.mark.parametrize("dropout", [False, True])
+def test_the_h100_tables_price_it_from_megatrons_measured_kernels(dropout):
+    """The shipped H100 folder's attention_unfused.csv (Megatron-LM's kernels measured on an H100,
+    bench/make_unfused_rows.py) holds 4 x 4,096 tokens, 16 heads of 128: 3.87555 ms forward,
+    10.12252 ms forward + backward. A GQA layer (4 KV heads) is looked up as MHA (Megatron-Core
+    repeats K and V to every head); dropout adds its 5 + 5 bytes per score element."""
+    m = dense_model(hidden_size=2048, num_attention_heads=16, num_kv_heads=4, hidden_dropout=dropout)
+    cal = calibration_for("hopper")
+    w = workload(seq_len=4096, global_batch=32, attention_kernel="unfused")
+    lay = layout(dp=8, micro_batch=4)
+    fwd, bwd, looks, _ = layer_attention(m, H100, cal, w, lay, _h100_book(), is_moe=False)
+    drop_s = 5 * 4 * 16 * 4096 * 4096 / hbm_bytes_per_s(H100, cal) if dropout else 0.0
+    assert looks == (("attention", "measured"),)
+    assert fwd == pytest.approx(3.87555e-3 + drop_s)
+    assert fwd + bwd == pytest.approx(10.12252e-3 + 2 * drop_s)
+    # the measured kernels take 1.41x the roofline's time at this shape: six traffic-bound
+    # BMMs of 2 bytes per score element and the softmax's 3 + 4 (dropout alike in both)
+    roof_fwd, roof_bwd, _, _ = layer_attention(m, H100, cal, w, lay, None, is_moe=False)
+    roof_s = (6 * 2 + 3 + 4) * 4 * 16 * 4096 * 4096 / hbm_bytes_per_s(H100, cal)
+    assert roof_fwd + roof_bwd - 2 * drop_s == pytest.approx(roof_s)
+    assert 10.12252e-3 / roof_s == pytest.approx(1.41, abs=0.01)
+
+
+def test_outside_the_measured_rows_the_roofline_prices_it():
+    """Sequence 8,192 lies past the rows (Megatron's kernel indexes its matrix with 32-bit ints, so
+    the longest measured call is 4 x 4,096): extrapolated, and the roofline's time."""
+    m, cal = dense_model(hidden_size=2048, num_attention_heads=16), calibration_for("hopper")
+    w = workload(seq_len=8192, global_batch=16, attention_kernel="unfused")
+    lay = layout(dp=8, micro_batch=2)
+    fwd, bwd, looks, _ = layer_attention(m, H100, cal, w, lay, _h100_book(), is_moe=False)
+    assert looks == (("attention", "extrapolated"),)
+    assert (fwd, bwd) == layer_attention(m, H100, cal, w, lay, None, is_moe=False)[:2]
+
+
+def test_the_estimate_names_the_look_up():
+    """With the H100 tables (`kernels: builtin`) the estimate's kernel terms count the unfused
+    attention look-up as it does the fused one."""
     from factories import with_builtin_tables
 
     c = with_builtin_tables(models_zoo.load_cluster("dgx-h100", 8))
-    w = workload(seq_len=4096, global_batch=8, attention_kernel="unfused")
-    unfused = api.estimate(dense_model(), c, layout(dp=8), w)
-    fused = api.estimate(
-        dense_model(), c, layout(dp=8), w.model_copy(update={"attention_kernel": "fused"})
-    )
-    assert "attention" in fused.kernels["terms"]
-    assert "attention" not in unfused.kernels["terms"] and "gemm" in unfused.kernels["terms"]
+    w = workload(seq_len=2048, global_batch=64, attention_kernel="unfused")
+    m, lay = dense_model(hidden_size=2048, num_attention_heads=16), layout(dp=8, micro_batch=8)
+    unfused = api.estimate(m, c, lay, w)
+    fused = api.estimate(m, c, lay, w.model_copy(update={"attention_kernel": "fused"}))
+    assert unfused.kernels["terms"]["attention"]["measured"] > 0
     assert unfused.step_time_s > fused.step_time_s
 
 

@@ -18,6 +18,7 @@ from cost_models.specs import Cluster
 from models_zoo.inputs import validated
 from models_zoo.kernel_tables import (
     BUILTIN_ROOT,
+    attention_rows,
     builtin_index,
     gemm_rows,
     memory_bound_rows,
@@ -32,7 +33,9 @@ SHIPPED = ("h100-sxm-80gb", "h200-sxm-141gb")
 # Files this project measured itself beyond ../shared/data/kernels (models_zoo/kernels/README.md
 # names the command and the date): everything else is a byte-identical copy.
 MEASURED_HERE = {
-    "h100-sxm-80gb": {"sustained_fp8.csv", "gemm_pieces.csv", "memory_bound_profiled.csv"},
+    "h100-sxm-80gb": {
+        "sustained_fp8.csv", "gemm_pieces.csv", "memory_bound_profiled.csv", "attention_unfused.csv"
+    },
     "h200-sxm-141gb": {"memory_bound_profiled.csv"},
 }
 
@@ -81,8 +84,12 @@ def test_builtin_gives_the_rows_of_the_measured_folder():
     own = _cluster("builtin").kernels
     named = _cluster({"builtin": "h100-sxm-80gb"}).kernels
     by_path = _cluster({"path": str(MEASURED / "h100-sxm-80gb")}).kernels
-    for kind in ("attention", "grouped_gemm"):
-        assert getattr(own, kind) == getattr(named, kind) == getattr(by_path, kind)
+    assert own.grouped_gemm == named.grouped_gemm == by_path.grouped_gemm
+    # attention: the measured folder's rows, then Megatron-LM's unfused attention measured here
+    # (attention_unfused.csv, bench/make_unfused_rows.py)
+    unfused = attention_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "attention_unfused.csv")
+    att = [[tuple(r) for r in k.attention] for k in (own, named)]
+    assert att[0] == att[1] == [*(tuple(r) for r in by_path.attention), *(tuple(r) for r in unfused)]
     # memory_bound: the measured folder's rows, then the profiled step-tail rows
     # (memory_bound_profiled.csv, bench/make_profiled_ops.py)
     profiled = memory_bound_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "memory_bound_profiled.csv")
@@ -180,3 +187,33 @@ def test_profiled_ops_file_is_what_its_script_writes():
         rows = memory_bound_rows(BUILTIN_ROOT / gpu / "memory_bound_profiled.csv")
         assert {r[0] for r in rows} == {ADAM_OP, CLIP_OP, CHUNK_CAT_OP}
         assert all(r[1] >= HBM_STREAMING_BYTES for r in rows)
+
+
+def test_unfused_attention_file_is_what_its_script_writes():
+    """models_zoo/kernels/h100-sxm-80gb/attention_unfused.csv comes from bench/make_unfused_rows.py
+    (bench/results/h100-2026-11-28/unfused_pieces.csv): no hand edit; each row's time is the sum of
+    the kernels Megatron-LM runs, timed alone (by hand for 8 x 2,048 tokens, 32 heads of 64)."""
+    import csv
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "make_unfused_rows.py"), "--check"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = attention_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "attention_unfused.csv")
+    assert rows and {r[8] for r in rows} == {"unfused"} and all(r[3] == r[2] for r in rows)
+    pieces = ROOT / "bench" / "results" / "h100-2026-11-28" / "unfused_pieces.csv"
+    with pieces.open(newline="") as f:
+        ms = {
+            r["piece"]: float(r["seconds"]) * 1e3
+            for r in csv.DictReader(f)
+            if (r["batch"], r["seq"], r["heads"], r["head_dim"]) == ("8", "2048", "32", "64")
+        }
+    forward = ms["bmm1_fwd"] + ms["softmax_fwd"] + ms["bmm2_fwd"]
+    backward = sum(ms[p] for p in ("bmm_dp_bwd", "bmm_dv_bwd", "softmax_bwd", "bmm_dq_bwd",
+                                   "bmm_dk_bwd"))  # fmt: skip
+    (row,) = [r for r in rows if r[:5] == [8, 2048, 32, 32, 64]]
+    assert row[9] == pytest.approx(forward + backward, abs=1e-5)
+    assert row[10] == pytest.approx(forward, abs=1e-5)

@@ -33,7 +33,8 @@ micro-batch). bf16.
 Usage (on the GPU machine):
   python3 bench/measure_unfused_attention.py --extract GIT_DIR .megatron_fused   # here
   python3 bench/measure_unfused_attention.py --kernels .megatron_fused --out OUT  # there
-Writes OUT/unfused_pieces.csv (shape, piece, seconds) and OUT/unfused_meta.json. Compared with
+Writes OUT/unfused_pieces.csv (shape, piece, seconds) and OUT/unfused_meta.json (with `--grid`:
+the GRID shapes' kernels alone, OUT/unfused_grid.csv and unfused_grid_meta.json). Compared with
 the cost model by `python bench/unfused_vs_measured.py --pieces OUT/unfused_pieces.csv`.
 """
 
@@ -66,6 +67,18 @@ SHAPES = tuple(
     for seq in (512, 1024, 2048, 4096, 8192)
 ) + ((8, 2048, 24, 96),)
 """(batch, seq, heads, head dim)."""
+GRID_MIN_ELEMENTS = 2**26
+"""`--grid` times calls whose score matrix (2 bytes per element) is at least 128 MiB, twice the
+H100's L2, so the back-to-back calls stream from HBM as a training step's do."""
+GRID = tuple(
+    (1, seq, bh, dim)
+    for dim in (64, 96, 128)
+    for seq in (1024, 2048, 4096, 8192)
+    for bh in (4, 8, 16, 32, 64, 128)
+    if GRID_MIN_ELEMENTS <= bh * seq * seq < 2**31
+)
+"""`--grid`: the per-TP-rank calls of Megatron configs (batch x heads per rank 4-128, one
+sequence per call: the look-up keys on batch x heads), forward and backward kernels only."""
 MIN_WINDOW_S = 0.010
 WINDOWS = 3
 HOST_S_PER_CALL = 15e-6
@@ -196,7 +209,7 @@ def check_kernel(torch, mod) -> float:
                float((dx.float() - dx_ref.float()).abs().max()))  # fmt: skip
 
 
-def measure_shape(torch, timed, softmax_fn, mod, shape, dev: str) -> list[dict]:
+def measure_shape(torch, timed, softmax_fn, mod, shape, dev: str, whole: bool = True) -> list[dict]:
     batch, seq, heads, dim = shape
     bh = batch * heads
     bf = torch.bfloat16
@@ -222,7 +235,7 @@ def measure_shape(torch, timed, softmax_fn, mod, shape, dev: str) -> list[dict]:
 
         qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
         grad_out = torch.randn(bh, seq, dim, device=dev, dtype=bf)
-        for name, drop in (("megatron_e2e", False), ("megatron_e2e_dropout", True)):
+        for name, drop in (("megatron_e2e", False), ("megatron_e2e_dropout", True))[: 2 * whole]:
 
             def e2e(drop=drop):
                 megatron_forward(qg, kg, vg, drop).backward(grad_out)
@@ -253,6 +266,8 @@ def measure_shape(torch, timed, softmax_fn, mod, shape, dev: str) -> list[dict]:
         del probs, d_probs, d_scores, mask, qg, kg, vg, grad_out, d_out
         torch.cuda.empty_cache()
 
+    if not whole:
+        return rows
     # The FA2 benchmark's attention_pytorch (qkv packed as (b, s, 3, h, d)).
     qkv = torch.randn(batch, seq, 3, heads, dim, device=dev, dtype=bf, requires_grad=True)
     grad = torch.randn(batch, seq, heads, dim, device=dev, dtype=bf)
@@ -274,6 +289,39 @@ def measure_shape(torch, timed, softmax_fn, mod, shape, dev: str) -> list[dict]:
     return rows  # the shape's tensors go with this frame
 
 
+TORCH_SOFTMAX = tuple(
+    (1, seq, bh, 0)
+    for seq in (4096, 8192, 16384)
+    for bh in (2, 4, 8, 16, 32)
+    if GRID_MIN_ELEMENTS <= bh * seq * seq <= 2**32
+)
+"""`--torch-softmax`: calls at which Megatron-Core's FusedScaleMaskSoftmax falls back to PyTorch
+(key length above 4,096: is_kernel_available), one sequence of batch x heads per rank."""
+
+
+def measure_torch_softmax(torch, timed, shape, dev: str) -> list[dict]:
+    """Megatron-Core's forward_torch_softmax as the training CLI configures it (bf16 scores,
+    attention_softmax_in_fp32 False without --attention-softmax-in-fp32, no scale): the cached
+    bool causal mask applied in place by attention_mask_func (masked_fill_ -10000), torch's
+    softmax; backward: softmax's backward and masked_fill's (the gradient with the mask's
+    places zeroed). Each kernel alone."""
+    batch, seq, bh, _ = shape
+    x = torch.randn(bh, seq, seq, device=dev, dtype=torch.bfloat16)
+    mask = torch.triu(torch.ones(seq, seq, device=dev, dtype=torch.bool), diagonal=1)
+    rows = []
+
+    def rec(piece, fn):
+        rows.append({"batch": batch, "seq": seq, "heads": bh, "head_dim": 0, "piece": piece,
+                     "seconds": timed(fn)})  # fmt: skip
+
+    rec("torch_mask_fwd", lambda: x.masked_fill_(mask, -10000.0))
+    rec("torch_softmax_fwd", lambda: torch.softmax(x, dim=-1))
+    y = torch.softmax(x, dim=-1)
+    rec("torch_softmax_bwd", lambda: torch._softmax_backward_data(x, y, -1, torch.bfloat16))
+    rec("torch_mask_bwd", lambda: x.masked_fill(mask, 0.0))
+    return rows
+
+
 def copy_seconds(torch, timed, nbytes: int, dev: str) -> float:
     """One device-to-device copy of `nbytes` (its buffers freed on return)."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=dev)
@@ -286,6 +334,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extract", nargs=2, metavar=("GIT_DIR", "OUT_DIR"))
     parser.add_argument("--kernels", help="folder written by --extract")
     parser.add_argument("--out", help="output folder")
+    parser.add_argument(
+        "--torch-softmax",
+        action="store_true",
+        help="Megatron-Core's PyTorch softmax fallback (unfused_torch_softmax.csv)",
+    )
+    parser.add_argument(
+        "--grid", action="store_true", help="the GRID shapes, kernels alone (unfused_grid.csv)"
+    )
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -311,7 +367,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.kernels:
         t0 = time.time()
         try:
-            mod = build_megatron_softmax(Path(args.kernels), out.parent / "megatron_build")
+            prebuilt = Path(args.kernels) / "prebuilt"
+            if (prebuilt / "scaled_upper_triang_masked_softmax_cuda.so").is_file():
+                # a build of the same sources on another loan machine of the same image
+                sys.path.insert(0, str(prebuilt))
+                import scaled_upper_triang_masked_softmax_cuda as mod
+            else:
+                mod = build_megatron_softmax(Path(args.kernels), out.parent / "megatron_build")
             softmax_fn = megatron_softmax_function(torch, mod)
             meta["megatron_build_s"] = round(time.time() - t0, 1)
             meta["megatron_vs_reference_max_abs"] = check_kernel(torch, mod)
@@ -326,16 +388,26 @@ def main(argv: list[str] | None = None) -> int:
     rows.append({"batch": 0, "seq": 0, "heads": 0, "head_dim": 0, "piece": "copy",
                  "seconds": copy_s})  # fmt: skip
     meta["copy_gb_per_s_read_plus_write"] = round(2 * copy_bytes / copy_s / 1e9, 1)
-    for shape in ((2, 64, 2, 16),) if args.smoke else SHAPES:
+    shapes = ((2, 64, 2, 16),) if args.smoke else GRID if args.grid else SHAPES
+    if args.torch_softmax:
+        shapes = ((2, 64, 2, 0),) if args.smoke else TORCH_SOFTMAX
+    for shape in shapes:
         t0 = time.time()
-        rows += measure_shape(torch, timed, softmax_fn, mod, shape, dev)
+        if args.torch_softmax:
+            rows += measure_torch_softmax(torch, timed, shape, dev)
+        else:
+            rows += measure_shape(torch, timed, softmax_fn, mod, shape, dev, whole=not args.grid)
         print(f"{shape}: {time.time() - t0:.1f} s", flush=True)
-    with open(out / "unfused_pieces.csv", "w", newline="") as f:
+    name = "unfused_grid" if args.grid else "unfused_pieces"
+    name = "unfused_torch_softmax" if args.torch_softmax else name
+    with open(out / f"{name}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     meta["sm_clock_note"] = "clocks not pinned"
-    (out / "unfused_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (out / ("unfused_meta.json" if name == "unfused_pieces" else f"{name}_meta.json")).write_text(
+        json.dumps(meta, indent=1) + "\n"
+    )
     print(json.dumps(meta))
     return 0
 

@@ -356,6 +356,38 @@ per element on average in fp16 / bf16) and writes the whole row (2 bytes, zeros 
 diagonal); its backward loads the gradient and the output over the lower triangle (2 x 1) and
 writes the whole row (2)."""
 
+UNFUSED_TORCH_SOFTMAX_BYTES = (9.0, 11.0)
+"""(forward, backward) HBM bytes per score element of Megatron-Core's PyTorch softmax fallback
+(FusedScaleMaskSoftmax.forward_torch_softmax, megatron/core/fusions/fused_softmax.py at
+core_v0.19.0), which runs where its fused kernel does not (megatron_fused_softmax): as the
+training CLI configures it (bf16 scores: attention_softmax_in_fp32 is off without
+--attention-softmax-in-fp32; no scale without --apply-query-key-layer-scaling), the cached bool
+causal mask applied in place (attention_mask_func: masked_fill_, read 2 + the mask 1, write 2)
+and torch's softmax over whole rows (read 2, write 2); backward, softmax's (read the gradient and
+the output, write 2) and masked_fill's (read 2 + the mask 1, write 2). Measured on an H100
+(bench/results/h100-2026-11-28/unfused_torch_softmax.csv): these kernels reach 0.9-1.7 TB/s, not
+the copy rate, which the tables' `unfused_torch` rows carry."""
+
+MEGATRON_FUSED_SOFTMAX_KEYS = (16, 4096)
+"""Megatron-Core runs its fused causal softmax kernel for key lengths above 16 and up to 4,096
+(FusedScaleMaskSoftmax.is_kernel_available, core_v0.19.0; Megatron-LM's own copy of 2021 took up
+to 2,048), else the PyTorch fallback (UNFUSED_TORCH_SOFTMAX_BYTES)."""
+
+
+def megatron_fused_softmax(batch_heads: int, seq: int) -> bool:
+    """Whether Megatron-Core's FusedScaleMaskSoftmax runs its fused causal kernel on a call of
+    `batch_heads` [seq, seq] score matrices (is_kernel_available): key length in
+    MEGATRON_FUSED_SOFTMAX_KEYS and divisible by 4, and the matrices a multiple of the kernel's
+    rows per block (get_batch_per_block: 128 threads of warps of min(32, 2^ceil(log2 seq))
+    lanes, two rows per warp up to 128 keys)."""
+    lo, hi = MEGATRON_FUSED_SOFTMAX_KEYS
+    if not (lo < seq <= hi and seq % 4 == 0):
+        return False
+    pow2 = 1 << (seq - 1).bit_length()
+    per_block = (128 // min(pow2, 32)) * (2 if pow2 <= 128 else 1)
+    return batch_heads % per_block == 0
+
+
 UNFUSED_DROPOUT_BYTES = (5.0, 5.0)
 """(forward, backward) HBM bytes per score element of attention dropout on the probabilities
 (torch.nn.Dropout -> ATen native_dropout: reads 2, writes the output 2 and a bool mask 1;
@@ -388,18 +420,22 @@ def unfused_attention_times(
     seq x seq product at the part's large-GEMM ceiling, or the 2 bytes per element of the score
     matrix it writes or reads over the achieved HBM bandwidth, whichever is longer: at head dim
     64-128 a BMM does 2 x 64-128 FLOPs per score byte, about the A100's ridge point and below
-    the H100's. The softmax and dropout passes are streaming traffic (UNFUSED_SOFTMAX_BYTES,
-    UNFUSED_DROPOUT_BYTES). Not priced: GQA's repeat_interleave of K and V to every query head
+    the H100's. The softmax and dropout passes are streaming traffic (UNFUSED_SOFTMAX_BYTES, or
+    UNFUSED_TORCH_SOFTMAX_BYTES where Megatron-Core falls back to PyTorch's softmax:
+    megatron_fused_softmax; UNFUSED_DROPOUT_BYTES). Not priced: GQA's repeat_interleave of K and V to every query head
     (TE backends.py), 2 x d / seq of the score traffic."""
     batch, seq, heads, _kv, d_qk, d_v = attention_call(model, workload, layout)
     elements = batch * heads * seq * seq
     bytes_per_s = hbm_bytes_per_s(gpu, cal)
     dims = {"qk": d_qk, "v": d_v}
     dropout = unfused_dropout_times(model, gpu, cal, workload, layout)
+    softmax = (
+        UNFUSED_SOFTMAX_BYTES
+        if megatron_fused_softmax(batch * heads, seq)
+        else UNFUSED_TORCH_SOFTMAX_BYTES
+    )
     passes = []
-    for bmms, softmax_bytes, dropout_s in zip(
-        UNFUSED_BMMS, UNFUSED_SOFTMAX_BYTES, dropout, strict=True
-    ):
+    for bmms, softmax_bytes, dropout_s in zip(UNFUSED_BMMS, softmax, dropout, strict=True):
         bmm_s = sum(score_bmm_s(elements, dims[d], gpu, cal) for d in bmms)
         passes.append(bmm_s + softmax_bytes * elements / bytes_per_s + dropout_s)
     return passes[0], passes[1]
@@ -1450,18 +1486,21 @@ def _unfused_attention_looked_up(
     layout: Layout,
     book: KernelBook | None,
 ) -> tuple[float, float, tuple[tuple[str, str], ...]]:
-    """Unfused attention from the tables' `unfused` rows where they hold the shape (the shipped
-    H100 folder's attention_unfused.csv: Megatron-LM's kernels measured, no dropout), plus the
-    dropout passes; the roofline (unfused_attention_times) without tables or outside them. The
-    look-up takes the call as multi-head: Megatron-Core's DotProductAttention repeats K and V to
-    every query head (repeat_interleave) before its BMMs, so a GQA layer runs the MHA kernels
-    (the repeat's own copy of K and V, 2 d / s of the score traffic, is not priced)."""
+    """Unfused attention from the tables' rows where they hold the shape (the shipped Hopper
+    folders' attention_unfused.csv: Megatron-LM's kernels measured, no dropout): kernel
+    `unfused` where Megatron-Core runs its fused softmax kernel, `unfused_torch` where it falls
+    back to PyTorch's (megatron_fused_softmax); plus the dropout passes; the roofline
+    (unfused_attention_times) without tables or outside them. The look-up takes the call as
+    multi-head: Megatron-Core's DotProductAttention repeats K and V to every query head
+    (repeat_interleave) before its BMMs, so a GQA layer runs the MHA kernels (the repeat's own
+    copy of K and V, 2 d / s of the score traffic, is not priced)."""
     roof_fwd, roof_bwd = unfused_attention_times(model, gpu, cal, workload, layout)
     if book is None:
         return roof_fwd, roof_bwd, ()
     batch, seq, heads, _kv, d_qk, d_v = attention_call(model, workload, layout)
+    kernel = "unfused" if megatron_fused_softmax(batch * heads, seq) else "unfused_torch"
     found, status = book.attention_s_per_flop(
-        batch, seq, heads, heads, d_qk, d_v, causal=True, window=0, kernel="unfused"
+        batch, seq, heads, heads, d_qk, d_v, causal=True, window=0, kernel=kernel
     )
     looks = (("attention", status),)
     if found is None:

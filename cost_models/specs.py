@@ -740,8 +740,9 @@ AttentionRow = tuple[
     PositiveInt,  # v_head_dim
     bool,  # causal
     NonNegativeInt,  # window (0: full attention)
-    # kernel (flex: FlexAttention, window rows' kernel; unfused: the score matrix in HBM)
-    Literal["fused", "fa2", "flex", "unfused"],
+    # kernel (flex: FlexAttention, window rows' kernel; unfused / unfused_torch: the score
+    # matrix in HBM, Megatron's fused softmax kernel / Megatron-Core's PyTorch fallback)
+    Literal["fused", "fa2", "flex", "unfused", "unfused_torch"],
     PositiveFloat,  # time_ms: one forward + backward call
     NonNegativeFloat,  # forward_ms (0: not measured)
 ]

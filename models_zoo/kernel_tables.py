@@ -27,10 +27,12 @@ from cost_models.kernels import ATTENTION_FLOPS_FWD_BWD, attention_fwd_flops
 
 from .inputs import decode_text, unreadable
 
-ATTENTION_KERNELS = ("fused", "fa2", "flex", "unfused")
+ATTENTION_KERNELS = ("fused", "fa2", "flex", "unfused", "unfused_torch")
 """cuDNN fused attention, FlashAttention-2, FlexAttention (compiled; torchtitan's kernel for
-windowed models), unfused attention (BMM, softmax, BMM with the score matrix in HBM: Megatron-LM's
-kernels, Workload.attention_kernel "unfused"): the `kernel` column of an attention row."""
+windowed models), unfused attention (BMM, softmax, BMM with the score matrix in HBM,
+Workload.attention_kernel "unfused") with Megatron's fused softmax kernel and with Megatron-Core's
+PyTorch softmax fallback (cost_models.compute.megatron_fused_softmax says which a call runs): the
+`kernel` column of an attention row."""
 
 BUILTIN_ROOT = Path(__file__).parent / "kernels"
 """Shipped kernel tables: one folder per GPU preset id, index.json says which exist and why."""

@@ -231,7 +231,8 @@ def fit_attention(path: str, cluster: Cluster) -> list[AttentionFit]:
                 f"{path}:{line}: kernel must be {', '.join(ATTENTION_KERNELS[:-1])} or "
                 f"{ATTENTION_KERNELS[-1]} (got {kernel!r})"
             )
-        if kernel in ("flex", "unfused") or (row.get("window") or "0").strip() not in ("", "0"):
+        table_only = ("flex", "unfused", "unfused_torch")
+        if kernel in table_only or (row.get("window") or "0").strip() not in ("", "0"):
             # FlexAttention, unfused and sliding-window rows are table rows only (windowed /
             # full ratios price windowed layers, cost_models.kernels.KernelBook.window_ratio;
             # unfused rows price Workload.attention_kernel "unfused" where a table holds them,

@@ -88,32 +88,68 @@ def _h100_book():
 @pytest.mark.parametrize("dropout", [False, True])
 def test_the_h100_tables_price_it_from_megatrons_measured_kernels(dropout):
     """The shipped H100 folder's attention_unfused.csv (Megatron-LM's kernels measured on an H100,
-    bench/make_unfused_rows.py) holds 4 x 4,096 tokens, 16 heads of 128: 3.87555 ms forward,
-    10.12252 ms forward + backward. A GQA layer (4 KV heads) is looked up as MHA (Megatron-Core
-    repeats K and V to every head); dropout adds its 5 + 5 bytes per score element."""
-    m = dense_model(hidden_size=2048, num_attention_heads=16, num_kv_heads=4, hidden_dropout=dropout)
+    bench/make_unfused_rows.py) holds one 4,096-token sequence of 16 heads of 128 through the fused
+    softmax kernel: 0.97859 ms forward, 2.57145 ms forward + backward. 64 heads (8 KV) over TP 4
+    is that call, looked up as MHA (Megatron-Core repeats K and V to every head); dropout adds
+    its 5 + 5 bytes per score element."""
+    m = dense_model(
+        hidden_size=8192, num_attention_heads=64, num_kv_heads=8, hidden_dropout=dropout
+    )
     cal = calibration_for("hopper")
-    w = workload(seq_len=4096, global_batch=32, attention_kernel="unfused")
-    lay = layout(dp=8, micro_batch=4)
+    w = workload(seq_len=4096, global_batch=16, attention_kernel="unfused")
+    lay = layout(tp=4, dp=2, micro_batch=1)
     fwd, bwd, looks, _ = layer_attention(m, H100, cal, w, lay, _h100_book(), is_moe=False)
-    drop_s = 5 * 4 * 16 * 4096 * 4096 / hbm_bytes_per_s(H100, cal) if dropout else 0.0
+    elements = 16 * 4096 * 4096
+    drop_s = 5 * elements / hbm_bytes_per_s(H100, cal) if dropout else 0.0
     assert looks == (("attention", "measured"),)
-    assert fwd == pytest.approx(3.87555e-3 + drop_s)
-    assert fwd + bwd == pytest.approx(10.12252e-3 + 2 * drop_s)
-    # the measured kernels take 1.41x the roofline's time at this shape: six traffic-bound
-    # BMMs of 2 bytes per score element and the softmax's 3 + 4 (dropout alike in both)
+    assert fwd == pytest.approx(0.97859e-3 + drop_s)
+    assert fwd + bwd == pytest.approx(2.57145e-3 + 2 * drop_s)
+    # the measured kernels take 1.44x the roofline's time at this call: six traffic-bound
+    # BMMs of 2 bytes per score element and the fused softmax's 3 + 4 (dropout alike in both)
     roof_fwd, roof_bwd, _, _ = layer_attention(m, H100, cal, w, lay, None, is_moe=False)
-    roof_s = (6 * 2 + 3 + 4) * 4 * 16 * 4096 * 4096 / hbm_bytes_per_s(H100, cal)
+    roof_s = (6 * 2 + 3 + 4) * elements / hbm_bytes_per_s(H100, cal)
     assert roof_fwd + roof_bwd - 2 * drop_s == pytest.approx(roof_s)
-    assert 10.12252e-3 / roof_s == pytest.approx(1.41, abs=0.01)
+    assert 2.57145e-3 / roof_s == pytest.approx(1.44, abs=0.01)
+
+
+def test_past_4096_keys_megatron_core_falls_back_to_pytorchs_softmax():
+    """At 8,192 keys Megatron-Core's FusedScaleMaskSoftmax runs PyTorch's softmax (its fused kernel
+    takes up to 4,096): the roofline counts that fallback's 9 + 11 bytes per score element, and
+    the H100 tables price the call from their `unfused_torch` row (the BMMs and the fallback
+    measured at one sequence of 8 heads of 128: 4.87450 ms forward, 10.88872 ms in all)."""
+    m = dense_model(num_attention_heads=32, num_kv_heads=8)
+    cal = calibration_for("hopper")
+    w = workload(seq_len=8192, global_batch=16, attention_kernel="unfused")
+    lay = layout(tp=4, dp=2, micro_batch=1)
+    elements = 8 * 8192 * 8192
+    roof_fwd, roof_bwd, _, _ = layer_attention(m, H100, cal, w, lay, None, is_moe=False)
+    bmm_s = 2 * elements / hbm_bytes_per_s(H100, cal)
+    assert roof_fwd == pytest.approx(2 * bmm_s + 9 * elements / hbm_bytes_per_s(H100, cal))
+    assert roof_bwd == pytest.approx(4 * bmm_s + 11 * elements / hbm_bytes_per_s(H100, cal))
+    fwd, bwd, looks, _ = layer_attention(m, H100, cal, w, lay, _h100_book(), is_moe=False)
+    assert looks == (("attention", "measured"),)
+    assert (fwd, fwd + bwd) == (pytest.approx(4.87450e-3), pytest.approx(10.88872e-3))
+
+
+@pytest.mark.parametrize(
+    ("batch_heads", "seq", "fused"),
+    [(16, 4096, True), (6, 4096, False), (16, 8192, False), (4, 64, False), (8, 64, True),
+     (8, 16, False), (4, 4098, False)],
+)  # fmt: skip
+def test_which_softmax_megatron_core_runs(batch_heads, seq, fused):
+    """is_kernel_available (core_v0.19.0): 16 < keys <= 4,096, keys % 4, and the matrices a
+    multiple of the kernel's rows per block: 4 above 128 keys, 8 at 33-128 (two rows a warp)."""
+    from cost_models.compute import megatron_fused_softmax
+
+    assert megatron_fused_softmax(batch_heads, seq) is fused
 
 
 def test_outside_the_measured_rows_the_roofline_prices_it():
-    """Sequence 8,192 lies past the rows (Megatron's kernel indexes its matrix with 32-bit ints, so
-    the longest measured call is 4 x 4,096): extrapolated, and the roofline's time."""
+    """Sequence 16,384 lies past the rows (the longest measured is 8,192): extrapolated, and the
+    roofline's time."""
     m, cal = dense_model(hidden_size=2048, num_attention_heads=16), calibration_for("hopper")
-    w = workload(seq_len=8192, global_batch=16, attention_kernel="unfused")
-    lay = layout(dp=8, micro_batch=2)
+    w = workload(seq_len=16384, global_batch=8, attention_kernel="unfused")
+    lay = layout(tp=4, dp=2, micro_batch=1)
     fwd, bwd, looks, _ = layer_attention(m, H100, cal, w, lay, _h100_book(), is_moe=False)
     assert looks == (("attention", "extrapolated"),)
     assert (fwd, bwd) == layer_attention(m, H100, cal, w, lay, None, is_moe=False)[:2]

@@ -36,7 +36,7 @@ MEASURED_HERE = {
     "h100-sxm-80gb": {
         "sustained_fp8.csv", "gemm_pieces.csv", "memory_bound_profiled.csv", "attention_unfused.csv"
     },
-    "h200-sxm-141gb": {"memory_bound_profiled.csv"},
+    "h200-sxm-141gb": {"memory_bound_profiled.csv", "attention_unfused.csv"},
 }
 
 
@@ -190,20 +190,28 @@ def test_profiled_ops_file_is_what_its_script_writes():
 
 
 def test_unfused_attention_file_is_what_its_script_writes():
-    """models_zoo/kernels/h100-sxm-80gb/attention_unfused.csv comes from bench/make_unfused_rows.py
-    (bench/results/h100-2026-11-28/unfused_pieces.csv): no hand edit; each row's time is the sum of
-    the kernels Megatron-LM runs, timed alone (by hand for 8 x 2,048 tokens, 32 heads of 64)."""
+    """models_zoo/kernels/{h100-sxm-80gb,h200-sxm-141gb}/attention_unfused.csv come from
+    bench/make_unfused_rows.py (bench/results/h100-2026-11-28, h200-2026-11-28): no hand edit;
+    each row's time is the sum of the kernels Megatron-LM runs, timed alone (by hand for the
+    H100's 8 x 2,048 tokens, 32 heads of 64)."""
     import csv
     import subprocess
     import sys
+
+    from cost_models.compute import megatron_fused_softmax
 
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "make_unfused_rows.py"), "--check"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+    for gpu in SHIPPED:
+        rows = attention_rows(BUILTIN_ROOT / gpu / "attention_unfused.csv")
+        kernels = {r[8] for r in rows}
+        assert rows and kernels <= {"unfused", "unfused_torch"} and all(r[3] == r[2] for r in rows)
+        # a row's kernel is the softmax Megatron-Core runs on that call
+        assert all((r[8] == "unfused") == megatron_fused_softmax(r[0] * r[2], r[1]) for r in rows)
     rows = attention_rows(BUILTIN_ROOT / "h100-sxm-80gb" / "attention_unfused.csv")
-    assert rows and {r[8] for r in rows} == {"unfused"} and all(r[3] == r[2] for r in rows)
     pieces = ROOT / "bench" / "results" / "h100-2026-11-28" / "unfused_pieces.csv"
     with pieces.open(newline="") as f:
         ms = {

@@ -33,6 +33,9 @@ micro-batch). bf16.
 Usage (on the GPU machine):
   python3 bench/measure_unfused_attention.py --extract GIT_DIR .megatron_fused   # here
   python3 bench/measure_unfused_attention.py --kernels .megatron_fused --out OUT  # there
+  ... --grid (the per-TP-rank calls, GRID), --torch-softmax (Megatron-Core's PyTorch fallback,
+  TORCH_SOFTMAX; needs no Megatron kernel), --smoke (the CPU loop, no figures). A built kernel
+  placed in .megatron_fused/prebuilt/ by a machine of the same image is loaded instead of built.
 Writes OUT/unfused_pieces.csv (shape, piece, seconds) and OUT/unfused_meta.json (with `--grid`:
 the GRID shapes' kernels alone, OUT/unfused_grid.csv and unfused_grid_meta.json). Compared with
 the cost model by `python bench/unfused_vs_measured.py --pieces OUT/unfused_pieces.csv`.
@@ -372,8 +375,11 @@ def main(argv: list[str] | None = None) -> int:
                 # a build of the same sources on another loan machine of the same image
                 sys.path.insert(0, str(prebuilt))
                 import scaled_upper_triang_masked_softmax_cuda as mod
+
+                meta["megatron_kernel"] = f"prebuilt: {prebuilt}"
             else:
                 mod = build_megatron_softmax(Path(args.kernels), out.parent / "megatron_build")
+                meta["megatron_kernel"] = "built here"
             softmax_fn = megatron_softmax_function(torch, mod)
             meta["megatron_build_s"] = round(time.time() - t0, 1)
             meta["megatron_vs_reference_max_abs"] = check_kernel(torch, mod)

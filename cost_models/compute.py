@@ -422,13 +422,13 @@ def unfused_attention_times(
     64-128 a BMM does 2 x 64-128 FLOPs per score byte, about the A100's ridge point and below
     the H100's. The softmax and dropout passes are streaming traffic (UNFUSED_SOFTMAX_BYTES, or
     UNFUSED_TORCH_SOFTMAX_BYTES where Megatron-Core falls back to PyTorch's softmax:
-    megatron_fused_softmax; UNFUSED_DROPOUT_BYTES). Not priced: GQA's repeat_interleave of K and V to every query head
-    (TE backends.py), 2 x d / seq of the score traffic."""
+    megatron_fused_softmax; UNFUSED_DROPOUT_BYTES). Not priced: GQA's repeat_interleave of K and
+    V to every query head (TE backends.py), 2 x d / seq of the score traffic."""
     batch, seq, heads, _kv, d_qk, d_v = attention_call(model, workload, layout)
     elements = batch * heads * seq * seq
     bytes_per_s = hbm_bytes_per_s(gpu, cal)
     dims = {"qk": d_qk, "v": d_v}
-    dropout = unfused_dropout_times(model, gpu, cal, workload, layout)
+    dropout = unfused_dropout_s(model, elements, bytes_per_s)
     softmax = (
         UNFUSED_SOFTMAX_BYTES
         if megatron_fused_softmax(batch * heads, seq)
@@ -441,21 +441,13 @@ def unfused_attention_times(
     return passes[0], passes[1]
 
 
-def unfused_dropout_times(
-    model: ModelSpec,
-    gpu: GpuSpec,
-    cal: GenerationCalibration,
-    workload: Workload,
-    layout: Layout,
-) -> tuple[float, float]:
-    """(forward, backward) seconds of unfused attention's dropout on the probabilities: its
-    streaming bytes (UNFUSED_DROPOUT_BYTES) per score element, 0 without ModelSpec.hidden_dropout
-    (measured on the H100: 0.94-1.13x this, bench/results/h100-2026-11-28)."""
+def unfused_dropout_s(model: ModelSpec, elements: float, bytes_per_s: float) -> tuple[float, float]:
+    """(forward, backward) seconds of unfused attention's dropout on the probabilities of
+    `elements` score elements: its streaming bytes (UNFUSED_DROPOUT_BYTES) per element at
+    `bytes_per_s`, 0 without ModelSpec.hidden_dropout (measured on the H100: 0.94-1.13x this,
+    bench/results/h100-2026-11-28)."""
     if not model.hidden_dropout:
         return 0.0, 0.0
-    batch, seq, heads, _kv, _d_qk, _d_v = attention_call(model, workload, layout)
-    elements = batch * heads * seq * seq
-    bytes_per_s = hbm_bytes_per_s(gpu, cal)
     fwd_bytes, bwd_bytes = UNFUSED_DROPOUT_BYTES
     return fwd_bytes * elements / bytes_per_s, bwd_bytes * elements / bytes_per_s
 
@@ -1507,7 +1499,9 @@ def _unfused_attention_looked_up(
         return roof_fwd, roof_bwd, looks
     total, fwd = found
     flops = attention_core_flops(model, workload, layout)
-    drop_fwd, drop_bwd = unfused_dropout_times(model, gpu, cal, workload, layout)
+    drop_fwd, drop_bwd = unfused_dropout_s(
+        model, batch * heads * seq * seq, hbm_bytes_per_s(gpu, cal)
+    )
     return fwd * flops + drop_fwd, (total - fwd) * flops + drop_bwd, looks
 
 

@@ -621,6 +621,10 @@ def test_megatron_runs_the_attention_kernel_the_plan_priced(kernel, fake_world, 
     backend = {"unfused": AttnBackend.unfused, "fa2": AttnBackend.flash}[kernel]
     assert config.attention_backend == backend
     assert config.flash_attention_version == (2 if kernel == "fa2" else None)
+    # what the unfused class prices (cost_models.compute.megatron_fused_softmax,
+    # UNFUSED_TORCH_SOFTMAX_BYTES): the fused softmax kernel enabled, and its PyTorch fallback
+    # in the scores' bf16, not fp32
+    assert (config.masked_softmax_fusion, config.attention_softmax_in_fp32) == (True, False)
 
 
 def test_megatron_parses_nvfp4_weights_and_bf16_layers(fake_world, monkeypatch):

@@ -1486,9 +1486,8 @@ def _unfused_attention_looked_up(
     multi-head: Megatron-Core's DotProductAttention repeats K and V to every query head
     (repeat_interleave) before its BMMs, so a GQA layer runs the MHA kernels (the repeat's own
     copy of K and V, 2 d / s of the score traffic, is not priced)."""
-    roof_fwd, roof_bwd = unfused_attention_times(model, gpu, cal, workload, layout)
     if book is None:
-        return roof_fwd, roof_bwd, ()
+        return (*unfused_attention_times(model, gpu, cal, workload, layout), ())
     batch, seq, heads, _kv, d_qk, d_v = attention_call(model, workload, layout)
     kernel = "unfused" if megatron_fused_softmax(batch * heads, seq) else "unfused_torch"
     found, status = book.attention_s_per_flop(
@@ -1496,7 +1495,7 @@ def _unfused_attention_looked_up(
     )
     looks = (("attention", status),)
     if found is None:
-        return roof_fwd, roof_bwd, looks
+        return (*unfused_attention_times(model, gpu, cal, workload, layout), looks)
     total, fwd = found
     flops = attention_core_flops(model, workload, layout)
     drop_fwd, drop_bwd = unfused_dropout_s(

@@ -35,7 +35,7 @@ import statistics
 
 import models_zoo
 from cost_models.calibration import generation_for_gpu, hbm_bytes_per_s
-from cost_models.compute import score_bmm_s, unfused_attention_times
+from cost_models.compute import UNFUSED_TORCH_SOFTMAX_BYTES, score_bmm_s, unfused_attention_times
 from cost_models.specs import Layout, ModelSpec, Workload
 from cost_models.units import TFLOPS
 
@@ -63,14 +63,28 @@ PIECE_BYTES = {
 """Bytes per score element the cost model counts for each measured kernel (the BMMs' score
 matrix; compute.UNFUSED_SOFTMAX_BYTES, UNFUSED_DROPOUT_BYTES)."""
 BMM_DIM = {"bmm1_fwd", "bmm2_fwd", "bmm_dp_bwd", "bmm_dv_bwd", "bmm_dq_bwd", "bmm_dk_bwd"}
+TORCH_PIECE_BYTES = {
+    "torch_mask_fwd": 5.0, "torch_softmax_fwd": 4.0, "torch_softmax_bwd": 6.0,
+    "torch_mask_bwd": 5.0,
+}  # fmt: skip
+"""Megatron-Core's PyTorch softmax fallback (`--torch-softmax` rows, head dim 0), by kernel:
+compute.UNFUSED_TORCH_SOFTMAX_BYTES's 9 + 11 bytes per score element (the in-place mask reads 2
+and the bool mask 1 and writes 2; the softmax reads 2 and writes 2; its backward reads 2 + 2 and
+writes 2; the mask's backward reads 2 + 1 and writes 2)."""
 
 
 def priced_pieces(gpu_id: str, batch: int, seq: int, heads: int, dim: int) -> dict[str, float]:
-    """Seconds the cost model prices for each kernel of bench/measure_unfused_attention.py."""
+    """Seconds the cost model prices for each kernel of bench/measure_unfused_attention.py (head
+    dim 0: the PyTorch fallback's kernels alone, and their sum as `torch_fallback`)."""
     gpu = models_zoo.load_gpu(gpu_id)
     cal = generation_for_gpu(gpu)
     bytes_per_s = hbm_bytes_per_s(gpu, cal)
     elements = batch * heads * seq * seq
+    if dim == 0:
+        priced = {p: b * elements / bytes_per_s for p, b in TORCH_PIECE_BYTES.items()}
+        assert sum(TORCH_PIECE_BYTES.values()) == sum(UNFUSED_TORCH_SOFTMAX_BYTES)
+        priced["torch_fallback"] = sum(priced.values())
+        return priced
     priced = {
         piece: score_bmm_s(elements, dim, gpu, cal)
         if piece in BMM_DIM
@@ -83,10 +97,11 @@ def priced_pieces(gpu_id: str, batch: int, seq: int, heads: int, dim: int) -> di
                           ffn_hidden_size=4 * heads * dim, vocab_size=32000,
                           hidden_dropout=dropout)  # fmt: skip
         work = Workload(seq_len=seq, global_batch_seqs=batch, attention_kernel="unfused")
-        priced[name] = sum(unfused_attention_times(model, gpu, cal, work, Layout(micro_batch=batch)))
+        priced[name] = sum(
+            unfused_attention_times(model, gpu, cal, work, Layout(micro_batch=batch))
+        )
     priced["pytorch_e2e"] = (
-        6 * score_bmm_s(elements, dim, gpu, cal)
-        + sum(PYTORCH_PASS_BYTES) * elements / bytes_per_s
+        6 * score_bmm_s(elements, dim, gpu, cal) + sum(PYTORCH_PASS_BYTES) * elements / bytes_per_s
     )
     return priced
 
@@ -107,6 +122,9 @@ def pieces_main(path: str, gpu_id: str) -> int:
             continue
         key = tuple(int(row[k]) for k in ("batch", "seq", "heads", "head_dim"))
         shapes.setdefault(key, {})[row["piece"]] = float(row["seconds"])
+    for measured in shapes.values():
+        if set(TORCH_PIECE_BYTES) <= set(measured):
+            measured["torch_fallback"] = sum(measured[p] for p in TORCH_PIECE_BYTES)
     ratios: dict[str, list[float]] = {}
     print("batch  seq  heads  dim  kernel                measured ms  priced ms  "
           "measured / priced  achieved GB/s")  # fmt: skip
@@ -116,13 +134,16 @@ def pieces_main(path: str, gpu_id: str) -> int:
         for piece, seconds in measured.items():
             ratio = seconds / priced[piece]
             ratios.setdefault(piece, []).append(ratio)
-            rate = (f"{PIECE_BYTES[piece] * elements / seconds / 1e9:13.0f}"
-                    if piece in PIECE_BYTES else f"{'':13s}")  # fmt: skip
+            per_element = {**PIECE_BYTES, **TORCH_PIECE_BYTES}.get(piece)
+            rate = (f"{per_element * elements / seconds / 1e9:13.0f}"
+                    if per_element else f"{'':13s}")  # fmt: skip
             print(f"{batch:5d} {seq:5d} {heads:5d} {dim:4d}  {piece:20s}  {seconds * 1e3:11.3f}"
                   f"  {priced[piece] * 1e3:9.3f}  {ratio:17.2f}  {rate}")  # fmt: skip
     print("measured / priced by kernel: median (min-max)")
     for piece, values in ratios.items():
-        print(f"  {piece:20s} {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
+        print(
+            f"  {piece:20s} {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+        )
     return 0
 
 

@@ -51,3 +51,25 @@ def test_pieces_on_the_h100_by_hand(capsys):
     assert float(row[7]) == pytest.approx(measured_s / priced_s, abs=0.005)
     assert float(row[8]) == pytest.approx(2 * elements / 0.872437e-3 / 1e9, abs=1)
     assert "pytorch_e2e          1.78" in out
+
+
+def test_the_pytorch_fallback_on_the_h100_by_hand(capsys):
+    """unfused_torch_softmax.csv, one 8,192-key call of 8 matrices: the four kernels' sum against
+    the 9 + 11 bytes per score element the model counts (compute.UNFUSED_TORCH_SOFTMAX_BYTES)."""
+    import csv
+
+    path = ROOT / "bench" / "results" / "h100-2026-11-28" / "unfused_torch_softmax.csv"
+    with path.open(newline="") as f:
+        measured_s = sum(
+            float(r["seconds"])
+            for r in csv.DictReader(f)
+            if (r["seq"], r["heads"]) == ("8192", "8")
+        )
+    priced_s = 20 * 8 * 8192**2 / (3350e9 * 0.85)
+    assert uvm.main(["--pieces", str(path)]) == 0
+    row = next(
+        line.split() for line in capsys.readouterr().out.splitlines()
+        if line.split()[:5] == ["1", "8192", "8", "0", "torch_fallback"]
+    )  # fmt: skip
+    assert float(row[6]) == pytest.approx(priced_s * 1e3, abs=1e-3)
+    assert float(row[7]) == pytest.approx(measured_s / priced_s, abs=0.005)

@@ -463,6 +463,12 @@ def main(argv: list[str]) -> int:
         a = line([presets[i].tokens_error_pct for i in ids])
         b = line([tables[i].tokens_error_pct for i in ids])
         print(f"{label:44} {len(ids):4d}  {p:20}  {pc:20}  {a:20}  {b}")
+    # Every record ran, so a predicted peak above the GPU's memory is a memory-model miss (or a
+    # saving the record does not state): the search would have refused the run's own layout.
+    over = {name: sum(1 for rid in runs if origin[rid] == name and presets[rid].fit_note is not None)
+            for name in dict.fromkeys(origin.values())}  # fmt: skip
+    print("Predicted peak above the GPU's memory (recipe settings, presets; each of these runs ran): "
+          f"{sum(over.values())} of {len(runs)} (" + ", ".join(f"{n} {k}" for k, n in over.items()) + ")")
     pair_section(runs, twins, {"page, tables": page_tables, "page, presets": page,
                                "recipe, tables": tables, "recipe, presets": presets})  # fmt: skip
     twin_section(runs, twins, presets, args.rows)

@@ -233,6 +233,62 @@ class Recipes:
     def recipe_text(self, tag: str, model: str, size: str) -> str:
         return self._show(tag, f"nemo/collections/llm/recipes/{model}_{size}.py") or ""
 
+    def grad_reduce_in_fp32(self, tag: str, folder: str, model: str, size: str, dtype: str) -> tuple[bool | None, str]:
+        """(MegatronMixedPrecision.grad_reduce_in_fp32 the performance script leaves for a row of
+        this compute dtype, where): `recipe.trainer.plugins.grad_reduce_in_fp32 = <bool>` in the
+        model's pretrain script, or in the helper it calls (set_primary_perf_configs, in
+        <folder>/utils.py at v2.3.0, helpers.py at v2.4.0), either at the top level of a function
+        (every dtype) or under `if ...compute_dtype.lower() == "fp8"` (fp8 rows only). Any other
+        enclosing condition, or two values, leaves it unread (None). The plugin's default is True
+        (MegatronMixedPrecision, bf16_mixed), so a row no statement reaches is not stated."""
+        script = self.script_text(tag, folder, model, size)
+        if not script:
+            return None, ""
+        sub = "llm/" if folder == "scripts/performance" else ""
+        sources = [(f"{folder}/{sub}pretrain_{model}_{size}.py", script)]
+        if "set_primary_perf_configs(" in script:
+            for helper in ("utils.py", "helpers.py"):
+                if (text := self._show(tag, f"{folder}/{helper}")) and "def set_primary_perf_configs" in text:
+                    sources.append((f"{folder}/{helper}", text))
+        found: set[bool] = set()
+        where = []
+        for path, text in sources:
+            for fn in ast.walk(ast.parse(text)):
+                if not isinstance(fn, (ast.FunctionDef, ast.Module)):
+                    continue
+                for st, conds in _statements(fn.body, []):
+                    if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+                            and getattr(st.targets[0], "attr", None) == "grad_reduce_in_fp32"
+                            and "plugins" in ast.unparse(st.targets[0])):  # fmt: skip
+                        continue
+                    if not (isinstance(st.value, ast.Constant) and isinstance(st.value.value, bool)):
+                        return None, f"{path}: grad_reduce_in_fp32 = {ast.unparse(st.value)}"
+                    fp8_only = [c for c in conds if re.fullmatch(r"(args\.)?compute_dtype\.lower\(\) == 'fp8'", c)]
+                    other = [c for c in conds if c not in fp8_only and "compute_dtype is not None" not in c]
+                    if other:
+                        return None, f"{path}: grad_reduce_in_fp32 under `if {other[0]}`"
+                    if fp8_only and dtype != "fp8":
+                        continue
+                    found.add(st.value.value)
+                    where.append(f"{path} @{tag}" + (" (fp8 branch)" if fp8_only else ""))
+        if len(found) != 1:
+            return None, "" if not found else f"grad_reduce_in_fp32 set to both values ({', '.join(where)})"
+        return found.pop(), ", ".join(dict.fromkeys(where))
+
+
+def _statements(body: list[ast.stmt], conds: list[str]):
+    """(statement, the `if` tests around it within the function) for a function's statements; the
+    tests of nested `if`s combined with ` and ` (compute_dtype tests are split back apart)."""
+    for st in body:
+        yield st, conds
+        if isinstance(st, ast.If):
+            tests = [ast.unparse(t) for t in (st.test.values if isinstance(st.test, ast.BoolOp)
+                                              and isinstance(st.test.op, ast.And) else [st.test])]  # fmt: skip
+            yield from _statements(st.body, conds + tests)
+            yield from _statements(st.orelse, conds + [f"not ({ast.unparse(st.test)})"])
+        elif isinstance(st, (ast.For, ast.With, ast.While, ast.Try)):
+            yield from _statements(getattr(st, "body", []), conds + [type(st).__name__])
+
 
 def recipe_settings(recipes: Recipes, container: str, model: str, size: str, system: str, dtype: str,
                     shape: dict) -> tuple[dict, dict, str]:  # fmt: skip
@@ -324,6 +380,12 @@ def recipe_settings(recipes: Recipes, container: str, model: str, size: str, sys
             f"no TP overlap (recipes/{model}_{size}.py @{tag} "
             + ("under FSDP)" if fsdp else "does not set it)")
         )
+    value, where = recipes.grad_reduce_in_fp32(tag, folder, model, size, dtype)
+    if value is False:  # bf16 gradient buffers, reduced in bf16: the cost model's main_grads bf16
+        settings["main_grads"] = "bf16"
+        taken.append(f"grad_reduce_in_fp32=False ({where}): main_grads bf16")
+    elif value is None and where:
+        taken.append(f"grad_reduce_in_fp32 not read ({where})")
     script = recipes.script_text(tag, folder, model, size)
     if (
         dtype == "fp8"

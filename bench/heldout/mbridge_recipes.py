@@ -217,6 +217,10 @@ def perf_recipe_configs(git_dir: str, commit: str) -> dict[str, dict[str, Any]]:
             continue
         fields = dict(DEFAULTS)
         _apply(funcs[name].body, fields, funcs, 0)
+        try:
+            fields["_grad_reduce"] = grad_reduce_of(funcs[name], funcs)
+        except Unread:
+            fields["_grad_reduce"] = (None, [])
         fields["num_gpus"] = int(m.group(2))
         if fields.pop("use_transformer_engine_op_fuser", None):
             fields["cutedsl_fused_grouped_mlp"] = True  # the op fuser's fused grouped MLP
@@ -230,6 +234,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, Any] = {}
     tp_funcs: dict[str, Any] = {}
     applies: dict[str, bool] = {}
+    grads: dict[str, Any] = {}
     for container, commit in CONTAINER_COMMIT.items():
         names = _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance/configs").split()
         configs: dict[str, dict[str, Any]] = {}
@@ -240,8 +245,11 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
         if configs:
             tp_funcs[container] = tp_overlap_functions(git_dir, commit)
             applies[container] = base_config_applies_backend(git_dir, commit)
+            recipe_funcs, funcs = grad_reduce_functions(git_dir, commit)
+            grads[container] = {"recipes": recipe_funcs, "funcs": funcs}
         else:  # perf_recipes (26.06.01+): no held-out row of these containers has TP > 1; not read
             configs = perf_recipe_configs(git_dir, commit)
+            grads[container] = {"_perf": {k: v.pop("_grad_reduce") for k, v in configs.items()}}
         flags: dict[str, dict[str, bool]] = {}
         for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, RECIPES_DIR).split():
             if path.endswith(".py"):
@@ -255,6 +263,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
         out[container] = configs
     out["_yaml"] = {c: yaml_recipes(git_dir, commit) for c, commit in YAML_CONTAINERS.items()}  # nor this
     out["_tp_overlap"] = tp_funcs  # not a container name: the recipe functions read for tp_comm_overlap
+    out["_grad_reduce"] = grads  # nor this: the gradients' dtype the recipe functions set (main_grads_for)
     out["_applies_backend"] = applies  # nor this: whether set_workload_base_configs applies the flex back-end
     return out
 
@@ -276,7 +285,16 @@ def _matches(cfg: dict[str, Any], row: dict[str, Any]) -> bool:
 
 def settings_for(recipes, container, model, gpu_system, precision, row):
     """(settings, layout updates, note) from the one recipe whose layout is the row's; ({}, {}, note)
-    when none or several disagreeing ones match."""
+    when none or several disagreeing ones match. The gradients' dtype (main_grads_for) is added
+    either way: the recipe functions of the row's model and GPU set it for every layout."""
+    settings, layout, note = _layout_settings_for(recipes, container, model, gpu_system, precision, row)
+    grads, grads_note = main_grads_for(recipes, container, model, gpu_system)
+    if grads is not None:
+        settings = {**settings, "main_grads": grads}
+    return settings, layout, f"{note}; {grads_note}" if grads_note else note
+
+
+def _layout_settings_for(recipes, container, model, gpu_system, precision, row):
     if container in YAML_CONTAINERS:
         settings, note = yaml_settings(recipes, container, model, gpu_system, row)
         return settings, {}, note
@@ -496,6 +514,135 @@ def tp_overlap_for(tp_funcs, container, model, gpu_system, precision, tp):
     return value, f"tp_comm_overlap={value} ({fn.name}, {path}, compute dtype {PRECISION[precision].lower()})"
 
 
+# --- The gradients' dtype: Megatron-Bridge's MixedPrecisionConfig.grad_reduce_in_fp32, which its setup()
+# copies onto the DDP config (src/megatron/bridge/training/mixed_precision.py update_config_with_precision_overrides),
+# so the mixed-precision value is the one that runs. False keeps Megatron-Core's gradient buffer in the parameters'
+# bf16 and reduces it in bf16 (the cost model's `main_grads: bf16`, as the MLPerf converter reads NeMo's pretrain.py).
+def _sets_grad_reduce(node: ast.AST) -> set[bool | None]:
+    """Values a statement assigns to `*.grad_reduce_in_fp32` anywhere inside it (None: not a constant)."""
+    return {
+        n.value.value if isinstance(n.value, ast.Constant) and isinstance(n.value.value, bool) else None
+        for n in ast.walk(node)
+        if isinstance(n, ast.Assign) and any(getattr(t, "attr", None) == "grad_reduce_in_fp32" for t in n.targets)
+    }
+
+
+def _precision_factory_value(fn: ast.FunctionDef | None) -> bool | None:
+    """`_perf_precision(...)` (perf_recipes/_common.py): the constant its body gives `cfg.grad_reduce_in_fp32`
+    in a plain statement; None if it has none."""
+    if fn is None:
+        return None
+    values = {
+        st.value.value
+        for st in fn.body
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and getattr(st.targets[0], "attr", None) == "grad_reduce_in_fp32"
+        and isinstance(st.value, ast.Constant) and isinstance(st.value.value, bool)
+    }  # fmt: skip
+    return values.pop() if len(values) == 1 else None
+
+
+def grad_reduce_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef], state: bool | None = None,
+                   depth: int = 0, said: list[str] | None = None) -> tuple[bool | None, list[str]]:
+    """(mixed_precision.grad_reduce_in_fp32 after a recipe function's statements, the functions that set it).
+
+    In order: `cfg.mixed_precision = _perf_precision(...)` takes that factory's constant, any other
+    `cfg.mixed_precision = ...` resets it to unknown (the library factories' own default is not read);
+    `cfg.mixed_precision.grad_reduce_in_fp32 = True|False` sets it; a call of a helper in `funcs` (as a
+    statement, or `cfg = other_recipe()` / `cfg = _with_global_batch_size(other_recipe(), n)` of a perf
+    recipe) is followed, three levels at most. A statement
+    under `if` / `for` / `with` that assigns it a value other than the one already known raises Unread."""
+    said = [] if said is None else said
+    for st in fn.body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1:
+            tgt, val = st.targets[0], st.value
+            if isinstance(tgt, ast.Attribute) and tgt.attr == "mixed_precision":
+                name = getattr(val.func, "id", None) if isinstance(val, ast.Call) else None
+                state = _precision_factory_value(funcs.get(name)) if name == "_perf_precision" else None
+                if state is not None:
+                    said.append(name)
+            elif (isinstance(tgt, ast.Attribute) and tgt.attr == "grad_reduce_in_fp32"
+                  and getattr(tgt.value, "attr", None) == "mixed_precision"):  # fmt: skip
+                if not (isinstance(val, ast.Constant) and isinstance(val.value, bool)):
+                    raise Unread(f"line {st.lineno}: mixed_precision.grad_reduce_in_fp32 = {ast.unparse(val)}")
+                state = val.value
+                said.append(fn.name)
+            elif isinstance(tgt, ast.Name) and isinstance(val, ast.Call):
+                if getattr(val.func, "id", None) == "_with_global_batch_size" and val.args and isinstance(val.args[0], ast.Call):
+                    val = val.args[0]  # `cfg = _with_global_batch_size(other_recipe(), n)`, as _start reads it
+                name = getattr(val.func, "id", None)
+                if name in funcs and depth < 3 and _PERF_NAME.match(name):
+                    state, _ = grad_reduce_of(funcs[name], funcs, None, depth + 1, said)
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and depth < 3:
+            name = getattr(st.value.func, "id", None)
+            if name in funcs:
+                state, _ = grad_reduce_of(funcs[name], funcs, state, depth + 1, said)
+        elif not isinstance(st, ast.Assign) and (values := _sets_grad_reduce(st)) and values != {state}:
+            raise Unread(f"line {st.lineno}: {type(st).__name__} sets grad_reduce_in_fp32")
+    return state, said
+
+
+def grad_reduce_functions(git_dir: str, commit: str):
+    """(recipe functions by (model prefix, GPU) with their file, every module-level function of the
+    performance scripts by name) at `commit`: scripts/performance/configs/<family>/*_llm_pretrain.py."""
+    recipes: dict[tuple[str, str], tuple[ast.FunctionDef, str]] = {}
+    funcs: dict[str, ast.FunctionDef] = {}
+    for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance").split():
+        if not path.endswith(".py"):
+            continue
+        for node in ast.parse(_git(git_dir, "show", f"{commit}:{path}")).body:
+            if isinstance(node, ast.FunctionDef):
+                funcs.setdefault(node.name, node)
+                if _LLM_PRETRAIN.match(path) and (m := _FUNC.match(node.name)) and m.group(1) in _FUNC_MODEL:
+                    recipes.setdefault((_FUNC_MODEL[m.group(1)], m.group(2).upper()), (node, path))
+    return recipes, funcs
+
+
+def main_grads_for(recipes, container, model, gpu_system):
+    """(main_grads setting or None, note) of a row: the gradients' dtype every recipe function of its
+    model and GPU sets at the container's commit (the value does not depend on the layout: the
+    family's common-config helper sets it for every variant)."""
+    if model not in PREFIX:
+        return None, None
+    if container in YAML_CONTAINERS:  # 25.09: the model's YAML ConfigContainer.mixed_precision section
+        got = recipes.get("_yaml", {}).get(container) or {}
+        key = _YAML_MODEL.get(PREFIX[model])
+        if key not in got.get("grad_reduce", {}):
+            return None, None
+        value, path = got["grad_reduce"][key]
+        return ("fp32" if value else "bf16"), (
+            f"grad_reduce_in_fp32={value} ({path} @{got['commit']} ConfigContainer.mixed_precision): "
+            f"main_grads {'fp32' if value else 'bf16'}"
+        )
+    got = recipes.get("_grad_reduce", {}).get(container)
+    if got is None:
+        return None, None
+    gpu = gpu_system.split("-")[1]
+    if "_perf" in got:  # 26.06.01+: the flat perf recipe functions (perf_recipe_configs)
+        hits = {k: v for k, v in got["_perf"].items() if k.startswith(f"{PREFIX[model]}_PRETRAIN_CONFIG_{gpu}_")}
+        values = {v for v, _ in hits.values()}
+        if not hits:
+            return None, f"grad_reduce_in_fp32 not read (no {PREFIX[model].lower()} perf recipe for {gpu})"
+        if len(values) != 1 or None in values:
+            return None, f"grad_reduce_in_fp32 not read (the {gpu} perf recipes set {sorted(map(str, values))})"
+        value = values.pop()
+        setters = sorted({s for _, ss in hits.values() for s in ss})
+        where = f"the {len(hits)} {gpu} perf recipes of the model, set by {', '.join(setters)}"
+    else:
+        funcs_by_model, funcs = got["recipes"], got["funcs"]
+        hit = funcs_by_model.get((PREFIX[model], gpu))
+        if hit is None:
+            return None, f"grad_reduce_in_fp32 not read (no {PREFIX[model].lower()} recipe function for {gpu})"
+        fn, path = hit
+        try:
+            value, said = grad_reduce_of(fn, funcs)
+        except Unread as err:
+            return None, f"grad_reduce_in_fp32 not read ({fn.name}: {err})"
+        if value is None:
+            return None, f"grad_reduce_in_fp32 not read ({fn.name} does not set it)"
+        where = f"{fn.name}, {path}, set in {' / '.join(dict.fromkeys(said))}"
+    return ("fp32" if value else "bf16"), f"grad_reduce_in_fp32={value} ({where}): main_grads {'fp32' if value else 'bf16'}"
+
+
 # --- Which userbuffers configuration the TP overlap runs (cost_models/tp_overlap.py CONFIGS): the recipe function's
 # `cfg.comm_overlap.tp_comm_overlap_cfg = X` / CommOverlapConfig(tp_comm_overlap_cfg=X), X a userbuffers_* name or a
 # local bound by `if precision == "bf16": name = A else: name = B`; else the library recipe's CommOverlapConfig. None
@@ -709,15 +856,22 @@ def yaml_recipes(git_dir: str, commit: str) -> dict[str, Any]:
     import yaml
 
     matrices: dict[str, Any] = {}
+    grad_reduce: dict[str, Any] = {}
     for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance/configs").split():
         if m := _YAML_FILE.match(path):
-            matrices[m.group(1)] = (yaml.safe_load(_git(git_dir, "show", f"{commit}:{path}")) or {}).get("perf_matrix") or {}
+            doc = yaml.safe_load(_git(git_dir, "show", f"{commit}:{path}")) or {}
+            matrices[m.group(1)] = doc.get("perf_matrix") or {}
+            # run_script.py merges the file's ConfigContainer section over the recipe (apply_overrides)
+            mixed = ((doc.get("ConfigContainer") or {}).get("mixed_precision") or {})
+            if isinstance(mixed.get("grad_reduce_in_fp32"), bool):
+                grad_reduce[m.group(1)] = (mixed["grad_reduce_in_fp32"], path)
     run_script = ast.parse(_git(git_dir, "show", f"{commit}:scripts/performance/run_script.py"))
     calls = {n.func.id: n for n in ast.walk(run_script)
              if isinstance(n, ast.Call) and getattr(n.func, "id", "").endswith("_pretrain_config")}  # fmt: skip
     return {
         "commit": commit,
         "matrices": matrices,
+        "grad_reduce": grad_reduce,
         "map": _comm_overlap_map(_git(git_dir, "show", f"{commit}:scripts/performance/utils/helpers.py")),
         "calls": calls,
         "library": tp_overlap_functions(git_dir, commit)[1],

@@ -261,15 +261,16 @@ def test_25_09_rows_carry_run_scripts_settings(records: list[dict]) -> None:
     model, GPU and compute dtype (Megatron-Bridge @fa0315ae2)."""
     by_id = {r["id"]: r for r in records}
     h100 = by_id["mbridge-25.09-h100-llama3.1-405b-fp8"]["settings"]
-    assert h100 == {"tp_comm_overlap": True, "tp_overlap": "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192"}
+    assert h100 == {"tp_comm_overlap": True, "tp_overlap": "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192",
+                    "main_grads": "bf16"}  # fmt: skip
     b200 = by_id["mbridge-25.09-b200-llama3.1-405b-mxfp8"]["settings"]  # MXFP8: compute dtype fp8
     assert b200["tp_overlap"] == "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192"
     # run_script passes its own CommOverlapConfig(tp_comm_overlap=True) to the Qwen3 recipes, no map entry
     assert by_id["mbridge-25.09-h100-qwen3-235b-a22b-fp8-tokendrop"]["settings"]["tp_overlap"] == "te_default"
     assert "tp_comm_overlap" not in (by_id["mbridge-25.09-h100-llama3-8b-fp8"].get("settings") or {})  # TP 1
     # the perf matrix's own fields: Megatron's per-layer CUDA graphs, CPU offload layers
-    assert by_id["mbridge-25.09-b200-llama3-8b-fp8"]["settings"] == {"cuda_graphs": True}
-    assert by_id["mbridge-25.09-gb200-llama3-70b-fp8"]["settings"] == {"cpu_offload_layers": 40}
+    assert by_id["mbridge-25.09-b200-llama3-8b-fp8"]["settings"] == {"cuda_graphs": True, "main_grads": "bf16"}
+    assert by_id["mbridge-25.09-gb200-llama3-70b-fp8"]["settings"] == {"cpu_offload_layers": 40, "main_grads": "bf16"}
 
 
 def test_comm_overlap_map_and_the_25_09_rule_by_hand() -> None:
@@ -393,3 +394,70 @@ def test_rows_whose_recipe_sets_alltoall_run_the_alltoall_dispatcher(records: li
         assert ("moe_flex_backend" in s) == ("flex dispatcher hybridep" in r["notes"] and "moe_dispatcher" in s), r["id"]
     said = [r["id"] for r in records if "'alltoall' after the back-end" in r["notes"]]
     assert sorted(said) == sorted(alltoall)
+
+
+def test_gradient_dtype_read_from_the_recipe_functions_in_order() -> None:
+    """Megatron-Bridge's MixedPrecisionConfig.grad_reduce_in_fp32 is what runs (setup() copies it onto
+    the DDP config): the reader follows a recipe function and the helpers it calls, a later
+    `cfg.mixed_precision = ...` resets what it knew, `_perf_precision` carries its own constant, and an
+    `if` that would change a known value leaves it unread."""
+    import ast
+
+    m = _recipes_module()
+    src = '''
+def set_llama3_common_configs(cfg):
+    cfg.mixed_precision.grad_reduce_in_fp32 = False
+    cfg.ddp.grad_reduce_in_fp32 = False
+def llama3_70b_pretrain_config_gb200(precision="bf16"):
+    cfg = llama3_70b_pretrain_config()
+    cfg.mixed_precision = precision_config
+    set_llama3_common_configs(cfg)
+    return cfg
+def llama3_70b_pretrain_config_h100(precision="bf16"):
+    cfg = llama3_70b_pretrain_config()
+    set_llama3_common_configs(cfg)
+    cfg.mixed_precision = get_precision_config(precision)
+    return cfg
+def llama3_70b_pretrain_config_b200(precision="bf16"):
+    cfg = llama3_70b_pretrain_config()
+    cfg.mixed_precision = get_precision_config(precision)
+    cfg.mixed_precision.grad_reduce_in_fp32 = True
+    return cfg
+def _perf_precision(compute_dtype):
+    cfg = bf16_mixed()
+    cfg.grad_reduce_in_fp32 = False
+    return cfg
+def _benchmark_common(cfg):
+    if not isinstance(cfg.mixed_precision, str):
+        cfg.mixed_precision.grad_reduce_in_fp32 = False
+    cfg.ddp.grad_reduce_in_fp32 = False
+def llama3_8b_pretrain_8gpu_gb200_bf16_config():
+    cfg = llama3_8b_pretrain_config()
+    cfg.mixed_precision = _perf_precision("bf16")
+    _benchmark_common(cfg)
+    return cfg
+def llama3_8b_pretrain_32gpu_gb200_bf16_config():
+    cfg = _with_global_batch_size(llama3_8b_pretrain_8gpu_gb200_bf16_config(), 512)
+    return cfg
+def llama3_8b_pretrain_8gpu_gb300_bf16_config():
+    cfg = llama3_8b_pretrain_config()
+    _benchmark_common(cfg)
+    return cfg
+'''
+    funcs = {n.name: n for n in ast.parse(src).body}
+    assert m.grad_reduce_of(funcs["llama3_70b_pretrain_config_gb200"], funcs) == (False, ["set_llama3_common_configs"])
+    assert m.grad_reduce_of(funcs["llama3_70b_pretrain_config_h100"], funcs)[0] is None  # reset after the helper
+    assert m.grad_reduce_of(funcs["llama3_70b_pretrain_config_b200"], funcs)[0] is True
+    assert m.grad_reduce_of(funcs["llama3_8b_pretrain_8gpu_gb200_bf16_config"], funcs)[0] is False
+    assert m.grad_reduce_of(funcs["llama3_8b_pretrain_32gpu_gb200_bf16_config"], funcs)[0] is False
+    with pytest.raises(m.Unread):  # the guarded assignment would change an unknown value
+        m.grad_reduce_of(funcs["llama3_8b_pretrain_8gpu_gb300_bf16_config"], funcs)
+
+
+def test_megatron_bridge_rows_carry_the_recipes_gradient_dtype(records: list[dict]) -> None:
+    """Every Megatron-Bridge performance recipe of 25.09 .. 26.08 reduces gradients in bf16
+    (set_<family>_common_configs / the YAML's ConfigContainer / _perf_precision): each row states
+    `main_grads: bf16` and names where it was read."""
+    for r in records:
+        assert (r.get("settings") or {}).get("main_grads") == "bf16", r["id"]
+        assert "grad_reduce_in_fp32=False (" in r["notes"] and "main_grads bf16" in r["notes"], r["id"]

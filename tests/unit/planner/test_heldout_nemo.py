@@ -263,7 +263,9 @@ def test_committed_records_carry_what_the_scripts_set(records: list[dict]) -> No
     by_id = {r["id"]: r for r in records}
     gpt3 = by_id["nemo-25.04-gb200-gpt3-175b-128gpu-fp8"]
     assert gpt3["settings"] == {"fp8_recipe": "tensorwise", "cuda_graphs": True, "tp_comm_overlap": True,
-                                "tp_overlap": "userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048"}  # fmt: skip
+                                "tp_overlap": "userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048",
+                                "main_grads": "bf16"}  # fmt: skip
+    assert "grad_reduce_in_fp32=False (scripts/performance/utils.py @v2.3.0 (fp8 branch))" in gpt3["notes"]
     assert gpt3["model"]["hidden_dropout"] is False  # NeMo GPTConfig175B
     assert by_id["nemo-25.07-gb200-llama3-70b-64gpu-fp8"]["layout"]["zero_stage"] == 3
     b200 = by_id["nemo-25.02-b200-llama3-405b-128gpu-fp8"]
@@ -272,3 +274,40 @@ def test_committed_records_carry_what_the_scripts_set(records: list[dict]) -> No
     for r in records:
         if r["model"].get("moe"):
             assert r["confidence"] == "low" and "MoE: dispatcher" in r["notes"]
+
+
+def test_gradient_dtype_read_from_the_scripts(conv) -> None:
+    """NeMo's performance scripts set MegatronMixedPrecision.grad_reduce_in_fp32 = False in the fp8
+    branch (v2.2.0's per-model scripts, v2.3.0's set_primary_perf_configs) or for every dtype
+    (v2.4.0's set_precision_configs); a bf16 row of the first two keeps the plugin's fp32 default
+    (not stated), and any other condition leaves it unread."""
+    script = "def main():\n    set_primary_perf_configs(recipe)\n"
+    helper_fp8 = (
+        "def set_primary_perf_configs(recipe, compute_dtype='fp8'):\n"
+        "    if compute_dtype is not None and compute_dtype.lower() == 'fp8':\n"
+        "        recipe.trainer.plugins = bf16_with_fp8_mixed()\n"
+        "        recipe.trainer.plugins.grad_reduce_in_fp32 = False\n"
+    )
+    helper_all = (
+        "def set_primary_perf_configs(recipe):\n    set_precision_configs(recipe)\n"
+        "def set_precision_configs(recipe, compute_dtype='bf16'):\n"
+        "    if compute_dtype is None:\n        return recipe\n"
+        "    recipe.trainer.plugins.grad_reduce_in_fp32 = False\n"
+    )
+    helper_odd = helper_fp8.replace("compute_dtype.lower() == 'fp8'", "use_fsdp")
+    path = ("t", "scripts/performance/llm/pretrain_llama3_8b.py")
+    for helper, file, dtype, want in (
+        (helper_fp8, "utils.py", "fp8", False), (helper_fp8, "utils.py", "bf16", None),
+        (helper_all, "helpers.py", "bf16", False), (helper_odd, "utils.py", "fp8", None),
+    ):  # fmt: skip
+        rec = _FakeRecipes(conv, {path: script, ("t", f"scripts/performance/{file}"): helper})
+        value, where = rec.grad_reduce_in_fp32("t", "scripts/performance", "llama3", "8b", dtype)
+        assert value is want, (file, dtype)
+        if want is False:
+            assert where.startswith(f"scripts/performance/{file} @t")
+    # v2.2.0: the per-model script itself, under `if args.compute_dtype.lower() == "fp8"`
+    own = ("def main(args):\n    if args.compute_dtype.lower() == 'fp8':\n"
+           "        recipe.trainer.plugins.grad_reduce_in_fp32 = False\n")  # fmt: skip
+    rec = _FakeRecipes(conv, {("t", "scripts/llm/performance/pretrain_llama3_8b.py"): own})
+    assert rec.grad_reduce_in_fp32("t", "scripts/llm/performance", "llama3", "8b", "fp8")[0] is False
+    assert rec.grad_reduce_in_fp32("t", "scripts/llm/performance", "llama3", "8b", "bf16")[0] is None

@@ -4,8 +4,9 @@ matched to a table row by its whole layout. Used by make_mbridge_summary.py for 
 `settings:`; evaluation data only.
 
 Only the base-config overrides are read (cuda_graph_impl / cuda_graph_scope, the MoE flex
-dispatcher backend, moe_a2a_overlap, recompute_modules, cpu_offloading_num_layers), plus three things
-of the recipe run: the compute dtype (the "FP8" / "FP8-CS" rows ran `fp8_cs` configs, which
+dispatcher backend, moe_a2a_overlap, recompute_modules, cpu_offloading_num_layers), the gradients'
+dtype every recipe function of the row's model and GPU sets (grad_reduce_of / main_grads_for, for
+every row whatever its layout), plus three things of the recipe run: the compute dtype (the "FP8" / "FP8-CS" rows ran `fp8_cs` configs, which
 utils/precision.py turns into bf16_with_fp8_current_scaling_mixed: fp8_recipe tensorwise) and TP
 communication overlap, read from the recipe function `<model>_pretrain_config_<gpu>(precision)`
 (scripts/performance/configs/<family>/*_llm_pretrain.py) for TP > 1 rows: its top-level
@@ -391,7 +392,8 @@ _FUNC_MODEL = {"llama3_8b": "LLAMA3_8B", "llama3_70b": "LLAMA3_70B", "llama31_40
 
 
 class Unread(Exception):
-    """A statement about tp_comm_overlap the reader does not evaluate: nothing is transcribed."""
+    """A statement about a setting (tp_comm_overlap, grad_reduce_in_fp32) the reader does not
+    evaluate: nothing is transcribed."""
 
 
 def _mentions_tp_overlap(node: ast.AST) -> bool:
@@ -558,6 +560,7 @@ def grad_reduce_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef], state
             if isinstance(tgt, ast.Attribute) and tgt.attr == "mixed_precision":
                 name = getattr(val.func, "id", None) if isinstance(val, ast.Call) else None
                 state = _precision_factory_value(funcs.get(name)) if name == "_perf_precision" else None
+                said.clear()  # a new MixedPrecisionConfig: what set the old one no longer holds
                 if state is not None:
                     said.append(name)
             elif (isinstance(tgt, ast.Attribute) and tgt.attr == "grad_reduce_in_fp32"

@@ -276,6 +276,53 @@ class Recipes:
         return found.pop(), ", ".join(dict.fromkeys(where))
 
 
+FP8_FACTORY = {"tensorwise": "bf16_with_fp8_current_scaling_mixed", "delayed": "bf16_with_fp8_mixed",
+               "mxfp8": "bf16_with_mxfp8_mixed"}
+"""The fp8 scaling a row ran -> the MegatronMixedPrecision factory NeMo's performance scripts plug in for
+it (v2.2.0 per-model scripts: bf16_with_fp8_mixed; v2.3.0 / v2.4.0 set_primary_perf_configs /
+set_precision_configs by --fp8_recipe: ds, cs, mxfp8)."""
+
+
+def fp8_param_gather_of(recipes: Recipes, tag: str, folder: str, model: str, size: str, fp8_recipe: str | None,
+                        fsdp: bool | None) -> tuple[bool | None, str]:  # fmt: skip
+    """(fp8 primary weights gathered in fp8, where) for an fp8 row: the factory's plain
+    `cfg.fp8_param_gather = <bool>` (`cfg.fp8_params` at v2.2.0) in nemo/collections/llm/recipes/
+    precision/mixed_precision.py at the tag, then, for a Megatron-FSDP row, the helper's
+    `recipe.trainer.plugins.fp8_param_gather = False` under `if use_mcore_fsdp` (v2.3.0: "Currently
+    FSDP does not support FP8 param gather"). None where the factory is unknown or sets neither."""
+    factory = FP8_FACTORY.get(fp8_recipe or "delayed")
+    text = recipes._show(tag, "nemo/collections/llm/recipes/precision/mixed_precision.py")
+    if factory is None or text is None:
+        return None, ""
+    fn = next((n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == factory), None)
+    values = {
+        st.value.value
+        for st in (fn.body if fn else [])
+        if isinstance(st, ast.Assign) and len(st.targets) == 1
+        and getattr(st.targets[0], "attr", None) in ("fp8_param_gather", "fp8_params")
+        and isinstance(st.value, ast.Constant) and isinstance(st.value.value, bool)
+    }  # fmt: skip
+    if len(values) != 1:
+        return None, ""
+    value = values.pop()
+    where = f"{factory} @{tag}"
+    if value and fsdp:
+        for helper in ("utils.py", "helpers.py"):
+            helper_text = recipes._show(tag, f"{folder}/{helper}")
+            if not helper_text:
+                continue
+            for fn2 in ast.walk(ast.parse(helper_text)):
+                if not isinstance(fn2, ast.FunctionDef):
+                    continue
+                for st, conds in _statements(fn2.body, []):
+                    if (isinstance(st, ast.Assign) and len(st.targets) == 1
+                            and getattr(st.targets[0], "attr", None) == "fp8_param_gather"
+                            and isinstance(st.value, ast.Constant) and st.value.value is False
+                            and any("use_mcore_fsdp" in c for c in conds)):  # fmt: skip
+                        return False, f"{where}, turned off under Megatron-FSDP ({folder}/{helper} {fn2.name})"
+    return value, where
+
+
 def _statements(body: list[ast.stmt], conds: list[str]):
     """(statement, the `if` tests around it within the function) for a function's statements; the
     tests of nested `if`s combined with ` and ` (compute_dtype tests are split back apart)."""
@@ -509,6 +556,14 @@ def record(cells: dict, table: dict, recipes: Recipes, alt: bool) -> dict | str:
         )
     if fp8_recipe and got.get("fp8_recipe", fp8_recipe) != fp8_recipe:
         got.pop("fp8_recipe")  # the page states its scaling: it wins over the script's default
+    if container in TAGS and recipes.git_dir is not None and not model.get("moe"):
+        tag, folder = TAGS[container]
+        gather, where = fp8_param_gather_of(recipes, tag, folder, script_model, size,
+                                            fp8_recipe or got.get("fp8_recipe"), shape["fsdp"])  # fmt: skip
+        if gather:
+            got["fp8_params"] = True
+        if gather is not None:
+            note += f"; fp8_param_gather={gather} ({where}){': fp8_params' if gather else ''}"
     if got.pop("_ub_differs", False):
         confidence = "low"
     settings.update(got)

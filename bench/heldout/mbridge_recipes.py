@@ -5,8 +5,8 @@ matched to a table row by its whole layout. Used by make_mbridge_summary.py for 
 
 Only the base-config overrides are read (cuda_graph_impl / cuda_graph_scope, the MoE flex
 dispatcher backend, moe_a2a_overlap, recompute_modules, cpu_offloading_num_layers), the gradients'
-dtype every recipe function of the row's model and GPU sets (grad_reduce_of / main_grads_for, for
-every row whatever its layout), plus three things of the recipe run: the compute dtype (the "FP8" / "FP8-CS" rows ran `fp8_cs` configs, which
+dtype and fp8 / fp4 parameter gathers the recipe function of the row's model, GPU and compute dtype
+leaves (mixed_precision_of / precision_settings_for, for every row whatever its layout), plus three things of the recipe run: the compute dtype (the "FP8" / "FP8-CS" rows ran `fp8_cs` configs, which
 utils/precision.py turns into bf16_with_fp8_current_scaling_mixed: fp8_recipe tensorwise) and TP
 communication overlap, read from the recipe function `<model>_pretrain_config_<gpu>(precision)`
 (scripts/performance/configs/<family>/*_llm_pretrain.py) for TP > 1 rows: its top-level
@@ -152,6 +152,8 @@ _PERF_MODEL = {"qwen3_30b_a3b": "QWEN3_30B_A3B", "qwen3_235b_a22b": "QWEN3_235B_
                "deepseek_v3": "DEEPSEEK_V3", "gpt_oss_120b": "GPT_OSS_120B", "kimi_k2": "KIMI_K2",
                "llama31_405b": "LLAMA31_405B", "llama3_70b": "LLAMA3_70B", "llama3_8b": "LLAMA3_8B"}  # fmt: skip
 _PERF_PRECISION = {"bf16": "BF16", "fp8cs": "FP8_CS", "fp8mx": "FP8_MX", "nvfp4": "NVFP4"}
+_PERF_DTYPE = {"bf16": "bf16", "fp8cs": "fp8_cs", "fp8mx": "fp8_mx", "nvfp4": "nvfp4"}
+"""A perf recipe's name -> the compute dtype its `_perf_precision` call takes."""
 _PERF_NAME = re.compile(r"^([a-z0-9_]+?)_pretrain_(\d+)gpu_([a-z0-9]+?)_(bf16|fp8cs|fp8mx|nvfp4)(_[a-z0-9_]+)?_config$")
 
 
@@ -212,16 +214,14 @@ def perf_recipe_configs(git_dir: str, commit: str) -> dict[str, dict[str, Any]]:
                     funcs.setdefault(node.name, node)
                     where.setdefault(node.name, path)
     out: dict[str, dict[str, Any]] = {}
+    factories = factories_at(git_dir, commit)
     for name in sorted(funcs):
         m = _PERF_NAME.match(name)
         if not m or m.group(1) not in _PERF_MODEL:
             continue
         fields = dict(DEFAULTS)
         _apply(funcs[name].body, fields, funcs, 0)
-        try:
-            fields["_grad_reduce"] = grad_reduce_of(funcs[name], funcs)
-        except Unread:
-            fields["_grad_reduce"] = (None, [])
+        fields["_mixed_precision"] = mixed_precision_of(funcs[name], funcs, _PERF_DTYPE[m.group(4)], factories)
         fields["num_gpus"] = int(m.group(2))
         if fields.pop("use_transformer_engine_op_fuser", None):
             fields["cutedsl_fused_grouped_mlp"] = True  # the op fuser's fused grouped MLP
@@ -246,11 +246,11 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
         if configs:
             tp_funcs[container] = tp_overlap_functions(git_dir, commit)
             applies[container] = base_config_applies_backend(git_dir, commit)
-            recipe_funcs, funcs = grad_reduce_functions(git_dir, commit)
-            grads[container] = {"recipes": recipe_funcs, "funcs": funcs}
+            recipe_funcs, funcs, factories = grad_reduce_functions(git_dir, commit)
+            grads[container] = {"recipes": recipe_funcs, "funcs": funcs, "factories": factories}
         else:  # perf_recipes (26.06.01+): no held-out row of these containers has TP > 1; not read
             configs = perf_recipe_configs(git_dir, commit)
-            grads[container] = {"_perf": {k: v.pop("_grad_reduce") for k, v in configs.items()}}
+            grads[container] = {"_perf": {k: v.pop("_mixed_precision") for k, v in configs.items()}}
         flags: dict[str, dict[str, bool]] = {}
         for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, RECIPES_DIR).split():
             if path.endswith(".py"):
@@ -264,7 +264,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
         out[container] = configs
     out["_yaml"] = {c: yaml_recipes(git_dir, commit) for c, commit in YAML_CONTAINERS.items()}  # nor this
     out["_tp_overlap"] = tp_funcs  # not a container name: the recipe functions read for tp_comm_overlap
-    out["_grad_reduce"] = grads  # nor this: the gradients' dtype the recipe functions set (main_grads_for)
+    out["_grad_reduce"] = grads  # nor this: what the mixed-precision settings are read from (precision_settings_for)
     out["_applies_backend"] = applies  # nor this: whether set_workload_base_configs applies the flex back-end
     return out
 
@@ -286,13 +286,11 @@ def _matches(cfg: dict[str, Any], row: dict[str, Any]) -> bool:
 
 def settings_for(recipes, container, model, gpu_system, precision, row):
     """(settings, layout updates, note) from the one recipe whose layout is the row's; ({}, {}, note)
-    when none or several disagreeing ones match. The gradients' dtype (main_grads_for) is added
-    either way: the recipe functions of the row's model and GPU set it for every layout."""
+    when none or several disagreeing ones match. The mixed-precision settings (precision_settings_for)
+    are added either way: the recipe functions of the row's model and GPU set them for every layout."""
     settings, layout, note = _layout_settings_for(recipes, container, model, gpu_system, precision, row)
-    grads, grads_note = main_grads_for(recipes, container, model, gpu_system)
-    if grads is not None:
-        settings = {**settings, "main_grads": grads}
-    return settings, layout, f"{note}; {grads_note}" if grads_note else note
+    mixed, mixed_note = precision_settings_for(recipes, container, model, gpu_system, precision)
+    return {**settings, **mixed}, layout, f"{note}; {mixed_note}" if mixed_note else note
 
 
 def _layout_settings_for(recipes, container, model, gpu_system, precision, row):
@@ -516,77 +514,249 @@ def tp_overlap_for(tp_funcs, container, model, gpu_system, precision, tp):
     return value, f"tp_comm_overlap={value} ({fn.name}, {path}, compute dtype {PRECISION[precision].lower()})"
 
 
-# --- The gradients' dtype: Megatron-Bridge's MixedPrecisionConfig.grad_reduce_in_fp32, which its setup()
-# copies onto the DDP config (src/megatron/bridge/training/mixed_precision.py update_config_with_precision_overrides),
-# so the mixed-precision value is the one that runs. False keeps Megatron-Core's gradient buffer in the parameters'
-# bf16 and reduces it in bf16 (the cost model's `main_grads: bf16`, as the MLPerf converter reads NeMo's pretrain.py).
-def _sets_grad_reduce(node: ast.AST) -> set[bool | None]:
-    """Values a statement assigns to `*.grad_reduce_in_fp32` anywhere inside it (None: not a constant)."""
-    return {
-        n.value.value if isinstance(n.value, ast.Constant) and isinstance(n.value.value, bool) else None
-        for n in ast.walk(node)
-        if isinstance(n, ast.Assign) and any(getattr(t, "attr", None) == "grad_reduce_in_fp32" for t in n.targets)
-    }
+# --- The mixed-precision settings that run: Megatron-Bridge's MixedPrecisionConfig, whose setup() copies every field it
+# shares onto the model, optimizer and DDP configs (src/megatron/bridge/training/mixed_precision.py
+# update_config_with_precision_overrides), so the mixed-precision value is the one that runs.
+# - grad_reduce_in_fp32 False keeps Megatron-Core's gradient buffer in the parameters' bf16 and reduces it in bf16
+#   (the cost model's `main_grads: bf16`, as the MLPerf converter reads NeMo's pretrain.py);
+# - fp8_param_gather (fp8 / mxfp8) and fp4_param_gather (nvfp4) keep the primary weights quantized and gather them so
+#   (the cost model's `fp8_params`).
+MP_FIELDS = ("grad_reduce_in_fp32", "fp8_param_gather", "fp4_param_gather")
+_MP_ALIASES = {"fp8_param": "fp8_param_gather", "fp4_param": "fp4_param_gather"}
+"""MixedPrecisionConfig keeps fp8_param and fp8_param_gather in sync (its __setattr__), fp4 likewise."""
 
 
-def _precision_factory_value(fn: ast.FunctionDef | None) -> bool | None:
-    """`_perf_precision(...)` (perf_recipes/_common.py): the constant its body gives `cfg.grad_reduce_in_fp32`
-    in a plain statement; None if it has none."""
-    if fn is None:
+def _mp_field(node: ast.expr) -> str | None:
+    name = getattr(node, "attr", None)
+    name = _MP_ALIASES.get(name, name)
+    return name if name in MP_FIELDS else None
+
+
+def _const(node: ast.expr) -> bool | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, bool) else None
+
+
+def precision_factories(source: str) -> dict[str, dict[str, bool]]:
+    """Mixed-precision factory (mixed_precision.py: `bf16_mixed`, `bf16_with_fp8_current_scaling_mixed`, ...)
+    -> the MP_FIELDS it leaves, from MixedPrecisionConfig's field defaults, its `MixedPrecisionConfig(...)`
+    keywords, `cfg = other_factory()` and plain `cfg.<field> = True|False` statements in order."""
+    tree = ast.parse(source)
+    defaults: dict[str, bool] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "MixedPrecisionConfig":
+            for st in node.body:
+                if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
+                    f = _MP_ALIASES.get(st.target.id, st.target.id)
+                    if f in MP_FIELDS and _const(st.value) is not None:
+                        defaults.setdefault(f, _const(st.value))
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    out: dict[str, dict[str, bool]] = {}
+
+    def config_call(call: ast.Call) -> dict[str, bool] | None:
+        """`MixedPrecisionConfig(...)`: the defaults and its constant keywords; None for another call."""
+        if getattr(call.func, "id", None) != "MixedPrecisionConfig":
+            return None
+        got = dict(defaults)
+        for kw in call.keywords:
+            if (f := _MP_ALIASES.get(kw.arg, kw.arg)) in MP_FIELDS and _const(kw.value) is not None:
+                got[f] = _const(kw.value)
+        return got
+
+    def fields_of(name: str, depth: int = 0) -> dict[str, bool] | None:
+        if name in out:
+            return out[name]
+        fn = funcs.get(name)
+        if fn is None or depth > 5:
+            return None
+        got: dict[str, bool] | None = None
+        for st in fn.body:
+            call = st.value if isinstance(st, (ast.Assign, ast.Return)) and isinstance(st.value, ast.Call) else None
+            if call is not None and (made := config_call(call)) is not None:
+                got = made  # `cfg = MixedPrecisionConfig(...)` / `return MixedPrecisionConfig(...)`
+            elif isinstance(st, ast.Assign) and call is not None and getattr(call.func, "id", None) in funcs:
+                inner = fields_of(call.func.id, depth + 1)  # `cfg = bf16_mixed()`
+                got = dict(inner) if inner is not None else got
+            elif (isinstance(st, ast.Assign) and len(st.targets) == 1 and (f := _mp_field(st.targets[0]))
+                  and got is not None and _const(st.value) is not None):  # fmt: skip
+                got[f] = _const(st.value)
+        if got is not None:
+            out[name] = got
+        return got
+
+    for name in funcs:
+        fields_of(name)
+    return out
+
+
+def _dtype_branch(st: ast.If, dtype: str | None) -> list[ast.stmt] | None:
+    """The statements an `if compute_dtype == "x": ... elif ...: ... else: ...` chain runs for `dtype`;
+    None if a test is not such a comparison (or dtype is unknown)."""
+    while True:
+        t = st.test
+        if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)
+                and isinstance(t.comparators[0], ast.Constant) and dtype is not None):  # fmt: skip
+            return None
+        if t.comparators[0].value == dtype:
+            return st.body
+        if len(st.orelse) == 1 and isinstance(st.orelse[0], ast.If):
+            st = st.orelse[0]
+            continue
+        return st.orelse
+
+
+def helper_precision(fn: ast.FunctionDef, dtype: str | None, factories: dict[str, dict[str, bool]]) -> dict[str, bool]:
+    """A precision helper (`get_precision_config(compute_dtype)` of scripts/performance/utils/precision.py,
+    `_perf_precision(compute_dtype)` of perf_recipes/_common.py): the MP_FIELDS of the config it returns for
+    `dtype`: the factory its branch calls, the branch's and the body's plain `<local>.<field> = True|False`."""
+    fields: dict[str, bool] = {}
+
+    def run(body: list[ast.stmt]) -> None:
+        nonlocal fields
+        for st in body:
+            if isinstance(st, ast.If):
+                branch = _dtype_branch(st, dtype)
+                if branch is not None:
+                    run(branch)
+            elif isinstance(st, ast.Assign) and len(st.targets) == 1:
+                tgt, val = st.targets[0], st.value
+                if isinstance(tgt, ast.Name) and isinstance(val, ast.Call) and getattr(val.func, "id", None) in factories:
+                    fields = dict(factories[val.func.id])
+                elif (f := _mp_field(tgt)) and _const(val) is not None:
+                    fields[f] = _const(val)
+            elif (isinstance(st, ast.Return) and isinstance(st.value, ast.Call)
+                  and getattr(st.value.func, "id", None) in factories):  # fmt: skip
+                fields = dict(factories[st.value.func.id])
+
+    run(fn.body)
+    return fields
+
+
+_PRECISION_HELPERS = ("get_precision_config", "_perf_precision")
+
+
+def _precision_branch_of(st: ast.If, dtype: str | None) -> list[ast.stmt] | None:
+    """The branch an `if precision == "x": ... elif precision == "y": ... else: ...` chain of a recipe
+    function (its `precision` argument: the compute dtype) runs for `dtype`; None for any other test."""
+    t = st.test
+    if (dtype is None or not isinstance(t, ast.Compare) or len(t.ops) != 1 or getattr(t.left, "id", None) != "precision"
+            or not isinstance(t.ops[0], (ast.Eq, ast.NotEq)) or not isinstance(t.comparators[0], ast.Constant)):  # fmt: skip
         return None
-    values = {
-        st.value.value
-        for st in fn.body
-        if isinstance(st, ast.Assign) and len(st.targets) == 1 and getattr(st.targets[0], "attr", None) == "grad_reduce_in_fp32"
-        and isinstance(st.value, ast.Constant) and isinstance(st.value.value, bool)
-    }  # fmt: skip
-    return values.pop() if len(values) == 1 else None
+    taken = (dtype == t.comparators[0].value) == isinstance(t.ops[0], ast.Eq)
+    if taken:
+        return st.body
+    if len(st.orelse) == 1 and isinstance(st.orelse[0], ast.If):
+        nested = _precision_branch_of(st.orelse[0], dtype)
+        return nested if nested is not None else None
+    return st.orelse
 
 
-def grad_reduce_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef], state: bool | None = None,
-                   depth: int = 0, said: list[str] | None = None) -> tuple[bool | None, list[str]]:
-    """(mixed_precision.grad_reduce_in_fp32 after a recipe function's statements, the functions that set it).
+def _helper_call(val: ast.expr, funcs: dict[str, ast.FunctionDef], dtype: str | None, factories) -> dict[str, bool] | None:
+    """`get_precision_config(precision)` / `_perf_precision("fp8_mx")`: the fields it returns (the row's dtype
+    for a non-literal argument), None for any other expression."""
+    if not (isinstance(val, ast.Call) and (name := getattr(val.func, "id", None)) in _PRECISION_HELPERS and name in funcs):
+        return None
+    arg = val.args[0] if val.args else None
+    literal = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+    return helper_precision(funcs[name], literal or dtype, factories)
 
-    In order: `cfg.mixed_precision = _perf_precision(...)` takes that factory's constant, any other
-    `cfg.mixed_precision = ...` resets it to unknown (the library factories' own default is not read);
-    `cfg.mixed_precision.grad_reduce_in_fp32 = True|False` sets it; a call of a helper in `funcs` (as a
-    statement, or `cfg = other_recipe()` / `cfg = _with_global_batch_size(other_recipe(), n)` of a perf
-    recipe) is followed, three levels at most. A statement
-    under `if` / `for` / `with` that assigns it a value other than the one already known raises Unread."""
-    said = [] if said is None else said
-    for st in fn.body:
-        if isinstance(st, ast.Assign) and len(st.targets) == 1:
-            tgt, val = st.targets[0], st.value
-            if isinstance(tgt, ast.Attribute) and tgt.attr == "mixed_precision":
-                name = getattr(val.func, "id", None) if isinstance(val, ast.Call) else None
-                state = _precision_factory_value(funcs.get(name)) if name == "_perf_precision" else None
-                said.clear()  # a new MixedPrecisionConfig: what set the old one no longer holds
-                if state is not None:
-                    said.append(name)
-            elif (isinstance(tgt, ast.Attribute) and tgt.attr == "grad_reduce_in_fp32"
-                  and getattr(tgt.value, "attr", None) == "mixed_precision"):  # fmt: skip
-                if not (isinstance(val, ast.Constant) and isinstance(val.value, bool)):
-                    raise Unread(f"line {st.lineno}: mixed_precision.grad_reduce_in_fp32 = {ast.unparse(val)}")
-                state = val.value
-                said.append(fn.name)
-            elif isinstance(tgt, ast.Name) and isinstance(val, ast.Call):
-                if getattr(val.func, "id", None) == "_with_global_batch_size" and val.args and isinstance(val.args[0], ast.Call):
-                    val = val.args[0]  # `cfg = _with_global_batch_size(other_recipe(), n)`, as _start reads it
-                name = getattr(val.func, "id", None)
-                if name in funcs and depth < 3 and _PERF_NAME.match(name):
-                    state, _ = grad_reduce_of(funcs[name], funcs, None, depth + 1, said)
-        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and depth < 3:
-            name = getattr(st.value.func, "id", None)
-            if name in funcs:
-                state, _ = grad_reduce_of(funcs[name], funcs, state, depth + 1, said)
-        elif not isinstance(st, ast.Assign) and (values := _sets_grad_reduce(st)) and values != {state}:
-            raise Unread(f"line {st.lineno}: {type(st).__name__} sets grad_reduce_in_fp32")
+
+def mixed_precision_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef], dtype: str | None = None,
+                       factories: dict[str, dict[str, bool]] | None = None):
+    """(the MP_FIELDS of cfg.mixed_precision after a recipe function's statements, the functions that set each).
+
+    In order: `cfg.mixed_precision = <helper call>` or `= <local bound to one>` takes the helper's fields for the
+    row's compute dtype (`dtype`, the recipe function's `precision` argument; a literal argument wins), any other
+    `cfg.mixed_precision = ...` forgets them; `<local>.<field> = True|False` on such a local and
+    `cfg.mixed_precision.<field> = True|False` set one; a helper in `funcs` called as a statement, or `cfg =
+    other_recipe()` / `cfg = _with_global_batch_size(other_recipe(), n)` of a perf recipe, is followed, three
+    levels at most. A statement under `if` / `for` / `with` that would change a known value, or set an unknown
+    one, makes that field unknown (Unread where it was asked for)."""
+    factories = factories or {}
+    state: dict[str, bool | None] = {}
+    said: dict[str, list[str]] = {f: [] for f in MP_FIELDS}
+    locals_: dict[str, dict[str, bool]] = {}
+    sources: dict[str, str] = {}  # local -> the precision helper that built it
+
+    def walk(body: list[ast.stmt], here: str, depth: int) -> None:
+        nonlocal state
+        for st in body:
+            if isinstance(st, ast.Assign) and len(st.targets) == 1:
+                tgt, val = st.targets[0], st.value
+                if isinstance(tgt, ast.Name) and (got := _helper_call(val, funcs, dtype, factories)) is not None:
+                    locals_[tgt.id] = dict(got)
+                    sources[tgt.id] = val.func.id
+                elif isinstance(tgt, ast.Attribute) and isinstance(tgt.value, ast.Name) and tgt.value.id in locals_:
+                    if (f := _mp_field(tgt)) and _const(val) is not None:
+                        locals_[tgt.value.id][f] = _const(val)
+                elif isinstance(tgt, ast.Attribute) and tgt.attr == "mixed_precision":
+                    got = _helper_call(val, funcs, dtype, factories)
+                    source = getattr(getattr(val, "func", None), "id", None)
+                    if got is None and isinstance(val, ast.Name):
+                        got, source = locals_.get(val.id), sources.get(val.id)
+                    state = dict(got or {})
+                    for f in MP_FIELDS:
+                        said[f] = [source or here] if f in state else []
+                elif (f := _mp_field(tgt)) and getattr(tgt.value, "attr", None) == "mixed_precision":
+                    if _const(val) is None:
+                        state[f] = None
+                    else:
+                        state[f] = _const(val)
+                        said[f] = [here]  # the last plain setter is the one that holds
+                elif isinstance(tgt, ast.Name) and isinstance(val, ast.Call):
+                    if getattr(val.func, "id", None) == "_with_global_batch_size" and val.args and isinstance(val.args[0], ast.Call):
+                        val = val.args[0]  # `cfg = _with_global_batch_size(other_recipe(), n)`, as _start reads it
+                    name = getattr(val.func, "id", None)
+                    passed = next((kw.value for kw in val.keywords if kw.arg == "precision_config"), None)
+                    if name in funcs and depth < 3 and _PERF_NAME.match(name):
+                        state = {}
+                        walk(funcs[name].body, name, depth + 1)
+                    elif isinstance(passed, ast.Name) and passed.id in locals_:
+                        # `cfg = <model>_pretrain_config(..., precision_config=pc)`: the library recipe builds
+                        # ConfigContainer(mixed_precision=precision_config) (recipes/*/*.py, 25.11)
+                        state = dict(locals_[passed.id])
+                        for f in MP_FIELDS:
+                            said[f] = [sources.get(passed.id, here)] if f in state else []
+            elif isinstance(st, ast.If) and (branch := _precision_branch_of(st, dtype)) is not None:
+                walk(branch, here, depth)  # `if precision == "bf16": ... else: ...` of the row's dtype
+            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and depth < 3:
+                name = getattr(st.value.func, "id", None)
+                if name in funcs and name not in _PRECISION_HELPERS:
+                    walk(funcs[name].body, name, depth + 1)
+            elif not isinstance(st, ast.Assign):
+                for n in ast.walk(st):
+                    if (isinstance(n, ast.Assign) and len(n.targets) == 1 and (f := _mp_field(n.targets[0]))
+                            and getattr(n.targets[0].value, "attr", None) == "mixed_precision"
+                            and _const(n.value) != state.get(f)):  # fmt: skip
+                        state[f] = None  # a conditional change: unknown
+
+    walk(fn.body, fn.name, 0)
     return state, said
+
+
+def grad_reduce_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef]) -> tuple[bool | None, list[str]]:
+    """(mixed_precision.grad_reduce_in_fp32 after a recipe function, the functions that set it): mixed_precision_of
+    for that field; Unread where a conditional statement left it unknown."""
+    state, said = mixed_precision_of(fn, funcs)
+    if "grad_reduce_in_fp32" in state and state["grad_reduce_in_fp32"] is None:
+        raise Unread("a conditional statement sets grad_reduce_in_fp32")
+    return state.get("grad_reduce_in_fp32"), list(dict.fromkeys(said["grad_reduce_in_fp32"]))
+
+
+MIXED_PRECISION = "src/megatron/bridge/training/mixed_precision.py"
+
+
+def factories_at(git_dir: str, commit: str) -> dict[str, dict[str, bool]]:
+    """precision_factories of the library's mixed_precision.py at `commit` ({} where it is missing)."""
+    try:
+        return precision_factories(_git(git_dir, "show", f"{commit}:{MIXED_PRECISION}"))
+    except subprocess.CalledProcessError:
+        return {}
 
 
 def grad_reduce_functions(git_dir: str, commit: str):
     """(recipe functions by (model prefix, GPU) with their file, every module-level function of the
-    performance scripts by name) at `commit`: scripts/performance/configs/<family>/*_llm_pretrain.py."""
+    performance scripts by name, the library's mixed-precision factories) at `commit`:
+    scripts/performance/configs/<family>/*_llm_pretrain.py and scripts/performance/utils/precision.py."""
     recipes: dict[tuple[str, str], tuple[ast.FunctionDef, str]] = {}
     funcs: dict[str, ast.FunctionDef] = {}
     for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance").split():
@@ -597,53 +767,86 @@ def grad_reduce_functions(git_dir: str, commit: str):
                 funcs.setdefault(node.name, node)
                 if _LLM_PRETRAIN.match(path) and (m := _FUNC.match(node.name)) and m.group(1) in _FUNC_MODEL:
                     recipes.setdefault((_FUNC_MODEL[m.group(1)], m.group(2).upper()), (node, path))
-    return recipes, funcs
+    return recipes, funcs, factories_at(git_dir, commit)
 
 
-def main_grads_for(recipes, container, model, gpu_system):
-    """(main_grads setting or None, note) of a row: the gradients' dtype every recipe function of its
-    model and GPU sets at the container's commit (the value does not depend on the layout: the
-    family's common-config helper sets it for every variant)."""
+def _settings_of(state: dict[str, bool | None], said: dict[str, list[str]], precision: str, where: str):
+    """(settings, notes) from a recipe's mixed-precision fields for a row of `precision` (the page's:
+    FP8 / FP8-CS / MXFP8 / NVFP4 / BF16)."""
+    settings: dict[str, Any] = {}
+    notes = []
+    grad = state.get("grad_reduce_in_fp32")
+    if grad is None:
+        notes.append(f"grad_reduce_in_fp32 not read ({where}{': conditional' if 'grad_reduce_in_fp32' in state else ''})")
+    else:
+        settings["main_grads"] = "fp32" if grad else "bf16"
+        by = " / ".join(dict.fromkeys(said["grad_reduce_in_fp32"])) or "the factory's default"
+        notes.append(f"grad_reduce_in_fp32={grad} ({where}, set by {by}): main_grads {settings['main_grads']}")
+    field = "fp4_param_gather" if PRECISION.get(precision) == "NVFP4" else "fp8_param_gather"
+    if PRECISION.get(precision, "BF16") != "BF16":
+        value = state.get(field)
+        if value is None and field in state:
+            notes.append(f"{field} not read ({where}: conditional)")
+        elif field not in state:
+            notes.append(f"{field} not set (no such MixedPrecisionConfig field, or a config the reader does not "
+                         "follow): bf16 primary weights")
+        elif value is not None:
+            by = " / ".join(dict.fromkeys(said[field])) or "the factory's default"
+            if value:
+                settings["fp8_params"] = True
+            notes.append(f"{field}={value} ({by}){': fp8_params' if value else ''}")
+    return settings, notes
+
+
+def precision_settings_for(recipes, container, model, gpu_system, precision):
+    """(settings, note) of a row: the mixed-precision fields (MP_FIELDS) the recipe function of its
+    model, GPU and compute dtype leaves at the container's commit (they do not depend on the layout:
+    the family's common-config helper and the precision helper set them for every variant), as
+    `main_grads` and `fp8_params`."""
     if model not in PREFIX:
-        return None, None
+        return {}, None
     if container in YAML_CONTAINERS:  # 25.09: the model's YAML ConfigContainer.mixed_precision section
         got = recipes.get("_yaml", {}).get(container) or {}
         key = _YAML_MODEL.get(PREFIX[model])
         if key not in got.get("grad_reduce", {}):
-            return None, None
+            return {}, None
         value, path = got["grad_reduce"][key]
-        return ("fp32" if value else "bf16"), (
+        return {"main_grads": "fp32" if value else "bf16"}, (
             f"grad_reduce_in_fp32={value} ({path} @{got['commit']} ConfigContainer.mixed_precision): "
-            f"main_grads {'fp32' if value else 'bf16'}"
+            f"main_grads {'fp32' if value else 'bf16'}; fp8 parameter gathers not read for 25.09"
         )
     got = recipes.get("_grad_reduce", {}).get(container)
-    if got is None:
-        return None, None
+    if got is None or precision not in PRECISION:
+        return {}, None
+    dtype = PRECISION[precision].lower()
     gpu = gpu_system.split("-")[1]
     if "_perf" in got:  # 26.06.01+: the flat perf recipe functions (perf_recipe_configs)
-        hits = {k: v for k, v in got["_perf"].items() if k.startswith(f"{PREFIX[model]}_PRETRAIN_CONFIG_{gpu}_")}
-        values = {v for v, _ in hits.values()}
+        stem = f"{PREFIX[model]}_PRETRAIN_CONFIG_{gpu}_{PRECISION[precision]}_"
+        hits = {k: v for k, v in got["_perf"].items() if k.startswith(stem)}
         if not hits:
-            return None, f"grad_reduce_in_fp32 not read (no {PREFIX[model].lower()} perf recipe for {gpu})"
-        if len(values) != 1 or None in values:
-            return None, f"grad_reduce_in_fp32 not read (the {gpu} perf recipes set {sorted(map(str, values))})"
-        value = values.pop()
-        setters = sorted({s for _, ss in hits.values() for s in ss})
-        where = f"the {len(hits)} {gpu} perf recipes of the model, set by {', '.join(setters)}"
-    else:
-        funcs_by_model, funcs = got["recipes"], got["funcs"]
-        hit = funcs_by_model.get((PREFIX[model], gpu))
-        if hit is None:
-            return None, f"grad_reduce_in_fp32 not read (no {PREFIX[model].lower()} recipe function for {gpu})"
-        fn, path = hit
-        try:
-            value, said = grad_reduce_of(fn, funcs)
-        except Unread as err:
-            return None, f"grad_reduce_in_fp32 not read ({fn.name}: {err})"
-        if value is None:
-            return None, f"grad_reduce_in_fp32 not read ({fn.name} does not set it)"
-        where = f"{fn.name}, {path}, set in {' / '.join(dict.fromkeys(said))}"
-    return ("fp32" if value else "bf16"), f"grad_reduce_in_fp32={value} ({where}): main_grads {'fp32' if value else 'bf16'}"
+            return {}, f"mixed precision not read (no {PREFIX[model].lower()} {dtype} perf recipe for {gpu})"
+        results = [_settings_of(*v, precision, "")[0] for v in hits.values()]
+        settings = {}
+        differ = []
+        for key in ("main_grads", "fp8_params"):
+            values = {r.get(key) for r in results}
+            if len(values) == 1:
+                if (value := values.pop()) is not None:
+                    settings[key] = value
+            else:
+                differ.append(key)
+        where = f"the {len(hits)} {gpu} {dtype} perf recipes of the model"
+        said = ", ".join(f"{k} {v}" for k, v in settings.items()) or "nothing"
+        return settings, f"{where} ({', '.join(sorted(hits))}): {said}" + (
+            f"; {' and '.join(differ)} differ between them: not transcribed" if differ else "")
+    funcs_by_model, funcs, factories = got["recipes"], got["funcs"], got["factories"]
+    hit = funcs_by_model.get((PREFIX[model], gpu))
+    if hit is None:
+        return {}, f"mixed precision not read (no {PREFIX[model].lower()} recipe function for {gpu})"
+    fn, path = hit
+    state, said = mixed_precision_of(fn, funcs, dtype, factories)
+    settings, notes = _settings_of(state, said, precision, f"{fn.name}({dtype!r}), {path}")
+    return settings, "; ".join(notes)
 
 
 # --- Which userbuffers configuration the TP overlap runs (cost_models/tp_overlap.py CONFIGS): the recipe function's

@@ -114,8 +114,10 @@ def test_heldout_pairs_stay_within_one_container(records: list[dict]) -> None:
     assert [(p.fast.id, p.slow.id, p.tie) for p in pairs] == [
         (pick[1], pick[0], False), (pick[2], pick[0], True), (pick[1], pick[2], False)
     ]  # fmt: skip
-    # Without the container key the 26.04.01 NVFP4 row pairs with 26.04's MXFP8 and FP8 rows.
-    assert len(layout_pairs(list(rows.values()))) == 5
+    # Without the container key the 26.04.01 NVFP4 row pairs with 26.04's MXFP8 and FP8 rows, and
+    # with 26.04's NVFP4 row: 26.04.01's recipe gathers NVFP4 weights (fp4_param_gather), 26.04's not.
+    assert runs[pick[3]]["settings"]["fp8_params"] is True and "fp8_params" not in runs[pick[1]]["settings"]
+    assert len(layout_pairs(list(rows.values()))) == 6
     assert (order_of(pairs).pairs, order_of(pairs).ties) == (2, 1)
     # The NVFP4 recipe turns TP comm overlap off (llama3_llm_pretrain.py), the MXFP8 one keeps it on.
     assert runs[pick[0]]["settings"]["tp_comm_overlap"] is True
@@ -460,4 +462,89 @@ def test_megatron_bridge_rows_carry_the_recipes_gradient_dtype(records: list[dic
     `main_grads: bf16` and names where it was read."""
     for r in records:
         assert (r.get("settings") or {}).get("main_grads") == "bf16", r["id"]
-        assert "grad_reduce_in_fp32=False (" in r["notes"] and "main_grads bf16" in r["notes"], r["id"]
+        assert "grad_reduce_in_fp32=False (" in r["notes"] or "perf recipes of the model" in r["notes"], r["id"]
+        assert "main_grads bf16" in r["notes"], r["id"]
+
+
+def test_fp8_parameter_gathers_read_from_the_precision_factories() -> None:
+    """fp8_param_gather / fp4_param_gather come from the library's MixedPrecisionConfig factory the
+    precision helper picks for the row's compute dtype (get_precision_config(precision) in an
+    `if precision == ...` branch, passed to the library recipe as precision_config=), then any plain
+    change; a conditional change leaves the field unknown."""
+    import ast
+
+    m = _recipes_module()
+    factories = m.precision_factories('''
+class MixedPrecisionConfig:
+    grad_reduce_in_fp32: bool = True
+    fp8_param_gather: bool = False
+def bf16_mixed():
+    return MixedPrecisionConfig(bf16=True, grad_reduce_in_fp32=True)
+def bf16_with_fp8_current_scaling_mixed():
+    cfg = bf16_mixed()
+    cfg.fp8_param_gather = True
+    return cfg
+def bf16_with_nvfp4_mixed():
+    cfg = bf16_mixed()
+    cfg.fp8_param_gather = False
+    cfg.fp4_param_gather = True
+    return cfg
+''')
+    assert factories["bf16_mixed"] == {"grad_reduce_in_fp32": True, "fp8_param_gather": False}
+    assert factories["bf16_with_fp8_current_scaling_mixed"]["fp8_param_gather"] is True
+    assert factories["bf16_with_nvfp4_mixed"]["fp4_param_gather"] is True
+    src = '''
+def get_precision_config(compute_dtype):
+    if compute_dtype == "fp8_cs":
+        c = bf16_with_fp8_current_scaling_mixed()
+        return c
+    elif compute_dtype == "nvfp4":
+        return bf16_with_nvfp4_mixed()
+    else:
+        return bf16_mixed()
+def set_common(cfg):
+    cfg.mixed_precision.grad_reduce_in_fp32 = False
+def llama3_70b_pretrain_config_gb200(precision="bf16"):
+    if precision == "bf16":
+        precision_config = get_precision_config(precision)
+    else:
+        precision_config = get_precision_config(precision)
+    cfg = llama3_70b_pretrain_config(mock=True, precision_config=precision_config)
+    set_common(cfg)
+    return cfg
+def llama3_70b_pretrain_config_b200(precision="bf16"):
+    cfg = llama3_70b_pretrain_config()
+    cfg.mixed_precision = get_precision_config(precision)
+    if precision == "nvfp4":
+        cfg.mixed_precision.fp4_param = False
+    if use_fsdp:
+        cfg.mixed_precision.fp8_param_gather = False
+    return cfg
+'''
+    funcs = {n.name: n for n in ast.parse(src).body}
+    gb200 = funcs["llama3_70b_pretrain_config_gb200"]
+    state, said = m.mixed_precision_of(gb200, funcs, "fp8_cs", factories)
+    assert state == {"grad_reduce_in_fp32": False, "fp8_param_gather": True}
+    assert said["fp8_param_gather"] == ["get_precision_config"] and said["grad_reduce_in_fp32"] == ["set_common"]
+    assert m.mixed_precision_of(gb200, funcs, "bf16", factories)[0]["fp8_param_gather"] is False
+    assert m.mixed_precision_of(gb200, funcs, "nvfp4", factories)[0]["fp4_param_gather"] is True
+    b200 = funcs["llama3_70b_pretrain_config_b200"]
+    state, _ = m.mixed_precision_of(b200, funcs, "nvfp4", factories)
+    assert state["fp4_param_gather"] is False  # the `precision == "nvfp4"` branch runs (fp4_param is its alias)
+    state, _ = m.mixed_precision_of(b200, funcs, "fp8_cs", factories)
+    assert state["fp8_param_gather"] is None  # changed under `if use_fsdp`: unknown
+    settings, notes = m._settings_of(state, {f: [] for f in m.MP_FIELDS}, "FP8-CS", "here")
+    assert "fp8_params" not in settings and any("fp8_param_gather not read" in n for n in notes)
+
+
+def test_megatron_bridge_rows_carry_the_recipes_parameter_gathers(records: list[dict]) -> None:
+    """fp8 / MXFP8 rows whose recipe keeps fp8 primary weights state `fp8_params` (the factories
+    get_precision_config / _perf_precision pick set fp8_param_gather); BF16 rows never do; 25.09's
+    YAML path does not read it."""
+    by_id = {r["id"]: r for r in records}
+    assert by_id["mbridge-25.11-gb200-llama3.1-405b-fp8-tensorwise"]["settings"]["fp8_params"] is True
+    assert by_id["mbridge-26.08-gb300-deepseekv3-mxfp8"]["settings"]["fp8_params"] is True
+    for r in records:
+        s = r.get("settings") or {}
+        if r["layout"]["precision"] == "bf16" or "-25.09-" in r["id"]:
+            assert "fp8_params" not in s, r["id"]

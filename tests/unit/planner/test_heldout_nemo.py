@@ -264,7 +264,7 @@ def test_committed_records_carry_what_the_scripts_set(records: list[dict]) -> No
     gpt3 = by_id["nemo-25.04-gb200-gpt3-175b-128gpu-fp8"]
     assert gpt3["settings"] == {"fp8_recipe": "tensorwise", "cuda_graphs": True, "tp_comm_overlap": True,
                                 "tp_overlap": "userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048",
-                                "main_grads": "bf16"}  # fmt: skip
+                                "main_grads": "bf16", "fp8_params": True}  # fmt: skip
     assert "grad_reduce_in_fp32=False (scripts/performance/utils.py @v2.3.0 (fp8 branch))" in gpt3["notes"]
     assert gpt3["model"]["hidden_dropout"] is False  # NeMo GPTConfig175B
     assert by_id["nemo-25.07-gb200-llama3-70b-64gpu-fp8"]["layout"]["zero_stage"] == 3
@@ -311,3 +311,30 @@ def test_gradient_dtype_read_from_the_scripts(conv) -> None:
     rec = _FakeRecipes(conv, {("t", "scripts/llm/performance/pretrain_llama3_8b.py"): own})
     assert rec.grad_reduce_in_fp32("t", "scripts/llm/performance", "llama3", "8b", "fp8")[0] is False
     assert rec.grad_reduce_in_fp32("t", "scripts/llm/performance", "llama3", "8b", "bf16")[0] is None
+
+
+def test_fp8_parameter_gather_from_the_factory_and_the_fsdp_switch(conv) -> None:
+    """An fp8 row gathers fp8 weights where the MegatronMixedPrecision factory of its scaling sets
+    fp8_param_gather (fp8_params at v2.2.0); v2.3.0's set_primary_perf_configs turns it off under
+    Megatron-FSDP. The committed 25.04 FSDP row is off, its DDP rows on."""
+    factories = ("def bf16_with_fp8_current_scaling_mixed():\n    cfg = bf16_mixed()\n"
+                 "    cfg.fp8_param_gather = True\n    return cfg\n"
+                 "def bf16_with_fp8_mixed():\n    cfg = bf16_mixed()\n    cfg.fp8_params = True\n    return cfg\n")  # fmt: skip
+    helper = ("def set_primary_perf_configs(recipe, use_mcore_fsdp=False, compute_dtype='fp8'):\n"
+              "    if compute_dtype is not None and compute_dtype.lower() == 'fp8':\n"
+              "        if use_mcore_fsdp:\n            recipe.trainer.plugins.fp8_param_gather = False\n")  # fmt: skip
+    rec = _FakeRecipes(conv, {("t", "nemo/collections/llm/recipes/precision/mixed_precision.py"): factories,
+                              ("t", "scripts/performance/utils.py"): helper})  # fmt: skip
+    args = (rec, "t", "scripts/performance", "llama3", "70b")
+    assert conv.fp8_param_gather_of(*args, "tensorwise", False) == (True, "bf16_with_fp8_current_scaling_mixed @t")
+    assert conv.fp8_param_gather_of(*args, None, False)[0] is True  # delayed: bf16_with_fp8_mixed's fp8_params
+    off, where = conv.fp8_param_gather_of(*args, "tensorwise", True)
+    assert off is False and "Megatron-FSDP" in where
+    assert conv.fp8_param_gather_of(*args, "mxfp8", False) == (None, "")  # the factory is not in the file
+
+
+def test_committed_fp8_rows_state_their_parameter_gathers(records: list[dict]) -> None:
+    by_id = {r["id"]: r for r in records}
+    assert "fp8_params" not in by_id["nemo-25.04-gb200-llama3-70b-64gpu-fp8"]["settings"]  # FSDP at v2.3.0
+    assert by_id["nemo-25.07-gb200-llama3-70b-64gpu-fp8"]["settings"]["fp8_params"] is True  # v2.4.0 keeps it
+    assert by_id["nemo-25.02-h100-gpt3-175b-512gpu-fp8"]["settings"]["fp8_params"] is True

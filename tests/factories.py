@@ -237,3 +237,18 @@ def with_builtin_tables(cluster: Cluster) -> Cluster:
     data = cluster.model_dump()
     data["kernels"] = builtin_tables(cluster.gpu.id, f"{cluster.name}: kernels")
     return Cluster.model_validate(data)
+
+
+def load_script(path: Path, name: str | None = None):
+    """A script outside the packages (bench/..., bench/heldout/...) imported as a module and
+    registered in sys.modules under `name` (default: its stem + "_t"), where dataclasses and
+    pickling look their module up."""
+    import importlib.util
+    import sys
+
+    name = name or f"{path.stem}_t"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

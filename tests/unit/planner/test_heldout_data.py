@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from factories import load_script
 
 from planner.validate import RunRecord, record_inputs, validate_file
 
@@ -92,12 +93,7 @@ def test_recipe_settings_name_their_recipe(records: list[dict]) -> None:
 def test_heldout_pairs_stay_within_one_container(records: list[dict]) -> None:
     """bench/heldout_accuracy.py forms validate's layout pairs per container: the same model, GPU
     and batch in two containers never pair, a measured tie (< 2 %) is set aside."""
-    import importlib.util
-
-    script = HELDOUT.parents[1] / "heldout_accuracy.py"
-    spec = importlib.util.spec_from_file_location("heldout_accuracy", script)
-    heldout = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(heldout)
+    heldout = load_script(HELDOUT.parents[1] / "heldout_accuracy.py")
     from planner.validate import layout_pairs, order_of, validate_record
 
     by_id = {r["id"]: r for r in records}
@@ -140,12 +136,7 @@ def test_page_footnotes_on_measured_figures_lower_confidence(records: list[dict]
 
 
 def _script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("heldout_accuracy", HELDOUT.parents[1] / "heldout_accuracy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(HELDOUT.parents[1] / "heldout_accuracy.py")
 
 
 def _run(rid: str, gpu: str, tok: float, container: str = "26.04", layers: int = 32, **layout) -> dict:
@@ -182,15 +173,7 @@ def test_same_job_on_two_gpus_pairs_one_row_per_side() -> None:
 
 
 def _recipes_module():
-    import importlib.util
-    import sys
-
-    path = HELDOUT.parent / "mbridge_recipes.py"
-    spec = importlib.util.spec_from_file_location("mbridge_recipes_t", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("mbridge_recipes_t", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(HELDOUT.parent / "mbridge_recipes.py")
 
 
 def test_tp_comm_overlap_read_from_recipe_functions_in_order() -> None:

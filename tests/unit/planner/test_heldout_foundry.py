@@ -4,12 +4,12 @@ and the converter's rules hold on a hand-made table."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from factories import load_script
 
 from planner.validate import RunRecord, validate_file
 
@@ -24,12 +24,7 @@ def records() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def conv():
-    spec = importlib.util.spec_from_file_location(
-        "make_foundry_summary_t", HELDOUT / "make_foundry_summary.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(HELDOUT / "make_foundry_summary.py")
 
 
 def test_every_record_passes_the_schema_and_scores(records: list[dict]) -> None:
@@ -69,11 +64,7 @@ def test_layouts_are_whole_batches(records: list[dict]) -> None:
 
 
 def test_rows_of_the_shared_file_are_found_as_twins(records: list[dict]) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "heldout_accuracy_t", HELDOUT.parent / "heldout_accuracy.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(HELDOUT.parent / "heldout_accuracy.py")
     shared = HELDOUT.parents[1].parent / "shared" / "data" / "published_runs.yaml"
     if not shared.exists():
         pytest.skip("../shared not beside the repository")
@@ -143,11 +134,7 @@ def test_every_row_states_the_triton_kernel(records: list[dict]) -> None:
 def test_groups_sort_nemo_versions_and_commits_together(records: list[dict]) -> None:
     """Several held-out files score as one set (heldout_accuracy.py FILE FILE ...): the container
     groups order NeMo versions by number, then the commits of the repository tables."""
-    spec = importlib.util.spec_from_file_location(
-        "heldout_accuracy_g", HELDOUT.parent / "heldout_accuracy.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(HELDOUT.parent / "heldout_accuracy.py")
     nemo = yaml.safe_load((HELDOUT / "nemo_performance_summary.yaml").read_text())
     runs = {r["id"]: r for r in records[:3] + nemo}
     labels = [label for label, _ in module.groups(runs, {}) if label.startswith("  container")]

@@ -6,12 +6,11 @@ per token, the launch script's layout is read as Megatron-LM ran it."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from factories import load_script
 
 HELDOUT = Path(__file__).resolve().parents[3] / "bench" / "heldout"
 SUMMARY = HELDOUT / "megatron_readme_summary.yaml"
@@ -19,11 +18,7 @@ SUMMARY = HELDOUT / "megatron_readme_summary.yaml"
 
 @pytest.fixture(scope="module")
 def conv():
-    spec = importlib.util.spec_from_file_location("make_megatron_readme_summary_t", HELDOUT / "make_megatron_readme_summary.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_megatron_readme_summary_t", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(HELDOUT / "make_megatron_readme_summary.py")
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,15 @@ hand-written inputs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from factories import load_script
 
 from cost_models.estimate import estimate
 from cost_models.params import total_params
@@ -33,13 +32,7 @@ def records() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def conv():
-    spec = importlib.util.spec_from_file_location(
-        "make_mlperf_summary_t", HELDOUT / "make_mlperf_summary.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(HELDOUT / "make_mlperf_summary.py")  # registered: its dataclasses look it up
 
 
 def test_every_record_passes_the_schema_and_prices(records: list[dict]) -> None:
@@ -166,11 +159,7 @@ def test_gradient_dtype_from_the_implementation(conv) -> None:
 
 
 def test_sources_name_a_container_heldout_accuracy_reads(records: list[dict]) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "heldout_accuracy_m", HELDOUT.parent / "heldout_accuracy.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(HELDOUT.parent / "heldout_accuracy.py")
     got = {module.container_of(r) for r in records}
     assert got == {"23.04", "23.09", "24.04", "24.09", "25.01", "25.04", "25.08", "25.09"}
 

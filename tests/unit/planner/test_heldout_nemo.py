@@ -4,14 +4,13 @@ and the converter's reading of NeMo's performance scripts holds on hand-made inp
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 import yaml
+from factories import load_script
 
 from planner.validate import RunRecord, validate_file
 
@@ -22,13 +21,7 @@ TABLES = HELDOUT / "nemo_performance_tables.yaml"
 
 @pytest.fixture(scope="module")
 def conv():
-    sys.path.insert(0, str(HELDOUT))
-    spec = importlib.util.spec_from_file_location(
-        "make_nemo_summary_t", HELDOUT / "make_nemo_summary.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(HELDOUT / "make_nemo_summary.py")
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,12 @@ each and the median error of the predicted speed ratio (whether a GPU's signed e
 its rows' mix of jobs and containers; `--rows` lists the pairs).
 Deterministic; no pricing pass beyond the four above.
 
-Usage: python bench/heldout_accuracy.py [RUNS.yaml] [--shared PUBLISHED_RUNS.yaml]
+With --what-if GEN.FIELD=VALUE (repeatable): every pricing runs on a copy of the calibration
+constants with those fields replaced (cost_models.calibration.CALIBRATION, e.g.
+`ampere.gemm_efficiency_bf16=0.775`), for a refit the shipped constants do not take; the header
+names them. Nothing is written.
+
+Usage: python bench/heldout_accuracy.py [RUNS.yaml] [--shared PUBLISHED_RUNS.yaml] [--what-if GEN.FIELD=VALUE]
 RUNS.yaml defaults to the Megatron-Bridge file; bench/heldout/nemo_performance_summary.yaml (NeMo
 Framework's own tables, containers 25.02 .. 25.07, make_nemo_summary.py) is the second source, read
 the same way (every record names its container as "NeMo <version> container" in its source);
@@ -38,6 +43,8 @@ mlperf_training_summary.yaml (MLPerf Training, NeMo containers) the third and fo
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import re
 import statistics
@@ -45,6 +52,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from unittest import mock
 
 import yaml
 
@@ -419,7 +427,33 @@ def main(argv: list[str]) -> int:
                    help="held-out files; several are scored as one set, with a group per file")  # fmt: skip
     p.add_argument("--shared", default=str(SHARED))
     p.add_argument("--rows", action="store_true", help="also print every record's errors")
+    p.add_argument("--what-if", action="append", default=[], metavar="GEN.FIELD=VALUE",
+                   help="price on a copy of the calibration constants with this field replaced")
     args = p.parse_args(argv)
+    if args.what_if:
+        with what_if(args.what_if):
+            print("What-if constants (not shipped): " + ", ".join(args.what_if))
+            return _main(args)
+    return _main(args)
+
+
+@contextlib.contextmanager
+def what_if(changes: list[str]):
+    """cost_models.calibration.CALIBRATION with `gen.field=value` replaced, for the duration."""
+    from cost_models import calibration
+
+    table = dict(calibration.CALIBRATION)
+    for change in changes:
+        target, _, value = change.partition("=")
+        gen, _, field = target.partition(".")
+        if gen not in table or field not in {f.name for f in dataclasses.fields(table[gen])} or not value:
+            raise SystemExit(f"--what-if {change!r}: expected GEN.FIELD=VALUE with GEN one of {sorted(table)}")
+        table[gen] = dataclasses.replace(table[gen], **{field: float(value)})
+    with mock.patch.dict(calibration.CALIBRATION, table):
+        yield
+
+
+def _main(args: argparse.Namespace) -> int:
     files = {path: load_runs(Path(path)) for path in args.runs}
     runs = {r["id"]: r for rows in files.values() for r in rows}
     if len(runs) != sum(len(rows) for rows in files.values()):

@@ -531,3 +531,19 @@ def test_megatron_bridge_rows_carry_the_recipes_parameter_gathers(records: list[
         s = r.get("settings") or {}
         if r["layout"]["precision"] == "bf16" or "-25.09-" in r["id"]:
             assert "fp8_params" not in s, r["id"]
+
+
+def test_what_if_prices_on_a_copy_of_the_constants() -> None:
+    """bench/heldout_accuracy.py --what-if GEN.FIELD=VALUE: the field is replaced for the run and
+    restored after it; anything else is one line naming the flag."""
+    from cost_models import calibration
+
+    script = _script()
+    before = calibration.CALIBRATION["ampere"]
+    with script.what_if(["ampere.gemm_efficiency_bf16=0.775"]):
+        assert calibration.CALIBRATION["ampere"].gemm_efficiency_bf16 == 0.775
+        assert calibration.CALIBRATION["ampere"].gemm_half_dim == before.gemm_half_dim
+    assert calibration.CALIBRATION["ampere"] is before
+    for bad in ("ampere.nope=1", "volta.gemm_efficiency_bf16=0.7", "ampere.gemm_efficiency_bf16="):
+        with pytest.raises(SystemExit, match="--what-if"), script.what_if([bad]):
+            pass

@@ -390,8 +390,7 @@ _FUNC_MODEL = {"llama3_8b": "LLAMA3_8B", "llama3_70b": "LLAMA3_70B", "llama31_40
 
 
 class Unread(Exception):
-    """A statement about a setting (tp_comm_overlap, grad_reduce_in_fp32) the reader does not
-    evaluate: nothing is transcribed."""
+    """A statement about tp_comm_overlap the reader does not evaluate: nothing is transcribed."""
 
 
 def _mentions_tp_overlap(node: ast.AST) -> bool:
@@ -731,15 +730,6 @@ def mixed_precision_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef], d
 
     walk(fn.body, fn.name, 0)
     return state, said
-
-
-def grad_reduce_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef]) -> tuple[bool | None, list[str]]:
-    """(mixed_precision.grad_reduce_in_fp32 after a recipe function, the functions that set it): mixed_precision_of
-    for that field; Unread where a conditional statement left it unknown."""
-    state, said = mixed_precision_of(fn, funcs)
-    if "grad_reduce_in_fp32" in state and state["grad_reduce_in_fp32"] is None:
-        raise Unread("a conditional statement sets grad_reduce_in_fp32")
-    return state.get("grad_reduce_in_fp32"), list(dict.fromkeys(said["grad_reduce_in_fp32"]))
 
 
 MIXED_PRECISION = "src/megatron/bridge/training/mixed_precision.py"

@@ -430,13 +430,18 @@ def llama3_8b_pretrain_8gpu_gb300_bf16_config():
     return cfg
 '''
     funcs = {n.name: n for n in ast.parse(src).body}
-    assert m.grad_reduce_of(funcs["llama3_70b_pretrain_config_gb200"], funcs) == (False, ["set_llama3_common_configs"])
-    assert m.grad_reduce_of(funcs["llama3_70b_pretrain_config_h100"], funcs)[0] is None  # reset after the helper
-    assert m.grad_reduce_of(funcs["llama3_70b_pretrain_config_b200"], funcs)[0] is True
-    assert m.grad_reduce_of(funcs["llama3_8b_pretrain_8gpu_gb200_bf16_config"], funcs)[0] is False
-    assert m.grad_reduce_of(funcs["llama3_8b_pretrain_32gpu_gb200_bf16_config"], funcs)[0] is False
-    with pytest.raises(m.Unread):  # the guarded assignment would change an unknown value
-        m.grad_reduce_of(funcs["llama3_8b_pretrain_8gpu_gb300_bf16_config"], funcs)
+
+    def grad(name: str):
+        state, said = m.mixed_precision_of(funcs[name], funcs)
+        return state.get("grad_reduce_in_fp32", "unset"), said["grad_reduce_in_fp32"]
+
+    assert grad("llama3_70b_pretrain_config_gb200") == (False, ["set_llama3_common_configs"])
+    assert grad("llama3_70b_pretrain_config_h100")[0] == "unset"  # a new config after the helper
+    assert grad("llama3_70b_pretrain_config_b200")[0] is True
+    assert grad("llama3_8b_pretrain_8gpu_gb200_bf16_config") == (False, ["_perf_precision"])
+    assert grad("llama3_8b_pretrain_32gpu_gb200_bf16_config")[0] is False
+    # the guarded assignment would set a value not known before it: unknown, so not transcribed
+    assert grad("llama3_8b_pretrain_8gpu_gb300_bf16_config")[0] is None
 
 
 def test_megatron_bridge_rows_carry_the_recipes_gradient_dtype(records: list[dict]) -> None:

@@ -669,7 +669,7 @@ def mixed_precision_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef], d
     `cfg.mixed_precision.<field> = True|False` set one; a helper in `funcs` called as a statement, or `cfg =
     other_recipe()` / `cfg = _with_global_batch_size(other_recipe(), n)` of a perf recipe, is followed, three
     levels at most. A statement under `if` / `for` / `with` that would change a known value, or set an unknown
-    one, makes that field unknown (Unread where it was asked for)."""
+    one, makes that field unknown (None: not transcribed)."""
     factories = factories or {}
     state: dict[str, bool | None] = {}
     said: dict[str, list[str]] = {f: [] for f in MP_FIELDS}

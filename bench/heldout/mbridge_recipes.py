@@ -289,7 +289,7 @@ def settings_for(recipes, container, model, gpu_system, precision, row):
     when none or several disagreeing ones match. The mixed-precision settings (precision_settings_for)
     are added either way: the recipe functions of the row's model and GPU set them for every layout."""
     settings, layout, note = _layout_settings_for(recipes, container, model, gpu_system, precision, row)
-    mixed, mixed_note = precision_settings_for(recipes, container, model, gpu_system, precision)
+    mixed, mixed_note = precision_settings_for(recipes, container, model, gpu_system, precision, row["precision"])
     return {**settings, **mixed}, layout, f"{note}; {mixed_note}" if mixed_note else note
 
 
@@ -587,15 +587,17 @@ def precision_factories(source: str) -> dict[str, dict[str, bool]]:
     return out
 
 
-def _dtype_branch(st: ast.If, dtype: str | None) -> list[ast.stmt] | None:
-    """The statements an `if compute_dtype == "x": ... elif ...: ... else: ...` chain runs for `dtype`;
-    None if a test is not such a comparison (or dtype is unknown)."""
+def _dtype_branch(st: ast.If, values: dict[str, str | None]) -> list[ast.stmt] | None:
+    """The statements an `if compute_dtype == "x": ... elif ...: ... else: ...` chain runs for the
+    helper's arguments `values` (name -> value); None if a test is not `<argument> == "constant"`
+    for a known argument."""
     while True:
         t = st.test
         if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)
-                and isinstance(t.comparators[0], ast.Constant) and dtype is not None):  # fmt: skip
+                and isinstance(t.comparators[0], ast.Constant)
+                and values.get(getattr(t.left, "id", None)) is not None):  # fmt: skip
             return None
-        if t.comparators[0].value == dtype:
+        if t.comparators[0].value == values[t.left.id]:
             return st.body
         if len(st.orelse) == 1 and isinstance(st.orelse[0], ast.If):
             st = st.orelse[0]
@@ -603,17 +605,19 @@ def _dtype_branch(st: ast.If, dtype: str | None) -> list[ast.stmt] | None:
         return st.orelse
 
 
-def helper_precision(fn: ast.FunctionDef, dtype: str | None, factories: dict[str, dict[str, bool]]) -> dict[str, bool]:
+def helper_precision(fn: ast.FunctionDef, values: dict[str, str | None],
+                     factories: dict[str, dict[str, bool]]) -> dict[str, bool]:  # fmt: skip
     """A precision helper (`get_precision_config(compute_dtype)` of scripts/performance/utils/precision.py,
-    `_perf_precision(compute_dtype)` of perf_recipes/_common.py): the MP_FIELDS of the config it returns for
-    `dtype`: the factory its branch calls, the branch's and the body's plain `<local>.<field> = True|False`."""
+    25.09's `get_precision_config(compute_dtype, fp8_recipe)` of utils/helpers.py, `_perf_precision(compute_dtype)`
+    of perf_recipes/_common.py): the MP_FIELDS of the config it returns for the arguments `values` (name ->
+    value): the factory its branches call, the branch's and the body's plain `<local>.<field> = True|False`."""
     fields: dict[str, bool] = {}
 
     def run(body: list[ast.stmt]) -> None:
         nonlocal fields
         for st in body:
             if isinstance(st, ast.If):
-                branch = _dtype_branch(st, dtype)
+                branch = _dtype_branch(st, values)
                 if branch is not None:
                     run(branch)
             elif isinstance(st, ast.Assign) and len(st.targets) == 1:
@@ -656,7 +660,8 @@ def _helper_call(val: ast.expr, funcs: dict[str, ast.FunctionDef], dtype: str | 
         return None
     arg = val.args[0] if val.args else None
     literal = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
-    return helper_precision(funcs[name], literal or dtype, factories)
+    params = funcs[name].args.args
+    return helper_precision(funcs[name], {params[0].arg: literal or dtype} if params else {}, factories)
 
 
 def mixed_precision_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef], dtype: str | None = None,
@@ -788,9 +793,10 @@ def _settings_of(state: dict[str, bool | None], said: dict[str, list[str]], prec
     return settings, notes
 
 
-def precision_settings_for(recipes, container, model, gpu_system, precision):
+def precision_settings_for(recipes, container, model, gpu_system, precision, row_precision=None):
     """(settings, note) of a row: the mixed-precision fields (MP_FIELDS) the recipe function of its
-    model, GPU and compute dtype leaves at the container's commit (they do not depend on the layout:
+    model, GPU and compute dtype (the page's `precision` cell; 25.09 has none: the record's
+    `row_precision`) leaves at the container's commit (they do not depend on the layout:
     the family's common-config helper and the precision helper set them for every variant), as
     `main_grads` and `fp8_params`."""
     if model not in PREFIX:
@@ -801,10 +807,26 @@ def precision_settings_for(recipes, container, model, gpu_system, precision):
         if key not in got.get("grad_reduce", {}):
             return {}, None
         value, path = got["grad_reduce"][key]
-        return {"main_grads": "fp32" if value else "bf16"}, (
-            f"grad_reduce_in_fp32={value} ({path} @{got['commit']} ConfigContainer.mixed_precision): "
-            f"main_grads {'fp32' if value else 'bf16'}; fp8 parameter gathers not read for 25.09"
-        )
+        settings = {"main_grads": "fp32" if value else "bf16"}
+        note = (f"grad_reduce_in_fp32={value} ({path} @{got['commit']} ConfigContainer.mixed_precision): "
+                f"main_grads {settings['main_grads']}")  # fmt: skip
+        # run_script.py: get_precision_config(compute_dtype, fp8_recipe) of utils/helpers.py; the page names no
+        # fp8 recipe, so every recipe the row's perf-matrix keys allow must agree (fp8: ds and cs)
+        if row_precision not in _YAML_PRECISION or row_precision == "bf16" or "precision_helper" not in got:
+            return settings, note
+        gathers = {
+            helper_precision(got["precision_helper"], {"compute_dtype": k.split("_")[0], "fp8_recipe": k.split("_")[1]},
+                             got["factories"]).get("fp8_param_gather")
+            for k in _YAML_PRECISION[row_precision]
+        }  # fmt: skip
+        if len(gathers) == 1 and (gather := gathers.pop()) is not None:
+            if gather:
+                settings["fp8_params"] = True
+            note += (f"; fp8_param_gather={gather} (get_precision_config of scripts/performance/utils/helpers.py, "
+                     f"recipes {' / '.join(_YAML_PRECISION[row_precision])} alike){': fp8_params' if gather else ''}")
+        else:
+            note += "; fp8_param_gather not read (the fp8 recipes the row may have run differ)"
+        return settings, note
     got = recipes.get("_grad_reduce", {}).get(container)
     if got is None or precision not in PRECISION:
         return {}, None
@@ -1062,15 +1084,20 @@ def yaml_recipes(git_dir: str, commit: str) -> dict[str, Any]:
             if isinstance(mixed.get("grad_reduce_in_fp32"), bool):
                 grad_reduce[m.group(1)] = (mixed["grad_reduce_in_fp32"], path)
     run_script = ast.parse(_git(git_dir, "show", f"{commit}:scripts/performance/run_script.py"))
+    helpers = _git(git_dir, "show", f"{commit}:scripts/performance/utils/helpers.py")
     calls = {n.func.id: n for n in ast.walk(run_script)
              if isinstance(n, ast.Call) and getattr(n.func, "id", "").endswith("_pretrain_config")}  # fmt: skip
     return {
         "commit": commit,
         "matrices": matrices,
         "grad_reduce": grad_reduce,
-        "map": _comm_overlap_map(_git(git_dir, "show", f"{commit}:scripts/performance/utils/helpers.py")),
+        "map": _comm_overlap_map(helpers),
         "calls": calls,
         "library": tp_overlap_functions(git_dir, commit)[1],
+        # run_script.py builds the recipe's MixedPrecisionConfig with this helper (compute dtype, fp8 recipe)
+        "precision_helper": next(n for n in ast.parse(helpers).body
+                                 if isinstance(n, ast.FunctionDef) and n.name == "get_precision_config"),
+        "factories": factories_at(git_dir, commit),
     }
 
 

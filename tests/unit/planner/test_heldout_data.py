@@ -247,15 +247,17 @@ def test_25_09_rows_carry_run_scripts_settings(records: list[dict]) -> None:
     by_id = {r["id"]: r for r in records}
     h100 = by_id["mbridge-25.09-h100-llama3.1-405b-fp8"]["settings"]
     assert h100 == {"tp_comm_overlap": True, "tp_overlap": "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192",
-                    "main_grads": "bf16"}  # fmt: skip
+                    "main_grads": "bf16", "fp8_params": True}  # fmt: skip
     b200 = by_id["mbridge-25.09-b200-llama3.1-405b-mxfp8"]["settings"]  # MXFP8: compute dtype fp8
     assert b200["tp_overlap"] == "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192"
     # run_script passes its own CommOverlapConfig(tp_comm_overlap=True) to the Qwen3 recipes, no map entry
     assert by_id["mbridge-25.09-h100-qwen3-235b-a22b-fp8-tokendrop"]["settings"]["tp_overlap"] == "te_default"
     assert "tp_comm_overlap" not in (by_id["mbridge-25.09-h100-llama3-8b-fp8"].get("settings") or {})  # TP 1
     # the perf matrix's own fields: Megatron's per-layer CUDA graphs, CPU offload layers
-    assert by_id["mbridge-25.09-b200-llama3-8b-fp8"]["settings"] == {"cuda_graphs": True, "main_grads": "bf16"}
-    assert by_id["mbridge-25.09-gb200-llama3-70b-fp8"]["settings"] == {"cpu_offload_layers": 40, "main_grads": "bf16"}
+    assert by_id["mbridge-25.09-b200-llama3-8b-fp8"]["settings"] == {"cuda_graphs": True, "main_grads": "bf16",
+                                                                      "fp8_params": True}  # fmt: skip
+    assert by_id["mbridge-25.09-gb200-llama3-70b-fp8"]["settings"] == {"cpu_offload_layers": 40, "main_grads": "bf16",
+                                                                        "fp8_params": True}  # fmt: skip
 
 
 def test_comm_overlap_map_and_the_25_09_rule_by_hand() -> None:
@@ -527,15 +529,19 @@ def llama3_70b_pretrain_config_b200(precision="bf16"):
 
 def test_megatron_bridge_rows_carry_the_recipes_parameter_gathers(records: list[dict]) -> None:
     """fp8 / MXFP8 rows whose recipe keeps fp8 primary weights state `fp8_params` (the factories
-    get_precision_config / _perf_precision pick set fp8_param_gather); BF16 rows never do; 25.09's
-    YAML path does not read it."""
+    get_precision_config / _perf_precision pick set fp8_param_gather; 25.09: run_script.py's
+    get_precision_config(compute_dtype, fp8_recipe), every fp8 recipe the row may have run alike);
+    BF16 rows never do."""
     by_id = {r["id"]: r for r in records}
     assert by_id["mbridge-25.11-gb200-llama3.1-405b-fp8-tensorwise"]["settings"]["fp8_params"] is True
     assert by_id["mbridge-26.08-gb300-deepseekv3-mxfp8"]["settings"]["fp8_params"] is True
+    assert "recipes fp8_ds / fp8_cs alike" in by_id["mbridge-25.09-h100-llama3-70b-fp8"]["notes"]
     for r in records:
         s = r.get("settings") or {}
-        if r["layout"]["precision"] == "bf16" or "-25.09-" in r["id"]:
+        if r["layout"]["precision"] == "bf16":
             assert "fp8_params" not in s, r["id"]
+        elif "-25.09-" in r["id"]:
+            assert s["fp8_params"] is True, r["id"]
 
 
 def test_what_if_prices_on_a_copy_of_the_constants() -> None:
@@ -552,3 +558,29 @@ def test_what_if_prices_on_a_copy_of_the_constants() -> None:
     for bad in ("ampere.nope=1", "volta.gemm_efficiency_bf16=0.7", "ampere.gemm_efficiency_bf16="):
         with pytest.raises(SystemExit, match="--what-if"), script.what_if([bad]):
             pass
+
+
+def test_precision_helper_with_two_arguments() -> None:
+    """25.09's get_precision_config(compute_dtype, fp8_recipe): the branch of each argument."""
+    import ast
+
+    m = _recipes_module()
+    fn = ast.parse('''
+def get_precision_config(compute_dtype, fp8_recipe):
+    if compute_dtype == "fp8":
+        if fp8_recipe == "ds":
+            return bf16_with_fp8_delayed_scaling_mixed()
+        elif fp8_recipe == "ss":
+            return bf16_with_fp8_subchannel_scaling_mixed()
+        else:
+            raise ValueError(fp8_recipe)
+    elif compute_dtype == "bf16":
+        return bf16_mixed()
+''').body[0]
+    factories = {"bf16_with_fp8_delayed_scaling_mixed": {"fp8_param_gather": True},
+                 "bf16_with_fp8_subchannel_scaling_mixed": {"fp8_param_gather": False},
+                 "bf16_mixed": {"fp8_param_gather": False}}  # fmt: skip
+    assert m.helper_precision(fn, {"compute_dtype": "fp8", "fp8_recipe": "ds"}, factories) == {"fp8_param_gather": True}
+    assert m.helper_precision(fn, {"compute_dtype": "fp8", "fp8_recipe": "ss"}, factories) == {"fp8_param_gather": False}
+    assert m.helper_precision(fn, {"compute_dtype": "fp8", "fp8_recipe": "mx"}, factories) == {}  # raises there
+    assert m.helper_precision(fn, {"compute_dtype": "bf16"}, factories) == {"fp8_param_gather": False}

@@ -233,6 +233,12 @@ class Recipes:
     def recipe_text(self, tag: str, model: str, size: str) -> str:
         return self._show(tag, f"nemo/collections/llm/recipes/{model}_{size}.py") or ""
 
+    def helper_sources(self, tag: str, folder: str) -> list[tuple[str, str]]:
+        """(path, text) of the helper module the performance scripts call for their shared settings:
+        the one defining set_primary_perf_configs, <folder>/utils.py at v2.3.0, helpers.py at v2.4.0."""
+        return [(f"{folder}/{helper}", text) for helper in ("utils.py", "helpers.py")
+                if (text := self._show(tag, f"{folder}/{helper}")) and "def set_primary_perf_configs" in text]  # fmt: skip
+
     def grad_reduce_in_fp32(self, tag: str, folder: str, model: str, size: str, dtype: str) -> tuple[bool | None, str]:
         """(MegatronMixedPrecision.grad_reduce_in_fp32 the performance script leaves for a row of
         this compute dtype, where): `recipe.trainer.plugins.grad_reduce_in_fp32 = <bool>` in the
@@ -247,30 +253,23 @@ class Recipes:
         sub = "llm/" if folder == "scripts/performance" else ""
         sources = [(f"{folder}/{sub}pretrain_{model}_{size}.py", script)]
         if "set_primary_perf_configs(" in script:
-            for helper in ("utils.py", "helpers.py"):
-                if (text := self._show(tag, f"{folder}/{helper}")) and "def set_primary_perf_configs" in text:
-                    sources.append((f"{folder}/{helper}", text))
+            sources += self.helper_sources(tag, folder)
         found: set[bool] = set()
         where = []
         for path, text in sources:
-            for fn in ast.walk(ast.parse(text)):
-                if not isinstance(fn, (ast.FunctionDef, ast.Module)):
+            for _, st, conds in _assignments(text, "grad_reduce_in_fp32"):
+                if "plugins" not in ast.unparse(st.targets[0]):
                     continue
-                for st, conds in _statements(fn.body, []):
-                    if not (isinstance(st, ast.Assign) and len(st.targets) == 1
-                            and getattr(st.targets[0], "attr", None) == "grad_reduce_in_fp32"
-                            and "plugins" in ast.unparse(st.targets[0])):  # fmt: skip
-                        continue
-                    if not (isinstance(st.value, ast.Constant) and isinstance(st.value.value, bool)):
-                        return None, f"{path}: grad_reduce_in_fp32 = {ast.unparse(st.value)}"
-                    fp8_only = [c for c in conds if re.fullmatch(r"(args\.)?compute_dtype\.lower\(\) == 'fp8'", c)]
-                    other = [c for c in conds if c not in fp8_only and "compute_dtype is not None" not in c]
-                    if other:
-                        return None, f"{path}: grad_reduce_in_fp32 under `if {other[0]}`"
-                    if fp8_only and dtype != "fp8":
-                        continue
-                    found.add(st.value.value)
-                    where.append(f"{path} @{tag}" + (" (fp8 branch)" if fp8_only else ""))
+                if not (isinstance(st.value, ast.Constant) and isinstance(st.value.value, bool)):
+                    return None, f"{path}: grad_reduce_in_fp32 = {ast.unparse(st.value)}"
+                fp8_only = [c for c in conds if re.fullmatch(r"(args\.)?compute_dtype\.lower\(\) == 'fp8'", c)]
+                other = [c for c in conds if c not in fp8_only and "compute_dtype is not None" not in c]
+                if other:
+                    return None, f"{path}: grad_reduce_in_fp32 under `if {other[0]}`"
+                if fp8_only and dtype != "fp8":
+                    continue
+                found.add(st.value.value)
+                where.append(f"{path} @{tag}" + (" (fp8 branch)" if fp8_only else ""))
         if len(found) != 1:
             return None, "" if not found else f"grad_reduce_in_fp32 set to both values ({', '.join(where)})"
         return found.pop(), ", ".join(dict.fromkeys(where))
@@ -307,20 +306,22 @@ def fp8_param_gather_of(recipes: Recipes, tag: str, folder: str, model: str, siz
     value = values.pop()
     where = f"{factory} @{tag}"
     if value and fsdp:
-        for helper in ("utils.py", "helpers.py"):
-            helper_text = recipes._show(tag, f"{folder}/{helper}")
-            if not helper_text:
-                continue
-            for fn2 in ast.walk(ast.parse(helper_text)):
-                if not isinstance(fn2, ast.FunctionDef):
-                    continue
-                for st, conds in _statements(fn2.body, []):
-                    if (isinstance(st, ast.Assign) and len(st.targets) == 1
-                            and getattr(st.targets[0], "attr", None) == "fp8_param_gather"
-                            and isinstance(st.value, ast.Constant) and st.value.value is False
-                            and any("use_mcore_fsdp" in c for c in conds)):  # fmt: skip
-                        return False, f"{where}, turned off under Megatron-FSDP ({folder}/{helper} {fn2.name})"
+        for path, helper_text in recipes.helper_sources(tag, folder):
+            for name, st, conds in _assignments(helper_text, "fp8_param_gather"):
+                if (isinstance(st.value, ast.Constant) and st.value.value is False
+                        and any("use_mcore_fsdp" in c for c in conds)):  # fmt: skip
+                    return False, f"{where}, turned off under Megatron-FSDP ({path} {name})"
     return value, where
+
+
+def _assignments(text: str, attr: str):
+    """(function name, statement, the `if` tests around it) of every `<...>.<attr> = ...` statement of
+    a module, in its functions and at its top level (_statements)."""
+    for fn in ast.walk(ast.parse(text)):
+        if isinstance(fn, (ast.FunctionDef, ast.Module)):
+            for st, conds in _statements(fn.body, []):
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 and getattr(st.targets[0], "attr", None) == attr:
+                    yield getattr(fn, "name", "<module>"), st, conds
 
 
 def _statements(body: list[ast.stmt], conds: list[str]):

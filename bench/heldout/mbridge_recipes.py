@@ -235,7 +235,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, Any] = {}
     tp_funcs: dict[str, Any] = {}
     applies: dict[str, bool] = {}
-    grads: dict[str, Any] = {}
+    mixed: dict[str, Any] = {}
     for container, commit in CONTAINER_COMMIT.items():
         names = _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance/configs").split()
         configs: dict[str, dict[str, Any]] = {}
@@ -246,11 +246,11 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
         if configs:
             tp_funcs[container] = tp_overlap_functions(git_dir, commit)
             applies[container] = base_config_applies_backend(git_dir, commit)
-            recipe_funcs, funcs, factories = grad_reduce_functions(git_dir, commit)
-            grads[container] = {"recipes": recipe_funcs, "funcs": funcs, "factories": factories}
+            funcs, factories = performance_functions(git_dir, commit)
+            mixed[container] = {"recipes": tp_funcs[container][0], "funcs": funcs, "factories": factories}
         else:  # perf_recipes (26.06.01+): no held-out row of these containers has TP > 1; not read
             configs = perf_recipe_configs(git_dir, commit)
-            grads[container] = {"_perf": {k: v.pop("_mixed_precision") for k, v in configs.items()}}
+            mixed[container] = {"_perf": {k: v.pop("_mixed_precision") for k, v in configs.items()}}
         flags: dict[str, dict[str, bool]] = {}
         for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, RECIPES_DIR).split():
             if path.endswith(".py"):
@@ -264,7 +264,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
         out[container] = configs
     out["_yaml"] = {c: yaml_recipes(git_dir, commit) for c, commit in YAML_CONTAINERS.items()}  # nor this
     out["_tp_overlap"] = tp_funcs  # not a container name: the recipe functions read for tp_comm_overlap
-    out["_grad_reduce"] = grads  # nor this: what the mixed-precision settings are read from (precision_settings_for)
+    out["_mixed_precision"] = mixed  # nor this: what the mixed-precision settings are read from (precision_settings_for)
     out["_applies_backend"] = applies  # nor this: whether set_workload_base_configs applies the flex back-end
     return out
 
@@ -589,15 +589,15 @@ def precision_factories(source: str) -> dict[str, dict[str, bool]]:
 
 def _dtype_branch(st: ast.If, values: dict[str, str | None]) -> list[ast.stmt] | None:
     """The statements an `if compute_dtype == "x": ... elif ...: ... else: ...` chain runs for the
-    helper's arguments `values` (name -> value); None if a test is not `<argument> == "constant"`
-    for a known argument."""
+    arguments `values` (name -> value: a precision helper's compute_dtype / fp8_recipe, a recipe
+    function's precision); None if a test is not `<argument> == / != "constant"` for a known one."""
     while True:
         t = st.test
-        if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)
+        if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Eq, ast.NotEq))
                 and isinstance(t.comparators[0], ast.Constant)
                 and values.get(getattr(t.left, "id", None)) is not None):  # fmt: skip
             return None
-        if t.comparators[0].value == values[t.left.id]:
+        if (t.comparators[0].value == values[t.left.id]) == isinstance(t.ops[0], ast.Eq):
             return st.body
         if len(st.orelse) == 1 and isinstance(st.orelse[0], ast.If):
             st = st.orelse[0]
@@ -637,22 +637,6 @@ def helper_precision(fn: ast.FunctionDef, values: dict[str, str | None],
 _PRECISION_HELPERS = ("get_precision_config", "_perf_precision")
 
 
-def _precision_branch_of(st: ast.If, dtype: str | None) -> list[ast.stmt] | None:
-    """The branch an `if precision == "x": ... elif precision == "y": ... else: ...` chain of a recipe
-    function (its `precision` argument: the compute dtype) runs for `dtype`; None for any other test."""
-    t = st.test
-    if (dtype is None or not isinstance(t, ast.Compare) or len(t.ops) != 1 or getattr(t.left, "id", None) != "precision"
-            or not isinstance(t.ops[0], (ast.Eq, ast.NotEq)) or not isinstance(t.comparators[0], ast.Constant)):  # fmt: skip
-        return None
-    taken = (dtype == t.comparators[0].value) == isinstance(t.ops[0], ast.Eq)
-    if taken:
-        return st.body
-    if len(st.orelse) == 1 and isinstance(st.orelse[0], ast.If):
-        nested = _precision_branch_of(st.orelse[0], dtype)
-        return nested if nested is not None else None
-    return st.orelse
-
-
 def _helper_call(val: ast.expr, funcs: dict[str, ast.FunctionDef], dtype: str | None, factories) -> dict[str, bool] | None:
     """`get_precision_config(precision)` / `_perf_precision("fp8_mx")`: the fields it returns (the row's dtype
     for a non-literal argument), None for any other expression."""
@@ -681,6 +665,13 @@ def mixed_precision_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef], d
     locals_: dict[str, dict[str, bool]] = {}
     sources: dict[str, str] = {}  # local -> the precision helper that built it
 
+    def adopt(fields: dict[str, bool] | None, source: str) -> None:
+        """A new MixedPrecisionConfig for cfg.mixed_precision: its fields, set by `source`."""
+        nonlocal state
+        state = dict(fields or {})
+        for f in MP_FIELDS:
+            said[f] = [source] if f in state else []
+
     def walk(body: list[ast.stmt], here: str, depth: int) -> None:
         nonlocal state
         for st in body:
@@ -697,9 +688,7 @@ def mixed_precision_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef], d
                     source = getattr(getattr(val, "func", None), "id", None)
                     if got is None and isinstance(val, ast.Name):
                         got, source = locals_.get(val.id), sources.get(val.id)
-                    state = dict(got or {})
-                    for f in MP_FIELDS:
-                        said[f] = [source or here] if f in state else []
+                    adopt(got, source or here)
                 elif (f := _mp_field(tgt)) and getattr(tgt.value, "attr", None) == "mixed_precision":
                     if _const(val) is None:
                         state[f] = None
@@ -717,10 +706,8 @@ def mixed_precision_of(fn: ast.FunctionDef, funcs: dict[str, ast.FunctionDef], d
                     elif isinstance(passed, ast.Name) and passed.id in locals_:
                         # `cfg = <model>_pretrain_config(..., precision_config=pc)`: the library recipe builds
                         # ConfigContainer(mixed_precision=precision_config) (recipes/*/*.py, 25.11)
-                        state = dict(locals_[passed.id])
-                        for f in MP_FIELDS:
-                            said[f] = [sources.get(passed.id, here)] if f in state else []
-            elif isinstance(st, ast.If) and (branch := _precision_branch_of(st, dtype)) is not None:
+                        adopt(locals_[passed.id], sources.get(passed.id, here))
+            elif isinstance(st, ast.If) and (branch := _dtype_branch(st, {"precision": dtype})) is not None:
                 walk(branch, here, depth)  # `if precision == "bf16": ... else: ...` of the row's dtype
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and depth < 3:
                 name = getattr(st.value.func, "id", None)
@@ -748,21 +735,18 @@ def factories_at(git_dir: str, commit: str) -> dict[str, dict[str, bool]]:
         return {}
 
 
-def grad_reduce_functions(git_dir: str, commit: str):
-    """(recipe functions by (model prefix, GPU) with their file, every module-level function of the
-    performance scripts by name, the library's mixed-precision factories) at `commit`:
-    scripts/performance/configs/<family>/*_llm_pretrain.py and scripts/performance/utils/precision.py."""
-    recipes: dict[tuple[str, str], tuple[ast.FunctionDef, str]] = {}
+def performance_functions(git_dir: str, commit: str):
+    """(every module-level function of the performance scripts by name, the library's
+    mixed-precision factories) at `commit`: the helpers a recipe function calls
+    (set_<family>_common_configs, scripts/performance/utils/precision.py get_precision_config).
+    The recipe functions themselves are tp_overlap_functions'."""
     funcs: dict[str, ast.FunctionDef] = {}
     for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, "scripts/performance").split():
-        if not path.endswith(".py"):
-            continue
-        for node in ast.parse(_git(git_dir, "show", f"{commit}:{path}")).body:
-            if isinstance(node, ast.FunctionDef):
-                funcs.setdefault(node.name, node)
-                if _LLM_PRETRAIN.match(path) and (m := _FUNC.match(node.name)) and m.group(1) in _FUNC_MODEL:
-                    recipes.setdefault((_FUNC_MODEL[m.group(1)], m.group(2).upper()), (node, path))
-    return recipes, funcs, factories_at(git_dir, commit)
+        if path.endswith(".py"):
+            for node in ast.parse(_git(git_dir, "show", f"{commit}:{path}")).body:
+                if isinstance(node, ast.FunctionDef):
+                    funcs.setdefault(node.name, node)
+    return funcs, factories_at(git_dir, commit)
 
 
 def _settings_of(state: dict[str, bool | None], said: dict[str, list[str]], precision: str, where: str):
@@ -827,7 +811,7 @@ def precision_settings_for(recipes, container, model, gpu_system, precision, row
         else:
             note += "; fp8_param_gather not read (the fp8 recipes the row may have run differ)"
         return settings, note
-    got = recipes.get("_grad_reduce", {}).get(container)
+    got = recipes.get("_mixed_precision", {}).get(container)
     if got is None or precision not in PRECISION:
         return {}, None
     dtype = PRECISION[precision].lower()

@@ -370,6 +370,7 @@ def record_inputs(
             dp=lay["dp"],
             cp=lay["cp"],
             ep=lay["ep"],
+            etp=lay.get("etp") or 1,
             vp=lay["vp"],
             micro_batch=lay["micro_batch"],
             recompute=lay["recompute"],
@@ -414,6 +415,12 @@ class RunLayout(_Record):
     dp: PositiveInt = Field(le=MAX_GPUS)
     cp: PositiveInt | None = Field(None, le=MAX_GPUS)
     ep: PositiveInt | None = Field(None, le=MAX_GPUS)
+    etp: PositiveInt | None = Field(
+        None,
+        le=MAX_GPUS,
+        description="expert tensor parallel degree (Megatron --expert-tensor-parallel-size); "
+        "null: 1",
+    )
     vp: PositiveInt | None = Field(None, le=MAX_LAYERS)
     sequence_parallel: StrictBool | None = None
     zero_stage: Literal[0, 1, 2, 3] | None = None

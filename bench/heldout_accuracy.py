@@ -37,7 +37,10 @@ RUNS.yaml defaults to the Megatron-Bridge file; bench/heldout/nemo_performance_s
 Framework's own tables, containers 25.02 .. 25.07, make_nemo_summary.py) is the second source, read
 the same way (every record names its container as "NeMo <version> container" in its source);
 foundry_performance_summary.yaml (llm-foundry, containers named by commit) and
-mlperf_training_summary.yaml (MLPerf Training, NeMo containers) the third and fourth.
+mlperf_training_summary.yaml (MLPerf Training, NeMo containers) the third and fourth,
+megatron_readme_summary.yaml (Megatron-LM's README tables) the fifth and
+dgxc_performance_summary.yaml (DGX Cloud Benchmarking, NeMo containers or the README's commit) the
+sixth; `bench/heldout/*_summary.yaml` scores them all as one set.
 """
 
 from __future__ import annotations

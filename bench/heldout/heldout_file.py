@@ -1,5 +1,6 @@
 """The one way the held-out converters (make_mbridge_summary.py, make_nemo_summary.py,
-make_foundry_summary.py, make_mlperf_summary.py, make_megatron_readme_summary.py) write their YAML: a header of `#` lines saying where the rows come from,
+make_foundry_summary.py, make_mlperf_summary.py, make_megatron_readme_summary.py,
+make_dgxc_summary.py) write their YAML: a header of `#` lines saying where the rows come from,
 the count of records and every row not transcribed with its reason, then the records."""
 
 from __future__ import annotations

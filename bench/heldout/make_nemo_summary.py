@@ -339,8 +339,9 @@ def _statements(body: list[ast.stmt], conds: list[str]):
 
 
 def recipe_settings(recipes: Recipes, container: str, model: str, size: str, system: str, dtype: str,
-                    shape: dict) -> tuple[dict, dict, str]:  # fmt: skip
-    """(settings, layout fields, note) from the container's performance scripts for one row.
+                    shape: dict, ref: tuple[str, str] | None = None) -> tuple[dict, dict, str]:  # fmt: skip
+    """(settings, layout fields, note) from the container's performance scripts for one row
+    (`ref`: the NeMo commit and scripts folder a launcher pins, instead of the container's tag).
 
     The recommended-config knobs (CUDA graphs, FSDP, recompute, offload) are taken only from a CSV
     row whose whole layout is the page's (the rule make_mbridge_summary.py applies to Megatron-
@@ -349,9 +350,9 @@ def recipe_settings(recipes: Recipes, container: str, model: str, size: str, sys
     callback switches it on for every TP > 1 and the script picks its configuration by GPU and
     compute dtype, so it is read for every such row (not under Megatron-FSDP, which the scripts
     run without it)."""
-    if container not in TAGS:
+    if ref is None and container not in TAGS:
         return {}, {}, f"none read (no NeMo release mapped to container {container})"
-    tag, folder = TAGS[container]
+    tag, folder = ref or TAGS[container]
     if recipes.git_dir is None:
         return {}, {}, "none read (no NeMo clone given)"
     gpu = GPU[system][2]

@@ -1,0 +1,326 @@
+"""The sixth held-out source: DGX Cloud Benchmarking's expected-performance tables
+(bench/heldout/make_dgxc_summary.py).
+
+Evaluation data only; these tests keep the committed file what the converter says it is (every
+record passes the schema and scores, every measured figure is sequence x GBS / step / GPUs from
+the table's own step time) and the readers honest on small inputs: the two README table styles,
+the layout match, the throughput / MFU checks, the shell overrides a launch script applies and
+the NeMo Launcher configuration read from a git history."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from factories import load_script
+
+HELDOUT = Path(__file__).resolve().parents[3] / "bench" / "heldout"
+SUMMARY = HELDOUT / "dgxc_performance_summary.yaml"
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return load_script(HELDOUT / "make_dgxc_summary.py")
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    return yaml.safe_load(SUMMARY.read_text())
+
+
+def test_every_record_passes_the_schema_and_scores(records: list[dict]) -> None:
+    from planner.validate import RunRecord, validate_record
+
+    ids = [r["id"] for r in records]
+    assert len(ids) == len(set(ids)) == 226
+    for r in records:
+        assert r["id"].startswith("dgxc-")
+        RunRecord.model_validate(r)
+        assert validate_record(r).tokens_error_pct is not None, r["id"]
+
+
+def test_measured_tokens_are_sequence_times_batch_over_step(records: list[dict]) -> None:
+    """tokens_derivation names the table's step; the figure is seq x GBS / step / GPUs."""
+    for r in records:
+        step = float(re.match(r"step ([0-9.]+) s", r["tokens_derivation"]).group(1))
+        lay = r["layout"]
+        want = r["model"]["seq_len"] * lay["global_batch_seqs"] / step / r["num_gpus"]
+        assert r["measured_tokens_per_s_per_gpu"] == round(want, 1), r["id"]
+        assert lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"] == r["num_gpus"], r["id"]
+
+
+def test_llama_70b_row_by_hand(records: list[dict]) -> None:
+    """llama3.1/README_70b.md @8f5cbb3799 (release 25.02): 'Llama 3.1 70b BF16 (TP=4, PP=4, CP=2,
+    VP=5, MBS=1, GA=64)', column '64x H100 GPUs (GBS=128)', step 14.61 s -> 8192 x 128 / 14.61 /
+    64; its llama3.1_70b.yaml sets ub_tp_comm_overlap and grad_sync_dtype bf16."""
+    r = {x["id"]: x for x in records}["dgxc-25.02-2412-h100-llama-3.1-70b-64gpu-gbs128-bf16"]
+    assert r["measured_tokens_per_s_per_gpu"] == round(8192 * 128 / 14.61 / 64, 1)
+    lay = r["layout"]
+    assert (lay["tp"], lay["pp"], lay["cp"], lay["dp"], lay["vp"]) == (4, 4, 2, 2, 5)
+    assert r["settings"] == {"tp_comm_overlap": True, "main_grads": "bf16"}
+
+
+README = """\
+# Overview
+
+**GB200**:
+* weak scaling
+
+| GPUs | SeqLen | Layers | TP | PP | CP | EP | DP | VP | MBS | GBS | GA |
+|------|:------:|:------:|:--:|:--:|:--:|:--:|:--:|:--:|:---:|:---:|:--:|
+| 128  | 4096   | 32     | 4  | 1  | 1  | NA | 32 | NA | 1   | 256 | 8  |
+| 256  | 4096   | 32     | 4  | 1  | 1  | NA | 64 | NA | 1   | 512 | 8  |
+| 512  | 4096   | 32     | 4  | 1  | 1  | NA | 128| NA | 1   | 1024| 8  |
+| 8    | 4096   | 4      | 4  | 1  | 1  | NA | 2  | NA | 1   | 16  | 8  |
+
+# GB200 Performance
+
+| Llama3.1 8b BF16 | 8x GB200 GPUs | 128x GB200 GPUs | 256x GB200 GPUs | 512x GB200 GPUs |
+|---|:---:|:---:|:---:|:---:|
+Training step time (seconds per step)| 1.0 | 2.0 | 2.0 | 2.0
+Throughput in tokens per second | 65536 | 524288 | 1048576 | 999
+Model flops utilization | 10% | 40.0% | 40.0% | 40.0%
+"""
+
+
+def _readme(conv, text: str, path: str = "llama3.1/README.md"):
+    return conv.Readme(None, path, "blob", "c" * 40, "2025-06-09", "25.05", text)
+
+
+def test_tables_take_the_gpu_of_the_heading_or_bold_line_above(conv) -> None:
+    got = conv.tables(README)
+    assert [t.gpu for t in got] == ["GB200", "GB200"]
+    rows = conv.layout_rows(got[0])
+    assert rows[0] == {"gpu": "GB200", "gpus": 128, "seq": 4096, "layers": 32, "fsdp": None, "tp": 4,
+                       "pp": 1, "cp": 1, "ep": None, "etp": None, "dp": 32, "vp": None, "mbs": 1,
+                       "gbs": 256, "ga": 8, "size": None, "precisions": None}  # fmt: skip
+    title, given, cols = conv.perf_table(got[1])
+    assert (title, given) == ("Llama3.1 8b BF16", {})
+    assert [(c.gpus, c.gpu, c.gbs) for c in cols] == [(8, "GB200", None), (128, "GB200", None),
+                                                      (256, "GB200", None), (512, "GB200", None)]  # fmt: skip
+
+
+def test_rows_check_throughput_and_let_the_mfu_row_arbitrate(conv) -> None:
+    """128 / 256 GPUs: 4096 x GBS / 2.0 s is the throughput cell. 512 GPUs: the cell (999)
+    disagrees, the MFU cell sides with the step and GBS (40 % = 128 GPUs' 40 % at the same rate
+    per GPU): kept, the cell named in its notes. 8 GPUs: MFU 10 % against 40 % at a rate per GPU
+    of 4096 x 16 / 1.0 / 8 = 8192 vs 4096 x 256 / 2.0 / 128 = 4096 disagrees too: only here the
+    throughput cell (65536 = 4096 x 16 / 1.0) checks, and the record is a proxy (4 of 32 layers)."""
+    skipped: list[str] = []
+    rows = conv.rows_of(_readme(conv, README), skipped)
+    by_gpus = {r.gpus: r for r in rows}
+    assert sorted(by_gpus) == [8, 128, 256, 512] and skipped == []
+    assert by_gpus[128].check == "throughput" and by_gpus[512].check == "mfu"
+    assert "throughput cell 999" in by_gpus[512].notes[-1]
+    assert conv._per_gpu_rate(by_gpus[512]) == 4096 * 1024 / 2.0 / 512
+    broken = README.replace("| 40.0% | 40.0% | 40.0%", "| 40.0% | 40.0% | 20.0%")
+    skipped = []
+    rows = conv.rows_of(_readme(conv, broken), skipped)
+    assert 512 not in {r.gpus for r in rows}
+    assert skipped == [("25.05 llama3.1/README.md 'Llama3.1 8b BF16' 512x GB200 -- published throughput "
+                       "999 tokens/s but sequence x GBS / step = 4096 x 1024 / 2 = 2097152")]  # fmt: skip
+
+
+def _no_recipes(conv, monkeypatch) -> None:
+    monkeypatch.setattr(conv, "perf_script_settings", lambda *a, **k: None)
+    monkeypatch.setattr(conv, "launcher_settings", lambda *a, **k: ({}, {}, {}, "none read"))
+
+
+def test_record_skips_proxies_and_keeps_a_dp_or_ga_typo_the_other_cells_refute(conv, monkeypatch) -> None:
+    _no_recipes(conv, monkeypatch)
+    rows = {r.gpus: r for r in conv.rows_of(_readme(conv, README), [])}
+    assert conv.record(rows[8], None).startswith("proxy config: 4 of the model's 32 layers")
+    rec = conv.record(rows[128], None)
+    assert rec["layout"]["dp"] == 32 and rec["gpus_per_node"] == 72 and rec["gpu"] == "gb200"
+    assert rec["measured_tokens_per_s_per_gpu"] == round(4096 * 256 / 2.0 / 128, 1)
+    typo = README.replace("| 128  | 4096   | 32     | 4  | 1  | 1  | NA | 32 |",
+                          "| 128  | 4096   | 32     | 4  | 1  | 1  | NA | 3  |")  # fmt: skip
+    rows = {r.gpus: r for r in conv.rows_of(_readme(conv, typo), [])}
+    rec = conv.record(rows[128], None)
+    assert "the table's DP cell 3 contradicts GPUs / (TP x PP x CP) = 32" in rec["notes"]
+    both = typo.replace("| 1   | 256 | 8  |", "| 1   | 256 | 9  |")
+    rows = {r.gpus: r for r in conv.rows_of(_readme(conv, both), [])}
+    assert conv.record(rows[128], None).startswith("the table's DP 3 and GA 9")
+
+
+def test_title_layout_and_an_implied_sequence(conv, monkeypatch) -> None:
+    """The 2024-11 per-size READMEs: the layout in the title, GBS in the column; the sequence the
+    throughput implies (8192 x 128 / 14.61 = 71,756)."""
+    _no_recipes(conv, monkeypatch)
+    text = """\
+| Llama 3.1 70b BF16 (TP=4, PP=4, CP=2, VP=5, MBS=1, GA=64) | Throughput on 64x H100 GPUs (GBS=128) |
+|---|:---:|
+| Training step time (seconds per step) | 14.61 |
+| Throughput in tokens per second       | 71756 |
+"""
+    (row,) = conv.rows_of(_readme(conv, text, "llama3.1/README_70b.md"), [])
+    assert row.layout["seq"] == 8192 and row.layout["from"] == "the table title and column"
+    rec = conv.record(row, None)
+    assert (rec["layout"]["dp"], rec["layout"]["cp"], rec["layout"]["vp"]) == (2, 2, 5)
+    assert "sequence 8192 implied by the table's throughput x step / GBS" in rec["notes"]
+
+
+def test_shell_assignments_follow_the_size_and_dtype_branches(conv) -> None:
+    script = """\
+export NVTE_FUSED_ATTN=0
+if [[ $MODEL_SIZE = 15b ]]; then
+  # 15b
+  export NVTE_FUSED_ATTN=1
+  CONFIG_OVERRIDES+=" model.ub_tp_comm_overlap=False"
+else
+  CONFIG_OVERRIDES+=" model.ub_tp_comm_overlap=True"
+fi
+if [[ "${DTYPE}" = fp8 ]]; then
+  CONFIG_OVERRIDES+=" model.fp8_amax_history_len=16"
+fi
+if [[ $SLURM_JOB_NUM_NODES = 32 ]]; then
+  CONFIG_OVERRIDES+=" model.hidden_dropout=0.1"
+fi
+[[ -n ${TP-} ]] && CONFIG_OVERRIDES+=" model.tensor_model_parallel_size=$TP"
+CONFIG_OVERRIDES+=" model.fp8=${FP8_ENABLED^} +model.fp8_params=$FP8_ENABLED"
+"""
+    got = conv.shell_assignments(script, conv.shell_context("340b", "fp8", "H100", 256))
+    assert got == [
+        ("NVTE_FUSED_ATTN", "0", True),
+        ("ub_tp_comm_overlap", "True", True),
+        ("fp8_amax_history_len", "16", True),
+        ("hidden_dropout", "0.1", False),
+        ("tensor_model_parallel_size", "$TP", False),
+        ("fp8", "${FP8_ENABLED^}", True),
+        ("fp8_params", "$FP8_ENABLED", True),
+    ]
+    small = conv.shell_assignments(script, conv.shell_context("15b", "bf16", "H100", 16))
+    assert ("NVTE_FUSED_ATTN", "1", True) in small and ("ub_tp_comm_overlap", "False", True) in small
+    assert not any(k == "fp8_amax_history_len" for k, _, _ in small)
+    assert conv._shell_value("${FP8_ENABLED^}", "fp8") is True
+    assert conv._shell_value("$FP8_ENABLED", "bf16") is False
+    assert conv._shell_value("$GBS", "bf16") is None
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout  # fmt: skip
+
+
+def test_launcher_settings_and_container_from_a_history(conv, tmp_path: Path) -> None:
+    """A two-file NeMo Launcher workload: the YAML's model section, overridden by configure.sh
+    (fp8 for the fp8 row, NVTE_FUSED_ATTN=0 -> fa2); the container from launch.sh's FW_VERSION
+    where the README names none."""
+    repo = tmp_path / "dgxc"
+    (repo / "nemotron").mkdir(parents=True)
+    cfg = {"model": {"ub_tp_comm_overlap": False, "fp8": False, "fp8_amax_history_len": 1024,
+                     "fp8_amax_compute_algo": "max", "activations_checkpoint_granularity": "selective",
+                     "hidden_dropout": 0.0, "optim": {"name": "distributed_fused_adam",
+                                                      "grad_sync_dtype": "bf16"}}}  # fmt: skip
+    (repo / "nemotron" / "nemotron4-340b-synth.yaml").write_text(yaml.safe_dump(cfg))
+    (repo / "nemotron" / "configure.sh").write_text(
+        "export NVTE_FUSED_ATTN=0\n"
+        'export CONFIG_OVERRIDES+=" model.fp8=${FP8_ENABLED^} \\\n'
+        '  model.ub_tp_comm_overlap=True \\\n  +model.fp8_params=${FP8_ENABLED^}"\n'
+    )
+    (repo / "nemotron" / "launch.sh").write_text("export FW_VERSION=24.09\n")
+    (repo / "nemotron" / "README_340b.md").write_text("Training step time (seconds per step)\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v24.11.1")
+    (readme,) = conv.readmes(str(repo / ".git"))
+    assert (readme.release, readme.path) == ("24.11.1", "nemotron/README_340b.md")
+    assert conv._container(readme) == ("24.09", "nemotron/launch.sh FW_VERSION")
+    ctx = conv.shell_context("340b", "fp8", "H100", 256)
+    settings, fields, layout, note = conv.launcher_settings(readme, "nemotron", "340b", "fp8", 8, {}, ctx)
+    assert settings == {"tp_comm_overlap": True, "fp8_recipe": "delayed", "fp8_params": True,
+                        "main_grads": "bf16", "attention_kernel": "fa2"}  # fmt: skip
+    assert fields == {"hidden_dropout": False} and layout == {"recompute": "selective"}
+    assert note.startswith("recipe settings from nemotron/nemotron4-340b-synth.yaml, nemotron/configure.sh")
+    bf16 = conv.shell_context("340b", "bf16", "H100", 256)
+    settings, *_ = conv.launcher_settings(readme, "nemotron", "340b", "bf16", 8, {}, bf16)
+    assert "fp8_recipe" not in settings and "fp8_params" not in settings
+    settings, *_ = conv.launcher_settings(readme, "nemotron", "340b", "bf16", 1, {}, bf16)
+    assert "tp_comm_overlap" not in settings  # TP 1: no TP communication to overlap
+
+
+def test_shell_branches_on_gpu_type_and_count_and_unknown_elif(conv) -> None:
+    """The 2025 launch scripts set the layout per GPU type and size; an `elif` after a branch this
+    reader cannot evaluate is itself unknown, and so is the `else` after it."""
+    script = """\
+if [ $GPU_TYPE = gb200 ]; then
+  TP=4
+  VP=1
+elif [ $GPU_TYPE = h100 ]; then
+  TP=8
+  if [[ $JOB_TOTAL_GPUS -eq 512 ]]; then
+    PP=8
+  else
+    PP=16
+  fi
+  VP=12
+fi
+if [[ $SLURM_JOB_NUM_NODES = 32 ]]; then
+  CP=2
+elif [[ $MODEL_SIZE = 405b ]]; then
+  CP=4
+else
+  CP=1
+fi
+"""
+    h100 = conv.shell_assignments(script, conv.shell_context("405b", "bf16", "H100", 1024))
+    assert h100 == [("TP", "8", True), ("PP", "16", True), ("VP", "12", True),
+                    ("CP", "2", False), ("CP", "4", False), ("CP", "1", False)]  # fmt: skip
+    gb200 = conv.shell_assignments(script, conv.shell_context("405b", "bf16", "GB200", 128))
+    assert [(k, v) for k, v, sure in gb200 if sure] == [("TP", "4"), ("VP", "1")]
+
+
+def _lay(**kw) -> dict:
+    base = {"tp": 8, "pp": 8, "cp": 1, "vp": None, "ep": None, "mbs": 1, "gbs": 64, "dp": None,
+            "ga": None}  # fmt: skip
+    return {**base, **kw}
+
+
+def test_launch_layout_fills_the_table_and_yields_to_its_own_cells(conv) -> None:
+    """VP 'NA' in the README, VP=12 in the launch script: the script's (what ran). CP=2 in the
+    script where the table's GA 16 holds only at CP 1 (32 / (1 x 2)): the table's stands."""
+    lay, changed, kept = conv._with_launch_layout(_lay(), {"VP": 12, "TP": 8}, 256)
+    assert (lay["vp"], changed, kept) == (12, ["VP NA -> 12"], [])
+    lay, changed, kept = conv._with_launch_layout(_lay(gbs=32, ga=16), {"CP": 2}, 128)
+    assert (lay["cp"], changed, kept) == (1, [], ["CP 1 -> 2"])
+    lay, changed, kept = conv._with_launch_layout(_lay(gbs=32), {"CP": 2}, 128)
+    assert (lay["cp"], changed, kept) == (2, ["CP 1 -> 2"], [])
+    assert conv._with_launch_layout(_lay(), {"VP": None, "EP": 1, "CP": 1}, 256) == (_lay(), [], [])
+
+
+def _rec(rid: str, software: str, tokens: float) -> dict:
+    return {"id": rid, "gpu": "h100-sxm-80gb", "model": {"name": "m"}, "num_gpus": 8,
+            "layout": {"tp": 1}, "measured_tokens_per_s_per_gpu": tokens, "notes": "n",
+            "source": f"DGX Cloud Benchmarking (x), {software}"}  # fmt: skip
+
+
+def test_merge_same_figure_revision_and_other_software(conv) -> None:
+    runs: list[dict] = []
+    seen: dict[int, list[str]] = {}
+    conv._merge(runs, seen, _rec("dgxc-24.11.1-a", "NeMo 24.09 container", 100.0), "24.11.1")
+    conv._merge(runs, seen, _rec("dgxc-25.02-b", "rows of commit 8f5cbb3", 100.0), "25.02")
+    assert len(runs) == 1 and seen[id(runs[0])] == ["25.02"]
+    conv._merge(runs, seen, _rec("dgxc-25.01-c", "NeMo 24.09 container", 90.0), "25.01")
+    assert [r["id"] for r in runs] == ["dgxc-25.01-c"]
+    assert runs[0]["notes"].endswith("revises release 24.11.1's 100 tokens/s/GPU")
+    conv._merge(runs, seen, _rec("dgxc-25.03-d", "NeMo 24.12 container", 80.0), "25.03")
+    assert [r["id"] for r in runs] == ["dgxc-25.01-c", "dgxc-25.03-d"]
+
+
+def test_a_record_states_expert_tensor_parallelism(records: list[dict]) -> None:
+    """Grok-1 on GB200 runs ETP 4 (grok1/launch.sh ET=4): the record's layout says so and
+    validate builds the layout with it; the expert weights a GPU holds are a quarter of ETP 1's,
+    which the predicted peak shows (over the GB200's 184 GiB without it)."""
+    from planner.validate import RunRecord, record_inputs, validate_record
+
+    rec = {r["id"]: r for r in records}["dgxc-25.05-250400-gb200-grok-1-314b-128gpu-gbs256-bf16"]
+    assert rec["layout"]["etp"] == 4
+    checked = RunRecord.model_validate(rec).model_dump()
+    assert record_inputs(checked)[3].etp == 4
+    without = {**rec, "layout": {**rec["layout"], "etp": None}}
+    assert record_inputs(RunRecord.model_validate(without).model_dump())[3].etp == 1
+    four, one = validate_record(rec), validate_record(without)
+    assert four.predicted_peak_gib < 184 < one.predicted_peak_gib

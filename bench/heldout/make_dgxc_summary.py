@@ -754,8 +754,8 @@ def perf_script_settings(readme: Readme, row_workload: str, size: str, precision
     script = re.search(r"scripts\.performance\.llm\.pretrain_(\w+?)_(\d+b\b|\$\{?MODEL_SIZE\}?)", launch)
     pin = re.search(r"NEMO_COMMIT=\"?([0-9a-f]{40})", setup)
     if script is None and (own := re.search(r"scripts\.performance\.llm\.(pretrain_\w+)", launch)):
-        return {}, {}, (f"none read: the launch.sh runs the workload's own {own.group(1)}.py, which "
-                        "its setup.sh copies into NeMo (one script for every size; not read)")  # fmt: skip
+        return own_script_settings(readme, f"{folder}/{own.group(1)}.py", size, precision, gpu,
+                                   shape, recipes, pin.group(1) if pin else None)  # fmt: skip
     if script is None or pin is None:
         return None
     if (row_workload, size) not in SCRIPT_MODEL:
@@ -787,6 +787,84 @@ def perf_script_settings(readme: Readme, row_workload: str, size: str, precision
         if gather is not None:
             notes.append(f"fp8_param_gather={gather} ({where})")
     return settings, layout, f"NeMo {ref[:10]} ({folder}/setup.sh NEMO_COMMIT): " + "; ".join(notes)
+
+
+def own_script_settings(readme: Readme, path: str, size: str, precision: str, gpu: str,
+                        shape: dict, recipes: Recipes, ref: str | None) -> tuple[dict, dict, str]:  # fmt: skip
+    """(settings, layout fields, note) of a 25.04 row whose launch.sh runs the workload's own
+    NeMo performance script (llama3.1/pretrain_llama31.py, which setup.sh copies into NeMo's
+    scripts/performance/llm/), read from the dgxc repository at the README's commit (ast, never
+    run): in `override_recipe_configs`, the `match args.model_size` case of the row's size names
+    the NeMo recipe (an import `pretrain_recipe as pretrain_recipe_<size>`) and `ub_cfg[gpu][dtype]`,
+    the userbuffers configuration set on the recipe's MegatronCommOverlapCallback (which the
+    recipe at the pinned NeMo commit builds with tp_comm_overlap=True) under `if args.model_size
+    != "<size>"` guards; the fp8 branch `bf16_with_fp8_mixed()` with `grad_reduce_in_fp32 = False`
+    is delayed scaling and bf16 gradients, its fp8 parameter gather the factory's at the pin."""
+    import ast
+
+    try:
+        text = git(readme.git_dir, "show", f"{readme.commit}:{path}")
+    except subprocess.CalledProcessError:
+        return {}, {}, f"none read ({path} not found)"
+    tree = ast.parse(text)
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+               and n.name == "override_recipe_configs"), None)  # fmt: skip
+    if fn is None:
+        return {}, {}, f"none read ({path} has no override_recipe_configs)"
+    modules = {a.asname: n.module for n in tree.body if isinstance(n, ast.ImportFrom)
+               for a in n.names if a.asname}  # fmt: skip
+    case = next((c for m in ast.walk(fn) if isinstance(m, ast.Match)
+                 and ast.unparse(m.subject) == "args.model_size" for c in m.cases
+                 if isinstance(c.pattern, ast.MatchValue)
+                 and getattr(c.pattern.value, "value", None) == size), None)  # fmt: skip
+    if case is None:
+        return {}, {}, f"none read ({path}: no case for {size})"
+    recipe_fn = next((ast.unparse(st.value.func) for st in case.body if isinstance(st, ast.Assign)
+                      and isinstance(st.value, ast.Call)
+                      and ast.unparse(st.targets[0]) == "recipe"), None)  # fmt: skip
+    ub = None
+    for st in case.body:
+        if isinstance(st, ast.Assign) and ast.unparse(st.targets[0]) == "ub_cfg":
+            table = ast.literal_eval(re.sub(r"\b(userbuffers_\w+)", r"'\1'", ast.unparse(st.value)))
+            ub = table.get(gpu.lower(), {}).get(precision)
+    settings: dict = {}
+    notes = [f"{path} @{readme.commit[:10]} (the workload's own script)"]
+    guarded_off = any(isinstance(n, ast.If) and re.fullmatch(r"args\.model_size != '(\w+)'", ast.unparse(n.test))
+                      and ast.unparse(n.test).endswith(f"'{size}'") for n in ast.walk(fn))  # fmt: skip
+    module = modules.get(recipe_fn or "")
+    recipe_text = recipes._show(ref, module.replace(".", "/") + ".py") if (ref and module) else None
+    overlap_on = bool(recipe_text) and "MegatronCommOverlapCallback,tp_comm_overlap=True" in re.sub(
+        r"\s+", "", recipe_text
+    )
+    if shape["tp"] > 1 and ub and not guarded_off and overlap_on:
+        settings["tp_comm_overlap"] = True
+        settings["tp_overlap"] = ub
+        notes.append(f"tp_comm_overlap ({module} @{ref[:10]}), config {ub} (ub_cfg)")
+        if diffs := recipes.ub_differences(ref, ub):  # as recipe_settings: NeMo's vs the model's
+            settings["_ub_differs"] = True
+            notes.append("priced with the cost model's definition of that name, which differs from "
+                         f"NeMo's at {ref[:10]}: " + ", ".join(diffs))  # fmt: skip
+    elif shape["tp"] > 1:
+        notes.append("TP overlap not read (no ub_cfg for this size / GPU, or the recipe's callback "
+                     "not found)")  # fmt: skip
+    fp8 = [n for n in ast.walk(fn) if isinstance(n, ast.If)
+           and ast.unparse(n.test) == "args.compute_dtype.lower() == 'fp8'"]  # fmt: skip
+    body = " ".join(ast.unparse(st) for n in fp8 for st in n.body)
+    if precision == "fp8" and "recipe.trainer.plugins = bf16_with_fp8_mixed()" in body:
+        settings["fp8_recipe"] = "delayed"
+        notes.append("fp8 delayed scaling (bf16_with_fp8_mixed)")
+        if "recipe.trainer.plugins.grad_reduce_in_fp32 = False" in body:
+            settings["main_grads"] = "bf16"
+            notes.append("grad_reduce_in_fp32=False: main_grads bf16")
+        if ref:
+            gather, where = fp8_param_gather_of(recipes, ref, PERF_SCRIPTS, "", "", "delayed",
+                                                shape["fsdp"])  # fmt: skip
+            if gather:
+                settings["fp8_params"] = True
+            if gather is not None:
+                notes.append(f"fp8_param_gather={gather} ({where})")
+    notes.append("its CUDA graphs (llama31_utils.py auto configs) not read")
+    return settings, {}, "; ".join(notes)
 
 
 def _with_launch_layout(lay: dict, launched: dict, gpus: int) -> tuple[dict, list[str], list[str]]:

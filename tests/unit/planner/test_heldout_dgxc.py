@@ -324,3 +324,67 @@ def test_a_record_states_expert_tensor_parallelism(records: list[dict]) -> None:
     assert record_inputs(RunRecord.model_validate(without).model_dump())[3].etp == 1
     four, one = validate_record(rec), validate_record(without)
     assert four.predicted_peak_gib < 184 < one.predicted_peak_gib
+
+
+OWN_SCRIPT = '''
+from nemo.collections.llm.recipes.llama3_70b import pretrain_recipe as pretrain_recipe_70b
+from nemo.collections.llm.recipes.llama3_8b import pretrain_recipe as pretrain_recipe_8b
+
+def override_recipe_configs(args, num_nodes):
+    match args.model_size:
+        case "8b":
+            recipe = pretrain_recipe_8b(performance_mode=True)
+        case "70b":
+            recipe = pretrain_recipe_70b(performance_mode=True)
+            ub_cfg = {
+                "h100": {"bf16": userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192,
+                         "fp8": userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192},
+            }
+    if args.compute_dtype.lower() == "fp8":
+        recipe.trainer.plugins = bf16_with_fp8_mixed()
+        recipe.trainer.plugins.grad_reduce_in_fp32 = False
+    if args.model_size != "8b":
+        recipe.trainer.callbacks[0].tp_comm_overlap_cfg = ub_cfg[gpu_type][args.compute_dtype]
+    return recipe
+'''
+
+
+class _Recipes:
+    """The NeMo side at a pinned commit: the recipe module's text, no userbuffers differences."""
+
+    def _show(self, ref, path):
+        if path == "nemo/collections/llm/recipes/llama3_70b.py":
+            return "trainer = run.Config(callbacks=[run.Config(\n MegatronCommOverlapCallback,\n tp_comm_overlap=True)])"
+        return None
+
+    def ub_differences(self, ref, name):
+        return []
+
+    def helper_sources(self, ref, folder):
+        return []
+
+
+def test_own_script_settings_read_the_case_of_the_row_size(conv, tmp_path: Path) -> None:
+    """dgxc 25.04's llama3.1/pretrain_llama31.py: the `match args.model_size` case names the NeMo
+    recipe (whose callback turns TP overlap on) and the userbuffers config by GPU and dtype; the
+    fp8 branch is delayed scaling with bf16 gradients. The 8B case sets no overlap."""
+    repo = tmp_path / "dgxc"
+    (repo / "llama3.1").mkdir(parents=True)
+    (repo / "llama3.1" / "pretrain_llama31.py").write_text(OWN_SCRIPT)
+    (repo / "llama3.1" / "README.md").write_text("Training step time (seconds per step)\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v25.04")
+    (readme,) = conv.readmes(str(repo / ".git"))
+    shape = {"tp": 4, "fsdp": False}
+    settings, layout, note = conv.own_script_settings(
+        readme, "llama3.1/pretrain_llama31.py", "70b", "fp8", "H100", shape, _Recipes(), "f" * 40
+    )
+    assert settings == {"tp_comm_overlap": True, "tp_overlap": "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192",
+                        "fp8_recipe": "delayed", "main_grads": "bf16"}  # fmt: skip
+    assert layout == {} and "(the workload's own script)" in note
+    settings, *_ = conv.own_script_settings(
+        readme, "llama3.1/pretrain_llama31.py", "8b", "bf16", "H100", {"tp": 2, "fsdp": False},
+        _Recipes(), "f" * 40,
+    )
+    assert settings == {}

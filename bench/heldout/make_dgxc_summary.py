@@ -65,7 +65,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from heldout_file import EVALUATION_ONLY, write_summary
+from heldout_file import EVALUATION_ONLY, git, write_summary
 from make_nemo_summary import (
     Recipes,
     _models,
@@ -118,12 +118,6 @@ def _model(workload: str, size: str) -> tuple[str, dict] | str:
     if workload == "deepseek_v3" and size == "671b":
         return "DeepSeek-V3", preset("deepseek-v3")
     return f"no model for workload {workload!r} size {size!r}"
-
-
-def git(git_dir: str, *args: str) -> str:
-    return subprocess.run(
-        ["git", "--git-dir", git_dir, *args], capture_output=True, text=True, check=True
-    ).stdout
 
 
 @dataclass

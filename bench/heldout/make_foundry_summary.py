@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from heldout_file import EVALUATION_ONLY, write_summary
+from heldout_file import EVALUATION_ONLY, git, write_summary
 
 README = "scripts/train/benchmarking/README.md"
 DEFAULT_COMMIT = "8c8dd48f7"
@@ -50,13 +50,6 @@ GPU = {
 }
 PRECISION = {"amp_bf16": "bf16", "bf16": "bf16", "amp_fp8": "fp8"}
 SHARDING = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2}
-
-
-def git(git_dir: str, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "--git-dir", git_dir, *args], capture_output=True, text=True, check=True
-    )
-    return out.stdout
 
 
 def blame_commits(git_dir: str, commit: str) -> dict[int, tuple[str, str]]:

@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mbridge_recipes
-from heldout_file import EVALUATION_ONLY, write_summary
+from heldout_file import EVALUATION_ONLY, git, write_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("docs/performance-summary.md", "docs/performance-summary-archive.md")
@@ -133,16 +132,11 @@ def tables(text: str):
 def main(argv: list[str]) -> int:
     git_dir = argv[1]
     commit = argv[2] if len(argv) > 2 else DEFAULT_COMMIT
-    full = subprocess.run(
-        ["git", "--git-dir", git_dir, "rev-parse", commit], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    full = git(git_dir, "rev-parse", commit).strip()
     records, skipped = [], []
     recipes = mbridge_recipes.load(git_dir)
     for doc in DOCS:
-        text = subprocess.run(
-            ["git", "--git-dir", git_dir, "show", f"{full}:{doc}"],
-            check=True, capture_output=True, text=True,
-        ).stdout  # fmt: skip
+        text = git(git_dir, "show", f"{full}:{doc}")
         for container, section, heading, header, cells in tables(text):
             where = f"{doc} {container} {heading}: | {' | '.join(cells)} |"
             if section != "Pre-Training Performance":

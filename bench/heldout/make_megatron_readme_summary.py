@@ -42,14 +42,13 @@ What a record takes:
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from heldout_file import EVALUATION_ONLY, write_summary
+from heldout_file import EVALUATION_ONLY, git, write_summary
 
 HERE = Path(__file__).resolve().parent
 TABLES = HERE / "megatron_readme_tables.yaml"
@@ -59,11 +58,6 @@ SC21_SCRIPT = "examples/sc21/run_table_1.sh"
 SC21_CONFIG = "examples/sc21/CONFIG.sh"
 GPT2_VOCAB = 50257
 PEAK_TFLOPS = {"a100-sxm-80gb": 312.0, "h100-sxm-80gb": 989.0}
-
-
-def git(git_dir: str, *args: str) -> str:
-    out = subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, text=True, check=True)
-    return out.stdout
 
 
 def sc21_configs(script: str) -> dict[str, dict[str, str]]:

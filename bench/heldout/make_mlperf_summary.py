@@ -116,7 +116,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from heldout_file import EVALUATION_ONLY, write_summary
+from heldout_file import EVALUATION_ONLY, git, write_summary
 
 BENCHMARKS = ("gpt3", "llama31_405b", "llama31_8b")
 BENCH_ALIASES = {"llama31_8b": ("llama3_8b",)}
@@ -224,13 +224,6 @@ NOTABLE = re.compile(
 
 
 # ------------------------------------------------------------------------------ git
-
-
-def git(git_dir: str, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "--git-dir", git_dir, *args], capture_output=True, text=True, check=True
-    )
-    return out.stdout
 
 
 class Mirror:

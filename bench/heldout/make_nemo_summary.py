@@ -33,14 +33,13 @@ import csv
 import io
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from heldout_file import EVALUATION_ONLY, write_summary
+from heldout_file import EVALUATION_ONLY, git_show, write_summary
 from make_mbridge_summary import split_cell
 
 HERE = Path(__file__).resolve().parent
@@ -118,16 +117,6 @@ def _undescribable(name: str) -> str | None:
 # ------------------------------------------------------------------------------ the recipes
 
 
-def _git_show(git_dir: str, ref: str, path: str) -> str | None:
-    out = subprocess.run(
-        ["git", "--git-dir", git_dir, "show", f"{ref}:{path}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return out.stdout if out.returncode == 0 else None
-
-
 class Recipes:
     """What NeMo's performance scripts at a container's tag set for a row (module docstring)."""
 
@@ -138,7 +127,7 @@ class Recipes:
     def _show(self, tag: str, path: str) -> str | None:
         key = ("show", tag, path)
         if key not in self._cache:
-            self._cache[key] = _git_show(self.git_dir, tag, path) if self.git_dir else None
+            self._cache[key] = git_show(self.git_dir, tag, path) if self.git_dir else None
         return self._cache[key]  # type: ignore[return-value]
 
     def csv_row(self, tag: str, folder: str, gpu: str, model: str, size: str, dtype: str,

@@ -37,7 +37,12 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from heldout_file import git as _git
 
 # The commit of each container's performance-summary update (git log -- docs/performance-summary.md):
 # the recipes on main when the table was published. 25.09 used YAML configs (YAML_CONTAINERS: TP overlap, CUDA graphs, CPU offload); 26.06.01 and
@@ -131,10 +136,6 @@ def _configs_of(source: str) -> dict[str, dict[str, Any]]:
             continue  # a computed override: not transcribed
         out[name] = base
     return out
-
-
-def _git(git_dir: str, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True, capture_output=True, text=True).stdout
 
 
 # perf_recipes statement targets -> WorkloadBaseConfig fields (the same names where they exist)

@@ -845,7 +845,9 @@ def kernel_residuals() -> str:
 TABLE_PRESETS = (("h100-sxm-80gb", "dgx-h100"), ("h200-sxm-141gb", "dgx-h200"))
 """The Hopper presets whose GPUs have shipped measured tables (`kernels: builtin`, off by default
 since docs/calibration.md "Decision, 2026-11-27") and the GPU of the records each prices."""
-HELDOUT = ROOT / "bench" / "heldout" / "mbridge_performance_summary.yaml"
+HELDOUT_FILES = tuple(sorted((ROOT / "bench" / "heldout").glob("*_summary.yaml")))
+"""Every held-out file (bench/heldout_accuracy.py reads the same set): Megatron-Bridge, NeMo,
+llm-foundry, MLPerf Training, Megatron-LM's README tables, DGX Cloud Benchmarking."""
 
 
 def _heldout_module() -> types.ModuleType:
@@ -874,16 +876,20 @@ def _on_tables(runs: str, rows: list[Any]) -> list[Any]:
 
 @functools.cache
 def _heldout_h100() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """The held-out H100 rows (bench/heldout: Megatron-Bridge's performance summary, not in the
-    shared file, never fitted) on the tables and as shipped (the curve)."""
+    """The held-out H100 rows (HELDOUT_FILES, as transcribed with their recipe settings, less the
+    rows that are shared records; never fitted) on the tables and as shipped (the curve)."""
     from planner.validate import validate_file
 
     heldout_accuracy = _heldout_module()
-    runs = {r["id"]: r for r in heldout_accuracy.load_runs(HELDOUT)}
-    twins = heldout_accuracy.shared_twins(runs.values(), SHARED / "data" / "published_runs.yaml")
-    keep = [r for r in validate_file(str(HELDOUT))
-            if r.gpu == "h100-sxm-80gb" and r.id not in twins]  # fmt: skip
-    return tuple(_on_tables(str(HELDOUT), keep)), tuple(keep)
+    on_tables, on_curve = [], []
+    for path in HELDOUT_FILES:
+        runs = heldout_accuracy.load_runs(path)
+        twins = heldout_accuracy.shared_twins(runs, SHARED / "data" / "published_runs.yaml")
+        keep = [r for r in validate_file(str(path))
+                if r.gpu == "h100-sxm-80gb" and r.id not in twins]  # fmt: skip
+        on_tables += _on_tables(str(path), keep)
+        on_curve += keep
+    return tuple(on_tables), tuple(on_curve)
 
 
 def _errs(rows: list[Any]) -> list[float]:
@@ -960,8 +966,8 @@ def tables_vs_curve() -> str:
             f"{tm:.1f} % and signed median {ts:+.1f} % (the curve {cm:.1f} % and {cs:+.1f} %): the "
             f"rule for pricing the Hopper presets with the tables by default (median <= {most:g} %, "
             f"signed within +-{bias:g} %, on the pooled shared + held-out records) is {verdict} "
-            f"for the tables and {'met' if c_ok else 'not met'} for the curve. (Held-out: "
-            "bench/heldout/mbridge_performance_summary.yaml's H100 rows that are not shared records, "
+            f"for the tables and {'met' if c_ok else 'not met'} for the curve. (Held-out: the H100 "
+            f"rows of the {len(HELDOUT_FILES)} files in bench/heldout/ that are not shared records, "
             "as transcribed with their recipe settings, never fitted. P90 by linear interpolation, "
             "as `planner validate` computes it; `python bench/docs_figures.py --only "
             "tables-vs-curve`: `planner validate --data FILE` on the presets against `planner "

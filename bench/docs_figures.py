@@ -859,37 +859,41 @@ def _heldout_module() -> types.ModuleType:
 
 
 @functools.cache
-def _table_rows(runs: str, preset: str) -> dict[str, Any]:
+def _table_rows(runs: str, preset: str, kernels: str | None = "builtin") -> dict[str, Any]:
     """Record id -> validate row of `runs` with `preset`'s GPU priced on the shipped tables
-    (validate --cluster-file on heldout_accuracy.tables_cluster)."""
+    (`kernels` "builtin") or on its efficiency curve alone (`kernels` None): validate
+    --cluster-file on heldout_accuracy.tables_cluster."""
     from planner.validate import validate_file
 
-    cluster = _heldout_module().tables_cluster(preset, Path(_H100_DIR))
+    cluster = _heldout_module().tables_cluster(preset, Path(_H100_DIR), kernels)
     return {r.id: r for r in validate_file(runs, str(cluster))}
 
 
-def _on_tables(runs: str, rows: list[Any]) -> list[Any]:
-    """`rows` (the presets as shipped) with the Hopper records priced on the tables instead."""
-    tables = {gpu: _table_rows(runs, preset) for gpu, preset in TABLE_PRESETS}
+def _on_tables(runs: str, rows: list[Any], kernels: str | None = "builtin") -> list[Any]:
+    """`rows` (the presets as shipped) with the Hopper records priced on the tables instead (or,
+    `kernels` None, on the curve alone)."""
+    tables = {gpu: _table_rows(runs, preset, kernels) for gpu, preset in TABLE_PRESETS}
     return [tables[r.gpu][r.id] if r.gpu in tables else r for r in rows]
 
 
 @functools.cache
-def _heldout_h100() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+def _heldout_h100() -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
     """The held-out H100 rows (HELDOUT_FILES, as transcribed with their recipe settings, less the
-    rows that are shared records; never fitted) on the tables and as shipped (the curve)."""
+    rows that are shared records; never fitted) on the tables, as shipped and on the curve
+    alone."""
     from planner.validate import validate_file
 
     heldout_accuracy = _heldout_module()
-    on_tables, on_curve = [], []
+    on_tables, shipped, on_curve = [], [], []
     for path in HELDOUT_FILES:
         runs = heldout_accuracy.load_runs(path)
         twins = heldout_accuracy.shared_twins(runs, SHARED / "data" / "published_runs.yaml")
         keep = [r for r in validate_file(str(path))
                 if r.gpu == "h100-sxm-80gb" and r.id not in twins]  # fmt: skip
         on_tables += _on_tables(str(path), keep)
-        on_curve += keep
-    return tuple(on_tables), tuple(on_curve)
+        shipped += keep
+        on_curve += _on_tables(str(path), keep, None)
+    return tuple(on_tables), tuple(shipped), tuple(on_curve)
 
 
 def _errs(rows: list[Any]) -> list[float]:
@@ -921,12 +925,13 @@ def _rule(rows: list[Any]) -> tuple[float, float, bool]:
 
 def tables_vs_curve() -> str:
     """docs/calibration.md "On the shared runs": the Hopper records on the presets as shipped
-    (the efficiency curve) against the same presets with the shipped measured tables (`kernels:
-    builtin`), on the shared runs and on the held-out H100 runs, per group."""
+    (attention from the shipped measured tables, the rest on the efficiency curve), on the curve
+    alone and on the full shipped tables (`kernels: builtin`), on the shared runs and on the
+    held-out H100 runs, per group, and the switch rule for each."""
     shared = str(SHARED / "data" / "published_runs.yaml")
-    curve = list(_validation_rows())
-    tables = _on_tables(shared, curve)
-    held_t, held_c = (list(x) for x in _heldout_h100())
+    shipped = list(_validation_rows())
+    tables, curve = _on_tables(shared, shipped), _on_tables(shared, shipped, None)
+    held_t, held_s, held_c = (list(x) for x in _heldout_h100())
 
     def moe(r: Any) -> bool:
         return r.params_active != r.params_total
@@ -935,44 +940,49 @@ def tables_vs_curve() -> str:
         return r.gpu == "h100-sxm-80gb"
 
     groups = [
-        ("shared H100, all", curve, tables, h100),
-        ("shared H100 dense", curve, tables, lambda r: h100(r) and not moe(r)),
-        ("shared H100 MoE", curve, tables, lambda r: h100(r) and moe(r)),
-        ("shared H200", curve, tables, lambda r: r.gpu == "h200-sxm-141gb"),
-        ("shared, all (other GPUs as their presets price them)", curve, tables, lambda r: True),
-        ("held-out H100, all", held_c, held_t, h100),
-        ("held-out H100 dense", held_c, held_t, lambda r: not moe(r)),
-        ("held-out H100 MoE", held_c, held_t, moe),
-        ("pooled H100 (shared + held-out)", curve + held_c, tables + held_t, h100),
+        ("shared H100, all", False, h100),
+        ("shared H100 dense", False, lambda r: h100(r) and not moe(r)),
+        ("shared H100 MoE", False, lambda r: h100(r) and moe(r)),
+        ("shared H200", False, lambda r: r.gpu == "h200-sxm-141gb"),
+        ("shared, all (other GPUs as their presets price them)", False, lambda r: True),
+        ("held-out H100, all", True, h100),
+        ("held-out H100 dense", True, lambda r: not moe(r)),
+        ("held-out H100 MoE", True, moe),
+        ("pooled H100 (shared + held-out)", None, h100),
     ]
     table = [
-        "| records | n | curve (presets as shipped): median / P90 / signed | tables (`kernels: builtin`): median / P90 / signed |",
-        "|---|---:|---|---|",
+        ("| records | n | curve alone: median / P90 / signed | presets as shipped (attention tables): "
+         "median / P90 / signed | tables (`kernels: builtin`): median / P90 / signed |"),
+        "|---|---:|---|---|---|",
     ]  # fmt: skip
-    for label, on_curve, on_tables, keep in groups:
-        a = [r for r in on_curve if keep(r) and r.tokens_error_pct is not None]
-        b = [r for r in on_tables if keep(r) and r.tokens_error_pct is not None]
-        table.append(f"| {label} | {len(a)} | {_errs_line(a)} | {_errs_line(b)} |")
-    pooled_c = [r for r in curve + held_c if h100(r)]
-    pooled_t = [r for r in tables + held_t if h100(r)]
-    (cm, cs, c_ok), (tm, ts, t_ok) = _rule(pooled_c), _rule(pooled_t)
+    pricings = {False: (curve, shipped, tables), True: (held_c, held_s, held_t),
+                None: (curve + held_c, shipped + held_s, tables + held_t)}  # fmt: skip
+    for label, which, keep in groups:
+        cols = [[r for r in rows if keep(r) and r.tokens_error_pct is not None]
+                for rows in pricings[which]]  # fmt: skip
+        table.append(f"| {label} | {len(cols[0])} | " + " | ".join(_errs_line(c) for c in cols) + " |")
+    pooled = [[r for r in rows if h100(r)] for rows in pricings[None]]
+    rules = [_rule(rows) for rows in pooled]
     most, bias = TABLE_SWITCH_RULE
-    verdict = "met" if t_ok else "not met"
+    names = ("the curve alone", "the presets as shipped", "the full tables")
+    said = "; ".join(
+        f"{name} {m:.1f} % and {sg:+.1f} %: {'met' if ok else 'not met'}"
+        for name, (m, sg, ok) in zip(names, rules, strict=True)
+    )
     return "\n".join(
         [
             *table,
             "",
-            f"On the {len(_errs(pooled_t))} pooled H100 records the tables reach median "
-            f"{tm:.1f} % and signed median {ts:+.1f} % (the curve {cm:.1f} % and {cs:+.1f} %): the "
-            f"rule for pricing the Hopper presets with the tables by default (median <= {most:g} %, "
-            f"signed within +-{bias:g} %, on the pooled shared + held-out records) is {verdict} "
-            f"for the tables and {'met' if c_ok else 'not met'} for the curve. (Held-out: the H100 "
-            f"rows of the {len(HELDOUT_FILES)} files in bench/heldout/ that are not shared records, "
-            "as transcribed with their recipe settings, never fitted. P90 by linear interpolation, "
-            "as `planner validate` computes it; `python bench/docs_figures.py --only "
-            "tables-vs-curve`: `planner validate --data FILE` on the presets against `planner "
-            "validate --data FILE --cluster-file dgx-h100-tables.json` / `dgx-h200-tables.json`, "
-            "each the preset's JSON plus `kernels: builtin`.)",
+            f"On the {len(_errs(pooled[0]))} pooled H100 records, against the rule for what the "
+            f"Hopper presets price from measured tables by default (median <= {most:g} %, signed "
+            f"within +-{bias:g} %, on the pooled shared + held-out records): {said}. (Held-out: "
+            f"the H100 rows of the {len(HELDOUT_FILES)} files in bench/heldout/ that are not "
+            "shared records, as transcribed with their recipe settings, never fitted. P90 by "
+            "linear interpolation, as `planner validate` computes it; `python bench/docs_figures.py "
+            "--only tables-vs-curve`: `planner validate --data FILE` on the presets as shipped "
+            "against `planner validate --data FILE --cluster-file dgx-h100-curve.json` / "
+            "`dgx-h100-tables.json` (and the H200's), each the preset's JSON less its `kernels` / "
+            "with `kernels: builtin`.)",
         ]
     )
 

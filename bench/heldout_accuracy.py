@@ -8,8 +8,9 @@ Prices the file four times with the planner.validate machinery (`planner validat
   page     the presets as shipped, each record with only the settings the page states (the
            recipe-derived settings and selective recompute stripped: RECIPE_SETTINGS), and the
            same with the H100 records on the tables (below);
-  presets  the GPU presets as shipped (every GPU on its generation's efficiency curve; the Hopper
-           presets since docs/calibration.md "Decision, 2026-11-27"), records as transcribed;
+  presets  the GPU presets as shipped (every GPU on its generation's efficiency curve, the
+           Hopper presets with their attention from the shipped measured tables since
+           docs/calibration.md "Decision, 2026-11-28"), records as transcribed;
   tables   as presets, but the H100 records on dgx-h100 with the shipped measured tables (the
            preset's JSON plus `kernels: builtin`, `validate --cluster-file`; the presets' default
            from issue 32 item 2 to that decision), every other record as the presets price it.
@@ -119,14 +120,16 @@ def load_runs(path: Path) -> list[dict]:
     return yaml.safe_load(Path(path).read_text())
 
 
-def tables_cluster(preset: str, folder: Path) -> Path:
-    """`preset` pricing kernels from its GPU's shipped measured tables (the preset's JSON plus
-    `kernels: builtin`), written to `folder`."""
+def tables_cluster(preset: str, folder: Path, kernels: str | None = "builtin") -> Path:
+    """`preset` pricing kernels from its GPU's shipped measured tables (the preset's JSON with
+    `kernels: builtin`), or with `kernels=None` on its generation's efficiency curve alone (the
+    preset's JSON less its `kernels`), written to `folder`."""
     import models_zoo
 
     data = json.loads((Path(models_zoo.__file__).parent / "clusters" / f"{preset}.json").read_text())
-    out = folder / f"{preset}-tables.json"
-    out.write_text(json.dumps({**data, "kernels": "builtin"}))
+    data.pop("kernels", None)
+    out = folder / f"{preset}-{'tables' if kernels else 'curve'}.json"
+    out.write_text(json.dumps({**data, **({"kernels": kernels} if kernels else {})}))
     return out
 
 

@@ -346,13 +346,33 @@ def _builtin_id(kern: Any, data: dict[str, Any], where: str) -> str | None:
             raise InvalidInput(f"{where}: kernels: builtin needs the cluster's gpu to have an id")
         return gpu_id
     if isinstance(kern, dict) and BUILTIN in kern:
-        if set(kern) != {BUILTIN} or not isinstance(kern[BUILTIN], str):
+        if not set(kern) <= {BUILTIN, "tables"} or not isinstance(kern[BUILTIN], str):
             raise InvalidInput(
-                f"{where}: kernels: give {{builtin: GPU_ID}} alone (GPU_ID a text id such as "
-                "h100-sxm-80gb), or builtin, or {path: DIR}, or inline rows"
+                f"{where}: kernels: give {{builtin: GPU_ID}} (GPU_ID a text id such as "
+                "h100-sxm-80gb; optionally tables: [KIND, ...]), or builtin, or {path: DIR}, "
+                "or inline rows"
             )
         return kern[BUILTIN]
     return None
+
+
+def _only_tables(kern: Any, tables: dict[str, Any], where: str) -> dict[str, Any]:
+    """`tables` restricted to the kinds `kernels: {builtin: ID, tables: [KIND, ...]}` names (the
+    terms priced from measurements; every other term on the generation's efficiency curve, as
+    without tables); all of them where no `tables` list is given."""
+    kinds = kern.get("tables") if isinstance(kern, dict) else None
+    if kinds is None:
+        return tables
+    if (not isinstance(kinds, list) or not kinds
+            or any(not isinstance(k, str) or k not in TABLES for k in kinds)):  # fmt: skip
+        raise InvalidInput(
+            f"{where}: kernels.tables must be a non-empty list of {', '.join(TABLES)}, got {kinds!r}"
+        )
+    kept = {k: v for k, v in tables.items() if k in kinds}
+    if "gemm" in kinds:  # the sustained-clock rates belong to the GEMM rows
+        kept.update({k: v for k, v in tables.items() if k.startswith("sustained_")})
+    kept["source"] = f"{tables['source']} ({', '.join(kinds)} only)"
+    return kept
 
 
 def resolve_kernels(data: dict[str, Any], base: Path | None, where: str) -> dict[str, Any]:
@@ -362,7 +382,8 @@ def resolve_kernels(data: dict[str, Any], base: Path | None, where: str) -> dict
     kern = data.get("kernels")
     gpu_id = _builtin_id(kern, data, where)
     if gpu_id is not None:
-        return {**data, "kernels": builtin_tables(gpu_id, f"{where}: kernels")}
+        tables = builtin_tables(gpu_id, f"{where}: kernels")
+        return {**data, "kernels": _only_tables(kern, tables, f"{where}: kernels")}
     if not isinstance(kern, dict) or "path" not in kern:
         return data
     extra = sorted(set(kern) - {"path", "source"})

@@ -243,11 +243,12 @@ RUNS = [
 
 
 def _curve_h100():
-    """dgx-h100 on its efficiency curve (the preset as shipped, no kernel tables): the step
-    factors scale the curve (planner/calibrate/steps.py scaled_cluster)."""
+    """dgx-h100 on its efficiency curve alone (the preset less the attention rows it ships with,
+    docs/calibration.md "Decision, 2026-11-28"): the step factors scale the curve
+    (planner/calibrate/steps.py scaled_cluster)."""
     cluster = models_zoo.load_cluster("dgx-h100")
-    assert cluster.kernels is None
-    return cluster
+    assert cluster.kernels is not None and not cluster.kernels.gemm  # attention rows only
+    return cluster.model_copy(update={"kernels": None})
 
 
 def _fit_known_factors(tmp_path, base):

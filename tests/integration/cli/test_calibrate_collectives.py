@@ -95,8 +95,9 @@ def test_estimate_explain_and_json_name_the_table(logs, tmp_path, capsys) -> Non
     assert "kernel tables: builtin h100-sxm-80gb" in text and "nccl-tests:" in text
     assert "tp_comm:" in text and "pp_comm:" in text
     preset = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100", *shape, "--explain"]
-    assert main(preset) == 0  # the preset as shipped: its efficiency curve, no tables
-    assert "no kernel tables" in " ".join(capsys.readouterr().out.split())
+    assert main(preset) == 0  # the preset as shipped: attention from its tables, the rest the curve
+    text = " ".join(capsys.readouterr().out.split())
+    assert "kernel tables: builtin h100-sxm-80gb" in text and "(attention only)" in text
     preset = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-a100", *shape, "--explain"]
     assert main(preset) == 0  # no tables ship for the A100
     assert "no kernel tables" in " ".join(capsys.readouterr().out.split())

@@ -110,7 +110,11 @@ def test_builtin_gives_the_rows_of_the_measured_folder():
     [
         ("builtin", "dgx-b200", ("no built-in kernel tables for GPU 'b200'", "h100-sxm-80gb")),
         ({"builtin": "nope"}, "dgx-h100", ("GPU 'nope'", "built-in: h100-sxm-80gb")),
-        ({"builtin": "h100-sxm-80gb", "path": "x"}, "dgx-h100", ("{builtin: GPU_ID} alone",)),
+        ({"builtin": "h100-sxm-80gb", "path": "x"}, "dgx-h100", ("give {builtin: GPU_ID}", "tables")),
+        ({"builtin": "h100-sxm-80gb", "tables": ["attn"]}, "dgx-h100",
+         ("kernels.tables must be a non-empty list of gemm, attention", "'attn'")),
+        ({"builtin": "h100-sxm-80gb", "tables": []}, "dgx-h100", ("non-empty list",)),
+        ({"builtin": "h100-sxm-80gb", "tables": "attention"}, "dgx-h100", ("non-empty list",)),
     ],
 )
 def test_bad_builtin_requests_are_one_line(kernels, preset, words):
@@ -120,6 +124,21 @@ def test_bad_builtin_requests_are_one_line(kernels, preset, words):
     assert msg.startswith("c.yaml: kernels") and "\n" not in msg
     for w in words:
         assert w in msg
+
+
+def test_builtin_tables_restricts_the_kinds_priced_from_measurements():
+    """`kernels: {builtin: ID, tables: [attention]}`: the attention rows of the shipped folder,
+    no GEMM / grouped GEMM / memory-bound rows (those terms stay on the efficiency curve) and no
+    sustained GEMM rates; the source says what was kept."""
+    full = _cluster({"builtin": "h100-sxm-80gb"}).kernels
+    only = _cluster({"builtin": "h100-sxm-80gb", "tables": ["attention"]}).kernels
+    assert only.attention == full.attention and only.attention
+    assert not only.gemm and not only.grouped_gemm and not only.memory_bound
+    assert only.sustained_bf16_tflops is None and full.sustained_bf16_tflops is not None
+    assert only.source == f"{full.source} (attention only)"
+    both = _cluster({"builtin": "h100-sxm-80gb", "tables": ["gemm", "attention"]}).kernels
+    assert both.gemm == full.gemm and both.sustained_bf16_tflops == full.sustained_bf16_tflops
+    assert not both.memory_bound
 
 
 def test_a_cluster_file_says_builtin_and_estimate_names_the_table(tmp_path, capsys):

@@ -189,7 +189,9 @@ def shipped_tables_row(gpu_id: str) -> dict[str, Any]:
             "basis": "measured",
             "why": f"{builtin_source(gpu_id)}; "
             + (f"{entry['note']}; " if entry.get("note") else "")
-            + "used where a cluster says kernels: builtin",
+            + "its attention rows price the Hopper presets' attention (kernels: {builtin: ID, "
+            "tables: [attention]}, docs/calibration.md \"Decision, 2026-11-28\"); every table "
+            "where a cluster says kernels: builtin",
         }
     note = entry["note"] if entry else "not in models_zoo/kernels/index.json"
     return {

@@ -815,7 +815,9 @@ class Pricer(StepBounds):
                 count(f"{term}_comm", status)
         kern = self.cluster.kernels
         assert kern is not None
-        return {"table": kern.source, "terms": terms}
+        kinds = ("gemm", "attention", "grouped_gemm", "memory_bound")
+        empty = [k for k in kinds if not getattr(kern, k)]  # e.g. kernels.tables: [attention]
+        return {"table": kern.source, "terms": terms, "without_rows": empty}
 
     def _comm_lookups(
         self, lo: Layout, span: Span, split: tuple[int, ...] | None

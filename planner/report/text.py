@@ -384,6 +384,10 @@ def explain_text(e: Estimate) -> str:
             how = "the GEMM kept whole, its split into TP-overlap pieces not priced"
         if term in STEP_TAIL_OPS:  # cost_models/stage.py stage_optimizer_s / fsdp_copies_s
             how = "priced at the HBM figure, the table has no streaming row of the op"
+        if term in k.get("without_rows", ()):  # e.g. kernels: {builtin: ID, tables: [attention]}
+            total = sum(counts.values())
+            lines.append(f"  {term}: {total} look-ups, none in the tables (no {term} rows): {how}")
+            continue
         lines.append(f"  {term}: {parts} look-ups (extrapolated: {how})")
     if not any(t in k["terms"] for t in COMM_TERMS):
         lines.append("  collectives: no curves in the tables, priced on the network model")

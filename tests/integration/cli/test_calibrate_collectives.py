@@ -98,6 +98,13 @@ def test_estimate_explain_and_json_name_the_table(logs, tmp_path, capsys) -> Non
     assert main(preset) == 0  # the preset as shipped: attention from its tables, the rest the curve
     text = " ".join(capsys.readouterr().out.split())
     assert "kernel tables: builtin h100-sxm-80gb" in text and "(attention only)" in text
+    # the GEMMs are not extrapolated from the table: it holds none of them, by the preset's choice
+    assert "none in the tables (no gemm rows): priced on the efficiency curve" in text
+    assert main([*preset[:-1], "--json"]) == 0
+    kern = json.loads(capsys.readouterr().out)["kernels"]
+    assert kern["without_rows"] == ["gemm", "grouped_gemm", "memory_bound"]
+    att = kern["terms"]["attention"]
+    assert att["measured"] + att["interpolated"] > 0 and att["extrapolated"] == 0
     preset = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-a100", *shape, "--explain"]
     assert main(preset) == 0  # no tables ship for the A100
     assert "no kernel tables" in " ".join(capsys.readouterr().out.split())

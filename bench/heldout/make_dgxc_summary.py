@@ -56,8 +56,9 @@ What a record takes, and from where:
 
 from __future__ import annotations
 
+import ast
+import functools
 import re
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +66,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from heldout_file import EVALUATION_ONLY, git, write_summary
+from heldout_file import EVALUATION_ONLY, git, git_show, write_summary
 from make_nemo_summary import (
     Recipes,
     _models,
@@ -129,6 +130,21 @@ class Readme:
     date: str
     release: str
     text: str
+
+    @property
+    def folder(self) -> str:
+        """The workload folder the README documents (its launch scripts beside it)."""
+        return self.path.rsplit("/", 1)[0]
+
+    def file(self, path: str) -> str | None:
+        """The text of `path` at the README's commit, None where it is not there or the README
+        was read without its history (cached: every row of a README reads the same scripts)."""
+        return None if self.git_dir is None else _show(self.git_dir, self.commit, path)
+
+
+@functools.cache
+def _show(git_dir: str, commit: str, path: str) -> str | None:
+    return git_show(git_dir, commit, path)
 
 
 RELEASE_RE = re.compile(r"\b[vV]?(\d\d\.\d\d(?:\.\d+)?)\b")
@@ -314,12 +330,9 @@ def _container(readme: Readme) -> tuple[str | None, str]:
     )
     if m:
         return m.group(1).rstrip("."), "README"
-    folder = readme.path.rsplit("/", 1)[0]
-    if readme.git_dir is None:  # a README read on its own, without its history
-        return None, "not stated"
-    try:
-        launch = git(readme.git_dir, "show", f"{readme.commit}:{folder}/launch.sh")
-    except subprocess.CalledProcessError:
+    folder = readme.folder
+    launch = readme.file(f"{folder}/launch.sh")
+    if launch is None:
         return None, "not stated"
     versions = sorted(set(re.findall(r"^\s*(?:export\s+)?FW_VERSION=([0-9][0-9.]*)", launch, re.MULTILINE)))
     if len(versions) == 1:
@@ -418,6 +431,11 @@ def _mfu_arbitrated(row: Row, col: Column, checked: list[Row]) -> Row | str:
     return row.notes[0]
 
 
+def _distinct_layouts(rows: list[dict]) -> set[tuple]:
+    """The layout rows that differ in more than the precisions they are stated for."""
+    return {tuple(sorted((k, v) for k, v in r.items() if k != "precisions")) for r in rows}
+
+
 def _row(readme, workload, title, size, precision, given, col, layouts) -> Row:
     step = _num(_value(col, "training step time"))
     if step is None:
@@ -445,7 +463,7 @@ def _row(readme, workload, title, size, precision, given, col, layouts) -> Row:
             and (r["precisions"] is None or precision in r["precisions"])
             and (col.gbs is None or r["gbs"] == col.gbs)
         ]  # fmt: skip
-        distinct = {tuple(sorted((k, v) for k, v in r.items() if k != "precisions")) for r in cands}
+        distinct = _distinct_layouts(cands)
         if not distinct:
             proxy = [r for r in layouts if r["gpu"] == col.gpu and r["gpus"] == col.gpus
                      and r["size"] and "proxy" in r["size"]]  # fmt: skip
@@ -458,7 +476,7 @@ def _row(readme, workload, title, size, precision, given, col, layouts) -> Row:
                 if r["seq"] and r["gbs"]
                 and abs(r["seq"] * r["gbs"] / step / throughput - 1) < THROUGHPUT_TOLERANCE
             ]  # fmt: skip
-            distinct = {tuple(sorted((k, v) for k, v in r.items() if k != "precisions")) for r in cands}
+            distinct = _distinct_layouts(cands)
         if len(distinct) != 1:
             raise ValueError(f"{len(distinct)} layout rows match this GPU type and count")
         layout = dict(cands[0], **{"from": "the layout table"})
@@ -596,15 +614,11 @@ def launch_layout(readme: Readme, ctx: dict[str, str]) -> dict[str, int | None]:
     """The layout the workload's configure.sh / launch.sh at the README's commit sets for the
     row (literal TP, PP, CP, VP, EP, MBS in the branches _condition evaluates; the last wins; VP 0,
     1 or null: no interleaving). A variable also set under an unevaluated condition is left out."""
-    folder = readme.path.rsplit("/", 1)[0]
     got: dict[str, int | None] = {}
     unsure: set[str] = set()
     for sh in SHELL_FILES:
-        if readme.git_dir is None:
-            break
-        try:
-            text = git(readme.git_dir, "show", f"{readme.commit}:{folder}/{sh}")
-        except subprocess.CalledProcessError:
+        text = readme.file(f"{readme.folder}/{sh}")
+        if text is None:
             continue
         for key, value, sure in shell_assignments(text, ctx):
             if key not in LAYOUT_VARS:
@@ -625,15 +639,12 @@ def launcher_settings(readme: Readme, workload: str, size: str, precision: str,
     and NVTE_FUSED_ATTN of its configure.sh and launch.sh (shell_assignments: later wins; an
     override under a condition not evaluated for the row leaves that key unread)."""
     name = LAUNCHER_YAML.get(workload, "").format(size=size)
-    folder = readme.path.rsplit("/", 1)[0]
+    folder = readme.folder
     cfg = path = None
     for cand in (f"{folder}/{name}", f"{folder}/cfg/{name}"):
-        try:
-            cfg = yaml.safe_load(git(readme.git_dir, "show", f"{readme.commit}:{cand}"))
-            path = cand
+        if (text := readme.file(cand)) is not None:
+            cfg, path = yaml.safe_load(text), cand
             break
-        except subprocess.CalledProcessError:
-            continue
     if not name or cfg is None:
         return {}, {}, {}, "none read (no NeMo Launcher configuration for this workload)"
     conf: dict = dict(cfg.get("model") or {})
@@ -642,9 +653,8 @@ def launcher_settings(readme: Readme, workload: str, size: str, precision: str,
     env: dict = {}
     read_from = [path]
     for sh in SHELL_FILES:
-        try:
-            text = git(readme.git_dir, "show", f"{readme.commit}:{folder}/{sh}")
-        except subprocess.CalledProcessError:
+        text = readme.file(f"{folder}/{sh}")
+        if text is None:
             continue
         read_from.append(f"{folder}/{sh}")
         for key, value, sure in shell_assignments(text, ctx):
@@ -739,11 +749,9 @@ def perf_script_settings(readme: Readme, row_workload: str, size: str, precision
     userbuffers configuration, grad_reduce_in_fp32, the fp8 plug-in, and the recommended-config
     CSV's knobs where its row has this layout). None where the launch.sh runs no such script;
     MoE models are not read (their dispatcher, token drop and uneven PP are set in script code)."""
-    folder = readme.path.rsplit("/", 1)[0]
-    try:
-        launch = git(readme.git_dir, "show", f"{readme.commit}:{folder}/launch.sh")
-        setup = git(readme.git_dir, "show", f"{readme.commit}:{folder}/setup.sh")
-    except subprocess.CalledProcessError:
+    folder = readme.folder
+    launch, setup = readme.file(f"{folder}/launch.sh"), readme.file(f"{folder}/setup.sh")
+    if launch is None or setup is None:
         return None
     script = re.search(r"scripts\.performance\.llm\.pretrain_(\w+?)_(\d+b\b|\$\{?MODEL_SIZE\}?)", launch)
     pin = re.search(r"NEMO_COMMIT=\"?([0-9a-f]{40})", setup)
@@ -794,11 +802,8 @@ def own_script_settings(readme: Readme, path: str, size: str, precision: str, gp
     recipe at the pinned NeMo commit builds with tp_comm_overlap=True) under `if args.model_size
     != "<size>"` guards; the fp8 branch `bf16_with_fp8_mixed()` with `grad_reduce_in_fp32 = False`
     is delayed scaling and bf16 gradients, its fp8 parameter gather the factory's at the pin."""
-    import ast
-
-    try:
-        text = git(readme.git_dir, "show", f"{readme.commit}:{path}")
-    except subprocess.CalledProcessError:
+    text = readme.file(path)
+    if text is None:
         return {}, {}, f"none read ({path} not found)"
     tree = ast.parse(text)
     fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)

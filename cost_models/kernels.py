@@ -38,6 +38,8 @@ from .specs import KernelTables
 
 MEASURED, INTERPOLATED, EXTRAPOLATED = "measured", "interpolated", "extrapolated"
 STATUSES = (MEASURED, INTERPOLATED, EXTRAPOLATED)
+COMPUTE_TABLES = ("gemm", "attention", "grouped_gemm", "memory_bound")
+"""The KernelTables kinds a compute term is looked up in (collectives are the network's)."""
 NEIGHBOURS = 4
 """Measured shapes an interpolation averages over (the nearest in log-shape space)."""
 EXACT = 1e-9

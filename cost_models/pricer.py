@@ -32,7 +32,7 @@ from .compute import (
     tokens_per_gpu,
 )
 from .errors import InvalidInput
-from .kernels import EXTRAPOLATED, MEASURED, STATUSES, KernelBook
+from .kernels import COMPUTE_TABLES, EXTRAPOLATED, MEASURED, STATUSES, KernelBook
 from .memory import (
     StageParams,
     buffer_bytes,
@@ -815,8 +815,7 @@ class Pricer(StepBounds):
                 count(f"{term}_comm", status)
         kern = self.cluster.kernels
         assert kern is not None
-        kinds = ("gemm", "attention", "grouped_gemm", "memory_bound")
-        empty = [k for k in kinds if not getattr(kern, k)]  # e.g. kernels.tables: [attention]
+        empty = [k for k in COMPUTE_TABLES if not getattr(kern, k)]  # kernels.tables: [attention]
         return {"table": kern.source, "terms": terms, "without_rows": empty}
 
     def _comm_lookups(

@@ -133,10 +133,26 @@ def _get(gen: str, field: str) -> float:
     return getattr(cal.CALIBRATION["hopper" if gen == "*" else gen], field)
 
 
+TIES: dict[tuple[str, str], float] = {("ampere", "gemm_efficiency_bf16"): 1.0}
+"""fp8 ceilings that move with their generation's bf16 ceiling: value x the factor. Ampere's is
+1 (no fp8 units: fp8 runs at the bf16 peak); `--tie-hopper-fp8` adds Hopper's at its measured
+Maximum Achievable Matmul FLOPS ratio (hopper_mamf_tie), one free GEMM level instead of two."""
+
+
+def hopper_mamf_tie() -> float:
+    """Hopper's fp8 / bf16 GEMM ceiling ratio the measured MAMF pair implies: (mamf_fp8_fraction x
+    fp8 peak) / (mamf_bf16_fraction x bf16 peak) / (fp8 peak / bf16 peak) = mamf_fp8_fraction /
+    mamf_bf16_fraction (H100 SXM 1,402.6 / 1,978.9 over 794.5 / 989.4 = 0.883;
+    bench/fp8_ratio_check.py)."""
+    hopper = cal.CALIBRATION["hopper"]
+    assert hopper.mamf_fp8_fraction is not None
+    return hopper.mamf_fp8_fraction / hopper.mamf_bf16_fraction
+
+
 def _put(gen: str, field: str, value: float) -> None:
     fields = {field: value}
-    if (gen, field) == ("ampere", "gemm_efficiency_bf16"):
-        fields["gemm_efficiency_fp8"] = value  # no fp8 units: fp8 runs at the bf16 peak
+    if (gen, field) in TIES:
+        fields["gemm_efficiency_fp8"] = value * TIES[(gen, field)]
     for g in GENERATIONS if gen == "*" else [gen]:
         cal.CALIBRATION[g] = dataclasses.replace(cal.CALIBRATION[g], **fields)
 
@@ -322,7 +338,16 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=10, help="k of --guard kfold")
     parser.add_argument("--prior", type=float, default=0.0, help="ridge toward the shipped values")
     parser.add_argument("--out", help="write the all-records fit here (JSON)")
+    parser.add_argument(
+        "--tie-hopper-fp8",
+        action="store_true",
+        help="Hopper's fp8 ceiling = its bf16 ceiling x the measured MAMF ratio (what-if; the "
+        "'shipped' column then prices the tie at the shipped bf16 ceiling)",
+    )
     args = parser.parse_args()
+    if args.tie_hopper_fp8:
+        TIES[("hopper", "gemm_efficiency_bf16")] = hopper_mamf_tie()
+        _put("hopper", "gemm_efficiency_bf16", _get("hopper", "gemm_efficiency_bf16"))
     cases = load(Path(args.data), set(args.exclude))
     params, snapshot = select(args.only), dict(cal.CALIBRATION)
     shipped = {c.id: log_error(c) for c in cases}

@@ -92,3 +92,22 @@ def test_select_names_generations_fields_and_groups() -> None:
     hopper = fc.select(["hopper"])
     assert hopper and all(g == "hopper" for g, _ in hopper)
     assert fc.select(["moe"]) == [("*", f) for f in fc.GROUPS["moe"]]
+
+
+def test_hopper_fp8_tie_moves_fp8_with_bf16_at_the_measured_mamf_ratio(monkeypatch) -> None:
+    """--tie-hopper-fp8: the fp8 ceiling follows the bf16 one at mamf_fp8 / mamf_bf16 (H100 SXM
+    1,402.6 / 1,978.9 over 794.5 / 989.4); without it Hopper's two ceilings move apart."""
+    table = dict(fc.cal.CALIBRATION)
+    monkeypatch.setattr(fc.cal, "CALIBRATION", table)
+    monkeypatch.setattr(fc, "TIES", dict(fc.TIES))
+    tie = fc.hopper_mamf_tie()
+    assert tie == pytest.approx((1402.6 / 1978.9) / (794.5 / 989.4))
+    fp8 = table["hopper"].gemm_efficiency_fp8
+    fc._put("hopper", "gemm_efficiency_bf16", 0.70)
+    assert table["hopper"].gemm_efficiency_fp8 == fp8  # untied: fp8 stays where it was
+    fc.TIES[("hopper", "gemm_efficiency_bf16")] = tie
+    fc._put("hopper", "gemm_efficiency_bf16", 0.70)
+    assert table["hopper"].gemm_efficiency_bf16 == 0.70
+    assert table["hopper"].gemm_efficiency_fp8 == pytest.approx(0.70 * tie)
+    fc._put("ampere", "gemm_efficiency_bf16", 0.75)  # Ampere's tie: no fp8 units
+    assert table["ampere"].gemm_efficiency_fp8 == 0.75

@@ -31,9 +31,12 @@ Deterministic; no pricing pass beyond the four above.
 With --what-if GEN.FIELD=VALUE (repeatable): every pricing runs on a copy of the calibration
 constants with those fields replaced (cost_models.calibration.CALIBRATION, e.g.
 `ampere.gemm_efficiency_bf16=0.775`), for a refit the shipped constants do not take; the header
-names them. Nothing is written.
+names them. Nothing is written. --what-if-fit FIT.json does the same for every constant of a
+`bench/fit_calibration.py --out FIT.json` fit (docs/accuracy.md "What the shared records' unstated
+software costs the constants").
 
 Usage: python bench/heldout_accuracy.py [RUNS.yaml] [--shared PUBLISHED_RUNS.yaml] [--what-if GEN.FIELD=VALUE]
+    [--what-if-fit FIT.json]
 RUNS.yaml defaults to the Megatron-Bridge file; bench/heldout/nemo_performance_summary.yaml (NeMo
 Framework's own tables, containers 25.02 .. 25.07, make_nemo_summary.py) is the second source, read
 the same way (every record names its container as "NeMo <version> container" in its source);
@@ -435,12 +438,34 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rows", action="store_true", help="also print every record's errors")
     p.add_argument("--what-if", action="append", default=[], metavar="GEN.FIELD=VALUE",
                    help="price on a copy of the calibration constants with this field replaced")
+    p.add_argument("--what-if-fit", metavar="FIT.json",
+                   help="--what-if every constant of bench/fit_calibration.py's --out file")  # fmt: skip
     args = p.parse_args(argv)
+    if args.what_if_fit:
+        args.what_if += fit_changes(Path(args.what_if_fit))
     if args.what_if:
         with what_if(args.what_if):
             print("What-if constants (not shipped): " + ", ".join(args.what_if))
             return _main(args)
     return _main(args)
+
+
+def fit_changes(path: Path) -> list[str]:
+    """bench/fit_calibration.py --out's `{"gen:field": value}` as --what-if changes, Ampere's fp8
+    ceiling with its bf16 one (fit_calibration ties them: no fp8 units)."""
+    try:
+        fitted = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"--what-if-fit {path}: {err}") from None
+    out = []
+    for key, value in fitted.items():
+        gen, _, field = key.partition(":")
+        gens = ["ampere", "hopper", "blackwell"] if gen == "*" else [gen]
+        for g in gens:
+            out.append(f"{g}.{field}={value}")
+            if (g, field) == ("ampere", "gemm_efficiency_bf16"):
+                out.append(f"ampere.gemm_efficiency_fp8={value}")
+    return out
 
 
 @contextlib.contextmanager

@@ -1433,6 +1433,56 @@ def attention_call(
     return layout.micro_batch, workload.seq_len, heads, kv, d_qk, d_v
 
 
+CP_STEP_TERM = "attention_cp_step"
+"""The look-ups of a CP ring's per-step attention calls (cp_step_rate; estimate --explain)."""
+
+
+def cp_step_rate(
+    call: tuple[int, int, float, float, int, int],
+    cp: int,
+    kernel: str,
+    book: KernelBook,
+    full: tuple[float, float] | None,
+) -> tuple[tuple[float, float] | None, tuple[tuple[str, str], ...]]:
+    """(forward + backward, forward) seconds per FLOP of a load-balanced CP ring's attention on
+    one rank, and its look-ups, from the tables' rows at the calls the ring runs.
+
+    Transformer Engine's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/
+    dot_product_attention/context_parallel.py, cp_p2p_fwd_prepare_qkv) splits the sequence into
+    2 cp chunks, rank r holding chunks r and 2 cp - 1 - r, and runs cp steps per layer: step 0
+    the "diagonal" tile, one causal call of the rank's s / cp queries over its own s / cp keys;
+    the cp - 1 others non-causal ("no_mask") calls, s / cp queries over the half chunk of s /
+    2 cp keys (lower triangle) or the half chunk of queries over s / cp keys (upper triangle).
+    PyTorch's ring (torchtitan, `enable_load_balance`) runs the same tiles. Every step does the
+    same FLOPs, s^2 / (2 cp^2) per head, so the diagonal is 1 / cp of the rank's work.
+
+    The diagonal is looked up as the causal call at s / cp; the others as the non-causal call of
+    s / cp queries and keys (the tables key one sequence length: a (s / cp, s / 2 cp) call at the
+    speed per FLOP of the square call of its queries). Where the tables do not hold a step's
+    call (the shipped Hopper tables measure causal calls only) that step takes `full`, the
+    full-sequence causal call's rate, which is how every step was priced before (the look-up
+    then reads `extrapolated` under CP_STEP_TERM). The steps refine a layer the tables hold:
+    where `full` is None (the layer's own call outside the tables' box: the shipped Hopper
+    tables end at 32K tokens) the layer stays on the curve, as without CP, and the step
+    look-ups are made (kernel_shapes records them for `planner measure kernels --cp N`) but not
+    reported (docs/cost_model.md "Attention under CP from the tables")."""
+    batch, seq, heads, kv, d_qk, d_v = call
+    step = seq / cp
+    diag, diag_status = book.attention_s_per_flop(
+        batch, step, heads, kv, d_qk, d_v, causal=True, window=0, kernel=kernel
+    )
+    off, off_status = book.attention_s_per_flop(
+        batch, step, heads, kv, d_qk, d_v, causal=False, window=0, kernel=kernel
+    )
+    if full is None:
+        return None, ()
+    looks = ((CP_STEP_TERM, diag_status), (CP_STEP_TERM, off_status))
+    diag, off = diag or full, off or full
+    share = 1.0 / cp
+    rate = tuple(share * a + (1.0 - share) * b for a, b in zip(diag, off, strict=True))
+    return (rate[0], rate[1]), looks
+
+
 def attention_times(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -1444,8 +1494,9 @@ def attention_times(
     """(forward, backward or None for the model's 2.5x, look-ups) of the full (causal)
     attention core of one layer and micro-batch on one GPU. From the tables: their seconds per
     FLOP at the call's shape (micro-batch, full sequence, this TP rank's query and KV heads)
-    times this rank's FLOPs (a CP rank does 1/cp of the call's work). Sliding-window layers
-    scale this (layer_attention)."""
+    times this rank's FLOPs (a CP rank does 1/cp of the call's work); under CP at the ring's own
+    per-step calls where the tables hold them (cp_step_rate). Sliding-window layers scale this
+    (layer_attention)."""
     if workload.attention_kernel == "unfused":
         return _unfused_attention_looked_up(model, gpu, cal, workload, layout, book)
     flops = attention_core_flops(model, workload, layout)
@@ -1457,13 +1508,13 @@ def attention_times(
     curve_bwd_s = None if bwd_eff == fwd_eff else ATTENTION_BACKWARD * curve_s * fwd_eff / bwd_eff
     if book is None:
         return curve_s, curve_bwd_s, ()
-    found, status = book.attention_s_per_flop(
-        *attention_call(model, workload, layout),
-        causal=True,
-        window=0,
-        kernel=workload.attention_kernel,
-    )
-    looks = (("attention", status),)
+    call = attention_call(model, workload, layout)
+    kernel = workload.attention_kernel
+    found, status = book.attention_s_per_flop(*call, causal=True, window=0, kernel=kernel)
+    looks: tuple[tuple[str, str], ...] = (("attention", status),)
+    if layout.cp > 1:
+        found, step_looks = cp_step_rate(call, layout.cp, kernel, book, found)
+        looks += step_looks
     if found is None:
         return curve_s, curve_bwd_s, looks
     total, fwd = found

@@ -5,9 +5,8 @@ No rich here: terminal.py wraps these in tables; markdown.py and html.py print t
 from __future__ import annotations
 
 from cost_models.calibration import calibration_for_cluster
-from cost_models.compute import fp4_speed_over_fp8
+from cost_models.compute import CP_STEP_TERM, fp4_speed_over_fp8
 from cost_models.params import total_params
-from cost_models.stage import ADAM_OP, CHUNK_CAT_OP, CLIP_OP
 from cost_models.specs import (
     Cluster,
     Estimate,
@@ -17,6 +16,7 @@ from cost_models.specs import (
     Workload,
     recompute_label,
 )
+from cost_models.stage import ADAM_OP, CHUNK_CAT_OP, CLIP_OP
 
 from ..types import PlanResult
 
@@ -384,6 +384,8 @@ def explain_text(e: Estimate) -> str:
             how = "the GEMM kept whole, its split into TP-overlap pieces not priced"
         if term in STEP_TAIL_OPS:  # cost_models/stage.py stage_optimizer_s / fsdp_copies_s
             how = "priced at the HBM figure, the table has no streaming row of the op"
+        if term == CP_STEP_TERM:  # cost_models/compute.py cp_step_rate
+            how = "that CP ring step priced at the full-sequence causal call's rate"
         if term in k.get("without_rows", ()):  # e.g. kernels: {builtin: ID, tables: [attention]}
             total = sum(counts.values())
             lines.append(f"  {term}: {total} look-ups, none in the tables (no {term} rows): {how}")

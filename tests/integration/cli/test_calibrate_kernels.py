@@ -127,7 +127,12 @@ def test_estimate_names_the_table_and_the_lookups(calibrated, capsys):
     assert kern["table"] == str(H100_TABLES)
     # the step tail: Adam and the gradient clip (Megatron's ZeRO-1 has no FSDP2 chunk_cat), at
     # the HBM figure: the shared table holds no streaming row of either op
-    assert set(kern["terms"]) == {"gemm", "attention", "memory_bound", "adam", "grad_clip"}
+    # CP 2: the ring's two step calls (compute.cp_step_rate), the causal one of 4,096 tokens in
+    # the shared table, the non-causal one not (the table measures causal calls only)
+    terms = {"gemm", "attention", "attention_cp_step", "memory_bound", "adam", "grad_clip"}
+    assert set(kern["terms"]) == terms
+    assert kern["terms"]["attention_cp_step"]["extrapolated"] == 1
+    assert sum(kern["terms"]["attention_cp_step"].values()) == 2
     assert kern["terms"]["adam"] == kern["terms"]["grad_clip"] == {
         "measured": 0, "interpolated": 0, "extrapolated": 1
     }  # fmt: skip

@@ -269,3 +269,54 @@ def test_sustained_fp8_rate_caps_fp8_rows_when_measured():
     # any layout of an fp8 GEMM is its TN row, capped the same
     assert book.gemm_s(4096, 4096, 4096, "fp8", "NN")[0] == pytest.approx(0.25e-3, rel=1e-12)
     assert book.gemm_s(4096, 4096, 4096, "bf16", "TN")[0] == pytest.approx(0.1e-3, rel=1e-12)
+
+
+def _attention_row(batch, seq, heads, kv, d, causal, ms, fwd_ms):
+    return (batch, seq, heads, kv, d, d, causal, 0, "fused", ms, fwd_ms)
+
+
+def test_cp_ring_steps_are_looked_up_at_the_calls_the_ring_runs():
+    """CP 2 (compute.cp_step_rate): the diagonal step at the causal call of s / 2 tokens, the
+    other at the non-causal call of s / 2; each half of the rank's FLOPs at its own rate."""
+    from cost_models.compute import CP_STEP_TERM, attention_times
+
+    model, wl = dense_model(), workload(seq_len=8192)
+    lo = layout(tp=1, pp=1, cp=2, dp=32)
+    heads, kv, d = 32, 8, model.attn_head_dim
+    full = _attention_row(1, 8192, heads, kv, d, True, 20.0, 6.0)
+    diag = _attention_row(1, 4096, heads, kv, d, True, 8.0, 2.0)
+    off = _attention_row(1, 4096, heads, kv, d, False, 9.0, 3.0)
+    hopper, gpu = calibration_for("hopper"), cluster().gpu
+    flops = attention_core_flops(model, wl, lo)
+
+    def rate(row):
+        per = attention_fwd_flops(row[0], row[1], row[2], d, d, row[6])
+        return row[9] * 1e-3 / per, row[10] * 1e-3 / per
+
+    both = KernelBook(KernelTables(source="t", attention=[full, diag, off]))
+    fwd, bwd, looks = attention_times(model, gpu, hopper, wl, lo, both)
+    (d_tot, d_fwd), (o_tot, o_fwd) = rate(diag), rate(off)
+    assert fwd == pytest.approx(flops * (0.5 * d_fwd + 0.5 * o_fwd))
+    assert bwd == pytest.approx(flops * (0.5 * (d_tot - d_fwd) + 0.5 * (o_tot - o_fwd)))
+    assert looks == (("attention", MEASURED), (CP_STEP_TERM, MEASURED), (CP_STEP_TERM, MEASURED))
+
+    # causal rows only (the shipped Hopper tables): the off-diagonal step at the full call's rate
+    causal = KernelBook(KernelTables(source="t", attention=[full, diag]))
+    fwd, _bwd, looks = attention_times(model, gpu, hopper, wl, lo, causal)
+    f_tot, f_fwd = rate(full)
+    assert fwd == pytest.approx(flops * (0.5 * d_fwd + 0.5 * f_fwd))
+    assert looks[1:] == ((CP_STEP_TERM, MEASURED), (CP_STEP_TERM, EXTRAPOLATED))
+
+    # the layer's own call outside the tables (only the step rows): the curve, as without CP,
+    # and no step look-up reported (the shape recorder still sees them: kernel_shapes)
+    steps_only = KernelBook(KernelTables(source="t", attention=[diag, off]))
+    plain = attention_times(model, gpu, hopper, wl, lo, None)
+    fwd, bwd, looks = attention_times(model, gpu, hopper, wl, lo, steps_only)
+    assert (fwd, bwd) == plain[:2]
+    assert looks == (("attention", EXTRAPOLATED),)
+
+    # CP 1: the one full-sequence call, as before
+    one = layout(tp=1, pp=1, cp=1, dp=64)
+    fwd, _bwd, looks = attention_times(model, gpu, hopper, wl, one, both)
+    assert fwd == pytest.approx(attention_core_flops(model, wl, one) * f_fwd)
+    assert looks == (("attention", MEASURED),)

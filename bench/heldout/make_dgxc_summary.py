@@ -862,6 +862,24 @@ def own_script_settings(readme: Readme, path: str, size: str, precision: str, gp
                 settings["fp8_params"] = True
             if gather is not None:
                 notes.append(f"fp8_param_gather={gather} ({where})")
+    if "main_grads" not in settings and ref and module:
+        # the recipe built with performance_mode=True: its own grad_reduce_in_fp32, unless this
+        # function plugs in another precision plugin for the row's dtype
+        call = next((st.value for st in case.body if isinstance(st, ast.Assign)
+                     and ast.unparse(st.targets[0]) == "recipe"), None)  # fmt: skip
+        perf = call is not None and any(k.arg == "performance_mode" and getattr(k.value, "value", None) is True
+                                        for k in call.keywords)  # fmt: skip
+        replaced = [st for st in ast.walk(fn) if isinstance(st, ast.Assign)
+                    and ast.unparse(st.targets[0]) == "recipe.trainer.plugins"
+                    and not any(st in ast.walk(n) for n in fp8)]  # fmt: skip
+        if precision == "fp8":
+            replaced += [st for n in fp8 for st in ast.walk(n) if isinstance(st, ast.Assign)
+                         and ast.unparse(st.targets[0]) == "recipe.trainer.plugins"]  # fmt: skip
+        source = recipes.performance_mode_functions(ref, module.replace(".", "/") + ".py") if perf else None
+        value, where = recipes.performance_grad_reduce(source, ref)
+        if value is False and not replaced:
+            settings["main_grads"] = "bf16"
+            notes.append(f"grad_reduce_in_fp32=False ({where}): main_grads bf16")
     notes.append("its CUDA graphs (llama31_utils.py auto configs) not read")
     return settings, {}, "; ".join(notes)
 

@@ -228,13 +228,57 @@ class Recipes:
         return [(f"{folder}/{helper}", text) for helper in ("utils.py", "helpers.py")
                 if (text := self._show(tag, f"{folder}/{helper}")) and "def set_primary_perf_configs" in text]  # fmt: skip
 
+    def performance_mode_source(self, tag: str, script: str) -> tuple[str, str, set[str]] | None:
+        """(path, text, function names) of the recipe module's performance settings a script
+        reaches: where it builds its recipe with `pretrain_recipe(performance_mode=True)` (imported
+        from nemo.collections.llm.recipes.<module>), performance_mode_functions of that module;
+        None where the script does not."""
+        imported = re.search(r"from nemo\.collections\.llm\.recipes\.(\w+) import [^\n]*\bpretrain_recipe\b", script)
+        if imported is None or not re.search(r"pretrain_recipe\([^)]*performance_mode\s*=\s*True", script):
+            return None
+        return self.performance_mode_functions(tag, f"nemo/collections/llm/recipes/{imported.group(1)}.py")
+
+    def performance_mode_functions(self, tag: str, path: str) -> tuple[str, str, set[str]] | None:
+        """(path, text, function names) of a recipe module at `tag`: the functions its
+        pretrain_recipe calls under `if performance_mode:` (pretrain_performance_optimizations,
+        which sets e.g. `recipe.trainer.plugins.grad_reduce_in_fp32 = False` in
+        recipes/nemotron4_15b.py and llama3_70b.py at d2b21556f2); None without them."""
+        text = self._show(tag, path)
+        if not text:
+            return None
+        called: set[str] = set()
+        for fn in ast.walk(ast.parse(text)):
+            if isinstance(fn, ast.FunctionDef) and fn.name == "pretrain_recipe":
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.If) and ast.unparse(node.test) == "performance_mode":
+                        called |= {c.func.id for st in node.body for c in ast.walk(st)
+                                   if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}  # fmt: skip
+        return (path, text, called) if called else None
+
+    def performance_grad_reduce(self, source: tuple[str, str, set[str]] | None, tag: str) -> tuple[bool | None, str]:
+        """(the grad_reduce_in_fp32 a recipe's performance mode sets, where): one plain value in
+        the top-level statements of performance_mode_functions' functions, else None."""
+        if source is None:
+            return None, ""
+        path, text, called = source
+        values = {st.value.value for name, st, conds in _assignments(text, "grad_reduce_in_fp32")
+                  if name in called and not conds and "plugins" in ast.unparse(st.targets[0])
+                  and isinstance(st.value, ast.Constant) and isinstance(st.value.value, bool)}  # fmt: skip
+        if len(values) != 1:
+            return None, ""
+        return values.pop(), f"{path} @{tag} ({', '.join(sorted(called))}, performance_mode=True)"
+
     def grad_reduce_in_fp32(self, tag: str, folder: str, model: str, size: str, dtype: str) -> tuple[bool | None, str]:
         """(MegatronMixedPrecision.grad_reduce_in_fp32 the performance script leaves for a row of
         this compute dtype, where): `recipe.trainer.plugins.grad_reduce_in_fp32 = <bool>` in the
         model's pretrain script, or in the helper it calls (set_primary_perf_configs, in
         <folder>/utils.py at v2.3.0, helpers.py at v2.4.0), either at the top level of a function
         (every dtype) or under `if ...compute_dtype.lower() == "fp8"` (fp8 rows only). Any other
-        enclosing condition, or two values, leaves it unread (None). The plugin's default is True
+        enclosing condition, or two values, leaves it unread (None). Before them runs the recipe's
+        own performance mode where the script asks for it (performance_mode_source: its
+        functions' top-level statements, every dtype): its value stands unless the script or the
+        helper sets the value, or replaces the plugin (`recipe.trainer.plugins = ...`, whose
+        factory default is True) for this dtype, after it. The plugin's default is True
         (MegatronMixedPrecision, bf16_mixed), so a row no statement reaches is not stated."""
         script = self.script_text(tag, folder, model, size)
         if not script:
@@ -259,9 +303,26 @@ class Recipes:
                     continue
                 found.add(st.value.value)
                 where.append(f"{path} @{tag}" + (" (fp8 branch)" if fp8_only else ""))
-        if len(found) != 1:
-            return None, "" if not found else f"grad_reduce_in_fp32 set to both values ({', '.join(where)})"
-        return found.pop(), ", ".join(dict.fromkeys(where))
+        if len(found) > 1:
+            return None, f"grad_reduce_in_fp32 set to both values ({', '.join(where)})"
+        if found:
+            return found.pop(), ", ".join(dict.fromkeys(where))
+        # the script or helper plugging in a new precision plugin (default True) after the recipe,
+        # for this dtype or under a condition not read: the recipe's value may not stand
+        replaced = []
+        for path, text in sources:
+            for _, st, conds in _assignments(text, "plugins"):
+                if not ast.unparse(st.targets[0]).endswith("trainer.plugins"):
+                    continue
+                fp8_only = [c for c in conds if re.fullmatch(r"(args\.)?compute_dtype\.lower\(\) == 'fp8'", c)]
+                if fp8_only and dtype != "fp8":  # the tests are a conjunction: fp8 rows only
+                    continue
+                replaced.append(f"{path} @{tag}")
+        value, where = self.performance_grad_reduce(self.performance_mode_source(tag, script), tag)
+        if value is not None and replaced:
+            return None, (f"{where} sets it, then the precision plugin is replaced "
+                          f"({', '.join(dict.fromkeys(replaced))})")  # fmt: skip
+        return value, where
 
 
 FP8_FACTORY = {"tensorwise": "bf16_with_fp8_current_scaling_mixed", "delayed": "bf16_with_fp8_mixed",

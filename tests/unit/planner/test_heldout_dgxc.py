@@ -349,19 +349,25 @@ def override_recipe_configs(args, num_nodes):
 '''
 
 
-class _Recipes:
-    """The NeMo side at a pinned commit: the recipe module's text, no userbuffers differences."""
+RECIPE_70B = (
+    "trainer = run.Config(callbacks=[run.Config(\n MegatronCommOverlapCallback,\n tp_comm_overlap=True)])\n"
+    "def pretrain_recipe(performance_mode: bool = False):\n"
+    "    if performance_mode:\n        recipe = pretrain_performance_optimizations(recipe)\n"
+    "    return recipe\n"
+    "def pretrain_performance_optimizations(recipe):\n"
+    "    recipe.trainer.plugins.grad_reduce_in_fp32 = False\n    return recipe\n"
+)
+"""NeMo's recipes/llama3_70b.py at a pinned commit, cut down: its callback turns TP overlap on, and
+its performance mode reduces gradients in bf16 (as at d2b21556f2)."""
 
-    def _show(self, ref, path):
-        if path == "nemo/collections/llm/recipes/llama3_70b.py":
-            return "trainer = run.Config(callbacks=[run.Config(\n MegatronCommOverlapCallback,\n tp_comm_overlap=True)])"
-        return None
 
-    def ub_differences(self, ref, name):
-        return []
-
-    def helper_sources(self, ref, folder):
-        return []
+def _recipes(conv):
+    """make_nemo_summary.Recipes over the 70B recipe module alone, no userbuffers differences."""
+    rec = conv.Recipes("unused")
+    files = {"nemo/collections/llm/recipes/llama3_70b.py": RECIPE_70B}
+    rec._show = lambda ref, path: files.get(path)  # type: ignore[method-assign]
+    rec.ub_differences = lambda ref, name: []  # type: ignore[method-assign]
+    return rec
 
 
 def test_own_script_settings_read_the_case_of_the_row_size(conv, tmp_path: Path) -> None:
@@ -378,13 +384,19 @@ def test_own_script_settings_read_the_case_of_the_row_size(conv, tmp_path: Path)
     (readme,) = conv.readmes(str(repo / ".git"))
     shape = {"tp": 4, "fsdp": False}
     settings, layout, note = conv.own_script_settings(
-        readme, "llama3.1/pretrain_llama31.py", "70b", "fp8", "H100", shape, _Recipes(), "f" * 40
+        readme, "llama3.1/pretrain_llama31.py", "70b", "fp8", "H100", shape, _recipes(conv), "f" * 40
     )
     assert settings == {"tp_comm_overlap": True, "tp_overlap": "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192",
                         "fp8_recipe": "delayed", "main_grads": "bf16"}  # fmt: skip
     assert layout == {} and "(the workload's own script)" in note
     settings, *_ = conv.own_script_settings(
         readme, "llama3.1/pretrain_llama31.py", "8b", "bf16", "H100", {"tp": 2, "fsdp": False},
-        _Recipes(), "f" * 40,
+        _recipes(conv), "f" * 40,
     )
-    assert settings == {}
+    assert settings == {}  # the 8B recipe module is not there: nothing read
+    # a bf16 row: the recipe's performance mode (performance_mode=True) reduces in bf16
+    settings, _, note = conv.own_script_settings(
+        readme, "llama3.1/pretrain_llama31.py", "70b", "bf16", "H100", shape, _recipes(conv), "f" * 40
+    )
+    assert settings["main_grads"] == "bf16"
+    assert "pretrain_performance_optimizations, performance_mode=True" in note

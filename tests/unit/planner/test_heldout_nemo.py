@@ -306,6 +306,61 @@ def test_gradient_dtype_read_from_the_scripts(conv) -> None:
     assert rec.grad_reduce_in_fp32("t", "scripts/llm/performance", "llama3", "8b", "bf16")[0] is None
 
 
+def test_gradient_dtype_from_the_recipes_performance_mode(conv) -> None:
+    """A script that builds its recipe with pretrain_recipe(performance_mode=True) runs the
+    recipe's pretrain_performance_optimizations first (recipes/nemotron4_15b.py at d2b21556f2 sets
+    grad_reduce_in_fp32 = False there): a bf16 row takes it unless the script or helper plugs in
+    another precision plugin for the row's dtype after it; the script's own value wins."""
+    script = (
+        "from nemo.collections.llm.recipes.nemotron4_15b import pretrain_recipe\n"
+        "def main():\n    recipe = pretrain_recipe(performance_mode=True)\n"
+        "    set_primary_perf_configs(recipe)\n"
+    )
+    recipe = (
+        "def pretrain_recipe(performance_mode: bool = False):\n"
+        "    recipe = make()\n"
+        "    if performance_mode:\n        recipe = pretrain_performance_optimizations(recipe)\n"
+        "    return recipe\n"
+        "def pretrain_performance_optimizations(recipe):\n"
+        "    recipe.trainer.plugins.grad_reduce_in_fp32 = False\n    return recipe\n"
+        "def finetune_recipe(recipe):\n    recipe.trainer.plugins.grad_reduce_in_fp32 = True\n"
+    )
+    helper_fp8 = (  # the fp8 branch replaces the plugin and sets its own value (NeMo 25.04)
+        "def set_primary_perf_configs(recipe, compute_dtype='bf16', fp8_recipe=None):\n"
+        "    if compute_dtype is not None and compute_dtype.lower() == 'fp8':\n"
+        "        if fp8_recipe.lower() == 'ds':\n"
+        "            recipe.trainer.plugins = bf16_with_fp8_mixed()\n"
+        "        recipe.trainer.plugins.grad_reduce_in_fp32 = False\n"
+    )
+    helper_any = "def set_primary_perf_configs(recipe):\n    recipe.trainer.plugins = bf16_mixed()\n"
+    files = {
+        ("t", "scripts/performance/llm/pretrain_nemotron4_15b.py"): script,
+        ("t", "nemo/collections/llm/recipes/nemotron4_15b.py"): recipe,
+        ("t", "scripts/performance/utils.py"): helper_fp8,
+    }
+    rec = _FakeRecipes(conv, files)
+    value, where = rec.grad_reduce_in_fp32("t", "scripts/performance", "nemotron4", "15b", "bf16")
+    assert value is False
+    assert where.startswith("nemo/collections/llm/recipes/nemotron4_15b.py @t")
+    assert "pretrain_performance_optimizations, performance_mode=True" in where
+    # fp8: the helper's fp8 branch sets its own value
+    value, where = rec.grad_reduce_in_fp32("t", "scripts/performance", "nemotron4", "15b", "fp8")
+    assert value is False and where.startswith("scripts/performance/utils.py @t (fp8 branch)")
+    # a plugin replaced for every dtype after the recipe: the recipe's value may not stand
+    rec = _FakeRecipes(conv, {**files, ("t", "scripts/performance/utils.py"): helper_any})
+    value, where = rec.grad_reduce_in_fp32("t", "scripts/performance", "nemotron4", "15b", "bf16")
+    assert value is None and "then the precision plugin is replaced" in where
+    # without performance_mode=True the recipe's optimizations do not run
+    plain = dict(files)
+    plain[("t", "scripts/performance/llm/pretrain_nemotron4_15b.py")] = script.replace(
+        "performance_mode=True", ""
+    )
+    value, _ = _FakeRecipes(conv, plain).grad_reduce_in_fp32(
+        "t", "scripts/performance", "nemotron4", "15b", "bf16"
+    )
+    assert value is None
+
+
 def test_fp8_parameter_gather_from_the_factory_and_the_fsdp_switch(conv) -> None:
     """An fp8 row gathers fp8 weights where the MegatronMixedPrecision factory of its scaling sets
     fp8_param_gather (fp8_params at v2.2.0); v2.3.0's set_primary_perf_configs turns it off under

@@ -25,7 +25,9 @@ then the out-of-order pairs and ties of the presets as shipped with both records
 same job on two GPUs (TWIN_GPUS: B200 / GB200, B300 / GB300, GB200 / GB300): held-out rows of one
 container, model architecture, precision and fp8 recipe on both GPUs, with the signed median error on
 each and the median error of the predicted speed ratio (whether a GPU's signed error is its own or
-its rows' mix of jobs and containers; `--rows` lists the pairs).
+its rows' mix of jobs and containers; `--rows` lists the pairs). Last, the identical-inputs
+floor (floor_section): rows whose inputs the cost model reads are the same, grouped, with the best
+one prediction per group against the model's errors on those rows.
 Deterministic; no pricing pass beyond the four above.
 
 With --what-if GEN.FIELD=VALUE (repeatable): every pricing runs on a copy of the calibration
@@ -53,6 +55,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import re
 import statistics
 import sys
@@ -537,6 +540,7 @@ def _main(args: argparse.Namespace) -> int:
     pair_section(runs, twins, {"page, tables": page_tables, "page, presets": page,
                                "recipe, tables": tables, "recipe, presets": presets})  # fmt: skip
     twin_section(runs, twins, presets, args.rows)
+    floor_section(runs, presets)
     if args.rows:
         for rid in runs:
             e, t = presets[rid].tokens_error_pct, tables[rid].tokens_error_pct
@@ -545,6 +549,47 @@ def _main(args: argparse.Namespace) -> int:
                 twin = f"  (= {twins[rid]})" if rid in twins else ""
                 print(f"  {rid:58} {g:+7.1f} {e:+7.1f} {t:+7.1f}{twin}")
     return 0
+
+
+def inputs_key(run: dict) -> str:
+    """Everything the cost model reads of a record: model (its name aside), GPU, GPU count, GPUs
+    per node, interconnect text, layout, settings and framework."""
+    model = {k: v for k, v in run["model"].items() if k != "name"}
+    keep = ("gpu", "num_gpus", "gpus_per_node", "interconnect", "layout", "settings", "framework")
+    return json.dumps([model, *(run.get(k) for k in keep)], sort_keys=True, default=str)
+
+
+def floor_section(runs: dict[str, dict], rows: dict[str, ValidationRow]) -> None:
+    """Rows whose inputs are the same (inputs_key) and whose measured figures differ: the part of
+    the error no model of these inputs can remove (software, clocks, the run itself). Per group of
+    two or more scored rows the best one prediction is the geometric median of its measured
+    figures; its |error| per row is the floor, beside the model's (recipe settings, presets)."""
+    groups: dict[str, list[str]] = {}
+    for rid, run in runs.items():
+        if rows[rid].tokens_error_pct is not None:
+            groups.setdefault(inputs_key(run), []).append(rid)
+    floor, model, spreads, wide = [], [], [], []
+    for ids in (g for g in groups.values() if len(g) > 1):
+        measured = [float(runs[i]["measured_tokens_per_s_per_gpu"]) for i in ids]
+        best = math.exp(statistics.median(math.log(m) for m in measured))
+        floor += [100 * abs(best / m - 1) for m in measured]
+        model += [abs(rows[i].tokens_error_pct) for i in ids]
+        spreads.append(100 * (max(measured) / min(measured) - 1))
+        if spreads[-1] > 20:
+            wide.append(f"{' / '.join(ids)} ({spreads[-1]:.0f} %)")
+    if not spreads:
+        return
+    def cell(errs: list[float]) -> str:
+        med, p90, _ = summary(errs)
+        return f"{med:.1f} / {'-' if p90 is None else f'{p90:.1f}'}"
+
+    print(f"Identical inputs (rows that differ only in what the cost model does not read: container, "
+          f"system, run): {len(floor)} rows in {len(spreads)} groups; measured spread (max / min - 1) "
+          f"{statistics.median(spreads):.1f} % at the median, {sum(s > 10 for s in spreads)} groups "
+          f"over 10 %; the best one prediction per group {cell(floor)} % (median / P90 |error|), "
+          f"the model {cell(model)} % on the same rows")  # fmt: skip
+    for group in wide:
+        print(f"  over 20 %: {group}")
 
 
 if __name__ == "__main__":

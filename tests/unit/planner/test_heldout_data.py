@@ -584,3 +584,27 @@ def get_precision_config(compute_dtype, fp8_recipe):
     assert m.helper_precision(fn, {"compute_dtype": "fp8", "fp8_recipe": "ss"}, factories) == {"fp8_param_gather": False}
     assert m.helper_precision(fn, {"compute_dtype": "fp8", "fp8_recipe": "mx"}, factories) == {}  # raises there
     assert m.helper_precision(fn, {"compute_dtype": "bf16"}, factories) == {"fp8_param_gather": False}
+
+
+def test_identical_inputs_floor_by_hand(capsys) -> None:
+    """bench/heldout_accuracy.py's identical-inputs floor: rows whose inputs the cost model reads
+    are the same (the name and the source aside) form a group; the best one prediction is the
+    geometric median of the measured figures. Two rows at 1,000 and 1,210 tokens/s: the best is
+    1,100, +10.0 % and -9.1 % from them (median 9.5 %); the model's |error| is the rows' own; a
+    lone row is no group."""
+    from types import SimpleNamespace
+
+    script = _script()
+    runs = {r["id"]: r for r in (
+        _run("a", "b200", 1000.0), _run("b", "b200", 1210.0, container="26.06"),
+        _run("c", "b200", 900.0, tp=2),  # another layout: alone
+    )}  # fmt: skip
+    assert script.inputs_key(runs["a"]) == script.inputs_key(runs["b"])
+    assert script.inputs_key(runs["a"]) != script.inputs_key(runs["c"])
+    rows = {"a": SimpleNamespace(tokens_error_pct=+5.0), "b": SimpleNamespace(tokens_error_pct=-15.0),
+            "c": SimpleNamespace(tokens_error_pct=1.0)}  # fmt: skip
+    script.floor_section(runs, rows)
+    out = capsys.readouterr().out
+    assert "2 rows in 1 groups" in out and "spread (max / min - 1) 21.0 % at the median" in out
+    assert "the best one prediction per group 9.5 / - %" in out  # no P90 under 10 rows
+    assert "the model 10.0 / - %" in out and "over 20 %: a / b (21 %)" in out

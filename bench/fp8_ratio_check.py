@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import dataclasses
 import json
 import statistics
@@ -49,6 +48,7 @@ from heldout_accuracy import container_of, shared_twins
 
 import models_zoo
 from cost_models import calibration
+from models_zoo.kernel_tables import gemm_rows
 from planner.validate import percentile, validate_record
 
 SHARED = ROOT.parent / "shared" / "data" / "published_runs.yaml"
@@ -56,23 +56,16 @@ HELDOUT = sorted((ROOT / "bench" / "heldout").glob("*_summary.yaml"))
 KERNELS = Path(models_zoo.__file__).parent / "kernels"
 
 
-def _tflops(row: dict) -> float:
-    if row.get("tflops"):
-        return float(row["tflops"])
-    flops = 2 * float(row["m"]) * float(row["n"]) * float(row["k"])
-    return flops / (float(row["time_ms"]) * 1e-3) / 1e12
-
-
 def table_ratios(gpu_id: str) -> list[float]:
-    """fp8 / bf16 TFLOP/s at every (m, n, k, layout) the GPU's shipped gemm.csv holds in both."""
+    """fp8 / bf16 speed at every (m, n, k, layout) the GPU's shipped gemm.csv holds in both
+    (models_zoo.kernel_tables.gemm_rows, the tables' own reader: time_ms per row)."""
     path = KERNELS / gpu_id / "gemm.csv"
     if not path.exists():
         return []
     by: dict[tuple, dict[str, float]] = defaultdict(dict)
-    with path.open() as f:
-        for row in csv.DictReader(f):
-            by[(row["m"], row["n"], row["k"], row.get("layout") or "")][row["dtype"]] = _tflops(row)
-    return sorted(v["fp8"] / v["bf16"] for v in by.values() if "fp8" in v and "bf16" in v)
+    for m, n, k, dtype, layout, time_ms in gemm_rows(path):
+        by[(m, n, k, layout)][dtype] = time_ms
+    return sorted(v["bf16"] / v["fp8"] for v in by.values() if "fp8" in v and "bf16" in v)
 
 
 def curve_ratio(gen: str, gpu) -> float | None:

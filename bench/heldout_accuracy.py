@@ -454,8 +454,8 @@ def main(argv: list[str]) -> int:
 
 
 def fit_changes(path: Path) -> list[str]:
-    """bench/fit_calibration.py --out's `{"gen:field": value}` as --what-if changes, Ampere's fp8
-    ceiling with its bf16 one (fit_calibration ties them: no fp8 units)."""
+    """bench/fit_calibration.py --out's `{"gen:field": value}` as --what-if changes (its tied fp8
+    ceilings written out beside their bf16 ones: fit_calibration.TIES)."""
     try:
         fitted = json.loads(path.read_text())
     except (OSError, ValueError) as err:
@@ -464,10 +464,7 @@ def fit_changes(path: Path) -> list[str]:
     for key, value in fitted.items():
         gen, _, field = key.partition(":")
         gens = ["ampere", "hopper", "blackwell"] if gen == "*" else [gen]
-        for g in gens:
-            out.append(f"{g}.{field}={value}")
-            if (g, field) == ("ampere", "gemm_efficiency_bf16"):
-                out.append(f"ampere.gemm_efficiency_fp8={value}")
+        out += [f"{g}.{field}={value}" for g in gens]
     return out
 
 

@@ -46,9 +46,12 @@ What a record takes, and from where:
 - The recipe settings (`settings:`, recompute, dropout): NeMo Launcher rows (2024-11 .. 2025-04)
   from the workload's hydra YAML and its configure.sh / launch.sh overrides (launcher_settings);
   2025-04+ rows from the NeMo performance script the launch script runs, read at the NeMo commit
-  its setup.sh pins (perf_script_settings, make_nemo_summary.recipe_settings). Not read, said in
-  the notes: dgxc's own pretrain_llama31.py of 25.04, the MoE models' script-coded settings
-  (those rows are `confidence: low`), launch flags such as --cuda_graphs.
+  its setup.sh pins (perf_script_settings, make_nemo_summary.recipe_settings), with the launch's
+  own --cuda_graphs flag (launch_cuda_graphs); Grok-1's script, which builds its recipe in its own
+  code, by moe_script_settings (token drop, dispatcher, TP overlap, gradient dtype, fp8). Not read,
+  said in the notes: dgxc's own pretrain_llama31.py of 25.04 beyond its TP overlap and precision,
+  DeepSeek-V3's script-coded settings (uneven pipeline stages and a multi-token-prediction layer
+  the records' schema cannot state; those rows are `confidence: low`).
 - Duplicates: a configuration a README published before with the same figure is one record (the
   notes list the later releases); another figure in the same container replaces it (a revision);
   another figure in other or unknown software is another record (_merge).
@@ -533,6 +536,13 @@ IF_RE = re.compile(r"^\s*(if|elif)\s+(.*?);?\s*then\s*$")
 LAYOUT_VARS = ("TP", "PP", "CP", "VP", "EP", "MBS")
 """The launch scripts' layout variables (`TP=8`), read where a row's branch sets a literal."""
 VAR_RE = re.compile(r"^\s*(?:export\s+)?(" + "|".join(LAYOUT_VARS) + r")=([0-9]+|null)\s*$")
+GRAPH_FLAG_RE = re.compile(r"--cuda_graphs\s+(true|false|\"?\$\{?CUDA_GRAPH\}?\"?)(?=[\s\"\\]|$)")
+"""The performance script's --cuda_graphs flag in a launch script (scripts/performance/
+argument_parser.py; it wins over the recommended-config CSV's `cuda_graphs`: utils.py
+get_user_configs), literal or the launch's own CUDA_GRAPH variable."""
+GRAPH_VAR_RE = re.compile(r"^\s*(?:export\s+)?CUDA_GRAPH=(?:\$\{CUDA_GRAPH:-(\w+)\}|(true|false))\s*$")
+"""`CUDA_GRAPH=${CUDA_GRAPH:-true}` (the value a run takes unless the user exports another: the
+published figures are the script's defaults, as its layout variables') or a literal."""
 COND_RE = re.compile(
     r"\[\[?\s*\"?\$\{?(MODEL_SIZE|DTYPE|GPU_TYPE|JOB_TOTAL_GPUS)\}?\"?\s*(==?|-eq)\s*\"?([\w.]+)\"?\s*\]\]?"
 )
@@ -589,7 +599,29 @@ def shell_assignments(text: str, ctx: dict[str, str]) -> list[tuple[str, str, bo
             out.append((e.group(1), e.group(2), sure))
         if v := VAR_RE.match(line):
             out.append((v.group(1), v.group(2), sure))
+        if g := GRAPH_VAR_RE.match(line):
+            out.append(("CUDA_GRAPH", g.group(1) or g.group(2), sure))
+        for flag in GRAPH_FLAG_RE.findall(line):
+            out.append(("--cuda_graphs", flag.strip('"'), sure))
     return out
+
+
+def launch_cuda_graphs(launch: str, ctx: dict[str, str]) -> tuple[bool | None, str]:
+    """(the --cuda_graphs value the launch script passes for the row, or None where it passes
+    none or this reader cannot tell, note). `$CUDA_GRAPH` resolves to the script's own
+    CUDA_GRAPH assignment in the row's branch (shell_assignments: the last sure one)."""
+    flags = [(v, sure) for k, v, sure in shell_assignments(launch, ctx) if k == "--cuda_graphs"]
+    if not flags:
+        return None, ""
+    value, sure = flags[-1]
+    if not sure:
+        return None, "--cuda_graphs under a condition not evaluated: not read"
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true", f"launch.sh --cuda_graphs {value}"
+    graph = [(v, s) for k, v, s in shell_assignments(launch, ctx) if k == "CUDA_GRAPH"]
+    if not graph or not graph[-1][1]:
+        return None, "--cuda_graphs $CUDA_GRAPH, its value not read"
+    return graph[-1][0] == "true", f"launch.sh --cuda_graphs $CUDA_GRAPH (CUDA_GRAPH={graph[-1][0]})"
 
 
 def shell_context(size: str, precision: str, gpu: str, gpus: int) -> dict[str, str]:
@@ -747,8 +779,10 @@ def perf_script_settings(readme: Readme, row_workload: str, size: str, precision
     `scripts.performance.llm.pretrain_<model>_<size>` from the NeMo commit its setup.sh pins
     (NEMO_COMMIT): make_nemo_summary.recipe_settings read at that commit (TP overlap and its
     userbuffers configuration, grad_reduce_in_fp32, the fp8 plug-in, and the recommended-config
-    CSV's knobs where its row has this layout). None where the launch.sh runs no such script;
-    MoE models are not read (their dispatcher, token drop and uneven PP are set in script code)."""
+    CSV's knobs where its row has this layout), then the launch's own --cuda_graphs
+    (with_launch_graphs). None where the launch.sh runs no such script. MoE models whose script
+    builds its own recipe: moe_script_settings (MOE_SCRIPTS); the others are not read (their
+    dispatcher, token drop and uneven PP are set in script code)."""
     folder = readme.folder
     launch, setup = readme.file(f"{folder}/launch.sh"), readme.file(f"{folder}/setup.sh")
     if launch is None or setup is None:
@@ -760,6 +794,13 @@ def perf_script_settings(readme: Readme, row_workload: str, size: str, precision
                                    shape, recipes, pin.group(1) if pin else None)  # fmt: skip
     if script is None or pin is None:
         return None
+    ctx = shell_context(size, precision, gpu, shape["num_gpus"])
+    if (row_workload, size) in MOE_SCRIPTS and (script.group(1), script.group(2)) == MOE_SCRIPTS[(row_workload, size)]:
+        name = "_".join(MOE_SCRIPTS[(row_workload, size)])
+        settings, layout, note = moe_script_settings(recipes, pin.group(1), name, precision, shape)
+        settings, graph_note = with_launch_graphs(settings, launch, ctx, shape)
+        note = "; ".join(x for x in (note, graph_note) if x)
+        return settings, layout, f"NeMo {pin.group(1)[:10]} ({folder}/setup.sh NEMO_COMMIT): {note}"
     if (row_workload, size) not in SCRIPT_MODEL:
         return {}, {}, (f"none read (the launch.sh runs pretrain_{script.group(1)}_{script.group(2)}.py; "
                         "MoE models' settings are set in script code)")  # fmt: skip
@@ -788,7 +829,141 @@ def perf_script_settings(readme: Readme, row_workload: str, size: str, precision
             settings["fp8_params"] = True
         if gather is not None:
             notes.append(f"fp8_param_gather={gather} ({where})")
+    settings, graph_note = with_launch_graphs(settings, launch, ctx, shape)
+    if graph_note:
+        notes.append(graph_note)
     return settings, layout, f"NeMo {ref[:10]} ({folder}/setup.sh NEMO_COMMIT): " + "; ".join(notes)
+
+
+def with_launch_graphs(settings: dict, launch: str, ctx: dict[str, str], shape: dict) -> tuple[dict, str]:
+    """The settings with the CUDA graphs the launch script's --cuda_graphs flag sets (utils.py
+    get_user_configs: the flag, where given, replaces the recommended-config CSV's value;
+    set_primary_perf_configs drops graphs under Megatron-FSDP), and a note; unchanged where the
+    launch passes no flag this reader can resolve (launch_cuda_graphs)."""
+    value, where = launch_cuda_graphs(launch, ctx)
+    if value is None:
+        return settings, where
+    out = dict(settings)
+    if value and shape["fsdp"]:
+        out.pop("cuda_graphs", None)
+        return out, f"{where}, dropped under FSDP (set_primary_perf_configs)"
+    if value:
+        out["cuda_graphs"] = True
+    else:
+        out.pop("cuda_graphs", None)
+    return out, f"cuda_graphs {str(value).lower()} ({where})"
+
+
+MOE_SCRIPTS = {("grok1", "314b"): ("grok1", "314b")}
+"""Workload folder and size -> the NeMo performance script whose own code builds an MoE model's
+recipe (scripts/performance/llm/pretrain_grok1_314b.py: model(), trainer(),
+pretrain_performance_optimizations(), override_recipe_configs()), read by moe_script_settings.
+Not DeepSeek-V3: its script's uneven pipeline stages (first 64 / PP - 1 layers, last 64 / PP -
+2) and the recipe's multi-token prediction layer are not stated by the records' schema."""
+
+
+def _calls(fn: ast.FunctionDef | None, name: str) -> list[ast.Call]:
+    return [n for n in ast.walk(fn) if isinstance(n, ast.Call) and ast.unparse(n.func) == name] if fn else []
+
+
+def _defaults(text: str | None, cls_or_fn: str) -> dict[str, object]:
+    """Literal defaults of a class's annotated fields or a function's keyword arguments."""
+    out: dict[str, object] = {}
+    for node in ast.walk(ast.parse(text or "")):
+        if isinstance(node, ast.ClassDef) and node.name == cls_or_fn:
+            for st in node.body:
+                if isinstance(st, ast.AnnAssign) and isinstance(st.value, ast.Constant):
+                    out[ast.unparse(st.target)] = st.value.value
+        if isinstance(node, ast.FunctionDef) and node.name == cls_or_fn:
+            args = node.args.args[len(node.args.args) - len(node.args.defaults):]
+            for a, d in zip(args, node.args.defaults, strict=True):
+                if isinstance(d, ast.Constant):
+                    out[a.arg] = d.value
+    return out
+
+
+def moe_script_settings(recipes: Recipes, ref: str, name: str, precision: str,
+                        shape: dict) -> tuple[dict, dict, str]:  # fmt: skip
+    """(settings, layout fields, note) of an MoE row whose launch.sh runs a NeMo performance
+    script that builds its recipe in its own code (MOE_SCRIPTS), read at the NeMo commit the
+    setup.sh pins (ast and the compacted text, never run):
+    - `override_recipe_configs` calls `pretrain_recipe(performance_mode=True)`, whose
+      `if performance_mode:` runs `pretrain_performance_optimizations`: there the
+      MegatronCommOverlapCallback with tp_comm_overlap=True (TP overlap, with the userbuffers
+      configuration `override_recipe_configs` assigns to `tp_comm_overlap_cfg` outside any `if`),
+      `recipe.trainer.plugins.grad_reduce_in_fp32 = False` (main_grads bf16) and a
+      MegatronTokenDropCallback built without arguments (token drop at its __init__ defaults,
+      nemo/lightning/pytorch/callbacks/moe_token_drop.py: capacity factor, pad to capacity);
+    - the dispatcher: the model config class `model()` builds (a dataclass default of
+      nemo/collections/llm/gpt/model/mixtral.py's MixtralConfig, the class Grok-1's config
+      derives from);
+    - fp8 rows: `if args.compute_dtype.lower() == "fp8":` plugging in bf16_with_fp8_mixed()
+      (delayed scaling, its fp8 parameter gather) with grad_reduce_in_fp32 = False."""
+    path = f"{PERF_SCRIPTS}/llm/pretrain_{name}.py"
+    text = recipes._show(ref, path)
+    if text is None:
+        return {}, {}, f"none read ({path} not found)"
+    tree = ast.parse(text)
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    override, build = funcs.get("override_recipe_configs"), funcs.get("pretrain_recipe")
+    perf_fn = funcs.get("pretrain_performance_optimizations")
+    perf = any(k.arg == "performance_mode" and getattr(k.value, "value", None) is True
+               for c in _calls(override, "pretrain_recipe") for k in c.keywords)  # fmt: skip
+    perf = perf and bool(_calls(build, "pretrain_performance_optimizations"))
+    if not perf or perf_fn is None:
+        return {}, {}, f"none read ({path}: no pretrain_recipe(performance_mode=True) running pretrain_performance_optimizations)"
+    compact = re.sub(r"\s+", "", ast.unparse(perf_fn))
+    settings: dict = {}
+    notes = [f"{path} (its own recipe, performance mode)"]
+    # the configuration object, before the script wraps it (`tp_comm_overlap_cfg = fdl.cast(...)`)
+    ub = next((st.value for st in override.body if isinstance(st, ast.Assign) and len(st.targets) == 1
+               and ast.unparse(st.targets[0]) == "tp_comm_overlap_cfg" and isinstance(st.value, ast.Name)), None)  # fmt: skip
+    if shape["tp"] > 1 and "MegatronCommOverlapCallback,tp_comm_overlap=True" in compact:
+        settings["tp_comm_overlap"] = True
+        if isinstance(ub, ast.Name) and ub.id.startswith("userbuffers_"):
+            settings["tp_overlap"] = ub.id
+            notes.append(f"tp_comm_overlap (pretrain_performance_optimizations), config {ub.id} "
+                         "(override_recipe_configs, for every GPU)")  # fmt: skip
+            if diffs := recipes.ub_differences(ref, ub.id):
+                settings["_ub_differs"] = True
+                notes.append("priced with the cost model's definition of that name, which differs "
+                             f"from NeMo's at {ref[:10]}: " + ", ".join(diffs))  # fmt: skip
+        else:
+            notes.append("tp_comm_overlap (pretrain_performance_optimizations), its userbuffers "
+                         "configuration not read: TE defaults")  # fmt: skip
+    if "recipe.trainer.plugins.grad_reduce_in_fp32=False" in compact:
+        settings["main_grads"] = "bf16"
+        notes.append("grad_reduce_in_fp32=False (pretrain_performance_optimizations): main_grads bf16")
+    if "run.Config(MegatronTokenDropCallback)" in compact:
+        drop = _defaults(recipes._show(ref, "nemo/lightning/pytorch/callbacks/moe_token_drop.py"),
+                         "__init__")  # fmt: skip
+        factor, pad = drop.get("moe_expert_capacity_factor"), drop.get("moe_pad_expert_input_to_capacity")
+        if isinstance(factor, float | int) and factor > 0 and pad is True:
+            settings["moe_pad_to_capacity"] = True
+            settings["moe_capacity_factor"] = float(factor)
+        notes.append(f"MegatronTokenDropCallback() (capacity factor {factor}, pad to capacity {pad}: "
+                     "moe_token_drop.py defaults)")  # fmt: skip
+    config = next((ast.unparse(c.args[0]) for c in _calls(funcs.get("model"), "run.Config")
+                   if c.args and ast.unparse(c.args[0]).startswith("MixtralConfig")), None)  # fmt: skip
+    if config is not None:
+        base = _defaults(recipes._show(ref, "nemo/collections/llm/gpt/model/mixtral.py"), "MixtralConfig")
+        if isinstance(base.get("moe_token_dispatcher_type"), str):
+            settings["moe_dispatcher"] = base["moe_token_dispatcher_type"]
+        notes.append(f"{config}: dispatcher {base.get('moe_token_dispatcher_type')} (MixtralConfig)")
+    fp8_if = [n for n in ast.walk(override) if isinstance(n, ast.If)
+              and ast.unparse(n.test) == "args.compute_dtype.lower() == 'fp8'"]  # fmt: skip
+    body = " ".join(ast.unparse(st) for n in fp8_if for st in n.body)
+    if precision == "fp8" and "recipe.trainer.plugins = bf16_with_fp8_mixed()" in body:
+        settings["fp8_recipe"] = "delayed"
+        notes.append("fp8 delayed scaling (bf16_with_fp8_mixed)")
+        if "recipe.trainer.plugins.grad_reduce_in_fp32 = False" not in body:
+            settings.pop("main_grads", None)  # the new plug-in's own default: fp32
+        gather, where = fp8_param_gather_of(recipes, ref, PERF_SCRIPTS, "", "", "delayed", shape["fsdp"])
+        if gather:
+            settings["fp8_params"] = True
+        if gather is not None:
+            notes.append(f"fp8_param_gather={gather} ({where})")
+    return settings, {}, "; ".join(notes)
 
 
 def own_script_settings(readme: Readme, path: str, size: str, precision: str, gpu: str,

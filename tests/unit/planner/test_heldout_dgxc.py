@@ -400,3 +400,118 @@ def test_own_script_settings_read_the_case_of_the_row_size(conv, tmp_path: Path)
     )
     assert settings["main_grads"] == "bf16"
     assert "pretrain_performance_optimizations, performance_mode=True" in note
+
+
+GROK_SCRIPT = '''
+def model():
+    return run.Config(GPTModel, config=run.Config(MixtralConfig8x7B, num_layers=64, hidden_size=6144))
+
+def pretrain_performance_optimizations(recipe):
+    mcomm_overlap_callback = run.Config(
+        MegatronCommOverlapCallback,
+        tp_comm_overlap=True,
+    )
+    recipe.trainer.callbacks.extend([run.Config(MegatronTokenDropCallback), mcomm_overlap_callback])
+    recipe.trainer.plugins.grad_reduce_in_fp32 = False
+    return recipe
+
+def pretrain_recipe(performance_mode: bool = False):
+    recipe = run.Partial(pretrain)
+    if performance_mode:
+        recipe = pretrain_performance_optimizations(recipe)
+    return recipe
+
+def override_recipe_configs(args, tp_size):
+    recipe = pretrain_recipe(performance_mode=True)
+    if args.compute_dtype.lower() == "fp8":
+        recipe.trainer.plugins = bf16_with_fp8_mixed()
+        recipe.trainer.plugins.grad_reduce_in_fp32 = False
+    tp_comm_overlap_cfg = userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192
+    tp_comm_overlap_cfg = fdl.cast(run.Config, tp_comm_overlap_cfg)
+    recipe.trainer.callbacks[0].tp_comm_overlap_cfg = tp_comm_overlap_cfg
+    return recipe
+'''
+"""NeMo's scripts/performance/llm/pretrain_grok1_314b.py at 7a8f1cc7bc, cut down to what
+moe_script_settings reads: its own recipe in performance mode."""
+
+MOE_FILES = {
+    "scripts/performance/llm/pretrain_grok1_314b.py": GROK_SCRIPT,
+    "nemo/lightning/pytorch/callbacks/moe_token_drop.py": (
+        "class MegatronTokenDropCallback(Callback):\n"
+        "    def __init__(self, moe_expert_capacity_factor: float = 1.0,\n"
+        "                 moe_pad_expert_input_to_capacity: bool = True):\n        pass\n"
+    ),
+    "nemo/collections/llm/gpt/model/mixtral.py": (
+        "class MixtralConfig(GPTConfig):\n    moe_token_dispatcher_type: str = 'alltoall'\n"
+        "    moe_router_topk: int = 2\n"
+    ),
+    "nemo/collections/llm/recipes/precision/mixed_precision.py": (
+        "def bf16_with_fp8_mixed():\n    cfg = bf16_mixed()\n    cfg.fp8 = 'hybrid'\n"
+        "    cfg.fp8_param_gather = True\n    return cfg\n"
+    ),
+}
+
+
+def test_moe_script_settings_read_grok1_s_own_recipe(conv) -> None:
+    """The Grok-1 script's performance mode: TP overlap with the configuration the override
+    assigns (before it is wrapped), bf16 gradients, token drop at the callback's defaults, the
+    Mixtral config's dispatcher; the fp8 branch: delayed scaling, fp8 parameters. Without
+    performance mode nothing is read."""
+    rec = conv.Recipes("unused")
+    rec._show = lambda ref, path: MOE_FILES.get(path)  # type: ignore[method-assign]
+    rec.ub_differences = lambda ref, name: []  # type: ignore[method-assign]
+    shape = {"tp": 4, "fsdp": False}
+    settings, layout, note = conv.moe_script_settings(rec, "f" * 40, "grok1_314b", "bf16", shape)
+    assert settings == {
+        "tp_comm_overlap": True, "tp_overlap": "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192",
+        "main_grads": "bf16", "moe_pad_to_capacity": True, "moe_capacity_factor": 1.0,
+        "moe_dispatcher": "alltoall",
+    }  # fmt: skip
+    assert layout == {} and "MegatronTokenDropCallback()" in note
+    fp8, _, note = conv.moe_script_settings(rec, "f" * 40, "grok1_314b", "fp8", shape)
+    assert fp8 == {**settings, "fp8_recipe": "delayed", "fp8_params": True}
+    assert "fp8_param_gather=True" in note
+    plain = dict(MOE_FILES)
+    plain["scripts/performance/llm/pretrain_grok1_314b.py"] = GROK_SCRIPT.replace(
+        "pretrain_recipe(performance_mode=True)", "pretrain_recipe()"
+    )
+    rec._show = lambda ref, path: plain.get(path)  # type: ignore[method-assign]
+    settings, _, note = conv.moe_script_settings(rec, "f" * 40, "grok1_314b", "bf16", shape)
+    assert settings == {} and note.startswith("none read")
+
+
+def test_launch_cuda_graphs_flag_literal_or_the_script_s_variable(conv) -> None:
+    """--cuda_graphs literal in the GPU's branch (Nemotron's GB200 line), or $CUDA_GRAPH resolved
+    to the branch's `CUDA_GRAPH=${CUDA_GRAPH:-..}` default (Grok-1's launch.sh); no flag: None."""
+    grok = """\
+if [ $GPU_TYPE = "gb200" ]; then
+  CUDA_GRAPH=${CUDA_GRAPH:-true}
+elif [ $GPU_TYPE = "h100" ]; then
+  CUDA_GRAPH=${CUDA_GRAPH:-false}
+fi
+CONFIG_OVERRIDES=" -tp $TP \\
+  --cuda_graphs $CUDA_GRAPH \\
+"
+"""
+    gb200 = conv.shell_context("314b", "bf16", "GB200", 256)
+    assert conv.launch_cuda_graphs(grok, gb200)[0] is True
+    assert conv.launch_cuda_graphs(grok, conv.shell_context("314b", "bf16", "H100", 512))[0] is False
+    nemotron = 'if [ $GPU_TYPE = gb200 ]; then\n  CONFIG_OVERRIDES+=" -fsdp 0 --cuda_graphs true "\nfi\n'
+    assert conv.launch_cuda_graphs(nemotron, gb200) == (True, "launch.sh --cuda_graphs true")
+    assert conv.launch_cuda_graphs(nemotron, conv.shell_context("340b", "bf16", "H100", 256)) == (None, "")
+    # set_primary_perf_configs drops CUDA graphs under Megatron-FSDP
+    kept, _ = conv.with_launch_graphs({"cuda_graphs": True}, nemotron, gb200, {"fsdp": True})
+    assert kept == {}
+
+
+def test_grok1_gb200_rows_state_their_script_s_settings(records: list[dict]) -> None:
+    """The committed file: the 25.05 Grok-1 GB200 rows carry what pretrain_grok1_314b.py at the
+    setup.sh's NeMo commit and the launch.sh set (token drop, TP overlap, bf16 gradients, CUDA
+    graphs); DeepSeek-V3's (uneven stages, MTP) stay unread."""
+    grok = [r for r in records if r["id"].startswith("dgxc-25.05-250400-gb200-grok-1-314b")]
+    assert len(grok) == 6
+    for r in grok:
+        s = r["settings"]
+        assert s["moe_pad_to_capacity"] and s["moe_capacity_factor"] == 1.0 and s["cuda_graphs"]
+        assert s["tp_comm_overlap"] and s["main_grads"] == "bf16" and r["confidence"] == "medium"
+    assert all(not r.get("settings") for r in records if "deepseek-v3" in r["id"])

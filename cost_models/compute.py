@@ -893,6 +893,18 @@ def rotary_heads(model: ModelSpec, tp: int) -> tuple[float, int]:
     return model.num_attention_heads / tp + 1, mla.qk_rope_head_dim
 
 
+def qk_norm_heads(model: ModelSpec, tp: int) -> tuple[float, float, int]:
+    """(query heads, key heads, dims per head) the per-head q / k norms normalize on one TP rank
+    (ModelSpec.qk_norm, Qwen3: Megatron-Core SelfAttention's q_layernorm / k_layernorm, TENorm
+    over each head's head_dim after the QKV projection, megatron/core/transformer/attention.py;
+    torchtitan's qwen3 q_norm / k_norm); (0, 0, 0) without them. Heads split by TP, keys
+    replicated where TP exceeds them, as the attention's own heads; MLA's latent norms are the
+    q / kv up projections' fused LayerNormLinear, not these."""
+    if not model.qk_norm or model.mla is not None:
+        return 0.0, 0.0, 0
+    return model.num_attention_heads / tp, _local_kv_heads(model, tp), model.attn_head_dim
+
+
 def activation_op(model: ModelSpec) -> str:
     """The MLP activation as a measured op: gated silu = swiglu, gated GELU = geglu, ungated
     GELU = gelu (tanh), squared ReLU (Nemotron) = squared_relu."""
@@ -930,7 +942,8 @@ def _memory_ops(
 ) -> list[MemoryOp]:
     """The memory-bound ops of one layer a kernel table may price, in this order: the norms, the
     residual adds, the activation (dense: the MLP's; MoE: the routed experts', then the shared
-    experts' if any), the rotary embedding. Their `elements` are the terms of
+    experts' if any), the rotary embedding, then under qk_norm the per-head query and key norms
+    (qk_norm_heads: the norm's row at each call's size, as the layer norms). Their `elements` are the terms of
     _elementwise_elements, which also counts the MoE permute copies (no table row: HBM
     constant).
 
@@ -980,6 +993,12 @@ def _memory_ops(
     rot = rot_heads * rot_dim
     rotary = MemoryOp(ROTARY_ELEMS[fused] * rot, "copy" if fused else None, 1, 2 * rot)
     ops.append(replace(rotary, backward=back["rotary"]))
+    q_heads, k_heads, head_dim = qk_norm_heads(model, tp)
+    for heads in (q_heads, k_heads) if head_dim else ():  # last: the ops above keep their index
+        width = heads * head_dim  # per token; the kernel normalizes each head's head_dim
+        ops.append(
+            MemoryOp(NORM_ELEMS[fused_norm] * width, norm, 1, NORM_ELEMS[True] * width, norm_back)
+        )
     return ops
 
 
@@ -1001,6 +1020,8 @@ def _elementwise_elements(
     per_token = 2 * norm * h_local + 6 * h_local  # two norms, two residual adds
     rot_heads, rot_dim = rotary_heads(model, tp)
     per_token += ROTARY_ELEMS[fused] * rot_heads * rot_dim  # q and k
+    q_heads, k_heads, head_dim = qk_norm_heads(model, tp)
+    per_token += norm * (q_heads + k_heads) * head_dim  # per-head q / k norms (qk_norm)
     # SwiGLU reads gate+up, writes one; GELU reads and writes
     act_rw = GATED_ACT_ELEMS[fused] if model.gated_mlp else 2
     if is_moe:

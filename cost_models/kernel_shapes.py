@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .compute import FUSED_ACTIVATION_ROW, activation_op, rotary_heads
+from .compute import FUSED_ACTIVATION_ROW, activation_op, qk_norm_heads, rotary_heads
 from .kernels import KernelBook
 from .pricer import Pricer
 from .rules import layout_violations
@@ -228,7 +228,8 @@ def memory_rows(
     share); the activation over [tokens, ffn / tp] (dense FFN, shared experts, or the expert FFN
     over the routed rows), for a gated one also as the `add` a fused kernel is priced at
     (compute.FUSED_ACTIVATION_ROW); fused rotary as a `copy` over [tokens, rotated heads x dims
-    per TP rank]; a `copy` over the routed rows [tokens * top_k / tp, hidden] (Megatron's
+    per TP rank]; under qk_norm the norm over each head's head_dim, [tokens x query (key) heads
+    per TP rank, head_dim]; a `copy` over the routed rows [tokens * top_k / tp, hidden] (Megatron's
     sort by local expert and quantization padding, compute.dispatch_copies_s); MoE permute /
     unpermute over [tokens * top_k, hidden]
     (top_k sizes the unpermute's destination). Tokens are the per-GPU token counts."""
@@ -256,6 +257,9 @@ def memory_rows(
                     add(op, _int(t / tp), h)
             rot_heads, rot_dim = rotary_heads(model, tp)
             add("copy", t, _int(rot_heads * rot_dim))
+            q_heads, k_heads, head_dim = qk_norm_heads(model, tp)
+            for heads in (q_heads, k_heads) if head_dim else ():  # per-head norms: rows of head_dim
+                add(model.normalization, _int(t * heads), head_dim)
             if model.ffn_hidden_size is not None:
                 add_act(t, _int(model.ffn_hidden_size / tp))
             if model.moe is not None:

@@ -78,6 +78,31 @@ def test_eager_run_with_a_fused_norm_kernel_by_hand():
     assert (ln[0].op, ln[0].elements) == ("layernorm", 256)
 
 
+def test_per_head_qk_norms_by_hand():
+    # qk_norm (Qwen3): two more norm kernels per layer over the rank's query and key heads.
+    # h 64, 4 query heads of 16, 2 KV heads, tp 2: query width 2 x 16 = 32, key width 1 x 16 = 16.
+    # Fused: 2 elements each: 2 x (32 + 16) = 96 per token more; eager chain 18: 18 x 48 = 864.
+    model = dense_model(
+        hidden_size=64, ffn_hidden_size=128, num_attention_heads=4, num_kv_heads=2, num_layers=2
+    )
+    qk = model.model_copy(update={"qk_norm": True})
+    lo = layout(tp=2)
+    for fused, extra in ((True, 96), (False, 864)):
+        base = _elementwise_elements(model, lo, 10, False, fused)
+        assert _elementwise_elements(qk, lo, 10, False, fused) - base == pytest.approx(10 * extra)
+    ops = _memory_ops(qk, lo, False, True)
+    assert len(ops) == len(_memory_ops(model, lo, False, True)) + 2  # appended: indices kept
+    q, k = ops[-2:]
+    assert (q.op, q.elements, q.table_elements, k.elements) == ("rmsnorm", 64, 64, 32)
+    # priced: the layer's forward elementwise time grows by 96 elements x 2 B per token
+    cl, wl = cluster(8), workload(seq_len=512)
+    cal = calibration_for(cl.gpu.generation)
+    tokens, hbm = 512 * lo.micro_batch, hbm_bytes_per_s(cl.gpu, cal)
+    with_qk = layer_time(qk, cl.gpu, cal, wl, lo, is_moe=False).elementwise_s
+    without = layer_time(model, cl.gpu, cal, wl, lo, is_moe=False).elementwise_s
+    assert with_qk - without == pytest.approx(tokens * 96 * 2 / hbm)
+
+
 def test_eager_backward_is_counted_per_op_by_hand():
     # no kernel tables: every op at the HBM constant, so backward = sum(share x op bytes) / hbm.
     # Per token (h 64, fused norm, eager rest): norm 256 x 2.5 + adds 384 x 1 + SwiGLU 640 x 1.8

@@ -165,6 +165,12 @@ def test_memory_bound_ops_follow_the_model_and_count_each_tensor_once():
     ops = {(op, t, w, k) for op, t, w, _d, _b, k in memory_rows(mixtral, [1024], [1])}
     assert ("moe_permute", 2048, 4096, 2) in ops and ("moe_unpermute", 2048, 4096, 2) in ops
     assert ("swiglu", 2048, 14336, 1) in ops  # expert activation over the routed rows
+    # Qwen3's per-head q / k norms: the norm over [tokens x heads, head_dim] (32 query heads and
+    # 4 KV heads of 128 at TP 1; 8 and 1 at TP 4)
+    qwen = models_zoo.load_model("qwen3-30b-a3b")
+    norms = {(t, w) for op, t, w, *_ in memory_rows(qwen, [1024], [1, 4]) if op == "rmsnorm"}
+    assert {(32 * 1024, 128), (4 * 1024, 128), (8 * 1024, 128), (1024, 128)} <= norms
+    assert not any(w == 128 for op, t, w, *_ in memory_rows(llama, [1024], [1, 4]) if op == "rmsnorm")
 
 
 def test_recorder_answers_not_in_the_table_so_pricing_carries_on():

@@ -24,13 +24,16 @@ and that commit's sweep.sh (which lists every benchmark in the tables) never pas
 every row ran llm-foundry's Triton FlashAttention (llmfoundry/models/layers/flash_attn_triton.py,
 flash-attn 1.x's Triton kernel on triton-pre-mlir, setup.py), stated as `settings:
 {attention_kernel: flash1}` (the llm-foundry profile's own default is flash-attn 2, today's
-attn_impl 'flash'). Not stated by the tables and so not in the records: the FSDP mixed-precision
+attn_impl 'flash'), and `attention_unpad: false` where that commit's triton_flash_attn_fn passes
+the padded tensors to the kernel (unpads_of; the profile's unpad copies are attn_impl 'flash''s
+flash_attn_varlen_func wrapper). Not stated by the tables and so not in the records: the FSDP mixed-precision
 mode (a column, kept in the notes) and the torch / Composer versions (sweep.sh: the
 mosaicml/pytorch 2.1.0 image).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -93,6 +96,31 @@ def attn_impl_of(git_dir: str, sha: str, cache: dict) -> str:
     return cache[sha]
 
 
+ATTENTION_PY = "llmfoundry/models/layers/attention.py"
+ATTN_IMPL_FN = {"flash": "flash_attn_fn", "triton": "triton_flash_attn_fn"}
+"""llm-foundry attn_impl -> its attention function in ATTENTION_PY (MultiheadAttention's
+attn_fn by attn_impl at the benchmark commits)."""
+
+
+def unpads_of(git_dir: str, sha: str, attn_impl: str, cache: dict) -> bool:
+    """Whether the attention function of `attn_impl` at commit `sha` unpads its inputs around the
+    kernel (flash-attn's bert_padding `unpad_input`, what Workload.attention_unpad prices: the
+    llm-foundry profile's fact for attn_impl 'flash', whose flash_attn_fn calls
+    flash_attn_varlen_func on unpadded q / k / v). The attn_impl's function (ATTN_IMPL_FN) in
+    llmfoundry/models/layers/attention.py, read with ast: at the benchmark commits
+    triton_flash_attn_fn passes the padded [batch, seq, heads, dim] tensors to the Triton
+    kernel's flash_attn_func (a key padding mask becomes an additive bias), with no unpad."""
+    key = (sha, attn_impl)
+    if key not in cache:
+        tree = ast.parse(git(git_dir, "show", f"{sha}:{ATTENTION_PY}"))
+        name = ATTN_IMPL_FN.get(attn_impl, f"{attn_impl}_attn_fn")
+        fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        if fn is None:
+            raise ValueError(f"{ATTENTION_PY} at {sha}: no {name}")
+        cache[key] = "unpad_input" in ast.unparse(fn)
+    return cache[key]
+
+
 def model_of(git_dir: str, commit: str, size: str, cache: dict) -> dict:
     if size not in cache:
         text = git(git_dir, "show", f"{commit}:scripts/train/yamls/pretrain/mpt-{size}.yaml")
@@ -130,7 +158,8 @@ def rows(text: str):
 
 
 def record(
-    cells: dict, heading: str, blame: tuple[str, str], model: dict, commit: str, attn_impl: str
+    cells: dict, heading: str, blame: tuple[str, str], model: dict, commit: str, attn_impl: str,
+    unpad: bool,
 ) -> dict:
     gpu, gpu_name = GPU[cells["GPU"]]
     n = int(cells["# GPUs"])
@@ -167,7 +196,9 @@ def record(
         f"published MFU {cells['MFU']} % of the table's peak; model TFLOP {cells.get('Model TFLOP', '-')}",
         (
             f"attention: attn_impl '{attn_impl}' (submit_benchmarks.py's --attn_impl default at "
-            f"{sha}; sweep.sh does not set it)"
+            f"{sha}; sweep.sh does not set it); {ATTN_IMPL_FN.get(attn_impl, attn_impl)} "
+            + ("unpads its inputs" if unpad else "passes the padded tensors, no unpad")
+            + f" ({ATTENTION_PY} at {sha})"
         ),
     ]
     if precision == "fp8":
@@ -197,7 +228,8 @@ def record(
             "recompute": recompute,
             "precision": precision,
         },
-        "settings": {"attention_kernel": ATTN_IMPL_KERNEL[attn_impl]},
+        "settings": {"attention_kernel": ATTN_IMPL_KERNEL[attn_impl]}
+        | ({} if unpad else {"attention_unpad": False}),
         "measured_tokens_per_s_per_gpu": tokens,
         "tokens_derivation": f"published Throughput (T/s/GPU) = {tokens:g} (table)",
         "notes": "; ".join(notes),
@@ -211,6 +243,7 @@ def main(argv: list[str]) -> int:
     blame = blame_commits(git_dir, commit)
     cache: dict = {}
     kernels: dict = {}
+    unpads: dict = {}
     runs, skipped = [], []
     for lineno, heading, header, cells_list in rows(text):
         cells = dict(zip(header, cells_list))
@@ -220,7 +253,8 @@ def main(argv: list[str]) -> int:
         try:
             model = model_of(git_dir, commit, cells["Model"], cache)
             attn = attn_impl_of(git_dir, blame[lineno][0], kernels)
-            runs.append(record(cells, heading, blame[lineno], model, commit, attn))
+            unpad = unpads_of(git_dir, blame[lineno][0], attn, unpads)
+            runs.append(record(cells, heading, blame[lineno], model, commit, attn, unpad))
         except (ValueError, KeyError, subprocess.CalledProcessError) as err:
             skipped.append(f"{where} -- {err}")
     ids = [r["id"] for r in runs]

@@ -90,17 +90,21 @@ def test_converter_rules_by_hand(conv) -> None:
     cells = dict(zip(got[0][2], got[0][3]))
     model = {"name": "MPT-7B", "num_layers": 32, "hidden_size": 4096}
     rec = conv.record(
-        cells, got[0][1], ("b2a43a147", "Update"), dict(model), "8c8dd48f7", "triton"
+        cells, got[0][1], ("b2a43a147", "Update"), dict(model), "8c8dd48f7", "triton", False
     )
-    assert rec["settings"] == {"attention_kernel": "flash1"}
-    assert "attn_impl 'triton'" in rec["notes"]
+    assert rec["settings"] == {"attention_kernel": "flash1", "attention_unpad": False}
+    assert "attn_impl 'triton'" in rec["notes"] and "no unpad" in rec["notes"]
+    unpadded = conv.record(
+        cells, got[0][1], ("b2a43a147", "Update"), dict(model), "8c8dd48f7", "triton", True
+    )
+    assert unpadded["settings"] == {"attention_kernel": "flash1"}  # the profile's unpad stands
     assert rec["layout"]["zero_stage"] == 3 and rec["layout"]["recompute"] == "full"
     assert rec["layout"]["micro_batch"] == 16 and rec["layout"]["dp"] == 8
     assert rec["model"]["seq_len"] == 4096 and rec["measured_tokens_per_s_per_gpu"] == 8611.0
     assert "rows of commit b2a43a147" in rec["source"] and "published MFU 40.42 %" in rec["notes"]
     bad = dict(zip(got[1][2], got[1][3]))
     with pytest.raises(ValueError, match="uneven micro-batches"):
-        conv.record(bad, got[1][1], ("b2a43a147", "x"), dict(model), "8c8dd48f7", "triton")
+        conv.record(bad, got[1][1], ("b2a43a147", "x"), dict(model), "8c8dd48f7", "triton", False)
 
 
 def test_attention_kernel_is_read_from_the_rows_commit(conv, monkeypatch) -> None:
@@ -127,8 +131,33 @@ def test_attention_kernel_is_read_from_the_rows_commit(conv, monkeypatch) -> Non
             conv.attn_impl_of("g", sha, cache)
 
 
+ATTENTION = """
+def flash_attn_fn(query, key, value, key_padding_mask=None):
+    query_unpad, indices_q, cu_seqlens_q, max_seqlen_q = bert_padding.unpad_input(query, key_padding_mask)
+    return flash_attn_interface.flash_attn_varlen_func(query_unpad, key, value)
+
+def triton_flash_attn_fn(query, key, value, attn_bias=None, key_padding_mask=None):
+    if key_padding_mask is not None:
+        attn_bias = attn_bias.masked_fill(~key_padding_mask, -1e4)
+    return flash_attn_func(query, key, value, attn_bias, True, None)
+"""
+
+
+def test_unpad_is_read_from_the_attention_function_of_the_row(conv, monkeypatch) -> None:
+    """unpads_of: whether the attn_impl's function at the row's commit calls unpad_input (the
+    varlen 'flash' path does; the Triton one passes padded tensors); a commit without the
+    function is refused."""
+    monkeypatch.setattr(conv, "git", lambda git_dir, *args: ATTENTION)
+    cache: dict = {}
+    assert conv.unpads_of("g", "aaa", "triton", cache) is False
+    assert conv.unpads_of("g", "aaa", "flash", cache) is True
+    with pytest.raises(ValueError, match="no torch_attn_fn"):
+        conv.unpads_of("g", "aaa", "torch", cache)
+
+
 def test_every_row_states_the_triton_kernel(records: list[dict]) -> None:
-    assert all(r["settings"] == {"attention_kernel": "flash1"} for r in records)
+    want = {"attention_kernel": "flash1", "attention_unpad": False}
+    assert all(r["settings"] == want for r in records)
 
 
 def test_groups_sort_nemo_versions_and_commits_together(records: list[dict]) -> None:

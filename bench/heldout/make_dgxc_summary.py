@@ -75,6 +75,7 @@ from make_nemo_summary import (
     _models,
     _undescribable,
     fp8_param_gather_of,
+    moe_recipe_settings,
     preset,
     recipe_settings,
 )
@@ -866,22 +867,6 @@ def _calls(fn: ast.FunctionDef | None, name: str) -> list[ast.Call]:
     return [n for n in ast.walk(fn) if isinstance(n, ast.Call) and ast.unparse(n.func) == name] if fn else []
 
 
-def _defaults(text: str | None, cls_or_fn: str) -> dict[str, object]:
-    """Literal defaults of a class's annotated fields or a function's keyword arguments."""
-    out: dict[str, object] = {}
-    for node in ast.walk(ast.parse(text or "")):
-        if isinstance(node, ast.ClassDef) and node.name == cls_or_fn:
-            for st in node.body:
-                if isinstance(st, ast.AnnAssign) and isinstance(st.value, ast.Constant):
-                    out[ast.unparse(st.target)] = st.value.value
-        if isinstance(node, ast.FunctionDef) and node.name == cls_or_fn:
-            args = node.args.args[len(node.args.args) - len(node.args.defaults):]
-            for a, d in zip(args, node.args.defaults, strict=True):
-                if isinstance(d, ast.Constant):
-                    out[a.arg] = d.value
-    return out
-
-
 def moe_script_settings(recipes: Recipes, ref: str, name: str, precision: str,
                         shape: dict) -> tuple[dict, dict, str]:  # fmt: skip
     """(settings, layout fields, note) of an MoE row whose launch.sh runs a NeMo performance
@@ -934,22 +919,11 @@ def moe_script_settings(recipes: Recipes, ref: str, name: str, precision: str,
     if "recipe.trainer.plugins.grad_reduce_in_fp32=False" in compact:
         settings["main_grads"] = "bf16"
         notes.append("grad_reduce_in_fp32=False (pretrain_performance_optimizations): main_grads bf16")
-    if "run.Config(MegatronTokenDropCallback)" in compact:
-        drop = _defaults(recipes._show(ref, "nemo/lightning/pytorch/callbacks/moe_token_drop.py"),
-                         "__init__")  # fmt: skip
-        factor, pad = drop.get("moe_expert_capacity_factor"), drop.get("moe_pad_expert_input_to_capacity")
-        if isinstance(factor, float | int) and factor > 0 and pad is True:
-            settings["moe_pad_to_capacity"] = True
-            settings["moe_capacity_factor"] = float(factor)
-        notes.append(f"MegatronTokenDropCallback() (capacity factor {factor}, pad to capacity {pad}: "
-                     "moe_token_drop.py defaults)")  # fmt: skip
-    config = next((ast.unparse(c.args[0]) for c in _calls(funcs.get("model"), "run.Config")
-                   if c.args and ast.unparse(c.args[0]).startswith("MixtralConfig")), None)  # fmt: skip
-    if config is not None:
-        base = _defaults(recipes._show(ref, "nemo/collections/llm/gpt/model/mixtral.py"), "MixtralConfig")
-        if isinstance(base.get("moe_token_dispatcher_type"), str):
-            settings["moe_dispatcher"] = base["moe_token_dispatcher_type"]
-        notes.append(f"{config}: dispatcher {base.get('moe_token_dispatcher_type')} (MixtralConfig)")
+    model_fn = funcs.get("model")
+    moe_got, moe_notes = moe_recipe_settings(recipes, ref, ast.unparse(perf_fn),
+                                             ast.unparse(model_fn) if model_fn else "")  # fmt: skip
+    settings.update(moe_got)
+    notes += moe_notes
     fp8_if = [n for n in ast.walk(override) if isinstance(n, ast.If)
               and ast.unparse(n.test) == "args.compute_dtype.lower() == 'fp8'"]  # fmt: skip
     body = " ".join(ast.unparse(st) for n in fp8_if for st in n.body)

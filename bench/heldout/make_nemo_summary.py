@@ -20,9 +20,11 @@ the recipes, when NEMO_GIT_DIR is given and the container has them (NeMo v2.3.0 
 layers, CPU offload layers, selective recompute modules), and for TP > 1 the TP overlap the model's
 recipe switches on (nemo/collections/llm/recipes/<model>.py MegatronCommOverlapCallback
 tp_comm_overlap=True) with the userbuffers configuration its performance script picks for the GPU
-and compute dtype (scripts/performance/llm/pretrain_<model>.py `ub_cfg`). MoE rows take the page
-only: their scripts set the dispatcher, token drop and pipeline layout per GPU in code, not read
-here (confidence low). Rows of models the cost model cannot describe are listed in the output's
+and compute dtype (scripts/performance/llm/pretrain_<model>.py `ub_cfg`). Mixtral's scripts hold no
+MoE code, so its rows take the same reading plus what the recipe's performance mode sets for the
+MoE layers (MOE_RECIPE_MODELS, moe_recipe_settings: token drop at MegatronTokenDropCallback's
+defaults, MixtralConfig's dispatcher); other MoE scripts set the dispatcher, token drop and
+pipeline layout per GPU in code, not read here (confidence low). Rows of models the cost model cannot describe are listed in the output's
 header with the reason.
 """
 
@@ -364,6 +366,58 @@ def fp8_param_gather_of(recipes: Recipes, tag: str, folder: str, model: str, siz
     return value, where
 
 
+def literal_defaults(text: str | None, name: str) -> dict[str, object]:
+    """Literal defaults of a class's annotated fields or a function's keyword arguments (ast)."""
+    out: dict[str, object] = {}
+    for node in ast.walk(ast.parse(text or "")):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for st in node.body:
+                if isinstance(st, ast.AnnAssign) and isinstance(st.value, ast.Constant):
+                    out[ast.unparse(st.target)] = st.value.value
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            args = node.args.args[len(node.args.args) - len(node.args.defaults):]
+            for a, d in zip(args, node.args.defaults, strict=True):
+                if isinstance(d, ast.Constant):
+                    out[a.arg] = d.value
+    return out
+
+
+MOE_RECIPE_MODELS = frozenset({("mixtral", "8x7b"), ("mixtral", "8x22b")})
+"""MoE models whose NeMo performance script holds no MoE code of its own (pretrain_mixtral_8x7b.py
+/ _8x22b.py at v2.2.0 .. v2.4.0: the recipe in performance mode, set_primary_perf_configs, the
+tokenizer), so the recipe module says what ran: recipe_settings as for a dense model, plus
+moe_recipe_settings. Not DeepSeek-V3 (its script sets uneven pipeline stages and, by GPU, the
+dispatcher)."""
+
+
+def moe_recipe_settings(recipes: Recipes, ref: str, performance_source: str, model_source: str) -> tuple[dict, list[str]]:  # fmt: skip
+    """(settings, notes) of an MoE recipe's token drop and dispatcher, read at NeMo `ref`:
+    `run.Config(MegatronTokenDropCallback)` built without arguments in `performance_source` (the
+    code a recipe's performance mode runs) is token drop at the callback's __init__ defaults
+    (nemo/lightning/pytorch/callbacks/moe_token_drop.py: capacity factor, pad to capacity); the
+    dispatcher is the `moe_token_dispatcher_type` default of MixtralConfig (nemo/collections/llm/
+    gpt/model/mixtral.py) where `model_source` builds a `MixtralConfig*`."""
+    compact = re.sub(r"\s+", "", performance_source)
+    settings: dict = {}
+    notes: list[str] = []
+    if "run.Config(MegatronTokenDropCallback)" in compact:
+        drop = literal_defaults(recipes._show(ref, "nemo/lightning/pytorch/callbacks/moe_token_drop.py"),
+                                "__init__")  # fmt: skip
+        factor, pad = drop.get("moe_expert_capacity_factor"), drop.get("moe_pad_expert_input_to_capacity")
+        if isinstance(factor, float | int) and factor > 0 and pad is True:
+            settings["moe_pad_to_capacity"] = True
+            settings["moe_capacity_factor"] = float(factor)
+        notes.append(f"MegatronTokenDropCallback() (capacity factor {factor}, pad to capacity {pad}: "
+                     "moe_token_drop.py defaults)")  # fmt: skip
+    config = re.search(r"run\.Config\((MixtralConfig\w*)", re.sub(r"\s+", "", model_source))
+    if config is not None:
+        base = literal_defaults(recipes._show(ref, "nemo/collections/llm/gpt/model/mixtral.py"), "MixtralConfig")
+        if isinstance(base.get("moe_token_dispatcher_type"), str):
+            settings["moe_dispatcher"] = base["moe_token_dispatcher_type"]
+        notes.append(f"{config.group(1)}: dispatcher {base.get('moe_token_dispatcher_type')} (MixtralConfig)")
+    return settings, notes
+
+
 def _assignments(text: str, attr: str):
     """(function name, statement, the `if` tests around it) of every `<...>.<attr> = ...` statement of
     a module, in its functions and at its top level (_statements)."""
@@ -592,10 +646,11 @@ def record(cells: dict, table: dict, recipes: Recipes, alt: bool) -> dict | str:
     shape = {"num_gpus": n, "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vp": vp, "mbs": mbs, "gbs": gbs,
              "fsdp": zero == 3}  # fmt: skip
     moe = model.get("moe") is not None
-    if moe:
-        # The MoE scripts switch the dispatcher, token drop and uneven PP layouts per GPU in code
-        # (e.g. pretrain_deepseek_v3.py: DeepEP on H100, all-to-all with token drop elsewhere);
-        # none of it is read, so the row keeps the page's settings only.
+    read = not moe or (script_model, size) in MOE_RECIPE_MODELS
+    if not read:
+        # The other MoE scripts switch the dispatcher, token drop and uneven PP layouts per GPU in
+        # code (e.g. pretrain_deepseek_v3.py: DeepEP on H100, all-to-all with token drop
+        # elsewhere); none of it is read, so the row keeps the page's settings only.
         got, layout, note = (
             {},
             {},
@@ -606,9 +661,25 @@ def record(cells: dict, table: dict, recipes: Recipes, alt: bool) -> dict | str:
         got, layout, note = recipe_settings(
             recipes, container, script_model, size, system, "fp8", shape
         )
+    if moe and read and container in TAGS and recipes.git_dir is not None:
+        tag, _folder = TAGS[container]
+        module = f"nemo/collections/llm/recipes/{script_model}_{size}.py"
+        source = recipes.performance_mode_functions(tag, module)
+        perf = ""
+        if source is not None:
+            tree = ast.parse(source[1])
+            perf = "\n".join(ast.unparse(n) for n in tree.body
+                             if isinstance(n, ast.FunctionDef) and n.name in source[2])  # fmt: skip
+        model_fn = next((ast.unparse(n) for n in ast.parse(recipes.recipe_text(tag, script_model, size)).body
+                         if isinstance(n, ast.FunctionDef) and n.name == "model"), "")  # fmt: skip
+        moe_got, moe_notes = moe_recipe_settings(recipes, tag, perf, model_fn)
+        got.update(moe_got)
+        note += "; " + "; ".join([f"{module} performance mode", *moe_notes])
+        if moe_got:
+            confidence = "medium"
     if fp8_recipe and got.get("fp8_recipe", fp8_recipe) != fp8_recipe:
         got.pop("fp8_recipe")  # the page states its scaling: it wins over the script's default
-    if container in TAGS and recipes.git_dir is not None and not model.get("moe"):
+    if container in TAGS and recipes.git_dir is not None and read:
         tag, folder = TAGS[container]
         gather, where = fp8_param_gather_of(recipes, tag, folder, script_model, size,
                                             fp8_recipe or got.get("fp8_recipe"), shape["fsdp"])  # fmt: skip

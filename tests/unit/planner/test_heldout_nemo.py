@@ -264,9 +264,39 @@ def test_committed_records_carry_what_the_scripts_set(records: list[dict]) -> No
     b200 = by_id["nemo-25.02-b200-llama3-405b-128gpu-fp8"]
     assert b200["settings"]["fp8_recipe"] == "delayed"  # 25.02 scripts: bf16_with_fp8_mixed
     assert b200["confidence"] == "low"  # its ub config at v2.2.0 aggregates the ring exchange
+    # Mixtral: the script holds no MoE code, so its recipe's performance mode says what ran
+    # (make_nemo_summary.MOE_RECIPE_MODELS, moe_recipe_settings): token drop at capacity 1.0
     for r in records:
         if r["model"].get("moe"):
-            assert r["confidence"] == "low" and "MoE: dispatcher" in r["notes"]
+            assert "mixtral" in r["id"] and r["confidence"] == "medium"
+            assert r["settings"]["moe_pad_to_capacity"] and r["settings"]["moe_capacity_factor"] == 1.0
+            assert r["settings"]["moe_dispatcher"] == "alltoall" and r["settings"]["main_grads"] == "bf16"
+            assert "mixtral_8x7b.py performance mode" in r["notes"]
+
+
+def test_moe_recipe_settings_read_token_drop_and_the_dispatcher(conv) -> None:
+    """moe_recipe_settings: a MegatronTokenDropCallback built without arguments in the code a
+    recipe's performance mode runs is token drop at the callback's defaults; the dispatcher is
+    MixtralConfig's default where the recipe's model() builds a Mixtral config. Without the
+    callback nothing is stated about capacity."""
+    files = {
+        ("t", "nemo/lightning/pytorch/callbacks/moe_token_drop.py"): (
+            "class MegatronTokenDropCallback:\n    def __init__(self, moe_expert_capacity_factor: float = 1.0,\n"
+            "                 moe_pad_expert_input_to_capacity: bool = True):\n        pass\n"
+        ),
+        ("t", "nemo/collections/llm/gpt/model/mixtral.py"): (
+            "class MixtralConfig(GPTConfig):\n    moe_token_dispatcher_type: str = 'alltoall'\n"
+        ),
+    }
+    rec = _FakeRecipes(conv, files)
+    perf = "def pretrain_performance_optimizations(recipe):\n    recipe.trainer.callbacks.extend([run.Config(MegatronTokenDropCallback)])\n"
+    model = "def model():\n    return run.Config(MixtralModel, config=run.Config(MixtralConfig8x7B))\n"
+    settings, notes = conv.moe_recipe_settings(rec, "t", perf, model)
+    assert settings == {"moe_pad_to_capacity": True, "moe_capacity_factor": 1.0, "moe_dispatcher": "alltoall"}
+    assert any("capacity factor 1.0" in n for n in notes)
+    settings, _ = conv.moe_recipe_settings(rec, "t", "def f(recipe):\n    return recipe\n", model)
+    assert settings == {"moe_dispatcher": "alltoall"}
+    assert conv.literal_defaults("def f(a, b: int = 2, c='x'):\n    pass\n", "f") == {"b": 2, "c": "x"}
 
 
 def test_gradient_dtype_read_from_the_scripts(conv) -> None:

@@ -39,3 +39,24 @@ def test_implied_attention_speed_by_hand() -> None:
     flops = 2 * 65536 * 32768 * 12 * 128
     assert abs(priced / (12 * 2 * 3.5 * flops / 97e12) - 1) < 1e-5
     assert implied > 0 and abs(implied_tflops - tflops * priced / implied) < 1e-9
+
+
+def test_tp_overlap_configs_variants_by_hand() -> None:
+    """bench/tp_overlap_configs.py: the three pricings differ only in the TP-overlap settings, and
+    each (configuration, GPU) cell collects the rows that state it."""
+    import sys
+
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location("tp_overlap_configs_t", BENCH / "tp_overlap_configs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    runs = yaml.safe_load((BENCH / "heldout" / "mbridge_performance_summary.yaml").read_text())
+    run = next(r for r in runs if r["id"] == "mbridge-26.04.01-h100-llama3.1-405b-fp8")
+    named, te, off = (module.variant(run, v) for v in module.VARIANTS)
+    assert named == run and te["settings"]["tp_overlap"] == "te_default"
+    assert off["settings"]["tp_comm_overlap"] is False and "tp_overlap" not in off["settings"]
+    assert {k: v for k, v in te.items() if k != "settings"} == {k: v for k, v in run.items() if k != "settings"}
+    cells = module.table([run])
+    ((key, rows),) = cells.items()
+    assert key == ("userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192", "h100-sxm-80gb")
+    assert len(rows) == 1 and rows[0][0] > rows[0][2]  # the named overlap hides TP time here

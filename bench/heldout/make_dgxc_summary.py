@@ -49,8 +49,7 @@ What a record takes, and from where:
   its setup.sh pins (perf_script_settings, make_nemo_summary.recipe_settings), with the launch's
   own --cuda_graphs flag (launch_cuda_graphs); Grok-1's script, which builds its recipe in its own
   code, by moe_script_settings (token drop, dispatcher, TP overlap, gradient dtype, fp8). Not read,
-  said in the notes: dgxc's own pretrain_llama31.py of 25.04 beyond its TP overlap and precision,
-  DeepSeek-V3's script-coded settings (uneven pipeline stages and a multi-token-prediction layer
+  said in the notes: DeepSeek-V3's script-coded settings (uneven pipeline stages and a multi-token-prediction layer
   the records' schema cannot state; those rows are `confidence: low`).
 - Duplicates: a configuration a README published before with the same figure is one record (the
   notes list the later releases); another figure in the same container replaces it (a revision);
@@ -1029,7 +1028,19 @@ def own_script_settings(readme: Readme, path: str, size: str, precision: str, gp
         if value is False and not replaced:
             settings["main_grads"] = "bf16"
             notes.append(f"grad_reduce_in_fp32=False ({where}): main_grads bf16")
-    notes.append("its CUDA graphs (llama31_utils.py auto configs) not read")
+    folder = path.rsplit("/", 1)[0]
+    launch = readme.file(f"{folder}/launch.sh") or ""
+    ctx = shell_context(size, precision, gpu, shape.get("num_gpus", 0))
+    utils = readme.file(f"{folder}/llama31_utils.py") if "llama31_utils" in text else None
+    if launch_cuda_graphs(launch, ctx)[0] is not None:
+        settings, graph_note = with_launch_graphs(settings, launch, ctx, shape)
+        notes.append(graph_note)
+    elif utils and re.search(r"enable_cuda_graphs = args\.cuda_graphs\s+enable_cuda_graphs = False if "
+                             r"enable_cuda_graphs is None", utils):  # fmt: skip
+        notes.append("no CUDA graphs (the launch.sh passes no --cuda_graphs; llama31_utils.py "
+                     "llama31_auto_configs: None -> False)")  # fmt: skip
+    else:
+        notes.append("its CUDA graphs (llama31_utils.py auto configs) not read")
     return settings, {}, "; ".join(notes)
 
 

@@ -400,6 +400,36 @@ def test_own_script_settings_read_the_case_of_the_row_size(conv, tmp_path: Path)
     )
     assert settings["main_grads"] == "bf16"
     assert "pretrain_performance_optimizations, performance_mode=True" in note
+    assert "its CUDA graphs (llama31_utils.py auto configs) not read" in note  # no utils here
+
+
+def test_own_script_cuda_graphs_from_the_launch_and_the_utils(conv, tmp_path: Path) -> None:
+    """dgxc 25.04's llama31_utils.py turns an absent --cuda_graphs into False; a launch that
+    passes none leaves the row without graphs, one that passes true states them."""
+    utils = (
+        "def llama31_auto_configs(args):\n    enable_cuda_graphs = args.cuda_graphs\n"
+        "    enable_cuda_graphs = False if enable_cuda_graphs is None else bool(int(enable_cuda_graphs))\n"
+    )
+
+    def own(name: str, launch: str):
+        repo = tmp_path / name
+        (repo / "llama3.1").mkdir(parents=True)
+        (repo / "llama3.1" / "pretrain_llama31.py").write_text("from llama31_utils import x\n" + OWN_SCRIPT)
+        (repo / "llama3.1" / "llama31_utils.py").write_text(utils)
+        (repo / "llama3.1" / "launch.sh").write_text(launch)
+        (repo / "llama3.1" / "README.md").write_text("Training step time (seconds per step)\n")
+        _git(repo, "init", "-q")
+        _git(repo, "add", ".")
+        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v25.04")
+        (readme,) = conv.readmes(str(repo / ".git"))
+        return conv.own_script_settings(readme, "llama3.1/pretrain_llama31.py", "70b", "fp8", "H100",
+                                        {"tp": 4, "fsdp": False}, _recipes(conv), "f" * 40)  # fmt: skip
+
+    settings, _, note = own("none", "python3 -m scripts.performance.llm.pretrain_llama31 -g h100\n")
+    assert "cuda_graphs" not in settings and "no CUDA graphs (the launch.sh passes no --cuda_graphs" in note
+    settings, _, note = own("on", "python3 -m scripts.performance.llm.pretrain_llama31 --cuda_graphs true\n")
+    assert settings["cuda_graphs"] is True and "launch.sh --cuda_graphs true" in note
+
 
 
 GROK_SCRIPT = '''

@@ -840,7 +840,11 @@ def with_launch_graphs(settings: dict, launch: str, ctx: dict[str, str], shape: 
     get_user_configs: the flag, where given, replaces the recommended-config CSV's value;
     set_primary_perf_configs drops graphs under Megatron-FSDP), and a note; unchanged where the
     launch passes no flag this reader can resolve (launch_cuda_graphs)."""
-    value, where = launch_cuda_graphs(launch, ctx)
+    return graphs_applied(settings, *launch_cuda_graphs(launch, ctx), shape)
+
+
+def graphs_applied(settings: dict, value: bool | None, where: str, shape: dict) -> tuple[dict, str]:
+    """with_launch_graphs on an already resolved launch_cuda_graphs (value, where)."""
     if value is None:
         return settings, where
     out = dict(settings)
@@ -923,20 +927,41 @@ def moe_script_settings(recipes: Recipes, ref: str, name: str, precision: str,
                                              ast.unparse(model_fn) if model_fn else "")  # fmt: skip
     settings.update(moe_got)
     notes += moe_notes
-    fp8_if = [n for n in ast.walk(override) if isinstance(n, ast.If)
-              and ast.unparse(n.test) == "args.compute_dtype.lower() == 'fp8'"]  # fmt: skip
-    body = " ".join(ast.unparse(st) for n in fp8_if for st in n.body)
-    if precision == "fp8" and "recipe.trainer.plugins = bf16_with_fp8_mixed()" in body:
-        settings["fp8_recipe"] = "delayed"
-        notes.append("fp8 delayed scaling (bf16_with_fp8_mixed)")
-        if "recipe.trainer.plugins.grad_reduce_in_fp32 = False" not in body:
+    fp8 = fp8_branch(override, precision, recipes, ref, shape["fsdp"])
+    if fp8 is not None:
+        fp8_settings, bf16_grads, fp8_notes = fp8
+        if not bf16_grads:
             settings.pop("main_grads", None)  # the new plug-in's own default: fp32
-        gather, where = fp8_param_gather_of(recipes, ref, PERF_SCRIPTS, "", "", "delayed", shape["fsdp"])
+        settings.update(fp8_settings)
+        notes += fp8_notes
+    return settings, {}, "; ".join(notes)
+
+
+def fp8_branches(fn: ast.FunctionDef) -> list[ast.If]:
+    """A performance script's `if args.compute_dtype.lower() == "fp8":` blocks in `fn`."""
+    return [n for n in ast.walk(fn) if isinstance(n, ast.If)
+            and ast.unparse(n.test) == "args.compute_dtype.lower() == 'fp8'"]  # fmt: skip
+
+
+def fp8_branch(fn: ast.FunctionDef, precision: str, recipes: Recipes, ref: str | None,
+               fsdp: bool) -> tuple[dict, bool, list[str]] | None:  # fmt: skip
+    """What a script's `if args.compute_dtype.lower() == "fp8":` branch in `fn` sets for an fp8
+    row that plugs in `bf16_with_fp8_mixed()`: (settings: delayed scaling and the factory's fp8
+    parameter gather at `ref`, whether the branch sets grad_reduce_in_fp32 = False, notes); None
+    for another row or branch."""
+    body = " ".join(ast.unparse(st) for n in fp8_branches(fn) for st in n.body)
+    if precision != "fp8" or "recipe.trainer.plugins = bf16_with_fp8_mixed()" not in body:
+        return None
+    settings: dict = {"fp8_recipe": "delayed"}
+    notes = ["fp8 delayed scaling (bf16_with_fp8_mixed)"]
+    bf16_grads = "recipe.trainer.plugins.grad_reduce_in_fp32 = False" in body
+    if ref:
+        gather, where = fp8_param_gather_of(recipes, ref, PERF_SCRIPTS, "", "", "delayed", fsdp)
         if gather:
             settings["fp8_params"] = True
         if gather is not None:
             notes.append(f"fp8_param_gather={gather} ({where})")
-    return settings, {}, "; ".join(notes)
+    return settings, bf16_grads, notes
 
 
 def own_script_settings(readme: Readme, path: str, size: str, precision: str, gpu: str,
@@ -994,22 +1019,17 @@ def own_script_settings(readme: Readme, path: str, size: str, precision: str, gp
     elif shape["tp"] > 1:
         notes.append("TP overlap not read (no ub_cfg for this size / GPU, or the recipe's callback "
                      "not found)")  # fmt: skip
-    fp8 = [n for n in ast.walk(fn) if isinstance(n, ast.If)
-           and ast.unparse(n.test) == "args.compute_dtype.lower() == 'fp8'"]  # fmt: skip
-    body = " ".join(ast.unparse(st) for n in fp8 for st in n.body)
-    if precision == "fp8" and "recipe.trainer.plugins = bf16_with_fp8_mixed()" in body:
-        settings["fp8_recipe"] = "delayed"
-        notes.append("fp8 delayed scaling (bf16_with_fp8_mixed)")
-        if "recipe.trainer.plugins.grad_reduce_in_fp32 = False" in body:
+    fp8 = fp8_branches(fn)
+    fp8_got = fp8_branch(fn, precision, recipes, ref, shape["fsdp"])
+    if fp8_got is not None:
+        fp8_settings, bf16_grads, fp8_notes = fp8_got
+        settings["fp8_recipe"] = fp8_settings.pop("fp8_recipe")
+        notes.append(fp8_notes[0])
+        if bf16_grads:
             settings["main_grads"] = "bf16"
             notes.append("grad_reduce_in_fp32=False: main_grads bf16")
-        if ref:
-            gather, where = fp8_param_gather_of(recipes, ref, PERF_SCRIPTS, "", "", "delayed",
-                                                shape["fsdp"])  # fmt: skip
-            if gather:
-                settings["fp8_params"] = True
-            if gather is not None:
-                notes.append(f"fp8_param_gather={gather} ({where})")
+        settings.update(fp8_settings)
+        notes += fp8_notes[1:]
     if "main_grads" not in settings and ref and module:
         # the recipe built with performance_mode=True: its own grad_reduce_in_fp32, unless this
         # function plugs in another precision plugin for the row's dtype
@@ -1032,8 +1052,9 @@ def own_script_settings(readme: Readme, path: str, size: str, precision: str, gp
     launch = readme.file(f"{folder}/launch.sh") or ""
     ctx = shell_context(size, precision, gpu, shape.get("num_gpus", 0))
     utils = readme.file(f"{folder}/llama31_utils.py") if "llama31_utils" in text else None
-    if launch_cuda_graphs(launch, ctx)[0] is not None:
-        settings, graph_note = with_launch_graphs(settings, launch, ctx, shape)
+    graphs, where = launch_cuda_graphs(launch, ctx)
+    if graphs is not None:
+        settings, graph_note = graphs_applied(settings, graphs, where, shape)
         notes.append(graph_note)
     elif utils and re.search(r"enable_cuda_graphs = args\.cuda_graphs\s+enable_cuda_graphs = False if "
                              r"enable_cuda_graphs is None", utils):  # fmt: skip

@@ -665,14 +665,11 @@ def record(cells: dict, table: dict, recipes: Recipes, alt: bool) -> dict | str:
         tag, _folder = TAGS[container]
         module = f"nemo/collections/llm/recipes/{script_model}_{size}.py"
         source = recipes.performance_mode_functions(tag, module)
-        perf = ""
-        if source is not None:
-            tree = ast.parse(source[1])
-            perf = "\n".join(ast.unparse(n) for n in tree.body
-                             if isinstance(n, ast.FunctionDef) and n.name in source[2])  # fmt: skip
-        model_fn = next((ast.unparse(n) for n in ast.parse(recipes.recipe_text(tag, script_model, size)).body
-                         if isinstance(n, ast.FunctionDef) and n.name == "model"), "")  # fmt: skip
-        moe_got, moe_notes = moe_recipe_settings(recipes, tag, perf, model_fn)
+        called = source[2] if source is not None else set()
+        funcs = {n.name: ast.unparse(n) for n in ast.parse(recipes.recipe_text(tag, script_model, size)).body
+                 if isinstance(n, ast.FunctionDef)}  # fmt: skip
+        perf = "\n".join(text for name, text in funcs.items() if name in called)
+        moe_got, moe_notes = moe_recipe_settings(recipes, tag, perf, funcs.get("model", ""))
         got.update(moe_got)
         note += "; " + "; ".join([f"{module} performance mode", *moe_notes])
         if moe_got:

@@ -370,18 +370,24 @@ def _recipes(conv):
     return rec
 
 
-def test_own_script_settings_read_the_case_of_the_row_size(conv, tmp_path: Path) -> None:
-    """dgxc 25.04's llama3.1/pretrain_llama31.py: the `match args.model_size` case names the NeMo
-    recipe (whose callback turns TP overlap on) and the userbuffers config by GPU and dtype; the
-    fp8 branch is delayed scaling with bf16 gradients. The 8B case sets no overlap."""
-    repo = tmp_path / "dgxc"
+def _llama31_release(conv, repo: Path, files: dict[str, str]):
+    """A one-commit dgxc history ("v25.04") of llama3.1/ holding `files` and a README with a
+    step-time table heading; its one Readme."""
     (repo / "llama3.1").mkdir(parents=True)
-    (repo / "llama3.1" / "pretrain_llama31.py").write_text(OWN_SCRIPT)
-    (repo / "llama3.1" / "README.md").write_text("Training step time (seconds per step)\n")
+    for name, text in {**files, "README.md": "Training step time (seconds per step)\n"}.items():
+        (repo / "llama3.1" / name).write_text(text)
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v25.04")
     (readme,) = conv.readmes(str(repo / ".git"))
+    return readme
+
+
+def test_own_script_settings_read_the_case_of_the_row_size(conv, tmp_path: Path) -> None:
+    """dgxc 25.04's llama3.1/pretrain_llama31.py: the `match args.model_size` case names the NeMo
+    recipe (whose callback turns TP overlap on) and the userbuffers config by GPU and dtype; the
+    fp8 branch is delayed scaling with bf16 gradients. The 8B case sets no overlap."""
+    readme = _llama31_release(conv, tmp_path / "dgxc", {"pretrain_llama31.py": OWN_SCRIPT})
     shape = {"tp": 4, "fsdp": False}
     settings, layout, note = conv.own_script_settings(
         readme, "llama3.1/pretrain_llama31.py", "70b", "fp8", "H100", shape, _recipes(conv), "f" * 40
@@ -412,16 +418,9 @@ def test_own_script_cuda_graphs_from_the_launch_and_the_utils(conv, tmp_path: Pa
     )
 
     def own(name: str, launch: str):
-        repo = tmp_path / name
-        (repo / "llama3.1").mkdir(parents=True)
-        (repo / "llama3.1" / "pretrain_llama31.py").write_text("from llama31_utils import x\n" + OWN_SCRIPT)
-        (repo / "llama3.1" / "llama31_utils.py").write_text(utils)
-        (repo / "llama3.1" / "launch.sh").write_text(launch)
-        (repo / "llama3.1" / "README.md").write_text("Training step time (seconds per step)\n")
-        _git(repo, "init", "-q")
-        _git(repo, "add", ".")
-        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v25.04")
-        (readme,) = conv.readmes(str(repo / ".git"))
+        script = "from llama31_utils import x\n" + OWN_SCRIPT
+        files = {"pretrain_llama31.py": script, "llama31_utils.py": utils, "launch.sh": launch}
+        readme = _llama31_release(conv, tmp_path / name, files)
         return conv.own_script_settings(readme, "llama3.1/pretrain_llama31.py", "70b", "fp8", "H100",
                                         {"tp": 4, "fsdp": False}, _recipes(conv), "f" * 40)  # fmt: skip
 

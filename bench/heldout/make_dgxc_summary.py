@@ -912,10 +912,9 @@ def moe_script_settings(recipes: Recipes, ref: str, name: str, precision: str,
             settings["tp_overlap"] = ub.id
             notes.append(f"tp_comm_overlap (pretrain_performance_optimizations), config {ub.id} "
                          "(override_recipe_configs, for every GPU)")  # fmt: skip
-            if diffs := recipes.ub_differences(ref, ub.id):
+            if differs := recipes.ub_difference_note(ref, ub.id, ref[:10]):
                 settings["_ub_differs"] = True
-                notes.append("priced with the cost model's definition of that name, which differs "
-                             f"from NeMo's at {ref[:10]}: " + ", ".join(diffs))  # fmt: skip
+                notes.append(differs)
         else:
             notes.append("tp_comm_overlap (pretrain_performance_optimizations), its userbuffers "
                          "configuration not read: TE defaults")  # fmt: skip
@@ -1012,10 +1011,9 @@ def own_script_settings(readme: Readme, path: str, size: str, precision: str, gp
         settings["tp_comm_overlap"] = True
         settings["tp_overlap"] = ub
         notes.append(f"tp_comm_overlap ({module} @{ref[:10]}), config {ub} (ub_cfg)")
-        if diffs := recipes.ub_differences(ref, ub):  # as recipe_settings: NeMo's vs the model's
+        if differs := recipes.ub_difference_note(ref, ub, ref[:10]):  # as recipe_settings
             settings["_ub_differs"] = True
-            notes.append("priced with the cost model's definition of that name, which differs from "
-                         f"NeMo's at {ref[:10]}: " + ", ".join(diffs))  # fmt: skip
+            notes.append(differs)
     elif shape["tp"] > 1:
         notes.append("TP overlap not read (no ub_cfg for this size / GPU, or the recipe's callback "
                      "not found)")  # fmt: skip

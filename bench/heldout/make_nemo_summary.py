@@ -221,6 +221,15 @@ class Recipes:
             return out
         return [f"{name} not defined at {tag}"]
 
+    def ub_difference_note(self, tag: str, name: str, at: str) -> str | None:
+        """The note a record carries where `name`'s definition at `tag` differs from the cost
+        model's (ub_differences; `at` names the commit in it), None where they agree."""
+        diffs = self.ub_differences(tag, name)
+        if not diffs:
+            return None
+        return ("priced with the cost model's definition of that name, which differs from NeMo's "
+                f"at {at}: " + ", ".join(diffs))  # fmt: skip
+
     def recipe_text(self, tag: str, model: str, size: str) -> str:
         return self._show(tag, f"nemo/collections/llm/recipes/{model}_{size}.py") or ""
 
@@ -523,10 +532,9 @@ def recipe_settings(recipes: Recipes, container: str, model: str, size: str, sys
         taken.append(
             f"tp_comm_overlap (recipes/{model}_{size}.py @{tag}), config {name} ({source})"
         )
-        if name != "te_default" and (diffs := recipes.ub_differences(tag, name)):
+        if name != "te_default" and (differs := recipes.ub_difference_note(tag, name, tag)):
             settings["_ub_differs"] = True
-            taken.append("priced with the cost model's definition of that name, which differs from "
-                         f"NeMo's at {tag}: " + ", ".join(diffs))  # fmt: skip
+            taken.append(differs)
     elif shape["tp"] > 1:
         settings["tp_comm_overlap"] = False
         taken.append(

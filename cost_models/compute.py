@@ -1656,6 +1656,16 @@ def recomputed_matmuls(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
     return gemms
 
 
+MTP_JOIN_BYTES = (4 + 4 + 8 + 4, 6 + 6 + 8 + 6)
+"""HBM bytes per element of [tokens / sequence-parallel shard, hidden] that one multi-token-
+prediction depth's join to the trunk moves, (forward, backward) (megatron/core/transformer/
+multi_token_prediction.py MultiTokenPredictionLayer._concat_embeddings and _postprocess): enorm on
+the shifted tokens' embedding, hnorm on the trunk's hidden state and final_layernorm after the
+depth's layer (read 2 + write 2 B each; backward reads the gradient and the input and writes the
+input's gradient, 6 B), and the torch.cat of the two normed halves into eh_proj's [., 2h] input
+(read 2 + 2, write 4 B; its backward splits the gradient back, the same bytes)."""
+
+
 def lm_head_time(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -1664,25 +1674,58 @@ def lm_head_time(
     layout: Layout,
     book: KernelBook | None = None,
 ) -> LayerTime:
-    """Output projection and the fp32 cross-entropy over the vocabulary shard (last stage)."""
+    """Output projection and the fp32 cross-entropy over the vocabulary shard (last stage).
+
+    Under multi-token prediction (ModelSpec.mtp_num_layers = D) the last stage also runs, per
+    depth, what joins that depth's transformer layer (priced as a layer, pipeline.with_mtp) to
+    the trunk and to its loss (megatron/core/transformer/multi_token_prediction.py): the look-up
+    of the shifted tokens in its own copy of the embedding (embedding_time, the dense weight
+    gradient included), the norms and concatenation (MTP_JOIN_BYTES), eh_proj, a column-parallel
+    Linear(2h -> h) run under the fp8 context (_proj_and_transformer_layer), and the shared
+    output layer and cross-entropy once more (process_mtp_loss). The eh_proj output's TP
+    all-gather and the embedding copy's gradient all-reduce with the first stage are not priced
+    (nor are the LM head's own TP collectives)."""
     t = tokens_per_gpu(workload, layout)
     vocab = model.vocab_size or 0
-    gemms = [Gemm(t, vocab / layout.tp, model.hidden_size, fp8_capable=False)]
+    depth = model.mtp_num_layers
+    h = model.hidden_size
+    gemms = [Gemm(t, vocab / layout.tp, h, count=1 + depth, fp8_capable=False)]
     # Cross-entropy in fp32 over the logits: read bf16 logits, softmax, write fp32 grad (~3 passes).
-    ce_bytes = t * vocab / layout.tp * (BF16_BYTES + 4 + 4)
+    ce_bytes = (1 + depth) * t * vocab / layout.tp * (BF16_BYTES + 4 + 4)
     gemm_bwd_s, looks = None, ()
     if book is None:
         gemm_s = gemm_time_s(gemms, gpu, cal, fp8=False)
     else:
         gemm_s, gemm_bwd_s, looks = gemm_passes_s(gemms, gpu, cal, False, book)
+    hbm_s = hbm_bytes_per_s(gpu, cal)
+    elementwise_s = ce_bytes / hbm_s
+    elementwise_bwd_s = 2 * elementwise_s
+    if depth:
+        proj = [Gemm(t, h / layout.tp, 2 * h, count=depth)]
+        fp8 = workload.precision in LOW_PRECISION
+        if book is None:
+            proj_s = gemm_time_s(proj, gpu, cal, fp8)
+            gemm_s += proj_s
+        else:
+            proj_s, proj_bwd_s, proj_looks = gemm_passes_s(proj, gpu, cal, fp8, book)
+            gemm_s += proj_s
+            gemm_bwd_s = (gemm_bwd_s or 0.0) + proj_bwd_s
+            looks = (*looks, *proj_looks)
+        gemms += proj
+        rows = t / (layout.tp if layout.sequence_parallel else 1)
+        embed = embedding_time(model, gpu, cal, workload, layout)
+        join_fwd, join_bwd = (depth * rows * h * b / hbm_s for b in MTP_JOIN_BYTES)
+        elementwise_s += depth * embed.elementwise_s + join_fwd
+        elementwise_bwd_s += depth * (embed.backward_s - embed.overhead_s) + join_bwd
     return LayerTime(
         gemm_s=gemm_s,
         attention_s=0.0,
-        elementwise_s=ce_bytes / hbm_bytes_per_s(gpu, cal),
-        overhead_s=cal.kernel_overhead_s,
+        elementwise_s=elementwise_s,
+        overhead_s=(1 + depth) * cal.kernel_overhead_s,
         model_flops=sum(g.flops for g in gemms),
         gemm_backward_s=gemm_bwd_s,
         lookups=looks,
+        elementwise_backward_s=elementwise_bwd_s,
     )
 
 
@@ -1736,7 +1779,10 @@ def embedding_time(
 
 def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     """Forward FLOPs per token (PaLM App. B convention, causal attention), all layers + LM head;
-    sliding-window layers count the pairs their window attends (kernels.attended_keys)."""
+    sliding-window layers count the pairs their window attends (kernels.attended_keys). Multi-
+    token-prediction depths count as Megatron's num_floating_point_operations counts them
+    (megatron/training/training.py): one more layer of the last layer's kind, eh_proj and one
+    more LM head each (the norms' 3h are left out, as every norm is here)."""
     one = Layout()
     attn = sum(g.flops for g in attention_gemms(model, 1, 1))
     d_qk, d_v = head_dims(model)
@@ -1758,6 +1804,18 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
         n_win = sum(1 for i in windowed if i >= k)
         total += model.num_moe_layers * (attn + scores + moe_mlp)
         total -= n_win * scores * (1.0 - ratio)
+    depth = model.mtp_num_layers
+    if depth:
+        h = model.hidden_size
+        if model.num_moe_layers:
+            mlp = sum(g.flops for g in moe_gemms(model, 1, one))
+        else:
+            assert model.ffn_hidden_size is not None
+            mlp = sum(g.flops for g in mlp_gemms(model, 1, model.ffn_hidden_size, 1))
+        last = attn + scores + mlp
+        if window and model.num_layers - 1 in windowed:
+            last -= scores * (1.0 - ratio)
+        total += depth * (last + 2.0 * 2 * h * h + (model.vocab_size or 0) * h * 2.0)
     return total
 
 

@@ -32,7 +32,7 @@ from typing import Literal
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, field_validator
 
 from .memory import moment_bytes, stage_params, state_bytes
-from .pipeline import stage_layers
+from .pipeline import stage_layers, with_mtp
 from .specs import Cluster, Estimate, InputSpec, Layout, ModelSpec, Spec, Workload
 
 SECONDS_PER_DAY = 86_400.0
@@ -283,7 +283,8 @@ def checkpoint_size(
     max_rank = total = 0.0
     for r, layers in enumerate(stage_layers(model, layout, layers_per_stage)):
         nd = sum(1 for i in layers if i < first_moe)
-        sp = stage_params(model, layout, nd, len(layers) - nd, r)
+        nd, nm = with_mtp(model, layout, r, (nd, len(layers) - nd))  # the last stage's MTP too
+        sp = stage_params(model, layout, nd, nm, r)
         balanced = per_param * (sp.dense / (layout.dp * layout.cp) + sp.expert / expert_rep)
         total += balanced * ranks_per_stage
         rank = balanced

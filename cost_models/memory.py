@@ -26,6 +26,7 @@ from .params import (
     expert_params,
     lm_head_params,
     mlp_matrices,
+    mtp_join_params,
 )
 from .specs import LOW_PRECISION, Generation, Layout, ModelSpec, Workload
 from .units import GIB  # noqa: F401 (re-exported: byte counts here are read in GiB)
@@ -82,9 +83,12 @@ def stage_params(
         embed = embedding_params(model) / layout.tp
         dense += embed
     if stage == layout.pp - 1:
-        head = lm_head_params(model)
-        if model.tied_embeddings and layout.pp > 1:
-            head += (model.vocab_size or 0) * model.hidden_size  # its own copy, grads tied
+        head = lm_head_params(model) + mtp_join_params(model)
+        if (model.tied_embeddings or model.mtp_num_layers) and layout.pp > 1:
+            # its own copy of the word embedding, grads tied with the first stage's (the LM
+            # head's weight, or MTP's look-up: GPTModel builds the embedding where pre_process
+            # or mtp_process)
+            head += (model.vocab_size or 0) * model.hidden_size
         head /= layout.tp
         dense += head
     dense_tensors, expert_tensors = stage_tensors(model, layout, num_dense, num_moe, stage)
@@ -131,6 +135,10 @@ def stage_tensors(
         dense += 2 if model.position_embedding_kind == "learned" else 1
     if stage == layout.pp - 1:
         dense += norm + (0 if model.tied_embeddings and layout.pp == 1 else 1)
+        # per MTP depth: enorm, hnorm, eh_proj, final_layernorm (MultiTokenPredictionLayer),
+        # and the embedding copy where the first stage is another rank
+        dense += model.mtp_num_layers * (3 * norm + 1)
+        dense += 1 if model.mtp_num_layers and not model.tied_embeddings and layout.pp > 1 else 0
     return dense, expert
 
 
@@ -693,15 +701,34 @@ are four fp32 logit-sized tensors alive at once (the forward peaks lower, at bf1
 fp32 tensors = 14 B)."""
 
 
+MTP_SAVED_BYTES = 2 + 2 + 4 + 2
+"""Bytes per element of [tokens / sequence-parallel shard, hidden] one multi-token-prediction
+depth saves for backward beyond its transformer layer (megatron/core/transformer/
+multi_token_prediction.py _concat_embeddings, _postprocess): the bf16 inputs of enorm and hnorm,
+eh_proj's [., 2h] input (a column-parallel Linear under sequence parallelism saves the shard it
+all-gathers) and the final_layernorm's input."""
+
+
 def logits_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
-    """Peak loss-related bytes for one micro-batch's logits on the last stage (LOGIT_BYTES)."""
+    """Peak loss-related bytes for one micro-batch's logits on the last stage (LOGIT_BYTES).
+
+    Under multi-token prediction each depth's loss runs in the forward before the main one
+    (GPTModel._postprocess calls process_mtp_loss before the output layer's logits), so the
+    1 + mtp_num_layers losses' saved logits are alive together, with each depth's MTP_SAVED_BYTES
+    (its transformer layer's activations are counted as a layer's, pipeline.with_mtp)."""
     per_logit = LOGIT_BYTES[workload.cross_entropy]
     if workload.cross_entropy == "eager_fp32" and layout.tp > 1:
         per_logit = LOSS_PARALLEL_BYTES_PER_LOGIT
     if workload.logits_alive_in_backward and workload.cross_entropy == "eager_fp32":
         # the step still references the bf16 logits while the loss backward runs
         per_logit += BF16_BYTES
-    return tokens_per_gpu(workload, layout) * (model.vocab_size or 0) / layout.tp * per_logit
+    t = tokens_per_gpu(workload, layout)
+    depth = model.mtp_num_layers
+    logits = (1 + depth) * t * (model.vocab_size or 0) / layout.tp * per_logit
+    if not depth:
+        return logits
+    rows = t / (layout.tp if layout.sequence_parallel else 1)
+    return logits + depth * rows * model.hidden_size * MTP_SAVED_BYTES
 
 
 def kept_outputs_bytes(

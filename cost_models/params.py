@@ -69,6 +69,17 @@ def lm_head_params(model: ModelSpec) -> int:
     return head + model.hidden_size
 
 
+def mtp_join_params(model: ModelSpec) -> int:
+    """What each multi-token-prediction depth adds beyond its transformer layer (a layer like
+    the decoder's, memory.stage_params counts it with the last stage's layers) and the shared
+    embedding and output layer: eh_proj [2h, h] and the enorm, hnorm and final_layernorm scales
+    (megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer). Not in
+    total_params: the model cards count the network served (DeepSeek-V3's 671B leaves its MTP
+    module's 14B out)."""
+    h = model.hidden_size
+    return model.mtp_num_layers * (2 * h * h + 3 * h)
+
+
 def layer_params(model: ModelSpec, layer: int, *, active_only: bool = False) -> int:
     """All parameters of transformer layer `layer` (0-based)."""
     is_moe = model.moe is not None and layer >= model.moe.first_k_dense_layers

@@ -33,6 +33,22 @@ def chunk_layer_counts(num_layers: int, num_chunks: int) -> list[int]:
     return counts
 
 
+def even_chunk_counts(model: ModelSpec, num_chunks: int) -> list[int]:
+    """The cost model's even split of `model`'s decoder layers (chunk_layer_counts), with its
+    multi-token-prediction layers counted as layers of the last chunk, where with_mtp prices
+    them: that chunk takes as many decoder layers fewer (Megatron-Bridge's DeepSeek-V3 layouts do
+    the same, recipes/deepseek/h100/deepseek_v3.py _get_deepseek_v3_pipeline_layout: at pp 16
+    `["decoder"] * 4` per stage and `["decoder", "mtp", "loss"]` last). Where the last chunk
+    would so hold no decoder layer, the plain even split."""
+    depth = model.mtp_num_layers
+    if depth:
+        counts = chunk_layer_counts(model.num_layers + depth, num_chunks)
+        if counts[-1] > depth:
+            counts[-1] -= depth
+            return counts
+    return chunk_layer_counts(model.num_layers, num_chunks)
+
+
 def split_slots(layout: Layout) -> tuple[int, int]:
     """(embedding, loss) decoder-layer slots the layout's split counts: Megatron-Core's
     account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split (each 0 or 1)."""
@@ -63,10 +79,10 @@ def accounted_chunk_counts(num_layers: int, num_chunks: int, slots: tuple[int, i
 def layout_chunk_counts(model: ModelSpec, layout: Layout) -> list[int]:
     """Decoder layers per model chunk (pp * vp chunks, model order) of the layout's own split:
     Megatron's accounted split when the layout counts the embedding or the loss
-    (accounted_chunk_counts), else the cost model's (chunk_layer_counts)."""
+    (accounted_chunk_counts), else the cost model's (even_chunk_counts)."""
     slots = split_slots(layout)
     if slots == (0, 0):
-        return chunk_layer_counts(model.num_layers, layout.pp * layout.vp)
+        return even_chunk_counts(model, layout.pp * layout.vp)
     return accounted_chunk_counts(model.num_layers, layout.pp * layout.vp, slots)
 
 
@@ -85,6 +101,29 @@ def stage_layers(
         stages[chunk % p].extend(range(start, start + n))
         start += n
     return stages
+
+
+def with_mtp(
+    model: ModelSpec, layout: Layout, rank: int, counts: tuple[int, int]
+) -> tuple[int, int]:
+    """(dense, MoE) transformer layers pipeline rank `rank` runs when it holds `counts` decoder
+    layers: on the last rank, also the model's multi-token-prediction layers
+    (ModelSpec.mtp_num_layers), each one transformer layer of the last decoder layer's kind.
+
+    Megatron-Core puts every MTP layer on the last pipeline stage unless a
+    pipeline_model_parallel_layout places them (docs/user-guide/features/
+    multi_token_prediction.md, "Pipeline Parallel Layout for MTP"), builds each from the decoder's
+    own layer spec (transformer/multi_token_prediction.py MultiTokenPredictionLayer:
+    mtp_model_layer), and counts them so in its FLOPs (training/training.py
+    num_floating_point_operations: num_moe_layers += last_layer_is_moe * mtp_num_layers). Their
+    projection, norms, embedding look-up and LM-head pass are the LM head's (compute.lm_head_time,
+    memory.stage_params)."""
+    depth = model.mtp_num_layers
+    if not depth or rank != layout.pp - 1:
+        return counts
+    if model.num_moe_layers:
+        return counts[0], counts[1] + depth
+    return counts[0] + depth, counts[1]
 
 
 def inflight_chunks(layout: Layout, rank: int, num_microbatches: int) -> float:

@@ -50,6 +50,7 @@ from .pipeline import (
     schedule_time_s,
     split_slots,
     stage_layers,
+    with_mtp,
 )
 from .rankmap import LAYER_GROUPS, Group
 from .rules import layout_violations
@@ -276,15 +277,16 @@ class Pricer(StepBounds):
 
     def stage_counts(self, lo: Layout, split: tuple[int, ...] | None = None) -> list[Counts]:
         """(dense, MoE) layers per pipeline rank under `split` (layers per chunk; None: the
-        layout's own split, pipeline.layout_chunk_counts)."""
+        layout's own split, pipeline.layout_chunk_counts), the last rank's with the model's
+        multi-token-prediction layers (pipeline.with_mtp)."""
         key = (lo.pp, lo.vp, split_slots(lo))
         found = self._counts.get(key) if split is None else None
         if found is None:
             k = self.model.num_dense_layers  # layers [0, k) are dense
-            found = [
-                (sum(1 for i in s if i < k), sum(1 for i in s if i >= k))
-                for s in stage_layers(self.model, lo, split)
-            ]
+            found = []
+            for r, s in enumerate(stage_layers(self.model, lo, split)):
+                decoder = (sum(1 for i in s if i < k), sum(1 for i in s if i >= k))
+                found.append(with_mtp(self.model, lo, r, decoder))
             if split is None:
                 self._counts[key] = found
         return found
@@ -472,7 +474,7 @@ class Pricer(StepBounds):
         `span`: the three per-stage terms estimate() takes (the first as the stage's time, the
         last two as maxima over stages); the CP-SAT stage
         partition tabulates them (planner/search/partition.py)."""
-        counts = (n_dense, n_moe)
+        counts = with_mtp(self.model, lo, rank, (n_dense, n_moe))
         last, first = rank == lo.pp - 1, rank == 0
         stage_s = self.layer_totals(lo, span).stage_s(lo, counts)
         if first:

@@ -63,7 +63,16 @@ def shape_violations(
         *_moe_rules(model, layout),
         *_attention_rules(model, workload, layout),
         *_bf16_layer_rules(model, workload, layout),
+        *_mtp_rules(model, layout),
     ]
+
+
+def _mtp_rules(model: ModelSpec, lo: Layout) -> list[str]:
+    """megatron-core 0.19 TransformerConfig.__post_init__ (overlap_moe_expert_parallel_comm):
+    "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm"."""
+    if lo.ep_overlap and model.mtp_num_layers > 1:
+        return [f"ep_overlap takes at most one MTP layer (mtp_num_layers {model.mtp_num_layers})"]
+    return []
 
 
 def _bf16_layer_rules(model: ModelSpec, workload: Workload, lo: Layout) -> list[str]:

@@ -62,6 +62,7 @@ class InputSpec(Spec):
 # scaling and the cost model's sizes are not exercised; every message states the limit.
 MAX_GPUS = 1_048_576  # 2**20 GPUs in one cluster / one parallel degree
 MAX_LAYERS = 10_000
+MAX_MTP_LAYERS = 16  # multi-token-prediction depths (DeepSeek-V3 trains 1)
 MAX_WIDTH = 1_048_576  # hidden, FFN, expert FFN, head dims, MLA ranks
 MAX_HEADS = 65_536  # attention / KV heads, experts
 MAX_VOCAB = 16_777_216
@@ -307,6 +308,14 @@ class ModelSpec(InputSpec):
         description="dropout on the residual branches (Megatron --hidden-dropout > 0, its "
         "default 0.1; GPT-2/3 recipes): a 1-byte mask per element kept for backward after the "
         "attention projection and after the MLP (Korthikanti et al. 2022 Table 2)",
+    )
+    mtp_num_layers: NonNegativeInt = Field(
+        0,
+        le=MAX_MTP_LAYERS,
+        description="multi-token-prediction depths trained beside the next-token loss, each an "
+        "extra layer of the last layer's kind with its own projection and LM-head pass on the "
+        "last pipeline stage (DeepSeek-V3: 1; HF num_nextn_predict_layers, Megatron "
+        "--mtp-num-layers); 0: none",
     )
     source: str = Field("", description="config card or paper the numbers come from")
 

@@ -307,6 +307,9 @@ def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> Mo
         "moe": moe,
         "tied_embeddings": bool(data.get("tie_word_embeddings", arch.tied_by_default)),
         "norm_eps": data.get("rms_norm_eps") or data.get("layer_norm_eps") or 1e-6,
+        # DeepseekV3Config / Glm4MoeConfig: the MTP modules trained beside the model (their
+        # weights ship in the checkpoint as layers num_hidden_layers ..)
+        "mtp_num_layers": data.get("num_nextn_predict_layers") or 0,
         **_attention_fields(data, where),
         **_rope_fields(data, where),
         "source": f"{where} (Hugging Face config, {arch.family})",
@@ -345,6 +348,7 @@ HF_KEYS = {
     "rotary_base": "rope_theta",
     "rotary_percent": "partial_rotary_factor",
     "sliding_window": "sliding_window",
+    "mtp_num_layers": "num_nextn_predict_layers",
     **{f"rope_scaling.{k}": f"rope_scaling.{k}" for k in ("type", "factor")},
     **{f"mla.{k}": k for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim")},
     **{f"mla.{k}": k for k in ("qk_rope_head_dim", "v_head_dim")},

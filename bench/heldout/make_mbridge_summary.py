@@ -98,10 +98,24 @@ def model_dict(name: str) -> dict | None:
         return None
     spec = json.loads((ROOT / "models_zoo" / "models" / f"{preset}.json").read_text())
     spec.pop("source", None)
+    # The preset's multi-token prediction (DeepSeek-V3: 1) is each row's to state (mtp_note).
+    spec.pop("mtp_num_layers", None)
     if spec.get("moe"):
         # DeepSeek's node-limited routing is its own system's setting, not Megatron-Bridge's.
         spec["moe"] = {k: v for k, v in spec["moe"].items() if k != "max_nodes_per_token"}
     return spec
+
+
+def mtp_note(tag: str | None) -> str:
+    """Why a DeepSeek-V3 row that ran its multi-token-prediction layer does not state it."""
+    ran = f"{tag}: the" if tag else "The"
+    return (
+        f"{ran} recipe's multi-token prediction layer (deepseek_v3 recipes: mtp_num_layers 1) is "
+        "not stated (mtp_num_layers 0): the recipes place it with their own pipeline layout "
+        "(set_deepseek_v3_pipeline_model_parallel_layout, e.g. PP 16: 4 decoder layers a stage, "
+        "1 + MTP + loss last), which a record cannot state; on the planner's even split it would "
+        "sit beside more decoder layers than it ran with"
+    )
 
 
 def split_cell(cell: str) -> tuple[str, str | None]:
@@ -297,9 +311,11 @@ def record(cells, container, doc, commit, recipes, alt):
             "scripts/performance/run_script.py apply_moe_token_drop defaults)"
         )
         confidence = "low"
-    if "MTP" in tag:
-        notes.append(f"{tag}: multi-token prediction layer not priced by the cost model")
-        confidence = "low" if tag.startswith("w/ ") else confidence
+    if name == "DeepSeekV3" and tag != "w/o MTP":
+        notes.append(mtp_note(tag if "MTP" in tag else None))
+        confidence = "low" if tag == "w/ MTP" else confidence
+    elif tag == "w/o MTP":
+        notes.append("w/o MTP: no multi-token prediction layer (mtp_num_layers 0)")
     if name == "Kimi_K2":
         notes.append("Muon optimizer (page note), priced as the cost model's Adam; dims from HF moonshotai/Kimi-K2-Base config.json")
         confidence = "low"

@@ -75,6 +75,9 @@ def preset(name: str) -> dict:
     """A planner model preset (each JSON cites its source) without its source line."""
     spec = json.loads((ROOT / "models_zoo" / "models" / f"{name}.json").read_text())
     spec.pop("source", None)
+    # The preset's multi-token prediction (DeepSeek-V3: 1) is not these rows' to assume: no row
+    # states it (the DeepSeek-V3 scripts' rows, which ran it, are left unread).
+    spec.pop("mtp_num_layers", None)
     if spec.get("moe"):
         # DeepSeek's node-limited routing is its own system's setting, not NeMo's.
         spec["moe"] = {k: v for k, v in spec["moe"].items() if k != "max_nodes_per_token"}

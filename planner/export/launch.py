@@ -99,6 +99,18 @@ def megatron_model_args(model: ModelSpec, workload: Workload) -> list[str]:
         args.append("--untie-embeddings-and-output-weights")
     if model.moe is not None:
         args += _megatron_moe(model, workload)
+    if model.mtp_num_layers:
+        if model.position_embedding_kind != "rope":
+            # megatron-core 0.19 megatron/training/arguments.py validate_args: "Multi-Token
+            # Prediction (MTP) is not supported with {position_embedding_type} ... rope and none"
+            raise _refuse(
+                "megatron",
+                f"mtp_num_layers with {model.position_embedding_kind} position embeddings: "
+                "Megatron-LM's validate_args takes MTP with rope (or none) only",
+            )
+        # Megatron puts the MTP layers on the last pipeline stage (the layout string names them:
+        # megatron_layout); the loss weight keeps TransformerConfig's default 0.1.
+        args += ["--mtp-num-layers", str(model.mtp_num_layers)]
     return args
 
 
@@ -534,8 +546,12 @@ def _megatron_pipeline(model: ModelSpec, e: Estimate) -> list[str]:
 
 def megatron_layout(model: ModelSpec, e: Estimate) -> str:
     """`--pipeline-model-parallel-layout`: one `|`-separated entry per virtual stage in model
-    order (chunk c on pipeline rank c % pp), `E` embedding, `t` one decoder layer, `L` loss.
-    The split is the cost model's own (cost_models.pipeline.chunk_layer_counts)."""
+    order (chunk c on pipeline rank c % pp), `E` embedding, `t` one decoder layer, `m` one
+    multi-token-prediction layer, `L` loss. The split is the cost model's own (cost_models.
+    pipeline.chunk_layer_counts); the MTP layers sit in the last chunk before the loss, where
+    the cost model prices them (pipeline.with_mtp) and where megatron-core 0.19's
+    PipelineParallelLayerLayout.validate_layer_layout wants them (after every decoder layer, all
+    in one virtual stage, `mtp_num_layers` of them)."""
     lo = e.layout
     chunks = chunk_counts(model, e)
     if min(chunks) == 0:
@@ -543,7 +559,7 @@ def megatron_layout(model: ModelSpec, e: Estimate) -> str:
             "megatron", f"a virtual stage would hold no layer ({lo.pp}*{lo.vp} > num_layers)"
         )
     parts = ["t" * n for n in chunks]
-    parts[0], parts[-1] = "E" + parts[0], parts[-1] + "L"
+    parts[0], parts[-1] = "E" + parts[0], parts[-1] + "m" * model.mtp_num_layers + "L"
     return "|".join(parts)
 
 
@@ -620,6 +636,13 @@ def torchtitan_recipe(model: ModelSpec) -> tuple[str, str]:
         raise _refuse(
             "torchtitan", f"no torchtitan 0.3.0 recipe builds {model.name!r}: "
             f"{TORCHTITAN_NEAR[model.name]} (the model is the recipe's, not a command-line field)"
+        )
+    if model.mtp_num_layers and model.name in TORCHTITAN_MODULES:
+        raise _refuse(
+            "torchtitan",
+            f"the {TORCHTITAN_MODULES[model.name][1]} recipe trains no multi-token prediction "
+            f"(mtp_num_layers {model.mtp_num_layers}); the model is the recipe's, not a "
+            "command-line field",
         )
     if model.name not in TORCHTITAN_MODULES:
         known = ", ".join(sorted(TORCHTITAN_MODULES))
@@ -1020,6 +1043,7 @@ def megatron_deepspeed_model_args(model: ModelSpec, workload: Workload) -> list[
             ("rope_scaling", model.rope_scaling is not None),
             ("sliding_window", model.sliding_window is not None),
             ("attention_sinks", model.attention_sinks),
+            ("multi-token prediction", model.mtp_num_layers > 0),
             ("ALiBi", model.position_embedding_kind == "alibi"),
             ("gated non-SiLU MLP", model.gated_mlp and model.mlp_activation != "silu"),
         )

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from cost_models.errors import InvalidInput, NoFeasiblePlan
-from cost_models.pipeline import chunk_layer_counts, split_slots
+from cost_models.pipeline import even_chunk_counts, split_slots
 from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
@@ -233,7 +233,7 @@ def brute_force_split(
             f"{model.num_layers} layers into {chunks} chunks (at most {MAX_SPLITS}); use the "
             f"default engine"
         )
-    even = chunk_layer_counts(model.num_layers, chunks)  # the cost model's even split
+    even = even_chunk_counts(model, chunks)  # the cost model's even split
     best, best_key = None, None
     pricer = Pricer(model, cluster, workload)
     for split in compositions(model.num_layers, chunks):

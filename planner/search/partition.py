@@ -1,6 +1,6 @@
 """The pipeline stage partition (layers per model chunk) as a CP-SAT decision.
 
-The cost model splits layers evenly (cost_models/pipeline.py chunk_layer_counts), but stage 0
+The cost model splits layers evenly (cost_models/pipeline.py even_chunk_counts), but stage 0
 holds the most in-flight micro-batches (1F1B: p - r), the first and last stages carry the
 embedding and the LM head + loss, and dense-first MoE layers make chunks unequal. A layout out
 of memory with the even split may fit with fewer layers on stage 0, and a skewed split can
@@ -48,7 +48,12 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from cost_models.bounds import SAFETY
-from cost_models.pipeline import chunk_layer_counts, num_microbatches, split_slots
+from cost_models.pipeline import (
+    even_chunk_counts,
+    num_microbatches,
+    split_slots,
+    with_mtp,
+)
 from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Layout, ModelSpec, Workload
 
@@ -120,8 +125,8 @@ class PartitionSolver(MemoryCaps):
         Proof. estimate() charges m * t_max + (sum_r t_r - t_max) / vp plus terms >= 0, with
         t_r >= c_r, c_r the compute of rank r (bounds.py). The schedule
         f(t) = (m - 1/vp) * max(t) + sum(t) / vp is non-decreasing in every t_r (m >= 1 >= 1/vp),
-        so the step is >= f(c). Whatever the split, sum_r c_r = S is the same (every layer and
-        the LM head and the embedding once) and max_r c_r >= S / pp, so
+        so the step is >= f(c). Whatever the split, sum_r c_r = S is the same (every layer, the
+        last rank's MTP layers, the LM head and the embedding once) and max_r c_r >= S / pp, so
         f(c) >= (m - 1/vp) * S / pp + S / vp.
         Shaved by SAFETY against float summation order;
         tests/integration/search/test_sat_partition.py
@@ -130,6 +135,8 @@ class PartitionSolver(MemoryCaps):
         t_dense, t_moe, t_head = self.layer_s(lo)
         k = self.first_moe()
         total = k * t_dense + (self.model.num_layers - k) * t_moe + t_head
+        # and the multi-token-prediction layers of the last rank (pipeline.with_mtp)
+        total += self.model.mtp_num_layers * (t_moe if self.model.num_moe_layers else t_dense)
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         return ((m - 1 / lo.vp) * total / lo.pp + total / lo.vp) * SAFETY
 
@@ -192,7 +199,7 @@ class PartitionSolver(MemoryCaps):
             return None
         if split.totals is not None:
             totals = [int(solver.value(x)) for x in split.totals]
-            return _spread(totals, chunk_layer_counts(self.model.num_layers, lo.pp * lo.vp), lo.pp)
+            return _spread(totals, even_chunk_counts(self.model, lo.pp * lo.vp), lo.pp)
         return tuple(int(solver.value(x)) for x in split.chunks)
 
     def _rank_tables_s(
@@ -251,7 +258,7 @@ class PartitionSolver(MemoryCaps):
         MoE) layers per rank within the memory caps, and the tie-break terms."""
         p, v, L = lo.pp, lo.vp, self.model.num_layers
         k = self.first_moe()
-        even = chunk_layer_counts(L, p * v)
+        even = even_chunk_counts(self.model, p * v)
         if k and L - k:
             n, nd, nm, dev = self._chunk_model(cm, lo, caps, even)
             return _SplitVars(n, None, nd, nm, dev)
@@ -296,6 +303,7 @@ class PartitionSolver(MemoryCaps):
         # units and the tie-break, not rounding noise, orders them.
         linear = costs.plain is None
         qd, qm, qh, qe = (q(x) for x in (*costs.full, costs.head_s, costs.embed_s))
+        mtp_d, mtp_m = with_mtp(self.model, lo, p - 1, (0, 0))
         # The optimizer seconds are affine in the counts (parameters are), so they stay linear
         # too; a DP term that is 0 for every count (no DP group) is left out. Element
         # constraints are kept for what is not linear: they make the model much harder for
@@ -312,7 +320,8 @@ class PartitionSolver(MemoryCaps):
             tables.append((1, d_top, d))
         for r in range(p):
             if linear:
-                ends = (qh if r == p - 1 else 0) + (qe if r == 0 else 0)  # head, embedding
+                # head and the last rank's MTP layers (pipeline.with_mtp), embedding
+                ends = (qh + mtp_d * qd + mtp_m * qm if r == p - 1 else 0) + (qe if r == 0 else 0)
                 t.append(nd[r] * qd + nm[r] * qm + ends)
             o.append(q(o0[r]) + nd[r] * q(o_dense) + nm[r] * q(o_moe))
             if not tables:

@@ -5,7 +5,7 @@ memory is non-decreasing in each layer count."""
 from __future__ import annotations
 
 from cost_models.memory import state_bytes
-from cost_models.pipeline import num_microbatches
+from cost_models.pipeline import num_microbatches, with_mtp
 from cost_models.pricer import Pricer
 from cost_models.specs import Layout, ModelSpec, Workload
 from cost_models.stage import stage_memory
@@ -55,11 +55,10 @@ class MemoryCaps:
         if found is not None:
             return found
         acts = self.bound.activations_per_mb(lo)
-        sp = self.bound.stage_params(lo, (n_dense, n_moe), rank)  # cached across shapes
+        counts = with_mtp(model, lo, rank, (n_dense, n_moe))  # as Pricer.stage_counts
+        sp = self.bound.stage_params(lo, counts, rank)  # cached across shapes
         weights, grads, optim = state_bytes(sp, lo, m, w)
-        stage = stage_memory(
-            model, w, lo, rank, (n_dense, n_moe), acts, m, weights, grads, optim, sp=sp
-        )
+        stage = stage_memory(model, w, lo, rank, counts, acts, m, weights, grads, optim, sp=sp)
         self._memo[memo_key] = stage.total_gib
         return stage.total_gib
 

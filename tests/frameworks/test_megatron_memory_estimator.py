@@ -96,7 +96,7 @@ def megatron_args(
         moe_layer_freq=pattern,
         num_layers=model.num_layers,
         moe_ffn_hidden_size=None if moe is None else moe.expert_ffn_hidden_size,
-        mtp_num_layers=None,
+        mtp_num_layers=model.mtp_num_layers or None,
         normalization="RMSNorm" if model.gated_mlp else "LayerNorm",
         multi_latent_attention=mla is not None,
         q_lora_rank=None if mla is None else mla.q_lora_rank,
@@ -221,6 +221,26 @@ def test_moe_states_match_the_estimator(zero: int) -> None:
     _, states, _ = _ours(model, cluster, w, lo)
     theirs = MTU.compute_weight_and_optimizer_memory(megatron_args(model, w, lo, "selective"))
     assert states == pytest.approx(theirs, rel=0.03)
+
+
+def test_mtp_states_differ_from_the_estimator_by_eh_proj_only() -> None:
+    """One MTP depth (pp 1, where the estimator's most loaded shard is the whole model): the
+    estimator counts the MTP block as one more transformer layer of the last kind
+    (compute_weight_and_optimizer_memory, `mtp_num_moe_layers`), as pipeline.with_mtp prices it;
+    it leaves out the block's eh_proj [2h, h] and its three norms, which memory.stage_params
+    counts (params.mtp_join_params). So the two differ by exactly those, at 18 B a parameter."""
+    model, cluster, w, lo = _case(
+        "mixtral-8x7b", "dgx-h100", 4096, 512,
+        tp=2, pp=1, dp=32, ep=8, micro_batch=1, zero_stage=0,
+        recompute="selective", sequence_parallel=True,
+    )  # fmt: skip
+    gaps = []
+    for depth in (0, 1):
+        m = model.model_copy(update={"mtp_num_layers": depth})
+        _, states, _ = _ours(m, cluster, w, lo)
+        gaps.append(states - MTU.compute_weight_and_optimizer_memory(megatron_args(m, w, lo, None)))
+    h = model.hidden_size
+    assert gaps[1] - gaps[0] == pytest.approx((2 * h * h + 3 * h) / lo.tp * 18, rel=1e-3)
 
 
 def test_report_runs_on_our_args() -> None:

@@ -97,3 +97,42 @@ def test_torchtitan_splits_the_export_as_priced(name):
     parts = _generate_llm_fqn_per_model_part(stages, model.num_layers, first, last)
     titan = [sum(name.startswith("layers.") for name in part) for part in parts]
     assert titan == layout_chunk_counts(model, lo)
+
+
+# Multi-token prediction: the even split counts the MTP layer as one of the last chunk's
+# (cost_models.pipeline.even_chunk_counts); with interleaving the export writes the layout
+# string with its `m`, without it the first / last flags (Megatron then puts the MTP layer on the
+# last pipeline stage: multi_token_prediction.get_mtp_num_layers_to_build).
+MTP_CASES = {
+    "mtp-vp2": (31, {"tp": 2, "pp": 4, "dp": 4, "vp": 2}),
+    "mtp-no-vp": (31, {"tp": 2, "pp": 4, "dp": 4}),
+}
+
+
+@pytest.mark.parametrize("name", MTP_CASES)
+def test_megatron_builds_the_mtp_split_the_planner_prices(name, fake_world, monkeypatch):  # noqa: F811
+    from megatron.core.transformer.enums import LayerType
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    from megatron.training.argument_utils import core_transformer_config_from_args
+
+    layers, fields = MTP_CASES[name]
+    model = f.dense_model(num_layers=layers, mtp_num_layers=1)
+    lo = Layout(**fields)
+    result = f.result_for(model, f.cluster(32), f.workload(global_batch=64), lo)
+    ns = check_megatron(result, 0, fake_world, monkeypatch)
+    assert ns.mtp_num_layers == 1
+    ns.apply_rope_fusion = False  # stub: Transformer Engine is not installed here
+    config = core_transformer_config_from_args(ns)  # the layout's validate_layer_layout too
+    vp = ns.virtual_pipeline_model_parallel_size
+    if config.pipeline_model_parallel_layout is not None:
+        # the layout's own grid, [pp rank][virtual stage] (get_num_layers_to_build reads it at
+        # parallel_state's rank, not pp_rank)
+        grid = config.pipeline_model_parallel_layout.layout
+        megatron = [grid[r][v].count(LayerType.decoder) for v in range(lo.vp) for r in range(lo.pp)]
+        mtp = [[stage.count(LayerType.mtp) for stage in rank] for rank in grid]
+        assert mtp[-1][-1] == 1 and sum(map(sum, mtp)) == 1  # last rank, last chunk
+    else:
+        assert vp is None and ns.decoder_last_pipeline_num_layers is not None
+        megatron = [get_num_layers_to_build(config, pp_rank=r) for r in range(lo.pp)]
+    assert megatron == layout_chunk_counts(model, lo)
+    assert megatron[-1] == megatron[0] - 1  # the last chunk gives its MTP layer's slot

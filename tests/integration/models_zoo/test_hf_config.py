@@ -70,6 +70,20 @@ def test_deepseek_v3_config(tmp_path):
     assert params.total_params(m, active_only=True) / 1e9 == pytest.approx(37, rel=0.03)
 
 
+def test_deepseek_v3_mtp_modules_are_read(tmp_path):
+    """num_nextn_predict_layers (DeepSeek-V3's config.json: 1) is the MTP depth trained; it adds
+    no parameter to the served model's count (671B, the card's, without the 14B MTP module)."""
+    m = load_model(write(tmp_path, {**DEEPSEEK_V3, "num_nextn_predict_layers": 1}))
+    assert m.mtp_num_layers == 1
+    assert load_model(write(tmp_path, DEEPSEEK_V3)).mtp_num_layers == 0
+    assert params.total_params(m) / 1e9 == pytest.approx(671, rel=0.01)
+
+
+def test_hf_config_negative_mtp_depth_names_the_key(tmp_path):
+    with pytest.raises(InvalidInput, match="num_nextn_predict_layers"):
+        load_model(write(tmp_path, {**DEEPSEEK_V3, "num_nextn_predict_layers": -1}))
+
+
 def test_mixtral_style_config_has_no_dense_ffn(tmp_path):
     cfg = {
         "model_type": "mixtral",

@@ -627,6 +627,26 @@ def test_a_plan_with_its_own_stage_split_is_exported_as_that_split():
         titan(result)
 
 
+def test_mtp_plans_export_the_depth_and_their_split():
+    """A model with MTP: --mtp-num-layers, and the even split that counts the MTP layer as one
+    of the last stage's (even_chunk_counts) as first / last flags, or as the layout string with
+    the `m` megatron-core 0.19's PipelineParallelLayerLayout counts (mtp_num_layers of them,
+    after every decoder layer, before the loss)."""
+    model = f.dense_model(num_layers=31, mtp_num_layers=1)
+    one = f.result_for(model, f.cluster(32), f.workload(64), Layout(tp=4, pp=4, dp=2))
+    args = plan_exports.to_megatron_args(one)
+    assert args[args.index("--mtp-num-layers") + 1] == "1"
+    first = args[args.index("--decoder-first-pipeline-num-layers") + 1]
+    last = args[args.index("--decoder-last-pipeline-num-layers") + 1]
+    assert (first, last) == ("8", "7")  # 32 slots: 8 a stage, the last 7 + MTP
+    vp = f.result_for(model, f.cluster(32), f.workload(64), Layout(tp=4, pp=4, dp=2, vp=2))
+    args = plan_exports.to_megatron_args(vp)
+    layout = args[args.index("--pipeline-model-parallel-layout") + 1]
+    chunks = layout.split("|")
+    assert [c.count("t") for c in chunks] == [4, 4, 4, 4, 4, 4, 4, 3]
+    assert chunks[-1].endswith("tmL") and layout.count("m") == 1
+
+
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [

@@ -60,6 +60,10 @@ MODELS = {
             "first_k_dense_layers": 0,
         },
     ),
+    # Multi-token prediction: the last rank runs one (two) more layers of the last kind
+    # (pipeline.with_mtp), which the partition's tables, caps and linear terms must see.
+    "moe_mtp": factories.moe_model(num_layers=8, mtp_num_layers=1),
+    "dense_mtp": factories.dense_model(num_layers=8, mtp_num_layers=2),
 }
 
 

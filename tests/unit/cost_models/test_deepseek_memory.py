@@ -10,6 +10,7 @@ import pytest
 
 from cost_models import estimate
 from cost_models.memory import (
+    MTP_SAVED_BYTES,
     StageParams,
     buffer_bytes,
     layer_activation_tensors,
@@ -113,7 +114,8 @@ def test_dualpipe_holds_pp_plus_one_micro_batches() -> None:
     """DualPipe README table (Activation Per Device PP + 1) and dualpipe.py DualPipe.step: rank r
     holds stages r and 15 - r; the steady state F0 B1 F1 B0 keeps PP micro-batches of the chunk
     in which the rank is early (stage min(r, 15 - r)) and one of the other; ranks 0 and 15 both
-    run a loss. DeepSeek-V3 over 16 stages: 3 dense | 4 MoE x 13 | 3 MoE | 3 MoE."""
+    run a loss. DeepSeek-V3 over 16 stages, its MTP layer counted in the last one's
+    (pipeline.even_chunk_counts): 3 dense | 4 MoE x 14 | 2 MoE + the MTP layer (MoE)."""
     from cost_models.memory import logits_bytes
 
     model, cluster, work, layout = _deepseek()
@@ -126,10 +128,14 @@ def test_dualpipe_holds_pp_plus_one_micro_batches() -> None:
     dense = sum(x.bytes_per_token for x in dense_kept) * tokens
     acts = [s.activations_gib * 2**30 for s in e.stage_memory]
     assert acts[2] == pytest.approx(17 * 4 * moe)  # mirror 13: 4 MoE layers too
-    assert acts[1] == pytest.approx(16 * 4 * moe + 3 * moe)  # early stage 1, late stage 14
+    assert acts[1] == pytest.approx(16 * 4 * moe + 4 * moe)  # early stage 1, late stage 14
     assert acts[14] == pytest.approx(acts[1])  # early is stage 1 there too
-    loss = logits_bytes(model, work, layout)
-    assert acts[0] == pytest.approx(16 * 3 * dense + 3 * moe + loss)
+    loss = logits_bytes(model, work, layout)  # both losses' logits (MTP depth 1)
+    assert model.mtp_num_layers == 1 and loss == pytest.approx(
+        2 * logits_bytes(model.model_copy(update={"mtp_num_layers": 0}), work, layout)
+        + tokens * H * MTP_SAVED_BYTES
+    )
+    assert acts[0] == pytest.approx(16 * 3 * dense + 3 * moe + loss)  # late stage 15: 2 + MTP
     assert acts[15] == pytest.approx(acts[0])
 
 

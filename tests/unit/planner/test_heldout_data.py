@@ -608,3 +608,17 @@ def test_identical_inputs_floor_by_hand(capsys) -> None:
     assert "2 rows in 1 groups" in out and "spread (max / min - 1) 21.0 % at the median" in out
     assert "the best one prediction per group 9.5 / - %" in out  # no P90 under 10 rows
     assert "the model 10.0 / - %" in out and "over 20 %: a / b (21 %)" in out
+
+
+def test_deepseek_rows_state_no_mtp_and_say_why(records: list[dict]) -> None:
+    """The DeepSeek-V3 recipes train one MTP layer placed by their own pipeline layout, which a
+    record cannot state: no row states MTP (the preset's is popped, make_mbridge_summary.
+    model_dict), and every row that ran it says so; the w/o-MTP rows say they ran none."""
+    dsv3 = [r for r in records if r["model"]["name"].startswith("DeepSeek-V3")]
+    assert dsv3 and all("mtp_num_layers" not in r["model"] for r in dsv3)
+    for r in dsv3:
+        if r["id"].endswith("-woMTP"):
+            assert "no multi-token prediction layer" in r["notes"]
+        else:
+            assert "multi-token prediction layer (deepseek_v3 recipes: mtp_num_layers 1)" in r["notes"]
+    assert all(r["confidence"] == "low" for r in dsv3 if r["id"].endswith("-wMTP"))

@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import cost_models.calibration as cal
 from cost_models.estimate import estimate
 from models_zoo import read_data_file
-from planner.validate import RunRecord, percentile, record_inputs
+from planner.validate import RunRecord, percentile, record_inputs, record_split
 
 BOUNDS = {
     ("ampere", "gemm_efficiency_bf16"): (
@@ -104,6 +104,7 @@ class Case:
     moe: bool
     measured: float
     inputs: tuple
+    split: tuple[int, ...] | None = None  # the record's own pipeline split (record_split)
 
 
 def load(path: Path, exclude: set[str]) -> list[Case]:
@@ -113,20 +114,23 @@ def load(path: Path, exclude: set[str]) -> list[Case]:
         if record.get("id") in exclude:
             continue
         try:
-            inputs = record_inputs(RunRecord.model_validate(record).model_dump())
+            checked = RunRecord.model_validate(record)
+            inputs = record_inputs(checked.model_dump())
+            split = record_split(checked)
         except Exception as err:  # noqa: BLE001 - a record we cannot score is reported, not fatal
             print(f"skipped {record.get('id')}: {err}")
             continue
         cases.append(
             Case(record["id"], record["id"].split("-")[0], record["gpu"],
                  record["model"].get("moe") is not None,
-                 float(record["measured_tokens_per_s_per_gpu"]), inputs)  # fmt: skip
+                 float(record["measured_tokens_per_s_per_gpu"]), inputs, split)  # fmt: skip
         )
     return cases
 
 
 def log_error(case: Case) -> float:
-    return math.log(estimate(*case.inputs).tokens_per_s_per_gpu / case.measured)
+    e = estimate(*case.inputs, layers_per_stage=case.split)
+    return math.log(e.tokens_per_s_per_gpu / case.measured)
 
 
 def _get(gen: str, field: str) -> float:

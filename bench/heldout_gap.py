@@ -29,7 +29,7 @@ import yaml
 from cost_models import compute
 from cost_models.calibration import generation_for_gpu
 from cost_models.estimate import estimate
-from planner.validate import RunRecord, record_inputs
+from planner.validate import RunRecord, record_inputs, record_split
 
 RUNS = Path(__file__).resolve().parent / "heldout" / "mbridge_performance_summary.yaml"
 
@@ -43,7 +43,7 @@ def priced_rows(runs: list[dict], needles: list[str]):
             continue
         record = RunRecord.model_validate(run).model_dump()
         model, cluster, workload, layout = record_inputs(record)
-        est = estimate(model, cluster, workload, layout)
+        est = estimate(model, cluster, workload, layout, layers_per_stage=record_split(record))
         tokens = est.tokens_per_s_per_gpu * est.step_time_s
         measured_s = tokens / record["measured_tokens_per_s_per_gpu"]
         yield run["id"], model, cluster, workload, layout, est.step_time_s, measured_s, tokens

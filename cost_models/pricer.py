@@ -53,7 +53,7 @@ from .pipeline import (
     with_mtp,
 )
 from .rankmap import LAYER_GROUPS, Group
-from .rules import layout_violations
+from .rules import layout_violations, split_violations
 from .specs import Cluster, Estimate, Layout, ModelSpec, StageMemory, Workload
 from .stage import (
     ADAM_OP,
@@ -500,6 +500,8 @@ class Pricer(StepBounds):
         """Score one layout (cost_models.estimate.estimate documents the arguments). Raises
         InvalidInput (naming the rule) if the layout is illegal."""
         problems = layout_violations(self.model, self.cluster, self.workload, layout)
+        if layers_per_stage is not None:
+            problems += split_violations(self.model, layout, layers_per_stage)
         if layers_per_stage is not None and split_slots(layout) != (0, 0):
             # TransformerConfig.__post_init__: pipeline_model_parallel_layout "cannot be set
             # with other pipeline layout arguments" (the account_for_* flags among them).

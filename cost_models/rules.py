@@ -7,6 +7,8 @@ planner records them as rejection reasons. Rules follow Megatron-Core's own chec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .memory import fsdp2_phased
 from .pipeline import num_microbatches, split_slots
 from .rankmap import expert_pp_mismatch
@@ -65,6 +67,23 @@ def shape_violations(
         *_bf16_layer_rules(model, workload, layout),
         *_mtp_rules(model, layout),
     ]
+
+
+def split_violations(model: ModelSpec, lo: Layout, split: Sequence[int]) -> list[str]:
+    """A split of the caller's own (Pricer.estimate's layers_per_stage, a record's layout
+    `layers_per_stage`): decoder layers per model chunk, pp * vp of them in model order (chunk c
+    on pipeline rank c % pp), none negative, num_layers in all (megatron-core 0.19
+    PipelineParallelLayerLayout.validate_layer_layout: "Number of decoder layers ... must match
+    num_layers"). A chunk may hold none (a layout's `E|...|L` stage holding the loss alone)."""
+    chunks = lo.pp * lo.vp
+    out = []
+    if len(split) != chunks:
+        out.append(f"layers_per_stage has {len(split)} entries; pp * vp is {chunks}")
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in split):
+        out.append(f"layers_per_stage {list(split)}: each entry must be a whole number >= 0")
+    elif sum(split) != model.num_layers:
+        out.append(f"layers_per_stage sums to {sum(split)}; the model has {model.num_layers} layers")
+    return out
 
 
 def _mtp_rules(model: ModelSpec, lo: Layout) -> list[str]:

@@ -25,6 +25,7 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     StrictBool,
+    StrictInt,
     ValidationError,
 )
 
@@ -389,6 +390,14 @@ def record_inputs(
     return model, record_cluster(record, cluster), workload, layout
 
 
+def record_split(record: RunRecord | dict[str, Any]) -> tuple[int, ...] | None:
+    """The pipeline split a record's layout states (RunLayout.layers_per_stage), for estimate's
+    layers_per_stage; None: the planner's even split."""
+    layout = record.layout.model_dump() if isinstance(record, RunRecord) else record["layout"]
+    split = layout.get("layers_per_stage")
+    return None if split is None else tuple(split)
+
+
 # ------------------------------------------------------------------------- record schema
 # The fields of ../shared/data/published_runs.yaml (its header documents them). A record is
 # checked against RunRecord before anything reads it; a record that breaks it is reported with
@@ -432,6 +441,12 @@ class RunLayout(_Record):
     # Layout.account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split.
     account_for_embedding_in_pipeline_split: StrictBool | None = None
     account_for_loss_in_pipeline_split: StrictBool | None = None
+    # The run's own pipeline split where it set one (Megatron --pipeline-model-parallel-layout
+    # or --decoder-first/last-pipeline-num-layers): decoder layers per model chunk, pp * vp of
+    # them in model order (rules.split_violations); absent or null: the planner's even split.
+    layers_per_stage: list[Annotated[StrictInt, Field(ge=0, le=MAX_LAYERS)]] | None = Field(
+        None, max_length=MAX_LAYERS
+    )
 
 
 class RunRecord(_Record):
@@ -503,7 +518,7 @@ def validate_record(
     try:
         # record_inputs reads the checked record (every known field present, null if absent).
         model, on, workload, layout = record_inputs(checked.model_dump(), cluster)
-        e = estimate(model, on, workload, layout)
+        e = estimate(model, on, workload, layout, layers_per_stage=record_split(checked))
         stat = record_settings(checked.model_dump()).get("peak_memory_stat", "total")
         return ValidationRow(
             **row,

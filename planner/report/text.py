@@ -62,11 +62,14 @@ def model_params(model: ModelSpec) -> dict[str, int]:
 
 
 def params_text(model: ModelSpec) -> str:
-    """'70.6B params' or '671.0B params, 37.5B active'."""
+    """'70.6B params' or '671.0B params, 37.5B active', and the multi-token-prediction layers
+    trained beside the model, which the model card's count leaves out (params.mtp_join_params)."""
     p = model_params(model)
     text = f"{_count(p['params_total'])} params"
     if p["params_active"] != p["params_total"]:
         text += f", {_count(p['params_active'])} active"
+    if model.mtp_num_layers:
+        text += f"; + {model.mtp_num_layers} MTP layer(s) on the last pipeline stage"
     return text
 
 

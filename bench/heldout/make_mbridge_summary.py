@@ -21,7 +21,9 @@ the flex dispatcher (DeepEP / HybridEP -> moe_dispatcher deepep, unless the reci
 moe_token_dispatcher_type "alltoall" after it: mbridge_recipes.dispatcher_type_for), moe_a2a_overlap (ep_overlap),
 recompute_modules, CPU offload layers; for a matched fp8_cs recipe fp8_recipe tensorwise (current
 scaling), and for TP > 1 tp_comm_overlap as the recipe function sets it for the row's compute dtype
-(mbridge_recipes.tp_overlap_for). Each record's notes name the recipe, file and commit, or
+(mbridge_recipes.tp_overlap_for); the pipeline layout the recipe ran (its pp_layout, else for
+DeepSeek-V3 the library's default map for the row's PP x VP) as layout.layers_per_stage, with the
+MTP layer it holds as the model's mtp_num_layers (pipeline_of). Each record's notes name the recipe, file and commit, or
 why none was taken. 25.09 ran from YAML perf matrices: its TP overlap (run_script.py's library recipe and
 COMM_OVERLAP_CONFIG_MAP), CUDA graphs and CPU offload are read (mbridge_recipes.yaml_settings), for rows
 whose layout a perf-matrix entry of their precision holds.
@@ -106,16 +108,51 @@ def model_dict(name: str) -> dict | None:
     return spec
 
 
+MTP_NOTE_HEAD = ("The recipe's multi-token prediction layer", "w/ MTP: the recipe's multi-token")
+
+
 def mtp_note(tag: str | None) -> str:
     """Why a DeepSeek-V3 row that ran its multi-token-prediction layer does not state it."""
     ran = f"{tag}: the" if tag else "The"
     return (
         f"{ran} recipe's multi-token prediction layer (deepseek_v3 recipes: mtp_num_layers 1) is "
-        "not stated (mtp_num_layers 0): the recipes place it with their own pipeline layout "
-        "(set_deepseek_v3_pipeline_model_parallel_layout, e.g. PP 16: 4 decoder layers a stage, "
-        "1 + MTP + loss last), which a record cannot state; on the planner's even split it would "
-        "sit beside more decoder layers than it ran with"
+        "not stated (mtp_num_layers 0): no recipe with this row's layout was read, so neither is "
+        "the pipeline layout it sits in (the recipe's pp_layout, or "
+        "set_deepseek_v3_pipeline_model_parallel_layout's map: e.g. PP 16 4 decoder layers a "
+        "stage, 1 + MTP + loss last); on the planner's even split it would sit beside more "
+        "decoder layers than it ran with"
     )
+
+
+def pipeline_of(recipes, container, name, tag, recipe_layout, pp, vp, model):
+    """(decoder layers per stage, MTP layers, note) of the pipeline layout the row's recipe ran:
+    its own `pp_layout` (workload base configs; perf recipes' `cfg.model.pipeline_model_parallel_layout`
+    or `set_deepseek_v3_pipeline_model_parallel_layout(cfg.model, layout)`), else for DeepSeek-V3
+    the library's default map for the row's PP x VP (mbridge_recipes.deepseek_layout_map, its MTP
+    layer in the last stage); (None, 0, note or "") where no recipe matched or the layout cannot be
+    stated. The pop takes the marker out of the layout updates either way."""
+    missing = object()
+    given = recipe_layout.pop("_pp_layout", missing)
+    if given is missing or tag == "w/o MTP":
+        return None, 0, ""
+    where = "the recipe's pp_layout"
+    layout = given
+    if layout is None and name == "DeepSeekV3":
+        layout = recipes.get("_dsv3_layouts", {}).get(container, {}).get((pp, vp or 1))
+        commit = mbridge_recipes.CONTAINER_COMMIT[container]
+        where = f"the DeepSeek-V3 library's default layout for PP {pp} x VP {vp or 1} @{commit}"
+    if layout is None:
+        return None, 0, ""
+    found = mbridge_recipes.pipeline_split(layout, pp, vp or 1, model["num_layers"])
+    if isinstance(found, str):
+        return None, 0, f"pipeline layout not stated: {found}"
+    split, mtp = found
+    letters = {name: letter for letter, name in mbridge_recipes.LAYOUT_LETTERS.items()}
+    shown = layout if isinstance(layout, str) else "|".join(
+        "".join(letters[n] for n in stage) for stage in mbridge_recipes.layout_chunks(layout)
+    )
+    said = f"pipeline layout {shown!r} ({where}): layers_per_stage {list(split)}"
+    return split, mtp, said + (f", {mtp} MTP layer(s) in the last stage (mtp_num_layers {mtp})" if mtp else "")
 
 
 def split_cell(cell: str) -> tuple[str, str | None]:
@@ -329,6 +366,12 @@ def record(cells, container, doc, commit, recipes, alt):
     )
     settings.update(recipe_settings)
     notes.append(f"recipe settings: {recipe_note}")
+    split, mtp, layout_note = pipeline_of(recipes, container, name, tag, recipe_layout, pp, vp, model)
+    if layout_note:
+        notes.append(layout_note)
+    if mtp:
+        model["mtp_num_layers"] = mtp
+        notes = [n for n in notes if not n.startswith(MTP_NOTE_HEAD)]
     slug = re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
     return {
         "id": f"mbridge-{container}-{gpu.split('-')[0]}-{slug}-{precision}" + (f"-{recipe}" if recipe else "") + (f"-{tag.replace('/', '').replace(' ', '')}" if tag else ""),
@@ -346,6 +389,7 @@ def record(cells, container, doc, commit, recipes, alt):
             "sequence_parallel": None, "zero_stage": zero, "micro_batch": mbs,
             "global_batch_seqs": gbs, "recompute": recipe_layout.get("recompute"), "precision": precision,
             **{k: recipe_layout[k] for k in mbridge_recipes.SPLIT_FLAGS if k in recipe_layout},
+            **({"layers_per_stage": list(split)} if split else {}),
         },
         **({"settings": settings} if settings else {}),
         "measured_tokens_per_s_per_gpu": tokens,

@@ -65,7 +65,7 @@ DEFAULTS: dict[str, Any] = {  # scripts/performance/utils/utils.py WorkloadBaseC
     "use_megatron_fsdp": None, "cuda_graph_impl": None, "cuda_graph_scope": None,
     "cpu_offloading_num_layers": None, "recompute_num_layers": None, "recompute_modules": None,
     "moe_flex_dispatcher_backend": None, "moe_a2a_overlap": False,
-    "cutedsl_fused_grouped_mlp": False, "fp8_dot_product_attention": None,
+    "cutedsl_fused_grouped_mlp": False, "fp8_dot_product_attention": None, "pp_layout": None,
 }  # fmt: skip
 PREFIX = {
     "LLAMA3_8B": "LLAMA3_8B",
@@ -185,9 +185,14 @@ def _apply(body: list[ast.stmt], out: dict[str, Any], funcs: dict[str, ast.Funct
                 out["moe_a2a_overlap"] = isinstance(flag, ast.Constant) and flag.value is True
             elif isinstance(tgt, ast.Name) and isinstance(val, ast.Call):
                 _start(val, out, funcs, depth)
+            elif t == ("model", "pipeline_model_parallel_layout"):
+                out["pp_layout"] = val.value if isinstance(val, ast.Constant) else None
         elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and depth < 3:
             name = getattr(st.value.func, "id", None)
-            if name in funcs:
+            if name == DSV3_LAYOUT_SETTER:  # (cfg.model[, layout]): the layout given, else the map
+                given = st.value.args[1:2] or [kw.value for kw in st.value.keywords if kw.arg == "layout"]
+                out["pp_layout"] = given[0].value if given and isinstance(given[0], ast.Constant) else None
+            elif name in funcs:
                 _apply(funcs[name].body, out, funcs, depth + 1)
 
 
@@ -231,6 +236,82 @@ def perf_recipe_configs(git_dir: str, commit: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+# --- pipeline layouts: Megatron's layout strings and the DeepSeek-V3 library's default map
+DSV3_LAYOUT_SETTER = "set_deepseek_v3_pipeline_model_parallel_layout"
+LAYOUT_LETTERS = {"E": "embedding", "t": "decoder", "m": "mtp", "L": "loss"}
+
+
+def layout_chunks(layout: str | list) -> list[list[str]]:
+    """A pipeline layout as layer names per model chunk, in model order: a list of lists of names
+    as given, or a string read as megatron-core 0.19 PipelineParallelLayerLayout.parse_str_to_list
+    reads it (commas cosmetic; `(..)*n`, then `x*n`, unrolled; `|` between stages; E embedding,
+    t decoder, m MTP, L loss). An unknown letter raises ValueError."""
+    if not isinstance(layout, str):
+        return [[str(name).strip().lower() for name in stage] for stage in layout]
+    text = layout.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
+    chunks = []
+    for stage in text.split("|"):
+        unknown = set(stage) - set(LAYOUT_LETTERS)
+        if unknown:
+            raise ValueError(f"layout {layout!r}: unknown layer letter(s) {sorted(unknown)}")
+        chunks.append([LAYOUT_LETTERS[c] for c in stage])
+    return chunks
+
+
+def pipeline_split(layout: str | list, pp: int, vp: int, num_layers: int) -> tuple[tuple[int, ...], int] | str:
+    """(decoder layers per model chunk, MTP layers) a record states for `layout`, or why it cannot:
+    pp x vp stages, the model's decoder layers, the embedding first and the loss last, and every
+    MTP layer in the last stage (where the cost model prices them, pipeline.with_mtp)."""
+    chunks = layout_chunks(layout)
+    if len(chunks) != pp * vp:
+        return f"layout {layout!r} has {len(chunks)} stages, pp x vp is {pp * vp}"
+    decoders = tuple(c.count("decoder") for c in chunks)
+    if sum(decoders) != num_layers:
+        return f"layout {layout!r} holds {sum(decoders)} decoder layers, the model {num_layers}"
+    if chunks[0][:1] != ["embedding"] or chunks[-1][-1:] != ["loss"]:
+        return f"layout {layout!r} does not start with the embedding and end with the loss"
+    mtp = sum(c.count("mtp") for c in chunks)
+    if chunks[-1].count("mtp") != mtp:
+        return f"layout {layout!r} puts MTP layers outside the last stage (priced on the last only)"
+    return decoders, mtp
+
+
+def _layout_value(node: ast.expr, env: dict[str, Any]) -> Any:
+    """A layout_map entry: lists, strings, numbers, + and * of them, and the names in `env`."""
+    if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (str, int))):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_layout_value(e, env) for e in node.elts]
+    if isinstance(node, ast.Name) and node.id in env:
+        return env[node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+        left, right = _layout_value(node.left, env), _layout_value(node.right, env)
+        return left + right if isinstance(node.op, ast.Add) else left * right
+    raise ValueError(f"layout_map entry not read: {ast.dump(node)[:80]}")
+
+
+def deepseek_layout_map(git_dir: str, commit: str, mtp_layers: int = 1) -> dict[tuple[int, int], Any]:
+    """(pp, vp) -> layout of the DeepSeek-V3 library's default map at `commit` (the `layout_map`
+    of set_deepseek_v3_pipeline_model_parallel_layout or _get_deepseek_v3_pipeline_layout in
+    src/megatron/bridge/recipes/deepseek/**/deepseek_v3.py), its `last_layer` being
+    `["mtp"] * mtp_layers + ["loss"]` as there (the recipes' mtp_num_layers: 1)."""
+    env = {"last_layer": ["mtp"] * mtp_layers + ["loss"]}
+    for path in _git(git_dir, "ls-tree", "-r", "--name-only", commit, f"{RECIPES_DIR}/deepseek").split():
+        if not path.endswith("deepseek_v3.py"):
+            continue
+        for node in ast.walk(ast.parse(_git(git_dir, "show", f"{commit}:{path}"))):
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and getattr(node.targets[0], "id", None) == "layout_map"
+                    and isinstance(node.value, ast.Dict)):  # fmt: skip
+                return {
+                    tuple(ast.literal_eval(k)): _layout_value(v, env)
+                    for k, v in zip(node.value.keys, node.value.values, strict=True)
+                }
+    return {}
+
+
 def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
     """Container -> config name -> fields, from each container's commit."""
     out: dict[str, Any] = {}
@@ -264,6 +345,7 @@ def load(git_dir: str) -> dict[str, dict[str, dict[str, Any]]]:
                 cfg["_split"] = {"function": function, **flags[function]}
         out[container] = configs
     out["_yaml"] = {c: yaml_recipes(git_dir, commit) for c, commit in YAML_CONTAINERS.items()}  # nor this
+    out["_dsv3_layouts"] = {c: deepseek_layout_map(git_dir, commit) for c, commit in CONTAINER_COMMIT.items()}
     out["_tp_overlap"] = tp_funcs  # not a container name: the recipe functions read for tp_comm_overlap
     out["_mixed_precision"] = mixed  # nor this: what the mixed-precision settings are read from (precision_settings_for)
     out["_applies_backend"] = applies  # nor this: whether set_workload_base_configs applies the flex back-end
@@ -372,6 +454,11 @@ def _map(cfg: dict[str, Any]):
     if cfg["cpu_offloading_num_layers"]:
         said.append(f"cpu_offloading_num_layers={cfg['cpu_offloading_num_layers']}")
         settings["cpu_offload_layers"] = cfg["cpu_offloading_num_layers"]
+    # The matched recipe's own pipeline layout (None: the model library's default for the
+    # row's pp x vp); its presence says a recipe matched (make_mbridge_summary.pipeline_of).
+    layout["_pp_layout"] = cfg.get("pp_layout")
+    if cfg.get("pp_layout"):
+        said.append(f"pp_layout {cfg['pp_layout']!r}")
     split = cfg.get("_split", {})
     on = [flag for flag in SPLIT_FLAGS if split.get(flag)]
     if on:

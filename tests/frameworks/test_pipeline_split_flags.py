@@ -136,3 +136,26 @@ def test_megatron_builds_the_mtp_split_the_planner_prices(name, fake_world, monk
         megatron = [get_num_layers_to_build(config, pp_rank=r) for r in range(lo.pp)]
     assert megatron == layout_chunk_counts(model, lo)
     assert megatron[-1] == megatron[0] - 1  # the last chunk gives its MTP layer's slot
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "Et*4|(t*4|)*14tmL",
+        "Et|(tt|)*30mL",
+        "Et|(tt|)*30L",
+        "Et*4|(t*7|)*5t*8|tmL",
+        "Ettt|(tt|)*29,m|L",
+    ],
+)
+def test_the_heldout_layout_reader_reads_as_megatron(layout):
+    """bench/heldout/mbridge_recipes.layout_chunks (the Megatron-Bridge recipes' pp_layout
+    strings, held-out records' layers_per_stage) against megatron-core 0.19.2's own
+    PipelineParallelLayerLayout.parse_str_to_list."""
+    from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+
+    recipes = f.load_script(ROOT / "bench" / "heldout" / "mbridge_recipes.py")
+    theirs = [
+        [t.name for t in stage] for stage in PipelineParallelLayerLayout.parse_str_to_list(layout)
+    ]
+    assert recipes.layout_chunks(layout) == theirs

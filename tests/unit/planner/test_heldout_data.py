@@ -610,15 +610,60 @@ def test_identical_inputs_floor_by_hand(capsys) -> None:
     assert "the model 10.0 / - %" in out and "over 20 %: a / b (21 %)" in out
 
 
-def test_deepseek_rows_state_no_mtp_and_say_why(records: list[dict]) -> None:
-    """The DeepSeek-V3 recipes train one MTP layer placed by their own pipeline layout, which a
-    record cannot state: no row states MTP (the preset's is popped, make_mbridge_summary.
-    model_dict), and every row that ran it says so; the w/o-MTP rows say they ran none."""
+def test_deepseek_rows_state_the_recipes_mtp_and_layout(records: list[dict]) -> None:
+    """The DeepSeek-V3 recipes train one MTP layer placed by their pipeline layout (their own
+    pp_layout, else the library's default map for PP x VP): a row whose recipe matched states
+    both (mtp_num_layers 1, layers_per_stage with 61 decoder layers, the last stage's fewest);
+    every other row states neither and says why; the w/o-MTP rows say they ran none."""
     dsv3 = [r for r in records if r["model"]["name"].startswith("DeepSeek-V3")]
-    assert dsv3 and all("mtp_num_layers" not in r["model"] for r in dsv3)
+    stated = [r for r in dsv3 if "layers_per_stage" in r["layout"]]
+    assert len(stated) >= 20
     for r in dsv3:
-        if r["id"].endswith("-woMTP"):
-            assert "no multi-token prediction layer" in r["notes"]
+        split = r["layout"].get("layers_per_stage")
+        if split is not None:
+            lo = r["layout"]
+            assert r["model"]["mtp_num_layers"] == 1 and "pipeline layout" in r["notes"]
+            assert len(split) == lo["pp"] * (lo["vp"] or 1) and sum(split) == 61
+            assert split[-1] == min(split)  # the MTP layer and the loss share the last stage
         else:
-            assert "multi-token prediction layer (deepseek_v3 recipes: mtp_num_layers 1)" in r["notes"]
-    assert all(r["confidence"] == "low" for r in dsv3 if r["id"].endswith("-wMTP"))
+            assert "mtp_num_layers" not in r["model"]
+            if r["id"].endswith("-woMTP"):
+                assert "no multi-token prediction layer" in r["notes"]
+            else:
+                assert "(deepseek_v3 recipes: mtp_num_layers 1) is not stated" in r["notes"]
+
+
+def test_pipeline_layouts_read_as_megatron_reads_them() -> None:
+    """mbridge_recipes.layout_chunks follows megatron-core 0.19 parse_str_to_list (`(..)*n`, then
+    `x*n`, commas cosmetic); pipeline_split checks what a record can state; the DeepSeek-V3
+    library map is evaluated from its AST (lists, + and *, `last_layer`)."""
+    import ast
+
+    m = _recipes_module()
+    assert m.layout_chunks("Et*2|(tt|)*2,mL") == [
+        ["embedding", "decoder", "decoder"], ["decoder", "decoder"], ["decoder", "decoder"],
+        ["mtp", "loss"],
+    ]  # fmt: skip
+    assert m.pipeline_split("Et*2|(tt|)*2mL", 2, 2, 6) == ((2, 2, 2, 0), 1)
+    assert m.pipeline_split("Ett|ttmL", 2, 1, 4) == ((2, 2), 1)
+    assert "has 2 stages, pp x vp is 4" in m.pipeline_split("Ett|ttL", 2, 2, 4)
+    assert "holds 4 decoder layers, the model 5" in m.pipeline_split("Ett|ttL", 2, 1, 5)
+    assert "outside the last stage" in m.pipeline_split("Ettm|ttL", 2, 1, 4)
+    assert "start with the embedding" in m.pipeline_split("tt|EttL", 2, 1, 4)
+    with pytest.raises(ValueError, match="unknown layer letter"):
+        m.layout_chunks("Etx|L")
+    source = """
+def set_layout(model_cfg):
+    last_layer = ["mtp"] * mtp_layers + ["loss"]
+    layout_map = {
+        (1, 1): None,
+        (2, 1): [["embedding"] + ["decoder"] * 3, ["decoder"] * 2 + last_layer],
+        (2, 2): [["embedding"] + ["decoder"]] + [["decoder"] * 2] * 2 + [["decoder"] + last_layer],
+    }
+"""
+    node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Dict))
+    env = {"last_layer": ["mtp", "loss"]}
+    table = {ast.literal_eval(k): m._layout_value(v, env) for k, v in zip(node.keys, node.values)}
+    assert table[(1, 1)] is None
+    assert m.pipeline_split(table[(2, 1)], 2, 1, 5) == ((3, 2), 1)
+    assert m.pipeline_split(table[(2, 2)], 2, 2, 6) == ((1, 2, 2, 1), 1)

@@ -48,9 +48,10 @@ What a record takes, and from where:
   2025-04+ rows from the NeMo performance script the launch script runs, read at the NeMo commit
   its setup.sh pins (perf_script_settings, make_nemo_summary.recipe_settings), with the launch's
   own --cuda_graphs flag (launch_cuda_graphs); Grok-1's script, which builds its recipe in its own
-  code, by moe_script_settings (token drop, dispatcher, TP overlap, gradient dtype, fp8). Not read,
-  said in the notes: DeepSeek-V3's script-coded settings (uneven pipeline stages and a multi-token-prediction layer
-  the records' schema cannot state; those rows are `confidence: low`).
+  code, by moe_script_settings (token drop, dispatcher, TP overlap, gradient dtype, fp8);
+  DeepSeek-V3's by deepseek_script_settings (recompute modules, uneven first / last pipeline
+  stages as layout.layers_per_stage, the recipe's MTP layer as the model's mtp_num_layers, token
+  drop, TP overlap, dispatcher).
 - Duplicates: a configuration a README published before with the same figure is one record (the
   notes list the later releases); another figure in the same container replaces it (a revision);
   another figure in other or unknown software is another record (_merge).
@@ -74,6 +75,7 @@ from make_nemo_summary import (
     _models,
     _undescribable,
     fp8_param_gather_of,
+    literal_defaults,
     moe_recipe_settings,
     preset,
     recipe_settings,
@@ -536,6 +538,8 @@ IF_RE = re.compile(r"^\s*(if|elif)\s+(.*?);?\s*then\s*$")
 LAYOUT_VARS = ("TP", "PP", "CP", "VP", "EP", "MBS")
 """The launch scripts' layout variables (`TP=8`), read where a row's branch sets a literal."""
 VAR_RE = re.compile(r"^\s*(?:export\s+)?(" + "|".join(LAYOUT_VARS) + r")=([0-9]+|null)\s*$")
+RM_VAR_RE = re.compile(r"""^\s*(?:export\s+)?RM=['"]?([\w ,]+?)['"]?\s*$""")
+"""DeepSeek-V3's launch.sh recompute modules (`RM='mla_up_proj'`, passed as --recompute_modules $RM)."""
 GRAPH_FLAG_RE = re.compile(r"--cuda_graphs\s+(true|false|\"?\$\{?CUDA_GRAPH\}?\"?)(?=[\s\"\\]|$)")
 """The performance script's --cuda_graphs flag in a launch script (scripts/performance/
 argument_parser.py; it wins over the recommended-config CSV's `cuda_graphs`: utils.py
@@ -601,6 +605,8 @@ def shell_assignments(text: str, ctx: dict[str, str]) -> list[tuple[str, str, bo
             out.append((v.group(1), v.group(2), sure))
         if g := GRAPH_VAR_RE.match(line):
             out.append(("CUDA_GRAPH", g.group(1) or g.group(2), sure))
+        if r := RM_VAR_RE.match(line):
+            out.append(("RM", r.group(1), sure))
         for flag in GRAPH_FLAG_RE.findall(line):
             out.append(("--cuda_graphs", flag.strip('"'), sure))
     return out
@@ -789,6 +795,12 @@ def perf_script_settings(readme: Readme, row_workload: str, size: str, precision
         return None
     script = re.search(r"scripts\.performance\.llm\.pretrain_(\w+?)_(\d+b\b|\$\{?MODEL_SIZE\}?)", launch)
     pin = re.search(r"NEMO_COMMIT=\"?([0-9a-f]{40})", setup)
+    if re.search(r"scripts\.performance\.llm\.pretrain_deepseek_v3\b", launch) and pin:
+        ctx = shell_context(size, precision, gpu, shape["num_gpus"])
+        settings, layout, note = deepseek_script_settings(recipes, pin.group(1), launch, ctx, shape)
+        settings, graph_note = with_launch_graphs(settings, launch, ctx, shape)
+        note = "; ".join(x for x in (note, graph_note) if x)
+        return settings, layout, f"NeMo {pin.group(1)[:10]} ({folder}/setup.sh NEMO_COMMIT): {note}"
     if script is None and (own := re.search(r"scripts\.performance\.llm\.(pretrain_\w+)", launch)):
         return own_script_settings(readme, f"{folder}/{own.group(1)}.py", size, precision, gpu,
                                    shape, recipes, pin.group(1) if pin else None)  # fmt: skip
@@ -862,8 +874,116 @@ MOE_SCRIPTS = {("grok1", "314b"): ("grok1", "314b")}
 """Workload folder and size -> the NeMo performance script whose own code builds an MoE model's
 recipe (scripts/performance/llm/pretrain_grok1_314b.py: model(), trainer(),
 pretrain_performance_optimizations(), override_recipe_configs()), read by moe_script_settings.
-Not DeepSeek-V3: its script's uneven pipeline stages (first 64 / PP - 1 layers, last 64 / PP -
-2) and the recipe's multi-token prediction layer are not stated by the records' schema."""
+DeepSeek-V3's script (uneven pipeline stages, the recipe's MTP layer): deepseek_script_settings."""
+
+
+def _int_expr(node: ast.expr, env: dict[str, int]) -> int:
+    """An integer expression of names in `env`, constants, + - * //."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in env:
+        return env[node.id]
+    if isinstance(node, ast.BinOp):
+        a, b = _int_expr(node.left, env), _int_expr(node.right, env)
+        ops = {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
+        if isinstance(node.op, ast.FloorDiv) and b:
+            return a // b
+        if type(node.op) in ops:
+            return ops[type(node.op)]
+    raise ValueError(f"not an integer expression this reader evaluates: {ast.unparse(node)}")
+
+
+def uneven_stages(fn: ast.FunctionDef, pp: int, num_layers: int) -> tuple[list[int] | None, str]:
+    """(decoder layers per pipeline stage, note) that a script's `recipe.trainer.strategy.
+    num_layers_in_first_pipeline_stage` / `..._last_...` assignments give at `pp_size` = pp, the
+    middle stages sharing the rest evenly (megatron-core transformer_block.get_num_layers_to_build,
+    which asserts the division); (None, why) where they are not both read."""
+    env: dict[str, int] = {"pp_size": pp}
+    ends: dict[str, int] = {}
+    try:
+        for st in fn.body:
+            if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
+                continue
+            target = ast.unparse(st.targets[0])
+            if isinstance(st.targets[0], ast.Name) and target.startswith("num_layers_in_"):
+                env[target] = _int_expr(st.value, env)
+            elif target.startswith("recipe.trainer.strategy.num_layers_in_"):
+                ends[target.rsplit(".", 1)[1]] = _int_expr(st.value, env)
+    except ValueError as err:
+        return None, str(err)
+    first, last = ends.get("num_layers_in_first_pipeline_stage"), ends.get("num_layers_in_last_pipeline_stage")
+    if first is None or last is None or pp < 3:
+        return None, "no first / last pipeline stage sizes read"
+    rest, middle = num_layers - first - last, pp - 2
+    if rest % middle or rest < middle:
+        return None, f"{rest} layers do not split over {middle} middle stages"
+    return [first] + [rest // middle] * middle + [last], (
+        f"num_layers_in_first / last_pipeline_stage {first} / {last} at pp {pp}"
+    )
+
+
+def deepseek_script_settings(recipes: Recipes, ref: str, launch: str, ctx: dict[str, str],
+                             shape: dict) -> tuple[dict, dict, str]:  # fmt: skip
+    """(settings, layout fields, note) of a DeepSeek-V3 row, whose launch.sh runs NeMo's
+    scripts/performance/llm/pretrain_deepseek_v3.py at the setup.sh's pin (ast, never run):
+    - `override_recipe_configs`: `recipe_granularity = "selective"` with the launch's
+      `--recompute_modules $RM` (the row's GPU branch of launch.sh), the first / last pipeline
+      stages its `num_layers_in_first/last_pipeline_stage` set (uneven_stages), token drop where
+      `USE_TOKEN_DROP` (module constant) adds `run.Config(MegatronTokenDropCallback)`
+      (moe_recipe_settings: the callback's defaults), `MegatronCommOverlapCallback(tp_comm_overlap
+      =False)`;
+    - `pretrain_recipe()` of nemo/collections/llm/recipes/deepseek_v3.py: its `use_mtp` default,
+      with which `model(use_mtp)` builds `DeepSeekV3Config(mtp_num_layers=N)`: the MTP layers
+      (layout field `_mtp_num_layers`, the row's model), in the last stage without a layout;
+    - the dispatcher: DeepSeekConfig's `moe_token_dispatcher_type` default
+      (nemo/collections/llm/gpt/model/deepseek.py)."""
+    path = f"{PERF_SCRIPTS}/llm/pretrain_deepseek_v3.py"
+    text = recipes._show(ref, path)
+    if text is None:
+        return {}, {}, f"none read ({path} not found)"
+    tree = ast.parse(text)
+    override = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+                     and n.name == "override_recipe_configs"), None)  # fmt: skip
+    if override is None:
+        return {}, {}, f"none read ({path} has no override_recipe_configs)"
+    body = re.sub(r"\s+", "", ast.unparse(override))
+    settings: dict = {}
+    layout: dict = {}
+    notes = [path]
+    if "recipe.model.config.recompute_granularity='selective'" in body:
+        modules = [(v, sure) for k, v, sure in shell_assignments(launch, ctx) if k == "RM"]
+        if modules and modules[-1][1] and "--recompute_modules $RM" in launch:
+            names = modules[-1][0].replace(",", " ").split()
+            layout["recompute"] = "selective"
+            settings["recompute_modules"] = names
+            notes.append(f"recompute selective, modules {names} (launch.sh RM, --recompute_modules)")
+    split, split_note = uneven_stages(override, shape["pp"], 61)
+    if split is not None and (shape["vp"] or 1) == 1:
+        layout["layers_per_stage"] = split
+    notes.append(split_note)
+    constants = {ast.unparse(st.targets[0]): st.value.value for st in tree.body
+                 if isinstance(st, ast.Assign) and len(st.targets) == 1
+                 and isinstance(st.value, ast.Constant)}  # fmt: skip
+    if constants.get("USE_TOKEN_DROP") is True:
+        drop, drop_notes = moe_recipe_settings(recipes, ref, ast.unparse(override), "")
+        settings.update(drop)
+        notes += drop_notes
+    if shape["tp"] > 1 and "MegatronCommOverlapCallback,tp_comm_overlap=False" in body:
+        settings["tp_comm_overlap"] = False
+        notes.append("tp_comm_overlap=False (MegatronCommOverlapCallback)")
+    recipe = recipes._show(ref, "nemo/collections/llm/recipes/deepseek_v3.py") or ""
+    calls = [c for c in ast.walk(override) if isinstance(c, ast.Call) and ast.unparse(c.func) == "pretrain_recipe"]
+    use_mtp = literal_defaults(recipe, "pretrain_recipe").get("use_mtp")
+    if calls and not calls[0].args and not calls[0].keywords and use_mtp is True:
+        depth = re.search(r"run\.Config\(DeepSeekV3Config,mtp_num_layers=(\d+)", re.sub(r"\s+", "", recipe))
+        if depth:
+            layout["_mtp_num_layers"] = int(depth.group(1))
+            notes.append(f"pretrain_recipe() (use_mtp default True): DeepSeekV3Config mtp_num_layers {depth.group(1)}")
+    base = literal_defaults(recipes._show(ref, "nemo/collections/llm/gpt/model/deepseek.py"), "DeepSeekConfig")
+    if isinstance(base.get("moe_token_dispatcher_type"), str):
+        settings["moe_dispatcher"] = base["moe_token_dispatcher_type"]
+        notes.append(f"dispatcher {base['moe_token_dispatcher_type']} (DeepSeekConfig)")
+    return settings, layout, "; ".join(notes)
 
 
 def _calls(fn: ast.FunctionDef | None, name: str) -> list[ast.Call]:
@@ -1159,6 +1279,8 @@ def record(row: Row, recipes: Recipes) -> dict | str:
                                recipes)  # fmt: skip
     if got is not None:
         settings, recipe_layout, recipe_note = got
+        if mtp := recipe_layout.pop("_mtp_num_layers", 0):
+            model["mtp_num_layers"] = mtp
         if settings.pop("_ub_differs", False):
             confidence = "low"  # as make_nemo_summary: the priced userbuffers config is not NeMo's
         notes.append(f"recipe settings from {recipe_note}")
@@ -1204,6 +1326,7 @@ def record(row: Row, recipes: Recipes) -> dict | str:
             "global_batch_seqs": gbs,
             "recompute": recipe_layout.get("recompute"),
             "precision": row.precision,
+            **{k: recipe_layout[k] for k in ("layers_per_stage",) if k in recipe_layout},
         },
         **({"settings": settings} if settings else {}),
         "measured_tokens_per_s_per_gpu": round(tokens, 1),

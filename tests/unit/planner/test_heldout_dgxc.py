@@ -536,11 +536,88 @@ CONFIG_OVERRIDES=" -tp $TP \\
 def test_grok1_gb200_rows_state_their_script_s_settings(records: list[dict]) -> None:
     """The committed file: the 25.05 Grok-1 GB200 rows carry what pretrain_grok1_314b.py at the
     setup.sh's NeMo commit and the launch.sh set (token drop, TP overlap, bf16 gradients, CUDA
-    graphs); DeepSeek-V3's (uneven stages, MTP) stay unread."""
+    graphs); DeepSeek-V3's state their script's MTP layer and token drop (deepseek_script_settings)."""
     grok = [r for r in records if r["id"].startswith("dgxc-25.05-250400-gb200-grok-1-314b")]
     assert len(grok) == 6
     for r in grok:
         s = r["settings"]
         assert s["moe_pad_to_capacity"] and s["moe_capacity_factor"] == 1.0 and s["cuda_graphs"]
         assert s["tp_comm_overlap"] and s["main_grads"] == "bf16" and r["confidence"] == "medium"
-    assert all(not r.get("settings") for r in records if "deepseek-v3" in r["id"])
+    dsv3 = [r for r in records if "deepseek-v3" in r["id"]]
+    assert len(dsv3) == 5 and all(r["model"]["mtp_num_layers"] == 1 for r in dsv3)
+    assert all(r["settings"]["moe_capacity_factor"] == 1.0 for r in dsv3)
+
+
+DSV3_SCRIPT = """\
+USE_TOKEN_DROP = True
+
+
+def override_recipe_configs(args, num_nodes, mbs, gbs, tp_size, pp_size):
+    recipe = pretrain_recipe()
+    recipe.model.config.recompute_granularity = "selective"
+    num_layers_in_middle_pipeline_stages = 64 // pp_size
+    recipe.trainer.strategy.num_layers_in_first_pipeline_stage = num_layers_in_middle_pipeline_stages - 1
+    recipe.trainer.strategy.num_layers_in_last_pipeline_stage = num_layers_in_middle_pipeline_stages - 2
+    callbacks = []
+    if USE_TOKEN_DROP:
+        callbacks.append(run.Config(MegatronTokenDropCallback))
+    comm_overlap_callback = run.Config(MegatronCommOverlapCallback, tp_comm_overlap=False)
+    return recipe
+"""
+DSV3_FILES = {
+    "scripts/performance/llm/pretrain_deepseek_v3.py": DSV3_SCRIPT,
+    "nemo/collections/llm/recipes/deepseek_v3.py": (
+        "def model(use_mtp=False):\n"
+        "    if use_mtp:\n"
+        "        conf = run.Config(DeepSeekV3Config, mtp_num_layers=1, mtp_loss_scaling_factor=0.1)\n"
+        "def pretrain_recipe(name=None, use_mtp: bool = True):\n"
+        "    return model(use_mtp)\n"
+    ),
+    "nemo/lightning/pytorch/callbacks/moe_token_drop.py": (
+        "class MegatronTokenDropCallback:\n"
+        "    def __init__(self, moe_expert_capacity_factor: float = 1.0,"
+        " moe_pad_expert_input_to_capacity: bool = True):\n"
+        "        pass\n"
+    ),
+    "nemo/collections/llm/gpt/model/deepseek.py": (
+        "class DeepSeekConfig:\n    moe_token_dispatcher_type: str = 'alltoall'\n"
+    ),
+}
+DSV3_LAUNCH = """\
+if [[ $GPU_TYPE = "h100"  ]]; then
+  TP=2
+  RM='mla_up_proj'
+elif [[ $GPU_TYPE = "gb200" ]]; then
+  RM='core_attn'
+fi
+python3 -m scripts.performance.llm.pretrain_deepseek_v3 -tp $TP --recompute_modules $RM
+"""
+
+
+def test_deepseek_script_settings_by_hand(conv) -> None:
+    """pretrain_deepseek_v3.py: selective recompute with the launch's per-GPU modules, the first /
+    last stages at 64 // pp - 1 / - 2 with the rest even, token drop at the callback's defaults,
+    no TP overlap, the recipe's default MTP layer, DeepSeekConfig's dispatcher."""
+    rec = conv.Recipes("unused")
+    rec._show = lambda ref, path: DSV3_FILES.get(path)  # type: ignore[method-assign]
+    h100 = conv.shell_context("671b", "bf16", "H100", 1024)
+    shape = {"tp": 2, "pp": 16, "vp": 1, "fsdp": False}
+    settings, layout, _ = conv.deepseek_script_settings(rec, "f" * 40, DSV3_LAUNCH, h100, shape)
+    assert settings == {
+        "recompute_modules": ["mla_up_proj"], "moe_pad_to_capacity": True, "moe_capacity_factor": 1.0,
+        "tp_comm_overlap": False, "moe_dispatcher": "alltoall",
+    }  # fmt: skip
+    assert layout == {"recompute": "selective", "layers_per_stage": [3] + [4] * 14 + [2], "_mtp_num_layers": 1}
+    gb200 = conv.shell_context("671b", "bf16", "GB200", 256)
+    settings, layout, _ = conv.deepseek_script_settings(rec, "f" * 40, DSV3_LAUNCH, gb200, {**shape, "pp": 4})
+    assert settings["recompute_modules"] == ["core_attn"] and layout["layers_per_stage"] == [15, 16, 16, 14]
+    # 61 - 7 - 6 = 48 over 6 middle stages; at pp 2 there are none: not stated
+    assert conv.uneven_stages(conv.ast.parse(DSV3_SCRIPT).body[1], 8, 61)[0] == [7] + [8] * 6 + [6]
+    assert conv.uneven_stages(conv.ast.parse(DSV3_SCRIPT).body[1], 2, 61)[0] is None
+    no_mtp = dict(DSV3_FILES)
+    no_mtp["nemo/collections/llm/recipes/deepseek_v3.py"] = DSV3_FILES[
+        "nemo/collections/llm/recipes/deepseek_v3.py"
+    ].replace("use_mtp: bool = True", "use_mtp: bool = False")
+    rec._show = lambda ref, path: no_mtp.get(path)  # type: ignore[method-assign]
+    _, layout, _ = conv.deepseek_script_settings(rec, "f" * 40, DSV3_LAUNCH, h100, shape)
+    assert "_mtp_num_layers" not in layout

@@ -130,9 +130,14 @@ def build_table(
     deadline: float | None = None,
     family: Callable[[Layout], tuple] = family_key,
     tolerance: float = 0.0,
+    seed: Sequence[Estimate] = (),
 ) -> CandidateTable:
     """`deadline` (a time.perf_counter() value) stops the search early once at least one plan
     that fits has been scored; `open_bound_s` then holds the smallest bound left open.
+
+    `seed`: plans of this space already scored (solve.search passes the even-split search's for
+    stage_split "search", whose every plan this space holds too): they start the table and its
+    cutoff, so the branch and bound prunes against them from the first entry on.
 
     The top k counts families (`family`: candidates.family_key by default, plan_key for every
     plan), each by its best plan, and every family within `tolerance` of the best plan is kept
@@ -149,6 +154,7 @@ def build_table(
             )
         except DeadlinePassed:
             return CandidateTable(timed_out=True)
+        search.add_seed(seed)
         return search.run(prune=prune, deadline=deadline)
 
 
@@ -250,6 +256,13 @@ class BranchAndBound:
         """DeadlinePassed every 64th call once the hard deadline has passed (pre-loop work)."""
         if self.hard is not None and i % 64 == 0 and time.perf_counter() > self.hard:
             raise DeadlinePassed()
+
+    def add_seed(self, seed: Sequence[Estimate]) -> None:
+        """Plans scored before this search (build_table's `seed`), as if _score had scored them
+        (not counted in num_scored: the search that scored them counted them)."""
+        for e in seed:
+            self.table.estimates.append(e)
+            self.top.add(self.family(e.layout), self._quanta(e.step_time_s, e.global_batch_seqs))
 
     def run(self, *, prune: bool, deadline: float | None) -> CandidateTable:
         table = self.table

@@ -300,3 +300,36 @@ def test_split_counts_the_per_layer_traffic():
     split = PartitionSolver(model, cluster, work, usable).split(lo, topology.spans(cluster, lo))
     assert scored[split].peak_memory_gib <= usable
     assert scored[split].step_time_s == pytest.approx(best, rel=1e-9)
+
+
+def test_the_partition_search_starts_from_the_even_split_s_plans(monkeypatch):
+    """stage_split "search" runs the even-split search first and seeds the partition search's
+    table and cutoff with its plans (solve.search, table.build_table `seed`): the answer is never
+    slower than the default's, also when the time limit stops the partition search, and with
+    the seed the table prunes at least as much."""
+    from planner.search import table as table_mod
+
+    model = MODELS["moe_mtp"]
+    cluster, work = factories.cluster(8), Workload(seq_len=4096, global_batch_seqs=64)
+    fields = {"micro_batches": (1,), "max_vp": 1, "recompute": ("none", "full"),
+              "zero_stages": (1,), "search_order": False, "max_pp": 4}  # fmt: skip
+    even = factories.plan(model, cluster, work, **fields, top_k=1, deterministic=True)
+    calls = []
+    real = table_mod.build_table
+
+    def spy(*args, **kw):
+        calls.append((args[3].stage_split, len(kw.get("seed", ()))))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sat, "build_table", spy)
+    searched = factories.plan(
+        model, cluster, work, **fields, stage_split="search", top_k=1, deterministic=True
+    )
+    assert calls[0] == ("even", 0) and calls[1][0] == "search" and calls[1][1] >= 1
+    assert searched.best.step_time_s <= even.best.step_time_s
+    seedless = real(model, cluster, work, SearchSpace(**fields, stage_split="search"), 1)
+    seeded = real(
+        model, cluster, work, SearchSpace(**fields, stage_split="search"), 1, seed=[even.best]
+    )
+    assert seeded.num_scored <= seedless.num_scored
+    assert min(e.step_time_s for e in seeded.estimates) <= even.best.step_time_s

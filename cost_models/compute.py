@@ -1705,12 +1705,11 @@ def lm_head_time(
         fp8 = workload.precision in LOW_PRECISION
         if book is None:
             proj_s = gemm_time_s(proj, gpu, cal, fp8)
-            gemm_s += proj_s
         else:
             proj_s, proj_bwd_s, proj_looks = gemm_passes_s(proj, gpu, cal, fp8, book)
-            gemm_s += proj_s
             gemm_bwd_s = (gemm_bwd_s or 0.0) + proj_bwd_s
             looks = (*looks, *proj_looks)
+        gemm_s += proj_s
         gemms += proj
         rows = t / (layout.tp if layout.sequence_parallel else 1)
         embed = embedding_time(model, gpu, cal, workload, layout)

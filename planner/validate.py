@@ -393,8 +393,10 @@ def record_inputs(
 def record_split(record: RunRecord | dict[str, Any]) -> tuple[int, ...] | None:
     """The pipeline split a record's layout states (RunLayout.layers_per_stage), for estimate's
     layers_per_stage; None: the planner's even split."""
-    layout = record.layout.model_dump() if isinstance(record, RunRecord) else record["layout"]
-    split = layout.get("layers_per_stage")
+    if isinstance(record, RunRecord):
+        split = record.layout.layers_per_stage
+    else:
+        split = record["layout"].get("layers_per_stage")
     return None if split is None else tuple(split)
 
 

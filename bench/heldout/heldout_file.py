@@ -6,6 +6,7 @@ way they read the repository mirrors they convert (git, git_show)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -26,6 +27,30 @@ def git_show(git_dir: str, ref: str, path: str) -> str | None:
         return git(git_dir, "show", f"{ref}:{path}")
     except subprocess.CalledProcessError:
         return None
+
+
+def expr_value(node: ast.expr, env: dict[str, object]):
+    """The value of a recipe's or script's expression read with ast, never run: constants
+    (strings, numbers, None), lists and tuples of them, the names in `env`, and + - * // between
+    them (the DeepSeek-V3 layout map's `["decoder"] * 4 + last_layer`, NeMo's
+    `64 // pp_size - 1`). Anything else raises ValueError naming it."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, type(None))):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [expr_value(e, env) for e in node.elts]
+    if isinstance(node, ast.Name) and node.id in env:
+        return env[node.id]
+    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.FloorDiv: lambda a, b: a // b}  # fmt: skip
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        left, right = expr_value(node.left, env), expr_value(node.right, env)
+        if isinstance(node.op, ast.FloorDiv) and right == 0:
+            raise ValueError(f"division by zero in {ast.unparse(node)}")
+        try:
+            return ops[type(node.op)](left, right)
+        except TypeError as err:
+            raise ValueError(f"{ast.unparse(node)}: {err}") from None
+    raise ValueError(f"an expression this reader does not evaluate: {ast.unparse(node)[:80]}")
 
 
 EVALUATION_ONLY = "HELD-OUT EVALUATION DATA: never used to fit a constant (docs/accuracy.md, bench/heldout_accuracy.py)."

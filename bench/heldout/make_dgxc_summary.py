@@ -69,7 +69,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from heldout_file import EVALUATION_ONLY, git, git_show, write_summary
+from heldout_file import EVALUATION_ONLY, expr_value, git, git_show, write_summary
 from make_nemo_summary import (
     Recipes,
     _models,
@@ -877,42 +877,26 @@ pretrain_performance_optimizations(), override_recipe_configs()), read by moe_sc
 DeepSeek-V3's script (uneven pipeline stages, the recipe's MTP layer): deepseek_script_settings."""
 
 
-def _int_expr(node: ast.expr, env: dict[str, int]) -> int:
-    """An integer expression of names in `env`, constants, + - * //."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in env:
-        return env[node.id]
-    if isinstance(node, ast.BinOp):
-        a, b = _int_expr(node.left, env), _int_expr(node.right, env)
-        ops = {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
-        if isinstance(node.op, ast.FloorDiv) and b:
-            return a // b
-        if type(node.op) in ops:
-            return ops[type(node.op)]
-    raise ValueError(f"not an integer expression this reader evaluates: {ast.unparse(node)}")
-
-
 def uneven_stages(fn: ast.FunctionDef, pp: int, num_layers: int) -> tuple[list[int] | None, str]:
     """(decoder layers per pipeline stage, note) that a script's `recipe.trainer.strategy.
     num_layers_in_first_pipeline_stage` / `..._last_...` assignments give at `pp_size` = pp, the
     middle stages sharing the rest evenly (megatron-core transformer_block.get_num_layers_to_build,
     which asserts the division); (None, why) where they are not both read."""
-    env: dict[str, int] = {"pp_size": pp}
-    ends: dict[str, int] = {}
+    env: dict[str, object] = {"pp_size": pp}
+    ends: dict[str, object] = {}
     try:
         for st in fn.body:
             if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
                 continue
             target = ast.unparse(st.targets[0])
             if isinstance(st.targets[0], ast.Name) and target.startswith("num_layers_in_"):
-                env[target] = _int_expr(st.value, env)
+                env[target] = expr_value(st.value, env)
             elif target.startswith("recipe.trainer.strategy.num_layers_in_"):
-                ends[target.rsplit(".", 1)[1]] = _int_expr(st.value, env)
+                ends[target.rsplit(".", 1)[1]] = expr_value(st.value, env)
     except ValueError as err:
         return None, str(err)
     first, last = ends.get("num_layers_in_first_pipeline_stage"), ends.get("num_layers_in_last_pipeline_stage")
-    if first is None or last is None or pp < 3:
+    if not isinstance(first, int) or not isinstance(last, int) or pp < 3:
         return None, "no first / last pipeline stage sizes read"
     rest, middle = num_layers - first - last, pp - 2
     if rest % middle or rest < middle:
@@ -957,7 +941,7 @@ def deepseek_script_settings(recipes: Recipes, ref: str, launch: str, ctx: dict[
             layout["recompute"] = "selective"
             settings["recompute_modules"] = names
             notes.append(f"recompute selective, modules {names} (launch.sh RM, --recompute_modules)")
-    split, split_note = uneven_stages(override, shape["pp"], 61)
+    split, split_note = uneven_stages(override, shape["pp"], shape["num_layers"])
     if split is not None and (shape["vp"] or 1) == 1:
         layout["layers_per_stage"] = split
     notes.append(split_note)
@@ -1274,7 +1258,7 @@ def record(row: Row, recipes: Recipes) -> dict | str:
     zero = 3 if lay["fsdp"] else 1
     tokens = lay["seq"] * gbs / row.step_s / n
     shape = {"num_gpus": n, "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vp": lay["vp"], "mbs": mbs,
-             "gbs": gbs, "fsdp": zero == 3}  # fmt: skip
+             "gbs": gbs, "fsdp": zero == 3, "num_layers": model["num_layers"]}  # fmt: skip
     got = perf_script_settings(row.readme, row.workload, row.size, row.precision, row.gpu, shape,
                                recipes)  # fmt: skip
     if got is not None:

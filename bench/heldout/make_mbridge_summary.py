@@ -108,9 +108,6 @@ def model_dict(name: str) -> dict | None:
     return spec
 
 
-MTP_NOTE_HEAD = ("The recipe's multi-token prediction layer", "w/ MTP: the recipe's multi-token")
-
-
 def mtp_note(tag: str | None) -> str:
     """Why a DeepSeek-V3 row that ran its multi-token-prediction layer does not state it."""
     ran = f"{tag}: the" if tag else "The"
@@ -348,8 +345,9 @@ def record(cells, container, doc, commit, recipes, alt):
             "scripts/performance/run_script.py apply_moe_token_drop defaults)"
         )
         confidence = "low"
+    mtp_at = None  # where the note on an unstated MTP layer goes (pipeline_of decides below)
     if name == "DeepSeekV3" and tag != "w/o MTP":
-        notes.append(mtp_note(tag if "MTP" in tag else None))
+        mtp_at = len(notes)
         confidence = "low" if tag == "w/ MTP" else confidence
     elif tag == "w/o MTP":
         notes.append("w/o MTP: no multi-token prediction layer (mtp_num_layers 0)")
@@ -371,7 +369,8 @@ def record(cells, container, doc, commit, recipes, alt):
         notes.append(layout_note)
     if mtp:
         model["mtp_num_layers"] = mtp
-        notes = [n for n in notes if not n.startswith(MTP_NOTE_HEAD)]
+    elif mtp_at is not None:
+        notes.insert(mtp_at, mtp_note(tag if "MTP" in tag else None))
     slug = re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
     return {
         "id": f"mbridge-{container}-{gpu.split('-')[0]}-{slug}-{precision}" + (f"-{recipe}" if recipe else "") + (f"-{tag.replace('/', '').replace(' ', '')}" if tag else ""),

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from heldout_file import expr_value
 from heldout_file import git as _git
 
 # The commit of each container's performance-summary update (git log -- docs/performance-summary.md):
@@ -278,20 +279,6 @@ def pipeline_split(layout: str | list, pp: int, vp: int, num_layers: int) -> tup
     return decoders, mtp
 
 
-def _layout_value(node: ast.expr, env: dict[str, Any]) -> Any:
-    """A layout_map entry: lists, strings, numbers, + and * of them, and the names in `env`."""
-    if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (str, int))):
-        return node.value
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_layout_value(e, env) for e in node.elts]
-    if isinstance(node, ast.Name) and node.id in env:
-        return env[node.id]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
-        left, right = _layout_value(node.left, env), _layout_value(node.right, env)
-        return left + right if isinstance(node.op, ast.Add) else left * right
-    raise ValueError(f"layout_map entry not read: {ast.dump(node)[:80]}")
-
-
 def deepseek_layout_map(git_dir: str, commit: str, mtp_layers: int = 1) -> dict[tuple[int, int], Any]:
     """(pp, vp) -> layout of the DeepSeek-V3 library's default map at `commit` (the `layout_map`
     of set_deepseek_v3_pipeline_model_parallel_layout or _get_deepseek_v3_pipeline_layout in
@@ -306,7 +293,7 @@ def deepseek_layout_map(git_dir: str, commit: str, mtp_layers: int = 1) -> dict[
                     and getattr(node.targets[0], "id", None) == "layout_map"
                     and isinstance(node.value, ast.Dict)):  # fmt: skip
                 return {
-                    tuple(ast.literal_eval(k)): _layout_value(v, env)
+                    tuple(ast.literal_eval(k)): expr_value(v, env)
                     for k, v in zip(node.value.keys, node.value.values, strict=True)
                 }
     return {}

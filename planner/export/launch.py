@@ -548,7 +548,7 @@ def megatron_layout(model: ModelSpec, e: Estimate) -> str:
     """`--pipeline-model-parallel-layout`: one `|`-separated entry per virtual stage in model
     order (chunk c on pipeline rank c % pp), `E` embedding, `t` one decoder layer, `m` one
     multi-token-prediction layer, `L` loss. The split is the cost model's own (cost_models.
-    pipeline.chunk_layer_counts); the MTP layers sit in the last chunk before the loss, where
+    pipeline.layout_chunk_counts); the MTP layers sit in the last chunk before the loss, where
     the cost model prices them (pipeline.with_mtp) and where megatron-core 0.19's
     PipelineParallelLayerLayout.validate_layer_layout wants them (after every decoder layer, all
     in one virtual stage, `mtp_num_layers` of them)."""

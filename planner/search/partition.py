@@ -135,8 +135,8 @@ class PartitionSolver(MemoryCaps):
         t_dense, t_moe, t_head = self.layer_s(lo)
         k = self.first_moe()
         total = k * t_dense + (self.model.num_layers - k) * t_moe + t_head
-        # and the multi-token-prediction layers of the last rank (pipeline.with_mtp)
-        total += self.model.mtp_num_layers * (t_moe if self.model.num_moe_layers else t_dense)
+        mtp_dense, mtp_moe = with_mtp(self.model, lo, lo.pp - 1, (0, 0))  # the last rank's MTP
+        total += mtp_dense * t_dense + mtp_moe * t_moe
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         return ((m - 1 / lo.vp) * total / lo.pp + total / lo.vp) * SAFETY
 

@@ -663,7 +663,7 @@ def set_layout(model_cfg):
 """
     node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Dict))
     env = {"last_layer": ["mtp", "loss"]}
-    table = {ast.literal_eval(k): m._layout_value(v, env) for k, v in zip(node.keys, node.values)}
+    table = {ast.literal_eval(k): m.expr_value(v, env) for k, v in zip(node.keys, node.values)}
     assert table[(1, 1)] is None
     assert m.pipeline_split(table[(2, 1)], 2, 1, 5) == ((3, 2), 1)
     assert m.pipeline_split(table[(2, 2)], 2, 2, 6) == ((1, 2, 2, 1), 1)

@@ -601,7 +601,7 @@ def test_deepseek_script_settings_by_hand(conv) -> None:
     rec = conv.Recipes("unused")
     rec._show = lambda ref, path: DSV3_FILES.get(path)  # type: ignore[method-assign]
     h100 = conv.shell_context("671b", "bf16", "H100", 1024)
-    shape = {"tp": 2, "pp": 16, "vp": 1, "fsdp": False}
+    shape = {"tp": 2, "pp": 16, "vp": 1, "fsdp": False, "num_layers": 61}
     settings, layout, _ = conv.deepseek_script_settings(rec, "f" * 40, DSV3_LAUNCH, h100, shape)
     assert settings == {
         "recompute_modules": ["mla_up_proj"], "moe_pad_to_capacity": True, "moe_capacity_factor": 1.0,

@@ -451,8 +451,11 @@ def input_limits() -> str:
 - `--time-limit` holds: the search stops at the limit once a plan is scored, and at the limit +
   {HARD_MARGIN_S:g} s (`HARD_MARGIN_S`, candidate enumeration and the first scored plan included) in any case,
   answering "nothing scored within the time limit" (exit 1). The exhaustive engine honours it too
-  (status `STOPPED`). Enumeration is O(sqrt n) per divisor list. `whatif` runs one plan per value
-  plus the baseline, each with the limit."""
+  (status `STOPPED`). With `--deterministic` (default) the branch and bound stops first at its
+  work limit (`--work-limit`, default half the time limit's worth), at the same point on every
+  machine, so a cut search repeats its plans; `solver.stopped_by` names the limit that stopped it.
+  Enumeration is O(sqrt n) per divisor list. `whatif` runs one plan per value plus the baseline,
+  each with the limits."""
 
 
 def fuzz_record() -> str:

@@ -30,6 +30,7 @@ distinct term.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Sequence
 
@@ -225,6 +226,17 @@ class CollectiveBook:
 # ---------------------------------------------------------------- the model's calls, tabled
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _model_tier_cached(
+    kind: str, payload_bytes: float, span: tuple[int, ...], tiers: tuple[LinkTier, ...], buckets: int
+) -> tuple[float, ...]:
+    """comm.collective_tier_s (a pure function of its arguments) remembered: the stage partition
+    prices the same stage's DP collectives on every pipeline rank that may hold the same layers
+    (planner/search/partition.py tabulates each rank's counts), 10^5 calls a search whose
+    arguments mostly repeat. The tiers are frozen specs, hashed by value."""
+    return tuple(_model_tier_s(kind, payload_bytes, list(span), tiers, buckets))
+
+
 def collective_tier_s(
     kind: str,
     payload_bytes: float,
@@ -235,7 +247,7 @@ def collective_tier_s(
     term: str = "",
 ) -> list[float]:
     """comm.collective_tier_s, each tier's seconds times the table's factor for one bucket."""
-    out = _model_tier_s(kind, payload_bytes, list(span), tiers, buckets)
+    out = list(_model_tier_cached(kind, payload_bytes, tuple(span), tiers, buckets))
     if book is None or span[-1] <= 1:
         return out
     f = book.factor(kind, span, payload_bytes / buckets, term)

@@ -218,7 +218,20 @@ def _add_ranking(p: argparse.ArgumentParser) -> None:
         help="recommend the simplest plan within this fraction of the fastest (default 0.01; "
         "0: the fastest)",
     )
-    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="search time limit, s")
+    p.add_argument(
+        "--time-limit",
+        type=_positive_float,
+        default=60.0,
+        help="wall-clock limit of the whole search, s (the backstop: with --deterministic the "
+        "search stops at its work limit first, see --work-limit)",
+    )
+    p.add_argument(
+        "--work-limit",
+        type=_positive_float,
+        help="with --deterministic (the default): stop the search after this much work, in "
+        "units of about a millisecond on the reference machine, at the same point on every "
+        "machine (default: half the --time-limit's worth)",
+    )
 
 
 def _add_layout_choices(p: argparse.ArgumentParser) -> None:
@@ -289,7 +302,8 @@ def _add_solver(p: argparse.ArgumentParser) -> None:
         "--deterministic",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="one solver worker and a fixed seed (default on)",
+        help="one solver worker, a fixed seed and the work limit, so that the same input gives "
+        "the same plans (default on; off: the time limit alone stops a long search)",
     )
     p.add_argument("--seed", type=int, default=0, help="solver random seed")
 
@@ -300,6 +314,7 @@ SEARCH_FLAGS = {
     "top_variants": "top_variants",
     "simplicity_tolerance": "simplicity_tolerance",
     "time_limit": "time_limit_s",
+    "work_limit": "work_limit",
     "max_nodes": "max_nodes",
     **{a: a for a in ("tp", "pp", "dp", "cp", "ep")},
     **{f"max_{a}": f"max_{a}" for a in ("tp", "pp", "cp", "ep")},

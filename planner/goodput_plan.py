@@ -7,12 +7,14 @@ proof rule of the goodput ranking is in planner/search/goodput_rank.py.
 from __future__ import annotations
 
 import time
+
 from cost_models import goodput as _goodput
 from cost_models.goodput import Goodput, Reliability
 from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
 from .search.candidates import family_key, plan_key
 from .search.goodput_rank import GoodputRanking, rank_by_goodput
+from .search.solve import default_work_limit
 from .types import SearchSpace, SolverOptions
 
 OBJECTIVES = ("step_time", "goodput")
@@ -42,11 +44,21 @@ def search_by_goodput(
     """The engine's throughput search, every plan ranked on its own (top_variants), re-ranked by
     goodput with the admissible bound of cost_models.goodput.ettr_upper_bound."""
     deadline = time.perf_counter() + options.time_limit_s
+    # One work budget for every search of the growing K, spent in order, so that where it runs
+    # out (not the clock) the same input ranks the same plans (solve.default_work_limit).
+    budget = default_work_limit(options)
+    used = [0.0]
 
     def search(k: int):
         left = max(1e-3, deadline - time.perf_counter())
-        opts = options.model_copy(update={"top_k": k, "top_variants": True, "time_limit_s": left})
-        return engine.search(model, cluster, workload, space, opts)
+        update = {"top_k": k, "top_variants": True, "time_limit_s": left}
+        if budget is not None:
+            update["work_limit"] = max(1e-3, budget - used[0])
+        ranked, stats, rejections = engine.search(
+            model, cluster, workload, space, options.model_copy(update=update)
+        )
+        used[0] += stats.work_units
+        return ranked, stats.model_copy(update={"work_units": used[0]}), rejections
 
     return rank_by_goodput(
         search,
@@ -55,4 +67,5 @@ def search_by_goodput(
         options.top_k,
         deadline,
         plan_key if options.top_variants else family_key,
+        out_of_work=lambda: budget is not None and used[0] >= budget,
     )

@@ -215,6 +215,14 @@ class SolverOptions(InputSpec):
     )
     deterministic: bool = True
     seed: NonNegativeInt = Field(0, le=2**31 - 1, description="CP-SAT random_seed (an int32)")
+    work_limit: PositiveFloat | None = Field(
+        None,
+        le=1e9,
+        description="with deterministic: the branch and bound's work limit in work units (about "
+        "a millisecond each on the reference machine; planner/search/table.py WORK_PER_*), so "
+        "that a search cut short stops at the same point on every machine; None: half the time "
+        "limit's worth (solve.default_work_limit). The time limit stays the wall-clock backstop",
+    )
 
 
 class SolveStats(Spec):
@@ -238,6 +246,15 @@ class SolveStats(Spec):
             "seconds per sequence (global batch range), or goodput tokens/s/GPU (--objective "
             "goodput; higher is better, planner/search/goodput_rank.py)",
         )
+    )
+    work_units: float = Field(
+        0.0, description="the branch and bound's work (planner/search/table.py WORK_PER_*)"
+    )
+    stopped_by: Literal["work_limit", "time_limit"] | None = Field(
+        None,
+        description="which limit cut the search short (STOPPED): the work limit (repeatable: "
+        "the same input stops at the same point) or the wall-clock time limit (may differ run "
+        "to run); None where none did",
     )
     num_partition_models: int = Field(
         0, description="stage-partition CP-SAT models solved (stage_split search)"

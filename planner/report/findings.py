@@ -180,24 +180,33 @@ def plan_warnings(cluster: Cluster, e: Estimate) -> list[str]:
 
 def solver_warnings(result: PlanResult) -> list[str]:
     s = result.solver
+    clock = []
+    if s.stopped_by == "time_limit":
+        clock = [
+            (
+                "the wall-clock time limit stopped the search before its work limit (a busy or "
+                "slow machine, or --no-deterministic): a rerun may return other plans; a larger "
+                "--time-limit or a smaller --work-limit makes the answer repeat"
+            )
+        ]
     if s.gap is not None and s.gap > 0:
         # A gap that rounds to 0.00% still leaves the ranking unproved: say how small it is.
         pct = f"{s.gap:.2%}" if s.gap >= 5e-5 else "< 0.01%"
         gap = f"search stopped with a {pct} gap (status {s.status})"
-        return [f"{gap}: a plan up to {pct} faster may exist"]
-    out = []
+        return [f"{gap}: a plan up to {pct} faster may exist", *clock]
+    out = list(clock)
     if s.num_unproved_partitions:
         out.append(
             f"{s.num_unproved_partitions} of {s.num_partition_models} stage-partition models "
             f"stopped at their work limit before a proof: their layouts' splits may not be the best"
         )
-    if s.status == "STOPPED" and s.best_bound is not None and not out:
+    if s.status == "STOPPED" and s.best_bound is not None and len(out) == len(clock):
         out.append(
             f"search stopped before proving the ranking: the smallest bound left open "
             f"({s.best_bound:.4g}) is not below #1's ({s.objective:.4g}), so no unscored plan "
             "beats #1, but the plans below it are ranked among those scored only"
         )
-    elif s.status != "PROVED" and not out:
+    elif s.status != "PROVED" and len(out) == len(clock):
         out.append(f"search status {s.status}: the best plan is not proven optimal")
     return out
 

@@ -247,8 +247,12 @@ def solver_line(result: PlanResult) -> str:
     seed = getattr(s, "seed", None)
     seed_text = "" if seed is None else f", seed {seed}"
     bound = "open bound" if s.status == "STOPPED" else "bound"
+    stopped = {
+        "work_limit": " (stopped by the work limit)",
+        "time_limit": " (stopped by the time limit)",
+    }.get(getattr(s, "stopped_by", None) or "", "")
     return (
-        f"engine {s.engine}, status {s.status}, objective {secs(s.objective)}, {bound} "
+        f"engine {s.engine}, status {s.status}{stopped}, objective {secs(s.objective)}, {bound} "
         f"{secs(s.best_bound)}, gap {gap}{seed_text}, {s.wall_time_s:.2f} s wall; "
         f"{s.num_candidates:,} candidates, {s.num_scored:,} scored, {s.num_feasible:,} fit in "
         "memory"

@@ -176,9 +176,9 @@ def conclusions(r: WhatIfResult) -> list[str]:
     cut = [_label(p) for p, s in zip([r.baseline, *r.points], r.stopped, strict=False) if s]
     if cut:
         out.append(
-            f"Warning: the search at {', '.join(cut)} was not proved within the time limit "
-            "(STOPPED): that row is the best plan found, not the best; comparisons with it can "
-            "move from run to run (raise --time-limit)."
+            f"Warning: the search at {', '.join(cut)} was not proved within its work or time "
+            "limit (STOPPED): that row is the best plan found, not the best; comparisons with it "
+            "can move with the limits (raise --time-limit / --work-limit)."
         )
     return out
 

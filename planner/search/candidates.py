@@ -45,6 +45,7 @@ as "nothing scored within the time limit" (exit 1). README.md#reliability docume
 
 
 TIMED_OUT = "not scored before the time limit"
+WORK_LIMITED = "not scored before the work limit"
 
 
 def nothing_scored(time_limit_s: float) -> str:

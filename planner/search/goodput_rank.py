@@ -92,8 +92,10 @@ def rank_by_goodput(
     top_k: int,
     deadline: float,
     family: Callable = family_key,
+    out_of_work: Callable[[], bool] = lambda: False,
 ) -> GoodputRanking:
-    """Re-rank the throughput search's top-K by goodput, growing K until the rule proves it."""
+    """Re-rank the throughput search's top-K by goodput, growing K until the rule proves it,
+    K reaches MAX_K, or the searches' work budget (`out_of_work`) or the deadline is spent."""
     start = time.perf_counter()
     k = top_k * GROWTH
     while True:
@@ -106,14 +108,18 @@ def rank_by_goodput(
         kept = distinct(scored, top_k, family)
         kth = kept[-1][0].goodput_tokens_per_s_per_gpu
         proved = stats.status == "PROVED" and bound <= kth
-        if proved or k >= MAX_K or time.perf_counter() > deadline:
+        if proved or k >= MAX_K or out_of_work() or time.perf_counter() > deadline:
             break
         k *= GROWTH
     best = scored[0][0].goodput_tokens_per_s_per_gpu
     open_bound = best if proved else max(best, bound)
+    stopped_by = stats.stopped_by
+    if not proved and stopped_by is None and k < MAX_K:  # the K loop itself ran out
+        stopped_by = "work_limit" if out_of_work() else "time_limit"
     final = stats.model_copy(
         update={
             "status": "PROVED" if proved else "STOPPED",
+            "stopped_by": None if proved else stopped_by,
             "objective": best,
             "best_bound": open_bound,
             "gap": (open_bound - best) / open_bound if open_bound > 0 else 0.0,

@@ -104,6 +104,8 @@ class PartitionSolver(MemoryCaps):
         self.cluster = cluster
         self._cache: dict[tuple, Split | None] = {}
         self.num_solves = 0  # CP-SAT models solved
+        self.num_table_cells = 0  # per-rank (dense, MoE) counts priced for their tables
+        self.sat_deterministic_time = 0.0  # CP-SAT's own work count over every model solved
         self.num_unproved = 0  # models stopped by DETERMINISTIC_LIMIT before a proof
         self.unproved: set[tuple] = set()  # shapes (partition_caps._key) whose model stopped
         self.results: list[SatResult] = []  # what each CP-SAT model reported
@@ -188,6 +190,7 @@ class PartitionSolver(MemoryCaps):
         # it the best split found is used (table.py keeps its bound open, counted).
         solver.parameters.max_deterministic_time = TABLE_LIMIT if tabulated else DETERMINISTIC_LIMIT
         status = solver.solve(cm)
+        self.sat_deterministic_time += solver.deterministic_time
         self.results.append(SatResult.of(solver, status, unit_s / (lo.vp * weight)))
         if status == cp_model.INFEASIBLE:
             return None
@@ -238,6 +241,7 @@ class PartitionSolver(MemoryCaps):
                 for nm in range(width):
                     t, d, o = (0.0, 0.0, 0.0)
                     if allowed(r, nd, nm):
+                        self.num_table_cells += 1
                         t, d, o = self.rank_terms_s(lo, span, r, nd, nm)
                     ts.append(t), ds.append(d), os_.append(o)
             tables_s.append((ts, ds, os_))

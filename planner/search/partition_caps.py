@@ -41,6 +41,7 @@ class MemoryCaps:
         self._memo: dict[tuple, float] = {}  # stage memory of the shape being prepared
         self._prepared_caps: dict[tuple, list[list[int]] | None] = {}
         self.num_prepared = 0  # shapes whose memory caps were computed
+        self.num_memory_evals = 0  # stage memories computed (not memoised): the caps' work
 
     def first_moe(self) -> int:
         m = self.model
@@ -54,6 +55,7 @@ class MemoryCaps:
         found = self._memo.get(memo_key)
         if found is not None:
             return found
+        self.num_memory_evals += 1
         acts = self.bound.activations_per_mb(lo)
         counts = with_mtp(model, lo, rank, (n_dense, n_moe))  # as Pricer.stage_counts
         sp = self.bound.stage_params(lo, counts, rank)  # cached across shapes

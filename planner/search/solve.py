@@ -5,8 +5,10 @@ the k-th best plan, so its ranking is proved by construction; no solver call res
 Certificate (SolveStats.status, docs/search.md#certificate):
 
   PROVED      nothing left unexplored can beat the k-th plan: best_bound == objective, gap 0.
-  STOPPED     cut short by the time limit, or a stage-partition CP-SAT model (stage_split
-              "search") stopped at its work limit before a proof: best_bound is the smallest
+  STOPPED     cut short by the work limit (default_work_limit: the same input stops at the
+              same point) or the time limit (the wall-clock backstop; SolveStats.stopped_by says
+              which), or a stage-partition CP-SAT model (stage_split "search") stopped at its
+              own work limit before a proof: best_bound is the smallest
               bound left open (above the objective when #1 is proved but not the ranking below it),
               gap = max(0, objective - bound) / objective.
   INFEASIBLE  proved that nothing fits: NoFeasiblePlan is raised (the CLI exits 1).
@@ -27,6 +29,24 @@ from .table import build_table
 
 PROVED, STOPPED, INFEASIBLE = "PROVED", "STOPPED", "INFEASIBLE"
 
+WORK_UNITS_PER_S = 1000.0
+"""Work units (planner/search/table.py WORK_PER_*) the reference machine does per second."""
+WORK_SHARE_OF_TIME = 0.5
+"""The default work limit is this share of the time limit's worth of work: a machine (or a
+loaded one) up to 1 / WORK_SHARE_OF_TIME times slower than the reference still stops at the work
+limit, so the same input gives the same plans there; slower, the time limit stops it first and
+the stats say so (SolveStats.stopped_by)."""
+
+
+def default_work_limit(options: SolverOptions) -> float | None:
+    """The branch and bound's work limit: the caller's, else half the time limit's worth; None
+    (time limit only) without `deterministic`."""
+    if not options.deterministic:
+        return None
+    if options.work_limit is not None:
+        return options.work_limit
+    return WORK_SHARE_OF_TIME * WORK_UNITS_PER_S * options.time_limit_s
+
 
 def search(
     model: ModelSpec,
@@ -40,8 +60,9 @@ def search(
     # The time limit bounds the whole search: the branch and bound stops at the deadline once a
     # plan that fits is scored.
     family = plan_key if options.top_variants else family_key
+    work_limit = default_work_limit(options)
     seed: list[Estimate] = []
-    seed_scored = 0
+    seed_scored, seed_work = 0, 0.0
     if space.stage_split == "search":
         # The even-split search first (seconds): its plans are plans of this space too (a shape
         # whose even split fits keeps it), so they seed the partition search's cutoff, which
@@ -49,9 +70,9 @@ def search(
         even = build_table(
             model, cluster, workload, space.model_copy(update={"stage_split": "even"}),
             options.top_k, deadline=start + options.time_limit_s, family=family,
-            tolerance=options.simplicity_tolerance,
+            tolerance=options.simplicity_tolerance, work_limit=work_limit,
         )  # fmt: skip
-        seed, seed_scored = list(even.estimates), even.num_scored
+        seed, seed_scored, seed_work = list(even.estimates), even.num_scored, even.work_units
     table = build_table(
         model,
         cluster,
@@ -62,6 +83,8 @@ def search(
         family=family,
         tolerance=options.simplicity_tolerance,
         seed=seed,
+        # One budget for both searches; a seeded search ends once a plan is in its table.
+        work_limit=None if work_limit is None else max(0.0, work_limit - seed_work),
     )
     if not table.estimates and table.timed_out:
         raise NoFeasiblePlan(nothing_scored(options.time_limit_s))
@@ -89,6 +112,8 @@ def search(
         best_bound=bound,
         gap=gap,
         wall_time_s=time.perf_counter() - start,
+        work_units=seed_work + table.work_units,
+        stopped_by=table.stopped_by if table.timed_out else None,
         num_candidates=table.num_candidates,
         num_scored=table.num_scored + seed_scored,
         num_feasible=len(table.estimates),

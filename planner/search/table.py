@@ -43,6 +43,7 @@ from .candidates import (
     HARD_MARGIN_S,
     NO_ORDER,
     TIMED_OUT,
+    WORK_LIMITED,
     DeadlinePassed,
     OrderCache,
     allowed_orders,
@@ -63,6 +64,19 @@ from .scale import TIME_QUANTUM_S, per_sequence_quanta
 OOM = "peak memory above usable HBM"
 PRUNED = "step-time lower bound above the k-th best plan (not scored)"
 
+# The deterministic work limit (SolverOptions.work_limit, docs/search.md "Work limit"): a count of
+# what the search did, weighted by what each costs, in units of about a millisecond on the
+# reference machine (2 cores; `python bench/search_work.py` measures the weights and prints the
+# milliseconds per unit on the machine it runs on). A search cut short by it stops at the same
+# entry on every machine, so the same input gives the same plans; the wall-clock time limit
+# stays the backstop (a machine much slower than the reference reaches it first, and says so).
+WORK_PER_POP = 0.12  # a heap entry popped: bounds, the memory check of a shape
+WORK_PER_SCORE = 0.7  # a plan priced by the full cost model (estimate)
+WORK_PER_MEMORY_EVAL = 0.015  # a stage memory for the partition's caps (partition_caps)
+WORK_PER_TABLE_CELL = 0.03  # a rank's (dense, MoE) count priced for a partition model's tables
+WORK_PER_MODEL = 2.0  # a partition model built (its variables and constraints)
+WORK_PER_SAT_UNIT = 4000.0  # one unit of CP-SAT's own deterministic time (solver.deterministic_time)
+
 
 @dataclass
 class CandidateTable:
@@ -74,8 +88,10 @@ class CandidateTable:
     num_scored: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     smallest: Estimate | None = None  # the legal layout closest to fitting, when none fits
-    open_bound_s: float | None = None  # smallest bound left open when a deadline stopped it
-    timed_out: bool = False  # the deadline stopped the search (with or without a plan scored)
+    open_bound_s: float | None = None  # smallest bound left open when a limit stopped it
+    timed_out: bool = False  # a limit stopped the search (with or without a plan scored)
+    stopped_by: str | None = None  # "work_limit" or "time_limit" where one stopped it
+    work_units: float = 0.0  # the search's work (WORK_PER_*), the work limit's measure
     # stage_split "search": partition models stopped unproved, the smallest bound they leave
     # open, and every partition model's own report.
     num_unproved_partitions: int = 0
@@ -131,9 +147,11 @@ def build_table(
     family: Callable[[Layout], tuple] = family_key,
     tolerance: float = 0.0,
     seed: Sequence[Estimate] = (),
+    work_limit: float | None = None,
 ) -> CandidateTable:
-    """`deadline` (a time.perf_counter() value) stops the search early once at least one plan
-    that fits has been scored; `open_bound_s` then holds the smallest bound left open.
+    """`deadline` (a time.perf_counter() value) or `work_limit` (work units, WORK_PER_*) stops
+    the search early once at least one plan that fits has been scored; `open_bound_s` then holds
+    the smallest bound left open and `stopped_by` names the limit.
 
     `seed`: plans of this space already scored (solve.search passes the even-split search's for
     stage_split "search", whose every plan this space holds too): they start the table and its
@@ -155,7 +173,7 @@ def build_table(
         except DeadlinePassed:
             return CandidateTable(timed_out=True)
         search.add_seed(seed)
-        return search.run(prune=prune, deadline=deadline)
+        return search.run(prune=prune, deadline=deadline, work_limit=work_limit)
 
 
 @contextlib.contextmanager
@@ -232,6 +250,7 @@ class BranchAndBound:
         self.top = _TopFamilies(top_k, tolerance)  # the k best families' times in quanta
         self.heap: list[Entry] = []
         self.cutoff: int | None = None  # entries above it are never queued
+        self.pops = 0  # heap entries popped (work_units)
 
     def _sharding_variants(self, b: int) -> list[tuple[int, int | None]]:
         """(ZeRO stage, dp_shard) pairs of base b: the space's ZeRO stages, and HSDP shard sizes
@@ -264,7 +283,23 @@ class BranchAndBound:
             self.table.estimates.append(e)
             self.top.add(self.family(e.layout), self._quanta(e.step_time_s, e.global_batch_seqs))
 
-    def run(self, *, prune: bool, deadline: float | None) -> CandidateTable:
+    def work_units(self) -> float:
+        """The search's work so far (WORK_PER_*): deterministic, unlike its wall time."""
+        work = WORK_PER_POP * self.pops + WORK_PER_SCORE * self.table.num_scored
+        parts = self.parts
+        if parts is not None:
+            work += WORK_PER_MEMORY_EVAL * parts.num_memory_evals
+            work += WORK_PER_TABLE_CELL * parts.num_table_cells + WORK_PER_MODEL * parts.num_solves
+            work += WORK_PER_SAT_UNIT * parts.sat_deterministic_time
+        return work
+
+    def run(
+        self, *, prune: bool, deadline: float | None, work_limit: float | None = None
+    ) -> CandidateTable:
+        """Pop best bound first until nothing open can enter the top k. Once a plan that fits
+        is scored, `work_limit` (work_units) or the `deadline` (time.perf_counter()) stops it
+        early: the smallest bound left open is kept (open_bound_s) and which limit says
+        `stopped_by`."""
         table = self.table
         for b in range(len(self.bases)):
             if self.hard is not None and b % 64 == 0 and time.perf_counter() > self.hard:
@@ -299,18 +334,30 @@ class BranchAndBound:
             now = time.perf_counter() if deadline is not None else 0.0
             if self.hard is not None and not table.estimates and now > self.hard:
                 timed_out = table.timed_out = True  # nothing scored within the limit + margin
+                table.stopped_by = "time_limit"
                 break
-            if deadline is not None and table.estimates and now > deadline:
+            stop = None
+            if table.estimates:
+                # The work limit first: where both have passed, the repeatable one says so.
+                if work_limit is not None and self.work_units() > work_limit:
+                    stop = "work_limit"
+                elif deadline is not None and now > deadline:
+                    stop = "time_limit"
+            if stop is not None:
                 table.open_bound_s = _seconds(entry.bound_q, self.batch_max)
                 timed_out = table.timed_out = True
+                table.stopped_by = stop
                 break
             heapq.heappop(self.heap)
+            self.pops += 1
             handlers[entry.kind](entry)
         # Every legal placement not scored and not out of memory was left out by its bound (or
         # by the deadline): unexpanded shapes, open placements, placements never pushed.
         left = table.num_legal - table.num_scored - table.rejected[OOM]
         if left > 0:
-            table.rejected[TIMED_OUT if timed_out else PRUNED] += left
+            why = WORK_LIMITED if table.stopped_by == "work_limit" else TIMED_OUT
+            table.rejected[why if timed_out else PRUNED] += left
+        table.work_units = self.work_units()
         if self.parts is not None:
             table.num_unproved_partitions = self.parts.num_unproved
             table.partition_results = list(self.parts.results)
@@ -574,6 +621,7 @@ __all__ = [
     "PRUNED",
     "TIMED_OUT",
     "TIME_QUANTUM_S",
+    "WORK_LIMITED",
     "BranchAndBound",
     "CandidateTable",
     "Entry",

@@ -9,7 +9,7 @@ from planner import cli
 from planner.types import SearchSpace, SolverOptions
 
 ARGV = [
-    "plan", "--model", "m", "--cluster", "c", "--top", "3", "--time-limit", "5",
+    "plan", "--model", "m", "--cluster", "c", "--top", "3", "--time-limit", "5", "--work-limit", "900",
     "--max-nodes", "4", "--tp", "2", "--pp", "2", "--dp", "8", "--cp", "1", "--ep", "1",
     "--max-tp", "8", "--max-pp", "4", "--max-cp", "2", "--max-ep", "8",
     "--memory-headroom", "0.2", "--recompute", "none", "full", "--zero", "1", "3",
@@ -37,6 +37,7 @@ def test_every_search_flag_maps_to_a_field():
     assert space.account_for_loss_in_pipeline_split is False
     assert (opts.top_k, opts.engine, opts.deterministic, opts.seed) == (3, "exhaustive", False, 7)
     assert opts.top_variants is True and opts.simplicity_tolerance == 0.02
+    assert (opts.time_limit_s, opts.work_limit) == (5.0, 900.0)
 
 
 def test_unset_flags_keep_library_defaults():

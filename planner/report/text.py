@@ -306,15 +306,17 @@ def attention_text(e: Estimate) -> str | None:
             f"from the kernel table's {a['kernel']} window rows (FLOP ratio "
             f"{a['flop_ratio']:.2f})"
         )
-    elif a.get("priced_as") == "flop_ratio":
+    elif a.get("priced_as") == "tile_model":
         why = (
             "no kernel-table window rows span this sequence and window: extrapolated"
             if "status" in a
             else "the cluster has no kernel tables"
         )
         line += (
-            f"; windowed layers priced at their FLOP ratio {a['flop_ratio']:.2f}x of full "
-            f"attention ({why}; measured kernels save less than their FLOPs at small windows)"
+            f"; windowed layers take {a['forward_ratio']:.2f}x (forward) / "
+            f"{a['backward_ratio']:.2f}x (backward) of full attention's time on the tile model "
+            f"({why}: whole 128-token tiles plus a fixed cost per query tile; FLOP ratio "
+            f"{a['flop_ratio']:.2f})"
         )
     else:
         line += f"; {a['priced_as']}"

@@ -57,6 +57,11 @@ class StageParams:
     """Parameter tensors holding `dense` (stage_tensors); 0: not counted, no bound on buckets."""
     expert_tensors: int = 0
     """Parameter tensors holding `expert` (one per local expert and GEMM)."""
+    shared_embedding: float = 0.0
+    """Word-embedding parameters on this GPU whose gradient is all-reduced with the other end of
+    the pipeline after the DP sync: the first and the last stage's copies where the LM head is
+    tied to the embedding or MTP looks tokens up on the last stage, pp > 1 (Megatron
+    finalize_model_grads._allreduce_word_embedding_grads; stage.embedding_sync_s)."""
 
 
 def stage_params(
@@ -79,21 +84,34 @@ def stage_params(
         expert += num_moe * routed
         largest = max(largest, non_expert + routed)
     embed = head = 0.0
+    shared_copy = (model.tied_embeddings or bool(model.mtp_num_layers)) and layout.pp > 1
+    word = (model.vocab_size or 0) * model.hidden_size / layout.tp
+    shared = 0.0
     if stage == 0:
         embed = embedding_params(model) / layout.tp
         dense += embed
+        shared = word if shared_copy else 0.0
     if stage == layout.pp - 1:
         head = lm_head_params(model) + mtp_join_params(model)
-        if (model.tied_embeddings or model.mtp_num_layers) and layout.pp > 1:
+        if shared_copy:
             # its own copy of the word embedding, grads tied with the first stage's (the LM
             # head's weight, or MTP's look-up: GPTModel builds the embedding where pre_process
             # or mtp_process)
             head += (model.vocab_size or 0) * model.hidden_size
+            shared = word
         head /= layout.tp
         dense += head
     dense_tensors, expert_tensors = stage_tensors(model, layout, num_dense, num_moe, stage)
     return StageParams(
-        dense, expert, largest, num_dense + num_moe, head, embed, dense_tensors, expert_tensors
+        dense,
+        expert,
+        largest,
+        num_dense + num_moe,
+        head,
+        embed,
+        dense_tensors,
+        expert_tensors,
+        shared,
     )
 
 

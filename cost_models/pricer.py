@@ -887,5 +887,6 @@ def _dp_exposure_report(tail: StageTail) -> dict | None:
         "last_gradient_bucket_s": p.last_bucket_s,
         "first_parameter_bucket_s": p.first_bucket_s,
         "compute_slowed_beside_nccl_s": p.contention_s,
+        "shared_embedding_all_reduce_s": p.embedding_sync_s,
         "link_busy_s": p.total_s,
     }

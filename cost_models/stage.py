@@ -772,10 +772,62 @@ class DpExposure:
     """Compute slowed beside the hidden rest (calibration.overlap_slowdown_s)."""
     total_s: float
     """Link-busy DP seconds per step."""
+    embedding_sync_s: float = 0.0
+    """The shared word embedding's gradient all-reduce with the other end of the pipeline,
+    after the DP sync and before the optimizer, nothing beside it (embedding_sync_s)."""
 
     @property
     def exposed_s(self) -> float:
-        return self.window_s + self.last_bucket_s + self.first_bucket_s + self.contention_s
+        return (
+            self.window_s
+            + self.last_bucket_s
+            + self.first_bucket_s
+            + self.contention_s
+            + self.embedding_sync_s
+        )
+
+
+EMBEDDING_SYNC_FRAMEWORKS = ("megatron", "deepspeed")
+"""DP frameworks (Workload.dp_sync) that all-reduce a shared word embedding's gradient between
+the first and last pipeline stages every step: Megatron-Core finalize_model_grads
+(_allreduce_word_embedding_grads: `torch.distributed.all_reduce(grad, group=embd_group)` on the
+main_grad, after finish_grad_sync, where the LM head is tied or MTP looks tokens up on the last
+stage: _get_shared_word_embedding_weight) and DeepSpeed's PipelineEngine (_exec_reduce_tied_grads
+-> PipelineModule.allreduce_tied_weight_gradients over each tied group). torchtitan's pipeline
+splits hold no shared copy (its Llama heads are untied), so 'fsdp' has none."""
+
+
+def embedding_sync_tier_s(
+    cluster: Cluster,
+    layout: Layout,
+    sp: StageParams,
+    span: Mapping[str, Sequence[int]],
+    *,
+    dp_sync: str = "megatron",
+    comm: CollectiveBook | None = None,
+    grad_bytes: int = GRAD_REDUCE_BYTES,
+) -> list[float]:
+    """Seconds per tier of a stage's shared-embedding gradient all-reduce (StageParams.
+    shared_embedding: the first and last stages' word-embedding copies, pp > 1) between the
+    first and last pipeline stages, once per step: the whole [vocab / tp, h] main gradient at
+    `grad_bytes` per element (Megatron all-reduces the full main_grad; a ZeRO-3 shard holds
+    1 / dp of it). The two ranks are the PP group's first and last members, so they share the
+    innermost tier that holds the whole PP group (span[PP]: a group spread over that tier's
+    domains keeps its first and last members in different ones). DualPipe puts the first and
+    last stages on the same ranks: nothing to reduce."""
+    tiers = cluster.tiers
+    if (
+        sp.shared_embedding <= 0
+        or dp_sync not in EMBEDDING_SYNC_FRAMEWORKS
+        or layout.pp <= 1
+        or layout.pp_schedule == "dualpipe"
+    ):
+        return [0.0] * len(tiers)
+    payload = sp.shared_embedding * grad_bytes
+    if layout.zero_stage == 3:
+        payload /= max(1, span[Group.DP_CP][-1])
+    pair = [1 if members < layout.pp else 2 for members in span[Group.PP]]
+    return collective_tier_s("all_reduce", payload, pair, tiers, 1, comm, "dp")
 
 
 def stage_dp_parts(
@@ -854,7 +906,12 @@ def stage_dp_parts(
             edge_gather = max(0.0, first_s - first_gather)
     hidden = total - (exposed + edge_reduce + edge_gather)
     contention = overlap_slowdown_s(hidden, cal)  # compute slowed beside the NCCL
-    return DpExposure(exposed, edge_reduce, edge_gather, contention, total)
+    sync_s = sum(
+        embedding_sync_tier_s(
+            cluster, layout, sp, span, dp_sync=dp_sync, comm=comm, grad_bytes=grad_bytes
+        )
+    )
+    return DpExposure(exposed, edge_reduce, edge_gather, contention, total + sync_s, sync_s)
 
 
 def stage_dp_tier_s(
@@ -873,13 +930,19 @@ def stage_dp_tier_s(
     grad_bytes: int = GRAD_REDUCE_BYTES,
     gather_bytes: float = BF16_BYTES,
 ) -> list[float]:
-    """stage_dp_parts' link-busy seconds per step, split by tier."""
+    """stage_dp_parts' link-busy seconds per step, split by tier (the shared embedding's
+    all-reduce included)."""
     grads, gather = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
         comm=comm, grad_bytes=grad_bytes, gather_bytes=gather_bytes,
     )
+    sync = embedding_sync_tier_s(
+        cluster, layout, sp, span, dp_sync=dp_sync, comm=comm, grad_bytes=grad_bytes
+    )
     reduces, gathers = dp_rounds(layout, m, dp_accumulation)
-    return [reduces * g + gathers * a for g, a in zip(grads, gather, strict=True)]
+    return [
+        reduces * g + gathers * a + e for g, a, e in zip(grads, gather, sync, strict=True)
+    ]
 
 
 def optimizer_bytes_per_param(workload: Workload | None = None) -> float:

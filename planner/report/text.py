@@ -365,7 +365,14 @@ def dp_exposure_text(e: Estimate) -> str:
         f"overlap windows, {d['last_gradient_bucket_s']:.3f} the last gradient bucket and "
         f"{d['first_parameter_bucket_s']:.3f} the first parameter bucket (the edge buckets "
         f"nothing hides), {d['compute_slowed_beside_nccl_s']:.3f} compute slowed beside the "
-        "hidden NCCL kernels\n"
+        "hidden NCCL kernels"
+        + (
+            f", {d['shared_embedding_all_reduce_s']:.3f} the shared word embedding's gradient "
+            "all-reduce between the first and last pipeline stages"
+            if d.get("shared_embedding_all_reduce_s")
+            else ""
+        )
+        + "\n"
     )
 
 

@@ -1,4 +1,4 @@
-"""What the branch and bound's work units cost in wall time on this machine (planner/search/table.py
+"""What the search's work units cost in wall time on this machine (planner/search/work.py
 WORK_PER_*; docs/search.md "Work limit").
 
 The deterministic work limit counts what a search did (entries popped, plans priced, stage-partition
@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from planner.convenience import plan_for
 from planner.search import partition, partition_caps
 from planner.search import table as table_module
+from planner.search import work as work_module
 
 CASES = [
     ("llama3-405b, 16,384 H100", {"model": "llama3-405b", "cluster": "dgx-h100", "num_gpus": 16384,
@@ -133,13 +134,13 @@ def main() -> int:
               f"{1e3 * wall / counts['work']:7.3f}  {stopped}, {'yes' if same else 'NO'}")  # fmt: skip
     print(f"all: {totals['work']:.0f} units in {total_s:.2f} s, "
           f"{1e3 * total_s / totals['work']:.3f} ms per unit (the weights assume about 1)")
-    print("measured cost of each counted thing here (ms; table.WORK_PER_* in work units):")
+    print("measured cost of each counted thing here (ms; work.WORK_PER_* in work units):")
     per = [
-        ("table cell", seconds["cells"], totals["cells"], table_module.WORK_PER_TABLE_CELL),
-        ("memory eval", seconds["mem"], totals["mem"], table_module.WORK_PER_MEMORY_EVAL),
-        ("CP-SAT det. unit", seconds["sat"], totals["sat"], table_module.WORK_PER_SAT_UNIT),
-        ("plan scored", seconds["score"], totals["scored"], table_module.WORK_PER_SCORE),
-        ("pop (the rest)", seconds["rest"], totals["pops"], table_module.WORK_PER_POP),
+        ("table cell", seconds["cells"], totals["cells"], work_module.WORK_PER_TABLE_CELL),
+        ("memory eval", seconds["mem"], totals["mem"], work_module.WORK_PER_MEMORY_EVAL),
+        ("CP-SAT det. unit", seconds["sat"], totals["sat"], work_module.WORK_PER_SAT_UNIT),
+        ("plan scored", seconds["score"], totals["scored"], work_module.WORK_PER_SCORE),
+        ("pop (the rest)", seconds["rest"], totals["pops"], work_module.WORK_PER_POP),
     ]
     for label, sec, n, weight in per:
         ms = 1e3 * sec / n if n else float("nan")

@@ -14,7 +14,7 @@ from cost_models.specs import Cluster, Estimate, ModelSpec, Workload
 
 from .search.candidates import family_key, plan_key
 from .search.goodput_rank import GoodputRanking, rank_by_goodput
-from .search.solve import default_work_limit
+from .search.work import default_work_limit
 from .types import SearchSpace, SolverOptions
 
 OBJECTIVES = ("step_time", "goodput")

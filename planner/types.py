@@ -219,7 +219,7 @@ class SolverOptions(InputSpec):
         None,
         le=1e9,
         description="with deterministic: the branch and bound's work limit in work units (about "
-        "a millisecond each on the reference machine; planner/search/table.py WORK_PER_*), so "
+        "a millisecond each on the reference machine; planner/search/work.py WORK_PER_*), so "
         "that a search cut short stops at the same point on every machine; None: half the time "
         "limit's worth (solve.default_work_limit). The time limit stays the wall-clock backstop",
     )
@@ -248,7 +248,7 @@ class SolveStats(Spec):
         )
     )
     work_units: float = Field(
-        0.0, description="the branch and bound's work (planner/search/table.py WORK_PER_*)"
+        0.0, description="the search's work (planner/search/work.py WORK_PER_*)"
     )
     stopped_by: Literal["work_limit", "time_limit"] | None = Field(
         None,

@@ -28,6 +28,7 @@ from ..types import SearchSpace, SolverOptions, SolveStats
 from .candidates import (
     HARD_MARGIN_S,
     TIMED_OUT,
+    WORK_LIMITED,
     DeadlinePassed,
     batch_choices,
     enumerate_layouts,
@@ -38,6 +39,7 @@ from .candidates import (
     simplicity_rank,
 )
 from .scale import TIME_QUANTUM_S, per_sequence_quanta  # noqa: F401 (re-exported)
+from .work import WORK_PER_POP, WORK_PER_SCORE, default_work_limit
 
 
 def within(best_q: int, tolerance: float) -> int:
@@ -119,15 +121,26 @@ def search(
             found = pricers[batch] = Pricer(model, cluster, w)
         return found
 
-    stopped = False
+    # The work limit (deterministic, like the branch and bound's: solve.default_work_limit)
+    # counts the layouts and the estimates scored (WORK_PER_POP, WORK_PER_SCORE), and stops
+    # before the clock once a plan fits, so a cut oracle also repeats its answer.
+    work_limit = default_work_limit(options)
+    work = 0.0
+    stopped, stopped_by = False, None
     for num_tried, layout in enumerate(layouts):
         now = time.perf_counter()
-        if now > deadline and (feasible or now > deadline + HARD_MARGIN_S):
-            stopped = True
-            rejected[TIMED_OUT] += len(layouts) - num_tried
+        if feasible and work_limit is not None and work > work_limit:
+            stopped, stopped_by = True, "work_limit"
+        elif now > deadline and (feasible or now > deadline + HARD_MARGIN_S):
+            stopped, stopped_by = True, "time_limit"
+        if stopped:
+            rejected[WORK_LIMITED if stopped_by == "work_limit" else TIMED_OUT] += (
+                len(layouts) - num_tried
+            )
             layouts = layouts[:num_tried]
             break
-        e, fits = _score(layout, pricer_at, workload, space, usable)
+        e, fits, scored = _score(layout, pricer_at, workload, space, usable)
+        work += WORK_PER_POP + WORK_PER_SCORE * scored
         if fits:
             feasible.append(e)
         else:
@@ -147,6 +160,8 @@ def search(
         best_bound=None if stopped else best,
         gap=None if stopped else 0.0,
         wall_time_s=time.perf_counter() - start,
+        work_units=work,
+        stopped_by=stopped_by,
         num_candidates=len(layouts) + _count(rejected),
         num_scored=len(layouts),
         num_feasible=len(feasible),
@@ -161,8 +176,8 @@ def _score(
     workload: Workload,
     space: SearchSpace,
     usable: float,
-) -> tuple[Estimate, bool]:
-    """(estimate, whether it fits) of a layout: with a fixed batch its one estimate; with a
+) -> tuple[Estimate, bool, int]:
+    """(estimate, whether it fits, estimates scored) of a layout: with a fixed batch its one estimate; with a
     range the largest legal batch that fits (candidates.largest_fitting says why that is the
     layout's best), else the last batch tried; with stage_split "search" (fixed batch only:
     SearchSpace refuses it with a range) a layout out of memory on the even split is scored on
@@ -181,9 +196,11 @@ def _score(
     if chosen is None and space.stage_split == "search" and layout.pp > 1 and not accounted:
         p = pricer_at(batches[0])
         found = brute_force_split(p.model, p.cluster, workload, layout, usable)
+        scored = len(tried) + math.comb(p.model.num_layers - 1, layout.pp * layout.vp - 1)
         if found is not None:
-            return found, True
-    return e, chosen is not None
+            return found, True, scored
+        return e, False, scored
+    return e, chosen is not None, len(tried)
 
 
 def _none_fits(

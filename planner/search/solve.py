@@ -26,26 +26,10 @@ from .candidates import family_key, nothing_scored, plan_key
 from .exhaustive import objective_s as objective_of
 from .exhaustive import select_families, usable_memory_gib, why_none
 from .table import build_table
+from .work import WORK_SHARE_OF_TIME, WORK_UNITS_PER_S, default_work_limit  # noqa: F401 (re-exported)
 
 PROVED, STOPPED, INFEASIBLE = "PROVED", "STOPPED", "INFEASIBLE"
 
-WORK_UNITS_PER_S = 1000.0
-"""Work units (planner/search/table.py WORK_PER_*) the reference machine does per second."""
-WORK_SHARE_OF_TIME = 0.5
-"""The default work limit is this share of the time limit's worth of work: a machine (or a
-loaded one) up to 1 / WORK_SHARE_OF_TIME times slower than the reference still stops at the work
-limit, so the same input gives the same plans there; slower, the time limit stops it first and
-the stats say so (SolveStats.stopped_by)."""
-
-
-def default_work_limit(options: SolverOptions) -> float | None:
-    """The branch and bound's work limit: the caller's, else half the time limit's worth; None
-    (time limit only) without `deterministic`."""
-    if not options.deterministic:
-        return None
-    if options.work_limit is not None:
-        return options.work_limit
-    return WORK_SHARE_OF_TIME * WORK_UNITS_PER_S * options.time_limit_s
 
 
 def search(

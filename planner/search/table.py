@@ -60,22 +60,17 @@ from .candidates import (
 from .exhaustive import usable_memory_gib, within
 from .partition import PartitionSolver, SatResult, Split
 from .scale import TIME_QUANTUM_S, per_sequence_quanta
+from .work import (
+    WORK_PER_MEMORY_EVAL,
+    WORK_PER_MODEL,
+    WORK_PER_POP,
+    WORK_PER_SAT_UNIT,
+    WORK_PER_SCORE,
+    WORK_PER_TABLE_CELL,
+)
 
 OOM = "peak memory above usable HBM"
 PRUNED = "step-time lower bound above the k-th best plan (not scored)"
-
-# The deterministic work limit (SolverOptions.work_limit, docs/search.md "Work limit"): a count of
-# what the search did, weighted by what each costs, in units of about a millisecond on the
-# reference machine (2 cores; `python bench/search_work.py` measures the weights and prints the
-# milliseconds per unit on the machine it runs on). A search cut short by it stops at the same
-# entry on every machine, so the same input gives the same plans; the wall-clock time limit
-# stays the backstop (a machine much slower than the reference reaches it first, and says so).
-WORK_PER_POP = 0.12  # a heap entry popped: bounds, the memory check of a shape
-WORK_PER_SCORE = 0.7  # a plan priced by the full cost model (estimate)
-WORK_PER_MEMORY_EVAL = 0.015  # a stage memory for the partition's caps (partition_caps)
-WORK_PER_TABLE_CELL = 0.03  # a rank's (dense, MoE) count priced for a partition model's tables
-WORK_PER_MODEL = 2.0  # a partition model built (its variables and constraints)
-WORK_PER_SAT_UNIT = 4000.0  # one unit of CP-SAT's own deterministic time (solver.deterministic_time)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The deterministic work limit (planner/search/table.py WORK_PER_*, solve.default_work_limit): a
+"""The deterministic work limit (planner/search/work.py WORK_PER_*, solve.default_work_limit): a
 search it cuts short stops at the same entry every time, so the same input gives the same plans
 whatever the machine's speed; the wall-clock time limit stays the backstop and says so."""
 
@@ -106,3 +106,19 @@ def test_goodput_ranking_spends_one_budget_across_its_searches():
     assert [e.layout for e in runs[0].ranked] == [e.layout for e in runs[1].ranked]
     assert runs[0].stats.work_units == runs[1].stats.work_units
     assert runs[0].stats.work_units < full.stats.work_units
+
+
+def test_the_exhaustive_oracle_counts_the_same_work_and_repeats():
+    from planner.search import exhaustive
+
+    model, cluster, work, _space = _instance()
+    small = SearchSpace(max_vp=1, micro_batches=(1,), tp=2)
+    _, full, _ = exhaustive.search(model, cluster, work, small, SolverOptions(top_k=3))
+    assert full.status == "PROVED" and full.stopped_by is None and full.work_units > 0
+    opts = SolverOptions(top_k=3, work_limit=full.work_units / 3)
+    runs = [exhaustive.search(model, cluster, work, small, opts) for _ in range(2)]
+    for ranked, stats, rejected in runs:
+        assert stats.status == "STOPPED" and stats.stopped_by == "work_limit"
+        assert rejected[WORK_LIMITED] > 0 and stats.num_scored < full.num_scored
+    assert [e.layout for e in runs[0][0]] == [e.layout for e in runs[1][0]]
+    assert runs[0][1].work_units == runs[1][1].work_units

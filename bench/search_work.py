@@ -8,7 +8,7 @@ machine (2 cores). This script runs a few searches of different kinds (even spli
 `--repeat` times, and prints per search its counts, work units, wall seconds and milliseconds per
 unit (best of the repeats), and whether the repeats returned the same plans (the point of the
 limit). Units cheaper or dearer than a millisecond here only move how long a default search runs
-(solve.default_work_limit takes half the time limit's worth), never which plan it returns.
+(work.default_work_limit takes half the time limit's worth), never which plan it returns.
 
 Usage: python bench/search_work.py [--repeat N] [--quick]
 """

@@ -1426,16 +1426,28 @@ def windowed_attention_times(
     structure (kernels.window_tile_ratio: whole 128-token tiles plus a fixed cost per query tile;
     within 15 % of every measured window row, where the FLOP ratio is 27 % off at the median and
     up to 81 %); the look-up says `extrapolated` then."""
-    seq = workload.seq_len
-    tiles = (window_tile_ratio(seq, window, "forward"), window_tile_ratio(seq, window, "backward"))
-    found, looks = None, ()
+    (fwd, bwd), status, _kernel = window_saving(model, workload, layout, book, window)
+    looks = () if status is None else (("attention_window", status),)
+    return full_fwd_s * fwd, full_bwd_s * bwd, looks
+
+
+def window_saving(
+    model: ModelSpec, workload: Workload, layout: Layout, book: KernelBook | None, window: int
+) -> tuple[tuple[float, float], str | None, str | None]:
+    """((forward, backward) windowed / full time, look-up status, kernel) of one windowed
+    layer's attention core: the table's window rows of `kernel` where they span (seq, window),
+    else kernels.window_tile_ratio (kernel None; status `extrapolated`, or None without a
+    table). What windowed_attention_times prices and attention_report says."""
+    found, status, kernel = None, None, None
     if book is not None:
-        found, status, _kernel = book.window_ratio(
+        found, status, kernel = book.window_ratio(
             *attention_call(model, workload, layout), window=window, kernel=workload.attention_kernel
         )
-        looks = (("attention_window", status),)
-    fwd, bwd = tiles if found is None else found
-    return full_fwd_s * fwd, full_bwd_s * bwd, looks
+    if found is not None:
+        return (found[0], found[1]), status, kernel
+    seq = workload.seq_len
+    tiles = (window_tile_ratio(seq, window, "forward"), window_tile_ratio(seq, window, "backward"))
+    return tiles, status, None
 
 
 def attention_call(
@@ -1839,29 +1851,18 @@ def attention_report(
     flop_ratio = attention_core_flops(model, workload, layout, window) / attention_core_flops(
         model, workload, layout
     )
-    found, status, kernel = (None, EXTRAPOLATED, None)
-    if book is not None:
-        found, status, kernel = book.window_ratio(
-            *attention_call(model, workload, layout),
-            window=window,
-            kernel=workload.attention_kernel,
-        )
+    (fwd, bwd), status, kernel = window_saving(model, workload, layout, book, window)
     out["flop_ratio"] = flop_ratio
-    if found is None:
-        seq = workload.seq_len
-        out.update(
-            priced_as="tile_model",
-            forward_ratio=window_tile_ratio(seq, window, "forward"),
-            backward_ratio=window_tile_ratio(seq, window, "backward"),
-        )
-        if book is not None:
+    if kernel is None:
+        out.update(priced_as="tile_model", forward_ratio=fwd, backward_ratio=bwd)
+        if status is not None:
             out["status"] = status
         return out
     out.update(
         priced_as="kernel_table",
         kernel=kernel,
         status=status,
-        forward_ratio=found[0],
-        backward_ratio=found[1],
+        forward_ratio=fwd,
+        backward_ratio=bwd,
     )
     return out

@@ -45,7 +45,7 @@ def search_by_goodput(
     goodput with the admissible bound of cost_models.goodput.ettr_upper_bound."""
     deadline = time.perf_counter() + options.time_limit_s
     # One work budget for every search of the growing K, spent in order, so that where it runs
-    # out (not the clock) the same input ranks the same plans (solve.default_work_limit).
+    # out (not the clock) the same input ranks the same plans (work.default_work_limit).
     budget = default_work_limit(options)
     used = [0.0]
 

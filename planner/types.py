@@ -221,7 +221,7 @@ class SolverOptions(InputSpec):
         description="with deterministic: the branch and bound's work limit in work units (about "
         "a millisecond each on the reference machine; planner/search/work.py WORK_PER_*), so "
         "that a search cut short stops at the same point on every machine; None: half the time "
-        "limit's worth (solve.default_work_limit). The time limit stays the wall-clock backstop",
+        "limit's worth (work.default_work_limit). The time limit stays the wall-clock backstop",
     )
 
 

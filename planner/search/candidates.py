@@ -46,6 +46,9 @@ as "nothing scored within the time limit" (exit 1). README.md#reliability docume
 
 TIMED_OUT = "not scored before the time limit"
 WORK_LIMITED = "not scored before the work limit"
+LIMIT_REJECTIONS = {"time_limit": TIMED_OUT, "work_limit": WORK_LIMITED}
+"""The rejection reason of candidates left unscored, by the limit that stopped the search
+(SolveStats.stopped_by)."""
 
 
 def nothing_scored(time_limit_s: float) -> str:

@@ -27,8 +27,8 @@ from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 from ..types import SearchSpace, SolverOptions, SolveStats
 from .candidates import (
     HARD_MARGIN_S,
+    LIMIT_REJECTIONS,
     TIMED_OUT,
-    WORK_LIMITED,
     DeadlinePassed,
     batch_choices,
     enumerate_layouts,
@@ -121,7 +121,7 @@ def search(
             found = pricers[batch] = Pricer(model, cluster, w)
         return found
 
-    # The work limit (deterministic, like the branch and bound's: solve.default_work_limit)
+    # The work limit (deterministic, like the branch and bound's: work.default_work_limit)
     # counts the layouts and the estimates scored (WORK_PER_POP, WORK_PER_SCORE), and stops
     # before the clock once a plan fits, so a cut oracle also repeats its answer.
     work_limit = default_work_limit(options)
@@ -134,9 +134,7 @@ def search(
         elif now > deadline and (feasible or now > deadline + HARD_MARGIN_S):
             stopped, stopped_by = True, "time_limit"
         if stopped:
-            rejected[WORK_LIMITED if stopped_by == "work_limit" else TIMED_OUT] += (
-                len(layouts) - num_tried
-            )
+            rejected[LIMIT_REJECTIONS[stopped_by]] += len(layouts) - num_tried
             layouts = layouts[:num_tried]
             break
         e, fits, scored = _score(layout, pricer_at, workload, space, usable)
@@ -177,8 +175,8 @@ def _score(
     space: SearchSpace,
     usable: float,
 ) -> tuple[Estimate, bool, int]:
-    """(estimate, whether it fits, estimates scored) of a layout: with a fixed batch its one estimate; with a
-    range the largest legal batch that fits (candidates.largest_fitting says why that is the
+    """(estimate, whether it fits, estimates scored) of a layout: with a fixed batch its one
+    estimate; with a range the largest legal batch that fits (candidates.largest_fitting says why that is the
     layout's best), else the last batch tried; with stage_split "search" (fixed batch only:
     SearchSpace refuses it with a range) a layout out of memory on the even split is scored on
     its best split that fits (brute_force_split)."""
@@ -196,7 +194,7 @@ def _score(
     if chosen is None and space.stage_split == "search" and layout.pp > 1 and not accounted:
         p = pricer_at(batches[0])
         found = brute_force_split(p.model, p.cluster, workload, layout, usable)
-        scored = len(tried) + math.comb(p.model.num_layers - 1, layout.pp * layout.vp - 1)
+        scored = len(tried) + split_count(p.model, layout)
         if found is not None:
             return found, True, scored
         return e, False, scored
@@ -234,6 +232,12 @@ def compositions(total: int, parts: int):
         yield tuple(b - a for a, b in itertools.pairwise(edges))
 
 
+def split_count(model: ModelSpec, layout) -> int:
+    """Splits of the model's layers into pp x vp non-empty chunks (brute_force_split scores
+    each): C(layers - 1, chunks - 1)."""
+    return math.comb(model.num_layers - 1, layout.pp * layout.vp - 1)
+
+
 def brute_force_split(
     model: ModelSpec, cluster: Cluster, workload: Workload, layout, usable: float
 ) -> Estimate | None:
@@ -243,7 +247,7 @@ def brute_force_split(
     (the engine's tie-break toward the even split), then the first in enumeration order.
     """
     chunks = layout.pp * layout.vp
-    count = math.comb(model.num_layers - 1, chunks - 1)
+    count = split_count(model, layout)
     if count > MAX_SPLITS:
         raise InvalidInput(
             f"stage_split: the exhaustive engine would score {count} splits of "
@@ -265,9 +269,10 @@ def brute_force_split(
 
 
 def _count(rejected: Counter[str]) -> int:
-    return sum(
-        v for k, v in rejected.items() if k not in ("peak memory above usable HBM", TIMED_OUT)
-    )
+    # Left out: the out-of-memory layouts (scored, in `layouts`) and those a limit left unscored,
+    # whichever limit it was.
+    left = ("peak memory above usable HBM", *LIMIT_REJECTIONS.values())
+    return sum(v for k, v in rejected.items() if k not in left)
 
 
 def why_none(

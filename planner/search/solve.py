@@ -5,7 +5,7 @@ the k-th best plan, so its ranking is proved by construction; no solver call res
 Certificate (SolveStats.status, docs/search.md#certificate):
 
   PROVED      nothing left unexplored can beat the k-th plan: best_bound == objective, gap 0.
-  STOPPED     cut short by the work limit (default_work_limit: the same input stops at the
+  STOPPED     cut short by the work limit (work.default_work_limit: the same input stops at the
               same point) or the time limit (the wall-clock backstop; SolveStats.stopped_by says
               which), or a stage-partition CP-SAT model (stage_split "search") stopped at its
               own work limit before a proof: best_bound is the smallest
@@ -29,7 +29,6 @@ from .table import build_table
 from .work import WORK_SHARE_OF_TIME, WORK_UNITS_PER_S, default_work_limit  # noqa: F401 (re-exported)
 
 PROVED, STOPPED, INFEASIBLE = "PROVED", "STOPPED", "INFEASIBLE"
-
 
 
 def search(

@@ -41,6 +41,7 @@ from ..types import SearchSpace
 from .candidates import (
     CANONICAL_ORDER,
     HARD_MARGIN_S,
+    LIMIT_REJECTIONS,
     NO_ORDER,
     TIMED_OUT,
     WORK_LIMITED,
@@ -350,8 +351,8 @@ class BranchAndBound:
         # by the deadline): unexpanded shapes, open placements, placements never pushed.
         left = table.num_legal - table.num_scored - table.rejected[OOM]
         if left > 0:
-            why = WORK_LIMITED if table.stopped_by == "work_limit" else TIMED_OUT
-            table.rejected[why if timed_out else PRUNED] += left
+            why = LIMIT_REJECTIONS[table.stopped_by] if timed_out else PRUNED
+            table.rejected[why] += left
         table.work_units = self.work_units()
         if self.parts is not None:
             table.num_unproved_partitions = self.parts.num_unproved

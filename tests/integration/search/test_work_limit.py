@@ -1,4 +1,4 @@
-"""The deterministic work limit (planner/search/work.py WORK_PER_*, solve.default_work_limit): a
+"""The deterministic work limit (planner/search/work.py WORK_PER_*, work.default_work_limit): a
 search it cuts short stops at the same entry every time, so the same input gives the same plans
 whatever the machine's speed; the wall-clock time limit stays the backstop and says so."""
 

@@ -907,11 +907,19 @@ def qk_norm_heads(model: ModelSpec, tp: int) -> tuple[float, float, int]:
 
 def activation_op(model: ModelSpec) -> str:
     """The MLP activation as a measured op: gated silu = swiglu, gated GELU = geglu, ungated
-    GELU = gelu (tanh), squared ReLU (Nemotron) = squared_relu."""
-    act = model.activation or ("silu" if model.gated_mlp else "gelu")
+    GELU = gelu (tanh), squared ReLU (Nemotron) = squared_relu. quick_gelu, x * sigmoid(1.702 x),
+    is SiLU's arithmetic with a scaled argument (Megatron fused_bias_geglu.quick_gelu): the
+    swiglu row when gated (Megatron's quick_geglu reads the two halves and writes their product,
+    as bias_swiglu does), the gelu row otherwise. activation_clamp's clamps are not priced:
+    Megatron runs them as eager kernels before its fused quick_geglu (fused_bias_geglu.
+    weighted_bias_quick_geglu_impl: two clamps and a cat over the fc1 output), a compiled
+    torchtitan folds them into the activation."""
+    act = model.mlp_activation
     if model.gated_mlp:
-        return "swiglu" if act == "silu" else "geglu" if act.startswith("gelu") else f"{act}_glu"
-    return "gelu" if act.startswith("gelu") else act
+        if act in ("silu", "quick_gelu"):
+            return "swiglu"
+        return "geglu" if act.startswith("gelu") else f"{act}_glu"
+    return "gelu" if act.startswith("gelu") or act == "quick_gelu" else act
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,6 +219,12 @@ class RopeScaling(InputSpec):
     beta_slow: PositiveFloat | None = Field(None, le=1e6, description="yarn only")
     mscale: float | None = Field(None, ge=0, le=1e6, description="yarn only")
     mscale_all_dim: float | None = Field(None, ge=0, le=1e6, description="yarn only")
+    truncate: StrictBool | None = Field(
+        None,
+        description="yarn only: round the correction range to whole dimensions (HF "
+        "rope_scaling.truncate, transformers _compute_yarn_parameters; null: its default, "
+        "true; gpt-oss: false; Megatron yarn_correction_range_round_to_int)",
+    )
 
 
 class MLASpec(InputSpec):
@@ -275,10 +281,26 @@ class ModelSpec(InputSpec):
         "rmsnorm", description="RMSNorm (Llama, Qwen, DeepSeek) or LayerNorm (GPT-3, BLOOM, MPT)"
     )
     norm_eps: PositiveFloat = Field(1e-5, le=1.0, description="HF rms_norm_eps / layer_norm_eps")
-    activation: Literal["silu", "gelu", "gelu_tanh", "squared_relu"] | None = Field(
+    activation: Literal["silu", "gelu", "gelu_tanh", "squared_relu", "quick_gelu"] | None = Field(
         None,
-        description="MLP activation (gated: act(gate) * up); null: silu when gated (SwiGLU), "
-        "gelu otherwise",
+        description="MLP activation (gated: act(gate) * (up + glu_linear_offset)); null: silu "
+        "when gated (SwiGLU), gelu otherwise; quick_gelu: x * sigmoid(1.702 x) (gpt-oss's "
+        "experts; Megatron --quick-geglu when gated)",
+    )
+    glu_linear_offset: float = Field(
+        0.0,
+        ge=-1e6,
+        le=1e6,
+        description="added to the linear half of a gated MLP before the product: act(gate) * "
+        "(up + offset) (gpt-oss: 1, transformers GptOssExperts `(up + 1) * glu`; Megatron "
+        "TransformerConfig.glu_linear_offset)",
+    )
+    activation_clamp: PositiveFloat | None = Field(
+        None,
+        le=1e6,
+        description="a gated MLP's inputs clamped before the activation: the gate half to <= c, "
+        "the linear half to [-c, c] (gpt-oss: HF swiglu_limit 7; Megatron "
+        "activation_func_clamp_value); null: none",
     )
     linear_bias: StrictBool = Field(False, description="biases on every linear layer (GPT-2/3, BLOOM)")
     qkv_bias: StrictBool = Field(False, description="biases on the Q, K, V projections only (Qwen2)")
@@ -341,6 +363,11 @@ class ModelSpec(InputSpec):
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
                 f"({self.num_attention_heads}) when head_dim is null"
+            )
+        if not self.gated_mlp and (self.glu_linear_offset or self.activation_clamp is not None):
+            raise ValueError(
+                "glu_linear_offset and activation_clamp act on the two halves of a gated MLP: "
+                "they need gated_mlp: true"
             )
         dense_layers = self.num_layers if self.moe is None else self.moe.first_k_dense_layers
         if dense_layers and self.ffn_hidden_size is None:

@@ -206,7 +206,8 @@ def _rope_fields(data: dict[str, Any], where: str) -> dict[str, Any]:
         kind = scaling.get("rope_type") or scaling.get("type")
         if kind not in (None, "default"):
             keys = ("factor", "original_max_position_embeddings", "low_freq_factor",
-                    "high_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim")
+                    "high_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
+                    "truncate")
             out["rope_scaling"] = {"type": kind} | {
                 k: scaling[k] for k in keys if scaling.get(k) is not None
             }
@@ -319,6 +320,13 @@ def model_from_hf_config(data: dict[str, Any], where: str = "config.json") -> Mo
         fields["activation"] = "gelu_tanh"
     elif act == "gelu":
         fields["activation"] = "gelu"
+    if data.get("model_type") == "gpt_oss":
+        # GptOssExperts (transformers models/gpt_oss/modeling_gpt_oss.py) ignores hidden_act:
+        # gate clamped to <= swiglu_limit, up to [-limit, limit], gate * sigmoid(1.702 gate)
+        # * (up + 1), i.e. Megatron's quick_geglu with glu_linear_offset 1 and
+        # activation_func_clamp_value limit (Megatron-Bridge GPTOSSBridge.provider_bridge).
+        limit = data.get("swiglu_limit", 7.0)
+        fields.update(activation="quick_gelu", glu_linear_offset=1.0, activation_clamp=limit)
     if mla is not None:
         fields["head_dim"] = None  # MLA head dims live in the mla block
     try:
@@ -336,6 +344,7 @@ HF_KEYS = {
     "ffn_hidden_size": "intermediate_size",
     "num_kv_heads": "num_key_value_heads",
     "tied_embeddings": "tie_word_embeddings",
+    "activation_clamp": "swiglu_limit",
     "moe.num_experts": "n_routed_experts / num_local_experts / num_experts",
     "moe.top_k": "num_experts_per_tok",
     "moe.expert_ffn_hidden_size": "moe_intermediate_size",

@@ -94,7 +94,8 @@ def launch_script(result: PlanResult, files: dict[str, str], allocation: bool) -
         f"({nodes} node(s) x {min(per_node, lo.world_size)}), TP{lo.tp} PP{lo.pp} "
         f"DP{lo.dp} CP{lo.cp} EP{lo.ep}.",
         "# Run it on every node with NODE_RANK (0..nodes-1) and MASTER_ADDR (node 0's host) set;",
-        "# FRAMEWORK picks the launcher (default: the first whose files were written).",
+        "# FRAMEWORK picks the launcher (default: the framework the plan was searched for, else",
+        "# the first whose files were written).",
         "# DATA_ARGS: your tokenizer and data (e.g. --tokenizer-type HuggingFaceTokenizer",
         "# --tokenizer-model PATH --data-path PATH); they are not part of the plan.",
         "set -euo pipefail",
@@ -140,7 +141,25 @@ def launch_script(result: PlanResult, files: dict[str, str], allocation: bool) -
                 f"{rdzv} pretrain_gpt.py $(cat megatron_deepspeed_args.txt) $DATA_ARGS",
             )
         )
-    return _script(head, cases)
+    return _script(head, _planned_first(cases, result.framework))
+
+
+def _planned_first(
+    cases: list[tuple[str, str, str]], planned: str | None
+) -> list[tuple[str, str, str]]:
+    """The framework the plan was searched for first (FRAMEWORK's default), and on each other
+    framework's case the note that its rules and physics were not the ones priced."""
+    if planned is None:
+        return cases
+    out = []
+    for name, comment, command in cases:
+        if name != planned:
+            comment += (
+                f"\n    # (this plan was searched for {planned}: its step time and memory are"
+                f" {planned}'s; plan with --framework {name} for this framework's)"
+            )
+        out.append((name, comment, command))
+    return sorted(out, key=lambda c: c[0] != planned)
 
 
 def _script(head: list[str], cases: list[tuple[str, str, str]]) -> str:

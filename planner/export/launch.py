@@ -115,14 +115,15 @@ def megatron_model_args(model: ModelSpec, workload: Workload) -> list[str]:
 
 
 def _megatron_attention(model: ModelSpec) -> list[str]:
-    """GQA, MLA dimensions, q/k norm, sliding window (TransformerConfig / MLATransformerConfig)."""
-    if model.attention_sinks:
-        raise _refuse(
-            "megatron",
-            "attention_sinks (gpt-oss's learned sink logits, with its clamped SwiGLU and biased "
-            "experts) are not exported to Megatron-LM here",
-        )
+    """GQA, MLA dimensions, q/k norm, sliding window, attention sinks (TransformerConfig /
+    MLATransformerConfig)."""
     args: list[str] = []
+    if model.attention_sinks:
+        # gpt-oss's per-head sink logit: TransformerConfig.softmax_type "learnable", a
+        # softmax_offset parameter per head in core attention (megatron-core 0.19
+        # dot_product_attention.py; TE's DotProductAttention takes it as softmax_type), as
+        # Megatron-Bridge's GPTOSSBridge sets it (sinks -> core_attention.softmax_offset).
+        args += ["--softmax-type", "learnable"]
     if model.mla is not None:
         mla = model.mla
         args.append("--multi-latent-attention")
@@ -192,13 +193,35 @@ def _megatron_deepspeed_attention(workload: Workload) -> list[str]:
 
 
 def _megatron_mlp(model: ModelSpec) -> list[str]:
-    """Activation (megatron/training/arguments.py: --swiglu, --squared-relu, --openai-gelu;
-    GeLU is the default)."""
+    """Activation (megatron/training/arguments.py: --swiglu, --quick-geglu, --squared-relu,
+    --openai-gelu; GeLU is the default) and gpt-oss's clamp and linear offset
+    (TransformerConfig.activation_func_clamp_value / glu_linear_offset, flags generated from
+    the config: megatron/core/transformer/mlp.py and moe/experts.py clamp the gate half to
+    <= c and the linear half to [-c, c], then act(gate) * (up + offset))."""
     act = model.mlp_activation
     if model.gated_mlp:
-        if act != "silu":
+        if act == "silu":
+            args = ["--swiglu"]
+        elif act == "quick_gelu":
+            # argument_utils.core_transformer_config_from_args: gated_linear_unit, quick_gelu
+            args = ["--quick-geglu"]
+        else:
             raise _refuse("megatron", f"gated {act} MLP (e.g. Gemma's GeGLU) has no Megatron-LM flag")
-        return ["--swiglu"]
+        if (model.glu_linear_offset or model.activation_clamp is not None) and act != "quick_gelu":
+            # TransformerConfig.__post_init__ (bias_activation_fusion, on by default): "When
+            # bias_activation_fusion is True and glu_linear_offset is non-zero, activation
+            # function must be quick_gelu"; activation_func_clamp_value: "Only used when
+            # activation_func is quick_gelu".
+            raise _refuse(
+                "megatron",
+                f"glu_linear_offset / activation_clamp with a gated {act} MLP: Megatron-LM "
+                "applies them with quick_geglu only",
+            )
+        if model.activation_clamp is not None:
+            args += ["--activation-func-clamp-value", _num(model.activation_clamp)]
+        if model.glu_linear_offset:
+            args += ["--glu-linear-offset", _num(model.glu_linear_offset)]
+        return args
     flags = {"gelu": [], "gelu_tanh": ["--openai-gelu"], "squared_relu": ["--squared-relu"]}
     if act not in flags:
         raise _refuse("megatron", f"non-gated {act} MLP has no Megatron-LM flag")
@@ -214,15 +237,19 @@ def _megatron_positions(model: ModelSpec, workload: Workload) -> list[str]:
         raise _refuse("megatron", "ALiBi position biases (BLOOM, MPT) have no Megatron-LM option")
     if kind == "learned":
         return args + ["--position-embedding-type", "learned_absolute"]
-    args += ["--position-embedding-type", "rope", "--rotary-base", _num(model.rotary_base)]
+    scaling = _megatron_rope_scaling(model)
+    if scaling[:1] != ["--position-embedding-type"]:  # YaRN (non-MLA) names its own type
+        args += ["--position-embedding-type", "rope"]
+    args += ["--rotary-base", _num(model.rotary_base)]
     if model.rotary_percent != 1.0:
         args += ["--rotary-percent", _num(model.rotary_percent)]
-    return args + _megatron_rope_scaling(model)
+    return args + scaling
 
 
 # MLATransformerConfig's YaRN fields that have no flag (megatron/core/transformer/
 # transformer_config.py: original_max_position_embeddings 4096, beta_fast 32, beta_slow 1).
-MLA_YARN_DEFAULTS = {"original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0}
+MLA_YARN_DEFAULTS = {"original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0,
+                     "truncate": True}
 # RotaryEmbedding._apply_scaling's fixed Llama 3.1 constants (only the factor has a flag).
 LLAMA3_SCALING = {"low_freq_factor": 1.0, "high_freq_factor": 4.0,
                   "original_max_position_embeddings": 8192}
@@ -251,6 +278,10 @@ def _megatron_rope_scaling(model: ModelSpec) -> list[str]:
         value = getattr(rs, name)
         if value is not None:
             args += [flag, _num(value)]
+    if rs.truncate is False:
+        # argument_utils._apply_yarn_config_from_args: yarn_correction_range_round_to_int
+        # defaults to True (YarnRotaryEmbedding's); HF's truncate false (gpt-oss) is this.
+        args.append("--no-yarn-correction-range-round-to-int")
     return args
 
 
@@ -262,8 +293,12 @@ def _refuse_unless(rs: Any, kind: str, fixed: dict[str, float], where: str) -> N
         got = getattr(rs, name)
         if got is not None and got != value:
             raise _refuse(
-                "megatron", f"rope_scaling.{name} {got:g}: {where} fixes it at {value:g}"
+                "megatron", f"rope_scaling.{name} {_shown(got)}: {where} fixes it at {_shown(value)}"
             )
+
+
+def _shown(value: float | bool) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}"
 
 
 def _megatron_moe(model: ModelSpec, workload: Workload) -> list[str]:
@@ -1046,6 +1081,10 @@ def megatron_deepspeed_model_args(model: ModelSpec, workload: Workload) -> list[
             ("multi-token prediction", model.mtp_num_layers > 0),
             ("ALiBi", model.position_embedding_kind == "alibi"),
             ("gated non-SiLU MLP", model.gated_mlp and model.mlp_activation != "silu"),
+            (
+                "a clamped or offset GLU (activation_clamp, glu_linear_offset)",
+                model.activation_clamp is not None or model.glu_linear_offset != 0,
+            ),
         )
         if present
     ]

@@ -110,6 +110,9 @@ CASES = {
     ),
     "fsdp": ("llama3-8b", "dgx-h100", {"num_gpus": 16, "zero_stages": (3,)}),
     "uneven-pp": ("llama3-8b", "dgx-h100", {"num_gpus": 48, "pp": 3, "tp": 2}),
+    # attention sinks, alternating 128-token windows, YaRN without truncation, the experts'
+    # clamped quick-GeGLU with its +1 offset, biases everywhere (Megatron-Bridge GPTOSSBridge)
+    "gpt-oss": ("gpt-oss-120b", "dgx-h100", {"num_gpus": 64, "global_batch": 512, "seq_len": 4096}),
 }
 _plans: dict = {}
 
@@ -217,6 +220,11 @@ def megatron_param_count(ns, cfg, monkeypatch) -> int:
     from megatron.training.vocab_utils import calculate_padded_vocab_size
 
     one = dataclasses.replace(cfg, **{k: v for k, v in COUNT_ONLY.items() if hasattr(cfg, k)})
+    # argument_utils._apply_yarn_config_from_args sets yarn_* as plain attributes, which
+    # dataclasses.replace does not carry
+    for name in vars(cfg):
+        if name.startswith("yarn_") and not hasattr(one, name):
+            setattr(one, name, getattr(cfg, name))
     key = repr(one)
     if key in _counts:
         return _counts[key]
@@ -257,15 +265,29 @@ def check_megatron_model(result: PlanResult, ns, cfg) -> None:
     assert cfg.add_bias_linear == m.linear_bias
     assert cfg.add_qkv_bias == (m.qkv_bias or m.linear_bias)
     assert cfg.gated_linear_unit == m.gated_mlp
+    from megatron.core.fusions.fused_bias_geglu import quick_gelu
+
+    act = {"silu": torch.nn.functional.silu, "quick_gelu": quick_gelu}
+    if m.gated_mlp:
+        assert cfg.activation_func is act[m.mlp_activation]
+    assert cfg.glu_linear_offset == m.glu_linear_offset
+    assert cfg.activation_func_clamp_value == m.activation_clamp
+    assert cfg.softmax_type == ("learnable" if m.attention_sinks else "vanilla")
     assert cfg.hidden_dropout == (0.1 if m.hidden_dropout else 0.0)
     if m.ffn_hidden_size is not None:
         assert cfg.ffn_hidden_size == m.ffn_hidden_size
     if m.mla is None:
         assert cfg.num_query_groups == m.kv_heads and cfg.kv_channels == m.attn_head_dim
         assert cfg.qk_layernorm == m.qk_norm
-        assert ns.position_embedding_type == {"rope": "rope", "learned": "learned_absolute"}[
-            m.position_embedding_kind
-        ]
+        yarn = m.rope_scaling is not None and m.rope_scaling.type == "yarn"
+        assert ns.position_embedding_type == {"rope": "yarn" if yarn else "rope",
+                                              "learned": "learned_absolute"}[m.position_embedding_kind]
+        if yarn:  # GPTModel's YarnRotaryEmbedding reads these off the config
+            rs = m.rope_scaling
+            assert cfg.yarn_rotary_scaling_factor == rs.factor
+            assert cfg.yarn_original_max_position_embeddings == rs.original_max_position_embeddings
+            assert (cfg.yarn_beta_fast, cfg.yarn_beta_slow) == (rs.beta_fast, rs.beta_slow)
+            assert cfg.yarn_correction_range_round_to_int == (rs.truncate is not False)
     else:
         mla = m.mla
         assert cfg.multi_latent_attention and cfg.qk_layernorm

@@ -40,6 +40,24 @@ def test_out_dir_without_allocation_writes_the_handoff(tmp_path, capsys):
     assert shlex.split(direct.splitlines()[1]) == args
 
 
+def test_launch_defaults_to_the_framework_the_plan_was_searched_for(tmp_path, capsys):
+    """A torchtitan plan whose layout Megatron can also run: launch.sh starts torchtitan unless
+    told otherwise, and the Megatron case says its figures are not Megatron's."""
+    out = tmp_path / "run"
+    argv = ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16",
+            "--framework", "torchtitan", "--out-dir", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    script = (out / "launch.sh").read_text()
+    assert {"torchtitan_args.txt", "megatron_args.txt"} <= {p.name for p in out.iterdir()}
+    assert ': "${FRAMEWORK:=torchtitan}"' in script
+    assert script.index("  torchtitan)") < script.index("  megatron)")
+    megatron_case = script[script.index("  megatron)") :]
+    assert "this plan was searched for torchtitan" in megatron_case
+    assert "searched for" not in script[: script.index("  megatron)")]
+    assert subprocess.run(["bash", "-n", str(out / "launch.sh")]).returncode == 0
+
+
 def test_emit_deepspeed_stdout_is_json_and_one_torchtitan_version(capsys):
     base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
     base += ["--framework", "deepspeed"]

@@ -52,6 +52,7 @@ GPT_OSS_120B = {
     "num_experts_per_tok": 4,
     "vocab_size": 201088,
     "tie_word_embeddings": False,
+    "swiglu_limit": 7.0,
 }
 PHI3_MINI = {
     "_name_or_path": "microsoft/Phi-3-mini-4k-instruct",
@@ -91,6 +92,12 @@ def test_gpt_oss_and_phi3(tmp_path):
     oss = load_model(write(tmp_path, GPT_OSS_120B, name="gpt-oss-120b.json"))
     assert oss.name == "gpt-oss-120b" and oss.ffn_hidden_size is None
     assert params.total_params(oss) / 1e9 == pytest.approx(116.8, rel=0.01)  # model card
+    # GptOssExperts' clamped SwiGLU, whatever hidden_act says: the shipped preset's model
+    assert (oss.mlp_activation, oss.glu_linear_offset, oss.activation_clamp) == ("quick_gelu", 1.0, 7.0)
+    preset = load_model("gpt-oss-120b")
+    assert (preset.mlp_activation, preset.glu_linear_offset, preset.activation_clamp) == (
+        "quick_gelu", 1.0, 7.0,
+    )
     phi = load_model(write(tmp_path, PHI3_MINI))
     assert phi.name == "microsoft/Phi-3-mini-4k-instruct" and phi.gated_mlp
     assert params.total_params(phi) / 1e9 == pytest.approx(3.82, abs=0.01)

@@ -763,3 +763,35 @@ def test_deepspeed_refuses_fused_attention_and_its_plans_run_fa2():
 def test_torchtitan_refuses_kernels_it_does_not_run(kernel):
     with pytest.raises(InvalidInput, match=f"torchtitan: attention_kernel {kernel}"):
         titan(_kernel_result(kernel))
+
+
+def test_megatron_builds_gpt_oss_from_its_flags():
+    """gpt-oss's sinks, experts' clamped quick-GeGLU and untruncated YaRN as megatron-core
+    0.19.2 options (Megatron-Bridge GPTOSSBridge.provider_bridge sets the same config fields);
+    tests/frameworks/test_model_handoff.py builds the model from them."""
+    result = planner.plan_for("gpt-oss-120b", "dgx-h100", num_gpus=64, global_batch=512,
+                              seq_len=4096, top_k=1)  # fmt: skip
+    args = plan_exports.to_megatron_args(result)
+    assert {a for a in args if a.startswith("--")} <= MEGATRON_FLAGS
+    joined = " ".join(args)
+    for expected in ("--softmax-type learnable", "--quick-geglu",
+                     "--activation-func-clamp-value 7", "--glu-linear-offset 1",
+                     "--window-size 127,0", "--window-attn-skip-freq 2",
+                     "--no-yarn-correction-range-round-to-int"):  # fmt: skip
+        assert expected in joined
+    assert args.count("--position-embedding-type") == 1
+    assert args[args.index("--position-embedding-type") + 1] == "yarn"
+    assert "--swiglu" not in args and "--disable-bias-linear" not in args
+
+
+def test_clamped_or_offset_glu_needs_quick_gelu_in_megatron_and_a_gated_mlp():
+    silu = f.dense_model(activation_clamp=7.0, glu_linear_offset=1.0)
+    with pytest.raises(InvalidInput, match="quick_geglu only"):
+        launch.megatron_model_args(silu, f.workload())
+    with pytest.raises(InvalidInput, match="clamped or offset GLU"):
+        launch.megatron_deepspeed_model_args(silu, f.workload())
+    quick = f.dense_model(activation="quick_gelu", gated_mlp=False)
+    with pytest.raises(InvalidInput, match="non-gated quick_gelu MLP has no Megatron-LM flag"):
+        launch.megatron_model_args(quick, f.workload())
+    with pytest.raises(ValueError, match="need gated_mlp: true"):
+        f.dense_model(gated_mlp=False, activation_clamp=7.0)

@@ -448,6 +448,9 @@ def check_titan_model(model, cfg, count: int) -> None:
     assert _first(cfg, "theta") == model.rotary_base
     scaling = model.rope_scaling.type if model.rope_scaling else None
     assert _first(cfg, "scaling") == ROPE_SCALING[scaling]
+    if scaling == "yarn":  # RoPE.Config.truncate: DeepSeek floors the cutoffs, gpt-oss does not
+        truncate = next(c.truncate for c in _configs(cfg) if hasattr(c, "truncate"))
+        assert truncate == (model.rope_scaling.truncate is not False)
     assert _first(cfg, "eps") == model.norm_eps
     if model.moe is not None:
         assert _first(cfg, "num_experts") == model.moe.num_experts

@@ -54,7 +54,7 @@ def test_launch_defaults_to_the_framework_the_plan_was_searched_for(tmp_path, ca
     assert script.index("  torchtitan)") < script.index("  megatron)")
     megatron_case = script[script.index("  megatron)") :]
     assert "this plan was searched for torchtitan" in megatron_case
-    assert "searched for" not in script[: script.index("  megatron)")]
+    assert "this plan was searched for" not in script[: script.index("  megatron)")]
     assert subprocess.run(["bash", "-n", str(out / "launch.sh")]).returncode == 0
 
 

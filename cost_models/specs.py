@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
@@ -20,9 +20,24 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     StrictBool,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+
+def _takes_float_not_bool(annotation: Any) -> bool:
+    """Whether a field's type accepts a float (float, PositiveFloat, float | None, ...) and no
+    bool."""
+    found: list[Any] = []
+
+    def walk(t: Any) -> None:
+        found.append(t)
+        for arg in get_args(t):
+            walk(arg)
+
+    walk(annotation)
+    return float in found and bool not in found
+
 
 _set_attr = object.__setattr__
 _new_object = object.__new__
@@ -53,9 +68,20 @@ class Spec(BaseModel):
 
 class InputSpec(Spec):
     """A spec read from user input: NaN and +-inf are refused in every float field, so neither the
-    cost model nor the search ever does arithmetic on them (issue 19)."""
+    cost model nor the search ever does arithmetic on them (issue 19), and so is a boolean where a
+    number belongs (pydantic's lax mode reads `norm_eps: true` as 1.0; its int fields already
+    refuse it)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name is not None:
+            field = cls.model_fields.get(info.field_name)
+            if field is not None and _takes_float_not_bool(field.annotation):
+                raise ValueError("Input should be a number, not a boolean")
+        return value
 
 
 # Largest values the product supports (README.md#reliability): beyond them the search's integer

@@ -99,6 +99,17 @@ def test_json_nan_literal_is_refused(tmp_path, capsys):
     bad_input(["validate", "--data", path], capsys, "runs.json: malformed JSON", "NaN")
 
 
+@pytest.mark.parametrize("field", ["norm_eps", "rotary_base", "glu_linear_offset"])
+def test_a_boolean_where_a_number_belongs_is_refused(tmp_path, capsys, field):
+    """pydantic's lax mode would read `true` as 1.0 in a float field; an int field refused it."""
+    text = "name: x\nnum_layers: 2\nhidden_size: 256\nffn_hidden_size: 512\n"
+    text += f"num_attention_heads: 4\nvocab_size: 1000\n{field}: true\n"
+    path = write(tmp_path, "m.yaml", text)
+    argv = ["estimate", "--model", path, "--cluster", "dgx-h100", "--gpus", "8",
+            "--global-batch", "8", "--tp", "1", "--pp", "1", "--dp", "8"]  # fmt: skip
+    bad_input(argv, capsys, "m.yaml", f"{field}: Input should be a number, not a boolean")
+
+
 def test_bom_is_accepted(tmp_path, capsys):
     path = write(tmp_path, "m.yaml", b"\xef\xbb\xbfname: x\n")
     bad_input(

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+
 def _takes_float_not_bool(annotation: Any) -> bool:
     """Whether a field's type accepts a float (float, PositiveFloat, float | None, ...) and no
     bool."""

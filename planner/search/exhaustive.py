@@ -269,10 +269,10 @@ def brute_force_split(
 
 
 def _count(rejected: Counter[str]) -> int:
-    # Left out: the out-of-memory layouts (scored, in `layouts`) and those a limit left unscored,
-    # whichever limit it was.
-    left = ("peak memory above usable HBM", *LIMIT_REJECTIONS.values())
-    return sum(v for k, v in rejected.items() if k not in left)
+    """Rejected candidates not already in the scored `layouts`: everything but the out-of-memory
+    ones (scored). Those a limit left unscored count, as the branch and bound counts every
+    candidate whether it was reached or not (table.num_candidates)."""
+    return sum(v for k, v in rejected.items() if k != "peak memory above usable HBM")
 
 
 def why_none(

@@ -120,5 +120,7 @@ def test_the_exhaustive_oracle_counts_the_same_work_and_repeats():
     for ranked, stats, rejected in runs:
         assert stats.status == "STOPPED" and stats.stopped_by == "work_limit"
         assert rejected[WORK_LIMITED] > 0 and stats.num_scored < full.num_scored
+        # the same candidates, reached or not (as the branch and bound counts them)
+        assert stats.num_candidates == full.num_candidates
     assert [e.layout for e in runs[0][0]] == [e.layout for e in runs[1][0]]
     assert runs[0][1].work_units == runs[1][1].work_units

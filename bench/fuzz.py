@@ -63,7 +63,8 @@ SLACK_S = 3.0
 """Process overhead allowed beyond the limit + margin: model/cluster loading, rendering (on an
 idle machine; tests/load_clock.py stretches the wall-time budget by the measured load)."""
 DETERMINISM_EVERY = 4
-MODELS = ["llama3-8b", "mixtral-8x7b", "mcore-gpt-1.7b", "qwen3-30b-a3b", "llama2-7b", "gpt3-175b"]
+MODELS = ["llama3-8b", "mixtral-8x7b", "mcore-gpt-1.7b", "qwen3-30b-a3b", "llama2-7b", "gpt3-175b",
+          "gpt-oss-120b"]
 CLUSTERS = ["dgx-h100", "dgx-b200", "gb200-nvl72", "two-dc-h100", "tpu-v5p-4096", "h800"]
 WILD = ["0", "-1", "1e9", "inf", "nan", "abc", "", "1.5", "１２８", "9" * 30, "-0", "1e-300"]
 
@@ -80,6 +81,22 @@ MODEL = {
     "mla": False,
     "moe": None,
     "seq_len": 4096,
+}
+# gpt-oss's attention and MLP fields (sinks, alternating windows, untruncated YaRN, the experts'
+# clamped quick-GeGLU with its offset), so mutations reach them too.
+MODEL_OSS = {
+    **MODEL,
+    "name": "fuzz-oss",
+    "ffn_hidden_size": None,
+    "moe": {"num_experts": 16, "top_k": 4, "expert_ffn_hidden_size": 2880},
+    "linear_bias": True,
+    "attention_sinks": True,
+    "sliding_window": 128,
+    "full_attention_every": 2,
+    "activation": "quick_gelu",
+    "glu_linear_offset": 1.0,
+    "activation_clamp": 7.0,
+    "rope_scaling": {"type": "yarn", "factor": 32.0, "truncate": False},
 }
 HF = {
     "model_type": "llama",
@@ -753,7 +770,8 @@ def make_case(rng: random.Random) -> Case:
     files: dict[str, bytes] = {}
     if kind == "model_file":
         name = rng.choice(["m.yaml", "m.json"])
-        files[name] = _dump(rng, _mutate(rng, MODEL, rng.randint(0, 3)), name)
+        base = MODEL_OSS if rng.random() < 0.25 else MODEL
+        files[name] = _dump(rng, _mutate(rng, base, rng.randint(0, 3)), name)
         model = name
     elif kind == "hf":
         files["config.json"] = json.dumps(_mutate(rng, HF, rng.randint(0, 3))).encode()

@@ -81,7 +81,7 @@ def megatron_model_args(model: ModelSpec, workload: Workload) -> list[str]:
     if model.ffn_hidden_size is not None:
         args += ["--ffn-hidden-size", str(model.ffn_hidden_size)]
     args += _megatron_attention(model)
-    args += _megatron_attention_backend(workload)
+    args += _megatron_attention_backend(workload, model)
     args += _megatron_mlp(model)
     args += _megatron_positions(model, workload)
     # Megatron's defaults are LayerNorm, biases on every linear layer and dropout 0.1.
@@ -151,15 +151,23 @@ def _megatron_attention(model: ModelSpec) -> list[str]:
     return args
 
 
-def _megatron_attention_backend(workload: Workload) -> list[str]:
+def _megatron_attention_backend(workload: Workload, model: ModelSpec) -> list[str]:
     """The attention kernel the plan priced (Workload.attention_kernel) as Megatron-Core 0.19.2
     selects it (--attention-backend, megatron/core/transformer/enums.py AttnBackend; language_
     module.py sets Transformer Engine's NVTE_FLASH_ATTN / NVTE_FUSED_ATTN / NVTE_UNFUSED_ATTN from
-    it): fused is the default `auto` (no flag); fa2 is TE's FlashAttention backend pinned to
-    FlashAttention-2 (--flash-attention-version 2, TransformerConfig.flash_attention_version);
-    unfused is TE's UnfusedDotProductAttention. flash1 is refused: no Megatron-Core backend runs
-    flash-attn 1.x (the version pin takes 2, 3 or 4)."""
+    it): fused is the default `auto` (no flag), pinned with `--attention-backend fused` for
+    attention sinks; fa2 is TE's FlashAttention backend pinned to FlashAttention-2
+    (--flash-attention-version 2, TransformerConfig.flash_attention_version); unfused is TE's
+    UnfusedDotProductAttention. flash1 is refused: no Megatron-Core backend runs flash-attn 1.x
+    (the version pin takes 2, 3 or 4)."""
     kernel = workload.attention_kernel
+    if kernel == "fused" and model.attention_sinks:
+        # A learnable softmax runs fused only from cuDNN 9.13.1 on; under `auto` an older one
+        # falls back to UnfusedDotProductAttention (TE get_attention_backend, "Filter: Softmax
+        # type"), whose b h s s scores the plan's memory does not hold (docs/cost_model.md
+        # "Attention sinks"). `fused` sets NVTE_UNFUSED_ATTN=0: such a build stops at the first
+        # step with TE's "no dot product attention backend" instead of running out of memory.
+        return ["--attention-backend", "fused"]
     if kernel == "flash1":
         raise _refuse(
             "megatron",

@@ -134,6 +134,10 @@ def fake_world(monkeypatch):
         monkeypatch.setenv("RANK", "0")
         monkeypatch.setenv("LOCAL_RANK", "0")
         monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+        # A launch starts with none of these; Megatron's language_module writes them into
+        # os.environ for the backend of the model built last in this process.
+        for name in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN"):
+            monkeypatch.delenv(name, raising=False)
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
@@ -273,6 +277,10 @@ def check_megatron_model(result: PlanResult, ns, cfg) -> None:
     assert cfg.glu_linear_offset == m.glu_linear_offset
     assert cfg.activation_func_clamp_value == m.activation_clamp
     assert cfg.softmax_type == ("learnable" if m.attention_sinks else "vanilla")
+    if m.attention_sinks:  # pinned: no silent fall-back to the unfused kernel
+        from megatron.core.transformer.enums import AttnBackend
+
+        assert cfg.attention_backend == AttnBackend.fused
     assert cfg.hidden_dropout == (0.1 if m.hidden_dropout else 0.0)
     if m.ffn_hidden_size is not None:
         assert cfg.ffn_hidden_size == m.ffn_hidden_size

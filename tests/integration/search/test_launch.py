@@ -777,7 +777,8 @@ def test_megatron_builds_gpt_oss_from_its_flags():
     for expected in ("--softmax-type learnable", "--quick-geglu",
                      "--activation-func-clamp-value 7", "--glu-linear-offset 1",
                      "--window-size 127,0", "--window-attn-skip-freq 2",
-                     "--no-yarn-correction-range-round-to-int"):  # fmt: skip
+                     "--no-yarn-correction-range-round-to-int",
+                     "--attention-backend fused"):  # fmt: skip
         assert expected in joined
     assert args.count("--position-embedding-type") == 1
     assert args[args.index("--position-embedding-type") + 1] == "yarn"

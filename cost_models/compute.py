@@ -1549,7 +1549,7 @@ def attention_times(
     kernel = workload.attention_kernel
     found, status = book.attention_s_per_flop(*call, causal=True, window=0, kernel=kernel)
     looks: tuple[tuple[str, str], ...] = (("attention", status),)
-    if layout.cp > 1:
+    if layout.cp > 1 and workload.cp_attention != "a2a":  # a2a runs the whole sequence
         found, step_looks = cp_step_rate(call, layout.cp, kernel, book, found)
         looks += step_looks
     if found is None:

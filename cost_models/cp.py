@@ -20,12 +20,15 @@ Two implementations, chosen by `Workload.cp_attention`:
     dK/dV in fp32 around the ring, waiting for the previous hop after each step's kernel: a hop
     hides behind one backward step, and the last hop back to the owner is exposed.
   Causal load balance (head-tail chunks) is on by default, so FLOPs per rank stay the average.
+* `a2a` (Transformer Engine's AttnFuncWithCPAndQKVOA2A, Megatron `--cp-comm-type a2a`;
+  DeepSpeed-Ulysses, arXiv 2309.14509): all-to-alls turn each rank's s / cp tokens of all its
+  heads into the whole sequence of heads / cp before the kernel, and back after it (a2a_s).
 """
 
 from __future__ import annotations
 
 from .calibration import GenerationCalibration, hbm_bytes_per_s, overlap_slowdown_s
-from .commtable import CollectiveBook, collective_time_s, p2p_s
+from .commtable import CollectiveBook, collective_time_s, model_time_s, p2p_s
 from .compute import LayerTime, tokens_per_gpu
 from .specs import Cluster, Layout, ModelSpec, Workload
 
@@ -124,6 +127,46 @@ def torch_ring_s(
     return exposed + overlap_slowdown_s(total - comm_exposed, cal), total
 
 
+def a2a_s(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    layout: Layout,
+    cp_span: list[int],
+    comm: CollectiveBook | None = None,
+) -> tuple[float, float]:
+    """(exposed, link-busy) seconds of Transformer Engine's all-to-all CP for one layer and
+    micro-batch (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py
+    AttnFuncWithCPAndQKVOA2A, flash_attn_a2a_communicate): forward, one all-to-all each of Q, K
+    and V before the kernel and of the output after it; backward, of dO before the kernel's
+    backward and of dQ, dK, dV after it. Each moves the rank's own tensor (its s / cp tokens of
+    its TP rank's heads), bf16. The kernel needs all of Q, K and V and the next layer needs the
+    output, so nothing hides them (TE overlaps an exchange only with the other tensors' layout
+    copies): priced exposed, on the CP group's tiers (comm.all_to_all_time_s, with the
+    cluster's all_to_all curve where it has one). Recomputed attention repeats the forward
+    ones. The kernel runs the whole sequence on heads / cp: the same FLOPs per rank as the ring,
+    priced at the full sequence's rate (compute.attention_times)."""
+    t = tokens_per_gpu(workload, layout)
+    d_qk, d_v = _head_dims(model)
+    heads = model.num_attention_heads / layout.tp
+    kv = heads if model.mla is not None else max(model.kv_heads, layout.tp) / layout.tp
+
+    def one(width: float) -> float:
+        size = t * width * BF16_BYTES
+        seconds = model_time_s("all_to_all", size, cp_span, cluster.tiers)
+        if comm is not None:
+            seconds *= comm.factor("all_to_all", cp_span, size, "cp")
+        return seconds
+
+    q, k, v, o = one(heads * d_qk), one(kv * d_qk), one(kv * d_v), one(heads * d_v)
+    recomputes_attention = layout.recompute == "full" or (
+        layout.recompute == "selective" and workload.selective_recompute == "attention"
+    )
+    forwards = 2 if recomputes_attention else 1
+    total = forwards * (q + k + v + o) + (o + q + k + v)
+    return total, total
+
+
 def cp_layer_s(
     model: ModelSpec,
     cluster: Cluster,
@@ -140,5 +183,7 @@ def cp_layer_s(
         return 0.0, 0.0
     if workload.cp_attention == "torch_ring":
         return torch_ring_s(model, cluster, cal, workload, layout, lt, cp_span, comm)
+    if workload.cp_attention == "a2a":
+        return a2a_s(model, cluster, workload, layout, cp_span, comm)
     t = tokens_per_gpu(workload, layout)
     return _fused_ring_s(model, cluster, cal, layout, t, lt, cp_span, comm)

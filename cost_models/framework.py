@@ -603,6 +603,8 @@ TORCHTITAN = FrameworkProfile(
          "torchtitan 0.3.0's float8 converter has no SwiGLU input store"),
         ("attention_output_store", "a Megatron-Core / Transformer Engine option; torchtitan "
          "0.3.0 has no attention-output cache setting"),
+        ("cp_attention", "Transformer Engine's all-to-all CP (Megatron --cp-comm-type a2a); "
+         "torchtitan 0.3.0's context parallelism is PyTorch's ring (context_parallel)"),
     ),
     sliding_window=(
         "only as the model of a recipe that has it (torchtitan/models/gpt_oss: a 128-token "
@@ -648,6 +650,8 @@ DEEPSPEED = FrameworkProfile(
          "that the deepspeed profile's Megatron-DeepSpeed does not have"),
         ("attention_output_store", "a Megatron-Core / Transformer Engine option that the "
          "deepspeed profile's Megatron-DeepSpeed does not have"),
+        ("cp_attention", "Transformer Engine's all-to-all CP (Megatron --cp-comm-type a2a); the "
+         "deepspeed profile models no context parallelism"),
     ),
 )
 
@@ -826,6 +830,7 @@ def _stated_inputs(workload: Workload, cpu_offload_layers: int) -> dict[str, Any
             workload.attention_output_store != "separate"
             and f"attention_output_store {workload.attention_output_store}"
         ),
+        "cp_attention": workload.cp_attention == "a2a" and "cp_attention a2a",
     }
 
 

@@ -302,6 +302,8 @@ def _attention_rules(model: ModelSpec, workload: Workload, lo: Layout) -> list[s
                 "UnfusedDotProductAttention) has no context parallelism"
             )
         ]
+    if lo.cp > 1 and workload.cp_attention == "a2a":
+        return _a2a_rules(model, lo)
     if lo.cp == 1 or workload.cp_attention != "fused_ring":
         return []
     out = []
@@ -313,7 +315,7 @@ def _attention_rules(model: ModelSpec, workload: Workload, lo: Layout) -> list[s
         out.append(
             f"cp ({lo.cp}) > 1 with sliding-window attention (window {model.sliding_window}): "
             "Transformer Engine's p2p context parallelism (the fused ring priced here) refuses "
-            "windows; its a2a CP, which takes them, is not modelled"
+            "windows; --cp-comm-type a2a prices its all-to-all CP, which takes them"
         )
     if model.attention_sinks:
         # Transformer Engine get_attention_backend (transformer_engine/pytorch/attention/
@@ -324,6 +326,25 @@ def _attention_rules(model: ModelSpec, workload: Workload, lo: Layout) -> list[s
         out.append(
             f"cp ({lo.cp}) > 1 with attention sinks: Transformer Engine runs a learnable softmax "
             "under context parallelism only with cp_comm_type a2a (its p2p ring, priced here, "
-            "has no backend for it); a2a CP is not modelled"
+            "has no backend for it); --cp-comm-type a2a prices TE's all-to-all CP, which takes "
+            "them"
         )
     return out
+
+
+def _a2a_rules(model: ModelSpec, lo: Layout) -> list[str]:
+    """Transformer Engine's all-to-all CP (AttnFuncWithCPAndQKVOA2A, transformer_engine/pytorch/
+    attention/dot_product_attention/context_parallel.py) scatters heads over the CP group:
+    "cp_comm_type='a2a' requires num_heads % cp_size == 0 for Q, K, V" on each TP rank's heads
+    (K and V: the rank's query groups, at least one where TP exceeds them)."""
+    q_heads = model.num_attention_heads // lo.tp
+    kv_heads = q_heads if model.mla is not None else max(1, model.kv_heads // lo.tp)
+    if q_heads % lo.cp or kv_heads % lo.cp:
+        return [
+            (
+                f"cp ({lo.cp}) with all-to-all context parallelism needs the query heads "
+                f"({q_heads}) and the key / value heads ({kv_heads}) of a TP rank divisible by "
+                "cp: Transformer Engine scatters heads over the CP group"
+            )
+        ]
+    return []

@@ -1193,11 +1193,13 @@ class Workload(InputSpec):
         "Megatron-FSDP optim_grads). "
         "cost_models.accumulation.dp_rounds",
     )
-    cp_attention: Literal["fused_ring", "torch_ring"] = Field(
+    cp_attention: Literal["fused_ring", "torch_ring", "a2a"] = Field(
         "fused_ring",
-        description="context-parallel attention: Transformer Engine's fused K/V ring (Megatron) "
-        "or PyTorch's experimental context_parallel (all-gather K/V, eager fp32 merges; "
-        "torchtitan)",
+        description="context-parallel attention: Transformer Engine's fused K/V ring (Megatron "
+        "--cp-comm-type p2p), Transformer Engine's all-to-all of Q, K, V and the output "
+        "(Megatron --cp-comm-type a2a, DeepSpeed-Ulysses style: it takes sliding windows and "
+        "attention sinks, which the ring refuses), or PyTorch's experimental context_parallel "
+        "(all-gather K/V, eager fp32 merges; torchtitan)",
     )
     cross_site_sync_every: PositiveInt = Field(
         1,

@@ -660,6 +660,13 @@ def _add_memory_options(p: argparse.ArgumentParser) -> None:
         "or one E5M6 copy (DeepSeek-V3; no launcher here has it)",
     )
     p.add_argument(
+        "--cp-comm-type",
+        choices=("p2p", "a2a"),
+        help="context-parallel attention under Megatron (--cp-comm-type): p2p, Transformer "
+        "Engine's K/V ring (the default), or a2a, its all-to-all of Q, K, V and the output "
+        "(DeepSpeed-Ulysses style), which takes sliding windows and attention sinks",
+    )
+    p.add_argument(
         "--main-grads",
         choices=("fp32", "bf16"),
         help="dtype of the gradient buffer and its data-parallel reduction (default fp32, "
@@ -698,7 +705,10 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
         "bf16_layers_start",
         "bf16_layers_end",
     )
-    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    fields = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    if getattr(args, "cp_comm_type", None) is not None:
+        fields["cp_attention"] = {"p2p": "fused_ring", "a2a": "a2a"}[args.cp_comm_type]
+    return fields
 
 
 PROGRESS_AFTER_S = 2.0

@@ -407,6 +407,10 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         str(workload.global_batch_seqs),
     ]
     args += mapping
+    if lo.cp > 1 and workload.cp_attention == "a2a":
+        # TransformerConfig.cp_comm_type (default p2p, the ring): Transformer Engine's
+        # all-to-all CP, the one the plan priced (cost_models/cp.py a2a_s)
+        args += ["--cp-comm-type", "a2a"]
     if lo.pp_schedule != "1f1b":
         # Megatron-LM has no DualPipe schedule (no such flag in its parser); DeepSeek's is a
         # separate library (github deepseek-ai/DualPipe).

@@ -113,6 +113,13 @@ CASES = {
     # attention sinks, alternating 128-token windows, YaRN without truncation, the experts'
     # clamped quick-GeGLU with its +1 offset, biases everywhere (Megatron-Bridge GPTOSSBridge)
     "gpt-oss": ("gpt-oss-120b", "dgx-h100", {"num_gpus": 64, "global_batch": 512, "seq_len": 4096}),
+    # long context: CP over the windows and sinks only with Transformer Engine's all-to-all CP
+    "gpt-oss-a2a-cp": (
+        "gpt-oss-120b",
+        "dgx-h100",
+        {"num_gpus": 128, "global_batch": 64, "seq_len": 32768, "cp": 4,
+         "workload_fields": {"cp_attention": "a2a"}},
+    ),
 }
 _plans: dict = {}
 
@@ -359,6 +366,9 @@ def test_megatron_builds_the_planned_model(case, index, fake_world, monkeypatch)
     fake_world(result.best.layout.world_size)
     ns, cfg = megatron_config(args, launch.megatron_env(result.best), monkeypatch)
     assert cfg.tensor_model_parallel_size == result.best.layout.tp
+    a2a = result.workload.cp_attention == "a2a" and result.best.layout.cp > 1
+    assert cfg.context_parallel_size == result.best.layout.cp
+    assert cfg.cp_comm_type == ("a2a" if a2a else "p2p")
     check_megatron_model(result, ns, cfg)
     count = megatron_param_count(ns, cfg, monkeypatch)
     planned_count = total_params(result.model)

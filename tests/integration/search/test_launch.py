@@ -796,3 +796,20 @@ def test_clamped_or_offset_glu_needs_quick_gelu_in_megatron_and_a_gated_mlp():
         launch.megatron_model_args(quick, f.workload())
     with pytest.raises(ValueError, match="need gated_mlp: true"):
         f.dense_model(gated_mlp=False, activation_clamp=7.0)
+
+
+def test_megatron_exports_the_all_to_all_cp_the_plan_priced():
+    """--cp-comm-type a2a (TransformerConfig.cp_comm_type) where the plan priced Transformer
+    Engine's all-to-all CP; gpt-oss at 32K tokens plans CP with it, which the ring refuses."""
+    kw = {"num_gpus": 128, "global_batch": 64, "seq_len": 32768, "top_k": 1, "cp": 4}
+    a2a = {"cp_attention": "a2a"}
+    result = planner.plan_for("gpt-oss-120b", "dgx-h100", workload_fields=a2a, **kw)
+    args = plan_exports.to_megatron_args(result)
+    assert {a for a in args if a.startswith("--")} <= MEGATRON_FLAGS
+    assert args[args.index("--cp-comm-type") + 1] == "a2a"
+    assert args[args.index("--context-parallel-size") + 1] == "4"
+    with pytest.raises(api.NoFeasiblePlan):
+        planner.plan_for("gpt-oss-120b", "dgx-h100", **kw)  # the p2p ring refuses windows
+    one = planner.plan_for("llama3.1-8b", "dgx-h100", num_gpus=8, top_k=1, cp=1,
+                           workload_fields={"cp_attention": "a2a"})  # fmt: skip
+    assert "--cp-comm-type" not in plan_exports.to_megatron_args(one)

@@ -76,3 +76,24 @@ def test_dp_terms_and_memory_equal_the_estimate_on_deep_pipelines():
             full = bound.placement_step_s(lo, with_dp=True)
             assert bound.placement_step_s(lo) <= full <= e.step_time_s, lo
             assert full >= e.step_time_s * (1 - 1e-8)  # tight: the step time up to rounding
+
+
+def test_lower_bound_below_every_estimate_under_all_to_all_cp():
+    """The all-to-all CP (Workload.cp_attention "a2a") enters the bound through the same
+    per-layer term as the estimate; layouts with CP > 1 are compared directly."""
+    model = factories.dense_model(num_layers=16, sliding_window=256, full_attention_every=2)
+    cluster = factories.cluster(32, ib_gb_per_s=25)
+    work = Workload(seq_len=16384, global_batch_seqs=32, cp_attention="a2a")
+    layouts, _ = enumerate_layouts(model, cluster, work, SearchSpace(max_vp=2))
+    with_cp = [lo for lo in layouts if lo.cp > 1]
+    assert with_cp  # the window does not rule CP out under a2a
+    bound = StepLowerBound(model, cluster, work)
+    for lo in random.Random(5).sample(with_cp, min(120, len(with_cp))):
+        step = estimate(model, cluster, work, lo).step_time_s
+        assert 0 < bound.step_s(lo) <= step, lo
+        assert bound.placement_step_s(lo) <= step, lo
+    space = SearchSpace(max_vp=1, micro_batches=(1,), cp=2)
+    oracle, _, _ = exhaustive.search(model, cluster, work, space, SolverOptions(top_k=3))
+    table = build_table(model, cluster, work, space, 3)
+    kept = {(e.layout, e.step_time_s) for e in table.estimates}
+    assert all((e.layout, e.step_time_s) in kept for e in oracle)

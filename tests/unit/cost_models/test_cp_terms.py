@@ -130,3 +130,44 @@ def test_fa2_layer_attention_time_by_hand():
     lt = layer_time(m, cluster().gpu, calibration_for("hopper"), w, layout(dp=8), is_moe=False)
     flops = 8192 * 8192 * 32 * 256  # causal half of 2 * s^2 * heads * d, QK^T and PV
     assert lt.attention_s == pytest.approx(flops / (989.4e12 * 0.35 * 0.6), rel=1e-12)
+
+
+def _a2a(recompute: str = "none", span=(4, 4)):
+    m, c = dense_model(), cluster(num_gpus=8)
+    w = workload(seq_len=131072, global_batch=2, cp_attention="a2a")
+    lay = layout(cp=4, dp=2, recompute=recompute)
+    return cp_layer_s(m, c, calibration_for("hopper"), w, lay, _lt(0.4), list(span)), m, c
+
+
+def test_a2a_exchanges_q_k_v_and_the_output_both_ways_exposed():
+    """Transformer Engine's AttnFuncWithCPAndQKVOA2A: forward all-to-alls of Q, K, V and O,
+    backward of dO, dQ, dK, dV, each the rank's own tensor (32,768 tokens of 32 query / 8 KV
+    heads of 128), none hidden by the kernel, which needs them all."""
+    from cost_models.comm import all_to_all_time_s
+
+    (exposed, total), _m, c = _a2a()
+    t, d = 32768, 128
+
+    def one(heads: int) -> float:
+        return all_to_all_time_s(t * heads * d * 2, [4, 4], c.tiers)
+
+    q, kv = one(32), one(8)
+    assert exposed == total == pytest.approx(2 * (2 * q + 2 * kv), rel=1e-12)
+    assert kv == pytest.approx(q / 4, rel=0.05)  # GQA: K and V carry a quarter of Q's bytes
+    (full, _), _m, _c = _a2a(recompute="full")  # the forward exchanges run again
+    assert full == pytest.approx(3 * (2 * q + 2 * kv), rel=1e-12)
+
+
+def test_a2a_needs_each_tp_ranks_heads_divisible_by_cp_and_takes_windows_and_sinks():
+    from cost_models.rules import layout_violations
+
+    c = cluster(num_gpus=16)
+    oss = dense_model(attention_sinks=True, sliding_window=128, full_attention_every=2)
+    a2a = workload(seq_len=8192, global_batch=8, cp_attention="a2a")
+    ring = workload(seq_len=8192, global_batch=8)
+    ok = layout(cp=4, dp=4)
+    assert not layout_violations(oss, c, a2a, ok)  # 32 query and 8 KV heads over cp 4
+    assert any("--cp-comm-type a2a" in v for v in layout_violations(oss, c, ring, ok))
+    tp4 = layout(tp=4, cp=4)  # 2 KV heads per TP rank over cp 4
+    (why,) = [v for v in layout_violations(oss, c, a2a, tp4) if "all-to-all" in v]
+    assert "key / value heads (2)" in why

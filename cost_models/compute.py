@@ -1462,11 +1462,15 @@ def attention_call(
     model: ModelSpec, workload: Workload, layout: Layout
 ) -> tuple[int, int, float, float, int, int]:
     """(batch, seq, heads, KV heads, d_qk, d_v) of one TP rank's attention call: the
-    micro-batch over the full sequence (a CP rank does 1/cp of that call's work), this rank's
-    query heads and KV heads (MLA runs as multi-head attention after its up-projections)."""
+    micro-batch over the full sequence (a CP ring's rank does 1/cp of that call's work), this
+    rank's query heads and KV heads (MLA runs as multi-head attention after its
+    up-projections); under the all-to-all CP (Workload.cp_attention "a2a") the rank's own call,
+    the full sequence on heads / cp (cost_models/cp.py a2a_s)."""
     d_qk, d_v = head_dims(model)
     heads = model.num_attention_heads / layout.tp
     kv = heads if model.mla is not None else _local_kv_heads(model, layout.tp)
+    if layout.cp > 1 and workload.cp_attention == "a2a":
+        heads, kv = heads / layout.cp, kv / layout.cp
     return layout.micro_batch, workload.seq_len, heads, kv, d_qk, d_v
 
 

@@ -107,9 +107,20 @@ class FrameworkProfile:
     def orders_for(self, model: ModelSpec) -> tuple[tuple[Axis, ...], ...]:
         return self.moe_rank_orders if model.moe is not None else self.rank_orders
 
-    def workload(self, workload: Workload) -> Workload:
-        """`workload` with the profile's physics where the workload did not set the field."""
+    def workload(self, workload: Workload, model: ModelSpec | None = None) -> Workload:
+        """`workload` with the profile's physics where the workload did not set the field. With
+        the `model`: a model whose attention Transformer Engine's p2p ring refuses (sliding
+        windows, attention sinks) takes its all-to-all CP where the profile's CP is that ring,
+        as Megatron-Bridge's gpt-oss recipes set it (src/megatron/bridge/recipes/gpt_oss/h100/
+        gpt_oss.py: cp_comm_type "a2a", "required for TE attention backends with learnable
+        softmax" when CP > 1); without CP it changes nothing."""
         update = {k: s.value for k, s in self.physics.items() if k not in workload.model_fields_set}
+        ring_refuses = model is not None and (
+            model.sliding_window is not None or model.attention_sinks
+        )
+        runs_a2a = all(name != "cp_attention" for name, _why in self.no_inputs)
+        if ring_refuses and runs_a2a and update.get("cp_attention") == "fused_ring":
+            update["cp_attention"] = "a2a"
         return workload.model_copy(update=update) if update else workload
 
     def layout(self, layout: Layout) -> Layout:

@@ -268,7 +268,7 @@ def plan(
     check_attention_kernel(cluster, workload)
     check_memory_options(model, workload)
     if space.framework is not None:
-        workload = _framework.profile(space.framework).workload(workload)
+        workload = _framework.profile(space.framework).workload(workload, model)
     _check_zero_inputs_space(space, workload)
     space = _graph_space(space, workload)
     _check_fp8_params_space(space, workload)
@@ -345,7 +345,7 @@ def estimate(
     check_framework_inputs(framework, workload, layout.cpu_offload_layers)
     if framework is not None:
         prof = _framework.profile(framework)
-        workload, layout = prof.workload(workload), prof.layout(layout)
+        workload, layout = prof.workload(workload, model), prof.layout(layout)
     usable = cluster.gpu.hbm_gib * (1 - memory_headroom)
     return judge_fit(_cost(model, cluster, workload, layout), usable)
 

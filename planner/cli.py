@@ -663,8 +663,9 @@ def _add_memory_options(p: argparse.ArgumentParser) -> None:
         "--cp-comm-type",
         choices=("p2p", "a2a"),
         help="context-parallel attention under Megatron (--cp-comm-type): p2p, Transformer "
-        "Engine's K/V ring (the default), or a2a, its all-to-all of Q, K, V and the output "
-        "(DeepSpeed-Ulysses style), which takes sliding windows and attention sinks",
+        "Engine's K/V ring, or a2a, its all-to-all of Q, K, V and the output (DeepSpeed-Ulysses "
+        "style), which takes sliding windows and attention sinks (default: p2p, a2a for a "
+        "model with either, as Megatron-Bridge's gpt-oss recipes)",
     )
     p.add_argument(
         "--main-grads",
@@ -1008,7 +1009,7 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         prof = framework_profile(name) if name else None
         payload["framework"] = prof and {"name": prof.name, "version": prof.version}
         # The workload as priced (the framework's physics filled in), as plan's inputs.workload.
-        payload["workload"] = (prof.workload(workload) if prof else workload).model_dump()
+        payload["workload"] = (prof.workload(workload, model) if prof else workload).model_dump()
         payload["framework_violations"] = cannot
         payload["warnings"] = plan_warnings(cluster, e)
         if good is not None:

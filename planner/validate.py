@@ -345,7 +345,8 @@ def record_inputs(
             global_batch_seqs=lay["global_batch_seqs"],
             precision=lay["precision"],
             **physics,
-        )
+        ),
+        model,
     )
     sp = lay.get("sequence_parallel")
     if record["layout"].get("vp") is None and "vp" in settings:

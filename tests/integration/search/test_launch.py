@@ -808,8 +808,14 @@ def test_megatron_exports_the_all_to_all_cp_the_plan_priced():
     assert {a for a in args if a.startswith("--")} <= MEGATRON_FLAGS
     assert args[args.index("--cp-comm-type") + 1] == "a2a"
     assert args[args.index("--context-parallel-size") + 1] == "4"
+    # the p2p ring refuses windows and sinks: Megatron plans such a model on the all-to-all CP
+    # unless told otherwise, as Megatron-Bridge's gpt-oss recipes set it
+    default = planner.plan_for("gpt-oss-120b", "dgx-h100", **kw)
+    assert default.workload.cp_attention == "a2a"
+    assert plan_exports.to_megatron_args(default) == args
+    ring = {"cp_attention": "fused_ring"}
     with pytest.raises(api.NoFeasiblePlan):
-        planner.plan_for("gpt-oss-120b", "dgx-h100", **kw)  # the p2p ring refuses windows
+        planner.plan_for("gpt-oss-120b", "dgx-h100", workload_fields=ring, **kw)
     one = planner.plan_for("llama3.1-8b", "dgx-h100", num_gpus=8, top_k=1, cp=1,
                            workload_fields={"cp_attention": "a2a"})  # fmt: skip
     assert "--cp-comm-type" not in plan_exports.to_megatron_args(one)

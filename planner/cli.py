@@ -1017,7 +1017,9 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         _emit_json(payload)
     else:
         words = [f"{name} cannot run this layout: {v}" for v in cannot]
-        out.print(report.render_estimate(e, cluster, workload, model, words, args.explain))
+        prof = framework_profile(name) if name else None
+        priced = prof.workload(workload, model) if prof else workload  # the physics filled in
+        out.print(report.render_estimate(e, cluster, priced, model, words, args.explain))
         if good is not None:
             out.print(goodput_line(good), soft_wrap=True)
     return EXIT_OK

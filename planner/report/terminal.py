@@ -30,6 +30,7 @@ from .text import (
     RANK_MAP_NODES,
     TERM_LABELS,
     attention_text,
+    cp_text,
     defaults_text,
     explain_text,
     fp4_text,
@@ -218,11 +219,13 @@ def render_estimate(
         f"{e.usable_memory_gib:.1f} GiB usable ({verdict})"
     )
     attention = attention_text(e)
+    cp = cp_text(e, workload, model)
     return Group(
         render_header(cluster, workload, model),
         Text(defaults_text(hbm, e.usable_memory_gib), style="dim"),
         summary,
         *([Text(attention)] if attention else []),
+        *([Text(cp)] if cp else []),
         render_breakdown(e),
         *(
             [Text(explain_text(e) + "\n" + streaming_text(cluster) + fp4_text(cluster, workload))]
@@ -262,6 +265,7 @@ def render_plan(result: PlanResult, placed: PlacedView | None = None) -> Rendera
         render_header(result.cluster, result.workload, result.model),
         Text(defaults_text(result.cluster.gpu.hbm_gib, result.usable_memory_gib), style="dim"),
         Text(summary_text(result)),
+        *([Text(cp)] if (cp := cp_text(best, result.workload, result.model)) else []),
         render_breakdown(best),
         render_memory(best, result.usable_memory_gib, result.cluster.gpu.hbm_gib),
         render_placement(best, result.cluster),

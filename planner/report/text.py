@@ -323,6 +323,23 @@ def attention_text(e: Estimate) -> str | None:
     return line
 
 
+def cp_text(e: Estimate, workload: Workload, model: ModelSpec) -> str | None:
+    """One line where the plan's CP is Transformer Engine's all-to-all (Workload.cp_attention
+    "a2a"): the launcher must be told (Megatron --cp-comm-type a2a, which the export writes);
+    None otherwise."""
+    if e.layout.cp <= 1 or workload.cp_attention != "a2a":
+        return None
+    line = (
+        f"Context parallelism: all-to-all of Q, K, V and the output over CP {e.layout.cp} "
+        "(Transformer Engine, Megatron --cp-comm-type a2a), priced exposed"
+    )
+    why = [w for w, on in (("sliding windows", model.sliding_window is not None),
+                           ("attention sinks", model.attention_sinks)) if on]  # fmt: skip
+    if why:
+        line += f"; the p2p ring refuses this model's {' and '.join(why)}"
+    return line
+
+
 COMM_TERMS = ("tp_comm", "cp_comm", "ep_comm", "dp_comm", "pp_comm")
 
 

@@ -819,3 +819,20 @@ def test_megatron_exports_the_all_to_all_cp_the_plan_priced():
     one = planner.plan_for("llama3.1-8b", "dgx-h100", num_gpus=8, top_k=1, cp=1,
                            workload_fields={"cp_attention": "a2a"})  # fmt: skip
     assert "--cp-comm-type" not in plan_exports.to_megatron_args(one)
+
+
+def test_reports_name_the_all_to_all_cp_the_launch_must_set(capsys):
+    """A plan on the all-to-all CP says so (the launcher's own default is the ring); a ring plan
+    adds no line."""
+    argv = ["estimate", "--model", "gpt-oss-120b", "--cluster", "dgx-h100", "--gpus", "128",
+            "--global-batch", "64", "--seq-len", "32768", "--tp", "1", "--pp", "1", "--dp", "32",
+            "--cp", "4", "--ep", "32", "--recompute", "selective"]  # fmt: skip
+    assert main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Context parallelism: all-to-all of Q, K, V and the output over CP 4" in out
+    assert "--cp-comm-type a2a" in out and "sliding windows and attention sinks" in out
+    ring = ["estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16",
+            "--global-batch", "16", "--seq-len", "32768", "--tp", "1", "--pp", "1", "--dp", "8",
+            "--cp", "2"]  # fmt: skip
+    assert main(ring) == 0
+    assert "Context parallelism" not in capsys.readouterr().out

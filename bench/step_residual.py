@@ -36,20 +36,17 @@ from planner.validate import validate_file
 BANDS_S = (0.0, 0.2, 0.5, 1.0, 2.0, 5.0, 20.0, float("inf"))
 
 
-def measured_step_s(run: dict) -> float:
-    """The record's global batch of tokens at its measured tokens/s/GPU."""
-    tokens = run["layout"]["global_batch_seqs"] * run["model"]["seq_len"]
-    return tokens / run["num_gpus"] / run["measured_tokens_per_s_per_gpu"]
-
-
 def priced_rows(path: str, skip: set[str]) -> list[tuple[float, float, str]]:
-    """(measured step s, priced step s, id) of every scored record of `path` not in `skip`."""
-    runs = {r["id"]: r for r in yaml.safe_load(Path(path).read_text())}
+    """(measured step s, priced step s, id) of every scored record of `path` not in `skip`: the
+    measured step is the priced step's tokens at the measured tokens/s/GPU (as
+    bench/heldout_gap.py)."""
     out = []
     for row in validate_file(path):
         if row.id in skip or row.tokens_error_pct is None or row.estimate is None:
             continue
-        out.append((measured_step_s(runs[row.id]), row.estimate.step_time_s, row.id))
+        e = row.estimate
+        measured_s = e.tokens_per_s_per_gpu * e.step_time_s / row.measured_tokens_per_s_per_gpu
+        out.append((measured_s, e.step_time_s, row.id))
     return out
 
 

@@ -701,8 +701,9 @@ def tokens_per_gpu(workload: Workload, layout: Layout) -> float:
     return layout.micro_batch * workload.seq_len / layout.cp
 
 
-def _local_kv_heads(model: ModelSpec, tp: int) -> float:
-    # KV heads are replicated when tp exceeds them (Megatron GQA with tp > num_query_groups).
+def local_kv_heads(model: ModelSpec, tp: int) -> float:
+    """KV heads of one TP rank: replicated when tp exceeds them (Megatron GQA with tp >
+    num_query_groups)."""
     return max(model.kv_heads, tp) / tp
 
 
@@ -712,7 +713,7 @@ def attention_gemms(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
     mla = model.mla
     if mla is None:
         d = model.attn_head_dim
-        qkv_width = (nh / tp + 2 * _local_kv_heads(model, tp)) * d
+        qkv_width = (nh / tp + 2 * local_kv_heads(model, tp)) * d
         return [
             Gemm(t, qkv_width, h, sp_operand="input", norm_fed=True),
             Gemm(t, h, nh * d / tp, sp_operand="grad"),
@@ -889,7 +890,7 @@ def rotary_heads(model: ModelSpec, tp: int) -> tuple[float, int]:
     MLASelfAttention rotates q_pos_emb [.., heads, 64] and k_pos_emb [.., 1, 64])."""
     mla = model.mla
     if mla is None:
-        return model.num_attention_heads / tp + _local_kv_heads(model, tp), model.attn_head_dim
+        return model.num_attention_heads / tp + local_kv_heads(model, tp), model.attn_head_dim
     return model.num_attention_heads / tp + 1, mla.qk_rope_head_dim
 
 
@@ -902,7 +903,7 @@ def qk_norm_heads(model: ModelSpec, tp: int) -> tuple[float, float, int]:
     q / kv up projections' fused LayerNormLinear, not these."""
     if not model.qk_norm or model.mla is not None:
         return 0.0, 0.0, 0
-    return model.num_attention_heads / tp, _local_kv_heads(model, tp), model.attn_head_dim
+    return model.num_attention_heads / tp, local_kv_heads(model, tp), model.attn_head_dim
 
 
 def activation_op(model: ModelSpec) -> str:
@@ -1103,7 +1104,7 @@ def unpad_copies_s(
     The gathers and scatters are priced as the kernel table's `copy` row (a streaming copy; an
     indexed one is not faster), the zero fills as HBM writes."""
     d_qk, d_v = head_dims(model)
-    heads, kv = model.num_attention_heads / layout.tp, _local_kv_heads(model, layout.tp)
+    heads, kv = model.num_attention_heads / layout.tp, local_kv_heads(model, layout.tp)
     q, k, v, o = heads * d_qk, kv * d_qk, kv * d_v, heads * d_v
     moved = [2 * x for x in (q, k, v, o)]  # each a read + a write of one tensor
 
@@ -1468,7 +1469,7 @@ def attention_call(
     the full sequence on heads / cp (cost_models/cp.py a2a_s)."""
     d_qk, d_v = head_dims(model)
     heads = model.num_attention_heads / layout.tp
-    kv = heads if model.mla is not None else _local_kv_heads(model, layout.tp)
+    kv = heads if model.mla is not None else local_kv_heads(model, layout.tp)
     if layout.cp > 1 and workload.cp_attention == "a2a":
         heads, kv = heads / layout.cp, kv / layout.cp
     return layout.micro_batch, workload.seq_len, heads, kv, d_qk, d_v
@@ -1669,7 +1670,7 @@ def recomputed_matmuls(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
     h, d = model.hidden_size, model.attn_head_dim
     ffn = model.ffn_hidden_size / tp
     gemms = [
-        Gemm(t, _local_kv_heads(model, tp) * d, h),
+        Gemm(t, local_kv_heads(model, tp) * d, h),
         Gemm(t, h, model.num_attention_heads * d / tp),
     ]
     gemms.append(Gemm(t, ffn, h) if model.gated_mlp else Gemm(t, h, ffn))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from .calibration import GenerationCalibration, hbm_bytes_per_s, overlap_slowdown_s
 from .commtable import CollectiveBook, collective_time_s, model_time_s, p2p_s
-from .compute import LayerTime, tokens_per_gpu
+from .compute import LayerTime, local_kv_heads, tokens_per_gpu
 from .specs import Cluster, Layout, ModelSpec, Workload
 
 BF16_BYTES = 2
@@ -68,7 +68,7 @@ def _fused_ring_s(
 ) -> tuple[float, float]:
     mla = model.mla
     kv_width = (
-        2 * max(model.kv_heads, layout.tp) / layout.tp * model.attn_head_dim
+        2 * local_kv_heads(model, layout.tp) * model.attn_head_dim
         if mla is None
         else model.num_attention_heads
         / layout.tp
@@ -117,14 +117,21 @@ def torch_ring_s(
     )
     fwd_mem_s = (c - 1) * t * heads * fwd_bytes / hbm_s
     bwd_mem_s = (c - 1) * t * heads * bwd_bytes / hbm_s
-    recomputes_attention = layout.recompute == "full" or (
-        layout.recompute == "selective" and workload.selective_recompute == "attention"
-    )
-    forwards = 2 if recomputes_attention else 1
+    forwards = attention_forwards(workload, layout)
     total = forwards * gather_s + gather_s + (c - 1) * hop_s
     comm_exposed = forwards * fwd_comm_s + bwd_comm_s
     exposed = comm_exposed + forwards * fwd_mem_s + bwd_mem_s
     return exposed + overlap_slowdown_s(total - comm_exposed, cal), total
+
+
+def attention_forwards(workload: Workload, layout: Layout) -> int:
+    """Forward passes of the attention core per layer and micro-batch: 2 where recompute reruns
+    it (full, or selective with the attention among what it redoes), else 1; a CP exchange made
+    in the forward is made again."""
+    recomputes = layout.recompute == "full" or (
+        layout.recompute == "selective" and workload.selective_recompute == "attention"
+    )
+    return 2 if recomputes else 1
 
 
 def a2a_s(
@@ -149,7 +156,7 @@ def a2a_s(
     t = tokens_per_gpu(workload, layout)
     d_qk, d_v = _head_dims(model)
     heads = model.num_attention_heads / layout.tp
-    kv = heads if model.mla is not None else max(model.kv_heads, layout.tp) / layout.tp
+    kv = heads if model.mla is not None else local_kv_heads(model, layout.tp)
 
     def one(width: float) -> float:
         size = t * width * BF16_BYTES
@@ -159,10 +166,7 @@ def a2a_s(
         return seconds
 
     q, k, v, o = one(heads * d_qk), one(kv * d_qk), one(kv * d_v), one(heads * d_v)
-    recomputes_attention = layout.recompute == "full" or (
-        layout.recompute == "selective" and workload.selective_recompute == "attention"
-    )
-    forwards = 2 if recomputes_attention else 1
+    forwards = attention_forwards(workload, layout)
     total = forwards * (q + k + v + o) + (o + q + k + v)
     return total, total
 

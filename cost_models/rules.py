@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .compute import local_kv_heads
 from .memory import fsdp2_phased
 from .pipeline import num_microbatches, split_slots
 from .rankmap import expert_pp_mismatch
@@ -338,13 +339,13 @@ def _a2a_rules(model: ModelSpec, lo: Layout) -> list[str]:
     "cp_comm_type='a2a' requires num_heads % cp_size == 0 for Q, K, V" on each TP rank's heads
     (K and V: the rank's query groups, at least one where TP exceeds them)."""
     q_heads = model.num_attention_heads // lo.tp
-    kv_heads = q_heads if model.mla is not None else max(1, model.kv_heads // lo.tp)
+    kv_heads = q_heads if model.mla is not None else int(local_kv_heads(model, lo.tp))
     if q_heads % lo.cp or kv_heads % lo.cp:
         return [
             (
                 f"cp ({lo.cp}) with all-to-all context parallelism needs the query heads "
-                f"({q_heads}) and the key / value heads ({kv_heads}) of a TP rank divisible by "
-                "cp: Transformer Engine scatters heads over the CP group"
+                f"({q_heads}) and the key / value heads ({kv_heads}) of a TP rank divisible "
+                "by cp: Transformer Engine scatters heads over the CP group"
             )
         ]
     return []

@@ -1004,12 +1004,13 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
     rel = _reliability(args)
     good = None if rel is None else goodput_plan.score(model, cluster, workload, e, rel)
     cannot = [] if name is None else api.framework_violations(model, layout, name, workload)
+    prof = framework_profile(name) if name else None
+    # The workload as priced (the framework's physics filled in), as plan's inputs.workload.
+    priced = prof.workload(workload, model) if prof else workload
     if args.json:
         payload = report.estimate_dict(e, model, cluster.gpu.hbm_gib)
-        prof = framework_profile(name) if name else None
         payload["framework"] = prof and {"name": prof.name, "version": prof.version}
-        # The workload as priced (the framework's physics filled in), as plan's inputs.workload.
-        payload["workload"] = (prof.workload(workload, model) if prof else workload).model_dump()
+        payload["workload"] = priced.model_dump()
         payload["framework_violations"] = cannot
         payload["warnings"] = plan_warnings(cluster, e)
         if good is not None:
@@ -1017,8 +1018,6 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         _emit_json(payload)
     else:
         words = [f"{name} cannot run this layout: {v}" for v in cannot]
-        prof = framework_profile(name) if name else None
-        priced = prof.workload(workload, model) if prof else workload  # the physics filled in
         out.print(report.render_estimate(e, cluster, priced, model, words, args.explain))
         if good is not None:
             out.print(goodput_line(good), soft_wrap=True)

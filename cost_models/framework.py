@@ -42,6 +42,7 @@ PHYSICS_FIELDS = (
     "host_issue",
     "moe_host_sync",
     "grad_clip",
+    "grad_zeroing",
     "fsdp_copies",
     "moe_dispatch",
     "ep_dispatch_fp8",
@@ -253,6 +254,14 @@ _MEGATRON_PHYSICS = {
         "clip_grad_by_total_norm_fp32 (Transformer Engine's multi_tensor_scale_tensor with the "
         "clamped coefficient: a scale pass every step)",
     ),
+    "grad_zeroing": Setting(
+        True,
+        "megatron/training/training.py train_step: model_chunk.zero_grad_buffer() every "
+        "iteration -> megatron/core/distributed/distributed_data_parallel.py zero_grad_buffer "
+        "-> param_and_grad_buffer.py _ParamAndGradBuffer.reset: self.grad_data.zero_() (the "
+        "whole buffer, dense and expert; the distributed optimizer's zero_grad sets its fp32 "
+        "shard gradients to None)",
+    ),
     "fsdp_copies": Setting(
         "none",
         "DDP and the distributed optimizer communicate the contiguous grad / param buffers in "
@@ -367,6 +376,13 @@ _TORCHTITAN_PHYSICS = {
         "get_total_norm (_foreach_norm) and clip_grads_with_norm_ (_foreach_mul_ by the "
         "clamped coefficient, every step)",
     ),
+    "grad_zeroing": Setting(
+        True,
+        "torchtitan/trainer.py train_step: self.optimizers.zero_grad(set_to_none="
+        "self.config.training.disable_cuda_graphs), training.disable_cuda_graphs default False "
+        "(torchtitan/config/configs.py): torch.optim.Optimizer.zero_grad(set_to_none=False) "
+        "zeroes every gradient in place (torch._foreach_zero_), FSDP2's fp32 shards",
+    ),
     "memory_phases": Setting(
         "additive",
         "kept additive although torchtitan runs FSDP2 (torchtitan/distributed/fsdp.py "
@@ -446,6 +462,13 @@ _DEEPSPEED_PHYSICS = {
         "unscale_and_clip_grads' mul_ by the combined scale; bf16_optimizer.py step: "
         "get_global_norm_of_tensors, clip_tensors_by_global_norm",
     ),
+    "grad_zeroing": Setting(
+        False,
+        "deepspeed/runtime/engine.py _take_model_step -> optimizer.zero_grad(): "
+        "zero/stage_1_and_2.py zero_grad(set_to_none=True) sets the 16-bit gradients to None; "
+        "bf16_optimizer.py clear_hp_grads (ZeRO 0 / 1 under bf16) zeroes its fp32 gradients, "
+        "not priced",
+    ),
     "fsdp_copies": Setting(
         "none",
         "ZeRO 1 / 2 reduce and gather flat contiguous partitions in place (deepspeed/runtime/"
@@ -496,6 +519,11 @@ _LLM_FOUNDRY_PHYSICS = {
         "kernels",
         "llmfoundry/models/mpt/modeling_mpt.py MPTBlock: torch.nn.Linear / LayerNorm modules "
         "(Transformer Engine only with precision amp_fp8): one launch per kernel",
+    ),
+    "grad_zeroing": Setting(
+        False,
+        "composer/trainer/trainer.py _train_microbatches: optimizer.zero_grad(set_to_none=True) "
+        "before each batch (composer 6405188, 2026-04): the gradients are freed, not zeroed",
     ),
     "fsdp_copies": Setting(
         "none",

@@ -1170,6 +1170,17 @@ class Workload(InputSpec):
         "--clip-grad 1.0); "
         "cost_models.stage.CLIP_BYTES_PER_PARAM",
     )
+    grad_zeroing: StrictBool = Field(
+        True,
+        description="each step writes zeros over the rank's gradient storage before the first "
+        "backward (a memset at the HBM rate, grad_bytes per element): Megatron's contiguous "
+        "grad buffer (DDP zero_grad_buffer -> param_and_grad_buffer.reset grad_data.zero_(); "
+        "every parameter of the rank, not the optimizer's shard) or torch's "
+        "optimizer.zero_grad(set_to_none=False) over the gradients a rank keeps (FSDP2's "
+        "shards); not under grads_set_to_none, which frees them instead; False: the step sets "
+        "gradients to None (DeepSpeed ZeRO 1 / 2, Composer). Default: Megatron's. "
+        "cost_models.stage.grad_zero_bytes",
+    )
     fsdp_copies: Literal["none", "fsdp2"] = Field(
         "none",
         description="the data-parallel framework's parameter and gradient copies around its "

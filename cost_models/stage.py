@@ -10,7 +10,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .accumulation import defers_to_last_backward, dp_rounds
+from .accumulation import (
+    defers_to_last_backward,
+    dp_rounds,
+    grads_sharded_between_micro_batches,
+)
 from .calibration import GenerationCalibration, overlap_slowdown_s
 from .comm import flex_wire_fractions, moe_tier_copies, tier_loads_busy_s, tier_loads_time_s
 from .commtable import CollectiveBook, collective_tier_s, collective_time_s
@@ -40,6 +44,7 @@ from .memory import (
     kept_outputs_bytes,
     logits_bytes,
     moment_bytes,
+    shard_groups,
     weight_bytes,
 )
 from .pipeline import inflight_chunks
@@ -1033,19 +1038,57 @@ def stage_optimizer_s(
     `adam_bytes_per_s` and `clip_bytes_per_s` (the ADAM_OP and CLIP_OP rows' rates of the
     cluster's kernel tables, None without them) price the Adam kernel's own bytes and the
     clip passes'; the bf16 main-gradient cast, and whatever has no rate, stay at the HBM
+    figure. The step's in-place zeroing of the gradients (grad_zero_bytes: at the start of the
+    next step, on the same stream, before any forward) is part of the tail too, at the HBM
     figure."""
     per_param = optimizer_bytes_per_param(workload)
     clip = CLIP_BYTES_PER_PARAM[workload.grad_clip] if workload is not None else 0
     shard_params = (sp.dense + sp.expert) / optimizer_shard(layout)
+    zeroing_s = grad_zero_bytes(layout, sp, workload) / hbm_bytes_per_s
     if adam_bytes_per_s is None and clip_bytes_per_s is None:
-        return shard_params * (per_param + clip) / hbm_bytes_per_s
+        return shard_params * (per_param + clip) / hbm_bytes_per_s + zeroing_s
     cast = main_grad_cast_bytes(workload)
     adam = per_param - cast
-    return shard_params * (
+    return zeroing_s + shard_params * (
         adam / (adam_bytes_per_s or hbm_bytes_per_s)
         + clip / (clip_bytes_per_s or hbm_bytes_per_s)
         + cast / hbm_bytes_per_s
     )
+
+
+def grad_zero_bytes(layout: Layout, sp: StageParams, workload: Workload | None) -> float:
+    """HBM bytes one rank of a stage writes each step zeroing its gradients in place
+    (Workload.grad_zeroing; not under grads_set_to_none). Megatron zeroes the DDP grad buffer
+    at the start of every iteration (megatron/training/training.py train_step ->
+    distributed_data_parallel.py zero_grad_buffer -> param_and_grad_buffer.py reset:
+    `self.grad_data.zero_()`), which holds a gradient for every parameter of the rank's model
+    chunks, also under the distributed optimizer (it reduce-scatters out of that buffer);
+    Megatron-FSDP zeroes its sharded buffer (megatron_fsdp param_and_grad_buffer.py zero_grad:
+    `main_grad_buffer.data.zero_()`); torch's optimizer.zero_grad(set_to_none=False) zeroes
+    the gradients as a rank keeps them, FSDP2's shards. So the elements are the ZeRO shard
+    under ZeRO-3 and under a ZeRO-2 that reduces every backward
+    (accumulation.grads_sharded_between_micro_batches), else every parameter of the stage, at
+    grad_bytes each (Workload.main_grads). A memset is a write-only
+    stream, priced at the HBM figure as the step's other passes without a table row. DualPipe's
+    second copy of the gradients is not counted."""
+    if workload is None or not workload.grad_zeroing or workload.grads_set_to_none:
+        return 0.0
+    # A ZeRO-2 rank counts as sharded only where it is at any micro-batch count (read at two):
+    # Megatron's ZeRO-2 at one micro-batch runs Megatron-FSDP, which zeroes only its shard, but
+    # priced so the step would drop from two micro-batches to one by more than a micro-batch and
+    # stop being affine in them, which the batch-range search's bounds and bisection rely on
+    # (tests/integration/search/test_sat_batch_range.py); it is charged the whole buffer there,
+    # at most this memset too much, never a ZeRO-2 faster than the ZeRO-1 it runs as at m > 1.
+    sharded = layout.zero_stage == 3 or (
+        layout.zero_stage == 2
+        and grads_sharded_between_micro_batches(layout, 2, workload.dp_accumulation)
+    )
+    if sharded:
+        dense_shard, expert_shard = shard_groups(layout)
+        elements = sp.dense / dense_shard + sp.expert / expert_shard
+    else:
+        elements = sp.dense + sp.expert
+    return elements * grad_bytes(workload)
 
 
 FSDP2_GATHER_BYTES = (FP32_BYTES + BF16_BYTES, 2 * BF16_BYTES)

@@ -283,8 +283,12 @@ def plan(
     else:
         ranked, stats, rejections = engine.search(model, cluster, workload, space, options)
         ranked = [judge_fit(e, usable) for e in ranked]
-        # The simplest plan within the simplicity tolerance of the fastest leads; then what
-        # else each ranked plan is priced exactly like (planner/search/recommend.py).
+        # The simplest plan within the simplicity tolerance of the fastest leads, a lower ZeRO
+        # stage of a ranked plan among them; then what else each ranked plan is priced
+        # exactly like (planner/search/recommend.py).
+        ranked = recommend.simpler_twins(
+            ranked, options, space.batch_max, model, cluster, workload, space, usable
+        )
         ranked, fastest = recommend.recommend(
             ranked, options, space.batch_max, cluster, workload
         )

@@ -21,7 +21,7 @@ from cost_models.pricer import Pricer
 from cost_models.specs import Cluster, Estimate, Layout, ModelSpec, Workload
 
 from ..types import SearchSpace, SolverOptions
-from .candidates import OrderCache, complexity, framework_violations, zero_stages
+from .candidates import OrderCache, complexity, framework_violations, plan_key, zero_stages
 from .exhaustive import plan_batch, rank_key, within
 
 
@@ -48,6 +48,53 @@ def recommend(
     out = [chosen, *(e for e in ranked if e is not chosen)]
     keep = options.top_k if chosen is fastest else max(2, options.top_k)
     return out[:keep], out.index(fastest)
+
+
+def simpler_twins(
+    ranked: list[Estimate],
+    options: SolverOptions,
+    batch_max: int | None,
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    space: SearchSpace,
+    usable_gib: float,
+) -> list[Estimate]:
+    """`ranked` with, after each plan within the simplicity tolerance of the fastest, its lower
+    ZeRO stages that also fit and are also within it. The search ranks families (a family's
+    ZeRO variants collapse to the fastest, candidates.family_key), so a ZeRO-2 or ZeRO-3 that
+    is faster only by what it does not zero (stage.grad_zero_bytes: Megatron-FSDP's sharded
+    gradient buffer against the distributed optimizer's whole one) would hide the simpler
+    ZeRO-1 from the rule "lower ZeRO stage" of `recommend`; with the twin beside it the
+    recommendation takes the simpler plan and the faster stays listed, as for any two plans."""
+    if not ranked:
+        return ranked
+    limit = within(rank_key(ranked[0], batch_max)[0], options.simplicity_tolerance)
+    listed = {plan_key(e.layout) for e in ranked}
+    out: list[Estimate] = []
+    for e in ranked:
+        out.append(e)
+        lo = e.layout
+        if rank_key(e, batch_max)[0] > limit or nothing_to_shard(lo, model.moe is not None):
+            continue
+        work = workload.model_copy(update={"global_batch_seqs": plan_batch(e)})
+        pricer = Pricer(model, cluster, work)
+        for zero in zero_stages(work, space, lo):
+            twin_layout = lo.with_update({"zero_stage": zero})
+            if zero >= lo.zero_stage or plan_key(twin_layout) in listed:
+                continue
+            if framework_violations(model, space, twin_layout):
+                continue
+            try:
+                twin = pricer.estimate(twin_layout, layers_per_stage=e.layers_per_stage)
+            except InvalidInput:
+                continue
+            if twin.peak_memory_gib > usable_gib or rank_key(twin, batch_max)[0] > limit:
+                continue
+            twin = twin.model_copy(update={"usable_memory_gib": usable_gib, "fits_in_memory": True})
+            out.append(twin)
+            listed.add(plan_key(twin_layout))
+    return out
 
 
 def equivalents(

@@ -49,3 +49,28 @@ def test_runner_ups_differ_in_degrees_vp_micro_batch_or_recompute():
         "llama3-70b", "dgx-h100", num_gpus=64, global_batch=128, top_k=5, top_variants=True
     )
     assert len({family_key(e.layout) for e in variants.ranked}) < 5
+
+
+def test_a_lower_zero_stage_within_the_tolerance_is_recommended_beside_the_faster_one():
+    """The search ranks families, a family by its fastest ZeRO variant; Llama 3 8B on 32 H100
+    at 4K and batch 64 (one micro-batch of 2): ZeRO-3 zeroes only its gradient shard each step
+    (stage.grad_zero_bytes), 11 ms less than the whole buffer, and is the family's fastest. Its
+    ZeRO-2 twin is within the simplicity tolerance and fits, so it is recommended (a lower
+    ZeRO stage, docs/search.md#recommendation) and the ZeRO-3 plan stays listed as the
+    fastest (recommend.simpler_twins)."""
+    result = planner.plan_for("llama3-8b", "dgx-h100", num_gpus=32, seq_len=4096, global_batch=64)
+    best, fastest = result.best, result.ranked[result.fastest_index]
+    assert family_key(best.layout) == family_key(fastest.layout)
+    assert (best.layout.zero_stage, fastest.layout.zero_stage) == (2, 3)
+    assert 0 < 1 - fastest.step_time_s / best.step_time_s <= result.simplicity_tolerance
+    assert best.fits_in_memory and best.usable_memory_gib == fastest.usable_memory_gib
+    assert result.solver.objective == fastest.step_time_s  # the search's optimum, unchanged
+    first = findings.runner_ups(result)[0]
+    assert first.fastest and "optimizer step" in first.reason
+    # ZeRO-1 is not offered: at one micro-batch it holds whole gradients and does not fit
+    assert all(e.layout.zero_stage >= 2 for e in result.ranked if e.layout.dp == 32)
+    fast = planner.plan_for(
+        "llama3-8b", "dgx-h100", num_gpus=32, seq_len=4096, global_batch=64,
+        simplicity_tolerance=0,
+    )  # fmt: skip
+    assert fast.best.layout == fastest.layout and fast.fastest_index == 0

@@ -179,5 +179,9 @@ def test_bf16_moments_optimizer_step_bytes_by_hand() -> None:
     assert optimizer_bytes_per_param(w16) == 4 + 2 * (4 + 4) + 2 == 22
     sp = StageParams(dense=8e9, expert=0.0, largest_layer=0.0, num_layers=1)
     lo = Layout(dp=8, zero_stage=1)
-    # + the default gradient-norm and clip passes, 12 B (stage.CLIP_BYTES_PER_PARAM)
-    assert stage_optimizer_s(lo, sp, 1e12, w16) == pytest.approx(1e9 * (22 + 12) / 1e12)
+    # + the default gradient-norm and clip passes, 12 B (stage.CLIP_BYTES_PER_PARAM), + the
+    # memset of the rank's whole fp32 grad buffer, 4 B per parameter before the shard
+    # (stage.grad_zero_bytes)
+    assert stage_optimizer_s(lo, sp, 1e12, w16) == pytest.approx(
+        (1e9 * (22 + 12) + 8e9 * 4) / 1e12
+    )

@@ -466,8 +466,9 @@ _DEEPSPEED_PHYSICS = {
         False,
         "deepspeed/runtime/engine.py _take_model_step -> optimizer.zero_grad(): "
         "zero/stage_1_and_2.py zero_grad(set_to_none=True) sets the 16-bit gradients to None; "
-        "bf16_optimizer.py clear_hp_grads (ZeRO 0 / 1 under bf16) zeroes its fp32 gradients, "
-        "not priced",
+        "the BF16_Optimizer (engine.py _do_optimizer_sanity_check: bf16 under pipeline "
+        "parallelism without ZeRO, or ZeRO-1 with grad_accum_dtype fp32) zeroes its flat "
+        "gradient buffer in bf16_optimizer.py clear_hp_grads, not priced",
     ),
     "fsdp_copies": Setting(
         "none",

@@ -62,6 +62,7 @@ from .stage import (
     CLIP_OP,
     LayerActivations,
     LayerCost,
+    grad_zero_bytes,
     has_fsdp_copies,
     is_block_recompute,
     layer_cost,
@@ -162,6 +163,10 @@ class StageTail:
     """That stage's FSDP2 copies (stage_fsdp_copies_s), part of optimizer_s, reported under
     compute."""
     memory: tuple[StageMemory, ...]
+    tail_stage: int = 0
+    """The stage whose tail is optimizer_s."""
+    zeroing_bytes: float = 0.0
+    """That stage's gradient memset per step (stage.grad_zero_bytes), part of optimizer_s."""
 
     @property
     def dp_exposed_s(self) -> float:
@@ -686,6 +691,7 @@ class Pricer(StepBounds):
         dp_exposed = dp_total = opt_s = copies_s = 0.0
         dp_tiers = [0.0] * len(self.cluster.tiers)
         dp_parts, dp_stage = None, 0
+        tail_stage, zeroing = 0, 0.0
         memory = []
         acts = self.activations_per_mb(lo)
         for r, c in enumerate(counts):
@@ -700,8 +706,12 @@ class Pricer(StepBounds):
             tail_s = self.stage_optimizer_s(lo, sp)
             if tail_s > opt_s:
                 opt_s, copies_s = tail_s, self.stage_fsdp_copies_s(lo, sp)
+                tail_stage, zeroing = r, grad_zero_bytes(lo, sp, self.workload)
             memory.append(self.stage_memory(lo, r, counts, acts))
-        return StageTail(dp_total, dp_tiers, dp_parts, dp_stage, opt_s, copies_s, tuple(memory))
+        return StageTail(
+            dp_total, dp_tiers, dp_parts, dp_stage, opt_s, copies_s, tuple(memory), tail_stage,
+            zeroing,
+        )  # fmt: skip
 
     def _tier_busy_s(
         self, crit: StageTerms, m: int, pp_total_s: float, pp_span: Sequence[int], dp: list[float]
@@ -764,7 +774,23 @@ class Pricer(StepBounds):
             attention_speed=attention_speed_report(self.cluster, self.model.mla is not None),
             offload=self._offload_report(layout, m),
             dp_exposure=_dp_exposure_report(tail),
+            step_tail=self._step_tail_report(tail),
         )
+
+    def _step_tail_report(self, tail: StageTail) -> dict | None:
+        """Estimate.step_tail: the per-step tail (breakdown optimizer) of the stage that sets
+        it, with its gradient memset apart; None where the tail is nothing."""
+        step_s = tail.optimizer_s - tail.copies_s
+        if step_s <= 0:
+            return None
+        zeroing_s = tail.zeroing_bytes / self.hbm_bytes_per_s
+        return {
+            "stage": tail.tail_stage,
+            "optimizer_s": step_s,
+            "grad_zeroing_s": zeroing_s,
+            "grad_zeroing_gb": tail.zeroing_bytes / 1e9,
+            "optimizer_step_s": step_s - zeroing_s,
+        }
 
     def _offload_report(self, lo: Layout, m: int) -> dict | None:
         """Estimate.offload: what CPU activation offloading cost per step (pp is 1 under

@@ -1707,6 +1707,14 @@ class Estimate(Spec):
         "stage.dp_edge_buckets_s), compute_slowed_beside_nccl_s (calibration."
         "overlap_slowdown_s on the hidden rest) and link_busy_s; None: nothing exposed",
     )
+    step_tail: dict | None = Field(
+        None,
+        description="breakdown_s optimizer, of the pipeline stage that sets it: stage, "
+        "optimizer_s (the term), grad_zeroing_s and grad_zeroing_gb (the step's gradient memset, "
+        "Workload.grad_zeroing: stage.grad_zero_bytes at the HBM figure) and optimizer_step_s "
+        "(the rest: norm, clip and Adam over the rank's shard, stage.stage_optimizer_s); None: "
+        "no tail",
+    )
     layers_per_stage: tuple[int, ...] | None = Field(
         None,
         description="layers per model chunk (pp*vp, chunk c on rank c % pp) when the plan "

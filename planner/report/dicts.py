@@ -84,6 +84,8 @@ def estimate_dict(
         out["attention_speed"] = e.attention_speed
     if e.dp_exposure is not None:  # breakdown dp_comm by cause (stage.stage_dp_parts)
         out["dp_exposure"] = e.dp_exposure
+    if e.step_tail is not None:  # breakdown optimizer with its gradient memset apart
+        out["step_tail"] = e.step_tail
     if model is not None:
         out["model"] = {"name": model.name, **model_params(model)}
     return out

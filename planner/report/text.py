@@ -393,6 +393,20 @@ def dp_exposure_text(e: Estimate) -> str:
     )
 
 
+def step_tail_text(e: Estimate) -> str:
+    """`estimate --explain`: the step's tail (breakdown optimizer) with its gradient memset
+    apart (Estimate.step_tail), one line ending in a newline; "" where there is no memset."""
+    t = e.step_tail
+    if t is None or not t["grad_zeroing_s"]:
+        return ""
+    return (
+        f"optimizer step {t['optimizer_s']:.3f} s (stage {t['stage']}): "
+        f"{t['grad_zeroing_s']:.3f} s zeroing {t['grad_zeroing_gb']:.1f} GB of gradients before "
+        "the first backward (Megatron's grad-buffer memset, torch zero_grad(set_to_none=False)), "
+        f"{t['optimizer_step_s']:.3f} s norm, clip and Adam over the rank's shard\n"
+    )
+
+
 STEP_TAIL_OPS = (ADAM_OP, CLIP_OP, CHUNK_CAT_OP)
 """The step tail's kernel-table ops (stage_optimizer_s, fsdp_copies_s)."""
 
@@ -402,7 +416,7 @@ def explain_text(e: Estimate) -> str:
     term, look-ups measured / interpolated / extrapolated; extrapolated ones are priced on the
     efficiency curves or, for collectives, the network model)."""
     k = e.kernels
-    off = offload_text(e) + attention_speed_text(e) + dp_exposure_text(e)
+    off = offload_text(e) + attention_speed_text(e) + dp_exposure_text(e) + step_tail_text(e)
     if k is None:
         return off + (
             "priced on the model: the cluster has no kernel tables (compute on the efficiency "

@@ -61,9 +61,11 @@ def simpler_twins(
     usable_gib: float,
 ) -> list[Estimate]:
     """`ranked` with, after each plan within the simplicity tolerance of the fastest, its lower
-    ZeRO stages that also fit and are also within it. The search ranks families (a family's
-    ZeRO variants collapse to the fastest, candidates.family_key), so a ZeRO-2 or ZeRO-3 that
-    is faster only by what it does not zero (stage.grad_zero_bytes: Megatron-FSDP's sharded
+    ZeRO stages from 1 up that also fit and are also within it (not ZeRO-0: a twin holding the
+    whole optimizer state on every rank trades memory headroom, not complexity, for the time
+    it gives up: Qwen3-235B on 256 B200 would take 15 GiB more a GPU for 0.3 %). The search
+    ranks families (a family's ZeRO variants collapse to the fastest, candidates.family_key),
+    so a ZeRO-2 or ZeRO-3 that is faster only by what it does not zero (stage.grad_zero_bytes: Megatron-FSDP's sharded
     gradient buffer against the distributed optimizer's whole one) would hide the simpler
     ZeRO-1 from the rule "lower ZeRO stage" of `recommend`; with the twin beside it the
     recommendation takes the simpler plan and the faster stays listed, as for any two plans."""
@@ -81,8 +83,8 @@ def simpler_twins(
         pricer = Pricer(model, cluster, work)
         for zero in zero_stages(work, space, lo):
             twin_layout = lo.with_update({"zero_stage": zero})
-            if zero >= lo.zero_stage or plan_key(twin_layout) in listed:
-                continue
+            if zero >= lo.zero_stage or zero == 0 or plan_key(twin_layout) in listed:
+                continue  # ZeRO-0 would buy its simplicity with the whole optimizer state
             if framework_violations(model, space, twin_layout):
                 continue
             try:

@@ -65,10 +65,11 @@ def simpler_twins(
     whole optimizer state on every rank trades memory headroom, not complexity, for the time
     it gives up: Qwen3-235B on 256 B200 would take 15 GiB more a GPU for 0.3 %). The search
     ranks families (a family's ZeRO variants collapse to the fastest, candidates.family_key),
-    so a ZeRO-2 or ZeRO-3 that is faster only by what it does not zero (stage.grad_zero_bytes: Megatron-FSDP's sharded
-    gradient buffer against the distributed optimizer's whole one) would hide the simpler
-    ZeRO-1 from the rule "lower ZeRO stage" of `recommend`; with the twin beside it the
-    recommendation takes the simpler plan and the faster stays listed, as for any two plans."""
+    so a ZeRO-3 that is faster only by the gradient memset it shards (stage.grad_zero_bytes:
+    Megatron-FSDP's sharded buffer against the distributed optimizer's whole one) would hide
+    its simpler ZeRO-1 or ZeRO-2 from the rule "lower ZeRO stage" of `recommend`; with the twin
+    beside it the recommendation takes the simpler plan and the faster stays listed, as for
+    any two plans."""
     if not ranked:
         return ranked
     limit = within(rank_key(ranked[0], batch_max)[0], options.simplicity_tolerance)

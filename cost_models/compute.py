@@ -873,6 +873,19 @@ The fused path (Transformer Engine, torch.compile) keeps 2x its forward: its bac
 were not profiled here."""
 
 
+CLAMP_ELEMS = {True: (8, 10), False: (4, 10)}
+"""(forward, backward) bf16 elements moved per element of a gated activation's output width,
+per row, by the clamps of ModelSpec.activation_clamp (gpt-oss's `swiglu_limit`), keyed by
+Workload.fused_elementwise. Both launchers run them as eager kernels over the fc1 output's two
+halves (gate clamped above, up clamped both ways): forward each clamp reads and writes its half
+(4 per output element); Megatron's fused path then cats the halves back for its fused
+quick_geglu (megatron/core/fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl: chunk,
+two clamps, torch.cat; read 2 + write 2 more), the eager paths feed the clamped halves on
+(Megatron's glu() in moe/experts.py and mlp.py, torchtitan models/gpt_oss/moe.py swiglu).
+Backward: each clamp's gradient reads the incoming gradient and its saved input and writes
+the input's gradient (6), and the two halves' gradients are joined back into the fc1 output's
+(chunk / slice backward: read 2 + write 2). Priced at the HBM constant (no table row)."""
+
 FUSED_ACTIVATION_ROW = "add"
 """The kernel-table row a fused gated activation is priced at: Transformer Engine's SwiGLU /
 GeGLU (transformer_engine/common/activation, the `swiglu` kernel Megatron's TE MLP calls;
@@ -911,10 +924,8 @@ def activation_op(model: ModelSpec) -> str:
     GELU = gelu (tanh), squared ReLU (Nemotron) = squared_relu. quick_gelu, x * sigmoid(1.702 x),
     is SiLU's arithmetic with a scaled argument (Megatron fused_bias_geglu.quick_gelu): the
     swiglu row when gated (Megatron's quick_geglu reads the two halves and writes their product,
-    as bias_swiglu does), the gelu row otherwise. activation_clamp's clamps are not priced:
-    Megatron runs them as eager kernels before its fused quick_geglu (fused_bias_geglu.
-    weighted_bias_quick_geglu_impl: two clamps and a cat over the fc1 output), a compiled
-    torchtitan folds them into the activation."""
+    as bias_swiglu does), the gelu row otherwise. activation_clamp's clamps are their own eager
+    passes ahead of it (CLAMP_ELEMS, clamp_widths)."""
     act = model.mlp_activation
     if model.gated_mlp:
         if act in ("silu", "quick_gelu"):
@@ -935,6 +946,7 @@ class MemoryOp:
     calls: int = 1
     table_elements: float = 0.0
     backward: float = 2.0  # backward traffic / forward traffic (EAGER_BACKWARD)
+    clamp_of: str = ""  # the activation ("mlp", "moe_act", "shared_experts") these clamps feed
 
 
 def norm_fused(model: ModelSpec, workload: Workload) -> bool:
@@ -1008,7 +1020,30 @@ def _memory_ops(
         ops.append(
             MemoryOp(NORM_ELEMS[fused_norm] * width, norm, 1, NORM_ELEMS[True] * width, norm_back)
         )
+    fwd, bwd = CLAMP_ELEMS[fused]
+    for module, width in clamp_widths(model, layout, is_moe):  # after them all
+        ops.append(MemoryOp(fwd * width, None, 1, 0.0, bwd / fwd, clamp_of=module))
     return ops
+
+
+def clamp_widths(model: ModelSpec, layout: Layout, is_moe: bool) -> list[tuple[str, float]]:
+    """(recompute module, activation output elements per token) of each gated activation whose
+    fc1 output ModelSpec.activation_clamp clamps (CLAMP_ELEMS): the dense MLP's, or the routed
+    experts' rows (top_k x ETP / TP per token, width expert_ffn / ETP) and the shared experts'.
+    Empty without a clamp."""
+    if model.activation_clamp is None or not model.gated_mlp:
+        return []
+    tp = layout.tp
+    if not is_moe:
+        assert model.ffn_hidden_size is not None
+        return [("mlp", model.ffn_hidden_size / tp)]
+    moe = model.moe
+    assert moe is not None
+    fe = moe.expert_ffn_hidden_size
+    out = [("moe_act", moe.top_k * layout.etp / tp * fe / layout.etp)]
+    if moe.num_shared_experts:
+        out.append(("shared_experts", moe.num_shared_experts * fe / tp))
+    return out
 
 
 def _elementwise_elements(
@@ -1043,6 +1078,8 @@ def _elementwise_elements(
     else:
         assert model.ffn_hidden_size is not None
         per_token += act_rw * model.ffn_hidden_size / tp
+    fwd, _bwd = CLAMP_ELEMS[fused]
+    per_token += sum(fwd * width for _module, width in clamp_widths(model, layout, is_moe))
     return per_token * t
 
 
@@ -1326,6 +1363,10 @@ def layer_time(
         elem_bytes -= table_elements * BF16_BYTES
     elementwise_s = elem_bytes / hbm_s + table_s
     elem_bwd_s = None if fused else eager_backward_s(mem_ops, t, hbm_s, book, elementwise_s)
+    clamps = [o for o in mem_ops if o.clamp_of]
+    if fused and clamps:  # the fused path's 2x backward, but the clamps at their own share
+        clamp_s = memory_ops_s(clamps, t, hbm_s, book)
+        elem_bwd_s = 2 * (elementwise_s - clamp_s) + clamps[0].backward * clamp_s
     quant_s, quant_bwd_s = quantize_s(gemms, workload, hbm_s, layout, gpu.generation)
     unpad_s = unpad_bwd_s = 0.0
     if workload.attention_unpad:
@@ -1627,6 +1668,9 @@ def _recompute_module_s(
     def elem_s(*picked: MemoryOp) -> float:
         return memory_ops_s(list(picked), t, hbm, book)
 
+    def clamp_s(module: str) -> float:  # activation_clamp's clamps ahead of that activation
+        return elem_s(*(o for o in ops if o.clamp_of == module))
+
     out = {"core_attn": attn_s, "layernorm": elem_s(ops[0])}
     if model.mla is not None:
         mla = model.mla
@@ -1641,21 +1685,22 @@ def _recompute_module_s(
         assert model.ffn_hidden_size is not None
         ffn = model.ffn_hidden_size
         mlp = gemm_time_s(mlp_gemms(model, t, ffn, tp), gpu, cal, fp8, book)
-        out["mlp"] = mlp + elem_s(ops[2])
+        out["mlp"] = mlp + elem_s(ops[2]) + clamp_s("mlp")
     else:
         moe = model.moe
         assert moe is not None
-        out["moe_act"] = elem_s(ops[2])
+        out["moe_act"] = elem_s(ops[2]) + clamp_s("moe_act")
         shared = 0.0
         if moe.num_shared_experts:
             fs = moe.num_shared_experts * moe.expert_ffn_hidden_size
             shared = gemm_time_s(mlp_gemms(model, t, fs, tp), gpu, cal, fp8, book)
-            shared += elem_s(ops[3])
+            shared += elem_s(ops[3]) + clamp_s("shared_experts")
             out["shared_experts"] = shared
         # includes the shared experts' GEMMs
         routed = moe_gemms(model, t, layout, moe_imbalance(workload))
         routed = gemm_time_s(routed, gpu, cal, fp8, book)
-        out["moe"] = routed + out["moe_act"] + (shared and elem_s(ops[3]))
+        shared_act = elem_s(ops[3]) + clamp_s("shared_experts")
+        out["moe"] = routed + out["moe_act"] + (shared and shared_act)
     return tuple(out.items())
 
 

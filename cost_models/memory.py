@@ -559,6 +559,7 @@ def _mlp_tensors(
                 ActivationTensor("act_out", ffn, g, "fc2 wgrad"),
             ]
             out += _eager_gate_tensors(model, workload, ffn)
+            out += _clamp_tensors(model, ffn)
     elif "moe" not in modules:  # checkpointed MoE layer keeps only its input
         moe = model.moe
         assert moe is not None
@@ -584,6 +585,7 @@ def _mlp_tensors(
         ]
         if "moe_act" not in modules:  # output-discarding checkpoint of the expert activation
             out.append(ActivationTensor("expert_act_out", rows * fe / layout.etp, g, "fc2 wgrad"))
+            out += _clamp_tensors(model, rows * fe / layout.etp)  # inside that checkpoint
         out += _eager_gate_tensors(model, workload, rows * fe / layout.etp)
         if not workload.fused_elementwise:
             # eager score multiply: both operands require grad, so autograd keeps the expert
@@ -602,9 +604,22 @@ def _mlp_tensors(
                 ),
                 ActivationTensor("shared_act_out", fs, g, "shared fc2 wgrad"),
             ]
+            out += _clamp_tensors(model, fs)
     if model.hidden_dropout:
         out.append(ActivationTensor("mlp_dropout_mask", h_local, MASK_BYTES, "dropout backward"))
     return out
+
+
+def _clamp_tensors(model: ModelSpec, width: float) -> list[ActivationTensor]:
+    """ModelSpec.activation_clamp: each clamp saves its input for its backward (torch's
+    clamp_backward masks by it), a view of the fc1 output, which so stays alive beside the
+    clamped copy the activation saves (Megatron's cat of the clamped halves, the fused
+    quick_geglu's saved input; the eager chain's clamped halves): one more bf16 tensor of the
+    fc1 output's size per gated activation (compute.CLAMP_ELEMS). A checkpointed activation
+    (moe_act, mlp) keeps only its input, as without the clamp."""
+    if model.activation_clamp is None or not model.gated_mlp:
+        return []
+    return [ActivationTensor("fc1_out_unclamped", 2 * width, BF16_BYTES, "the clamps' backward")]
 
 
 def _eager_gate_tensors(

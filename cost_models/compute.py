@@ -1362,11 +1362,9 @@ def layer_time(
     if table_elements:  # the ops the kernel tables priced leave the HBM constant
         elem_bytes -= table_elements * BF16_BYTES
     elementwise_s = elem_bytes / hbm_s + table_s
-    elem_bwd_s = None if fused else eager_backward_s(mem_ops, t, hbm_s, book, elementwise_s)
-    clamps = [o for o in mem_ops if o.clamp_of]
-    if fused and clamps:  # the fused path's 2x backward, but the clamps at their own share
-        clamp_s = memory_ops_s(clamps, t, hbm_s, book)
-        elem_bwd_s = 2 * (elementwise_s - clamp_s) + clamps[0].backward * clamp_s
+    elem_bwd_s = None  # the fused path: 2x forward (LayerTime), unless an op has its own share
+    if not fused or any(o.clamp_of for o in mem_ops):  # fused ops carry 2.0, the clamps theirs
+        elem_bwd_s = eager_backward_s(mem_ops, t, hbm_s, book, elementwise_s)
     quant_s, quant_bwd_s = quantize_s(gemms, workload, hbm_s, layout, gpu.generation)
     unpad_s = unpad_bwd_s = 0.0
     if workload.attention_unpad:
@@ -1690,17 +1688,16 @@ def _recompute_module_s(
         moe = model.moe
         assert moe is not None
         out["moe_act"] = elem_s(ops[2]) + clamp_s("moe_act")
-        shared = 0.0
+        shared_act = 0.0
         if moe.num_shared_experts:
             fs = moe.num_shared_experts * moe.expert_ffn_hidden_size
+            shared_act = elem_s(ops[3]) + clamp_s("shared_experts")
             shared = gemm_time_s(mlp_gemms(model, t, fs, tp), gpu, cal, fp8, book)
-            shared += elem_s(ops[3]) + clamp_s("shared_experts")
-            out["shared_experts"] = shared
+            out["shared_experts"] = shared + shared_act
         # includes the shared experts' GEMMs
         routed = moe_gemms(model, t, layout, moe_imbalance(workload))
         routed = gemm_time_s(routed, gpu, cal, fp8, book)
-        shared_act = elem_s(ops[3]) + clamp_s("shared_experts")
-        out["moe"] = routed + out["moe_act"] + (shared and shared_act)
+        out["moe"] = routed + out["moe_act"] + shared_act
     return tuple(out.items())
 
 

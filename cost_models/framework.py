@@ -43,6 +43,7 @@ PHYSICS_FIELDS = (
     "moe_host_sync",
     "grad_clip",
     "grad_zeroing",
+    "main_grads",
     "fsdp_copies",
     "moe_dispatch",
     "ep_dispatch_fp8",
@@ -468,12 +469,25 @@ _DEEPSPEED_PHYSICS = {
         "zero/stage_1_and_2.py zero_grad(set_to_none=True) sets the 16-bit gradients to None; "
         "the BF16_Optimizer (engine.py _do_optimizer_sanity_check: bf16 under pipeline "
         "parallelism without ZeRO, or ZeRO-1 with grad_accum_dtype fp32) zeroes its flat "
-        "gradient buffer in bf16_optimizer.py clear_hp_grads, not priced",
+        "gradient buffer in bf16_optimizer.py clear_hp_grads; the profile plans neither "
+        "(DEEPSPEED_BF16_PIPELINE, main_grads)",
     ),
     "fsdp_copies": Setting(
         "none",
         "ZeRO 1 / 2 reduce and gather flat contiguous partitions in place (deepspeed/runtime/"
         "zero/stage_1_and_2.py); ZeRO-3's gather copies are not modelled",
+    ),
+    "main_grads": Setting(
+        "bf16",
+        "deepspeed/runtime/engine.py get_data_types: without data_types.grad_accum_dtype the "
+        "gradients accumulate in the model's 16-bit dtype, and communication_data_type "
+        "defaults to it (bf16 under bf16, fp16 under fp16): ZeRO-1/2 keep param.grad and "
+        "their averaged_gradients partitions in it (zero/stage_1_and_2.py "
+        "gradient_accumulation_dtype) and cast the rank's partition to fp32 only at the step; "
+        "ZeRO-3 keeps grad_partitions_flat_buffer in it (zero/stage3.py); ZeRO-0 without "
+        "pipelining runs FP16_Optimizer (DDP_BFLOAT16), which flattens the 16-bit gradients "
+        "to fp32 at the step (fp16/fused_optimizer.py); 2 B either way. The deepspeed export "
+        "writes both fields",
     ),
 }
 """Megatron-DeepSpeed is a Megatron-LM fork: its kernels are Megatron's. Its flash attention is
@@ -679,8 +693,12 @@ DEEPSPEED = FrameworkProfile(
     ),
     moe=False,
     no_inputs=(
-        ("main_grads", "the deepspeed profile prices fp32 gradient accumulation only (its "
-         "export writes no data_types.grad_accum_dtype)"),
+        ("main_grads", "the deepspeed profile prices DeepSpeed's default 16-bit gradients "
+         "(main_grads bf16); with data_types.grad_accum_dtype fp32 its engine refuses ZeRO-0 "
+         "('unsupported mix of model_dtype and grad_accum_dtype') and runs bf16 ZeRO-1 on "
+         "BF16_Optimizer, a full fp32 gradient buffer beside the bf16 gradients "
+         "(deepspeed/runtime/engine.py _do_optimizer_sanity_check, bf16_optimizer.py), "
+         "which the profile does not price"),
         ("fp8_params", "DeepSpeed with Megatron-DeepSpeed has no fp8 primary weights"),
         ("cpu_offload_layers", "DeepSpeed's activation_checkpointing.cpu_checkpointing moves "
          "recompute checkpoints, not Megatron's per-layer offload without recompute"),
@@ -822,24 +840,45 @@ def input_violations(
     """Why `p`'s launcher cannot run these inputs (FrameworkProfile.no_inputs; empty: it can):
     bf16 main gradients, fp8 primary weights, CPU activation offloading, bf16 optimizer
     moments, the fp8 SwiGLU input store, the E5M6 attention-output cache."""
-    given = _stated_inputs(workload, cpu_offload_layers)
+    given = _stated_inputs(workload, cpu_offload_layers, p)
     return [f"{given[name]}: {why}" for name, why in p.no_inputs if given.get(name)]
 
 
 def states_zero_inputs(p: FrameworkProfile, workload: Workload) -> bool:
-    """Whether the workload states an input of `p`'s ZeRO rules (FrameworkProfile.zero_inputs):
-    without one, zero_input_violations is empty at every stage."""
+    """Whether the workload states an input of `p`'s ZeRO rules (FrameworkProfile.zero_inputs,
+    and DeepSpeed's bf16 optimizer under pipelining): without one, zero_input_violations is
+    empty at every stage."""
+    if p.name == "deepspeed" and workload.precision == "bf16":
+        return True
     return any(getattr(workload, name) != _DEFAULTS[name] for name, _, _ in p.zero_inputs)
+
+
+DEEPSPEED_BF16_PIPELINE = (
+    "DeepSpeed runs a bf16 model under pipeline parallelism without ZeRO on its BF16_Optimizer "
+    "(deepspeed/runtime/engine.py _do_optimizer_sanity_check), which shards the fp32 master "
+    "and moments over data parallelism as ZeRO-1 does and keeps a second full gradient buffer "
+    "(bf16_optimizer.py fp32_groups_gradients_flat), a layout the profile does not price"
+)
+"""Why the deepspeed profile plans bf16 with pp > 1 at ZeRO-1, not ZeRO-0."""
 
 
 def zero_input_violations(p: FrameworkProfile, workload: Workload, layout: Layout) -> list[str]:
     """Why `p`'s launcher cannot run these inputs at the layout's ZeRO stage
-    (FrameworkProfile.zero_inputs; empty: it can): Megatron's bf16 moments below ZeRO-1."""
+    (FrameworkProfile.zero_inputs; empty: it can): Megatron's bf16 moments below ZeRO-1;
+    DeepSpeed's bf16 under pipelining below ZeRO-1 (DEEPSPEED_BF16_PIPELINE)."""
     out: list[str] = []
+    if (
+        p.name == "deepspeed"
+        and workload.precision == "bf16"
+        and layout.pp > 1
+        and layout.zero_stage == 0
+    ):
+        out.append(f"precision bf16 with pp > 1 needs ZeRO >= 1 under deepspeed: "
+                   f"{DEEPSPEED_BF16_PIPELINE}")
     for name, lowest, why in p.zero_inputs:
         if layout.zero_stage >= lowest or getattr(workload, name) == _DEFAULTS[name]:
             continue  # the common cases, first: the search asks per stage of every base
-        stated = _stated_inputs(workload, layout.cpu_offload_layers)[name]
+        stated = _stated_inputs(workload, layout.cpu_offload_layers, p)[name]
         if stated:
             out.append(
                 f"{stated} needs ZeRO >= {lowest} under {p.name} (got ZeRO-{layout.zero_stage}): "
@@ -852,11 +891,20 @@ _DEFAULTS = {name: f.default for name, f in Workload.model_fields.items()}
 """Each Workload field's default: a zero_inputs field left at it states nothing."""
 
 
-def _stated_inputs(workload: Workload, cpu_offload_layers: int) -> dict[str, Any]:
+def _stated_inputs(
+    workload: Workload, cpu_offload_layers: int, p: FrameworkProfile | None = None
+) -> dict[str, Any]:
     """The memory inputs a workload states, by field name, as the words a refusal names
-    (False / 0 where not stated)."""
+    (False / 0 where not stated). main_grads is stated where it differs from the dtype `p`'s
+    launcher runs (the profile's physics, DeepSpeed's bf16; else the Workload default fp32)
+    and the workload set it: a workload the profile has not yet applied keeps fp32 unset."""
+    runs = p.physics["main_grads"].value if p is not None and "main_grads" in p.physics else None
+    if runs is None:
+        grads = workload.main_grads != "fp32"
+    else:
+        grads = workload.main_grads != runs and "main_grads" in workload.model_fields_set
     return {
-        "main_grads": workload.main_grads != "fp32" and f"main_grads {workload.main_grads}",
+        "main_grads": grads and f"main_grads {workload.main_grads}",
         "fp8_params": workload.fp8_params and "fp8_params",
         "cpu_offload_layers": cpu_offload_layers and f"cpu_offload_layers {cpu_offload_layers}",
         "optimizer_moments": (

@@ -672,7 +672,7 @@ def _add_memory_options(p: argparse.ArgumentParser) -> None:
         choices=("fp32", "bf16"),
         help="dtype of the gradient buffer and its data-parallel reduction (default fp32, "
         "Megatron-LM's under bf16; bf16: Megatron --grad-reduce-in-bf16, NVIDIA's performance "
-        "recipes)",
+        "recipes; with --framework deepspeed bf16, DeepSpeed's own, the only one it plans)",
     )
     p.add_argument(
         "--fp8-params",

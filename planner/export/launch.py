@@ -993,7 +993,8 @@ def _non_megatron_memory_refusal(target: str, workload: Workload, lo: Layout) ->
         "the E5M6 attention-output cache (attention_output_store)": (
             workload.attention_output_store != "separate"
         ),
-        "bf16 main gradients (main_grads)": workload.main_grads != "fp32",
+        # DeepSpeed's gradient dtype has its own rule (deepspeed_config)
+        "bf16 main gradients (main_grads)": target != "deepspeed" and workload.main_grads != "fp32",
         "fp8 primary weights (fp8_params)": workload.fp8_params,
     }
     given = [name for name, on in named.items() if on]
@@ -1012,9 +1013,21 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
     if lo.pp_schedule != "1f1b" or lo.ep_overlap:
         raise _refuse("deepspeed", "DualPipe and MoE all-to-all overlap have no config key here")
     _non_megatron_memory_refusal("deepspeed", workload, lo)
+    if workload.main_grads != "bf16":
+        raise _refuse(
+            "deepspeed",
+            f"main_grads {workload.main_grads}: the plan priced {workload.main_grads} gradients, "
+            "DeepSpeed runs the model's 16-bit ones (the deepspeed profile's main_grads bf16; "
+            "with data_types.grad_accum_dtype fp32 its engine refuses ZeRO-0 and runs ZeRO-1 on "
+            "BF16_Optimizer, deepspeed/runtime/engine.py _do_optimizer_sanity_check)"
+            + _SEARCH_FOR.format("deepspeed"),
+        )
     if lo.pp > 1 and lo.zero_stage >= 2:
         # DeepSpeed's PipelineEngine asserts ZeRO stage < 2.
         raise _refuse("deepspeed", f"ZeRO-{lo.zero_stage} with pp ({lo.pp}) > 1: needs ZeRO <= 1")
+    refused = framework.zero_input_violations(framework.DEEPSPEED, workload, lo)
+    if refused:  # bf16 under pipelining at ZeRO-0: DeepSpeed's BF16_Optimizer, not priced
+        raise _refuse("deepspeed", refused[0] + _SEARCH_FOR.format("deepspeed"))
     if model is not None:
         problems = framework.profile_violations(framework.DEEPSPEED, model, lo)
         if problems:
@@ -1042,12 +1055,14 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
             )
         # the priced buckets (stage.dp_buckets 'deepspeed'): DeepSpeedZeroConfig reduce_bucket_size
         config["zero_optimization"]["reduce_bucket_size"] = workload.dp_bucket_elements
-    if workload.precision == "fp16":
-        config["fp16"] = {"enabled": True}
-    elif workload.precision == "bf16":
-        config["bf16"] = {"enabled": True}
-    else:
+    if workload.precision not in ("bf16", "fp16"):
         raise _refuse("deepspeed", f"precision {workload.precision}: config has bf16/fp16 only")
+    config[workload.precision] = {"enabled": True}
+    # The priced gradients (the profile's main_grads bf16: 2 B, reduced as such), written out
+    # rather than left to DeepSpeed's defaults (engine.py get_data_types: grad_accum_dtype =
+    # the model dtype; communication_data_type: the model dtype under bf16 / fp16).
+    config["data_types"] = {"grad_accum_dtype": workload.precision}
+    config["communication_data_type"] = workload.precision
     return config
 
 

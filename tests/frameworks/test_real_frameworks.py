@@ -515,7 +515,17 @@ DS_PLANS = [
 
 @pytest.mark.parametrize("name", DS_PLANS)
 def test_deepspeed_config_and_topology(name, fake_world):
-    check_deepspeed(plan_result(name, framework.DEEPSPEED), 0, fake_world)
+    result = plan_result(name, framework.DEEPSPEED)
+    lo = result.best.layout
+    if lo.pp > 1 and lo.zero_stage == 0:
+        # bf16 under pipelining without ZeRO is DeepSpeed's BF16_Optimizer, which the profile
+        # does not price (framework.DEEPSPEED_BF16_PIPELINE): refused; its ZeRO-1 runs
+        with pytest.raises(InvalidInput, match="needs ZeRO >= 1 under deepspeed.*BF16_Optimizer"):
+            plan_exports.to_deepspeed(result)
+        model, gpus, workload, fields = PLANS[name]
+        zero1 = Layout(**{**fields, "zero_stage": 1})
+        result = f.result_for(model, f.cluster(gpus), framework.DEEPSPEED.workload(workload), zero1)
+    check_deepspeed(result, 0, fake_world)
 
 
 @pytest.mark.parametrize("case", range(len(SEARCHED)))
@@ -524,6 +534,19 @@ def test_deepspeed_runs_the_plans_searched_for_it(case, index, fake_world):
     if SEARCHED[case][0].startswith("mixtral"):
         pytest.skip("the deepspeed profile plans dense models only (DeepSpeed-MoE not modelled)")
     check_deepspeed(searched("deepspeed", case), index, fake_world)
+
+
+def deepspeed_optimizer(cfg, lo: Layout) -> str:
+    """The optimizer wrapper DeepSpeed's engine picks for `cfg` (engine.py
+    _do_optimizer_sanity_check, the installed method itself): its accessors only read
+    `_config`, so it runs on an engine object holding the parsed config, never initialised."""
+    from deepspeed.runtime.engine import DeepSpeedEngine
+
+    engine = object.__new__(DeepSpeedEngine)
+    for name, value in (("_config", cfg), ("global_rank", 0), ("pipeline_parallelism", lo.pp > 1)):
+        object.__setattr__(engine, name, value)
+    adam = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
+    return DeepSpeedEngine._do_optimizer_sanity_check(engine, adam)
 
 
 def check_deepspeed(result: PlanResult, index: int, fake_world) -> None:
@@ -551,6 +574,12 @@ def check_deepspeed(result: PlanResult, index: int, fake_world) -> None:
     cfg = DeepSpeedConfig(out["config"], mpu=Mpu())
     assert cfg.train_batch_size == result.workload.global_batch_seqs
     assert cfg.zero_optimization_stage == lo.zero_stage
+    # The priced 2 B gradients (the profile's main_grads bf16) are the engine's: its own
+    # get_data_types and optimizer choice on this config run ZeRO's optimizer, or FP16_Optimizer
+    # without ZeRO and pipelining, never BF16_Optimizer (a layout the profile does not price).
+    assert result.workload.main_grads == "bf16"
+    assert cfg.communication_data_type == torch.bfloat16
+    assert deepspeed_optimizer(cfg, lo) == ("zero_optimization" if lo.zero_stage else "ddp_bf16")
     ours = groups_of(result)
     for axis, ds in (("tp", "model"), ("dp", "data"), ("pp", "pipe")):
         assert _sorted(topo.get_axis_comm_lists(ds)) == ours[axis] or getattr(lo, axis) == 1

@@ -315,10 +315,11 @@ def test_a_stated_bucket_size_is_exported_as_priced() -> None:
     assert "--ddp-bucket-size" not in plan_exports.to_megatron_args(default)
     alone = f.result_for(f.dense_model(), f.cluster(8), w, Layout(tp=8, zero_stage=1))
     assert "--ddp-bucket-size" not in plan_exports.to_megatron_args(alone)
-    ds = f.result_for(f.dense_model(), f.cluster(8), w, Layout(tp=1, dp=8, zero_stage=1))
+    w16 = w.model_copy(update={"main_grads": "bf16"})  # DeepSpeed's (its profile's) gradients
+    ds = f.result_for(f.dense_model(), f.cluster(8), w16, Layout(tp=1, dp=8, zero_stage=1))
     zero = plan_exports.to_deepspeed_config(ds)["zero_optimization"]
     assert zero == {"stage": 1, "reduce_bucket_size": 134_217_728}
-    ddp = f.result_for(f.dense_model(), f.cluster(8), w, Layout(tp=1, dp=8, zero_stage=0))
+    ddp = f.result_for(f.dense_model(), f.cluster(8), w16, Layout(tp=1, dp=8, zero_stage=0))
     with pytest.raises(InvalidInput, match="MEMORY_OPT_ALLREDUCE_SIZE"):
         plan_exports.to_deepspeed_config(ddp)
     fsdp = f.result_for(f.dense_model(), f.cluster(8), w, Layout(tp=1, dp=8, zero_stage=2))
@@ -426,12 +427,15 @@ def test_torchtitan_names_only_known_fields_and_degrees_multiply(case):
 @pytest.mark.parametrize("case", list(CASES))
 def test_deepspeed_batch_identity(case):
     model, cluster, workload, fields = CASES[case]
+    workload = workload.model_copy(update={"main_grads": "bf16"})  # DeepSpeed's gradients
     result = f.result_for(model, cluster, workload, Layout(**fields))
     lo = result.best.layout
-    # DeepSpeed's PipelineEngine: no interleaving, ZeRO < 2 with PP; its topology builds
-    # tp-dp-pp only; ring CP and MoE expert groups are not DeepSpeed's (cost_models.framework).
+    # DeepSpeed's PipelineEngine: no interleaving, ZeRO < 2 with PP, bf16 with PP on ZeRO-1 (not
+    # its BF16_Optimizer); its topology builds tp-dp-pp only; ring CP and MoE expert groups are
+    # not DeepSpeed's (cost_models.framework).
     unsupported = lo.vp > 1 or lo.cp > 1 or lo.ep > 1 or lo.order != launch.TORCHTITAN_ORDER
-    if workload.precision in ("fp8", "mxfp8", "nvfp4") or (lo.pp > 1 and lo.zero_stage >= 2) or unsupported:
+    unsupported |= lo.pp > 1 and (lo.zero_stage >= 2 or lo.zero_stage == 0)
+    if workload.precision in ("fp8", "mxfp8", "nvfp4") or unsupported:
         with pytest.raises(InvalidInput, match="cannot export to deepspeed"):
             plan_exports.to_deepspeed_config(result)
         return
@@ -439,11 +443,36 @@ def test_deepspeed_batch_identity(case):
     micro, acc = ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]
     assert ds["train_batch_size"] == micro * acc * lo.dp == workload.global_batch_seqs
     assert ds["zero_optimization"]["stage"] == lo.zero_stage
+    # the priced 2 B gradients, as DeepSpeed's own fields (engine.py get_data_types)
+    assert ds["data_types"] == {"grad_accum_dtype": "bf16"}
+    assert ds["communication_data_type"] == "bf16"
+
+
+def test_deepspeed_refuses_the_gradients_it_does_not_run():
+    """A plan priced with fp32 gradients (Megatron-LM's default) is not DeepSpeed's bf16 run;
+    nor is bf16 under pipelining without ZeRO, which DeepSpeed runs on its BF16_Optimizer."""
+    model, lo = f.dense_model(), Layout(tp=4, pp=2, dp=2, zero_stage=1)
+    fp32 = f.result_for(model, f.cluster(16), f.workload(global_batch=32), lo)
+    with pytest.raises(InvalidInput, match=r"main_grads fp32: the plan priced fp32 gradients.*"
+                       r"plan with --framework deepspeed"):
+        plan_exports.to_deepspeed_config(fp32)
+    w16 = f.workload(global_batch=32, main_grads="bf16")
+    assert plan_exports.to_deepspeed_config(f.result_for(model, f.cluster(16), w16, lo))
+    zero0 = f.result_for(model, f.cluster(16), w16, lo.with_update({"zero_stage": 0}))
+    with pytest.raises(InvalidInput, match=r"precision bf16 with pp > 1 needs ZeRO >= 1.*"
+                       r"BF16_Optimizer"):
+        plan_exports.to_deepspeed_config(zero0)
+    fp16 = f.workload(global_batch=32, precision="fp16", main_grads="bf16")
+    ds = plan_exports.to_deepspeed_config(
+        f.result_for(model, f.cluster(16), fp16, lo.with_update({"zero_stage": 0}))
+    )  # fp16 under pipelining without ZeRO is FP16_Optimizer: the priced ZeRO-0
+    assert ds["data_types"] == {"grad_accum_dtype": "fp16"} and ds["fp16"] == {"enabled": True}
 
 
 def test_deepspeed_refuses_zero2_with_pipeline():
     lo = Layout(tp=4, pp=2, dp=2, zero_stage=2)
-    result = f.result_for(f.dense_model(), f.cluster(16), f.workload(global_batch=32), lo)
+    w = f.workload(global_batch=32, main_grads="bf16")
+    result = f.result_for(f.dense_model(), f.cluster(16), w, lo)
     with pytest.raises(InvalidInput, match=r"ZeRO-2 with pp \(2\)"):
         plan_exports.to_deepspeed_config(result)
 
@@ -710,8 +739,10 @@ MEGATRON_DEEPSPEED_FLAGS = {
 
 
 def _kernel_result(kernel: str):
-    w = f.workload(global_batch=32, attention_kernel=kernel)
-    return f.result_for(f.dense_model(), f.cluster(16), w, Layout(tp=2, pp=2, dp=4))
+    # DeepSpeed's 16-bit gradients (the deepspeed profile's main_grads) and, under bf16 with
+    # pp > 1, ZeRO-1 (without ZeRO it runs BF16_Optimizer: framework.DEEPSPEED_BF16_PIPELINE)
+    w = f.workload(global_batch=32, attention_kernel=kernel, main_grads="bf16")
+    return f.result_for(f.dense_model(), f.cluster(16), w, Layout(tp=2, pp=2, dp=4, zero_stage=1))
 
 
 @pytest.mark.parametrize(

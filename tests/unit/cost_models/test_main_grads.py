@@ -135,15 +135,15 @@ def test_gradient_buckets_follow_main_grads() -> None:
     ("framework", "settings", "refused"),
     [
         ("torchtitan", {"main_grads": "bf16"}, "main_grads bf16: torchtitan 0.3.0 reduces"),
-        ("deepspeed", {"main_grads": "bf16"}, "main_grads bf16: the deepspeed profile"),
+        ("deepspeed", {"main_grads": "fp32"}, "main_grads fp32: the deepspeed profile"),
         ("torchtitan", {"fp8_params": True}, "fp8_params: torchtitan 0.3.0 keeps fp32"),
         ("deepspeed", {"fp8_params": True}, "fp8_params: DeepSpeed with Megatron-DeepSpeed"),
     ],
 )
 def test_validate_refuses_a_record_its_framework_cannot_run(framework, settings, refused) -> None:
-    """A record stating bf16 main gradients or fp8 primary weights under a framework whose
-    launcher has neither gets an error row naming the setting and the rule, as plan and the
-    exports refuse it, instead of a price for a run that could not have happened."""
+    """A record stating main gradients in a dtype its framework does not run (bf16 under
+    torchtitan, fp32 under DeepSpeed) or fp8 primary weights its launcher lacks gets an error
+    row naming the setting and the rule, as plan and the exports refuse it, instead of a price for a run that could not have happened."""
     layout = {"precision": "fp8", "zero_stage": 1} if "fp8_params" in settings else None
     row = validate_record(f.tiny_record(settings, framework=framework, layout=layout), None, 0)
     assert row.estimate is None

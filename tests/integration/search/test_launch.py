@@ -738,10 +738,10 @@ MEGATRON_DEEPSPEED_FLAGS = {
 }
 
 
-def _kernel_result(kernel: str):
+def _kernel_result(kernel: str, main_grads: str = "bf16"):
     # DeepSpeed's 16-bit gradients (the deepspeed profile's main_grads) and, under bf16 with
     # pp > 1, ZeRO-1 (without ZeRO it runs BF16_Optimizer: framework.DEEPSPEED_BF16_PIPELINE)
-    w = f.workload(global_batch=32, attention_kernel=kernel, main_grads="bf16")
+    w = f.workload(global_batch=32, attention_kernel=kernel, main_grads=main_grads)
     return f.result_for(f.dense_model(), f.cluster(16), w, Layout(tp=2, pp=2, dp=4, zero_stage=1))
 
 
@@ -793,7 +793,7 @@ def test_deepspeed_refuses_fused_attention_and_its_plans_run_fa2():
 @pytest.mark.parametrize("kernel", ["flash1", "unfused"])
 def test_torchtitan_refuses_kernels_it_does_not_run(kernel):
     with pytest.raises(InvalidInput, match=f"torchtitan: attention_kernel {kernel}"):
-        titan(_kernel_result(kernel))
+        titan(_kernel_result(kernel, main_grads="fp32"))  # torchtitan's gradients
 
 
 def test_megatron_builds_gpt_oss_from_its_flags():

@@ -45,6 +45,7 @@ PHYSICS_FIELDS = (
     "grad_zeroing",
     "main_grads",
     "fsdp_copies",
+    "step_grad_copies",
     "moe_dispatch",
     "ep_dispatch_fp8",
     "memory_phases",
@@ -263,6 +264,14 @@ _MEGATRON_PHYSICS = {
         "whole buffer, dense and expert; the distributed optimizer's zero_grad sets its fp32 "
         "shard gradients to None)",
     ),
+    "step_grad_copies": Setting(
+        "megatron",
+        "megatron-core 0.19 optimizer/distrib_optimizer.py _copy_model_grads_to_main_grads: "
+        "`shard_main_param.grad = shard_model_grad.float()` (a copy under --grad-reduce-in-bf16, "
+        "the fp32 buffer itself otherwise), decoupled_grad under the precision-aware optimizer, "
+        "an early return under Megatron-FSDP; optimizer.py Float16OptimizerWithFloat16Params "
+        "`main_param.grad = model_param.main_grad.float()` without the distributed optimizer",
+    ),
     "fsdp_copies": Setting(
         "none",
         "DDP and the distributed optimizer communicate the contiguous grad / param buffers in "
@@ -399,6 +408,11 @@ _TORCHTITAN_PHYSICS = {
         "MixedPrecisionPolicy(param_dtype bf16, reduce_dtype fp32); FSDP2's copies around its "
         "collectives: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py",
     ),
+    "step_grad_copies": Setting(
+        "none",
+        "torch.optim.AdamW steps FSDP2's sharded fp32 parameters with the fp32 gradient shards "
+        "the reduce-scatter wrote (MixedPrecisionPolicy reduce_dtype fp32): no copy",
+    ),
     "moe_dispatch": Setting(
         "index",
         "torchtitan/models/common/token_dispatcher.py LocalTokenDispatcher (torchtitan 0.3.0): "
@@ -489,6 +503,13 @@ _DEEPSPEED_PHYSICS = {
         "to fp32 at the step (fp16/fused_optimizer.py); 2 B either way. The deepspeed export "
         "writes both fields",
     ),
+    "step_grad_copies": Setting(
+        "deepspeed",
+        "fp16/fused_optimizer.py FP16_Optimizer.step (ZeRO-0): _flatten_dense_tensors over every "
+        "`p.grad.to(fp32)` before `p.grad = None`; zero/stage_1_and_2.py step: "
+        "free_grad_in_param_list(params_not_in_partition), then the partition's flatten and "
+        "`.to(fp32)`; zero/stage3.py _prepare_fp32_grad_for_sub_group: the same per sub-group",
+    ),
 }
 """Megatron-DeepSpeed is a Megatron-LM fork: its kernels are Megatron's. Its flash attention is
 opt-in (--use-flash-attn-v2): the profile prices FlashAttention-2 and its export passes the flag
@@ -545,6 +566,11 @@ _LLM_FOUNDRY_PHYSICS = {
         "PyTorch FSDP1 FlatParameter: the unsharded parameters are views of the all-gather "
         "output and the flat gradient is reduce-scattered as it is (no FSDP2 copy-out or "
         "chunk_cat); its shard cast is not modelled",
+    ),
+    "step_grad_copies": Setting(
+        "none",
+        "PyTorch FSDP1 under Composer's mixed precision keeps fp32 sharded FlatParameters, and "
+        "the optimizer steps their fp32 gradient shards: no copy",
     ),
 }
 
@@ -848,7 +874,7 @@ def states_zero_inputs(p: FrameworkProfile, workload: Workload) -> bool:
     """Whether the workload states an input of `p`'s ZeRO rules (FrameworkProfile.zero_inputs,
     and DeepSpeed's bf16 optimizer under pipelining): without one, zero_input_violations is
     empty at every stage."""
-    if p.name == "deepspeed" and workload.precision == "bf16":
+    if _bf16_pipeline_needs_zero(p, workload):
         return True
     return any(getattr(workload, name) != _DEFAULTS[name] for name, _, _ in p.zero_inputs)
 
@@ -862,17 +888,19 @@ DEEPSPEED_BF16_PIPELINE = (
 """Why the deepspeed profile plans bf16 with pp > 1 at ZeRO-1, not ZeRO-0."""
 
 
+def _bf16_pipeline_needs_zero(p: FrameworkProfile, workload: Workload) -> bool:
+    """Whether `p` refuses this workload's pipelined layouts below ZeRO-1
+    (DEEPSPEED_BF16_PIPELINE): one predicate for states_zero_inputs and zero_input_violations,
+    so the search's short cut and the rule cannot disagree."""
+    return p.name == "deepspeed" and workload.precision == "bf16"
+
+
 def zero_input_violations(p: FrameworkProfile, workload: Workload, layout: Layout) -> list[str]:
     """Why `p`'s launcher cannot run these inputs at the layout's ZeRO stage
     (FrameworkProfile.zero_inputs; empty: it can): Megatron's bf16 moments below ZeRO-1;
     DeepSpeed's bf16 under pipelining below ZeRO-1 (DEEPSPEED_BF16_PIPELINE)."""
     out: list[str] = []
-    if (
-        p.name == "deepspeed"
-        and workload.precision == "bf16"
-        and layout.pp > 1
-        and layout.zero_stage == 0
-    ):
+    if layout.pp > 1 and layout.zero_stage == 0 and _bf16_pipeline_needs_zero(p, workload):
         out.append(f"precision bf16 with pp > 1 needs ZeRO >= 1 under deepspeed: "
                    f"{DEEPSPEED_BF16_PIPELINE}")
     for name, lowest, why in p.zero_inputs:

@@ -39,6 +39,9 @@ ALLOCATOR_OVERHEAD = 0.10
 """PyTorch caching-allocator fragmentation: reserved / allocated on dynamic memory."""
 DP_BUCKET_ELEMENTS = 2 * 40e6
 """Megatron DDP: two in-flight 40M-element gradient buckets (at grad_bytes each)."""
+DEEPSPEED_BUCKET_ELEMENTS = 500_000_000
+"""DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (deepspeed/runtime/zero/config.py
+DeepSpeedZeroConfig)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +296,64 @@ def state_bytes(
         sharded_other = other.dense / dense_shard + other.expert / expert_shard
         grads += g * (sharded_other if shard_grads else full_other)
     return weights, grads, optimizer
+
+
+DEEPSPEED_SUB_GROUP_ELEMENTS = 1e9
+"""Elements of a ZeRO-3 optimizer sub-group, stepped one after another (deepspeed/runtime/zero/
+config.py DeepSpeedZeroConfig.sub_group_size default pp_int(1e9))."""
+
+_FP8_COPY_RECIPES = ("tensorwise", "blockwise", "mxfp8")
+"""Megatron fp8 recipes under which the precision-aware optimizer still casts the gradients
+(megatron/core/optimizer/optimizer_config.py use_precision_aware_optimizer_no_fp8_or_ds_fp8:
+fp32 main params and an fp8_recipe other than None / 'delayed')."""
+
+
+def step_grad_bytes(
+    sp: StageParams, layout: Layout, workload: Workload, num_microbatches: int, grads: float
+) -> float:
+    """Gradient bytes alive at the peak of the optimizer step, once the activations are freed
+    (Workload.step_grad_copies): the bytes state_bytes priced (`grads`) plus the fp32 copies the
+    framework casts 16-bit gradients into there. fp32 gradients are stepped in place.
+
+    - 'megatron': the distributed optimizer (ZeRO 1, and ZeRO-2 as it) gives each main-param
+      shard `shard_model_grad.float()`, 4 B per element of the rank's shard; ZeRO-0's
+      Float16OptimizerWithFloat16Params `model_param.main_grad.float()`, 4 B per parameter
+      (megatron-core 0.19 optimizer/distrib_optimizer.py and optimizer.py
+      _copy_model_grads_to_main_grads); none under the precision-aware optimizer, which hands
+      the bf16 shard over as decoupled_grad (bf16 moments, except with the fp8 recipes of
+      _FP8_COPY_RECIPES), nor under Megatron-FSDP (ZeRO-3, ZeRO-2 with sharded gradients),
+      whose copy returns early.
+    - 'deepspeed': ZeRO-0 (FP16_Optimizer, fp16/fused_optimizer.py step) builds every
+      parameter's `p.grad.to(fp32)` and concatenates them (_flatten_dense_tensors) before it
+      frees the 16-bit gradients: 8 B per parameter over them. ZeRO-1/2 (zero/
+      stage_1_and_2.py step) free the gradients outside the rank's partition, flatten the
+      partition's (2 B) and cast it to fp32 (4 B) beside them: 8 B per partition element.
+      ZeRO-3 (zero/stage3.py _prepare_fp32_grad_for_sub_group) flattens and casts one
+      sub-group (DEEPSPEED_SUB_GROUP_ELEMENTS) at a time over its persistent partition.
+    - 'none': not priced (the framework steps the gradients it reduced: FSDP's fp32 ones).
+    """
+    mode = workload.step_grad_copies
+    if mode == "none" or grad_bytes(workload) == FP32_BYTES:
+        return grads
+    dense_shard, expert_shard = shard_groups(layout)
+    z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
+    shard = sp.dense + sp.expert
+    if z > 0:
+        shard = sp.dense / dense_shard + sp.expert / expert_shard
+    if mode == "deepspeed":
+        if z == 0:
+            return grads + 2 * FP32_BYTES * shard
+        if z == 3:
+            return grads + (BF16_BYTES + FP32_BYTES) * min(shard, DEEPSPEED_SUB_GROUP_ELEMENTS)
+        return (2 * BF16_BYTES + FP32_BYTES) * shard
+    accumulation = workload.dp_accumulation
+    fsdp = z == 3 or (
+        z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, accumulation)
+    )
+    decoupled = workload.optimizer_moments == "bf16" and quant_recipe(workload) not in (
+        _FP8_COPY_RECIPES
+    )
+    return grads if fsdp or decoupled else grads + FP32_BYTES * shard
 
 
 def fsdp2_phased(layout: Layout) -> bool:
@@ -783,9 +844,22 @@ def kept_outputs_bytes(
 
 
 def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
-    """Communication buffers: gradient buckets, TP all-gather and EP dispatch staging."""
+    """Communication buffers: gradient buckets, TP all-gather and EP dispatch staging.
+
+    DeepSpeed's (Workload.dp_sync 'deepspeed') gradient bucket is ZeRO's ipg buffer, allocated
+    whatever the DP degree: with contiguous_gradients (default True) ZeRO-1/2 allocate one
+    reduce_bucket_size buffer in the 16-bit dtype when a backward's first gradient arrives
+    (zero/stage_1_and_2.py setup_buckets; a second with overlap_comm, whose default is off
+    below ZeRO-3 and which the export does not set) and release it at the epilogue; ZeRO-3
+    allocates its one buffer at initialisation and keeps it (zero/stage3.py `# IPG`). Without
+    ZeRO the engine all-reduces after the backward (engine.py allreduce_gradients), when the
+    activations are freed, so nothing is added at the peak."""
     t = tokens_per_gpu(workload, layout)
-    total = DP_BUCKET_ELEMENTS * grad_bytes(workload) if layout.dp * layout.cp > 1 else 0.0
+    if workload.dp_sync == "deepspeed":
+        bucket = workload.dp_bucket_elements or DEEPSPEED_BUCKET_ELEMENTS
+        total = bucket * grad_bytes(workload) if layout.zero_stage >= 1 else 0.0
+    else:
+        total = DP_BUCKET_ELEMENTS * grad_bytes(workload) if layout.dp * layout.cp > 1 else 0.0
     if layout.tp > 1 and layout.sequence_parallel:
         total += 2 * t * model.hidden_size * BF16_BYTES  # gathered input of the current GEMM
     if model.moe is not None and layout.ep > 1:

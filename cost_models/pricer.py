@@ -108,8 +108,8 @@ order; of the spans only TP, CP and EP."""
 NOT_IN_STAGE_PARAMS = ("order", "zero_stage", "recompute", "micro_batch", *SPLIT_SLOTS)
 """memory.stage_params reads the degrees and the stage position only."""
 NOT_IN_ACTIVATIONS = ("order", "zero_stage", *SPLIT_SLOTS)
-"""A stage's activation bytes (stage.stage_activation_bytes) and buffers (memory.buffer_bytes)
-read neither the ZeRO stage nor the order."""
+"""A stage's activation bytes (stage.stage_activation_bytes) read neither the ZeRO stage nor
+the order."""
 LAYER_ACTIVATION_READS = (
     "tp",
     "cp",
@@ -200,7 +200,7 @@ class Pricer(StepBounds):
         self._counts: dict[tuple[int, int, tuple[int, int]], list[Counts]] = {}
         self._params: dict[tuple, StageParams] = {}
         self._acts: dict[tuple, LayerActivations] = {}
-        self._stage_bytes: dict[tuple, tuple[float, float]] = {}  # stage_memory's (acts, buffers)
+        self._stage_bytes: dict[tuple, float] = {}  # stage_memory's activation bytes
         self._flops_per_token: float | None = None
         self._bf16: dict[tuple, tuple[float, float, float, float]] = {}
         super().__init__()
@@ -450,16 +450,15 @@ class Pricer(StepBounds):
         weights, grads, optim = state_bytes(
             sp, lo, m, self.workload, msp, weight_bytes(self.workload, self.cluster.gpu.generation)
         )
-        # Activations and buffers read neither the ZeRO stage nor the order (NOT_IN_ACTIVATIONS;
-        # memory.buffer_bytes reads the degrees): the search checks several ZeRO stages of a
-        # shape, each at the same bytes.
+        # Activations read neither the ZeRO stage nor the order (NOT_IN_ACTIVATIONS): the search
+        # checks several ZeRO stages of a shape, each at the same bytes. The buffers are a few
+        # products, read the ZeRO stage (DeepSpeed's ipg bucket) and are not cached.
         key = (_acts_key(lo), r, counts, mirror)
-        found = self._stage_bytes.get(key)
-        if found is None:
+        stage_acts = self._stage_bytes.get(key)
+        if stage_acts is None:
             acts = self.activations_per_mb(lo) if acts is None else acts
-            found = self._stage_bytes[key] = (
-                stage_activation_bytes(self.model, self.workload, lo, r, counts, acts, m, mirror),
-                buffer_bytes(self.model, self.workload, lo),
+            stage_acts = self._stage_bytes[key] = stage_activation_bytes(
+                self.model, self.workload, lo, r, counts, acts, m, mirror
             )
         layer_acts = acts
         return stage_peak_parts(
@@ -468,7 +467,8 @@ class Pricer(StepBounds):
             sp,
             counts,
             lambda: self.activations_per_mb(lo) if layer_acts is None else layer_acts,
-            (*found, weights, grads, optim),
+            (stage_acts, buffer_bytes(self.model, self.workload, lo), weights, grads, optim),
+            m,
         )
 
     def rank_terms_s(

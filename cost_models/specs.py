@@ -1188,6 +1188,16 @@ class Workload(InputSpec):
         "copy-in cast and copy-out, the reduce-scatter copy-in chunk_cat and the sharded "
         "gradient accumulation; 'none': not priced. cost_models.stage.fsdp_copies_s",
     )
+    step_grad_copies: Literal["megatron", "deepspeed", "none"] = Field(
+        "megatron",
+        description="the fp32 copies the optimizer step makes of 16-bit gradients (main_grads "
+        "bf16), alive after the activations are freed, so the step is a memory phase of its "
+        "own: 'megatron' -- the distributed optimizer's fp32 copy of the rank's shard, ZeRO-0's "
+        "of every parameter, none under the precision-aware optimizer or Megatron-FSDP; "
+        "'deepspeed' -- FP16_Optimizer's per-parameter casts and their flat copy (ZeRO-0), the "
+        "partition's flat 16-bit copy and its fp32 cast (ZeRO 1-3); 'none': not priced. "
+        "cost_models.memory.step_grad_bytes",
+    )
     dp_accumulation: DpAccumulation = Field(
         "last_micro_batch",
         description="when the data-parallel collectives of ZeRO 0-2 run under gradient "

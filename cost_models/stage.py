@@ -36,6 +36,7 @@ from .kernels import KernelBook
 from .memory import (
     ALLOCATOR_OVERHEAD,
     CUDA_CONTEXT_GIB,
+    DEEPSPEED_BUCKET_ELEMENTS,
     StageParams,
     buffer_bytes,
     fsdp2_end_of_backward_bytes,
@@ -45,13 +46,14 @@ from .memory import (
     logits_bytes,
     moment_bytes,
     shard_groups,
+    step_grad_bytes,
     weight_bytes,
 )
 from .pipeline import inflight_chunks
-from .tp_overlap import COLLECTIVE_MATMUL, CONFIGS, overlap_s, pieces
 from .rankmap import Group
 from .specs import LOW_PRECISION, Cluster, Layout, LinkTier, ModelSpec, StageMemory, Workload
 from .terms import ByKind, Flow
+from .tp_overlap import COLLECTIVE_MATMUL, CONFIGS, overlap_s, pieces
 from .units import GIB
 
 BF16_BYTES = 2
@@ -497,9 +499,6 @@ def tp_partner_gemm_s(
 MEGATRON_BUCKET_ELEMENTS = 40_000_000
 """Megatron DDP's default gradient bucket: max(40,000,000, 1,000,000 x dp) parameters
 (megatron/core/distributed/distributed_data_parallel.py, DistributedDataParallel.__init__)."""
-DEEPSPEED_BUCKET_ELEMENTS = 500_000_000
-"""DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (deepspeed/runtime/zero/config.py
-DeepSpeedZeroConfig)."""
 
 
 def dp_buckets(
@@ -1232,7 +1231,7 @@ def stage_memory(
     acts = stage_activation_bytes(model, workload, layout, r, counts, layer_acts, m, mirror)
     parts = (acts, buffer_bytes(model, workload, layout), weights, grads, optim)
     if sp is not None:
-        parts = stage_peak_parts(workload, layout, sp, counts, lambda: layer_acts, parts)
+        parts = stage_peak_parts(workload, layout, sp, counts, lambda: layer_acts, parts, m)
     return memory_of_stage(r, *parts)
 
 
@@ -1243,18 +1242,21 @@ def stage_peak_parts(
     counts: tuple[int, int],
     layer_acts_of: Callable[[], LayerActivations],
     parts: tuple[float, float, float, float, float],
+    num_microbatches: int,
 ) -> tuple[float, float, float, float, float]:
     """(activations, buffers, weights, gradients, optimizer) bytes of a stage at its peak from
     the same at its backward start (memory.state_bytes' weights, gradients and optimizer):
     less FSDP2-under-pipelining ZeRO-3's weights credit (deferred_weights_credit), with FSDP2's
-    end-of-backward phase charged to the gradients (peak_grads). The one place both memory
+    end-of-backward phase and the optimizer step's gradient copies charged to the gradients
+    (peak_grads). The one place both memory
     compositions take them from: the estimate's (Pricer._stage_bytes_of) and the CP-SAT stage
     partition caps' (stage_memory). `layer_acts_of` is called only where the credit can apply
     (ZeRO-3 with pp > 1), so the search's memory checks build no activations otherwise."""
     acts, buffers, weights, grads, optim = parts
     if layout.zero_stage == 3 and layout.pp > 1:  # defers_to_last_backward needs both
         weights -= deferred_weights_credit(workload, layout, sp, counts, layer_acts_of())
-    grads = peak_grads(workload, layout, sp, (acts, buffers, weights, grads, optim))
+    parts = (acts, buffers, weights, grads, optim)
+    grads = peak_grads(workload, layout, sp, parts, num_microbatches)
     return acts, buffers, weights, grads, optim
 
 
@@ -1284,20 +1286,24 @@ def peak_grads(
     layout: Layout,
     sp: StageParams,
     parts: tuple[float, float, float, float, float],
+    num_microbatches: int,
 ) -> float:
     """The gradient bytes to report at a stage's peak, given (activations, buffers, weights,
-    gradients, optimizer) at its backward start: under FSDP2's phases (memory_phases
-    'fsdp2', ZeRO-3) the end of backward (memory.fsdp2_end_of_backward_bytes: every gradient
-    and the last unit's reduce buffers, no activations) may be the higher; its excess is
-    charged to the gradients so that the stage total is the larger phase."""
+    gradients, optimizer) at its backward start. Two later phases may be the higher, and their
+    excess is charged to the gradients so that the stage total is the largest phase:
+    - under FSDP2's phases (memory_phases 'fsdp2', ZeRO-3) the end of backward
+      (memory.fsdp2_end_of_backward_bytes: every gradient and the last unit's reduce buffers,
+      no activations; not where every gradient is unsharded already, memory.state_bytes);
+    - the optimizer step (memory.step_grad_bytes): weights, optimizer states and the
+      gradients with their fp32 copies, after the activations and buffers are freed."""
     acts, buffers, weights, grads, optim = parts
-    if workload.memory_phases != "fsdp2" or not fsdp2_phased(layout):
-        return grads
-    if defers_to_last_backward(layout, workload.dp_accumulation):
-        return grads  # every gradient unsharded already (memory.state_bytes)
     start = acts + buffers + weights + grads + optim
-    end = fsdp2_end_of_backward_bytes(sp, layout, workload)
-    return grads + max(0.0, end - start)
+    end = start
+    fsdp2 = workload.memory_phases == "fsdp2" and fsdp2_phased(layout)
+    if fsdp2 and not defers_to_last_backward(layout, workload.dp_accumulation):
+        end = fsdp2_end_of_backward_bytes(sp, layout, workload)
+    step = weights + step_grad_bytes(sp, layout, workload, num_microbatches, grads) + optim
+    return grads + max(0.0, end - start, step - start)
 
 
 def stage_activation_bytes(

@@ -1013,13 +1013,13 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
     if lo.pp_schedule != "1f1b" or lo.ep_overlap:
         raise _refuse("deepspeed", "DualPipe and MoE all-to-all overlap have no config key here")
     _non_megatron_memory_refusal("deepspeed", workload, lo)
+    # Checked on the priced value, not only a stated one (input_violations): a workload
+    # priced under another profile carries fp32 here without having set it.
     if workload.main_grads != "bf16":
         raise _refuse(
             "deepspeed",
-            f"main_grads {workload.main_grads}: the plan priced {workload.main_grads} gradients, "
-            "DeepSpeed runs the model's 16-bit ones (the deepspeed profile's main_grads bf16; "
-            "with data_types.grad_accum_dtype fp32 its engine refuses ZeRO-0 and runs ZeRO-1 on "
-            "BF16_Optimizer, deepspeed/runtime/engine.py _do_optimizer_sanity_check)"
+            f"main_grads {workload.main_grads}: the plan priced {workload.main_grads} gradients; "
+            + dict(framework.DEEPSPEED.no_inputs)["main_grads"]
             + _SEARCH_FOR.format("deepspeed"),
         )
     if lo.pp > 1 and lo.zero_stage >= 2:

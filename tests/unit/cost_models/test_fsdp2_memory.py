@@ -77,13 +77,13 @@ def test_peak_grads_charges_the_end_phase_excess():
     weights, grads, optim = state_bytes(SP, lo, 1, w)  # 4700, 0, 8000
     end = 16 * 1000 + 4 * 350  # 17,400
     # small activations: the end of backward is the peak, total = end
-    got = peak_grads(w, lo, SP, (1000.0, 0.0, weights, grads, optim))
+    got = peak_grads(w, lo, SP, (1000.0, 0.0, weights, grads, optim), 1)
     assert 1000 + weights + got + optim == pytest.approx(end)
     # large activations: the backward start is the peak, gradients stay 0
-    assert peak_grads(w, lo, SP, (9000.0, 0.0, weights, grads, optim)) == 0.0
+    assert peak_grads(w, lo, SP, (9000.0, 0.0, weights, grads, optim), 1) == 0.0
     # additive accounting and ZeRO < 3 never move
-    assert peak_grads(workload(), lo, SP, (1000.0, 0.0, weights, grads, optim)) == grads
-    assert peak_grads(w, layout(zero_stage=2), SP, (1000.0, 0.0, 1.0, 2.0, 3.0)) == 2.0
+    assert peak_grads(workload(), lo, SP, (1000.0, 0.0, weights, grads, optim), 1) == grads
+    assert peak_grads(w, layout(zero_stage=2), SP, (1000.0, 0.0, 1.0, 2.0, 3.0), 1) == 2.0
 
 
 def test_loss_and_checkpoint_rebuild_are_sequential_under_fsdp2():

@@ -219,14 +219,14 @@ def test_stage_peak_parts_take_the_credit_once_on_hand_bytes():
         return LayerActivations(own=ByKind(dense=a, moe=None), none=ByKind(dense=a, moe=None))
 
     for a, credit in ((1e8, 4e8), (1e9, 2e9)):
-        got = stage_peak_parts(w, lo, sp, (4, 0), lambda a=a: acts(a), parts)
+        got = stage_peak_parts(w, lo, sp, (4, 0), lambda a=a: acts(a), parts, 4)
         assert got == (1.0, 2.0, 10e9 - credit, 3.0, 4.0)
     for lo_, w_ in (
         (lo.with_update({"vp": 2}), w),
         (Layout(dp=16, zero_stage=3), w),
         (lo, w.model_copy(update={"dp_accumulation": "last_micro_batch"})),
     ):
-        assert stage_peak_parts(w_, lo_, sp, (4, 0), lambda: acts(1e8), parts) == parts
+        assert stage_peak_parts(w_, lo_, sp, (4, 0), lambda: acts(1e8), parts, 4) == parts
     # the CP-SAT caps' composition subtracts it once too (was a second copy of the rule)
     model = dense_model(num_layers=8)
     mem = stage_memory(model, w, lo, 0, (4, 0), acts(1e8), 4, 10e9, 3.0, 4.0, sp=sp)

@@ -1,0 +1,124 @@
+"""The optimizer step's fp32 gradient copies (Workload.step_grad_copies, memory.step_grad_bytes):
+a memory phase after the activations are freed, charged to the gradients where it is the peak
+(stage.peak_grads). Hand-computed bytes from the frameworks' own step code (the docstrings)."""
+
+from __future__ import annotations
+
+import pytest
+from factories import layout, workload
+
+import models_zoo
+from cost_models import framework
+from cost_models.memory import StageParams, state_bytes, step_grad_bytes
+from cost_models.stage import peak_grads
+from cost_models.units import GIB
+from planner import api
+
+P = 1e9  # parameters on the stage
+SP = StageParams(dense=P, expert=0.0, largest_layer=P / 8, num_layers=8)
+
+
+def ds(**over):
+    return framework.DEEPSPEED.workload(workload(**over))
+
+
+def test_deepspeed_zero0_fp16_optimizer_holds_two_fp32_copies_over_the_bf16_gradients():
+    # FP16_Optimizer.step: every p.grad.to(fp32) (4 B) and their flat concatenation (4 B)
+    # beside the 2 B gradients
+    lo = layout(dp=8, zero_stage=0)
+    w = ds()
+    _, grads, _ = state_bytes(SP, lo, 1, w)
+    assert grads == 2 * P
+    assert step_grad_bytes(SP, lo, w, 1, grads) == 10 * P
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_deepspeed_zero12_flatten_and_cast_the_partition(zero):
+    # the rank's partition (2 B), its flat copy (2 B) and the fp32 cast (4 B); the gradients
+    # outside the partition are freed first
+    lo = layout(dp=4, zero_stage=zero)
+    assert step_grad_bytes(SP, lo, ds(), 1, 2 * P) == 8 * P / 4
+
+
+def test_deepspeed_zero3_casts_one_sub_group_at_a_time():
+    big = StageParams(dense=16e9, expert=0.0, largest_layer=1e9, num_layers=16)
+    lo = layout(dp=2, zero_stage=3)
+    g = 2 * 8e9  # the persistent 16-bit partition
+    # 8e9 partition elements > the 1e9 sub-group: 6 B over one sub-group only
+    assert step_grad_bytes(big, lo, ds(), 1, g) == g + 6 * 1e9
+    small = layout(dp=16, zero_stage=3)  # 1e9 / 16 per rank, one sub-group
+    assert step_grad_bytes(big, small, ds(), 1, 2e9) == 2e9 + 6 * 1e9
+
+
+def test_megatron_casts_the_shard_of_bf16_main_grads_only():
+    lo = layout(dp=8, zero_stage=1)
+    bf16 = workload(main_grads="bf16")
+    assert step_grad_bytes(SP, lo, bf16, 1, 2 * P) == 2 * P + 4 * P / 8
+    # ZeRO-0: Float16OptimizerWithFloat16Params casts every main_grad
+    assert step_grad_bytes(SP, layout(dp=8, zero_stage=0), bf16, 1, 2 * P) == 6 * P
+    # fp32 main grads: the buffer is the optimizer's gradient, no copy
+    assert step_grad_bytes(SP, lo, workload(), 1, 4 * P) == 4 * P
+    # the precision-aware optimizer takes the bf16 shard as decoupled_grad...
+    aware = workload(main_grads="bf16", optimizer_moments="bf16")
+    assert step_grad_bytes(SP, lo, aware, 1, 2 * P) == 2 * P
+    # ...except under an fp8 recipe other than delayed (use_precision_aware_optimizer_no_fp8...)
+    fp8 = workload(
+        precision="fp8", main_grads="bf16", optimizer_moments="bf16", fp8_recipe="blockwise"
+    )
+    assert step_grad_bytes(SP, lo, fp8, 1, 2 * P) == 2 * P + 4 * P / 8
+    # Megatron-FSDP returns early from the copy
+    assert step_grad_bytes(SP, layout(dp=8, zero_stage=3), bf16, 1, 2 * P / 8) == 2 * P / 8
+    assert framework.TORCHTITAN.workload(workload()).step_grad_copies == "none"
+
+
+def test_the_step_phase_is_the_peak_only_above_the_backward_start():
+    lo = layout(dp=8, zero_stage=0)
+    w = ds()
+    weights, grads, optim = state_bytes(SP, lo, 1, w)  # 2, 2, 12 B per parameter
+    step = weights + 10 * P + optim
+    for acts in (1e8, 5e9):  # under and over the step's extra 8 B x 1e9
+        got = peak_grads(w, lo, SP, (acts, 1e7, weights, grads, optim), 1)
+        assert acts + 1e7 + weights + got + optim == pytest.approx(
+            max(step, acts + 1e7 + weights + grads + optim)
+        )
+    # without copies the gradients stay as priced
+    none = w.model_copy(update={"step_grad_copies": "none"})
+    assert peak_grads(none, lo, SP, (1e8, 1e7, weights, grads, optim), 1) == grads
+
+
+def test_a_deepspeed_zero0_plan_counts_the_step_and_zero1_does_not_need_to():
+    """megatron-gpt-3.6b on 8 H100 under DeepSpeed, full recompute: at ZeRO-0 the step's fp32
+    copies (8 B x 3.6e9 = 27 GiB) are the peak and the plan no longer fits 72 GiB; at ZeRO-1
+    the backward start stays the peak."""
+    model = models_zoo.load_model("megatron-gpt-3.6b")
+    cluster = models_zoo.load_cluster("dgx-h100", 8)
+    w = ds(seq_len=2048, global_batch=64)
+    zero0 = api.estimate(model, cluster, layout(dp=8, zero_stage=0, recompute="full"), w)
+    stage = zero0.stage_memory[0]
+    params = stage.weights_gib * GIB / 2
+    assert stage.gradients_gib * GIB + stage.activations_gib * GIB + stage.buffers_gib * GIB == (
+        pytest.approx(10 * params, rel=1e-9)
+    )
+    assert not zero0.fits_in_memory
+    zero1 = api.estimate(model, cluster, layout(dp=8, zero_stage=1, recompute="full"), w)
+    assert zero1.stage_memory[0].gradients_gib == pytest.approx(
+        zero1.stage_memory[0].weights_gib
+    )
+
+
+def test_deepspeed_ipg_bucket_is_zeros_reduce_bucket_in_the_16_bit_dtype():
+    """DeepSpeed's gradient bucket (memory.buffer_bytes, dp_sync 'deepspeed'): ZeRO's ipg
+    buffer, reduce_bucket_size x 2 B at ZeRO >= 1 whatever the DP degree, none at ZeRO-0 (the
+    engine all-reduces after the backward); Megatron keeps its two 40M-element buckets."""
+    from factories import dense_model
+
+    from cost_models.memory import DP_BUCKET_ELEMENTS, buffer_bytes
+
+    model = dense_model()
+    w = ds()
+    for zero, dp, want in ((1, 8, 1e9), (2, 8, 1e9), (3, 8, 1e9), (1, 1, 1e9), (0, 8, 0.0)):
+        assert buffer_bytes(model, w, layout(dp=dp, zero_stage=zero)) == want
+    small = w.model_copy(update={"dp_bucket_elements": 50_000_000})
+    assert buffer_bytes(model, small, layout(dp=8, zero_stage=1)) == 1e8
+    megatron = buffer_bytes(model, workload(), layout(dp=8, zero_stage=1))
+    assert megatron == DP_BUCKET_ELEMENTS * 4

@@ -411,7 +411,9 @@ _TORCHTITAN_PHYSICS = {
     "step_grad_copies": Setting(
         "none",
         "torch.optim.AdamW steps FSDP2's sharded fp32 parameters with the fp32 gradient shards "
-        "the reduce-scatter wrote (MixedPrecisionPolicy reduce_dtype fp32): no copy",
+        "the reduce-scatter wrote (MixedPrecisionPolicy reduce_dtype fp32): no copy; its "
+        "implementation 'fused' (torchtitan/components/optimizer/optimizer.py default) makes no "
+        "foreach intermediates either",
     ),
     "moe_dispatch": Setting(
         "index",

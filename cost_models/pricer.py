@@ -25,8 +25,8 @@ from .commtable import CollectiveBook, p2p_s
 from .compute import (
     LayerTime,
     attention_report,
-    layer_time,
     embedding_time,
+    layer_time,
     lm_head_time,
     model_flops_per_token,
     tokens_per_gpu,
@@ -60,25 +60,26 @@ from .stage import (
     BF16_BYTES,
     CHUNK_CAT_OP,
     CLIP_OP,
+    DpExposure,
     LayerActivations,
     LayerCost,
+    PeakPhase,
     grad_zero_bytes,
     has_fsdp_copies,
     is_block_recompute,
     layer_cost,
-    userbuffers_lookups,
     memory_of_stage,
     offload_exposed_s,
     recomputed_layers,
     stage_activation_bytes,
-    stage_peak_parts,
+    stage_peak,
     stage_total_gib,
+    userbuffers_lookups,
     without_block_recompute,
 )
-from .stage import DpExposure
+from .stage import fsdp_copies_s as _fsdp_copies_s
 from .stage import stage_dp_parts as _stage_dp_parts
 from .stage import stage_dp_tier_s as _stage_dp_tier_s
-from .stage import fsdp_copies_s as _fsdp_copies_s
 from .stage import stage_optimizer_s as _stage_optimizer_s
 from .terms import LAYER_FLOWS, LAYER_TERMS, ByKind, Flow, StageTerms, Term, layout_key
 from .topology import outermost_tier, placement
@@ -428,17 +429,19 @@ class Pricer(StepBounds):
         """Memory of rank `r` (stage.stage_memory); under DualPipe it also holds stage
         pp - 1 - r (memory.state_bytes, stage.stage_memory). `acts` is activations_per_mb(lo)
         when the caller has it."""
-        return memory_of_stage(r, *self._stage_bytes_of(lo, r, all_counts, acts))
+        parts, phase = self._stage_bytes_of(lo, r, all_counts, acts)
+        return memory_of_stage(r, *parts, phase)
 
     def stage_total_gib(self, lo: Layout, r: int, all_counts: list[Counts]) -> float:
         """stage_memory(lo, r, all_counts).total_gib, the same float, without building the
         StageMemory (the search's memory checks: bounds.peak_memory_gib)."""
-        return stage_total_gib(*self._stage_bytes_of(lo, r, all_counts))
+        return stage_total_gib(*self._stage_bytes_of(lo, r, all_counts)[0])
 
     def _stage_bytes_of(
         self, lo: Layout, r: int, all_counts: list[Counts], acts: LayerActivations | None = None
-    ) -> tuple[float, float, float, float, float]:
-        """(activation, buffer, weight, gradient, optimizer) bytes of rank `r` (stage_memory)."""
+    ) -> tuple[tuple[float, float, float, float, float], PeakPhase]:
+        """(activation, buffer, weight, gradient, optimizer) bytes of rank `r` and the phase
+        that holds its peak (stage_memory; stage.stage_peak)."""
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         counts = all_counts[r]
         sp = self.stage_params(lo, counts, r)
@@ -461,7 +464,7 @@ class Pricer(StepBounds):
                 self.model, self.workload, lo, r, counts, acts, m, mirror
             )
         layer_acts = acts
-        return stage_peak_parts(
+        return stage_peak(
             self.workload,
             lo,
             sp,

@@ -1645,6 +1645,15 @@ class StageMemory(Spec):
     activations_gib: float
     buffers_gib: float
     reserve_gib: float
+    peak_phase: Literal["backward", "end_of_backward", "optimizer_step"] = Field(
+        "backward",
+        description="the phase of the step that holds the stage's peak (cost_models.stage."
+        "stage_peak): 'backward' -- the backward's start, with the in-flight activations; "
+        "'end_of_backward' -- FSDP2's end of backward (memory_phases 'fsdp2'); "
+        "'optimizer_step' -- the step's fp32 gradient copies (Workload.step_grad_copies). Past "
+        "the backward start, gradients_gib carries the phase's excess so that total_gib is "
+        "the peak",
+    )
 
     @property
     def total_gib(self) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from .accumulation import (
     defers_to_last_backward,
@@ -1230,9 +1231,13 @@ def stage_memory(
     backward count (peak_grads)."""
     acts = stage_activation_bytes(model, workload, layout, r, counts, layer_acts, m, mirror)
     parts = (acts, buffer_bytes(model, workload, layout), weights, grads, optim)
-    if sp is not None:
-        parts = stage_peak_parts(workload, layout, sp, counts, lambda: layer_acts, parts, m)
-    return memory_of_stage(r, *parts)
+    if sp is None:
+        return memory_of_stage(r, *parts)
+    parts, phase = stage_peak(workload, layout, sp, counts, lambda: layer_acts, parts, m)
+    return memory_of_stage(r, *parts, phase)
+
+
+PeakPhase = Literal["backward", "end_of_backward", "optimizer_step"]
 
 
 def stage_peak_parts(
@@ -1244,7 +1249,21 @@ def stage_peak_parts(
     parts: tuple[float, float, float, float, float],
     num_microbatches: int,
 ) -> tuple[float, float, float, float, float]:
-    """(activations, buffers, weights, gradients, optimizer) bytes of a stage at its peak from
+    """stage_peak's bytes, without the phase."""
+    return stage_peak(workload, layout, sp, counts, layer_acts_of, parts, num_microbatches)[0]
+
+
+def stage_peak(
+    workload: Workload,
+    layout: Layout,
+    sp: StageParams,
+    counts: tuple[int, int],
+    layer_acts_of: Callable[[], LayerActivations],
+    parts: tuple[float, float, float, float, float],
+    num_microbatches: int,
+) -> tuple[tuple[float, float, float, float, float], PeakPhase]:
+    """(activations, buffers, weights, gradients, optimizer) bytes of a stage at its peak, and
+    the phase that holds it (StageMemory.peak_phase), from
     the same at its backward start (memory.state_bytes' weights, gradients and optimizer):
     less FSDP2-under-pipelining ZeRO-3's weights credit (deferred_weights_credit), with FSDP2's
     end-of-backward phase and the optimizer step's gradient copies charged to the gradients
@@ -1256,8 +1275,14 @@ def stage_peak_parts(
     if layout.zero_stage == 3 and layout.pp > 1:  # defers_to_last_backward needs both
         weights -= deferred_weights_credit(workload, layout, sp, counts, layer_acts_of())
     parts = (acts, buffers, weights, grads, optim)
-    grads = peak_grads(workload, layout, sp, parts, num_microbatches)
-    return acts, buffers, weights, grads, optim
+    start, end, step = _phase_totals(workload, layout, sp, parts, num_microbatches)
+    phase: PeakPhase = "backward"
+    if step > max(start, end):
+        phase = "optimizer_step"
+    elif end > start:
+        phase = "end_of_backward"
+    grads += max(0.0, end - start, step - start)  # as peak_grads
+    return (acts, buffers, weights, grads, optim), phase
 
 
 def deferred_weights_credit(
@@ -1296,6 +1321,19 @@ def peak_grads(
       no activations; not where every gradient is unsharded already, memory.state_bytes);
     - the optimizer step (memory.step_grad_bytes): weights, optimizer states and the
       gradients with their fp32 copies, after the activations and buffers are freed."""
+    start, end, step = _phase_totals(workload, layout, sp, parts, num_microbatches)
+    return parts[3] + max(0.0, end - start, step - start)
+
+
+def _phase_totals(
+    workload: Workload,
+    layout: Layout,
+    sp: StageParams,
+    parts: tuple[float, float, float, float, float],
+    num_microbatches: int,
+) -> tuple[float, float, float]:
+    """A stage's bytes at the backward start, the end of backward and the optimizer step
+    (peak_grads)."""
     acts, buffers, weights, grads, optim = parts
     start = acts + buffers + weights + grads + optim
     end = start
@@ -1303,7 +1341,7 @@ def peak_grads(
     if fsdp2 and not defers_to_last_backward(layout, workload.dp_accumulation):
         end = fsdp2_end_of_backward_bytes(sp, layout, workload)
     step = weights + step_grad_bytes(sp, layout, workload, num_microbatches, grads) + optim
-    return grads + max(0.0, end - start, step - start)
+    return start, end, step
 
 
 def stage_activation_bytes(
@@ -1461,10 +1499,16 @@ def _dualpipe_activation_bytes(
 
 
 def memory_of_stage(
-    r: int, acts: float, buffers: float, weights: float, grads: float, optim: float
+    r: int,
+    acts: float,
+    buffers: float,
+    weights: float,
+    grads: float,
+    optim: float,
+    phase: PeakPhase = "backward",
 ) -> StageMemory:
-    """Rank r's StageMemory from its bytes (activations, memory.buffer_bytes, states) and the
-    reserve they imply."""
+    """Rank r's StageMemory from its bytes (activations, memory.buffer_bytes, states), the
+    reserve they imply and the phase that holds the peak (stage_peak)."""
     return StageMemory(
         stage=r,
         weights_gib=weights / GIB,
@@ -1473,6 +1517,7 @@ def memory_of_stage(
         activations_gib=acts / GIB,
         buffers_gib=buffers / GIB,
         reserve_gib=_reserve_gib(acts, buffers),
+        peak_phase=phase,
     )
 
 

@@ -24,6 +24,7 @@ from .text import (
     defaults_text,
     header_text,
     layout_line,
+    memory_phase_notes,
     memory_rows,
     memory_title,
     rank_cells,
@@ -150,7 +151,9 @@ def _memory(e: Estimate, usable_gib: float, hbm_gib: float) -> str:
     )
     legend += '<span><i class="sw" style="background:#b00"></i>usable limit</span>'
     header = [*MEMORY_HEADER, "per GPU (bar scale: HBM)"]
-    return _table(header, rows, {len(header) - 1}, classes) + f'<div class="legend">{legend}</div>'
+    notes = "".join(f"<p>{_e(line)}</p>" for line in memory_phase_notes(e.stage_memory))
+    table = _table(header, rows, {len(header) - 1}, classes)
+    return table + f'<div class="legend">{legend}</div>' + notes
 
 
 def _placement(e: Estimate, cluster: Cluster) -> str:

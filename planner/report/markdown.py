@@ -18,6 +18,7 @@ from .text import (
     defaults_text,
     layout_line,
     memory_options_text,
+    memory_phase_notes,
     memory_rows,
     memory_title,
     params_text,
@@ -124,8 +125,10 @@ def _memory(e: Estimate, usable_gib: float, hbm_gib: float) -> list[str]:
         ["…"] * len(MEMORY_HEADER) if s is None else stage_memory_cells(s, usable_gib)
         for s in memory_rows(e.stage_memory)
     ]
+    notes = [f"{line}." for line in memory_phase_notes(e.stage_memory)]
     return lines + _table(list(MEMORY_HEADER), rows, set(range(8))) + [
         "buffers: communication buffers and the allocator reserve; use: total / usable.",
+        *notes,
         "",
     ]
 

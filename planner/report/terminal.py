@@ -36,6 +36,7 @@ from .text import (
     fp4_text,
     header_text,
     layout_line,
+    memory_phase_notes,
     memory_rows,
     memory_title,
     rank_cells,
@@ -100,7 +101,14 @@ def render_memory(
             continue
         style = "red" if s.total_gib > limit else None
         table.add_row(*stage_memory_cells(s, limit), style=style)
-    note = Text("buffers: communication buffers and the allocator reserve; use: total / usable")
+    note = Text(
+        "\n".join(
+            [
+                "buffers: communication buffers and the allocator reserve; use: total / usable",
+                *memory_phase_notes(e.stage_memory),
+            ]
+        )
+    )
     return titled(memory_title(limit, hbm_gib), Group(table, note))
 
 

@@ -153,6 +153,41 @@ def memory_rows(stages: tuple[StageMemory, ...]) -> list[StageMemory | None]:
     return out
 
 
+PEAK_PHASE_WORDS = {
+    "end_of_backward": "FSDP2's end of backward (every gradient and the last unit's reduce "
+    "buffers)",
+    "optimizer_step": "the optimizer step (activations freed; the fp32 copies the framework "
+    "casts its 16-bit gradients into)",
+}
+"""StageMemory.peak_phase past the backward start, in words."""
+
+
+def memory_phase_notes(stages: tuple[StageMemory, ...]) -> list[str]:
+    """One line per peak phase other than the backward start: which stages peak there, and that
+    their grads column carries the phase's excess (StageMemory.peak_phase)."""
+    lines = []
+    for phase, words in PEAK_PHASE_WORDS.items():
+        ids = [s.stage for s in stages if s.peak_phase == phase]
+        if not ids:
+            continue
+        which = f"stage {ids[0]}" if len(ids) == 1 else f"{len(ids)} stages ({compress(ids)})"
+        lines.append(
+            f"{which}: peak at {words}; grads include that phase's excess over the backward start"
+        )
+    return lines
+
+
+def compress(ids: list[int]) -> str:
+    """0, 1, 2, 5 -> '0-2, 5'."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
 def memory_title(usable_gib: float, hbm_gib: float | None) -> str:
     what = "Memory per GPU by pipeline stage, GiB"
     if hbm_gib is None or abs(hbm_gib - usable_gib) < 0.05:

@@ -17,7 +17,12 @@ from cost_models.memory import (
     logits_bytes,
     state_bytes,
 )
-from cost_models.stage import LayerActivations, peak_grads, stage_activation_bytes
+from cost_models.stage import (
+    LayerActivations,
+    peak_grads,
+    stage_activation_bytes,
+    stage_peak,
+)
 from cost_models.terms import ByKind
 from planner.validate import validate_record
 
@@ -81,6 +86,11 @@ def test_peak_grads_charges_the_end_phase_excess():
     assert 1000 + weights + got + optim == pytest.approx(end)
     # large activations: the backward start is the peak, gradients stay 0
     assert peak_grads(w, lo, SP, (9000.0, 0.0, weights, grads, optim), 1) == 0.0
+    # the phase is named where the estimate reports it (StageMemory.peak_phase)
+    phase = stage_peak(w, lo, SP, (4, 0), lambda: None, (1000.0, 0.0, weights, grads, optim), 1)[1]
+    assert phase == "end_of_backward"
+    big = stage_peak(w, lo, SP, (4, 0), lambda: None, (9000.0, 0.0, weights, grads, optim), 1)
+    assert big[1] == "backward"
     # additive accounting and ZeRO < 3 never move
     assert peak_grads(workload(), lo, SP, (1000.0, 0.0, weights, grads, optim), 1) == grads
     assert peak_grads(w, layout(zero_stage=2), SP, (1000.0, 0.0, 1.0, 2.0, 3.0), 1) == 2.0

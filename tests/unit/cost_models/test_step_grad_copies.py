@@ -122,3 +122,25 @@ def test_deepspeed_ipg_bucket_is_zeros_reduce_bucket_in_the_16_bit_dtype():
     assert buffer_bytes(model, small, layout(dp=8, zero_stage=1)) == 1e8
     megatron = buffer_bytes(model, workload(), layout(dp=8, zero_stage=1))
     assert megatron == DP_BUCKET_ELEMENTS * 4
+
+
+def test_the_peak_phase_is_named_and_the_reports_say_it():
+    """StageMemory.peak_phase: the ZeRO-0 DeepSpeed stage above peaks at the optimizer step and
+    every report's memory section says so; ZeRO-1 peaks at the backward start and says
+    nothing more."""
+    from factories import result_for
+
+    from planner.report.html import render_html
+    from planner.report.markdown import render_markdown
+
+    model = models_zoo.load_model("megatron-gpt-3.6b")
+    cluster = models_zoo.load_cluster("dgx-h100", 8)
+    w = ds(seq_len=2048, global_batch=64)
+    zero0 = result_for(model, cluster, w, layout(dp=8, zero_stage=0, recompute="full"))
+    assert [s.peak_phase for s in zero0.best.stage_memory] == ["optimizer_step"]
+    note = "stage 0: peak at the optimizer step"
+    assert note in render_markdown(zero0)
+    assert note in render_html(zero0)
+    zero1 = result_for(model, cluster, w, layout(dp=8, zero_stage=1, recompute="full"))
+    assert [s.peak_phase for s in zero1.best.stage_memory] == ["backward"]
+    assert "peak at" not in render_markdown(zero1)

@@ -45,6 +45,7 @@ PHYSICS_FIELDS = (
     "grad_zeroing",
     "main_grads",
     "fsdp_copies",
+    "zero3_16bit_shard",
     "step_grad_copies",
     "moe_dispatch",
     "ep_dispatch_fp8",
@@ -264,6 +265,13 @@ _MEGATRON_PHYSICS = {
         "whole buffer, dense and expert; the distributed optimizer's zero_grad sets its fp32 "
         "shard gradients to None)",
     ),
+    "zero3_16bit_shard": Setting(
+        True,
+        "megatron-core 0.19 distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py: each "
+        "parameter group has a model_weight_buffer in the compute dtype, distributed under "
+        "optim_grads_params (ZeRO-3), and a main_weight_buffer in main_params_dtype (fp32), "
+        "distributed from optim up",
+    ),
     "step_grad_copies": Setting(
         "megatron",
         "megatron-core 0.19 optimizer/distrib_optimizer.py _copy_model_grads_to_main_grads: "
@@ -408,6 +416,12 @@ _TORCHTITAN_PHYSICS = {
         "MixedPrecisionPolicy(param_dtype bf16, reduce_dtype fp32); FSDP2's copies around its "
         "collectives: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py",
     ),
+    "zero3_16bit_shard": Setting(
+        False,
+        "torchtitan/distributed/fsdp.py fully_shard with MixedPrecisionPolicy(param_dtype "
+        "bf16): the sharded parameter stays fp32 and the all-gather's copy-in casts it "
+        "(torch/distributed/fsdp/_fully_shard/_fsdp_param.py all-gather inputs)",
+    ),
     "step_grad_copies": Setting(
         "none",
         "torch.optim.AdamW steps FSDP2's sharded fp32 parameters with the fp32 gradient shards "
@@ -505,6 +519,12 @@ _DEEPSPEED_PHYSICS = {
         "to fp32 at the step (fp16/fused_optimizer.py); 2 B either way. The deepspeed export "
         "writes both fields",
     ),
+    "zero3_16bit_shard": Setting(
+        True,
+        "deepspeed/runtime/zero/stage3.py _create_fp16_partitions_with_defragmentation: the "
+        "16-bit partitions of every parameter in lp_param_buffer; _create_fp32_partitions: "
+        "their fp32 copies, fp32_partitioned_groups_flat, the optimizer's master",
+    ),
     "step_grad_copies": Setting(
         "deepspeed",
         "fp16/fused_optimizer.py FP16_Optimizer.step (ZeRO-0): _flatten_dense_tensors over every "
@@ -568,6 +588,12 @@ _LLM_FOUNDRY_PHYSICS = {
         "PyTorch FSDP1 FlatParameter: the unsharded parameters are views of the all-gather "
         "output and the flat gradient is reduce-scattered as it is (no FSDP2 copy-out or "
         "chunk_cat); its shard cast is not modelled",
+    ),
+    "zero3_16bit_shard": Setting(
+        False,
+        "PyTorch FSDP1 MixedPrecision (Composer's DEFAULT / PURE): the FlatParameter's shard "
+        "stays fp32 (_local_shard) and the 16-bit copy is made for the all-gather "
+        "(_mp_shard, freed after it)",
     ),
     "step_grad_copies": Setting(
         "none",

@@ -268,8 +268,13 @@ def state_bytes(
     sharded = sp.dense / dense_shard + sp.expert / expert_shard
     full = sp.dense + sp.expert
     mode = workload.dp_accumulation if workload is not None else "last_micro_batch"
+    # ZeRO-3's resident shard: the fp32 master, and the 16-bit shard where the framework keeps
+    # one beside it (Workload.zero3_16bit_shard)
+    shard_bytes = FP32_BYTES
+    if workload is None or workload.zero3_16bit_shard:
+        shard_bytes += param_gather_bytes(workload)
     if layout.zero_stage == 3 and defers_to_last_backward(layout, mode):
-        return FP32_BYTES * sharded + weight_bytes * full, g * full, moments * sharded
+        return shard_bytes * sharded + weight_bytes * full, g * full, moments * sharded
     if workload is not None and workload.memory_phases == "fsdp2" and fsdp2_phased(layout):
         on_shard = sharded if layout.zero_stage == 3 else full  # ZeRO-0: a one-rank shard
         return fsdp2_state_bytes(sp, layout, num_microbatches, workload, on_shard)
@@ -278,9 +283,9 @@ def state_bytes(
     # at DP 1 was charged 16 B/param against 18, a saving with nothing sharded).
     z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
     if z == 3:
-        # fp32 sharded params double as master weights; gather buffers hold <= 2 layers in bf16.
+        # the fp32 master (and 16-bit) shards; gather buffers hold <= 2 layers in bf16.
         gather = min(2, sp.num_layers) * sp.largest_layer * weight_bytes
-        return 4 * sharded + gather, g * sharded, moments * sharded
+        return shard_bytes * sharded + gather, g * sharded, moments * sharded
     weights = weight_bytes * full
     shard_grads = z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, mode)
     grads = g * (sharded if shard_grads else full)

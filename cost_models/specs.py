@@ -1181,6 +1181,16 @@ class Workload(InputSpec):
         "gradients to None (DeepSpeed ZeRO 1 / 2, Composer). Default: Megatron's. "
         "cost_models.stage.grad_zero_bytes",
     )
+    zero3_16bit_shard: StrictBool = Field(
+        True,
+        description="under ZeRO-3 the rank keeps its shard of the parameters in the 16-bit "
+        "compute dtype (the all-gather's input, memory.param_gather_bytes per element) beside "
+        "the fp32 master shard: Megatron-FSDP's model_weight_buffer next to its "
+        "main_weight_buffer, DeepSpeed stage 3's lp_param_buffer next to "
+        "fp32_partitioned_groups_flat. False: the fp32 shard is the parameter and the 16-bit "
+        "copy exists only inside the all-gather (PyTorch FSDP1 / FSDP2 mixed precision: "
+        "torchtitan, llm-foundry). cost_models.memory.state_bytes",
+    )
     fsdp_copies: Literal["none", "fsdp2"] = Field(
         "none",
         description="the data-parallel framework's parameter and gradient copies around its "

@@ -35,8 +35,10 @@ def test_bf16_main_grads_state_bytes_by_hand() -> None:
     z2 = lo.model_copy(update={"zero_stage": 2})
     assert state_bytes(sp, z2, 1, W16)[1] == 2 * sharded  # one micro-batch: sharded
     z3 = lo.model_copy(update={"zero_stage": 3})
-    # ZeRO-3: fp32 shard (the master) + two gathered bf16 layers; moments only in the optimizer
-    assert state_bytes(sp, z3, 4, W16) == (4 * sharded + 2 * 100 * 2, 2 * sharded, 8 * sharded)
+    # ZeRO-3: fp32 shard (the master) + Megatron-FSDP's bf16 shard + two gathered bf16 layers;
+    # moments only in the optimizer
+    want = ((4 + 2) * sharded + 2 * 100 * 2, 2 * sharded, 8 * sharded)
+    assert state_bytes(sp, z3, 4, W16) == want
     dual = Layout(pp=2, dp=8, ep=4, zero_stage=1, pp_schedule="dualpipe")
     # DualPipe: both stage copies keep a bf16 gradient buffer
     assert state_bytes(sp, dual, 4, W16)[1] == 2 * 2 * 7400

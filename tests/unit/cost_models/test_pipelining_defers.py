@@ -97,7 +97,10 @@ def test_zero3_with_pp_memory_holds_unsharded_weights_and_fp32_grads():
     """ZeRO-3 'always' under pipelining, dp 8, 1e9 parameters on the stage: the fp32 shard
     (4 B x P/8), every unit's bf16 weights at the end of a backward (2 B x P), the unsharded
     fp32 gradient accumulators (4 B x P), Adam's moments on the shard (8 B x P/8)."""
-    w = Workload(seq_len=4096, global_batch_seqs=64, dp_accumulation=TT)
+    # torchtitan's FSDP2: the fp32 shard is the parameter (no 16-bit shard beside it)
+    w = Workload(
+        seq_len=4096, global_batch_seqs=64, dp_accumulation=TT, zero3_16bit_shard=False
+    )
     weights, grads, optim = state_bytes(SP, Layout(dp=8, pp=2, zero_stage=3), 4, w)
     assert (weights, grads, optim) == pytest.approx((4 * P / 8 + 2 * P, 4 * P, 8 * P / 8))
     # without PP the FSDP2 hooks reshard: shard + two gathered layers, sharded gradients

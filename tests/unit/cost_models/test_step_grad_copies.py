@@ -144,3 +144,19 @@ def test_the_peak_phase_is_named_and_the_reports_say_it():
     zero1 = result_for(model, cluster, w, layout(dp=8, zero_stage=1, recompute="full"))
     assert [s.peak_phase for s in zero1.best.stage_memory] == ["backward"]
     assert "peak at" not in render_markdown(zero1)
+
+
+def test_zero3_keeps_a_16bit_shard_in_megatron_fsdp_and_deepspeed_only():
+    """Workload.zero3_16bit_shard per profile: Megatron-FSDP's model_weight_buffer and
+    DeepSpeed's lp_param_buffer sit beside the fp32 master (6 B per shard element); torch FSDP
+    (torchtitan, llm-foundry) keeps the fp32 shard only (4 B)."""
+    lo = layout(dp=8, zero_stage=3)
+    gather = 2 * SP.largest_layer * 2
+    for p, per_element in (
+        (framework.MEGATRON, 6),
+        (framework.DEEPSPEED, 6),
+        (framework.TORCHTITAN, 4),
+        (framework.LLM_FOUNDRY, 4),
+    ):
+        w = p.workload(workload())
+        assert state_bytes(SP, lo, 1, w)[0] == per_element * P / 8 + gather, p.name

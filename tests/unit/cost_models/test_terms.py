@@ -10,7 +10,7 @@ from cost_models.calibration import calibration_for
 from cost_models.compute import Gemm, attention_core_flops, gemm_efficiency
 from cost_models.memory import StageParams, layer_activation_bytes, state_bytes
 from cost_models.pipeline import chunk_layer_counts, inflight_chunks, schedule_time_s
-from cost_models.specs import Layout, LinkTier
+from cost_models.specs import Layout, LinkTier, Workload
 
 NVLINK = LinkTier(
     name="nvlink", domain_size=8, bandwidth_gb_per_s=450, latency_us=3, efficiency=0.8
@@ -98,7 +98,10 @@ def test_zero_state_bytes():
     assert state_bytes(sp, Layout(dp=4, zero_stage=2)) == (2e9, 1e9, 3e9)
     assert state_bytes(sp, Layout(dp=4, zero_stage=2), num_microbatches=4) == (2e9, 4e9, 3e9)
     w, g, o = state_bytes(sp, Layout(dp=4, zero_stage=3))
-    assert (w, g, o) == (1e9 + 2 * 1e8 * 2, 1e9, 2e9)
+    # the fp32 master and the 16-bit shard (Workload.zero3_16bit_shard, Megatron's default)
+    assert (w, g, o) == ((4 + 2) * 2.5e8 + 2 * 1e8 * 2, 1e9, 2e9)
+    no16 = Workload(seq_len=4096, global_batch_seqs=64, zero3_16bit_shard=False)
+    assert state_bytes(sp, Layout(dp=4, zero_stage=3), 1, no16)[0] == 1e9 + 2 * 1e8 * 2
 
 
 def test_activation_bytes_by_hand():

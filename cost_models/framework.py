@@ -470,7 +470,11 @@ _DEEPSPEED_PHYSICS = {
     ),
     "dp_sync": Setting(
         "deepspeed",
-        "deepspeed/runtime/zero/config.py DeepSpeedZeroConfig reduce_bucket_size = 5e8 elements",
+        "deepspeed/runtime/zero/config.py DeepSpeedZeroConfig reduce_bucket_size = 5e8 elements, "
+        "reduced from the backward hooks on the reduction stream under overlap_comm "
+        "(zero/stage_1_and_2.py reduce_ipg_grads; the export sets it); without ZeRO, "
+        "engine.py backward -> allreduce_gradients -> buffered_allreduce_fallback after the "
+        "backward, on the compute stream",
     ),
     "dp_accumulation": Setting(
         "zero2_every_micro_batch",

@@ -852,17 +852,19 @@ def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     """Communication buffers: gradient buckets, TP all-gather and EP dispatch staging.
 
     DeepSpeed's (Workload.dp_sync 'deepspeed') gradient bucket is ZeRO's ipg buffer, allocated
-    whatever the DP degree: with contiguous_gradients (default True) ZeRO-1/2 allocate one
-    reduce_bucket_size buffer in the 16-bit dtype when a backward's first gradient arrives
-    (zero/stage_1_and_2.py setup_buckets; a second with overlap_comm, whose default is off
-    below ZeRO-3 and which the export does not set) and release it at the epilogue; ZeRO-3
-    allocates its one buffer at initialisation and keeps it (zero/stage3.py `# IPG`). Without
-    ZeRO the engine all-reduces after the backward (engine.py allreduce_gradients), when the
-    activations are freed, so nothing is added at the peak."""
+    whatever the DP degree: with contiguous_gradients ZeRO-1/2 allocate a reduce_bucket_size
+    buffer in the 16-bit dtype when a backward's first gradient arrives, and a second one under
+    overlap_comm, which the deepspeed export sets (zero/stage_1_and_2.py setup_buckets: "double
+    buffers to avoid data access conflict when overlap_comm is enabled"), and release them at
+    the epilogue; ZeRO-3 allocates its one buffer at initialisation and keeps it
+    (zero/stage3.py `# IPG`). Without ZeRO the engine all-reduces after the backward
+    (engine.py allreduce_gradients), when the activations are freed, so nothing is added at
+    the peak."""
     t = tokens_per_gpu(workload, layout)
     if workload.dp_sync == "deepspeed":
         bucket = workload.dp_bucket_elements or DEEPSPEED_BUCKET_ELEMENTS
-        total = bucket * grad_bytes(workload) if layout.zero_stage >= 1 else 0.0
+        buffers = {0: 0, 1: 2, 2: 2, 3: 1}[layout.zero_stage]
+        total = buffers * bucket * grad_bytes(workload)
     else:
         total = DP_BUCKET_ELEMENTS * grad_bytes(workload) if layout.dp * layout.cp > 1 else 0.0
     if layout.tp > 1 and layout.sequence_parallel:

@@ -1252,7 +1252,9 @@ class Workload(InputSpec):
         "max(40M, 1M x dp) parameters on the first pipeline stage only, one collective per "
         "model chunk elsewhere, launched as each chunk's last backward ends; 'fsdp' -- one "
         "reduce-scatter per FSDP unit (transformer block) with ZeRO >= 2 (torchtitan, "
-        "PyTorch FSDP); 'deepspeed' -- ZeRO reduce buckets of 5e8 elements",
+        "PyTorch FSDP); 'deepspeed' -- ZeRO reduce buckets of 5e8 elements on their own stream "
+        "(overlap_comm, which the deepspeed export sets); without ZeRO the engine's all-reduce "
+        "after the backward, exposed in full",
     )
     moe_dispatcher: MoEDispatcher = Field(
         "alltoall",

@@ -868,7 +868,14 @@ def stage_dp_parts(
     reduces, gathers = dp_rounds(layout, m, dp_accumulation)
     total = reduces * grads_s + gathers * gather_s
     beside_backward = True  # the step's last reduction runs beside the last backward
-    if layout.zero_stage == 3 and gathers == 2 * reduces:
+    if dp_sync == "deepspeed" and layout.zero_stage == 0 and layout.pp == 1:
+        # DeepSpeed without ZeRO all-reduces once the backward has returned (engine.py backward
+        # -> allreduce_gradients -> buffered_allreduce_fallback, at the accumulation boundary)
+        # on the compute stream: nothing hides it. ZeRO 1-3 reduce from the backward hooks on
+        # their own stream under overlap_comm, which the deepspeed export sets.
+        exposed = reduces * grads_s
+        beside_backward = False
+    elif layout.zero_stage == 3 and gathers == 2 * reduces:
         # FSDP: gather before each forward and backward, reduce-scatter after each backward.
         first_gather = max(0.0, gather_s - fwd_mb)
         last_reduce = max(0.0, gather_s + grads_s - 2 * fwd_mb)

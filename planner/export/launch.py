@@ -1045,6 +1045,13 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
         "gradient_accumulation_steps": accumulation,
         "zero_optimization": {"stage": lo.zero_stage},
     }
+    if lo.zero_stage >= 1:
+        # What the profile prices, written rather than left to defaults that differ by stage
+        # (deepspeed/runtime/zero/config.py: overlap_comm None -> True only at stage 3): ZeRO's
+        # reduction overlapped with the backward on its own stream (zero/stage_1_and_2.py
+        # reduce_ipg_grads: the compute stream without it, nothing hidden; stage.stage_dp_parts)
+        # and its double ipg buffer (memory.buffer_bytes), contiguous gradients (the default).
+        config["zero_optimization"].update({"overlap_comm": True, "contiguous_gradients": True})
     if workload.dp_bucket_elements is not None:
         if lo.zero_stage == 0:
             raise _refuse(

@@ -580,6 +580,11 @@ def check_deepspeed(result: PlanResult, index: int, fake_world) -> None:
     assert result.workload.main_grads == "bf16"
     assert cfg.communication_data_type == torch.bfloat16
     assert deepspeed_optimizer(cfg, lo) == ("zero_optimization" if lo.zero_stage else "ddp_bf16")
+    # ZeRO's reduction on its own stream with double ipg buffers, as the DP model and the memory
+    # model price it (stage.stage_dp_parts, memory.buffer_bytes)
+    if lo.zero_stage:
+        assert cfg.zero_config.overlap_comm is True
+        assert cfg.zero_config.contiguous_gradients is True
     ours = groups_of(result)
     for axis, ds in (("tp", "model"), ("dp", "data"), ("pp", "pipe")):
         assert _sorted(topo.get_axis_comm_lists(ds)) == ours[axis] or getattr(lo, axis) == 1

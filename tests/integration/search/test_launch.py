@@ -318,7 +318,12 @@ def test_a_stated_bucket_size_is_exported_as_priced() -> None:
     w16 = w.model_copy(update={"main_grads": "bf16"})  # DeepSpeed's (its profile's) gradients
     ds = f.result_for(f.dense_model(), f.cluster(8), w16, Layout(tp=1, dp=8, zero_stage=1))
     zero = plan_exports.to_deepspeed_config(ds)["zero_optimization"]
-    assert zero == {"stage": 1, "reduce_bucket_size": 134_217_728}
+    assert zero == {
+        "stage": 1,
+        "overlap_comm": True,
+        "contiguous_gradients": True,
+        "reduce_bucket_size": 134_217_728,
+    }
     ddp = f.result_for(f.dense_model(), f.cluster(8), w16, Layout(tp=1, dp=8, zero_stage=0))
     with pytest.raises(InvalidInput, match="MEMORY_OPT_ALLREDUCE_SIZE"):
         plan_exports.to_deepspeed_config(ddp)

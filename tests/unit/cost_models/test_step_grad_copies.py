@@ -108,18 +108,19 @@ def test_a_deepspeed_zero0_plan_counts_the_step_and_zero1_does_not_need_to():
 
 def test_deepspeed_ipg_bucket_is_zeros_reduce_bucket_in_the_16_bit_dtype():
     """DeepSpeed's gradient bucket (memory.buffer_bytes, dp_sync 'deepspeed'): ZeRO's ipg
-    buffer, reduce_bucket_size x 2 B at ZeRO >= 1 whatever the DP degree, none at ZeRO-0 (the
-    engine all-reduces after the backward); Megatron keeps its two 40M-element buckets."""
+    buffer, reduce_bucket_size x 2 B whatever the DP degree, doubled at ZeRO-1/2 under the
+    overlap_comm the export writes, one at ZeRO-3, none at ZeRO-0 (the engine all-reduces
+    after the backward); Megatron keeps its two 40M-element buckets."""
     from factories import dense_model
 
     from cost_models.memory import DP_BUCKET_ELEMENTS, buffer_bytes
 
     model = dense_model()
     w = ds()
-    for zero, dp, want in ((1, 8, 1e9), (2, 8, 1e9), (3, 8, 1e9), (1, 1, 1e9), (0, 8, 0.0)):
+    for zero, dp, want in ((1, 8, 2e9), (2, 8, 2e9), (3, 8, 1e9), (1, 1, 2e9), (0, 8, 0.0)):
         assert buffer_bytes(model, w, layout(dp=dp, zero_stage=zero)) == want
     small = w.model_copy(update={"dp_bucket_elements": 50_000_000})
-    assert buffer_bytes(model, small, layout(dp=8, zero_stage=1)) == 1e8
+    assert buffer_bytes(model, small, layout(dp=8, zero_stage=1)) == 2e8
     megatron = buffer_bytes(model, workload(), layout(dp=8, zero_stage=1))
     assert megatron == DP_BUCKET_ELEMENTS * 4
 
@@ -160,3 +161,22 @@ def test_zero3_keeps_a_16bit_shard_in_megatron_fsdp_and_deepspeed_only():
     ):
         w = p.workload(workload())
         assert state_bytes(SP, lo, 1, w)[0] == per_element * P / 8 + gather, p.name
+
+
+def test_deepspeed_without_zero_waits_for_its_whole_all_reduce():
+    """DeepSpeed ZeRO-0 all-reduces after the backward on the compute stream (stage.
+    stage_dp_parts, dp_sync 'deepspeed'): the whole reduction is exposed and nothing runs
+    beside it; ZeRO-1 reduces under overlap_comm beside the last backward."""
+    from cost_models.pricer import Pricer
+
+    model = models_zoo.load_model("megatron-gpt-3.6b")
+    cluster = models_zoo.load_cluster("dgx-h100", 16)
+    w = ds(seq_len=2048, global_batch=64)
+    pricer = Pricer(model, cluster, w)
+    zero0 = pricer.estimate(layout(dp=16, zero_stage=0, recompute="full"))
+    exposure = zero0.dp_exposure
+    assert exposure["beyond_overlap_window_s"] == pytest.approx(exposure["link_busy_s"])
+    assert exposure["compute_slowed_beside_nccl_s"] == 0.0
+    assert exposure["last_gradient_bucket_s"] == 0.0
+    zero1 = pricer.estimate(layout(dp=16, zero_stage=1, recompute="full"))
+    assert zero1.breakdown_s["dp_comm"] < 0.5 * zero0.breakdown_s["dp_comm"]

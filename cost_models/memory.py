@@ -16,6 +16,7 @@ written per stored tensor so that GQA, MLA, gated MLPs and MoE are covered, with
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from .accumulation import defers_to_last_backward, grads_sharded_between_micro_batches
 from .compute import quant_recipe, saves_quantized_inputs, tokens_per_gpu
@@ -313,44 +314,47 @@ _FP8_COPY_RECIPES = ("tensorwise", "blockwise", "mxfp8")
 fp32 main params and an fp8_recipe other than None / 'delayed')."""
 
 
-def step_grad_bytes(
-    sp: StageParams, layout: Layout, workload: Workload, num_microbatches: int, grads: float
-) -> float:
-    """Gradient bytes alive at the peak of the optimizer step, once the activations are freed
-    (Workload.step_grad_copies): the bytes state_bytes priced (`grads`) plus the fp32 copies the
-    framework casts 16-bit gradients into there. fp32 gradients are stepped in place.
+StepCast = Literal["none", "megatron", "deepspeed_flat", "deepspeed_partition"]
+
+STEP_CAST_HBM_BYTES: dict[str, float] = {
+    "none": 0.0,
+    "megatron": BF16_BYTES + FP32_BYTES,
+    "deepspeed_flat": BF16_BYTES + FP32_BYTES + 2 * FP32_BYTES,
+    "deepspeed_partition": 2 * BF16_BYTES + BF16_BYTES + FP32_BYTES,
+}
+"""HBM bytes per element of the optimizer's shard that the step's cast moves (step_cast):
+Megatron's `.float()` reads 2 and writes 4; DeepSpeed's FP16_Optimizer casts each parameter
+(2 + 4) and concatenates the casts (4 + 4); ZeRO's step flattens the partition (2 + 2) and
+casts the flat copy (2 + 4). stage.stage_optimizer_s prices them at the HBM figure."""
+
+
+def step_cast(
+    sp: StageParams, layout: Layout, workload: Workload, num_microbatches: int
+) -> StepCast:
+    """How the optimizer step turns 16-bit gradients into the fp32 ones Adam reads
+    (Workload.step_grad_copies), 'none' where it reads the gradients it has:
 
     - 'megatron': the distributed optimizer (ZeRO 1, and ZeRO-2 as it) gives each main-param
-      shard `shard_model_grad.float()`, 4 B per element of the rank's shard; ZeRO-0's
-      Float16OptimizerWithFloat16Params `model_param.main_grad.float()`, 4 B per parameter
-      (megatron-core 0.19 optimizer/distrib_optimizer.py and optimizer.py
-      _copy_model_grads_to_main_grads); none under the precision-aware optimizer, which hands
-      the bf16 shard over as decoupled_grad (bf16 moments, except with the fp8 recipes of
-      _FP8_COPY_RECIPES), nor under Megatron-FSDP (ZeRO-3, ZeRO-2 with sharded gradients),
-      whose copy returns early.
-    - 'deepspeed': ZeRO-0 (FP16_Optimizer, fp16/fused_optimizer.py step) builds every
+      shard `shard_model_grad.float()`; ZeRO-0's Float16OptimizerWithFloat16Params
+      `model_param.main_grad.float()` (megatron-core 0.19 optimizer/distrib_optimizer.py and
+      optimizer.py _copy_model_grads_to_main_grads); not under the precision-aware optimizer,
+      which hands the bf16 shard over as decoupled_grad (bf16 moments, except with the fp8
+      recipes of _FP8_COPY_RECIPES), nor under Megatron-FSDP (ZeRO-3, ZeRO-2 with sharded
+      gradients), whose copy returns early.
+    - 'deepspeed_flat': ZeRO-0, FP16_Optimizer.step (fp16/fused_optimizer.py) builds every
       parameter's `p.grad.to(fp32)` and concatenates them (_flatten_dense_tensors) before it
-      frees the 16-bit gradients: 8 B per parameter over them. ZeRO-1/2 (zero/
-      stage_1_and_2.py step) free the gradients outside the rank's partition, flatten the
-      partition's (2 B) and cast it to fp32 (4 B) beside them: 8 B per partition element.
-      ZeRO-3 (zero/stage3.py _prepare_fp32_grad_for_sub_group) flattens and casts one
-      sub-group (DEEPSPEED_SUB_GROUP_ELEMENTS) at a time over its persistent partition.
-    - 'none': not priced (the framework steps the gradients it reduced: FSDP's fp32 ones).
-    """
+      frees the 16-bit gradients.
+    - 'deepspeed_partition': ZeRO-1/2 (zero/stage_1_and_2.py step) free the gradients outside
+      the rank's partition, flatten the partition's and cast the flat copy to fp32; ZeRO-3
+      (zero/stage3.py _prepare_fp32_grad_for_sub_group) the same one sub-group
+      (DEEPSPEED_SUB_GROUP_ELEMENTS) at a time.
+    fp32 gradients are stepped in place ('.float()' returns the buffer itself)."""
     mode = workload.step_grad_copies
     if mode == "none" or grad_bytes(workload) == FP32_BYTES:
-        return grads
-    dense_shard, expert_shard = shard_groups(layout)
+        return "none"
     z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
-    shard = sp.dense + sp.expert
-    if z > 0:
-        shard = sp.dense / dense_shard + sp.expert / expert_shard
     if mode == "deepspeed":
-        if z == 0:
-            return grads + 2 * FP32_BYTES * shard
-        if z == 3:
-            return grads + (BF16_BYTES + FP32_BYTES) * min(shard, DEEPSPEED_SUB_GROUP_ELEMENTS)
-        return (2 * BF16_BYTES + FP32_BYTES) * shard
+        return "deepspeed_flat" if z == 0 else "deepspeed_partition"
     accumulation = workload.dp_accumulation
     fsdp = z == 3 or (
         z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, accumulation)
@@ -358,7 +362,34 @@ def step_grad_bytes(
     decoupled = workload.optimizer_moments == "bf16" and quant_recipe(workload) not in (
         _FP8_COPY_RECIPES
     )
-    return grads if fsdp or decoupled else grads + FP32_BYTES * shard
+    return "none" if fsdp or decoupled else "megatron"
+
+
+def step_grad_bytes(
+    sp: StageParams, layout: Layout, workload: Workload, num_microbatches: int, grads: float
+) -> float:
+    """Gradient bytes alive at the peak of the optimizer step, once the activations are freed
+    (Workload.step_grad_copies, step_cast): the bytes state_bytes priced (`grads`) plus the
+    fp32 copies of the cast. Megatron: 4 B per element of the rank's shard (every parameter at
+    ZeRO-0). DeepSpeed ZeRO-0: the per-parameter casts and their concatenation, 8 B per
+    parameter over the 16-bit gradients. ZeRO-1/2: the partition's gradients (2 B; the rest
+    are freed first), its flat copy (2 B) and the fp32 cast (4 B). ZeRO-3: the flat copy and
+    the cast of one sub-group over the persistent 16-bit partition."""
+    kind = step_cast(sp, layout, workload, num_microbatches)
+    if kind == "none":
+        return grads
+    dense_shard, expert_shard = shard_groups(layout)
+    z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
+    shard = sp.dense + sp.expert
+    if z > 0:
+        shard = sp.dense / dense_shard + sp.expert / expert_shard
+    if kind == "deepspeed_flat":
+        return grads + 2 * FP32_BYTES * shard
+    if kind == "deepspeed_partition":
+        if z == 3:
+            return grads + (BF16_BYTES + FP32_BYTES) * min(shard, DEEPSPEED_SUB_GROUP_ELEMENTS)
+        return (2 * BF16_BYTES + FP32_BYTES) * shard
+    return grads + FP32_BYTES * shard
 
 
 def fsdp2_phased(layout: Layout) -> bool:

@@ -381,9 +381,10 @@ class Pricer(StepBounds):
         copies of the step (stage_fsdp_copies_s, which estimate() reports under compute).
         Both are proportional to the stage's parameters, so the stage partition keeps this
         affine in the layer counts (planner/search/partition.py)."""
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
         opt_s = _stage_optimizer_s(
             lo, sp, self.hbm_bytes_per_s, self.workload, self.adam_bytes_per_s,
-            self.clip_bytes_per_s,
+            self.clip_bytes_per_s, m,
         )  # fmt: skip
         return opt_s + self.stage_fsdp_copies_s(lo, sp)
 

@@ -38,6 +38,7 @@ from .memory import (
     ALLOCATOR_OVERHEAD,
     CUDA_CONTEXT_GIB,
     DEEPSPEED_BUCKET_ELEMENTS,
+    STEP_CAST_HBM_BYTES,
     StageParams,
     buffer_bytes,
     fsdp2_end_of_backward_bytes,
@@ -47,6 +48,7 @@ from .memory import (
     logits_bytes,
     moment_bytes,
     shard_groups,
+    step_cast,
     step_grad_bytes,
     weight_bytes,
 )
@@ -957,23 +959,18 @@ def stage_dp_tier_s(
     ]
 
 
-def optimizer_bytes_per_param(workload: Workload | None = None) -> float:
+def optimizer_bytes_per_param(
+    workload: Workload | None = None, cast_bytes: float = 0.0
+) -> float:
     """HBM bytes Adam moves per parameter: read the fp32 gradient, read and write the fp32
     master and the two moments, write the bf16 weight. 30 B with fp32 moments, 22 B with bf16
-    (Workload.optimizer_moments, memory.moment_bytes). Under bf16 main gradients
-    (Workload.main_grads) the step first casts its shard to fp32 (read 2 + write 4 B:
-    Megatron distrib_optimizer.py _copy_model_grads_to_main_grads `shard_model_grad.float()`),
-    which Adam and the norm then read as fp32. Under fp8 primary weights (Workload.fp8_params)
-    the new weight is written quantized: fp8_weight_write_bytes replaces the 2 B bf16 write."""
+    (Workload.optimizer_moments, memory.moment_bytes). `cast_bytes`: what the step first moves
+    casting 16-bit gradients to the fp32 ones Adam and the norm read (memory.step_cast,
+    STEP_CAST_HBM_BYTES: 6 B for Megatron's `shard_model_grad.float()`). Under fp8 primary
+    weights (Workload.fp8_params) the new weight is written quantized: fp8_weight_write_bytes
+    replaces the 2 B bf16 write."""
     write = fp8_weight_write_bytes(workload) if workload and workload.fp8_params else BF16_BYTES
-    cast = main_grad_cast_bytes(workload)
-    return cast + GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + write
-
-
-def main_grad_cast_bytes(workload: Workload | None = None) -> float:
-    """HBM bytes per shard parameter of casting bf16 main gradients to fp32 before the step
-    (optimizer_bytes_per_param; read 2 + write 4 B), 0 under fp32 main gradients."""
-    return BF16_BYTES + FP32_BYTES if grad_bytes(workload) == BF16_BYTES else 0
+    return cast_bytes + GRAD_REDUCE_BYTES + 2 * (4 + moment_bytes(workload)) + write
 
 
 def fp8_weight_write_bytes(workload: Workload) -> float:
@@ -1039,22 +1036,25 @@ def stage_optimizer_s(
     workload: Workload | None = None,
     adam_bytes_per_s: float | None = None,
     clip_bytes_per_s: float | None = None,
+    num_microbatches: int = 1,
 ) -> float:
     """Optimizer-step seconds of one stage: memory-bound Adam over its shard of parameters,
     after the gradient-norm and clipping passes over the same shard (CLIP_BYTES_PER_PARAM).
     `adam_bytes_per_s` and `clip_bytes_per_s` (the ADAM_OP and CLIP_OP rows' rates of the
     cluster's kernel tables, None without them) price the Adam kernel's own bytes and the
-    clip passes'; the bf16 main-gradient cast, and whatever has no rate, stay at the HBM
-    figure. The step's in-place zeroing of the gradients (grad_zero_bytes: at the start of the
-    next step, on the same stream, before any forward) is part of the tail too, at the HBM
-    figure."""
-    per_param = optimizer_bytes_per_param(workload)
+    clip passes'; the 16-bit gradients' cast (memory.step_cast: `num_microbatches` decides
+    Megatron-FSDP's ZeRO-2), and whatever has no rate, stay at the HBM figure. The step's
+    in-place zeroing of the gradients (grad_zero_bytes: at the start of the next step, on the
+    same stream, before any forward) is part of the tail too, at the HBM figure."""
+    cast = 0.0
+    if workload is not None:
+        cast = STEP_CAST_HBM_BYTES[step_cast(sp, layout, workload, num_microbatches)]
+    per_param = optimizer_bytes_per_param(workload, cast)
     clip = CLIP_BYTES_PER_PARAM[workload.grad_clip] if workload is not None else 0
     shard_params = (sp.dense + sp.expert) / optimizer_shard(layout)
     zeroing_s = grad_zero_bytes(layout, sp, workload) / hbm_bytes_per_s
     if adam_bytes_per_s is None and clip_bytes_per_s is None:
         return shard_params * (per_param + clip) / hbm_bytes_per_s + zeroing_s
-    cast = main_grad_cast_bytes(workload)
     adam = per_param - cast
     return zeroing_s + shard_params * (
         adam / (adam_bytes_per_s or hbm_bytes_per_s)

@@ -10,10 +10,21 @@ from __future__ import annotations
 import factories as f
 import pytest
 
-from cost_models.memory import StageParams, grad_bytes, state_bytes
+from cost_models.memory import (
+    STEP_CAST_HBM_BYTES,
+    StageParams,
+    grad_bytes,
+    state_bytes,
+    step_cast,
+)
 from cost_models.pipeline import inflight_chunks
 from cost_models.specs import Layout, Workload
-from cost_models.stage import dp_tier_times_s, optimizer_bytes_per_param
+from cost_models.stage import (
+    dp_tier_times_s,
+    grad_zero_bytes,
+    optimizer_bytes_per_param,
+    stage_optimizer_s,
+)
 from planner.export.launch import _megatron_memory_options
 from planner.validate import RunRecord, record_inputs, validate_record
 
@@ -47,7 +58,17 @@ def test_bf16_main_grads_state_bytes_by_hand() -> None:
 def test_optimizer_step_casts_the_bf16_shard_to_fp32() -> None:
     # distrib_optimizer.py shard_model_grad.float(): read 2 + write 4 B before Adam's 30 B
     assert optimizer_bytes_per_param(W32) == 30
-    assert optimizer_bytes_per_param(W16) == 36
+    sp = StageParams(dense=8e9, expert=0.0, largest_layer=1e8, num_layers=80)
+    lo = Layout(dp=8, zero_stage=1)
+    assert STEP_CAST_HBM_BYTES[step_cast(sp, lo, W16, 4)] == 6
+    assert optimizer_bytes_per_param(W16, 6) == 36
+    # the step's seconds carry the cast of the shard, 6 B x 1e9 at 1e12 B/s (and zero a buffer
+    # half the size); none under the precision-aware optimizer's decoupled_grad
+    extra = stage_optimizer_s(lo, sp, 1e12, W16) - stage_optimizer_s(lo, sp, 1e12, W32)
+    zeroing = (grad_zero_bytes(lo, sp, W16) - grad_zero_bytes(lo, sp, W32)) / 1e12
+    assert extra == pytest.approx(6e9 / 1e12 + zeroing, rel=1e-9)
+    aware = W16.model_copy(update={"optimizer_moments": "bf16"})
+    assert step_cast(sp, lo, aware, 4) == "none"
 
 
 def test_bf16_gradients_halve_the_reduce_scatter_bytes() -> None:

@@ -352,9 +352,9 @@ def step_cast(
     mode = workload.step_grad_copies
     if mode == "none" or grad_bytes(workload) == FP32_BYTES:
         return "none"
+    if mode == "deepspeed":  # ZeRO's optimizer whenever configured, also with one DP rank
+        return "deepspeed_flat" if layout.zero_stage == 0 else "deepspeed_partition"
     z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
-    if mode == "deepspeed":
-        return "deepspeed_flat" if z == 0 else "deepspeed_partition"
     accumulation = workload.dp_accumulation
     fsdp = z == 3 or (
         z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, accumulation)
@@ -386,7 +386,7 @@ def step_grad_bytes(
     if kind == "deepspeed_flat":
         return grads + 2 * FP32_BYTES * shard
     if kind == "deepspeed_partition":
-        if z == 3:
+        if layout.zero_stage == 3:
             return grads + (BF16_BYTES + FP32_BYTES) * min(shard, DEEPSPEED_SUB_GROUP_ELEMENTS)
         return (2 * BF16_BYTES + FP32_BYTES) * shard
     return grads + FP32_BYTES * shard

@@ -180,3 +180,12 @@ def test_deepspeed_without_zero_waits_for_its_whole_all_reduce():
     assert exposure["last_gradient_bucket_s"] == 0.0
     zero1 = pricer.estimate(layout(dp=16, zero_stage=1, recompute="full"))
     assert zero1.breakdown_s["dp_comm"] < 0.5 * zero0.breakdown_s["dp_comm"]
+
+
+def test_deepspeed_zero_with_one_rank_still_steps_zeros_partition():
+    """DeepSpeed builds ZeRO's optimizer whenever the config asks for it, also over one DP rank
+    (the partition is then the whole model): 8 B per parameter at the step, not FP16_Optimizer's
+    10 B, and the ipg buckets stay."""
+    lo = layout(dp=1, zero_stage=1)
+    assert step_grad_bytes(SP, lo, ds(), 1, 2 * P) == 8 * P
+    assert step_grad_bytes(SP, layout(dp=1, zero_stage=0), ds(), 1, 2 * P) == 10 * P

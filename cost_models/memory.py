@@ -885,16 +885,19 @@ def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     DeepSpeed's (Workload.dp_sync 'deepspeed') gradient bucket is ZeRO's ipg buffer, allocated
     whatever the DP degree: with contiguous_gradients ZeRO-1/2 allocate a reduce_bucket_size
     buffer in the 16-bit dtype when a backward's first gradient arrives, and a second one under
-    overlap_comm, which the deepspeed export sets (zero/stage_1_and_2.py setup_buckets: "double
-    buffers to avoid data access conflict when overlap_comm is enabled"), and release them at
-    the epilogue; ZeRO-3 allocates its one buffer at initialisation and keeps it
+    overlap_comm, which the deepspeed export sets without pipelining (zero/stage_1_and_2.py
+    setup_buckets: "double buffers to avoid data access conflict when overlap_comm is
+    enabled"; under a PipelineModule the engine turns overlap_comm off, engine.py
+    _configure_zero_optimizer), and release them at the epilogue; ZeRO-3 allocates its one
+    buffer at initialisation and keeps it
     (zero/stage3.py `# IPG`). Without ZeRO the engine all-reduces after the backward
     (engine.py allreduce_gradients), when the activations are freed, so nothing is added at
     the peak."""
     t = tokens_per_gpu(workload, layout)
     if workload.dp_sync == "deepspeed":
         bucket = workload.dp_bucket_elements or DEEPSPEED_BUCKET_ELEMENTS
-        buffers = {0: 0, 1: 2, 2: 2, 3: 1}[layout.zero_stage]
+        overlap = layout.pp == 1
+        buffers = {0: 0, 1: 1 + overlap, 2: 1 + overlap, 3: 1}[layout.zero_stage]
         total = buffers * bucket * grad_bytes(workload)
     else:
         total = DP_BUCKET_ELEMENTS * grad_bytes(workload) if layout.dp * layout.cp > 1 else 0.0

@@ -870,22 +870,27 @@ def stage_dp_parts(
     reduces, gathers = dp_rounds(layout, m, dp_accumulation)
     total = reduces * grads_s + gathers * gather_s
     beside_backward = True  # the step's last reduction runs beside the last backward
-    if dp_sync == "deepspeed" and layout.zero_stage == 0 and layout.pp == 1:
+    first_gather = max(0.0, gather_s - fwd_mb)
+    if dp_sync == "deepspeed" and (layout.zero_stage == 0 or layout.pp > 1):
         # DeepSpeed without ZeRO all-reduces once the backward has returned (engine.py backward
         # -> allreduce_gradients -> buffered_allreduce_fallback, at the accumulation boundary)
-        # on the compute stream: nothing hides it. ZeRO 1-3 reduce from the backward hooks on
-        # their own stream under overlap_comm, which the deepspeed export sets.
-        exposed = reduces * grads_s
+        # on the compute stream: nothing hides it. Under pipelining every reduction waits for
+        # the schedule's ReduceGrads after the last backward (pipe/engine.py: the engine's
+        # enable_backward_allreduce off, _exec_reduce_grads), and ZeRO-1's overlap_comm is
+        # turned off ("Pipeline parallelism does not support overlapped communication",
+        # engine.py _configure_zero_optimizer): exposed too. ZeRO 1-3 without pipelining reduce
+        # from the backward hooks on their own stream under overlap_comm (the export sets it).
+        # (ZeRO-1's parameter gather, one per step, keeps the first forward's window: see
+        # docs/cost_model.md, Memory, gradient buckets, on DeepSpeed's in-step gather.)
+        exposed = reduces * grads_s + gathers * first_gather
         beside_backward = False
     elif layout.zero_stage == 3 and gathers == 2 * reduces:
         # FSDP: gather before each forward and backward, reduce-scatter after each backward.
-        first_gather = max(0.0, gather_s - fwd_mb)
         last_reduce = max(0.0, gather_s + grads_s - 2 * fwd_mb)
         exposed = reduces * (first_gather + last_reduce)
     elif reduces > 1:
         # Each micro-batch's reduction overlaps its own backward, as ZeRO-3's does; a gather per
         # micro-batch its forward, a single one (DeepSpeed ZeRO-2) one forward.
-        first_gather = max(0.0, gather_s - fwd_mb)
         last_reduce = max(0.0, grads_s - 2 * fwd_mb)
         exposed = reduces * last_reduce + gathers * first_gather
     else:
@@ -895,7 +900,6 @@ def stage_dp_parts(
         # reduce in the pipeline bubble, not beside a backward.
         pp = layout.pp if layout.pp_schedule == "1f1b" else 1
         last_reduce = grad_sync_exposed_s(grads_s, 2 * fwd_mb, pp, layout.vp, stage, dp_sync)
-        first_gather = max(0.0, gather_s - fwd_mb)
         exposed = last_reduce + gathers * first_gather
         beside_backward = dp_sync != "megatron" or pp == 1 or (layout.vp == 1 and stage == 0)
     # The edge buckets no compute hides (dp_edge_buckets_s): the step's last reduction (earlier

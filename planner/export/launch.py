@@ -1051,7 +1051,11 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
         # reduction overlapped with the backward on its own stream (zero/stage_1_and_2.py
         # reduce_ipg_grads: the compute stream without it, nothing hidden; stage.stage_dp_parts)
         # and its double ipg buffer (memory.buffer_bytes), contiguous gradients (the default).
-        config["zero_optimization"].update({"overlap_comm": True, "contiguous_gradients": True})
+        # Under pipelining the engine turns overlap_comm off with a warning (engine.py
+        # _configure_zero_optimizer) and the profile prices the reduction after the pipeline,
+        # so the config says false there rather than ask for what will not run.
+        overlap = {"overlap_comm": lo.pp == 1, "contiguous_gradients": True}
+        config["zero_optimization"].update(overlap)
     if workload.dp_bucket_elements is not None:
         if lo.zero_stage == 0:
             raise _refuse(

@@ -582,8 +582,9 @@ def check_deepspeed(result: PlanResult, index: int, fake_world) -> None:
     assert deepspeed_optimizer(cfg, lo) == ("zero_optimization" if lo.zero_stage else "ddp_bf16")
     # ZeRO's reduction on its own stream with double ipg buffers, as the DP model and the memory
     # model price it (stage.stage_dp_parts, memory.buffer_bytes)
+    # (overlap_comm off under pipelining, where the engine would turn it off itself)
     if lo.zero_stage:
-        assert cfg.zero_config.overlap_comm is True
+        assert cfg.zero_config.overlap_comm is (lo.pp == 1)
         assert cfg.zero_config.contiguous_gradients is True
     ours = groups_of(result)
     for axis, ds in (("tp", "model"), ("dp", "data"), ("pp", "pipe")):

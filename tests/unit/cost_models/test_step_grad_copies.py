@@ -121,6 +121,8 @@ def test_deepspeed_ipg_bucket_is_zeros_reduce_bucket_in_the_16_bit_dtype():
         assert buffer_bytes(model, w, layout(dp=dp, zero_stage=zero)) == want
     small = w.model_copy(update={"dp_bucket_elements": 50_000_000})
     assert buffer_bytes(model, small, layout(dp=8, zero_stage=1)) == 2e8
+    # under pipelining the engine turns overlap_comm off: one buffer
+    assert buffer_bytes(model, w, layout(dp=4, pp=2, zero_stage=1)) == 1e9
     megatron = buffer_bytes(model, workload(), layout(dp=8, zero_stage=1))
     assert megatron == DP_BUCKET_ELEMENTS * 4
 
@@ -180,6 +182,15 @@ def test_deepspeed_without_zero_waits_for_its_whole_all_reduce():
     assert exposure["last_gradient_bucket_s"] == 0.0
     zero1 = pricer.estimate(layout(dp=16, zero_stage=1, recompute="full"))
     assert zero1.breakdown_s["dp_comm"] < 0.5 * zero0.breakdown_s["dp_comm"]
+    # under pipelining ZeRO-1 reduces at the schedule's ReduceGrads, after the last backward,
+    # without overlap_comm: exposed too
+    piped = pricer.estimate(layout(dp=8, pp=2, zero_stage=1, recompute="full"))
+    exposure = piped.dp_exposure
+    # the whole reduction past any window, no edge bucket apart; the parameter gather keeps
+    # the first forward's window, so the exposure is the reduction's share of the link time
+    assert exposure["last_gradient_bucket_s"] == 0.0
+    assert exposure["beyond_overlap_window_s"] > zero1.dp_exposure["beyond_overlap_window_s"]
+    assert 0.0 < exposure["beyond_overlap_window_s"] < exposure["link_busy_s"]
 
 
 def test_deepspeed_zero_with_one_rank_still_steps_zeros_partition():

@@ -282,7 +282,7 @@ def state_bytes(
     # With every shard group one GPU nothing is sharded: the framework keeps the unsharded
     # states of ZeRO-0 (bf16 weights, fp32 gradients, fp32 master + moments; issue 28: ZeRO-3
     # at DP 1 was charged 16 B/param against 18, a saving with nothing sharded).
-    z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
+    z = zero_in_effect(sp, layout)
     if z == 3:
         # the fp32 master (and 16-bit) shards; gather buffers hold <= 2 layers in bf16.
         gather = min(2, sp.num_layers) * sp.largest_layer * weight_bytes
@@ -354,7 +354,7 @@ def step_cast(
         return "none"
     if mode == "deepspeed":  # ZeRO's optimizer whenever configured, also with one DP rank
         return "deepspeed_flat" if layout.zero_stage == 0 else "deepspeed_partition"
-    z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
+    z = zero_in_effect(sp, layout)
     accumulation = workload.dp_accumulation
     fsdp = z == 3 or (
         z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, accumulation)
@@ -379,7 +379,7 @@ def step_grad_bytes(
     if kind == "none":
         return grads
     dense_shard, expert_shard = shard_groups(layout)
-    z = 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
+    z = zero_in_effect(sp, layout)
     shard = sp.dense + sp.expert
     if z > 0:
         shard = sp.dense / dense_shard + sp.expert / expert_shard
@@ -390,6 +390,13 @@ def step_grad_bytes(
             return grads + (BF16_BYTES + FP32_BYTES) * min(shard, DEEPSPEED_SUB_GROUP_ELEMENTS)
         return (2 * BF16_BYTES + FP32_BYTES) * shard
     return grads + FP32_BYTES * shard
+
+
+def zero_in_effect(sp: StageParams, layout: Layout) -> int:
+    """The ZeRO stage whose states a rank of this stage holds: the layout's, or 0 where every
+    shard group is one GPU (nothing_to_shard), where the framework keeps ZeRO-0's unsharded
+    states (state_bytes, step_cast, step_grad_bytes)."""
+    return 0 if nothing_to_shard(layout, moe=sp.expert > 0) else layout.zero_stage
 
 
 def fsdp2_phased(layout: Layout) -> bool:
@@ -896,8 +903,9 @@ def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     t = tokens_per_gpu(workload, layout)
     if workload.dp_sync == "deepspeed":
         bucket = workload.dp_bucket_elements or DEEPSPEED_BUCKET_ELEMENTS
-        overlap = layout.pp == 1
-        buffers = {0: 0, 1: 1 + overlap, 2: 1 + overlap, 3: 1}[layout.zero_stage]
+        # ZeRO-0: none at the peak; ZeRO-3 and pipelined ZeRO-1/2: one; else overlap_comm's two
+        zero = layout.zero_stage
+        buffers = 0 if zero == 0 else 1 if zero == 3 or layout.pp > 1 else 2
         total = buffers * bucket * grad_bytes(workload)
     else:
         total = DP_BUCKET_ELEMENTS * grad_bytes(workload) if layout.dp * layout.cp > 1 else 0.0

@@ -1251,19 +1251,6 @@ def stage_memory(
 PeakPhase = Literal["backward", "end_of_backward", "optimizer_step"]
 
 
-def stage_peak_parts(
-    workload: Workload,
-    layout: Layout,
-    sp: StageParams,
-    counts: tuple[int, int],
-    layer_acts_of: Callable[[], LayerActivations],
-    parts: tuple[float, float, float, float, float],
-    num_microbatches: int,
-) -> tuple[float, float, float, float, float]:
-    """stage_peak's bytes, without the phase."""
-    return stage_peak(workload, layout, sp, counts, layer_acts_of, parts, num_microbatches)[0]
-
-
 def stage_peak(
     workload: Workload,
     layout: Layout,
@@ -1274,25 +1261,19 @@ def stage_peak(
     num_microbatches: int,
 ) -> tuple[tuple[float, float, float, float, float], PeakPhase]:
     """(activations, buffers, weights, gradients, optimizer) bytes of a stage at its peak, and
-    the phase that holds it (StageMemory.peak_phase), from
-    the same at its backward start (memory.state_bytes' weights, gradients and optimizer):
-    less FSDP2-under-pipelining ZeRO-3's weights credit (deferred_weights_credit), with FSDP2's
-    end-of-backward phase and the optimizer step's gradient copies charged to the gradients
-    (peak_grads). The one place both memory
-    compositions take them from: the estimate's (Pricer._stage_bytes_of) and the CP-SAT stage
-    partition caps' (stage_memory). `layer_acts_of` is called only where the credit can apply
-    (ZeRO-3 with pp > 1), so the search's memory checks build no activations otherwise."""
+    the phase that holds it (StageMemory.peak_phase), from the same at its backward start
+    (memory.state_bytes' weights, gradients and optimizer): less FSDP2-under-pipelining
+    ZeRO-3's weights credit (deferred_weights_credit), with FSDP2's end-of-backward phase and
+    the optimizer step's gradient copies charged to the gradients (peak_grads). The one place
+    both memory compositions take them from: the estimate's (Pricer._stage_bytes_of) and the
+    CP-SAT stage partition caps' (stage_memory). `layer_acts_of` is called only where the
+    credit can apply (ZeRO-3 with pp > 1), so the search's memory checks build no activations
+    otherwise."""
     acts, buffers, weights, grads, optim = parts
     if layout.zero_stage == 3 and layout.pp > 1:  # defers_to_last_backward needs both
         weights -= deferred_weights_credit(workload, layout, sp, counts, layer_acts_of())
     parts = (acts, buffers, weights, grads, optim)
-    start, end, step = _phase_totals(workload, layout, sp, parts, num_microbatches)
-    phase: PeakPhase = "backward"
-    if step > max(start, end):
-        phase = "optimizer_step"
-    elif end > start:
-        phase = "end_of_backward"
-    grads += max(0.0, end - start, step - start)  # as peak_grads
+    grads, phase = peak_grads(workload, layout, sp, parts, num_microbatches)
     return (acts, buffers, weights, grads, optim), phase
 
 
@@ -1323,28 +1304,16 @@ def peak_grads(
     sp: StageParams,
     parts: tuple[float, float, float, float, float],
     num_microbatches: int,
-) -> float:
-    """The gradient bytes to report at a stage's peak, given (activations, buffers, weights,
-    gradients, optimizer) at its backward start. Two later phases may be the higher, and their
-    excess is charged to the gradients so that the stage total is the largest phase:
+) -> tuple[float, PeakPhase]:
+    """The gradient bytes to report at a stage's peak and the phase that holds it, given
+    (activations, buffers, weights, gradients, optimizer) at its backward start. Two later
+    phases may be the higher, and their excess is charged to the gradients so that the stage
+    total is the largest phase:
     - under FSDP2's phases (memory_phases 'fsdp2', ZeRO-3) the end of backward
       (memory.fsdp2_end_of_backward_bytes: every gradient and the last unit's reduce buffers,
       no activations; not where every gradient is unsharded already, memory.state_bytes);
     - the optimizer step (memory.step_grad_bytes): weights, optimizer states and the
       gradients with their fp32 copies, after the activations and buffers are freed."""
-    start, end, step = _phase_totals(workload, layout, sp, parts, num_microbatches)
-    return parts[3] + max(0.0, end - start, step - start)
-
-
-def _phase_totals(
-    workload: Workload,
-    layout: Layout,
-    sp: StageParams,
-    parts: tuple[float, float, float, float, float],
-    num_microbatches: int,
-) -> tuple[float, float, float]:
-    """A stage's bytes at the backward start, the end of backward and the optimizer step
-    (peak_grads)."""
     acts, buffers, weights, grads, optim = parts
     start = acts + buffers + weights + grads + optim
     end = start
@@ -1352,7 +1321,12 @@ def _phase_totals(
     if fsdp2 and not defers_to_last_backward(layout, workload.dp_accumulation):
         end = fsdp2_end_of_backward_bytes(sp, layout, workload)
     step = weights + step_grad_bytes(sp, layout, workload, num_microbatches, grads) + optim
-    return start, end, step
+    phase: PeakPhase = "backward"
+    if step > max(start, end):
+        phase = "optimizer_step"
+    elif end > start:
+        phase = "end_of_backward"
+    return grads + max(0.0, end - start, step - start), phase
 
 
 def stage_activation_bytes(

@@ -82,18 +82,18 @@ def test_peak_grads_charges_the_end_phase_excess():
     weights, grads, optim = state_bytes(SP, lo, 1, w)  # 4700, 0, 8000
     end = 16 * 1000 + 4 * 350  # 17,400
     # small activations: the end of backward is the peak, total = end
-    got = peak_grads(w, lo, SP, (1000.0, 0.0, weights, grads, optim), 1)
+    got = peak_grads(w, lo, SP, (1000.0, 0.0, weights, grads, optim), 1)[0]
     assert 1000 + weights + got + optim == pytest.approx(end)
     # large activations: the backward start is the peak, gradients stay 0
-    assert peak_grads(w, lo, SP, (9000.0, 0.0, weights, grads, optim), 1) == 0.0
+    assert peak_grads(w, lo, SP, (9000.0, 0.0, weights, grads, optim), 1)[0] == 0.0
     # the phase is named where the estimate reports it (StageMemory.peak_phase)
     phase = stage_peak(w, lo, SP, (4, 0), lambda: None, (1000.0, 0.0, weights, grads, optim), 1)[1]
     assert phase == "end_of_backward"
     big = stage_peak(w, lo, SP, (4, 0), lambda: None, (9000.0, 0.0, weights, grads, optim), 1)
     assert big[1] == "backward"
     # additive accounting and ZeRO < 3 never move
-    assert peak_grads(workload(), lo, SP, (1000.0, 0.0, weights, grads, optim), 1) == grads
-    assert peak_grads(w, layout(zero_stage=2), SP, (1000.0, 0.0, 1.0, 2.0, 3.0), 1) == 2.0
+    assert peak_grads(workload(), lo, SP, (1000.0, 0.0, weights, grads, optim), 1)[0] == grads
+    assert peak_grads(w, layout(zero_stage=2), SP, (1000.0, 0.0, 1.0, 2.0, 3.0), 1)[0] == 2.0
 
 
 def test_loss_and_checkpoint_rebuild_are_sequential_under_fsdp2():

@@ -205,12 +205,12 @@ def test_partition_caps_price_the_same_peak():
         assert caps.stage_memory_gib(lo, r, nd, nm) == pytest.approx(want, rel=1e-12)
 
 
-def test_stage_peak_parts_take_the_credit_once_on_hand_bytes():
-    """The one composition both memory paths use (stage.stage_peak_parts): W = 2 B x 1e9
+def test_stage_peak_takes_the_credit_once_on_hand_bytes():
+    """The one composition both memory paths use (stage.stage_peak): W = 2 B x 1e9
     parameters = 2e9 B of unsharded weights, A = 4 layers x a bytes per micro-batch. a = 1e8:
     A = 4e8 < W, credit 4e8; a = 1e9: A = 4e9 > W, credit W = 2e9. No credit with interleaving,
     without PP, or under Megatron's accumulation (nothing deferred)."""
-    from cost_models.stage import LayerActivations, stage_memory, stage_peak_parts
+    from cost_models.stage import LayerActivations, stage_memory, stage_peak
     from cost_models.terms import ByKind
 
     sp = StageParams(dense=1e9, expert=0.0, largest_layer=2.5e8, num_layers=4)
@@ -222,14 +222,14 @@ def test_stage_peak_parts_take_the_credit_once_on_hand_bytes():
         return LayerActivations(own=ByKind(dense=a, moe=None), none=ByKind(dense=a, moe=None))
 
     for a, credit in ((1e8, 4e8), (1e9, 2e9)):
-        got = stage_peak_parts(w, lo, sp, (4, 0), lambda a=a: acts(a), parts, 4)
+        got = stage_peak(w, lo, sp, (4, 0), lambda a=a: acts(a), parts, 4)[0]
         assert got == (1.0, 2.0, 10e9 - credit, 3.0, 4.0)
     for lo_, w_ in (
         (lo.with_update({"vp": 2}), w),
         (Layout(dp=16, zero_stage=3), w),
         (lo, w.model_copy(update={"dp_accumulation": "last_micro_batch"})),
     ):
-        assert stage_peak_parts(w_, lo_, sp, (4, 0), lambda: acts(1e8), parts, 4) == parts
+        assert stage_peak(w_, lo_, sp, (4, 0), lambda: acts(1e8), parts, 4)[0] == parts
     # the CP-SAT caps' composition subtracts it once too (was a second copy of the rule)
     model = dense_model(num_layers=8)
     mem = stage_memory(model, w, lo, 0, (4, 0), acts(1e8), 4, 10e9, 3.0, 4.0, sp=sp)

@@ -871,6 +871,12 @@ def stage_dp_parts(
     total = reduces * grads_s + gathers * gather_s
     beside_backward = True  # the step's last reduction runs beside the last backward
     first_gather = max(0.0, gather_s - fwd_mb)
+    if dp_sync == "deepspeed" and layout.zero_stage in (1, 2):
+        # ZeRO-1/2 gather the updated parameters inside the optimizer step, before it returns
+        # (stage_1_and_2.py step -> all_gather_dp_groups -> all_gather_into_tensor, on the
+        # default stream, timed as OPTIMIZER_ALLGATHER_TIMER): no forward has started, so no
+        # compute hides it.
+        first_gather = gather_s
     if dp_sync == "deepspeed" and (layout.zero_stage == 0 or layout.pp > 1):
         # DeepSpeed without ZeRO all-reduces once the backward has returned (engine.py backward
         # -> allreduce_gradients -> buffered_allreduce_fallback, at the accumulation boundary)
@@ -880,8 +886,6 @@ def stage_dp_parts(
         # turned off ("Pipeline parallelism does not support overlapped communication",
         # engine.py _configure_zero_optimizer): exposed too. ZeRO 1-3 without pipelining reduce
         # from the backward hooks on their own stream under overlap_comm (the export sets it).
-        # (ZeRO-1's parameter gather, one per step, keeps the first forward's window: see
-        # docs/cost_model.md, Memory, gradient buckets, on DeepSpeed's in-step gather.)
         exposed = reduces * grads_s + gathers * first_gather
         beside_backward = False
     elif layout.zero_stage == 3 and gathers == 2 * reduces:

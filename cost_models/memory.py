@@ -265,8 +265,7 @@ def state_bytes(
     """
     moments = moment_bytes(workload)
     g = grad_bytes(workload)
-    dense_shard, expert_shard = shard_groups(layout)
-    sharded = sp.dense / dense_shard + sp.expert / expert_shard
+    sharded = shard_elements(sp, layout)
     full = sp.dense + sp.expert
     mode = workload.dp_accumulation if workload is not None else "last_micro_batch"
     # ZeRO-3's resident shard: the fp32 master, and the 16-bit shard where the framework keeps
@@ -299,7 +298,7 @@ def state_bytes(
         other = sp if mirror is None else mirror
         full_other = other.dense + other.expert
         weights += weight_bytes * full_other
-        sharded_other = other.dense / dense_shard + other.expert / expert_shard
+        sharded_other = shard_elements(other, layout)
         grads += g * (sharded_other if shard_grads else full_other)
     return weights, grads, optimizer
 
@@ -378,11 +377,7 @@ def step_grad_bytes(
     kind = step_cast(sp, layout, workload, num_microbatches)
     if kind == "none":
         return grads
-    dense_shard, expert_shard = shard_groups(layout)
-    z = zero_in_effect(sp, layout)
-    shard = sp.dense + sp.expert
-    if z > 0:
-        shard = sp.dense / dense_shard + sp.expert / expert_shard
+    shard = shard_elements(sp, layout) if zero_in_effect(sp, layout) > 0 else sp.dense + sp.expert
     if kind == "deepspeed_flat":
         return grads + 2 * FP32_BYTES * shard
     if kind == "deepspeed_partition":
@@ -467,8 +462,7 @@ def fsdp2_end_of_backward_bytes(
     on the first stage, the head unit on the last, a layer elsewhere; the root's embedding and
     head together under fsdp_root_holds_embedding) with its FSDP2_REDUCE_BYTES. The activations are gone by
     then; the stage's peak is the larger of this and the backward start (stage memory)."""
-    dense_shard, expert_shard = shard_groups(layout)
-    sharded = sp.dense / dense_shard + sp.expert / expert_shard
+    sharded = shard_elements(sp, layout)
     if layout.zero_stage == 0:  # fsdp2_phased: a one-rank shard holds every parameter
         sharded = sp.dense + sp.expert
     last_unit = sp.embedding or sp.head or sp.largest_layer
@@ -484,6 +478,17 @@ def shard_groups(layout: Layout) -> tuple[int, int]:
     dense = layout.shard_dp * layout.cp
     expert = max(1, layout.dp * layout.cp * layout.tp // (layout.ep * layout.etp))
     return dense, expert
+
+
+def shard_elements(sp: StageParams, layout: Layout) -> float:
+    """Elements of one rank's ZeRO shard of a stage's parameters: the dense ones over the DP
+    shard group x CP, the expert ones over the expert-DP group (shard_groups; Megatron's
+    distributed optimizer shards expert states over the expert data-parallel group,
+    distrib_optimizer.py, as FSDP2 with EP shards experts over the mesh beside EP). Whatever a
+    rank keeps per shard element (optimizer states, sharded gradients, the step's casts) and
+    the step's passes over its shard (stage.stage_optimizer_s) count these."""
+    dense_shard, expert_shard = shard_groups(layout)
+    return sp.dense / dense_shard + sp.expert / expert_shard
 
 
 def nothing_to_shard(layout: Layout, moe: bool) -> bool:

@@ -47,6 +47,7 @@ from .memory import (
     kept_outputs_bytes,
     logits_bytes,
     moment_bytes,
+    shard_elements,
     shard_groups,
     step_cast,
     step_grad_bytes,
@@ -1010,12 +1011,6 @@ clip_grad_norm_ foreach over 2.8e9 fp32 gradients): 12.4 ms, 12 B per parameter 
 (bench/results/h100-2026-11-26/single-gpu-steps/steps/profile_s8b8-seq4096-mb1.json)."""
 
 
-def optimizer_shard(layout: Layout) -> int:
-    """The ranks one stage's optimizer state, and so its fp32 gradients, are sharded over: none
-    under ZeRO-0, else the ZeRO group (shard_dp x cp)."""
-    return 1 if layout.zero_stage == 0 else layout.shard_dp * layout.cp
-
-
 ADAM_OP = "adam"
 """The kernel-table op of the Adam step (memory_bound.csv): one multi-tensor kernel over fp32
 parameters, gradients and both moments (torch.optim.AdamW(fused=True): aten::_fused_adamw_,
@@ -1059,7 +1054,7 @@ def stage_optimizer_s(
         cast = STEP_CAST_HBM_BYTES[step_cast(sp, layout, workload, num_microbatches)]
     per_param = optimizer_bytes_per_param(workload, cast)
     clip = CLIP_BYTES_PER_PARAM[workload.grad_clip] if workload is not None else 0
-    shard_params = (sp.dense + sp.expert) / optimizer_shard(layout)
+    shard_params = sp.dense + sp.expert if layout.zero_stage == 0 else shard_elements(sp, layout)
     zeroing_s = grad_zero_bytes(layout, sp, workload) / hbm_bytes_per_s
     if adam_bytes_per_s is None and clip_bytes_per_s is None:
         return shard_params * (per_param + clip) / hbm_bytes_per_s + zeroing_s
@@ -1098,11 +1093,7 @@ def grad_zero_bytes(layout: Layout, sp: StageParams, workload: Workload | None) 
         layout.zero_stage == 2
         and grads_sharded_between_micro_batches(layout, 2, workload.dp_accumulation)
     )
-    if sharded:
-        dense_shard, expert_shard = shard_groups(layout)
-        elements = sp.dense / dense_shard + sp.expert / expert_shard
-    else:
-        elements = sp.dense + sp.expert
+    elements = shard_elements(sp, layout) if sharded else sp.dense + sp.expert
     return elements * grad_bytes(workload)
 
 
@@ -1175,16 +1166,19 @@ def fsdp_copies_s(
     if not has_fsdp_copies(layout, workload):
         return 0.0
     full = sp.dense + sp.expert
-    shard = optimizer_shard(layout)
+    sharded = shard_elements(sp, layout)  # FSDP2 with EP shards experts beside EP
+    dense_shard, expert_shard = shard_groups(layout)
+    # a one-rank shard group runs no collective: FSDP2 copies the reduce buffer instead
+    one_rank = (sp.dense if dense_shard == 1 else 0.0) + (sp.expert if expert_shard == 1 else 0.0)
     reduces, gathers = dp_rounds(layout, m, workload.dp_accumulation)
     in_b, out_b = FSDP2_GATHER_BYTES
     cat_b, one_rank_b, acc_b = FSDP2_REDUCE_BYTES
-    per_gather = full / shard * in_b + full * out_b
-    accumulated = (reduces - 1) * full / shard * acc_b
+    per_gather = sharded * in_b + full * out_b
+    accumulated = (reduces - 1) * sharded * acc_b
     if defers_to_last_backward(layout, workload.dp_accumulation):
         cast_b, add_b, cat_b = FSDP2_DEFERRED_BYTES
         accumulated = full * (cast_b + (m - 1) * add_b)
-    per_reduce = full * (cat_b + (one_rank_b if shard == 1 else 0))
+    per_reduce = full * cat_b + one_rank * one_rank_b
     moved = gathers * per_gather + reduces * per_reduce + accumulated
     if chunk_cat_bytes_per_s is None:
         return moved / hbm_bytes_per_s

@@ -37,6 +37,35 @@ def test_clip_passes_by_hand(clip, extra, zero, dp, shard):
     assert stage_optimizer_s(lo, SP, HBM, w) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("ep,expert_shard", [(1, 8), (4, 2), (8, 1)])
+def test_expert_states_step_over_the_expert_data_parallel_group(ep, expert_shard):
+    """Under EP the expert parameters' optimizer states are sharded over the expert
+    data-parallel group, dp x cp x tp / (ep x etp) (memory.shard_groups; Megatron's
+    distributed optimizer over the expert DP group), not the dense ZeRO group: the step's
+    passes cover the rank's own shard of each (memory.shard_elements), as its memory counts
+    it. Priced over the dense group (dp 8) until 2026-11-29, the step of an EP8 rank was
+    short by its whole expert shard."""
+    lo = Layout(dp=8, ep=ep, zero_stage=1)
+    w = _w(grad_clip="clip")
+    expected = (SP.dense / 8 + SP.expert / expert_shard) * (30 + 12) / HBM
+    assert stage_optimizer_s(lo, SP, HBM, w) == pytest.approx(expected, rel=1e-12)
+
+
+def test_fsdp2_copies_shard_experts_beside_ep_by_hand():
+    """FSDP2 with EP shards the experts over the mesh beside EP (shard_groups' expert group):
+    the copy-in and the accumulation read the rank's expert shard, and where that group is one
+    rank (EP over the whole DP mesh) no collective runs for them and FSDP2 copies their reduce
+    buffer into the output (4 + 4 B per element), as for the one-rank dense case."""
+    w, m = _w(fsdp_copies="fsdp2"), 2
+    for ep, es in ((4, 2), (8, 1)):
+        got = fsdp_copies_s(Layout(dp=8, ep=ep, zero_stage=3), SP, m, HBM, w)
+        shard = SP.dense / 8 + SP.expert / es
+        one_rank = SP.expert if es == 1 else 0.0
+        gathers = 2 * m * (shard * 6 + P * 4)
+        reduces = m * (P * 6 + one_rank * 8) + (m - 1) * shard * 12
+        assert got == pytest.approx((gathers + reduces) / HBM, rel=1e-12), ep
+
+
 def test_clip_matches_the_measured_single_gpu_pass():
     """One H100, torch clip_grad_norm_ foreach over the 2,795,573,248 fp32 gradients of the
     8-layer Llama 3 8B-dims step: 12.4 ms measured (profile_s8b8-seq4096-mb1.json,

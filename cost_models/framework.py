@@ -46,6 +46,7 @@ PHYSICS_FIELDS = (
     "main_grads",
     "fsdp_copies",
     "zero3_16bit_shard",
+    "zero3_max_reuse_distance",
     "step_grad_copies",
     "moe_dispatch",
     "ep_dispatch_fp8",
@@ -272,6 +273,12 @@ _MEGATRON_PHYSICS = {
         "optim_grads_params (ZeRO-3), and a main_weight_buffer in main_params_dtype (fp32), "
         "distributed from optim up",
     ),
+    "zero3_max_reuse_distance": Setting(
+        None,
+        "megatron-core 0.19 distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py _post_forward: "
+        "'Release the module parameters after the forward pass to save memory' "
+        "(release_module_parameters; lazily only inside a recomputation forward)",
+    ),
     "step_grad_copies": Setting(
         "megatron",
         "megatron-core 0.19 optimizer/distrib_optimizer.py _copy_model_grads_to_main_grads: "
@@ -422,6 +429,13 @@ _TORCHTITAN_PHYSICS = {
         "bf16): the sharded parameter stays fp32 and the all-gather's copy-in casts it "
         "(torch/distributed/fsdp/_fully_shard/_fsdp_param.py all-gather inputs)",
     ),
+    "zero3_max_reuse_distance": Setting(
+        None,
+        "torchtitan/distributed/fsdp.py apply_fsdp: each transformer block under the policy's "
+        "reshard_after_forward ('default': True without PP), resharded in FSDP2's post_forward "
+        "(torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py); only [norm, lm_head] is "
+        "kept, 'since FSDP would prefetch them immediately': no reuse-distance rule",
+    ),
     "step_grad_copies": Setting(
         "none",
         "torch.optim.AdamW steps FSDP2's sharded fp32 parameters with the fp32 gradient shards "
@@ -529,6 +543,13 @@ _DEEPSPEED_PHYSICS = {
         "16-bit partitions of every parameter in lp_param_buffer; _create_fp32_partitions: "
         "their fp32 copies, fp32_partitioned_groups_flat, the optimizer's master",
     ),
+    "zero3_max_reuse_distance": Setting(
+        1_000_000_000,
+        "deepspeed/runtime/zero/config.py max_reuse_distance (stage3_max_reuse_distance) "
+        "default 1e9; zero/partitioned_param_coordinator.py __params_to_release keeps every "
+        "parameter that recurs in the trace within that many elements. The deepspeed export "
+        "writes it",
+    ),
     "step_grad_copies": Setting(
         "deepspeed",
         "fp16/fused_optimizer.py FP16_Optimizer.step (ZeRO-0): _flatten_dense_tensors over every "
@@ -598,6 +619,11 @@ _LLM_FOUNDRY_PHYSICS = {
         "PyTorch FSDP1 MixedPrecision (Composer's DEFAULT / PURE): the FlatParameter's shard "
         "stays fp32 (_local_shard) and the 16-bit copy is made for the all-gather "
         "(_mp_shard, freed after it)",
+    ),
+    "zero3_max_reuse_distance": Setting(
+        None,
+        "PyTorch FSDP1 FULL_SHARD: _post_forward reshards each FlatParameter after its forward "
+        "(torch/distributed/fsdp/_runtime_utils.py _post_forward -> _reshard)",
     ),
     "step_grad_copies": Setting(
         "none",

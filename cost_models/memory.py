@@ -283,8 +283,11 @@ def state_bytes(
     # at DP 1 was charged 16 B/param against 18, a saving with nothing sharded).
     z = zero_in_effect(sp, layout)
     if z == 3:
-        # the fp32 master (and 16-bit) shards; gather buffers hold <= 2 layers in bf16.
-        gather = min(2, sp.num_layers) * sp.largest_layer * weight_bytes
+        # the fp32 master (and 16-bit) shards; gather buffers hold <= 2 layers in bf16, or, where
+        # the framework keeps the stage's last layers gathered into the backward (DeepSpeed's
+        # reuse distance), that window at the backward start, the peak.
+        gather = min(2, sp.num_layers) * sp.largest_layer
+        gather = max(gather, zero3_reuse_window_elements(sp, layout, workload)) * weight_bytes
         return shard_bytes * sharded + gather, g * sharded, moments * sharded
     weights = weight_bytes * full
     shard_grads = z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, mode)
@@ -385,6 +388,38 @@ def step_grad_bytes(
             return grads + (BF16_BYTES + FP32_BYTES) * min(shard, DEEPSPEED_SUB_GROUP_ELEMENTS)
         return (2 * BF16_BYTES + FP32_BYTES) * shard
     return grads + FP32_BYTES * shard
+
+
+def zero3_reuse_window_elements(
+    sp: StageParams, layout: Layout, workload: Workload | None
+) -> float:
+    """Gathered elements of a ZeRO-3 stage that stay gathered from their forward to their
+    backward (Workload.zero3_max_reuse_distance, DeepSpeed's stage3_max_reuse_distance).
+    DeepSpeed releases a module's parameters after its use unless they recur within the next
+    `max_reuse_distance` elements of the trace (zero/partitioned_param_coordinator.py
+    __params_to_release: it walks the recorded submodule order from the current step, adding
+    each module's ds_numel). Between an element's forward and its backward the trace runs the
+    stage's later parameters twice (their forward, then their backward in reverse), three
+    times under full recompute of every layer (each recomputed forward precedes its backward),
+    so the elements within distance / 2 (/ 3) of the end of the forward stay: the last layers
+    and the LM head, up to the whole stage. The 5e7-element prefetch beyond the window
+    (stage3_prefetch_bucket_size) is not counted. 0 with no such rule or no ZeRO-3."""
+    if workload is None or workload.zero3_max_reuse_distance is None or layout.zero_stage != 3:
+        return 0.0
+    every_layer_recomputed = layout.recompute == "full" and layout.recompute_method != "block"
+    passes = 3 if every_layer_recomputed else 2
+    return min(sp.dense + sp.expert, workload.zero3_max_reuse_distance / passes)
+
+
+def zero3_backward_gather_share(
+    sp: StageParams, layout: Layout, workload: Workload | None
+) -> float:
+    """The share of a ZeRO-3 stage's parameters its backward gathers again: all but the window
+    zero3_reuse_window_elements keeps gathered (stage.stage_dp_parts, stage_dp_tier_s)."""
+    full = sp.dense + sp.expert
+    if full <= 0:
+        return 1.0
+    return 1.0 - zero3_reuse_window_elements(sp, layout, workload) / full
 
 
 def zero_in_effect(sp: StageParams, layout: Layout) -> int:

@@ -43,6 +43,7 @@ from .memory import (
     stage_params,
     state_bytes,
     weight_bytes,
+    zero3_backward_gather_share,
 )
 from .pipeline import (
     dualpipe_bubble_s,
@@ -352,6 +353,7 @@ class Pricer(StepBounds):
             dp_accumulation=w.dp_accumulation,
             grad_bytes=grad_bytes(w),
             gather_bytes=param_gather_bytes(w),
+            backward_gather_share=zero3_backward_gather_share(sp, lo, w),
         )
 
     def stage_dp_tier_s(
@@ -373,6 +375,7 @@ class Pricer(StepBounds):
             dp_accumulation=w.dp_accumulation,
             grad_bytes=grad_bytes(w),
             gather_bytes=param_gather_bytes(w),
+            backward_gather_share=zero3_backward_gather_share(sp, lo, w),
         )
 
     def stage_optimizer_s(self, lo: Layout, sp: StageParams) -> float:

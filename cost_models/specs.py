@@ -1191,6 +1191,16 @@ class Workload(InputSpec):
         "copy exists only inside the all-gather (PyTorch FSDP1 / FSDP2 mixed precision: "
         "torchtitan, llm-foundry). cost_models.memory.state_bytes",
     )
+    zero3_max_reuse_distance: PositiveInt | None = Field(
+        None,
+        description="under ZeRO-3, a gathered parameter whose next use comes within this many "
+        "gathered elements stays gathered instead of being released: DeepSpeed's "
+        "stage3_max_reuse_distance (1e9 by default; zero/partitioned_param_coordinator.py "
+        "__params_to_release), so a stage's last layers keep their parameters from the "
+        "forward to the backward, which gathers only the rest. null: every unit is released "
+        "after its forward (Megatron-FSDP _post_forward, FSDP1 / FSDP2). "
+        "cost_models.memory.zero3_reuse_window_elements",
+    )
     fsdp_copies: Literal["none", "fsdp2"] = Field(
         "none",
         description="the data-parallel framework's parameter and gradient copies around its "

@@ -855,13 +855,14 @@ def stage_dp_parts(
     dp_accumulation: str = "last_micro_batch",
     grad_bytes: int = GRAD_REDUCE_BYTES,
     gather_bytes: float = BF16_BYTES,
+    backward_gather_share: float = 1.0,
 ) -> DpExposure:
     """The exposed DP seconds per step of pipeline stage `stage` by cause (DpExposure: the
     traffic past its overlap window, the two edge buckets, the compute slowed beside the
     hidden rest; exposed_s their sum) with the link-busy total; compute_s is the stage's
     forward + backward per micro-batch, dp_sync Workload.dp_sync, dp_accumulation
-    Workload.dp_accumulation (how many times per step: dp_rounds). Also what the planner's
-    step-time lower bound (planner/search/bounds.py) and stage split (partition.py) read."""
+    Workload.dp_accumulation (how many times per step: dp_rounds; gather_passes). Also what
+    the planner's step-time lower bound (planner/search/bounds.py) and stage split read."""
     grads_t, gather_t = dp_tier_times_s(
         cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
         comm=comm, grad_bytes=grad_bytes, gather_bytes=gather_bytes,
@@ -869,7 +870,8 @@ def stage_dp_parts(
     grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
     reduces, gathers = dp_rounds(layout, m, dp_accumulation)
-    total = reduces * grads_s + gathers * gather_s
+    gather_rounds = gather_passes(layout, reduces, gathers, backward_gather_share)
+    total = reduces * grads_s + gather_rounds * gather_s
     beside_backward = True  # the step's last reduction runs beside the last backward
     first_gather = max(0.0, gather_s - fwd_mb)
     if dp_sync == "deepspeed" and layout.zero_stage in (1, 2):
@@ -890,8 +892,8 @@ def stage_dp_parts(
         exposed = reduces * grads_s + gathers * first_gather
         beside_backward = False
     elif layout.zero_stage == 3 and gathers == 2 * reduces:
-        # FSDP: gather before each forward and backward, reduce-scatter after each backward.
-        last_reduce = max(0.0, gather_s + grads_s - 2 * fwd_mb)
+        # FSDP: gather before each forward and backward (gather_passes), reduce-scatter after.
+        last_reduce = max(0.0, backward_gather_share * gather_s + grads_s - 2 * fwd_mb)
         exposed = reduces * (first_gather + last_reduce)
     elif reduces > 1:
         # Each micro-batch's reduction overlaps its own backward, as ZeRO-3's does; a gather per
@@ -952,6 +954,7 @@ def stage_dp_tier_s(
     dp_accumulation: str = "last_micro_batch",
     grad_bytes: int = GRAD_REDUCE_BYTES,
     gather_bytes: float = BF16_BYTES,
+    backward_gather_share: float = 1.0,
 ) -> list[float]:
     """stage_dp_parts' link-busy seconds per step, split by tier (the shared embedding's
     all-reduce included)."""
@@ -963,9 +966,19 @@ def stage_dp_tier_s(
         cluster, layout, sp, span, dp_sync=dp_sync, comm=comm, grad_bytes=grad_bytes
     )
     reduces, gathers = dp_rounds(layout, m, dp_accumulation)
+    gathers = gather_passes(layout, reduces, gathers, backward_gather_share)
     return [
         reduces * g + gathers * a + e for g, a, e in zip(grads, gather, sync, strict=True)
     ]
+
+
+def gather_passes(layout: Layout, reduces: int, gathers: int, backward_share: float) -> float:
+    """Whole-stage parameter gathers per step: dp_rounds' count, where a ZeRO-3 that gathers
+    before each forward and backward re-gathers only `backward_share` of the stage for each
+    backward (memory.zero3_backward_gather_share: DeepSpeed keeps its reuse window)."""
+    if layout.zero_stage == 3 and gathers == 2 * reduces:
+        return reduces * (1.0 + backward_share)
+    return gathers
 
 
 def optimizer_bytes_per_param(

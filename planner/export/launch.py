@@ -1056,6 +1056,12 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
         # so the config says false there rather than ask for what will not run.
         overlap = {"overlap_comm": lo.pp == 1, "contiguous_gradients": True}
         config["zero_optimization"].update(overlap)
+    if lo.zero_stage == 3:
+        # The reuse window the memory and DP models price (memory.zero3_reuse_window_elements:
+        # the last layers kept gathered into the backward), written rather than left to the
+        # default; 0 releases every module after its use (partitioned_param_coordinator.py).
+        reuse = workload.zero3_max_reuse_distance or 0
+        config["zero_optimization"]["stage3_max_reuse_distance"] = reuse
     if workload.dp_bucket_elements is not None:
         if lo.zero_stage == 0:
             raise _refuse(

@@ -586,6 +586,8 @@ def check_deepspeed(result: PlanResult, index: int, fake_world) -> None:
     if lo.zero_stage:
         assert cfg.zero_config.overlap_comm is (lo.pp == 1)
         assert cfg.zero_config.contiguous_gradients is True
+    if lo.zero_stage == 3:  # the reuse window the memory and DP models price
+        assert cfg.zero_config.max_reuse_distance == (result.workload.zero3_max_reuse_distance or 0)
     ours = groups_of(result)
     for axis, ds in (("tp", "model"), ("dp", "data"), ("pp", "pipe")):
         assert _sorted(topo.get_axis_comm_lists(ds)) == ours[axis] or getattr(lo, axis) == 1

@@ -152,14 +152,16 @@ def test_the_peak_phase_is_named_and_the_reports_say_it():
 def test_zero3_keeps_a_16bit_shard_in_megatron_fsdp_and_deepspeed_only():
     """Workload.zero3_16bit_shard per profile: Megatron-FSDP's model_weight_buffer and
     DeepSpeed's lp_param_buffer sit beside the fp32 master (6 B per shard element); torch FSDP
-    (torchtitan, llm-foundry) keeps the fp32 shard only (4 B)."""
+    (torchtitan, llm-foundry) keeps the fp32 shard only (4 B). Gathered beside them: two
+    layers, or DeepSpeed's reuse window, the last 5e8 elements of the stage (1e9 / 2,
+    memory.zero3_reuse_window_elements), larger here than two layers (2.5e8)."""
     lo = layout(dp=8, zero_stage=3)
-    gather = 2 * SP.largest_layer * 2
-    for p, per_element in (
-        (framework.MEGATRON, 6),
-        (framework.DEEPSPEED, 6),
-        (framework.TORCHTITAN, 4),
-        (framework.LLM_FOUNDRY, 4),
+    two_layers, window = 2 * SP.largest_layer * 2, 5e8 * 2
+    for p, per_element, gather in (
+        (framework.MEGATRON, 6, two_layers),
+        (framework.DEEPSPEED, 6, window),
+        (framework.TORCHTITAN, 4, two_layers),
+        (framework.LLM_FOUNDRY, 4, two_layers),
     ):
         w = p.workload(workload())
         assert state_bytes(SP, lo, 1, w)[0] == per_element * P / 8 + gather, p.name

@@ -1,0 +1,111 @@
+"""DeepSpeed ZeRO-3's reuse window (Workload.zero3_max_reuse_distance): a gathered parameter
+that recurs within stage3_max_reuse_distance elements of the trace is not released
+(deepspeed/runtime/zero/partitioned_param_coordinator.py __params_to_release), so a stage's
+last layers stay gathered from their forward to their backward: more memory at the backward
+start, less gathering in the backward. Expected values by hand."""
+
+from __future__ import annotations
+
+import pytest
+from factories import cluster, dense_model, layout, workload
+
+from cost_models import framework
+from cost_models.memory import (
+    StageParams,
+    state_bytes,
+    zero3_backward_gather_share,
+    zero3_reuse_window_elements,
+)
+from cost_models.pricer import Pricer
+
+P = 1e9  # parameters on the stage (after TP)
+SP = StageParams(dense=P, expert=0.0, largest_layer=P / 16, num_layers=16)
+
+
+def ds(**over):
+    return framework.DEEPSPEED.workload(workload(**over))
+
+
+@pytest.mark.parametrize(
+    "over, passes",
+    [
+        ({}, 2),
+        ({"recompute": "selective"}, 2),
+        # every layer's recomputed forward runs before its backward: a third pass
+        ({"recompute": "full"}, 3),
+        # block recompute redoes only the first layers; the window is the last ones
+        ({"recompute": "full", "recompute_method": "block", "recompute_num_layers": 4}, 2),
+    ],
+)
+def test_window_is_the_reuse_distance_over_the_passes_between_uses(over, passes):
+    lo = layout(dp=8, zero_stage=3, **over)
+    w = ds()
+    assert w.zero3_max_reuse_distance == 1_000_000_000  # DeepSpeed's default
+    window = 1e9 / passes
+    assert zero3_reuse_window_elements(SP, lo, w) == pytest.approx(window)
+    assert zero3_backward_gather_share(SP, lo, w) == pytest.approx(1 - window / P)
+    # memory: the 16-bit and fp32 shards (6 B per shard element) and the window gathered in
+    # bf16, larger than the two layers (1.25e8 elements) priced without it
+    assert state_bytes(SP, lo, 1, w)[0] == pytest.approx(6 * P / 8 + 2 * window)
+
+
+def test_a_small_stage_stays_gathered_whole_and_other_frameworks_release():
+    small = StageParams(dense=2e8, expert=0.0, largest_layer=2.5e7, num_layers=8)
+    lo = layout(dp=8, zero_stage=3)
+    assert zero3_reuse_window_elements(small, lo, ds()) == 2e8
+    assert zero3_backward_gather_share(small, lo, ds()) == 0.0
+    for p in (framework.MEGATRON, framework.TORCHTITAN, framework.LLM_FOUNDRY):
+        w = p.workload(workload())
+        assert w.zero3_max_reuse_distance is None, p.name
+        assert zero3_reuse_window_elements(SP, lo, w) == 0.0
+        assert zero3_backward_gather_share(SP, lo, w) == 1.0
+    # only ZeRO-3 gathers per use
+    assert zero3_reuse_window_elements(SP, layout(dp=8, zero_stage=1), ds()) == 0.0
+    # a stated distance wins over the profile's; a smaller one, a smaller window
+    mine = framework.DEEPSPEED.workload(workload(zero3_max_reuse_distance=100_000_000))
+    assert zero3_reuse_window_elements(SP, lo, mine) == pytest.approx(5e7)
+
+
+def test_the_backward_gathers_only_what_the_forward_released():
+    """The DP link time of a DeepSpeed ZeRO-3 step: per micro-batch one reduce-scatter, one
+    gather for the forward and (1 - window / stage) of one for the backward. The test model
+    at TP 8 holds 1.0e9 parameters a rank, its window 5e8: the backward gathers half."""
+    model, c = dense_model(), cluster(num_gpus=64)
+    lo = layout(tp=8, dp=8, zero_stage=3)
+    kept = Pricer(model, c, ds(global_batch=16)).estimate(lo)
+    none = Pricer(model, c, ds(global_batch=16, zero3_max_reuse_distance=None))
+    released = none.estimate(lo)
+    sp = none.stage_params(lo, (model.num_layers, 0), 0)
+    share = 1 - 5e8 / (sp.dense + sp.expert)
+    assert 0.4 < share < 0.6
+    # link time per step m (g + 2a) without the window, m (g + a) with a window over the whole
+    # stage, m (g + (1 + share) a) with DeepSpeed's
+    whole = Pricer(model, c, ds(global_batch=16, zero3_max_reuse_distance=10**12)).estimate(lo)
+    busy_kept = kept.dp_exposure["link_busy_s"]
+    busy_released = released.dp_exposure["link_busy_s"]
+    gather_s = busy_released - whole.dp_exposure["link_busy_s"]  # m a
+    assert gather_s > 0
+    assert busy_kept == pytest.approx(busy_released - (1 - share) * gather_s, rel=1e-12)
+    assert kept.step_time_s < released.step_time_s
+    # and the peak holds the window: 5e8 bf16 elements where two layers were priced
+    two_layers = 2 * sp.largest_layer * 2
+    assert kept.peak_memory_gib - released.peak_memory_gib == pytest.approx(
+        (5e8 * 2 - two_layers) / 2**30, rel=1e-6
+    )
+
+
+def test_the_deepspeed_export_writes_the_priced_distance():
+    from factories import result_for
+
+    from planner.export import plan_exports
+
+    lo = layout(tp=1, dp=8, zero_stage=3)
+    for distance, written in ((1_000_000_000, 1_000_000_000), (None, 0)):
+        w = ds(global_batch=16, zero3_max_reuse_distance=distance)
+        config = plan_exports.to_deepspeed_config(result_for(dense_model(), cluster(8), w, lo))
+        assert config["zero_optimization"]["stage3_max_reuse_distance"] == written
+    zero1 = result_for(dense_model(), cluster(8), ds(global_batch=16), layout(dp=8, zero_stage=1))
+    assert (
+        "stage3_max_reuse_distance"
+        not in plan_exports.to_deepspeed_config(zero1)["zero_optimization"]
+    )

@@ -47,6 +47,7 @@ PHYSICS_FIELDS = (
     "fsdp_copies",
     "zero3_16bit_shard",
     "zero3_max_reuse_distance",
+    "zero3_prefetch_elements",
     "step_grad_copies",
     "moe_dispatch",
     "ep_dispatch_fp8",
@@ -279,6 +280,14 @@ _MEGATRON_PHYSICS = {
         "'Release the module parameters after the forward pass to save memory' "
         "(release_module_parameters; lazily only inside a recomputation forward)",
     ),
+    "zero3_prefetch_elements": Setting(
+        500_000_000,
+        "megatron-core 0.19 megatron_fsdp.py: suggested_communication_unit_size unset under "
+        "optim_grads_params -> 2 x the mean FSDP unit, capped below at 1e9 elements; "
+        "suggested_AG_prefetch_size = half of it; param_and_grad_buffer.py all_gather_params "
+        "extends the gathered buckets with whole bucket groups until the prefetched elements "
+        "reach it (fsdp_double_buffer, which stops at two units, is off unless --nccl-ub)",
+    ),
     "step_grad_copies": Setting(
         "megatron",
         "megatron-core 0.19 optimizer/distrib_optimizer.py _copy_model_grads_to_main_grads: "
@@ -436,6 +445,12 @@ _TORCHTITAN_PHYSICS = {
         "(torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py); only [norm, lm_head] is "
         "kept, 'since FSDP would prefetch them immediately': no reuse-distance rule",
     ),
+    "zero3_prefetch_elements": Setting(
+        None,
+        "FSDP2's implicit prefetch: the next unit's all-gather issued before the current "
+        "unit's compute (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py), one unit "
+        "ahead",
+    ),
     "step_grad_copies": Setting(
         "none",
         "torch.optim.AdamW steps FSDP2's sharded fp32 parameters with the fp32 gradient shards "
@@ -550,6 +565,11 @@ _DEEPSPEED_PHYSICS = {
         "parameter that recurs in the trace within that many elements. The deepspeed export "
         "writes it",
     ),
+    "zero3_prefetch_elements": Setting(
+        None,
+        "deepspeed/runtime/zero/config.py prefetch_bucket_size (stage3_prefetch_bucket_size) "
+        "5e7 elements, under one layer of the models priced: the next module's parameters",
+    ),
     "step_grad_copies": Setting(
         "deepspeed",
         "fp16/fused_optimizer.py FP16_Optimizer.step (ZeRO-0): _flatten_dense_tensors over every "
@@ -624,6 +644,11 @@ _LLM_FOUNDRY_PHYSICS = {
         None,
         "PyTorch FSDP1 FULL_SHARD: _post_forward reshards each FlatParameter after its forward "
         "(torch/distributed/fsdp/_runtime_utils.py _post_forward -> _reshard)",
+    ),
+    "zero3_prefetch_elements": Setting(
+        None,
+        "PyTorch FSDP1 backward_prefetch BACKWARD_PRE (Composer's default) and forward_prefetch: "
+        "the next FlatParameter only (torch/distributed/fsdp/_runtime_utils.py _prefetch_handle)",
     ),
     "step_grad_copies": Setting(
         "none",

@@ -15,6 +15,7 @@ written per stored tensor so that GQA, MLA, gated MLPs and MoE are covered, with
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -283,11 +284,14 @@ def state_bytes(
     # at DP 1 was charged 16 B/param against 18, a saving with nothing sharded).
     z = zero_in_effect(sp, layout)
     if z == 3:
-        # the fp32 master (and 16-bit) shards; gather buffers hold <= 2 layers in bf16, or, where
+        # the fp32 master (and 16-bit) shards; gather buffers hold the running layer and those
+        # gathered ahead (zero3_gathered_elements), or, where
         # the framework keeps the stage's last layers gathered into the backward (DeepSpeed's
         # reuse distance), that window at the backward start, the peak.
-        gather = min(2, sp.num_layers) * sp.largest_layer
-        gather = max(gather, zero3_reuse_window_elements(sp, layout, workload)) * weight_bytes
+        gather = max(
+            zero3_gathered_elements(sp, workload),
+            zero3_reuse_window_elements(sp, layout, workload),
+        ) * weight_bytes
         return shard_bytes * sharded + gather, g * sharded, moments * sharded
     weights = weight_bytes * full
     shard_grads = z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, mode)
@@ -388,6 +392,19 @@ def step_grad_bytes(
             return grads + (BF16_BYTES + FP32_BYTES) * min(shard, DEEPSPEED_SUB_GROUP_ELEMENTS)
         return (2 * BF16_BYTES + FP32_BYTES) * shard
     return grads + FP32_BYTES * shard
+
+
+def zero3_gathered_elements(sp: StageParams, workload: Workload | None) -> float:
+    """Elements a ZeRO-3 stage holds gathered around its running layer: that layer and the
+    units gathered ahead of it (Workload.zero3_prefetch_elements: whole units until at least
+    that many elements, at least one; Megatron-FSDP's all_gather_params), at most the stage's
+    layers. The units are the stage's largest layer (a dense stage's layers are one size)."""
+    layer = sp.largest_layer
+    ahead = 1
+    prefetch = None if workload is None else workload.zero3_prefetch_elements
+    if prefetch is not None and layer > 0:
+        ahead = max(1, math.ceil(prefetch / layer))
+    return min(1 + ahead, sp.num_layers) * layer
 
 
 def zero3_reuse_window_elements(

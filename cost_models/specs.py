@@ -1201,6 +1201,16 @@ class Workload(InputSpec):
         "after its forward (Megatron-FSDP _post_forward, FSDP1 / FSDP2). "
         "cost_models.memory.zero3_reuse_window_elements",
     )
+    zero3_prefetch_elements: PositiveInt | None = Field(
+        500_000_000,
+        description="under ZeRO-3, how far the framework gathers ahead of the running unit: "
+        "whole units until at least this many elements, or one unit where that is larger "
+        "(Megatron-FSDP's suggested_AG_prefetch_size, max(1e9, 2 x the mean unit) / 2 when "
+        "suggested_communication_unit_size is unset: megatron_fsdp.py, "
+        "param_and_grad_buffer.py all_gather_params). null: one unit ahead (FSDP2's implicit "
+        "prefetch, FSDP1's BACKWARD_PRE, DeepSpeed's 5e7-element prefetch bucket). Default: "
+        "Megatron's. cost_models.memory.zero3_gathered_elements",
+    )
     fsdp_copies: Literal["none", "fsdp2"] = Field(
         "none",
         description="the data-parallel framework's parameter and gradient copies around its "

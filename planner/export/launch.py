@@ -461,12 +461,37 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
         # Megatron-FSDP; validate_args requires the fsdp_dtensor checkpoint format with it.
         args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy]
         args += ["--ckpt-format", "fsdp_dtensor"]
+        args += _megatron_fsdp_prefetch(workload, lo)
     elif lo.zero_stage >= 1:
         # The distributed optimizer shards optimizer state and reduce-scatters gradients.
         args.append("--use-distributed-optimizer")
     args += _megatron_dp_overlap(lo, workload) + _megatron_loss(workload)
     args += _megatron_precision(workload)
     return args
+
+
+MEGATRON_FSDP_PREFETCH = 500_000_000
+"""Megatron-FSDP's all-gather prefetch with suggested_communication_unit_size unset: half of
+max(1e9, 2 x the mean unit) (megatron_fsdp.py), the megatron profile's
+Workload.zero3_prefetch_elements."""
+
+
+def _megatron_fsdp_prefetch(workload: Workload, lo: Layout) -> list[str]:
+    """The ZeRO-3 prefetch the plan priced (memory.zero3_gathered_elements): Megatron-FSDP's
+    default needs no flag; another size is --suggested-communication-unit-size, twice it
+    (megatron_fsdp.py: suggested_AG_prefetch_size = the unit size // 2; the reduce-scatter
+    queue takes the same capacity). Megatron-FSDP always prefetches, so a plan priced with one
+    unit ahead only (FSDP's) cannot be launched as priced."""
+    prefetch = workload.zero3_prefetch_elements
+    if lo.zero_stage != 3 or prefetch == MEGATRON_FSDP_PREFETCH:
+        return []
+    if prefetch is None:
+        raise _refuse(
+            "megatron",
+            "zero3_prefetch_elements null (one unit gathered ahead): Megatron-FSDP gathers "
+            "whole units until its suggested_AG_prefetch_size; state the elements instead",
+        )
+    return ["--suggested-communication-unit-size", str(2 * prefetch)]
 
 
 def _megatron_tp_overlap(workload: Workload, lo: Layout) -> list[str]:

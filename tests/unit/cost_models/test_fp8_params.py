@@ -51,9 +51,10 @@ def test_state_bytes_weights_at_fp8() -> None:
     w, g, o = state_bytes(sp, lo, 4, FP8_PARAMS, weight_bytes=1)
     assert (w, g, o) == (1000, 4 * 1000, 12 * 1000 / 8)  # gradients and optimizer unchanged
     z3 = lo.model_copy(update={"zero_stage": 3})
-    # ZeRO-3: fp32 master shard + Megatron-FSDP's 1 B (uint8) model-weight shard + two gathered
-    # layers, now at 1 B
-    assert state_bytes(sp, z3, 4, FP8_PARAMS, weight_bytes=1)[0] == (4 + 1) * 1000 / 8 + 2 * 100
+    # ZeRO-3: fp32 master shard + Megatron-FSDP's 1 B (uint8) model-weight shard + the gathered
+    # layers, now at 1 B: all 4 of this small stage (its prefetch gathers whole layers until
+    # 5e8 elements, memory.zero3_gathered_elements)
+    assert state_bytes(sp, z3, 4, FP8_PARAMS, weight_bytes=1)[0] == (4 + 1) * 1000 / 8 + 4 * 100
 
 
 def test_optimizer_writes_the_fp8_shard() -> None:

@@ -99,7 +99,11 @@ def test_zero3_with_pp_memory_holds_unsharded_weights_and_fp32_grads():
     fp32 gradient accumulators (4 B x P), Adam's moments on the shard (8 B x P/8)."""
     # torchtitan's FSDP2: the fp32 shard is the parameter (no 16-bit shard beside it)
     w = Workload(
-        seq_len=4096, global_batch_seqs=64, dp_accumulation=TT, zero3_16bit_shard=False
+        seq_len=4096,
+        global_batch_seqs=64,
+        dp_accumulation=TT,
+        zero3_16bit_shard=False,
+        zero3_prefetch_elements=None,
     )
     weights, grads, optim = state_bytes(SP, Layout(dp=8, pp=2, zero_stage=3), 4, w)
     assert (weights, grads, optim) == pytest.approx((4 * P / 8 + 2 * P, 4 * P, 8 * P / 8))

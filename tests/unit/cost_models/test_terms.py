@@ -101,7 +101,11 @@ def test_zero_state_bytes():
     # the fp32 master and the 16-bit shard (Workload.zero3_16bit_shard, Megatron's default)
     assert (w, g, o) == ((4 + 2) * 2.5e8 + 2 * 1e8 * 2, 1e9, 2e9)
     no16 = Workload(seq_len=4096, global_batch_seqs=64, zero3_16bit_shard=False)
-    assert state_bytes(sp, Layout(dp=4, zero_stage=3), 1, no16)[0] == 1e9 + 2 * 1e8 * 2
+    # with a workload, Megatron-FSDP's prefetch (Workload.zero3_prefetch_elements, 5e8): the
+    # running layer and the 5 gathered ahead of it; one ahead without it
+    assert state_bytes(sp, Layout(dp=4, zero_stage=3), 1, no16)[0] == 1e9 + 6 * 1e8 * 2
+    one = no16.model_copy(update={"zero3_prefetch_elements": None})
+    assert state_bytes(sp, Layout(dp=4, zero_stage=3), 1, one)[0] == 1e9 + 2 * 1e8 * 2
 
 
 def test_activation_bytes_by_hand():

@@ -109,3 +109,54 @@ def test_the_deepspeed_export_writes_the_priced_distance():
         "stage3_max_reuse_distance"
         not in plan_exports.to_deepspeed_config(zero1)["zero_optimization"]
     )
+
+
+@pytest.mark.parametrize(
+    "layer, layers, gathered",
+    [
+        (1e8, 16, 6e8),  # the running layer and 5 more to reach 5e8
+        (2.18e8, 32, 4 * 2.18e8),  # Llama 3 8B's layers at TP 1: 3 ahead (6.5e8 >= 5e8)
+        (8.6e8, 80, 2 * 8.6e8),  # a layer past 5e8 (Llama 3 70B at TP 1): one ahead
+        (1e8, 4, 4e8),  # no more than the stage holds
+    ],
+)
+def test_megatron_fsdp_gathers_whole_layers_ahead_until_its_prefetch_size(layer, layers, gathered):
+    """Megatron-FSDP extends each all-gather with whole units until the prefetched elements
+    reach suggested_AG_prefetch_size, max(1e9, 2 x mean unit) / 2 (megatron_fsdp.py,
+    param_and_grad_buffer.py all_gather_params); FSDP1, FSDP2 and DeepSpeed gather one unit
+    ahead. memory.zero3_gathered_elements, in the ZeRO-3 weights of state_bytes."""
+    from cost_models.memory import zero3_gathered_elements
+
+    sp = StageParams(dense=layer * layers, expert=0.0, largest_layer=layer, num_layers=layers)
+    megatron = framework.MEGATRON.workload(workload())
+    assert megatron.zero3_prefetch_elements == 500_000_000
+    assert zero3_gathered_elements(sp, megatron) == pytest.approx(gathered)
+    for p in (framework.TORCHTITAN, framework.DEEPSPEED, framework.LLM_FOUNDRY):
+        w = p.workload(workload())
+        assert w.zero3_prefetch_elements is None, p.name
+        assert zero3_gathered_elements(sp, w) == min(2, layers) * layer
+    shard = 6 * layer * layers / 8
+    lo = layout(dp=8, zero_stage=3)
+    assert state_bytes(sp, lo, 1, megatron)[0] == pytest.approx(shard + 2 * gathered)
+
+
+def test_the_megatron_export_launches_the_priced_prefetch():
+    """Megatron-FSDP's default prefetch needs no flag; another size is written as
+    --suggested-communication-unit-size (twice it: megatron_fsdp.py halves it for the
+    all-gather), and one unit ahead, which Megatron-FSDP cannot run, is refused."""
+    from factories import result_for
+
+    from cost_models.errors import InvalidInput
+    from planner.export import plan_exports
+
+    lo, flag = layout(tp=1, dp=8, zero_stage=3), "--suggested-communication-unit-size"
+
+    def args(**over):
+        w = framework.MEGATRON.workload(workload(global_batch=16, **over))
+        return plan_exports.to_megatron_args(result_for(dense_model(), cluster(8), w, lo))
+
+    assert flag not in args()
+    got = args(zero3_prefetch_elements=250_000_000)
+    assert got[got.index(flag) + 1] == "500000000"
+    with pytest.raises(InvalidInput, match="zero3_prefetch_elements null"):
+        args(zero3_prefetch_elements=None)

@@ -1353,7 +1353,8 @@ class Workload(InputSpec):
     memory_phases: Literal["additive", "fsdp2"] = Field(
         "additive",
         description="how a ZeRO-3 stage's peak is composed (cost_models.memory.state_bytes, "
-        "stage.stage_activation_bytes): 'additive' adds states, two gathered layers, kept "
+        "stage.stage_activation_bytes): 'additive' adds states, the gathered layers "
+        "(memory.zero3_gathered_elements, zero3_reuse_window_elements), kept "
         "activations, the loss and a checkpoint's rebuild; 'fsdp2' (torch fully_shard) follows "
         "the step's phases: fp32 sharded parameters (no resident bf16 copy, also on a one-rank "
         "group), the units FSDP2 leaves unsharded through the loss, the loss and a "

@@ -407,6 +407,34 @@ def zero3_gathered_elements(sp: StageParams, workload: Workload | None) -> float
     return min(1 + ahead, sp.num_layers) * layer
 
 
+def grad_queue_bytes(
+    sp: StageParams, layout: Layout, workload: Workload | None, freed_per_layer: float
+) -> float:
+    """Bytes a ZeRO-3 stage's backward holds above its start in unsharded gradient buckets
+    waiting for their reduce-scatter, net of the activations the finished layers freed, where
+    the framework queues them (Megatron-FSDP: the Workload.zero3_prefetch_elements knob, the
+    one suggested_communication_unit_size sets both from; None elsewhere).
+
+    Each FSDP unit's backward fills an unsharded gradient bucket in the gradient dtype
+    (param_and_grad_buffer.py fetch_bucket, then reduce_scatter_tensor into the shard);
+    wait_for_previous_grad_reduce frees queued buckets only while their elements exceed
+    suggested_RS_queue_capacity, C = max(1e9, 2 x the mean unit) unset (megatron_fsdp.py): 2 x
+    max(prefetch, layer) here (a stated suggested_communication_unit_size is C itself, so a
+    stated prefetch under one layer is priced with a larger queue than it runs). During a layer's backward the queue (<= C after the pops), the
+    bucket just reduced and its own bucket are alive: K = floor(C / layer) + 2 buckets at most.
+    After k layers' backward, k buckets (up to K) of `layer` elements against k - 1 layers'
+    activations freed (`freed_per_layer`, one micro-batch's): the larger of one bucket and K
+    buckets less K - 1 layers. 0 where no such queue applies."""
+    prefetch = None if workload is None else workload.zero3_prefetch_elements
+    layer, n = sp.largest_layer, sp.num_layers
+    if prefetch is None or zero_in_effect(sp, layout) != 3 or layer <= 0 or n == 0:
+        return 0.0
+    per_bucket = layer * grad_bytes(workload)
+    capacity = 2 * max(prefetch, layer)
+    k = min(n, math.floor(capacity / layer) + 2)
+    return max(per_bucket, k * per_bucket - (k - 1) * freed_per_layer)
+
+
 def zero3_reuse_window_elements(
     sp: StageParams, layout: Layout, workload: Workload | None
 ) -> float:

@@ -1209,7 +1209,8 @@ class Workload(InputSpec):
         "suggested_communication_unit_size is unset: megatron_fsdp.py, "
         "param_and_grad_buffer.py all_gather_params). null: one unit ahead (FSDP2's implicit "
         "prefetch, FSDP1's BACKWARD_PRE, DeepSpeed's 5e7-element prefetch bucket). Default: "
-        "Megatron's. cost_models.memory.zero3_gathered_elements",
+        "Megatron's. The same Megatron knob sizes the backward's gradient reduce-scatter "
+        "queue (memory.grad_queue_bytes). cost_models.memory.zero3_gathered_elements",
     )
     fsdp_copies: Literal["none", "fsdp2"] = Field(
         "none",

@@ -44,6 +44,7 @@ from .memory import (
     fsdp2_end_of_backward_bytes,
     fsdp2_phased,
     grad_bytes,
+    grad_queue_bytes,
     kept_outputs_bytes,
     logits_bytes,
     moment_bytes,
@@ -1283,8 +1284,15 @@ def stage_peak(
     acts, buffers, weights, grads, optim = parts
     if layout.zero_stage == 3 and layout.pp > 1:  # defers_to_last_backward needs both
         weights -= deferred_weights_credit(workload, layout, sp, counts, layer_acts_of())
+    queue = 0.0
+    if layout.zero_stage == 3 and workload.zero3_prefetch_elements is not None and sum(counts):
+        # the smallest layer of the stage's kinds frees the least: non-increasing as kinds
+        # are added, so the stage's memory stays non-decreasing in each count
+        layer_acts = layer_acts_of()
+        freed = min(layer_acts.own.of(k) for k, n in ((False, counts[0]), (True, counts[1])) if n)
+        queue = grad_queue_bytes(sp, layout, workload, freed)
     parts = (acts, buffers, weights, grads, optim)
-    grads, phase = peak_grads(workload, layout, sp, parts, num_microbatches)
+    grads, phase = peak_grads(workload, layout, sp, parts, num_microbatches, queue)
     return (acts, buffers, weights, grads, optim), phase
 
 
@@ -1315,6 +1323,7 @@ def peak_grads(
     sp: StageParams,
     parts: tuple[float, float, float, float, float],
     num_microbatches: int,
+    queue: float = 0.0,
 ) -> tuple[float, PeakPhase]:
     """The gradient bytes to report at a stage's peak and the phase that holds it, given
     (activations, buffers, weights, gradients, optimizer) at its backward start. Two later
@@ -1324,9 +1333,11 @@ def peak_grads(
       (memory.fsdp2_end_of_backward_bytes: every gradient and the last unit's reduce buffers,
       no activations; not where every gradient is unsharded already, memory.state_bytes);
     - the optimizer step (memory.step_grad_bytes): weights, optimizer states and the
-      gradients with their fp32 copies, after the activations and buffers are freed."""
+      gradients with their fp32 copies, after the activations and buffers are freed.
+    `queue` (memory.grad_queue_bytes) is what the backward's queued unsharded gradient buckets
+    add over its start, net of the activations freed by then: still the backward phase."""
     acts, buffers, weights, grads, optim = parts
-    start = acts + buffers + weights + grads + optim
+    start = acts + buffers + weights + grads + optim + queue
     end = start
     fsdp2 = workload.memory_phases == "fsdp2" and fsdp2_phased(layout)
     if fsdp2 and not defers_to_last_backward(layout, workload.dp_accumulation):
@@ -1337,7 +1348,7 @@ def peak_grads(
         phase = "optimizer_step"
     elif end > start:
         phase = "end_of_backward"
-    return grads + max(0.0, end - start, step - start), phase
+    return grads + queue + max(0.0, end - start, step - start), phase
 
 
 def stage_activation_bytes(

@@ -37,7 +37,8 @@ SP = StageParams(
 
 
 def fsdp2(**over):
-    return workload(memory_phases="fsdp2", **over)
+    # FSDP2 gathers one unit ahead and queues no gradient buckets (Megatron-FSDP's knob off)
+    return workload(memory_phases="fsdp2", zero3_prefetch_elements=None, **over)
 
 
 def test_one_rank_fsdp2_keeps_fp32_shards_and_the_root_unsharded():

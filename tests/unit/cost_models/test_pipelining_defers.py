@@ -218,7 +218,12 @@ def test_stage_peak_takes_the_credit_once_on_hand_bytes():
     from cost_models.terms import ByKind
 
     sp = StageParams(dense=1e9, expert=0.0, largest_layer=2.5e8, num_layers=4)
-    w = Workload(seq_len=4096, global_batch_seqs=64, dp_accumulation="every_micro_batch")
+    w = Workload(
+        seq_len=4096,
+        global_batch_seqs=64,
+        dp_accumulation="every_micro_batch",
+        zero3_prefetch_elements=None,  # FSDP2's: no Megatron-FSDP gradient queue
+    )
     lo = Layout(dp=8, pp=2, zero_stage=3, micro_batch=1)
     parts = (1.0, 2.0, 10e9, 3.0, 4.0)
 

@@ -160,3 +160,40 @@ def test_the_megatron_export_launches_the_priced_prefetch():
     assert got[got.index(flag) + 1] == "500000000"
     with pytest.raises(InvalidInput, match="zero3_prefetch_elements null"):
         args(zero3_prefetch_elements=None)
+
+
+@pytest.mark.parametrize(
+    "layer, freed, expected",
+    [
+        # 4.28e8 (Llama 3 70B at TP 2): capacity 1e9 -> 2 queued + the reduced + the filling
+        # bucket = 4, fp32: 4 x 1.712e9 B, less 3 layers' freed activations
+        (4.28e8, 1e8, 4 * 4.28e8 * 4 - 3 * 1e8),
+        # 8.6e8 (TP 1): capacity 2 x 8.6e8 -> 2 + 2 = 4 buckets
+        (8.6e8, 1e8, 4 * 8.6e8 * 4 - 3 * 1e8),
+        # activations that outweigh a bucket: the first bucket is the backward's top
+        (4.28e8, 1e10, 4.28e8 * 4),
+    ],
+)
+def test_megatron_fsdp_backward_holds_its_queued_gradient_buckets(layer, freed, expected):
+    """Megatron-FSDP queues each unit's unsharded fp32 gradient bucket for its reduce-scatter
+    and frees queued buckets only past suggested_RS_queue_capacity, max(1e9, 2 x mean unit)
+    (megatron_fsdp.py wait_for_previous_grad_reduce): memory.grad_queue_bytes, the backward's
+    excess over its start. FSDP2, FSDP1 and DeepSpeed have no such queue."""
+    from cost_models.memory import grad_queue_bytes
+    from cost_models.stage import LayerActivations, stage_peak
+    from cost_models.terms import ByKind
+
+    sp = StageParams(dense=layer * 40, expert=0.0, largest_layer=layer, num_layers=40)
+    lo = layout(tp=2, dp=8, zero_stage=3)
+    megatron = framework.MEGATRON.workload(workload())
+    assert grad_queue_bytes(sp, lo, megatron, freed) == pytest.approx(expected)
+    for p in (framework.TORCHTITAN, framework.DEEPSPEED, framework.LLM_FOUNDRY):
+        assert grad_queue_bytes(sp, lo, p.workload(workload()), freed) == 0.0
+    assert grad_queue_bytes(sp, layout(tp=2, dp=8, zero_stage=1), megatron, freed) == 0.0
+    # a stage's peak: the backward start plus the queue, charged to the gradients, still the
+    # backward phase
+    acts = LayerActivations(own=ByKind(freed, None), none=ByKind(freed, None))
+    parts = (5e10, 1.0, 2.0, 3.0, 4.0)
+    got, phase = stage_peak(megatron, lo, sp, (40, 0), lambda: acts, parts, 1)
+    assert phase == "backward"
+    assert got == pytest.approx((5e10, 1.0, 2.0, 3.0 + expected, 4.0))

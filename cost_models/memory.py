@@ -285,9 +285,9 @@ def state_bytes(
     z = zero_in_effect(sp, layout)
     if z == 3:
         # the fp32 master (and 16-bit) shards; gather buffers hold the running layer and those
-        # gathered ahead (zero3_gathered_elements), or, where
-        # the framework keeps the stage's last layers gathered into the backward (DeepSpeed's
-        # reuse distance), that window at the backward start, the peak.
+        # gathered ahead (zero3_gathered_elements), or, where the framework keeps the stage's
+        # last layers gathered into the backward (DeepSpeed's reuse distance), that window at
+        # the backward start, the peak.
         gather = max(
             zero3_gathered_elements(sp, workload),
             zero3_reuse_window_elements(sp, layout, workload),
@@ -407,30 +407,43 @@ def zero3_gathered_elements(sp: StageParams, workload: Workload | None) -> float
     return min(1 + ahead, sp.num_layers) * layer
 
 
+def queues_grad_buckets(sp: StageParams, layout: Layout, workload: Workload | None) -> bool:
+    """Whether a stage's backward queues unsharded gradient buckets for their reduce-scatter
+    (grad_queue_bytes): a ZeRO-3 stage with layers under a framework with Megatron-FSDP's
+    communication-unit knob (Workload.zero3_prefetch_elements; None elsewhere)."""
+    return (
+        workload is not None
+        and workload.zero3_prefetch_elements is not None
+        and zero_in_effect(sp, layout) == 3
+        and sp.largest_layer > 0
+        and sp.num_layers > 0
+    )
+
+
 def grad_queue_bytes(
     sp: StageParams, layout: Layout, workload: Workload | None, freed_per_layer: float
 ) -> float:
     """Bytes a ZeRO-3 stage's backward holds above its start in unsharded gradient buckets
     waiting for their reduce-scatter, net of the activations the finished layers freed, where
-    the framework queues them (Megatron-FSDP: the Workload.zero3_prefetch_elements knob, the
-    one suggested_communication_unit_size sets both from; None elsewhere).
+    the framework queues them (queues_grad_buckets: Megatron-FSDP, whose
+    suggested_communication_unit_size sets both this queue and the prefetch).
 
     Each FSDP unit's backward fills an unsharded gradient bucket in the gradient dtype
     (param_and_grad_buffer.py fetch_bucket, then reduce_scatter_tensor into the shard);
     wait_for_previous_grad_reduce frees queued buckets only while their elements exceed
     suggested_RS_queue_capacity, C = max(1e9, 2 x the mean unit) unset (megatron_fsdp.py): 2 x
     max(prefetch, layer) here (a stated suggested_communication_unit_size is C itself, so a
-    stated prefetch under one layer is priced with a larger queue than it runs). During a layer's backward the queue (<= C after the pops), the
-    bucket just reduced and its own bucket are alive: K = floor(C / layer) + 2 buckets at most.
-    After k layers' backward, k buckets (up to K) of `layer` elements against k - 1 layers'
-    activations freed (`freed_per_layer`, one micro-batch's): the larger of one bucket and K
-    buckets less K - 1 layers. 0 where no such queue applies."""
-    prefetch = None if workload is None else workload.zero3_prefetch_elements
-    layer, n = sp.largest_layer, sp.num_layers
-    if prefetch is None or zero_in_effect(sp, layout) != 3 or layer <= 0 or n == 0:
+    stated prefetch under one layer is priced with a larger queue than it runs). During a
+    layer's backward the queue (<= C after the pops), the bucket just reduced and its own
+    bucket are alive: K = floor(C / layer) + 2 buckets at most. After k layers' backward, k
+    buckets (up to K) of `layer` elements against k - 1 layers' activations freed
+    (`freed_per_layer`, one micro-batch's): the larger of one bucket and K buckets less K - 1
+    layers. 0 where no such queue applies."""
+    if not queues_grad_buckets(sp, layout, workload):
         return 0.0
+    layer, n = sp.largest_layer, sp.num_layers
     per_bucket = layer * grad_bytes(workload)
-    capacity = 2 * max(prefetch, layer)
+    capacity = 2 * max(workload.zero3_prefetch_elements, layer)
     k = min(n, math.floor(capacity / layer) + 2)
     return max(per_bucket, k * per_bucket - (k - 1) * freed_per_layer)
 

@@ -48,6 +48,7 @@ from .memory import (
     kept_outputs_bytes,
     logits_bytes,
     moment_bytes,
+    queues_grad_buckets,
     shard_elements,
     shard_groups,
     step_cast,
@@ -874,13 +875,11 @@ def stage_dp_parts(
     gather_rounds = gather_passes(layout, reduces, gathers, backward_gather_share)
     total = reduces * grads_s + gather_rounds * gather_s
     beside_backward = True  # the step's last reduction runs beside the last backward
-    first_gather = max(0.0, gather_s - fwd_mb)
-    if dp_sync == "deepspeed" and layout.zero_stage in (1, 2):
-        # ZeRO-1/2 gather the updated parameters inside the optimizer step, before it returns
-        # (stage_1_and_2.py step -> all_gather_dp_groups -> all_gather_into_tensor, on the
-        # default stream, timed as OPTIMIZER_ALLGATHER_TIMER): no forward has started, so no
-        # compute hides it.
-        first_gather = gather_s
+    # DeepSpeed's ZeRO-1/2 gather the updated parameters inside the optimizer step, before it
+    # returns (stage_1_and_2.py step -> all_gather_dp_groups -> all_gather_into_tensor, on the
+    # default stream, timed as OPTIMIZER_ALLGATHER_TIMER): no forward has started to hide it.
+    in_step = dp_sync == "deepspeed" and layout.zero_stage in (1, 2)
+    first_gather = gather_s if in_step else max(0.0, gather_s - fwd_mb)
     if dp_sync == "deepspeed" and (layout.zero_stage == 0 or layout.pp > 1):
         # DeepSpeed without ZeRO all-reduces once the backward has returned (engine.py backward
         # -> allreduce_gradients -> buffered_allreduce_fallback, at the accumulation boundary)
@@ -1278,14 +1277,15 @@ def stage_peak(
     ZeRO-3's weights credit (deferred_weights_credit), with FSDP2's end-of-backward phase and
     the optimizer step's gradient copies charged to the gradients (peak_grads). The one place
     both memory compositions take them from: the estimate's (Pricer._stage_bytes_of) and the
-    CP-SAT stage partition caps' (stage_memory). `layer_acts_of` is called only where the
-    credit can apply (ZeRO-3 with pp > 1), so the search's memory checks build no activations
-    otherwise."""
+    CP-SAT stage partition caps' (stage_memory). Megatron-FSDP's queued gradient buckets
+    (memory.grad_queue_bytes) are charged there too. `layer_acts_of` is called only where the
+    credit or the queue can apply (ZeRO-3 with pp > 1; memory.queues_grad_buckets), so the
+    search's memory checks build no activations otherwise."""
     acts, buffers, weights, grads, optim = parts
     if layout.zero_stage == 3 and layout.pp > 1:  # defers_to_last_backward needs both
         weights -= deferred_weights_credit(workload, layout, sp, counts, layer_acts_of())
     queue = 0.0
-    if layout.zero_stage == 3 and workload.zero3_prefetch_elements is not None and sum(counts):
+    if queues_grad_buckets(sp, layout, workload):
         # the smallest layer of the stage's kinds frees the least: non-increasing as kinds
         # are added, so the stage's memory stays non-decreasing in each count
         layer_acts = layer_acts_of()
@@ -1326,9 +1326,9 @@ def peak_grads(
     queue: float = 0.0,
 ) -> tuple[float, PeakPhase]:
     """The gradient bytes to report at a stage's peak and the phase that holds it, given
-    (activations, buffers, weights, gradients, optimizer) at its backward start. Two later
-    phases may be the higher, and their excess is charged to the gradients so that the stage
-    total is the largest phase:
+    (activations, buffers, weights, gradients, optimizer) at its backward start. Later phases
+    may be the higher, and their excess is charged to the gradients so that the stage total
+    is the largest phase:
     - under FSDP2's phases (memory_phases 'fsdp2', ZeRO-3) the end of backward
       (memory.fsdp2_end_of_backward_bytes: every gradient and the last unit's reduce buffers,
       no activations; not where every gradient is unsharded already, memory.state_bytes);

@@ -470,12 +470,6 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
     return args
 
 
-MEGATRON_FSDP_PREFETCH = 500_000_000
-"""Megatron-FSDP's all-gather prefetch with suggested_communication_unit_size unset: half of
-max(1e9, 2 x the mean unit) (megatron_fsdp.py), the megatron profile's
-Workload.zero3_prefetch_elements."""
-
-
 def _megatron_fsdp_prefetch(workload: Workload, lo: Layout) -> list[str]:
     """The ZeRO-3 prefetch the plan priced (memory.zero3_gathered_elements): Megatron-FSDP's
     default needs no flag; another size is --suggested-communication-unit-size, twice it
@@ -483,7 +477,9 @@ def _megatron_fsdp_prefetch(workload: Workload, lo: Layout) -> list[str]:
     queue takes the same capacity). Megatron-FSDP always prefetches, so a plan priced with one
     unit ahead only (FSDP's) cannot be launched as priced."""
     prefetch = workload.zero3_prefetch_elements
-    if lo.zero_stage != 3 or prefetch == MEGATRON_FSDP_PREFETCH:
+    # the profile's value is Megatron-FSDP's own with suggested_communication_unit_size unset
+    default = framework.MEGATRON.physics["zero3_prefetch_elements"].value
+    if lo.zero_stage != 3 or prefetch == default:
         return []
     if prefetch is None:
         raise _refuse(

@@ -286,7 +286,10 @@ _MEGATRON_PHYSICS = {
         "optim_grads_params -> 2 x the mean FSDP unit, capped below at 1e9 elements; "
         "suggested_AG_prefetch_size = half of it; param_and_grad_buffer.py all_gather_params "
         "extends the gathered buckets with whole bucket groups until the prefetched elements "
-        "reach it (fsdp_double_buffer, which stops at two units, is off unless --nccl-ub)",
+        "reach it (fsdp_double_buffer, which stops at two units, is off unless --nccl-ub); "
+        "the same suggested_communication_unit_size is the gradient reduce-scatter queue's "
+        "capacity (suggested_RS_queue_capacity), max(1e9, bucket_size) unset under "
+        "optim_grads (memory.grad_queue_bytes)",
     ),
     "step_grad_copies": Setting(
         "megatron",

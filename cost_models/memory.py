@@ -407,45 +407,121 @@ def zero3_gathered_elements(sp: StageParams, workload: Workload | None) -> float
     return min(1 + ahead, sp.num_layers) * layer
 
 
-def queues_grad_buckets(sp: StageParams, layout: Layout, workload: Workload | None) -> bool:
-    """Whether a stage's backward queues unsharded gradient buckets for their reduce-scatter
-    (grad_queue_bytes): a ZeRO-3 stage with layers under a framework with Megatron-FSDP's
-    communication-unit knob (Workload.zero3_prefetch_elements; None elsewhere)."""
+def megatron_fsdp_queues(layout: Layout, workload: Workload | None, num_microbatches: int) -> bool:
+    """Whether the layout runs under Megatron-FSDP, whose backward queues its unsharded gradient
+    buckets for their reduce-scatter (grad_queue_bytes) in place of DDP's bucket buffers: the
+    framework has Megatron-FSDP's communication-unit knob (Workload.zero3_prefetch_elements;
+    None elsewhere) and the plan reduces in every backward, as optim_grads_params (ZeRO-3)
+    and optim_grads (ZeRO-2) do (megatron_fsdp.py _process_post_backward_gradients,
+    grad_reduce_every_bprop). A ZeRO-2 plan that reduces once per step is run on the
+    distributed optimizer (planner/export/launch.py megatron_fsdp_strategy), with DDP's buckets
+    (accumulation.grads_sharded_between_micro_batches tells them apart)."""
+    if workload is None or workload.zero3_prefetch_elements is None:
+        return False
+    if layout.zero_stage == 3:
+        return True
+    return layout.zero_stage == 2 and grads_sharded_between_micro_batches(
+        layout, num_microbatches, workload.dp_accumulation
+    )
+
+
+def queues_grad_buckets(
+    sp: StageParams, layout: Layout, workload: Workload | None, num_microbatches: int
+) -> bool:
+    """Whether a stage's backward queues unsharded gradient buckets (grad_queue_bytes): a stage
+    with layers whose states are sharded (zero_in_effect) under Megatron-FSDP
+    (megatron_fsdp_queues)."""
     return (
-        workload is not None
-        and workload.zero3_prefetch_elements is not None
-        and zero_in_effect(sp, layout) == 3
+        megatron_fsdp_queues(layout, workload, num_microbatches)
+        and zero_in_effect(sp, layout) in (2, 3)
         and sp.largest_layer > 0
         and sp.num_layers > 0
     )
 
 
-def grad_queue_bytes(
-    sp: StageParams, layout: Layout, workload: Workload | None, freed_per_layer: float
+MEGATRON_BUCKET_ELEMENTS = 40_000_000
+"""Megatron's default gradient bucket: max(40,000,000, 1,000,000 x the DP x CP size) parameters
+(megatron/training/training.py resolve_ddp_bucket_size, for DDP and Megatron-FSDP alike)."""
+
+
+def megatron_bucket_elements(layout: Layout, workload: Workload) -> float:
+    """Elements of one of Megatron's gradient buckets: Workload.dp_bucket_elements, else
+    MEGATRON_BUCKET_ELEMENTS' rule."""
+    if workload.dp_bucket_elements is not None:
+        return workload.dp_bucket_elements
+    return max(MEGATRON_BUCKET_ELEMENTS, 1_000_000 * layout.dp * layout.cp)
+
+
+def queue_peak_bytes(
+    bucket: float, buckets: int, layer: float, chunk: float, grad: int, freed_per_layer: float
 ) -> float:
-    """Bytes a ZeRO-3 stage's backward holds above its start in unsharded gradient buckets
-    waiting for their reduce-scatter, net of the activations the finished layers freed, where
-    the framework queues them (queues_grad_buckets: Megatron-FSDP, whose
+    """The most a backward holds above its start in queued unsharded gradient buckets of
+    `bucket` elements, at most `buckets` of them alive at once, net of the activations of the
+    layers (`layer` elements each, `freed_per_layer` bytes) finished by then. A bucket's
+    buffer is allocated whole when its first gradient arrives (param_and_grad_buffer.py
+    fetch_bucket), so the i-th comes after (i - 1) x bucket elements of gradients, with
+    floor((i - 1) x bucket / layer) layers done; the buckets hold at most the `chunk`'s
+    elements. Non-decreasing in `buckets`, `layer` and `chunk`, non-increasing in the freed
+    bytes: a stage's memory stays non-decreasing in its layer counts."""
+    out = 0.0
+    for i in range(1, buckets + 1):
+        done = math.floor((i - 1) * bucket / layer * (1 + 1e-12))  # a layer's bucket: i - 1
+        out = max(out, min(i * bucket, chunk) * grad - done * freed_per_layer)
+    return out
+
+
+def grad_queue_bytes(
+    sp: StageParams,
+    layout: Layout,
+    workload: Workload | None,
+    num_microbatches: int,
+    freed_per_layer: float,
+) -> float:
+    """Bytes a ZeRO-2 / ZeRO-3 stage's backward holds above its start in unsharded gradient
+    buckets waiting for their reduce-scatter, net of the activations the finished layers freed,
+    where the framework queues them (queues_grad_buckets: Megatron-FSDP, whose
     suggested_communication_unit_size sets both this queue and the prefetch).
 
-    Each FSDP unit's backward fills an unsharded gradient bucket in the gradient dtype
-    (param_and_grad_buffer.py fetch_bucket, then reduce_scatter_tensor into the shard);
-    wait_for_previous_grad_reduce frees queued buckets only while their elements exceed
-    suggested_RS_queue_capacity, C = max(1e9, 2 x the mean unit) unset (megatron_fsdp.py): 2 x
-    max(prefetch, layer) here (a stated suggested_communication_unit_size is C itself, so a
-    stated prefetch under one layer is priced with a larger queue than it runs). During a
-    layer's backward the queue (<= C after the pops), the bucket just reduced and its own
-    bucket are alive: K = floor(C / layer) + 2 buckets at most. After k layers' backward, k
-    buckets (up to K) of `layer` elements against k - 1 layers' activations freed
-    (`freed_per_layer`, one micro-batch's): the larger of one bucket and K buckets less K - 1
-    layers. 0 where no such queue applies."""
-    if not queues_grad_buckets(sp, layout, workload):
+    Each bucket's backward fills an unsharded gradient buffer in the gradient dtype
+    (megatron_fsdp.py _grad_acc -> get_main_grad, param_and_grad_buffer.py fetch_bucket, then
+    reduce_scatter_tensor into the shard); wait_for_previous_grad_reduce frees queued buckets
+    only while their elements exceed suggested_RS_queue_capacity C, and the backward's end
+    frees the rest (_root_post_backward -> GradReducePipeline.reset). During a bucket's
+    backward the queue (<= C after the pops), the bucket just reduced and its own are alive:
+    K = floor(C / bucket) + 2 buckets at most (queue_peak_bytes).
+
+    - ZeRO-3 (optim_grads_params): one bucket per FSDP unit, a layer (the stage's largest);
+      C = max(1e9, 2 x the mean unit) unset (megatron_fsdp.py), 2 x max(prefetch, layer) here
+      (a stated suggested_communication_unit_size is C itself, so a stated prefetch under one
+      layer is priced with a larger queue than it runs); at most the stage's layers.
+    - ZeRO-2 (optim_grads): no FSDP units (mcore_fsdp_adapter.py), so buckets of Megatron's
+      bucket size (megatron_bucket_elements; param_and_grad_buffer.py _get_parameter_groups
+      closes one at that size); C = max(1e9, bucket) unset, 2 x prefetch when stated (the
+      export writes it when it is not the default). Model chunks after the first (vp > 1) are
+      built with disable_bucketing (megatron/training/training.py
+      per_chunk_disable_bucketing): their whole gradient is one bucket, allocated at their
+      first gradient, a chunk's elements (the stage's / vp).
+    0 where no such queue applies."""
+    if not queues_grad_buckets(sp, layout, workload, num_microbatches):
         return 0.0
-    layer, n = sp.largest_layer, sp.num_layers
-    per_bucket = layer * grad_bytes(workload)
-    capacity = 2 * max(workload.zero3_prefetch_elements, layer)
-    k = min(n, math.floor(capacity / layer) + 2)
-    return max(per_bucket, k * per_bucket - (k - 1) * freed_per_layer)
+    assert workload is not None  # queues_grad_buckets
+    layer, grad = sp.largest_layer, grad_bytes(workload)
+    prefetch = workload.zero3_prefetch_elements
+    assert prefetch is not None  # queues_grad_buckets
+    if zero_in_effect(sp, layout) == 3:
+        capacity = 2 * max(prefetch, layer)
+        buckets = min(sp.num_layers, math.floor(capacity / layer) + 2)
+        return queue_peak_bytes(layer, buckets, layer, math.inf, grad, freed_per_layer)
+    chunk = (sp.dense + sp.expert) / layout.vp
+    bucket = megatron_bucket_elements(layout, workload)
+    capacity = 2 * prefetch
+    if prefetch == Workload.model_fields["zero3_prefetch_elements"].default:
+        capacity = max(capacity, bucket)  # unset: max(1e9, bucket) (megatron_fsdp.py)
+    buckets = min(math.ceil(chunk / bucket), math.floor(capacity / bucket) + 2)
+    out = queue_peak_bytes(bucket, buckets, layer, chunk, grad, freed_per_layer)
+    if layout.vp > 1:  # the later chunks' one bucket, before any of their layers is done
+        out = max(out, chunk * grad)
+    return out
 
 
 def zero3_reuse_window_elements(
@@ -984,7 +1060,9 @@ def kept_outputs_bytes(
     return num_microbatches * tokens * (model.vocab_size or 0) / layout.tp * BF16_BYTES
 
 
-def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
+def buffer_bytes(
+    model: ModelSpec, workload: Workload, layout: Layout, num_microbatches: int
+) -> float:
     """Communication buffers: gradient buckets, TP all-gather and EP dispatch staging.
 
     DeepSpeed's (Workload.dp_sync 'deepspeed') gradient bucket is ZeRO's ipg buffer, allocated
@@ -997,7 +1075,8 @@ def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
     buffer at initialisation and keeps it
     (zero/stage3.py `# IPG`). Without ZeRO the engine all-reduces after the backward
     (engine.py allreduce_gradients), when the activations are freed, so nothing is added at
-    the peak."""
+    the peak. Megatron-FSDP (megatron_fsdp_queues) has no DDP bucket buffers: its unsharded
+    gradient buckets are the backward's queue, charged by grad_queue_bytes."""
     t = tokens_per_gpu(workload, layout)
     if workload.dp_sync == "deepspeed":
         bucket = workload.dp_bucket_elements or DEEPSPEED_BUCKET_ELEMENTS
@@ -1005,6 +1084,8 @@ def buffer_bytes(model: ModelSpec, workload: Workload, layout: Layout) -> float:
         zero = layout.zero_stage
         buffers = 0 if zero == 0 else 1 if zero == 3 or layout.pp > 1 else 2
         total = buffers * bucket * grad_bytes(workload)
+    elif megatron_fsdp_queues(layout, workload, num_microbatches):
+        total = 0.0  # Megatron-FSDP's gradient buckets are its queue (grad_queue_bytes)
     else:
         total = DP_BUCKET_ELEMENTS * grad_bytes(workload) if layout.dp * layout.cp > 1 else 0.0
     if layout.tp > 1 and layout.sequence_parallel:

@@ -474,7 +474,7 @@ class Pricer(StepBounds):
             sp,
             counts,
             lambda: self.activations_per_mb(lo) if layer_acts is None else layer_acts,
-            (stage_acts, buffer_bytes(self.model, self.workload, lo), weights, grads, optim),
+            (stage_acts, buffer_bytes(self.model, self.workload, lo, m), weights, grads, optim),
             m,
         )
 

@@ -1210,7 +1210,8 @@ class Workload(InputSpec):
         "param_and_grad_buffer.py all_gather_params). null: one unit ahead (FSDP2's implicit "
         "prefetch, FSDP1's BACKWARD_PRE, DeepSpeed's 5e7-element prefetch bucket). Default: "
         "Megatron's. The same Megatron knob sizes the backward's gradient reduce-scatter "
-        "queue (memory.grad_queue_bytes). cost_models.memory.zero3_gathered_elements",
+        "queue at ZeRO 2 and 3 (memory.grad_queue_bytes). "
+        "cost_models.memory.zero3_gathered_elements",
     )
     fsdp_copies: Literal["none", "fsdp2"] = Field(
         "none",

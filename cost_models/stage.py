@@ -38,6 +38,7 @@ from .memory import (
     ALLOCATOR_OVERHEAD,
     CUDA_CONTEXT_GIB,
     DEEPSPEED_BUCKET_ELEMENTS,
+    MEGATRON_BUCKET_ELEMENTS,
     STEP_CAST_HBM_BYTES,
     StageParams,
     buffer_bytes,
@@ -500,11 +501,6 @@ def tp_partner_gemm_s(
         else:
             partners += [max(0.0, lt.gemm_s - ag_s - rs_s) / 2] * 2
     return partners
-
-
-MEGATRON_BUCKET_ELEMENTS = 40_000_000
-"""Megatron DDP's default gradient bucket: max(40,000,000, 1,000,000 x dp) parameters
-(megatron/core/distributed/distributed_data_parallel.py, DistributedDataParallel.__init__)."""
 
 
 def dp_buckets(
@@ -1252,7 +1248,7 @@ def stage_memory(
     both run the loss of one direction. `sp` (the stage's parameters) lets FSDP2's end of
     backward count (peak_grads)."""
     acts = stage_activation_bytes(model, workload, layout, r, counts, layer_acts, m, mirror)
-    parts = (acts, buffer_bytes(model, workload, layout), weights, grads, optim)
+    parts = (acts, buffer_bytes(model, workload, layout, m), weights, grads, optim)
     if sp is None:
         return memory_of_stage(r, *parts)
     parts, phase = stage_peak(workload, layout, sp, counts, lambda: layer_acts, parts, m)
@@ -1285,12 +1281,12 @@ def stage_peak(
     if layout.zero_stage == 3 and layout.pp > 1:  # defers_to_last_backward needs both
         weights -= deferred_weights_credit(workload, layout, sp, counts, layer_acts_of())
     queue = 0.0
-    if queues_grad_buckets(sp, layout, workload):
+    if queues_grad_buckets(sp, layout, workload, num_microbatches):
         # the smallest layer of the stage's kinds frees the least: non-increasing as kinds
         # are added, so the stage's memory stays non-decreasing in each count
         layer_acts = layer_acts_of()
         freed = min(layer_acts.own.of(k) for k, n in ((False, counts[0]), (True, counts[1])) if n)
-        queue = grad_queue_bytes(sp, layout, workload, freed)
+        queue = grad_queue_bytes(sp, layout, workload, num_microbatches, freed)
     parts = (acts, buffers, weights, grads, optim)
     grads, phase = peak_grads(workload, layout, sp, parts, num_microbatches, queue)
     return (acts, buffers, weights, grads, optim), phase

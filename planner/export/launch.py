@@ -471,15 +471,16 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
 
 
 def _megatron_fsdp_prefetch(workload: Workload, lo: Layout) -> list[str]:
-    """The ZeRO-3 prefetch the plan priced (memory.zero3_gathered_elements): Megatron-FSDP's
-    default needs no flag; another size is --suggested-communication-unit-size, twice it
-    (megatron_fsdp.py: suggested_AG_prefetch_size = the unit size // 2; the reduce-scatter
-    queue takes the same capacity). Megatron-FSDP always prefetches, so a plan priced with one
-    unit ahead only (FSDP's) cannot be launched as priced."""
+    """The ZeRO-3 prefetch and the ZeRO-2 / 3 gradient queue the plan priced
+    (memory.zero3_gathered_elements, grad_queue_bytes): Megatron-FSDP's default needs no flag;
+    another size is --suggested-communication-unit-size, twice it (megatron_fsdp.py:
+    suggested_AG_prefetch_size = the unit size // 2; the reduce-scatter queue takes the same
+    capacity). Megatron-FSDP always prefetches and queues, so a plan priced with one unit
+    ahead only and no queue (FSDP's) cannot be launched as priced."""
     prefetch = workload.zero3_prefetch_elements
     # the profile's value is Megatron-FSDP's own with suggested_communication_unit_size unset
     default = framework.MEGATRON.physics["zero3_prefetch_elements"].value
-    if lo.zero_stage != 3 or prefetch == default:
+    if lo.zero_stage not in (2, 3) or prefetch == default:
         return []
     if prefetch is None:
         raise _refuse(

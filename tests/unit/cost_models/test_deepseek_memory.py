@@ -103,11 +103,11 @@ def test_deepep_fp8_dispatch_staging_by_hand() -> None:
     model, _, work, layout = _deepseek()
     rows = 4096 * TOP_K
     bucket = 2 * 40e6 * 4
-    assert buffer_bytes(model, work, layout) == bucket + rows * H * (1 + 2)
+    assert buffer_bytes(model, work, layout, 1) == bucket + rows * H * (1 + 2)
     bf16 = work.model_copy(update={"precision": "bf16"})
-    assert buffer_bytes(model, bf16, layout) == bucket + rows * H * (2 + 2)
+    assert buffer_bytes(model, bf16, layout, 1) == bucket + rows * H * (2 + 2)
     a2a = work.model_copy(update={"moe_dispatcher": "alltoall"})
-    assert buffer_bytes(model, a2a, layout) == bucket + rows * H * (2 + 2)
+    assert buffer_bytes(model, a2a, layout, 1) == bucket + rows * H * (2 + 2)
 
 
 def test_dualpipe_holds_pp_plus_one_micro_batches() -> None:

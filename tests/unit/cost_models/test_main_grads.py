@@ -150,8 +150,8 @@ def test_gradient_buckets_follow_main_grads() -> None:
 
     model = models_zoo.load_model("llama3-8b")
     lo = Layout(dp=8)
-    assert buffer_bytes(model, W32, lo) == 2 * 40e6 * 4
-    assert buffer_bytes(model, W16, lo) == 2 * 40e6 * 2
+    assert buffer_bytes(model, W32, lo, 1) == 2 * 40e6 * 4
+    assert buffer_bytes(model, W16, lo, 1) == 2 * 40e6 * 2
 
 
 @pytest.mark.parametrize(

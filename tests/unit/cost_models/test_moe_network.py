@@ -107,7 +107,7 @@ def test_megatron_flex_dispatch_sends_bf16_under_fp8() -> None:
     assert d_o / d_m == pytest.approx((1 + 4 / 128) / 2, rel=1e-9)
     # Staging buffers: rows x hidden x (dispatch + combine bytes) = (2 + 2) vs (1 + 2).
     rows_h = 4096 * 8 * model.hidden_size  # micro-batch 1 x seq 4096, top-8, tp 1
-    grads = buffer_bytes(model, mcore, layout) - buffer_bytes(model, own, layout)
+    grads = buffer_bytes(model, mcore, layout, 1) - buffer_bytes(model, own, layout, 1)
     assert grads == pytest.approx(rows_h * 1.0, rel=1e-12)
 
 def test_mpft_matches_single_plane_multi_rail() -> None:

@@ -118,12 +118,12 @@ def test_deepspeed_ipg_bucket_is_zeros_reduce_bucket_in_the_16_bit_dtype():
     model = dense_model()
     w = ds()
     for zero, dp, want in ((1, 8, 2e9), (2, 8, 2e9), (3, 8, 1e9), (1, 1, 2e9), (0, 8, 0.0)):
-        assert buffer_bytes(model, w, layout(dp=dp, zero_stage=zero)) == want
+        assert buffer_bytes(model, w, layout(dp=dp, zero_stage=zero), 1) == want
     small = w.model_copy(update={"dp_bucket_elements": 50_000_000})
-    assert buffer_bytes(model, small, layout(dp=8, zero_stage=1)) == 2e8
+    assert buffer_bytes(model, small, layout(dp=8, zero_stage=1), 1) == 2e8
     # under pipelining the engine turns overlap_comm off: one buffer
-    assert buffer_bytes(model, w, layout(dp=4, pp=2, zero_stage=1)) == 1e9
-    megatron = buffer_bytes(model, workload(), layout(dp=8, zero_stage=1))
+    assert buffer_bytes(model, w, layout(dp=4, pp=2, zero_stage=1), 1) == 1e9
+    megatron = buffer_bytes(model, workload(), layout(dp=8, zero_stage=1), 1)
     assert megatron == DP_BUCKET_ELEMENTS * 4
 
 

@@ -186,10 +186,10 @@ def test_megatron_fsdp_backward_holds_its_queued_gradient_buckets(layer, freed, 
     sp = StageParams(dense=layer * 40, expert=0.0, largest_layer=layer, num_layers=40)
     lo = layout(tp=2, dp=8, zero_stage=3)
     megatron = framework.MEGATRON.workload(workload())
-    assert grad_queue_bytes(sp, lo, megatron, freed) == pytest.approx(expected)
+    assert grad_queue_bytes(sp, lo, megatron, 1, freed) == pytest.approx(expected)
     for p in (framework.TORCHTITAN, framework.DEEPSPEED, framework.LLM_FOUNDRY):
-        assert grad_queue_bytes(sp, lo, p.workload(workload()), freed) == 0.0
-    assert grad_queue_bytes(sp, layout(tp=2, dp=8, zero_stage=1), megatron, freed) == 0.0
+        assert grad_queue_bytes(sp, lo, p.workload(workload()), 1, freed) == 0.0
+    assert grad_queue_bytes(sp, layout(tp=2, dp=8, zero_stage=1), megatron, 1, freed) == 0.0
     # a stage's peak: the backward start plus the queue, charged to the gradients, still the
     # backward phase
     acts = LayerActivations(own=ByKind(freed, None), none=ByKind(freed, None))
@@ -197,3 +197,74 @@ def test_megatron_fsdp_backward_holds_its_queued_gradient_buckets(layer, freed, 
     got, phase = stage_peak(megatron, lo, sp, (40, 0), lambda: acts, parts, 1)
     assert phase == "backward"
     assert got == pytest.approx((5e10, 1.0, 2.0, 3.0 + expected, 4.0))
+
+
+def test_megatron_fsdp_zero2_queues_buckets_of_megatrons_bucket_size():
+    """optim_grads (ZeRO-2) has no FSDP units (mcore_fsdp_adapter.py), so its gradient buckets
+    are Megatron's bucket size, max(4e7, 1e6 x dp x cp) (resolve_ddp_bucket_size), queued up
+    to max(1e9, bucket) elements unset (megatron_fsdp.py): K = floor(1e9 / 4e7) + 2 = 27
+    buckets. The i-th bucket is allocated whole at its first gradient, after (i - 1) x 4e7
+    elements of gradients, floor((i - 1) x 4e7 / layer) layers done: at i = 27, 26 x 4e7 /
+    2.14e8 = 4.86, so 4 layers' activations are freed. It applies only where the plan runs
+    optim_grads, i.e. reduces in every backward: one micro-batch under the Megatron profile
+    (planner/export/launch.py megatron_fsdp_strategy); with four, the distributed optimizer
+    runs it, with DDP's bucket buffers instead."""
+    from cost_models.memory import DP_BUCKET_ELEMENTS, buffer_bytes, grad_queue_bytes
+
+    layer, freed = 2.14e8, 5.7e8
+    sp = StageParams(dense=layer * 20, expert=0.0, largest_layer=layer, num_layers=20)
+    lo = layout(tp=4, pp=4, dp=8, zero_stage=2)
+    megatron = framework.MEGATRON.workload(workload())
+    assert grad_queue_bytes(sp, lo, megatron, 1, freed) == pytest.approx(27 * 4e7 * 4 - 4 * freed)
+    assert grad_queue_bytes(sp, lo, megatron, 4, freed) == 0.0
+    # the queue replaces DDP's two in-flight buckets where it applies
+    model = dense_model()
+    assert buffer_bytes(model, megatron, lo, 1) == 0.0
+    assert buffer_bytes(model, megatron, lo, 4) == DP_BUCKET_ELEMENTS * 4
+    assert buffer_bytes(model, megatron, layout(tp=4, pp=4, dp=8, zero_stage=3), 4) == 0.0
+    # Megatron-FSDP's own zero2_every_micro_batch: every backward reduces, any m
+    every = megatron.model_copy(update={"dp_accumulation": "zero2_every_micro_batch"})
+    assert grad_queue_bytes(sp, lo, every, 4, freed) == pytest.approx(27 * 4e7 * 4 - 4 * freed)
+    # 2,000 DP ranks: buckets of 2e9 elements, the capacity max(1e9, 2e9): K = 3, the stage's
+    # 4.28e9 elements in three buckets; the third comes 4e9 elements in, 18 layers done
+    wide = layout(tp=4, pp=4, dp=2000, zero_stage=2)
+    assert grad_queue_bytes(sp, wide, megatron, 1, freed) == pytest.approx(
+        max(2e9 * 4, 4e9 * 4 - 9 * freed, 4.28e9 * 4 - 18 * freed)
+    )
+    # a stated unit size is the capacity itself (2 x 2.5e8 = 5e8): K = 12 + 2 = 14 buckets;
+    # the most is held by the 11th, the last before the second layer is done (10 x 4e7 <
+    # 2 x 2.14e8), against one layer freed; the 14th has two freed
+    stated = megatron.model_copy(update={"zero3_prefetch_elements": 250_000_000})
+    assert grad_queue_bytes(sp, lo, stated, 1, freed) == pytest.approx(11 * 4e7 * 4 - freed)
+    # interleaved: the chunks after the first are built with disable_bucketing, one bucket of
+    # the chunk's elements, allocated at its first gradient (training.py
+    # per_chunk_disable_bucketing)
+    vp2 = layout(tp=4, pp=4, dp=8, vp=2, zero_stage=2)
+    assert grad_queue_bytes(sp, vp2, megatron, 1, freed) == pytest.approx(10 * layer * 4)
+    # bf16 main gradients: a layer's buckets (2.14e8 x 2 B) weigh less than its activations,
+    # so the top is the 6th bucket, the last before the first layer is done
+    bf16 = megatron.model_copy(update={"main_grads": "bf16"})
+    assert grad_queue_bytes(sp, lo, bf16, 1, freed) == pytest.approx(6 * 4e7 * 2)
+
+
+def test_megatron_fsdp_export_states_the_unit_size_at_zero2_too():
+    """The ZeRO-2 queue is priced from the same knob: a plan priced with a stated size says
+    it to Megatron-FSDP, and one priced without a queue (null) is refused."""
+    from factories import result_for
+
+    from cost_models.errors import InvalidInput
+    from planner.export import plan_exports
+
+    lo = layout(tp=1, dp=8, zero_stage=2, micro_batch=1)
+    flag = "--suggested-communication-unit-size"
+
+    def args(**over):
+        w = framework.MEGATRON.workload(workload(global_batch=8, **over))
+        return plan_exports.to_megatron_args(result_for(dense_model(), cluster(8), w, lo))
+
+    got = args()
+    assert "optim_grads" in got and flag not in got
+    got = args(zero3_prefetch_elements=250_000_000)
+    assert got[got.index(flag) + 1] == "500000000"
+    with pytest.raises(InvalidInput, match="zero3_prefetch_elements null"):
+        args(zero3_prefetch_elements=None)

@@ -57,7 +57,7 @@ class LayerTotals:
     """(dense, MoE) per-layer seconds per micro-batch as estimate() sums them per stage
     (stage.layer_cost's total: compute, recompute, exposed TP/CP/EP); the same without block
     recompute (None: no block recompute); the LM head's seconds (last stage) and the
-    embedding's (first stage)."""
+    embedding's (first stage), each with its exposed TP collectives (Pricer.end_costs)."""
 
     full: tuple[float, float]
     plain: tuple[float, float] | None
@@ -179,10 +179,12 @@ class StepBounds:
         out = []
         for span in spans:
             full, plain = self._totals_s(lo, span, keys)
-            core_s = schedule.get((full, plain))
+            first, last = self.end_costs(lo, span)
+            ends = (first.tp_s, last.tp_s)
+            core_s = schedule.get((full, plain, ends))
             if core_s is None:
-                core_s = schedule[(full, plain)] = self._schedule_s(
-                    lo, *full, counts, any_split, min_max_layers, plain=plain
+                core_s = schedule[(full, plain, ends)] = self._schedule_s(
+                    lo, *full, counts, any_split, min_max_layers, plain=plain, ends=ends
                 )
             pp_s = 0.0
             if lo.pp > 1:
@@ -203,7 +205,8 @@ class StepBounds:
         partition tabulates the stage time of every split with them)."""
         full, plain = self._totals_s(lo, span, self._layer_keys(lo))
         times = self.layer_times(lo)
-        return LayerTotals(full, plain, times.head_s, times.embed_s)
+        first, last = self.end_costs(lo, span)
+        return LayerTotals(full, plain, times.head_s + last.tp_s, times.embed_s + first.tp_s)
 
     def dp_optimizer_s(self, lo: Layout, span: Span) -> float:
         """estimate(...)'s dp_comm + optimizer terms for `lo` on `span` (this ZeRO stage), and
@@ -294,9 +297,11 @@ class StepBounds:
         any_split: bool = False,
         min_max_layers: int = 0,
         plain: tuple[float, float] | None = None,
+        ends: tuple[float, float] = (0.0, 0.0),
     ) -> float:
         """m * t_max + (sum t - t_max) / vp with per-layer seconds cd (dense) and cm (MoE) on the
-        split `counts` (default even). any_split: sum(t) is the same for every split and
+        split `counts` (default even), the first and last stage's exposed TP beyond their
+        layers `ends` added (Pricer.end_costs; none for the order-free bounds: a term >= 0). any_split: sum(t) is the same for every split and
         t_max >= sum(t) / pp, and the schedule is non-decreasing in t_max (m >= 1 >= 1/vp), so
         t_max = sum(t) / pp bounds every split (planner/search/partition.py free_step_s); so do
         the cheapest N* layers when some rank runs >= N* layers (head and embedding times >= 0).
@@ -315,8 +320,10 @@ class StepBounds:
             for nd, nm in counts:
                 xd, xm = recomputed_layers(lo, (nd, nm))
                 stage.append(xd * cd + (nd - xd) * pd + xm * cm + (nm - xm) * pm)
-        stage[0] += times.embed_s  # in stage_terms' order: embedding, then the head
-        stage[-1] += times.head_s
+        # in stage_terms' order: embedding, then the head, each with its exposed TP (`ends`,
+        # Pricer.end_costs on the placement's span; 0 for the order-free bounds)
+        stage[0] += times.embed_s + ends[0]
+        stage[-1] += times.head_s + ends[1]
         m = num_microbatches(self.workload.global_batch_seqs, lo)
         if any_split:
             # Some rank runs N* = min_max_layers layers, d of them dense with d in [N* - (MoE

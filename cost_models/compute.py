@@ -1745,9 +1745,9 @@ def lm_head_time(
     of the shifted tokens in its own copy of the embedding (embedding_time, the dense weight
     gradient included), the norms and concatenation (MTP_JOIN_BYTES), eh_proj, a column-parallel
     Linear(2h -> h) run under the fp8 context (_proj_and_transformer_layer), and the shared
-    output layer and cross-entropy once more (process_mtp_loss). The eh_proj output's TP
-    all-gather and the embedding copy's gradient all-reduce with the first stage are not priced
-    (nor are the LM head's own TP collectives)."""
+    output layer and cross-entropy once more (process_mtp_loss). The head's, the loss's and the
+    embedding copy's TP collectives are priced by stage.end_stage_tp_costs; the eh_proj output's
+    TP all-gather is not."""
     t = tokens_per_gpu(workload, layout)
     vocab = model.vocab_size or 0
     depth = model.mtp_num_layers
@@ -1817,8 +1817,9 @@ def embedding_time(
     gather and the add (4 + 6 B). Backward: the same passes over [t, h] again (the transpose's
     and mask's gradients, reading the token rows' gradient into the weight gradient), plus the
     dense [vocab / tp, h] weight gradient at EMBED_GRAD_BYTES. Its TP reduction (all-reduce, or
-    reduce-scatter under sequence parallelism) and the tied-embedding gradient all-reduce
-    between the first and last stages are not priced here."""
+    reduce-scatter under sequence parallelism, and its backward) is stage.end_stage_tp_costs';
+    the tied-embedding gradient all-reduce between the first and last stages is priced with
+    the DP sync (stage.embedding_sync_tier_s)."""
     t = tokens_per_gpu(workload, layout)
     h, vocab = model.hidden_size, model.vocab_size or 0
     if not vocab:  # an unknown vocabulary prices no embedding, as the LM head (lm_head_time)

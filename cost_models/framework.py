@@ -48,6 +48,7 @@ PHYSICS_FIELDS = (
     "zero3_16bit_shard",
     "zero3_max_reuse_distance",
     "zero3_prefetch_elements",
+    "head_tp_backward",
     "step_grad_copies",
     "moe_dispatch",
     "ep_dispatch_fp8",
@@ -291,6 +292,15 @@ _MEGATRON_PHYSICS = {
         "capacity (suggested_RS_queue_capacity), max(1e9, bucket_size) unset under "
         "optim_grads (memory.grad_queue_bytes)",
     ),
+    "head_tp_backward": Setting(
+        "overlapped",
+        "megatron-core 0.19 tensor_parallel/layers.py "
+        "LinearWithGradAccumulationAndAsyncCommunication.backward (the output layer is a "
+        "ColumnParallelLinear, models/gpt/gpt_model.py): under "
+        "sequence parallelism the input all-gather with async_op=True before the dgrad GEMM, the "
+        "input-gradient reduce-scatter (all-reduce without it) with async_op=True before the "
+        "wgrad GEMM",
+    ),
     "step_grad_copies": Setting(
         "megatron",
         "megatron-core 0.19 optimizer/distrib_optimizer.py _copy_model_grads_to_main_grads: "
@@ -454,6 +464,13 @@ _TORCHTITAN_PHYSICS = {
         "unit's compute (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py), one unit "
         "ahead",
     ),
+    "head_tp_backward": Setting(
+        "exposed",
+        "torchtitan apply_tp (models/*/infra/parallelize.py): the output layer is "
+        "ColwiseParallel(input_layouts=Shard(1)); DTensor keeps the gathered input for the "
+        "weight gradient and reduce-scatters the input gradient in the autograd graph, "
+        "synchronously, and torch.compile (async TP) covers the transformer blocks only",
+    ),
     "step_grad_copies": Setting(
         "none",
         "torch.optim.AdamW steps FSDP2's sharded fp32 parameters with the fp32 gradient shards "
@@ -573,6 +590,12 @@ _DEEPSPEED_PHYSICS = {
         "deepspeed/runtime/zero/config.py prefetch_bucket_size (stage3_prefetch_bucket_size) "
         "5e7 elements, under one layer of the models priced: the next module's parameters",
     ),
+    "head_tp_backward": Setting(
+        "overlapped",
+        "Megatron-DeepSpeed megatron/core/tensor_parallel/layers.py "
+        "LinearWithGradAccumulationAndAsyncCommunication.backward: Megatron's async all-gather "
+        "and reduce-scatter (all-reduce) beside the dgrad and wgrad GEMMs",
+    ),
     "step_grad_copies": Setting(
         "deepspeed",
         "fp16/fused_optimizer.py FP16_Optimizer.step (ZeRO-0): _flatten_dense_tensors over every "
@@ -652,6 +675,11 @@ _LLM_FOUNDRY_PHYSICS = {
         None,
         "PyTorch FSDP1 backward_prefetch BACKWARD_PRE (Composer's default) and forward_prefetch: "
         "the next FlatParameter only (torch/distributed/fsdp/_runtime_utils.py _prefetch_handle)",
+    ),
+    "head_tp_backward": Setting(
+        "exposed",
+        "llm-foundry trains MPT without tensor parallelism (Composer FSDP over one data-parallel "
+        "axis): no head collectives to overlap",
     ),
     "step_grad_copies": Setting(
         "none",

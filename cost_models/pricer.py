@@ -65,6 +65,7 @@ from .stage import (
     LayerActivations,
     LayerCost,
     PeakPhase,
+    end_stage_tp_costs,
     grad_zero_bytes,
     has_fsdp_copies,
     is_block_recompute,
@@ -198,6 +199,7 @@ class Pricer(StepBounds):
         self._times: dict[tuple, LayerTimes] = {}
         self._dense: dict[tuple, tuple[LayerTime | None, LayerTime, LayerTime]] = {}
         self._costs: dict[tuple, ByKind[LayerCost]] = {}
+        self._ends: dict[tuple, tuple[LayerCost, LayerCost]] = {}
         self._tp: dict[tuple, tuple[float, float, tuple[float, ...]]] = {}  # stage.layer_cost's
         self._counts: dict[tuple[int, int, tuple[int, int]], list[Counts]] = {}
         self._params: dict[tuple, StageParams] = {}
@@ -268,6 +270,23 @@ class Pricer(StepBounds):
                 )  # fmt: skip
 
             found = self._costs[key] = ByKind(cost(times.dense, False), cost(times.moe, True))
+        return found
+
+    def end_costs(
+        self, lo: Layout, span: Span, cluster: Cluster | None = None
+    ) -> tuple[LayerCost, LayerCost]:
+        """stage.end_stage_tp_costs on the TP group of `span`: (the first stage's embedding,
+        the last stage's LM head and loss) TP collectives per micro-batch; `cluster` as in
+        layer_costs. They read what the head's LayerTime reads (DENSE_TIME_READS) and the span."""
+        cl = self.cluster if cluster is None else cluster
+        tp_span = tuple(span[Group.TP])
+        key = (_dense_key(lo), tp_span, None if cl is self.cluster else cl.tiers)
+        found = self._ends.get(key)
+        if found is None:
+            head = self.layer_times(lo).head
+            found = self._ends[key] = end_stage_tp_costs(
+                self.model, cl, self.workload, lo, head, tp_span, self.comm
+            )
         return found
 
     @staticmethod
@@ -488,11 +507,12 @@ class Pricer(StepBounds):
         partition tabulates them (planner/search/partition.py)."""
         counts = with_mtp(self.model, lo, rank, (n_dense, n_moe))
         last, first = rank == lo.pp - 1, rank == 0
-        stage_s = self.layer_totals(lo, span).stage_s(lo, counts)
+        totals = self.layer_totals(lo, span)
+        stage_s = totals.stage_s(lo, counts)
         if first:
-            stage_s += self.layer_times(lo).embed_s
+            stage_s += totals.embed_s
         if last:
-            stage_s += self.layer_times(lo).head_s
+            stage_s += totals.head_s
         sp = self.stage_params(lo, counts, rank)
         compute_s = self.stage_compute_s(lo, counts, last, first)
         dp_s = self.stage_dp_parts(lo, sp, compute_s, span, rank).exposed_s
@@ -568,7 +588,8 @@ class Pricer(StepBounds):
     ) -> list[StageTerms]:
         """Per-stage, per-micro-batch seconds by term: each layer's stage.layer_cost (the layers
         block recompute leaves alone at their cost without it, stage.recomputed_layers), the LM
-        head's compute on the last stage, the embedding's on the first, and the extra time of
+        head's compute and TP collectives on the last stage, the embedding's on the first
+        (end_costs), and the extra time of
         the layers Workload.bf16_layers_start / _end keep in bf16 (bf16_layer_counts under
         `split`, the layers per chunk counts came from)."""
         bf16 = self.bf16_layer_counts(lo, split)
@@ -577,6 +598,7 @@ class Pricer(StepBounds):
         if is_block_recompute(lo):
             plain = self.layer_costs(without_block_recompute(lo), span, cluster)
         times = self.layer_times(lo)
+        first_tp, last_tp = self.end_costs(lo, span, cluster)
         out = []
         for r, (n_dense, n_moe) in enumerate(counts):
             terms = StageTerms()
@@ -596,8 +618,10 @@ class Pricer(StepBounds):
                 terms.recompute_s += extra_recompute_s
             if r == 0:
                 terms.compute_s += times.embed_s
+                _add_layers(terms, 1, first_tp)
             if r == lo.pp - 1:
                 terms.compute_s += times.head_s
+                _add_layers(terms, 1, last_tp)
             if lo.cpu_offload_layers:
                 terms.offload_s = self.offload_s(lo, (n_dense, n_moe))[0]
             out.append(terms)
@@ -859,7 +883,8 @@ class Pricer(StepBounds):
         self, lo: Layout, span: Span, split: tuple[int, ...] | None
     ) -> list[tuple[str, str]]:
         """(term, status) of every collective-curve look-up this layout's step makes: its
-        layers' TP / CP / EP terms, each stage's DP term, the PP sends (re-priced on a traced
+        layers' TP / CP / EP terms, the end stages' TP (stage.end_stage_tp_costs), each stage's
+        DP term, the PP sends (re-priced on a traced
         copy of the curves, commtable.CollectiveBook.traced)."""
         assert self.comm is not None
         trace = self.comm.traced()
@@ -868,6 +893,8 @@ class Pricer(StepBounds):
         for t, is_moe in ((times.dense, False), (times.moe, True)):
             if t is not None:
                 layer_cost(m, cl, cal, w, lo, t, span, is_moe=is_moe, book=self.book, comm=trace)
+        head = self.layer_times(lo).head
+        end_stage_tp_costs(m, cl, w, lo, head, tuple(span[Group.TP]), trace)
         for r, c in enumerate(self.stage_counts(lo, split)):
             self.stage_dp_parts(lo, self.stage_params(lo, c, r), 0.0, span, r, comm=trace)
         if lo.pp > 1:

@@ -1201,6 +1201,16 @@ class Workload(InputSpec):
         "after its forward (Megatron-FSDP _post_forward, FSDP1 / FSDP2). "
         "cost_models.memory.zero3_reuse_window_elements",
     )
+    head_tp_backward: Literal["overlapped", "exposed"] = Field(
+        "overlapped",
+        description="the LM head's TP collectives in backward (cost_models.stage."
+        "end_stage_tp_costs): 'overlapped' -- Megatron's ColumnParallelLinear gathers its "
+        "input again beside the dgrad GEMM and reduce-scatters (all-reduces) the input "
+        "gradient beside the wgrad GEMM, async (tensor_parallel/layers.py "
+        "LinearWithGradAccumulationAndAsyncCommunication); 'exposed' -- DTensor's "
+        "ColwiseParallel redistributes the gradient before the backward goes on (torchtitan). "
+        "Default: Megatron's",
+    )
     zero3_prefetch_elements: PositiveInt | None = Field(
         500_000_000,
         description="under ZeRO-3, how far the framework gathers ahead of the running unit: "

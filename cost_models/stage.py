@@ -213,6 +213,98 @@ def _tp_layer_s(
     return exposed + amax_s, tp_s + amax_s, busy
 
 
+NO_END_TP = LayerCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+"""A stage end without TP collectives (TP 1, no vocabulary)."""
+
+LOSS_ALL_REDUCES = 3
+"""The vocabulary-parallel cross-entropy's all-reduces of one fp32 value per token over the TP
+group, forward: the logits' max, the target logits and the sum of exponentials (megatron/core/
+tensor_parallel/cross_entropy.py VocabParallelCrossEntropy; torch loss_parallel likewise)."""
+
+
+def end_stage_tp_costs(
+    model: ModelSpec,
+    cluster: Cluster,
+    workload: Workload,
+    layout: Layout,
+    head: LayerTime,
+    tp_span: Sequence[int],
+    comm: CollectiveBook | None = None,
+) -> tuple[LayerCost, LayerCost]:
+    """(first stage's, last stage's) TP collectives outside the transformer layers, one
+    micro-batch, on the TP group `tp_span`, as LayerCosts holding only TP terms; none of them
+    is recomputed, and no TP-overlap configuration covers them. Each moves the [t, h] bf16
+    activations (t = tokens_per_gpu).
+
+    - The input embedding (VocabParallelEmbedding, megatron/core/tensor_parallel/layers.py;
+      torchtitan's RowwiseParallel(output_layouts=Shard(1))): a reduce-scatter into the
+      sequence-parallel region in forward and its all-gather in backward; an all-reduce
+      without sequence parallelism; with a learned position table Megatron all-reduces, then
+      scatters (language_model_embedding.py reduce_scatter_embeddings), and gathers in backward.
+      Exposed: the first layer waits for it, and nothing runs beside its backward.
+    - The LM head (ColumnParallelLinear; torchtitan's ColwiseParallel(input_layouts=Shard(1)))
+      with sequence parallelism all-gathers its input in forward (exposed) and reduce-scatters
+      the input gradient in backward; without it all-reduces the input gradient in backward.
+      Workload.head_tp_backward 'overlapped' (Megatron's
+      LinearWithGradAccumulationAndAsyncCommunication.backward): the input is gathered again
+      for the weight gradient, async beside the dgrad GEMM, and the reduce-scatter (all-reduce)
+      is async beside the wgrad GEMM: each exposed beyond its GEMM (the head's forward GEMM
+      time, the same FLOPs). 'exposed' (DTensor redistribution): the gathered input is saved,
+      and the reduce-scatter (all-reduce) waits.
+    - The vocabulary-parallel loss: LOSS_ALL_REDUCES latency-bound fp32 all-reduces forward.
+    Under multi-token prediction the last stage runs the head and the loss 1 + D times and
+    an embedding look-up D times (compute.lm_head_time); the eh_proj's own collectives are
+    not priced."""
+    vocab = model.vocab_size or 0
+    if layout.tp <= 1 or not vocab or tp_span[-1] <= 1:
+        return NO_END_TP, NO_END_TP
+    tiers, t = cluster.tiers, tokens_per_gpu(workload, layout)
+    payload = t * model.hidden_size * BF16_BYTES
+
+    def per_tier(kind: str, size: float = payload) -> tuple[float, ...]:
+        return tuple(collective_tier_s(kind, size, tp_span, tiers, 1, comm, "tp"))
+
+    loss = per_tier("all_reduce", t * FP32_BYTES)
+    sp = layout.sequence_parallel
+    overlapped = workload.head_tp_backward == "overlapped"
+    if sp:
+        rs, ag = per_tier("reduce_scatter"), per_tier("all_gather")
+        learned = model.position_embedding_kind == "learned"
+        embed = [per_tier("all_reduce"), ag] if learned else [rs, ag]
+        forward = [ag]
+        backward = [ag, rs] if overlapped else [rs]
+    else:
+        ar = per_tier("all_reduce")
+        embed, forward, backward = [ar], [], [ar]
+    forward += [loss] * LOSS_ALL_REDUCES
+    partner_s = head.gemm_s / (1 + model.mtp_num_layers)  # one head pass's GEMM
+    hidden = partner_s if overlapped else 0.0
+    runs, depth = 1 + model.mtp_num_layers, model.mtp_num_layers
+    head_exposed = runs * (
+        sum(sum(x) for x in forward) + sum(max(0.0, sum(x) - hidden) for x in backward)
+    )
+    embed_s = sum(sum(x) for x in embed)
+
+    def busy(groups: list[tuple[list[tuple[float, ...]], int]]) -> tuple[float, ...]:
+        return tuple(sum(n * sum(x[j] for x in xs) for xs, n in groups) for j in range(len(tiers)))
+
+    first_busy = busy([(embed, 1)])
+    last_busy = busy([(forward + backward, runs), (embed, depth)])
+    first = LayerCost(0.0, 0.0, embed_s, 0.0, 0.0, 0.0, embed_s, 0.0, {Flow.TP: first_busy})
+    last = LayerCost(
+        0.0,
+        0.0,
+        head_exposed + depth * embed_s,
+        0.0,
+        0.0,
+        0.0,
+        sum(last_busy),
+        0.0,
+        {Flow.TP: last_busy},
+    )
+    return first, last
+
+
 def _ep_layer_s(
     model: ModelSpec,
     cluster: Cluster,

@@ -100,10 +100,15 @@ def _estimate(cluster, **lo: int):
 
 
 def test_the_pricer_takes_tp_from_the_curve_and_keeps_the_model_elsewhere() -> None:
-    # TP 8 all-reduce of 8192 tokens x 4096 x 2 B = 64 MiB per call; measured at half the
-    # model's bus bandwidth, every TP all-reduce takes twice the model's time.
-    size = 8192 * 4096 * 2
-    rows = [("all_reduce", 8, 1, size, _busbw("all_reduce", 8, 1, size, 0.5), "auto")]
+    # TP 8 all-reduce of 8192 tokens x 4096 x 2 B = 64 MiB per call (the layers', and the end
+    # stages' without sequence parallelism), and the loss's fp32 all-reduces of 8192 x 4 B
+    # (stage.end_stage_tp_costs); measured at half the model's bus bandwidth, every TP
+    # collective takes twice the model's time (the head's backward one stays hidden behind its
+    # wgrad GEMM).
+    size, loss = 8192 * 4096 * 2, 8192 * 4
+    rows = [(kind, 8, 1, n, _busbw(kind, 8, 1, n, 0.5), "auto") for kind, n in (
+        ("all_reduce", size), ("all_reduce", loss)
+    )]  # fmt: skip
     base = _curve_dgx()
     plain = _estimate(base, tp=8, pp=2, dp=4)
     tabled = _estimate(_dgx(rows), tp=8, pp=2, dp=4)
@@ -113,7 +118,9 @@ def test_the_pricer_takes_tp_from_the_curve_and_keeps_the_model_elsewhere() -> N
     assert plain.kernels is None
     assert tabled.kernels is not None and tabled.kernels["table"] == "test curves"
     terms = tabled.kernels["terms"]
-    assert terms["tp_comm"] == {"measured": 1, "interpolated": 0, "extrapolated": 0}
+    # without sequence parallelism: the layers' all-reduce, the end stages' all-reduce of the
+    # same activations (embedding, head backward) and the loss's all-reduce
+    assert terms["tp_comm"] == {"measured": 3, "interpolated": 0, "extrapolated": 0}
     assert terms["dp_comm"]["extrapolated"] > 0 and terms["pp_comm"]["extrapolated"] == 1
     assert "gemm" not in terms  # no kernel rows: compute stays on the curves, unreported
 

@@ -52,8 +52,14 @@ def test_embedding_sits_on_the_first_stage_and_the_head_on_the_last():
     assert terms[2].compute_s == middle
     assert terms[0].compute_s == pytest.approx(middle + times.embed_s)
     assert terms[3].compute_s == pytest.approx(middle + times.head_s)
+    # the end stages' TP collectives outside the layers (stage.end_stage_tp_costs) are TP terms
+    first, last = p.end_costs(lo, span)
+    assert first.tp_s > 0 and last.tp_s > 0
+    assert terms[0].tp_s == pytest.approx(terms[1].tp_s + first.tp_s)
+    assert terms[3].tp_s == pytest.approx(terms[1].tp_s + last.tp_s)
     # the per-rank terms of the stage partition and the DP overlap read the same stage
-    for r, extra in ((0, times.embed_s), (1, 0.0), (3, times.head_s)):
+    ends = ((0, times.embed_s + first.tp_s), (1, 0.0), (3, times.head_s + last.tp_s))
+    for r, extra in ends:
         stage_s, _dp, _opt = p.rank_terms_s(lo, span, r, 8, 0)
         assert stage_s == pytest.approx(p.rank_terms_s(lo, span, 1, 8, 0)[0] + extra)
         assert p.stage_compute_s(lo, (8, 0), r == 3, r == 0) == terms[r].compute_s

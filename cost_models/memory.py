@@ -462,10 +462,11 @@ def queue_peak_bytes(
     fetch_bucket), so the i-th comes after (i - 1) x bucket elements of gradients, with
     floor((i - 1) x bucket / layer) layers done; the buckets hold at most the `chunk`'s
     elements. Non-decreasing in `buckets`, `layer` and `chunk`, non-increasing in the freed
-    bytes: a stage's memory stays non-decreasing in its layer counts."""
+    bytes: with a bucket size that does not depend on the layers (ZeRO-2's), a stage's memory
+    stays non-decreasing in its layer counts."""
     out = 0.0
     for i in range(1, buckets + 1):
-        done = math.floor((i - 1) * bucket / layer * (1 + 1e-12))  # a layer's bucket: i - 1
+        done = math.floor((i - 1) * bucket / layer)
         out = max(out, min(i * bucket, chunk) * grad - done * freed_per_layer)
     return out
 
@@ -490,10 +491,15 @@ def grad_queue_bytes(
     backward the queue (<= C after the pops), the bucket just reduced and its own are alive:
     K = floor(C / bucket) + 2 buckets at most (queue_peak_bytes).
 
-    - ZeRO-3 (optim_grads_params): one bucket per FSDP unit, a layer (the stage's largest);
+    - ZeRO-3 (optim_grads_params): one bucket per FSDP unit, a layer (the stage's largest L);
       C = max(1e9, 2 x the mean unit) unset (megatron_fsdp.py), 2 x max(prefetch, layer) here
       (a stated suggested_communication_unit_size is C itself, so a stated prefetch under one
-      layer is priced with a larger queue than it runs); at most the stage's layers.
+      layer is priced with a larger queue than it runs); at most the stage's layers. The
+      bucket count is taken as C / L + 2, not floor(C / L) + 2: Megatron's count jumps down
+      as L grows past C / k, so a stage's memory would dip when a larger layer kind joins it
+      (a MoE layer beside dense ones) and the partition caps, which read memory as
+      non-decreasing in each layer count, would not be exact; the envelope is at most one
+      bucket above and grows with L: max(L, K L - (K - 1) A / g) with K = min(n, C / L + 2).
     - ZeRO-2 (optim_grads): no FSDP units (mcore_fsdp_adapter.py), so buckets of Megatron's
       bucket size (megatron_bucket_elements; param_and_grad_buffer.py _get_parameter_groups
       closes one at that size); C = max(1e9, bucket) unset, 2 x prefetch when stated (the
@@ -509,9 +515,8 @@ def grad_queue_bytes(
     prefetch = workload.zero3_prefetch_elements
     assert prefetch is not None  # queues_grad_buckets
     if zero_in_effect(sp, layout) == 3:
-        capacity = 2 * max(prefetch, layer)
-        buckets = min(sp.num_layers, math.floor(capacity / layer) + 2)
-        return queue_peak_bytes(layer, buckets, layer, math.inf, grad, freed_per_layer)
+        k = min(sp.num_layers, 2 * max(prefetch, layer) / layer + 2)
+        return max(layer * grad, k * layer * grad - (k - 1) * freed_per_layer)
     chunk = (sp.dense + sp.expert) / layout.vp
     bucket = megatron_bucket_elements(layout, workload)
     capacity = 2 * prefetch

@@ -166,8 +166,9 @@ def test_the_megatron_export_launches_the_priced_prefetch():
     "layer, freed, expected",
     [
         # 4.28e8 (Llama 3 70B at TP 2): capacity 1e9 -> 2 queued + the reduced + the filling
-        # bucket = 4, fp32: 4 x 1.712e9 B, less 3 layers' freed activations
-        (4.28e8, 1e8, 4 * 4.28e8 * 4 - 3 * 1e8),
+        # bucket = 4 in Megatron; priced on the envelope K = 1e9 / 4.28e8 + 2 = 4.34 buckets,
+        # fp32, less K - 1 layers' freed activations
+        (4.28e8, 1e8, (1e9 + 2 * 4.28e8) * 4 - (1e9 / 4.28e8 + 1) * 1e8),
         # 8.6e8 (TP 1): capacity 2 x 8.6e8 -> 2 + 2 = 4 buckets
         (8.6e8, 1e8, 4 * 8.6e8 * 4 - 3 * 1e8),
         # activations that outweigh a bucket: the first bucket is the backward's top
@@ -197,6 +198,25 @@ def test_megatron_fsdp_backward_holds_its_queued_gradient_buckets(layer, freed, 
     got, phase = stage_peak(megatron, lo, sp, (40, 0), lambda: acts, parts, 1)
     assert phase == "backward"
     assert got == pytest.approx((5e10, 1.0, 2.0, 3.0 + expected, 4.0))
+
+
+def test_megatron_fsdp_zero3_queue_grows_with_the_layer():
+    """Megatron's bucket count floor(1e9 / L) + 2 drops from 5 to 4 as the largest layer grows
+    past 1e9 / 3: priced on the envelope 1e9 / L + 2, the queue never shrinks as a larger layer
+    kind joins a stage (the partition caps read memory as non-decreasing in each count)."""
+    from cost_models.memory import grad_queue_bytes
+
+    lo = layout(tp=2, dp=8, zero_stage=3)
+    megatron = framework.MEGATRON.workload(workload())
+    got = []
+    for layer in (3.2e8, 3.3e8, 3.4e8, 3.5e8, 5e8, 6e8):
+        sp = StageParams(dense=layer * 40, expert=0.0, largest_layer=layer, num_layers=40)
+        got.append(grad_queue_bytes(sp, lo, megatron, 1, 1e8))
+    assert got == sorted(got)
+    # at most one bucket above Megatron's own count
+    sp = StageParams(dense=3.4e8 * 40, expert=0.0, largest_layer=3.4e8, num_layers=40)
+    megatrons = 4 * 3.4e8 * 4 - 3 * 1e8
+    assert megatrons <= grad_queue_bytes(sp, lo, megatron, 1, 1e8) <= megatrons + 3.4e8 * 4
 
 
 def test_megatron_fsdp_zero2_queues_buckets_of_megatrons_bucket_size():

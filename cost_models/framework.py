@@ -614,6 +614,14 @@ _LLM_FOUNDRY_PHYSICS = {
     "tp_overlap": Setting(
         "collective_matmul", "llm-foundry has no tensor-parallel communication overlap"
     ),
+    "cross_entropy": Setting(
+        "flash_attn",
+        "llmfoundry/models/mpt/modeling_mpt.py ComposerMPTCausalLM (commits b2a43a147 and "
+        "5e85bd62d, the benchmark tables'): loss_fn defaults to 'fused_crossentropy', "
+        "flash_attn.losses.cross_entropy.CrossEntropyLoss(ignore_index=-100) (setup.py pins "
+        "flash-attn 1.0.9 with its xentropy kernel), which the benchmark yamls "
+        "(scripts/train/yamls/pretrain/mpt-*.yaml) do not change",
+    ),
     "attention_kernel": Setting(
         "fa2",
         "llm-foundry MPT attn_impl 'flash' (llmfoundry/models/layers/attention.py "

@@ -997,7 +997,7 @@ def _every_other_matmul_tensors(
     return tuple(out)
 
 
-LOGIT_BYTES = {"fused": BF16_BYTES + 4, "eager_fp32": 3 * 4}
+LOGIT_BYTES = {"fused": BF16_BYTES + 4, "eager_fp32": 3 * 4, "flash_attn": 2 * BF16_BYTES}
 """Peak bytes per logit on the last stage while the loss runs.
 
 fused: Megatron's vocab-parallel cross-entropy keeps the bf16 logits and one fp32 copy that it
@@ -1005,7 +1005,12 @@ turns into the softmax in place and reuses as the gradient (megatron/core/tensor
 cross_entropy.py). eager_fp32: `F.cross_entropy(logits.float(), ...)` in eager PyTorch saves
 the fp32 log-softmax output for backward; its backward holds that output, the fp32 gradient
 coming from nll_loss and the fp32 gradient it produces at the same time (3 x 4 B; the bf16
-logits are freed before backward, torchtitan `del pred`)."""
+logits are freed before backward, torchtitan `del pred`). flash_attn: flash-attn's
+CrossEntropyLoss (flash_attn/losses/cross_entropy.py, v1.0.9 and v2) runs its kernel on the
+bf16 logits, saving them with an fp32 log-sum-exp and loss per token (csrc/xentropy
+xentropy_kernel.cu host_softmax_xentropy), and its backward writes the gradient into
+`at::empty_like(logits)` (inplace_backward False, the default): two bf16 logit-sized tensors
+(the per-token fp32 pair is left out)."""
 
 
 LOSS_PARALLEL_BYTES_PER_LOGIT = 4 * 4

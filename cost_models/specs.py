@@ -1006,10 +1006,12 @@ class Workload(InputSpec):
     seq_len: PositiveInt = Field(le=MAX_TOKENS)
     global_batch_seqs: PositiveInt = Field(le=MAX_TOKENS)
     precision: Precision = "bf16"
-    cross_entropy: Literal["fused", "eager_fp32"] = Field(
+    cross_entropy: Literal["fused", "eager_fp32", "flash_attn"] = Field(
         "fused",
-        description="loss kernel: fused vocab-parallel (Megatron) or eager PyTorch "
-        "cross_entropy on logits upcast to fp32 (uncompiled torchtitan loss)",
+        description="loss kernel: fused vocab-parallel (Megatron), eager PyTorch "
+        "cross_entropy on logits upcast to fp32 (uncompiled torchtitan loss), or flash-attn's "
+        "cross-entropy kernel on the bf16 logits (llm-foundry's fused_crossentropy); the "
+        "logits' memory by kind: cost_models.memory.LOGIT_BYTES",
     )
     fused_elementwise: StrictBool = Field(
         True,

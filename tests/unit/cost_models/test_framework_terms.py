@@ -32,6 +32,21 @@ def test_logit_bytes_by_cross_entropy_kernel():
         model, workload(seq_len=512, cross_entropy="eager_fp32"), layout(micro_batch=2)
     )
     assert eager_tp1 == pytest.approx(1_024_000 * 12)
+    # flash-attn's xentropy kernel (llm-foundry's fused_crossentropy): the saved bf16 logits
+    # and the bf16 gradient of empty_like(logits)
+    flash = logits_bytes(
+        model, workload(seq_len=512, cross_entropy="flash_attn"), layout(micro_batch=2)
+    )
+    assert flash == pytest.approx(1_024_000 * 4)
+
+
+def test_llm_foundry_prices_its_flash_attn_loss():
+    """llm-foundry's MPT takes loss_fn 'fused_crossentropy' by default (flash-attn's
+    CrossEntropyLoss), so the profile's loss holds 4 B a logit at its peak, not Megatron's 6."""
+    from cost_models import framework
+
+    assert framework.LLM_FOUNDRY.workload(workload()).cross_entropy == "flash_attn"
+    assert framework.MEGATRON.workload(workload()).cross_entropy == "fused"
 
 
 def test_eager_loss_raises_peak_memory_only_on_the_last_stage():

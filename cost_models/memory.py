@@ -492,9 +492,9 @@ def grad_queue_bytes(
     K = floor(C / bucket) + 2 buckets at most (queue_peak_bytes).
 
     - ZeRO-3 (optim_grads_params): one bucket per FSDP unit, a layer (the stage's largest L);
-      C = max(1e9, 2 x the mean unit) unset (megatron_fsdp.py), 2 x max(prefetch, layer) here
-      (a stated suggested_communication_unit_size is C itself, so a stated prefetch under one
-      layer is priced with a larger queue than it runs); at most the stage's layers. The
+      C = max(1e9, 2 x the mean unit) unset (megatron_fsdp.py), 2 x max(prefetch, layer) here;
+      a stated suggested_communication_unit_size (a prefetch other than the default, which
+      the export writes as 2 x it) is C itself; at most the stage's layers. The
       bucket count is taken as C / L + 2, not floor(C / L) + 2: Megatron's count jumps down
       as L grows past C / k, so a stage's memory would dip when a larger layer kind joins it
       (a MoE layer beside dense ones) and the partition caps, which read memory as
@@ -514,14 +514,16 @@ def grad_queue_bytes(
     layer, grad = sp.largest_layer, grad_bytes(workload)
     prefetch = workload.zero3_prefetch_elements
     assert prefetch is not None  # queues_grad_buckets
+    unset = prefetch == Workload.model_fields["zero3_prefetch_elements"].default
     if zero_in_effect(sp, layout) == 3:
-        k = min(sp.num_layers, 2 * max(prefetch, layer) / layer + 2)
+        capacity = 2 * max(prefetch, layer) if unset else 2 * prefetch
+        k = min(sp.num_layers, capacity / layer + 2)
         return max(layer * grad, k * layer * grad - (k - 1) * freed_per_layer)
     chunk = (sp.dense + sp.expert) / layout.vp
     bucket = megatron_bucket_elements(layout, workload)
     capacity = 2 * prefetch
-    if prefetch == Workload.model_fields["zero3_prefetch_elements"].default:
-        capacity = max(capacity, bucket)  # unset: max(1e9, bucket) (megatron_fsdp.py)
+    if unset:
+        capacity = max(capacity, bucket)  # max(1e9, bucket) (megatron_fsdp.py)
     buckets = min(math.ceil(chunk / bucket), math.floor(capacity / bucket) + 2)
     out = queue_peak_bytes(bucket, buckets, layer, chunk, grad, freed_per_layer)
     if layout.vp > 1:  # the later chunks' one bucket, before any of their layers is done

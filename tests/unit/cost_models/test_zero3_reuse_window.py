@@ -219,6 +219,25 @@ def test_megatron_fsdp_zero3_queue_grows_with_the_layer():
     assert megatrons <= grad_queue_bytes(sp, lo, megatron, 1, 1e8) <= megatrons + 3.4e8 * 4
 
 
+def test_a_stated_unit_size_is_the_zero3_queues_capacity():
+    """A stated suggested_communication_unit_size (2 x a prefetch other than the default, as the
+    export writes it) is the queue's capacity itself, even below one layer: C = 2e8 against
+    4.28e8-element layers, K = 2e8 / 4.28e8 + 2 on the envelope (Megatron's floor: 2 buckets);
+    unset, C = max(1e9, 2 x the layer) (megatron_fsdp.py)."""
+    from cost_models.memory import grad_queue_bytes
+
+    layer, freed = 4.28e8, 1e8
+    sp = StageParams(dense=layer * 40, expert=0.0, largest_layer=layer, num_layers=40)
+    lo = layout(tp=2, dp=8, zero_stage=3)
+    stated = framework.MEGATRON.workload(workload(zero3_prefetch_elements=100_000_000))
+    k = 2e8 / layer + 2
+    assert grad_queue_bytes(sp, lo, stated, 1, freed) == pytest.approx(
+        k * layer * 4 - (k - 1) * freed
+    )
+    unset = framework.MEGATRON.workload(workload())
+    assert grad_queue_bytes(sp, lo, unset, 1, freed) > grad_queue_bytes(sp, lo, stated, 1, freed)
+
+
 def test_megatron_fsdp_zero2_queues_buckets_of_megatrons_bucket_size():
     """optim_grads (ZeRO-2) has no FSDP units (mcore_fsdp_adapter.py), so its gradient buckets
     are Megatron's bucket size, max(4e7, 1e6 x dp x cp) (resolve_ddp_bucket_size), queued up

@@ -301,10 +301,11 @@ class StepBounds:
     ) -> float:
         """m * t_max + (sum t - t_max) / vp with per-layer seconds cd (dense) and cm (MoE) on the
         split `counts` (default even), the first and last stage's exposed TP beyond their
-        layers `ends` added (Pricer.end_costs; none for the order-free bounds: a term >= 0). any_split: sum(t) is the same for every split and
-        t_max >= sum(t) / pp, and the schedule is non-decreasing in t_max (m >= 1 >= 1/vp), so
-        t_max = sum(t) / pp bounds every split (planner/search/partition.py free_step_s); so do
-        the cheapest N* layers when some rank runs >= N* layers (head and embedding times >= 0).
+        layers `ends` added (Pricer.end_costs; none for the order-free bounds: a term >= 0).
+        any_split: sum(t) is the same for every split and t_max >= sum(t) / pp, and the
+        schedule is non-decreasing in t_max (m >= 1 >= 1/vp), so t_max = sum(t) / pp bounds
+        every split (planner/search/partition.py free_step_s); so do the cheapest N* layers
+        when some rank runs >= N* layers (head and embedding times >= 0).
         """
         times = self.layer_times(lo)
         counts = self.stage_counts(lo) if counts is None else counts

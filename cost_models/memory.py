@@ -288,10 +288,13 @@ def state_bytes(
         # gathered ahead (zero3_gathered_elements), or, where the framework keeps the stage's
         # last layers gathered into the backward (DeepSpeed's reuse distance), that window at
         # the backward start, the peak.
-        gather = max(
-            zero3_gathered_elements(sp, workload),
-            zero3_reuse_window_elements(sp, layout, workload),
-        ) * weight_bytes
+        gather = (
+            max(
+                zero3_gathered_elements(sp, workload),
+                zero3_reuse_window_elements(sp, layout, workload),
+            )
+            * weight_bytes
+        )
         return shard_bytes * sharded + gather, g * sharded, moments * sharded
     weights = weight_bytes * full
     shard_grads = z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, mode)
@@ -444,12 +447,26 @@ MEGATRON_BUCKET_ELEMENTS = 40_000_000
 (megatron/training/training.py resolve_ddp_bucket_size, for DDP and Megatron-FSDP alike)."""
 
 
-def megatron_bucket_elements(layout: Layout, workload: Workload) -> float:
-    """Elements of one of Megatron's gradient buckets: Workload.dp_bucket_elements, else
-    MEGATRON_BUCKET_ELEMENTS' rule."""
-    if workload.dp_bucket_elements is not None:
-        return workload.dp_bucket_elements
-    return max(MEGATRON_BUCKET_ELEMENTS, 1_000_000 * layout.dp * layout.cp)
+def megatron_bucket_elements(dp_cp: int, stated: int | None) -> float:
+    """Elements of one of Megatron's gradient buckets over a DP x CP group of `dp_cp` ranks:
+    the stated size (Workload.dp_bucket_elements), else MEGATRON_BUCKET_ELEMENTS' rule. The DDP
+    buckets' count (stage.dp_buckets) and Megatron-FSDP's ZeRO-2 queue (grad_queue_bytes) both
+    read it."""
+    if stated is not None:
+        return stated
+    return max(MEGATRON_BUCKET_ELEMENTS, 1_000_000 * dp_cp)
+
+
+def states_unit_size(workload: Workload) -> bool:
+    """Whether the workload states Megatron-FSDP's suggested_communication_unit_size (twice
+    Workload.zero3_prefetch_elements): a prefetch other than the field's default, Megatron-FSDP's
+    own with the size unset ("Megatron's are the field defaults"). Unset, megatron_fsdp.py
+    derives the queue capacity (grad_queue_bytes) and the export writes no flag."""
+    prefetch = workload.zero3_prefetch_elements
+    return (
+        prefetch is not None
+        and prefetch != Workload.model_fields["zero3_prefetch_elements"].default
+    )
 
 
 def queue_peak_bytes(
@@ -514,13 +531,13 @@ def grad_queue_bytes(
     layer, grad = sp.largest_layer, grad_bytes(workload)
     prefetch = workload.zero3_prefetch_elements
     assert prefetch is not None  # queues_grad_buckets
-    unset = prefetch == Workload.model_fields["zero3_prefetch_elements"].default
+    unset = not states_unit_size(workload)
     if zero_in_effect(sp, layout) == 3:
         capacity = 2 * max(prefetch, layer) if unset else 2 * prefetch
         k = min(sp.num_layers, capacity / layer + 2)
         return max(layer * grad, k * layer * grad - (k - 1) * freed_per_layer)
     chunk = (sp.dense + sp.expert) / layout.vp
-    bucket = megatron_bucket_elements(layout, workload)
+    bucket = megatron_bucket_elements(layout.dp * layout.cp, workload.dp_bucket_elements)
     capacity = 2 * prefetch
     if unset:
         capacity = max(capacity, bucket)  # max(1e9, bucket) (megatron_fsdp.py)

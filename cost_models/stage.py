@@ -38,7 +38,6 @@ from .memory import (
     ALLOCATOR_OVERHEAD,
     CUDA_CONTEXT_GIB,
     DEEPSPEED_BUCKET_ELEMENTS,
-    MEGATRON_BUCKET_ELEMENTS,
     STEP_CAST_HBM_BYTES,
     StageParams,
     buffer_bytes,
@@ -48,6 +47,7 @@ from .memory import (
     grad_queue_bytes,
     kept_outputs_bytes,
     logits_bytes,
+    megatron_bucket_elements,
     moment_bytes,
     queues_grad_buckets,
     shard_elements,
@@ -280,9 +280,9 @@ def end_stage_tp_costs(
         ar = per_tier("all_reduce")
         embed, forward, backward = [ar], [], [ar]
     forward += [loss] * LOSS_ALL_REDUCES
-    partner_s = head.gemm_s / (1 + model.mtp_num_layers)  # one head pass's GEMM
-    hidden = partner_s if overlapped else 0.0
-    runs, depth = 1 + model.mtp_num_layers, model.mtp_num_layers
+    depth = model.mtp_num_layers
+    runs = 1 + depth
+    hidden = head.gemm_s / runs if overlapped else 0.0  # one head pass's GEMM
     head_exposed = runs * (
         sum(sum(x) for x in forward) + sum(max(0.0, sum(x) - hidden) for x in backward)
     )
@@ -632,12 +632,10 @@ def dp_buckets(
         return 1
     if zero_stage == 3 or (dp_sync == "fsdp" and zero_stage == 2):
         return max(1, num_layers)
-    if bucket is not None:
-        size = bucket
-    elif dp_sync == "deepspeed":
+    if dp_sync == "deepspeed" and bucket is None:
         size = DEEPSPEED_BUCKET_ELEMENTS
     else:
-        size = max(MEGATRON_BUCKET_ELEMENTS, 1_000_000 * dp)
+        size = megatron_bucket_elements(dp, bucket)
     if dp_sync != "megatron":
         n = max(1, math.ceil(params / size))
         return min(n, tensors) if tensors > 0 else n

@@ -15,6 +15,7 @@ from typing import Any
 from cost_models import framework
 from cost_models.compute import quant_recipe
 from cost_models.errors import InvalidInput
+from cost_models.memory import states_unit_size
 from cost_models.pipeline import layout_chunk_counts, split_slots, stage_layers
 from cost_models.specs import Axis, Estimate, Layout, ModelSpec, Workload
 
@@ -478,9 +479,7 @@ def _megatron_fsdp_prefetch(workload: Workload, lo: Layout) -> list[str]:
     capacity). Megatron-FSDP always prefetches and queues, so a plan priced with one unit
     ahead only and no queue (FSDP's) cannot be launched as priced."""
     prefetch = workload.zero3_prefetch_elements
-    # the profile's value is Megatron-FSDP's own with suggested_communication_unit_size unset
-    default = framework.MEGATRON.physics["zero3_prefetch_elements"].value
-    if lo.zero_stage not in (2, 3) or prefetch == default:
+    if lo.zero_stage not in (2, 3):
         return []
     if prefetch is None:
         raise _refuse(
@@ -488,6 +487,8 @@ def _megatron_fsdp_prefetch(workload: Workload, lo: Layout) -> list[str]:
             "zero3_prefetch_elements null (one unit gathered ahead): Megatron-FSDP gathers "
             "whole units until its suggested_AG_prefetch_size; state the elements instead",
         )
+    if not states_unit_size(workload):  # the size Megatron-FSDP derives when it is unset
+        return []
     return ["--suggested-communication-unit-size", str(2 * prefetch)]
 
 

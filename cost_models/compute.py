@@ -1745,9 +1745,8 @@ def lm_head_time(
     of the shifted tokens in its own copy of the embedding (embedding_time, the dense weight
     gradient included), the norms and concatenation (MTP_JOIN_BYTES), eh_proj, a column-parallel
     Linear(2h -> h) run under the fp8 context (_proj_and_transformer_layer), and the shared
-    output layer and cross-entropy once more (process_mtp_loss). The head's, the loss's and the
-    embedding copy's TP collectives are priced by stage.end_stage_tp_costs; the eh_proj output's
-    TP all-gather is not."""
+    output layer and cross-entropy once more (process_mtp_loss). The TP collectives of the head,
+    the loss, the embedding copy and eh_proj are priced by stage.end_stage_tp_costs."""
     t = tokens_per_gpu(workload, layout)
     vocab = model.vocab_size or 0
     depth = model.mtp_num_layers

@@ -256,8 +256,17 @@ def end_stage_tp_costs(
       and the reduce-scatter (all-reduce) waits.
     - The vocabulary-parallel loss: LOSS_ALL_REDUCES latency-bound fp32 all-reduces forward.
     Under multi-token prediction the last stage runs the head and the loss 1 + D times and
-    an embedding look-up D times (compute.lm_head_time); the eh_proj's own collectives are
-    not priced."""
+    an embedding look-up D times (compute.lm_head_time), and per depth the eh_proj
+    (multi_token_prediction.py MultiTokenPredictionLayer._concat_embeddings): a column-parallel
+    Linear(2h -> h) with gather_output=False whose output is all-gathered over the hidden dim
+    (gather_from_tensor_model_parallel_region; its backward is a split) and, under sequence
+    parallelism, scattered back (no traffic; its backward all-gathers the gradient, exposed).
+    Its input side is the head's pattern on [t, 2h]: the all-gather forward (sequence
+    parallelism), the reduce-scatter (all-reduce without it) of the input gradient and the
+    second gather in backward, hidden as the head's are behind the eh_proj's own GEMM time.
+    Megatron's TE path turns userbuffers off for this buffer name ('mtp_eh_proj' is not one of
+    qkv / proj / fc1 / fc2: extensions/transformer_engine.py TELinear), so no TP-overlap
+    configuration covers it. Each pass's GEMM time is its FLOP share of head.gemm_s."""
     vocab = model.vocab_size or 0
     if layout.tp <= 1 or not vocab or tp_span[-1] <= 1:
         return NO_END_TP, NO_END_TP
@@ -270,29 +279,38 @@ def end_stage_tp_costs(
     loss = per_tier("all_reduce", t * FP32_BYTES)
     sp = layout.sequence_parallel
     overlapped = workload.head_tp_backward == "overlapped"
-    if sp:
-        rs, ag = per_tier("reduce_scatter"), per_tier("all_gather")
-        learned = model.position_embedding_kind == "learned"
-        embed = [per_tier("all_reduce"), ag] if learned else [rs, ag]
-        forward = [ag]
-        backward = [ag, rs] if overlapped else [rs]
-    else:
-        ar = per_tier("all_reduce")
-        embed, forward, backward = [ar], [], [ar]
+    embed, forward, backward = _column_linear_tp(per_tier, payload, sp, overlapped)
+    if sp and model.position_embedding_kind == "learned":
+        embed = [per_tier("all_reduce"), per_tier("all_gather")]
     forward += [loss] * LOSS_ALL_REDUCES
     depth = model.mtp_num_layers
     runs = 1 + depth
-    hidden = head.gemm_s / runs if overlapped else 0.0  # one head pass's GEMM
+    # One pass's GEMM time: its FLOP share of head.gemm_s (the head runs 1 + D times, eh_proj D).
+    h = model.hidden_size
+    head_flops, proj_flops = vocab / layout.tp * h, 2 * h * h / layout.tp
+    share = head.gemm_s / (runs * head_flops + depth * proj_flops) if overlapped else 0.0
     head_exposed = runs * (
-        sum(sum(x) for x in forward) + sum(max(0.0, sum(x) - hidden) for x in backward)
+        sum(sum(x) for x in forward) + sum(max(0.0, sum(x) - share * head_flops) for x in backward)
     )
     embed_s = sum(sum(x) for x in embed)
+    proj_fwd, proj_waits, proj_bwd = [], [], []  # priced (and looked up) only under MTP
+    if depth:
+        _, proj_fwd, proj_bwd = _column_linear_tp(per_tier, 2 * payload, sp, overlapped)
+        proj_fwd.append(per_tier("all_gather"))  # the output gathered over the hidden dim
+        proj_waits = [per_tier("all_gather")] if sp else []  # the scatter's backward
+    proj_exposed = depth * (
+        sum(sum(x) for x in proj_fwd + proj_waits)
+        + sum(max(0.0, sum(x) - share * proj_flops) for x in proj_bwd)
+    )
+    head_exposed += proj_exposed
 
     def busy(groups: list[tuple[list[tuple[float, ...]], int]]) -> tuple[float, ...]:
         return tuple(sum(n * sum(x[j] for x in xs) for xs, n in groups) for j in range(len(tiers)))
 
     first_busy = busy([(embed, 1)])
-    last_busy = busy([(forward + backward, runs), (embed, depth)])
+    last_busy = busy(
+        [(forward + backward, runs), (embed, depth), (proj_fwd + proj_waits + proj_bwd, depth)]
+    )
     first = LayerCost(0.0, 0.0, embed_s, 0.0, 0.0, 0.0, embed_s, 0.0, {Flow.TP: first_busy})
     last = LayerCost(
         0.0,
@@ -306,6 +324,22 @@ def end_stage_tp_costs(
         {Flow.TP: last_busy},
     )
     return first, last
+
+
+def _column_linear_tp(
+    per_tier: Callable[[str, float], tuple[float, ...]], size: float, sp: bool, overlapped: bool
+) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]], list[tuple[float, ...]]]:
+    """(embedding's, forward, backward) TP collectives, per tier, of a vocabulary-parallel
+    embedding and a column-parallel Linear whose [t, .] input is `size` bytes: with sequence
+    parallelism the embedding reduce-scatters (forward) and gathers (backward), the Linear
+    all-gathers its input forward and reduce-scatters the input gradient backward, gathering
+    the input again first when `overlapped` (kept local for the weight gradient); without it
+    the embedding and the input gradient all-reduce."""
+    if sp:
+        rs, ag = per_tier("reduce_scatter", size), per_tier("all_gather", size)
+        return [rs, ag], [ag], ([ag, rs] if overlapped else [rs])
+    ar = per_tier("all_reduce", size)
+    return [ar], [], [ar]
 
 
 def _ep_layer_s(

@@ -80,17 +80,31 @@ def test_learned_positions_all_reduce_then_scatter():
     assert first.tp_s == pytest.approx(c("all_reduce") + c("all_gather"))
 
 
-def test_multi_token_prediction_runs_the_head_and_the_lookup_again():
+def test_multi_token_prediction_runs_the_head_the_lookup_and_eh_proj():
     """D = 1: the last stage runs the head and the loss twice and looks the shifted tokens up
-    in its own embedding copy once (compute.lm_head_time); each pass's backward hides behind
-    its own GEMM (the head's GEMM time over 1 + D)."""
+    in its own embedding copy once (compute.lm_head_time); each head pass's backward hides
+    behind its own GEMM (its FLOP share of the head's GEMM time). The eh_proj, a column-parallel
+    Linear(2h -> h): its [t, 2h] input all-gathered forward, the output all-gathered over the
+    hidden dim (exposed) and scattered back, whose backward gathers the gradient (exposed); the
+    input gradient's reduce-scatter and the second input gather hidden behind the eh_proj's own
+    GEMM (its FLOP share), the rest exposed."""
+    model = dense_model(mtp_num_layers=1)
     w = framework.MEGATRON.workload(workload())
-    first, last, c, loss, g = _priced(
-        dense_model(mtp_num_layers=1), w, tp=8, sequence_parallel=True
-    )
+    first, last, c, loss, g = _priced(model, w, tp=8, sequence_parallel=True)
     rs, ag = c("reduce_scatter"), c("all_gather")
-    assert g / 2 > max(rs, ag)
-    assert last.tp_s == pytest.approx(2 * (ag + LOSS_ALL_REDUCES * loss) + (rs + ag))
+    t = layout().micro_batch * w.seq_len
+    rs2, ag2 = (c(k, 2 * t * model.hidden_size * 2) for k in ("reduce_scatter", "all_gather"))
+    h, v = model.hidden_size, model.vocab_size
+    head_f, proj_f = v / 8 * h, 2 * h * h / 8
+    head_hidden, proj_hidden = (g * f / (2 * head_f + proj_f) for f in (head_f, proj_f))
+    assert head_hidden > max(rs, ag)
+    head = 2 * (ag + LOSS_ALL_REDUCES * loss) + (rs + ag)
+    # the second gather beside the dgrad GEMM, the reduce-scatter beside the wgrad GEMM
+    proj = ag2 + ag + ag + max(0.0, ag2 - proj_hidden) + max(0.0, rs2 - proj_hidden)
+    assert proj > ag2 + 2 * ag  # some of it shows at TP 8
+    assert last.tp_s == pytest.approx(head + proj)
+    total = 2 * (ag + LOSS_ALL_REDUCES * loss + ag + rs) + (rs + ag) + (ag2 + 2 * ag + ag2 + rs2)
+    assert last.tp_total_s == pytest.approx(total)
     assert first.tp_s == pytest.approx(rs + ag)
 
 

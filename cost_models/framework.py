@@ -588,7 +588,9 @@ _DEEPSPEED_PHYSICS = {
     "zero3_prefetch_elements": Setting(
         None,
         "deepspeed/runtime/zero/config.py prefetch_bucket_size (stage3_prefetch_bucket_size) "
-        "5e7 elements, under one layer of the models priced: the next module's parameters",
+        "5e7 elements per module fetch, priced by memory.deepspeed_gathered_elements "
+        "(DEEPSPEED_PREFETCH_BUCKET_ELEMENTS, written by the export); this field is "
+        "Megatron-FSDP's unit knob",
     ),
     "head_tp_backward": Setting(
         "overlapped",

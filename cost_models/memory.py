@@ -26,6 +26,7 @@ from .params import (
     dense_mlp_params,
     embedding_params,
     expert_params,
+    largest_layer_module,
     lm_head_params,
     mlp_matrices,
     mtp_join_params,
@@ -67,6 +68,13 @@ class StageParams:
     the pipeline after the DP sync: the first and the last stage's copies where the LM head is
     tied to the embedding or MTP looks tokens up on the last stage, pp > 1 (Megatron
     finalize_model_grads._allreduce_word_embedding_grads; stage.embedding_sync_s)."""
+    largest_module: float = 0.0
+    """The largest single module's parameters (one Linear with its bias) of the stage's layers
+    on this GPU (params.largest_layer_module): the unit DeepSpeed ZeRO-3 gathers. 0: not
+    counted (the largest layer stands in)."""
+    tied_head: float = 0.0
+    """Word-embedding parameters on this GPU that the LM head reads again at the forward's end
+    (tied weights on a stage holding both ends, pp = 1)."""
 
 
 def stage_params(
@@ -107,6 +115,11 @@ def stage_params(
         head /= layout.tp
         dense += head
     dense_tensors, expert_tensors = stage_tensors(model, layout, num_dense, num_moe, stage)
+    module = max(
+        largest_layer_module(model, layout, moe=False) if num_dense else 0.0,
+        largest_layer_module(model, layout, moe=True) if num_moe else 0.0,
+    )
+    tied = word if model.tied_embeddings and stage == 0 and layout.pp == 1 else 0.0
     return StageParams(
         dense,
         expert,
@@ -117,6 +130,8 @@ def stage_params(
         dense_tensors,
         expert_tensors,
         shared,
+        module,
+        tied,
     )
 
 
@@ -288,13 +303,10 @@ def state_bytes(
         # gathered ahead (zero3_gathered_elements), or, where the framework keeps the stage's
         # last layers gathered into the backward (DeepSpeed's reuse distance), that window at
         # the backward start, the peak.
-        gather = (
-            max(
-                zero3_gathered_elements(sp, workload),
-                zero3_reuse_window_elements(sp, layout, workload),
-            )
-            * weight_bytes
-        )
+        if deepspeed_coordinator(workload):
+            gather = deepspeed_gathered_elements(sp, layout, workload) * weight_bytes
+        else:
+            gather = zero3_gathered_elements(sp, workload) * weight_bytes
         return shard_bytes * sharded + gather, g * sharded, moments * sharded
     weights = weight_bytes * full
     shard_grads = z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, mode)
@@ -548,25 +560,109 @@ def grad_queue_bytes(
     return out
 
 
+DEEPSPEED_PREFETCH_BUCKET_ELEMENTS = 50_000_000
+"""DeepSpeed ZeRO-3's prefetch per fetch: whole parameters from the trace until at least this
+many elements (deepspeed/runtime/zero/config.py prefetch_bucket_size, stage3_prefetch_bucket_size
+default 5e7; partitioned_param_coordinator.py fetch_sub_module). The deepspeed export writes it."""
+
+DEEPSPEED_MAX_LIVE_ELEMENTS = 1_000_000_000
+"""DeepSpeed ZeRO-3 prefetches nothing once this many elements are gathered (zero/config.py
+max_live_parameters, stage3_max_live_parameters default 1e9; fetch_sub_module:
+max_params_to_prefetch = min(max_n_available_params - n_available_params, prefetch_bucket_sz)).
+The deepspeed export writes it."""
+
+
+def deepspeed_coordinator(workload: Workload | None) -> bool:
+    """Whether ZeRO-3 runs DeepSpeed's parameter coordinator, which gathers per module and keeps
+    what recurs within its reuse distance: the framework has that rule
+    (Workload.zero3_max_reuse_distance; None for FSDP1 / FSDP2 / Megatron-FSDP)."""
+    return workload is not None and workload.zero3_max_reuse_distance is not None
+
+
 def zero3_reuse_window_elements(
     sp: StageParams, layout: Layout, workload: Workload | None
 ) -> float:
     """Gathered elements of a ZeRO-3 stage that stay gathered from their forward to their
-    backward (Workload.zero3_max_reuse_distance, DeepSpeed's stage3_max_reuse_distance).
-    DeepSpeed releases a module's parameters after its use unless they recur within the next
-    `max_reuse_distance` elements of the trace (zero/partitioned_param_coordinator.py
-    __params_to_release: it walks the recorded submodule order from the current step, adding
-    each module's ds_numel). Between an element's forward and its backward the trace runs the
-    stage's later parameters twice (their forward, then their backward in reverse), three
-    times under full recompute of every layer (each recomputed forward precedes its backward),
-    so the elements within distance / 2 (/ 3) of the end of the forward stay: the last layers
-    and the LM head, up to the whole stage. The 5e7-element prefetch beyond the window
-    (stage3_prefetch_bucket_size) is not counted. 0 with no such rule or no ZeRO-3."""
-    if workload is None or workload.zero3_max_reuse_distance is None or layout.zero_stage != 3:
+    backward (Workload.zero3_max_reuse_distance, DeepSpeed's stage3_max_reuse_distance R).
+
+    DeepSpeed releases a module's parameters after its use unless they recur before the trace
+    has run R more elements (zero/partitioned_param_coordinator.py __params_to_release: from
+    the next step it adds each module's ds_numel and stops once the sum reaches R). Between a
+    module's forward and its backward the trace runs the stage's later modules twice (their
+    forward, then their backward), three times under full recompute of every layer (each
+    recomputed forward precedes its backward), c passes: a module stays when what follows it
+    in the forward is under T = R / c. The kept modules are the forward's suffix from the
+    first such module m*, so the window is the smallest suffix reaching T (m*'s own elements
+    included), or the stage:
+    - the LM head (with the final norm, and the tied word embedding it reads again at pp = 1)
+      is the forward's last module: where it alone reaches T, the window is the head, exactly;
+    - else the suffix ends inside the last layers, under T + one module: priced as
+      min(stage, T + the largest module), at most one module over, and non-decreasing in each
+      layer count (partition_caps needs that).
+    0 with no such rule or no ZeRO-3."""
+    if not deepspeed_coordinator(workload) or layout.zero_stage != 3:
         return 0.0
+    full = sp.dense + sp.expert  # a tied head's weight is the embedding's, counted once
+    if _head_is_window(sp, layout, workload):
+        return min(full, sp.head + sp.tied_head)
+    return min(full, _reach(layout, workload) + _module(sp))
+
+
+def _reach(layout: Layout, workload: Workload | None) -> float:
+    """T = R / c of zero3_reuse_window_elements: the forward elements after a module under which
+    it stays gathered into its backward."""
+    assert workload is not None and workload.zero3_max_reuse_distance is not None
     every_layer_recomputed = layout.recompute == "full" and layout.recompute_method != "block"
-    passes = 3 if every_layer_recomputed else 2
-    return min(sp.dense + sp.expert, workload.zero3_max_reuse_distance / passes)
+    return workload.zero3_max_reuse_distance / (3 if every_layer_recomputed else 2)
+
+
+def _head_is_window(sp: StageParams, layout: Layout, workload: Workload | None) -> bool:
+    """Whether the LM head (and a tied embedding it reads) alone reaches T: then it is the
+    whole reuse window, whatever the stage's layers."""
+    head = sp.head + sp.tied_head
+    return head > 0 and head >= _reach(layout, workload)
+
+
+def _module(sp: StageParams) -> float:
+    """The largest unit of the stage's layers DeepSpeed gathers at once (StageParams
+    largest_module; the largest layer where it is not counted)."""
+    return sp.largest_module or sp.largest_layer
+
+
+def deepspeed_gathered_elements(
+    sp: StageParams, layout: Layout, workload: Workload | None
+) -> float:
+    """Peak gathered elements of a DeepSpeed ZeRO-3 stage (partitioned_param_coordinator.py).
+
+    Each fetch prefetches whole parameters from the trace until at least
+    min(DEEPSPEED_PREFETCH_BUCKET_ELEMENTS, DEEPSPEED_MAX_LIVE_ELEMENTS - gathered), so one
+    parameter at least and nothing once the live count reaches the limit; priced as
+    P = max(bucket, largest module). The peak is the larger of:
+    - the backward's start: the reuse window W (zero3_reuse_window_elements) and the prefetch
+      beyond it;
+    - a fetch of one unit (the largest layer module, the embedding, the head with a tied
+      embedding) and the prefetch after it.
+    Where the gathered count is fixed in the layer counts (the head alone is the window, the
+    embedding, the head) this is exact: count + (P if count < limit else 0), non-decreasing
+    as P is. Where it grows with them (the window inside the layers, the largest module) it
+    is the envelope max(count, min(count + P, limit + P)), so stage memory never drops as a
+    layer is added (partition_caps). At most the stage's parameters."""
+    assert workload is not None
+    limit = DEEPSPEED_MAX_LIVE_ELEMENTS
+    module = _module(sp)
+    prefetch = max(DEEPSPEED_PREFETCH_BUCKET_ELEMENTS, module)
+
+    def fixed(count: float) -> float:
+        return count + (prefetch if 0 < count < limit else 0.0)
+
+    def growing(count: float) -> float:
+        return max(count, min(count + prefetch, limit + prefetch))
+
+    window = zero3_reuse_window_elements(sp, layout, workload)
+    head_window = _head_is_window(sp, layout, workload)
+    at_backward = fixed(window) if head_window else growing(window)
+    units = (fixed(sp.embedding), fixed(sp.head + sp.tied_head), growing(module))
+    return min(sp.dense + sp.expert, max(at_backward, *units))
 
 
 def zero3_backward_gather_share(

@@ -47,6 +47,36 @@ def expert_params(model: ModelSpec) -> int:
     return mlp_matrices(model) * model.hidden_size * model.moe.expert_ffn_hidden_size
 
 
+def largest_layer_module(model: ModelSpec, layout, *, moe: bool) -> float:
+    """The largest single module's parameters (a Linear with its bias) of one dense (or MoE)
+    layer on one GPU, as Megatron-DeepSpeed builds them (megatron/model/transformer.py):
+    ParallelAttention's fused query_key_value and its dense output projection, ParallelMLP's
+    dense_h_to_4h (gate and up fused, twice the width, under --swiglu) and dense_4h_to_h, split
+    over TP; a MoE layer's TopKGate.wg [h, experts] and each local expert's two Linears
+    (deepspeed/moe/experts.py, one copy per local expert; split over expert TP). MLA's
+    projections are counted as one input module (attention_params less the output projection
+    and the norm). The unit DeepSpeed ZeRO-3 gathers per fetch (memory.deepspeed_gathered_
+    elements)."""
+    h = model.hidden_size
+    mla = model.mla
+    heads_out = model.num_attention_heads * (mla.v_head_dim if mla else model.attn_head_dim)
+    out = heads_out * h
+    attn_in = attention_params(model) - out - h
+    units = [attn_in / layout.tp, out / layout.tp]
+    if moe:
+        assert model.moe is not None
+        ffn = model.moe.expert_ffn_hidden_size
+        units += [h * model.moe.num_experts, (mlp_matrices(model) - 1) * h * ffn / layout.etp]
+        if model.moe.num_shared_experts:
+            units.append(
+                (mlp_matrices(model) - 1) * h * ffn * model.moe.num_shared_experts / layout.tp
+            )
+    else:
+        assert model.ffn_hidden_size is not None
+        units.append((mlp_matrices(model) - 1) * h * model.ffn_hidden_size / layout.tp)
+    return float(max(units))
+
+
 def moe_layer_params(model: ModelSpec, *, active_only: bool = False) -> int:
     """MoE block of one layer: router, routed experts (all, or top_k if active_only), shared."""
     moe = model.moe

@@ -15,7 +15,11 @@ from typing import Any
 from cost_models import framework
 from cost_models.compute import quant_recipe
 from cost_models.errors import InvalidInput
-from cost_models.memory import states_unit_size
+from cost_models.memory import (
+    DEEPSPEED_MAX_LIVE_ELEMENTS,
+    DEEPSPEED_PREFETCH_BUCKET_ELEMENTS,
+    states_unit_size,
+)
 from cost_models.pipeline import layout_chunk_counts, split_slots, stage_layers
 from cost_models.specs import Axis, Estimate, Layout, ModelSpec, Workload
 
@@ -1085,6 +1089,12 @@ def deepspeed_config(workload: Workload, e: Estimate, model: ModelSpec | None = 
         # default; 0 releases every module after its use (partitioned_param_coordinator.py).
         reuse = workload.zero3_max_reuse_distance or 0
         config["zero_optimization"]["stage3_max_reuse_distance"] = reuse
+        # and the per-fetch prefetch and live limit the gathered peak is priced with
+        # (memory.deepspeed_gathered_elements), DeepSpeed's defaults written out
+        config["zero_optimization"].update(
+            stage3_prefetch_bucket_size=DEEPSPEED_PREFETCH_BUCKET_ELEMENTS,
+            stage3_max_live_parameters=DEEPSPEED_MAX_LIVE_ELEMENTS,
+        )
     if workload.dp_bucket_elements is not None:
         if lo.zero_stage == 0:
             raise _refuse(

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import factories as f
 
 import planner
-from cost_models import framework
+from cost_models import framework, memory
 from cost_models.errors import InvalidInput
 from cost_models.specs import Axis, Layout
 from planner.export import launch, plan_exports
@@ -586,8 +586,10 @@ def check_deepspeed(result: PlanResult, index: int, fake_world) -> None:
     if lo.zero_stage:
         assert cfg.zero_config.overlap_comm is (lo.pp == 1)
         assert cfg.zero_config.contiguous_gradients is True
-    if lo.zero_stage == 3:  # the reuse window the memory and DP models price
+    if lo.zero_stage == 3:  # the reuse window, prefetch and live limit the models price
         assert cfg.zero_config.max_reuse_distance == (result.workload.zero3_max_reuse_distance or 0)
+        assert cfg.zero_config.prefetch_bucket_size == memory.DEEPSPEED_PREFETCH_BUCKET_ELEMENTS
+        assert cfg.zero_config.max_live_parameters == memory.DEEPSPEED_MAX_LIVE_ELEMENTS
     ours = groups_of(result)
     for axis, ds in (("tp", "model"), ("dp", "data"), ("pp", "pipe")):
         assert _sorted(topo.get_axis_comm_lists(ds)) == ours[axis] or getattr(lo, axis) == 1

@@ -153,12 +153,13 @@ def test_zero3_keeps_a_16bit_shard_in_megatron_fsdp_and_deepspeed_only():
     """Workload.zero3_16bit_shard per profile: Megatron-FSDP's model_weight_buffer and
     DeepSpeed's lp_param_buffer sit beside the fp32 master (6 B per shard element); torch FSDP
     (torchtitan, llm-foundry) keeps the fp32 shard only (4 B). Gathered beside them: two
-    layers, DeepSpeed's reuse window, the last 5e8 elements of the stage (1e9 / 2,
-    memory.zero3_reuse_window_elements), larger here than two layers (2.5e8), and
+    layers, DeepSpeed's reuse window, the last 5e8 elements of the stage (1e9 / 2) and one
+    module (memory.zero3_reuse_window_elements; the layer stands in for an uncounted module,
+    1.25e8) with one more prefetched (memory.deepspeed_gathered_elements), and
     Megatron-FSDP's running layer with the 4 layers of 1.25e8 it prefetches to reach 5e8
     (memory.zero3_gathered_elements)."""
     lo = layout(dp=8, zero_stage=3)
-    two_layers, window = 2 * SP.largest_layer * 2, 5e8 * 2
+    two_layers, window = 2 * SP.largest_layer * 2, (5e8 + 2 * SP.largest_layer) * 2
     for p, per_element, gather in (
         (framework.MEGATRON, 6, 5 * SP.largest_layer * 2),
         (framework.DEEPSPEED, 6, window),

@@ -11,7 +11,9 @@ from factories import cluster, dense_model, layout, workload
 
 from cost_models import framework
 from cost_models.memory import (
+    DEEPSPEED_PREFETCH_BUCKET_ELEMENTS,
     StageParams,
+    deepspeed_gathered_elements,
     state_bytes,
     zero3_backward_gather_share,
     zero3_reuse_window_elements,
@@ -19,7 +21,8 @@ from cost_models.memory import (
 from cost_models.pricer import Pricer
 
 P = 1e9  # parameters on the stage (after TP)
-SP = StageParams(dense=P, expert=0.0, largest_layer=P / 16, num_layers=16)
+MODULE = 2e7  # its largest module (fused QKV or dense_h_to_4h), the unit DeepSpeed gathers
+SP = StageParams(dense=P, expert=0.0, largest_layer=P / 16, num_layers=16, largest_module=MODULE)
 
 
 def ds(**over):
@@ -38,15 +41,19 @@ def ds(**over):
     ],
 )
 def test_window_is_the_reuse_distance_over_the_passes_between_uses(over, passes):
+    """A middle stage (no head): the kept suffix is the smallest one reaching T = 1e9 /
+    passes, priced at T + one module; the backward start holds it and the 5e7-element
+    prefetch (the bucket, the modules being smaller)."""
     lo = layout(dp=8, zero_stage=3, **over)
     w = ds()
     assert w.zero3_max_reuse_distance == 1_000_000_000  # DeepSpeed's default
-    window = 1e9 / passes
+    window = 1e9 / passes + MODULE
     assert zero3_reuse_window_elements(SP, lo, w) == pytest.approx(window)
     assert zero3_backward_gather_share(SP, lo, w) == pytest.approx(1 - window / P)
-    # memory: the 16-bit and fp32 shards (6 B per shard element) and the window gathered in
-    # bf16, larger than the two layers (1.25e8 elements) priced without it
-    assert state_bytes(SP, lo, 1, w)[0] == pytest.approx(6 * P / 8 + 2 * window)
+    # memory: the 16-bit and fp32 shards (6 B per shard element) and the window with the
+    # prefetch gathered in bf16, larger than the two layers (1.25e8) priced without DeepSpeed
+    gathered = window + DEEPSPEED_PREFETCH_BUCKET_ELEMENTS
+    assert state_bytes(SP, lo, 1, w)[0] == pytest.approx(6 * P / 8 + 2 * gathered)
 
 
 def test_a_small_stage_stays_gathered_whole_and_other_frameworks_release():
@@ -54,6 +61,7 @@ def test_a_small_stage_stays_gathered_whole_and_other_frameworks_release():
     lo = layout(dp=8, zero_stage=3)
     assert zero3_reuse_window_elements(small, lo, ds()) == 2e8
     assert zero3_backward_gather_share(small, lo, ds()) == 0.0
+    assert deepspeed_gathered_elements(small, lo, ds()) == 2e8  # never above the stage
     for p in (framework.MEGATRON, framework.TORCHTITAN, framework.LLM_FOUNDRY):
         w = p.workload(workload())
         assert w.zero3_max_reuse_distance is None, p.name
@@ -63,20 +71,75 @@ def test_a_small_stage_stays_gathered_whole_and_other_frameworks_release():
     assert zero3_reuse_window_elements(SP, layout(dp=8, zero_stage=1), ds()) == 0.0
     # a stated distance wins over the profile's; a smaller one, a smaller window
     mine = framework.DEEPSPEED.workload(workload(zero3_max_reuse_distance=100_000_000))
-    assert zero3_reuse_window_elements(SP, lo, mine) == pytest.approx(5e7)
+    assert zero3_reuse_window_elements(SP, lo, mine) == pytest.approx(5e7 + MODULE)
+
+
+# Llama 3 70B's last stage at TP 1: the head [128,256 x 8,192] with the final norm, layers of
+# 8.6e8 whose largest module is dense_h_to_4h (gate and up fused: 8,192 x 57,344)
+HEAD, LAYER, FC1 = 128_256 * 8192 + 8192, 8.6e8, 8192 * 57_344
+
+
+def _last(head: float, layers: int = 80, tp: int = 1) -> StageParams:
+    n = layers * LAYER / tp + head
+    return StageParams(
+        dense=n, expert=0.0, largest_layer=LAYER / tp, num_layers=layers, head=head,
+        largest_module=FC1 / tp,
+    )  # fmt: skip
+
+
+def test_a_head_past_the_reach_is_the_whole_window():
+    """The head is the forward's last module: nothing follows it, so it stays gathered into
+    the backward; the final norm before it is followed by the head's 1.05e9 elements, past
+    T = 5e8, and is released, and so is every layer. At or past the live limit (1e9)
+    DeepSpeed prefetches nothing: the peak is the head alone, not the two 8.6e8 layers the
+    per-layer model priced (1.72e9)."""
+    lo, w = layout(dp=64, zero_stage=3), ds()
+    last = _last(HEAD)
+    assert zero3_reuse_window_elements(last, lo, w) == pytest.approx(HEAD)
+    assert deepspeed_gathered_elements(last, lo, w) == pytest.approx(HEAD)
+    assert zero3_backward_gather_share(last, lo, w) == pytest.approx(1 - HEAD / last.dense)
+    # at TP 2 the head (5.25e8) still reaches T, under the limit: one module prefetched
+    half = _last(HEAD / 2, tp=2)
+    assert zero3_reuse_window_elements(half, lo, w) == pytest.approx(HEAD / 2)
+    assert deepspeed_gathered_elements(half, lo, w) == pytest.approx(HEAD / 2 + FC1 / 2)
+    # a tied head reads the word embedding again at the forward's end (pp = 1): its weight
+    # is in the window, counted once in the stage
+    tied = StageParams(
+        dense=2e9, expert=0.0, largest_layer=1e8, num_layers=12, head=8192, embedding=6e8,
+        largest_module=4e7, tied_head=6e8,
+    )  # fmt: skip
+    assert zero3_reuse_window_elements(tied, lo, w) == pytest.approx(6e8 + 8192)
+
+
+def test_deepspeed_peak_never_drops_as_layers_are_added():
+    """partition_caps reads stage memory as non-decreasing in each layer count: the window
+    inside the layers and the running module grow on the envelope max(x, min(x + P, 1e9 +
+    P)), even where a larger module kind joins and the live limit is crossed."""
+    lo, w = layout(dp=8, zero_stage=3), ds(zero3_max_reuse_distance=3_000_000_000)
+    got = []
+    for n, module in [(1, 1e8), (4, 1e8), (8, 1e8), (9, 4e8), (12, 4e8), (16, 9e8), (20, 1.2e9)]:
+        sp = StageParams(
+            dense=n * 1.5e8, expert=0.0, largest_layer=max(1.5e8, module), num_layers=n,
+            largest_module=module,
+        )  # fmt: skip
+        got.append(deepspeed_gathered_elements(sp, lo, w))
+    assert got == sorted(got)
 
 
 def test_the_backward_gathers_only_what_the_forward_released():
     """The DP link time of a DeepSpeed ZeRO-3 step: per micro-batch one reduce-scatter, one
     gather for the forward and (1 - window / stage) of one for the backward. The test model
-    at TP 8 holds 1.0e9 parameters a rank, its window 5e8: the backward gathers half."""
+    at TP 8 holds 1.0e9 parameters a rank; its window is T = 5e8 and one module (its head,
+    1.3e7, is under T): the backward gathers about half."""
     model, c = dense_model(), cluster(num_gpus=64)
     lo = layout(tp=8, dp=8, zero_stage=3)
     kept = Pricer(model, c, ds(global_batch=16)).estimate(lo)
     none = Pricer(model, c, ds(global_batch=16, zero3_max_reuse_distance=None))
     released = none.estimate(lo)
     sp = none.stage_params(lo, (model.num_layers, 0), 0)
-    share = 1 - 5e8 / (sp.dense + sp.expert)
+    assert 0 < sp.largest_module < sp.largest_layer
+    window = 5e8 + sp.largest_module
+    share = 1 - window / (sp.dense + sp.expert)
     assert 0.4 < share < 0.6
     # link time per step m (g + 2a) without the window, m (g + a) with a window over the whole
     # stage, m (g + (1 + share) a) with DeepSpeed's
@@ -87,10 +150,12 @@ def test_the_backward_gathers_only_what_the_forward_released():
     assert gather_s > 0
     assert busy_kept == pytest.approx(busy_released - (1 - share) * gather_s, rel=1e-12)
     assert kept.step_time_s < released.step_time_s
-    # and the peak holds the window: 5e8 bf16 elements where two layers were priced
+    # and the peak holds the window and the prefetch (the 5e7 bucket or one module) where
+    # the per-layer model (no reuse rule) holds two layers
+    prefetch = max(5e7, sp.largest_module)
     two_layers = 2 * sp.largest_layer * 2
     assert kept.peak_memory_gib - released.peak_memory_gib == pytest.approx(
-        (5e8 * 2 - two_layers) / 2**30, rel=1e-6
+        ((window + prefetch) * 2 - two_layers) / 2**30, rel=1e-6
     )
 
 
@@ -103,7 +168,11 @@ def test_the_deepspeed_export_writes_the_priced_distance():
     for distance, written in ((1_000_000_000, 1_000_000_000), (None, 0)):
         w = ds(global_batch=16, zero3_max_reuse_distance=distance)
         config = plan_exports.to_deepspeed_config(result_for(dense_model(), cluster(8), w, lo))
-        assert config["zero_optimization"]["stage3_max_reuse_distance"] == written
+        zero = config["zero_optimization"]
+        assert zero["stage3_max_reuse_distance"] == written
+        # the prefetch and live limit deepspeed_gathered_elements prices with
+        assert zero["stage3_prefetch_bucket_size"] == 50_000_000
+        assert zero["stage3_max_live_parameters"] == 1_000_000_000
     zero1 = result_for(dense_model(), cluster(8), ds(global_batch=16), layout(dp=8, zero_stage=1))
     assert (
         "stage3_max_reuse_distance"

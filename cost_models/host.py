@@ -232,29 +232,54 @@ def _attention_block(
     return forward, backward
 
 
-def _dense_mlp(model: ModelSpec, layout: Layout, q: tuple[int, int]) -> tuple[float, float]:
-    """Norm, fc1 (gate and up fused), activation, fc2, residual add (+ TP collectives)."""
+CLAMP_KERNELS = {True: (3, 9), False: (2, 9)}
+"""(forward, backward) kernels of ModelSpec.activation_clamp's clamps ahead of one gated
+activation (gpt-oss's swiglu_limit), keyed by Workload.fused_elementwise as compute.CLAMP_ELEMS
+is. Forward: the gate half's clamp(max) and the up half's clamp(min, max), and on Megatron's
+fused path the torch.cat that joins them for the fused quick-GeGLU (megatron-core 0.19
+fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl; the eager glu() of moe/experts.py
+and mlp.py feeds the halves on). Backward: PyTorch's clamp_backward (torch/csrc/autograd/
+FunctionsManual.cpp) builds a 0-dim zero (at::scalar_tensor: a fill) and takes where() over the
+mask: one comparison for the one-sided clamp (3 kernels), two and logical_and_ for the
+two-sided one (5); the chunk's backward joins the halves' gradients (SplitBackward0: one cat);
+the cat's own backward is views."""
+
+
+def _clamps(model: ModelSpec, workload: Workload) -> tuple[int, int]:
+    """(forward, backward) clamp kernels ahead of one gated activation (CLAMP_KERNELS)."""
+    if model.activation_clamp is None or not model.gated_mlp:
+        return 0, 0
+    return CLAMP_KERNELS[workload.fused_elementwise]
+
+
+def _dense_mlp(
+    model: ModelSpec, layout: Layout, workload: Workload, q: tuple[int, int]
+) -> tuple[float, float]:
+    """Norm, fc1 (gate and up fused), the activation's clamps (CLAMP_KERNELS), activation, fc2,
+    residual add (+ TP collectives)."""
     lin_f, lin_b = _linears(2, q)
     tp_comm = 2 if layout.tp > 1 else 0
-    return 1 + lin_f + 1 + 1 + tp_comm, 2 + lin_b + 1 + tp_comm
+    clamp_f, clamp_b = _clamps(model, workload)
+    return 1 + lin_f + 1 + 1 + tp_comm + clamp_f, 2 + lin_b + 1 + tp_comm + clamp_b
 
 
 def _experts(
     model: ModelSpec, layout: Layout, workload: Workload, q: tuple[int, int]
 ) -> tuple[float, float]:
-    """Routed experts: fc1, activation (and the routing probabilities' scale), fc2. Transformer
-    Engine's GroupedLinear quantizes and runs one GEMM per local expert (Workload.
-    expert_gemm_launch "per_expert"); torch._grouped_mm one kernel per projection ("grouped").
-    Shared experts are a dense MLP of their own."""
+    """Routed experts: fc1, the activation's clamps (CLAMP_KERNELS), activation (and the routing
+    probabilities' scale), fc2. Transformer Engine's GroupedLinear quantizes and runs one GEMM
+    per local expert (Workload.expert_gemm_launch "per_expert"); torch._grouped_mm one kernel
+    per projection ("grouped"). Shared experts are a dense MLP of their own, clamped alike."""
     moe = model.moe
     assert moe is not None
     per_expert = workload.expert_gemm_launch == "per_expert"
     gemms = moe.num_experts / layout.ep if per_expert else 1
     lin_f, lin_b = _linears(2 * gemms, q)
-    forward, backward = lin_f + 2, lin_b + 2
+    clamp_f, clamp_b = _clamps(model, workload)
+    forward, backward = lin_f + 2 + clamp_f, lin_b + 2 + clamp_b
     if moe.num_shared_experts:
         lin_f, lin_b = _linears(2, q)
-        forward, backward = forward + lin_f + 1, backward + lin_b + 1
+        forward, backward = forward + lin_f + 1 + clamp_f, backward + lin_b + 1 + clamp_b
     return forward, backward
 
 
@@ -286,7 +311,7 @@ def layer_launches(
     q = _quantize_kernels(recipe)
     attn_f, attn_b = _attention_block(model, layout, workload, q)
     if not is_moe:
-        mlp_f, mlp_b = _dense_mlp(model, layout, q)
+        mlp_f, mlp_b = _dense_mlp(model, layout, workload, q)
         return Launches(attn_f + mlp_f, attn_b + mlp_b, attn_f + mlp_f, attn_b + mlp_b, 0.0)
     exp_f, exp_b = _experts(model, layout, workload, q)
     router_f, router_b = ROUTER_KERNELS

@@ -53,6 +53,27 @@ def test_moe_layer_kernels_per_expert_and_grouped():
     assert per.backward - grouped.backward == 2 * (2 * 4 - 2)
 
 
+def test_clamped_activations_launch_their_clamps():
+    """gpt-oss's swiglu_limit (ModelSpec.activation_clamp): forward the gate's clamp(max) and the
+    up half's clamp(min, max), and on Megatron's fused path the cat joining them; backward
+    PyTorch's clamp_backward (a 0-dim zero fill, the comparisons, logical_and_ for the two-sided
+    clamp, where: 3 + 5) and the chunk's backward cat. One clamped activation in a dense layer;
+    in a MoE layer the routed experts' and the shared expert's, after the dispatcher's sync."""
+    for fused, forward in ((True, 3), (False, 2)):
+        w = workload(fused_elementwise=fused)
+        plain = layer_launches(dense_model(), layout(), w, None, is_moe=False)
+        clamped = layer_launches(dense_model(activation_clamp=7.0), layout(), w, None, False)
+        assert (clamped.forward - plain.forward, clamped.backward - plain.backward) == (forward, 9)
+        assert clamped.graphed_forward - plain.graphed_forward == forward  # the MLP's graph
+        lo = layout(ep=4)
+        plain = layer_launches(moe_model(), lo, w, None, is_moe=True)
+        clamped = layer_launches(moe_model(activation_clamp=7.0), lo, w, None, is_moe=True)
+        assert clamped.forward - plain.forward == 2 * forward
+        assert clamped.after_sync - plain.after_sync == 2 * forward
+        assert clamped.backward - plain.backward == 2 * 9
+        assert clamped.graphed_forward == plain.graphed_forward  # experts stay eager
+
+
 def test_sync_points_are_framework_properties():
     model, lo1, lo8 = moe_model(), layout(ep=1), layout(ep=8)
     mega = profile("megatron").workload(workload())

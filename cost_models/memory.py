@@ -299,10 +299,10 @@ def state_bytes(
     # at DP 1 was charged 16 B/param against 18, a saving with nothing sharded).
     z = zero_in_effect(sp, layout)
     if z == 3:
-        # the fp32 master (and 16-bit) shards; gather buffers hold the running layer and those
-        # gathered ahead (zero3_gathered_elements), or, where the framework keeps the stage's
-        # last layers gathered into the backward (DeepSpeed's reuse distance), that window at
-        # the backward start, the peak.
+        # the fp32 master (and 16-bit) shards; gather buffers hold the running unit and those
+        # gathered ahead (zero3_gathered_elements), or under DeepSpeed's coordinator its
+        # per-module gathering with the reuse window kept into the backward
+        # (deepspeed_gathered_elements).
         if deepspeed_coordinator(workload):
             gather = deepspeed_gathered_elements(sp, layout, workload) * weight_bytes
         else:
@@ -643,10 +643,11 @@ def deepspeed_gathered_elements(
     - a fetch of one unit (the largest layer module, the embedding, the head with a tied
       embedding) and the prefetch after it.
     Where the gathered count is fixed in the layer counts (the head alone is the window, the
-    embedding, the head) this is exact: count + (P if count < limit else 0), non-decreasing
-    as P is. Where it grows with them (the window inside the layers, the largest module) it
-    is the envelope max(count, min(count + P, limit + P)), so stage memory never drops as a
-    layer is added (partition_caps). At most the stage's parameters."""
+    embedding, the head) the live limit is taken as it runs: count + (P if count < limit
+    else 0), non-decreasing as P is. Where the count grows with them (the window inside the
+    layers, the largest module) it takes the envelope max(count, min(count + P, limit + P)),
+    so stage memory never drops as a layer is added (partition_caps). At most the stage's
+    parameters."""
     assert workload is not None
     limit = DEEPSPEED_MAX_LIVE_ELEMENTS
     module = _module(sp)

@@ -7,7 +7,7 @@ DeepSeek-V3 (2412.19437, sec. 2.1.1 for MLA) papers. Derivations: docs/cost_mode
 
 from __future__ import annotations
 
-from .specs import ModelSpec
+from .specs import Layout, ModelSpec
 
 
 def mlp_matrices(model: ModelSpec) -> int:
@@ -47,8 +47,8 @@ def expert_params(model: ModelSpec) -> int:
     return mlp_matrices(model) * model.hidden_size * model.moe.expert_ffn_hidden_size
 
 
-def largest_layer_module(model: ModelSpec, layout, *, moe: bool) -> float:
-    """The largest single module's parameters (a Linear with its bias) of one dense (or MoE)
+def largest_layer_module(model: ModelSpec, layout: Layout, *, moe: bool) -> float:
+    """The largest single module's weight parameters (a Linear) of one dense (or MoE)
     layer on one GPU, as Megatron-DeepSpeed builds them (megatron/model/transformer.py):
     ParallelAttention's fused query_key_value and its dense output projection, ParallelMLP's
     dense_h_to_4h (gate and up fused, twice the width, under --swiglu) and dense_4h_to_h, split

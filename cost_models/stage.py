@@ -280,8 +280,8 @@ def end_stage_tp_costs(
     sp = layout.sequence_parallel
     overlapped = workload.head_tp_backward == "overlapped"
     embed, forward, backward = _column_linear_tp(per_tier, payload, sp, overlapped)
-    if sp and model.position_embedding_kind == "learned":
-        embed = [per_tier("all_reduce"), per_tier("all_gather")]
+    if sp and model.position_embedding_kind == "learned":  # all-reduce, then the scatter
+        embed = [per_tier("all_reduce"), forward[0]]  # and in backward the same all-gather
     forward += [loss] * LOSS_ALL_REDUCES
     depth = model.mtp_num_layers
     runs = 1 + depth

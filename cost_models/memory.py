@@ -299,14 +299,8 @@ def state_bytes(
     # at DP 1 was charged 16 B/param against 18, a saving with nothing sharded).
     z = zero_in_effect(sp, layout)
     if z == 3:
-        # the fp32 master (and 16-bit) shards; gather buffers hold the running unit and those
-        # gathered ahead (zero3_gathered_elements), or under DeepSpeed's coordinator its
-        # per-module gathering with the reuse window kept into the backward
-        # (deepspeed_gathered_elements).
-        if deepspeed_coordinator(workload):
-            gather = deepspeed_gathered_elements(sp, layout, workload) * weight_bytes
-        else:
-            gather = zero3_gathered_elements(sp, workload) * weight_bytes
+        # the fp32 master (and 16-bit) shards and the gathered parameters
+        gather = zero3_gathered_bytes(sp, layout, workload, weight_bytes)
         return shard_bytes * sharded + gather, g * sharded, moments * sharded
     weights = weight_bytes * full
     shard_grads = z == 2 and grads_sharded_between_micro_batches(layout, num_microbatches, mode)
@@ -407,6 +401,30 @@ def step_grad_bytes(
             return grads + (BF16_BYTES + FP32_BYTES) * min(shard, DEEPSPEED_SUB_GROUP_ELEMENTS)
         return (2 * BF16_BYTES + FP32_BYTES) * shard
     return grads + FP32_BYTES * shard
+
+
+def zero3_gathered_bytes(
+    sp: StageParams, layout: Layout, workload: Workload | None, weight_bytes: float = BF16_BYTES
+) -> float:
+    """Bytes of ZeRO-3-sharded parameters a rank of this stage holds gathered at the peak, part
+    of state_bytes' weights: the running unit and those gathered ahead
+    (zero3_gathered_elements), or under DeepSpeed's coordinator its per-module gathering with
+    the reuse window kept into the backward (deepspeed_gathered_elements); every layer where
+    the framework keeps them gathered through gradient accumulation (defers_to_last_backward).
+    0 without ZeRO-3 in effect, and under FSDP2's phased peak (memory_phases 'fsdp2', whose
+    unsharded units fsdp2_state_bytes composes by phase)."""
+    if layout.zero_stage != 3:
+        return 0.0
+    mode = workload.dp_accumulation if workload is not None else "last_micro_batch"
+    if defers_to_last_backward(layout, mode):
+        return weight_bytes * (sp.dense + sp.expert)
+    if workload is not None and workload.memory_phases == "fsdp2" and fsdp2_phased(layout):
+        return 0.0
+    if zero_in_effect(sp, layout) != 3:
+        return 0.0
+    if deepspeed_coordinator(workload):
+        return deepspeed_gathered_elements(sp, layout, workload) * weight_bytes
+    return zero3_gathered_elements(sp, workload) * weight_bytes
 
 
 def zero3_gathered_elements(sp: StageParams, workload: Workload | None) -> float:

@@ -44,6 +44,7 @@ from .memory import (
     state_bytes,
     weight_bytes,
     zero3_backward_gather_share,
+    zero3_gathered_bytes,
 )
 from .pipeline import (
     dualpipe_bubble_s,
@@ -453,7 +454,10 @@ class Pricer(StepBounds):
         pp - 1 - r (memory.state_bytes, stage.stage_memory). `acts` is activations_per_mb(lo)
         when the caller has it."""
         parts, phase = self._stage_bytes_of(lo, r, all_counts, acts)
-        return memory_of_stage(r, *parts, phase)
+        sp = self.stage_params(lo, all_counts[r], r)
+        per = weight_bytes(self.workload, self.cluster.gpu.generation)
+        gathered = zero3_gathered_bytes(sp, lo, self.workload, per)
+        return memory_of_stage(r, *parts, phase, gathered)
 
     def stage_total_gib(self, lo: Layout, r: int, all_counts: list[Counts]) -> float:
         """stage_memory(lo, r, all_counts).total_gib, the same float, without building the

@@ -1692,6 +1692,13 @@ class StageMemory(Spec):
     activations_gib: float
     buffers_gib: float
     reserve_gib: float
+    gathered_gib: float = Field(
+        0.0,
+        description="of weights_gib, the ZeRO-3-sharded parameters held gathered at the peak "
+        "(cost_models.memory.zero3_gathered_bytes: the running units and their prefetch, "
+        "DeepSpeed's reuse window, or every layer where gradient accumulation keeps them "
+        "gathered); 0 without ZeRO-3 and under memory_phases 'fsdp2'",
+    )
     peak_phase: Literal["backward", "end_of_backward", "optimizer_step"] = Field(
         "backward",
         description="the phase of the step that holds the stage's peak (cost_models.stage."

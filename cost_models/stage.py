@@ -1636,12 +1636,15 @@ def memory_of_stage(
     grads: float,
     optim: float,
     phase: PeakPhase = "backward",
+    gathered: float = 0.0,
 ) -> StageMemory:
     """Rank r's StageMemory from its bytes (activations, memory.buffer_bytes, states), the
-    reserve they imply and the phase that holds the peak (stage_peak)."""
+    reserve they imply, the phase that holds the peak (stage_peak) and the gathered ZeRO-3
+    parameters among the weights (memory.zero3_gathered_bytes)."""
     return StageMemory(
         stage=r,
         weights_gib=weights / GIB,
+        gathered_gib=gathered / GIB,
         gradients_gib=grads / GIB,
         optimizer_gib=optim / GIB,
         activations_gib=acts / GIB,

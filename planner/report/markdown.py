@@ -16,6 +16,7 @@ from .text import (
     RANK_MAP_NODES,
     TERM_LABELS,
     defaults_text,
+    gathered_notes,
     layout_line,
     memory_options_text,
     memory_phase_notes,
@@ -125,7 +126,8 @@ def _memory(e: Estimate, usable_gib: float, hbm_gib: float) -> list[str]:
         ["…"] * len(MEMORY_HEADER) if s is None else stage_memory_cells(s, usable_gib)
         for s in memory_rows(e.stage_memory)
     ]
-    notes = [f"{line}." for line in memory_phase_notes(e.stage_memory)]
+    lines_of = (*gathered_notes(e.stage_memory), *memory_phase_notes(e.stage_memory))
+    notes = [f"{line}." for line in lines_of]
     return lines + _table(list(MEMORY_HEADER), rows, set(range(8))) + [
         "buffers: communication buffers and the allocator reserve; use: total / usable.",
         *notes,

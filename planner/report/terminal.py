@@ -34,6 +34,7 @@ from .text import (
     defaults_text,
     explain_text,
     fp4_text,
+    gathered_notes,
     header_text,
     layout_line,
     memory_phase_notes,
@@ -105,6 +106,7 @@ def render_memory(
         "\n".join(
             [
                 "buffers: communication buffers and the allocator reserve; use: total / usable",
+                *gathered_notes(e.stage_memory),
                 *memory_phase_notes(e.stage_memory),
             ]
         )

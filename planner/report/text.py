@@ -177,6 +177,17 @@ def memory_phase_notes(stages: tuple[StageMemory, ...]) -> list[str]:
     return lines
 
 
+def gathered_notes(stages: tuple[StageMemory, ...]) -> list[str]:
+    """One line where ZeRO-3 holds parameters gathered at the peak: how much of the weights
+    column they are (StageMemory.gathered_gib), the rest being the shards."""
+    held = [s.gathered_gib for s in stages if s.gathered_gib > 0]
+    if not held:
+        return []
+    low, high = min(held), max(held)
+    amount = f"{high:.1f} GiB" if high - low < 0.05 else f"{low:.1f}-{high:.1f} GiB a stage"
+    return [f"weights: the ZeRO-3 shards and {amount} of parameters held gathered at the peak"]
+
+
 def compress(ids: list[int]) -> str:
     """0, 1, 2, 5 -> '0-2, 5'."""
     runs: list[list[int]] = []

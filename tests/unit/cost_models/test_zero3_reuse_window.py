@@ -376,3 +376,23 @@ def test_megatron_fsdp_export_states_the_unit_size_at_zero2_too():
     assert got[got.index(flag) + 1] == "500000000"
     with pytest.raises(InvalidInput, match="zero3_prefetch_elements null"):
         args(zero3_prefetch_elements=None)
+
+
+def test_the_estimate_says_how_much_of_the_weights_is_gathered():
+    """StageMemory.gathered_gib is the gather part of weights_gib (memory.zero3_gathered_bytes):
+    DeepSpeed's head, past the live limit, alone on Llama 3 70B at TP 1; 0 under ZeRO-1. The
+    text report says it under the memory table."""
+    import models_zoo
+    from cost_models.units import GIB
+    from planner.report.text import gathered_notes
+
+    model, c = models_zoo.load_model("llama3-70b"), cluster(num_gpus=64)
+    w = ds(global_batch=64, seq_len=4096)
+    lo = layout(dp=64, zero_stage=3, recompute="full")
+    e = Pricer(model, c, w).estimate(lo)
+    head = model.vocab_size * model.hidden_size + model.hidden_size
+    assert e.stage_memory[0].gathered_gib == pytest.approx(2 * head / GIB)
+    note = f"weights: the ZeRO-3 shards and {2 * head / GIB:.1f} GiB of parameters held gathered"
+    assert gathered_notes(e.stage_memory) == [f"{note} at the peak"]
+    zero1 = Pricer(model, c, w).estimate(lo.with_update({"zero_stage": 1}))
+    assert zero1.stage_memory[0].gathered_gib == 0.0 and gathered_notes(zero1.stage_memory) == []

@@ -22,6 +22,7 @@ from .text import (
     TERM_LABELS,
     compact_layout,
     defaults_text,
+    gathered_notes,
     header_text,
     layout_line,
     memory_phase_notes,
@@ -151,7 +152,8 @@ def _memory(e: Estimate, usable_gib: float, hbm_gib: float) -> str:
     )
     legend += '<span><i class="sw" style="background:#b00"></i>usable limit</span>'
     header = [*MEMORY_HEADER, "per GPU (bar scale: HBM)"]
-    notes = "".join(f"<p>{_e(line)}</p>" for line in memory_phase_notes(e.stage_memory))
+    lines = (*gathered_notes(e.stage_memory), *memory_phase_notes(e.stage_memory))
+    notes = "".join(f"<p>{_e(line)}</p>" for line in lines)
     table = _table(header, rows, {len(header) - 1}, classes)
     return table + f'<div class="legend">{legend}</div>' + notes
 

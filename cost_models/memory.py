@@ -26,7 +26,8 @@ from .params import (
     dense_mlp_params,
     embedding_params,
     expert_params,
-    largest_layer_module,
+    fetches_per_layer,
+    layer_modules,
     lm_head_params,
     mlp_matrices,
     mtp_join_params,
@@ -42,6 +43,18 @@ ALLOCATOR_OVERHEAD = 0.10
 """PyTorch caching-allocator fragmentation: reserved / allocated on dynamic memory."""
 DP_BUCKET_ELEMENTS = 2 * 40e6
 """Megatron DDP: two in-flight 40M-element gradient buckets (at grad_bytes each)."""
+DEEPSPEED_PREFETCH_BUCKET_ELEMENTS = 50_000_000
+"""DeepSpeed ZeRO-3's prefetch per fetch: whole parameters from the trace until at least this
+many elements (deepspeed/runtime/zero/config.py prefetch_bucket_size, stage3_prefetch_bucket_size
+default 5e7; partitioned_param_coordinator.py fetch_sub_module). The deepspeed export writes it."""
+
+DEEPSPEED_MAX_LIVE_ELEMENTS = 1_000_000_000
+"""DeepSpeed ZeRO-3 prefetches nothing once this many elements are gathered (zero/config.py
+max_live_parameters, stage3_max_live_parameters default 1e9; fetch_sub_module:
+max_params_to_prefetch = min(max_n_available_params - n_available_params, prefetch_bucket_sz)).
+The deepspeed export writes it."""
+
+
 DEEPSPEED_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO's reduce_bucket_size default, 5e8 elements (deepspeed/runtime/zero/config.py
 DeepSpeedZeroConfig)."""
@@ -70,11 +83,15 @@ class StageParams:
     finalize_model_grads._allreduce_word_embedding_grads; stage.embedding_sync_s)."""
     largest_module: float = 0.0
     """The largest single module's parameters (one Linear with its bias) of the stage's layers
-    on this GPU (params.largest_layer_module): the unit DeepSpeed ZeRO-3 gathers. 0: not
+    on this GPU (the largest of params.layer_modules): the unit DeepSpeed ZeRO-3 gathers. 0: not
     counted (the largest layer stands in)."""
     tied_head: float = 0.0
     """Word-embedding parameters on this GPU that the LM head reads again at the forward's end
     (tied weights on a stage holding both ends, pp = 1)."""
+    deepspeed_fetches: float = 0.0
+    """All-gathers one pass over the stage issues under DeepSpeed ZeRO-3's per-fetch prefetch
+    (params.fetches_per_layer per layer, and one each for the embedding and the LM head).
+    0: not counted."""
 
 
 def stage_params(
@@ -115,10 +132,13 @@ def stage_params(
         head /= layout.tp
         dense += head
     dense_tensors, expert_tensors = stage_tensors(model, layout, num_dense, num_moe, stage)
-    module = max(
-        largest_layer_module(model, layout, moe=False) if num_dense else 0.0,
-        largest_layer_module(model, layout, moe=True) if num_moe else 0.0,
-    )
+    module = fetches = 0.0
+    for n, moe in ((num_dense, False), (num_moe, True)):
+        if n:
+            units = layer_modules(model, layout, moe=moe)
+            module = max(module, *units)
+            fetches += n * fetches_per_layer(tuple(units), DEEPSPEED_PREFETCH_BUCKET_ELEMENTS)
+    fetches += (embed > 0) + (head > 0)
     tied = word if model.tied_embeddings and stage == 0 and layout.pp == 1 else 0.0
     return StageParams(
         dense,
@@ -132,6 +152,7 @@ def stage_params(
         shared,
         module,
         tied,
+        fetches,
     )
 
 
@@ -576,18 +597,6 @@ def grad_queue_bytes(
     if layout.vp > 1:  # the later chunks' one bucket, before any of their layers is done
         out = max(out, chunk * grad)
     return out
-
-
-DEEPSPEED_PREFETCH_BUCKET_ELEMENTS = 50_000_000
-"""DeepSpeed ZeRO-3's prefetch per fetch: whole parameters from the trace until at least this
-many elements (deepspeed/runtime/zero/config.py prefetch_bucket_size, stage3_prefetch_bucket_size
-default 5e7; partitioned_param_coordinator.py fetch_sub_module). The deepspeed export writes it."""
-
-DEEPSPEED_MAX_LIVE_ELEMENTS = 1_000_000_000
-"""DeepSpeed ZeRO-3 prefetches nothing once this many elements are gathered (zero/config.py
-max_live_parameters, stage3_max_live_parameters default 1e9; fetch_sub_module:
-max_params_to_prefetch = min(max_n_available_params - n_available_params, prefetch_bucket_sz)).
-The deepspeed export writes it."""
 
 
 def deepspeed_coordinator(workload: Workload | None) -> bool:

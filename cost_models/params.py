@@ -7,6 +7,8 @@ DeepSeek-V3 (2412.19437, sec. 2.1.1 for MLA) papers. Derivations: docs/cost_mode
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .specs import Layout, ModelSpec
 
 
@@ -47,34 +49,52 @@ def expert_params(model: ModelSpec) -> int:
     return mlp_matrices(model) * model.hidden_size * model.moe.expert_ffn_hidden_size
 
 
-def largest_layer_module(model: ModelSpec, layout: Layout, *, moe: bool) -> float:
-    """The largest single module's weight parameters (a Linear) of one dense (or MoE)
-    layer on one GPU, as Megatron-DeepSpeed builds them (megatron/model/transformer.py):
-    ParallelAttention's fused query_key_value and its dense output projection, ParallelMLP's
-    dense_h_to_4h (gate and up fused, twice the width, under --swiglu) and dense_4h_to_h, split
-    over TP; a MoE layer's TopKGate.wg [h, experts] and each local expert's two Linears
-    (deepspeed/moe/experts.py, one copy per local expert; split over expert TP). MLA's
-    projections are counted as one input module (attention_params less the output projection
-    and the norm). The unit DeepSpeed ZeRO-3 gathers per fetch (memory.deepspeed_gathered_
-    elements)."""
+def layer_modules(model: ModelSpec, layout: Layout, *, moe: bool) -> list[float]:
+    """The weight parameters of each module of one dense (or MoE) layer on one GPU, in forward
+    order, as Megatron-DeepSpeed builds them (megatron/model/transformer.py): ParallelAttention's
+    fused query_key_value and its dense output projection, ParallelMLP's dense_h_to_4h (gate and
+    up fused, twice the width, under --swiglu) and dense_4h_to_h, split over TP; a MoE layer's
+    TopKGate.wg [h, experts] and each local expert's two Linears (deepspeed/moe/experts.py, one
+    copy per local expert; split over expert TP), then a shared expert's. MLA's projections
+    are counted as one input module (attention_params less the output projection and the
+    norm). Norms are left out: under DeepSpeed ZeRO-3 parameters below
+    stage3_param_persistence_threshold (1e5) stay whole on every rank (ds_persist) and are
+    never gathered."""
     h = model.hidden_size
     mla = model.mla
     heads_out = model.num_attention_heads * (mla.v_head_dim if mla else model.attn_head_dim)
     out = heads_out * h
     attn_in = attention_params(model) - out - h
     units = [attn_in / layout.tp, out / layout.tp]
+    up = mlp_matrices(model) - 1  # dense_h_to_4h's width over the ffn size
     if moe:
         assert model.moe is not None
         ffn = model.moe.expert_ffn_hidden_size
-        units += [h * model.moe.num_experts, (mlp_matrices(model) - 1) * h * ffn / layout.etp]
-        if model.moe.num_shared_experts:
-            units.append(
-                (mlp_matrices(model) - 1) * h * ffn * model.moe.num_shared_experts / layout.tp
-            )
+        units.append(h * model.moe.num_experts)
+        for _ in range(model.moe.num_experts // layout.ep):
+            units += [up * h * ffn / layout.etp, h * ffn / layout.etp]
+        shared = model.moe.num_shared_experts * ffn / layout.tp
+        if shared:
+            units += [up * h * shared, h * shared]
     else:
         assert model.ffn_hidden_size is not None
-        units.append((mlp_matrices(model) - 1) * h * model.ffn_hidden_size / layout.tp)
-    return float(max(units))
+        units += [up * h * model.ffn_hidden_size / layout.tp, h * model.ffn_hidden_size / layout.tp]
+    return [float(u) for u in units]
+
+
+@lru_cache(maxsize=256)
+def fetches_per_layer(modules: tuple[float, ...], bucket: float) -> float:
+    """All-gathers per layer of DeepSpeed ZeRO-3's per-fetch prefetch: whole parameters in
+    trace order until at least `bucket` elements (zero/partitioned_param_coordinator.py
+    fetch_sub_module, stage3_prefetch_bucket_size), one coalesced all-gather each; counted over
+    16 repeats of the layer's modules, so a group may span two layers."""
+    repeats, groups, held = 16, 0, 0.0
+    for _ in range(repeats):
+        for m in modules:
+            held += m
+            if held >= bucket:
+                groups, held = groups + 1, 0.0
+    return (groups + (held > 0)) / repeats
 
 
 def moe_layer_params(model: ModelSpec, *, active_only: bool = False) -> int:

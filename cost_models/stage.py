@@ -653,7 +653,11 @@ def dp_buckets(
     than every parameter (NVIDIA's MLPerf Llama 3.1 405B conf: bucket_size 200) is one
     collective per parameter, not params / 200.
 
-    - ZeRO-3 (FSDP, Megatron FSDP, DeepSpeed stage 3): one unit per layer.
+    - ZeRO-3 (FSDP, Megatron FSDP): one unit per layer.
+    - 'deepspeed' ZeRO-3 reduces as its ZeRO-1 / 2 do (zero/stage3.py
+      reduce_independent_p_g_buckets_and_remove_grads: an ipg bucket of reduce_bucket_size,
+      5e8, flushed when the next gradient would overflow it); its parameters are gathered per
+      fetch (dp_gather_buckets).
     - dp_sync 'fsdp' with ZeRO 2: one reduce-scatter per FSDP unit, a transformer block
       (torchtitan/distributed/fsdp.py apply_fsdp; llm-foundry MPT fsdp_wrap_fn).
     - 'deepspeed': buckets of reduce_bucket_size = 5e8 elements.
@@ -664,7 +668,8 @@ def dp_buckets(
     """
     if params <= 0:
         return 1
-    if zero_stage == 3 or (dp_sync == "fsdp" and zero_stage == 2):
+    deepspeed_zero3 = zero_stage == 3 and dp_sync == "deepspeed"
+    if not deepspeed_zero3 and (zero_stage == 3 or (dp_sync == "fsdp" and zero_stage == 2)):
         return max(1, num_layers)
     if dp_sync == "deepspeed" and bucket is None:
         size = DEEPSPEED_BUCKET_ELEMENTS
@@ -680,6 +685,18 @@ def dp_buckets(
         first = min(first, max(1, math.ceil(tensors / vp)))
     return first + vp - 1
 
+
+def dp_gather_buckets(
+    params: float, zero_stage: int, dp_sync: str, fetches: float, reduce_buckets: int
+) -> int:
+    """Parameter all-gathers one stage's pass is issued as: the gradient buckets'
+    (`reduce_buckets`, dp_buckets), but under DeepSpeed's ZeRO-3, which gathers per fetch
+    (zero/partitioned_param_coordinator.py fetch_sub_module: one coalesced all-gather of the
+    prefetched parameters, whole ones until at least stage3_prefetch_bucket_size, 5e7
+    elements): `fetches` (StageParams.deepspeed_fetches) where counted."""
+    if zero_stage != 3 or dp_sync != "deepspeed" or params <= 0 or fetches <= 0:
+        return reduce_buckets
+    return max(1, round(fetches))
 
 def grad_sync_exposed_s(
     grads_s: float, bwd_mb_s: float, pp: int, vp: int, stage: int, dp_sync: str
@@ -781,6 +798,8 @@ def dp_tier_times_s(
         if layout.zero_stage >= 1:
             unquantized = copies * (sp.embedding + sp.head) if group == Group.DP_CP else 0.0
             payload = gather_payload_bytes(params, unquantized, gather_bytes)
+            fetches = copies * sp.deepspeed_fetches if group == Group.DP_CP else 0.0
+            n = dp_gather_buckets(params, layout.zero_stage, dp_sync, fetches, n)
             a = collective_tier_s("all_gather", payload, span[group], tiers, n, comm, "dp")
             gather = [x + y for x, y in zip(gather, a, strict=True)]
     if sync_every > 1:
@@ -830,8 +849,9 @@ def dp_edge_buckets_s(
     one (launched at zero_grad, waited for in the first forward pre-hook, param_and_grad_buffer.py
     finish_param_sync) is that same bucket, gathered before the forward can begin; in bf16 under
     fp8 parameters (gather_payload_bytes). Elsewhere the edge bucket is an even share of the
-    stage's buckets (dp_buckets). Left out: HSDP (Layout.dp_shard), whose reduction runs in two
-    levels (_hsdp_tier_s), and the expert-DP group's buckets, which end before the embedding's."""
+    stage's buckets (dp_buckets; the gather's, dp_gather_buckets). Left out: HSDP
+    (Layout.dp_shard), whose reduction runs in two levels (_hsdp_tier_s), and the expert-DP
+    group's buckets, which end before the embedding's."""
     copies = 2 if layout.pp_schedule == "dualpipe" else 1
     params = copies * sp.dense
     group = span.get(Group.DP_CP)
@@ -855,6 +875,9 @@ def dp_edge_buckets_s(
     reduce_s = sum(collective_tier_s(kind, edge * grad_bytes, group, tiers, 1, comm, "dp"))
     if layout.zero_stage == 0:
         return reduce_s, 0.0
+    fetches = copies * sp.deepspeed_fetches
+    gathers = dp_gather_buckets(params, layout.zero_stage, dp_sync, fetches, n)
+    edge = min(params, max(params / gathers, sp.embedding))
     embedding = min(edge, sp.embedding)
     payload = gather_payload_bytes(edge, embedding, gather_bytes)
     gather_s = sum(collective_tier_s("all_gather", payload, group, tiers, 1, comm, "dp"))

@@ -15,12 +15,13 @@ import pytest
 from conftest import SHARED
 from shared_data import published_runs
 
+import models_zoo
 from cost_models import comm
 from cost_models.calibration import overlap_slowdown_s
 from cost_models.errors import InvalidInput
 from cost_models.estimate import estimate
 from cost_models.framework import record_profile
-from cost_models.memory import StageParams, stage_tensors
+from cost_models.memory import StageParams, stage_params, stage_tensors
 from cost_models.pricer import Pricer
 from cost_models.specs import Layout, Workload
 from cost_models.stage import (
@@ -116,7 +117,35 @@ def test_fsdp_reduces_per_block_and_deepspeed_in_5e8_buckets() -> None:
     assert dp_buckets(100e6, 8, 2, 12, None, dp_sync="fsdp") == 12
     assert dp_buckets(100e6, 8, 3, 12, None, dp_sync="fsdp") == 12
     assert dp_buckets(1.2e9, 8, 1, 12, None, dp_sync="deepspeed") == 3
-    assert dp_buckets(1.2e9, 8, 3, 40, None, dp_sync="deepspeed") == 40  # ZeRO-3: per layer
+    # ZeRO-3 reduces in the same ipg buckets (zero/stage3.py
+    # reduce_independent_p_g_buckets_and_remove_grads), not per layer
+    assert dp_buckets(1.2e9, 8, 3, 40, None, dp_sync="deepspeed") == 3
+
+
+def test_deepspeed_zero3_gathers_per_fetch() -> None:
+    """DeepSpeed ZeRO-3 all-gathers once per fetch: whole parameters until 5e7 elements
+    (fetch_sub_module's prefetch), counted over the layers' modules (params.layer_modules,
+    fetches_per_layer). Llama 3 70B at TP 1: every module (qkv 8.4e7, dense 6.7e7, fused
+    dense_h_to_4h 4.7e8, dense_4h_to_h 2.35e8) is past 5e7, 4 a layer; Llama 3 8B at TP 1:
+    qkv + dense (4.2e7) reach it only with dense_h_to_4h, then dense_4h_to_h alone, 2 a layer;
+    at TP 8 a layer holds 2.7e7, so a group spans two layers. Other frameworks gather in their
+    reduction's buckets."""
+    from cost_models.params import fetches_per_layer, layer_modules
+    from cost_models.stage import dp_gather_buckets
+
+    for name, tp, per_layer in (
+        ("llama3-70b", 1, 4.0),
+        ("llama3-8b", 1, 2.0),
+        ("llama3-8b", 8, 0.5),
+    ):
+        units = layer_modules(models_zoo.load_model(name), Layout(tp=tp), moe=False)
+        assert fetches_per_layer(tuple(units), 5e7) == per_layer, (name, tp)
+    model = models_zoo.load_model("llama3-8b")
+    sp = stage_params(model, Layout(tp=1, dp=8), model.num_layers, 0, 0)
+    assert sp.deepspeed_fetches == 32 * 2 + 2  # and the embedding and the head, one each
+    assert dp_gather_buckets(8e9, 3, "deepspeed", sp.deepspeed_fetches, 16) == 66
+    assert dp_gather_buckets(8e9, 3, "fsdp", sp.deepspeed_fetches, 32) == 32
+    assert dp_gather_buckets(8e9, 1, "deepspeed", sp.deepspeed_fetches, 16) == 16
 
 
 def test_later_stage_pays_one_latency_per_chunk() -> None:

@@ -82,8 +82,8 @@ class StageParams:
     tied to the embedding or MTP looks tokens up on the last stage, pp > 1 (Megatron
     finalize_model_grads._allreduce_word_embedding_grads; stage.embedding_sync_s)."""
     largest_module: float = 0.0
-    """The largest single module's parameters (one Linear with its bias) of the stage's layers
-    on this GPU (the largest of params.layer_modules): the unit DeepSpeed ZeRO-3 gathers. 0: not
+    """The largest single module's weight parameters (one Linear) of the stage's layers on this
+    GPU (the largest of params.layer_modules): the unit DeepSpeed ZeRO-3 gathers. 0: not
     counted (the largest layer stands in)."""
     tied_head: float = 0.0
     """Word-embedding parameters on this GPU that the LM head reads again at the forward's end
@@ -311,7 +311,9 @@ def state_bytes(
     if workload is None or workload.zero3_16bit_shard:
         shard_bytes += param_gather_bytes(workload)
     if layout.zero_stage == 3 and defers_to_last_backward(layout, mode):
-        return shard_bytes * sharded + weight_bytes * full, g * full, moments * sharded
+        # every layer kept gathered through the accumulation (zero3_gathered_bytes)
+        gathered = zero3_gathered_bytes(sp, layout, workload, weight_bytes)
+        return shard_bytes * sharded + gathered, g * full, moments * sharded
     if workload is not None and workload.memory_phases == "fsdp2" and fsdp2_phased(layout):
         on_shard = sharded if layout.zero_stage == 3 else full  # ZeRO-0: a one-rank shard
         return fsdp2_state_bytes(sp, layout, num_microbatches, workload, on_shard)

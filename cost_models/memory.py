@@ -699,7 +699,7 @@ def zero3_backward_gather_share(
     sp: StageParams, layout: Layout, workload: Workload | None
 ) -> float:
     """The share of a ZeRO-3 stage's parameters its backward gathers again: all but the window
-    zero3_reuse_window_elements keeps gathered (stage.stage_dp_parts, stage_dp_tier_s)."""
+    zero3_reuse_window_elements keeps gathered (stage.stage_dp_parts)."""
     full = sp.dense + sp.expert
     if full <= 0:
         return 1.0

@@ -82,7 +82,6 @@ from .stage import (
 )
 from .stage import fsdp_copies_s as _fsdp_copies_s
 from .stage import stage_dp_parts as _stage_dp_parts
-from .stage import stage_dp_tier_s as _stage_dp_tier_s
 from .stage import stage_optimizer_s as _stage_optimizer_s
 from .terms import LAYER_FLOWS, LAYER_TERMS, ByKind, Flow, StageTerms, Term, layout_key
 from .topology import outermost_tier, placement
@@ -370,28 +369,6 @@ class Pricer(StepBounds):
             stage=r,
             dp_sync=w.dp_sync,
             comm=self.comm if comm is None else comm,
-            dp_accumulation=w.dp_accumulation,
-            grad_bytes=grad_bytes(w),
-            gather_bytes=param_gather_bytes(w),
-            backward_gather_share=zero3_backward_gather_share(sp, lo, w),
-        )
-
-    def stage_dp_tier_s(
-        self, lo: Layout, sp: StageParams, span: Span, r: int, cluster: Cluster | None = None
-    ) -> list[float]:
-        """stage_dp_parts' link-busy seconds per step by tier (stage.stage_dp_tier_s)."""
-        w = self.workload
-        return _stage_dp_tier_s(
-            self.cluster if cluster is None else cluster,
-            lo,
-            sp,
-            num_microbatches(w.global_batch_seqs, lo),
-            span,
-            w.dp_bucket_elements,
-            w.cross_site_sync_every,
-            stage=r,
-            dp_sync=w.dp_sync,
-            comm=self.comm,
             dp_accumulation=w.dp_accumulation,
             grad_bytes=grad_bytes(w),
             gather_bytes=param_gather_bytes(w),
@@ -734,7 +711,7 @@ class Pricer(StepBounds):
             parts = self.stage_dp_parts(lo, sp, per_stage[r].compute_s, span, r, dp_cluster)
             exposed, total = parts.exposed_s, parts.total_s
             if total > dp_total:
-                dp_tiers = self.stage_dp_tier_s(lo, sp, span, r, dp_cluster)
+                dp_tiers = list(parts.tier_s)
             if exposed > dp_exposed:
                 dp_exposed, dp_parts, dp_stage = exposed, parts, r
             dp_total = max(dp_total, total)

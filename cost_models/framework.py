@@ -43,6 +43,8 @@ PHYSICS_FIELDS = (
     "moe_host_sync",
     "grad_clip",
     "grad_zeroing",
+    "grad_nan_check",
+    "grad_average_in_collective",
     "main_grads",
     "fsdp_copies",
     "zero3_16bit_shard",
@@ -267,6 +269,22 @@ _MEGATRON_PHYSICS = {
         "-> param_and_grad_buffer.py _ParamAndGradBuffer.reset: self.grad_data.zero_() (the "
         "whole buffer, dense and expert; the distributed optimizer's zero_grad sets its fp32 "
         "shard gradients to None)",
+    ),
+    "grad_nan_check": Setting(
+        True,
+        "megatron/training/arguments.py --no-check-for-nan-in-loss-and-grad (store_false: "
+        "check_for_nan_in_loss_and_grad True) -> DistributedDataParallelConfig "
+        "check_for_nan_in_grad; NeMo's and Megatron-Bridge's recipes set "
+        "check_for_nan_in_grad=True: param_and_grad_buffer.py check_grads takes every "
+        "bucket's grad_data.norm(p=2) before its collective",
+    ),
+    "grad_average_in_collective": Setting(
+        True,
+        "NeMo's and Megatron-Bridge's recipes set DistributedDataParallelConfig("
+        "average_in_collective=True); Megatron-LM's --ddp-average-in-collective is off by "
+        "default, and the megatron export writes it, so no bucket is pre-scaled but the "
+        "expert buckets where EDP != DP x CP (distributed_data_parallel.py "
+        "expert_gradient_scaling_factor)",
     ),
     "zero3_16bit_shard": Setting(
         True,

@@ -67,6 +67,7 @@ from .stage import (
     LayerCost,
     PeakPhase,
     end_stage_tp_costs,
+    grad_bucket_pass_bytes,
     grad_zero_bytes,
     has_fsdp_copies,
     is_block_recompute,
@@ -170,6 +171,9 @@ class StageTail:
     """The stage whose tail is optimizer_s."""
     zeroing_bytes: float = 0.0
     """That stage's gradient memset per step (stage.grad_zero_bytes), part of optimizer_s."""
+    pass_bytes: float = 0.0
+    """That stage's passes over its gradient buckets before their collectives per step
+    (stage.grad_bucket_pass_bytes: Megatron's NaN check and pre-scale), part of optimizer_s."""
 
     @property
     def dp_exposed_s(self) -> float:
@@ -703,7 +707,8 @@ class Pricer(StepBounds):
         dp_exposed = dp_total = opt_s = copies_s = 0.0
         dp_tiers = [0.0] * len(self.cluster.tiers)
         dp_parts, dp_stage = None, 0
-        tail_stage, zeroing = 0, 0.0
+        tail_stage, zeroing, passes = 0, 0.0, 0.0
+        m = num_microbatches(self.workload.global_batch_seqs, lo)
         memory = []
         acts = self.activations_per_mb(lo)
         for r, c in enumerate(counts):
@@ -719,10 +724,11 @@ class Pricer(StepBounds):
             if tail_s > opt_s:
                 opt_s, copies_s = tail_s, self.stage_fsdp_copies_s(lo, sp)
                 tail_stage, zeroing = r, grad_zero_bytes(lo, sp, self.workload)
+                passes = grad_bucket_pass_bytes(lo, sp, self.workload, m)
             memory.append(self.stage_memory(lo, r, counts, acts))
         return StageTail(
             dp_total, dp_tiers, dp_parts, dp_stage, opt_s, copies_s, tuple(memory), tail_stage,
-            zeroing,
+            zeroing, passes,
         )  # fmt: skip
 
     def _tier_busy_s(
@@ -796,12 +802,15 @@ class Pricer(StepBounds):
         if step_s <= 0:
             return None
         zeroing_s = tail.zeroing_bytes / self.hbm_bytes_per_s
+        passes_s = tail.pass_bytes / self.hbm_bytes_per_s
         return {
             "stage": tail.tail_stage,
             "optimizer_s": step_s,
             "grad_zeroing_s": zeroing_s,
             "grad_zeroing_gb": tail.zeroing_bytes / 1e9,
-            "optimizer_step_s": step_s - zeroing_s,
+            "grad_bucket_passes_s": passes_s,
+            "grad_bucket_passes_gb": tail.pass_bytes / 1e9,
+            "optimizer_step_s": step_s - zeroing_s - passes_s,
         }
 
     def _offload_report(self, lo: Layout, m: int) -> dict | None:

@@ -1183,6 +1183,30 @@ class Workload(InputSpec):
         "gradients to None (DeepSpeed ZeRO 1 / 2, Composer). Default: Megatron's. "
         "cost_models.stage.grad_zero_bytes",
     )
+    grad_nan_check: StrictBool = Field(
+        True,
+        description="before each gradient bucket's data-parallel collective the rank takes the "
+        "bucket's norm to refuse NaN / Inf gradients (Megatron DDP check_for_nan_in_grad: "
+        "megatron-core 0.19 param_and_grad_buffer.py start_grad_sync -> check_grads, "
+        "grad_data.norm(p=2) on the compute stream): one read of every gradient of the rank's "
+        "buffer per reduction, grad_bytes per element. Never under a full-iteration CUDA graph "
+        "(Megatron-LM asserts --no-check-for-nan-in-loss-and-grad with it); Megatron-FSDP "
+        "checks only a reduction it does not overlap. Read only by Megatron's data-parallel path (dp_sync 'megatron'); "
+        "default: Megatron's. cost_models.stage.grad_bucket_pass_bytes",
+    )
+    grad_average_in_collective: StrictBool = Field(
+        True,
+        description="the data-parallel collectives average the gradients (NCCL AVG; Megatron "
+        "--ddp-average-in-collective, DistributedDataParallelConfig average_in_collective, "
+        "which NeMo's and Megatron-Bridge's recipes set and the megatron export writes). "
+        "False: Megatron scales each bucket by 1 / (DP x CP) in place before its sum "
+        "(param_and_grad_buffer.py start_grad_sync `bucket.grad_data *= "
+        "gradient_scaling_factor`; Megatron-FSDP `grad_data.mul_` on bf16 buckets), a read and "
+        "a write of every gradient per reduction; expert buckets are scaled by EDP / (DP x CP) "
+        "either way where the two groups differ (distributed_data_parallel.py). Read only by "
+        "Megatron's data-parallel path (dp_sync 'megatron'). "
+        "cost_models.stage.grad_bucket_pass_bytes",
+    )
     zero3_16bit_shard: StrictBool = Field(
         True,
         description="under ZeRO-3 the rank keeps its shard of the parameters in the 16-bit "

@@ -48,6 +48,7 @@ from .memory import (
     kept_outputs_bytes,
     logits_bytes,
     megatron_bucket_elements,
+    megatron_fsdp_queues,
     moment_bytes,
     queues_grad_buckets,
     shard_elements,
@@ -55,6 +56,7 @@ from .memory import (
     step_cast,
     step_grad_bytes,
     weight_bytes,
+    zero_in_effect,
 )
 from .pipeline import inflight_chunks
 from .rankmap import Group
@@ -1229,14 +1231,17 @@ def stage_optimizer_s(
     clip passes'; the 16-bit gradients' cast (memory.step_cast: `num_microbatches` decides
     Megatron-FSDP's ZeRO-2), and whatever has no rate, stay at the HBM figure. The step's
     in-place zeroing of the gradients (grad_zero_bytes: at the start of the next step, on the
-    same stream, before any forward) is part of the tail too, at the HBM figure."""
+    same stream, before any forward) and Megatron's passes over the gradient buckets before
+    their collectives (grad_bucket_pass_bytes: the NaN check's norm, the pre-scale) are part of
+    the tail too, at the HBM figure."""
     cast = 0.0
     if workload is not None:
         cast = STEP_CAST_HBM_BYTES[step_cast(sp, layout, workload, num_microbatches)]
     per_param = optimizer_bytes_per_param(workload, cast)
     clip = CLIP_BYTES_PER_PARAM[workload.grad_clip] if workload is not None else 0
     shard_params = sp.dense + sp.expert if layout.zero_stage == 0 else shard_elements(sp, layout)
-    zeroing_s = grad_zero_bytes(layout, sp, workload) / hbm_bytes_per_s
+    passes = grad_bucket_pass_bytes(layout, sp, workload, num_microbatches)
+    zeroing_s = (grad_zero_bytes(layout, sp, workload) + passes) / hbm_bytes_per_s
     if adam_bytes_per_s is None and clip_bytes_per_s is None:
         return shard_params * (per_param + clip) / hbm_bytes_per_s + zeroing_s
     adam = per_param - cast
@@ -1276,6 +1281,60 @@ def grad_zero_bytes(layout: Layout, sp: StageParams, workload: Workload | None) 
     )
     elements = shard_elements(sp, layout) if sharded else sp.dense + sp.expert
     return elements * grad_bytes(workload)
+
+
+def grad_bucket_pass_bytes(
+    layout: Layout, sp: StageParams, workload: Workload | None, num_microbatches: int
+) -> float:
+    """HBM bytes one rank of a stage moves per step in Megatron's passes over its gradient
+    buckets right before their data-parallel collectives, on the compute stream (dp_sync
+    'megatron' only; megatron-core 0.19 distributed/param_and_grad_buffer.py start_grad_sync):
+
+    - the NaN / Inf check (Workload.grad_nan_check): check_grads reads every bucket once,
+      `grad_data.norm(p=2)`, grad_bytes per element; never under a full-iteration CUDA graph
+      (Megatron-LM asserts --no-check-for-nan-in-loss-and-grad with it);
+    - the pre-scale, `bucket.grad_data *= gradient_scaling_factor` where the factor is not 1
+      (distributed_data_parallel.py): without Workload.grad_average_in_collective every bucket
+      by 1 / (DP x CP) when that group has more than one rank; with it only the expert buckets,
+      by EDP / (DP x CP), where the expert data-parallel group differs (TP != EP x ETP).
+      Megatron-FSDP averages in the collective then (megatron_fsdp param_and_grad_buffer.py
+      _get_reduce_op: ReduceOp.AVG) and otherwise scales bf16 buckets (`grad_data.mul_`), fp32
+      ones inside NCCL (_make_nccl_premul_sum with gradient_reduce_div_fusion): a read and a
+      write of grad_bytes each.
+
+    Both cover the whole unsharded buffer (dense and expert: every parameter of the stage),
+    once per reduction (accumulation.dp_rounds: once per step for DDP and the distributed
+    optimizer, every micro-batch for Megatron-FSDP). Megatron-FSDP checks only where it does
+    not overlap the reduction (megatron_fsdp.py start_grad_sync -> reduce_scatter_gradients
+    -> _check_nan_in_grad, without overlap_grad_reduce), and the plans overlap it
+    (planner/export/launch.py _megatron_dp_overlap). The rerun state machine's host sync on
+    each bucket's norm (rerun_state_machine.py validate_result) is not priced."""
+    if workload is None or workload.dp_sync != "megatron":
+        return 0.0
+    gb = grad_bytes(workload)
+    every = sp.dense + sp.expert
+    # ZeRO-2 counts as Megatron-FSDP only where it is at any micro-batch count (read at two),
+    # as grad_zero_bytes reads it, so the step stays affine in the micro-batches: at one
+    # micro-batch, where optim_grads runs, the check is charged though it does not run.
+    # A ZeRO stage with nothing to shard runs as ZeRO-0 (memory.zero_in_effect).
+    fsdp = zero_in_effect(sp, layout) > 0
+    if fsdp and megatron_fsdp_queues(layout, workload, max(2, num_microbatches)):
+        if workload.grad_average_in_collective or gb != BF16_BYTES or layout.dp * layout.cp == 1:
+            return 0.0
+        reduces, _gathers = dp_rounds(layout, num_microbatches, workload.dp_accumulation)
+        return reduces * every * 2 * gb
+    # DDP and the distributed optimizer reduce once per step (no_sync until the last
+    # micro-batch, finalize_model_grads), as does a ZeRO stage with nothing to shard.
+    checked = 0.0
+    if workload.grad_nan_check and not workload.full_iteration_cuda_graph:
+        checked = every * gb
+    scaled = 0.0
+    if layout.dp * layout.cp > 1:
+        if not workload.grad_average_in_collective:
+            scaled = every
+        elif layout.tp != layout.ep * layout.etp:
+            scaled = sp.expert
+    return checked + scaled * 2 * gb
 
 
 FSDP2_GATHER_BYTES = (FP32_BYTES + BF16_BYTES, 2 * BF16_BYTES)

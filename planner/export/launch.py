@@ -470,7 +470,7 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
     elif lo.zero_stage >= 1:
         # The distributed optimizer shards optimizer state and reduce-scatters gradients.
         args.append("--use-distributed-optimizer")
-    args += _megatron_dp_overlap(lo, workload) + _megatron_loss(workload)
+    args += _megatron_dp_overlap(lo, workload) + _megatron_loss(workload) + _nan_check(workload)
     args += _megatron_precision(workload)
     return args
 
@@ -527,6 +527,16 @@ def _megatron_loss(workload: Workload) -> list[str]:
     return ["--cross-entropy-loss-fusion"] if workload.cross_entropy == "fused" else []
 
 
+def _nan_check(workload: Workload) -> list[str]:
+    """Megatron-LM checks every gradient bucket for NaN / Inf before its collective unless told
+    not to (--no-check-for-nan-in-loss-and-grad, store_false); a workload priced without the
+    check (Workload.grad_nan_check, stage.grad_bucket_pass_bytes) turns it off. The
+    full-iteration CUDA graph writes the flag itself (_megatron_cuda_graphs)."""
+    if workload.grad_nan_check or workload.full_iteration_cuda_graph:
+        return []
+    return ["--no-check-for-nan-in-loss-and-grad"]
+
+
 def _megatron_dp_overlap(lo: Layout, workload: Workload) -> list[str]:
     """The data-parallel overlap the cost model prices for Megatron (cost_models/stage.py
     stage_dp_parts, grad_sync_exposed_s: gradient buckets reduced during the last backward,
@@ -548,6 +558,10 @@ def _megatron_dp_overlap(lo: Layout, workload: Workload) -> list[str]:
         flags.append("--overlap-param-gather")
     if workload.dp_bucket_elements is not None:
         flags += ["--ddp-bucket-size", str(workload.dp_bucket_elements)]
+    if workload.grad_average_in_collective:
+        # NCCL averages: no bucket scaled in place before its collective, as priced
+        # (stage.grad_bucket_pass_bytes); Megatron-LM's default pre-scales every bucket.
+        flags.append("--ddp-average-in-collective")
     return flags
 
 

@@ -252,7 +252,9 @@ def solve_top(um: UnitModel, *, time_limit_s: float, seed: int = 0) -> Top | Non
     p.cut_level = 0
     status = solver.solve(v.m)
     spent = 2 * solver.response_proto.deterministic_time  # in the limit's units
-    bound = solver.best_objective_bound
+    # The objective's costs are whole microseconds, so its bound is a whole number too: round
+    # it up past CP-SAT's floating-point noise (a bound of k + 1e-10 is k, not k + 1).
+    bound = solver.best_objective_bound - 1e-6
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         if status != cp_model.UNKNOWN or not math.isfinite(bound):
             return None

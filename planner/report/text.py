@@ -443,13 +443,19 @@ def step_tail_text(e: Estimate) -> str:
     """`estimate --explain`: the step's tail (breakdown optimizer) with its gradient memset
     apart (Estimate.step_tail), one line ending in a newline; "" where there is no memset."""
     t = e.step_tail
-    if t is None or not t["grad_zeroing_s"]:
+    if t is None or not (t["grad_zeroing_s"] or t["grad_bucket_passes_s"]):
         return ""
+    passes = ""
+    if t["grad_bucket_passes_s"]:
+        passes = (
+            f"{t['grad_bucket_passes_s']:.3f} s reading {t['grad_bucket_passes_gb']:.1f} GB of "
+            "gradient buckets before their collectives (Megatron's NaN check and pre-scale), "
+        )
     return (
         f"optimizer step {t['optimizer_s']:.3f} s (stage {t['stage']}): "
         f"{t['grad_zeroing_s']:.3f} s zeroing {t['grad_zeroing_gb']:.1f} GB of gradients before "
         "the first backward (Megatron's grad-buffer memset, torch zero_grad(set_to_none=False)), "
-        f"{t['optimizer_step_s']:.3f} s norm, clip and Adam over the rank's shard\n"
+        f"{passes}{t['optimizer_step_s']:.3f} s norm, clip and Adam over the rank's shard\n"
     )
 
 

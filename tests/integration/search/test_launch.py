@@ -78,6 +78,7 @@ MEGATRON_SWITCHES = {
     "--no-check-for-nan-in-loss-and-grad",
     "--overlap-grad-reduce",
     "--overlap-param-gather",
+    "--ddp-average-in-collective",
     "--cross-entropy-loss-fusion",
 }
 MEGATRON_LISTS = {"--recompute-modules", "--cuda-graph-modules"}
@@ -273,6 +274,8 @@ def test_megatron_flags_exist_and_parse_back(case):
     # the overlapped DP reduction / gather and the fused loss the cost model prices
     assert ns.overlap_grad_reduce == (lo.dp * lo.cp > 1)
     assert ns.overlap_param_gather == (lo.dp * lo.cp > 1 and lo.zero_stage >= 1)
+    # averaged in the collective, as priced (stage.grad_bucket_pass_bytes: no pre-scale)
+    assert ns.ddp_average_in_collective == (lo.dp * lo.cp > 1)
     assert ns.cross_entropy_loss_fusion
 
 

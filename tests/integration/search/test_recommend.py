@@ -54,11 +54,15 @@ def test_runner_ups_differ_in_degrees_vp_micro_batch_or_recompute():
 def test_a_lower_zero_stage_within_the_tolerance_is_recommended_beside_the_faster_one():
     """The search ranks families, a family by its fastest ZeRO variant; Llama 3 8B on 32 H100
     at 4K and batch 64 (one micro-batch of 2): ZeRO-3 zeroes only its gradient shard each step
-    (stage.grad_zero_bytes), 11 ms less than the whole buffer, and is the family's fastest. Its
-    ZeRO-2 twin is within the simplicity tolerance and fits, so it is recommended (a lower
-    ZeRO stage, docs/search.md#recommendation) and the ZeRO-3 plan stays listed as the
-    fastest (recommend.simpler_twins)."""
-    result = planner.plan_for("llama3-8b", "dgx-h100", num_gpus=32, seq_len=4096, global_batch=64)
+    (stage.grad_zero_bytes) and skips Megatron's NaN check of the whole buffer
+    (stage.grad_bucket_pass_bytes), 11 ms each, and is the family's fastest, 1.5 % ahead of
+    its ZeRO-2 twin. Within a 2 % simplicity tolerance that twin fits and is recommended (a
+    lower ZeRO stage, docs/search.md#recommendation) and the ZeRO-3 plan stays listed as the
+    fastest (recommend.simpler_twins); at the default 1 % the ZeRO-3 plan is recommended."""
+    result = planner.plan_for(
+        "llama3-8b", "dgx-h100", num_gpus=32, seq_len=4096, global_batch=64,
+        simplicity_tolerance=0.02,
+    )  # fmt: skip
     best, fastest = result.best, result.ranked[result.fastest_index]
     assert family_key(best.layout) == family_key(fastest.layout)
     assert (best.layout.zero_stage, fastest.layout.zero_stage) == (2, 3)
@@ -69,8 +73,9 @@ def test_a_lower_zero_stage_within_the_tolerance_is_recommended_beside_the_faste
     assert first.fastest and "optimizer step" in first.reason
     # ZeRO-1 is not offered: at one micro-batch it holds whole gradients and does not fit
     assert all(e.layout.zero_stage >= 2 for e in result.ranked if e.layout.dp == 32)
-    fast = planner.plan_for(
-        "llama3-8b", "dgx-h100", num_gpus=32, seq_len=4096, global_batch=64,
-        simplicity_tolerance=0,
-    )  # fmt: skip
-    assert fast.best.layout == fastest.layout and fast.fastest_index == 0
+    for tolerance in (0, 0.01):
+        fast = planner.plan_for(
+            "llama3-8b", "dgx-h100", num_gpus=32, seq_len=4096, global_batch=64,
+            simplicity_tolerance=tolerance,
+        )  # fmt: skip
+        assert fast.best.layout == fastest.layout and fast.fastest_index == 0

@@ -181,7 +181,8 @@ def test_bf16_moments_optimizer_step_bytes_by_hand() -> None:
     lo = Layout(dp=8, zero_stage=1)
     # + the default gradient-norm and clip passes, 12 B (stage.CLIP_BYTES_PER_PARAM), + the
     # memset of the rank's whole fp32 grad buffer, 4 B per parameter before the shard
-    # (stage.grad_zero_bytes)
+    # (stage.grad_zero_bytes), + Megatron's NaN check reading that buffer before its
+    # reduce-scatter, 4 B per parameter again (stage.grad_bucket_pass_bytes)
     assert stage_optimizer_s(lo, sp, 1e12, w16) == pytest.approx(
-        (1e9 * (22 + 12) + 8e9 * 4) / 1e12
+        (1e9 * (22 + 12) + 8e9 * 4 + 8e9 * 4) / 1e12
     )

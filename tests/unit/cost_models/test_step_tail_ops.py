@@ -23,8 +23,9 @@ CAT = 0.25e12
 
 def _w(**over) -> Workload:
     # these price the optimizer step's own bytes; the gradient memset of the same tail is
-    # tests/unit/cost_models/test_grad_zeroing.py's
-    return Workload(seq_len=4096, global_batch_seqs=64, **{"grad_zeroing": False, **over})
+    # tests/unit/cost_models/test_grad_zeroing.py's, the buckets' NaN check
+    # test_grad_bucket_passes.py's
+    return Workload(seq_len=4096, global_batch_seqs=64, **{"grad_zeroing": False, "grad_nan_check": False, **over})
 
 
 def _ms(nbytes: float, rate: float) -> float:

@@ -47,6 +47,11 @@ def test_readme_800g_answer_matches_its_command(capsys):
     out = json.loads(capsys.readouterr().out)
     p400, p800 = out["points"]
     text = " ".join(para.split())
+    for point in (p400, p800):  # the plans it names are the ones the command finds
+        lo = point["plan"]["layout"]
+        degrees = [(a, lo[a]) for a in ("tp", "pp", "dp", "cp", "vp")]
+        named = [f"{a.upper()}{n}" for a, n in degrees if n > 1 or a in ("tp", "dp")]
+        assert " ".join([*named, f"ZeRO-{lo['zero_stage']}"]) in text
     assert f"at {p400['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU" in text
     change = 100 * p800["change_vs_baseline"]
     assert f"at {p800['tokens_per_s_per_gpu']:,.0f} (+{change:.1f} %" in text

@@ -1296,7 +1296,7 @@ def grad_bucket_pass_bytes(
     - the pre-scale, `bucket.grad_data *= gradient_scaling_factor` where the factor is not 1
       (distributed_data_parallel.py): without Workload.grad_average_in_collective every bucket
       by 1 / (DP x CP) when that group has more than one rank; with it only the expert buckets,
-      by EDP / (DP x CP), where the expert data-parallel group differs (TP != EP x ETP).
+      by EDP / (DP x CP) = TP / (EP x ETP), where the expert data-parallel group differs.
       Megatron-FSDP averages in the collective then (megatron_fsdp param_and_grad_buffer.py
       _get_reduce_op: ReduceOp.AVG) and otherwise scales bf16 buckets (`grad_data.mul_`), fp32
       ones inside NCCL (_make_nccl_premul_sum with gradient_reduce_div_fusion): a read and a
@@ -1329,11 +1329,10 @@ def grad_bucket_pass_bytes(
     if workload.grad_nan_check and not workload.full_iteration_cuda_graph:
         checked = every * gb
     scaled = 0.0
-    if layout.dp * layout.cp > 1:
-        if not workload.grad_average_in_collective:
-            scaled = every
-        elif layout.tp != layout.ep * layout.etp:
-            scaled = sp.expert
+    if not workload.grad_average_in_collective:
+        scaled = every if layout.dp * layout.cp > 1 else 0.0  # 1 / (DP x CP), not 1
+    elif layout.tp != layout.ep * layout.etp:  # EDP / (DP x CP) = TP / (EP x ETP), not 1
+        scaled = sp.expert
     return checked + scaled * 2 * gb
 
 

@@ -55,6 +55,9 @@ def test_without_averaging_in_the_collective_every_bucket_is_pre_scaled():
     assert grad_bucket_pass_bytes(lo, SP, summed, 2) == EVERY * (4 + 2 * 4)
     alone = Layout(tp=8, zero_stage=0)
     assert grad_bucket_pass_bytes(alone, SP, summed, 2) == EVERY * 4
+    # averaging, one DP rank: the experts' EDP / (DP x CP) = TP / (EP x ETP) = 4 still scales
+    moe_alone = Layout(tp=8, ep=2, zero_stage=0)
+    assert grad_bucket_pass_bytes(moe_alone, SP, _w(), 2) == EVERY * 4 + SP.expert * 2 * 4
 
 
 def test_megatron_fsdp_scales_bf16_buckets_every_micro_batch_and_checks_none():

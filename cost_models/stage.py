@@ -934,7 +934,7 @@ class DpExposure:
     """The shared word embedding's gradient all-reduce with the other end of the pipeline,
     after the DP sync and before the optimizer, nothing beside it (embedding_sync_s)."""
     tier_s: tuple[float, ...] = ()
-    """total_s by link tier (DpTraffic.tier_s), the cluster's tiers in order."""
+    """total_s by link tier, the cluster's tiers in order."""
 
     @property
     def exposed_s(self) -> float:
@@ -990,60 +990,6 @@ def embedding_sync_tier_s(
     return collective_tier_s("all_reduce", payload, pair, tiers, 1, comm, "dp")
 
 
-@dataclass(frozen=True)
-class DpTraffic:
-    """One stage's DP collectives per step, counted once for both the exposure and the
-    per-tier link-busy split (stage_dp_parts: DpExposure.tier_s): per tier, one whole-stage gradient
-    reduction (grads_tier_s), one whole-stage parameter gather (gather_tier_s) and the shared
-    embedding's all-reduce (sync_tier_s); reduces and gathers are dp_rounds' counts and
-    gather_rounds gather_passes' (a ZeRO-3 backward re-gathers part of the stage)."""
-
-    grads_tier_s: list[float]
-    gather_tier_s: list[float]
-    sync_tier_s: list[float]
-    reduces: int
-    gathers: int
-    gather_rounds: float
-
-    @property
-    def tier_s(self) -> list[float]:
-        """Link-busy seconds per step by tier, the embedding's all-reduce included."""
-        n, a = self.reduces, self.gather_rounds
-        zipped = zip(self.grads_tier_s, self.gather_tier_s, self.sync_tier_s, strict=True)
-        return [n * g + a * ga + e for g, ga, e in zipped]
-
-
-def dp_step_traffic(
-    cluster: Cluster,
-    layout: Layout,
-    sp: StageParams,
-    m: int,
-    span: Mapping[str, Sequence[int]],
-    bucket_elements: int | None = None,
-    sync_every: int = 1,
-    *,
-    stage: int = 0,
-    dp_sync: str = "megatron",
-    comm: CollectiveBook | None = None,
-    dp_accumulation: str = "last_micro_batch",
-    grad_bytes: int = GRAD_REDUCE_BYTES,
-    gather_bytes: float = BF16_BYTES,
-    backward_gather_share: float = 1.0,
-) -> DpTraffic:
-    """The DP collectives of pipeline stage `stage` per step (DpTraffic): m micro-batches,
-    dp_sync Workload.dp_sync, dp_accumulation Workload.dp_accumulation."""
-    grads_t, gather_t = dp_tier_times_s(
-        cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
-        comm=comm, grad_bytes=grad_bytes, gather_bytes=gather_bytes,
-    )
-    sync_t = embedding_sync_tier_s(
-        cluster, layout, sp, span, dp_sync=dp_sync, comm=comm, grad_bytes=grad_bytes
-    )
-    reduces, gathers = dp_rounds(layout, m, dp_accumulation)
-    rounds = gather_passes(layout, reduces, gathers, backward_gather_share)
-    return DpTraffic(grads_t, gather_t, sync_t, reduces, gathers, rounds)
-
-
 def stage_dp_parts(
     cluster: Cluster,
     cal: GenerationCalibration,
@@ -1065,19 +1011,21 @@ def stage_dp_parts(
 ) -> DpExposure:
     """The exposed DP seconds per step of pipeline stage `stage` by cause (DpExposure: the
     traffic past its overlap window, the two edge buckets, the compute slowed beside the
-    hidden rest; exposed_s their sum) with the link-busy total and its split by tier; compute_s
-    is the stage's forward + backward per micro-batch, the rest as dp_step_traffic reads them.
-    Also what the planner's step-time lower bound (planner/search/bounds.py) and stage split
-    read."""
-    traffic = dp_step_traffic(
-        cluster, layout, sp, m, span, bucket_elements, sync_every, stage=stage,
-        dp_sync=dp_sync, comm=comm, dp_accumulation=dp_accumulation, grad_bytes=grad_bytes,
-        gather_bytes=gather_bytes, backward_gather_share=backward_gather_share,
+    hidden rest; exposed_s their sum) with the link-busy total and its split by tier (tier_s);
+    compute_s is the stage's forward + backward per micro-batch, dp_accumulation how often per
+    step (dp_rounds, gather_passes). Also what the search's bounds and stage split read."""
+    grads_t, gather_t = dp_tier_times_s(
+        cluster, layout, sp, span, bucket_elements, sync_every, stage=stage, dp_sync=dp_sync,
+        comm=comm, grad_bytes=grad_bytes, gather_bytes=gather_bytes,
     )
-    grads_s, gather_s = sum(traffic.grads_tier_s), sum(traffic.gather_tier_s)
+    sync_t = embedding_sync_tier_s(
+        cluster, layout, sp, span, dp_sync=dp_sync, comm=comm, grad_bytes=grad_bytes
+    )
+    grads_s, gather_s = sum(grads_t), sum(gather_t)
     fwd_mb = compute_s / 3  # forward is a third of forward + backward
-    reduces, gathers = traffic.reduces, traffic.gathers
-    total = reduces * grads_s + traffic.gather_rounds * gather_s
+    reduces, gathers = dp_rounds(layout, m, dp_accumulation)
+    gather_rounds = gather_passes(layout, reduces, gathers, backward_gather_share)
+    total = reduces * grads_s + gather_rounds * gather_s
     beside_backward = True  # the step's last reduction runs beside the last backward
     # DeepSpeed's ZeRO-1/2 gather the updated parameters inside the optimizer step, before it
     # returns (stage_1_and_2.py step -> all_gather_dp_groups -> all_gather_into_tensor, on the
@@ -1135,8 +1083,9 @@ def stage_dp_parts(
             edge_gather = max(0.0, first_s - first_gather)
     hidden = total - (exposed + edge_reduce + edge_gather)
     contention = overlap_slowdown_s(hidden, cal)  # compute slowed beside the NCCL
-    sync_s = sum(traffic.sync_tier_s)
-    tier_s = tuple(traffic.tier_s)
+    sync_s = sum(sync_t)
+    zipped = zip(grads_t, gather_t, sync_t, strict=True)
+    tier_s = tuple(reduces * g + gather_rounds * a + e for g, a, e in zipped)
     return DpExposure(
         exposed, edge_reduce, edge_gather, contention, total + sync_s, sync_s, tier_s
     )

@@ -800,10 +800,13 @@ def mlp_gemms(
     ]
 
 
-def moe_imbalance(workload: Workload) -> float:
-    """Busiest EP rank's routed tokens / mean: MOE_LOAD_IMBALANCE with auxiliary-loss balancing;
-    1.0 under Workload.moe_force_balance (Megatron --moe-router-force-load-balancing: random
-    router logits spread tokens evenly, a benchmarking mode).
+def moe_imbalance(workload: Workload, ep: int) -> float:
+    """Busiest EP rank's routed tokens / mean: MOE_LOAD_IMBALANCE with auxiliary-loss balancing
+    over `ep` > 1 expert-parallel ranks; 1.0 under Workload.moe_force_balance (Megatron
+    --moe-router-force-load-balancing: random router logits spread tokens evenly, a benchmarking
+    mode), and 1.0 at ep == 1 whatever the routing: one rank holds every expert (each TP rank its
+    shard of each), so its grouped GEMMs take all routed rows, exactly the mean, and no rank
+    waits on a busier one (an identity, not a fit).
 
     Token-drop MoE (Workload.moe_capacity_factor f): each router keeps at most
     ceil(tokens x top_k / num_experts x f) rows per expert and drops the rest before the
@@ -814,7 +817,7 @@ def moe_imbalance(workload: Workload) -> float:
     (apply_router_token_dropping: final_map = capacity_mask), so every expert on every rank
     takes exactly f x the mean, however the router spreads the tokens. The ceil is left out
     (a fraction of a row per expert)."""
-    balanced = 1.0 if workload.moe_force_balance else MOE_LOAD_IMBALANCE
+    balanced = 1.0 if workload.moe_force_balance or ep == 1 else MOE_LOAD_IMBALANCE
     factor = workload.moe_capacity_factor
     if factor is None:
         return balanced
@@ -1348,7 +1351,7 @@ def layer_time(
     ggpu, gbook = gemm_hardware(gpu, workload, book)
     gemms = attention_gemms(model, t, layout.tp)
     if is_moe:
-        gemms += moe_gemms(model, t, layout, moe_imbalance(workload))
+        gemms += moe_gemms(model, t, layout, moe_imbalance(workload, layout.ep))
     else:
         assert model.ffn_hidden_size is not None
         gemms += mlp_gemms(model, t, model.ffn_hidden_size, layout.tp)
@@ -1695,7 +1698,7 @@ def _recompute_module_s(
             shared = gemm_time_s(mlp_gemms(model, t, fs, tp), gpu, cal, fp8, book)
             out["shared_experts"] = shared + shared_act
         # includes the shared experts' GEMMs
-        routed = moe_gemms(model, t, layout, moe_imbalance(workload))
+        routed = moe_gemms(model, t, layout, moe_imbalance(workload, layout.ep))
         routed = gemm_time_s(routed, gpu, cal, fp8, book)
         out["moe"] = routed + out["moe_act"] + shared_act
     return tuple(out.items())

@@ -450,7 +450,7 @@ def ep_exchange_s(
     """
     moe = model.moe
     assert moe is not None
-    tokens = tokens_per_gpu(workload, layout) / layout.tp * moe_imbalance(workload)
+    tokens = tokens_per_gpu(workload, layout) / layout.tp * moe_imbalance(workload, layout.ep)
     deepep = workload.moe_dispatcher == "deepep"
     copies = moe_tier_copies(
         list(ep_span),

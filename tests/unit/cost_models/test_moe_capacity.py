@@ -10,29 +10,53 @@ import pytest
 from factories import layout, moe_model, workload
 from pydantic import ValidationError
 
-from cost_models.calibration import MOE_LOAD_IMBALANCE
-from cost_models.compute import megatron_expert_copies, moe_gemms, moe_imbalance
+from cost_models.calibration import MOE_LOAD_IMBALANCE, calibration_for
+from cost_models.compute import layer_time, megatron_expert_copies, moe_gemms, moe_imbalance
 from cost_models.host import capacity_rows_aligned, pads_expert_rows, syncs_every_moe_layer
+from models_zoo import load_cluster
 
 
 def test_capacity_caps_the_busiest_expert():
     assert MOE_LOAD_IMBALANCE == 1.15
-    assert moe_imbalance(workload()) == 1.15  # dropless
+    assert moe_imbalance(workload(), 8) == 1.15  # dropless
     # factor 1.0: no expert takes more than the mean, the surplus is dropped
-    assert moe_imbalance(workload(moe_capacity_factor=1.0)) == 1.0
+    assert moe_imbalance(workload(moe_capacity_factor=1.0), 8) == 1.0
     # factor 2.0 above the imbalance: nothing dropped, the busiest rank's 1.15
-    assert moe_imbalance(workload(moe_capacity_factor=2.0)) == 1.15
+    assert moe_imbalance(workload(moe_capacity_factor=2.0), 8) == 1.15
     # forced-even routing and a factor below one: the capacity still caps it
-    assert moe_imbalance(workload(moe_force_balance=True, moe_capacity_factor=0.5)) == 0.5
+    assert moe_imbalance(workload(moe_force_balance=True, moe_capacity_factor=0.5), 8) == 0.5
     # padded to capacity: every expert takes exactly factor x mean, whatever the routing
-    assert moe_imbalance(workload(moe_capacity_factor=1.25, moe_pad_to_capacity=True)) == 1.25
-    assert moe_imbalance(workload(moe_capacity_factor=0.75, moe_pad_to_capacity=True)) == 0.75
+    assert moe_imbalance(workload(moe_capacity_factor=1.25, moe_pad_to_capacity=True), 8) == 1.25
+    assert moe_imbalance(workload(moe_capacity_factor=0.75, moe_pad_to_capacity=True), 8) == 0.75
+
+
+def test_one_expert_parallel_rank_carries_exactly_the_mean():
+    # EP 1: the one rank holds every expert, so its rows are all routed rows, the mean; no
+    # busier rank to wait on, whatever the router does
+    assert moe_imbalance(workload(), 1) == 1.0
+    assert moe_imbalance(workload(moe_capacity_factor=2.0), 1) == 1.0
+    # padding to capacity still adds its rows at EP 1 (every expert takes f x the mean)
+    assert moe_imbalance(workload(moe_capacity_factor=1.25, moe_pad_to_capacity=True), 1) == 1.25
+    assert moe_imbalance(workload(), 2) == 1.15
+
+
+def test_expert_time_at_ep1_is_the_balanced_time():
+    # A dropless MoE layer at EP 1 prices as the same layer with forced-even routing; at EP 2
+    # the dropless layer is slower than the forced-even one (the busiest rank's 1.15).
+    model, gpu = moe_model(), load_cluster("dgx-h100", 8).gpu
+    cal = calibration_for(gpu.generation)
+
+    def forward_s(ep: int, **w) -> float:
+        return layer_time(model, gpu, cal, workload(**w), layout(ep=ep), is_moe=True).forward_s
+
+    assert forward_s(1) == pytest.approx(forward_s(1, moe_force_balance=True), rel=1e-12)
+    assert forward_s(2) > forward_s(2, moe_force_balance=True) * 1.01
 
 
 def test_expert_gemms_take_the_capped_rows():
     model, lo = moe_model(), layout(ep=4)
-    dropless = moe_gemms(model, 4096.0, lo, moe_imbalance(workload()))
-    capped = moe_gemms(model, 4096.0, lo, moe_imbalance(workload(moe_capacity_factor=1.0)))
+    dropless = moe_gemms(model, 4096.0, lo, moe_imbalance(workload(), lo.ep))
+    capped = moe_gemms(model, 4096.0, lo, moe_imbalance(workload(moe_capacity_factor=1.0), lo.ep))
     # the grouped expert GEMMs (index 1, 2) carry the imbalance; the router (0) and
     # the shared experts do not
     assert [g.imbalance for g in dropless][:3] == [1.0, 1.15, 1.15]

@@ -218,8 +218,8 @@ def test_forced_balance_routing_prices_the_mean_load():
     from cost_models.compute import moe_gemms, moe_imbalance
     from cost_models.stage import ep_exchange_s
 
-    assert moe_imbalance(workload()) == 1.15
-    assert moe_imbalance(workload(moe_force_balance=True)) == 1.0
+    assert moe_imbalance(workload(), 4) == 1.15
+    assert moe_imbalance(workload(moe_force_balance=True), 4) == 1.0
     model, lo, cl = moe_model(), layout(dp=8, ep=4), cluster(8)
     cal = calibration_for("hopper")
     even = layer_time(model, H100, cal, workload(moe_force_balance=True), lo, is_moe=True)

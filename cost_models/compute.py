@@ -800,13 +800,25 @@ def mlp_gemms(
     ]
 
 
-def moe_imbalance(workload: Workload, ep: int) -> float:
-    """Busiest EP rank's routed tokens / mean: MOE_LOAD_IMBALANCE with auxiliary-loss balancing
-    over `ep` > 1 expert-parallel ranks; 1.0 under Workload.moe_force_balance (Megatron
-    --moe-router-force-load-balancing: random router logits spread tokens evenly, a benchmarking
-    mode), and 1.0 at ep == 1 whatever the routing: one rank holds every expert (each TP rank its
-    shard of each), so its grouped GEMMs take all routed rows, exactly the mean, and no rank
-    waits on a busier one (an identity, not a fit).
+MOE_ROUTING_BASES = {
+    "aux_loss": "auxiliary-loss balancing: MOE_LOAD_IMBALANCE, an assumption",
+    "one_ep_rank": "EP 1: one rank holds every expert and runs all routed rows",
+    "force_balance": "forced-even routing (Megatron --moe-router-force-load-balancing)",
+    "capacity": "capacity factor: each expert keeps at most f x the mean, the rest dropped",
+    "padded": "padded to capacity: every expert takes exactly f x the mean",
+}
+"""Why the busiest EP rank's routed rows over the mean are what moe_routing says (Estimate
+.moe_routing basis -> its reading)."""
+
+
+def moe_routing(workload: Workload, ep: int) -> tuple[float, str]:
+    """(busiest EP rank's routed tokens / mean, its basis: a MOE_ROUTING_BASES key).
+
+    MOE_LOAD_IMBALANCE with auxiliary-loss balancing over `ep` > 1 expert-parallel ranks; 1.0
+    under Workload.moe_force_balance (Megatron --moe-router-force-load-balancing: random router
+    logits spread tokens evenly, a benchmarking mode), and 1.0 at ep == 1 whatever the routing:
+    one rank holds every expert (each TP rank its shard of each), so its grouped GEMMs take all
+    routed rows, exactly the mean, and no rank waits on a busier one (an identity, not a fit).
 
     Token-drop MoE (Workload.moe_capacity_factor f): each router keeps at most
     ceil(tokens x top_k / num_experts x f) rows per expert and drops the rest before the
@@ -817,11 +829,23 @@ def moe_imbalance(workload: Workload, ep: int) -> float:
     (apply_router_token_dropping: final_map = capacity_mask), so every expert on every rank
     takes exactly f x the mean, however the router spreads the tokens. The ceil is left out
     (a fraction of a row per expert)."""
-    balanced = 1.0 if workload.moe_force_balance or ep == 1 else MOE_LOAD_IMBALANCE
+    if workload.moe_force_balance:
+        balanced, basis = 1.0, "force_balance"
+    elif ep == 1:
+        balanced, basis = 1.0, "one_ep_rank"
+    else:
+        balanced, basis = MOE_LOAD_IMBALANCE, "aux_loss"
     factor = workload.moe_capacity_factor
     if factor is None:
-        return balanced
-    return factor if workload.moe_pad_to_capacity else min(balanced, factor)
+        return balanced, basis
+    if workload.moe_pad_to_capacity:
+        return factor, "padded"
+    return (factor, "capacity") if factor < balanced else (balanced, basis)
+
+
+def moe_imbalance(workload: Workload, ep: int) -> float:
+    """Busiest EP rank's routed tokens / mean (moe_routing, which says why)."""
+    return moe_routing(workload, ep)[0]
 
 
 def moe_gemms(

@@ -23,12 +23,14 @@ from .bounds import StepBounds
 from .calibration import attention_speed_report, calibration_for_cluster, hbm_bytes_per_s
 from .commtable import CollectiveBook, p2p_s
 from .compute import (
+    MOE_ROUTING_BASES,
     LayerTime,
     attention_report,
     embedding_time,
     layer_time,
     lm_head_time,
     model_flops_per_token,
+    moe_routing,
     tokens_per_gpu,
 )
 from .errors import InvalidInput
@@ -793,6 +795,7 @@ class Pricer(StepBounds):
             offload=self._offload_report(layout, m),
             dp_exposure=_dp_exposure_report(tail),
             step_tail=self._step_tail_report(tail),
+            moe_routing=_moe_routing_report(self.model, w, layout),
         )
 
     def _step_tail_report(self, tail: StageTail) -> dict | None:
@@ -923,6 +926,15 @@ def _with_link_capacity(
         breakdown[flow.term] += excess
         step_s = sum(breakdown[t] for t in Term)
     return step_s
+
+
+def _moe_routing_report(model: ModelSpec, workload: Workload, lo: Layout) -> dict | None:
+    """Estimate.moe_routing: the busiest EP rank's routed rows over the mean the expert GEMMs and
+    the all-to-all are priced at, and why (compute.moe_routing); None for a dense model."""
+    if model.moe is None:
+        return None
+    factor, basis = moe_routing(workload, lo.ep)
+    return {"busiest_rank_over_mean": factor, "basis": basis, "why": MOE_ROUTING_BASES[basis]}
 
 
 def _dp_exposure_report(tail: StageTail) -> dict | None:

@@ -1812,6 +1812,13 @@ class Estimate(Spec):
         "(the rest: norm, clip and Adam over the rank's shard, stage.stage_optimizer_s); None: "
         "no tail",
     )
+    moe_routing: dict | None = Field(
+        None,
+        description="a MoE model's routed rows as priced (cost_models.compute.moe_routing): "
+        "busiest_rank_over_mean (the expert GEMMs and the EP all-to-all run at the busiest EP "
+        "rank's rows), basis (a compute.MOE_ROUTING_BASES key) and why (its reading); None: "
+        "a dense model",
+    )
     layers_per_stage: tuple[int, ...] | None = Field(
         None,
         description="layers per model chunk (pp*vp, chunk c on rank c % pp) when the plan "

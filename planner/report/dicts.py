@@ -86,6 +86,8 @@ def estimate_dict(
         out["dp_exposure"] = e.dp_exposure
     if e.step_tail is not None:  # breakdown optimizer with its gradient memset apart
         out["step_tail"] = e.step_tail
+    if e.moe_routing is not None:  # the busiest EP rank's routed rows as priced
+        out["moe_routing"] = e.moe_routing
     if model is not None:
         out["model"] = {"name": model.name, **model_params(model)}
     return out

@@ -459,6 +459,19 @@ def step_tail_text(e: Estimate) -> str:
     )
 
 
+def moe_routing_text(e: Estimate) -> str:
+    """`estimate --explain`: the busiest EP rank's routed rows the expert GEMMs and the EP
+    all-to-all are priced at, and why (Estimate.moe_routing), one line ending in a newline; ""
+    for a dense model."""
+    r = e.moe_routing
+    if r is None:
+        return ""
+    return (
+        f"MoE routing: expert GEMMs and EP all-to-all at the busiest EP rank's "
+        f"{r['busiest_rank_over_mean']:.2f}x the mean routed rows ({r['why']})\n"
+    )
+
+
 STEP_TAIL_OPS = (ADAM_OP, CLIP_OP, CHUNK_CAT_OP)
 """The step tail's kernel-table ops (stage_optimizer_s, fsdp_copies_s)."""
 
@@ -468,7 +481,8 @@ def explain_text(e: Estimate) -> str:
     term, look-ups measured / interpolated / extrapolated; extrapolated ones are priced on the
     efficiency curves or, for collectives, the network model)."""
     k = e.kernels
-    off = offload_text(e) + attention_speed_text(e) + dp_exposure_text(e) + step_tail_text(e)
+    off = offload_text(e) + attention_speed_text(e) + moe_routing_text(e) + dp_exposure_text(e)
+    off += step_tail_text(e)
     if k is None:
         return off + (
             "priced on the model: the cluster has no kernel tables (compute on the efficiency "

@@ -4,6 +4,7 @@ apply_router_token_dropping; token_dispatcher.py drop_and_pad). Expected values 
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -11,9 +12,17 @@ from factories import layout, moe_model, workload
 from pydantic import ValidationError
 
 from cost_models.calibration import MOE_LOAD_IMBALANCE, calibration_for
-from cost_models.compute import layer_time, megatron_expert_copies, moe_gemms, moe_imbalance
+from cost_models.compute import (
+    MOE_ROUTING_BASES,
+    layer_time,
+    megatron_expert_copies,
+    moe_gemms,
+    moe_imbalance,
+    moe_routing,
+)
 from cost_models.host import capacity_rows_aligned, pads_expert_rows, syncs_every_moe_layer
 from models_zoo import load_cluster
+from planner.cli import main
 
 
 def test_capacity_caps_the_busiest_expert():
@@ -147,3 +156,34 @@ def test_all_to_all_bytes_take_the_capped_rows():
     d_cap, c_cap, _ = ep_exchange_s(model, c, capped, lo, span)
     assert d_cap / d_free == pytest.approx(1.0 / 1.15, rel=1e-9)
     assert c_cap / c_free == pytest.approx(1.0 / 1.15, rel=1e-9)
+
+
+def test_moe_routing_says_why():
+    # each rule of moe_routing, with the basis the estimate reports
+    assert moe_routing(workload(), 8) == (1.15, "aux_loss")
+    assert moe_routing(workload(), 1) == (1.0, "one_ep_rank")
+    assert moe_routing(workload(moe_force_balance=True), 8) == (1.0, "force_balance")
+    assert moe_routing(workload(moe_capacity_factor=1.0), 8) == (1.0, "capacity")
+    assert moe_routing(workload(moe_capacity_factor=2.0), 8) == (1.15, "aux_loss")
+    padded = workload(moe_capacity_factor=1.25, moe_pad_to_capacity=True)
+    assert moe_routing(padded, 1) == (1.25, "padded")
+    assert set(MOE_ROUTING_BASES) == {"aux_loss", "one_ep_rank", "force_balance", "capacity",
+                                      "padded"}  # fmt: skip
+
+
+def test_cli_explain_and_json_carry_the_moe_routing(capsys):
+    """`estimate --json` carries moe_routing for a MoE model (and not for a dense one);
+    `--explain` prints its factor and reading."""
+    argv = ["estimate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "16"]
+    argv += ["--global-batch", "256", "--seq-len", "4096", "--tp", "2", "--pp", "2", "--dp", "4"]
+    for ep, factor in ((8, 1.15), (1, 1.0)):
+        assert main([*argv, "--ep", str(ep), "--json"]) == 0
+        r = json.loads(capsys.readouterr().out)["moe_routing"]
+        assert r["busiest_rank_over_mean"] == factor and r["why"] == MOE_ROUTING_BASES[r["basis"]]
+        assert main([*argv, "--ep", str(ep), "--explain"]) == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert f"busiest EP rank's {factor:.2f}x the mean routed rows ({r['why']})" in text
+    dense = ["estimate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8"]
+    dense += ["--global-batch", "64", "--tp", "1", "--pp", "1", "--dp", "8", "--json"]
+    assert main(dense) == 0
+    assert "moe_routing" not in json.loads(capsys.readouterr().out)

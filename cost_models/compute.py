@@ -801,7 +801,8 @@ def mlp_gemms(
 
 
 MOE_ROUTING_BASES = {
-    "aux_loss": "auxiliary-loss balancing: MOE_LOAD_IMBALANCE, an assumption",
+    "load_balancing": "a trained router under load balancing, by auxiliary loss or expert bias: "
+    "MOE_LOAD_IMBALANCE, an assumption",
     "one_ep_rank": "EP 1: one rank holds every expert and runs all routed rows",
     "force_balance": "forced-even routing (Megatron --moe-router-force-load-balancing)",
     "capacity": "capacity factor: each expert keeps at most f x the mean, the rest dropped",
@@ -834,7 +835,7 @@ def moe_routing(workload: Workload, ep: int) -> tuple[float, str]:
     elif ep == 1:
         balanced, basis = 1.0, "one_ep_rank"
     else:
-        balanced, basis = MOE_LOAD_IMBALANCE, "aux_loss"
+        balanced, basis = MOE_LOAD_IMBALANCE, "load_balancing"
     factor = workload.moe_capacity_factor
     if factor is None:
         return balanced, basis

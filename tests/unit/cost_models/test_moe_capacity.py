@@ -160,15 +160,15 @@ def test_all_to_all_bytes_take_the_capped_rows():
 
 def test_moe_routing_says_why():
     # each rule of moe_routing, with the basis the estimate reports
-    assert moe_routing(workload(), 8) == (1.15, "aux_loss")
+    assert moe_routing(workload(), 8) == (1.15, "load_balancing")
     assert moe_routing(workload(), 1) == (1.0, "one_ep_rank")
     assert moe_routing(workload(moe_force_balance=True), 8) == (1.0, "force_balance")
     assert moe_routing(workload(moe_capacity_factor=1.0), 8) == (1.0, "capacity")
-    assert moe_routing(workload(moe_capacity_factor=2.0), 8) == (1.15, "aux_loss")
+    assert moe_routing(workload(moe_capacity_factor=2.0), 8) == (1.15, "load_balancing")
     padded = workload(moe_capacity_factor=1.25, moe_pad_to_capacity=True)
     assert moe_routing(padded, 1) == (1.25, "padded")
-    assert set(MOE_ROUTING_BASES) == {"aux_loss", "one_ep_rank", "force_balance", "capacity",
-                                      "padded"}  # fmt: skip
+    bases = {"load_balancing", "one_ep_rank", "force_balance", "capacity", "padded"}
+    assert set(MOE_ROUTING_BASES) == bases
 
 
 def test_cli_explain_and_json_carry_the_moe_routing(capsys):

@@ -470,7 +470,8 @@ def megatron_args(model: ModelSpec, workload: Workload, e: Estimate) -> list[str
     elif lo.zero_stage >= 1:
         # The distributed optimizer shards optimizer state and reduce-scatters gradients.
         args.append("--use-distributed-optimizer")
-    args += _megatron_dp_overlap(lo, workload) + _megatron_loss(workload) + _nan_check(workload)
+    args += _megatron_dp_overlap(lo, workload, model.moe is not None)
+    args += _megatron_loss(workload) + _nan_check(workload)
     args += _megatron_precision(workload)
     return args
 
@@ -537,7 +538,7 @@ def _nan_check(workload: Workload) -> list[str]:
     return ["--no-check-for-nan-in-loss-and-grad"]
 
 
-def _megatron_dp_overlap(lo: Layout, workload: Workload) -> list[str]:
+def _megatron_dp_overlap(lo: Layout, workload: Workload, has_experts: bool) -> list[str]:
     """The data-parallel overlap the cost model prices for Megatron (cost_models/stage.py
     stage_dp_parts, grad_sync_exposed_s: gradient buckets reduced during the last backward,
     parameters gathered during the forward). Megatron-LM leaves both off unless asked:
@@ -549,9 +550,14 @@ def _megatron_dp_overlap(lo: Layout, workload: Workload) -> list[str]:
     (validate_args: 'Must use --overlap-param-gather with --overlap-grad-reduce'). A bucket size
     the workload states (Workload.dp_bucket_elements, which sets the priced collectives and the
     edge buckets, stage.dp_buckets / dp_edge_buckets_s) goes as --ddp-bucket-size (training.py
-    resolve_ddp_bucket_size takes it over max(40M, 1M x dp_cp)). No DP x CP group (dp = cp = 1):
-    nothing to reduce, no flag."""
-    if lo.dp * lo.cp <= 1:
+    resolve_ddp_bucket_size takes it over max(40M, 1M x dp_cp)). No data-parallel group (dp =
+    cp = 1, and for a MoE model an expert data-parallel group of one too): nothing to reduce, no
+    flag. The expert group is world / (PP x EP x ETP) = TP x CP x DP / (EP x ETP) ranks
+    (megatron-core parallel_state's expert grid), more than one where EP x ETP < TP even at
+    dp = cp = 1: the expert gradients are reduced over it, overlapped and averaged as priced
+    (stage.stage_dp_parts, stage.grad_bucket_pass_bytes)."""
+    expert_dp = lo.tp * lo.cp * lo.dp // (lo.ep * lo.etp) if has_experts else 1
+    if lo.dp * lo.cp <= 1 and expert_dp <= 1:
         return []
     flags = ["--overlap-grad-reduce"]
     if lo.zero_stage >= 1:

@@ -246,8 +246,11 @@ def check_megatron(result: PlanResult, index: int, fake_world, monkeypatch):
     ns = parse_args()
     validate_args(ns)
     # the DP overlap and the fused loss the cost model prices (both off by default in Megatron)
-    assert ns.overlap_grad_reduce == (lo.dp * lo.cp > 1)
-    assert ns.overlap_param_gather == (lo.dp * lo.cp > 1 and lo.zero_stage >= 1)
+    # a DP x CP group, or a MoE's expert data-parallel group (TP x CP x DP / (EP x ETP) ranks)
+    moe = result.model.moe is not None
+    reduced = lo.dp * lo.cp > 1 or (moe and lo.tp * lo.cp * lo.dp > lo.ep * lo.etp)
+    assert ns.overlap_grad_reduce == reduced
+    assert ns.overlap_param_gather == (reduced and lo.zero_stage >= 1)
     assert ns.cross_entropy_loss_fusion
     assert ns.tensor_model_parallel_size == lo.tp
     assert ns.pipeline_model_parallel_size == lo.pp

@@ -272,10 +272,12 @@ def test_megatron_flags_exist_and_parse_back(case):
     if workload.precision == "mxfp8":
         assert (ns.fp8_format, ns.fp8_recipe) == ("e4m3", "mxfp8")
     # the overlapped DP reduction / gather and the fused loss the cost model prices
-    assert ns.overlap_grad_reduce == (lo.dp * lo.cp > 1)
-    assert ns.overlap_param_gather == (lo.dp * lo.cp > 1 and lo.zero_stage >= 1)
+    # a DP x CP group, or a MoE's expert data-parallel group (TP x CP x DP / (EP x ETP) ranks)
+    reduced = lo.dp * lo.cp > 1 or bool(model.moe and lo.tp * lo.cp * lo.dp > lo.ep * lo.etp)
+    assert ns.overlap_grad_reduce == reduced
+    assert ns.overlap_param_gather == (reduced and lo.zero_stage >= 1)
     # averaged in the collective, as priced (stage.grad_bucket_pass_bytes: no pre-scale)
-    assert ns.ddp_average_in_collective == (lo.dp * lo.cp > 1)
+    assert ns.ddp_average_in_collective == reduced
     assert ns.cross_entropy_loss_fusion
 
 

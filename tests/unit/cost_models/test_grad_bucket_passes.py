@@ -104,3 +104,21 @@ def test_the_megatron_export_writes_what_is_priced():
     args = plan_exports.to_megatron_args(result)
     assert "--no-check-for-nan-in-loss-and-grad" in args
     assert "--ddp-average-in-collective" not in args
+
+
+def test_an_expert_data_parallel_group_alone_gets_the_priced_overlap_and_averaging():
+    """At DP = CP = 1 a MoE with EP x ETP < TP still reduces its expert gradients over TP x CP x
+    DP / (EP x ETP) ranks; the cost model prices that reduction overlapped and averaged (the
+    expert pre-scale), so the export asks Megatron for both; with EP x ETP = TP there is no
+    group and no flag."""
+    from planner.export import plan_exports
+
+    work = MEGATRON.workload(f.workload(global_batch=16))
+    model = f.moe_model()
+    grouped = Layout(tp=4, ep=2, zero_stage=1)  # expert data-parallel group of 2
+    args = plan_exports.to_megatron_args(f.result_for(model, f.cluster(4), work, grouped))
+    for flag in ("--overlap-grad-reduce", "--overlap-param-gather", "--ddp-average-in-collective"):
+        assert flag in args
+    alone = Layout(tp=4, ep=4, zero_stage=1)
+    args = plan_exports.to_megatron_args(f.result_for(model, f.cluster(4), work, alone))
+    assert not [a for a in args if a.startswith("--overlap-") or "average-in" in a]

@@ -27,7 +27,14 @@ from .host import (
     pads_expert_rows,
     sorts_by_local_expert,
 )
-from .kernels import EXTRAPOLATED, MEASURED, KernelBook, attended_keys, window_tile_ratio
+from .kernels import (
+    EXTRAPOLATED,
+    MEASURED,
+    KernelBook,
+    attended_keys,
+    tile_rate_ratio,
+    window_tile_ratio,
+)
 from .params import mlp_matrices
 from .specs import LOW_PRECISION, GpuSpec, Layout, ModelSpec, Workload
 from .units import TFLOPS
@@ -1566,15 +1573,21 @@ def cp_step_rate(
     same FLOPs, s^2 / (2 cp^2) per head, so the diagonal is 1 / cp of the rank's work.
 
     The diagonal is looked up as the causal call at s / cp; the others as the non-causal call of
-    s / cp queries and keys (the tables key one sequence length: a (s / cp, s / 2 cp) call at the
-    speed per FLOP of the square call of its queries). Where the tables do not hold a step's
-    call (the shipped Hopper tables measure causal calls only) that step takes `full`, the
-    full-sequence causal call's rate, which is how every step was priced before (the look-up
-    then reads `extrapolated` under CP_STEP_TERM). The steps refine a layer the tables hold:
-    where `full` is None (the layer's own call outside the tables' box: the shipped Hopper
-    tables end at 32K tokens) the layer stays on the curve, as without CP, and the step
-    look-ups are made (kernel_shapes records them for `planner measure kernels --cp N`) but not
-    reported (docs/cost_model.md "Attention under CP from the tables")."""
+    s / cp queries and keys (the tables key one sequence length), carried to the (s / cp,
+    s / 2 cp) "lower triangle" call by the tile model (kernels.tile_rate_ratio): every
+    step has a rank on that call (rank cp - 1 runs it on all cp - 1 steps), and its extra query
+    tiles make it the slower half. Where the tables do not hold a step's call (the shipped
+    Hopper tables measure causal calls of 2K-32K tokens only) that step takes `full`, the
+    full-sequence causal call's rate, carried to the step's call by the same tile model (the
+    look-up then reads `extrapolated` under CP_STEP_TERM): a call of fewer tokens runs slower per
+    FLOP, each query tile's fixed work spread over fewer keys (bench/ring_step_tiles.py: on the
+    tables' own causal rows, 4x shorter calls predicted from the longer one's rate within 1 % at
+    the median, where the full call's rate was 9 % fast forward and 24 % backward). The steps
+    refine a layer the tables hold: where `full` is None (the layer's own call outside the
+    tables' box: the shipped Hopper tables end at 32K tokens) the layer stays on the curve, as
+    without CP, and the step look-ups are made (kernel_shapes records them for `planner measure
+    kernels --cp N`) but not reported (docs/cost_model.md "Attention under CP from the
+    tables")."""
     batch, seq, heads, kv, d_qk, d_v = call
     step = seq / cp
     diag, diag_status = book.attention_s_per_flop(
@@ -1586,10 +1599,24 @@ def cp_step_rate(
     if full is None:
         return None, ()
     looks = ((CP_STEP_TERM, diag_status), (CP_STEP_TERM, off_status))
-    diag, off = diag or full, off or full
+    diag = diag or _tile_carried(full, (step, step, True), (seq, seq, True))
+    off = _tile_carried(off, (step, step / 2, False), (step, step, False)) if off else None
+    off = off or _tile_carried(full, (step, step / 2, False), (seq, seq, True))
     share = 1.0 / cp
     rate = tuple(share * a + (1.0 - share) * b for a, b in zip(diag, off, strict=True))
     return (rate[0], rate[1]), looks
+
+
+def _tile_carried(
+    rate: tuple[float, float],
+    to: tuple[float, float, bool],
+    from_: tuple[float, float, bool],
+) -> tuple[float, float]:
+    """(forward + backward, forward) seconds per FLOP of the (queries, keys, causal) call `to`,
+    from the measured `rate` of the call `from_`, each direction by kernels.tile_rate_ratio."""
+    total, fwd = rate
+    f = fwd * tile_rate_ratio(to, from_, "forward")
+    return f + (total - fwd) * tile_rate_ratio(to, from_, "backward"), f
 
 
 def attention_times(

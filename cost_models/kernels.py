@@ -143,6 +143,51 @@ def window_tile_ratio(seq: int, window: int, direction: str = "forward") -> floa
     return (windowed + n * x) / (causal + n * x)
 
 
+RING_QUERY_TILE_OVERHEAD = {
+    (True, "forward"): 1.3,
+    (True, "backward"): 5.2,
+    (False, "forward"): 0.4,
+    (False, "backward"): 2.1,
+}
+"""Work per query tile that does not grow with the keys, in key-tile iterations, of the cuDNN /
+FlashAttention-2 calls a CP ring runs where the tables do not time them (tile_rate_ratio),
+keyed by (causal, direction). Causal: the values that best carry the shipped Hopper tables'
+causal rows (cuDNN fused and FA2, 2K-32K tokens, H100 and H200) from each longer call's rate to
+every shorter one's; besides loading Q and writing O they hold the causal grid's tail (query
+tiles of unequal work). Non-causal: the fit to the FlashAttention-3 paper's H100 non-causal
+figures at head dim 128, 512-16K tokens (Shah et al. 2024, arXiv 2407.08608, Fig. 5 / 6: FA2
+forward 309-370, backward 214-322 TFLOP/s; cuDNN 497-617, 305-518), whose grid is uniform.
+`python bench/ring_step_tiles.py` fits both and prints the errors."""
+
+
+def attention_tile_work(queries: float, keys: float, causal: bool, overhead: float) -> float:
+    """Tile iterations per (128 x 128) block of query-key pairs the call attends: whole key tiles
+    (a causal call computes its diagonal tiles whole: n (n + 1) / 2 of them over n^2 / 2 blocks of
+    pairs; a non-causal one nq x nk) plus `overhead` key tiles per query tile."""
+    t = WINDOW_TILE
+    nq, nk = -(-queries // t), -(-keys // t)
+    if causal:  # a causal call is square
+        tiles, blocks = nq * (nq + 1) / 2, queries * queries / (2.0 * t * t)
+    else:
+        tiles, blocks = nq * nk, queries * keys / (t * t)
+    return (tiles + nq * overhead) / blocks
+
+
+def tile_rate_ratio(
+    to: tuple[float, float, bool], from_: tuple[float, float, bool], direction: str
+) -> float:
+    """Seconds per FLOP of the (queries, keys, causal) call `to` over the call `from_`'s, one
+    direction, under the tile model (attention_tile_work with RING_QUERY_TILE_OVERHEAD): how
+    compute.cp_step_rate carries a measured call's rate to a CP ring step's call the table does
+    not time. The same seconds per tile iteration in both calls: the FA3 paper's 16K figures put
+    causal forward 9-10 % slower per FLOP than non-causal beyond the tile count, which is not
+    priced (non-causal steps carried from a causal call err slow by that much)."""
+    work = [
+        attention_tile_work(*c, RING_QUERY_TILE_OVERHEAD[(c[2], direction)]) for c in (to, from_)
+    ]
+    return work[0] / work[1]
+
+
 def attention_fwd_flops(
     batch: float,
     seq: float,

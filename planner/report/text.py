@@ -498,7 +498,9 @@ def explain_text(e: Estimate) -> str:
         if term in STEP_TAIL_OPS:  # cost_models/stage.py stage_optimizer_s / fsdp_copies_s
             how = "priced at the HBM figure, the table has no streaming row of the op"
         if term == CP_STEP_TERM:  # cost_models/compute.py cp_step_rate
-            how = "that CP ring step priced at the full-sequence causal call's rate"
+            how = (  # carried to the step's call by kernels.tile_rate_ratio
+                "that CP ring step priced from the full-sequence causal call's rate by the tile model"
+            )
         if term in k.get("without_rows", ()):  # e.g. kernels: {builtin: ID, tables: [attention]}
             total = sum(counts.values())
             lines.append(f"  {term}: {total} look-ups, none in the tables (no {term} rows): {how}")

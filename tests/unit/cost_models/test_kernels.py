@@ -275,10 +275,58 @@ def _attention_row(batch, seq, heads, kv, d, causal, ms, fwd_ms):
     return (batch, seq, heads, kv, d, d, causal, 0, "fused", ms, fwd_ms)
 
 
+def test_attention_tile_work_by_hand():
+    """Whole 128 x 128 tiles plus the per-query-tile overhead, per block of attended pairs."""
+    from cost_models.kernels import attention_tile_work, tile_rate_ratio
+
+    # causal 256 tokens: 3 tiles (the diagonal two computed whole) over 2 blocks of pairs
+    assert attention_tile_work(256, 256, True, 0.0) == pytest.approx(1.5)
+    assert attention_tile_work(256, 256, True, 1.0) == pytest.approx((3 + 2) / 2)
+    # non-causal 256 queries over 128 keys: 2 tiles, 2 query tiles, 2 blocks
+    assert attention_tile_work(256, 128, False, 1.0) == pytest.approx((2 + 2) / 2)
+    assert attention_tile_work(300, 300, False, 0.0) == pytest.approx(9 / (300 * 300 / 128**2))
+    call = (4096, 2048, False)
+    assert tile_rate_ratio(call, call, "backward") == pytest.approx(1.0)
+
+
+def test_tile_model_carries_the_shipped_tables_causal_rows_to_shorter_calls():
+    """On the shipped H100 table's causal cuDNN rows, each head shape's 2K call predicted from its
+    8K call (the factor of a CP 4 ring's diagonal): the tile model within 10 % at the median,
+    where the full call's rate, the rule before, is 10 % fast forward and 25 % backward."""
+    import csv
+    import statistics
+    from pathlib import Path
+
+    from cost_models.kernels import tile_rate_ratio
+
+    path = Path(__file__).resolve().parents[3] / "models_zoo/kernels/h100-sxm-80gb/attention.csv"
+    rates: dict[tuple, dict[int, tuple[float, float]]] = {}
+    for r in csv.DictReader(path.open()):
+        if r["kernel"] == "fused" and r["causal"] == "true":
+            s = int(r["seq"])
+            pairs = int(r["batch"]) * s * s / 2 * int(r["heads"])
+            f = float(r["forward_ms"]) / pairs
+            rates.setdefault((r["heads"], r["kv_heads"], r["head_dim"]), {})[s] = (
+                f,
+                float(r["time_ms"]) / pairs - f,
+            )
+    pairs_ = [v for v in rates.values() if 2048 in v and 8192 in v]
+    assert len(pairs_) >= 8
+    for i, direction in enumerate(("forward", "backward")):
+        scale = tile_rate_ratio((2048, 2048, True), (8192, 8192, True), direction)
+        tiles = [v[8192][i] * scale / v[2048][i] - 1 for v in pairs_]
+        flat = [v[8192][i] / v[2048][i] - 1 for v in pairs_]
+        assert abs(statistics.median(tiles)) < 0.10, (direction, tiles)
+        assert statistics.median(flat) < -0.08, (direction, flat)
+
+
 def test_cp_ring_steps_are_looked_up_at_the_calls_the_ring_runs():
     """CP 2 (compute.cp_step_rate): the diagonal step at the causal call of s / 2 tokens, the
-    other at the non-causal call of s / 2; each half of the rank's FLOPs at its own rate."""
+    other at the non-causal call of s / 2 carried to the (s / 2, s / 4) lower-triangle call the
+    slowest rank runs (kernels.tile_rate_ratio); each half of the rank's FLOPs at its own rate.
+    A step the tables do not hold takes the full call's rate carried to its call."""
     from cost_models.compute import CP_STEP_TERM, attention_times
+    from cost_models.kernels import tile_rate_ratio
 
     model, wl = dense_model(), workload(seq_len=8192)
     lo = layout(tp=1, pp=1, cp=2, dp=32)
@@ -293,19 +341,35 @@ def test_cp_ring_steps_are_looked_up_at_the_calls_the_ring_runs():
         per = attention_fwd_flops(row[0], row[1], row[2], d, d, row[6])
         return row[9] * 1e-3 / per, row[10] * 1e-3 / per
 
+    lower, square, whole = (4096, 2048, False), (4096, 4096, False), (8192, 8192, True)
     both = KernelBook(KernelTables(source="t", attention=[full, diag, off]))
     fwd, bwd, looks = attention_times(model, gpu, hopper, wl, lo, both)
     (d_tot, d_fwd), (o_tot, o_fwd) = rate(diag), rate(off)
-    assert fwd == pytest.approx(flops * (0.5 * d_fwd + 0.5 * o_fwd))
-    assert bwd == pytest.approx(flops * (0.5 * (d_tot - d_fwd) + 0.5 * (o_tot - o_fwd)))
+    o_f = o_fwd * tile_rate_ratio(lower, square, "forward")
+    o_b = (o_tot - o_fwd) * tile_rate_ratio(lower, square, "backward")
+    assert o_f > o_fwd and o_b > o_tot - o_fwd  # more query tiles per key: slower per FLOP
+    assert fwd == pytest.approx(flops * (0.5 * d_fwd + 0.5 * o_f))
+    assert bwd == pytest.approx(flops * (0.5 * (d_tot - d_fwd) + 0.5 * o_b))
     assert looks == (("attention", MEASURED), (CP_STEP_TERM, MEASURED), (CP_STEP_TERM, MEASURED))
 
-    # causal rows only (the shipped Hopper tables): the off-diagonal step at the full call's rate
+    # causal rows only (the shipped Hopper tables): the off-diagonal step from the full call
     causal = KernelBook(KernelTables(source="t", attention=[full, diag]))
-    fwd, _bwd, looks = attention_times(model, gpu, hopper, wl, lo, causal)
+    fwd, bwd, looks = attention_times(model, gpu, hopper, wl, lo, causal)
     f_tot, f_fwd = rate(full)
-    assert fwd == pytest.approx(flops * (0.5 * d_fwd + 0.5 * f_fwd))
+    o_f = f_fwd * tile_rate_ratio(lower, whole, "forward")
+    o_b = (f_tot - f_fwd) * tile_rate_ratio(lower, whole, "backward")
+    assert fwd == pytest.approx(flops * (0.5 * d_fwd + 0.5 * o_f))
+    assert bwd == pytest.approx(flops * (0.5 * (d_tot - d_fwd) + 0.5 * o_b))
     assert looks[1:] == ((CP_STEP_TERM, MEASURED), (CP_STEP_TERM, EXTRAPOLATED))
+
+    # the full call only: the diagonal too is carried from it, and runs slower per FLOP than
+    # the full call (half the tokens: each query tile's fixed work over fewer keys)
+    only_full = KernelBook(KernelTables(source="t", attention=[full]))
+    fwd, _bwd, looks = attention_times(model, gpu, hopper, wl, lo, only_full)
+    d_f = f_fwd * tile_rate_ratio((4096, 4096, True), whole, "forward")
+    assert d_f > f_fwd
+    assert fwd == pytest.approx(flops * (0.5 * d_f + 0.5 * o_f))
+    assert looks[1:] == ((CP_STEP_TERM, EXTRAPOLATED), (CP_STEP_TERM, EXTRAPOLATED))
 
     # the layer's own call outside the tables (only the step rows): the curve, as without CP,
     # and no step look-up reported (the shape recorder still sees them: kernel_shapes)

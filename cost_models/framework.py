@@ -827,6 +827,12 @@ TORCHTITAN = FrameworkProfile(
          "0.3.0 has no attention-output cache setting"),
         ("cp_attention", "Transformer Engine's all-to-all CP (Megatron --cp-comm-type a2a); "
          "torchtitan 0.3.0's context parallelism is PyTorch's ring (context_parallel)"),
+        ("moe_capacity_factor", "torchtitan 0.3.0's MoE routes dropless: its token-choice "
+         "router (torchtitan/models/common/moe.py TokenChoiceTopKRouter) has no per-expert "
+         "capacity; the HybridEP dispatcher's non_blocking_capacity_factor sizes a dispatch "
+         "buffer (torchtitan/overrides/moe_token_dispatcher.py), not Megatron's per-expert drop"),
+        ("moe_pad_to_capacity", "torchtitan 0.3.0 has no expert-capacity padding (a "
+         "Megatron --moe-pad-expert-input-to-capacity option)"),
     ),
     sliding_window=(
         "only as the model of a recipe that has it (torchtitan/models/gpt_oss: a 128-token "
@@ -1089,6 +1095,11 @@ def _stated_inputs(
             and f"attention_output_store {workload.attention_output_store}"
         ),
         "cp_attention": workload.cp_attention == "a2a" and "cp_attention a2a",
+        "moe_capacity_factor": (
+            workload.moe_capacity_factor is not None
+            and f"moe_capacity_factor {workload.moe_capacity_factor:g}"
+        ),
+        "moe_pad_to_capacity": workload.moe_pad_to_capacity and "moe_pad_to_capacity",
     }
 
 

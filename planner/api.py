@@ -137,12 +137,17 @@ def check_attention_kernel(cluster: Cluster, workload: Workload) -> None:
 def check_memory_options(model: ModelSpec, workload: Workload) -> None:
     """Refuse a memory option the model cannot use: Megatron-Core stores the activation input
     in fp8 for SwiGLU only (TransformerConfig.__post_init__: "Storing activation input in FP8 is
-    supported only for SwiGLU")."""
+    supported only for SwiGLU"); MoE routing options on a dense model."""
     if workload.activation_func_fp8_input_store and not model.gated_mlp:
         raise InvalidInput(
             f"activation_func_fp8_input_store: needs a gated (SwiGLU) MLP; {model.name} has "
             "gated_mlp false"
         )
+    routing = ("moe_capacity_factor", "moe_pad_to_capacity", "moe_force_balance")
+    stated = [n for n in routing if getattr(workload, n) not in (None, False)]
+    if stated and model.moe is None:
+        # A dense model routes nothing: an option that would be silently ignored is refused.
+        raise InvalidInput(f"{stated[0]}: needs a mixture-of-experts model; {model.name} is dense")
 
 
 def judge_fit(e: Estimate, usable_gib: float) -> Estimate:

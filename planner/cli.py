@@ -199,6 +199,7 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         help="MoE token exchange: per-expert all-to-all (default) or DeepEP",
     )
     _add_memory_options(p)
+    _add_moe_routing(p)
     _add_solver(p)
 
 
@@ -564,6 +565,7 @@ def _add_estimate(sub: Any) -> None:
         "was measured, interpolated or extrapolated (--json always carries it as `kernels`)",
     )
     _add_memory_options(e)
+    _add_moe_routing(e)
     _add_goodput(e, objective=False)
 
 
@@ -636,6 +638,32 @@ def _add_allocation(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_moe_routing(p: argparse.ArgumentParser) -> None:
+    """How a MoE's router spreads its tokens (Workload.moe_capacity_factor, moe_pad_to_capacity,
+    moe_force_balance; compute.moe_routing prices them, `--explain` says which applied)."""
+    p.add_argument(
+        "--moe-capacity-factor",
+        type=_positive_float,
+        help="token-drop MoE: each expert takes at most factor x its mean rows, the rest are "
+        "dropped (Megatron --moe-expert-capacity-factor; default: dropless)",
+    )
+    p.add_argument(
+        "--moe-pad-to-capacity",
+        action="store_true",
+        default=None,
+        help="pad every expert's input to its capacity (Megatron "
+        "--moe-pad-expert-input-to-capacity; needs --moe-capacity-factor)",
+    )
+    p.add_argument(
+        "--moe-force-balance",
+        action="store_true",
+        default=None,
+        help="routing forced even, a benchmarking mode (Megatron "
+        "--moe-router-force-load-balancing, torchtitan --debug.moe_force_load_balance): the "
+        "busiest expert-parallel rank carries the mean load, not the 1.15x assumed otherwise",
+    )
+
+
 def _add_memory_options(p: argparse.ArgumentParser) -> None:
     """Workload options that change what training keeps in memory (cost_models/specs.py
     Workload; sources there and in docs/cost_model.md#memory)."""
@@ -696,7 +724,8 @@ def _add_memory_options(p: argparse.ArgumentParser) -> None:
 
 
 def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """The memory options the command line set (_add_memory_options)."""
+    """The memory options and MoE routing the command line set (_add_memory_options,
+    _add_moe_routing)."""
     names = (
         "optimizer_moments",
         "activation_func_fp8_input_store",
@@ -705,6 +734,9 @@ def _workload_fields(args: argparse.Namespace) -> dict[str, Any]:
         "fp8_params",
         "bf16_layers_start",
         "bf16_layers_end",
+        "moe_capacity_factor",
+        "moe_pad_to_capacity",
+        "moe_force_balance",
     )
     fields = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
     if getattr(args, "cp_comm_type", None) is not None:
@@ -1586,6 +1618,9 @@ _FIELD_FLAGS = {
     "optimizer_moments": "--optimizer-moments",
     "activation_func_fp8_input_store": "--activation-func-fp8-input-store",
     "attention_output_store": "--attention-output-store",
+    "moe_capacity_factor": "--moe-capacity-factor",
+    "moe_pad_to_capacity": "--moe-pad-to-capacity",
+    "moe_force_balance": "--moe-force-balance",
 }
 """Layout / Workload fields a command-line flag sets: a rule about the field (the Layout's or
 Workload's own check, cost_models.rules, a framework's refusal) names the flag the user typed."""

@@ -870,7 +870,18 @@ def torchtitan_config(model: ModelSpec, workload: Workload, e: Estimate) -> dict
         "mixed_precision_param": "bfloat16",
         "disable_cuda_graphs": torchtitan_no_cuda_graphs(workload, lo),
     }
-    return {"training": training, "parallelism": parallelism, "compile": _compile(lo)}
+    config = {"training": training, "parallelism": parallelism, "compile": _compile(lo)}
+    return config | _torchtitan_debug(model, workload)
+
+
+def _torchtitan_debug(model: ModelSpec, workload: Workload) -> dict[str, Any]:
+    """The debug section: routing forced even where the plan was priced so (Workload.
+    moe_force_balance; torchtitan 0.3.0 and main DebugConfig.moe_force_load_balance, which
+    torchtitan/models/common/decoder.py hands to every MoE router as _debug_force_load_balance:
+    round-robin, the same count for every expert)."""
+    if workload.moe_force_balance and model.moe is not None:
+        return {"debug": {"moe_force_load_balance": True}}
+    return {}
 
 
 def _compile(lo: Any) -> dict[str, Any]:
@@ -905,6 +916,8 @@ def torchtitan_release_args(
         par["pipeline_parallel_microbatch_size"] = lo.micro_batch
     args += _tyro("training", training) + _tyro("parallelism", par)
     args += _tyro("compile", _compile(lo))
+    for section, fields in _torchtitan_debug(model, workload).items():
+        args += _tyro(section, fields)
     args.append(AC_SUBCOMMAND[lo.recompute])
     return args
 

@@ -96,6 +96,12 @@ CASES = {
     "qwen2-qkv-bias": (QWEN25_7B, "dgx-h100", {"num_gpus": 16}),
     "mixtral": ("mixtral-8x7b", "dgx-h100", {"num_gpus": 32, "tp": 2}),
     "qwen3-moe": ("qwen3-30b-a3b", "dgx-h100", {"num_gpus": 16}),
+    # routing forced even (a benchmarking mode), priced at the mean load per EP rank
+    "qwen3-moe-balanced": (
+        "qwen3-30b-a3b",
+        "dgx-h100",
+        {"num_gpus": 16, "workload_fields": {"moe_force_balance": True}},
+    ),
     "deepseek-v3": (
         "deepseek-v3",
         "h800",
@@ -505,6 +511,19 @@ def test_torchtitan_builds_the_planned_model(case, index, fake_world):
     fake_world(result.ranked[index].layout.world_size)
     cfg, count = titan_model(args)
     check_titan_model(result.model, cfg, count)
+
+
+def test_torchtitan_forces_the_routing_the_plan_was_priced_at():
+    """A plan priced with routing forced even (Workload.moe_force_balance) launches torchtitan
+    with --debug.moe_force_load_balance, which its own parser takes; the default plan without."""
+    from torchtitan.config.manager import ConfigManager
+
+    for case, forced in (("qwen3-moe-balanced", True), ("qwen3-moe", False)):
+        result = planned(case, "torchtitan")
+        basis = result.ranked[0].moe_routing["basis"]
+        assert (basis == "force_balance") is forced
+        args = plan_exports.to_torchtitan(result)["release"]["args"]
+        assert ConfigManager().parse_args(args).debug.moe_force_load_balance is forced
 
 
 @pytest.mark.parametrize("case", ["qwen2-qkv-bias", "mixtral", "sliding-window", "local-global"])

@@ -180,7 +180,7 @@ def tile_rate_ratio(
     direction, under the tile model (attention_tile_work with RING_QUERY_TILE_OVERHEAD): how
     compute.cp_step_rate carries a measured call's rate to a CP ring step's call the table does
     not time. The same seconds per tile iteration in both calls: the FA3 paper's 16K figures put
-    causal forward 9-10 % slower per FLOP than non-causal beyond the tile count, which is not
+    causal forward 7-8 % slower per FLOP than non-causal beyond the tile count, which is not
     priced (non-causal steps carried from a causal call err slow by that much)."""
     work = [
         attention_tile_work(*c, RING_QUERY_TILE_OVERHEAD[(c[2], direction)]) for c in (to, from_)

@@ -29,7 +29,6 @@ Usage: python bench/ring_step_tiles.py
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 import sys
@@ -38,7 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cost_models.kernels import RING_QUERY_TILE_OVERHEAD, attention_tile_work
+from cost_models.kernels import RING_QUERY_TILE_OVERHEAD, attention_row_rate, attention_tile_work
+from models_zoo.kernel_tables import attention_rows
 
 TABLES = [
     ROOT / "models_zoo" / "kernels" / d / "attention.csv"
@@ -58,17 +58,17 @@ H100 SXM5: the bar labels."""
 
 
 def causal_rates() -> dict[tuple, dict[int, tuple[float, float]]]:
-    """(table, kernel, head shape) -> seq -> (forward, backward) seconds per causal pair."""
+    """(table, kernel, head shape) -> seq -> (forward, backward) seconds per forward FLOP of the
+    tables' causal rows, read and priced as the cost model reads them."""
     out: dict[tuple, dict[int, tuple[float, float]]] = {}
     for path in TABLES:
-        for r in csv.DictReader(path.open()):
-            if r["causal"] != "true":
+        for row in attention_rows(path):
+            _b, s, h, kv, dqk, dv, causal, window, kernel, _ms, _fwd_ms = row
+            if not causal or window:
                 continue
-            s = int(r["seq"])
-            pairs = int(r["batch"]) * s * s / 2 * int(r["heads"])
-            fwd = float(r["forward_ms"]) / pairs
-            key = (path.parent.name, r["kernel"], r["heads"], r["kv_heads"], r["head_dim"])
-            out.setdefault(key, {})[s] = (fwd, float(r["time_ms"]) / pairs - fwd)
+            total, fwd = attention_row_rate(row)
+            key = (path.parent.name, kernel, h, kv, dqk, dv)
+            out.setdefault(key, {})[int(s)] = (fwd, total - fwd)
     return out
 
 

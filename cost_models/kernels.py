@@ -203,7 +203,9 @@ def attention_fwd_flops(
     return 2.0 * batch * seq * attended_keys(seq, window, causal) * heads * (d_qk + d_v)
 
 
-def _attention_values(r: tuple) -> tuple[float, float]:
+def attention_row_rate(r: tuple) -> tuple[float, float]:
+    """(forward + backward, forward) seconds per forward FLOP (attention_fwd_flops) of one
+    attention row (models_zoo.kernel_tables.attention_rows): what the book interpolates."""
     b, s, h, _kv, dqk, dv, causal, window, _kern, time_ms, fwd_ms = r
     flops = attention_fwd_flops(b, s, h, dqk, dv, causal, window)
     total = time_ms * 1e-3 / flops
@@ -272,7 +274,7 @@ class KernelBook:
             list(t.attention),
             lambda r: (r[8], r[6], r[7]),
             lambda r: _attention_features(*r[:6]),
-            _attention_values,
+            attention_row_rate,
         )
         self._memory = _group(
             list(t.memory_bound),

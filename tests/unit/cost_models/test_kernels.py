@@ -293,23 +293,19 @@ def test_tile_model_carries_the_shipped_tables_causal_rows_to_shorter_calls():
     """On the shipped H100 table's causal cuDNN rows, each head shape's 2K call predicted from its
     8K call (the factor of a CP 4 ring's diagonal): the tile model within 10 % at the median,
     where the full call's rate, the rule before, is 10 % fast forward and 25 % backward."""
-    import csv
     import statistics
     from pathlib import Path
 
-    from cost_models.kernels import tile_rate_ratio
+    from cost_models.kernels import attention_row_rate, tile_rate_ratio
+    from models_zoo.kernel_tables import attention_rows
 
     path = Path(__file__).resolve().parents[3] / "models_zoo/kernels/h100-sxm-80gb/attention.csv"
     rates: dict[tuple, dict[int, tuple[float, float]]] = {}
-    for r in csv.DictReader(path.open()):
-        if r["kernel"] == "fused" and r["causal"] == "true":
-            s = int(r["seq"])
-            pairs = int(r["batch"]) * s * s / 2 * int(r["heads"])
-            f = float(r["forward_ms"]) / pairs
-            rates.setdefault((r["heads"], r["kv_heads"], r["head_dim"]), {})[s] = (
-                f,
-                float(r["time_ms"]) / pairs - f,
-            )
+    for row in attention_rows(path):
+        _b, s, h, kv, dqk, dv, causal, window, kernel, _ms, _fwd_ms = row
+        if kernel == "fused" and causal and not window:
+            total, fwd = attention_row_rate(row)
+            rates.setdefault((h, kv, dqk, dv), {})[int(s)] = (fwd, total - fwd)
     pairs_ = [v for v in rates.values() if 2048 in v and 8192 in v]
     assert len(pairs_) >= 8
     for i, direction in enumerate(("forward", "backward")):

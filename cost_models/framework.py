@@ -112,6 +112,10 @@ class FrameworkProfile:
     sliding_window: str = ""
     """How the launcher takes sliding-window layers (ModelSpec.sliding_window), with its source;
     "": it has no option for them (the plan is priced with the window, the export refuses)."""
+    experts_follow_tp: str = ""
+    """Where the launcher splits a MoE model's routed experts over TP whenever EP is off (every
+    expert's weights column- / row-wise like a dense MLP: Layout.etp = tp at ep 1), the source;
+    "": the layout's own etp (Megatron --expert-tensor-parallel-size, which the export writes)."""
 
     def orders_for(self, model: ModelSpec) -> tuple[tuple[Axis, ...], ...]:
         return self.moe_rank_orders if model.moe is not None else self.rank_orders
@@ -132,12 +136,19 @@ class FrameworkProfile:
             update["cp_attention"] = "a2a"
         return workload.model_copy(update=update) if update else workload
 
-    def layout(self, layout: Layout) -> Layout:
-        """`layout` with the profile's TP-overlap default where the layout did not set it."""
-        if "tp_comm_overlap" in layout.model_fields_set or layout.tp <= 1:
-            return layout
-        value = bool(self.tp_comm_overlap.value)
-        return layout.model_copy(update={"tp_comm_overlap": value}) if value else layout
+    def layout(self, layout: Layout, model: ModelSpec | None = None) -> Layout:
+        """`layout` with the profile's defaults where the layout did not set them: its TP-overlap
+        default, and with the `model` the expert TP of a launcher whose routed experts follow
+        TP at EP 1 (experts_follow_tp: etp = tp)."""
+        update: dict[str, Any] = {}
+        if "etp" not in layout.model_fields_set and model is not None:
+            etp = expert_tp(self, model, layout.tp, layout.ep)
+            if etp != layout.etp:
+                update["etp"] = etp
+        overlap = bool(self.tp_comm_overlap.value) and layout.tp > 1
+        if overlap and "tp_comm_overlap" not in layout.model_fields_set:
+            update["tp_comm_overlap"] = True
+        return layout.model_copy(update=update) if update else layout
 
     def describe(self) -> dict[str, Any]:
         """The profile as JSON-able data (reports, `--json`)."""
@@ -806,6 +817,13 @@ TORCHTITAN = FrameworkProfile(
         False, "torchtitan parallelism.enable_async_tensor_parallel defaults to False"
     ),
     hsdp=True,
+    experts_follow_tp=(
+        "torchtitan 0.3.0 models/common/moe_sharding.py set_moe_sharding_config: with EP "
+        "disabled and TP enabled the routed experts' weights take the dense {TP} placement "
+        "(w1 / w3 Shard(1), w2 Shard(2)) and the MoE block's input is replicated over TP (an "
+        "all-gather of the sequence-parallel tokens, a reduce-scatter of the output); with EP "
+        "the experts are not TP-split (ExpertParallel: etp 1). No config field sets it"
+    ),
     limits_source=(
         "HSDP: data_parallel_replicate_degree x data_parallel_shard_degree "
         "(torchtitan/distributed/parallel_dims.py), FSDP2 over a 2-D mesh"
@@ -1142,6 +1160,16 @@ def torchtitan_dp_degrees(layout: Layout) -> tuple[int, int]:
     return layout.replicate_dp, layout.shard_dp
 
 
+def expert_tp(p: FrameworkProfile | None, model: ModelSpec, tp: int, ep: int) -> int:
+    """The expert TP (Layout.etp) the search gives a (tp, ep) shape under `p`: tp where the
+    launcher splits a MoE model's routed experts over TP at EP 1 (experts_follow_tp:
+    torchtitan), else 1 (Megatron's folding with --expert-tensor-parallel-size 1, which its
+    export writes; experts whole on each rank, the TP ranks' tokens split among them)."""
+    if p is not None and p.experts_follow_tp and model.moe is not None and ep == 1:
+        return tp
+    return 1
+
+
 def shard_choices(p: FrameworkProfile | None, layout: Layout) -> list[int | None]:
     """dp_shard values the search tries for a shape: None (shard over all of dp), and with a
     profile that has HSDP, ZeRO >= 2 and no EP every proper divisor of dp above 1."""
@@ -1167,6 +1195,12 @@ def _torchtitan_violations(model: ModelSpec, layout: Layout, chunks: list[int] |
             )
         if layout.etp != 1:
             out.append(f"etp ({layout.etp}) != 1: torchtitan's expert TP is tp or 1")
+    elif model.moe is not None and layout.etp != layout.tp:
+        out.append(
+            f"etp ({layout.etp}) != tp ({layout.tp}) at ep 1: torchtitan splits the routed "
+            "experts over TP whenever EP is off (models/common/moe_sharding.py "
+            "set_moe_sharding_config)"
+        )
     if layout.pp > 1 and layout.vp > MAX_ACTIVE_STAGES and layout.zero_stage >= 2:
         out.append(
             f"vp ({layout.vp}) > {MAX_ACTIVE_STAGES} with ZeRO-{layout.zero_stage}: "

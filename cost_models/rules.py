@@ -22,14 +22,36 @@ def layout_violations(
     """Every rule the layout breaks, as messages naming the values (empty when legal)."""
     return [
         *shape_violations(model, cluster, workload, layout),
-        *zero_violations(workload, layout),
+        *zero_violations(workload, layout, model),
     ]
 
 
-def zero_violations(workload: Workload, layout: Layout) -> list[str]:
+def zero_violations(
+    workload: Workload, layout: Layout, model: ModelSpec | None = None
+) -> list[str]:
     """The rules that read the layout's ZeRO stage (or its HSDP shard): the search checks these
-    for every (ZeRO stage, shard) it may pick, the others once per shape (shape_violations)."""
-    return [*_fp8_params_rules(workload, layout), *_memory_phases_rules(workload, layout)]
+    for every (ZeRO stage, shard) it may pick, the others once per shape (shape_violations).
+    With the `model`, also HSDP's expert split (_hsdp_rules; the search's HSDP shapes keep it
+    by construction: framework.expert_tp)."""
+    out = [*_fp8_params_rules(workload, layout), *_memory_phases_rules(workload, layout)]
+    if model is not None:
+        out += _hsdp_rules(model, layout)
+    return out
+
+
+def _hsdp_rules(model: ModelSpec, lo: Layout) -> list[str]:
+    """HSDP (Layout.dp_shard) of a MoE model is priced with the experts TP-split like the dense
+    weights, on the same shard mesh (memory.shard_groups, stage.dp_tier_times_s), as torchtitan,
+    the one launcher with HSDP here, runs them at ep 1; experts whole on each TP rank (etp < tp)
+    would shard over a group no HSDP mesh has."""
+    if lo.dp_shard is not None and model.moe is not None and lo.etp != lo.tp:
+        why = (
+            f"dp_shard ({lo.dp_shard}) with a mixture-of-experts model needs etp = tp (got etp "
+            f"{lo.etp}, tp {lo.tp}): HSDP is priced with the experts TP-split on the dense "
+            "weights' shard mesh, as torchtitan runs them at ep 1"
+        )
+        return [why]
+    return []
 
 
 def _memory_phases_rules(workload: Workload, lo: Layout) -> list[str]:

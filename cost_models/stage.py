@@ -779,10 +779,14 @@ def dp_tier_times_s(
         )
 
     if layout.dp_shard is not None and layout.zero_stage >= 1:
-        dense = copies * sp.dense
-        n = buckets(dense, span[Group.DP_SHARD][-1], copies * sp.dense_tensors)
+        # HSDP runs at ep 1 with the experts TP-split like the dense weights (rules: etp = tp),
+        # one fully_shard per block on the same mesh: the experts' gradients and gathers travel
+        # in the dense ones' collectives (memory.shard_groups).
+        params = copies * (sp.dense + sp.expert)
+        tensors = copies * (sp.dense_tensors + sp.expert_tensors)
+        n = buckets(params, span[Group.DP_SHARD][-1], tensors)
         grads, gather = _hsdp_tier_s(
-            tiers, layout, dense, span, n, comm, grad_bytes, gather_bytes,
+            tiers, layout, params, span, n, comm, grad_bytes, gather_bytes,
             copies * (sp.embedding + sp.head),
         )  # fmt: skip
         parts: list[tuple[float, Group, int]] = []
@@ -897,8 +901,9 @@ def _hsdp_tier_s(
     gather_bytes: float = BF16_BYTES,
     unquantized: float = 0.0,
 ) -> tuple[list[float], list[float]]:
-    """(gradient reduction, parameter gather) seconds by tier of `dense` parameters under HSDP
-    (torchtitan, FSDP2 over a 2-D mesh; Layout forbids EP with it) in `n` buckets:
+    """(gradient reduction, parameter gather) seconds by tier of `dense` parameters (a MoE
+    stage's experts among them) under HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids
+    EP with it) in `n` buckets:
     reduce-scatter inside the shard group, all-reduce of the shard across the replicas,
     all-gather inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
     shard_n = layout.shard_dp * layout.cp

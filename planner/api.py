@@ -348,13 +348,15 @@ def estimate(
     check_attention_kernel(cluster, workload)
     check_memory_options(model, workload)
     check_framework_runs(cluster, framework)
+    prof = None if framework is None else _framework.profile(framework)
+    if prof is not None:  # its defaults first: the rules judge the layout the launcher builds
+        layout = prof.layout(layout, model)
     problems = search_rule_violations(model, layout)
     if problems:  # every rule plan applies (issue 28)
         raise InvalidInput("; ".join(problems))
     check_framework_inputs(framework, workload, layout.cpu_offload_layers)
-    if framework is not None:
-        prof = _framework.profile(framework)
-        workload, layout = prof.workload(workload, model), prof.layout(layout)
+    if prof is not None:
+        workload = prof.workload(workload, model)
     usable = cluster.gpu.hbm_gib * (1 - memory_headroom)
     return judge_fit(_cost(model, cluster, workload, layout), usable)
 

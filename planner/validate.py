@@ -365,6 +365,8 @@ def record_inputs(
     for key in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
         if lay.get(key):  # stated true (null / absent: Megatron's default, false)
             fields[key] = True
+    if lay.get("etp"):  # unstated: 1, or tp where the launcher's experts follow TP at EP 1
+        fields["etp"] = lay["etp"]
     layout = profile.layout(
         Layout(
             tp=lay["tp"],
@@ -372,14 +374,14 @@ def record_inputs(
             dp=lay["dp"],
             cp=lay["cp"],
             ep=lay["ep"],
-            etp=lay.get("etp") or 1,
             vp=lay["vp"],
             micro_batch=lay["micro_batch"],
             recompute=lay["recompute"],
             zero_stage=lay["zero_stage"],
             sequence_parallel=bool(lay["tp"] > 1 if sp is None else sp),
             **fields,
-        )
+        ),
+        model,
     )
     # A record stating an input its framework's launcher cannot run (bf16 main gradients or fp8
     # primary weights under torchtitan / DeepSpeed, CPU offloading outside Megatron) is refused

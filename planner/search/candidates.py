@@ -298,6 +298,7 @@ def legal_bases_batched(
     batches: list[Sequence[int]] = []
     rejected = RuleCounter()
     per_shape = len(space.recompute) * len(space.zero_stages)
+    prof = None if space.framework is None else framework.profile(space.framework)
     zero_refused: dict[str, int] = {}  # ZeRO-rule message -> candidates, in first-seen order
     num_shapes = no_batch = 0
     for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
@@ -319,6 +320,7 @@ def legal_bases_batched(
                 dp=dp,
                 cp=cp,
                 ep=ep,
+                etp=framework.expert_tp(prof, model, tp, ep),
                 vp=vp,
                 micro_batch=mb,
                 recompute=space.recompute[0],

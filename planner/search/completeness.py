@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cost_models import framework
 from cost_models.errors import InvalidInput, NoFeasiblePlan
 from cost_models.estimate import estimate
 from cost_models.rules import layout_violations
@@ -41,8 +42,10 @@ def exclusion(record_layout, model, cluster, workload, space: SearchSpace) -> st
         return f"micro_batch {lo.micro_batch} not in {space.micro_batches}"
     if lo.vp > space.max_vp:
         return f"vp {lo.vp} > max_vp {space.max_vp}"
-    if lo.etp != 1:
-        return "expert-TP > 1 is not searched"
+    prof = None if space.framework is None else framework.profile(space.framework)
+    searched_etp = framework.expert_tp(prof, model, lo.tp, lo.ep)
+    if lo.etp != searched_etp:
+        return f"expert-TP {lo.etp} is not searched (the search's: {searched_etp})"
     if lo.sequence_parallel != (lo.tp > 1):
         return "sequence parallelism is always on when tp > 1"
     if lo.recompute not in space.recompute or lo.zero_stage not in space.zero_stages:

@@ -115,6 +115,16 @@ def expert_degrees(model: ModelSpec, eps: Sequence[int]) -> list[int]:
     return [e for e in eps if model.moe.num_experts % e == 0]
 
 
+def expert_splits(model: ModelSpec, tp: int, ep: int) -> list[int]:
+    """The expert TP degrees the search gives a (tp, ep) shape under some framework
+    (framework.expert_tp): 1 (Megatron's folding, experts whole on each rank), and at EP 1 with
+    TP also tp (torchtitan splits the routed experts over TP whenever EP is off), whose grouped
+    GEMMs are another shape (all the TP group's rows, 1 / tp of the expert width)."""
+    if model.moe is None or ep > 1 or tp == 1:
+        return [1]
+    return [1, tp]
+
+
 def legal(model: ModelSpec, cluster: Cluster, seq_len: int, lo: Layout) -> bool:
     """Whether cost_models.rules lets `lo` run the model on a cluster of its size under some
     framework: either CP implementation (TE's fused ring refuses sliding windows, PyTorch's
@@ -138,17 +148,18 @@ def measured_layouts(
     cps: Sequence[int],
     eps: Sequence[int] = (1,),
 ) -> list[Layout]:
-    """One layout per (tp, cp, micro_batch, ep) the rules allow (`legal`): what
+    """One layout per (tp, cp, micro_batch, ep, etp) the rules allow (`legal`): what
     compute.layer_time reads (Pricer.LAYER_TIME_READS; dp = ep so that EP is carved from DP,
-    etp 1 as the search uses)."""
+    etp as the search gives it under some framework: expert_splits)."""
     out = []
     for tp in tps:
         for cp in cps:
             for mb in micro_batches:
                 for ep in expert_degrees(model, eps):
-                    lo = Layout(tp=tp, cp=cp, dp=ep, ep=ep, micro_batch=mb)
-                    if legal(model, cluster, seq_len, lo):
-                        out.append(lo)
+                    for etp in expert_splits(model, tp, ep):
+                        lo = Layout(tp=tp, cp=cp, dp=ep, ep=ep, etp=etp, micro_batch=mb)
+                        if legal(model, cluster, seq_len, lo):
+                            out.append(lo)
     return out
 
 

@@ -4,6 +4,8 @@ measured row (no interpolation, no curve), and holds no row no estimate asks for
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 import models_zoo
@@ -96,8 +98,10 @@ def test_every_lookup_of_an_estimate_is_a_measured_row_and_every_row_is_looked_u
                     cluster = models_zoo.load_cluster("dgx-h100", gpus)
                     cluster = cluster.model_copy(update={"kernels": _tables(ks)})
                     pricer = Pricer(model, cluster, w)
-                    for mb in MBS:
-                        lo = Layout(tp=tp, cp=cp, dp=ep, ep=ep, micro_batch=mb, pp=1)
+                    # etp tp at EP 1: torchtitan's experts follow TP (framework.expert_tp)
+                    etps = (1, tp) if model.moe is not None and ep == 1 and tp > 1 else (1,)
+                    for mb, etp in itertools.product(MBS, etps):
+                        lo = Layout(tp=tp, cp=cp, dp=ep, ep=ep, etp=etp, micro_batch=mb, pp=1)
                         pricer.estimate(lo)
                         if tp > 1:  # TP-overlap partner GEMMs (stage.tp_partner_gemm_s)
                             over = {"tp_comm_overlap": True, "sequence_parallel": True}

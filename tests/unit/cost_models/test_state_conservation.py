@@ -1,0 +1,44 @@
+"""Optimizer state is conserved over the ranks: summed over every GPU of every pipeline stage, the
+Adam moments (plus the fp32 master below ZeRO-3, where it is the resident weight shard instead)
+are the model's parameters times their bytes, times the replicas that hold a copy (HSDP's
+dp / dp_shard; 1 where ZeRO shards over all of DP). Whatever the TP, PP, EP, ETP or shard group,
+a layout that divides some parameters by the wrong group breaks it: HSDP of a MoE model did
+(memory.shard_groups divided the experts by all of dp) until 2026-11-29."""
+
+from __future__ import annotations
+
+import pytest
+
+import models_zoo
+from cost_models.memory import moment_bytes
+from cost_models.params import total_params
+from cost_models.specs import Layout
+from planner import api
+
+CASES = [
+    ("qwen3-30b-a3b", 32, {"dp": 32, "zero_stage": 3, "dp_shard": 8}),
+    ("qwen3-30b-a3b", 32, {"tp": 2, "dp": 16, "zero_stage": 3, "dp_shard": 4}),  # etp 2
+    ("qwen3-30b-a3b", 32, {"dp": 32, "ep": 8, "zero_stage": 3}),
+    ("qwen3-30b-a3b", 32, {"tp": 2, "pp": 2, "dp": 8, "ep": 8, "zero_stage": 2}),
+    ("mixtral-8x7b", 32, {"dp": 32, "zero_stage": 3, "dp_shard": 16}),
+    ("mixtral-8x7b", 32, {"tp": 2, "pp": 4, "dp": 4, "ep": 8, "zero_stage": 3}),
+    ("llama3.1-8b", 16, {"dp": 16, "zero_stage": 3, "dp_shard": 4}),
+    ("llama3.1-8b", 16, {"tp": 2, "pp": 2, "dp": 4, "zero_stage": 2}),
+]
+
+
+@pytest.mark.parametrize(("name", "gpus", "degrees"), CASES)
+def test_optimizer_state_summed_over_the_ranks_is_the_models(name, gpus, degrees):
+    model = models_zoo.load_model(name)
+    cluster = models_zoo.load_cluster("dgx-h100", gpus)
+    work = api.make_workload(model, seq_len=4096, global_batch=256)
+    tp = degrees.get("tp", 1)
+    layout = Layout(micro_batch=1, sequence_parallel=tp > 1, **degrees)
+    e = api.estimate(model, cluster, layout, work, framework="torchtitan")
+    lo = e.layout
+    ranks_per_stage = lo.tp * lo.cp * lo.dp
+    summed = sum(s.optimizer_gib for s in e.stage_memory) * 2**30 * ranks_per_stage
+    per_param = moment_bytes(work) + (0 if lo.zero_stage == 3 else 4)
+    replicas = lo.dp // lo.dp_shard if lo.dp_shard else 1
+    # within 0.1 %: TP-replicated norms and biases are held whole on every TP rank
+    assert summed == pytest.approx(total_params(model) * per_param * replicas, rel=1e-3)

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .compute import FUSED_ACTIVATION_ROW, activation_op, qk_norm_heads, rotary_heads
+from .framework import PROFILES, expert_tp
 from .kernels import KernelBook
 from .pricer import Pricer
 from .rules import layout_violations
@@ -120,9 +121,7 @@ def expert_splits(model: ModelSpec, tp: int, ep: int) -> list[int]:
     (framework.expert_tp): 1 (Megatron's folding, experts whole on each rank), and at EP 1 with
     TP also tp (torchtitan splits the routed experts over TP whenever EP is off), whose grouped
     GEMMs are another shape (all the TP group's rows, 1 / tp of the expert width)."""
-    if model.moe is None or ep > 1 or tp == 1:
-        return [1]
-    return [1, tp]
+    return sorted({expert_tp(p, model, tp, ep) for p in (None, *PROFILES.values())})
 
 
 def legal(model: ModelSpec, cluster: Cluster, seq_len: int, lo: Layout) -> bool:

@@ -893,7 +893,7 @@ def dp_edge_buckets_s(
 def _hsdp_tier_s(
     tiers: Sequence[LinkTier],
     layout: Layout,
-    dense: float,
+    params: float,
     span: Mapping[str, Sequence[int]],
     n: int,
     comm: CollectiveBook | None = None,
@@ -901,19 +901,18 @@ def _hsdp_tier_s(
     gather_bytes: float = BF16_BYTES,
     unquantized: float = 0.0,
 ) -> tuple[list[float], list[float]]:
-    """(gradient reduction, parameter gather) seconds by tier of `dense` parameters (a MoE
-    stage's experts among them) under HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout forbids
-    EP with it) in `n` buckets:
-    reduce-scatter inside the shard group, all-reduce of the shard across the replicas,
+    """(gradient reduction, parameter gather) seconds by tier of a stage's `params` parameters
+    (a MoE stage's experts among them) under HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout
+    forbids EP with it) in `n` buckets: reduce-scatter inside the shard group, all-reduce of the shard across the replicas,
     all-gather inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
     shard_n = layout.shard_dp * layout.cp
-    total = dense * grad_bytes
+    total = params * grad_bytes
     rs = collective_tier_s("reduce_scatter", total, span[Group.DP_SHARD], tiers, n, comm, "dp")
     ar = collective_tier_s(
         "all_reduce", total / shard_n, span[Group.DP_REPLICATE], tiers, n, comm, "dp"
     )
     grads = [x + y for x, y in zip(rs, ar, strict=True)]
-    payload = gather_payload_bytes(dense, unquantized, gather_bytes)
+    payload = gather_payload_bytes(params, unquantized, gather_bytes)
     return grads, collective_tier_s(
         "all_gather", payload, span[Group.DP_SHARD], tiers, n, comm, "dp"
     )

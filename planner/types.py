@@ -14,7 +14,7 @@ from pydantic import (
     field_validator,
 )
 
-from cost_models.framework import profile
+from cost_models.framework import FrameworkProfile, profile
 from cost_models.goodput import Goodput
 from cost_models.specs import (
     MAX_GPUS,
@@ -175,6 +175,12 @@ class SearchSpace(InputSpec):
             if hi > MAX_TOKENS:
                 raise ValueError(f"MAX ({hi}) must be at most {MAX_TOKENS:,} sequences")
         return v
+
+    @property
+    def profile(self) -> FrameworkProfile | None:
+        """The framework profile the space is narrowed to (cost_models.framework); None: a
+        search without framework restriction."""
+        return None if self.framework is None else profile(self.framework)
 
     @property
     def batch_max(self) -> int | None:

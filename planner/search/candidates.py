@@ -211,7 +211,7 @@ def _schedule_variants(
     # The space's framework decides whether it runs the schedule or the overlap at all
     # (cost_models.framework: no launcher here has DualPipe; Megatron's overlap needs a
     # bf16/fp16 model, which fp8 training is).
-    prof = None if space.framework is None else framework.profile(space.framework)
+    prof = space.profile
     overlap_ok = prof is None or (prof.ep_overlap and framework.ep_overlap_precision_ok(precision))
     out = []
     for schedule in space.pp_schedules:
@@ -298,7 +298,7 @@ def legal_bases_batched(
     batches: list[Sequence[int]] = []
     rejected = RuleCounter()
     per_shape = len(space.recompute) * len(space.zero_stages)
-    prof = None if space.framework is None else framework.profile(space.framework)
+    prof = space.profile
     zero_refused: dict[str, int] = {}  # ZeRO-rule message -> candidates, in first-seen order
     num_shapes = no_batch = 0
     for tp, pp, cp, dp, ep, vp, mb in _shape_tuples(model, cluster, space):
@@ -369,7 +369,7 @@ def zero_rule_split(
     the rejections, with its own reason, as it counts the shape rules. The rules: cost_models.
     rules.zero_violations and the space's framework's inputs that need a ZeRO stage
     (framework.zero_input_violations: Megatron's bf16 moments need ZeRO >= 1)."""
-    prof = None if space.framework is None else framework.profile(space.framework)
+    prof = space.profile
     if prof is not None and not framework.states_zero_inputs(prof, workload):
         prof = None  # the usual case, once per base: no input of the profile's ZeRO rules
     kept: list[int] = []
@@ -576,7 +576,7 @@ def sharding_variants(
     """(ZeRO stage, dp_shard) pairs the search tries for a base: every ZeRO stage of the space
     that the workload's ZeRO rules allow (zero_stages), and for a framework with HSDP
     (torchtitan) the hybrid shard sizes too (cost_models.framework.shard_choices)."""
-    prof = None if space.framework is None else framework.profile(space.framework)
+    prof = space.profile
     stages = zero_stages(workload, space, base)
     if nothing_to_shard(base, moe):
         # Every shard group is one GPU: a higher stage shards nothing, so only the lowest

@@ -42,7 +42,7 @@ def exclusion(record_layout, model, cluster, workload, space: SearchSpace) -> st
         return f"micro_batch {lo.micro_batch} not in {space.micro_batches}"
     if lo.vp > space.max_vp:
         return f"vp {lo.vp} > max_vp {space.max_vp}"
-    prof = None if space.framework is None else framework.profile(space.framework)
+    prof = space.profile
     searched_etp = framework.expert_tp(prof, model, lo.tp, lo.ep)
     if lo.etp != searched_etp:
         return f"expert-TP {lo.etp} is not searched (the search's: {searched_etp})"

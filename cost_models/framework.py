@@ -1172,10 +1172,17 @@ def expert_tp(p: FrameworkProfile | None, model: ModelSpec, tp: int, ep: int) ->
 
 def shard_choices(p: FrameworkProfile | None, layout: Layout) -> list[int | None]:
     """dp_shard values the search tries for a shape: None (shard over all of dp), and with a
-    profile that has HSDP, ZeRO >= 2 and no EP every proper divisor of dp above 1."""
-    if p is None or not p.hsdp or layout.zero_stage < 2 or layout.ep > 1:
+    profile that has HSDP and ZeRO >= 2 every proper divisor of dp above 1 (with EP, those
+    whose shard mesh holds whole EP groups: efsdp = dp_shard*cp*tp / (ep*etp) whole,
+    torchtitan parallel_dims.py build_mesh)."""
+    if p is None or not p.hsdp or layout.zero_stage < 2:
         return [None]
-    return [None] + [d for d in range(2, layout.dp) if layout.dp % d == 0]
+    mesh = layout.cp * layout.tp
+    return [None] + [
+        d
+        for d in range(2, layout.dp)
+        if layout.dp % d == 0 and (d * mesh) % (layout.ep * layout.etp) == 0
+    ]
 
 
 def _torchtitan_violations(model: ModelSpec, layout: Layout, chunks: list[int] | None) -> list[str]:

@@ -794,10 +794,12 @@ def fsdp2_end_of_backward_bytes(
 def shard_groups(layout: Layout) -> tuple[int, int]:
     """(dense, expert) ZeRO shard group sizes: non-expert states over the DP shard group x CP
     (HSDP: only Layout.dp_shard), expert states over the expert-DP group dp*cp*tp / (ep*etp).
-    HSDP (ep 1; rules: etp = tp) shards the experts with the rest of their block over the shard
-    mesh and replicates them across the replicas (torchtitan 0.3.0 distributed/fsdp.py
+    HSDP at ep 1 (rules: etp = tp) shards the experts with the rest of their block over the
+    shard mesh and replicates them across the replicas (torchtitan 0.3.0 distributed/fsdp.py
     apply_fsdp_to_decoder: at ep_degree 1 a MoE block is one fully_shard on dp_mesh,
-    (dp_replicate, fsdp)), so their group is dp_shard*cp*tp / (ep*etp), not all of dp."""
+    (dp_replicate, fsdp)); with EP on the experts' own (dp_replicate, efsdp) mesh, efsdp =
+    dp_shard*cp*tp / ep (parallel_dims.py build_mesh). Either way their group is
+    dp_shard*cp*tp / (ep*etp), not all of dp."""
     dense = layout.shard_dp * layout.cp
     expert = max(1, layout.shard_dp * layout.cp * layout.tp // (layout.ep * layout.etp))
     return dense, expert

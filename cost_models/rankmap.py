@@ -54,11 +54,20 @@ class Group(StrEnum):
     EDP = "edp"  # expert data parallel
     DP_SHARD = "dp_shard"  # HSDP's shard group
     DP_REPLICATE = "dp_replicate"  # HSDP's replicas
+    EDP_SHARD = "edp_shard"  # HSDP with EP: the experts' shard group (torchtitan's efsdp)
+    EDP_REPLICATE = "edp_replicate"  # HSDP with EP: the experts' replicas
 
 
 LAYER_GROUPS = (Group.TP, Group.CP, Group.EP)
 """The groups one layer's collectives run on: stage.layer_cost reads these spans only."""
-DP_GROUPS = (Group.DP_CP, Group.EDP, Group.DP_SHARD, Group.DP_REPLICATE)
+DP_GROUPS = (
+    Group.DP_CP,
+    Group.EDP,
+    Group.DP_SHARD,
+    Group.DP_REPLICATE,
+    Group.EDP_SHARD,
+    Group.EDP_REPLICATE,
+)
 """The groups the DP gradient and parameter traffic may run on (stage.dp_tier_times_s)."""
 
 # Group kind -> (grid, the grid dimensions its members vary).
@@ -73,6 +82,17 @@ EXPERT_KINDS = {Group.EP: ("ep",), Group.ETP: ("tp",), Group.EDP: ("dp",)}
 # HSDP (Layout.dp_shard, torchtitan): dp splits into the inner shard part and the outer replicas,
 # as torchtitan's mesh (pp, dp_replicate, dp_shard, cp, tp) nests them.
 HSDP_KINDS = {Group.DP_SHARD: ("dp_shard", "cp"), Group.DP_REPLICATE: ("dp_rep",)}
+# HSDP with EP (torchtitan): the routed experts are sharded on their own mesh, (pp, dp_replicate,
+# efsdp, ep) (distributed/parallel_dims.py build_mesh; models/*/parallelize.py pass
+# ["dp_replicate", "efsdp"] to apply_fsdp_to_decoder as edp_mesh): the expert-DP dimension splits
+# into efsdp = dp_shard * cp * tp / (ep * etp) inner and the replicas outer.
+HSDP_EXPERT_KINDS = {Group.EDP_SHARD: ("edp_shard",), Group.EDP_REPLICATE: ("edp_rep",)}
+
+
+def hsdp_experts(layout: Layout) -> bool:
+    """Whether the experts have HSDP groups of their own: HSDP with EP (at ep 1 they are sharded
+    with the rest of their block on the dense mesh, memory.shard_groups)."""
+    return layout.dp_shard is not None and layout.ep > 1
 
 
 def hsdp_dims(layout: Layout, order: tuple[Axis, ...] | None = None) -> Dims:
@@ -81,6 +101,19 @@ def hsdp_dims(layout: Layout, order: tuple[Axis, ...] | None = None) -> Dims:
     for name, size in decoder_dims(layout, order):
         if name == "dp":
             out += [("dp_shard", layout.shard_dp), ("dp_rep", layout.replicate_dp)]
+        else:
+            out.append((name, size))
+    return tuple(out)
+
+
+def hsdp_expert_dims(layout: Layout, order: tuple[Axis, ...] | None = None) -> Dims:
+    """The expert grid with expert-DP split into (edp_shard inner, edp_rep outer): torchtitan's
+    sparse mesh (pp, dp_replicate, efsdp, ep), ep innermost under its order tp-cp-dp-pp."""
+    out: list[tuple[str, int]] = []
+    for name, size in expert_dims(layout, order):
+        if name == "dp":
+            rep = layout.replicate_dp
+            out += [("edp_shard", size // rep), ("edp_rep", rep)]
         else:
             out.append((name, size))
     return tuple(out)
@@ -181,6 +214,9 @@ def rank_groups(
     if layout.dp_shard is not None:
         hsdp = hsdp_dims(layout, order)
         out.update({kind: sorted(_groups(hsdp, tok)) for kind, tok in HSDP_KINDS.items()})
+    if moe and hsdp_experts(layout):
+        exp = hsdp_expert_dims(layout, order)
+        out.update({kind: sorted(_groups(exp, tok)) for kind, tok in HSDP_EXPERT_KINDS.items()})
     return out
 
 
@@ -301,8 +337,12 @@ def _spans(
     else:
         out.append(("ep", (1,) * len(domains)))
     if dp_shard is not None:
-        hsdp = hsdp_dims(layout.with_update({"dp_shard": dp_shard}))
+        hsdp_layout = layout.with_update({"dp_shard": dp_shard})
+        hsdp = hsdp_dims(hsdp_layout)
         out += [(k, _kind_span(hsdp, tok, domains)) for k, tok in HSDP_KINDS.items()]
+        if moe and hsdp_experts(hsdp_layout):
+            exp = hsdp_expert_dims(hsdp_layout)
+            out += [(k, _kind_span(exp, tok, domains)) for k, tok in HSDP_EXPERT_KINDS.items()]
     return tuple(out)
 
 
@@ -311,8 +351,9 @@ def spans(
 ) -> dict[str, tuple[int, ...]]:
     """Span (members inside one domain of each tier) of every group kind `rank_groups` builds.
 
-    Keys: tp, cp, dp, pp, dp_cp, ep, with `moe` etp and edp, and with HSDP (Layout.dp_shard)
-    dp_shard and dp_replicate. Memoized by what it reads:
+    Keys: tp, cp, dp, pp, dp_cp, ep, with `moe` etp and edp, with HSDP (Layout.dp_shard)
+    dp_shard and dp_replicate, and with HSDP, EP and `moe` edp_shard and edp_replicate.
+    Memoized by what it reads:
     the degrees, ep, etp, the order and the tier domains.
     """
     found = _spans(

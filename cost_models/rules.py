@@ -40,11 +40,12 @@ def zero_violations(
 
 
 def _hsdp_rules(model: ModelSpec, lo: Layout) -> list[str]:
-    """HSDP (Layout.dp_shard) of a MoE model is priced with the experts TP-split like the dense
-    weights, on the same shard mesh (memory.shard_groups, stage.dp_tier_times_s), as torchtitan,
-    the one launcher with HSDP here, runs them at ep 1; experts whole on each TP rank (etp < tp)
-    would shard over a group no HSDP mesh has."""
-    if lo.dp_shard is not None and model.moe is not None and lo.etp != lo.tp:
+    """HSDP (Layout.dp_shard) of a MoE model at ep 1 is priced with the experts TP-split like
+    the dense weights, on the same shard mesh (memory.shard_groups, stage.dp_tier_times_s), as
+    torchtitan, the one launcher with HSDP here, runs them at ep 1; experts whole on each TP
+    rank (etp < tp) would shard over a group no HSDP mesh has. With EP the experts have their
+    own mesh (rankmap.HSDP_EXPERT_KINDS), whatever etp is."""
+    if lo.dp_shard is not None and model.moe is not None and lo.ep == 1 and lo.etp != lo.tp:
         why = (
             f"dp_shard ({lo.dp_shard}) with a mixture-of-experts model needs etp = tp (got etp "
             f"{lo.etp}, tp {lo.tp}): HSDP is priced with the experts TP-split on the dense "

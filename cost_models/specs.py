@@ -1601,8 +1601,14 @@ class Layout(InputSpec):
                 raise ValueError(f"dp_shard ({self.dp_shard}) must divide dp ({self.dp})")
             if self.zero_stage == 0:
                 raise ValueError("dp_shard needs a ZeRO stage >= 1 (ZeRO-0 shards nothing)")
-            if self.ep > 1:
-                raise ValueError("dp_shard (HSDP) with ep > 1 is not modelled")
+            expert_mesh = self.dp_shard * self.cp * self.tp
+            if self.ep > 1 and expert_mesh % (self.ep * self.etp):
+                # torchtitan parallel_dims.py build_mesh: the experts' FSDP mesh is
+                # efsdp = dp_shard * cp * tp // ep beside EP, replicated over dp_replicate.
+                raise ValueError(
+                    f"dp_shard*cp*tp ({self.dp_shard}*{self.cp}*{self.tp}) must be a multiple of "
+                    f"ep*etp ({self.ep}*{self.etp}): the experts' shard mesh (efsdp)"
+                )
         return self
 
     @model_validator(mode="after")

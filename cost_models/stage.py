@@ -59,7 +59,7 @@ from .memory import (
     zero_in_effect,
 )
 from .pipeline import inflight_chunks
-from .rankmap import Group
+from .rankmap import Group, hsdp_experts
 from .specs import LOW_PRECISION, Cluster, Layout, LinkTier, ModelSpec, StageMemory, Workload
 from .terms import ByKind, Flow
 from .tp_overlap import COLLECTIVE_MATMUL, CONFIGS, overlap_s, pieces
@@ -779,16 +779,31 @@ def dp_tier_times_s(
         )
 
     if layout.dp_shard is not None and layout.zero_stage >= 1:
-        # HSDP runs at ep 1 with the experts TP-split like the dense weights (rules: etp = tp),
-        # one fully_shard per block on the same mesh: the experts' gradients and gathers travel
-        # in the dense ones' collectives (memory.shard_groups).
-        params = copies * (sp.dense + sp.expert)
-        tensors = copies * (sp.dense_tensors + sp.expert_tensors)
-        n = buckets(params, span[Group.DP_SHARD][-1], tensors)
-        grads, gather = _hsdp_tier_s(
-            tiers, layout, params, span, n, comm, grad_bytes, gather_bytes,
-            copies * (sp.embedding + sp.head),
-        )  # fmt: skip
+        # HSDP at ep 1 runs the experts TP-split like the dense weights (rules: etp = tp), one
+        # fully_shard per block on the same mesh: the experts' gradients and gathers travel in
+        # the dense ones' collectives (memory.shard_groups). With EP the routed experts are a
+        # fully_shard of their own on (dp_replicate, efsdp) (torchtitan distributed/fsdp.py
+        # apply_fsdp_to_decoder, edp_mesh): their own two-level reduction.
+        dense_shard, expert_shard = shard_groups(layout)
+        own = hsdp_experts(layout) and sp.expert > 0
+        params = copies * (sp.dense + (0.0 if own else sp.expert))
+        tensors = copies * (sp.dense_tensors + (0 if own else sp.expert_tensors))
+        meshes = [(params, tensors, Group.DP_SHARD, Group.DP_REPLICATE, dense_shard)]
+        if own:
+            meshes.append((
+                copies * sp.expert, copies * sp.expert_tensors,
+                Group.EDP_SHARD, Group.EDP_REPLICATE, expert_shard,
+            ))  # fmt: skip
+        unquantized = copies * (sp.embedding + sp.head)
+        for params, tensors, shard, replicas, shard_n in meshes:
+            n = buckets(params, span[shard][-1], tensors)
+            g, a = _hsdp_tier_s(
+                tiers, params, span[shard], span[replicas], shard_n, n, comm, grad_bytes,
+                gather_bytes, unquantized,
+            )  # fmt: skip
+            grads = [x + y for x, y in zip(grads, g, strict=True)]
+            gather = [x + y for x, y in zip(gather, a, strict=True)]
+            unquantized = 0.0  # the embedding and head are dense parameters
         parts: list[tuple[float, Group, int]] = []
     else:
         parts = [(copies * sp.dense, Group.DP_CP, copies * sp.dense_tensors)]
@@ -892,30 +907,27 @@ def dp_edge_buckets_s(
 
 def _hsdp_tier_s(
     tiers: Sequence[LinkTier],
-    layout: Layout,
     params: float,
-    span: Mapping[str, Sequence[int]],
+    shard_span: Sequence[int],
+    replica_span: Sequence[int],
+    shard_n: int,
     n: int,
     comm: CollectiveBook | None = None,
     grad_bytes: int = GRAD_REDUCE_BYTES,
     gather_bytes: float = BF16_BYTES,
     unquantized: float = 0.0,
 ) -> tuple[list[float], list[float]]:
-    """(gradient reduction, parameter gather) seconds by tier of a stage's `params` parameters
-    (a MoE stage's experts among them) under HSDP (torchtitan, FSDP2 over a 2-D mesh; Layout
-    forbids EP with it) in `n` buckets: reduce-scatter inside the shard group, all-reduce of the shard across the replicas,
-    all-gather inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
-    shard_n = layout.shard_dp * layout.cp
+    """(gradient reduction, parameter gather) seconds by tier of `params` parameters on one
+    HSDP mesh (torchtitan, FSDP2 over a 2-D mesh: the dense weights', with a MoE stage's experts
+    among them at ep 1, or the experts' own with EP) in `n` buckets: reduce-scatter inside the
+    shard group of `shard_n` GPUs, all-reduce of the shard across the replicas, all-gather
+    inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
     total = params * grad_bytes
-    rs = collective_tier_s("reduce_scatter", total, span[Group.DP_SHARD], tiers, n, comm, "dp")
-    ar = collective_tier_s(
-        "all_reduce", total / shard_n, span[Group.DP_REPLICATE], tiers, n, comm, "dp"
-    )
+    rs = collective_tier_s("reduce_scatter", total, shard_span, tiers, n, comm, "dp")
+    ar = collective_tier_s("all_reduce", total / shard_n, replica_span, tiers, n, comm, "dp")
     grads = [x + y for x, y in zip(rs, ar, strict=True)]
     payload = gather_payload_bytes(params, unquantized, gather_bytes)
-    return grads, collective_tier_s(
-        "all_gather", payload, span[Group.DP_SHARD], tiers, n, comm, "dp"
-    )
+    return grads, collective_tier_s("all_gather", payload, shard_span, tiers, n, comm, "dp")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,15 @@ from .rankmap import tier_domains as rank_tier_domains
 from .specs import Axis, Cluster, Layout, LinkTier
 
 # Group kinds that are not one parallel axis (gradient, expert and HSDP groups).
-_NOT_AXES = (Group.DP_CP, Group.EDP, Group.ETP, Group.DP_SHARD, Group.DP_REPLICATE)
+_NOT_AXES = (
+    Group.DP_CP,
+    Group.EDP,
+    Group.ETP,
+    Group.DP_SHARD,
+    Group.DP_REPLICATE,
+    Group.EDP_SHARD,
+    Group.EDP_REPLICATE,
+)
 
 
 def axis_strides(layout: Layout, order: tuple[Axis, ...] | None = None) -> dict[str, int]:

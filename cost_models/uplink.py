@@ -15,7 +15,8 @@ Two windows, each with its own senders:
 
 - gradient: the DP, DP x CP and expert-DP groups' reduce-scatter / all-gather behind the last
   micro-batch's backward (one window for all stages); with HSDP the dp_shard x CP groups'
-  reduce-scatter / all-gather and the dp_replicate groups' all-reduce (stage._hsdp_tier_s);
+  reduce-scatter / all-gather and the dp_replicate groups' all-reduce (stage._hsdp_tier_s), and
+  with EP the experts' edp_shard and edp_replicate groups alike;
 - pipeline: the steady state's PP sends and the TP, CP and EP exchanges inside the layers (every
   stage at once).
 

@@ -59,7 +59,8 @@ def _grid_keys(dims: rankmap.Dims, kinds: Mapping[str, tuple[str, ...]]) -> dict
 def group_keys(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
     """An integer per rank and kind; two ranks share a group of the kind iff their keys match
     (the groups of cost_models.rankmap.rank_groups, which the launchers build; with HSDP,
-    Layout.dp_shard, also torchtitan's dp_shard x cp and dp_replicate groups)."""
+    Layout.dp_shard, also torchtitan's dp_shard x cp and dp_replicate groups, and with EP the
+    experts' edp_shard and edp_replicate)."""
     keys = _grid_keys(rankmap.decoder_dims(layout), rankmap.DECODER_KINDS)
     if moe:
         keys.update(_grid_keys(rankmap.expert_dims(layout), rankmap.EXPERT_KINDS))
@@ -67,6 +68,8 @@ def group_keys(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
         keys["ep"] = np.arange(layout.world_size, dtype=np.int64)
     if layout.dp_shard is not None:
         keys.update(_grid_keys(rankmap.hsdp_dims(layout), rankmap.HSDP_KINDS))
+    if moe and rankmap.hsdp_experts(layout):
+        keys.update(_grid_keys(rankmap.hsdp_expert_dims(layout), rankmap.HSDP_EXPERT_KINDS))
     return keys
 
 
@@ -94,6 +97,8 @@ def group_rows(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
         rows["ep"] = np.arange(layout.world_size, dtype=np.int64).reshape(-1, 1)
     if layout.dp_shard is not None:
         rows.update(_grid_rows(rankmap.hsdp_dims(layout), rankmap.HSDP_KINDS))
+    if moe and rankmap.hsdp_experts(layout):
+        rows.update(_grid_rows(rankmap.hsdp_expert_dims(layout), rankmap.HSDP_EXPERT_KINDS))
     return rows
 
 
@@ -152,14 +157,15 @@ def placed_pieces(
 
 
 GRADIENT_KINDS = ("dp", "dp_cp", "edp")  # the gradient window's groups (cost_models.uplink)
-HSDP_GRADIENT_KINDS = ("dp_shard", "dp_replicate")  # with HSDP: the groups FSDP2 reduces over
+# With HSDP: the groups FSDP2 reduces over (the experts' own two with EP; absent kinds are skipped).
+HSDP_GRADIENT_KINDS = ("dp_shard", "dp_replicate", "edp_shard", "edp_replicate")
 PIPELINE_KINDS = ("pp", "tp", "cp", "ep", "etp")  # the pipeline window's
 
 
 def gradient_kinds(layout: Layout) -> tuple[str, ...]:
     """The gradient window's groups: HSDP_GRADIENT_KINDS where the layout is HSDP (Layout
-    forbids ZeRO-0 and EP with it; cost_models.stage.dp_tier_times_s then prices exactly
-    those two), else GRADIENT_KINDS."""
+    forbids ZeRO-0 with it; cost_models.stage.dp_tier_times_s then prices exactly those, the
+    experts' pair only with EP), else GRADIENT_KINDS."""
     return HSDP_GRADIENT_KINDS if layout.dp_shard is not None else GRADIENT_KINDS
 
 

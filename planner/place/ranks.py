@@ -34,7 +34,8 @@ def _coords(dims: rankmap.Dims, rank: int) -> dict[str, int]:
 
 def rank_groups(layout: Layout, *, moe: bool = True) -> dict[str, list[list[int]]]:
     """Rank list of every group kind (cost_models.rankmap.rank_groups): tp, cp, dp, pp, dp_cp,
-    ep, and for an MoE model (`moe`) etp and edp; each kind's groups partition the ranks."""
+    ep, and for an MoE model (`moe`) etp and edp; with HSDP dp_shard and dp_replicate, and with
+    HSDP, EP and `moe` edp_shard and edp_replicate; each kind's groups partition the ranks."""
     return rankmap.rank_groups(layout, moe=moe)
 
 

@@ -23,13 +23,13 @@ import numpy as np
 
 from cost_models import uplink
 from cost_models.pricer import Pricer
-from cost_models.rankmap import HSDP_KINDS
+from cost_models.rankmap import HSDP_EXPERT_KINDS, HSDP_KINDS, hsdp_experts
 from cost_models.specs import Cluster, ModelSpec, Workload
 
 from .allocation import Allocation
 from .counts import greedy_counts
 from .pricing import PIPELINE_KINDS, group_keys, nest, placed_pieces, uplink_steps
-from .units import Shape, build_map, k_values
+from .units import Shape, Unplaceable, build_map, k_values
 
 US = 1e6  # objective unit: microseconds
 
@@ -72,6 +72,9 @@ class _Spans:
             "edp": shape.unit_gpus // (lo.etp * lo.ep),
         }
         self.hsdp = lo.dp_shard is not None
+        if moe and hsdp_experts(lo) and lo.ep % (lo.cp * lo.tp):
+            # _hsdp_spans reads an EP group as whole dp indices x cp x tp (torchtitan's rule)
+            raise Unplaceable(f"HSDP with ep {lo.ep} not a multiple of cp*tp ({lo.cp}*{lo.tp})")
         self.shard_cuts = shard_cuts(shape)
         self.shard_values = sorted(set(self.shard_cuts))
         keys = group_keys(lo, moe=moe)
@@ -82,7 +85,7 @@ class _Spans:
         ]
         self.parts = {
             (kind, t): self._split_piece(alloc, keys, kind, t)
-            for kind in (*self.per_unit, *HSDP_KINDS)
+            for kind in (*self.per_unit, *HSDP_KINDS, *HSDP_EXPERT_KINDS)
             if kind in self.base
             for t in range(self.tiers)
         }
@@ -139,19 +142,28 @@ class _Spans:
         smallest count over j is max(1, floor(y a / S)), least at y = k. Split blocks across a
         level (one dp index over several domains) add their parts as in _gradient_span: a
         shard group can meet a part where its stage has whole blocks too, so its part always
-        counts there; a replica group's only where the part is lone."""
+        counts there; a replica group's only where the part is lone.
+        With EP the experts' groups (rankmap.HSDP_EXPERT_KINDS): an efsdp group is the shard
+        block's dp indices of one residue modulo g = ep / (cp tp) (EP groups are g consecutive
+        dp indices x cp x tp, whole in a unit), one rank each, so where runs end on unit bounds
+        it keeps the shard group's piece / (ep etp / tp) members (floored before nest: the
+        same divisor); its replica groups are the dense replica groups' ranks."""
         lo, shape = self.shape.layout, self.shape
         a = shape.unit_gpus // (lo.tp * lo.cp)
         out = {}
-        for kind in HSDP_KINDS:
+        for kind in (*HSDP_KINDS, *HSDP_EXPERT_KINDS):
+            if kind not in self.base:
+                continue
             whole, span = self.base[kind][-1], []
+            ratio = lo.shard_dp * lo.cp // whole if kind == "edp_shard" else 1
             for t in range(self.tiers):
                 lv = shape.level_of_tier[t]
                 if t == self.tiers - 1:
                     span.append(whole)
                 elif lv is not None:
-                    if kind == "dp_shard":
-                        piece, part = min(ks[lv] * a * lo.cp, hs[lv]), self.parts[kind, t]
+                    if kind in ("dp_shard", "edp_shard"):
+                        piece = min(ks[lv] * a * lo.cp, hs[lv]) // ratio
+                        part = self.parts[kind, t]
                     else:
                         piece = max(1, ks[lv] * a // lo.shard_dp)
                         part = self.parts[kind, t] if lone.get(lv) else None

@@ -31,6 +31,8 @@ KIND_NAMES = {
     "edp": "expert-DP",
     "dp_shard": "HSDP shard x CP",
     "dp_replicate": "HSDP replicas",
+    "edp_shard": "HSDP expert shard",
+    "edp_replicate": "HSDP expert replicas",
 }
 RANK_MAP_NODES = 2  # nodes of the rank map shown rank by rank
 HOSTS_SHOWN = 32  # hosts of the placed hostfile listed in text reports (JSON lists every one)

@@ -120,6 +120,13 @@ PLANS = {
         f.workload(global_batch=64),
         {"tp": 2, "dp": 16, "zero_stage": 3, "dp_shard": 4},
     ),
+    # HSDP with EP: the experts on their own (dp_replicate, efsdp) mesh, efsdp = 4*2 / 4 = 2
+    "hsdp-moe-ep": (
+        f.moe_model(),
+        32,
+        f.workload(global_batch=64),
+        {"tp": 2, "dp": 16, "ep": 4, "zero_stage": 3, "dp_shard": 4, "sequence_parallel": True},
+    ),
     "fp8": (
         f.dense_model(),
         16,
@@ -494,10 +501,18 @@ def check_torchtitan(result: PlanResult, index: int, fake_world) -> None:
         for titan, ranks_ in expected.items():
             m = dims.get_optional_mesh(titan)
             assert sorted(int(r) for r in m.mesh.flatten()) == sorted(ranks_), titan
-    for axis, titan in (("tp", "tp"), ("cp", "cp"), ("pp", "pp"), ("dp", "batch")):
+    axes = [("tp", "tp"), ("cp", "cp"), ("pp", "pp"), ("dp", "batch")]
+    if lo.ep > 1:
+        # The routed experts' mesh (pp, dp_replicate, efsdp, ep): the expert shard group is
+        # efsdp (HSDP: with its replicas dp_replicate, the dense ones' ranks), else all of
+        # the expert-DP group.
+        axes += [("ep", "ep"), ("edp_shard" if lo.dp_shard is not None else "edp", "efsdp")]
+        if lo.dp_shard is not None:
+            axes.append(("edp_replicate", "dp_replicate"))
+    for axis, titan in axes:
         m = dims.get_optional_mesh(titan)
         if m is None:
-            assert getattr(lo, axis) == 1
+            assert getattr(lo, axis, 1) == 1
             continue
         grid = m.mesh  # rank 0's group along the axis
         assert sorted(int(r) for r in grid.flatten()) == next(g for g in ours[axis] if 0 in g)

@@ -9,14 +9,17 @@ from __future__ import annotations
 import itertools
 import random
 
+import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 from test_place_allocation import _small
 from test_place_model import random_counts
 
+import models_zoo
 from cost_models.estimate import estimate
 from cost_models.rankmap import rank_groups
 from cost_models.specs import Axis, Layout
+from planner import api
 from planner.place import bound, evaluate, oracle, pricing
 from planner.place import constraints as cons
 from planner.place import counts as C
@@ -288,3 +291,52 @@ def test_hsdp_split_blocks_report_an_upper_bound():
     whole = joint.place_layout(spec, cluster, wl, estimate(spec, cluster, wl, HSDP), alloc)
     assert whole.split_blocks == 0 and "upper bound" not in solver_text(whole)
     assert round(whole.placed.step_time_s * M.US) == round(whole.solver["objective"] * M.US)
+
+
+# HSDP with EP (torchtitan): the routed experts are sharded on their own (dp_replicate, efsdp)
+# mesh. TP2 x EP4 on 8-GPU nodes: a unit is one node, 4 dp indices, two EP groups of 2 dp
+# indices x tp; shard groups of 8 dp indices (2 units), efsdp = 8 * 2 / 4 = 4 ranks (every
+# second dp index of a shard block), 2 replicas.
+HSDP_EP = Layout(tp=2, dp=16, ep=4, dp_shard=8, zero_stage=3, sequence_parallel=True)
+
+
+def _moe_case(layout=HSDP_EP, leaves=(0, 0, 0, 1, 1, 1, 2, 2), pods=(0, 0, 1)):
+    spec, cluster, wl, alloc = _small(list(leaves), [], layout, pods=list(pods), taper=TAPER)
+    spec = models_zoo.load_model("qwen3-30b-a3b")
+    wl = api.make_workload(spec, global_batch=8 * layout.dp)
+    return spec, cluster, wl, alloc, M.unit_model(spec, cluster, wl, layout, alloc)
+
+
+def test_placed_hsdp_expert_groups_are_torchtitans_sparse_mesh():
+    """pricing's numpy groups carry the experts' shard and replica groups, the same as
+    cost_models.rankmap's, which are torchtitan's (pp, dp_replicate, efsdp, ep) mesh."""
+    lo = Layout(tp=2, cp=2, dp=8, pp=2, ep=8, dp_shard=4, zero_stage=3)
+    got = pricing.group_lists(lo)
+    assert {"edp_shard", "edp_replicate"} <= set(got) and got == rank_groups(lo)
+    efsdp = lo.dp_shard * lo.cp * lo.tp // lo.ep
+    mesh = np.arange(lo.world_size).reshape(lo.pp, lo.replicate_dp, efsdp, lo.ep)
+    shards = sorted(sorted(mesh[p, r, :, e].tolist()) for p, r, e in np.ndindex(2, 2, 8))
+    assert got["edp_shard"] == shards
+    assert got["edp_replicate"] == got["dp_replicate"]  # the dense replicas' ranks
+    assert "edp_shard" not in pricing.group_lists(lo.with_update({"ep": 1}))
+
+
+def test_hsdp_with_ep_counts_price_as_their_maps():
+    """The model's objective on every count matrix is the re-price of its map, the experts'
+    shard and replica spans included (tables._Spans._hsdp_spans derives them from the dense
+    shard pieces), and CP-SAT's OPTIMAL is the brute-force optimum."""
+    spec, cluster, wl, alloc, um = _moe_case()
+    assert len(set(um.shard_cuts)) > 1
+    hosts_of = {}
+    for counts in itertools.product(*(range(c + 1) for c in um.capacity)):
+        if sum(counts) != um.units_per_stage:
+            continue
+        hosts = M.build_map(um, [list(counts)])
+        spans = pricing.placed_spans(alloc, um.layout, hosts)
+        hosts_of[counts] = spans["edp_shard"]
+        e = pricing.price(spec, cluster, wl, um.layout, alloc, hosts)
+        assert abs(evaluate.objective_us(um, [list(counts)]) - round(e.step_time_s * M.US)) <= 2
+    assert len({tuple(s) for s in hosts_of.values()}) > 1  # the maps differ in expert spans
+    sol = M.solve(um, time_limit_s=30)
+    best_us, _ = oracle.counted_optimum(spec, cluster, wl, alloc, um)
+    assert sol.status == "OPTIMAL" and abs(sol.objective_us - best_us) <= 2

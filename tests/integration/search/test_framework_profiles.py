@@ -166,3 +166,27 @@ def test_torchtitan_splits_the_experts_over_tp_when_ep_is_off():
     assert any(e.layout.ep == 1 and e.layout.tp > 1 for e in result.ranked)
     with pytest.raises(InvalidInput, match="needs etp = tp"):
         api.estimate(model, cluster, Layout(**z3, dp_shard=4, etp=1), work)
+
+
+def test_hsdp_with_ep_is_searched_for_torchtitan_with_the_experts_own_mesh():
+    """torchtitan runs HSDP with EP: the routed experts are a fully_shard of their own on
+    (dp_replicate, efsdp), efsdp = dp_shard*cp*tp / ep (parallel_dims.py build_mesh). The
+    search tries the shard sizes whose efsdp is whole (and only those), branch and bound ranks
+    as scoring every layout does, and the export writes the two degrees. Before, Layout refused
+    dp_shard with ep > 1 and the search never tried it."""
+    model = f.moe_model()
+    kw = {"num_gpus": 32, "global_batch": 64, "framework": "torchtitan", "top_k": 40}
+    kw |= {"top_variants": True, "ep": 4}
+    sat = planner.plan_for(model, "dgx-h100", **kw)
+    oracle = planner.plan_for(model, "dgx-h100", engine="exhaustive", **kw)
+    assert [e.layout for e in sat.ranked] == [e.layout for e in oracle.ranked]
+    hsdp = [i for i, e in enumerate(sat.ranked) if e.layout.dp_shard is not None]
+    assert hsdp
+    for i in hsdp:
+        lo = sat.ranked[i].layout
+        assert lo.ep == 4 and (lo.dp_shard * lo.cp * lo.tp) % lo.ep == 0
+    lo = sat.ranked[hsdp[0]].layout
+    par = titan(sat, hsdp[0])["config"]["parallelism"]
+    assert (par["data_parallel_shard_degree"], par["expert_parallel_degree"]) == (lo.dp_shard, 4)
+    with pytest.raises(ValueError, match="must be a multiple of ep\\*etp"):
+        Layout(dp=32, ep=4, zero_stage=3, dp_shard=2)

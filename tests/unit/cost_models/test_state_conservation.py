@@ -24,6 +24,9 @@ CASES = [
     ("qwen3-30b-a3b", 32, {"dp": 32, "ep": 8, "zero_stage": 3}),
     ("qwen3-30b-a3b", 32, {"tp": 2, "pp": 2, "dp": 8, "ep": 8, "zero_stage": 2}),
     ("mixtral-8x7b", 32, {"dp": 32, "zero_stage": 3, "dp_shard": 16}),
+    # HSDP with EP: the experts over efsdp = dp_shard*cp*tp / ep, replicated like the rest
+    ("qwen3-30b-a3b", 32, {"tp": 2, "dp": 16, "ep": 8, "zero_stage": 3, "dp_shard": 8}),
+    ("mixtral-8x7b", 32, {"pp": 2, "dp": 16, "ep": 4, "zero_stage": 2, "dp_shard": 8}),
     ("mixtral-8x7b", 32, {"tp": 2, "pp": 4, "dp": 4, "ep": 8, "zero_stage": 3}),
     ("llama3.1-8b", 16, {"dp": 16, "zero_stage": 3, "dp_shard": 4}),
     ("llama3.1-8b", 16, {"tp": 2, "pp": 2, "dp": 4, "zero_stage": 2}),
@@ -47,18 +50,24 @@ def test_optimizer_state_summed_over_the_ranks_is_the_models(name, gpus, degrees
     assert summed == pytest.approx(total_params(model) * per_param * replicas, rel=1e-3)
 
 
-@pytest.mark.parametrize("name", ["qwen3-30b-a3b", "mixtral-8x7b", "llama3.1-8b"])
-@pytest.mark.parametrize("tp", [1, 2])
-def test_hsdp_with_one_replica_prices_as_sharding_over_all_of_dp(name, tp):
+ONE_REPLICA = [
+    (name, tp, 1) for name in ("qwen3-30b-a3b", "mixtral-8x7b", "llama3.1-8b") for tp in (1, 2)
+] + [("qwen3-30b-a3b", 2, 8), ("mixtral-8x7b", 2, 8), ("qwen3-30b-a3b", 1, 4)]
+
+
+@pytest.mark.parametrize(("name", "tp", "ep"), ONE_REPLICA)
+def test_hsdp_with_one_replica_prices_as_sharding_over_all_of_dp(name, tp, ep):
     """dp_shard = dp is one replica: the same states and the same gradient and parameter
     traffic as ZeRO-3 over all of dp (the two-level collectives' replica all-reduce is over
-    one rank). Measured within 1.3 % (HSDP's buckets have no edge term, stage.dp_edge_buckets_s);
-    before 2026-11-29 a MoE model's HSDP traffic left its experts out."""
+    one rank), with EP too (the experts' own efsdp mesh is then all of the expert-DP group).
+    Measured within 1.3 % (HSDP's buckets have no edge term, stage.dp_edge_buckets_s); before
+    2026-11-29 a MoE model's HSDP traffic left its experts out."""
     model = models_zoo.load_model(name)
     cluster = models_zoo.load_cluster("dgx-h100", 32)
     work = api.make_workload(model, seq_len=4096, global_batch=128)
     dp = 32 // tp
-    kw = {"tp": tp, "dp": dp, "micro_batch": 4 * tp, "recompute": "full", "zero_stage": 3}
+    kw = {"tp": tp, "dp": dp, "ep": ep, "micro_batch": 4 * tp, "recompute": "full"}
+    kw["zero_stage"] = 3
     kw["sequence_parallel"] = tp > 1
     full = api.estimate(model, cluster, Layout(**kw), work, framework="torchtitan")
     one = api.estimate(model, cluster, Layout(**kw, dp_shard=dp), work, framework="torchtitan")

@@ -778,12 +778,14 @@ def dp_tier_times_s(
             tensors=tensors,
         )
 
+    merged = experts_in_dense_units(layout, dp_sync)
     if layout.dp_shard is not None and layout.zero_stage >= 1:
         # HSDP at ep 1 runs the experts TP-split like the dense weights (rules: etp = tp), one
         # fully_shard per block on the same mesh: the experts' gradients and gathers travel in
-        # the dense ones' collectives (memory.shard_groups). With EP the routed experts are a
-        # fully_shard of their own on (dp_replicate, efsdp) (torchtitan distributed/fsdp.py
-        # apply_fsdp_to_decoder, edp_mesh): their own two-level reduction.
+        # the dense ones' collectives (memory.shard_groups). With EP the routed experts'
+        # parameters take the (dp_replicate, efsdp) mesh (torchtitan distributed/fsdp.py
+        # apply_fsdp_to_decoder: shard_placement_fn's mesh_info, edp_mesh), so they run a
+        # two-level reduction of their own on those groups.
         dense_shard, expert_shard = shard_groups(layout)
         own = hsdp_experts(layout) and sp.expert > 0
         params = copies * (sp.dense + (0.0 if own else sp.expert))
@@ -805,6 +807,9 @@ def dp_tier_times_s(
             gather = [x + y for x, y in zip(gather, a, strict=True)]
             unquantized = 0.0  # the embedding and head are dense parameters
         parts: list[tuple[float, Group, int]] = []
+    elif merged:  # one FSDP unit per block, its experts in it, on the DP x CP group
+        params = copies * (sp.dense + sp.expert)
+        parts = [(params, Group.DP_CP, copies * (sp.dense_tensors + sp.expert_tensors))]
     else:
         parts = [(copies * sp.dense, Group.DP_CP, copies * sp.dense_tensors)]
         if sp.expert > 0 and Group.EDP in span:
@@ -828,6 +833,21 @@ def dp_tier_times_s(
         grads = [x / sync_every if w else x for x, w in zip(grads, wan, strict=True)]
         gather = [x / sync_every if w else x for x, w in zip(gather, wan, strict=True)]
     return grads, gather
+
+
+def experts_in_dense_units(layout: Layout, dp_sync: str) -> bool:
+    """Whether a MoE stage's routed experts reduce and gather in the dense weights' collectives
+    (one FSDP unit per block) rather than in buckets of their own on the expert-DP group: at
+    EP 1 with the experts TP-split like the dense weights (etp = tp, so the expert-DP groups
+    are the DP x CP groups) under per-block FSDP (dp_sync 'fsdp': torchtitan 0.3.0
+    distributed/fsdp.py apply_fsdp_to_decoder wraps a MoE block whole on dp_mesh at
+    ep_degree 1; with EP its shard_placement_fn puts the experts on edp_mesh, other groups),
+    and under HSDP at EP 1 (Layout.dp_shard: the same unit on the 2-D mesh). Megatron's DDP
+    keeps expert parameters in buffers of their own (distributed_data_parallel.py
+    expert_parallel_buffers), so its experts never share the dense buckets."""
+    if layout.ep != 1 or layout.etp != layout.tp:
+        return False
+    return layout.dp_shard is not None or dp_sync == "fsdp"
 
 
 def gather_payload_bytes(params: float, unquantized: float, gather_bytes: float) -> float:
@@ -870,13 +890,18 @@ def dp_edge_buckets_s(
     one (launched at zero_grad, waited for in the first forward pre-hook, param_and_grad_buffer.py
     finish_param_sync) is that same bucket, gathered before the forward can begin; in bf16 under
     fp8 parameters (gather_payload_bytes). Elsewhere the edge bucket is an even share of the
-    stage's buckets (dp_buckets; the gather's, dp_gather_buckets). Left out: HSDP
-    (Layout.dp_shard), whose reduction runs in two levels (_hsdp_tier_s), and the expert-DP
-    group's buckets, which end before the embedding's."""
+    stage's buckets (dp_buckets; the gather's, dp_gather_buckets). Under HSDP
+    (Layout.dp_shard) the edge bucket runs FSDP2's two levels (_hsdp_tier_s) on the dense
+    weights' mesh, the experts in it at ep 1 (dp_tier_times_s). Left out: the expert-DP
+    group's buckets (the experts' own mesh with EP), which end before the embedding's."""
     copies = 2 if layout.pp_schedule == "dualpipe" else 1
-    params = copies * sp.dense
-    group = span.get(Group.DP_CP)
-    if params <= 0 or not group or group[-1] <= 1 or layout.dp_shard is not None:
+    hsdp = layout.dp_shard is not None and layout.zero_stage >= 1
+    with_experts = experts_in_dense_units(layout, dp_sync)
+    params = copies * (sp.dense + (sp.expert if with_experts else 0.0))
+    tensors = copies * (sp.dense_tensors + (sp.expert_tensors if with_experts else 0))
+    group = span.get(Group.DP_SHARD if hsdp else Group.DP_CP)
+    replicas = span.get(Group.DP_REPLICATE) if hsdp else None
+    if params <= 0 or not group or (group[-1] <= 1 and not (replicas and replicas[-1] > 1)):
         return 0.0, 0.0
     n = dp_buckets(
         params,
@@ -887,13 +912,20 @@ def dp_edge_buckets_s(
         dp_sync=dp_sync,
         stage=0,
         vp=layout.vp,
-        tensors=copies * sp.dense_tensors,
+        tensors=tensors,
     )
     share = params / n
     edge = min(params, max(share, sp.embedding))
     kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
     tiers = cluster.tiers
-    reduce_s = sum(collective_tier_s(kind, edge * grad_bytes, group, tiers, 1, comm, "dp"))
+    if hsdp:
+        shard_n = shard_groups(layout)[0]
+        grads, _ = _hsdp_tier_s(
+            tiers, edge, group, replicas or (1,) * len(tiers), shard_n, 1, comm, grad_bytes
+        )
+        reduce_s = sum(grads)
+    else:
+        reduce_s = sum(collective_tier_s(kind, edge * grad_bytes, group, tiers, 1, comm, "dp"))
     if layout.zero_stage == 0:
         return reduce_s, 0.0
     fetches = copies * sp.deepspeed_fetches

@@ -59,9 +59,11 @@ ONE_REPLICA = [
 def test_hsdp_with_one_replica_prices_as_sharding_over_all_of_dp(name, tp, ep):
     """dp_shard = dp is one replica: the same states and the same gradient and parameter
     traffic as ZeRO-3 over all of dp (the two-level collectives' replica all-reduce is over
-    one rank), with EP too (the experts' own efsdp mesh is then all of the expert-DP group).
-    Measured within 1.3 % (HSDP's buckets have no edge term, stage.dp_edge_buckets_s); before
-    2026-11-29 a MoE model's HSDP traffic left its experts out."""
+    one rank), with EP too (the experts' own efsdp mesh is then all of the expert-DP group),
+    to rounding: the same link-busy and exposed DP time and step. Before 2026-11-29 a MoE
+    model's HSDP traffic left its experts out, and HSDP had no edge buckets
+    (stage.dp_edge_buckets_s: exposed DP up to 12 % below full sharding's, DeepSeek-V3 TP1 PP8
+    DP32 EP32 on 256 H100, 0.140 vs 0.160 s)."""
     model = models_zoo.load_model(name)
     cluster = models_zoo.load_cluster("dgx-h100", 32)
     work = api.make_workload(model, seq_len=4096, global_batch=128)
@@ -72,4 +74,6 @@ def test_hsdp_with_one_replica_prices_as_sharding_over_all_of_dp(name, tp, ep):
     full = api.estimate(model, cluster, Layout(**kw), work, framework="torchtitan")
     one = api.estimate(model, cluster, Layout(**kw, dp_shard=dp), work, framework="torchtitan")
     assert one.peak_memory_gib == pytest.approx(full.peak_memory_gib, rel=1e-9)
-    assert one.comm_total_s["dp"] == pytest.approx(full.comm_total_s["dp"], rel=0.02)
+    assert one.comm_total_s["dp"] == pytest.approx(full.comm_total_s["dp"], rel=1e-9)
+    assert one.breakdown_s["dp_comm"] == pytest.approx(full.breakdown_s["dp_comm"], rel=1e-9)
+    assert one.step_time_s == pytest.approx(full.step_time_s, rel=1e-9)

@@ -89,13 +89,17 @@ def device_mesh(layout: Layout) -> dict[str, Any]:
 
     A DeviceMesh is row-major: its last dimension varies fastest, so the innermost axis of
     `Layout.order` goes last. EP is not a mesh dimension: it re-splits tp*cp*dp per stage.
+    HSDP (Layout.dp_shard) splits dp into dp_replicate (outer) and dp_shard (inner), the
+    dimensions torchtitan's ParallelDims names (its mesh (pp, dp_replicate, dp_shard, cp, tp)),
+    so FSDP2's 2-D mesh is mesh["dp_replicate", "dp_shard"] (with CP flattened into the shard).
     """
-    axes = [a.value for a in reversed(layout.order)]
+    names = {"dp_shard": "dp_shard", "dp_rep": "dp_replicate"}
+    hsdp = layout.dp_shard is not None
+    dims = rankmap.hsdp_dims(layout) if hsdp else rankmap.decoder_dims(layout)
+    axes = [names.get(name, name) for name, _ in reversed(dims)]
+    shape = tuple(size for _, size in reversed(dims))
     return {
-        "mesh_shape": [getattr(layout, a) for a in axes],
+        "mesh_shape": list(shape),
         "mesh_dim_names": axes,
-        "call": (
-            f"init_device_mesh('cuda', {tuple(getattr(layout, a) for a in axes)}, "
-            f"mesh_dim_names={tuple(axes)})"
-        ),
+        "call": f"init_device_mesh('cuda', {shape}, mesh_dim_names={tuple(axes)})",
     }

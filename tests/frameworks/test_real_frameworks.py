@@ -640,6 +640,25 @@ def test_torch_device_mesh_builds_the_planned_groups(order, fake_world):
         assert sorted(mine) == next(sorted(g) for g in groups[name] if 0 in g)
 
 
+def test_torch_device_mesh_of_hsdp_builds_the_shard_and_replica_groups(fake_world):
+    """HSDP's export names torchtitan's dimensions: torch builds its dp_replicate groups and,
+    flattening (dp_shard, cp), its shard groups as the plan's."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    lo = Layout(tp=2, cp=2, dp=4, pp=1, dp_shard=2, zero_stage=3)
+    fake_world(lo.world_size)
+    spec = ranks.device_mesh(lo)
+    mesh = init_device_mesh(
+        "cpu", tuple(spec["mesh_shape"]), mesh_dim_names=tuple(spec["mesh_dim_names"])
+    )
+    groups = ranks.rank_groups(lo)
+    mine = dist.get_process_group_ranks(mesh.get_group("dp_replicate"))
+    assert sorted(mine) == next(sorted(g) for g in groups["dp_replicate"] if 0 in g)
+    shard = mesh["dp_shard", "cp"]._flatten("shard_cp")
+    mine = dist.get_process_group_ranks(shard.get_group())
+    assert sorted(mine) == next(sorted(g) for g in groups["dp_shard"] if 0 in g)
+
+
 @pytest.mark.parametrize("index", range(3))
 def test_megatron_runs_the_plans_searched_with_offload(index, fake_world, monkeypatch):
     """`plan --cpu-offload-layers 8 --main-grads bf16`: the top 3 through parse_args,

@@ -512,6 +512,23 @@ def test_device_mesh_reproduces_rank_groups(order):
         assert sorted(sorted(map(int, row)) for row in along) == groups[name]
 
 
+def test_device_mesh_of_hsdp_splits_dp_as_torchtitan_names_it():
+    """HSDP: the mesh is torchtitan's (pp, dp_replicate, dp_shard, cp, tp); its dp_replicate
+    dimension is the replica groups and (dp_shard, cp) flattened the shard groups (was one dp
+    dimension, which no 2-D FSDP2 mesh can be sliced from)."""
+    lo = Layout(tp=2, cp=2, dp=6, pp=2, dp_shard=3, zero_stage=3)
+    mesh = ranks.device_mesh(lo)
+    assert mesh["mesh_dim_names"] == ["pp", "dp_replicate", "dp_shard", "cp", "tp"]
+    assert mesh["mesh_shape"] == [2, 2, 3, 2, 2]
+    grid = np.arange(lo.world_size).reshape(mesh["mesh_shape"])
+    groups = ranks.rank_groups(lo)
+    replicas = np.moveaxis(grid, 1, -1).reshape(-1, 2)
+    assert sorted(sorted(map(int, row)) for row in replicas) == groups["dp_replicate"]
+    shards = np.moveaxis(grid, (2, 3), (-2, -1)).reshape(-1, 6)
+    assert sorted(sorted(map(int, row)) for row in shards) == groups["dp_shard"]
+    assert "dp_replicate" in mesh["call"]
+
+
 def test_ep_groups_partition_and_follow_expert_order():
     lo = Layout(tp=2, dp=8, ep=4)
     groups = ranks.rank_groups(lo)["ep"]

@@ -884,6 +884,7 @@ def make_case(rng: random.Random) -> Case:
             ["--precision", rng.choice(["bf16", "fp8", "mxfp8", "nvfp4"])],
             ["--seq-len", rng.choice(["2048", "8192", "3"])],
             ["--memory-headroom", rng.choice(["0.1", "0.99", "-1"])],
+            ["--dp-shard", rng.choice(["1", "2", "4", "3", "0"])],
         ]  # fmt: skip
         for extra in rng.sample(extras, rng.randint(0, 4)):
             argv += extra

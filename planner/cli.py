@@ -502,6 +502,16 @@ def _add_estimate(sub: Any) -> None:
     )
     e.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
     e.add_argument(
+        "--dp-shard",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="hybrid sharding (HSDP, torchtitan, ZeRO >= 2): shard over N of the dp ranks (x cp; "
+        "with EP the experts over N*cp*tp/ep), replicate over dp / N "
+        "(data_parallel_shard_degree N, data_parallel_replicate_degree dp / N); default: "
+        "shard over all of dp",
+    )
+    e.add_argument(
         "--sequence-parallel",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -995,6 +1005,8 @@ def _cmd_estimate(args: argparse.Namespace, out: Console) -> int:
         "recompute": args.recompute,
         "zero_stage": args.zero,
     }
+    if args.dp_shard is not None:
+        fields["dp_shard"] = args.dp_shard
     # Recompute knobs only when given (Layout refuses them under another mode).
     if args.recompute_modules is not None:
         fields["recompute_modules"] = tuple(args.recompute_modules)

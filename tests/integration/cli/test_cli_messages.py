@@ -87,6 +87,23 @@ def test_estimate_defaults_match_plan(capsys):
     assert code == 2 and "--memory-headroom" in err and "[0, 1)" in err
 
 
+def test_estimate_prices_a_stated_hsdp_layout(capsys):
+    """`estimate --dp-shard N` prices torchtitan's HSDP (with EP the experts' own mesh); a shard
+    size that does not divide dp, or whose experts' mesh is not whole, is one line, exit 2."""
+    argv = ["estimate", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--gpus", "64"]
+    argv += ["--global-batch", "256", "--tp", "1", "--pp", "1", "--dp", "64", "--ep", "8"]
+    argv += ["--zero", "3", "--framework", "torchtitan", "--json"]
+    code, out, _ = run([*argv, "--dp-shard", "16"], capsys)
+    hsdp = json.loads(out)
+    code, out, _ = run(argv, capsys)
+    full = json.loads(out)
+    assert code == 0 and hsdp["layout"]["dp_shard"] == 16 and full["layout"]["dp_shard"] is None
+    assert hsdp["peak_memory_gib"] > full["peak_memory_gib"]  # states replicated 4x
+    for shard, rule in (("12", "must divide dp"), ("4", "must be a multiple of ep*etp")):
+        code, out, _ = run([*argv, "--dp-shard", shard], capsys)
+        assert code == 2 and rule in json.loads(out)["error"]["message"]
+
+
 @pytest.mark.parametrize("width", [80, 120])
 def test_estimate_snapshot(width):
     model, cluster, work = f.dense_model(), f.cluster(32), f.workload(global_batch=64)

@@ -475,6 +475,19 @@ def _add_plan(sub: Any) -> None:
     )
 
 
+def _add_dp_shard(e: argparse.ArgumentParser) -> None:
+    e.add_argument(
+        "--dp-shard",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="hybrid sharding (HSDP, torchtitan, ZeRO >= 2): shard over N of the dp ranks (x cp; "
+        "with EP the experts over N*cp*tp/ep), replicate over dp / N "
+        "(data_parallel_shard_degree N, data_parallel_replicate_degree dp / N); default: "
+        "shard over all of dp",
+    )
+
+
 def _add_estimate(sub: Any) -> None:
     e = sub.add_parser("estimate", help="score one given layout")
     _add_common(e)
@@ -501,16 +514,7 @@ def _add_estimate(sub: Any) -> None:
         "--recompute-num-layers", type=_positive_int, help="full: group size / recomputed layers"
     )
     e.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1)
-    e.add_argument(
-        "--dp-shard",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="hybrid sharding (HSDP, torchtitan, ZeRO >= 2): shard over N of the dp ranks (x cp; "
-        "with EP the experts over N*cp*tp/ep), replicate over dp / N "
-        "(data_parallel_shard_degree N, data_parallel_replicate_degree dp / N); default: "
-        "shard over all of dp",
-    )
+    _add_dp_shard(e)
     e.add_argument(
         "--sequence-parallel",
         action=argparse.BooleanOptionalAction,

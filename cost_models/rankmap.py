@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 import numpy as np
@@ -93,6 +93,30 @@ def hsdp_experts(layout: Layout) -> bool:
     """Whether the experts have HSDP groups of their own: HSDP with EP (at ep 1 they are sharded
     with the rest of their block on the dense mesh, memory.shard_groups)."""
     return layout.dp_shard is not None and layout.ep > 1
+
+
+DENSE_EXPERT_KINDS = {Group.EP: ("ep",)}
+"""A dense model's only expert-grid kind: EP groups of one rank (its layouts keep ep 1, rules)."""
+
+
+def kind_grids(
+    layout: Layout, order: tuple[Axis, ...] | None = None, *, moe: bool = True
+) -> list[tuple[Dims, Mapping[Group, tuple[str, ...]]]]:
+    """Every grid the launchers number the ranks on, each with the group kinds read off it (the
+    grid dimensions a kind's members vary), in the order rank_groups and spans list them:
+    Megatron's decoder grid; its expert grid (a dense model: the one-rank EP groups only); with
+    HSDP the decoder grid with dp split (hsdp_dims), and with EP also the expert grid with
+    expert-DP split (hsdp_expert_dims). The one place that decides which groups a layout has
+    (rank_groups, spans, planner.place.pricing read it)."""
+    out: list[tuple[Dims, Mapping[Group, tuple[str, ...]]]] = [
+        (decoder_dims(layout, order), DECODER_KINDS),
+        (expert_dims(layout, order), EXPERT_KINDS if moe else DENSE_EXPERT_KINDS),
+    ]
+    if layout.dp_shard is not None:
+        out.append((hsdp_dims(layout, order), HSDP_KINDS))
+        if moe and hsdp_experts(layout):
+            out.append((hsdp_expert_dims(layout, order), HSDP_EXPERT_KINDS))
+    return out
 
 
 def hsdp_dims(layout: Layout, order: tuple[Axis, ...] | None = None) -> Dims:
@@ -204,20 +228,11 @@ def rank_groups(
 
     `moe` False (a dense model): no expert groups beyond the trivial EP groups of one rank.
     """
-    dec = decoder_dims(layout, order)
-    out = {kind: sorted(_groups(dec, tokens)) for kind, tokens in DECODER_KINDS.items()}
-    if moe:
-        exp = expert_dims(layout, order)
-        out.update({kind: sorted(_groups(exp, tok)) for kind, tok in EXPERT_KINDS.items()})
-    else:
-        out["ep"] = [[r] for r in range(layout.world_size)]
-    if layout.dp_shard is not None:
-        hsdp = hsdp_dims(layout, order)
-        out.update({kind: sorted(_groups(hsdp, tok)) for kind, tok in HSDP_KINDS.items()})
-    if moe and hsdp_experts(layout):
-        exp = hsdp_expert_dims(layout, order)
-        out.update({kind: sorted(_groups(exp, tok)) for kind, tok in HSDP_EXPERT_KINDS.items()})
-    return out
+    return {
+        kind: sorted(_groups(dims, tokens))
+        for dims, kinds in kind_grids(layout, order, moe=moe)
+        for kind, tokens in kinds.items()
+    }
 
 
 def tier_domains(cluster: Cluster) -> tuple[int, ...]:
@@ -329,21 +344,13 @@ def _spans(
     dp_shard: int | None = None,
 ) -> tuple[tuple[str, tuple[int, ...]], ...]:
     layout = Layout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, etp=etp, order=order)
-    dec = decoder_dims(layout)
-    out = [(k, _kind_span(dec, tok, domains)) for k, tok in DECODER_KINDS.items()]
-    if moe:
-        exp = expert_dims(layout)
-        out += [(k, _kind_span(exp, tok, domains)) for k, tok in EXPERT_KINDS.items()]
-    else:
-        out.append(("ep", (1,) * len(domains)))
     if dp_shard is not None:
-        hsdp_layout = layout.with_update({"dp_shard": dp_shard})
-        hsdp = hsdp_dims(hsdp_layout)
-        out += [(k, _kind_span(hsdp, tok, domains)) for k, tok in HSDP_KINDS.items()]
-        if moe and hsdp_experts(hsdp_layout):
-            exp = hsdp_expert_dims(hsdp_layout)
-            out += [(k, _kind_span(exp, tok, domains)) for k, tok in HSDP_EXPERT_KINDS.items()]
-    return tuple(out)
+        layout = layout.with_update({"dp_shard": dp_shard})
+    return tuple(
+        (kind, _kind_span(dims, tokens, domains))
+        for dims, kinds in kind_grids(layout, moe=moe)
+        for kind, tokens in kinds.items()
+    )
 
 
 def spans(

@@ -787,7 +787,7 @@ def dp_tier_times_s(
         # apply_fsdp_to_decoder: shard_placement_fn's mesh_info, edp_mesh), so they run a
         # two-level reduction of their own on those groups.
         dense_shard, expert_shard = shard_groups(layout)
-        own = hsdp_experts(layout) and sp.expert > 0
+        own = not merged and sp.expert > 0
         params = copies * (sp.dense + (0.0 if own else sp.expert))
         tensors = copies * (sp.dense_tensors + (0 if own else sp.expert_tensors))
         meshes = [(params, tensors, Group.DP_SHARD, Group.DP_REPLICATE, dense_shard)]
@@ -842,12 +842,13 @@ def experts_in_dense_units(layout: Layout, dp_sync: str) -> bool:
     are the DP x CP groups) under per-block FSDP (dp_sync 'fsdp': torchtitan 0.3.0
     distributed/fsdp.py apply_fsdp_to_decoder wraps a MoE block whole on dp_mesh at
     ep_degree 1; with EP its shard_placement_fn puts the experts on edp_mesh, other groups),
-    and under HSDP at EP 1 (Layout.dp_shard: the same unit on the 2-D mesh). Megatron's DDP
-    keeps expert parameters in buffers of their own (distributed_data_parallel.py
-    expert_parallel_buffers), so its experts never share the dense buckets."""
-    if layout.ep != 1 or layout.etp != layout.tp:
-        return False
-    return layout.dp_shard is not None or dp_sync == "fsdp"
+    and under HSDP at EP 1 (Layout.dp_shard: the same unit on the 2-D mesh; rules: etp = tp;
+    with EP the experts' own mesh, rankmap.hsdp_experts). Megatron's DDP keeps expert
+    parameters in buffers of their own (distributed_data_parallel.py expert_parallel_buffers),
+    so its experts never share the dense buckets."""
+    if layout.dp_shard is not None:
+        return not hsdp_experts(layout)
+    return layout.ep == 1 and layout.etp == layout.tp and dp_sync == "fsdp"
 
 
 def gather_payload_bytes(params: float, unquantized: float, gather_bytes: float) -> float:
@@ -916,7 +917,6 @@ def dp_edge_buckets_s(
     )
     share = params / n
     edge = min(params, max(share, sp.embedding))
-    kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
     tiers = cluster.tiers
     if hsdp:
         shard_n = shard_groups(layout)[0]
@@ -925,6 +925,7 @@ def dp_edge_buckets_s(
         )
         reduce_s = sum(grads)
     else:
+        kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
         reduce_s = sum(collective_tier_s(kind, edge * grad_bytes, group, tiers, 1, comm, "dp"))
     if layout.zero_stage == 0:
         return reduce_s, 0.0

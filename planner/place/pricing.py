@@ -61,15 +61,9 @@ def group_keys(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
     (the groups of cost_models.rankmap.rank_groups, which the launchers build; with HSDP,
     Layout.dp_shard, also torchtitan's dp_shard x cp and dp_replicate groups, and with EP the
     experts' edp_shard and edp_replicate)."""
-    keys = _grid_keys(rankmap.decoder_dims(layout), rankmap.DECODER_KINDS)
-    if moe:
-        keys.update(_grid_keys(rankmap.expert_dims(layout), rankmap.EXPERT_KINDS))
-    else:
-        keys["ep"] = np.arange(layout.world_size, dtype=np.int64)
-    if layout.dp_shard is not None:
-        keys.update(_grid_keys(rankmap.hsdp_dims(layout), rankmap.HSDP_KINDS))
-    if moe and rankmap.hsdp_experts(layout):
-        keys.update(_grid_keys(rankmap.hsdp_expert_dims(layout), rankmap.HSDP_EXPERT_KINDS))
+    keys: dict[str, np.ndarray] = {}
+    for dims, kinds in rankmap.kind_grids(layout, moe=moe):
+        keys.update(_grid_keys(dims, kinds))
     return keys
 
 
@@ -90,15 +84,9 @@ def _grid_rows(dims: rankmap.Dims, kinds: Mapping[str, tuple[str, ...]]) -> dict
 
 def group_rows(layout: Layout, *, moe: bool = True) -> dict[str, np.ndarray]:
     """group_keys' groups as (groups, members) rank arrays."""
-    rows = _grid_rows(rankmap.decoder_dims(layout), rankmap.DECODER_KINDS)
-    if moe:
-        rows.update(_grid_rows(rankmap.expert_dims(layout), rankmap.EXPERT_KINDS))
-    else:
-        rows["ep"] = np.arange(layout.world_size, dtype=np.int64).reshape(-1, 1)
-    if layout.dp_shard is not None:
-        rows.update(_grid_rows(rankmap.hsdp_dims(layout), rankmap.HSDP_KINDS))
-    if moe and rankmap.hsdp_experts(layout):
-        rows.update(_grid_rows(rankmap.hsdp_expert_dims(layout), rankmap.HSDP_EXPERT_KINDS))
+    rows: dict[str, np.ndarray] = {}
+    for dims, kinds in rankmap.kind_grids(layout, moe=moe):
+        rows.update(_grid_rows(dims, kinds))
     return rows
 
 

@@ -93,10 +93,9 @@ def device_mesh(layout: Layout) -> dict[str, Any]:
     dimensions torchtitan's ParallelDims names (its mesh (pp, dp_replicate, dp_shard, cp, tp)),
     so FSDP2's 2-D mesh is mesh["dp_replicate", "dp_shard"] (with CP flattened into the shard).
     """
-    names = {"dp_shard": "dp_shard", "dp_rep": "dp_replicate"}
     hsdp = layout.dp_shard is not None
     dims = rankmap.hsdp_dims(layout) if hsdp else rankmap.decoder_dims(layout)
-    axes = [names.get(name, name) for name, _ in reversed(dims)]
+    axes = [{"dp_rep": "dp_replicate"}.get(name, name) for name, _ in reversed(dims)]
     shape = tuple(size for _, size in reversed(dims))
     return {
         "mesh_shape": list(shape),

@@ -603,13 +603,41 @@ def gemm_peak_tflops(g: Gemm, gpu: GpuSpec, use_fp8: bool) -> float:
     return base.peak_fp8_tflops
 
 
+def selective_modules(workload: Workload, layout: Layout) -> tuple[str, ...]:
+    """The Megatron-class modules `selective` recompute redoes under the workload's framework
+    semantics (Workload.selective_recompute); the one place that reads it for modules:
+    - "attention" (Megatron-Core): the layout's (Layout.selective_modules, default core_attn);
+    - "unfused_attention" (Megatron-DeepSpeed 4efb479d megatron/model/transformer.py
+      ParallelAttention): --recompute-granularity selective sets checkpoint_core_attention only
+      on its unfused CoreAttention path; under flash attention (--use-flash-attn-v1/-v2, the
+      fa2 / flash1 kernels) the layer calls core_attention_flash and checkpoints nothing;
+    - "every_other_matmul" (torchtitan): no Megatron module (its op-level policy instead,
+      LayerTime.selective_s)."""
+    if workload.selective_recompute == "attention":
+        return layout.selective_modules
+    if workload.selective_recompute == "unfused_attention":
+        return () if selective_redoes_nothing(workload) else ("core_attn",)
+    return ()
+
+
+def selective_redoes_nothing(workload: Workload) -> bool:
+    """Whether selective recompute reruns nothing, whatever the layout (selective_modules):
+    Megatron-DeepSpeed's under flash attention. The search leaves it out beside recompute none
+    (the same time, memory and launch: a flag the launcher ignores)."""
+    return (
+        workload.selective_recompute == "unfused_attention"
+        and workload.attention_kernel != "unfused"
+    )
+
+
 def saves_quantized_inputs(workload: Workload) -> bool:
     """Whether backward finds the quantized copies of the forward GEMM inputs saved: Transformer
     Engine saves them (te/pytorch/module/linear.py `inputmat`); torchao's Float8Linear saves the
     bf16 input and quantizes it again in backward (torchao/float8/float8_linear.py,
-    `save_for_backward(input_hp, weight_hp_t)`). The Megatron-class selective-recompute policy
-    marks Transformer Engine frameworks (cost_models.framework profiles), as memory.py reads it."""
-    return workload.selective_recompute == "attention"
+    `save_for_backward(input_hp, weight_hp_t)`). The Megatron-class selective-recompute policies
+    (attention, unfused_attention) mark Transformer Engine frameworks (cost_models.framework
+    profiles; Megatron-DeepSpeed's fp8 is Transformer Engine's too), as memory.py reads it."""
+    return workload.selective_recompute != "every_other_matmul"
 
 
 def quantize_s(
@@ -1416,6 +1444,10 @@ def layer_time(
     if workload.selective_recompute == "every_other_matmul" and not is_moe:
         matmuls = recomputed_matmuls(model, t, layout.tp)
         selective_s = gemm_time_s(matmuls, ggpu, cal, fp8, gbook) + elementwise_s
+    elif workload.selective_recompute == "unfused_attention":
+        # the framework's own module set, not the layout's (Megatron-DeepSpeed has no modules)
+        redone = selective_modules(workload, layout)
+        selective_s = sum(seconds for name, seconds in module_s if name in redone)
     gemm_bwd_s, gemm_looks = None, ()
     if gbook is None:
         gemm_s = gemm_time_s(gemms, ggpu, cal, fp8)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from .calibration import GenerationCalibration, hbm_bytes_per_s, overlap_slowdown_s
 from .commtable import CollectiveBook, collective_time_s, model_time_s, p2p_s
-from .compute import LayerTime, local_kv_heads, tokens_per_gpu
+from .compute import LayerTime, local_kv_heads, selective_modules, tokens_per_gpu
 from .specs import Cluster, Layout, ModelSpec, Workload
 
 BF16_BYTES = 2
@@ -65,6 +65,7 @@ def _fused_ring_s(
     lt: LayerTime,
     cp_span: list[int],
     comm: CollectiveBook | None = None,
+    forwards: int = 1,
 ) -> tuple[float, float]:
     mla = model.mla
     kv_width = (
@@ -77,7 +78,10 @@ def _fused_ring_s(
     step_s = p2p_s(t * kv_width * BF16_BYTES, cluster, cp_span, comm, "cp")
     hidden_fraction = (layout.cp - 1) / layout.cp  # all but the local chunk overlap
     fwd, bwd = (layout.cp - 1) * step_s, 2 * (layout.cp - 1) * step_s
-    exposed = max(0.0, fwd - lt.attention_s * hidden_fraction)
+    # a recomputed attention core reruns its ring forward (TE's AttnFuncWithCPAndKVP2P runs
+    # inside the checkpointed core attention), hidden behind its own rerun as the first was
+    fwd *= forwards
+    exposed = forwards * max(0.0, fwd / forwards - lt.attention_s * hidden_fraction)
     exposed += max(0.0, bwd - lt.attention_bwd_s * hidden_fraction)
     # the attention the exchange hides behind runs on the SMs the NCCL kernel leaves free
     return exposed + overlap_slowdown_s(fwd + bwd - exposed, cal), fwd + bwd
@@ -126,10 +130,10 @@ def torch_ring_s(
 
 def attention_forwards(workload: Workload, layout: Layout) -> int:
     """Forward passes of the attention core per layer and micro-batch: 2 where recompute reruns
-    it (full, or selective with the attention among what it redoes), else 1; a CP exchange made
-    in the forward is made again."""
+    it (full, or selective with the attention core among what it redoes: compute.
+    selective_modules), else 1; a CP exchange made in the forward is made again."""
     recomputes = layout.recompute == "full" or (
-        layout.recompute == "selective" and workload.selective_recompute == "attention"
+        layout.recompute == "selective" and "core_attn" in selective_modules(workload, layout)
     )
     return 2 if recomputes else 1
 
@@ -190,4 +194,5 @@ def cp_layer_s(
     if workload.cp_attention == "a2a":
         return a2a_s(model, cluster, workload, layout, cp_span, comm)
     t = tokens_per_gpu(workload, layout)
-    return _fused_ring_s(model, cluster, cal, layout, t, lt, cp_span, comm)
+    forwards = attention_forwards(workload, layout)
+    return _fused_ring_s(model, cluster, cal, layout, t, lt, cp_span, comm, forwards)

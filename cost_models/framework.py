@@ -117,6 +117,11 @@ class FrameworkProfile:
     expert's weights column- / row-wise like a dense MLP: Layout.etp = tp at ep 1), the source;
     "": the layout's own etp (Megatron --expert-tensor-parallel-size, which the export writes)."""
 
+    recompute_knobs: str = ""
+    """Why the launcher has none of Megatron-Core's recompute knobs (Layout.recompute_modules,
+    recompute_method, recompute_num_layers), with its source; "": it has them (Megatron
+    --recompute-modules, --recompute-method, --recompute-num-layers, which the export writes)."""
+
     def orders_for(self, model: ModelSpec) -> tuple[tuple[Axis, ...], ...]:
         return self.moe_rank_orders if model.moe is not None else self.rank_orders
 
@@ -396,8 +401,13 @@ _TORCHTITAN_PHYSICS = {
     ),
     "attention_kernel": Setting(
         "fa2",
-        "torchtitan calls torch.nn.functional.scaled_dot_product_attention, whose flash backend "
-        "is FlashAttention-2 (cuDNN attention opt-in since PyTorch 2.5.1, pytorch#138522)",
+        "FlashAttention-2, torch SDPA's flash backend: what torchtitan's language models ran on "
+        "Hopper through 2025 (cuDNN attention opt-in since PyTorch 2.5.1, pytorch#138522; its "
+        "SDPA wrapper put FLASH first below compute capability 10, torchtitan#1196) and what "
+        "the shared torchtitan runs ran. Not torchtitan 0.3.0's: its recipes build "
+        "FlexAttention with per-document block-causal masks (models/common/config_utils.py "
+        "get_attention_config; model_registry attn_backend 'flex', gpt-oss 'varlen'), which no "
+        "input prices yet (docs/cost_model.md, calibration)",
     ),
     "attention_unpad": Setting(
         False,
@@ -540,6 +550,14 @@ _DEEPSPEED_PHYSICS = {
     "tp_overlap": Setting(
         "collective_matmul",
         "Megatron-DeepSpeed has no Transformer Engine userbuffers (no --tp-comm-overlap)",
+    ),
+    "selective_recompute": Setting(
+        "unfused_attention",
+        "Megatron-DeepSpeed megatron/model/transformer.py ParallelAttention: "
+        "--recompute-granularity selective sets checkpoint_core_attention only for its unfused "
+        "CoreAttention; with flash attention (--use-flash-attn-v1/-v2) it calls "
+        "core_attention_flash and checkpoints nothing (the local transformer_impl, which the "
+        "export leaves at its default)",
     ),
     "fused_elementwise": Setting(
         True,
@@ -817,6 +835,11 @@ TORCHTITAN = FrameworkProfile(
         False, "torchtitan parallelism.enable_async_tensor_parallel defaults to False"
     ),
     hsdp=True,
+    recompute_knobs=(
+        "torchtitan 0.3.0 distributed/activation_checkpoint.py has FullAC (every block) and "
+        "SelectiveAC (its op-level policy) per transformer block, no module list, method or "
+        "layer count"
+    ),
     experts_follow_tp=(
         "torchtitan 0.3.0 models/common/moe_sharding.py set_moe_sharding_config: with EP "
         "disabled and TP enabled the routed experts' weights take the dense {TP} placement "
@@ -878,6 +901,13 @@ DEEPSPEED = FrameworkProfile(
     max_ep=1,
     schedules="1F1B only (deepspeed/runtime/pipe/schedule.py TrainSchedule)",
     physics=_DEEPSPEED_PHYSICS,
+    recompute_knobs=(
+        "Megatron-DeepSpeed has no --recompute-modules (selective checkpoints the core "
+        "attention: megatron/model/transformer.py), and its DeepSpeed activation checkpointing "
+        "(--checkpoint-activations, which the export writes) checkpoints every layer "
+        "(checkpoint_num_layers 1; megatron/model/gpt_model.py: 'deepspeed's pipeline doesn't "
+        "support the block recompute method')"
+    ),
     tp_comm_overlap=_NO_OVERLAP,
     limits_source=(
         "no interleaved schedule in PipelineEngine; Megatron-DeepSpeed's sequence parallelism "
@@ -993,6 +1023,11 @@ def profile_violations(
         out.append(f"ZeRO-{layout.zero_stage} is not a {p.name} sharding mode ({p.zero_source})")
     if layout.recompute not in p.recompute:
         out.append(f"recompute {layout.recompute} is not a {p.name} granularity")
+    every_layer = layout.recompute_method != "block" and (layout.recompute_num_layers or 1) == 1
+    knobs = ["recompute_modules"] if layout.recompute_modules is not None else []
+    knobs += [] if every_layer else ["recompute_method / recompute_num_layers"]
+    if p.recompute_knobs and knobs:  # uniform groups of one layer: plain full recompute
+        out.append(f"{', '.join(knobs)}: {p.name} has no such setting ({p.recompute_knobs})")
     for axis, cap in (("vp", p.max_vp), ("cp", p.max_cp), ("ep", p.max_ep)):
         if cap is not None and getattr(layout, axis) > cap:
             out.append(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .accumulation import defers_to_last_backward, grads_sharded_between_micro_batches
-from .compute import quant_recipe, saves_quantized_inputs, tokens_per_gpu
+from .compute import quant_recipe, saves_quantized_inputs, selective_modules, tokens_per_gpu
 from .params import (
     attention_params,
     dense_mlp_params,
@@ -1077,6 +1077,8 @@ def layer_activation_tensors(
     Korthikanti et al. 2022 Table 2 that flash attention leaves (no s x s scores: its softmax
     statistics instead); selective drops what layout.selective_modules recompute
     (TransformerConfig.recompute_modules, default core_attn); full keeps the layer input.
+    Megatron-DeepSpeed ("unfused_attention"): the same tensors, selective dropping the core
+    attention's only where it runs unfused (compute.selective_modules).
     torchtitan (workload.selective_recompute "every_other_matmul"): its op-level selective
     policy on dense layers (_every_other_matmul_tensors); full AC keeps the block input.
     """
@@ -1089,11 +1091,7 @@ def layer_activation_tensors(
         and workload.selective_recompute == "every_other_matmul"
         and not is_moe
     )
-    modules = (
-        layout.selective_modules
-        if recompute == "selective" and workload.selective_recompute == "attention"
-        else ()
-    )
+    modules = selective_modules(workload, layout) if recompute == "selective" else ()
     kept = _attention_tensors(model, workload, layout, h_local, modules) + _mlp_tensors(
         model, workload, layout, h_local, modules, is_moe=is_moe
     )
@@ -1267,8 +1265,8 @@ def buffer_bytes(
 def recompute_label(layout: Layout, workload: Workload) -> str:
     """The recompute setting in words: mode, Megatron modules or full-recompute method."""
     lo = layout
-    if lo.recompute == "selective" and workload.selective_recompute == "attention":
-        return "selective:" + "+".join(lo.selective_modules)
+    if lo.recompute == "selective" and workload.selective_recompute != "every_other_matmul":
+        return "selective:" + ("+".join(selective_modules(workload, lo)) or "nothing")
     if lo.recompute == "full" and lo.recompute_method is not None:
         return f"full:{lo.recompute_method}{lo.recompute_num_layers or 1}"
     return lo.recompute
@@ -1280,7 +1278,8 @@ def memory_config(
     """(accounting, recompute, interleaved, MoE): what decides which tensors the memory model
     counts. The accounting is the workload's framework semantics (selective_recompute
     "attention": Megatron-Core; "every_other_matmul": torchtitan)."""
-    accounting = "megatron" if workload.selective_recompute == "attention" else "torchtitan"
+    op_level = workload.selective_recompute == "every_other_matmul"
+    accounting = "torchtitan" if op_level else "megatron"
     return accounting, recompute_label(layout, workload), layout.vp > 1, model.moe is not None
 
 

@@ -1024,10 +1024,12 @@ class Workload(InputSpec):
         "(PyTorch builds whose F.rms_norm / nn.RMSNorm dispatch to aten::_fused_rms_norm on "
         "CUDA, e.g. torch 2.11; F.layer_norm is always one kernel); False: the eager chain",
     )
-    selective_recompute: Literal["attention", "every_other_matmul"] = Field(
+    selective_recompute: Literal["attention", "unfused_attention", "every_other_matmul"] = Field(
         "attention",
-        description="what selective recompute redoes: the attention core and elementwise ops "
-        "(Megatron), or every other matmul plus elementwise ops (torchtitan op-level policy)",
+        description="what selective recompute redoes: the Megatron-Core modules of the layout "
+        "(Layout.selective_modules, default the attention core), the attention core only where "
+        "it runs unfused (Megatron-DeepSpeed: its flash attention path checkpoints nothing), "
+        "or every other matmul plus elementwise ops (torchtitan op-level policy)",
     )
     fp8_dynamic_scaling: StrictBool = Field(
         False,

@@ -30,6 +30,7 @@ from .compute import (
     mlp_gemms,
     moe_imbalance,
     quant_recipe,
+    selective_modules,
     tokens_per_gpu,
 )
 from .cp import cp_layer_s
@@ -362,7 +363,8 @@ def _ep_layer_s(
         return 0.0, 0.0, (0.0,) * len(cluster.tiers)
     passes = 3 if layout.recompute == "full" else 2
     # A recomputed MoE module (Megatron recompute_modules "moe") dispatches again.
-    ep_passes = passes + (layout.recompute == "selective" and "moe" in layout.selective_modules)
+    redone = selective_modules(workload, layout) if layout.recompute == "selective" else ()
+    ep_passes = passes + ("moe" in redone)
     dispatch_s, combine_s, ep_busy = ep_exchange_s(
         model, cluster, workload, layout, span[Group.EP], comm
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from cost_models import estimate as _cost
 from cost_models import framework as _framework
-from cost_models.compute import refuse_flash1
+from cost_models.compute import refuse_flash1, selective_redoes_nothing
 from cost_models.errors import InvalidInput, NoFeasiblePlan
 from cost_models.goodput import Reliability
 from cost_models.specs import Axis, Cluster, Estimate, Layout, ModelSpec, Workload
@@ -49,6 +49,17 @@ def _check_zero_inputs_space(space: SearchSpace, workload: Workload) -> None:
     problems = _framework.zero_input_violations(prof, workload, top)
     if problems:
         raise InvalidInput(f"{problems[0]}; the allowed ZeRO stages are {list(space.zero_stages)}")
+
+
+def _recompute_space(space: SearchSpace, workload: Workload) -> SearchSpace:
+    """Where the framework's selective recompute reruns nothing (Megatron-DeepSpeed under flash
+    attention: cost_models.compute.selective_redoes_nothing), selective is the plan with recompute
+    none in time, memory and launch (a flag the launcher ignores): beside none it is searched
+    no more, so it never stands as a runner-up of its own."""
+    if "none" not in space.recompute or not selective_redoes_nothing(workload):
+        return space
+    kept = tuple(r for r in space.recompute if r != "selective")
+    return space.model_copy(update={"recompute": kept})
 
 
 def _graph_space(space: SearchSpace, workload: Workload) -> SearchSpace:
@@ -275,7 +286,7 @@ def plan(
     if space.framework is not None:
         workload = _framework.profile(space.framework).workload(workload, model)
     _check_zero_inputs_space(space, workload)
-    space = _graph_space(space, workload)
+    space = _recompute_space(_graph_space(space, workload), workload)
     _check_fp8_params_space(space, workload)
     engine = exhaustive if options.engine == "exhaustive" else sat_solve
     usable = exhaustive.usable_memory_gib(cluster, space)

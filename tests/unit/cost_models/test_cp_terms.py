@@ -69,6 +69,32 @@ def test_fused_ring_hidden_behind_attention_and_no_cp_no_cost():
     assert cp_layer_s(m, c, cal, w, layout(dp=8), _lt(0.4), [1, 1]) == (0.0, 0.0)
 
 
+def test_fused_ring_reruns_its_forward_exchange_where_the_attention_core_is_recomputed():
+    """TE's p2p ring runs inside the checkpointed core attention: full recompute and selective
+    with core_attn redo the forward exchange (3 more steps here), hidden behind the rerun
+    attention as the first was; selective without core_attn (layernorm) does not."""
+    m, c, cal = dense_model(), cluster(num_gpus=8), calibration_for("hopper")
+    w = workload(seq_len=131072, global_batch=2)
+    step_s = 3e-6 + 32768 * 2 * 8 * 128 * 2 / NVLINK_BYTES_PER_S
+    small = replace(_lt(1e-4), attention_backward_s=1.2e-4)  # the steps show past the attention
+    shown = 2 * (3 * step_s - 0.75e-4) + (6 * step_s - 0.75 * 1.2e-4)
+    for rc, mods in (("full", None), ("selective", None), ("selective", ("core_attn", "mlp"))):
+        lay = layout(cp=4, dp=2, recompute=rc, recompute_modules=mods)
+        exposed, total = cp_layer_s(m, c, cal, w, lay, small, [4, 4])
+        assert total == pytest.approx(12 * step_s, rel=1e-9)
+        assert exposed == pytest.approx(shown + SLOWDOWN * (12 * step_s - shown), rel=1e-9)
+    lay = layout(cp=4, dp=2, recompute="selective", recompute_modules=("layernorm",))
+    assert cp_layer_s(m, c, cal, w, lay, small, [4, 4]) == cp_layer_s(
+        m, c, cal, w, layout(cp=4, dp=2), small, [4, 4]
+    )
+    # a2a and PyTorch's ring: the same rule (layernorm alone reruns no exchange)
+    for cp_attention in ("a2a", "torch_ring"):
+        wa = workload(seq_len=131072, global_batch=2, cp_attention=cp_attention)
+        assert cp_layer_s(m, c, cal, wa, lay, small, [4, 4]) == cp_layer_s(
+            m, c, cal, wa, layout(cp=4, dp=2), small, [4, 4]
+        )
+
+
 def test_ring_hides_behind_the_backward_attention_as_priced_not_an_assumed_ratio():
     """With the backward priced on its own (kernel tables, per-part speeds), the rings hide
     behind that figure: a backward 1.2x the forward (not FlashAttention's 2.5x) exposes more."""

@@ -1444,6 +1444,11 @@ def layer_time(
     if workload.selective_recompute == "every_other_matmul" and not is_moe:
         matmuls = recomputed_matmuls(model, t, layout.tp)
         selective_s = gemm_time_s(matmuls, ggpu, cal, fp8, gbook) + elementwise_s
+    elif workload.selective_recompute == "every_other_matmul":
+        # the routed experts' grouped GEMMs rerun whole, and the token permutations around the
+        # saved all-to-alls with them (recomputed_moe_matmuls)
+        matmuls = recomputed_moe_matmuls(model, t, layout, moe_imbalance(workload, layout.ep))
+        selective_s = gemm_time_s(matmuls, ggpu, cal, fp8, gbook) + elementwise_s + disp_s
     elif workload.selective_recompute == "unfused_attention":
         # the framework's own module set, not the layout's (Megatron-DeepSpeed has no modules)
         redone = selective_modules(workload, layout)
@@ -1796,13 +1801,44 @@ def recomputed_matmuls(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
     wo recomputed, w1 saved, w3 recomputed, w2 saved; an ungated MLP recomputes its w2.
     """
     assert model.ffn_hidden_size is not None
+    return _recomputed_attention_matmuls(model, t, tp) + _recomputed_mlp(
+        model, t, model.ffn_hidden_size / tp
+    )
+
+
+def _recomputed_attention_matmuls(model: ModelSpec, t: float, tp: int) -> list[Gemm]:
+    """wk and wo: the second and fourth matmuls of a block (recomputed_matmuls)."""
     h, d = model.hidden_size, model.attn_head_dim
-    ffn = model.ffn_hidden_size / tp
-    gemms = [
+    return [
         Gemm(t, local_kv_heads(model, tp) * d, h),
         Gemm(t, h, model.num_attention_heads * d / tp),
     ]
-    gemms.append(Gemm(t, ffn, h) if model.gated_mlp else Gemm(t, h, ffn))
+
+
+def _recomputed_mlp(model: ModelSpec, t: float, ffn: float) -> list[Gemm]:
+    """The MLP's recomputed matmul, counting on from the attention's four: w3 of a gated MLP
+    (w1 fifth, saved; w2 seventh, saved), w2 of an ungated one (sixth)."""
+    h = model.hidden_size
+    return [Gemm(t, ffn, h) if model.gated_mlp else Gemm(t, h, ffn)]
+
+
+def recomputed_moe_matmuls(
+    model: ModelSpec, t: float, layout: Layout, imbalance: float
+) -> list[Gemm]:
+    """Matmuls torchtitan's op-level selective checkpointing recomputes in a MoE layer
+    (torchtitan 0.3.0 distributed/activation_checkpoint.py SelectiveAC): the attention's wk and
+    wo as in a dense layer; the router gate (force_recompute_mm_shapes_by_fqns defaults to
+    ["moe.router.gate"], and it does not advance the count); every routed expert's grouped GEMM,
+    w1, w3 and w2 (models/common/moe.py GroupedExperts calls torch._grouped_mm, which is in no
+    save list: neither torchtitan's _get_default_save_ops nor torch's compute_intensive_ops);
+    the shared experts' w3 (gated) or w2, the linears counting on as a dense MLP's."""
+    moe = model.moe
+    assert moe is not None
+    router_and_experts = moe_gemms(model, t, layout, imbalance)[:3]
+    gemms = _recomputed_attention_matmuls(model, t, layout.tp) + router_and_experts
+    if moe.num_shared_experts:
+        shared = moe.num_shared_experts * moe.expert_ffn_hidden_size / layout.tp
+        gemms += _recomputed_mlp(model, t, shared)
     return gemms
 
 

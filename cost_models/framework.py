@@ -20,7 +20,7 @@ from typing import Any, Literal
 from .accumulation import MAX_ACTIVE_STAGES
 from .errors import InvalidInput
 from .pipeline import layout_chunk_counts, split_slots
-from .specs import Axis, Layout, ModelSpec, Recompute, Workload
+from .specs import Axis, Layout, ModelSpec, Recompute, Workload, expert_shard_mesh_whole
 
 FrameworkName = Literal["megatron", "torchtitan", "deepspeed"]
 FRAMEWORKS: tuple[FrameworkName, ...] = ("megatron", "torchtitan", "deepspeed")
@@ -1212,11 +1212,11 @@ def shard_choices(p: FrameworkProfile | None, layout: Layout) -> list[int | None
     torchtitan parallel_dims.py build_mesh)."""
     if p is None or not p.hsdp or layout.zero_stage < 2:
         return [None]
-    mesh = layout.cp * layout.tp
+    lo = layout
     return [None] + [
         d
-        for d in range(2, layout.dp)
-        if layout.dp % d == 0 and (d * mesh) % (layout.ep * layout.etp) == 0
+        for d in range(2, lo.dp)
+        if lo.dp % d == 0 and expert_shard_mesh_whole(d, lo.cp, lo.tp, lo.ep, lo.etp)
     ]
 
 

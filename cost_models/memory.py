@@ -1086,17 +1086,17 @@ def layer_activation_tensors(
     h_local = h / layout.tp if layout.sequence_parallel else h
     if recompute == "full":
         return (ActivationTensor("layer_input", h_local, BF16_BYTES, "checkpoint: rebuild"),)
-    op_level = (
-        recompute == "selective"
-        and workload.selective_recompute == "every_other_matmul"
-        and not is_moe
-    )
+    op_level = recompute == "selective" and workload.selective_recompute == "every_other_matmul"
     modules = selective_modules(workload, layout) if recompute == "selective" else ()
     kept = _attention_tensors(model, workload, layout, h_local, modules) + _mlp_tensors(
         model, workload, layout, h_local, modules, is_moe=is_moe
     )
     if op_level:
-        saved = _every_other_matmul_tensors(model, layout, h_local)
+        saved = (
+            _every_other_matmul_moe_tensors(model, layout, h_local)
+            if is_moe
+            else _every_other_matmul_tensors(model, layout, h_local)
+        )
         # never more than keeping everything (more recompute never needs more memory)
         if sum(x.bytes_per_token for x in saved) < sum(x.bytes_per_token for x in kept):
             return saved
@@ -1124,26 +1124,72 @@ def _every_other_matmul_tensors(
     reduce-scatters. Everything else is recomputed.
     """
     assert model.ffn_hidden_size is not None
+    mlp = _saved_mlp_outputs(model, model.ffn_hidden_size / layout.tp, "")
+    return _saved_attention_outputs(model, layout, h_local) + mlp + _saved_scatters(model, layout)
+
+
+def _saved_attention_outputs(
+    model: ModelSpec, layout: Layout, h_local: float
+) -> tuple[ActivationTensor, ...]:
+    """The block input and the attention's saved outputs under torchtitan's op-level policy."""
     tp = layout.tp
     q = model.num_attention_heads * model.attn_head_dim / tp
     v = max(model.kv_heads, tp) / tp * model.attn_head_dim
-    out = [
+    return (
         ActivationTensor("layer_input", h_local, BF16_BYTES, "checkpoint: rebuild"),
         ActivationTensor("wq_out", q, BF16_BYTES, "recomputed rotary / SDPA backward"),
         ActivationTensor("wv_out", v, BF16_BYTES, "SDPA backward"),
         ActivationTensor("sdpa_out", q, BF16_BYTES, "SDPA backward, wo wgrad"),
         ActivationTensor("sdpa_lse", model.num_attention_heads / tp, FP32_BYTES, "SDPA backward"),
-        ActivationTensor("w1_out", model.ffn_hidden_size / tp, BF16_BYTES, "activation backward"),
-        # partial sums before the reduce-scatter when tp > 1
-        ActivationTensor("w2_out", model.hidden_size, BF16_BYTES, "recomputed residual"),
-    ]
-    if tp > 1:
-        out.append(
-            ActivationTensor(
-                "reduce_scatter_out", 2 * model.hidden_size / tp, BF16_BYTES, "residual adds"
-            )
+    )
+
+
+def _saved_mlp_outputs(model: ModelSpec, ffn: float, prefix: str) -> tuple[ActivationTensor, ...]:
+    """A (shared-expert) MLP's saved w1 and w2 outputs, w2's partial sums before the
+    reduce-scatter when tp > 1."""
+    return (
+        ActivationTensor(f"{prefix}w1_out", ffn, BF16_BYTES, "activation backward"),
+        ActivationTensor(f"{prefix}w2_out", model.hidden_size, BF16_BYTES, "recomputed residual"),
+    )
+
+
+def _saved_scatters(model: ModelSpec, layout: Layout) -> tuple[ActivationTensor, ...]:
+    """Under TP the outputs of the block's two reduce-scatters (saved communication)."""
+    if layout.tp == 1:
+        return ()
+    width = 2 * model.hidden_size / layout.tp
+    return (ActivationTensor("reduce_scatter_out", width, BF16_BYTES, "residual adds"),)
+
+
+def _every_other_matmul_moe_tensors(
+    model: ModelSpec, layout: Layout, h_local: float
+) -> tuple[ActivationTensor, ...]:
+    """What torchtitan's op-level selective checkpointing keeps for a MoE layer (torchtitan
+    0.3.0 distributed/activation_checkpoint.py SelectiveAC, compute.recomputed_moe_matmuls):
+    the attention's as in a dense layer; the router's top-k (aten.topk is saved: fp32 scores and
+    int64 expert ids of each token, the router's tokens being the sequence-parallel shard);
+    with EP the outputs of the dispatch and combine all-to-alls (all_to_all_single is saved:
+    the token rows this GPU's experts hold, bf16); the shared experts' w1 and w2 outputs. The
+    routed experts' grouped GEMMs, their activation and the permutations are recomputed."""
+    moe = model.moe
+    assert moe is not None
+    router_tokens = 1 / layout.tp if layout.sequence_parallel else 1.0
+    rows = moe.top_k * layout.etp / layout.tp
+    out = _saved_attention_outputs(model, layout, h_local) + (
+        ActivationTensor(
+            "router_topk", moe.top_k * router_tokens, FP32_BYTES + 8, "expert score backward"
+        ),
+    )
+    if layout.ep > 1:
+        width = rows * model.hidden_size
+        out += (
+            ActivationTensor("dispatched_tokens", width, BF16_BYTES, "expert recompute"),
+            ActivationTensor("combined_tokens", width, BF16_BYTES, "score multiply backward"),
         )
-    return tuple(out)
+    if moe.num_shared_experts:
+        shared = moe.num_shared_experts * moe.expert_ffn_hidden_size / layout.tp
+        out += _saved_mlp_outputs(model, shared, "shared_")
+    return out + _saved_scatters(model, layout)
 
 
 LOGIT_BYTES = {"fused": BF16_BYTES + 4, "eager_fp32": 3 * 4, "flash_attn": 2 * BF16_BYTES}

@@ -1497,6 +1497,15 @@ DpAccumulation = Literal["last_micro_batch", "every_micro_batch", "zero2_every_m
 PipelineSchedule = Literal["1f1b", "dualpipe"]
 
 
+def expert_shard_mesh_whole(dp_shard: int, cp: int, tp: int, ep: int, etp: int) -> bool:
+    """Whether an HSDP layout's experts get a whole shard mesh: torchtitan parallel_dims.py
+    build_mesh makes the experts' FSDP mesh efsdp = dp_shard * cp * tp // ep beside EP,
+    replicated over dp_replicate, so dp_shard*cp*tp must hold whole EP (x ETP) groups; without
+    EP the experts shard with the dense weights. The one statement of the rule (Layout's
+    validator, framework.shard_choices)."""
+    return ep == 1 or (dp_shard * cp * tp) % (ep * etp) == 0
+
+
 class Layout(InputSpec):
     """One parallel layout. EP is carved from TP x DP x CP (Megatron MoE folding), not a factor."""
 
@@ -1603,10 +1612,7 @@ class Layout(InputSpec):
                 raise ValueError(f"dp_shard ({self.dp_shard}) must divide dp ({self.dp})")
             if self.zero_stage == 0:
                 raise ValueError("dp_shard needs a ZeRO stage >= 1 (ZeRO-0 shards nothing)")
-            expert_mesh = self.dp_shard * self.cp * self.tp
-            if self.ep > 1 and expert_mesh % (self.ep * self.etp):
-                # torchtitan parallel_dims.py build_mesh: the experts' FSDP mesh is
-                # efsdp = dp_shard * cp * tp // ep beside EP, replicated over dp_replicate.
+            if not expert_shard_mesh_whole(self.dp_shard, self.cp, self.tp, self.ep, self.etp):
                 raise ValueError(
                     f"dp_shard*cp*tp ({self.dp_shard}*{self.cp}*{self.tp}) must be a multiple of "
                     f"ep*etp ({self.ep}*{self.etp}): the experts' shard mesh (efsdp)"

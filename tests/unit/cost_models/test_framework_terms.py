@@ -265,10 +265,49 @@ def test_op_level_selective_recompute_by_hand():
     assert shapes == [(1024, 4096), (4096, 4096), (14336, 4096)]
 
 
+def test_op_level_selective_on_a_moe_layer_by_hand():
+    """torchtitan 0.3.0 SelectiveAC on a MoE block: torch._grouped_mm is in no save list, so
+    every routed expert GEMM reruns; the router gate is forced to recompute; the top-k and the
+    all-to-all outputs are saved; the shared expert counts on as a dense MLP."""
+    from factories import moe_model
+
+    from cost_models.compute import recomputed_moe_matmuls
+    from cost_models.memory import layer_activation_bytes
+
+    # h 2048, 16 heads of 128, 4 KV heads; 16 experts, top-2, expert ffn 1024, 1 shared expert.
+    model, op = moe_model(), workload(selective_recompute="every_other_matmul")
+    lo = layout(dp=8, ep=4, recompute="selective")
+    got = recomputed_moe_matmuls(model, 4096, lo, 1.15)
+    shapes = [(g.m, g.n, g.k, g.count, g.grouped, g.imbalance) for g in got]
+    rows = 4096 * 2 / 4  # 8192 routed rows over the 4 local experts
+    assert shapes == [
+        (4096, 512, 2048, 1, False, 1.0),  # wk: 4 KV heads of 128
+        (4096, 2048, 2048, 1, False, 1.0),  # wo
+        (4096, 16, 2048, 1, False, 1.0),  # router gate
+        (rows, 2048, 2048, 4, True, 1.15),  # w1 and w3 of the local experts
+        (rows, 2048, 1024, 4, True, 1.15),  # w2
+        (4096, 1024, 2048, 1, False, 1.0),  # the shared expert's w3
+    ]
+    # Saved per token (bf16 elements): input 2048 + q 2048 + v 512 + SDPA out 2048, the two
+    # all-to-all outputs 2 x (2 x 2048), shared w1 1024 + w2 2048 = 17920; SDPA's fp32 lse (16 x
+    # 4 B) and the top-2 scores (fp32) and ids (int64): 2 x 12 B.
+    saved = layer_activation_bytes(model, op, lo, is_moe=True, recompute="selective")
+    assert saved == pytest.approx(4096 * (17920 * 2 + 16 * 4 + 2 * 12))
+    # without EP nothing crosses an all-to-all: the permuted tokens are recomputed too
+    no_ep = layout(dp=8, recompute="selective")
+    one = layer_activation_bytes(model, op, no_ep, is_moe=True, recompute="selective")
+    assert one == pytest.approx(saved - 4096 * 4 * 2048 * 2)
+    none = layer_activation_bytes(model, op, lo, is_moe=True, recompute="none")
+    assert saved < none
+
+
 def test_op_level_selective_keeps_recompute_monotone():
-    model = dense_model()
+    from factories import moe_model
+
     op = workload(selective_recompute="every_other_matmul")
-    for lo in (layout(dp=8), layout(tp=8, sequence_parallel=True)):
+    cases = [(dense_model(), layout(dp=8)), (dense_model(), layout(tp=8, sequence_parallel=True))]
+    cases += [(moe_model(), layout(dp=8, ep=4)), (moe_model(), layout(dp=8))]
+    for model, lo in cases:
         mem = [
             estimate(model, cluster(8), op, lo.model_copy(update={"recompute": rc}))
             for rc in ("none", "selective", "full")

@@ -118,12 +118,12 @@ def layer_cost(
             model, cluster, cal, workload, layout, lt, span, is_moe, book, comm
         )
     else:
-        # Without overlap the TP terms read only the payload (tokens per GPU), the blocks and
-        # passes, and the TP group's span (_tp_layer_s): the search prices many layouts alike
+        # Without overlap the TP terms read only the payload (tokens per GPU), the blocks,
+        # passes and rerun collectives, and the TP group's span (_tp_layer_s): the search prices many layouts alike
         # in all four (other EP degrees, pipeline and DP sizes).
         blocks = 1 if (is_moe and layout.etp == 1) else 2
         key = (tokens_per_gpu(workload, layout), blocks, layout.recompute == "full", is_moe)
-        key += tuple(span[Group.TP])
+        key += (rerun_tp_collectives(workload, layout), *span[Group.TP])
         found = tp_memo.get(key)
         if found is None:
             found = tp_memo[key] = _tp_layer_s(
@@ -177,13 +177,15 @@ def _tp_layer_s(
     # TP: one all-reduce (or RS + AG under sequence parallelism: same bytes) per block per pass.
     blocks = 1 if (is_moe and layout.etp == 1) else 2
     passes = 3 if layout.recompute == "full" else 2
+    rerun = rerun_tp_collectives(workload, layout)
     tp_span = span[Group.TP]
-    tp_s = blocks * passes * collective_time_s("all_reduce", payload, tp_span, tiers, comm, "tp")
+    all_reduce_s = collective_time_s("all_reduce", payload, tp_span, tiers, comm, "tp")
+    tp_s = blocks * (passes + rerun) * all_reduce_s
     busy = (0.0,) * len(tiers)
     if tp_s <= 0:
         return tp_s, tp_s, busy
     per = collective_tier_s("all_reduce", payload, tp_span, tiers, 1, comm)
-    busy = tuple(blocks * passes * x for x in per)
+    busy = tuple(blocks * (passes + rerun) * x for x in per)
     # The casts' amax all-reduces (compute.amax_reductions): tiny, latency-bound, and the cast
     # waits for them, so no TP overlap hides them.
     fwd, bwd = amax_reductions(model, layout, workload, is_moe)
@@ -197,7 +199,7 @@ def _tp_layer_s(
     if not layout.tp_comm_overlap:
         return tp_s, tp_s, busy
     tp_s -= amax_s
-    per_collective_s = tp_s / (2 * blocks * passes)  # all-reduce = reduce-scatter + gather
+    per_collective_s = all_reduce_s / 2  # all-reduce = reduce-scatter + gather
     if workload.tp_overlap != COLLECTIVE_MATMUL:
         exposed, extra = userbuffers_layer_s(
             model, cluster, cal, workload, layout, lt, blocks, passes, per_collective_s, book
@@ -213,7 +215,22 @@ def _tp_layer_s(
         for mult, forward in ((1, True), (2, False)) + (((1, True),) if passes == 3 else ()):
             f = ring if gathers == forward else reduce  # fwd, bwd (dgrad+wgrad), recompute
             exposed += overlapped_tp_s(per_collective_s, layout.tp, g * mult, f)
+        if rerun and gathers:  # the op-level policy's rerun all-gather before QKV / FC1
+            exposed += overlapped_tp_s(per_collective_s, layout.tp, g, ring)
     return exposed + amax_s, tp_s + amax_s, busy
+
+
+def rerun_tp_collectives(workload: Workload, layout: Layout) -> float:
+    """Forward TP collectives per block that torchtitan's op-level selective checkpointing
+    reruns in backward, in all-reduce units: its save list keeps the outputs of
+    reduce_scatter_tensor and all_to_all_single only (torchtitan 0.3.0 distributed/
+    activation_checkpoint.py _get_default_save_ops), so under sequence parallelism the
+    all-gathers before QKV and FC1 rerun (half an RS + AG all-reduce's bytes) and without it the
+    whole all-reduces do. 0 for other policies: Megatron's recompute modules hold no TP
+    collective, and full recompute is counted as its own pass."""
+    if layout.recompute != "selective" or workload.selective_recompute != "every_other_matmul":
+        return 0.0
+    return 0.5 if layout.sequence_parallel else 1.0
 
 
 NO_END_TP = LayerCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)

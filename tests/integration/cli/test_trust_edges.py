@@ -184,12 +184,18 @@ def test_llama31_70b_on_128_gpus_recommends_less_recompute(
     """Issue 28: Llama 3.1 70B on 128 GPUs recommended a recompute plan (selective on H100 at
     16k; full + FSDP on B200 at 128k) over one with less recompute 0.6-0.8 % faster, because the
     faster plan's CP group left the node. At these lengths CP across nodes is no complexity, so
-    the faster plan with less recompute is recommended."""
+    the faster plan with less recompute is recommended. No plan faster than the recommended one
+    recomputes less (on B200 at 128k a full-recompute plan is 0.2 % faster, inside the
+    simplicity tolerance, since torchtitan's selective recompute reruns its TP all-gathers)."""
     result = convenience.plan_for(
         "llama3.1-70b", cluster_name, num_gpus=128, seq_len=seq_len, framework=framework, top_k=5
     )
-    assert result.fastest_index == 0, result.ranked[result.fastest_index].layout.label
     assert result.best.layout.recompute == recompute, result.best.layout.label
+    heavier = ("none", "selective", "full").index
+    for e in result.ranked[1:]:
+        if e.step_time_s < result.best.step_time_s:
+            assert heavier(e.layout.recompute) > heavier(recompute), e.layout.label
+            assert e.step_time_s > result.best.step_time_s * (1 - 0.01)  # within the tolerance
     assert result.best.layout.cp > 1  # the CP group that leaves the node no longer counts
 
 

@@ -394,3 +394,34 @@ def test_tp_overlap_all_gathers_take_one_sm_reduce_scatters_24():
         overlapped_tp_s(per, 8, g, rs) + overlapped_tp_s(per, 8, 2 * g, rs) for g in partners
     )
     assert exposed < uniform
+
+
+def test_op_level_selective_reruns_the_tp_all_gathers_it_does_not_save():
+    """torchtitan's SelectiveAC saves reduce_scatter_tensor and all_to_all_single outputs only:
+    under sequence parallelism the all-gathers before QKV and FC1 rerun in backward (half an
+    RS + AG all-reduce per block), without it the whole all-reduces; Megatron's selective and
+    recompute none rerun none."""
+    from cost_models.pricer import Pricer
+    from cost_models.stage import _tp_layer_s, rerun_tp_collectives
+
+    model, cl = dense_model(), cluster(8)
+    op = workload(selective_recompute="every_other_matmul", tp_overlap="collective_matmul")
+    sp = layout(tp=8, sequence_parallel=True, recompute="selective")
+    no_sp = sp.model_copy(update={"sequence_parallel": False})
+    assert rerun_tp_collectives(op, sp) == 0.5 and rerun_tp_collectives(op, no_sp) == 1.0
+    assert rerun_tp_collectives(workload(), sp) == 0.0
+    assert rerun_tp_collectives(op, sp.model_copy(update={"recompute": "none"})) == 0.0
+
+    def tp(w, lo):
+        p = Pricer(model, cl, w)
+        lt = p.layer_times(lo).layers.dense
+        return _tp_layer_s(model, cl, p.cal, w, lo, lt, p.spans(lo), False)
+
+    none = tp(op, sp.model_copy(update={"recompute": "none"}))
+    assert tp(op, sp)[0] == pytest.approx(none[0] * 2.5 / 2, rel=1e-12)  # 2 passes + 1/2
+    assert tp(workload(), sp)[0] == pytest.approx(none[0], rel=1e-12)  # Megatron: core_attn
+    # under async TP only the rerun all-gathers' partners (QKV, FC1) hide one more gather
+    on = sp.model_copy(update={"tp_comm_overlap": True})
+    exposed, total, _ = tp(op, on)
+    base = tp(op, on.model_copy(update={"recompute": "none"}))
+    assert total == pytest.approx(base[1] * 2.5 / 2, rel=1e-12) and exposed > base[0]

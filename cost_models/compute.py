@@ -620,6 +620,20 @@ def selective_modules(workload: Workload, layout: Layout) -> tuple[str, ...]:
     return ()
 
 
+def recomputed_norms(model: ModelSpec, workload: Workload, is_moe: bool) -> tuple[bool, bool]:
+    """(input norm, pre-MLP norm): which of a layer's norms Megatron's `layernorm` recompute
+    module reruns. megatron/core/transformer/transformer_layer.py (core_v0.19.0) recomputes a
+    norm only where it is a module of its own (`not isinstance(..., IdentityOp)`), and the
+    Transformer Engine spec (gpt_layer_specs.py get_gpt_layer_with_transformer_engine_submodules:
+    the Workload.fused_elementwise layers) fuses the input norm into linear_qkv
+    (TELayerNormColumnParallelLinear; MLA keeps its own TENorm) and a dense layer's pre-MLP norm
+    into linear_fc1 (pre_mlp_layernorm = layer_norm if num_experts else IdentityOp). Unfused
+    layers (the local spec) have both norms as modules."""
+    if not workload.fused_elementwise:
+        return True, True
+    return model.mla is not None, is_moe
+
+
 def selective_redoes_nothing(workload: Workload) -> bool:
     """Whether selective recompute reruns nothing, whatever the layout (selective_modules):
     Megatron-DeepSpeed's under flash attention. The search leaves it out beside recompute none
@@ -1761,7 +1775,9 @@ def _recompute_module_s(
     def clamp_s(module: str) -> float:  # activation_clamp's clamps ahead of that activation
         return elem_s(*(o for o in ops if o.clamp_of == module))
 
-    out = {"core_attn": attn_s, "layernorm": elem_s(ops[0])}
+    norms, rerun = ops[0], sum(recomputed_norms(model, workload, is_moe))  # ops[0]: both norms
+    part = replace(norms, elements=norms.elements * rerun / 2, calls=rerun)
+    out = {"core_attn": attn_s, "layernorm": elem_s(part) if rerun else 0.0}
     if model.mla is not None:
         mla = model.mla
         ups = [

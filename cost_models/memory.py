@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .accumulation import defers_to_last_backward, grads_sharded_between_micro_batches
-from .compute import quant_recipe, saves_quantized_inputs, selective_modules, tokens_per_gpu
+from .compute import (
+    quant_recipe,
+    recomputed_norms,
+    saves_quantized_inputs,
+    selective_modules,
+    tokens_per_gpu,
+)
 from .params import (
     attention_params,
     dense_mlp_params,
@@ -906,7 +912,9 @@ def _attention_tensors(
     out = [
         ActivationTensor("input_norm_in", h_local, BF16_BYTES, "input norm backward"),
     ]
-    if "layernorm" not in modules:  # output-discarding checkpoint: recomputed from its input
+    # output-discarding checkpoint, recomputed from its input where the norm is a module of its
+    # own (compute.recomputed_norms: not fused into TE's linear_qkv)
+    if "layernorm" not in modules or not recomputed_norms(model, workload, False)[0]:
         out.append(ActivationTensor("input_norm_out", h_local, g, "QKV / down-projection wgrad"))
     mla = model.mla
     if mla is None:
@@ -982,7 +990,7 @@ def _mlp_tensors(
     a = swiglu_input_bytes(model, workload)
     mats = mlp_matrices(model)
     out = [ActivationTensor("mlp_norm_in", h_local, BF16_BYTES, "pre-MLP norm backward")]
-    if "layernorm" not in modules:
+    if "layernorm" not in modules or not recomputed_norms(model, workload, is_moe)[1]:
         out.append(ActivationTensor("mlp_norm_out", h_local, g, "fc1 / router wgrad"))
     if not is_moe:
         assert model.ffn_hidden_size is not None

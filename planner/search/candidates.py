@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cost_models import framework, rankmap, topology
-from cost_models.compute import quant_recipe
+from cost_models.compute import quant_recipe, recomputed_norms
 from cost_models.errors import InvalidInput
 from cost_models.rules import offload_rules, shape_violations, zero_violations
 from cost_models.memory import nothing_to_shard
@@ -425,7 +425,8 @@ def recompute_choices(
 
     With space.recompute_granularity and a Megatron workload (selective_recompute "attention"),
     besides Megatron's defaults (selective = core_attn, full = every layer):
-      * selective, light: layernorm (+ moe_act, mla_up_proj where the model has them):
+      * selective, light: layernorm (where a layer's norm is a module of its own:
+        compute.recomputed_norms; + moe_act, mla_up_proj where the model has them):
         elementwise reruns (and the MLA up-projections) that drop the norm outputs and expert
         activations but keep the attention core;
       * selective, cheap: the light set + core_attn;
@@ -446,7 +447,11 @@ def recompute_choices(
     # moe_act and layernorm recompute for fp8" (the Megatron export writes --fp8-recipe delayed
     # for that recipe, cost_models.compute.quant_recipe). A framework rule: applied when searching for Megatron.
     fp8_delayed = space.framework == "megatron" and quant_recipe(workload) == "delayed"
-    choices = _recompute_choices(model, space.recompute, megatron, per_chunk, fp8_delayed)
+    # `layernorm` only where some layer's norm is a module of its own (compute.recomputed_norms:
+    # Transformer Engine fuses a dense layer's into its linears); elsewhere a no-op twin
+    kinds = [False] * bool(model.num_dense_layers) + [True] * bool(model.num_moe_layers)
+    norms = any(any(recomputed_norms(model, workload, moe)) for moe in kinds)
+    choices = _recompute_choices(model, space.recompute, megatron, per_chunk, fp8_delayed, norms)
     if base.ep_overlap and space.framework is not None:
         # Megatron asserts no full recomputation and no `moe` module with the all-to-all overlap
         # (framework.ep_overlap_violations); those choices are not runnable on this base.
@@ -498,7 +503,12 @@ def recompute_chain_heads(choices: list[dict[str, Any]]) -> list[int]:
 
 @functools.lru_cache(maxsize=256)
 def _recompute_choices(
-    model: ModelSpec, modes: tuple[str, ...], megatron: bool, per_chunk: int, fp8_delayed: bool
+    model: ModelSpec,
+    modes: tuple[str, ...],
+    megatron: bool,
+    per_chunk: int,
+    fp8_delayed: bool,
+    norms: bool = True,
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for mode in modes:
@@ -507,7 +517,7 @@ def _recompute_choices(
         if not megatron:
             continue
         if mode == "selective":
-            light = [] if fp8_delayed else ["layernorm"]
+            light = ["layernorm"] if norms and not fp8_delayed else []
             heavy = []
             if model.num_moe_layers:
                 light += [] if fp8_delayed else ["moe_act"]

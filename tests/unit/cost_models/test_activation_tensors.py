@@ -68,9 +68,20 @@ def test_megatron_selective_modules_drop_their_tensors():
     h, t = 1024, 4
     base = Layout(tp=4, sequence_parallel=True, recompute="selective")
     core = tensors(m, w, base)
-    norm = tensors(m, w, base.model_copy(update={"recompute_modules": ("core_attn", "layernorm")}))
-    assert set(core) - set(norm) == {"input_norm_out", "mlp_norm_out"}
-    assert sum(core.values()) - sum(norm.values()) == 4 * h / t
+    with_norms = base.model_copy(update={"recompute_modules": ("core_attn", "layernorm")})
+    # Transformer Engine's spec (fused_elementwise) fuses both norms of a dense layer into
+    # linear_qkv / linear_fc1: IdentityOp modules, which `layernorm` does not recompute
+    # (transformer_layer.py core_v0.19.0): nothing is dropped.
+    assert tensors(m, w, with_norms) == core
+    local = workload(seq_len=2048, fused_elementwise=False)  # the local spec: norms of their own
+    norm = tensors(m, local, with_norms)
+    assert set(tensors(m, local, base)) - set(norm) == {"input_norm_out", "mlp_norm_out"}
+    assert sum(tensors(m, local, base).values()) - sum(norm.values()) == 4 * h / t
+    # a MoE layer keeps its pre-MLP norm as a module (TENorm: the router reads its output)
+    moe = moe_model()
+    moe_core = tensors(moe, w, base, is_moe=True)
+    moe_norm = tensors(moe, w, with_norms, is_moe=True)
+    assert set(moe_core) - set(moe_norm) == {"mlp_norm_out"}
     mlp = tensors(m, w, base.model_copy(update={"recompute_modules": ("core_attn", "mlp")}))
     assert set(core) - set(mlp) == {"fc1_out", "act_out"}
     assert sum(mlp.values()) == 18 * h / t  # 34 - 16: the MLP keeps only its input
@@ -204,6 +215,16 @@ def test_selective_module_time_is_the_sum_of_module_forwards():
     both = lt.recompute_s("selective", ("core_attn", "layernorm", "mlp"))
     assert both == pytest.approx(times["core_attn"] + times["layernorm"] + times["mlp"])
     assert times["layernorm"] < times["core_attn"] < times["mlp"] < lt.forward_s
+    # the norms are fused into TE's linear_qkv / linear_fc1 there: `layernorm` reruns none;
+    # under the local spec it reruns both, in a MoE layer under TE only the pre-MLP norm
+    assert times["layernorm"] == 0.0
+    local = workload(fused_elementwise=False)
+    both = dict(layer_time(m, H100, calibration_for("hopper"), local, lo, is_moe=False).module_s)
+    assert both["layernorm"] > 0.0
+    moe = moe_model()
+    one = dict(layer_time(moe, H100, calibration_for("hopper"), w, lo, is_moe=True).module_s)
+    two = dict(layer_time(moe, H100, calibration_for("hopper"), local, lo, is_moe=True).module_s)
+    assert 0.0 < one["layernorm"] < two["layernorm"]
 
 
 def test_modules_the_model_lacks_are_refused():

@@ -939,8 +939,10 @@ def dp_edge_buckets_s(
     tiers = cluster.tiers
     if hsdp:
         shard_n = shard_groups(layout)[0]
-        replica_span = replicas or (1,) * len(tiers)
-        grads = _hsdp_reduce_tier_s(tiers, edge, group, replica_span, shard_n, 1, comm, grad_bytes)
+        # the gather's edge bucket is sized by the gather buckets below, not this one
+        grads, _ = _hsdp_tier_s(
+            tiers, edge, group, replicas or (1,) * len(tiers), shard_n, 1, comm, grad_bytes
+        )
         reduce_s = sum(grads)
     else:
         kind = "all_reduce" if layout.zero_stage == 0 else "reduce_scatter"
@@ -973,29 +975,12 @@ def _hsdp_tier_s(
     among them at ep 1, or the experts' own with EP) in `n` buckets: reduce-scatter inside the
     shard group of `shard_n` GPUs, all-reduce of the shard across the replicas, all-gather
     inside the shard group (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
-    grads = _hsdp_reduce_tier_s(
-        tiers, params, shard_span, replica_span, shard_n, n, comm, grad_bytes
-    )
-    payload = gather_payload_bytes(params, unquantized, gather_bytes)
-    return grads, collective_tier_s("all_gather", payload, shard_span, tiers, n, comm, "dp")
-
-
-def _hsdp_reduce_tier_s(
-    tiers: Sequence[LinkTier],
-    params: float,
-    shard_span: Sequence[int],
-    replica_span: Sequence[int],
-    shard_n: int,
-    n: int,
-    comm: CollectiveBook | None = None,
-    grad_bytes: int = GRAD_REDUCE_BYTES,
-) -> list[float]:
-    """The gradient half of _hsdp_tier_s: reduce-scatter in the shard group, all-reduce of the
-    shard across the replicas, seconds by tier."""
     total = params * grad_bytes
     rs = collective_tier_s("reduce_scatter", total, shard_span, tiers, n, comm, "dp")
     ar = collective_tier_s("all_reduce", total / shard_n, replica_span, tiers, n, comm, "dp")
-    return [x + y for x, y in zip(rs, ar, strict=True)]
+    grads = [x + y for x, y in zip(rs, ar, strict=True)]
+    payload = gather_payload_bytes(params, unquantized, gather_bytes)
+    return grads, collective_tier_s("all_gather", payload, shard_span, tiers, n, comm, "dp")
 
 
 @dataclass(frozen=True)
